@@ -1,0 +1,1 @@
+"""Fake Zellij CLI + server used as a test double (see ../README.md)."""
