@@ -1,0 +1,270 @@
+"""``board``: every slot of a run on one screen, plus the run's counters (SPEC §2, §9).
+
+Layout::
+
+    demo · 20260511T101500-ab12 · running · 12 slots · 3m04s
+    running 9 · pending 30 · succeeded 58 · failed 2 · timed out 1
+      1 running   build-17         1m23s       compiling foo.c
+      2 starting  test-3              2s       (no launch heartbeat yet)
+      3 failed    lint              12s     1  idle · reason timeout
+      4 idle
+
+A row shows the slot's newest generation: state, task, elapsed time, exit code and, while it
+runs, the last line of its output (escapes stripped, ``\\r`` progress resolved). A finished row
+shows only what was recorded when it finished (§9).
+
+Fitting many slots (e.g. 100 slots in 80×24), in three steps:
+
+1. **Full**: one line per slot, in slot order, when they all fit.
+2. **Folded**: otherwise the busy slots (running, starting, reserved) keep their full lines,
+   then slots whose last task did not succeed, as many as fit (most recent first), all shown in
+   slot order; every other slot is folded into one summary line, ``+ 72 more: 70 idle
+   (3-5,9,…) · 2 closed``.
+3. **Grid**: when even the busy slots do not fit one per line, they are laid out in columns of
+   short cells, ``slot task elapsed`` (no output line), as many columns as needed; the rest is
+   folded as above. At 80×24 that is 5 columns × 21 rows: 100 running slots, all visible. If a
+   terminal is too small even for that, the summary line counts the busy slots not shown.
+
+No paging or scrolling: the picture is a stable function of the run's state, so the final
+frame left on screen at the end of the run is complete and readable.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+from ..rundir import RunPaths
+from .loop import Frame, run_view
+from .snapshot import (
+    TERMINAL,
+    GenInfo,
+    LastLines,
+    SlotRow,
+    StateReader,
+    describe_slot,
+    gen_records,
+    read_gen,
+    slot_entries,
+)
+from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, printable, ranges
+
+COUNTERS = ("running", "pending", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost")
+ALWAYS_COUNTED = frozenset({"running", "pending", "succeeded", "failed"})
+STATUS_W = 9
+ELAPSED_W = 6
+EXIT_W = 4
+MIN_CELL = 12
+
+
+def _slot_numbers(state: dict[str, Any] | None, gens: Mapping[int, GenInfo | None]) -> list[int]:
+    jobs = (state or {}).get("jobs")
+    numbers = set(range(1, jobs + 1)) if isinstance(jobs, int) and 0 < jobs <= 4096 else set()
+    return sorted(numbers | set(slot_entries(state)) | set(gens))
+
+
+def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, color: bool) -> list[str]:
+    if state is None:
+        return [clip("waiting for the run to start (no state.json yet)", cols)]
+    run_state = str(state.get("state") or "?")
+    started, ended = state.get("started_at"), state.get("ended_at")
+    elapsed = None
+    if isinstance(started, (int, float)):
+        elapsed = (ended if isinstance(ended, (int, float)) else now) - started
+    title = [
+        (printable(state.get("name") or "swarm"), "1"),
+        (f" · {printable(state.get('run_id') or '')} · ", None),
+        (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
+        (f" · {n_slots} slots · {duration(elapsed)}", None),
+    ]
+    counts = state.get("counts") or {}
+    parts: list[tuple[str, str | None]] = []
+    for name in COUNTERS:
+        n = counts.get(name) or 0
+        if n or name in ALWAYS_COUNTED:
+            if parts:
+                parts.append((" · ", None))
+            parts.append((f"{name.replace('_', ' ')} {n}", STATUS_SGR.get(name) if n else None))
+    return [join_parts(title, cols, color), join_parts(parts, cols, color)]
+
+
+def _detail(row: SlotRow, last_line: str) -> str:
+    if row.status == "starting":
+        return last_line or "(no launch heartbeat yet)"
+    if row.live:
+        return last_line
+    if row.status in TERMINAL:
+        where = "idle" if row.slot_state == "idle" else row.slot_state
+        return f"{where} · reason {printable(row.reason)}" if row.reason else where
+    return ""
+
+
+def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: str, color: bool) -> str:
+    exit_text = "" if row.exit_code is None else str(row.exit_code)
+    elapsed = row.elapsed(now)
+    parts = [
+        (f"{row.slot:>{sw}} ", None),
+        (pad(row.status.replace("_", " "), STATUS_W), STATUS_SGR.get(row.status)),
+        (" " + pad(printable(row.task or ""), tw), None),
+        (" " + pad("" if elapsed is None else duration(elapsed), ELAPSED_W, right=True), None),
+        (" " + pad(exit_text, EXIT_W, right=True), "1;31" if row.exit_code not in (None, 0) else None),
+        ("  " + printable(_detail(row, last_line)), "2" if not row.live else None),
+    ]
+    return join_parts(parts, cols, color).rstrip()
+
+
+def _short(seconds: float | None) -> str:
+    """At most 3 columns: ``42s``, ``12m``, ``3h``, ``4d``."""
+    if seconds is None:
+        return "…"
+    s = max(int(seconds), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}" if s // size < 100 else f"99{unit}"
+    return f"{s}s"
+
+
+def _cell(row: SlotRow, sw: int, cell_w: int, now: float, color: bool) -> str:
+    name_w = max(cell_w - sw - 1 - 1 - 3 - 1, 1)
+    name = clip_middle(printable(row.task or row.status), name_w)
+    text = f"{row.slot:>{sw}} {name:<{name_w}} {_short(row.elapsed(now)):>3}"
+    mark = STATUS_SGR.get(row.status) if row.status != "running" else None
+    return join_parts([(text, mark)], cell_w - 1, color)
+
+
+def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int) -> str:
+    by_kind: dict[str, list[int]] = {}
+    for row in rest:
+        if row.live:
+            kind = "busy"
+        elif row.slot_state == "closed":
+            kind = "closed"
+        else:
+            kind = "idle, last failed" if row.status in TERMINAL and row.status != "succeeded" else "idle"
+        by_kind.setdefault(kind, []).append(row.slot)
+    parts = []
+    if hidden_busy:
+        parts.append(f"{hidden_busy} busy not shown (enlarge the pane)")
+    for kind in ("idle, last failed", "idle", "closed"):
+        if kind in by_kind:
+            parts.append(f"{len(by_kind[kind])} {kind}: {ranges(by_kind[kind])}")
+    return clip(f"+ {len(rest)} more: " + " · ".join(parts), cols)
+
+
+def board_frame(
+    state: dict[str, Any] | None,
+    gens: Mapping[int, GenInfo | None],
+    *,
+    cols: int,
+    rows: int,
+    now: float,
+    last_lines: Mapping[int, str] | None = None,
+    color: bool = False,
+    notice: str | None = None,
+) -> list[str]:
+    """The board's lines for one moment: a pure function of its inputs.
+
+    ``gens`` maps slot numbers to their newest generation (or ``None``); ``last_lines`` maps
+    slot numbers to the last output line of that generation.
+    """
+    last_lines = last_lines or {}
+    entries = slot_entries(state)
+    records = gen_records(state)
+    slots = [describe_slot(n, gens.get(n), entries.get(n), records) for n in _slot_numbers(state, gens)]
+    lines = _header(state, len(slots), cols, now, color)
+    footer = [join_parts([(notice, "33")], cols, color)] if notice else []
+    room = max(rows - len(lines) - len(footer), 0)
+    sw = len(str(max((r.slot for r in slots), default=1)))
+    fixed = sw + 1 + STATUS_W + 1 + 1 + ELAPSED_W + 1 + EXIT_W + 2
+    names = [len(printable(r.task or "")) for r in slots]
+    tw = min(max(names + [8]), max((cols - fixed) // 2, 8))
+
+    def full(selected: list[SlotRow]) -> list[str]:
+        return [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color) for r in selected]
+
+    if len(slots) <= room:
+        body = full(slots)
+    elif room == 0:
+        body = []
+    else:
+        busy = [r for r in slots if r.live]
+        unlucky = sorted(
+            (r for r in slots if r.status in TERMINAL and r.status != "succeeded"),
+            key=lambda r: -(r.ended_at or 0.0),
+        )
+        if len(busy) <= room - 1:
+            chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 1 - len(busy)]}
+            shown = [r for r in slots if r.slot in chosen]
+            body = full(shown)
+            hidden_busy = 0
+        else:
+            grid_rows = room - 1
+            ncols = max(math.ceil(len(busy) / grid_rows), 1) if grid_rows else 1
+            cell_w = cols // ncols
+            while ncols > 1 and cell_w < MIN_CELL:
+                ncols -= 1
+                cell_w = cols // ncols
+            capacity = grid_rows * ncols
+            visible, hidden = busy[:capacity], busy[capacity:]
+            used_rows = math.ceil(len(visible) / ncols) if visible else 0
+            body = []
+            for y in range(used_rows):
+                # Column-major, like ``ls``: slot numbers run down each column.
+                cells = [visible[x * used_rows + y] for x in range(ncols) if x * used_rows + y < len(visible)]
+                body.append("".join(_cell(r, sw, cell_w, now, color) + " " for r in cells).rstrip())
+            chosen = {r.slot for r in visible}
+            hidden_busy = len(hidden)
+        rest = [r for r in slots if r.slot not in chosen]
+        if rest:
+            body.append(_fold_line(rest, hidden_busy, cols))
+    return (lines + body + footer)[:rows]
+
+
+class BoardView:
+    """Reads the run directory for ``board_frame``; caches what cannot change any more."""
+
+    def __init__(self, run: RunPaths) -> None:
+        self.run = run
+        self.states = StateReader(run)
+        self.last_lines = LastLines()
+        self._finished: dict[Any, GenInfo] = {}
+
+    def _newest(self, slot: int) -> GenInfo | None:
+        gens = self.run.generations(slot)
+        if not gens:
+            return None
+        paths = gens[-1]
+        cached = self._finished.get(paths.dir)
+        if cached is not None:
+            return cached
+        info = read_gen(paths)
+        if info.done:
+            self._finished = {k: v for k, v in self._finished.items() if k.parent != paths.dir.parent}
+            self._finished[paths.dir] = info
+        return info
+
+    def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame:
+        state = self.states.load()
+        numbers = set(self.run.slot_numbers()) | set(slot_entries(state))
+        gens = {n: self._newest(n) for n in sorted(numbers)}
+        live_paths = {g.paths.output: n for n, g in gens.items() if g is not None and not g.done}
+        last = {n: self.last_lines.get(p) for p, n in live_paths.items()}
+        self.last_lines.forget_except(set(live_paths))
+        lines = board_frame(state, gens, cols=cols, rows=rows, now=now, last_lines=last, color=color, notice=notice)
+        done = state is not None and state.get("state") != "running"
+        watch = [self.run.dir, self.run.slots]
+        watch += [self.run.slot_dir(n) for n in gens]
+        watch += [g.paths.dir for g in gens.values() if g is not None and not g.done]
+        return Frame(lines, done=done, watch=tuple(p for p in watch if os.path.isdir(p)))
+
+
+def run_board(run: RunPaths, *, once: bool = False, out: IO[str] | None = None, **options: Any) -> int:
+    """``zellij-swarm board [RUN]``: show the board until the run ends; 0 on a clean end.
+
+    ``once`` prints one frame (sized to the terminal, 80×24 when there is none) and returns.
+    ``options`` go to ``loop.Loop`` (``watcher``, ``clock``, ``sleep``, ``size``, ``color``).
+    """
+    return run_view(BoardView(run), once=once, out=out or sys.stdout, **options)

@@ -1,0 +1,305 @@
+"""The redraw loop shared by ``board`` and ``slot-view``.
+
+A view turns the run directory into a ``Frame`` (lines that fit the terminal, whether the run
+has ended, and which paths to watch). The loop paints frames in place and redraws when:
+
+- a watched path changes (``watchfiles``, non-recursive watches on the few directories the view
+  names, so a pane never spends inotify watches on the whole run history); the watcher is
+  restarted when the view's paths change (a new generation appeared);
+- a second passed (``rust_timeout`` + ``yield_on_timeout``), so elapsed times tick;
+- the terminal was resized (SIGWINCH wakes the watcher through its ``stop_event``).
+
+At most ``max_rate`` (10) frames a second. Painting never resets the terminal: each changed line
+is written at its row (cursor address + text + erase to end of line), then the rest of the
+screen is erased, all in one write, so nothing flickers.
+
+It ends with exit code 0 when the run ends (the final frame stays on screen) and on SIGINT,
+SIGTERM or SIGHUP (quietly, no traceback). If the system's file-watch limit is reached it falls
+back to polling every second and shows a one-line notice in the frame.
+
+The watcher, the clock and ``sleep`` are parameters so tests can drive the loop without real
+time. pyte and watchfiles are imported only when used.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from .text import width as text_width
+
+POLL_INTERVAL = 1.0
+MAX_RATE = 10.0
+TICK_MS = 1000
+
+Watcher = Callable[[Sequence[Path], threading.Event], Iterable[Any]]
+"""``watcher(paths, wake)`` yields once per batch of changes (or per tick, possibly empty) and
+ends when ``wake`` is set."""
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Frame:
+    lines: list[str]
+    done: bool = False
+    watch: tuple[Path, ...] = field(default_factory=tuple)
+
+
+class View(Protocol):
+    def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame: ...
+
+
+def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event) -> Iterator[Any]:
+    """Non-recursive watchfiles watch; yields at least once a second (an empty set on a tick)."""
+    from watchfiles import watch
+
+    return watch(
+        *paths,
+        watch_filter=None,
+        debounce=100,
+        step=50,
+        stop_event=wake,
+        rust_timeout=TICK_MS,
+        yield_on_timeout=True,
+        raise_interrupt=False,
+        recursive=False,
+    )
+
+
+def poll_watcher(paths: Sequence[Path], wake: threading.Event, interval: float = POLL_INTERVAL) -> Iterator[Any]:
+    """The fallback: one tick per ``interval`` until ``wake`` is set."""
+    while not wake.wait(interval):
+        yield set()
+
+
+def is_watch_limit(error: BaseException) -> bool:
+    """Whether a watcher error means the system's inotify watch or instance limit was hit."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EMFILE, errno.ENFILE):
+        return True
+    text = str(error).lower()
+    return "limit" in text or "too many open files" in text or "no space left" in text
+
+
+def use_color(out: IO[str]) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_size(out: IO[str]) -> tuple[int, int]:
+    """The size of the terminal ``out`` writes to (asked of the tty first: COLUMNS may be stale)."""
+    try:
+        size = os.get_terminal_size(out.fileno())
+    except (AttributeError, ValueError, OSError):
+        size = shutil.get_terminal_size((80, 24))
+    return max(size.columns, 1), max(size.lines, 1)
+
+
+class _Painter:
+    """Paints frames in place: only changed lines, no clear-screen, one write per frame."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.prev: list[str] = []
+        self.rows = 0
+
+    def write(self, data: str) -> None:
+        self.out.write(data)
+        self.out.flush()
+
+    def paint(self, lines: list[str], cols: int, rows: int, *, full: bool) -> None:
+        lines = lines[:rows]
+        if full or rows != self.rows:
+            self.prev = []
+        parts = []
+        for i, line in enumerate(lines):
+            if i < len(self.prev) and self.prev[i] == line:
+                continue
+            parts.append(f"\x1b[{i + 1};1H{line}")
+            # A line exactly as wide as the terminal leaves the cursor in the pending-wrap state,
+            # where erase-to-end-of-line would eat the last character; it needs no erase anyway.
+            if text_width(_SGR.sub("", line)) < cols:
+                parts.append("\x1b[K")
+        if len(lines) < rows and (not self.prev or len(self.prev) > len(lines)):
+            parts.append(f"\x1b[{len(lines) + 1};1H\x1b[J")
+        self.prev, self.rows = lines, rows
+        if parts:
+            self.write("".join(parts))
+
+    def leave(self) -> None:
+        """Cursor below the last picture, visible again; the picture stays."""
+        if self.prev and len(self.prev) >= self.rows:
+            self.write(f"\x1b[{self.rows};1H\r\n\x1b[?25h")
+        else:
+            self.write(f"\x1b[{len(self.prev) + 1};1H\x1b[?25h")
+
+
+class Loop:
+    """Runs one view until the run ends or a signal asks it to stop; see the module docstring."""
+
+    def __init__(
+        self,
+        view: View,
+        *,
+        out: IO[str],
+        watcher: Watcher | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        size: Callable[[], tuple[int, int]] | None = None,
+        color: bool | None = None,
+        max_rate: float = MAX_RATE,
+        handle_signals: bool = True,
+    ) -> None:
+        self.view = view
+        self.out = out
+        self.watcher: Watcher = watcher or watchfiles_watcher
+        self.polling = False
+        self.clock = clock
+        self.sleep = sleep
+        self.size = size or (lambda: terminal_size(out))
+        self.color = use_color(out) if color is None else color
+        self.min_interval = 1.0 / max_rate
+        self.handle_signals = handle_signals
+        self.notice: str | None = None
+        self.wake = threading.Event()
+        self.stopping = False
+        self.resized = False
+        self.frames = 0
+        self._painter = _Painter(out)
+        self._last_draw = float("-inf")
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def _on_stop(self, signum: int, _frame: Any) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def _on_winch(self, signum: int, _frame: Any) -> None:
+        self.resized = True
+        self.wake.set()
+
+    def _install(self) -> dict[int, Any]:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        saved = {}
+        for sig, handler in (
+            (signal.SIGINT, self._on_stop),
+            (signal.SIGTERM, self._on_stop),
+            (signal.SIGHUP, self._on_stop),
+            (signal.SIGWINCH, self._on_winch),
+        ):
+            saved[sig] = signal.signal(sig, handler)
+        return saved
+
+    # -- drawing -------------------------------------------------------------------------------
+
+    def draw(self, *, full: bool = False) -> Frame:
+        now = self.clock()
+        wait = self._last_draw + self.min_interval - now
+        if wait > 0:
+            self.sleep(wait)
+            now = self.clock()
+        cols, rows = self.size()
+        frame = self.view.frame(cols, rows, now, color=self.color, notice=self.notice)
+        self._painter.paint(frame.lines, cols, rows, full=full)
+        self._last_draw = now
+        self.frames += 1
+        return frame
+
+    def once(self) -> int:
+        cols, rows = self.size()
+        frame = self.view.frame(cols, rows, self.clock(), color=self.color, notice=None)
+        self.out.write("".join(line + "\n" for line in frame.lines))
+        self.out.flush()
+        return 0
+
+    def run(self) -> int:
+        saved = self._install()
+        try:
+            self._painter.write("\x1b[?25l")
+            try:
+                self._run()
+            finally:
+                self._painter.leave()
+        except (BrokenPipeError, OSError) as e:
+            # The pane or the pipe went away under us: nothing left to show, and nothing to say.
+            if not isinstance(e, BrokenPipeError) and e.errno not in (errno.EIO, errno.EPIPE, errno.EBADF):
+                raise
+            _silence_stdout(self.out)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+        return 0
+
+    def _run(self) -> None:
+        frame = self.draw(full=True)
+        failures = 0
+        while not (frame.done or self.stopping):
+            paths = frame.watch
+            self.wake.clear()
+            changes = iter(self.watcher(paths, self.wake))
+            try:
+                for _ in changes:
+                    if self.stopping:
+                        return
+                    full, self.resized = self.resized, False
+                    frame = self.draw(full=full)
+                    failures = 0
+                    if frame.done or frame.watch != paths:
+                        break
+                else:
+                    # The watcher ended: woken for a resize or a stop, or a watched path vanished.
+                    if not self.stopping:
+                        full, self.resized = self.resized, False
+                        frame = self.draw(full=full)
+            except (OSError, RuntimeError) as e:
+                failures += 1
+                if self.polling:
+                    raise
+                if is_watch_limit(e) or failures >= 3:
+                    what = "file-watch limit reached" if is_watch_limit(e) else f"file watching failed ({e})"
+                    self.notice = f"warning: {what}; polling every {POLL_INTERVAL:g} s"
+                    self.watcher, self.polling = poll_watcher, True
+                frame = self.draw(full=True)
+            finally:
+                close = getattr(changes, "close", None)
+                if close is not None:
+                    close()
+
+
+def _silence_stdout(out: IO[str]) -> None:
+    """After EPIPE/EIO, point stdout at /dev/null so interpreter shutdown does not complain."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+
+
+def run_view(
+    view: View,
+    *,
+    once: bool = False,
+    out: IO[str] | None = None,
+    **options: Any,
+) -> int:
+    """Show ``view``: one frame with ``once``, else the redraw loop until the run ends."""
+    loop = Loop(view, out=out or sys.stdout, **options)
+    return loop.once() if once else loop.run()

@@ -1,0 +1,154 @@
+"""Small text helpers shared by the renderers: display width, clipping, durations, colour.
+
+Everything here is pure and stdlib-only (``wcwidth`` is imported lazily, and only for text that
+is not plain ASCII), so the board never pays for pyte.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), and any other two-byte escape.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+RESET = "\x1b[0m"
+STATUS_SGR = {
+    "running": "1;33",
+    "starting": "33",
+    "reserved": "33",
+    "succeeded": "32",
+    "failed": "1;31",
+    "timed_out": "1;31",
+    "lost": "1;35",
+    "cancelled": "35",
+    "skipped": "2",
+    "pending": "2",
+    "idle": "2",
+    "closed": "2",
+}
+
+
+def char_width(ch: str) -> int:
+    """Columns ``ch`` takes on a terminal (0 for combining marks, 2 for wide characters)."""
+    if " " <= ch <= "~":
+        return 1
+    from wcwidth import wcwidth
+
+    return max(wcwidth(ch), 0)
+
+
+def width(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return sum(char_width(c) for c in text)
+
+
+def clip(text: str, cols: int, *, ellipsis: str = "…") -> str:
+    """``text`` cut to at most ``cols`` display columns, ending in ``ellipsis`` if it was cut."""
+    if cols <= 0:
+        return ""
+    if text.isascii() and len(text) <= cols:
+        return text
+    if width(text) <= cols:
+        return text
+    room = cols - width(ellipsis)
+    out, used = [], 0
+    for ch in text:
+        w = char_width(ch)
+        if used + w > room:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + ellipsis if room >= 0 else "".join(out)
+
+
+def pad(text: str, cols: int, *, right: bool = False) -> str:
+    """``text`` clipped and padded with spaces to exactly ``cols`` display columns."""
+    text = clip(text, cols)
+    fill = " " * (cols - width(text))
+    return fill + text if right else text + fill
+
+
+def clip_middle(text: str, cols: int) -> str:
+    """Keep both ends of a long name (``shard-…-017``): task names differ mostly at the end."""
+    if width(text) <= cols or not text.isascii() or cols < 5:
+        return clip(text, cols)
+    tail = (cols - 1) // 2
+    return text[: cols - 1 - tail] + "…" + text[len(text) - tail :]
+
+
+def printable(text: object) -> str:
+    """A task name or message safe to print: escapes and control characters removed."""
+    return _CONTROLS.sub("?", _ESCAPES.sub("", str(text)))
+
+
+def plain_last_line(data: bytes) -> str:
+    """The last visible line of a chunk of raw terminal output, without escapes.
+
+    A ``\\r`` progress bar keeps only what the terminal would show last: the final non-empty
+    carriage-return segment of the final non-empty line.
+    """
+    text = _ESCAPES.sub("", data.decode("utf-8", "replace"))
+    for line in reversed(text.split("\n")):
+        for seg in reversed(line.split("\r")):
+            seg = _CONTROLS.sub("", seg.replace("\t", " ")).rstrip()
+            if seg:
+                return seg
+    return ""
+
+
+def duration(seconds: float | None) -> str:
+    """Compact duration for columns: ``42s``, ``12m05s``, ``3h07m`` (at most 6 columns)."""
+    if seconds is None:
+        return "-"
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 100 * 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d"
+
+
+def clock_time(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def sgr(text: str, code: str | None, color: bool) -> str:
+    if not color or not code or not text:
+        return text
+    return f"\x1b[{code}m{text}{RESET}"
+
+
+def ranges(numbers: Iterable[int]) -> str:
+    """``[1, 2, 3, 7, 9, 10]`` -> ``"1-3,7,9-10"``."""
+    out: list[str] = []
+    nums = sorted(numbers)
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def join_parts(parts: Iterable[tuple[str, str | None]], cols: int, color: bool) -> str:
+    """Concatenate ``(text, sgr)`` parts clipped to ``cols`` columns, styling each part."""
+    out: list[str] = []
+    left = cols
+    for text, code in parts:
+        if left <= 0:
+            break
+        w = width(text)
+        if w > left:
+            text = clip(text, left)
+            w = width(text)
+        out.append(sgr(text, code, color))
+        left -= w
+    return "".join(out)
