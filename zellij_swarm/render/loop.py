@@ -142,10 +142,13 @@ class _Painter:
 
     def leave(self) -> None:
         """Cursor below the last picture, visible again; the picture stays."""
-        if self.prev and len(self.prev) >= self.rows:
+        used = len(self.prev)
+        while used and not _SGR.sub("", self.prev[used - 1]).strip():
+            used -= 1
+        if used >= self.rows:
             self.write(f"\x1b[{self.rows};1H\r\n\x1b[?25h")
         else:
-            self.write(f"\x1b[{len(self.prev) + 1};1H\x1b[?25h")
+            self.write(f"\x1b[{used + 1};1H\x1b[?25h")
 
 
 class Loop:

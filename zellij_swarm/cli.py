@@ -1,0 +1,202 @@
+"""The ``zellij-swarm`` command: thin click commands over the engine and the run records.
+
+Errors are printed once, as one line (``zellij-swarm: error: …``), with the exit codes of
+SPEC §8: 2 for bad input or usage, 1 for other failures. No traceback for anything we
+anticipated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__, exc, inbox, runlock, settings, swarmfile, views
+from .rundir import find_run, read_json
+
+_SHORT = {"jobs": "-j"}
+
+
+def _setting_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """One option per setting of SPEC §3, generated from the settings table."""
+    for spec in reversed(settings.SETTINGS):
+        env = " / ".join(spec.envs)
+        help_text = f"{spec.help} [env: {env}]"
+        if spec.name == "require_multiplexer":
+            fn = click.option("--require-zellij/--no-require-zellij", "require_zellij", default=None,
+                              help="alias of --require-multiplexer")(fn)
+            fn = click.option("--require-multiplexer/--no-require-multiplexer", default=None, help=help_text)(fn)
+            continue
+        names = [spec.flag] + ([_SHORT[spec.name]] if spec.name in _SHORT else [])
+        fn = click.option(*names, spec.name, default=None, metavar=_metavar(spec), help=help_text)(fn)
+    return fn
+
+
+def _metavar(spec: settings.Setting) -> str:
+    return {"jobs": "N", "keep_failed_panes": "N", "max_visible_panes": "N", "retries": "N", "session": "NAME",
+            "state_dir": "DIR"}.get(spec.name, "DURATION" if spec.parse is settings.parse_duration else "MODE")
+
+
+def _state_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--state-dir", default=None, metavar="DIR",
+                        help="where run records live [env: ZELLIJ_SWARM_STATE_DIR; default ./.zellij-swarm]")(fn)
+
+
+def _state_dir(flag: str | None) -> Path:
+    return Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="zellij-swarm")
+def cli() -> None:
+    """Run a swarm of worker commands in a bounded pool of slots, one pane per worker.
+
+    Workers run in Zellij or tmux panes, or headless (in CI); every exit code is captured
+    and every run is recorded under the state directory (./.zellij-swarm by default).
+    """
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("file", required=True)
+@_setting_options
+@click.option("--name", default=None, help="a name for this run (also [swarm] name)")
+@click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
+@click.option("--junit", "junit_path", default=None, metavar="FILE", help="write a JUnit XML report")
+def run(file: str, name: str | None, json_output: bool, junit_path: str | None, require_zellij: bool | None,
+        **flags: Any) -> None:
+    """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
+    (blank and # lines skipped); - reads commands from stdin.
+
+    \b
+    Exit codes: 0 all tasks succeeded; 1 some task did not; 2 bad input;
+    130 Ctrl-C or cancel; 143 SIGTERM; 129 SIGHUP (workers keep running).
+    """
+    from .engine import execute
+
+    if require_zellij is not None and flags["require_multiplexer"] is None:
+        flags["require_multiplexer"] = require_zellij
+    source = swarmfile.load(file)
+    resolved = settings.resolve(flags, os.environ, source.file_settings)
+    if not source.tasks:
+        click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
+        return
+    outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
+                      json_output=json_output, junit_path=junit_path)
+    if json_output:
+        click.echo(json.dumps(outcome.summary, indent=1))
+    sys.exit(outcome.exit_code)
+
+
+@cli.command()
+@click.argument("run_id", required=False)
+@click.option("--json", "json_output", is_flag=True, help="machine-readable output")
+@click.option("--all", "show_all", is_flag=True, help="also show idle and closed slots")
+@_state_dir_option
+def status(run_id: str | None, json_output: bool, show_all: bool, state_dir: str | None) -> None:
+    """Tasks and slots of a run (default: the latest)."""
+    snap = views.load_status(find_run(_state_dir(state_dir), run_id))
+    if json_output:
+        snap = {**snap, "slots": views.visible_slots(snap, show_all)}
+        click.echo(json.dumps(snap, indent=1))
+    else:
+        click.echo(views.format_status(snap, show_all))
+
+
+@cli.command(name="ls")
+@click.option("--json", "json_output", is_flag=True, help="machine-readable output")
+@_state_dir_option
+def ls_(json_output: bool, state_dir: str | None) -> None:
+    """Runs under the state directory, newest first."""
+    rows = views.ls_rows(_state_dir(state_dir))
+    click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("task")
+@click.option("-f", "--follow", is_flag=True, help="keep printing new output until the task's attempt ends")
+@click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
+@_state_dir_option
+def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: str | None) -> None:
+    """The output of TASK (a name or id) in RUN."""
+    from .logs import show
+
+    run = find_run(_state_dir(state_dir), run_id)
+    sys.exit(show(run, task, attempt=attempt, follow=follow))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("tasks", nargs=-1)
+@_state_dir_option
+def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
+    """Cancel a running swarm, or only the named TASKS of it."""
+    run = find_run(_state_dir(state_dir), run_id)
+    snap = views.load_status(run)
+    if snap["state"] != "running":
+        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to cancel")
+    known = {t["name"] for t in snap["tasks"]} | {t["id"] for t in snap["tasks"]}
+    missing = [t for t in tasks if t not in known and t not in _run_task_names(run)]
+    if missing:
+        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
+    inbox.send(run, "cancel", tasks=list(tasks))
+    what = ", ".join(tasks) if tasks else "the whole run"
+    click.echo(f"zellij-swarm: cancel of {what} sent to run {run.run_id} (supervisor pid {runlock.holder(run)})",
+               err=True)
+
+
+def _run_task_names(run: Any) -> set[str]:
+    return {t["name"] for t in read_json(run.run_json).get("tasks", [])}
+
+
+@cli.command()
+@click.option("--json", "json_output", is_flag=True, help="machine-readable output")
+def doctor(json_output: bool) -> None:
+    """What `auto` would pick and why, multiplexer versions, and the resolved settings."""
+    from .doctor import report
+
+    info = report(os.environ)
+    if json_output:
+        click.echo(json.dumps(info, indent=1))
+        return
+    click.echo(f"backend (auto): {info['backend']['name']} — {info['backend']['why']}")
+    for tool in ("zellij", "tmux"):
+        t = info[tool]
+        click.echo(f"{tool}: {t['version'] or 'not found'}" + (f" ({t['note']})" if t.get("note") else ""))
+    if info.get("error"):
+        click.echo(f"settings: error: {info['error']}")
+    for key, v in info["settings"].items():
+        click.echo(f"  {key} = {v['value']!r}  ({v['source']})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run click without its own error printing, and print every error as one line."""
+    try:
+        cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e), err=True)
+        sys.exit(2)
+    except click.UsageError as e:
+        hint = f" (see: zellij-swarm {e.ctx.info_name} --help)" if e.ctx and e.ctx.info_name != "zellij-swarm" else ""
+        _fail(f"{e.format_message()}{hint}", 2)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except exc.SwarmError as e:
+        _fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        os._exit(141)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"zellij-swarm: error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    sys.exit(code)

@@ -1,0 +1,75 @@
+"""One exception tree for everything zellij-swarm raises on purpose.
+
+A worker's failure is never an exception (it is an outcome, see ``states``); these are for
+bad input, missing runs and multiplexer faults. Every class carries the exit code the CLI
+uses and a message that names what was wrong and where, so the CLI can print one line.
+"""
+
+from __future__ import annotations
+
+
+class SwarmError(Exception):
+    """Root of every deliberate zellij-swarm error."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(SwarmError):
+    """Bad input or usage: a malformed swarm file, an invalid setting, an unknown run."""
+
+    exit_code = 2
+
+
+class InputError(UsageError):
+    """A swarm file or command list that cannot run; the message names file, line and key."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = path or ""
+        if path and line:
+            where = f"{path}:{line}"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.path = path
+        self.line = line
+
+
+class SettingError(UsageError):
+    """A setting value outside its allowed values; names the setting and its source."""
+
+    def __init__(self, setting: str, value: object, source: str, allowed: str) -> None:
+        super().__init__(f"invalid {setting} {value!r} (from {source}): expected {allowed}")
+        self.setting = setting
+        self.source = source
+
+
+class RunNotFound(UsageError):
+    def __init__(self, run_id: str, state_dir: str) -> None:
+        super().__init__(f"no run {run_id!r} under {state_dir}")
+        self.run_id = run_id
+
+
+class RunNotActive(UsageError):
+    """An operation that needs a running supervisor (add, cancel) on a run that has ended."""
+
+
+class RunBusy(SwarmError):
+    """Another supervisor holds the run lock."""
+
+
+class StateDirError(SwarmError):
+    """The state directory cannot be created or written."""
+
+
+class BackendError(SwarmError):
+    """A multiplexer fault. ``code`` is the warning/reason vocabulary of SPEC §7."""
+
+    def __init__(self, code: str, message: str, *, stderr: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.stderr = stderr

@@ -1,0 +1,73 @@
+"""The control inbox: how ``cancel``, ``add`` and follow-ups reach a running supervisor.
+
+A sender writes one JSON file into ``inbox/`` atomically (temp name, then rename), so the
+supervisor never reads half a message. The supervisor applies each message once and then
+moves it to ``inbox/consumed/`` under the same name, which is also its id: a message id in
+``consumed/`` (or named in the event log) is never applied again, also after a resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+from typing import Any
+
+from .rundir import RunPaths, write_atomic
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    body: dict[str, Any]
+
+
+def send(run: RunPaths, kind: str, **body: Any) -> str:
+    """Post a message; returns its id."""
+    msg_id = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+    write_atomic(run.inbox / msg_id, json.dumps({"kind": kind, **body}) + "\n")
+    return msg_id
+
+
+def pending(run: RunPaths) -> list[Message]:
+    """Messages not yet consumed, oldest first. Unreadable ones come back with an ``error``."""
+    try:
+        names = sorted(n for n in os.listdir(run.inbox) if n.endswith(".json") and not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        path = run.inbox / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
+                body = json.loads(f.read())
+            if not isinstance(body, dict):
+                raise ValueError("not a JSON object")
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as e:
+            body = {"kind": "invalid", "error": str(e)}
+        out.append(Message(name, body))
+    return out
+
+
+def consume(run: RunPaths, msg: Message) -> None:
+    try:
+        os.replace(run.inbox / msg.id, run.consumed / msg.id)
+    except FileNotFoundError:
+        pass
+
+
+def make_dirs(run: RunPaths) -> None:
+    run.consumed.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def was_consumed(run: RunPaths, msg_id: str) -> bool:
+    return (run.consumed / msg_id).exists()
+
+
+

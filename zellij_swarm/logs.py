@@ -1,0 +1,65 @@
+"""``zellij-swarm logs``: one attempt's output, optionally followed as it grows.
+
+Following waits on file events (``watchfiles``) for the generation directory and stops once
+the attempt's exit is committed and everything written has been printed.
+"""
+
+from __future__ import annotations
+
+
+import sys
+from typing import BinaryIO
+
+from . import exc, views
+from .rundir import GenPaths, RunPaths
+
+
+def _attempt_gen(run: RunPaths, task: dict, attempt: int | None) -> GenPaths | None:
+    history = task.get("history") or []
+    if attempt is not None:
+        for a in history:
+            if a["attempt"] == attempt:
+                return run.gen(a["slot"], a["generation"])
+        if task["status"] == "running" and attempt == task["attempts"]:
+            return run.gen(task["slot"], task["generation"])
+        raise exc.UsageError(f"task {task['name']!r} has no attempt {attempt} (it has {task['attempts']})")
+    if task["slot"] is None:
+        return None
+    return run.gen(task["slot"], task["generation"])
+
+
+def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: BinaryIO | None = None) -> int:
+    out = out or sys.stdout.buffer
+    snap = views.load_status(run)
+    task = views.find_task(snap, key)
+    gen = _attempt_gen(run, task, attempt)
+    if gen is None:
+        print(f"zellij-swarm: task {task['name']!r} has not started yet", file=sys.stderr)
+        return 0
+    offset = _copy_from(gen, 0, out)
+    if follow and snap["state"] == "running":
+        import watchfiles
+
+        for _ in watchfiles.watch(gen.dir, rust_timeout=1000, yield_on_timeout=True, raise_interrupt=False,
+                                  debounce=50, step=20):
+            offset = _copy_from(gen, offset, out)
+            if gen.exit_sidecar.exists() or views.load_status(run)["state"] != "running":
+                _copy_from(gen, offset, out)
+                break
+    return 0
+
+
+def _copy_from(gen: GenPaths, offset: int, out: BinaryIO) -> int:
+    try:
+        with open(gen.output, "rb") as f:
+            f.seek(offset)
+            while chunk := f.read(1 << 16):
+                out.write(chunk)
+                offset += len(chunk)
+    except FileNotFoundError:
+        return offset
+    out.flush()
+    return offset
+
+
+

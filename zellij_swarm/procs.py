@@ -1,0 +1,88 @@
+"""Finding and ending a worker's whole process tree.
+
+A generation's processes are the wrapper's descendants plus every process whose environment
+carries the generation's markers (``ZELLIJ_SWARM_RUN_ID``, ``_SLOT``, ``_GENERATION``): that
+also catches grandchildren that started their own session and were re-parented away — a
+daemon a worker left behind. The wrapper itself exports the markers from inside the shell,
+so its own ``/proc/<pid>/environ`` does not carry them and it is never matched by them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+
+
+def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return False
+    return all(n in env for n in needles)
+
+
+def marked(needles: tuple[bytes, ...]) -> list[psutil.Process]:
+    """Processes (not us) whose environment holds every ``NAME=value`` in ``needles``."""
+    me = os.getpid()
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me and _environ_has(int(name), needles):
+            try:
+                out.append(psutil.Process(int(name)))
+            except psutil.NoSuchProcess:
+                continue
+    return out
+
+
+def run_markers(run_id: str) -> tuple[bytes, ...]:
+    return (f"ZELLIJ_SWARM_RUN_ID={run_id}".encode(),)
+
+
+def generation_markers(run_id: str, slot: int, gen: int) -> tuple[bytes, ...]:
+    return (*run_markers(run_id), f"ZELLIJ_SWARM_SLOT={slot}".encode(), f"ZELLIJ_SWARM_GENERATION={gen}".encode())
+
+
+def generation_tree(wrapper_pid: int | None, needles: tuple[bytes, ...]) -> list[psutil.Process]:
+    """The worker processes of a generation, wrapper excluded."""
+    found: dict[int, psutil.Process] = {}
+    if wrapper_pid:
+        try:
+            for p in psutil.Process(wrapper_pid).children(recursive=True):
+                found[p.pid] = p
+        except psutil.NoSuchProcess:
+            pass
+    for p in marked(needles):
+        found.setdefault(p.pid, p)
+    found.pop(wrapper_pid or -1, None)
+    return list(found.values())
+
+
+def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Process]:
+    """Signal each process still alive; returns those that were signalled."""
+    hit = []
+    for p in procs:
+        try:
+            p.send_signal(sig)
+            hit.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+    return hit
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def end_all(procs: list[psutil.Process], grace: float) -> list[psutil.Process]:
+    """SIGTERM, wait up to ``grace``, SIGKILL the rest (blocking; for shutdown paths)."""
+    send(procs, signal.SIGTERM)
+    _, survivors = psutil.wait_procs(procs, timeout=grace)
+    send(survivors, signal.SIGKILL)
+    psutil.wait_procs(survivors, timeout=grace)
+    return survivors

@@ -1,0 +1,105 @@
+"""The durable record of a run (SPEC §7): the event log, snapshots, the saved environment.
+
+``events.jsonl`` is append-only, one JSON object per line, so recording an event costs the
+same with 10 tasks or 10,000. Lines are buffered and flushed once per supervisor loop turn
+(and on every ``flush``), never rewritten. ``state.json`` is a whole snapshot, so it is
+written at a bounded rate (``SnapshotWriter``) and always at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .rundir import RunPaths, write_atomic, write_json_atomic
+
+# Warnings and reasons share one vocabulary (SPEC §7).
+REASONS = frozenset({
+    "timeout", "idle_timeout", "cwd_missing", "spawn_failed", "dependency_failed", "cancelled_by_user",
+    "pane_closed", "halted", "multiplexer_lost", "no_exit_record", "multiplexer_missing", "session_missing",
+    "pane_call_failed", "pane_call_timeout", "pane_id_missing", "heartbeat_missing", "live_degraded_to_compact",
+    "renderer_died", "state_dir_error",
+})
+
+
+class EventLog:
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+        self._clock = clock
+        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+        record = {"ts": round(self._clock(), 6), "event": event, **fields}
+        self._file.write(self._dumps(record) + "\n")
+        return record
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            self._file.close()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every complete line of an event log (a torn last line, from a crash, is skipped)."""
+    out = []
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.endswith(b"\n"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue
+    except FileNotFoundError:
+        pass
+    return out
+
+
+class SnapshotWriter:
+    """Writes ``state.json`` at most once per ``interval`` seconds, plus on ``force``."""
+
+    def __init__(self, run: RunPaths, build: Callable[[], dict[str, Any]], *, interval: float = 0.25,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._run = run
+        self._build = build
+        self._interval = interval
+        self._clock = clock
+        self._last = -float("inf")
+        self.dirty = False
+
+    def due_in(self) -> float | None:
+        """Seconds until a pending write is due (None when nothing is pending)."""
+        if not self.dirty:
+            return None
+        return max(0.0, self._last + self._interval - self._clock())
+
+    def maybe_write(self) -> None:
+        if self.dirty and self._clock() - self._last >= self._interval:
+            self.write()
+
+    def write(self) -> dict[str, Any]:
+        snap = self._build()
+        write_json_atomic(self._run.state, snap)
+        self._last = self._clock()
+        self.dirty = False
+        return snap
+
+
+def save_environment(path: Path, env: Mapping[str, str]) -> None:
+    """The caller's environment as a sourceable ``sh`` file (0600): a multiplexer pane gets
+    the server's environment, and the wrapper restores this one instead."""
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if _is_name(k)]
+    write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
+
+
+def _is_name(key: str) -> bool:
+    return bool(key) and (key[0].isalpha() or key[0] == "_") and all(c.isalnum() or c == "_" for c in key) and key.isascii()

@@ -1,0 +1,250 @@
+"""Run settings: one table, one precedence rule, every value recorded with its source.
+
+Precedence (SPEC §3): flag > environment > swarm file > default. A task's own key
+(``timeout``, ``retries``, ``idle_timeout``) beats the run-wide value whatever its source;
+that is applied per task in ``swarmfile``. Invalid values raise ``exc.SettingError`` naming
+the setting, where the value came from and what is allowed, before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import exc
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*\Z")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+MAX_JOBS = 1024
+
+
+class _Invalid(ValueError):
+    """Raised by a parser; carries the description of the allowed values."""
+
+
+def parse_duration(raw: Any) -> float:
+    """Seconds from a number or a string like ``"500ms"``, ``"90s"``, ``"5m"``, ``"1h"``."""
+    if isinstance(raw, bool):
+        raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
+    if isinstance(raw, (int, float)):
+        seconds = float(raw)
+    else:
+        m = _DURATION.match(str(raw))
+        if not m:
+            raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
+        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not seconds > 0 or seconds == float("inf"):
+        raise _Invalid("a positive duration")
+    return seconds
+
+
+def parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _Invalid("one of 1/0, true/false, yes/no, on/off")
+
+
+def _int_between(low: int, high: int | None) -> Callable[[Any], int]:
+    allowed = f"an integer {low}–{high}" if high is not None else f"an integer >= {low}"
+
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool) or isinstance(raw, float):
+            raise _Invalid(allowed)
+        try:
+            value = int(str(raw).strip(), 10)
+        except ValueError:
+            raise _Invalid(allowed) from None
+        if value < low or (high is not None and value > high):
+            raise _Invalid(allowed)
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = str(raw).strip().lower()
+        if text not in choices:
+            raise _Invalid("one of " + "|".join(choices))
+        return text
+
+    return parse
+
+
+def _millis(raw: Any) -> float:
+    """The ``*_MS`` environment variables: a plain integer of milliseconds."""
+    value = _int_between(1, None)(raw)
+    return value / 1000.0
+
+
+def _text(raw: Any) -> str:
+    text = str(raw)
+    if not text.strip() or "\n" in text or "\0" in text:
+        raise _Invalid("a non-empty single-line name")
+    return text
+
+
+def _path(raw: Any) -> str:
+    text = str(raw)
+    if not text or "\0" in text:
+        raise _Invalid("a path")
+    return text
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    flag: str
+    envs: tuple[str, ...]
+    parse: Callable[[Any], Any]
+    default: Callable[[], Any]
+    env_parse: Callable[[Any], Any] | None = None  # when the env form differs (``_MS``)
+    help: str = ""
+
+    @property
+    def key(self) -> str:
+        """The swarm-file key under ``[swarm]``."""
+        return self.name
+
+
+def _cpus() -> int:
+    return max(1, min(MAX_JOBS, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("jobs", "--jobs", ("ZELLIJ_SWARM_JOBS",), _int_between(1, MAX_JOBS), _cpus,
+            help="concurrent slots, 1–1024 (default: number of CPUs)"),
+    Setting("backend", "--backend", ("ZELLIJ_SWARM_BACKEND",), _choice("auto", "zellij", "tmux", "headless"),
+            lambda: "auto", help="where workers run"),
+    Setting("ui", "--ui", ("ZELLIJ_SWARM_UI",), _choice("live", "compact"), lambda: "compact",
+            help="live: worker in its pane on a TTY; compact: renderer pane per slot"),
+    Setting("require_multiplexer", "--require-multiplexer",
+            ("ZELLIJ_SWARM_REQUIRE_MULTIPLEXER", "ZELLIJ_SWARM_REQUIRE_ZELLIJ"), parse_bool, lambda: False,
+            help="multiplexer faults fail tasks instead of falling back to headless"),
+    Setting("heartbeat_timeout", "--heartbeat-timeout", ("ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS",), parse_duration,
+            lambda: 5.0, env_parse=_millis, help="launch-heartbeat deadline per generation"),
+    Setting("pane_hold", "--pane-hold", ("ZELLIJ_SWARM_PANE_HOLD_MS",), parse_duration, lambda: 1.5,
+            env_parse=_millis, help="how long a successful pane stays before closing"),
+    Setting("keep_failed_panes", "--keep-failed-panes", ("ZELLIJ_SWARM_KEEP_FAILED_PANES",),
+            _int_between(0, None), lambda: 8, help="failed panes kept on screen"),
+    Setting("max_visible_panes", "--max-visible-panes", ("ZELLIJ_SWARM_MAX_VISIBLE_PANES",),
+            _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
+    Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _text, lambda: None,
+            help="multiplexer session (default: current, else swarm-<run-id>)"),
+    Setting("state_dir", "--state-dir", ("ZELLIJ_SWARM_STATE_DIR",), _path, lambda: "./.zellij-swarm",
+            help="where run records live"),
+    Setting("timeout", "--timeout", ("ZELLIJ_SWARM_TIMEOUT",), parse_duration, lambda: None,
+            help="wall-clock limit per task generation"),
+    Setting("retries", "--retries", ("ZELLIJ_SWARM_RETRIES",), _int_between(0, 1000), lambda: 0,
+            help="extra attempts for failed, timed-out or lost tasks"),
+    Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
+            help="limit on silence (no output, no heartbeat) per task"),
+    Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice("warn", "kill"),
+            lambda: "kill", help="what an idle timeout does"),
+    Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice("progress", "group", "tag", "quiet"),
+            lambda: None, help="headless output mode (default: progress on a TTY, group otherwise)"),
+    Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice("never", "soon", "now"), lambda: "never",
+            help="after the first failure: keep going, stop dispatching, or cancel everything"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout")
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """A setting as written in a swarm file, with where it was written."""
+
+    raw: Any
+    path: str
+    line: int | None
+
+
+@dataclass
+class Resolved:
+    """Resolved settings: ``values[name]`` and ``sources[name]`` for every setting."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def as_record(self) -> dict[str, dict[str, Any]]:
+        return {n: {"value": self.values[n], "source": self.sources[n]} for n in self.values}
+
+
+def parse_as(setting: str, raw: Any, source: str) -> Any:
+    """Parse one value of ``setting`` (also used for task-level keys)."""
+    spec = BY_NAME[setting]
+    try:
+        return spec.parse(raw)
+    except _Invalid as e:
+        raise exc.SettingError(setting, raw, source, str(e)) from None
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    env: Mapping[str, str],
+    file_values: Mapping[str, FileValue] | None = None,
+    *,
+    flag_source: str = "flag",
+) -> Resolved:
+    """Apply flag > env > file > default to every setting; values are validated here."""
+    file_values = file_values or {}
+    out = Resolved()
+    for spec in SETTINGS:
+        value: Any
+        if flags.get(spec.name) is not None:
+            source = f"{flag_source} {spec.flag}" if flag_source == "flag" else flag_source
+            value = _parse(spec, spec.parse, flags[spec.name], source)
+        elif (hit := _from_env(spec, env)) is not None:
+            value, source = hit
+        elif spec.name in file_values:
+            fv = file_values[spec.name]
+            source = f"file {fv.path}:{fv.line}" if fv.line else f"file {fv.path}"
+            value = _parse(spec, spec.parse, fv.raw, source)
+            if spec.name == "state_dir":
+                value = str(Path(fv.path).resolve().parent / value) if not os.path.isabs(value) else value
+        else:
+            value, source = spec.default(), "default"
+        out.values[spec.name] = value
+        out.sources[spec.name] = source
+    return out
+
+
+def _parse(spec: Setting, parser: Callable[[Any], Any], raw: Any, source: str) -> Any:
+    try:
+        return parser(raw)
+    except _Invalid as e:
+        raise exc.SettingError(spec.name, raw, source, str(e)) from None
+
+
+def _from_env(spec: Setting, env: Mapping[str, str]) -> tuple[Any, str] | None:
+    if spec.name == "require_multiplexer":
+        # The two require variables are aliases: any true value of either turns it on.
+        seen = [(name, _parse(spec, parse_bool, env[name], f"env {name}")) for name in spec.envs if env.get(name, "") != ""]
+        if not seen:
+            return None
+        on = [name for name, v in seen if v]
+        return (True, f"env {on[0]}") if on else (False, f"env {seen[0][0]}")
+    for name in spec.envs:
+        raw = env.get(name)
+        if raw is not None and raw != "":
+            return _parse(spec, spec.env_parse or spec.parse, raw, f"env {name}"), f"env {name}"
+    return None

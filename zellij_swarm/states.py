@@ -1,0 +1,70 @@
+"""Task and slot states, and the one place each may change.
+
+The status names are the stable JSON vocabulary of SPEC §7.1. ``transition`` is the only
+function that moves a task or a slot; an illegal move is a programming error and raises.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final, TypeVar
+
+
+class TaskStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    LOST = "lost"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (TaskStatus.PENDING, TaskStatus.RUNNING)
+
+    @property
+    def retryable(self) -> bool:
+        """Outcomes that earn a new generation while attempts remain (SPEC §6)."""
+        return self in (TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST)
+
+
+class SlotState(enum.StrEnum):
+    IDLE = "idle"
+    RESERVED = "reserved"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+_TERMINAL_TASK = frozenset(s for s in TaskStatus if s.terminal)
+
+TASK_TRANSITIONS: Final[dict[TaskStatus, frozenset[TaskStatus]]] = {
+    TaskStatus.PENDING: frozenset({TaskStatus.RUNNING, TaskStatus.SKIPPED, TaskStatus.CANCELLED}),
+    # RUNNING -> PENDING is a retry: the task waits for a slot to run its next generation.
+    TaskStatus.RUNNING: _TERMINAL_TASK - {TaskStatus.SKIPPED} | {TaskStatus.PENDING},
+    **{s: frozenset() for s in _TERMINAL_TASK},
+}
+
+SLOT_TRANSITIONS: Final[dict[SlotState, frozenset[SlotState]]] = {
+    SlotState.IDLE: frozenset({SlotState.RESERVED, SlotState.CLOSED}),
+    SlotState.RESERVED: frozenset({SlotState.RUNNING, SlotState.IDLE}),
+    SlotState.RUNNING: frozenset({SlotState.IDLE}),
+    SlotState.CLOSED: frozenset(),
+}
+
+
+class InvalidTransition(RuntimeError):
+    def __init__(self, what: str, src: str, dst: str) -> None:
+        super().__init__(f"{what}: illegal transition {src} -> {dst}")
+
+
+_S = TypeVar("_S", TaskStatus, SlotState)
+
+
+def transition(what: str, src: _S, dst: _S) -> _S:
+    """Return ``dst`` if ``src -> dst`` is allowed, else raise ``InvalidTransition``."""
+    table = TASK_TRANSITIONS if isinstance(src, TaskStatus) else SLOT_TRANSITIONS
+    if dst not in table[src]:  # type: ignore[index]
+        raise InvalidTransition(what, src, dst)
+    return dst

@@ -1,0 +1,608 @@
+"""The supervisor: one event loop that owns every task's state for the life of a run.
+
+Each loop turn runs the same steps in the same order: wait on the selector (worker exits
+through ``pidfd``, the control inbox through inotify, signals through the wakeup fd, and the
+nearest timer), handle what arrived, run due timers, dispatch into every free slot at once
+(a batch), flush the event log, and write a snapshot if one is due. Backfill is therefore
+event driven: a worker's exit and the next worker's launch happen in the same turn.
+
+The supervisor is the only writer of task and slot state. A worker's failure is an outcome,
+never an exception; only setup problems (bad state directory, busy run) raise.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import secrets
+import selectors
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
+from .backends.base import Backend, LaunchFailed, LaunchRequest, Spawned
+from .model import TaskRecord
+from .scheduler import ReadyQueue, SlotPool
+from .settings import Resolved
+from .states import SlotState, TaskStatus, transition
+from .watch import Inotify, Watcher
+
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when ending a worker's tree
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+@dataclass
+class RunPlan:
+    """Everything a run needs, resolved and validated."""
+
+    tasks: list[swarmfile.TaskSpec]
+    settings: Resolved
+    name: str | None = None
+    source: str = "<api>"
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+    backend_reason: str = ""
+
+
+class Reporter(Protocol):
+    """What the user sees while a run goes on (``report`` has the console implementations)."""
+
+    def started(self, run: rundir.RunPaths, total: int) -> None: ...
+    def task_ended(self, task: TaskRecord, gen: rundir.GenPaths | None) -> None: ...
+    def progress(self, counts: dict[str, int], now: float) -> None: ...
+    def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
+
+
+@dataclass
+class LiveGen:
+    """A generation in flight: runtime handles only, never persisted."""
+
+    task: TaskRecord
+    gen: rundir.GenPaths
+    backfill: bool
+    pid: int | None = None
+    pidfd: int | None = None
+    kill_reason: str | None = None
+    done: bool = False
+
+
+class _Timers:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def after(self, delay: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (self._clock() + delay, next(self._seq), fn))
+
+    def due_in(self) -> float | None:
+        return max(0.0, self._heap[0][0] - self._clock()) if self._heap else None
+
+    def run_due(self) -> None:
+        now = self._clock()
+        while self._heap and self._heap[0][0] <= now:
+            heapq.heappop(self._heap)[2]()
+
+
+def new_run_id(now: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        plan: RunPlan,
+        backend: Backend,
+        reporter: Reporter,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+        watcher: Watcher | None = None,
+    ) -> None:
+        self.plan = plan
+        self.settings = plan.settings
+        self.backend = backend
+        self.reporter = reporter
+        self.clock = clock
+        self.wallclock = wallclock
+        self._watcher = watcher
+        self.jobs: int = self.settings.jobs
+        self.started_at = wallclock()
+        self.run_id = new_run_id(self.started_at)
+        self.state_dir = Path(self.settings.state_dir)
+        if not self.state_dir.is_absolute():
+            self.state_dir = Path(plan.cwd) / self.state_dir
+        self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
+        self.tasks: dict[str, TaskRecord] = {}
+        self.by_name: dict[str, TaskRecord] = {}
+        self.ready = ReadyQueue()
+        self.pool = SlotPool(self.jobs)
+        self.slot_state = {s: SlotState.IDLE for s in range(1, self.jobs + 1)}
+        self.slot_gen: dict[int, int] = {}
+        self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
+        self.stats = metrics.DispatchStats()
+        self.warnings: list[dict[str, Any]] = []
+        self.timers = _Timers(clock)
+        self.stop_signal: signal.Signals | None = None
+        self.cancelled = False
+        self.halted = False
+        self.detached = False
+        self.ended_at: float | None = None
+        self._last_progress = 0.0
+
+    # ----- setup ---------------------------------------------------------------------------
+
+    def _create_run_dir(self) -> None:
+        rundir.prepare_state_dir(self.state_dir)
+        try:
+            os.mkdir(self.paths.dir, 0o700)
+            self.paths.slots.mkdir(mode=0o700)
+            inbox.make_dirs(self.paths)
+        except OSError as e:
+            raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
+
+    def _add_tasks(self, specs: list[swarmfile.TaskSpec]) -> list[TaskRecord]:
+        added = []
+        for spec in specs:
+            n = len(self.tasks) + 1
+            rec = TaskRecord(
+                spec=spec, id=f"t{n}", order=n,
+                timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
+                retries=spec.retries if spec.retries is not None else self.settings.retries,
+                idle_timeout=spec.idle_timeout if spec.idle_timeout is not None else self.settings.idle_timeout,
+            )
+            self.tasks[rec.id] = rec
+            self.by_name[spec.name] = rec
+            added.append(rec)
+        for rec in added:
+            after_ids = [self.by_name[d].id for d in rec.spec.after]
+            for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order):
+                self._skip(self.tasks[skipped])
+        return added
+
+    def _write_run_json(self) -> None:
+        rundir.write_json_atomic(self.paths.run_json, {
+            "run_id": self.run_id,
+            "name": self.plan.name,
+            "started_at": self.started_at,
+            "source": self.plan.source,
+            "cwd": self.plan.cwd,
+            "argv": self.plan.argv,
+            "pid": os.getpid(),
+            "versions": {"zellij_swarm": __version__, "python": sys.version.split()[0]},
+            "backend": {"name": self.backend.name, "why": self.plan.backend_reason},
+            "jobs": self.jobs,
+            "settings": self.settings.as_record(),
+            "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
+        })
+
+    # ----- the loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the swarm to the end; returns the exit code of SPEC §8."""
+        self._create_run_dir()
+        lock = runlock.RunLock(self.paths)
+        lock.acquire()
+        self.events = records.EventLog(self.paths.events, clock=self.wallclock)
+        self.snapshots = records.SnapshotWriter(
+            self.paths, self.snapshot, interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
+        sel = selectors.DefaultSelector()
+        watcher = self._watcher or Inotify()
+        watcher.add(self.paths.inbox)
+        sel.register(watcher.fileno(), selectors.EVENT_READ, "inbox")
+        wake_r, restore_signals = self._install_signals()
+        if wake_r is not None:
+            sel.register(wake_r, selectors.EVENT_READ, "signal")
+        try:
+            records.save_environment(self.paths.saved_env, self.plan.env)
+            self._add_tasks(self.plan.tasks)
+            self._write_run_json()
+            self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
+                             backend=self.backend.name, pid=os.getpid())
+            self.reporter.started(self.paths, len(self.tasks))
+            self._sel = sel
+            self._dispatch()
+            while not self._done():
+                timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
+                               if t is not None), default=None)
+                for key, _ in sel.select(timeout):
+                    if key.data == "signal":
+                        self._on_signals(wake_r)
+                    elif key.data == "inbox":
+                        watcher.read()
+                        self._read_inbox()
+                    else:
+                        self._on_wrapper_exit(key.data)
+                self.timers.run_due()
+                if self.detached:
+                    break
+                self._dispatch()
+                self.events.flush()
+                self.snapshots.maybe_write()
+                self._maybe_progress()
+            return self._finish()
+        finally:
+            restore_signals()
+            sel.close()
+            watcher.close()
+            self.backend.close()
+            self.events.close()
+            lock.release()
+
+    def _done(self) -> bool:
+        if self.live:
+            return False
+        return self.stop_signal is not None or self.cancelled or self.halted or len(self.ready) == 0
+
+    def _install_signals(self) -> tuple[int | None, Callable[[], None]]:
+        if threading.current_thread() is not threading.main_thread():
+            return None, lambda: None
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        old = {s: signal.signal(s, lambda *_: None) for s in EXIT_CODES}
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+            signal.set_wakeup_fd(old_fd)
+            os.close(r)
+            os.close(w)
+
+        return r, restore
+
+    def _on_signals(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 64)
+        except BlockingIOError:
+            return
+        for num in data:
+            sig = signal.Signals(num)
+            if sig == signal.SIGHUP:
+                self._detach()
+                return
+            if self.stop_signal is None:
+                self.stop_signal = sig
+                self.events.emit("warning", code="cancelled_by_user", message=f"received {sig.name}", task=None)
+                self._stop_everything("cancelled_by_user")
+
+    # ----- dispatch ------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Reserve every free slot a ready task can use, then launch them together."""
+        if self.stop_signal or self.cancelled or self.halted:
+            return
+        batch: list[LiveGen] = []
+        reserved_at = self.wallclock()
+        while self.pool.free_count and len(self.ready):
+            task = self.tasks[self.ready.pop()]  # type: ignore[index]
+            slot = self.pool.take()
+            assert slot is not None
+            batch.append(self._reserve(task, slot))
+        if not batch:
+            return
+        is_batch = len(batch) > 1 or self.stats.batch_count == 0
+        if is_batch:
+            self.events.emit("batch_dispatch_started", size=len(batch))
+        self.stats.batch(len(batch), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in batch])
+        requests = [LaunchRequest(lg.gen, lg.gen.slot, lg.task.name) for lg in batch]
+        for lg in batch:
+            self.events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
+        for lg, result in zip(batch, self.backend.launch(requests)):
+            self._launched(lg, result)
+        if is_batch:
+            self.events.emit("batch_dispatch_completed", size=len(batch))
+        self.snapshots.dirty = True
+
+    def _reserve(self, task: TaskRecord, slot: int) -> LiveGen:
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RESERVED)
+        gen_no = self.slot_gen.get(slot, 0) + 1
+        self.slot_gen[slot] = gen_no
+        backfill = gen_no > 1
+        gen = self.paths.gen(slot, gen_no)
+        task.start_generation(slot, gen_no)
+        if gen_no == 1:
+            self.paths.slot_dir(slot).mkdir(mode=0o700, exist_ok=True)
+        gen.dir.mkdir(mode=0o700)
+        gen.artifacts.mkdir(mode=0o700)
+        spec = task.spec
+        who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, slot, gen_no, task.attempts)
+        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env)
+        rundir.write_atomic(gen.wrapper, text, mode=0o700)
+        self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
+        if backfill:
+            self.stats.backfill_count += 1
+            self.events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
+        lg = LiveGen(task, gen, backfill)
+        self.live[slot] = lg
+        return lg
+
+    def _launched(self, lg: LiveGen, result: Spawned | LaunchFailed) -> None:
+        slot = lg.gen.slot
+        if isinstance(result, LaunchFailed):
+            self._warn(result.code, result.message, lg.task)
+            self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+            return
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RUNNING)
+        lg.pid = result.pid
+        lg.task.pid = result.pid
+        lg.pidfd = os.pidfd_open(result.pid)
+        self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+        self.events.emit("worker_process_spawned", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=result.pid)
+        timeout = lg.task.timeout
+        if timeout is not None:
+            self.timers.after(timeout, lambda: self._kill(lg, "timeout"))
+
+    # ----- exits ---------------------------------------------------------------------------
+
+    def _on_wrapper_exit(self, lg: LiveGen) -> None:
+        assert lg.pidfd is not None and lg.pid is not None
+        self._sel.unregister(lg.pidfd)
+        os.close(lg.pidfd)
+        lg.pidfd = None
+        try:
+            _, status = os.waitpid(lg.pid, 0)
+        except ChildProcessError:
+            status = 0
+        rec = sidecars.collect_exit(lg.gen)
+        if rec is None:
+            # The wrapper is gone without committing its exit: killed by us, or by someone else.
+            sig = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else None
+            reason = lg.kill_reason or "no_exit_record"
+            rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock())
+        self._classify(lg, rec)
+
+    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord) -> None:
+        reason = rec.reason
+        if reason == "cwd_missing":
+            status = TaskStatus.FAILED
+        elif lg.kill_reason in ("timeout", "idle_timeout"):
+            status, reason = TaskStatus.TIMED_OUT, lg.kill_reason
+        elif lg.kill_reason is not None:
+            status, reason = TaskStatus.CANCELLED, lg.kill_reason
+        elif reason == "no_exit_record":
+            status = TaskStatus.LOST
+        elif rec.code == 0:
+            status = TaskStatus.SUCCEEDED
+        else:
+            status = TaskStatus.FAILED
+        self._end_generation(lg, rec, status, reason)
+
+    def _end_generation(self, lg: LiveGen, rec: sidecars.ExitRecord | None, status: TaskStatus,
+                        reason: str | None) -> None:
+        lg.done = True
+        task, slot = lg.task, lg.gen.slot
+        del self.live[slot]
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
+        self.pool.give_back(slot)
+        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        self.events.emit(
+            "worker_completed" if status == TaskStatus.SUCCEEDED else "worker_failed",
+            task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
+            signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
+        )
+        if status.retryable and task.attempts_left and not (self.stop_signal or self.cancelled or self.halted):
+            task.move(TaskStatus.PENDING)
+            self.ready.requeue(task.id)
+            self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
+        else:
+            self._finalise(task, status, reason, lg.gen)
+        self.snapshots.dirty = True
+
+    def _finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None,
+                  gen: rundir.GenPaths | None = None) -> None:
+        """A task reached its final status: freeze it, release or skip its dependents."""
+        task.finish(status, reason)
+        self.reporter.task_ended(task, gen)
+        if status == TaskStatus.TIMED_OUT:
+            self.events.emit("task_timed_out", task=task.name, reason=reason)
+        elif status == TaskStatus.CANCELLED:
+            self.events.emit("task_cancelled", task=task.name, reason=reason)
+        _, skipped = self.ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
+        for tid in skipped:
+            self._skip(self.tasks[tid])
+        if status != TaskStatus.SUCCEEDED and status != TaskStatus.CANCELLED:
+            self._on_failure()
+
+    def _skip(self, task: TaskRecord) -> None:
+        task.finish(TaskStatus.SKIPPED, "dependency_failed")
+        self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
+        self.reporter.task_ended(task, None)
+
+    def _on_failure(self) -> None:
+        mode = self.settings.halt
+        if mode == "never" or self.halted:
+            return
+        self.halted = True
+        self._warn("halted", f"--halt {mode}: stopping after the first failure", None)
+        self._cancel_pending("halted")
+        if mode == "now":
+            for lg in list(self.live.values()):
+                self._kill(lg, "halted")
+
+    # ----- cancellation: one path for cancel, signals, halt and timeouts ----------------------
+
+    def _stop_everything(self, reason: str) -> None:
+        self.pool.close()
+        self._cancel_pending(reason)
+        for lg in list(self.live.values()):
+            self._kill(lg, reason)
+
+    def _cancel_pending(self, reason: str) -> None:
+        for tid in self.ready.drain():
+            self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
+        self.snapshots.dirty = True
+
+    def _kill(self, lg: LiveGen, reason: str) -> None:
+        """End a generation's whole process tree: SIGTERM, then SIGKILL after a grace period,
+        then the wrapper itself if it still has not recorded the exit."""
+        if lg.done or lg.kill_reason is not None:
+            return
+        lg.kill_reason = reason
+        markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
+        procs.send(procs.generation_tree(lg.pid, markers), signal.SIGTERM)
+
+        def escalate() -> None:
+            if lg.done:
+                return
+            procs.send(procs.generation_tree(lg.pid, markers), signal.SIGKILL)
+            self.timers.after(KILL_GRACE, kill_wrapper)
+
+        def kill_wrapper() -> None:
+            if not lg.done and lg.pid:
+                try:
+                    os.kill(lg.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+        self.timers.after(KILL_GRACE, escalate)
+
+    def _detach(self) -> None:
+        """SIGHUP: leave the workers running; ``resume`` picks the run up."""
+        self.detached = True
+        self.events.emit("warning", code="detached", message="received SIGHUP: supervisor detached", task=None)
+
+    # ----- inbox ---------------------------------------------------------------------------
+
+    def _read_inbox(self) -> None:
+        for msg in inbox.pending(self.paths):
+            self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"))
+            self.events.flush()
+            self._apply(msg)
+            inbox.consume(self.paths, msg)
+
+    def _apply(self, msg: inbox.Message) -> None:
+        body = msg.body
+        if body.get("kind") != "cancel":
+            self._warn("invalid_message", f"inbox message {msg.id}: unknown kind {body.get('kind')!r}", None)
+            return
+        names = body.get("tasks") or []
+        if not names:
+            self.cancelled = True
+            self._stop_everything("cancelled_by_user")
+            return
+        for name in names:
+            task = self.by_name.get(name)
+            if task is None:
+                self._warn("invalid_message", f"cancel: no task {name!r}", None)
+            elif task.status == TaskStatus.PENDING:
+                self.ready.discard(task.id)
+                self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+            elif task.status == TaskStatus.RUNNING and task.slot in self.live:
+                self._kill(self.live[task.slot], "cancelled_by_user")
+
+    def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
+        w = {"code": code, "message": message, "task": task.name if task else None}
+        self.warnings.append(w)
+        if task is not None:
+            task.warnings.append(w)
+        self.events.emit("warning", **w)
+
+    # ----- progress, snapshots, the end ----------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        out = {str(s): 0 for s in TaskStatus}
+        for t in self.tasks.values():
+            out[str(t.status)] += 1
+        return out
+
+    def _progress_due(self) -> float | None:
+        return max(0.0, self._last_progress + 0.2 - self.clock()) if self.live else None
+
+    def _maybe_progress(self) -> None:
+        now = self.clock()
+        if now - self._last_progress >= 0.2:
+            self._last_progress = now
+            self.reporter.progress(self.counts(), now)
+
+    def state_name(self) -> str:
+        if self.ended_at is None:
+            return "interrupted" if self.detached else "running"
+        if self.detached:
+            return "interrupted"
+        if self.stop_signal is not None or self.cancelled:
+            return "cancelled"
+        return "finished"
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self.wallclock()
+        for lg in self.live.values():
+            if lg.task.started_at is None:
+                lg.task.started_at = sidecars.started_at(lg.gen)
+        attempts = [a for t in self.tasks.values() for a in t.history]
+        return {
+            "run_id": self.run_id,
+            "name": self.plan.name,
+            "state": self.state_name(),
+            "backend": self.backend.name,
+            "jobs": self.jobs,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "updated_at": now,
+            "settings": self.settings.as_record(),
+            "counts": self.counts(),
+            "tasks": [t.row(now=now) for t in self.tasks.values()],
+            "slots": [self._slot_row(s) for s in range(1, self.jobs + 1)],
+            "metrics": metrics.compute(attempts, self.stats, jobs=self.jobs, started_at=self.started_at,
+                                       ended_at=self.ended_at or now),
+            "warnings": list(self.warnings),
+        }
+
+    def _slot_row(self, slot: int) -> dict[str, Any]:
+        lg = self.live.get(slot)
+        state = self.slot_state[slot]
+        if self.ended_at is not None and state == SlotState.IDLE:
+            state = SlotState.CLOSED
+        return {
+            "slot": slot, "state": str(state),
+            "task": lg.task.name if lg else None, "task_id": lg.task.id if lg else None,
+            "generation": lg.gen.gen if lg else None, "attempt": lg.task.attempts if lg else None,
+            "started_at": lg.task.started_at if lg else None, "pane_id": lg.task.pane_id if lg else None,
+        }
+
+    def _reap_leftovers(self) -> None:
+        """Processes still carrying the run's id (a daemon a worker left behind) are ended."""
+        left = procs.marked(procs.run_markers(self.run_id))
+        if not left:
+            return
+        names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
+        self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: {names}", None)
+        procs.end_all(left, KILL_GRACE)
+
+    def _finish(self) -> int:
+        if self.detached:
+            snap = self.snapshots.write()
+            self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
+            self.events.flush()
+            self.reporter.finished(snap, 129)
+            return 129
+        self._reap_leftovers()
+        self.ended_at = self.wallclock()
+        snap = self.snapshots.write()
+        rundir.write_json_atomic(self.paths.summary, snap)
+        code = self.exit_code(snap)
+        self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])
+        self.events.flush()
+        self.reporter.finished(snap, code)
+        return code
+
+    def exit_code(self, snap: dict[str, Any]) -> int:
+        if self.stop_signal is not None:
+            return EXIT_CODES[self.stop_signal]
+        if self.cancelled:
+            return 130
+        return 0 if all(t["status"] == "succeeded" for t in snap["tasks"]) else 1
+
+
+def _name(p: Any) -> str:
+    try:
+        return p.name()
+    except Exception:
+        return "?"

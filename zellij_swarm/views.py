@@ -1,0 +1,89 @@
+"""Reading runs back for ``status``, ``ls`` and ``logs``: records only, never live processes
+(except asking the run lock whether a supervisor is still alive)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from . import exc, runlock
+from .report import describe
+from .rundir import RunPaths, all_runs, read_json
+
+ACTIVE_SLOT_STATES = ("reserved", "running")
+
+
+def load_status(run: RunPaths) -> dict[str, Any]:
+    """The run's latest snapshot; a ``running`` run whose supervisor is gone is ``interrupted``."""
+    for path in (run.summary, run.state):
+        try:
+            snap = read_json(path)
+            break
+        except FileNotFoundError:
+            continue
+        except ValueError as e:
+            raise exc.SwarmError(f"{path}: unreadable run record: {e}") from None
+    else:
+        meta = read_json(run.run_json)
+        snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],
+                "ended_at": None, "settings": meta.get("settings", {}), "counts": {}, "tasks": [], "slots": [],
+                "metrics": {}, "warnings": []}
+    if snap["state"] == "running" and runlock.holder(run) is None:
+        snap["state"] = "interrupted"
+    return snap
+
+
+def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
+    """Slots that can still do work; with ``show_all`` also idle and closed ones."""
+    return [s for s in snap["slots"] if show_all or s["state"] in ACTIVE_SLOT_STATES]
+
+
+def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
+    rows = []
+    for run in all_runs(state_dir):
+        try:
+            snap = load_status(run)
+        except (exc.SwarmError, OSError, ValueError, KeyError):
+            continue
+        tasks = snap["tasks"]
+        rows.append({
+            "run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": len(tasks),
+            "failed": sum(1 for t in tasks if t["status"] not in ("succeeded", "pending", "running")),
+        })
+    return rows
+
+
+def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
+    for t in snap["tasks"]:
+        if t["name"] == key or t["id"] == key:
+            return t
+    raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
+
+
+def when(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def format_status(snap: dict[str, Any], show_all: bool) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in snap.get("counts", {}).items() if v) or "no tasks"
+    lines = [f"run {snap['run_id']}{' (' + snap['name'] + ')' if snap.get('name') else ''}: {snap['state']}, "
+             f"started {when(snap['started_at'])}; {counts}"]
+    for t in snap["tasks"]:
+        where = f"slot {t['slot']} gen {t['generation']}" if t["slot"] is not None else "not started"
+        lines.append(f"  {describe(t)}  [{where}]")
+    slots = visible_slots(snap, show_all)
+    if slots:
+        lines.append("slots:")
+        for s in slots:
+            lines.append(f"  slot {s['slot']}: {s['state']}" + (f" — {s['task']} (gen {s['generation']})" if s["task"] else ""))
+    for w in snap.get("warnings", []):
+        lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
+    return "\n".join(lines)
+
+
+def format_ls(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs"
+    return "\n".join(f"{r['run_id']}  {r['state']:<11} {when(r['started_at'])}  {r['tasks']} task(s), "
+                     f"{r['failed']} not succeeded" for r in rows)
