@@ -44,7 +44,7 @@ def execute(
                    backend_reason=choice.why)
     sup = Supervisor(plan, backend, reporter)
     code = sup.run()
-    summary = sup.snapshot()
+    summary = sup.final_snapshot
     if junit_path:
         junit.write(Path(junit_path), sup.paths, summary)
     return Outcome(code, sup.run_id, sup.paths.dir, summary)

@@ -315,7 +315,7 @@ class Supervisor:
         spec = task.spec
         who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, slot, gen_no, task.attempts)
         text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env)
-        rundir.write_atomic(gen.wrapper, text, mode=0o700)
+        rundir.write_new(gen.wrapper, text, mode=0o700)
         self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
         if backfill:
             self.stats.backfill_count += 1
@@ -578,7 +578,7 @@ class Supervisor:
 
     def _finish(self) -> int:
         if self.detached:
-            snap = self.snapshots.write()
+            snap = self.final_snapshot = self.snapshots.write()
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
             self.reporter.finished(snap, 129)
@@ -587,6 +587,7 @@ class Supervisor:
         self.ended_at = self.wallclock()
         snap = self.snapshots.write()
         rundir.write_json_atomic(self.paths.summary, snap)
+        self.final_snapshot = snap
         code = self.exit_code(snap)
         self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])
         self.events.flush()

@@ -61,7 +61,9 @@ def render(
         "fi",
         # Survive the signals aimed at the worker so the exit is still recorded.
         "trap : HUP INT TERM",
-        'exec </dev/null >>"$_zsw_d/output.log" 2>&1',
+        # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
+        # death by signal there); only the worker's output goes to output.log.
+        "exec </dev/null",
         'printf \'{"event":"started","pid":%s,"pane_id":null}\\n\' $$ >>"$_zsw_d/heartbeat.jsonl"',
     ]
     exports = {
@@ -84,11 +86,11 @@ def render(
         run = f"( eval {q(cmd or ':')} )"
     lines += [
         f"if cd -- {q(cwd)} 2>/dev/null; then",
-        f"  {run}",
+        f'  {run} >>"$_zsw_d/output.log" 2>&1',
         "  _zsw_rc=$?",
         "  printf '%s\\n' \"$_zsw_rc\" >\"$_zsw_d/exit\"",
         "else",
-        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >&2",
+        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >>\"$_zsw_d/output.log\"",
         "  _zsw_rc=1",
         "  printf '%s\\n' '- cwd_missing' >\"$_zsw_d/exit\"",
         "fi",

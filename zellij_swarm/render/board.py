@@ -127,15 +127,26 @@ def _short(seconds: float | None) -> str:
     return f"{s}s"
 
 
-def _cell(row: SlotRow, sw: int, cell_w: int, now: float, color: bool) -> str:
+def _cell(row: SlotRow, sw: int, cell_w: int, now: float, color: bool, strip: str = "") -> str:
     name_w = max(cell_w - sw - 1 - 1 - 3 - 1, 1)
-    name = clip_middle(printable(row.task or row.status), name_w)
+    name = printable(row.task or row.status)
+    name = clip_middle(name[len(strip) :] if strip and name.startswith(strip) else name, name_w)
     text = f"{row.slot:>{sw}} {name:<{name_w}} {_short(row.elapsed(now)):>3}"
     mark = STATUS_SGR.get(row.status) if row.status != "running" else None
     return join_parts([(text, mark)], cell_w - 1, color)
 
 
-def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int) -> str:
+def _common_prefix(names: list[str], keep: int) -> str:
+    """The prefix all ``names`` share (``shard-``), if dropping it helps: at least 3 characters,
+    and leaving every name at least ``keep`` characters."""
+    if len(names) < 2:
+        return ""
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[: max(min(len(n) for n in names) - keep, 0)]
+    return prefix if len(prefix) >= 3 else ""
+
+
+def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = "") -> str:
     by_kind: dict[str, list[int]] = {}
     for row in rest:
         if row.live:
@@ -151,6 +162,10 @@ def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int) -> str:
     for kind in ("idle, last failed", "idle", "closed"):
         if kind in by_kind:
             parts.append(f"{len(by_kind[kind])} {kind}: {ranges(by_kind[kind])}")
+    if strip:
+        parts.append(f"names shown without {strip!r}")
+    if not rest:
+        return clip(" · ".join(parts), cols)
     return clip(f"+ {len(rest)} more: " + " · ".join(parts), cols)
 
 
@@ -199,7 +214,7 @@ def board_frame(
             chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 1 - len(busy)]}
             shown = [r for r in slots if r.slot in chosen]
             body = full(shown)
-            hidden_busy = 0
+            hidden_busy, strip = 0, ""
         else:
             grid_rows = room - 1
             ncols = max(math.ceil(len(busy) / grid_rows), 1) if grid_rows else 1
@@ -211,15 +226,18 @@ def board_frame(
             visible, hidden = busy[:capacity], busy[capacity:]
             used_rows = math.ceil(len(visible) / ncols) if visible else 0
             body = []
+            names = [printable(r.task or r.status) for r in visible]
+            name_w = cell_w - sw - 6
+            strip = _common_prefix(names, 3) if max(map(len, names), default=0) > name_w else ""
             for y in range(used_rows):
                 # Column-major, like ``ls``: slot numbers run down each column.
                 cells = [visible[x * used_rows + y] for x in range(ncols) if x * used_rows + y < len(visible)]
-                body.append("".join(_cell(r, sw, cell_w, now, color) + " " for r in cells).rstrip())
+                body.append("".join(_cell(r, sw, cell_w, now, color, strip) + " " for r in cells).rstrip())
             chosen = {r.slot for r in visible}
             hidden_busy = len(hidden)
         rest = [r for r in slots if r.slot not in chosen]
-        if rest:
-            body.append(_fold_line(rest, hidden_busy, cols))
+        if rest or strip:
+            body.append(_fold_line(rest, hidden_busy, cols, strip))
     return (lines + body + footer)[:rows]
 
 

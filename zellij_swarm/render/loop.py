@@ -60,8 +60,12 @@ class View(Protocol):
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame: ...
 
 
-def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event) -> Iterator[Any]:
-    """Non-recursive watchfiles watch; yields at least once a second (an empty set on a tick)."""
+def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event, *, tick_ms: int = TICK_MS) -> Iterator[Any]:
+    """Non-recursive watchfiles watch; yields at least every ``tick_ms`` (an empty set on a tick).
+
+    ``debounce``/``step`` are short so a steadily written log still yields ~10 times a second
+    (watchfiles' default debounce would hold changes back for 1.6 s).
+    """
     from watchfiles import watch
 
     return watch(
@@ -70,7 +74,7 @@ def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event) -> Iterator
         debounce=100,
         step=50,
         stop_event=wake,
-        rust_timeout=TICK_MS,
+        rust_timeout=tick_ms,
         yield_on_timeout=True,
         raise_interrupt=False,
         recursive=False,
@@ -116,6 +120,7 @@ class _Painter:
         self.out = out
         self.prev: list[str] = []
         self.rows = 0
+        self.started = False
 
     def write(self, data: str) -> None:
         self.out.write(data)
@@ -125,7 +130,8 @@ class _Painter:
         lines = lines[:rows]
         if full or rows != self.rows:
             self.prev = []
-        parts = []
+        parts = [] if self.started else ["\x1b[?25l"]
+        self.started = True
         for i, line in enumerate(lines):
             if i < len(self.prev) and self.prev[i] == line:
                 continue
@@ -142,6 +148,8 @@ class _Painter:
 
     def leave(self) -> None:
         """Cursor below the last picture, visible again; the picture stays."""
+        if not self.started:
+            return
         used = len(self.prev)
         while used and not _SGR.sub("", self.prev[used - 1]).strip():
             used -= 1
@@ -165,6 +173,7 @@ class Loop:
         size: Callable[[], tuple[int, int]] | None = None,
         color: bool | None = None,
         max_rate: float = MAX_RATE,
+        poll_interval: float = POLL_INTERVAL,
         handle_signals: bool = True,
     ) -> None:
         self.view = view
@@ -176,12 +185,14 @@ class Loop:
         self.size = size or (lambda: terminal_size(out))
         self.color = use_color(out) if color is None else color
         self.min_interval = 1.0 / max_rate
+        self.poll_interval = poll_interval
         self.handle_signals = handle_signals
         self.notice: str | None = None
         self.wake = threading.Event()
         self.stopping = False
         self.resized = False
         self.frames = 0
+        self.watch_error: BaseException | None = None
         self._painter = _Painter(out)
         self._last_draw = float("-inf")
 
@@ -233,7 +244,6 @@ class Loop:
     def run(self) -> int:
         saved = self._install()
         try:
-            self._painter.write("\x1b[?25l")
             try:
                 self._run()
             finally:
@@ -250,15 +260,31 @@ class Loop:
                 signal.signal(sig, handler)
         return 0
 
+    def _ticks(self, paths: tuple[Path, ...]) -> Iterator[None]:
+        """The watcher's wake-ups. A watcher error ends them and is kept in ``watch_error``;
+        errors of the consumer (a closed terminal) are never mistaken for watcher errors."""
+        self.watch_error = None
+        changes: Any = None
+        try:
+            changes = iter(self.watcher(paths, self.wake))
+            for _ in changes:
+                yield
+        except (OSError, RuntimeError) as e:
+            self.watch_error = e
+        finally:
+            close = getattr(changes, "close", None)
+            if close is not None:
+                close()
+
     def _run(self) -> None:
         frame = self.draw(full=True)
         failures = 0
         while not (frame.done or self.stopping):
             paths = frame.watch
             self.wake.clear()
-            changes = iter(self.watcher(paths, self.wake))
+            ticks = self._ticks(paths)
             try:
-                for _ in changes:
+                for _ in ticks:
                     if self.stopping:
                         return
                     full, self.resized = self.resized, False
@@ -267,23 +293,28 @@ class Loop:
                     if frame.done or frame.watch != paths:
                         break
                 else:
-                    # The watcher ended: woken for a resize or a stop, or a watched path vanished.
-                    if not self.stopping:
-                        full, self.resized = self.resized, False
-                        frame = self.draw(full=full)
-            except (OSError, RuntimeError) as e:
-                failures += 1
-                if self.polling:
-                    raise
-                if is_watch_limit(e) or failures >= 3:
-                    what = "file-watch limit reached" if is_watch_limit(e) else f"file watching failed ({e})"
-                    self.notice = f"warning: {what}; polling every {POLL_INTERVAL:g} s"
-                    self.watcher, self.polling = poll_watcher, True
-                frame = self.draw(full=True)
+                    # The watcher ended: woken for a resize or a stop, or it failed.
+                    if self.stopping:
+                        return
+                    error = self.watch_error
+                    if error is not None or not self.wake.is_set():
+                        failures += 1
+                        if self.polling and error is not None:
+                            raise error
+                        if error is not None and is_watch_limit(error):
+                            self._fall_back("file-watch limit reached")
+                        elif failures >= 3 and not self.polling:
+                            self._fall_back(f"file watching failed ({error or 'watcher stopped'})")
+                    full, self.resized = self.resized, False
+                    frame = self.draw(full=full or error is not None)
             finally:
-                close = getattr(changes, "close", None)
-                if close is not None:
-                    close()
+                ticks.close()
+
+    def _fall_back(self, why: str) -> None:
+        self.notice = f"warning: {why}; polling every {self.poll_interval:g} s"
+        interval = self.poll_interval
+        self.watcher = lambda paths, wake: poll_watcher(paths, wake, interval)
+        self.polling = True
 
 
 def _silence_stdout(out: IO[str]) -> None:

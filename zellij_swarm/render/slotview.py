@@ -84,11 +84,11 @@ def slot_frame(
         detail = " · ".join(parts)
     else:
         parts = [_exit_text(row.exit_code, row.signal), f"ran {duration(row.elapsed(now))}"]
+        if row.reason:
+            parts.append(f"reason {printable(row.reason)}")
         if row.ended_at is not None:
             parts.append(f"ended {clock_time(row.ended_at)}")
         parts.append("heartbeat seen" if row.gen.heartbeat_seen else "no launch heartbeat")
-        if row.reason:
-            parts.append(f"reason {printable(row.reason)}")
         detail = " · ".join(parts)
 
     run_state = (state or {}).get("state") or "starting"
