@@ -156,17 +156,15 @@ def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = ""
         else:
             kind = "idle, last failed" if row.status in TERMINAL and row.status != "succeeded" else "idle"
         by_kind.setdefault(kind, []).append(row.slot)
-    parts = []
-    if hidden_busy:
-        parts.append(f"{hidden_busy} busy not shown (enlarge the pane)")
+    parts = [f"{hidden_busy} busy not shown (enlarge the pane)"] if hidden_busy else []
     for kind in ("idle, last failed", "idle", "closed"):
         if kind in by_kind:
             parts.append(f"{len(by_kind[kind])} {kind}: {ranges(by_kind[kind])}")
+    text = f"+ {len(rest)} more: " + " · ".join(parts) if rest else ""
     if strip:
-        parts.append(f"names shown without {strip!r}")
-    if not rest:
-        return clip(" · ".join(parts), cols)
-    return clip(f"+ {len(rest)} more: " + " · ".join(parts), cols)
+        note = f"names without {strip!r}"
+        text = f"{note} · {text}" if text and not hidden_busy else (f"{text} · {note}" if text else note)
+    return clip(text, cols)
 
 
 def board_frame(
