@@ -61,11 +61,12 @@ class ReadyQueue:
         if deps & (self._ended - self._succeeded):
             self._ended.add(task)
             return [task]
+        if not deps:
+            self._push(task)
+            return []
         self._waiting_on[task] = deps
         for dep in deps:
             self._dependents[dep].append(task)
-        if not deps:
-            self._push(task)
         return []
 
     def _push(self, task: str) -> None:

@@ -8,6 +8,7 @@ adopted by ``resume``.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Mapping
 
 from .base import LaunchFailed, LaunchRequest, LaunchResult, Spawned
@@ -17,6 +18,9 @@ _STDIO = [
     (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
     (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
 ]
+# Python ignores SIGPIPE (and a caller may ignore more); a worker must start with every
+# signal at its default, or `yes | head` would print "Broken pipe" instead of ending quietly.
+_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 
 
 class HeadlessBackend:
@@ -31,7 +35,8 @@ class HeadlessBackend:
     def _spawn(self, req: LaunchRequest) -> LaunchResult:
         argv = ["/bin/sh", str(req.gen.wrapper)] + (["claimed"] if req.claimed else [])
         try:
-            pid = os.posix_spawn("/bin/sh", argv, self._env, file_actions=_STDIO, setsid=True)
+            pid = os.posix_spawn("/bin/sh", argv, self._env, file_actions=_STDIO, setsid=True,
+                                 setsigdef=_DEFAULT_SIGNALS, setsigmask=())
         except OSError as e:
             return LaunchFailed("spawn_failed", f"cannot start /bin/sh: {e.strerror}")
         return Spawned(pid)

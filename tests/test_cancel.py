@@ -1,0 +1,171 @@
+"""cancel, Ctrl-C and SIGTERM end every worker's whole tree and record `cancelled`."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from conftest import kill_run_processes, run_processes, validate, wait_until
+
+# Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a
+# grandchild that starts its own session (escaping the process group).
+STUBBORN = """
+[swarm]
+jobs = 4
+[[task]]
+name = "sleeper"
+cmd = "sleep 60"
+[[task]]
+name = "grandchild"
+cmd = "sh -c 'sleep 60; echo late'"
+[[task]]
+name = "ignores-term"
+cmd = "trap '' TERM; sleep 60"
+[[task]]
+name = "own-session"
+argv = ["setsid", "sh", "-c", "sleep 60"]
+[[task]]
+name = "queued"
+cmd = "echo should-not-run"
+"""
+
+
+def _start(swarm):
+    swarm.write("s.toml", STUBBORN)
+    proc = swarm.popen("run", "s.toml", "--output", "quiet")
+    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    run_id = run_dir.name
+    # every worker's wrapper has claimed its generation and started its command
+    wait_until(lambda: all((run_dir / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in range(1, 5)),
+               what="four workers started")
+    wait_until(lambda: len(run_processes(run_id)) >= 4, what="worker processes visible")
+    return proc, run_id
+
+
+def _check_cancelled(swarm, proc, run_id, code):
+    try:
+        assert proc.wait(timeout=30) == code, proc.stderr.read()
+        assert "Traceback" not in proc.stderr.read()
+        summary = swarm.summary()
+        assert summary["state"] == "cancelled"
+        rows = {t["name"]: t for t in summary["tasks"]}
+        assert {n: r["status"] for n, r in rows.items()} == {
+            "sleeper": "cancelled", "grandchild": "cancelled", "ignores-term": "cancelled",
+            "own-session": "cancelled", "queued": "cancelled"}
+        assert all(r["reason"] == "cancelled_by_user" for r in rows.values())
+        assert rows["queued"]["attempts"] == 0
+        assert run_processes(run_id) == []
+    finally:
+        kill_run_processes(run_id)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_cancels_everything(swarm, sig, code):
+    proc, run_id = _start(swarm)
+    proc.send_signal(sig)
+    _check_cancelled(swarm, proc, run_id, code)
+
+
+def test_cancel_command_cancels_the_whole_run(swarm):
+    proc, run_id = _start(swarm)
+    res = swarm("cancel", run_id)
+    assert res.code == 0, res.stderr
+    _check_cancelled(swarm, proc, run_id, 130)
+    again = swarm("cancel", run_id)
+    assert again.code == 2 and again.stderr.startswith("zellij-swarm: error: run ") and "finished" not in again.stdout
+
+
+def test_cancel_one_task_lets_the_rest_finish(swarm):
+    swarm.write("c.toml", """
+[swarm]
+jobs = 2
+[[task]]
+name = "long"
+cmd = "sleep 60"
+[[task]]
+name = "waits"
+cmd = "echo waited"
+after = ["long"]
+[[task]]
+name = "short"
+cmd = "echo short"
+""")
+    proc = swarm.popen("run", "c.toml", "--output", "quiet")
+    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    wait_until(lambda: (run_dir / "slots/slot-1/gen-1/heartbeat.jsonl").exists(), what="long started")
+    try:
+        assert swarm("cancel", run_dir.name, "long").code == 0
+        assert proc.wait(timeout=30) == 1
+        rows = swarm.tasks()
+        assert (rows["long"]["status"], rows["long"]["reason"]) == ("cancelled", "cancelled_by_user")
+        assert (rows["waits"]["status"], rows["waits"]["reason"]) == ("skipped", "dependency_failed")
+        assert rows["short"]["status"] == "succeeded"
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+        for e in events:
+            validate(e, "event")
+        consumed = [e for e in events if e["event"] == "inbox_consumed"]
+        assert len(consumed) == 1 and (run_dir / "inbox/consumed" / consumed[0]["id"]).exists()
+        assert run_processes(run_dir.name) == []
+    finally:
+        kill_run_processes(run_dir.name)
+
+
+def test_cancel_unknown_task_or_run_is_exit_2(swarm):
+    swarm.write("a.txt", "true\n")
+    swarm("run", "a.txt")
+    res = swarm("cancel", "nope-run")
+    assert res.code == 2 and res.stderr.count("\n") == 1 and "no run 'nope-run'" in res.stderr
+
+
+def test_halt_soon_stops_dispatching_after_first_failure(swarm):
+    swarm.write("h.toml", """
+[swarm]
+jobs = 1
+halt = "soon"
+[[task]]
+name = "bad"
+cmd = "exit 2"
+[[task]]
+name = "never"
+cmd = "true"
+""")
+    res = swarm("run", "h.toml")
+    assert res.code == 1
+    rows = swarm.tasks()
+    assert rows["bad"]["status"] == "failed"
+    assert (rows["never"]["status"], rows["never"]["reason"]) == ("cancelled", "halted")
+
+
+def test_halt_now_cancels_running_tasks(swarm):
+    swarm.write("h.toml", """
+[swarm]
+jobs = 2
+halt = "now"
+[[task]]
+name = "long"
+cmd = "sleep 60"
+[[task]]
+name = "bad"
+cmd = "sleep 0.3; exit 2"
+""")
+    res = swarm("run", "h.toml")
+    assert res.code == 1
+    rows = swarm.tasks()
+    assert (rows["long"]["status"], rows["long"]["reason"]) == ("cancelled", "halted")
+    assert rows["bad"]["status"] == "failed"
+    assert run_processes(swarm.latest().name) == []
+
+
+def test_daemon_left_behind_is_reported_and_ended(swarm):
+    swarm.write("d.txt", "setsid sh -c 'sleep 60' >/dev/null 2>&1 &\n")
+    res = swarm("run", "d.txt", "--output", "quiet")
+    run_id = swarm.latest().name
+    try:
+        assert res.code == 0
+        summary = swarm.summary()
+        assert [w["code"] for w in summary["warnings"]] == ["process_left_behind"]
+        assert run_processes(run_id) == []
+    finally:
+        kill_run_processes(run_id)

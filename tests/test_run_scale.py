@@ -1,0 +1,98 @@
+"""Structural facts of a busy run, read from the wrappers' own timestamps, and big output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+import psutil
+
+from conftest import run_processes
+
+
+def _attempts(summary: dict) -> list[dict]:
+    return [a for t in summary["tasks"] for a in t["history"]]
+
+
+def max_concurrency(intervals: list[tuple[float, float]]) -> int:
+    """Sweep line; an end at the same instant as a start is counted first (coarse mtimes)."""
+    points = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda p: (p[0], p[1]))
+    live = peak = 0
+    for _, delta in points:
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def test_200_tasks_never_exceed_8_slots(swarm):
+    lines = "".join(f"sleep 0.0{i % 10}\n" for i in range(200))
+    swarm.write("many.txt", lines)
+    res = swarm("run", "many.txt", "-j", "8", "--output", "quiet")
+    assert res.code == 0, res.stderr
+    summary = swarm.summary()
+    attempts = _attempts(summary)
+    assert len(attempts) == 200 and all(a["status"] == "succeeded" for a in attempts)
+    assert {a["slot"] for a in attempts} <= set(range(1, 9))
+    assert max_concurrency([(a["started_at"], a["ended_at"]) for a in attempts]) <= 8
+    by_slot: dict[int, list[dict]] = {}
+    for a in attempts:
+        by_slot.setdefault(a["slot"], []).append(a)
+    for slot, gens in by_slot.items():
+        gens.sort(key=lambda a: a["generation"])
+        assert [a["generation"] for a in gens] == list(range(1, len(gens) + 1))
+        for prev, nxt in zip(gens, gens[1:]):
+            assert nxt["started_at"] >= prev["ended_at"], (slot, prev, nxt)
+    m = summary["metrics"]
+    assert m["backfill_count"] == 192 and m["largest_batch_size"] == 8
+    assert m["refill_latency_ms"]["count"] == 192
+    # Figures to quote, not to assert against a clock:
+    print(f"\n200x -j8: utilization {m['utilization']}, refill p50 {m['refill_latency_ms']['p50']} ms, "
+          f"p95 {m['refill_latency_ms']['p95']} ms, first batch span {m['first_batch_launch_span_ms']} ms")
+
+
+def test_50mb_output_keeps_log_intact_and_supervisor_rss_flat(swarm):
+    size = 50_000_000
+    swarm.write("small.txt", "echo small\n")
+    swarm.write("big.txt", f"yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {size}\n")
+
+    def peak_rss(path: str) -> int:
+        p = swarm.popen("run", path, "--output", "quiet")
+        proc, peak = psutil.Process(p.pid), 0
+        while p.poll() is None:
+            try:
+                peak = max(peak, proc.memory_info().rss)
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.01)
+        assert p.wait(timeout=60) == 0
+        return peak
+
+    baseline = peak_rss("small.txt")
+    big = peak_rss("big.txt")
+    log = swarm.latest() / "slots/slot-1/gen-1/output.log"
+    assert log.stat().st_size == size
+    expected = hashlib.sha256()
+    line = b"0123456789abcdefghijklmnopqrstuvwxyz\n"
+    full, rest = divmod(size, len(line))
+    expected.update(line * full + line[:rest])
+    assert hashlib.sha256(log.read_bytes()).hexdigest() == expected.hexdigest()
+    assert big - baseline < 10 * 2**20, (baseline, big)
+    # `logs` streams it back without loading it whole
+    logs = swarm.popen("logs", swarm.latest().name, "task-1")
+    total = 0
+    while chunk := logs.stdout.buffer.read(1 << 20) if hasattr(logs.stdout, "buffer") else b"":
+        total += len(chunk)
+    assert logs.wait(timeout=60) == 0 and total == size
+
+
+def test_summary_is_recorded_once_per_run(swarm):
+    swarm.write("a.txt", "true\n")
+    swarm("run", "a.txt")
+    swarm("run", "a.txt")
+    rows = json.loads(swarm("ls", "--json").stdout)
+    from conftest import validate
+
+    validate(rows, "ls")
+    assert len(rows) == 2 and rows[0]["started_at"] >= rows[1]["started_at"]
+    assert all(run_processes(r["run_id"]) == [] for r in rows)
