@@ -30,6 +30,8 @@ NOT_FOUND_2 = ("If you were including arguments as part of the command, try incl
 
 
 def _set_ctty():  # preexec of pane children (runs after setsid)
+    # the server ignores SIGHUP; an ignored signal survives exec, so restore the default
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
