@@ -1,0 +1,87 @@
+"""The CLI as a user meets it: one-line errors, exit codes, help, the API twin."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import clean_env, validate
+from zellij_swarm import Swarm, Task
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "nope.toml"], "nope.toml: no such file"),
+    (["run", "good.txt", "-j", "0"], "invalid jobs '0' (from flag --jobs)"),
+    (["run", "good.txt", "-j", "5000"], "expected an integer 1–1024"),
+    (["run", "good.txt", "--ui", "fancy"], "invalid ui 'fancy'"),
+    (["run", "good.txt", "--bogus"], "No such option '--bogus'"),
+    (["run"], "Missing argument 'FILE'"),
+    (["status", "nope"], "no run 'nope'"),
+    (["logs", "nope", "t"], "no run 'nope'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_bad_usage_is_one_line_and_exit_2(swarm, args, needle):
+    swarm.write("good.txt", "true\n")
+    res = swarm(*args)
+    assert res.code == 2, res
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("zellij-swarm: error: "), res.stderr
+    assert needle in res.stderr
+    assert swarm.runs() == []
+
+
+def test_env_setting_errors_name_the_variable(swarm):
+    swarm.write("good.txt", "true\n")
+    res = swarm("run", "good.txt", env=clean_env(ZELLIJ_SWARM_JOBS="lots"))
+    assert res.code == 2 and "(from env ZELLIJ_SWARM_JOBS)" in res.stderr
+
+
+def test_help_explains(swarm):
+    res = swarm("run", "--help")
+    assert res.code == 0
+    for word in ("--jobs", "ZELLIJ_SWARM_JOBS", "--halt", "--junit", "Exit codes"):
+        assert word in res.stdout
+
+
+def test_status_of_unknown_task_in_logs(swarm):
+    swarm.write("a.txt", "true\n")
+    swarm("run", "a.txt")
+    res = swarm("logs", swarm.latest().name, "ghost")
+    assert res.code == 2 and "has no task 'ghost'" in res.stderr
+
+
+def test_status_all_adds_idle_slots(swarm):
+    swarm.write("a.txt", "true\n")
+    swarm("run", "a.txt", "-j", "3")
+    default = json.loads(swarm("status", "--json").stdout)
+    everything = json.loads(swarm("status", "--json", "--all").stdout)
+    validate(default, "status")
+    assert default["slots"] == [] and [s["state"] for s in everything["slots"]] == ["closed"] * 3
+    assert "run " in swarm("status").stdout
+
+
+def test_doctor_reports_headless_outside_multiplexers(swarm):
+    res = swarm("doctor", "--json")
+    info = json.loads(res.stdout)
+    assert info["backend"]["name"] == "headless" and info["settings"]["jobs"]["source"] == "default"
+
+
+def test_python_api_matches_cli(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = Swarm([Task("echo hi", name="a"), Task(argv=["sh", "-c", "exit 5"], name="b", after=["a"]),
+                    Task("true", name="c", after=["b"])], jobs=2, retries=1).run()
+    assert result.exit_code == 1 and not result.ok
+    rows = {t["name"]: t for t in result.summary["tasks"]}
+    validate(result.summary, "status")
+    assert (rows["a"]["status"], rows["b"]["exit_code"], rows["b"]["attempts"], rows["c"]["status"]) == (
+        "succeeded", 5, 2, "skipped")
+    assert (result.run_dir / "summary.json").exists()
+
+
+def test_python_api_rejects_bad_input():
+    from zellij_swarm import exc
+
+    with pytest.raises(exc.UsageError, match="unknown setting 'job'"):
+        Swarm([Task("true")], job=2)
+    with pytest.raises(exc.UsageError, match="cmd is empty"):
+        Swarm([Task("  ")]).run()

@@ -1,0 +1,77 @@
+"""The generation wrapper: claim exclusivity, hostile names, exit records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from zellij_swarm import rundir, sidecars, wrapper
+
+HOSTILE = "na'me\"\n$(touch PWNED)`touch PWNED2`~$HOME {}[];|&"
+
+
+def make(tmp_path: Path, **kw) -> rundir.GenPaths:
+    gen = rundir.GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    gen.artifacts.mkdir()
+    args = dict(cmd="echo \"$ZELLIJ_SWARM_TASK\"", argv=None, cwd=str(tmp_path), env={})
+    args.update(kw)
+    who = wrapper.WorkerIdentity("run-1", HOSTILE, "t1", 1, 1, 1)
+    rundir.write_new(gen.wrapper, wrapper.render(gen, who, **args), mode=0o700)
+    return gen
+
+
+def sh(gen: rundir.GenPaths, *extra: str) -> int:
+    return subprocess.run(["/bin/sh", str(gen.wrapper), *extra], cwd=gen.dir, timeout=30).returncode
+
+
+def test_hostile_name_reaches_the_worker_verbatim_and_injects_nothing(tmp_path):
+    gen = make(tmp_path)
+    assert sh(gen) == 0
+    assert gen.output.read_text() == HOSTILE + "\n"
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert "PWNED" not in gen.wrapper.read_text().splitlines()[0]
+
+
+def test_a_generation_runs_at_most_once(tmp_path):
+    gen = make(tmp_path, cmd="echo ran >> " + str(tmp_path / "ledger"))
+    assert sh(gen) == 0
+    assert sh(gen) == 0  # claim taken: exits without running
+    assert (tmp_path / "ledger").read_text() == "ran\n"
+    assert len(gen.heartbeat.read_text().splitlines()) == 2
+
+
+def test_supervisor_claim_blocks_the_wrapper_unless_handed_over(tmp_path):
+    gen = make(tmp_path, cmd="echo ran")
+    assert sidecars.take_claim(gen) is True
+    assert sidecars.take_claim(gen) is False
+    assert sh(gen) == 0 and not gen.output.exists()
+    assert sh(gen, "claimed") == 0 and gen.output.read_text() == "ran\n"
+    assert sidecars.wrapper_pid(gen) is not None
+
+
+def test_exit_record_codes_signals_and_times(tmp_path):
+    gen = make(tmp_path, cmd=None, argv=("sh", "-c", "kill -TERM $$"))
+    assert sh(gen) == 143
+    rec = sidecars.collect_exit(gen)
+    assert (rec.code, rec.signal) == (143, "SIGTERM")
+    assert rec.started_at <= rec.ended_at and rec.pid == sidecars.wrapper_pid(gen)
+    assert json.loads(gen.exit_record.read_text())["code"] == 143
+    assert json.loads(gen.heartbeat.read_text().splitlines()[-1]) == {"event": "exited", "code": 143}
+
+
+def test_partial_sidecar_is_not_a_record(tmp_path):
+    gen = make(tmp_path)
+    gen.exit_sidecar.write_text("1")  # no newline yet: still being written
+    assert sidecars.collect_exit(gen) is None
+    gen.exit_sidecar.write_text("1\n")
+    assert sidecars.collect_exit(gen).code == 1
+
+
+def test_missing_cwd_is_recorded_not_run(tmp_path):
+    gen = make(tmp_path, cwd=str(tmp_path / "nope"))
+    assert sh(gen) == 1
+    rec = sidecars.collect_exit(gen)
+    assert (rec.code, rec.reason) == (None, "cwd_missing")
+    assert "cwd does not exist" in gen.output.read_text()
