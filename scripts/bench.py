@@ -1,0 +1,131 @@
+"""The body of scripts/bench: times N trivial tasks at -j J through four runners, alternating
+them over several rounds, then a 100-slot batch of `sleep 1`, and prints medians and ratios.
+
+Every timed run gets a fresh directory; directories are removed only after all rounds,
+because deleting a large tree just before a run slows that run's file I/O 2–3× here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from zellij_swarm import rundir, wrapper
+
+ROOT = Path(__file__).resolve().parent.parent
+ZSW = [str(ROOT / ".venv/bin/zellij-swarm")]
+
+
+def timed(argv: list[str], *, stdin_path: Path | None = None, cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB of the top process and its reaped children, CPU seconds)."""
+    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"bench: {argv[0]} failed ({p.returncode}): {p.stderr.read().decode()[-500:]}")
+    if stdin_path:
+        stdin.close()  # type: ignore[union-attr]
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+def make_wrappers(base: Path, n: int) -> Path:
+    """N generation directories with real wrappers, as the supervisor writes them."""
+    listing = base / "wrappers.txt"
+    paths = []
+    for i in range(1, n + 1):
+        gen = rundir.GenPaths(base / f"slot-1/gen-{i}", 1, i)
+        gen.dir.mkdir(parents=True)
+        gen.artifacts.mkdir()
+        who = wrapper.WorkerIdentity("bench", f"task-{i}", f"t{i}", 1, i, 1)
+        rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd="true", argv=None, cwd=str(base), env={}), mode=0o700)
+        paths.append(str(gen.wrapper))
+    listing.write_text("\n".join(paths) + "\n")
+    return listing
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--jobs", type=int, default=32)
+    args = ap.parse_args()
+    n, j = args.tasks, args.jobs
+    work = Path(tempfile.mkdtemp(prefix="zsw-bench-"))
+    try:
+        commands = work / "true.txt"
+        commands.write_text("true\n" * n)
+        numbers = work / "numbers.txt"
+        numbers.write_text("".join(f"{i}\n" for i in range(n)))
+        times: dict[str, list[float]] = {k: [] for k in ("zellij-swarm", "xargs", "xargs+wrapper", "parallel")}
+        cpu: dict[str, list[float]] = {k: [] for k in times}
+        refill50, refill95, spans, rss = [], [], [], []
+        for r in range(args.rounds):
+            order = list(times)[r % 4:] + list(times)[:r % 4]
+            for name in order:
+                d = work / f"round-{r}-{name}"
+                d.mkdir()
+                if name == "zellij-swarm":
+                    wall, peak, c = timed(ZSW + ["run", "-j", str(j), "--output", "quiet", "--state-dir", str(d / "s"),
+                                                 str(commands)], cwd=d)
+                    summary = json.loads(next((d / "s/runs").iterdir()).joinpath("summary.json").read_text())
+                    m = summary["metrics"]
+                    refill50.append(m["refill_latency_ms"]["p50"])
+                    refill95.append(m["refill_latency_ms"]["p95"])
+                    spans.append(m["first_batch_launch_span_ms"])
+                    rss.append(peak)
+                elif name == "xargs":
+                    wall, _, c = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", "true"], stdin_path=numbers, cwd=d)
+                elif name == "xargs+wrapper":
+                    listing = make_wrappers(d, n)
+                    wall, _, c = timed(["xargs", "-P", str(j), "-n", "1", "/bin/sh"], stdin_path=listing, cwd=d)
+                else:
+                    wall, _, c = timed(["parallel", "-j", str(j)], stdin_path=commands, cwd=d)
+                times[name].append(wall)
+                cpu[name].append(c)
+            print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
+                  file=sys.stderr)
+
+        d = work / "sleep-batch"
+        d.mkdir()
+        (d / "sleep.txt").write_text("sleep 1\n" * 100)
+        wall100, _, _ = timed(ZSW + ["run", "-j", "100", "--output", "quiet", "--state-dir", str(d / "s"),
+                                     str(d / "sleep.txt")], cwd=d)
+        m100 = json.loads(next((d / "s/runs").iterdir()).joinpath("summary.json").read_text())["metrics"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"\n{n} trivial tasks at -j {j}, median of {args.rounds} alternating rounds (wall seconds):")
+    for k, v in med.items():
+        print(f"  {k:<15} {v:7.3f} s   (CPU {med_cpu[k]:.2f} s)")
+    print("ratios:")
+    print(f"  zellij-swarm / xargs            {med['zellij-swarm'] / med['xargs']:.2f}x   (target <= 3)")
+    print(f"  zellij-swarm / (xargs+wrapper)  {med['zellij-swarm'] / med['xargs+wrapper']:.2f}x   (target <= 1.3)")
+    print(f"  zellij-swarm / parallel         {med['zellij-swarm'] / med['parallel']:.2f}x   (target < 1)")
+    per_task = (med["xargs+wrapper"] - med["xargs"]) / n * 1000
+    per_task_cpu = (med_cpu["xargs+wrapper"] - med_cpu["xargs"]) / n * 1000
+    print(f"wrapper's own cost per task: {per_task:.3f} ms wall at -j {j}, {per_task_cpu:.3f} ms CPU")
+    print(f"supervisor overhead per task (CPU beyond xargs+wrapper): "
+          f"{(med_cpu['zellij-swarm'] - med_cpu['xargs+wrapper']) / n * 1000:.3f} ms")
+    print(f"refill latency (median over rounds): p50 {statistics.median(refill50):.1f} ms, "
+          f"p95 {statistics.median(refill95):.1f} ms   (target p95 < 20)")
+    print(f"first batch launch span at -j {j}: {statistics.median(spans):.1f} ms")
+    print(f"supervisor peak RSS: {max(rss):.1f} MiB")
+    print(f"100 x `sleep 1` at -j 100: wall {wall100:.2f} s, first batch launch span "
+          f"{m100['first_batch_launch_span_ms']} ms, utilization {m100['utilization']}")
+
+
+if __name__ == "__main__":
+    main()
