@@ -248,6 +248,7 @@ def test_slot_view_before_the_run_and_for_an_unused_slot(fake: FakeRun) -> None:
     fake.write()
     lines = plain(slot_lines(fake, 4))
     assert lines[0] == "slot 4 · idle" and lines[1] == "no task has run in this slot yet"
+    assert plain(slot_lines(fake, 9))[1] == "this run has slots 1-4; slot 9 will stay empty"
 
 
 def test_slot_view_object_reads_the_run_dir(fake: FakeRun) -> None:

@@ -42,12 +42,12 @@ from .loop import Frame, run_view
 from .snapshot import (
     TERMINAL,
     GenInfo,
+    GenReader,
     LastLines,
     SlotRow,
     StateReader,
     describe_slot,
     gen_records,
-    read_gen,
     slot_entries,
 )
 from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, printable, ranges
@@ -246,26 +246,12 @@ class BoardView:
         self.run = run
         self.states = StateReader(run)
         self.last_lines = LastLines()
-        self._finished: dict[Any, GenInfo] = {}
-
-    def _newest(self, slot: int) -> GenInfo | None:
-        gens = self.run.generations(slot)
-        if not gens:
-            return None
-        paths = gens[-1]
-        cached = self._finished.get(paths.dir)
-        if cached is not None:
-            return cached
-        info = read_gen(paths)
-        if info.done:
-            self._finished = {k: v for k, v in self._finished.items() if k.parent != paths.dir.parent}
-            self._finished[paths.dir] = info
-        return info
+        self.gens = GenReader(run)
 
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame:
         state = self.states.load()
         numbers = set(self.run.slot_numbers()) | set(slot_entries(state))
-        gens = {n: self._newest(n) for n in sorted(numbers)}
+        gens = {n: self.gens.newest(n) for n in sorted(numbers)}
         live_paths = {g.paths.output: n for n, g in gens.items() if g is not None and not g.done}
         last = {n: self.last_lines.get(p) for p, n in live_paths.items()}
         self.last_lines.forget_except(set(live_paths))

@@ -61,24 +61,25 @@ class View(Protocol):
 
 
 def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event, *, tick_ms: int = TICK_MS) -> Iterator[Any]:
-    """Non-recursive watchfiles watch; yields at least every ``tick_ms`` (an empty set on a tick).
+    """Non-recursive watch of ``paths``; yields each batch of changes, or an empty set per tick.
 
-    ``debounce``/``step`` are short so a steadily written log still yields ~10 times a second
-    (watchfiles' default debounce would hold changes back for 1.6 s).
+    Uses watchfiles' documented Rust backend (``RustNotify``) rather than ``watchfiles.watch``
+    for one reason: the watches exist as soon as it is constructed, so the first (empty) yield
+    tells the loop to redraw once *after* they are in place, and a change that landed between
+    the previous frame and the new watches is never missed. ``debounce``/``step`` are short so
+    a steadily written log still yields ~10 times a second (watch()'s default debounce holds
+    changes back for 1.6 s).
     """
-    from watchfiles import watch
+    from watchfiles._rust_notify import RustNotify
 
-    return watch(
-        *paths,
-        watch_filter=None,
-        debounce=100,
-        step=50,
-        stop_event=wake,
-        rust_timeout=tick_ms,
-        yield_on_timeout=True,
-        raise_interrupt=False,
-        recursive=False,
-    )
+    polling = bool(os.environ.get("WATCHFILES_FORCE_POLLING"))
+    with RustNotify([str(p) for p in paths], False, polling, 300, False, False) as notify:
+        yield set()
+        while True:
+            changes = notify.watch(100, 50, tick_ms, wake)
+            if changes in ("stop", "signal"):
+                return
+            yield set() if changes == "timeout" else changes
 
 
 def poll_watcher(paths: Sequence[Path], wake: threading.Event, interval: float = POLL_INTERVAL) -> Iterator[Any]:
@@ -237,8 +238,11 @@ class Loop:
     def once(self) -> int:
         cols, rows = self.size()
         frame = self.view.frame(cols, rows, self.clock(), color=self.color, notice=None)
-        self.out.write("".join(line + "\n" for line in frame.lines))
-        self.out.flush()
+        try:
+            self.out.write("".join(line + "\n" for line in frame.lines))
+            self.out.flush()
+        except BrokenPipeError:  # ``board --once | head -1``
+            _silence_stdout(self.out)
         return 0
 
     def run(self) -> int:

@@ -22,10 +22,11 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
+from .. import exc
 from ..rundir import RunPaths
 from .loop import Frame, run_view
 from .screen import TailScreen
-from .snapshot import GenInfo, StateReader, describe_slot, gen_records, newest_gen, slot_entries
+from .snapshot import GenInfo, GenReader, StateReader, describe_slot, gen_records, slot_entries
 from .text import STATUS_SGR, clip, clock_time, duration, join_parts, printable
 
 HEADER_ROWS = 3
@@ -70,6 +71,8 @@ def slot_frame(
 
     if state is None:
         detail = "waiting for the run to start (no state.json yet)"
+    elif isinstance(state.get("jobs"), int) and not 1 <= slot <= state["jobs"]:
+        detail = f"this run has slots 1-{state['jobs']}; slot {slot} will stay empty"
     elif row.gen is None:
         detail = "waiting for the worker to start" if row.status == "reserved" else "no task has run in this slot yet"
     elif row.live:
@@ -116,11 +119,12 @@ class SlotView:
         self.run = run
         self.slot = slot
         self.states = StateReader(run)
+        self.gens = GenReader(run)
         self.screen = TailScreen()
 
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame:
         state = self.states.load()
-        gen = newest_gen(self.run, self.slot)
+        gen = self.gens.newest(self.slot)
 
         def tail(c: int, r: int) -> list[str]:
             return self.screen.render(gen.paths.output if gen else None, c, r, color=color)
@@ -141,4 +145,6 @@ def run_slot_view(run: RunPaths, slot: int, *, once: bool = False, out: IO[str] 
     ``once`` prints one frame (sized to the terminal, 80×24 when there is none) and returns.
     ``options`` go to ``loop.Loop`` (``watcher``, ``clock``, ``sleep``, ``size``, ``color``).
     """
+    if slot < 1:
+        raise exc.UsageError(f"slot must be 1 or more, not {slot}")
     return run_view(SlotView(run, slot), once=once, out=out or sys.stdout, **options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,32 +59,31 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def read_gen(paths: GenPaths) -> GenInfo:
-    """The generation's facts from its files; absent files give ``None``/``False``."""
-    record: dict[str, Any] = {}
+def _launch_heartbeat(path: str) -> tuple[bool, int | None]:
+    """Whether the heartbeat file starts with the launch heartbeat, and the pid it names."""
     try:
-        loaded = read_json(paths.exit_record)
-        if isinstance(loaded, dict):
-            record = loaded
+        with open(path, "rb") as f:
+            started = json.loads(f.readline(4096))
+        pid = started.get("pid")
+        return started.get("event") == "started", pid if isinstance(pid, int) else None
+    except (OSError, ValueError, AttributeError):
+        return False, None
+
+
+def _exit_record(path: str) -> dict[str, Any]:
+    try:
+        loaded = read_json(Path(path))
     except (OSError, ValueError):
-        pass
-    heartbeat_at = _mtime(paths.heartbeat)
-    seen = False
-    hb_pid = None
-    if heartbeat_at is not None:
-        try:
-            with open(paths.heartbeat, "rb") as f:
-                first = f.readline(4096)
-            started = json.loads(first)
-            seen = started.get("event") == "started"
-            hb_pid = started.get("pid")
-        except (OSError, ValueError, AttributeError):
-            seen = False
-    code = record.get("code")
-    pid = record.get("pid", hb_pid)
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _gen_info(paths: GenPaths, record: dict[str, Any], claim_at: float | None, seen: bool,
+              hb_pid: int | None, heartbeat_at: float | None) -> GenInfo:
+    code, pid = record.get("code"), record.get("pid", hb_pid)
     return GenInfo(
         paths=paths,
-        started_at=_num(record.get("started_at")) or _mtime(paths.claim),
+        started_at=_num(record.get("started_at")) or claim_at,
         ended_at=_num(record.get("ended_at")),
         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
         signal=record.get("signal") if isinstance(record.get("signal"), str) else None,
@@ -94,9 +94,67 @@ def read_gen(paths: GenPaths) -> GenInfo:
     )
 
 
+def read_gen(paths: GenPaths) -> GenInfo:
+    """The generation's facts from its files; absent files give ``None``/``False``."""
+    heartbeat_at = _mtime(paths.heartbeat)
+    seen, hb_pid = _launch_heartbeat(str(paths.heartbeat)) if heartbeat_at is not None else (False, None)
+    return _gen_info(paths, _exit_record(str(paths.exit_record)), _mtime(paths.claim), seen, hb_pid, heartbeat_at)
+
+
 def newest_gen(run: RunPaths, slot: int) -> GenInfo | None:
     gens = run.generations(slot)
     return read_gen(gens[-1]) if gens else None
+
+
+class GenReader:
+    """``newest_gen`` for a renderer that asks many times a second, at a few stats per slot.
+
+    A slot's listing is re-read only when its directory changed; a generation's claim time and
+    launch heartbeat are read until seen (they never change after); a finished generation's
+    facts are final and kept.
+    """
+
+    def __init__(self, run: RunPaths) -> None:
+        self.run = run
+        self._listing: dict[int, tuple[int, GenPaths | None]] = {}
+        self._fixed: dict[Path, tuple[float | None, bool, int | None]] = {}
+        self._done: dict[Path, GenInfo] = {}
+
+    def newest(self, slot: int) -> GenInfo | None:
+        slot_dir = self.run.slot_dir(slot)
+        try:
+            mtime = os.stat(slot_dir).st_mtime_ns
+        except OSError:
+            return None
+        cached = self._listing.get(slot)
+        # Directory mtimes are coarse (a kernel tick): two generations created within one tick
+        # leave the same mtime, so a listing is trusted only once its mtime is a second old.
+        if cached is None or cached[0] != mtime or time.time() - mtime / 1e9 < 1.0:
+            gens = self.run.generations(slot)
+            newest = gens[-1] if gens else None
+            if cached is not None and cached[1] is not None and cached[1] != newest:
+                self._fixed.pop(cached[1].dir, None)
+                self._done.pop(cached[1].dir, None)
+            cached = self._listing[slot] = (mtime, newest)
+        paths = cached[1]
+        if paths is None:
+            return None
+        done = self._done.get(paths.dir)
+        if done is not None:
+            return done
+        base = str(paths.dir)
+        claim_at, seen, hb_pid = self._fixed.get(paths.dir, (None, False, None))
+        if claim_at is None:
+            claim_at = _mtime(Path(base + "/claim"))
+        heartbeat_at = _mtime(Path(base + "/heartbeat.jsonl"))
+        if not seen and heartbeat_at is not None:
+            seen, hb_pid = _launch_heartbeat(base + "/heartbeat.jsonl")
+        self._fixed[paths.dir] = (claim_at, seen, hb_pid)
+        record = _exit_record(base + "/exit.json")
+        info = _gen_info(paths, record, claim_at, seen, hb_pid, heartbeat_at)
+        if info.done:
+            self._done[paths.dir] = info
+        return info
 
 
 class StateReader:
