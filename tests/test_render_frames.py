@@ -184,14 +184,14 @@ def test_slot_view_follows_the_slot_to_its_next_generation(fake: FakeRun) -> Non
     fake.start(1, 2, "second", at=NOW - 7, output=b"second output\n", record=False)
     lines = plain(slot_lines(fake, 1))
     assert lines[0] == "slot 1 · running · gen 2"
-    assert lines[1].startswith("elapsed 7s · heartbeat seen, 6s ago")
+    assert lines[1].startswith("elapsed 7.0s · heartbeat seen, 6.9s ago")
     assert body_of(slot_lines(fake, 1)) == ["second output"]
 
     _record_start(fake, 1, 2, "second", at=NOW - 7)  # state.json catches up
     fake.write()
     lines = plain(slot_lines(fake, 1))
     assert lines[0] == "slot 1 · second · running · attempt 1 · gen 2"
-    assert lines[1].startswith("elapsed 7s")  # its own start, not the slot's first task (300 s ago)
+    assert lines[1].startswith("elapsed 7.0s")  # its own start, not the slot's first task (300 s ago)
 
 
 def _record_start(fake: FakeRun, slot: int, gen: int, task: str, *, at: float) -> None:
@@ -213,7 +213,7 @@ def test_launch_heartbeat_waiting_then_seen(fake: FakeRun) -> None:
     paths.heartbeat.write_text('{"event":"started","pid":77,"pane_id":"%3"}\n')
     os.utime(paths.heartbeat, (NOW - 1, NOW - 1))
     lines = plain(slot_lines(fake, 4))
-    assert "running" in lines[0] and "heartbeat seen, 1s ago · pid 77" in lines[1]
+    assert "running" in lines[0] and "heartbeat seen, 1.0s ago · pid 77" in lines[1]
 
 
 def test_finished_task_is_frozen_on_its_recorded_result(fake: FakeRun) -> None:
@@ -276,14 +276,21 @@ def test_board_rows_show_state_task_elapsed_last_line_and_exit(fake: FakeRun) ->
     fake.start(2, 1, "lint", at=NOW - 30, output=b"x\n")
     fake.finish(2, 1, "lint", code=2, at=NOW - 18, reason=None)
     fake.start(3, 1, "pending-hb", at=NOW - 1, heartbeat=False)
+    fake.start(4, 1, "oops", at=NOW - 50)
+    fake.finish(4, 1, "oops", code=9, at=NOW - 40)
+    fake.start(4, 2, "fine", at=NOW - 40)
+    fake.finish(4, 2, "fine", code=0, at=NOW - 20)
     fake.write()
     lines = plain(board_lines(fake))
     assert lines[0] == "demo · 20260511T101500-abcd · running · 4 slots · 10m00s"
-    assert lines[1] == "running 2 · pending 0 · succeeded 0 · failed 1"
+    assert lines[1] == "running 2 · pending 0 · succeeded 1 · failed 2"
     assert re.fullmatch(r"1 running\s+build\s+1m23s\s+ 90%", lines[2])
     assert re.fullmatch(r"2 failed\s+lint\s+12s\s+2  idle", lines[3])
-    assert re.fullmatch(r"3 starting\s+pending-hb\s+1s\s+\(no launch heartbeat yet\)", lines[4])
-    assert lines[5] == "4 idle"
+    assert re.fullmatch(r"3 starting\s+pending-hb\s+1.0s\s+\(no launch heartbeat yet\)", lines[4])
+    assert re.fullmatch(r"4 succeeded\s+fine\s+20s\s+0  idle", lines[5])
+    # Slot 4 was reused: the attempt that failed there keeps a line of its own.
+    assert re.fullmatch(r"  failed\s+oops\s+10s\s+9  slot 4 gen 1", lines[6])
+    assert len(lines) == 7
 
 
 def _busy_run(root: Path, jobs: int, running: int, failed: int = 0) -> FakeRun:

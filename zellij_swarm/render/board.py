@@ -11,7 +11,9 @@ Layout::
 
 A row shows the slot's newest generation: state, task, elapsed time, exit code and, while it
 runs, the last line of its output (escapes stripped, ``\\r`` progress resolved). A finished row
-shows only what was recorded when it finished (§9).
+shows only what was recorded when it finished (§9). When every slot fits and rows are left
+over, attempts that did not succeed in a slot that has since been reused get a line each
+(``  failed  lint  12s  2  slot 3 gen 1``), so the final picture names every failure.
 
 Fitting many slots (e.g. 100 slots in 80×24), in three steps:
 
@@ -167,6 +169,42 @@ def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = ""
     return clip(text, cols)
 
 
+def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tuple[int, int]], sw: int,
+                   tw: int, cols: int, room: int, color: bool) -> list[str]:
+    """Lines for attempts that did not succeed and are no longer any slot's newest generation,
+    newest first, in the rows left over: a slot's reuse must not hide a failure."""
+    hidden = sorted(
+        ((key, rec) for key, rec in records.items()
+         if key not in shown and rec.get("status") in TERMINAL and rec.get("status") != "succeeded"),
+        key=lambda item: -(_num(item[1].get("ended_at")) or 0.0),
+    )
+    if room <= 0 or not hidden:
+        return []
+    lines = []
+    for (slot, gen), rec in hidden[: room if len(hidden) <= room else room - 1]:
+        status = str(rec.get("status"))
+        started, ended = _num(rec.get("started_at")), _num(rec.get("ended_at"))
+        took = duration(ended - started) if started is not None and ended is not None else ""
+        code = rec.get("exit_code")
+        where = f"slot {slot} gen {gen}" + (f" · reason {printable(rec['reason'])}" if rec.get("reason") else "")
+        parts = [
+            (" " * sw + " ", None),
+            (pad(status.replace("_", " "), STATUS_W), STATUS_SGR.get(status)),
+            (" " + pad(printable(rec.get("task") or ""), tw), None),
+            (" " + pad(took, ELAPSED_W, right=True), None),
+            (" " + pad("" if code is None else str(code), EXIT_W, right=True), "1;31" if code else None),
+            ("  " + where, "2"),
+        ]
+        lines.append(join_parts(parts, cols, color).rstrip())
+    if len(hidden) > room:
+        lines.append(clip(f"+ {len(hidden) - room + 1} more attempts that did not succeed", cols))
+    return lines
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def board_frame(
     state: dict[str, Any] | None,
     gens: Mapping[int, GenInfo | None],
@@ -200,6 +238,8 @@ def board_frame(
 
     if len(slots) <= room:
         body = full(slots)
+        shown = {(r.slot, r.gen.gen) for r in slots if r.gen is not None}
+        body += _unlucky_tasks(records, shown, sw, tw, cols, room - len(body), color)
     elif room == 0:
         body = []
     else:

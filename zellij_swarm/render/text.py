@@ -101,10 +101,12 @@ def plain_last_line(data: bytes) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """Compact duration for columns: ``42s``, ``12m05s``, ``3h07m`` (at most 6 columns)."""
+    """Compact duration for columns: ``0.4s``, ``42s``, ``12m05s``, ``3h07m`` (at most 6 columns)."""
     if seconds is None:
         return "-"
-    s = max(int(seconds), 0)
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f}s"
+    s = int(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:
