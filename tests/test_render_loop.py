@@ -136,6 +136,31 @@ def test_loop_repaints_only_changed_lines(tmp_path: Path) -> None:
     assert tick.count("\x1b[") == 2 and tick.startswith("\x1b[2;1Helapsed 11s")  # one line + its erase
 
 
+def test_watcher_follows_the_slot_to_a_new_generation(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    clock = FakeClock()
+    watched: list[tuple[Path, ...]] = []
+
+    def watcher(paths: Any, wake: threading.Event) -> Iterator[set[Any]]:
+        watched.append(tuple(paths))
+        if len(watched) == 1:
+            gen2 = run.gen(1, 2)
+            gen2.dir.mkdir()
+            gen2.claim.write_bytes(b"")
+            gen2.output.write_bytes(b"second generation\n")
+            yield {("added", str(gen2.dir))}
+            raise AssertionError("the watcher should have been restarted on the new paths")
+        set_state(run, "finished")
+        yield {("modified", "state.json")}
+
+    out = io.StringIO()
+    run_slot_view(run, 1, out=out, watcher=watcher, clock=clock, sleep=clock.sleep, size=lambda: (60, 10),
+                  color=False, handle_signals=False)
+    assert run.gen(1, 1).dir in watched[0] and run.gen(1, 2).dir in watched[1]
+    assert run.gen(1, 1).dir not in watched[1]
+    assert screen_of(out.getvalue(), 60, 10)[3] == "second generation"
+
+
 def test_resize_repaints_everything_at_the_new_size(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     size = [80, 24]
