@@ -85,9 +85,9 @@ def test_fail_fault(fake):
 def test_hang_fault(fake):
     make(fake)
     with pytest.raises(subprocess.TimeoutExpired):
-        fake.run("-s", "f", "action", "list-panes", faults="hang:list-panes", timeout=0.6)
+        fake.run("-s", "f", "action", "list-panes", faults="hang:list-panes", timeout=1.5)
     with pytest.raises(subprocess.TimeoutExpired):
-        fake.run("ls", faults="hang:list-sessions", timeout=0.6)
+        fake.run("ls", faults="hang:list-sessions", timeout=1.5)
     hung = [e for e in fake.log_entries() if e.get("hung")]
     assert [e["subcommand"] for e in hung] == ["list-panes", "list-sessions"]
     assert all(e["exit"] is None for e in hung)

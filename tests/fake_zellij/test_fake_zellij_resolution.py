@@ -58,7 +58,7 @@ def test_two_live_sessions_stale_env_hangs(fake):
     fake.create("one")
     fake.create("two")
     with pytest.raises(subprocess.TimeoutExpired):
-        fake.run(*ACTION, ZELLIJ_SESSION_NAME="gone", timeout=0.7)
+        fake.run(*ACTION, ZELLIJ_SESSION_NAME="gone", timeout=1.0)
     r = fake.run(*ACTION, ZELLIJ_SESSION_NAME="gone", faults="no_hang")
     assert r.rc == 1 and "gone" in r.err
 

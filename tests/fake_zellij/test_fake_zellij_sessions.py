@@ -175,6 +175,8 @@ def test_resurrection_suspends_commands(fake, tmp_path):
     ["action", "frobnicate"],
     ["run", "--no-such-flag", "--", "true"],
     ["ls", "--bogus"],
+    ["run", "--session", "u", "--", "true"],  # --session is top-level only
+    ["action", "list-panes", "--session", "u"],
 ])
 def test_unknown_subcommands_and_flags_are_usage_errors(fake, args):
     fake.create("u")
