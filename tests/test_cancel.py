@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from conftest import kill_run_processes, run_processes, validate, wait_until
+from swarmtest import kill_run_processes, run_processes, validate, wait_until
 
 # Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a
 # grandchild that starts its own session (escaping the process group).

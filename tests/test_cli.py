@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import clean_env, validate
+from swarmtest import clean_env, validate
 from zellij_swarm import Swarm, Task
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from conftest import run_processes, validate
+from swarmtest import run_processes, validate
 
 MIXED = """
 [swarm]
@@ -207,7 +207,7 @@ name = "env"
 cmd = 'echo "$ZELLIJ_SWARM_TASK|$ZELLIJ_SWARM_TASK_ID|$ZELLIJ_SWARM_SLOT|$ZELLIJ_SWARM_GENERATION|$ZELLIJ_SWARM_ATTEMPT|$MY_VAR|$PYTHONUNBUFFERED|${TMUX_PANE-unset}"; test -f "$ZELLIJ_SWARM_HEARTBEAT"; test -d "$ZELLIJ_SWARM_ARTIFACT_DIR"; read x || echo stdin-empty'
 env = { MY_VAR = "it's $HOME" }
 """)
-    from conftest import clean_env
+    from swarmtest import clean_env
 
     res = swarm("run", "e.toml", env=clean_env(TMUX_PANE="%99"))
     assert res.code == 0, res.stderr

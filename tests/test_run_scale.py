@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from conftest import run_processes
+from swarmtest import run_processes
 
 
 def _attempts(summary: dict) -> list[dict]:
@@ -91,7 +91,7 @@ def test_summary_is_recorded_once_per_run(swarm):
     swarm("run", "a.txt")
     swarm("run", "a.txt")
     rows = json.loads(swarm("ls", "--json").stdout)
-    from conftest import validate
+    from swarmtest import validate
 
     validate(rows, "ls")
     assert len(rows) == 2 and rows[0]["started_at"] >= rows[1]["started_at"]

@@ -1,0 +1,124 @@
+"""Test helpers: a scrubbed environment, a ``Swarm`` runner for the real CLI, schema checks,
+and a check that no process of a run is left behind (SPEC §10 test hygiene). The fixtures
+that use them are in conftest.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "zellij_swarm" / "schemas"
+_SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES) and k != "CI"}
+    env.update(extra)
+    return env
+
+
+def scrub(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith(_SCRUB_PREFIXES) or key == "CI":
+            monkeypatch.delenv(key)
+
+
+def schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def validate(obj: Any, name: str) -> None:
+    jsonschema.validate(obj, schema(name))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class Swarm:
+    """Runs ``zellij-swarm`` as a user would, in a private working directory."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.state_dir = cwd / ".zellij-swarm"
+
+    def cmd(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "zellij_swarm", *args]
+
+    def __call__(self, *args: str, input: str | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 120) -> Result:
+        p = subprocess.run(self.cmd(*args), cwd=self.cwd, input=input, capture_output=True, text=True,
+                           env=env or clean_env(), timeout=timeout, errors="replace")
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(self.cmd(*args), cwd=self.cwd, env=env or clean_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.cwd / name
+        path.write_text(text)
+        return path
+
+    def runs(self) -> list[Path]:
+        root = self.state_dir / "runs"
+        return sorted(root.iterdir()) if root.exists() else []
+
+    def latest(self) -> Path:
+        runs = self.runs()
+        assert runs, "no run directory was created"
+        return max(runs, key=lambda p: json.loads((p / "run.json").read_text())["started_at"])
+
+    def summary(self, run: Path | None = None) -> dict[str, Any]:
+        data = json.loads(((run or self.latest()) / "summary.json").read_text())
+        validate(data, "status")
+        return data
+
+    def tasks(self, run: Path | None = None) -> dict[str, dict[str, Any]]:
+        return {t["name"]: t for t in self.summary(run)["tasks"]}
+
+
+def run_processes(run_id: str) -> list[int]:
+    from zellij_swarm import procs
+
+    return [p.pid for p in procs.marked(procs.run_markers(run_id)) if _alive(p)]
+
+
+def _alive(p: Any) -> bool:
+    import psutil
+
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_run_processes(run_id: str) -> None:
+    from zellij_swarm import procs
+
+    procs.end_all(procs.marked(procs.run_markers(run_id)), 1.0)
