@@ -67,8 +67,10 @@ def cli() -> None:
 @click.option("--name", default=None, help="a name for this run (also [swarm] name)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="write a JUnit XML report")
-def run(file: str, name: str | None, json_output: bool, junit_path: str | None, require_zellij: bool | None,
-        **flags: Any) -> None:
+@click.option("--close-session", is_flag=True,
+              help="close the multiplexer session zellij-swarm created, at the end (default: keep it unless CI=true)")
+def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool,
+        require_zellij: bool | None, **flags: Any) -> None:
     """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
     (blank and # lines skipped); - reads commands from stdin.
 
@@ -86,7 +88,7 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
     outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
-                      json_output=json_output, junit_path=junit_path)
+                      json_output=json_output, junit_path=junit_path, close_session=close_session)
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)
@@ -152,6 +154,35 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
 
 def _run_task_names(run: Any) -> set[str]:
     return {t["name"] for t in read_json(run.run_json).get("tasks", [])}
+
+
+@cli.command()
+@click.argument("run_id", required=False)
+@click.option("--once", is_flag=True, help="print one frame and exit")
+@_state_dir_option
+def board(run_id: str | None, once: bool, state_dir: str | None) -> None:
+    """One line per slot and the run's counters, redrawn as the run goes on (the pane that
+    anchors a swarm's layout; works in any terminal)."""
+    from .render import run_board
+
+    sys.exit(run_board(find_run(_state_dir(state_dir), run_id), once=once))
+
+
+@cli.command(name="slot-view")
+@click.argument("args", nargs=-1, required=True, metavar="[RUN] SLOT")
+@click.option("--once", is_flag=True, help="print one frame and exit")
+@_state_dir_option
+def slot_view(args: tuple[str, ...], once: bool, state_dir: str | None) -> None:
+    """One slot: its task, state, times and the tail of its output, following the slot
+    across generations (the pane of a slot in compact mode)."""
+    from .render import run_slot_view
+
+    if len(args) > 2:
+        raise exc.UsageError("slot-view takes [RUN] SLOT")
+    run_id, slot = (None, args[0]) if len(args) == 1 else args
+    if not slot.isdigit() or int(slot) < 1:
+        raise exc.UsageError(f"slot must be a number >= 1, not {slot!r}")
+    sys.exit(run_slot_view(find_run(_state_dir(state_dir), run_id), int(slot), once=once))
 
 
 @cli.command()

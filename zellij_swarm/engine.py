@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from . import junit, swarmfile
+from .backends.base import Backend
 from .backends.headless import HeadlessBackend
-from .backends.select import choose
+from .backends.select import Choice, choose
 from .report import ConsoleReporter
 from .settings import Resolved
 from .supervisor import RunPlan, Supervisor
@@ -35,14 +36,15 @@ def execute(
     env: Mapping[str, str],
     json_output: bool = False,
     junit_path: str | None = None,
+    close_session: bool = False,
 ) -> Outcome:
     choice = choose(resolved.backend, env)
-    backend = HeadlessBackend(_worker_env(env))
+    backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")))
     mode = resolved.output or ("progress" if sys.stderr.isatty() else "group")
     reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why)
-    sup = Supervisor(plan, backend, reporter)
+    sup = Supervisor(plan, backend, reporter, fallback=HeadlessBackend(env))
     code = sup.run()
     summary = sup.final_snapshot
     if junit_path:
@@ -50,11 +52,17 @@ def execute(
     return Outcome(code, sup.run_id, sup.paths.dir, summary)
 
 
-def _worker_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Headless workers: the caller's environment without pane ids (SPEC §5.2)."""
-    out = {k: v for k, v in env.items() if k not in ("TMUX_PANE", "ZELLIJ_PANE_ID")}
-    out.setdefault("PYTHONUNBUFFERED", "1")
-    return out
+def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool) -> Backend:
+    if choice.name == "tmux":
+        from .backends.tmux import TmuxBackend
+
+        return TmuxBackend(env, inside=bool(env.get("TMUX")), close_session=close_session)
+    if choice.name == "zellij":
+        from .backends.zellij import ZellijBackend
+
+        return ZellijBackend(env, close_session=close_session)
+    return HeadlessBackend(env)
 
 
-
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")

@@ -55,6 +55,10 @@ class ConsoleReporter:
         if self.mode != "quiet":
             self._say(f"zellij-swarm: run {run.run_id}: {total} task(s); records in {run.dir}")
 
+    def notice(self, text: str) -> None:
+        if self.mode != "quiet":
+            self._say(f"zellij-swarm: {text}")
+
     def task_ended(self, task: TaskRecord, gen: GenPaths | None) -> None:
         if self.mode == "quiet":
             return

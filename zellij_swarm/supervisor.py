@@ -12,8 +12,6 @@ never an exception; only setup problems (bad state directory, busy run) raise.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import os
 import secrets
 import selectors
@@ -22,12 +20,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
-from .backends.base import Backend, LaunchFailed, LaunchRequest, Spawned
+from .backends.base import Backend, LaunchFailed, LaunchRequest, PaneOpened, RunContext, Spawned
+from .backends.headless import HeadlessBackend
+from .live import LiveGen, Timers
 from .model import TaskRecord
 from .scheduler import ReadyQueue, SlotPool
 from .settings import Resolved
@@ -56,40 +56,10 @@ class Reporter(Protocol):
     """What the user sees while a run goes on (``report`` has the console implementations)."""
 
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
+    def notice(self, text: str) -> None: ...
     def task_ended(self, task: TaskRecord, gen: rundir.GenPaths | None) -> None: ...
     def progress(self, counts: dict[str, int], now: float) -> None: ...
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
-
-
-@dataclass
-class LiveGen:
-    """A generation in flight: runtime handles only, never persisted."""
-
-    task: TaskRecord
-    gen: rundir.GenPaths
-    backfill: bool
-    pid: int | None = None
-    pidfd: int | None = None
-    kill_reason: str | None = None
-    done: bool = False
-
-
-class _Timers:
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-
-    def after(self, delay: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self._heap, (self._clock() + delay, next(self._seq), fn))
-
-    def due_in(self) -> float | None:
-        return max(0.0, self._heap[0][0] - self._clock()) if self._heap else None
-
-    def run_due(self) -> None:
-        now = self._clock()
-        while self._heap and self._heap[0][0] <= now:
-            heapq.heappop(self._heap)[2]()
 
 
 def new_run_id(now: float) -> str:
@@ -106,6 +76,7 @@ class Supervisor:
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
         watcher: Watcher | None = None,
+        fallback: HeadlessBackend | None = None,
     ) -> None:
         self.plan = plan
         self.settings = plan.settings
@@ -113,7 +84,9 @@ class Supervisor:
         self.reporter = reporter
         self.clock = clock
         self.wallclock = wallclock
-        self._watcher = watcher
+        self.watcher: Watcher = watcher or Inotify()
+        self.fallback = fallback or HeadlessBackend(plan.env)
+        self.by_dir: dict[Path, LiveGen] = {}
         self.jobs: int = self.settings.jobs
         self.started_at = wallclock()
         self.run_id = new_run_id(self.started_at)
@@ -130,12 +103,13 @@ class Supervisor:
         self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
         self.stats = metrics.DispatchStats()
         self.warnings: list[dict[str, Any]] = []
-        self.timers = _Timers(clock)
+        self.timers = Timers(clock)
         self.stop_signal: signal.Signals | None = None
         self.cancelled = False
         self.halted = False
         self.detached = False
         self.ended_at: float | None = None
+        self.start_error: str | None = None  # the backend could not start under require
         self._last_progress = 0.0
 
     # ----- setup ---------------------------------------------------------------------------
@@ -195,9 +169,10 @@ class Supervisor:
         self.snapshots = records.SnapshotWriter(
             self.paths, self.snapshot, interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
         sel = selectors.DefaultSelector()
-        watcher = self._watcher or Inotify()
+        self._sel = sel
+        watcher = self.watcher
         watcher.add(self.paths.inbox)
-        sel.register(watcher.fileno(), selectors.EVENT_READ, "inbox")
+        sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
         wake_r, restore_signals = self._install_signals()
         if wake_r is not None:
             sel.register(wake_r, selectors.EVENT_READ, "signal")
@@ -208,7 +183,8 @@ class Supervisor:
             self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                              backend=self.backend.name, pid=os.getpid())
             self.reporter.started(self.paths, len(self.tasks))
-            self._sel = sel
+            if not self._open_backend():
+                return self._finish()
             self._dispatch()
             while not self._done():
                 timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
@@ -216,11 +192,10 @@ class Supervisor:
                 for key, _ in sel.select(timeout):
                     if key.data == "signal":
                         self._on_signals(wake_r)
-                    elif key.data == "inbox":
-                        watcher.read()
-                        self._read_inbox()
+                    elif key.data == "files":
+                        self._on_files(watcher.read())
                     else:
-                        self._on_wrapper_exit(key.data)
+                        self._on_pidfd(key.data)
                 self.timers.run_due()
                 if self.detached:
                     break
@@ -233,9 +208,39 @@ class Supervisor:
             restore_signals()
             sel.close()
             watcher.close()
-            self.backend.close()
+            self._close_backend()
             self.events.close()
             lock.release()
+
+    def renderer_argv(self, command: str, *args: str) -> list[str]:
+        """How a pane runs one of our renderers for this run (same Python, absolute paths)."""
+        return [sys.executable, "-m", "zellij_swarm", command, self.run_id, *args, "--state-dir", str(self.state_dir)]
+
+    def _open_backend(self) -> bool:
+        """Open the backend's session/window. A failure is a warning and the run goes on
+        headless — or, under require, fails every task before any starts (returns False)."""
+        ctx = RunContext(self.paths, self.run_id, self.settings, self.timers.after,
+                         lambda code, msg: self._warn(code, msg, None), self.reporter.notice, self.renderer_argv)
+        try:
+            self.backend.open(ctx)
+            return True
+        except exc.BackendError as e:
+            name = self.backend.name
+            self.backend = self.fallback
+            if not self.settings.require_multiplexer:
+                self._warn(e.code, f"{name}: {e.message}; running headless", None)
+                return True
+            self.start_error = f"{name}: {e.message}"
+            self.events.emit("run_failed", reason=f"{name}_{e.code}", message=e.message)
+            for tid in self.ready.drain():
+                self._finalise(self.tasks[tid], TaskStatus.CANCELLED, f"{name}_{e.code}")
+            return False
+
+    def _close_backend(self) -> None:
+        try:
+            self.backend.close(cancelled=self.stop_signal is not None or self.cancelled)
+        except exc.BackendError as e:
+            self._warn(e.code, f"{self.backend.name}: closing: {e.message}", None)
 
     def _done(self) -> bool:
         if self.live:
@@ -292,7 +297,7 @@ class Supervisor:
         if is_batch:
             self.events.emit("batch_dispatch_started", size=len(batch))
         self.stats.batch(len(batch), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in batch])
-        requests = [LaunchRequest(lg.gen, lg.gen.slot, lg.task.name) for lg in batch]
+        requests = [lg.request for lg in batch]
         for lg in batch:
             self.events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
         for lg, result in zip(batch, self.backend.launch(requests)):
@@ -313,49 +318,150 @@ class Supervisor:
         gen.dir.mkdir(mode=0o700)
         gen.artifacts.mkdir(mode=0o700)
         spec = task.spec
+        pane = self.backend.pane_mode(slot)
         who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, slot, gen_no, task.attempts)
-        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env)
+        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env,
+                              pane=pane)
         rundir.write_new(gen.wrapper, text, mode=0o700)
         self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
         if backfill:
             self.stats.backfill_count += 1
             self.events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
-        lg = LiveGen(task, gen, backfill)
+        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, pane=pane is not None), backfill)
         self.live[slot] = lg
         return lg
 
-    def _launched(self, lg: LiveGen, result: Spawned | LaunchFailed) -> None:
-        slot = lg.gen.slot
+    def _launched(self, lg: LiveGen, result: Spawned | PaneOpened | LaunchFailed) -> None:
         if isinstance(result, LaunchFailed):
+            if lg.in_pane:
+                self._pane_fault(lg, result.code, result.message, claimed=False)
+            else:
+                self._warn(result.code, result.message, lg.task)
+                self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+        elif isinstance(result, PaneOpened):
+            self._follow_pane(lg, result.pane_id)
+        else:
+            self._follow_child(lg, result.pid)
+
+    def _running(self, lg: LiveGen) -> None:
+        slot = lg.gen.slot
+        if self.slot_state[slot] == SlotState.RESERVED:
+            self.slot_state[slot] = transition(f"slot {slot}", SlotState.RESERVED, SlotState.RUNNING)
+        if lg.task.timeout is not None and not lg.timeout_armed:
+            lg.timeout_armed = True
+            self.timers.after(lg.task.timeout, lambda: self._kill(lg, "timeout"))
+
+    def _follow_child(self, lg: LiveGen, pid: int) -> None:
+        lg.pid = lg.task.pid = pid
+        lg.child = True
+        lg.pidfd = os.pidfd_open(pid)
+        self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+        self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
+        self._running(lg)
+
+    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
+        lg.pane_id = lg.task.pane_id = pane_id
+        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=pane_id)
+        self.watcher.add(lg.gen.dir)
+        lg.watching_dir = True
+        self.by_dir[lg.gen.dir] = lg
+        self._running(lg)
+        self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
+        self._on_gen_change(lg)  # a fast pane may have reported before the watch existed
+
+    def _on_files(self, changes: list) -> None:
+        touched = {c.dir for c in changes}
+        if self.paths.inbox in touched:
+            self._read_inbox()
+        for d in touched:
+            lg = self.by_dir.get(d)
+            if lg is not None:
+                self._on_gen_change(lg)
+
+    def _on_gen_change(self, lg: LiveGen) -> None:
+        """A pane's generation directory changed: its launch heartbeat, or its exit."""
+        if lg.done:
+            return
+        if not lg.heartbeat_seen and (hb := sidecars.heartbeat_started(lg.gen)) is not None:
+            lg.heartbeat_seen = True
+            lg.pid = lg.task.pid = hb.get("pid")
+            if isinstance(hb.get("pane_id"), str):
+                lg.pane_id = lg.task.pane_id = hb["pane_id"]
+            self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                             pid=lg.pid, pane_id=lg.pane_id)
+            if isinstance(lg.pid, int):
+                try:
+                    lg.pidfd = os.pidfd_open(lg.pid)
+                    self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+                except ProcessLookupError:
+                    pass  # already gone: its exit sidecar says how
+        if sidecars.read_sidecar(lg.gen) is not None:
+            self._collect(lg)
+
+    def _heartbeat_deadline(self, lg: LiveGen) -> None:
+        if lg.done or lg.heartbeat_seen or not lg.in_pane:
+            return
+        if not sidecars.take_claim(lg.gen):
+            return  # the pane claimed it a moment ago: its heartbeat is on the way
+        t = self.settings.heartbeat_timeout
+        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
+                         claimed=True)
+
+    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
+        """A multiplexer fault for one generation: a warning and the generation runs headless,
+        or, under require, the task fails with the fault as its reason."""
+        self._unwatch(lg)
+        if not claimed and not sidecars.take_claim(lg.gen):
+            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
+            return
+        lg.request = replace(lg.request, claimed=True)
+        if self.settings.require_multiplexer:
+            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
+            return
+        self._warn(code, message, lg.task)
+        result = self.fallback.spawn(lg.request)
+        if isinstance(result, Spawned):
+            self._follow_child(lg, result.pid)
+        else:
             self._warn(result.code, result.message, lg.task)
             self._end_generation(lg, None, TaskStatus.FAILED, result.code)
-            return
-        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RUNNING)
-        lg.pid = result.pid
-        lg.task.pid = result.pid
-        lg.pidfd = os.pidfd_open(result.pid)
-        self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
-        self.events.emit("worker_process_spawned", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=result.pid)
-        timeout = lg.task.timeout
-        if timeout is not None:
-            self.timers.after(timeout, lambda: self._kill(lg, "timeout"))
+
+    def _unwatch(self, lg: LiveGen) -> None:
+        if lg.watching_dir:
+            self.watcher.remove(lg.gen.dir)
+            self.by_dir.pop(lg.gen.dir, None)
+            lg.watching_dir = False
+        if lg.pidfd is not None:
+            self._sel.unregister(lg.pidfd)
+            os.close(lg.pidfd)
+            lg.pidfd = None
 
     # ----- exits ---------------------------------------------------------------------------
 
-    def _on_wrapper_exit(self, lg: LiveGen) -> None:
-        assert lg.pidfd is not None and lg.pid is not None
-        self._sel.unregister(lg.pidfd)
-        os.close(lg.pidfd)
-        lg.pidfd = None
-        try:
-            _, status = os.waitpid(lg.pid, 0)
-        except ChildProcessError:
-            status = 0
+    def _on_pidfd(self, lg: LiveGen) -> None:
+        """A wrapper process ended (our child), or vanished (a pane's)."""
+        if lg.done:
+            return  # its exit sidecar was collected earlier in this loop turn
+        status = None
+        if lg.child and lg.pid is not None:
+            try:
+                _, status = os.waitpid(lg.pid, 0)
+            except ChildProcessError:
+                pass
+        self._collect(lg, status)
+
+    def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
+        self._unwatch(lg)
         rec = sidecars.collect_exit(lg.gen)
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
-            sig = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else None
-            reason = lg.kill_reason or "no_exit_record"
+            sig = None
+            if wait_status is not None and os.WIFSIGNALED(wait_status):
+                sig = signal.Signals(os.WTERMSIG(wait_status)).name
+            reason = lg.kill_reason or ("no_exit_record" if not lg.in_pane or self.backend.session_alive()
+                                        else "multiplexer_lost")
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock())
         self._classify(lg, rec)
 
@@ -367,8 +473,12 @@ class Supervisor:
             status, reason = TaskStatus.TIMED_OUT, lg.kill_reason
         elif lg.kill_reason is not None:
             status, reason = TaskStatus.CANCELLED, lg.kill_reason
-        elif reason == "no_exit_record":
+        elif reason in ("no_exit_record", "multiplexer_lost"):
             status = TaskStatus.LOST
+        elif lg.in_pane and rec.signal == "SIGHUP":
+            # SPEC §6: a pane closed under the worker, or the whole session went away.
+            status, reason = ((TaskStatus.CANCELLED, "pane_closed") if self.backend.session_alive()
+                              else (TaskStatus.LOST, "multiplexer_lost"))
         elif rec.code == 0:
             status = TaskStatus.SUCCEEDED
         else:
@@ -383,11 +493,15 @@ class Supervisor:
         self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
         self.pool.give_back(slot)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        if lg.in_pane:
+            self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
         self.events.emit(
             "worker_completed" if status == TaskStatus.SUCCEEDED else "worker_failed",
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
         )
+        if reason == "multiplexer_lost":
+            task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
         if status.retryable and task.attempts_left and not (self.stop_signal or self.cancelled or self.halted):
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)
@@ -446,6 +560,13 @@ class Supervisor:
         if lg.done or lg.kill_reason is not None:
             return
         lg.kill_reason = reason
+        if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
+            # Its pane never started the wrapper, and now never will: nothing to end.
+            self._unwatch(lg)
+            self.backend.abandon(lg.pane_id, lg.request)
+            self._end_generation(lg, None, TaskStatus.TIMED_OUT if reason == "timeout" else TaskStatus.CANCELLED,
+                                 reason)
+            return
         markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
         procs.send(procs.generation_tree(lg.pid, markers), signal.SIGTERM)
 
@@ -599,7 +720,18 @@ class Supervisor:
             return EXIT_CODES[self.stop_signal]
         if self.cancelled:
             return 130
+        if self.start_error:
+            return 1
         return 0 if all(t["status"] == "succeeded" for t in snap["tasks"]) else 1
+
+
+def _pane_label(a: Any) -> str:
+    """The state part of a finished pane's title."""
+    if a.status == TaskStatus.SUCCEEDED:
+        return "ok"
+    if a.exit_code is not None:
+        return f"{a.status} (exit {a.exit_code})"
+    return str(a.status)
 
 
 def _name(p: Any) -> str:

@@ -7,6 +7,9 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
    Started with the argument ``claimed`` it skips this: the supervisor took the claim for it
    (a pane that never reported in, run headless instead) and the wrapper only restamps the
    claim file, whose modification time is the generation's start;
+   in a pane, the first stage (claim, heartbeat with the pane id, log set-up) runs with the
+   multiplexer server's environment, then re-executes itself under ``env -i`` as ``restored``
+   and loads the caller's saved environment — the only way to drop every server variable;
 2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}``;
 3. exports the worker environment (in a pane it first restores the caller's saved
    environment, because a multiplexer pane inherits the multiplexer server's);
@@ -28,6 +31,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
+
 from .rundir import GenPaths
 
 
@@ -41,6 +46,16 @@ class WorkerIdentity:
     attempt: int
 
 
+@dataclass(frozen=True)
+class PaneMode:
+    """How a generation that runs in a multiplexer pane differs from a headless one."""
+
+    pane_var: str  # set by the multiplexer for this very pane: TMUX_PANE, ZELLIJ_PANE_ID
+    pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
+    saved_env: Path  # the caller's environment (records.save_environment)
+    log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
+
+
 def render(
     gen: GenPaths,
     who: WorkerIdentity,
@@ -49,22 +64,16 @@ def render(
     argv: tuple[str, ...] | None,
     cwd: str,
     env: dict[str, str],
+    pane: PaneMode | None = None,
 ) -> str:
     q = shlex.quote
-    d = str(gen.dir)
     lines = [
         "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d (generated; do not edit)"
         % (who.run_id, who.task_id, who.slot, who.generation),
-        f"_zsw_d={q(d)}",
-        'if [ "${1-}" = claimed ]; then echo $$ >|"$_zsw_d/claim"',
-        'else set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
-        "fi",
+        f"_zsw_d={q(str(gen.dir))}",
+        *(_pane_stages(pane) if pane else _headless_stage()),
         # Survive the signals aimed at the worker so the exit is still recorded.
         "trap : HUP INT TERM",
-        # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
-        # death by signal there); only the worker's output goes to output.log.
-        "exec </dev/null",
-        'printf \'{"event":"started","pid":%s,"pane_id":null}\\n\' $$ >>"$_zsw_d/heartbeat.jsonl"',
     ]
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
@@ -82,11 +91,20 @@ def render(
         lines.append("set -- " + " ".join(q(a) for a in argv))
         run = '( exec "$@" )'
     else:
-        lines.append("set --")
-        run = f"( eval {q(cmd or ':')} )"
+        lines += ["set --", f"_zsw_cmd={q(cmd or ':')}"]
+        run = '( eval "$_zsw_cmd" )'
+    # Headless, the worker's output goes to the log; in a pane it stays on the pane's
+    # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
+    redirect = '>>"$_zsw_d/output.log" 2>&1'
+    launch = f"  {run} {redirect}"
+    if pane:
+        # The wrapper's own stderr (where the shell reports a worker's death by signal)
+        # must not reach the pane, or pipe-pane would log it as the worker's output.
+        launch = (f'  if [ -n "$_zsw_headless" ]; then {run} </dev/null {redirect}; '
+                  f'else exec 3>&2 2>/dev/null; {run} 2>&3 3>&-; fi')
     lines += [
         f"if cd -- {q(cwd)} 2>/dev/null; then",
-        f'  {run} >>"$_zsw_d/output.log" 2>&1',
+        launch,
         "  _zsw_rc=$?",
         "  printf '%s\\n' \"$_zsw_rc\" >\"$_zsw_d/exit\"",
         "else",
@@ -99,3 +117,40 @@ def render(
     ]
     return "\n".join(lines) + "\n"
 
+
+_HEADLESS_HEARTBEAT = 'printf \'{"event":"started","pid":%s,"pane_id":null}\\n\' $$ >>"$_zsw_d/heartbeat.jsonl"'
+
+
+def _headless_stage() -> list[str]:
+    return [
+        'if [ "${1-}" = claimed ]; then echo $$ >|"$_zsw_d/claim"',
+        'else set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
+        "fi",
+        # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
+        # death by signal there); only the worker's output goes to output.log.
+        "exec </dev/null",
+        _HEADLESS_HEARTBEAT,
+    ]
+
+
+def _pane_stages(pane: PaneMode) -> list[str]:
+    q = shlex.quote
+    return [
+        "_zsw_headless=",
+        "case ${1-} in",
+        "claimed)  # the supervisor took the claim: run headless, as its own child",
+        '  echo $$ >|"$_zsw_d/claim"; _zsw_headless=1',
+        f"  {_HEADLESS_HEARTBEAT} ;;",
+        "restored)  # second stage in the pane: the caller's environment comes back",
+        f"  . {q(str(pane.saved_env))}",
+        f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
+        "*)  # first stage in the pane, with the multiplexer server's environment",
+        '  set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
+        f'  _zsw_pane=${{{pane.pane_var}-}}',
+        '  case $_zsw_pane in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
+        f'    *) _zsw_pj="\\"{pane.pane_prefix}$_zsw_pane\\"" ;; esac',
+        *([f"  {pane.log_setup}"] if pane.log_setup else []),
+        '  printf \'{"event":"started","pid":%s,"pane_id":%s}\\n\' $$ "$_zsw_pj" >>"$_zsw_d/heartbeat.jsonl"',
+        '  exec /usr/bin/env -i _ZSW_PANE="$_zsw_pane" /bin/sh "$0" restored ;;',
+        "esac",
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, Spawned
+from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext, Spawned
 from .headless import HeadlessBackend
 
-__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "Spawned"]
+__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened", "RunContext", "Spawned"]

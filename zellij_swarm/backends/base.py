@@ -1,18 +1,28 @@
 """The ``Backend`` protocol: the one seam between the scheduler and a multiplexer.
 
-The supervisor reserves slots and writes each generation's wrapper; a backend only starts
+The supervisor reserves slots and writes each generation's wrapper; a backend starts
 wrappers and manages what the user sees. Exits are always learned from the wrapper's exit
 record, never from the multiplexer, so a backend has no say in outcomes. A launch that goes
 wrong is data (``LaunchFailed`` with a SPEC §7 code), not an exception: the supervisor
 decides between a warning plus headless fallback and a failure under require.
+
+A launch ends in one of three ways:
+
+- ``Spawned(pid)``: the wrapper is the supervisor's own child (headless, compact mode, a
+  slot beyond the visible cap); its exit is watched through ``pidfd``.
+- ``PaneOpened(pane_id)``: the wrapper runs in a pane; the supervisor waits for its launch
+  heartbeat (with a deadline) and its exit sidecar through file events.
+- ``LaunchFailed(code, message)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from ..rundir import GenPaths
+from ..rundir import GenPaths, RunPaths
+from ..wrapper import PaneMode
 
 
 @dataclass(frozen=True)
@@ -20,14 +30,18 @@ class LaunchRequest:
     gen: GenPaths
     slot: int
     task_name: str
-    claimed: bool = False  # the supervisor holds the claim; the wrapper must not take it
+    pane: bool = False  # the wrapper was written for a pane (PaneMode)
+    claimed: bool = False  # the supervisor holds the claim: run it headless, as its child
 
 
 @dataclass(frozen=True)
 class Spawned:
-    """The wrapper is the supervisor's own child; its exit is watched through ``pidfd``."""
-
     pid: int
+
+
+@dataclass(frozen=True)
+class PaneOpened:
+    pane_id: str | None  # None when the multiplexer cannot say (learned from the heartbeat)
 
 
 @dataclass(frozen=True)
@@ -36,17 +50,50 @@ class LaunchFailed:
     message: str
 
 
-LaunchResult = Spawned | LaunchFailed
+LaunchResult = Spawned | PaneOpened | LaunchFailed
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a backend may use of the run: its files, settings and the supervisor's timers."""
+
+    paths: RunPaths
+    run_id: str
+    settings: Any  # settings.Resolved
+    schedule: Callable[[float, Callable[[], None]], None]
+    warn: Callable[[str, str], None]
+    notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)
+    renderer_argv: Callable[..., list[str]]  # renderer_argv("board") / ("slot-view", "3")
 
 
 @runtime_checkable
 class Backend(Protocol):
     name: str
 
-    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        """Start every wrapper of a batch, as few round trips as the backend allows."""
+    def open(self, ctx: RunContext) -> None:
+        """Prepare the session/window and the board; raise ``BackendError`` if impossible."""
         ...
 
-    def close(self) -> None:
-        """The run is over: release what the backend holds."""
+    def pane_mode(self, slot: int) -> PaneMode | None:
+        """How the next generation of ``slot`` runs: in a pane (its ``PaneMode``) or headless."""
+        ...
+
+    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
+        """Start every wrapper of a batch, in as few round trips as the backend allows."""
+        ...
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        """A pane generation's exit is recorded (``status`` is its task status for this
+        attempt): apply the pane lifecycle — hold then close, close now, or keep."""
+        ...
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        """A pane that never reported in: close it (its wrapper will find the claim taken)."""
+        ...
+
+    def session_alive(self) -> bool:
+        ...
+
+    def close(self, *, cancelled: bool) -> None:
+        """The run is over: close worker panes as SPEC §2 says, release what is held."""
         ...

@@ -1,0 +1,59 @@
+"""The one way a backend runs a multiplexer command: with a timeout, and with every failure
+turned into a ``BackendError`` whose code is the SPEC §7 vocabulary (``multiplexer_missing``,
+``pane_call_timeout``, ``pane_call_failed``) and which carries the command's stderr."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..exc import BackendError
+
+log = logging.getLogger("zellij_swarm.cmd")
+
+
+@dataclass(frozen=True)
+class CmdResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return [ln for ln in self.stdout.splitlines() if ln]
+
+
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True) -> CmdResult:
+    """Run ``argv``; raise ``BackendError`` when it cannot start, times out, or (``check``) fails."""
+    what = f"{argv[0]} {_subcommand(argv)}".strip()
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout,
+                           env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise BackendError("multiplexer_missing", f"{argv[0]}: not found on PATH") from None
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise BackendError("pane_call_timeout", f"{what}: no answer within {timeout:g}s", stderr=err) from None
+    log.debug("%s -> %d", shlex.join(argv), p.returncode)
+    result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
+    if check and p.returncode != 0:
+        first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
+        raise BackendError("pane_call_failed", f"{what}: {first}", stderr=p.stderr)
+    return result
+
+
+def _subcommand(argv: Sequence[str]) -> str:
+    """The first word that is not an option or an option's value, for messages."""
+    skip = False
+    for word in argv[1:]:
+        if skip:
+            skip = False
+        elif word in ("-S", "-L", "-f", "--session", "-s"):
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return ""

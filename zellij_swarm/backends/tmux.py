@@ -1,0 +1,325 @@
+"""tmux: one pane per worker (live) or one renderer pane per slot (compact), through libtmux.
+
+Where panes go: inside tmux, a dedicated window of the current session; outside, a detached
+session created with an explicit size (tmux 3.3a's default 80×24 cannot split more than a
+few panes) whose attach command is printed. A board pane anchors the first window. Panes are
+laid out ``tiled``; a window takes panes while every tile keeps at least 20×3 cells, and
+panes beyond that overflow into further windows, up to ``max_visible_panes``.
+
+Titles live in a pane user option (``@zsw_title``) shown by ``pane-border-format``: a worker
+printing its own title escape changes ``pane_title``, which we never display, so it cannot
+overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
+set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
+
+Every tmux call goes through ``_cmd.run`` (a timeout, typed errors), including libtmux's:
+``_TimedServer`` routes libtmux's command runner there. A batch of panes is one tmux
+invocation (commands chained with ``;``) plus one for their titles.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import libtmux
+
+from ..exc import BackendError
+from ..wrapper import PaneMode
+from . import _cmd
+from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
+from .headless import HeadlessBackend
+
+CALL_TIMEOUT = 10.0
+SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
+MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content
+_TITLE_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _Result:
+    """What libtmux expects back from a command (``tmux_cmd``'s shape)."""
+
+    def __init__(self, res: _cmd.CmdResult) -> None:
+        self.cmd = list(res.argv)
+        self.returncode = res.returncode
+        self.stdout = res.stdout.splitlines()
+        while self.stdout and self.stdout[-1] == "":
+            self.stdout.pop()
+        self.stderr = [ln for ln in res.stderr.splitlines() if ln]
+
+
+class _TimedServer(libtmux.Server):
+    """A libtmux server whose every command runs through ``_cmd.run`` with a timeout."""
+
+    def cmd(self, cmd: str, *args: Any, target: str | int | None = None) -> _Result:  # type: ignore[override]
+        argv = ["tmux"]
+        if self.socket_path:
+            argv.append(f"-S{self.socket_path}")
+        elif self.socket_name:
+            argv.append(f"-L{self.socket_name}")
+        argv.append(cmd)
+        if target is not None:
+            argv += ["-t", str(target)]
+        argv += [str(a) for a in args]
+        return _Result(_cmd.run(argv, timeout=CALL_TIMEOUT, check=False))
+
+
+def title_text(text: str) -> str:
+    """A pane title that cannot inject tmux styles or break the border line."""
+    return _TITLE_UNSAFE.sub(" ", text).replace("#", "##")
+
+
+def tile_capacity(width: int, height: int) -> int:
+    """How many panes a ``tiled`` window of this size holds with every tile legible."""
+    best = 1
+    for n in range(1, 1025):
+        cols = math.ceil(math.sqrt(n))
+        rows = math.ceil(n / cols)
+        # each tile loses a border column and a border row plus the title line
+        if width // cols - 1 < MIN_TILE[0] or height // rows - 2 < MIN_TILE[1]:
+            break
+        best = n
+    return best
+
+
+@dataclass
+class _Window:
+    id: str
+    capacity: int
+    panes: set[str] = field(default_factory=set)
+    placeholder: str | None = None  # an overflow window's first pane, until real panes arrive
+
+
+class TmuxBackend:
+    name = "tmux"
+
+    def __init__(self, env: Mapping[str, str], *, inside: bool, close_session: bool) -> None:
+        self.env = dict(env)
+        self.inside = inside
+        self.close_session_at_end = close_session
+        self.headless = HeadlessBackend(env)
+        self.server: _TimedServer | None = None
+        self.session_id = ""
+        self.session_name = ""
+        self.created_session = False
+        self.windows: list[_Window] = []
+        self.worker_panes: dict[str, int] = {}  # running worker pane -> slot
+        self.held: deque[str] = deque()  # succeeded, closing after the hold time
+        self.kept: deque[str] = deque()  # failed, kept on screen
+        self.reserved = 0
+        self.alive = True
+
+    # ----- set-up ------------------------------------------------------------------------
+
+    def open(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        s = ctx.settings
+        self.live = s.ui == "live"
+        self.cap = s.max_visible_panes
+        if self.inside:
+            socket = self.env.get("TMUX", "").split(",")[0]
+            self.server = _TimedServer(socket_path=socket)
+        else:
+            self.server = _TimedServer()
+        self._tmux("start-server")
+        name = f"swarm-{ctx.run_id}"
+        board = shlex.join(ctx.renderer_argv("board"))
+        if self.inside and not s.session:
+            pane = self.env.get("TMUX_PANE", "")
+            self.session_id = self._tmux("display-message", "-p", "-t", pane, "#{session_id}").lines[0]
+            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
+                                "-n", name, board).lines[0]
+        elif s.session and self._has_session(s.session):
+            self.session_id = s.session
+            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:", "-n", name,
+                                board).lines[0]
+        else:
+            session = s.session or name
+            session_obj = self.server.new_session(session_name=session, window_name=name, window_command=board,
+                                                  x=SESSION_SIZE[0], y=SESSION_SIZE[1], attach=False)
+            self.created_session = True
+            self.session_id = session_obj.session_id or session
+            window = self._tmux("display-message", "-p", "-t", f"{self.session_id}:", "#{window_id}").lines[0]
+        self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
+        self._add_window(window, first=True)
+        board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
+        self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
+        self.windows[0].panes.add(board_pane)
+        where = f"tmux session {self.session_name!r}, window {name}"
+        socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
+        if self.created_session:
+            ctx.notice(f"panes in {where}; attach with: tmux -S {shlex.quote(socket)} attach -t "
+                       f"{shlex.quote(self.session_name)}")
+        else:
+            ctx.notice(f"panes in {where} (tmux select-window -t {window})")
+        if not self.live:
+            self._open_renderers(min(ctx.settings.jobs, self.cap))
+
+    def _add_window(self, window_id: str, *, first: bool = False) -> _Window:
+        size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
+        width, height = (int(v) for v in size.split())
+        options = [("pane-border-status", "top"), ("pane-border-format", " #{@zsw_title} "),
+                   ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off")]
+        chain: list[str] = []
+        for key, value in options:
+            chain += ["set-option", "-w", "-t", window_id, key, value, ";"]
+        self._tmux(*chain[:-1])
+        w = _Window(window_id, tile_capacity(width, height))
+        self.windows.append(w)
+        return w
+
+    def _has_session(self, name: str) -> bool:
+        assert self.server is not None
+        return self._tmux("has-session", "-t", f"={name}", check=False).returncode == 0
+
+    def _open_renderers(self, count: int) -> None:
+        """Compact mode: one ``slot-view`` pane per visible slot, for the whole run."""
+        panes = self._split([(slot, self.ctx.renderer_argv("slot-view", str(slot))) for slot in range(1, count + 1)])
+        self._set_titles({pane: f"slot {slot}" for slot, pane in panes})
+
+    # ----- panes -------------------------------------------------------------------------
+
+    def _window_with_room(self) -> _Window:
+        for w in self.windows:
+            if len(w.panes) < w.capacity:
+                return w
+        name = f"swarm-{self.ctx.run_id}-{len(self.windows) + 1}"
+        wid = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:", "-n", name,
+                         "sleep 2147483647").lines[0]
+        w = self._add_window(wid)
+        w.placeholder = self._tmux("display-message", "-p", "-t", wid, "#{pane_id}").lines[0]
+        return w
+
+    def _split(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, str]]:
+        """Open one pane per item, as few tmux invocations as windows touched; returns
+        (slot, pane id) in order."""
+        out: list[tuple[int, str]] = []
+        i = 0
+        while i < len(items):
+            w = self._window_with_room()
+            room = w.capacity - len(w.panes)
+            group = items[i:i + room]
+            chain: list[str] = []
+            for _, argv in group:
+                chain += ["split-window", "-d", "-t", w.id, "-P", "-F", "#{pane_id}", *argv, ";",
+                          "select-layout", "-t", w.id, "tiled", ";"]
+            if w.placeholder:
+                chain += ["kill-pane", "-t", w.placeholder, ";", "select-layout", "-t", w.id, "tiled", ";"]
+                w.placeholder = None
+            ids = [ln for ln in self._tmux(*chain[:-1]).lines if ln.startswith("%")]
+            if len(ids) != len(group):
+                raise BackendError("pane_id_missing", f"tmux split-window printed {len(ids)} pane ids for {len(group)} panes")
+            for (slot, _), pane in zip(group, ids):
+                w.panes.add(pane)
+                out.append((slot, pane))
+            i += len(group)
+        return out
+
+    def _set_titles(self, titles: Mapping[str, str]) -> None:
+        chain: list[str] = []
+        for pane, text in titles.items():
+            chain += ["set-option", "-p", "-t", pane, "@zsw_title", title_text(text), ";"]
+        if chain:
+            self._tmux(*chain[:-1])
+
+    def _kill_pane(self, pane: str) -> None:
+        for w in self.windows:
+            w.panes.discard(pane)
+        try:
+            self._tmux("kill-pane", "-t", pane)
+        except BackendError:
+            pass  # already gone: the user closed it, or the window went with it
+
+    def visible_count(self) -> int:
+        return len(self.worker_panes) + len(self.held) + len(self.kept) + self.reserved
+
+    def pane_mode(self, slot: int) -> PaneMode | None:
+        if not (self.live and self.alive) or slot > self.cap:
+            return None
+        while self.visible_count() >= self.cap and (self.kept or self.held):
+            self._kill_pane((self.kept or self.held).popleft())
+        if self.visible_count() >= self.cap:
+            return None
+        self.reserved += 1
+        log = "tmux pipe-pane -t \"$_zsw_pane\" \"exec cat >>'$_zsw_d/output.log'\""
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=log)
+
+    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
+        results: list[LaunchResult | None] = [None] * len(batch)
+        in_panes = [(i, r) for i, r in enumerate(batch) if _is_pane_wrapper(r)]
+        for i, r in enumerate(batch):
+            if not _is_pane_wrapper(r):
+                results[i] = self.headless.spawn(r)
+        if in_panes:
+            self.reserved -= len(in_panes)
+            try:
+                opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for _, r in in_panes])
+                self._set_titles({pane: f"slot {slot} · {r.task_name} · running"
+                                  for (slot, pane), (_, r) in zip(opened, in_panes)})
+            except BackendError as e:
+                for i, _ in in_panes:
+                    results[i] = LaunchFailed(e.code, str(e))
+            else:
+                for (slot, pane), (i, _) in zip(opened, in_panes):
+                    self.worker_panes[pane] = slot
+                    results[i] = PaneOpened(pane)
+        return results  # type: ignore[return-value]
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        if pane_id is None or pane_id not in self.worker_panes:
+            return
+        slot = self.worker_panes.pop(pane_id)
+        if status == "cancelled":
+            self._kill_pane(pane_id)
+            return
+        try:
+            self._set_titles({pane_id: f"slot {slot} · {req.task_name} · {label}"})
+        except BackendError:
+            return
+        if status == "succeeded":
+            self.held.append(pane_id)
+            self.ctx.schedule(self.ctx.settings.pane_hold, lambda: self._release_held(pane_id))
+        else:
+            self.kept.append(pane_id)
+            while len(self.kept) > self.ctx.settings.keep_failed_panes:
+                self._kill_pane(self.kept.popleft())
+
+    def _release_held(self, pane: str) -> None:
+        if pane in self.held:
+            self.held.remove(pane)
+            self._kill_pane(pane)
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        if pane_id is not None:
+            self.worker_panes.pop(pane_id, None)
+            self._kill_pane(pane_id)
+
+    def session_alive(self) -> bool:
+        if self.alive and self.server is not None:
+            try:
+                self.alive = self._tmux("has-session", "-t", self.session_id, check=False).returncode == 0
+            except BackendError:
+                self.alive = False
+        return self.alive
+
+    def close(self, *, cancelled: bool) -> None:
+        if self.server is None or not self.session_alive():
+            return
+        for pane in list(self.held) + (list(self.worker_panes) if cancelled else []):
+            self._kill_pane(pane)
+        self.held.clear()
+        if self.created_session and self.close_session_at_end:
+            self._tmux("kill-session", "-t", self.session_id, check=False)
+
+    def _tmux(self, *args: str, check: bool = True) -> _cmd.CmdResult:
+        assert self.server is not None
+        argv = ["tmux"] + ([f"-S{self.server.socket_path}"] if self.server.socket_path else []) + list(args)
+        return _cmd.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
+
+
+def _is_pane_wrapper(req: LaunchRequest) -> bool:
+    return req.pane and not req.claimed
