@@ -1,0 +1,290 @@
+"""The tmux backend against a real tmux server on a private socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)")
+
+MORE_THAN_SLOTS = """
+[swarm]
+jobs = 3
+[[task]]
+name = "a"
+cmd = "echo a-out"
+[[task]]
+name = "b"
+cmd = "echo b-out; exit 3"
+[[task]]
+name = "c"
+cmd = "sleep 0.3; echo c-out"
+[[task]]
+name = "d"
+cmd = "echo d-out"
+after = ["a"]
+[[task]]
+name = "e"
+cmd = "echo e-out; exit 1"
+retries = 1
+[[task]]
+name = "f"
+argv = ["sh", "-c", "echo f-out"]
+"""
+
+
+@dataclass
+class Tmux:
+    tmpdir: Path
+    socket: Path
+
+    def __call__(self, *args: str, check: bool = True) -> str:
+        p = subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10)
+        if check and p.returncode != 0:
+            raise AssertionError(f"tmux {args}: {p.stderr}")
+        return p.stdout
+
+    def panes(self) -> dict[str, dict[str, str]]:
+        out = self("list-panes", "-a", "-F", "#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t#{@zsw_title}\t"
+                   "#{window_name}\t#{pane_width}x#{pane_height}", check=False)
+        rows = {}
+        for line in out.splitlines():
+            pid, dead, status, title, window, size = line.split("\t")
+            rows[pid] = {"dead": dead, "status": status, "title": title, "window": window, "size": size}
+        return rows
+
+    def capture(self, pane: str) -> str:
+        return self("capture-pane", "-p", "-J", "-S", "-", "-t", pane)
+
+    def server_pids(self) -> list[int]:
+        return [p.pid for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] and "tmux" in p.info["cmdline"][0] and str(self.socket) in " ".join(p.info["cmdline"])]
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    """A private tmux server: TMUX_TMPDIR points tmux's default socket into a short temp dir."""
+    tmpdir = Path(tempfile.mkdtemp(prefix="zt", dir="/tmp"))
+    t = Tmux(tmpdir, tmpdir / f"tmux-{os.getuid()}" / "default")
+    t.socket.parent.mkdir(mode=0o700)
+    try:
+        yield t
+    finally:
+        subprocess.run(["tmux", "-S", str(t.socket), "kill-server"], capture_output=True, timeout=10)
+        for pid in t.server_pids():
+            psutil.Process(pid).kill()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def outside_env(t: Tmux, **extra: str) -> dict[str, str]:
+    return clean_env(TMUX_TMPDIR=str(t.tmpdir), ZELLIJ_SWARM_PANE_HOLD_MS="300",
+                     ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="5000", **extra)
+
+
+def inside_env(t: Tmux, **extra: str) -> dict[str, str]:
+    """As if run from a pane of a tmux session the user is in."""
+    t("new-session", "-d", "-s", "host", "-x", "200", "-y", "50")
+    pane = t("display-message", "-p", "-t", "host:", "#{pane_id}").strip()
+    pid = t("display-message", "-p", "#{pid}").strip()
+    return outside_env(t, TMUX=f"{t.socket},{pid},0", TMUX_PANE=pane, **extra)
+
+
+def outcomes(swarm: Swarm) -> dict[str, tuple]:
+    return {n: (r["status"], r["exit_code"], r["signal"], r["attempts"], r["reason"]) for n, r in swarm.tasks().items()}
+
+
+def events(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def finish(swarm: Swarm, res) -> Path:
+    run = swarm.latest()
+    assert run_processes(run.name) == [], "a worker outlived its run"
+    kill_run_processes(run.name)
+    return run
+
+
+@pytest.fixture(scope="module")
+def headless_outcomes(tmp_path_factory) -> dict[str, tuple]:
+    s = Swarm(tmp_path_factory.mktemp("headless"))
+    s.write("s.toml", MORE_THAN_SLOTS)
+    assert s("run", "s.toml", "--backend", "headless").code == 1
+    return outcomes(s)
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_live_panes_with_require(swarm, tmux, headless_outcomes, where):
+    swarm.write("s.toml", MORE_THAN_SLOTS)
+    env = (outside_env if where == "outside" else inside_env)(tmux)
+    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer", env=env)
+    run = finish(swarm, res)
+    assert res.code == 1, res.stderr
+    assert outcomes(swarm) == headless_outcomes
+    evs = events(run)
+    assert [e for e in evs if e["event"] == "warning"] == []
+    opened = [e for e in evs if e["event"] == "pane_opened"]
+    assert len(opened) == 7  # six tasks, one retry
+    seen = {(e["slot"], e["gen"]): e["pane_id"] for e in evs if e["event"] == "worker_heartbeat_seen"}
+    for e in opened:
+        assert e["pane_id"].startswith("%") and seen[(e["slot"], e["gen"])] == e["pane_id"]
+        heartbeat = json.loads((run / f"slots/slot-{e['slot']}/gen-{e['gen']}/heartbeat.jsonl").read_text().splitlines()[0])
+        assert heartbeat["pane_id"] == e["pane_id"]
+    rows = swarm.tasks()
+    assert all(r["pane_id"] and r["pane_id"].startswith("%") for n, r in rows.items() if r["attempts"])
+    # failed panes stay (dead, titled failed); successful ones close after the hold
+    panes = wait_until(lambda: (p := tmux.panes()) and not any(
+        "· ok" in v["title"] for v in p.values()) and p, what="held panes closed")
+    failed = sorted(v["title"] for v in panes.values() if v["dead"] == "1" and "board" not in v["title"])
+    e1, e2 = rows["e"]["history"]
+    assert failed == sorted([f"slot {rows['b']['slot']} · b · failed (exit 3)",
+                             f"slot {e1['slot']} · e · failed (exit 1)", f"slot {e2['slot']} · e · failed (exit 1)"])
+    board = [p for p, v in panes.items() if v["title"].endswith("· board")]
+    assert len(board) == 1
+    # the worker's output was logged and shown in its pane
+    assert swarm("logs", run.name, "b").stdout.replace("\r", "") == "b-out\n"
+    b_pane = rows["b"]["pane_id"]
+    assert "b-out" in tmux.capture(b_pane)
+    if where == "inside":  # a dedicated window of the user's session, not a new session
+        assert f"swarm-{run.name}" in tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
+        assert tmux("list-sessions", "-F", "#{session_name}").split() == ["host"]
+
+
+def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
+    swarm.write("s.toml", MORE_THAN_SLOTS)
+    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "compact", "--require-multiplexer", env=outside_env(tmux))
+    run = finish(swarm, res)
+    assert res.code == 1, res.stderr
+    assert outcomes(swarm) == headless_outcomes
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    panes = tmux.panes()
+    titles = sorted(v["title"] for v in panes.values())
+    assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2", "slot 3"])
+    # renderers end with the run and keep their final picture
+    wait_until(lambda: all(v["dead"] == "1" for v in tmux.panes().values()), what="renderers finished")
+    slot_panes = {v["title"]: p for p, v in tmux.panes().items()}
+    assert "run finished" in tmux.capture(slot_panes["slot 1"])
+    board = tmux.capture(slot_panes[f"zellij-swarm {run.name} · board"])
+    assert "succeeded 4" in board and "failed 2" in board
+
+
+def test_progress_bar_and_colour_render_as_one_line_in_slot_view(swarm, tmux):
+    swarm.write("p.toml", r"""
+[swarm]
+jobs = 1
+[[task]]
+name = "bar"
+cmd = 'for i in 1 2 3 4 5; do printf "\r\033[32mprogress %s/5\033[0m" $i; sleep 0.05; done; echo; echo done-line'
+""")
+    res = swarm("run", "p.toml", "--backend", "tmux", "--ui", "compact", "--require-multiplexer", env=outside_env(tmux))
+    finish(swarm, res)
+    assert res.code == 0
+    pane = next(p for p, v in tmux.panes().items() if v["title"] == "slot 1")
+    text = wait_until(lambda: (c := tmux.capture(pane)) and "done-line" in c and c, what="slot view final frame")
+    lines = text.splitlines()
+    assert sum("progress" in ln for ln in lines) == 1
+    assert any(ln.strip() == "progress 5/5" for ln in lines)
+    assert "\x1b" not in text and "[32m" not in text
+
+
+def test_live_worker_has_a_tty_and_output_shows_while_it_runs(swarm, tmux):
+    swarm.write("py.toml", """
+[[task]]
+name = "py"
+argv = ["python3", "-c", "import sys, time\\nprint('tty', sys.stdout.isatty(), flush=True)\\nfor i in range(40):\\n    print('tick', i, flush=True); time.sleep(0.1)"]
+""")
+    proc = swarm.popen("run", "py.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       env=outside_env(tmux))
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        gen = run / "slots/slot-1/gen-1"
+        pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
+            (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
+        screen = wait_until(lambda: (c := tmux.capture(pane)) and "tick 3" in c and c, what="live output")
+        assert not (gen / "exit").exists(), "the output must show while the worker still runs"
+        assert "tty True" in screen
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_worker_title_escape_cannot_overwrite_slot_task_state(swarm, tmux):
+    swarm.write("t.toml", r"""
+[[task]]
+name = "retitle"
+cmd = 'printf "\033]2;HACKED\007\033k HACKED \033\\"; sleep 30'
+""")
+    proc = swarm.popen("run", "t.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       env=outside_env(tmux))
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        gen = run / "slots/slot-1/gen-1"
+        pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
+            (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
+        wait_until(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_title}").strip() == "HACKED",
+                   what="the worker's own title escape to land")
+        assert tmux.panes()[pane]["title"] == "slot 1 · retitle · running"
+        fmt = tmux("show-options", "-w", "-v", "-t", pane, "pane-border-format").rstrip("\n")
+        assert fmt == " #{@zsw_title} "
+    finally:
+        swarm("cancel", run.name)
+        assert proc.wait(timeout=30) == 130
+        kill_run_processes(run.name)
+
+
+def test_32_visible_panes_open_legibly_in_one_batch(swarm, tmux):
+    swarm.write("many.txt", "sleep 1\n" * 32)
+    res = swarm("run", "many.txt", "-j", "32", "--max-visible-panes", "32", "--backend", "tmux", "--ui", "live",
+                "--require-multiplexer", env=outside_env(tmux))
+    run = finish(swarm, res)
+    assert res.code == 0, res.stderr
+    evs = events(run)
+    assert len([e for e in evs if e["event"] == "pane_opened"]) == 32
+    assert [e for e in evs if e["event"] == "warning"] == []
+    batches = [e for e in evs if e["event"] == "batch_dispatch_started"]
+    assert batches[0]["size"] == 32
+    assert "no space for new pane" not in res.stderr
+
+
+def test_slots_beyond_the_visible_cap_run_headless_without_warning(swarm, tmux):
+    swarm.write("cap.txt", "sleep 0.2\n" * 4)
+    res = swarm("run", "cap.txt", "-j", "4", "--max-visible-panes", "2", "--backend", "tmux", "--ui", "live",
+                "--require-multiplexer", env=outside_env(tmux))
+    run = finish(swarm, res)
+    assert res.code == 0
+    evs = events(run)
+    assert {e["slot"] for e in evs if e["event"] == "pane_opened"} == {1, 2}
+    assert {e["slot"] for e in evs if e["event"] == "worker_process_spawned"} == {3, 4}
+    assert [e for e in evs if e["event"] == "warning"] == []
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_tmux_missing_is_a_warning_or_an_error_under_require(swarm, tmp_path, require):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "sleep", "python3", "env"):
+        if shutil.which(tool):
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    swarm.write("s.txt", "echo hi\n")
+    args = ["run", "s.txt", "--backend", "tmux"] + (["--require-multiplexer"] if require else [])
+    res = swarm(*args, env=clean_env(PATH=str(bin_dir)))
+    rows = swarm.tasks()
+    summary = swarm.summary()
+    if require:
+        assert res.code == 1
+        assert (rows["task-1"]["status"], rows["task-1"]["reason"]) == ("cancelled", "tmux_multiplexer_missing")
+        assert rows["task-1"]["attempts"] == 0
+    else:
+        assert res.code == 0 and rows["task-1"]["status"] == "succeeded"
+        assert [w["code"] for w in summary["warnings"]] == ["multiplexer_missing"]
