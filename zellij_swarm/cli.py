@@ -152,6 +152,39 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
                err=True)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("run_id")
+@click.argument("what", nargs=-1, required=True, metavar="FILE | -- CMD...")
+@_state_dir_option
+@click.pass_context
+def add(ctx: click.Context, run_id: str, what: tuple[str, ...], state_dir: str | None) -> None:
+    """Add tasks to a running swarm: the tasks of FILE (a swarm file or one command per
+    line), or one task that runs CMD... directly (after --)."""
+    run = find_run(_state_dir(state_dir), run_id)
+    snap = views.load_status(run)
+    if snap["state"] != "running":
+        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
+    raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
+    if len(what) == 1 and "--" not in raw_args:
+        source = swarmfile.load(what[0])
+        if source.file_settings:
+            raise exc.UsageError(f"{what[0]}: [swarm] settings cannot change a running swarm; give only [[task]]s")
+        tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
+        if any(t["name"].startswith("task-") for t in tasks) and not str(what[0]).endswith(".toml"):
+            tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
+        if not tasks:
+            raise exc.UsageError(f"{what[0]}: no tasks to add")
+    else:
+        tasks = [{"argv": list(what)}]
+    msg_id = inbox.send(run, "add", tasks=tasks)
+    answer = inbox.await_reply(run, msg_id, timeout=15, still_running=lambda: runlock.holder(run) is not None)
+    if answer is None:
+        raise exc.RunNotActive(f"run {run.run_id} ended before it took the addition; nothing added")
+    if not answer.get("ok"):
+        raise exc.UsageError(answer.get("error") or "the supervisor refused the addition")
+    click.echo(f"zellij-swarm: added to run {run.run_id}: {', '.join(answer['added'])}", err=True)
+
+
 def _run_task_names(run: Any) -> set[str]:
     return {t["name"] for t in read_json(run.run_json).get("tasks", [])}
 
@@ -208,7 +241,8 @@ def doctor(json_output: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run click without its own error printing, and print every error as one line."""
     try:
-        cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False)
+        cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False,
+                 obj={"argv": argv if argv is not None else sys.argv[1:]})
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help() if e.ctx else str(e), err=True)
         sys.exit(2)

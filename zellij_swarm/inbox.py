@@ -3,7 +3,8 @@
 A sender writes one JSON file into ``inbox/`` atomically (temp name, then rename), so the
 supervisor never reads half a message. The supervisor applies each message once and then
 moves it to ``inbox/consumed/`` under the same name, which is also its id: a message id in
-``consumed/`` (or named in the event log) is never applied again, also after a resume.
+``consumed/`` (or named in the event log) is never applied again, also after a resume. A
+sender that needs an answer (``add``) waits for ``inbox/replies/<id>``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import select
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-
 from typing import Any
 
 from .rundir import RunPaths, write_atomic
@@ -64,6 +66,7 @@ def consume(run: RunPaths, msg: Message) -> None:
 
 def make_dirs(run: RunPaths) -> None:
     run.consumed.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run.replies.mkdir(exist_ok=True, mode=0o700)
 
 
 def was_consumed(run: RunPaths, msg_id: str) -> bool:
@@ -71,3 +74,35 @@ def was_consumed(run: RunPaths, msg_id: str) -> bool:
 
 
 
+
+
+def reply(run: RunPaths, msg: Message, body: dict[str, Any]) -> None:
+    """The supervisor's answer to a message whose sender waits for one (``add``)."""
+    run.replies.mkdir(mode=0o700, exist_ok=True)
+    write_atomic(run.replies / msg.id, json.dumps(body) + "\n")
+
+
+def await_reply(run: RunPaths, msg_id: str, *, timeout: float, still_running: Callable[[], bool]) -> dict[str, Any] | None:
+    """Wait for the supervisor's reply to ``msg_id`` (file events, with a deadline). None if
+    the supervisor ended or did not answer in time."""
+    from .watch import Inotify
+
+    run.replies.mkdir(mode=0o700, exist_ok=True)
+    path = run.replies / msg_id
+    watcher = Inotify()
+    try:
+        watcher.add(run.replies)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(path, "rb") as f:
+                    return json.loads(f.read())
+            except FileNotFoundError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0 or not still_running():
+                return None
+            select.select([watcher.fileno()], [], [], min(left, 0.5))
+            watcher.read()
+    finally:
+        watcher.close()

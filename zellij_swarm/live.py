@@ -33,6 +33,7 @@ class LiveGen:
     watching_dir: bool = False
     timeout_armed: bool = False
     kill_reason: str | None = None
+    idle_message: str | None = None  # why the watchdog ended it
     done: bool = False
 
     @property

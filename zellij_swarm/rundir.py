@@ -145,6 +145,10 @@ class RunPaths:
         return self.dir / "inbox" / "consumed"
 
     @property
+    def replies(self) -> Path:
+        return self.dir / "inbox" / "replies"
+
+    @property
     def slots(self) -> Path:
         return self.dir / "slots"
 

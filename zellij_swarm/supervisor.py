@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
+from . import __version__, additions, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
 from .backends.base import Backend, LaunchFailed, LaunchRequest, PaneOpened, RunContext, Spawned
 from .backends.headless import HeadlessBackend
 from .live import LiveGen, Timers
+from .watchdog import IdleWatchdog
 from .model import TaskRecord
 from .scheduler import ReadyQueue, SlotPool
 from .settings import Resolved
@@ -104,6 +105,7 @@ class Supervisor:
         self.stats = metrics.DispatchStats()
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
+        self.watchdog = IdleWatchdog(self.timers.after, wallclock)
         self.stop_signal: signal.Signals | None = None
         self.cancelled = False
         self.halted = False
@@ -243,9 +245,7 @@ class Supervisor:
             self._warn(e.code, f"{self.backend.name}: closing: {e.message}", None)
 
     def _done(self) -> bool:
-        if self.live:
-            return False
-        return self.stop_signal is not None or self.cancelled or self.halted or len(self.ready) == 0
+        return not self.live and (self._stopping() or len(self.ready) == 0)
 
     def _install_signals(self) -> tuple[int | None, Callable[[], None]]:
         if threading.current_thread() is not threading.main_thread():
@@ -282,7 +282,7 @@ class Supervisor:
 
     def _dispatch(self) -> None:
         """Reserve every free slot a ready task can use, then launch them together."""
-        if self.stop_signal or self.cancelled or self.halted:
+        if self._stopping():
             return
         batch: list[LiveGen] = []
         reserved_at = self.wallclock()
@@ -347,9 +347,27 @@ class Supervisor:
         slot = lg.gen.slot
         if self.slot_state[slot] == SlotState.RESERVED:
             self.slot_state[slot] = transition(f"slot {slot}", SlotState.RESERVED, SlotState.RUNNING)
-        if lg.task.timeout is not None and not lg.timeout_armed:
-            lg.timeout_armed = True
+        if lg.timeout_armed:
+            return  # a fallback after a pane fault: the same generation, the same clocks
+        lg.timeout_armed = True
+        if lg.task.timeout is not None:
             self.timers.after(lg.task.timeout, lambda: self._kill(lg, "timeout"))
+        if lg.task.idle_timeout is not None:
+            self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence))
+
+    def _on_idle(self, lg: LiveGen, silence: float) -> None:
+        """The watchdog found a worker silent for longer than its idle_timeout."""
+        if lg.done:
+            return
+        limit = lg.task.idle_timeout
+        message = f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
+        self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         silence_s=round(silence, 3), policy=self.settings.idle_policy)
+        if self.settings.idle_policy == "warn":
+            self._warn("idle_timeout", message, lg.task)
+        else:
+            lg.idle_message = message
+            self._kill(lg, "idle_timeout")
 
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
@@ -492,7 +510,11 @@ class Supervisor:
         del self.live[slot]
         self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
         self.pool.give_back(slot)
+        self.watchdog.unregister(lg.gen)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        if lg.idle_message:
+            task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
+        self._consume_followups(lg)
         if lg.in_pane:
             self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
         self.events.emit(
@@ -502,7 +524,7 @@ class Supervisor:
         )
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
-        if status.retryable and task.attempts_left and not (self.stop_signal or self.cancelled or self.halted):
+        if status.retryable and task.attempts_left and not self._stopping():
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)
             self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
@@ -599,8 +621,14 @@ class Supervisor:
             self._apply(msg)
             inbox.consume(self.paths, msg)
 
+    def _stopping(self) -> bool:
+        return bool(self.stop_signal or self.cancelled or self.halted)
+
     def _apply(self, msg: inbox.Message) -> None:
         body = msg.body
+        if body.get("kind") == "add":
+            self._apply_add(msg)
+            return
         if body.get("kind") != "cancel":
             self._warn("invalid_message", f"inbox message {msg.id}: unknown kind {body.get('kind')!r}", None)
             return
@@ -618,6 +646,41 @@ class Supervisor:
                 self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
             elif task.status == TaskStatus.RUNNING and task.slot in self.live:
                 self._kill(self.live[task.slot], "cancelled_by_user")
+
+    def _apply_add(self, msg: inbox.Message) -> None:
+        if self._stopping():
+            inbox.reply(self.paths, msg, {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"})
+            return
+        try:
+            specs = additions.from_message(msg.body.get("tasks"), self.by_name, Path(self.plan.cwd))
+        except exc.UsageError as e:
+            inbox.reply(self.paths, msg, {"ok": False, "error": str(e)})
+            return
+        added = self._add_live(specs, source=f"add {msg.id}")
+        inbox.reply(self.paths, msg, {"ok": True, "added": [t.name for t in added]})
+
+    def _add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
+        added = self._add_tasks(specs)
+        for t in added:
+            self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
+        self._write_run_json()
+        self.snapshots.dirty = True
+        return added
+
+    def _consume_followups(self, lg: LiveGen) -> None:
+        """Tasks the worker asked for in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``."""
+        path = lg.gen.artifacts / additions.FOLLOWUPS
+        if not path.exists():
+            return
+        batch = additions.from_followups(path, lg.task.name, self.by_name, Path(self.plan.cwd))
+        self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         added=len(batch.specs), duplicates=batch.duplicates)
+        for error in batch.errors:
+            self._warn("invalid_followup", error, lg.task)
+        if batch.specs and self._stopping():
+            self._warn("invalid_followup", f"{len(batch.specs)} follow-up(s) ignored: the run is stopping", lg.task)
+        elif batch.specs:
+            self._add_live(batch.specs, source=f"followup {lg.gen.slot}/{lg.gen.gen}")
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
         w = {"code": code, "message": message, "task": task.name if task else None}

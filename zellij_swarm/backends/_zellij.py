@@ -1,0 +1,187 @@
+"""Zellij facts a backend gates on: the version's capabilities (contract §0), where we run
+(contract §1), and the one function every ``zellij`` call goes through (contract §2.0).
+
+``Zellij.call`` is the only way the backend talks to Zellij: long flags only (the short ones
+mean different things per subcommand), ``--session NAME`` before the subcommand (it is not a
+global flag), ``--`` before a command, a timeout on every call, and ``ZELLIJ_SESSION_NAME`` /
+``ZELLIJ_PANE_ID`` removed from the environment unless the call targets the caller's own
+session (a stale name makes the CLI retry forever; a foreign pane id is read as a pane of the
+target session). Failures become ``BackendError`` with the SPEC §7 codes, carrying stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..exc import BackendError
+from . import _cmd
+
+CALL_TIMEOUT = 10.0
+TESTED = ((0, 40, 0), (0, 45, 99))  # versions outside are reported as untested
+_VERSION = re.compile(r"^zellij (\d+)\.(\d+)\.(\d+)")
+_PANE_ID = re.compile(r"^terminal_(\d+)$")
+_NO_SESSION = ("Session '", "Please specify the session name", "There is no active session")
+
+# capability -> first version that has it (contract §0)
+_SINCE: dict[str, tuple[int, int, int]] = {
+    "list_clients": (0, 40, 1),
+    "new_session_with_layout": (0, 41, 0),
+    "stacked": (0, 43, 0),
+    "pane_ids": (0, 44, 0),  # run/new-pane print terminal_N; new-tab prints the tab id
+    "pane_id_target": (0, 44, 0),  # --pane-id on close-pane, rename-pane, …
+    "list_panes": (0, 44, 0),
+    "detached_actions": (0, 44, 0),  # run/new-pane place panes in a session with no client
+    "monotonic_ids": (0, 44, 0),
+    "tab_id": (0, 44, 1),  # run/new-pane --tab-id
+    "layout_string": (0, 44, 1),
+    "no_focus": (0, 45, 0),
+}
+
+
+def parse_version(text: str) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` from ``zellij --version`` output, or None."""
+    m = _VERSION.match(text.strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def capabilities(version_string: str) -> dict[str, Any]:
+    """What a Zellij version can do, from its ``--version`` text (``"zellij 0.44.3"``) or a
+    bare ``"0.44.3"``. Unknown text: every capability off and ``version`` None."""
+    text = version_string.strip()
+    v = parse_version(text if text.startswith("zellij ") else f"zellij {text}")
+    caps: dict[str, Any] = {name: bool(v and v >= since) for name, since in _SINCE.items()}
+    caps["version"] = ".".join(map(str, v)) if v else None
+    caps["tested"] = bool(v and TESTED[0] <= v <= TESTED[1])
+    return caps
+
+
+def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
+    """For ``doctor``: the binary, its version and capabilities, and whether we run inside a
+    session. Never raises; ``error`` says what went wrong."""
+    binary = shutil.which("zellij", path=env.get("PATH"))
+    out: dict[str, Any] = {
+        "binary": binary, "version": None, "capabilities": None, "tested": False, "error": None,
+        "inside_session": "ZELLIJ" in env, "session": env.get("ZELLIJ_SESSION_NAME") or None,
+        "pane_id": env.get("ZELLIJ_PANE_ID") or None,
+    }
+    if binary is None:
+        out["error"] = "no zellij binary on PATH"
+        return out
+    try:
+        res = _cmd.run([binary, "--version"], timeout=timeout, env=scrubbed(env))
+    except BackendError as e:
+        out["error"] = str(e)
+        return out
+    caps = capabilities(res.stdout)
+    if caps["version"] is None:
+        out["error"] = f"cannot read the version from {res.stdout.strip()!r}"
+        return out
+    out.update(version=caps["version"], capabilities=caps, tested=caps["tested"])
+    return out
+
+
+def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in ("ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
+
+
+def pane_number(pane_id: str) -> int | None:
+    m = _PANE_ID.match(pane_id)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    name: str
+    live: bool
+
+
+def parse_ls(stdout: str) -> dict[str, SessionRow]:
+    """``zellij ls -n`` rows (contract §2.2): name before `` [Created ``, EXITED = dead."""
+    rows: dict[str, SessionRow] = {}
+    for line in stdout.splitlines():
+        if " [Created " not in line:
+            continue
+        name = line.split(" [Created ", 1)[0]
+        rows[name] = SessionRow(name, "(EXITED - attach to resurrect)" not in line)
+    return rows
+
+
+class Zellij:
+    """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""
+
+    def __init__(self, env: Mapping[str, str], *, timeout: float = CALL_TIMEOUT) -> None:
+        self.env = dict(env)
+        self.timeout = timeout
+        self.session: str | None = None
+        self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
+        self.caps: dict[str, Any] = capabilities("")
+
+    def version(self) -> dict[str, Any]:
+        res = self.call("--version", session=False)
+        caps = capabilities(res.stdout)
+        if caps["version"] is None:
+            raise BackendError("pane_call_failed", f"zellij --version printed {res.stdout.strip()!r}")
+        self.caps = caps
+        return caps
+
+    def has(self, capability: str) -> bool:
+        return bool(self.caps.get(capability))
+
+    def call(self, *args: str, cmd: Sequence[str] | None = None, session: bool = True, check: bool = True,
+             timeout: float | None = None, top: Sequence[str] = ()) -> _cmd.CmdResult:
+        """``zellij [TOP…] [--session S] ARGS… [-- CMD…]``. ``session=False`` for the session
+        commands that name their session themselves (attach, ls, kill-session, …)."""
+        argv = ["zellij", *top]
+        target_own = False
+        if session:
+            assert self.session, "no target session yet"
+            argv += ["--session", self.session]
+            target_own = self.session == self.own
+        argv += list(args)
+        if cmd is not None:
+            argv += ["--", *cmd]
+        env = self.env if target_own else scrubbed(self.env)
+        res = _cmd.run(argv, timeout=timeout or self.timeout, env=env, check=False)
+        first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+        if session and res.stderr.startswith(_NO_SESSION):
+            # contract §2.0: with ≥2 live sessions "not found" even exits 0 (list on stdout)
+            raise BackendError("session_missing", f"zellij: {first}", stderr=res.stderr)
+        if check and res.returncode != 0:
+            what = " ".join(a for a in args[:2] if not a.startswith("-"))
+            raise BackendError("pane_call_failed", f"zellij {what}: {first}", stderr=res.stderr)
+        return res
+
+    def sessions(self) -> dict[str, SessionRow]:
+        res = self.call("list-sessions", "--no-formatting", session=False, check=False)
+        if res.returncode not in (0, 1):
+            raise BackendError("pane_call_failed", f"zellij list-sessions: exit {res.returncode}", stderr=res.stderr)
+        return parse_ls(res.stdout)
+
+    def list_panes(self) -> list[dict[str, Any]] | None:
+        """``action list-panes --json`` (≥0.44); None when the server did not answer in time."""
+        res = self.call("action", "list-panes", "--json", check=False)
+        if res.returncode != 0:
+            if "Timeout listing panes" in res.stderr or not res.stderr.strip():
+                return None
+            raise BackendError("pane_call_failed", f"zellij action list-panes: {res.stderr.strip()}", stderr=res.stderr)
+        try:
+            panes = json.loads(res.stdout or "[]")
+        except ValueError:
+            return None
+        return panes if isinstance(panes, list) else None
+
+    def wait_live(self, deadline: float) -> None:
+        """Poll ``ls -n`` until our session is listed as live (contract §6.4)."""
+        while True:
+            row = self.sessions().get(self.session or "")
+            if row is not None and row.live:
+                return
+            if time.monotonic() > deadline:
+                raise BackendError("session_missing", f"zellij session {self.session!r} did not come up")
+            time.sleep(0.05)
