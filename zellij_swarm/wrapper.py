@@ -54,6 +54,12 @@ class PaneMode:
     pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
     saved_env: Path  # the caller's environment (records.save_environment)
     log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
+    # How the worker runs on the pane's terminal, when not directly: a shell template in which
+    # ``{cmd}`` stands for the command as one quoted word (Zellij: through ``script``, which
+    # keeps the worker on a TTY and logs it). It must leave the worker's status in ``$?``.
+    runner: str = ""
+    # Shell run in the pane after the exit is recorded (a pane that must outlive its worker).
+    hold: str = ""
 
 
 def render(
@@ -68,8 +74,8 @@ def render(
 ) -> str:
     q = shlex.quote
     lines = [
-        "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d (generated; do not edit)"
-        % (who.run_id, who.task_id, who.slot, who.generation),
+        "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d, attempt %d "
+        "(generated; do not edit)" % (who.run_id, who.task_id, who.slot, who.generation, who.attempt),
         f"_zsw_d={q(str(gen.dir))}",
         *(_pane_stages(pane) if pane else _headless_stage()),
         # Survive the signals aimed at the worker so the exit is still recorded.
@@ -100,8 +106,12 @@ def render(
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.
+        in_pane = run
+        if pane.runner:
+            text = ("exec " + shlex.join(argv)) if argv is not None else (cmd or ":")
+            in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; }"
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run} </dev/null {redirect}; '
-                  f'else exec 3>&2 2>/dev/null; {run} 2>&3 3>&-; fi')
+                  f'else exec 3>&2 2>/dev/null; {in_pane} 2>&3 3>&-; fi')
     lines += [
         f"if cd -- {q(cwd)} 2>/dev/null; then",
         launch,
@@ -113,6 +123,7 @@ def render(
         "  printf '%s\\n' '- cwd_missing' >\"$_zsw_d/exit\"",
         "fi",
         'printf \'{"event":"exited","code":%s}\\n\' "$_zsw_rc" >>"$_zsw_d/heartbeat.jsonl"',
+        *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
         'exit "$_zsw_rc"',
     ]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,142 @@
+"""Zellij layouts (KDL v1) for a swarm, emitted with ``ckdl`` — never by string pasting.
+
+Zellij parses layouts with a KDL v1 parser (contract §4.1), so every document goes through
+``ckdl``'s emitter with ``version=1`` and is parsed back with ``version=1`` before it is
+returned. The rules of contract §4.3 that a generator could break are kept by construction:
+one root ``layout``, an explicit ``tab`` node (a layout without one gets a startup popup
+pane, §6.10), ``args`` only with a ``command``, no properties mixed with nested panes, stacks
+never vertical and never nested, sizes as ``"N%"`` strings. No pane has a ``cwd`` and no
+``command`` holds anything Zellij would expand (``$VAR``, ``~``): names, task text and paths
+only ever appear in ``name`` and ``args``, which Zellij takes verbatim.
+
+Styles (``generate``):
+
+- ``swarm``: the board on the left (40 %), slot panes stacked on the right;
+- ``grid``: the board and the slot panes in a grid of ⌈√(n+1)⌉ columns;
+- ``compact``: the board on top, slot panes stacked below it, Zellij's compact bar at the
+  bottom.
+
+In ``compact`` UI the slot panes run ``zellij-swarm slot-view N``; in ``live`` UI a running
+swarm opens one pane per worker next to the board, so the layout holds the board alone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import ckdl
+
+STYLES = ("swarm", "grid", "compact")
+UIS = ("live", "compact")
+_EXPANDED = re.compile(r"[$~]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class PaneSpec:
+    """One command pane: ``name`` is its title; ``argv[0]`` becomes ``command`` (must need no
+    expansion), the rest ``args``."""
+
+    name: str
+    argv: Sequence[str]
+    close_on_exit: bool = False
+    focus: bool = False
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def title(text: str) -> str:
+    """A pane name that stays one line: control characters (newlines, escapes) become spaces."""
+    return _CONTROL.sub(" ", text)
+
+
+def _node(name: str, *args: object, props: dict[str, object] | None = None,
+          children: Sequence[ckdl.Node] = ()) -> ckdl.Node:
+    return ckdl.Node(None, name, *args, properties=dict(props or {}), children=list(children))
+
+
+def _pane(spec: PaneSpec) -> ckdl.Node:
+    command, *args = spec.argv
+    if _EXPANDED.search(command):
+        raise ValueError(f"layout command {command!r} would be expanded by Zellij; run it through /bin/sh args")
+    props: dict[str, object] = {"name": title(spec.name), "command": command}
+    if spec.focus:
+        props["focus"] = True
+    if spec.close_on_exit:
+        props["close_on_exit"] = True
+    props.update(spec.extra)
+    return _node("pane", props=props, children=[_node("args", *args)] if args else [])
+
+
+def _container(children: list[ckdl.Node], **props: object) -> ckdl.Node:
+    return _node("pane", props=props, children=children)
+
+
+def document(board: PaneSpec | None, slots: Sequence[PaneSpec], *, tab_name: str, style: str = "swarm") -> str:
+    """The KDL v1 text of one tab: ``board`` and ``slots`` placed per ``style``."""
+    if style not in STYLES:
+        raise ValueError(f"unknown layout style {style!r} (expected {', '.join(STYLES)})")
+    nodes: list[ckdl.Node] = []
+    slot_nodes = [_pane(s) for s in slots]
+    board_node = _pane(board) if board else None
+    if style == "grid":
+        cells = ([board_node] if board_node else []) + slot_nodes
+        ncols = max(1, math.ceil(math.sqrt(len(cells))))
+        rows = max(1, math.ceil(len(cells) / ncols))
+        columns = [cells[i:i + rows] for i in range(0, len(cells), rows)]
+        nodes.append(_container([_container(col) if len(col) > 1 else col[0] for col in columns],
+                                split_direction="vertical") if len(columns) > 1 else
+                     (_container(columns[0]) if columns and len(columns[0]) > 1 else columns[0][0]))
+    else:
+        stack = _container(slot_nodes, stacked=True) if slot_nodes else None
+        if style == "swarm":
+            if board_node is not None and stack is not None:
+                board_node.properties["size"] = "40%"
+                nodes.append(_container([board_node, stack], split_direction="vertical"))
+            else:
+                nodes.append(board_node or stack)  # type: ignore[arg-type]
+        else:
+            if board_node is not None:
+                if stack is not None:
+                    board_node.properties["size"] = "30%"
+                nodes.append(board_node)
+            if stack is not None:
+                nodes.append(stack)
+            nodes.append(_node("pane", props={"size": 1, "borderless": True},
+                               children=[_node("plugin", props={"location": "zellij:compact-bar"})]))
+    tab = _node("tab", props={"name": title(tab_name), "focus": True}, children=nodes)
+    text = ckdl.Document(_node("layout", children=[tab])).dump(ckdl.EmitterOptions(version=1))
+    ckdl.parse(text, version=1)  # what we hand to Zellij must be valid KDL v1
+    return text
+
+
+def generate(jobs: int, ui: str = "compact", style: str = "swarm", *, run: str | None = None,
+             state_dir: str | None = None, program: Sequence[str] = ("zellij-swarm",)) -> str:
+    """The layout ``zellij-swarm layout --jobs N --ui UI [--style S]`` prints.
+
+    Renderer panes run ``program`` (default ``zellij-swarm`` from Zellij's ``PATH``) with the
+    run id (default: the latest run) and ``--state-dir`` when given."""
+    if ui not in UIS:
+        raise ValueError(f"unknown ui {ui!r} (expected live or compact)")
+    if not 1 <= jobs <= 1024:
+        raise ValueError("jobs must be 1–1024")
+
+    def argv(command: str, *args: str) -> list[str]:
+        out = [*program, command, *([run] if run else []), *args]
+        return out + (["--state-dir", state_dir] if state_dir else [])
+
+    board = PaneSpec("board", argv("board"), focus=True)
+    slots = [PaneSpec(f"slot {n}", argv("slot-view", str(n))) for n in range(1, jobs + 1)] if ui == "compact" else []
+    return document(board, slots, tab_name="swarm", style=style)
+
+
+def shipped() -> dict[str, str]:
+    """The files of ``layouts/`` and the text each must hold (checked by a test)."""
+    return {
+        "swarm.kdl": generate(4, "compact", "swarm"),
+        "grid.kdl": generate(6, "compact", "grid"),
+        "compact.kdl": generate(4, "compact", "compact"),
+        "live.kdl": generate(4, "live", "swarm"),
+    }
