@@ -182,7 +182,8 @@ def test_generations_no_wrapper_ran_are_not_evidence(tmp_path: Path) -> None:
 def test_exit_json_of_a_vanished_wrapper_gives_the_end(tmp_path: Path) -> None:
     run = make_run(tmp_path, 1, [(1, 1, 0.0, None, 101)])
     (run / "slots/slot-1/gen-1/exit.json").write_text(json.dumps(
-        {"code": None, "signal": "SIGKILL", "started_at": T0, "ended_at": T0 + 2.5, "pid": 101, "reason": "no_exit_record"}))
+        {"code": None, "signal": "SIGKILL", "started_at": T0, "ended_at": T0 + 2.5, "pid": 101,
+         "reason": "no_exit_record"}))
     report = proof_of(run)
     assert report["generations"]["ended_by_supervisor"] == 1 and report["generations"]["running"] == 0
     assert report["wall_ms"] == pytest.approx(2500.0)
@@ -200,6 +201,27 @@ def test_running_generation_counts_up_to_now(tmp_path: Path) -> None:
     # A live run's snapshot lags its files: not compared, and said so.
     assert report["consistency"]["checked"] is False and report["ok"]
     assert [w["code"] for w in report["warnings"]] == ["metrics_unchecked"]
+
+
+def test_interrupted_run_counts_open_generations_up_to_now(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 2, [(1, 1, 0.0, None, 101)], state="interrupted", metrics={"active_slot_time_ms": 0.0})
+    report = proof_of(run, now=T0 + 10.0)
+    assert report["wall_ms"] == pytest.approx(10000.0)
+    assert not report["consistency"]["checked"] and report["ok"]
+
+
+def test_ended_run_with_an_open_generation_counts_it_to_the_run_end(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 2, [(1, 1, 0.0, 1.0, 101), (2, 1, 0.0, None, 102)], ended=3.0)
+    report = proof_of(run, now=T0 + 100.0)
+    assert report["last_end"] == pytest.approx(T0 + 3.0)
+    assert "exit_record_missing" in [w["code"] for w in report["warnings"]]
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    from zellij_swarm import exc
+
+    with pytest.raises(exc.UsageError):
+        prove(RunPaths(tmp_path))
 
 
 def _consistent_run(root: Path, **changes: float) -> Path:

@@ -62,7 +62,7 @@ TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the sch
                   "utilization is compared as the active time it implies")
 
 
-def _read_claim(path: os.PathLike) -> tuple[float, str] | None:
+def _read_claim(path: str) -> tuple[float, str] | None:
     """(mtime, content) of a claim file, or None when there is none."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -76,10 +76,12 @@ def _read_claim(path: os.PathLike) -> tuple[float, str] | None:
     return mtime, data.decode("ascii", "replace").strip()
 
 
-def _exit_end(gen: GenPaths) -> tuple[float | None, bool]:
-    """(end time, whether it came from exit.json) of a generation; (None, False) while open."""
+def _exit_end(gen: GenPaths, base: str) -> tuple[float | None, bool]:
+    """(end time, whether it came from exit.json) of a generation; (None, False) while open.
+    ``base`` is the generation directory as a string (plain strings: pathlib joins would cost
+    more than the system calls for 10,000 generations)."""
     try:
-        st = os.stat(gen.exit_sidecar)
+        st = os.stat(base + "/exit")
         if st.st_size > 0:
             return st.st_mtime, False
     except FileNotFoundError:
@@ -124,8 +126,9 @@ def _first_batch(run: RunPaths) -> tuple[float | None, list[tuple[int, int]]]:
                 reserved_at = float(ts)
             if ev.get("event") == "batch_dispatch_started":
                 return reserved_at, members
-            if ev.get("event") == "slot_reserved" and isinstance(ev.get("slot"), int) and isinstance(ev.get("gen"), int):
-                members.append((ev["slot"], ev["gen"]))
+            slot, gen = ev.get("slot"), ev.get("gen")
+            if ev.get("event") == "slot_reserved" and isinstance(slot, int) and isinstance(gen, int):
+                members.append((slot, gen))
     # No batch_dispatch_started at all (a truncated log): the first reservation stands alone.
     return reserved_at, members[:1]
 
@@ -176,9 +179,15 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
     final = _load(run.summary)
     snapshot = final or _load(run.state)
     state = (snapshot or {}).get("state") or "running"
-    jobs = meta.get("jobs") or (snapshot or {}).get("jobs")
-    run_ended = (snapshot or {}).get("ended_at") if final is not None or state != "running" else None
-    open_until = run_ended if isinstance(run_ended, (int, float)) else now
+    jobs = meta.get("jobs")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise exc.UsageError(f"{run.run_json} records no slot count (jobs): cannot check concurrency against it")
+    # Ended: its supervisor finished (or was cancelled) and wrote its end. An interrupted run's
+    # workers may still be going, so, like a running one, its open generations count up to now.
+    run_ended = (snapshot or {}).get("ended_at") if state in ("finished", "cancelled") else None
+    if not isinstance(run_ended, (int, float)):
+        run_ended = None
+    open_until = run_ended if run_ended is not None else now
 
     blockers: list[dict[str, str]] = []
     warnings: list[dict[str, str]] = []
@@ -189,13 +198,14 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
     for slot in run.slot_numbers():
         for g in run.generations(slot):
             dirs += 1
-            claim = _read_claim(g.claim)
+            base = os.fspath(g.dir)
+            claim = _read_claim(base + "/claim")
             if claim is None or claim[1] == "supervisor":
                 not_started += 1
                 continue
             start, owner = claim
             pid = int(owner) if owner.isdigit() else None
-            end, from_record = _exit_end(g)
+            end, from_record = _exit_end(g, base)
             if from_record:
                 supervisor_ended += 1
             is_open = end is None
@@ -259,7 +269,7 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
         t0 = t1 = None
         wall = 0.0
     speedup = round(active / wall, 3) if wall > 0 else None
-    utilization = round(active / (wall * jobs), 4) if wall > 0 and jobs else None
+    utilization = round(active / (wall * jobs), 4) if wall > 0 else None
 
     # ----- first batch --------------------------------------------------------------------
     reserved_at, members = _first_batch(run)
@@ -272,7 +282,7 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
     # ----- verdict ------------------------------------------------------------------------
     if not gens:
         blockers.append({"code": "no_evidence", "message": "no generation of this run was started by a wrapper"})
-    if jobs and peak > jobs:
+    if peak > jobs:
         blockers.append({"code": "concurrency_exceeded_slots",
                          "message": f"{peak} workers ran at once (at {peak_at:.3f}) but the run has {jobs} slot(s)"})
     if min_concurrency is not None and peak < min_concurrency:
@@ -287,7 +297,7 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
         blockers.append({"code": "launch_span_above_max",
                          "message": f"{got}; at most {max_launch_span_ms:g} ms allowed"})
 
-    consistency = _consistency(snapshot, final is not None or state != "running", jobs, active, wall, span)
+    consistency = _consistency(snapshot, run_ended is not None, jobs, active, wall, span)
     if consistency["ok"] is False:
         bad = [c for c in consistency["checks"] if not c["ok"]]
         blockers.append({"code": "metrics_inconsistent",
@@ -333,7 +343,7 @@ def _tolerance(value: float) -> float:
     return max(TOLERANCE_MS, TOLERANCE_FRACTION * abs(value))
 
 
-def _consistency(snapshot: dict | None, ended: bool, jobs: int | None, active_s: float, wall_s: float,
+def _consistency(snapshot: dict | None, ended: bool, jobs: int, active_s: float, wall_s: float,
                  span: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"checked": False, "ok": None, "tolerance": TOLERANCE_TEXT, "why": None, "checks": []}
     metrics = (snapshot or {}).get("metrics")
@@ -341,7 +351,7 @@ def _consistency(snapshot: dict | None, ended: bool, jobs: int | None, active_s:
         out["why"] = "the run has no scheduler metrics (no summary.json or state.json)"
         return out
     if not ended:
-        out["why"] = "the run is still going: its scheduler snapshot lags the wrappers' files"
+        out["why"] = "the run has not ended (running or interrupted): its scheduler snapshot lags the wrappers' files"
         return out
     checks = out["checks"]
     active, wall = active_s * 1000, wall_s * 1000
@@ -360,11 +370,12 @@ def _consistency(snapshot: dict | None, ended: bool, jobs: int | None, active_s:
         # The run's wall (supervisor start → end) must cover the evidence's wall.
         check("wall_time_ms", sched_wall, wall, ok=sched_wall + _tolerance(sched_wall) >= wall)
         util = metrics.get("utilization")
-        if isinstance(util, (int, float)) and jobs and sched_wall > 0:
+        if isinstance(util, (int, float)) and sched_wall > 0:
             implied = util * sched_wall * jobs
             tol = _tolerance(implied) + sched_wall * jobs * 0.00005  # utilization is rounded to 4 places
             checks.append({"metric": "utilization", "scheduler": util,
-                           "proof": round(active / (sched_wall * jobs), 4), "delta_ms": round(implied - active, 1) + 0.0,
+                           "proof": round(active / (sched_wall * jobs), 4),
+                           "delta_ms": round(implied - active, 1) + 0.0,
                            "tolerance_ms": round(tol, 1), "ok": abs(implied - active) <= tol})
     sched_span = metrics.get("first_batch_launch_span_ms")
     if isinstance(sched_span, (int, float)) and span is not None:
@@ -405,7 +416,7 @@ def format_proof(report: dict[str, Any]) -> str:
                      "of reservation")
     tl = r["timeline"]
     if tl["points"] and r["wall_ms"] > 0:
-        top = r["slots"] or r["max_concurrency"] or 1
+        top = max(r["slots"], r["max_concurrency"])
         lines.append(f"  timeline:         |{_spark(tl['points'], r['wall_ms'] / 1000, top)}| "
                      f"0–{r['wall_ms'] / 1000:.2f} s, max per column of 0..{top}")
     c = r["consistency"]
