@@ -1,0 +1,212 @@
+"""The Zellij backend end to end, against the fake ``zellij`` at the versions of contract §0:
+inside a session (our own tab) and outside (a detached session), live and compact, under
+require: the right panes, heartbeats with pane ids, no warnings, the headless outcomes, the
+pane lifecycle, well-formed calls only."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from swarmtest import clean_env, wait_until
+from zellijtest import FakeZellij, check_calls
+
+SWARM = """
+[swarm]
+jobs = 2
+
+[[task]]
+name = "ok1"
+cmd = "echo ok1 >> ledger.txt; echo out-ok1"
+
+[[task]]
+name = "bad"
+cmd = "echo bad >> ledger.txt; exit 3"
+
+[[task]]
+name = "slow"
+cmd = "echo slow >> ledger.txt; sleep 0.6"
+
+[[task]]
+name = 'q"$x ~{y}'
+argv = ["sh", "-c", "echo weird >> ledger.txt; if [ -t 1 ]; then echo tty; else echo notty; fi"]
+
+[[task]]
+name = "ok2"
+cmd = "echo ok2 >> ledger.txt"
+"""
+WEIRD = 'q"$x ~{y}'
+EXPECTED = {"ok1": ("succeeded", 0), "bad": ("failed", 3), "slow": ("succeeded", 0), WEIRD: ("succeeded", 0),
+            "ok2": ("succeeded", 0)}
+LEDGER = ["bad", "ok1", "ok2", "slow", "weird"]
+FAST = {"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "3000", "ZELLIJ_SWARM_PANE_HOLD_MS": "200"}
+
+
+@pytest.fixture
+def fz():
+    f = FakeZellij()
+    try:
+        yield f
+    finally:
+        f.cleanup()
+
+
+def events(run: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (run / "events.jsonl").read_text().splitlines()]
+
+
+def heartbeats(run: Path) -> dict[str, dict]:
+    """task name -> launch heartbeat of its generation."""
+    out = {}
+    for e in events(run):
+        if e["event"] == "slot_reserved":
+            hb = run / "slots" / f"slot-{e['slot']}" / f"gen-{e['gen']}" / "heartbeat.jsonl"
+            out[e["task"]] = json.loads(hb.read_text().splitlines()[0])
+    return out
+
+
+def output(run: Path, task: str) -> str:
+    for e in events(run):
+        if e["event"] == "slot_reserved" and e["task"] == task:
+            return (run / "slots" / f"slot-{e['slot']}" / f"gen-{e['gen']}" / "output.log").read_text()
+    raise AssertionError(task)
+
+
+def check_outcomes(swarm, res) -> Path:
+    assert res.code == 1, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    rows = swarm.tasks()
+    assert {n: (r["status"], r["exit_code"]) for n, r in rows.items()} == EXPECTED
+    assert sorted((swarm.cwd / "ledger.txt").read_text().split()) == LEDGER  # each generation ran once
+    return swarm.latest()
+
+
+def test_headless_reference(swarm):
+    """The outcomes every Zellij run must reproduce."""
+    swarm.write("sw.toml", SWARM)
+    run = check_outcomes(swarm, swarm("run", "sw.toml", "--backend", "headless", env=clean_env()))
+    assert output(run, WEIRD) == "notty\n"
+
+
+@pytest.mark.parametrize("ui", ["live", "compact"])
+@pytest.mark.parametrize("where", ["inside", "outside"])
+@pytest.mark.parametrize("version", ["0.45.0", "0.44.3"])
+def test_swarm_in_zellij(swarm, fz, version, where, ui):
+    inside = None
+    if where == "inside":
+        fz.host("host", version)
+        inside = "host"
+    # require through the flag for live, through the environment for compact
+    require = ["--require-zellij"] if ui == "live" else []
+    extra = {} if require else {"ZELLIJ_SWARM_REQUIRE_ZELLIJ": "1"}
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", ui, *require,
+                env=fz.env(version, inside=inside, **FAST, **extra), timeout=60)
+    run = check_outcomes(swarm, res)
+    run_id = run.name
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    hbs = heartbeats(run)
+    rows = swarm.tasks()
+    session = inside or f"swarm-{run_id}"
+    tab = fz.tab(version, run_id, session)
+    titles = sorted(p["title"] for p in tab["panes"])
+    if ui == "live":
+        for name, hb in hbs.items():
+            assert re.fullmatch(r"terminal_\d+", hb["pane_id"]), hb
+            assert rows[name]["pane_id"] == hb["pane_id"]
+        assert output(run, WEIRD) == "tty\n"  # the worker had the pane's terminal
+        assert output(run, "ok1") == "out-ok1\n"  # script's header and footer are gone
+        # the failed pane stays, titled; the successful ones were closed
+        bad_slot = rows["bad"]["slot"]
+        assert titles == sorted([f"zellij-swarm {run_id} · board", f"slot {bad_slot} · bad · failed (exit 3)"])
+        closed = {c["argv"][-1] for c in fz.calls() if c["subcommand"] == "close-pane"}
+        assert closed == {hbs[n]["pane_id"] for n in EXPECTED if n != "bad"}
+        # the first batch came in one layout, backfill through single run calls
+        runs = [c for c in fz.calls() if c["subcommand"] == "run"]
+        assert len(runs) == len(EXPECTED) - 2
+        assert all("--stacked" in c["argv"] and "--tab-id" in c["argv"] for c in runs)
+        assert ("--no-focus" in runs[0]["argv"]) == (version >= "0.45")
+    else:
+        assert all(hb["pane_id"] is None for hb in hbs.values())
+        assert output(run, WEIRD) == "notty\n"
+        assert titles == sorted([f"zellij-swarm {run_id} · board", "slot 1", "slot 2"])
+        assert all(p["stacked"] for p in tab["panes"] if p["title"].startswith("slot"))
+        assert not [c for c in fz.calls() if c["subcommand"] == "run"]
+    if where == "outside":
+        assert f"zellij attach swarm-{run_id}" in res.stderr  # the attach command is printed
+        assert fz.session(version, session)["live"]  # kept for the user (no CI, no --close-session)
+    check_calls(fz.calls())
+
+
+@pytest.mark.parametrize("version,where,ui", [
+    ("0.43.1", "inside", "live"), ("0.43.1", "inside", "compact"), ("0.43.1", "outside", "compact"),
+    ("0.41.2", "inside", "live"), ("0.41.2", "outside", "compact"),
+])
+def test_before_044(swarm, fz, version, where, ui):
+    """No pane ids from Zellij: ids come from the heartbeat; close-on-exit panes held by the wrapper."""
+    inside = None
+    if where == "inside":
+        fz.host("host", version, client=True)
+        inside = "host"
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", ui, "--require-zellij",
+                env=fz.env(version, inside=inside, **FAST), timeout=60)
+    run = check_outcomes(swarm, res)
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    hbs = heartbeats(run)
+    session = inside or f"swarm-{run.name}"
+    if ui == "live":
+        assert all(re.fullmatch(r"terminal_\d+", hb["pane_id"]) for hb in hbs.values()), hbs
+        assert output(run, WEIRD) == "tty\n"
+        # successful panes close after the hold, the failed one stays (title fixed at creation)
+        bad_slot = swarm.tasks()["bad"]["slot"]
+        want = sorted([f"zellij-swarm {run.name} · board", f"slot {bad_slot} · bad · running"])
+        wait_until(lambda: sorted(p["title"] for p in fz.tab(version, run.name, session)["panes"]) == want,
+                   timeout=10, what="only the board and the failed pane left")
+        assert not [c for c in fz.calls() if "--pane-id" in c["argv"]]
+    else:
+        assert all(hb["pane_id"] is None for hb in hbs.values())
+        titles = sorted(p["title"] for p in fz.tab(version, run.name, session)["panes"])
+        assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+    check_calls(fz.calls())
+
+
+@pytest.mark.parametrize("version", ["0.43.1", "0.41.2"])
+def test_before_044_outside_live_degrades(swarm, fz, version):
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "live", env=fz.env(version, **FAST), timeout=60)
+    run = check_outcomes(swarm, res)
+    warnings = [e["code"] for e in events(run) if e["event"] == "warning"]
+    assert warnings == ["live_degraded_to_compact"]
+    titles = sorted(p["title"] for p in fz.tab(version, run.name, f"swarm-{run.name}")["panes"])
+    assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+
+
+def test_before_044_outside_live_is_an_error_under_require(swarm, fz):
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "live",
+                env=fz.env("0.43.1", ZELLIJ_SWARM_REQUIRE_ZELLIJ="1", **FAST), timeout=60)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks()
+    assert {r["reason"] for r in rows.values()} == {"zellij_live_degraded_to_compact"}
+    assert not (swarm.cwd / "ledger.txt").exists()
+
+
+def test_ui_from_the_environment_and_the_flag_overrides_it(swarm, fz):
+    """ZELLIJ_SWARM_UI switches the mode with no flag; --ui wins; auto picks Zellij inside it."""
+    fz.host("host", "0.45.0")
+    swarm.write("two.toml", '[swarm]\njobs = 2\n[[task]]\ncmd = "true"\n[[task]]\ncmd = "true"\n')
+    env = fz.env("0.45.0", inside="host", ZELLIJ_SWARM_UI="live", **FAST)
+    res = swarm("run", "two.toml", env=env, timeout=60)
+    assert res.code == 0, res.stderr
+    run = swarm.latest()
+    assert json.loads((run / "run.json").read_text())["backend"]["name"] == "zellij"
+    assert all(hb["pane_id"] for hb in heartbeats(run).values())
+    res = swarm("run", "two.toml", "--ui", "compact", env=env, timeout=60)
+    assert res.code == 0, res.stderr
+    run = swarm.latest()
+    assert all(hb["pane_id"] is None for hb in heartbeats(run).values())
+    assert "slot 1" in [p["title"] for p in fz.tab("0.45.0", run.name, "host")["panes"]]
