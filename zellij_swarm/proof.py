@@ -38,7 +38,12 @@ Decisions (the upstream design's weaknesses, research notes §11 items 17–18, 
   larger of 20 ms and 5 % of the scheduler's value. Both sides come from the same wrapper files,
   so a disagreement beyond that means corrupt records or a scheduler that miscounts: unlike
   upstream, ``metrics_inconsistent`` is a blocker. It is checked only once the run has ended
-  (a live run's snapshot lags its files); otherwise it is reported as not checked.
+  (finished or cancelled: a running or interrupted run's snapshot lags its files); otherwise it
+  is reported as not checked, with the warning ``metrics_unchecked``.
+
+CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
+[--max-launch-span MS]``): print ``format_proof(report)`` or the report as JSON; exit 0 when
+``report["ok"]``, else 1 (a run that is not a run directory: ``exc.UsageError``, exit 2).
 """
 
 from __future__ import annotations
