@@ -48,7 +48,7 @@ def _state_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _state_dir(flag: str | None) -> Path:
-    return Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm")
+    return Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm").absolute()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -134,6 +134,23 @@ def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: s
 
 @cli.command()
 @click.argument("run_id")
+@click.option("--output", type=click.Choice(["progress", "group", "tag", "quiet"]), default=None,
+              help="output mode (default: the run's own)")
+@click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
+@_state_dir_option
+def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | None) -> None:
+    """Continue an interrupted run (its supervisor died or was detached): adopt workers still
+    running, record exits that happened meanwhile, run what is left — no generation twice."""
+    from .engine import resume as resume_run
+
+    outcome = resume_run(find_run(_state_dir(state_dir), run_id), output=output, json_output=json_output)
+    if json_output:
+        click.echo(json.dumps(outcome.summary, indent=1))
+    sys.exit(outcome.exit_code)
+
+
+@cli.command()
+@click.argument("run_id")
 @click.argument("tasks", nargs=-1)
 @_state_dir_option
 def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
@@ -187,6 +204,28 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], state_dir: str |
 
 def _run_task_names(run: Any) -> set[str]:
     return {t["name"] for t in read_json(run.run_json).get("tasks", [])}
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--json", "json_output", is_flag=True, help="machine-readable output")
+@click.option("--min-concurrency", type=click.IntRange(min=1), default=None, help="fail below this many workers at once")
+@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, help="fail below this speed-up")
+@click.option("--max-launch-span", type=click.FloatRange(min=0), default=None, metavar="MS",
+              help="fail if the first batch took longer than this to start")
+@_state_dir_option
+def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speedup: float | None,
+          max_launch_span: float | None, state_dir: str | None) -> None:
+    """Prove a run's parallelism from OS evidence (the wrappers' pids and file times): max
+    concurrency, speed-up, first-batch launch span, and a check against the scheduler's own
+    metrics. Always fails if concurrency ever exceeded the slot count; thresholds are opt-in.
+    Exit 0 when the proof holds, 1 when it does not."""
+    from .proof import format_proof, prove
+
+    report = prove(find_run(_state_dir(state_dir), run_id), min_concurrency=min_concurrency,
+                   min_speedup=min_speedup, max_launch_span_ms=max_launch_span)
+    click.echo(json.dumps(report, indent=1) if json_output else format_proof(report))
+    sys.exit(0 if report["ok"] else 1)
 
 
 @cli.command()

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import junit, swarmfile
+from . import junit, recovery, swarmfile
 from .backends.base import Backend
 from .backends.headless import HeadlessBackend
 from .backends.select import Choice, choose
 from .report import ConsoleReporter
+from .rundir import RunPaths
 from .settings import Resolved
 from .supervisor import RunPlan, Supervisor
 
@@ -50,6 +51,23 @@ def execute(
     if junit_path:
         junit.write(Path(junit_path), sup.paths, summary)
     return Outcome(code, sup.run_id, sup.paths.dir, summary)
+
+
+def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> Outcome:
+    """Continue an interrupted run. Adopted workers keep running where they are (a pane's
+    wrapper is followed in its pane); new generations run headless."""
+    rec = recovery.load(run)
+    resolved = recovery.resolved_settings(rec.meta)
+    if output:
+        resolved.values["output"] = output
+    mode = resolved.output or ("progress" if sys.stderr.isatty() else "group")
+    reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
+    plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
+                   cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
+                   resume=rec, run_dir=run.dir)
+    sup = Supervisor(plan, HeadlessBackend(rec.env), reporter, fallback=HeadlessBackend(rec.env))
+    code = sup.run()
+    return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
 
 
 def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool) -> Backend:

@@ -103,6 +103,12 @@ class GenPaths:
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
+    @property
+    def kill(self) -> Path:
+        """Why the supervisor ended this generation (timeout, cancelled_by_user, …), written
+        before the first signal so that a resumed supervisor classifies its exit the same."""
+        return self.dir / "kill"
+
 
 @dataclass(frozen=True)
 class RunPaths:

@@ -27,6 +27,11 @@ class SlotPool:
             return None
         return heapq.heappop(self._free)
 
+    def take_slot(self, slot: int) -> None:
+        """Mark a particular slot busy (a worker adopted on resume)."""
+        self._free.remove(slot)
+        heapq.heapify(self._free)
+
     def give_back(self, slot: int) -> None:
         heapq.heappush(self._free, slot)
 
@@ -73,6 +78,13 @@ class ReadyQueue:
         p, order = self._priority[task]
         heapq.heappush(self._heap, (p, order, task))
 
+    def settled(self, task: str, succeeded: bool) -> None:
+        """A task already ended before this queue existed (resume): dependents added later
+        see it, with no skipping cascade now."""
+        self._ended.add(task)
+        if succeeded:
+            self._succeeded.add(task)
+
     def pop(self) -> str | None:
         """The next ready task, or None."""
         return heapq.heappop(self._heap)[2] if self._heap else None
@@ -89,6 +101,9 @@ class ReadyQueue:
         if len(kept) != len(self._heap):
             heapq.heapify(kept)
             self._heap = kept
+
+    def __contains__(self, task: object) -> bool:
+        return task in self._priority
 
     def __len__(self) -> int:
         return len(self._heap)

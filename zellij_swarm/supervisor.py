@@ -28,6 +28,7 @@ from . import __version__, additions, exc, inbox, metrics, procs, records, rundi
 from .backends.base import Backend, LaunchFailed, LaunchRequest, PaneOpened, RunContext, Spawned
 from .backends.headless import HeadlessBackend
 from .live import LiveGen, Timers
+from .recovery import Recovered
 from .watchdog import IdleWatchdog
 from .model import TaskRecord
 from .scheduler import ReadyQueue, SlotPool
@@ -51,6 +52,8 @@ class RunPlan:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
     backend_reason: str = ""
+    resume: Recovered | None = None  # continue this interrupted run instead of starting one
+    run_dir: Path | None = None
 
 
 class Reporter(Protocol):
@@ -89,12 +92,18 @@ class Supervisor:
         self.fallback = fallback or HeadlessBackend(plan.env)
         self.by_dir: dict[Path, LiveGen] = {}
         self.jobs: int = self.settings.jobs
-        self.started_at = wallclock()
-        self.run_id = new_run_id(self.started_at)
-        self.state_dir = Path(self.settings.state_dir)
-        if not self.state_dir.is_absolute():
-            self.state_dir = Path(plan.cwd) / self.state_dir
-        self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
+        if plan.resume is not None and plan.run_dir is not None:
+            self.started_at = plan.resume.meta["started_at"]
+            self.run_id = plan.resume.meta["run_id"]
+            self.paths = rundir.RunPaths(plan.run_dir)
+            self.state_dir = plan.run_dir.parent.parent
+        else:
+            self.started_at = wallclock()
+            self.run_id = new_run_id(self.started_at)
+            self.state_dir = Path(self.settings.state_dir)
+            if not self.state_dir.is_absolute():
+                self.state_dir = Path(plan.cwd) / self.state_dir
+            self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
         self.tasks: dict[str, TaskRecord] = {}
         self.by_name: dict[str, TaskRecord] = {}
         self.ready = ReadyQueue()
@@ -125,7 +134,7 @@ class Supervisor:
         except OSError as e:
             raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
 
-    def _add_tasks(self, specs: list[swarmfile.TaskSpec]) -> list[TaskRecord]:
+    def _add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
         added = []
         for spec in specs:
             n = len(self.tasks) + 1
@@ -138,7 +147,7 @@ class Supervisor:
             self.tasks[rec.id] = rec
             self.by_name[spec.name] = rec
             added.append(rec)
-        for rec in added:
+        for rec in added if enqueue else ():
             after_ids = [self.by_name[d].id for d in rec.spec.after]
             for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order):
                 self._skip(self.tasks[skipped])
@@ -160,11 +169,111 @@ class Supervisor:
             "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
         })
 
+    # ----- resume --------------------------------------------------------------------------
+
+    def _restore(self, rec: Recovered) -> None:
+        """Rebuild every task from the records of an interrupted run (see ``recovery``):
+        record exits that happened meanwhile, adopt live wrappers, queue the rest."""
+        self._add_tasks(rec.specs, enqueue=False)
+        self.events.emit("run_resumed", run_id=self.run_id, pid=os.getpid(), generations=len(rec.gens))
+        self.stats.backfill_count = rec.backfills
+        by_task: dict[str, list] = {}
+        for gs in rec.gens:
+            self.slot_gen[gs.gen.slot] = max(self.slot_gen.get(gs.gen.slot, 0), gs.gen.gen)
+            if gs.task_id not in self.tasks or gs.state == "unstarted":
+                sidecars.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+            else:
+                by_task.setdefault(gs.task_id, []).append(gs)
+        to_collect: list[LiveGen] = []
+        to_adopt: list[LiveGen] = []
+        for task_id, gens in by_task.items():
+            task = self.tasks[task_id]
+            gens.sort(key=lambda g: g.attempt)
+            busy = any(g.state == "running" for g in gens)
+            for gs in gens:
+                task.attempts = max(task.attempts, gs.attempt)
+                task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
+                lg = LiveGen(task, gs.gen, LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None),
+                             backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
+                             timeout_armed=True, kill_reason=gs.kill_reason)
+                if gs.state == "running":
+                    to_adopt.append(lg)
+                elif gs.recorded is None and not busy and gs is gens[-1]:
+                    to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
+                else:
+                    self._replay(lg, gs)
+            task.status = TaskStatus.RUNNING if busy or (to_collect and to_collect[-1].task is task) else \
+                self._status_after(task)
+        for task in self.tasks.values():
+            if task.status == TaskStatus.PENDING and task.id in rec.settled:
+                status, reason = rec.settled[task.id]
+                task.finish(TaskStatus(status), reason)
+            if task.status.terminal:
+                self.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
+        for task in self.tasks.values():
+            if task.status == TaskStatus.PENDING and task.id not in self.ready:
+                after = [self.by_name[d].id for d in task.spec.after]
+                for skipped in self.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
+                    self._skip(self.tasks[skipped])
+        for lg in to_collect:
+            self._adopt(lg)
+            self._collect(lg)
+        for lg in to_adopt:
+            self._adopt(lg)
+
+    def _replay(self, lg: LiveGen, gs: Any) -> None:
+        """Put a generation that ended before this supervisor into its task's history."""
+        exit_rec = gs.exit or sidecars.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
+                                                           code=None, signal=None, ended_at=self.wallclock())
+        if gs.recorded is not None:
+            status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
+        else:
+            status, reason = self._outcome(lg, exit_rec)
+        lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        if not gs.followups_consumed:
+            self._consume_followups(lg)
+
+    def _status_after(self, task: TaskRecord) -> TaskStatus:
+        """A restored task with only finished attempts: retry it, or end it as its last attempt."""
+        last = task.history[-1]
+        if last.status == TaskStatus.SUCCEEDED:
+            task.status = TaskStatus.RUNNING
+            task.finish(TaskStatus.SUCCEEDED)
+        elif last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left):
+            return TaskStatus.PENDING
+        else:
+            task.status = TaskStatus.RUNNING
+            task.finish(last.status, last.reason)
+        return task.status
+
+    def _adopt(self, lg: LiveGen) -> None:
+        """Follow a wrapper that outlived its supervisor: file events on its directory for the
+        exit, a pidfd on its pid to notice it vanishing."""
+        slot = lg.gen.slot
+        self.pool.take_slot(slot)
+        self.slot_state[slot] = SlotState.RUNNING
+        self.live[slot] = lg
+        lg.task.status = TaskStatus.RUNNING
+        self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
+        self.watcher.add(lg.gen.dir)
+        lg.watching_dir = True
+        self.by_dir[lg.gen.dir] = lg
+        if lg.pid is not None:
+            try:
+                lg.pidfd = os.pidfd_open(lg.pid)
+                self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+            except ProcessLookupError:
+                pass
+        if lg.kill_reason is not None:  # the old supervisor had begun ending it: finish the job
+            reason, lg.kill_reason = lg.kill_reason, None
+            self._kill(lg, reason)
+
     # ----- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
         """Run the swarm to the end; returns the exit code of SPEC §8."""
-        self._create_run_dir()
+        if self.plan.resume is None:
+            self._create_run_dir()
         lock = runlock.RunLock(self.paths)
         lock.acquire()
         self.events = records.EventLog(self.paths.events, clock=self.wallclock)
@@ -179,11 +288,14 @@ class Supervisor:
         if wake_r is not None:
             sel.register(wake_r, selectors.EVENT_READ, "signal")
         try:
-            records.save_environment(self.paths.saved_env, self.plan.env)
-            self._add_tasks(self.plan.tasks)
-            self._write_run_json()
-            self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
-                             backend=self.backend.name, pid=os.getpid())
+            if self.plan.resume is None:
+                records.save_environment(self.paths.saved_env, self.plan.env)
+                self._add_tasks(self.plan.tasks)
+                self._write_run_json()
+                self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
+                                 backend=self.backend.name, pid=os.getpid())
+            else:
+                self._restore(self.plan.resume)
             self.reporter.started(self.paths, len(self.tasks))
             if not self._open_backend():
                 return self._finish()
@@ -483,24 +595,26 @@ class Supervisor:
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock())
         self._classify(lg, rec)
 
-    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord) -> None:
+    def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord) -> tuple[TaskStatus, str | None]:
+        """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
         if reason == "cwd_missing":
-            status = TaskStatus.FAILED
-        elif lg.kill_reason in ("timeout", "idle_timeout"):
-            status, reason = TaskStatus.TIMED_OUT, lg.kill_reason
-        elif lg.kill_reason is not None:
-            status, reason = TaskStatus.CANCELLED, lg.kill_reason
-        elif reason in ("no_exit_record", "multiplexer_lost"):
-            status = TaskStatus.LOST
-        elif lg.in_pane and rec.signal == "SIGHUP":
+            return TaskStatus.FAILED, reason
+        if lg.kill_reason in ("timeout", "idle_timeout"):
+            return TaskStatus.TIMED_OUT, lg.kill_reason
+        if lg.kill_reason is not None:
+            return TaskStatus.CANCELLED, lg.kill_reason
+        if reason in ("no_exit_record", "multiplexer_lost"):
+            return TaskStatus.LOST, reason
+        if lg.in_pane and rec.signal == "SIGHUP":
             # SPEC §6: a pane closed under the worker, or the whole session went away.
-            status, reason = ((TaskStatus.CANCELLED, "pane_closed") if self.backend.session_alive()
-                              else (TaskStatus.LOST, "multiplexer_lost"))
-        elif rec.code == 0:
-            status = TaskStatus.SUCCEEDED
-        else:
-            status = TaskStatus.FAILED
+            if self.backend.session_alive():
+                return TaskStatus.CANCELLED, "pane_closed"
+            return TaskStatus.LOST, "multiplexer_lost"
+        return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
+
+    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord) -> None:
+        status, reason = self._outcome(lg, rec)
         self._end_generation(lg, rec, status, reason)
 
     def _end_generation(self, lg: LiveGen, rec: sidecars.ExitRecord | None, status: TaskStatus,
@@ -582,6 +696,10 @@ class Supervisor:
         if lg.done or lg.kill_reason is not None:
             return
         lg.kill_reason = reason
+        try:
+            rundir.write_atomic(lg.gen.kill, reason + "\n")
+        except OSError as e:
+            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
         if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
             # Its pane never started the wrapper, and now never will: nothing to end.
             self._unwatch(lg)

@@ -1,0 +1,117 @@
+"""Crash-safe resume: a supervisor killed at random moments and resumed loses nothing and
+runs no generation twice (issue 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+
+
+def ledger_swarm(swarm, n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = ["[swarm]", "jobs = 8"]
+    for i in range(n):
+        ms = rng.randint(50, 300)
+        lines += ["[[task]]", f'name = "t{i:03d}"',
+                  f"cmd = 'sleep {ms / 1000:.3f}; echo \"$ZELLIJ_SWARM_TASK\" >> ledger'"]
+    swarm.write("ledger.toml", "\n".join(lines) + "\n")
+
+
+def kill_and_resume(swarm, kills: int, seed: int, first_args: tuple[str, ...], env: dict | None = None) -> str:
+    rng = random.Random(seed)
+    proc = swarm.popen("run", "ledger.toml", "--output", "quiet", *first_args, env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        for k in range(kills):
+            wait_until(lambda: (run / "state.json").exists(), what="a first snapshot")
+            deadline = time.monotonic() + rng.uniform(0.2, 0.9)
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+            if proc.poll() is not None:
+                break  # it finished before this kill
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            status = json.loads(swarm("status", "--json", run.name).stdout)
+            assert status["state"] == "interrupted", status["state"]
+            proc = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        assert proc.wait(timeout=120) in (0,), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return run.name
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend):
+    seed = int(os.environ.get("ZSW_TEST_SEED", random.randrange(1 << 30)))
+    print(f"\nseed {seed} (set ZSW_TEST_SEED to replay)")
+    n = 100 if backend == "headless" else 30
+    ledger_swarm(swarm, n, seed)
+    env = None
+    args: tuple[str, ...] = ()
+    if backend == "tmux":
+        tmpdir = tmp_path / "tm"
+        tmpdir.mkdir()
+        env = clean_env(TMUX_TMPDIR=str(tmpdir), ZELLIJ_SWARM_PANE_HOLD_MS="100")
+        args = ("--backend", "tmux", "--ui", "live", "--max-visible-panes", "4")
+    run_id = None
+    try:
+        run_id = kill_and_resume(swarm, 5 if backend == "headless" else 2, seed, args, env=env)
+        rows = swarm.tasks()
+        assert len(rows) == n
+        assert {r["status"] for r in rows.values()} == {"succeeded"}
+        ledger = (swarm.cwd / "ledger").read_text().splitlines()
+        assert sorted(ledger) == sorted(rows), "every task ran exactly once"
+        assert run_processes(run_id) == []
+        events = [json.loads(line)["event"] for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]
+        assert events.count("run_started") == 1 and events[-1] == "run_finished"
+    finally:
+        if run_id:
+            kill_run_processes(run_id)
+        if backend == "tmux":
+            import subprocess
+
+            subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=10)
+
+
+def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
+    swarm.write("s.txt", "sleep 30\n")
+    proc = swarm.popen("run", "s.txt", "--output", "quiet")
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        wait_until(lambda: (run / "lock").exists() and (run / "lock").read_text().strip(), what="lock")
+        res = swarm("resume", run.name)
+        assert res.code == 1 and f"supervised by pid {proc.pid}" in res.stderr
+    finally:
+        swarm("cancel", run.name)
+        proc.wait(timeout=30)
+        kill_run_processes(run.name)
+    res = swarm("resume", run.name)
+    assert res.code == 2 and "nothing to resume" in res.stderr
+
+
+def test_sighup_detaches_and_resume_picks_it_up(swarm):
+    swarm.write("h.txt", "sleep 0.8; echo a >> ledger\nsleep 0.8; echo b >> ledger\necho c >> ledger\n")
+    proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/claim").exists() for n in (1, 2)), what="workers")
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=10) == 129
+        detached = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()
+                    if '"run_detached"' in line]
+        assert detached[0]["resume"] == f"zellij-swarm resume {run.name}"
+        assert json.loads(swarm("status", "--json", run.name).stdout)["state"] == "interrupted"
+        assert len(run_processes(run.name)) >= 2, "workers keep running after SIGHUP"
+        res = swarm("resume", run.name)
+        assert res.code == 0, res.stderr
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
+    finally:
+        kill_run_processes(run.name)

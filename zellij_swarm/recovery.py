@@ -1,0 +1,156 @@
+"""Reading an interrupted run back from its records, for ``zellij-swarm resume`` (SPEC §8).
+
+The generation directories are the ground truth: each wrapper's header names its task,
+slot, generation and attempt; its claim says whether it ran; its exit sidecar whether it
+ended. The event log adds what only the supervisor knew (outcomes it recorded, kill
+reasons, consumed follow-ups and inbox messages). A generation is in one of four states:
+
+- ``ended``: its exit is committed (recorded before the crash, or meanwhile);
+- ``running``: its wrapper is alive — the same process, checked by pid **and** start time
+  and command line, never a recycled pid — and is adopted;
+- ``vanished``: it ran but its wrapper is gone without an exit record → ``lost``;
+- ``unstarted``: nobody claimed it; the resuming supervisor takes the claim so that a late
+  pane cannot run it, and the task is dispatched again as a new generation.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from . import exc, records, runlock, settings, sidecars, swarmfile
+from .rundir import GenPaths, RunPaths, read_json
+
+_HEADER = re.compile(r"# zellij-swarm generation wrapper: run (\S+), task id (\S+), slot (\d+), generation (\d+), "
+                     r"attempt (\d+)")
+START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
+
+
+@dataclass
+class GenState:
+    gen: GenPaths
+    task_id: str
+    attempt: int
+    state: str  # ended | running | vanished | unstarted
+    exit: sidecars.ExitRecord | None = None
+    recorded: dict[str, Any] | None = None  # the worker_completed/failed event, if the old supervisor saw it
+    kill_reason: str | None = None
+    pid: int | None = None
+    pane_id: str | None = None
+    followups_consumed: bool = False
+
+
+@dataclass
+class Recovered:
+    meta: dict[str, Any]
+    env: dict[str, str]
+    specs: list[swarmfile.TaskSpec]
+    gens: list[GenState]
+    settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
+    consumed_messages: set[str] = field(default_factory=set)
+    backfills: int = 0
+
+
+def header(gen: GenPaths) -> tuple[str, int] | None:
+    """(task id, attempt) from a wrapper's first line."""
+    try:
+        with open(gen.wrapper, encoding="utf-8", errors="replace") as f:
+            m = _HEADER.match(f.readline())
+    except FileNotFoundError:
+        return None
+    return (m.group(2), int(m.group(5))) if m else None
+
+
+def load_environment(path: Path) -> dict[str, str]:
+    """Parse the ``export K='v'`` lines written by ``records.save_environment``."""
+    env = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return env
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            key, _, value = words[1].partition("=")
+            env[key] = value
+    return env
+
+
+def wrapper_alive(gen: GenPaths, pid: int) -> bool:
+    """The wrapper that claimed ``gen`` is still this very process (not a recycled pid)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        created = proc.create_time()
+        cmdline = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    claimed = sidecars.started_at(gen)
+    return claimed is not None and created <= claimed + START_TOLERANCE and str(gen.wrapper) in cmdline
+
+
+def load(run: RunPaths) -> Recovered:
+    holder = runlock.holder(run)
+    if holder is not None:
+        raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to resume")
+    meta = read_json(run.run_json)
+    if run.summary.exists():
+        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
+    specs = [swarmfile.TaskSpec.from_record(t) for t in meta["tasks"]]
+    events = records.read_events(run.events)
+    outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in ("worker_completed", "worker_failed")}
+    followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
+    rec = Recovered(meta, load_environment(run.saved_env), specs, [])
+    rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
+    rec.backfills = sum(1 for e in events if e["event"] == "backfill")
+    gen_tasks = set()
+    for slot in run.slot_numbers():
+        for gen in run.generations(slot):
+            who = header(gen)
+            if who is None:
+                continue  # a directory the old supervisor created but never wrote a wrapper into
+            gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
+            gs.followups_consumed = (slot, gen.gen) in followups
+            rec.gens.append(gs)
+            gen_tasks.add(gs.task_id)
+    names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
+    for e in events:
+        if e["event"] in ("task_cancelled", "task_skipped") and names.get(e.get("task")):
+            status = "cancelled" if e["event"] == "task_cancelled" else "skipped"
+            rec.settled[names[e["task"]]] = (status, e.get("reason"))
+    return rec
+
+
+def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict | None) -> GenState:
+    gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
+    try:
+        gs.kill_reason = gen.kill.read_text().strip() or None
+    except FileNotFoundError:
+        pass
+    hb = sidecars.heartbeat_started(gen)
+    if hb:
+        gs.pane_id = hb.get("pane_id") if isinstance(hb.get("pane_id"), str) else None
+    gs.exit = sidecars.collect_exit(gen)
+    gs.pid = sidecars.wrapper_pid(gen)
+    if gs.exit is not None:
+        gs.state = "ended"
+    elif gs.pid is not None:
+        gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
+        # a wrapper that exits between the two checks has committed its record by now
+        if gs.state == "vanished" and (late := sidecars.collect_exit(gen)) is not None:
+            gs.exit, gs.state = late, "ended"
+    return gs
+
+
+def resolved_settings(meta: dict[str, Any]) -> settings.Resolved:
+    out = settings.Resolved()
+    for name, entry in meta["settings"].items():
+        out.values[name] = entry["value"]
+        out.sources[name] = entry["source"]
+    return out
