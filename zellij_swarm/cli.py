@@ -299,6 +299,15 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(141)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except Exception as e:  # a bug: one line for the user, the traceback kept for a report
+        import tempfile
+        import traceback
+
+        fd, path = tempfile.mkstemp(prefix="zellij-swarm-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            traceback.print_exc(file=f)
+        _fail(f"internal error: {type(e).__name__}: {e} (traceback in {path}; running workers, if any, "
+              "keep running: see `zellij-swarm status`, `resume`)", 1)
 
 
 def _fail(message: str, code: int) -> None:

@@ -113,8 +113,9 @@ def load(run: RunPaths) -> Recovered:
     for slot in run.slot_numbers():
         for gen in run.generations(slot):
             who = header(gen)
-            if who is None:
-                continue  # a directory the old supervisor created but never wrote a wrapper into
+            if who is None:  # created, but its wrapper never written: it cannot have run
+                rec.gens.append(GenState(gen, "", 0, "unstarted"))
+                continue
             gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
             gs.followups_consumed = (slot, gen.gen) in followups
             rec.gens.append(gs)

@@ -1,0 +1,155 @@
+"""The bad-input table (issue 7): every row states its expected outcome and asserts it —
+no traceback, and no damage to other runs in the same state directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import NamedTuple
+
+import pytest
+
+from swarmtest import clean_env, run_processes
+
+
+class Case(NamedTuple):
+    test_id: str
+    files: dict[str, str | bytes]
+    args: tuple[str, ...]
+    expect: str  # "usage" (exit 2, one line naming the problem) or "notice" (exit 0)
+    needle: str
+    env: dict[str, str] = {}
+    stdin: str | None = None
+
+
+T = '[[task]]\nname = "ok"\ncmd = "true"\n'
+MALFORMED = [
+    Case("toml-syntax", {"s.toml": "[[task]\ncmd = 1\n"}, ("run", "s.toml"), "usage", "s.toml:1: invalid TOML"),
+    Case("unknown-task-key", {"s.toml": '[[task]]\nname = "b"\ncomand = "x"\n'}, ("run", "s.toml"), "usage",
+         "s.toml:3: task 'b': unknown key 'comand'"),
+    Case("unknown-swarm-key", {"s.toml": "[swarm]\nworkers = 3\n" + T}, ("run", "s.toml"), "usage",
+         "[swarm]: unknown key 'workers'"),
+    Case("unknown-table", {"s.toml": "[jobs]\nx = 1\n"}, ("run", "s.toml"), "usage", "unknown table or key 'jobs'"),
+    Case("cmd-wrong-type", {"s.toml": '[[task]]\nname = "b"\ncmd = 3\n'}, ("run", "s.toml"), "usage",
+         "cmd must be a string"),
+    Case("retries-wrong-type", {"s.toml": '[[task]]\nname = "b"\ncmd = "x"\nretries = "two"\n'}, ("run", "s.toml"),
+         "usage", "invalid retries 'two'"),
+    Case("after-cycle", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n[[task]]\nname="b"\ncmd="y"\nafter=["a"]\n'},
+         ("run", "s.toml"), "usage", "dependency cycle: a -> b -> a"),
+    Case("after-unknown", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nafter=["zz"]\n'}, ("run", "s.toml"), "usage",
+         "after names unknown task 'zz'"),
+    Case("duplicate-names", {"s.toml": T + T}, ("run", "s.toml"), "usage", "duplicate task name 'ok'"),
+    Case("empty-cmd", {"s.toml": '[[task]]\nname="a"\ncmd="  "\n'}, ("run", "s.toml"), "usage", "cmd is empty"),
+    Case("empty-argv", {"s.toml": '[[task]]\nname="a"\nargv=[]\n'}, ("run", "s.toml"), "usage", "argv is empty"),
+    Case("env-bad-key", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={"A B"="1"}\n'}, ("run", "s.toml"), "usage",
+         "env key 'A B'"),
+    Case("jobs-0", {"s.toml": T}, ("run", "s.toml", "-j", "0"), "usage", "invalid jobs '0' (from flag --jobs)"),
+    Case("jobs-5000", {"s.toml": T}, ("run", "s.toml", "-j", "5000"), "usage", "expected an integer 1–1024"),
+    Case("jobs-env-text", {"s.toml": T}, ("run", "s.toml"), "usage", "(from env ZELLIJ_SWARM_JOBS)",
+         env={"ZELLIJ_SWARM_JOBS": "eight"}),
+    Case("heartbeat-env-text", {"s.toml": T}, ("run", "s.toml"), "usage", "ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS",
+         env={"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "soon"}),
+    Case("ui-unknown", {"s.toml": T}, ("run", "s.toml", "--ui", "fancy"), "usage", "expected one of live|compact"),
+    Case("ui-unknown-env", {"s.toml": T}, ("run", "s.toml"), "usage", "(from env ZELLIJ_SWARM_UI)",
+         env={"ZELLIJ_SWARM_UI": "huge"}),
+    Case("backend-unknown", {"s.toml": T}, ("run", "s.toml", "--backend", "screen"), "usage", "invalid backend"),
+    Case("duration-bad", {"s.toml": T}, ("run", "s.toml", "--timeout", "10 minutes"), "usage", "invalid timeout"),
+    Case("file-not-utf8", {"s.txt": b"echo \xff\xfe\n"}, ("run", "s.txt"), "usage", "s.txt:1: not valid UTF-8"),
+    Case("file-missing", {}, ("run", "nope.toml"), "usage", "nope.toml: no such file"),
+    Case("unknown-run-status", {}, ("status", "no-such-run"), "usage", "no run 'no-such-run'"),
+    Case("unknown-run-logs", {}, ("logs", "no-such-run", "x"), "usage", "no run 'no-such-run'"),
+    Case("empty-input", {"s.txt": "\n# only a comment\n"}, ("run", "s.txt"), "notice", "s.txt: no tasks to run"),
+    Case("stdin-closes-at-once", {}, ("run", "-"), "notice", "<stdin>: no tasks to run", stdin=""),
+]
+
+
+@pytest.fixture
+def other_run(swarm):
+    """A finished run already in the state directory: no bad input may damage it."""
+    swarm.write("other.txt", "echo other\n")
+    assert swarm("run", "other.txt").code == 0
+    run = swarm.latest()
+    return run, (run / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=[c.test_id for c in MALFORMED])
+def test_malformed_input(swarm, other_run, case):
+    for name, content in case.files.items():
+        (swarm.cwd / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    res = swarm(*case.args, env=clean_env(**case.env), input=case.stdin)
+    assert "Traceback" not in res.stderr
+    if case.expect == "usage":
+        assert res.code == 2, res
+        assert res.stderr.count("\n") == 1 and res.stderr.startswith("zellij-swarm: error: "), res.stderr
+    else:
+        assert res.code == 0 and res.stderr.count("\n") == 1
+    assert case.needle in res.stderr
+    run, summary = other_run
+    assert swarm.runs() == [run] and (run / "summary.json").read_bytes() == summary
+
+
+def test_add_and_cancel_on_a_finished_run(swarm, other_run):
+    run, _ = other_run
+    for args in (("add", run.name, "--", "true"), ("cancel", run.name)):
+        res = swarm(*args)
+        assert res.code == 2 and "is finished" in res.stderr and res.stderr.count("\n") == 1
+
+
+HOSTILE_NAMES = ["it's \"quoted\"", "new\nline", "$(touch INJECTED)", "`touch INJECTED2`", "~/home $HOME ${PATH}",
+                 'kdl { } ; "\\" /- #', "tab\tand unicode ✓"]
+
+
+def test_hostile_names_run_verbatim_and_inject_nothing(swarm):
+    tasks = "".join(f"[[task]]\nname = {json.dumps(n)}\ncmd = 'printf \"%s\" \"$ZELLIJ_SWARM_TASK\"'\n"
+                    for n in HOSTILE_NAMES)
+    swarm.write("h.toml", tasks)
+    res = swarm("run", "h.toml", "--output", "quiet")
+    assert res.code == 0, res.stderr
+    rows = swarm.tasks()
+    assert sorted(rows) == sorted(HOSTILE_NAMES)
+    run = swarm.latest()
+    for name, row in rows.items():
+        out = (run / f"slots/slot-{row['slot']}/gen-{row['generation']}/output.log").read_text()
+        assert out == name
+    assert not list(swarm.cwd.rglob("INJECTED*"))
+
+
+def test_non_utf8_and_200mb_output(swarm):
+    swarm.write("o.toml", """
+[[task]]
+name = "binary"
+cmd = "printf 'ok \\\\377\\\\376 bytes\\\\n'"
+[[task]]
+name = "huge"
+cmd = "head -c 200000000 /dev/zero"
+""")
+    res = swarm("run", "o.toml", "--output", "quiet", "--junit", "r.xml")
+    assert res.code == 0, res.stderr
+    run = swarm.latest()
+    rows = swarm.tasks()
+    binary = run / f"slots/slot-{rows['binary']['slot']}/gen-1/output.log"
+    assert binary.read_bytes() == b"ok \xff\xfe bytes\n"
+    assert (run / f"slots/slot-{rows['huge']['slot']}/gen-1/output.log").stat().st_size == 200_000_000
+    import xml.etree.ElementTree as ET
+
+    ET.parse(swarm.cwd / "r.xml")  # forbidden characters were stripped: it parses
+    logs = subprocess.run(swarm.cmd("logs", run.name, "binary"), cwd=swarm.cwd, capture_output=True, env=clean_env())
+    assert logs.stdout == b"ok \xff\xfe bytes\n"
+
+
+def test_missing_cwd_fails_only_that_task(swarm):
+    swarm.write("c.toml", '[[task]]\nname="lost"\ncmd="true"\ncwd="no/such/dir"\n[[task]]\nname="fine"\ncmd="true"\n')
+    res = swarm("run", "c.toml")
+    rows = swarm.tasks()
+    assert res.code == 1
+    assert (rows["lost"]["status"], rows["lost"]["reason"]) == ("failed", "cwd_missing")
+    assert rows["fine"]["status"] == "succeeded"
+
+
+def test_two_runs_at_once_in_one_state_dir(swarm):
+    swarm.write("a.txt", "sleep 0.5; echo a\n" * 4)
+    procs = [swarm.popen("run", "a.txt", "-j", "2", "--output", "quiet") for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    runs = swarm.runs()
+    assert len(runs) == 2 and all(swarm.summary(r)["state"] == "finished" for r in runs)
+    assert all(run_processes(r.name) == [] for r in runs)
