@@ -85,3 +85,39 @@ def test_python_api_rejects_bad_input():
         Swarm([Task("true")], job=2)
     with pytest.raises(exc.UsageError, match="cmd is empty"):
         Swarm([Task("  ")]).run()
+
+
+def test_prune_removes_old_ended_runs_but_never_running_ones(swarm):
+    swarm.write("a.txt", "true\n")
+    swarm("run", "a.txt")
+    ended = swarm.latest()
+    proc = swarm.popen("run", "-", "--output", "quiet")  # stdin closed at once: no tasks, no run
+    proc.wait(timeout=30)
+    swarm.write("slow.txt", "sleep 30\n")
+    live = swarm.popen("run", "slow.txt", "--output", "quiet")
+    from swarmtest import kill_run_processes, wait_until
+
+    running = wait_until(lambda: [r for r in swarm.runs() if r != ended], what="second run")[0]
+    try:
+        wait_until(lambda: (running / "slots/slot-1/gen-1/claim").exists(), what="worker")
+        dry = swarm("prune", "--older-than", "1ms", "--dry-run")
+        assert dry.code == 0 and dry.stdout == f"would remove run {ended.name} ({ended})\n"
+        assert ended.exists()
+        res = swarm("prune", "--older-than", "1ms")
+        assert res.stdout == f"removed run {ended.name} ({ended})\n"
+        assert not ended.exists() and running.exists()
+        assert swarm("prune", "--older-than", "eventually").code == 2
+    finally:
+        swarm("cancel", running.name)
+        live.wait(timeout=30)
+        kill_run_processes(running.name)
+
+
+def test_layout_prints_valid_kdl(swarm):
+    import ckdl
+
+    res = swarm("layout", "-j", "3", "--ui", "compact")
+    assert res.code == 0
+    doc = ckdl.parse(res.stdout, version=1)
+    assert doc.nodes[0].name == "layout"
+    assert res.stdout.count('args "slot-view"') == 3

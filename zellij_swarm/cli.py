@@ -69,7 +69,8 @@ def cli() -> None:
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="write a JUnit XML report")
 @click.option("--close-session", is_flag=True,
               help="close the multiplexer session zellij-swarm created, at the end (default: keep it unless CI=true)")
-def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool,
+@click.option("--here", is_flag=True, help="Zellij: open the panes in the current tab, not a tab of their own")
+def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool, here: bool,
         require_zellij: bool | None, **flags: Any) -> None:
     """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
     (blank and # lines skipped); - reads commands from stdin.
@@ -88,7 +89,7 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
     outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
-                      json_output=json_output, junit_path=junit_path, close_session=close_session)
+                      json_output=json_output, junit_path=junit_path, close_session=close_session, here=here)
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)
@@ -260,7 +261,8 @@ def slot_view(args: tuple[str, ...], once: bool, state_dir: str | None) -> None:
 @cli.command()
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 def doctor(json_output: bool) -> None:
-    """What `auto` would pick and why, multiplexer versions, and the resolved settings."""
+    """What `auto` would pick and why, Zellij and tmux versions and capabilities, and the
+    settings this environment resolves to (with their sources)."""
     from .doctor import report
 
     info = report(os.environ)
@@ -268,13 +270,56 @@ def doctor(json_output: bool) -> None:
         click.echo(json.dumps(info, indent=1))
         return
     click.echo(f"backend (auto): {info['backend']['name']} — {info['backend']['why']}")
-    for tool in ("zellij", "tmux"):
-        t = info[tool]
-        click.echo(f"{tool}: {t['version'] or 'not found'}" + (f" ({t['note']})" if t.get("note") else ""))
+    z = info["zellij"]
+    line = f"zellij: {z['version'] or 'not usable'}"
+    if z.get("error"):
+        line += f" ({z['error']})"
+    elif not z.get("tested"):
+        line += " (untested version: zellij-swarm is tested with 0.40–0.45)"
+    if z.get("inside_session"):
+        line += f"; inside session {z.get('session')!r}"
+    click.echo(line)
+    if z.get("capabilities"):
+        on = [k for k, v in z["capabilities"].items() if v is True and k != "tested"]
+        click.echo(f"  capabilities: {', '.join(on) or 'none'}")
+    t = info["tmux"]
+    click.echo(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
     if info.get("error"):
         click.echo(f"settings: error: {info['error']}")
     for key, v in info["settings"].items():
         click.echo(f"  {key} = {v['value']!r}  ({v['source']})")
+
+
+@cli.command()
+@click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=4, show_default=True, help="slot panes")
+@click.option("--ui", type=click.Choice(["live", "compact"]), default="compact", show_default=True)
+@click.option("--style", type=click.Choice(["swarm", "grid", "compact"]), default="swarm", show_default=True,
+              help="swarm: board left, slots stacked right; grid: slots in a grid; compact: slots only")
+@click.option("--run", "run_id", default=None, help="the run the renderers follow (default: the latest)")
+@_state_dir_option
+def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | None) -> None:
+    """Print a Zellij (KDL v1) layout for a swarm: `zellij --layout <(zellij-swarm layout -j 8)`."""
+    from .layout import generate
+
+    click.echo(generate(jobs, ui, style, run=run_id, state_dir=state_dir), nl=False)
+
+
+@cli.command()
+@click.option("--older-than", default="7d", show_default=True, metavar="DURATION",
+              help="remove the records of ended runs older than this")
+@click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
+@_state_dir_option
+def prune(older_than: str, dry_run: bool, state_dir: str | None) -> None:
+    """Remove ended runs' multiplexer sessions (swarm-<run-id>, Zellij and tmux) and the
+    records of ended runs older than --older-than. Running runs are never touched."""
+    from .prune import prune as do_prune
+
+    try:
+        age = settings.parse_duration(older_than)
+    except ValueError as e:
+        raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
+    for line in do_prune(_state_dir(state_dir), os.environ, older_than=age, dry_run=dry_run):
+        click.echo(line)
 
 
 def main(argv: list[str] | None = None) -> None:

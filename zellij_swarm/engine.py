@@ -38,9 +38,10 @@ def execute(
     json_output: bool = False,
     junit_path: str | None = None,
     close_session: bool = False,
+    here: bool = False,
 ) -> Outcome:
     choice = choose(resolved.backend, env)
-    backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")))
+    backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
     mode = resolved.output or ("progress" if sys.stderr.isatty() else "group")
     reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
@@ -70,7 +71,7 @@ def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> O
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
 
 
-def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool) -> Backend:
+def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool, here: bool = False) -> Backend:
     if choice.name == "tmux":
         from .backends.tmux import TmuxBackend
 
@@ -78,7 +79,7 @@ def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool)
     if choice.name == "zellij":
         from .backends.zellij import ZellijBackend
 
-        return ZellijBackend(env, close_session=close_session)
+        return ZellijBackend(env, close_session=close_session, here=here)
     return HeadlessBackend(env)
 
 

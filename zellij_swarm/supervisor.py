@@ -393,9 +393,13 @@ class Supervisor:
     # ----- dispatch ------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
-        """Reserve every free slot a ready task can use, then launch them together."""
-        if self._stopping():
-            return
+        """Fill every free slot a ready task can use. A launch that fails at once frees its
+        slot again within the batch, so batches repeat until nothing more can start."""
+        while not self._stopping() and self.pool.free_count and len(self.ready):
+            self._dispatch_batch()
+
+    def _dispatch_batch(self) -> None:
+        """Reserve the free slots, write their generations, then launch them together."""
         batch: list[LiveGen] = []
         reserved_at = self.wallclock()
         while self.pool.free_count and len(self.ready):

@@ -274,14 +274,6 @@ class ZellijBackend:
         return self.pane_mode_value
 
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        results = self._launch(batch)
-        if any(isinstance(r, LaunchFailed) for r in results):
-            # A generation that fails here (under require) frees its slot inside the
-            # supervisor's dispatch; a due timer makes its loop dispatch again at once.
-            self.ctx.schedule(0.0, lambda: None)
-        return results
-
-    def _launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
         results: list[LaunchResult | None] = [None] * len(batch)
         in_panes = [(i, r) for i, r in enumerate(batch) if r.pane and not r.claimed]
         for i, r in enumerate(batch):
