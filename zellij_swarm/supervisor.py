@@ -20,14 +20,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import __version__, additions, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
+from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
 from .backends.base import Backend, LaunchFailed, LaunchRequest, PaneOpened, RunContext, Spawned
 from .backends.headless import HeadlessBackend
+from .control import ControlMixin
 from .live import LiveGen, Timers
+from .pane_follow import PaneFollowMixin
+from .restore import RestoreMixin
+from .snapshot import SnapshotMixin
 from .recovery import Recovered
 from .watchdog import IdleWatchdog
 from .model import TaskRecord
@@ -70,7 +74,7 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
-class Supervisor:
+class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
     def __init__(
         self,
         plan: RunPlan,
@@ -168,105 +172,6 @@ class Supervisor:
             "settings": self.settings.as_record(),
             "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
         })
-
-    # ----- resume --------------------------------------------------------------------------
-
-    def _restore(self, rec: Recovered) -> None:
-        """Rebuild every task from the records of an interrupted run (see ``recovery``):
-        record exits that happened meanwhile, adopt live wrappers, queue the rest."""
-        self._add_tasks(rec.specs, enqueue=False)
-        self.events.emit("run_resumed", run_id=self.run_id, pid=os.getpid(), generations=len(rec.gens))
-        self.stats.backfill_count = rec.backfills
-        by_task: dict[str, list] = {}
-        for gs in rec.gens:
-            self.slot_gen[gs.gen.slot] = max(self.slot_gen.get(gs.gen.slot, 0), gs.gen.gen)
-            if gs.task_id not in self.tasks or gs.state == "unstarted":
-                sidecars.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
-            else:
-                by_task.setdefault(gs.task_id, []).append(gs)
-        to_collect: list[LiveGen] = []
-        to_adopt: list[LiveGen] = []
-        for task_id, gens in by_task.items():
-            task = self.tasks[task_id]
-            gens.sort(key=lambda g: g.attempt)
-            busy = any(g.state == "running" for g in gens)
-            for gs in gens:
-                task.attempts = max(task.attempts, gs.attempt)
-                task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
-                lg = LiveGen(task, gs.gen, LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None),
-                             backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
-                             timeout_armed=True, kill_reason=gs.kill_reason)
-                if gs.state == "running":
-                    to_adopt.append(lg)
-                elif gs.recorded is None and not busy and gs is gens[-1]:
-                    to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
-                else:
-                    self._replay(lg, gs)
-            task.status = TaskStatus.RUNNING if busy or (to_collect and to_collect[-1].task is task) else \
-                self._status_after(task)
-        for task in self.tasks.values():
-            if task.status == TaskStatus.PENDING and task.id in rec.settled:
-                status, reason = rec.settled[task.id]
-                task.finish(TaskStatus(status), reason)
-            if task.status.terminal:
-                self.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
-        for task in self.tasks.values():
-            if task.status == TaskStatus.PENDING and task.id not in self.ready:
-                after = [self.by_name[d].id for d in task.spec.after]
-                for skipped in self.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
-                    self._skip(self.tasks[skipped])
-        for lg in to_collect:
-            self._adopt(lg)
-            self._collect(lg)
-        for lg in to_adopt:
-            self._adopt(lg)
-
-    def _replay(self, lg: LiveGen, gs: Any) -> None:
-        """Put a generation that ended before this supervisor into its task's history."""
-        exit_rec = gs.exit or sidecars.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
-                                                           code=None, signal=None, ended_at=self.wallclock())
-        if gs.recorded is not None:
-            status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
-        else:
-            status, reason = self._outcome(lg, exit_rec)
-        lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
-        if not gs.followups_consumed:
-            self._consume_followups(lg)
-
-    def _status_after(self, task: TaskRecord) -> TaskStatus:
-        """A restored task with only finished attempts: retry it, or end it as its last attempt."""
-        last = task.history[-1]
-        if last.status == TaskStatus.SUCCEEDED:
-            task.status = TaskStatus.RUNNING
-            task.finish(TaskStatus.SUCCEEDED)
-        elif last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left):
-            return TaskStatus.PENDING
-        else:
-            task.status = TaskStatus.RUNNING
-            task.finish(last.status, last.reason)
-        return task.status
-
-    def _adopt(self, lg: LiveGen) -> None:
-        """Follow a wrapper that outlived its supervisor: file events on its directory for the
-        exit, a pidfd on its pid to notice it vanishing."""
-        slot = lg.gen.slot
-        self.pool.take_slot(slot)
-        self.slot_state[slot] = SlotState.RUNNING
-        self.live[slot] = lg
-        lg.task.status = TaskStatus.RUNNING
-        self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
-        self.watcher.add(lg.gen.dir)
-        lg.watching_dir = True
-        self.by_dir[lg.gen.dir] = lg
-        if lg.pid is not None:
-            try:
-                lg.pidfd = os.pidfd_open(lg.pid)
-                self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
-            except ProcessLookupError:
-                pass
-        if lg.kill_reason is not None:  # the old supervisor had begun ending it: finish the job
-            reason, lg.kill_reason = lg.kill_reason, None
-            self._kill(lg, reason)
 
     # ----- the loop ------------------------------------------------------------------------
 
@@ -493,85 +398,6 @@ class Supervisor:
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
         self._running(lg)
 
-    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
-        lg.pane_id = lg.task.pane_id = pane_id
-        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=pane_id)
-        self.watcher.add(lg.gen.dir)
-        lg.watching_dir = True
-        self.by_dir[lg.gen.dir] = lg
-        self._running(lg)
-        self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
-        self._on_gen_change(lg)  # a fast pane may have reported before the watch existed
-
-    def _on_files(self, changes: list) -> None:
-        touched = {c.dir for c in changes}
-        if self.paths.inbox in touched:
-            self._read_inbox()
-        for d in touched:
-            lg = self.by_dir.get(d)
-            if lg is not None:
-                self._on_gen_change(lg)
-
-    def _on_gen_change(self, lg: LiveGen) -> None:
-        """A pane's generation directory changed: its launch heartbeat, or its exit."""
-        if lg.done:
-            return
-        if not lg.heartbeat_seen and (hb := sidecars.heartbeat_started(lg.gen)) is not None:
-            lg.heartbeat_seen = True
-            lg.pid = lg.task.pid = hb.get("pid")
-            if isinstance(hb.get("pane_id"), str):
-                lg.pane_id = lg.task.pane_id = hb["pane_id"]
-            self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
-                             pid=lg.pid, pane_id=lg.pane_id)
-            if isinstance(lg.pid, int):
-                try:
-                    lg.pidfd = os.pidfd_open(lg.pid)
-                    self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
-                except ProcessLookupError:
-                    pass  # already gone: its exit sidecar says how
-        if sidecars.read_sidecar(lg.gen) is not None:
-            self._collect(lg)
-
-    def _heartbeat_deadline(self, lg: LiveGen) -> None:
-        if lg.done or lg.heartbeat_seen or not lg.in_pane:
-            return
-        if not sidecars.take_claim(lg.gen):
-            return  # the pane claimed it a moment ago: its heartbeat is on the way
-        t = self.settings.heartbeat_timeout
-        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
-        self.backend.abandon(lg.pane_id, lg.request)
-        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
-                         claimed=True)
-
-    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
-        """A multiplexer fault for one generation: a warning and the generation runs headless,
-        or, under require, the task fails with the fault as its reason."""
-        self._unwatch(lg)
-        if not claimed and not sidecars.take_claim(lg.gen):
-            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
-            return
-        lg.request = replace(lg.request, claimed=True)
-        if self.settings.require_multiplexer:
-            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
-            return
-        self._warn(code, message, lg.task)
-        result = self.fallback.spawn(lg.request)
-        if isinstance(result, Spawned):
-            self._follow_child(lg, result.pid)
-        else:
-            self._warn(result.code, result.message, lg.task)
-            self._end_generation(lg, None, TaskStatus.FAILED, result.code)
-
-    def _unwatch(self, lg: LiveGen) -> None:
-        if lg.watching_dir:
-            self.watcher.remove(lg.gen.dir)
-            self.by_dir.pop(lg.gen.dir, None)
-            lg.watching_dir = False
-        if lg.pidfd is not None:
-            self._sel.unregister(lg.pidfd)
-            os.close(lg.pidfd)
-            lg.pidfd = None
-
     # ----- exits ---------------------------------------------------------------------------
 
     def _on_pidfd(self, lg: LiveGen) -> None:
@@ -734,75 +560,8 @@ class Supervisor:
         self.detached = True
         self.events.emit("warning", code="detached", message="received SIGHUP: supervisor detached", task=None)
 
-    # ----- inbox ---------------------------------------------------------------------------
-
-    def _read_inbox(self) -> None:
-        for msg in inbox.pending(self.paths):
-            self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"))
-            self.events.flush()
-            self._apply(msg)
-            inbox.consume(self.paths, msg)
-
     def _stopping(self) -> bool:
         return bool(self.stop_signal or self.cancelled or self.halted)
-
-    def _apply(self, msg: inbox.Message) -> None:
-        body = msg.body
-        if body.get("kind") == "add":
-            self._apply_add(msg)
-            return
-        if body.get("kind") != "cancel":
-            self._warn("invalid_message", f"inbox message {msg.id}: unknown kind {body.get('kind')!r}", None)
-            return
-        names = body.get("tasks") or []
-        if not names:
-            self.cancelled = True
-            self._stop_everything("cancelled_by_user")
-            return
-        for name in names:
-            task = self.by_name.get(name)
-            if task is None:
-                self._warn("invalid_message", f"cancel: no task {name!r}", None)
-            elif task.status == TaskStatus.PENDING:
-                self.ready.discard(task.id)
-                self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
-            elif task.status == TaskStatus.RUNNING and task.slot in self.live:
-                self._kill(self.live[task.slot], "cancelled_by_user")
-
-    def _apply_add(self, msg: inbox.Message) -> None:
-        if self._stopping():
-            inbox.reply(self.paths, msg, {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"})
-            return
-        try:
-            specs = additions.from_message(msg.body.get("tasks"), self.by_name, Path(self.plan.cwd))
-        except exc.UsageError as e:
-            inbox.reply(self.paths, msg, {"ok": False, "error": str(e)})
-            return
-        added = self._add_live(specs, source=f"add {msg.id}")
-        inbox.reply(self.paths, msg, {"ok": True, "added": [t.name for t in added]})
-
-    def _add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
-        added = self._add_tasks(specs)
-        for t in added:
-            self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
-        self._write_run_json()
-        self.snapshots.dirty = True
-        return added
-
-    def _consume_followups(self, lg: LiveGen) -> None:
-        """Tasks the worker asked for in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``."""
-        path = lg.gen.artifacts / additions.FOLLOWUPS
-        if not path.exists():
-            return
-        batch = additions.from_followups(path, lg.task.name, self.by_name, Path(self.plan.cwd))
-        self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
-                         added=len(batch.specs), duplicates=batch.duplicates)
-        for error in batch.errors:
-            self._warn("invalid_followup", error, lg.task)
-        if batch.specs and self._stopping():
-            self._warn("invalid_followup", f"{len(batch.specs)} follow-up(s) ignored: the run is stopping", lg.task)
-        elif batch.specs:
-            self._add_live(batch.specs, source=f"followup {lg.gen.slot}/{lg.gen.gen}")
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
         w = {"code": code, "message": message, "task": task.name if task else None}
@@ -827,51 +586,6 @@ class Supervisor:
         if now - self._last_progress >= 0.2:
             self._last_progress = now
             self.reporter.progress(self.counts(), now)
-
-    def state_name(self) -> str:
-        if self.ended_at is None:
-            return "interrupted" if self.detached else "running"
-        if self.detached:
-            return "interrupted"
-        if self.stop_signal is not None or self.cancelled:
-            return "cancelled"
-        return "finished"
-
-    def snapshot(self) -> dict[str, Any]:
-        now = self.wallclock()
-        for lg in self.live.values():
-            if lg.task.started_at is None:
-                lg.task.started_at = sidecars.started_at(lg.gen)
-        attempts = [a for t in self.tasks.values() for a in t.history]
-        return {
-            "run_id": self.run_id,
-            "name": self.plan.name,
-            "state": self.state_name(),
-            "backend": self.backend.name,
-            "jobs": self.jobs,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "updated_at": now,
-            "settings": self.settings.as_record(),
-            "counts": self.counts(),
-            "tasks": [t.row(now=now) for t in self.tasks.values()],
-            "slots": [self._slot_row(s) for s in range(1, self.jobs + 1)],
-            "metrics": metrics.compute(attempts, self.stats, jobs=self.jobs, started_at=self.started_at,
-                                       ended_at=self.ended_at or now),
-            "warnings": list(self.warnings),
-        }
-
-    def _slot_row(self, slot: int) -> dict[str, Any]:
-        lg = self.live.get(slot)
-        state = self.slot_state[slot]
-        if self.ended_at is not None and state == SlotState.IDLE:
-            state = SlotState.CLOSED
-        return {
-            "slot": slot, "state": str(state),
-            "task": lg.task.name if lg else None, "task_id": lg.task.id if lg else None,
-            "generation": lg.gen.gen if lg else None, "attempt": lg.task.attempts if lg else None,
-            "started_at": lg.task.started_at if lg else None, "pane_id": lg.task.pane_id if lg else None,
-        }
 
     def _reap_leftovers(self) -> None:
         """Processes still carrying the run's id (a daemon a worker left behind) are ended."""

@@ -1,0 +1,101 @@
+"""Following a generation that runs in a multiplexer pane (SPEC §2, §5).
+
+The wrapper in a pane is not the supervisor's child: its launch heartbeat and its exit
+sidecar arrive as file events on the generation's directory, and once the heartbeat names
+its pid, a pidfd notices it vanishing. A pane that does not report within the heartbeat
+timeout loses its generation: the supervisor takes the claim and runs it headless with a
+warning — or, under require, fails the task with ``<backend>_heartbeat_missing``. Part of
+``Supervisor`` (a mixin only to keep the modules small).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from dataclasses import replace
+
+from . import sidecars
+from .backends.base import Spawned
+from .live import LiveGen
+from .states import TaskStatus
+
+
+class PaneFollowMixin:
+    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
+        lg.pane_id = lg.task.pane_id = pane_id
+        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=pane_id)
+        self.watcher.add(lg.gen.dir)
+        lg.watching_dir = True
+        self.by_dir[lg.gen.dir] = lg
+        self._running(lg)
+        self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
+        self._on_gen_change(lg)  # a fast pane may have reported before the watch existed
+
+    def _on_files(self, changes: list) -> None:
+        touched = {c.dir for c in changes}
+        if self.paths.inbox in touched:
+            self._read_inbox()
+        for d in touched:
+            lg = self.by_dir.get(d)
+            if lg is not None:
+                self._on_gen_change(lg)
+
+    def _on_gen_change(self, lg: LiveGen) -> None:
+        """A pane's generation directory changed: its launch heartbeat, or its exit."""
+        if lg.done:
+            return
+        if not lg.heartbeat_seen and (hb := sidecars.heartbeat_started(lg.gen)) is not None:
+            lg.heartbeat_seen = True
+            lg.pid = lg.task.pid = hb.get("pid")
+            if isinstance(hb.get("pane_id"), str):
+                lg.pane_id = lg.task.pane_id = hb["pane_id"]
+            self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                             pid=lg.pid, pane_id=lg.pane_id)
+            if isinstance(lg.pid, int):
+                try:
+                    lg.pidfd = os.pidfd_open(lg.pid)
+                    self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+                except ProcessLookupError:
+                    pass  # already gone: its exit sidecar says how
+        if sidecars.read_sidecar(lg.gen) is not None:
+            self._collect(lg)
+
+    def _heartbeat_deadline(self, lg: LiveGen) -> None:
+        if lg.done or lg.heartbeat_seen or not lg.in_pane:
+            return
+        if not sidecars.take_claim(lg.gen):
+            return  # the pane claimed it a moment ago: its heartbeat is on the way
+        t = self.settings.heartbeat_timeout
+        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
+                         claimed=True)
+
+    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
+        """A multiplexer fault for one generation: a warning and the generation runs headless,
+        or, under require, the task fails with the fault as its reason."""
+        self._unwatch(lg)
+        if not claimed and not sidecars.take_claim(lg.gen):
+            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
+            return
+        lg.request = replace(lg.request, claimed=True)
+        if self.settings.require_multiplexer:
+            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
+            return
+        self._warn(code, message, lg.task)
+        result = self.fallback.spawn(lg.request)
+        if isinstance(result, Spawned):
+            self._follow_child(lg, result.pid)
+        else:
+            self._warn(result.code, result.message, lg.task)
+            self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+
+    def _unwatch(self, lg: LiveGen) -> None:
+        if lg.watching_dir:
+            self.watcher.remove(lg.gen.dir)
+            self.by_dir.pop(lg.gen.dir, None)
+            lg.watching_dir = False
+        if lg.pidfd is not None:
+            self._sel.unregister(lg.pidfd)
+            os.close(lg.pidfd)
+            lg.pidfd = None

@@ -1,0 +1,119 @@
+"""Resuming an interrupted run: the supervisor's side of ``recovery``.
+
+``recovery`` reads the records; this mixin turns them back into live state — task history,
+adopted wrappers followed where they run, exits that happened meanwhile handled as if seen
+now, and the ready queue rebuilt for the rest. Part of ``Supervisor`` (a mixin only to keep
+the modules small): it uses the supervisor's state and its generation-following methods.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from typing import Any
+
+from . import sidecars
+from .backends.base import LaunchRequest
+from .live import LiveGen
+from .model import TaskRecord
+from .recovery import Recovered
+from .states import SlotState, TaskStatus
+
+
+class RestoreMixin:
+    def _restore(self, rec: Recovered) -> None:
+        """Rebuild every task from the records of an interrupted run (see ``recovery``):
+        record exits that happened meanwhile, adopt live wrappers, queue the rest."""
+        self._add_tasks(rec.specs, enqueue=False)
+        self.events.emit("run_resumed", run_id=self.run_id, pid=os.getpid(), generations=len(rec.gens))
+        self.stats.backfill_count = rec.backfills
+        by_task: dict[str, list] = {}
+        for gs in rec.gens:
+            self.slot_gen[gs.gen.slot] = max(self.slot_gen.get(gs.gen.slot, 0), gs.gen.gen)
+            if gs.task_id not in self.tasks or gs.state == "unstarted":
+                sidecars.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+            else:
+                by_task.setdefault(gs.task_id, []).append(gs)
+        to_collect: list[LiveGen] = []
+        to_adopt: list[LiveGen] = []
+        for task_id, gens in by_task.items():
+            task = self.tasks[task_id]
+            gens.sort(key=lambda g: g.attempt)
+            busy = any(g.state == "running" for g in gens)
+            for gs in gens:
+                task.attempts = max(task.attempts, gs.attempt)
+                task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
+                lg = LiveGen(task, gs.gen, LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None),
+                             backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
+                             timeout_armed=True, kill_reason=gs.kill_reason)
+                if gs.state == "running":
+                    to_adopt.append(lg)
+                elif gs.recorded is None and not busy and gs is gens[-1]:
+                    to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
+                else:
+                    self._replay(lg, gs)
+            task.status = TaskStatus.RUNNING if busy or (to_collect and to_collect[-1].task is task) else \
+                self._status_after(task)
+        for task in self.tasks.values():
+            if task.status == TaskStatus.PENDING and task.id in rec.settled:
+                status, reason = rec.settled[task.id]
+                task.finish(TaskStatus(status), reason)
+            if task.status.terminal:
+                self.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
+        for task in self.tasks.values():
+            if task.status == TaskStatus.PENDING and task.id not in self.ready:
+                after = [self.by_name[d].id for d in task.spec.after]
+                for skipped in self.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
+                    self._skip(self.tasks[skipped])
+        for lg in to_collect:
+            self._adopt(lg)
+            self._collect(lg)
+        for lg in to_adopt:
+            self._adopt(lg)
+
+    def _replay(self, lg: LiveGen, gs: Any) -> None:
+        """Put a generation that ended before this supervisor into its task's history."""
+        exit_rec = gs.exit or sidecars.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
+                                                           code=None, signal=None, ended_at=self.wallclock())
+        if gs.recorded is not None:
+            status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
+        else:
+            status, reason = self._outcome(lg, exit_rec)
+        lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        if not gs.followups_consumed:
+            self._consume_followups(lg)
+
+    def _status_after(self, task: TaskRecord) -> TaskStatus:
+        """A restored task with only finished attempts: retry it, or end it as its last attempt."""
+        last = task.history[-1]
+        if last.status == TaskStatus.SUCCEEDED:
+            task.status = TaskStatus.RUNNING
+            task.finish(TaskStatus.SUCCEEDED)
+        elif last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left):
+            return TaskStatus.PENDING
+        else:
+            task.status = TaskStatus.RUNNING
+            task.finish(last.status, last.reason)
+        return task.status
+
+    def _adopt(self, lg: LiveGen) -> None:
+        """Follow a wrapper that outlived its supervisor: file events on its directory for the
+        exit, a pidfd on its pid to notice it vanishing."""
+        slot = lg.gen.slot
+        self.pool.take_slot(slot)
+        self.slot_state[slot] = SlotState.RUNNING
+        self.live[slot] = lg
+        lg.task.status = TaskStatus.RUNNING
+        self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
+        self.watcher.add(lg.gen.dir)
+        lg.watching_dir = True
+        self.by_dir[lg.gen.dir] = lg
+        if lg.pid is not None:
+            try:
+                lg.pidfd = os.pidfd_open(lg.pid)
+                self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
+            except ProcessLookupError:
+                pass
+        if lg.kill_reason is not None:  # the old supervisor had begun ending it: finish the job
+            reason, lg.kill_reason = lg.kill_reason, None
+            self._kill(lg, reason)
