@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .backends.base import LaunchRequest
 from .model import TaskRecord
 from .rundir import GenPaths
+from .wrapper import PaneMode
 
 
 @dataclass
@@ -25,6 +26,7 @@ class LiveGen:
     gen: GenPaths
     request: LaunchRequest
     backfill: bool
+    pane: PaneMode | None = None  # how its wrapper is written when it runs in a pane
     pid: int | None = None
     pidfd: int | None = None
     child: bool = False  # the wrapper is our own child process (headless)

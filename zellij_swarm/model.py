@@ -77,7 +77,7 @@ class TaskRecord:
         self.move(TaskStatus.RUNNING)
         self.attempts += 1
         self.slot, self.generation = slot, gen
-        self.pid = self.started_at = self.ended_at = self.exit_code = self.signal = self.reason = None
+        self.pid = self.pane_id = self.started_at = self.ended_at = self.exit_code = self.signal = self.reason = None
 
     def end_generation(self, status: TaskStatus, rec: ExitRecord | None, reason: str | None,
                        *, backfill: bool, ended_at: float) -> Attempt:

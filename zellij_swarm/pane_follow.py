@@ -14,7 +14,7 @@ import os
 import selectors
 from dataclasses import replace
 
-from . import sidecars
+from . import procs, sidecars
 from .backends.base import Spawned
 from .live import LiveGen
 from .states import TaskStatus
@@ -64,7 +64,13 @@ class PaneFollowMixin:
         if lg.done or lg.heartbeat_seen or not lg.in_pane:
             return
         if not sidecars.take_claim(lg.gen):
-            return  # the pane claimed it a moment ago: its heartbeat is on the way
+            # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
+            pid = sidecars.wrapper_pid(lg.gen)
+            if pid is not None and not procs.alive(pid):
+                self._collect(lg)
+            else:
+                self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
+            return
         t = self.settings.heartbeat_timeout
         self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
         self.backend.abandon(lg.pane_id, lg.request)

@@ -33,18 +33,34 @@ class EventLog:
         self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
         self._clock = clock
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+        self.error: OSError | None = None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"ts": round(self._clock(), 6), "event": event, **fields}
-        self._file.write(self._dumps(record) + "\n")
+        try:
+            self._file.write(self._dumps(record) + "\n")
+        except OSError as e:
+            self._failed(e)
         return record
 
     def flush(self) -> None:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as e:
+            self._failed(e)
+
+    def _failed(self, e: OSError) -> None:
+        """The disk is full or went read-only: keep running; the caller reports ``error``."""
+        self.error = self.error or e
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        self._file = open(os.devnull, "w")  # noqa: SIM115 - replaces the dead log for good
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
+            self.flush()
             self._file.close()
 
 
@@ -75,6 +91,7 @@ class SnapshotWriter:
         self._clock = clock
         self._last = -float("inf")
         self.dirty = False
+        self.error: OSError | None = None
 
     def due_in(self) -> float | None:
         """Seconds until a pending write is due (None when nothing is pending)."""
@@ -88,7 +105,10 @@ class SnapshotWriter:
 
     def write(self) -> dict[str, Any]:
         snap = self._build()
-        write_json_atomic(self._run.state, snap)
+        try:
+            write_json_atomic(self._run.state, snap)
+        except OSError as e:
+            self.error = self.error or e
         self._last = self._clock()
         self.dirty = False
         return snap

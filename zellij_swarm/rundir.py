@@ -62,6 +62,15 @@ def write_new(path: Path, data: str, *, mode: int) -> None:
         f.write(data)
 
 
+def unwritable(path: Path) -> bool:
+    """The filesystem holding ``path`` is full or read-only."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return True
+    return bool(st.f_flag & os.ST_RDONLY) or st.f_bavail == 0
+
+
 def read_json(path: Path) -> Any:
     with open(path, "rb") as f:
         return json.loads(f.read())

@@ -123,12 +123,21 @@ def collect_exit(gen: GenPaths) -> ExitRecord | None:
         return None
     code, reason = side
     rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), wrapper_pid(gen), reason)
-    write_json_atomic(gen.exit_record, rec.to_json())
+    _save(gen, rec)
     return rec
+
+
+def _save(gen: GenPaths, rec: ExitRecord) -> None:
+    """Write exit.json. A full or read-only state dir loses only this copy: the sidecar stays
+    the truth, and the next reader writes exit.json again."""
+    try:
+        write_json_atomic(gen.exit_record, rec.to_json())
+    except OSError:
+        pass
 
 
 def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None, ended_at: float) -> ExitRecord:
     """The supervisor's record for a wrapper that is gone without committing its exit."""
     rec = ExitRecord(code, signal, started_at(gen), ended_at, wrapper_pid(gen), reason)
-    write_json_atomic(gen.exit_record, rec.to_json())
+    _save(gen, rec)
     return rec

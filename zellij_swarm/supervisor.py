@@ -125,6 +125,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self.detached = False
         self.ended_at: float | None = None
         self.start_error: str | None = None  # the backend could not start under require
+        self._records_warned = False
         self._last_progress = 0.0
 
     # ----- setup ---------------------------------------------------------------------------
@@ -221,6 +222,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
                 self._dispatch()
                 self.events.flush()
                 self.snapshots.maybe_write()
+                self._check_records()
                 self._maybe_progress()
             return self._finish()
         finally:
@@ -307,11 +309,19 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         """Reserve the free slots, write their generations, then launch them together."""
         batch: list[LiveGen] = []
         reserved_at = self.wallclock()
+        unwritable: list[tuple[LiveGen, OSError]] = []
         while self.pool.free_count and len(self.ready):
             task = self.tasks[self.ready.pop()]  # type: ignore[index]
             slot = self.pool.take()
             assert slot is not None
-            batch.append(self._reserve(task, slot))
+            lg = self._reserve(task, slot)
+            try:
+                self._write_generation(lg)
+                batch.append(lg)
+            except OSError as e:
+                unwritable.append((lg, e))
+        for lg, e in unwritable:  # a full or read-only state directory: this task fails, the run goes on
+            self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
         if not batch:
             return
         is_batch = len(batch) > 1 or self.stats.batch_count == 0
@@ -334,23 +344,26 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         backfill = gen_no > 1
         gen = self.paths.gen(slot, gen_no)
         task.start_generation(slot, gen_no)
-        if gen_no == 1:
-            self.paths.slot_dir(slot).mkdir(mode=0o700, exist_ok=True)
-        gen.dir.mkdir(mode=0o700)
-        gen.artifacts.mkdir(mode=0o700)
-        spec = task.spec
         pane = self.backend.pane_mode(slot)
-        who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, slot, gen_no, task.attempts)
-        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env,
-                              pane=pane)
-        rundir.write_new(gen.wrapper, text, mode=0o700)
         self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
         if backfill:
             self.stats.backfill_count += 1
             self.events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
-        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, pane=pane is not None), backfill)
+        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, pane=pane is not None), backfill, pane=pane)
         self.live[slot] = lg
         return lg
+
+    def _write_generation(self, lg: LiveGen) -> None:
+        """The generation's directory and wrapper (raises OSError when the state dir is full)."""
+        gen, task, spec = lg.gen, lg.task, lg.task.spec
+        if gen.gen == 1:
+            self.paths.slot_dir(gen.slot).mkdir(mode=0o700, exist_ok=True)
+        gen.dir.mkdir(mode=0o700)
+        gen.artifacts.mkdir(mode=0o700)
+        who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
+        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env,
+                              pane=lg.pane)
+        rundir.write_new(gen.wrapper, text, mode=0o700)
 
     def _launched(self, lg: LiveGen, result: Spawned | PaneOpened | LaunchFailed) -> None:
         if isinstance(result, LaunchFailed):
@@ -420,15 +433,21 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             sig = None
             if wait_status is not None and os.WIFSIGNALED(wait_status):
                 sig = signal.Signals(os.WTERMSIG(wait_status)).name
-            reason = lg.kill_reason or ("no_exit_record" if not lg.in_pane or self.backend.session_alive()
-                                        else "multiplexer_lost")
+            if lg.kill_reason:
+                reason = lg.kill_reason
+            elif rundir.unwritable(self.paths.dir):
+                reason = "state_dir_error"  # its wrapper could not write its claim or its exit
+            elif lg.in_pane and not self.backend.session_alive():
+                reason = "multiplexer_lost"
+            else:
+                reason = "no_exit_record"
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock())
         self._classify(lg, rec)
 
     def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
-        if reason == "cwd_missing":
+        if reason in ("cwd_missing", "state_dir_error"):
             return TaskStatus.FAILED, reason
         if lg.kill_reason in ("timeout", "idle_timeout"):
             return TaskStatus.TIMED_OUT, lg.kill_reason
@@ -466,6 +485,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
         )
+        if reason in ("multiplexer_lost", "pane_closed"):
+            # Its terminal is gone, but the worker may not be (a program that never writes
+            # does not notice): end what is left of it before anything runs again.
+            procs.end_all(procs.generation_tree(None, procs.generation_markers(self.run_id, slot, lg.gen.gen)),
+                          KILL_GRACE)
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
         if status.retryable and task.attempts_left and not self._stopping():
@@ -587,6 +611,15 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             self._last_progress = now
             self.reporter.progress(self.counts(), now)
 
+    def _check_records(self) -> None:
+        """A full or read-only state directory: say so once; the run itself goes on."""
+        error = self.events.error or self.snapshots.error
+        if error is not None and not self._records_warned:
+            self._records_warned = True
+            self._warn("state_dir_error", f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
+                                          "outcomes are still tracked in memory", None)
+            self.reporter.notice(f"warning: records of run {self.run_id} could not be written ({error.strerror})")
+
     def _reap_leftovers(self) -> None:
         """Processes still carrying the run's id (a daemon a worker left behind) are ended."""
         left = procs.marked(procs.run_markers(self.run_id))
@@ -606,7 +639,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self._reap_leftovers()
         self.ended_at = self.wallclock()
         snap = self.snapshots.write()
-        rundir.write_json_atomic(self.paths.summary, snap)
+        try:
+            rundir.write_json_atomic(self.paths.summary, snap)
+        except OSError as e:
+            self.snapshots.error = self.snapshots.error or e
+        self._check_records()
         self.final_snapshot = snap
         code = self.exit_code(snap)
         self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])

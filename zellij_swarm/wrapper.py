@@ -30,6 +30,7 @@ only generated identifiers, never a task name (a newline in a name would end a c
 from __future__ import annotations
 
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,11 @@ class WorkerIdentity:
     slot: int
     generation: int
     attempt: int
+
+
+# The pane's session leader after the first stage (see _paneleader): this interpreter,
+# isolated and without site packages, so it starts in a few milliseconds.
+PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,9 @@ def render(
         "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d, attempt %d "
         "(generated; do not edit)" % (who.run_id, who.task_id, who.slot, who.generation, who.attempt),
         f"_zsw_d={q(str(gen.dir))}",
-        *(_pane_stages(pane) if pane else _headless_stage()),
         # Survive the signals aimed at the worker so the exit is still recorded.
         "trap : HUP INT TERM",
+        *(_pane_stages(pane) if pane else _headless_stage()),
     ]
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
@@ -153,15 +159,17 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         '  echo $$ >|"$_zsw_d/claim"; _zsw_headless=1',
         f"  {_HEADLESS_HEARTBEAT} ;;",
         "restored)  # second stage in the pane: the caller's environment comes back",
+        # The launch heartbeat comes from here, once the traps above are armed; its pid is
+        # the pane leader's (this stage's parent), which claimed the generation.
+        '  case $_ZSW_PANE in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
+        f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
+        '  printf \'{"event":"started","pid":%s,"pane_id":%s}\\n\' "$PPID" "$_zsw_pj" >>"$_zsw_d/heartbeat.jsonl"',
         f"  . {q(str(pane.saved_env))}",
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
         "*)  # first stage in the pane, with the multiplexer server's environment",
         '  set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
-        f'  _zsw_pane=${{{pane.pane_var}-}}',
-        '  case $_zsw_pane in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
-        f'    *) _zsw_pj="\\"{pane.pane_prefix}$_zsw_pane\\"" ;; esac',
         *([f"  {pane.log_setup}"] if pane.log_setup else []),
-        '  printf \'{"event":"started","pid":%s,"pane_id":%s}\\n\' $$ "$_zsw_pj" >>"$_zsw_d/heartbeat.jsonl"',
-        '  exec /usr/bin/env -i _ZSW_PANE="$_zsw_pane" /bin/sh "$0" restored ;;',
+        f'  exec /usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {" ".join(q(a) for a in PANE_LEADER)} '
+        '/bin/sh "$0" restored ;;',
         "esac",
     ]

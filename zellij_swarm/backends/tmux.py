@@ -245,7 +245,7 @@ class TmuxBackend:
         if self.visible_count() >= self.cap:
             return None
         self.reserved += 1
-        log = "tmux pipe-pane -t \"$_zsw_pane\" \"exec cat >>'$_zsw_d/output.log'\""
+        log = "tmux pipe-pane -t \"$TMUX_PANE\" \"exec cat >>'$_zsw_d/output.log'\""
         return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=log)
 
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:

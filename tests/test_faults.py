@@ -1,0 +1,128 @@
+"""Faults survived (issue 7): a multiplexer dying mid-run, a closed pane, a full or read-only
+state directory, a worker closing its stdout early."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from test_tmux import Tmux, outside_env, tmux  # noqa: F401  (fixture)
+from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+
+LONG = "[swarm]\njobs = 2\n" + "".join(
+    f'[[task]]\nname = "t{i}"\ncmd = "sleep 1.5; echo t{i} >> ledger"\n' for i in range(3))
+
+
+def heartbeat_pane(run: Path, slot: int, gen: int = 1) -> str | None:
+    hb = run / f"slots/slot-{slot}/gen-{gen}/heartbeat.jsonl"
+    return hb.exists() and hb.read_text() and json.loads(hb.read_text().splitlines()[0])["pane_id"]
+
+
+def check_lost_and_rerun(swarm, run: Path) -> None:
+    rows = swarm.tasks()
+    assert {r["status"] for r in rows.values()} == {"succeeded"}
+    lost = [(n, a) for n, r in rows.items() for a in r["history"] if a["status"] == "lost"]
+    assert lost and all(a["reason"] == "multiplexer_lost" for _, a in lost)
+    for name, _ in lost:  # re-run headless without using an attempt
+        assert rows[name]["attempts"] == 1 and rows[name]["history"][-1]["pane_id"] is None
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == ["t0", "t1", "t2"]
+    assert run_processes(run.name) == []
+
+
+def test_tmux_server_killed_mid_run(swarm, tmux):
+    swarm.write("l.toml", LONG)
+    proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
+        tmux("kill-server")
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        check_lost_and_rerun(swarm, run)
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_user_closing_a_worker_pane_cancels_that_task(swarm, tmux):
+    swarm.write("l.toml", LONG)
+    proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
+        tmux("kill-pane", "-t", pane)
+        assert proc.wait(timeout=60) == 1
+        rows = swarm.tasks()
+        assert (rows["t0"]["status"], rows["t0"]["reason"]) == ("cancelled", "pane_closed")
+        assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_zellij_session_killed_mid_run(swarm, fz):
+    swarm.write("l.toml", LONG)
+    env = fz.env("0.45.0", **FAST)
+    proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
+        fz.zellij("kill-session", f"swarm-{run.name}", version="0.45.0")
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        check_lost_and_rerun(swarm, run)
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_worker_closing_stdout_early(swarm):
+    swarm.write("c.toml", "[[task]]\nname = \"closer\"\ncmd = 'echo before; exec >&- 2>&-; sleep 0.2; exit 0'\n")
+    assert swarm("run", "c.toml").code == 0
+    assert swarm.tasks()["closer"]["status"] == "succeeded"
+    assert swarm("logs", swarm.latest().name, "closer").stdout == "before\n"
+
+
+def _in_private_mount(tmp_path: Path, mount_opts: str, script: str) -> subprocess.CompletedProcess:
+    """Run ``script`` with a tmpfs mounted at tmp_path/state in a private mount namespace."""
+    state = tmp_path / "state"
+    state.mkdir()
+    full = f"mount -t tmpfs -o {mount_opts} tmpfs {state} && {script}"
+    return subprocess.run(["unshare", "-m", "sh", "-c", full], cwd=tmp_path, capture_output=True, text=True,
+                          env=clean_env(), timeout=120)
+
+
+def _needs_unshare(tmp_path: Path) -> None:
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs tmpfs {tmp_path}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+
+
+def test_read_only_state_dir_is_a_clear_error_before_starting(tmp_path):
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("echo never >> ledger\n")
+    zsw = f"{sys.executable} -m zellij_swarm"
+    res = _in_private_mount(tmp_path, "ro", f"{zsw} run --state-dir state t.txt")
+    assert res.returncode == 1
+    assert res.stderr == f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system\n"
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_full_state_dir_fails_the_affected_task_and_nothing_crashes(tmp_path):
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("head -c 400000 /dev/zero\necho small\n")
+    zsw = f"{sys.executable} -m zellij_swarm"
+    res = _in_private_mount(tmp_path, "size=300k", f"{zsw} run -j 1 --state-dir state t.txt --json --output quiet")
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    summary = json.loads(res.stdout)
+    rows = {t["name"]: t for t in summary["tasks"]}
+    assert (rows["task-1"]["status"], rows["task-1"]["reason"]) == ("failed", "state_dir_error")
+    assert [w["code"] for w in summary["warnings"]] == ["state_dir_error"]
