@@ -46,7 +46,7 @@ def execute(
     reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why)
-    sup = Supervisor(plan, backend, reporter, fallback=HeadlessBackend(env))
+    sup = Supervisor(plan, backend, reporter)
     code = sup.run()
     summary = sup.final_snapshot
     if junit_path:
@@ -66,7 +66,7 @@ def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> O
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
                    resume=rec, run_dir=run.dir)
-    sup = Supervisor(plan, HeadlessBackend(rec.env), reporter, fallback=HeadlessBackend(rec.env))
+    sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
 
@@ -80,7 +80,7 @@ def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool,
         from .backends.zellij import ZellijBackend
 
         return ZellijBackend(env, close_session=close_session, here=here)
-    return HeadlessBackend(env)
+    return HeadlessBackend()
 
 
 def _truthy(value: str | None) -> bool:

@@ -1,9 +1,10 @@
 """Runtime handles of a run in progress: never persisted, rebuilt from the records on resume.
 
 ``LiveGen`` is one generation in flight and how the supervisor follows it: a headless
-wrapper is its child (exit through ``pidfd`` + ``waitpid``); a pane's wrapper is not (its
-launch heartbeat and exit sidecar arrive as file events on the generation's directory, and
-its pid — learned from the heartbeat — gets a ``pidfd`` only to notice it vanishing).
+wrapper is started and reaped by the supervisor's launcher, which reports both; a pane's
+wrapper is not (its launch heartbeat and exit sidecar arrive as file events on the
+generation's directory, and its pid — learned from the heartbeat — gets a ``pidfd`` only to
+notice it vanishing).
 ``Timers`` is the supervisor's single timer heap.
 """
 
@@ -29,7 +30,7 @@ class LiveGen:
     pane: PaneMode | None = None  # how its wrapper is written when it runs in a pane
     pid: int | None = None
     pidfd: int | None = None
-    child: bool = False  # the wrapper is our own child process (headless)
+    child: bool = False  # the launcher started it (headless) and reports its end
     pane_id: str | None = None
     heartbeat_seen: bool = False
     watching_dir: bool = False

@@ -15,7 +15,7 @@ import selectors
 from dataclasses import replace
 
 from . import procs, sidecars
-from .backends.base import Spawned
+from .backends.base import Queued
 from .live import LiveGen
 from .states import TaskStatus
 
@@ -89,12 +89,11 @@ class PaneFollowMixin:
             self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
             return
         self._warn(code, message, lg.task)
-        result = self.fallback.spawn(lg.request)
-        if isinstance(result, Spawned):
-            self._follow_child(lg, result.pid)
+        [result] = self.fallback.launch([lg.request])
+        if isinstance(result, Queued):
+            self.queued[result.token] = lg
         else:
-            self._warn(result.code, result.message, lg.task)
-            self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+            self._launched(lg, result)
 
     def _unwatch(self, lg: LiveGen) -> None:
         if lg.watching_dir:

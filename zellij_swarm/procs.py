@@ -31,7 +31,9 @@ def marked(needles: tuple[bytes, ...]) -> list[psutil.Process]:
     for name in os.listdir("/proc"):
         if name.isdigit() and int(name) != me and _environ_has(int(name), needles):
             try:
-                out.append(psutil.Process(int(name)))
+                proc = psutil.Process(int(name))
+                if proc.status() != psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
+                    out.append(proc)
             except psutil.NoSuchProcess:
                 continue
     return out

@@ -20,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -78,41 +79,42 @@ def read_json(path: Path) -> Any:
 
 @dataclass(frozen=True)
 class GenPaths:
-    """The files of one generation (one attempt of one task in one slot)."""
+    """The files of one generation (one attempt of one task in one slot). The paths are
+    computed once each: the supervisor touches them for every one of thousands of tasks."""
 
     dir: Path
     slot: int
     gen: int
 
-    @property
+    @cached_property
     def wrapper(self) -> Path:
         return self.dir / "wrapper.sh"
 
-    @property
+    @cached_property
     def claim(self) -> Path:
         return self.dir / "claim"
 
-    @property
+    @cached_property
     def heartbeat(self) -> Path:
         return self.dir / "heartbeat.jsonl"
 
-    @property
+    @cached_property
     def output(self) -> Path:
         return self.dir / "output.log"
 
-    @property
+    @cached_property
     def exit_sidecar(self) -> Path:
         return self.dir / "exit"
 
-    @property
+    @cached_property
     def exit_record(self) -> Path:
         return self.dir / "exit.json"
 
-    @property
+    @cached_property
     def artifacts(self) -> Path:
         return self.dir / "artifacts"
 
-    @property
+    @cached_property
     def kill(self) -> Path:
         """Why the supervisor ended this generation (timeout, cancelled_by_user, …), written
         before the first signal so that a resumed supervisor classifies its exit the same."""

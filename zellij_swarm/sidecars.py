@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal as _signal
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .rundir import GenPaths, read_json, write_json_atomic
 
@@ -28,9 +28,10 @@ class ExitRecord:
     reason: str | None = None  # set by the wrapper (cwd_missing) or by the supervisor
 
     def to_json(self) -> dict:
-        out = asdict(self)
-        if out["reason"] is None:
-            del out["reason"]
+        out = {"code": self.code, "signal": self.signal, "started_at": self.started_at, "ended_at": self.ended_at,
+               "pid": self.pid}
+        if self.reason is not None:
+            out["reason"] = self.reason
         return out
 
 
@@ -110,21 +111,28 @@ def heartbeat_started(gen: GenPaths) -> dict | None:
     return obj if isinstance(obj, dict) and obj.get("event") == "started" else None
 
 
-def collect_exit(gen: GenPaths) -> ExitRecord | None:
+def collect_exit(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     """The generation's exit record: ``exit.json`` if written, else built from the sidecar
-    and written now. None while the wrapper has not committed its exit."""
+    and written now. None while the wrapper has not committed its exit. ``pid``, when the
+    caller knows the wrapper's, saves reading it from the claim."""
+    side = read_sidecar(gen)
+    # exit.json exists before the sidecar only when a supervisor wrote it for a vanished wrapper
+    if side is None or gen.exit_record.exists():
+        existing = _read_record(gen)
+        if existing is not None or side is None:
+            return existing
+    code, reason = side
+    rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen), reason)
+    _save(gen, rec)
+    return rec
+
+
+def _read_record(gen: GenPaths) -> ExitRecord | None:
     try:
         rec = read_json(gen.exit_record)
         return ExitRecord(**{k: rec.get(k) for k in ("code", "signal", "started_at", "ended_at", "pid", "reason")})
     except (FileNotFoundError, ValueError, TypeError):
-        pass
-    side = read_sidecar(gen)
-    if side is None:
         return None
-    code, reason = side
-    rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), wrapper_pid(gen), reason)
-    _save(gen, rec)
-    return rec
 
 
 def _save(gen: GenPaths, rec: ExitRecord) -> None:

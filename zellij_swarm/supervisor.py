@@ -1,8 +1,8 @@
 """The supervisor: one event loop that owns every task's state for the life of a run.
 
-Each loop turn runs the same steps in the same order: wait on the selector (worker exits
-through ``pidfd``, the control inbox through inotify, signals through the wakeup fd, and the
-nearest timer), handle what arrived, run due timers, dispatch into every free slot at once
+Each loop turn runs the same steps in the same order: wait on the selector (headless
+wrappers' starts and ends from the launcher's pipe, pane wrappers' heartbeats and exits and
+the control inbox through inotify, signals through the wakeup fd, and the nearest timer), handle what arrived, run due timers, dispatch into every free slot at once
 (a batch), flush the event log, and write a snapshot if one is due. Backfill is therefore
 event driven: a worker's exit and the next worker's launch happen in the same turn.
 
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
-from .backends.base import Backend, LaunchFailed, LaunchRequest, PaneOpened, RunContext, Spawned
-from .backends.headless import HeadlessBackend
+from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
+from .backends.headless import HeadlessBackend, worker_env
+from .launcher import Ended, Launcher, NotStarted, Started
 from .control import ControlMixin
 from .live import LiveGen, Timers
 from .pane_follow import PaneFollowMixin
@@ -84,7 +85,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
         watcher: Watcher | None = None,
-        fallback: HeadlessBackend | None = None,
     ) -> None:
         self.plan = plan
         self.settings = plan.settings
@@ -93,7 +93,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self.clock = clock
         self.wallclock = wallclock
         self.watcher: Watcher = watcher or Inotify()
-        self.fallback = fallback or HeadlessBackend(plan.env)
+        self.fallback = HeadlessBackend()
+        self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
+        self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
         self.by_dir: dict[Path, LiveGen] = {}
         self.jobs: int = self.settings.jobs
         if plan.resume is not None and plan.run_dir is not None:
@@ -190,6 +192,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         watcher = self.watcher
         watcher.add(self.paths.inbox)
         sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
+        self.launcher = Launcher(worker_env(self.plan.env))
+        sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
         wake_r, restore_signals = self._install_signals()
         if wake_r is not None:
             sel.register(wake_r, selectors.EVENT_READ, "signal")
@@ -214,6 +218,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
                         self._on_signals(wake_r)
                     elif key.data == "files":
                         self._on_files(watcher.read())
+                    elif key.data == "launcher":
+                        self._on_launcher(self.launcher.read())
                     else:
                         self._on_pidfd(key.data)
                 self.timers.run_due()
@@ -229,6 +235,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             restore_signals()
             sel.close()
             watcher.close()
+            self.launcher.close(wait=not self.detached)
             self._close_backend()
             self.events.close()
             lock.release()
@@ -240,8 +247,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
     def _open_backend(self) -> bool:
         """Open the backend's session/window. A failure is a warning and the run goes on
         headless — or, under require, fails every task before any starts (returns False)."""
-        ctx = RunContext(self.paths, self.run_id, self.settings, self.timers.after,
-                         lambda code, msg: self._warn(code, msg, None), self.reporter.notice, self.renderer_argv)
+        ctx = RunContext(paths=self.paths, run_id=self.run_id, settings=self.settings, schedule=self.timers.after,
+                         warn=lambda code, msg: self._warn(code, msg, None), notice=self.reporter.notice,
+                         renderer_argv=self.renderer_argv, start_headless=self._start_headless)
+        self.fallback.open(ctx)
         try:
             self.backend.open(ctx)
             return True
@@ -365,7 +374,30 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
                               pane=lg.pane)
         rundir.write_new(gen.wrapper, text, mode=0o700)
 
-    def _launched(self, lg: LiveGen, result: Spawned | PaneOpened | LaunchFailed) -> None:
+    def _start_headless(self, requests: list[LaunchRequest]) -> list[LaunchResult]:
+        """Hand wrappers to the launcher; each start and end comes back through its pipe."""
+        tokens = [f"{r.slot}.{r.gen.gen}" for r in requests]
+        if requests:
+            self.launcher.submit([(t, r.gen.wrapper, r.claimed) for t, r in zip(tokens, requests)])
+        return [Queued(t) for t in tokens]
+
+    def _on_launcher(self, replies: list) -> None:
+        for reply in replies:
+            if isinstance(reply, Started):
+                lg = self.queued.pop(reply.token, None)
+                if lg is not None:
+                    self.children[reply.pid] = lg
+                    self._follow_child(lg, reply.pid)
+            elif isinstance(reply, NotStarted):
+                lg = self.queued.pop(reply.token, None)
+                if lg is not None:
+                    self._launched(lg, LaunchFailed("spawn_failed", f"cannot start the wrapper: {reply.message}"))
+            elif isinstance(reply, Ended):
+                lg = self.children.pop(reply.pid, None)
+                if lg is not None and not lg.done:
+                    self._collect(lg, reply.status)
+
+    def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
         if isinstance(result, LaunchFailed):
             if lg.in_pane:
                 self._pane_fault(lg, result.code, result.message, claimed=False)
@@ -375,7 +407,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         elif isinstance(result, PaneOpened):
             self._follow_pane(lg, result.pane_id)
         else:
-            self._follow_child(lg, result.pid)
+            self.queued[result.token] = lg
 
     def _running(self, lg: LiveGen) -> None:
         slot = lg.gen.slot
@@ -406,28 +438,22 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
         lg.child = True
-        lg.pidfd = os.pidfd_open(pid)
-        self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
         self._running(lg)
+        if lg.kill_reason is not None:  # cancelled while it was waiting to start: end it now
+            reason, lg.kill_reason = lg.kill_reason, None
+            self._kill(lg, reason)
 
     # ----- exits ---------------------------------------------------------------------------
 
     def _on_pidfd(self, lg: LiveGen) -> None:
-        """A wrapper process ended (our child), or vanished (a pane's)."""
-        if lg.done:
-            return  # its exit sidecar was collected earlier in this loop turn
-        status = None
-        if lg.child and lg.pid is not None:
-            try:
-                _, status = os.waitpid(lg.pid, 0)
-            except ChildProcessError:
-                pass
-        self._collect(lg, status)
+        """A wrapper the launcher did not start (a pane's, an adopted one) is gone."""
+        if not lg.done:  # else its exit sidecar was collected earlier in this loop turn
+            self._collect(lg)
 
     def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
         self._unwatch(lg)
-        rec = sidecars.collect_exit(lg.gen)
+        rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None)
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
             sig = None
@@ -627,7 +653,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             return
         names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
         self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: {names}", None)
-        procs.end_all(left, KILL_GRACE)
+        for _ in range(5):  # a daemon may fork again while it is being ended: scan until none is left
+            procs.end_all(left, KILL_GRACE)
+            left = procs.marked(procs.run_markers(self.run_id))
+            if not left:
+                return
 
     def _finish(self) -> int:
         if self.detached:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext, Spawned
+from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .headless import HeadlessBackend
 
-__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened", "RunContext", "Spawned"]
+__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened", "Queued", "RunContext"]

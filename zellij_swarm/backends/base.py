@@ -8,8 +8,8 @@ decides between a warning plus headless fallback and a failure under require.
 
 A launch ends in one of three ways:
 
-- ``Spawned(pid)``: the wrapper is the supervisor's own child (headless, compact mode, a
-  slot beyond the visible cap); its exit is watched through ``pidfd``.
+- ``Queued(token)``: the wrapper runs headless (compact mode, a slot beyond the visible
+  cap, a fallback); the supervisor's launcher starts it and reports its pid and its end.
 - ``PaneOpened(pane_id)``: the wrapper runs in a pane; the supervisor waits for its launch
   heartbeat (with a deadline) and its exit sidecar through file events.
 - ``LaunchFailed(code, message)``.
@@ -35,8 +35,8 @@ class LaunchRequest:
 
 
 @dataclass(frozen=True)
-class Spawned:
-    pid: int
+class Queued:
+    token: str
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class LaunchFailed:
     message: str
 
 
-LaunchResult = Spawned | PaneOpened | LaunchFailed
+LaunchResult = Queued | PaneOpened | LaunchFailed
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class RunContext:
     schedule: Callable[[float, Callable[[], None]], None]
     warn: Callable[[str, str], None]
     notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)
+    start_headless: Callable[[list[LaunchRequest]], list[LaunchResult]]  # the supervisor's launcher
     renderer_argv: Callable[..., list[str]]  # renderer_argv("board") / ("slot-view", "3")
 
 

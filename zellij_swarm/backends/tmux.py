@@ -32,7 +32,6 @@ from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _cmd
 from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
-from .headless import HeadlessBackend
 
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
@@ -101,7 +100,6 @@ class TmuxBackend:
         self.env = dict(env)
         self.inside = inside
         self.close_session_at_end = close_session
-        self.headless = HeadlessBackend(env)
         self.server: _TimedServer | None = None
         self.session_id = ""
         self.session_name = ""
@@ -251,9 +249,9 @@ class TmuxBackend:
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
         results: list[LaunchResult | None] = [None] * len(batch)
         in_panes = [(i, r) for i, r in enumerate(batch) if _is_pane_wrapper(r)]
-        for i, r in enumerate(batch):
-            if not _is_pane_wrapper(r):
-                results[i] = self.headless.spawn(r)
+        headless = [(i, r) for i, r in enumerate(batch) if not _is_pane_wrapper(r)]
+        for (i, _), result in zip(headless, self.ctx.start_headless([r for _, r in headless])):
+            results[i] = result
         if in_panes:
             self.reserved -= len(in_panes)
             try:

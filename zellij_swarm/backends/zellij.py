@@ -47,7 +47,6 @@ from ..wrapper import PaneMode
 from . import _zellij
 from ._zellij import Zellij
 from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
-from .headless import HeadlessBackend
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
@@ -93,7 +92,6 @@ class ZellijBackend:
         self.env = dict(env)
         self.close_session_at_end = close_session
         self.here = here
-        self.headless = HeadlessBackend(env)
         if call_timeout is None:
             raw = env.get(TIMEOUT_ENV, "")
             call_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else _zellij.CALL_TIMEOUT
@@ -276,9 +274,9 @@ class ZellijBackend:
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
         results: list[LaunchResult | None] = [None] * len(batch)
         in_panes = [(i, r) for i, r in enumerate(batch) if r.pane and not r.claimed]
-        for i, r in enumerate(batch):
-            if not (r.pane and not r.claimed):
-                results[i] = self.headless.spawn(r)
+        headless = [(i, r) for i, r in enumerate(batch) if not (r.pane and not r.claimed)]
+        for (i, _), result in zip(headless, self.ctx.start_headless([r for _, r in headless])):
+            results[i] = result
         if not in_panes:
             return results  # type: ignore[return-value]
         self.reserved -= len(in_panes)

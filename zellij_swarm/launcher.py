@@ -1,0 +1,99 @@
+"""The supervisor's end of the launcher (``_launcher``): submit wrappers, read what became
+of them. Its file descriptor goes into the supervisor's selector like any other event."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCRIPT = str(Path(__file__).with_name("_launcher.py"))
+
+
+@dataclass(frozen=True)
+class Started:
+    token: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    token: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    pid: int
+    status: int  # as from waitpid
+
+
+Reply = Started | NotStarted | Ended
+
+
+class Launcher:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        req_r, self._req_w = os.pipe2(os.O_CLOEXEC)
+        self._rep_r, rep_w = os.pipe2(os.O_CLOEXEC)
+        actions = [(os.POSIX_SPAWN_DUP2, req_r, 0), (os.POSIX_SPAWN_DUP2, rep_w, 1),
+                   (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
+        # Its own session: a Ctrl-C for the supervisor must not reach it or its wrappers.
+        self.pid = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", _SCRIPT], dict(env),
+                                  file_actions=actions, setsid=True,
+                                  setsigdef=frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP})
+        os.close(req_r)
+        os.close(rep_w)
+        os.set_blocking(self._rep_r, False)
+        self._partial = b""
+
+    def fileno(self) -> int:
+        return self._rep_r
+
+    def submit(self, requests: list[tuple[str, Path, bool]]) -> None:
+        """Queue wrappers to start: (token, wrapper path, claimed)."""
+        data = "".join(f"{token}\t{int(claimed)}\t{path}\n" for token, path, claimed in requests).encode(
+            "utf-8", "surrogateescape")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._req_w, view):]
+
+    def read(self) -> list[Reply]:
+        chunks = [self._partial]
+        while True:
+            try:
+                chunk = os.read(self._rep_r, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        *lines, self._partial = data.split(b"\n")
+        out: list[Reply] = []
+        for line in lines:
+            kind, _, rest = line.decode("utf-8", "replace").partition(" ")
+            if kind == "S":
+                token, pid = rest.split(" ")
+                out.append(Started(token, int(pid)))
+            elif kind == "F":
+                token, _, message = rest.partition(" ")
+                out.append(NotStarted(token, message))
+            elif kind == "X":
+                pid, status = rest.split(" ")
+                out.append(Ended(int(pid), int(status)))
+        return out
+
+    def close(self, *, wait: bool) -> None:
+        """Stop taking requests; the launcher exits once its wrappers have all ended — at
+        once when none runs (``wait``), later when the supervisor detaches from live ones."""
+        if self._req_w >= 0:
+            os.close(self._req_w)
+            self._req_w = -1
+        os.close(self._rep_r)
+        try:
+            os.waitpid(self.pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:
+            pass
