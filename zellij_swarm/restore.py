@@ -67,7 +67,8 @@ class RestoreMixin:
                     self._skip(self.tasks[skipped])
         for lg in to_collect:
             self._adopt(lg)
-            self._collect(lg)
+            if not lg.done:
+                self._collect(lg)
         for lg in to_adopt:
             self._adopt(lg)
 
@@ -108,12 +109,16 @@ class RestoreMixin:
         self.watcher.add(lg.gen.dir)
         lg.watching_dir = True
         self.by_dir[lg.gen.dir] = lg
+        gone = lg.pid is None
         if lg.pid is not None:
             try:
                 lg.pidfd = os.pidfd_open(lg.pid)
                 self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
             except ProcessLookupError:
-                pass
-        if lg.kill_reason is not None:  # the old supervisor had begun ending it: finish the job
+                gone = True
+        self._on_gen_change(lg)  # it may have ended between the records' reading and now
+        if gone and not lg.done:
+            self._collect(lg)
+        elif lg.kill_reason is not None and not lg.done:  # the old supervisor had begun ending it
             reason, lg.kill_reason = lg.kill_reason, None
             self._kill(lg, reason)
