@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ import libtmux
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _cmd
+from ._lifecycle import PaneLifecycle
 from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
 
 CALL_TIMEOUT = 10.0
@@ -105,10 +105,6 @@ class TmuxBackend:
         self.session_name = ""
         self.created_session = False
         self.windows: list[_Window] = []
-        self.worker_panes: dict[str, int] = {}  # running worker pane -> slot
-        self.held: deque[str] = deque()  # succeeded, closing after the hold time
-        self.kept: deque[str] = deque()  # failed, kept on screen
-        self.reserved = 0
         self.alive = True
 
     # ----- set-up ------------------------------------------------------------------------
@@ -118,6 +114,8 @@ class TmuxBackend:
         s = ctx.settings
         self.live = s.ui == "live"
         self.cap = s.max_visible_panes
+        self.panes: PaneLifecycle[str] = PaneLifecycle(cap=s.max_visible_panes, keep_failed=s.keep_failed_panes,
+                                                       hold=s.pane_hold, schedule=ctx.schedule, close=self._kill_pane)
         if self.inside:
             socket = self.env.get("TMUX", "").split(",")[0]
             self.server = _TimedServer(socket_path=socket)
@@ -232,17 +230,11 @@ class TmuxBackend:
         except BackendError:
             pass  # already gone: the user closed it, or the window went with it
 
-    def visible_count(self) -> int:
-        return len(self.worker_panes) + len(self.held) + len(self.kept) + self.reserved
-
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not (self.live and self.alive) or slot > self.cap:
             return None
-        while self.visible_count() >= self.cap and (self.kept or self.held):
-            self._kill_pane((self.kept or self.held).popleft())
-        if self.visible_count() >= self.cap:
+        if not self.panes.reserve():
             return None
-        self.reserved += 1
         log = "tmux pipe-pane -t \"$TMUX_PANE\" \"exec cat >>'$_zsw_d/output.log'\""
         return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=log)
 
@@ -253,7 +245,7 @@ class TmuxBackend:
         for (i, _), result in zip(headless, self.ctx.start_headless([r for _, r in headless])):
             results[i] = result
         if in_panes:
-            self.reserved -= len(in_panes)
+            self.panes.launched(len(in_panes))
             try:
                 opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for _, r in in_panes])
                 self._set_titles({pane: f"slot {slot} · {r.task_name} · running"
@@ -263,37 +255,24 @@ class TmuxBackend:
                     results[i] = LaunchFailed(e.code, str(e))
             else:
                 for (slot, pane), (i, _) in zip(opened, in_panes):
-                    self.worker_panes[pane] = slot
+                    self.panes.opened(pane, pane)
                     results[i] = PaneOpened(pane)
         return results  # type: ignore[return-value]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        if pane_id is None or pane_id not in self.worker_panes:
+        pane = self.panes.pop(pane_id) if pane_id is not None else None
+        if pane is None:
             return
-        slot = self.worker_panes.pop(pane_id)
-        if status == "cancelled":
-            self._kill_pane(pane_id)
-            return
-        try:
-            self._set_titles({pane_id: f"slot {slot} · {req.task_name} · {label}"})
-        except BackendError:
-            return
-        if status == "succeeded":
-            self.held.append(pane_id)
-            self.ctx.schedule(self.ctx.settings.pane_hold, lambda: self._release_held(pane_id))
-        else:
-            self.kept.append(pane_id)
-            while len(self.kept) > self.ctx.settings.keep_failed_panes:
-                self._kill_pane(self.kept.popleft())
-
-    def _release_held(self, pane: str) -> None:
-        if pane in self.held:
-            self.held.remove(pane)
-            self._kill_pane(pane)
+        if status != "cancelled":
+            try:
+                self._set_titles({pane: f"slot {req.slot} · {req.task_name} · {label}"})
+            except BackendError:
+                return
+        self.panes.settle(pane, status)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         if pane_id is not None:
-            self.worker_panes.pop(pane_id, None)
+            self.panes.pop(pane_id)
             self._kill_pane(pane_id)
 
     def session_alive(self) -> bool:
@@ -307,9 +286,7 @@ class TmuxBackend:
     def close(self, *, cancelled: bool) -> None:
         if self.server is None or not self.session_alive():
             return
-        for pane in list(self.held) + (list(self.worker_panes) if cancelled else []):
-            self._kill_pane(pane)
-        self.held.clear()
+        self.panes.finish(cancelled=cancelled)
         if self.created_session and self.close_session_at_end:
             self._tmux("kill-session", "-t", self.session_id, check=False)
 

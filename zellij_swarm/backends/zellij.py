@@ -36,15 +36,14 @@ import shlex
 import shutil
 import signal
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from .. import layout, rundir, sidecars
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _zellij
+from ._lifecycle import PaneLifecycle
 from ._zellij import Zellij
 from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
 
@@ -102,11 +101,7 @@ class ZellijBackend:
         self.started = False
         self.tab_id: int | None = None
         self.broken: BackendError | None = None
-        self.workers: dict[Path, _Worker] = {}  # generation dir -> its pane
         self.known: set[str] = set()  # pane ids we opened
-        self.held: deque[_Worker] = deque()  # succeeded, closing after the hold
-        self.kept: deque[_Worker] = deque()  # failed, kept on screen
-        self.reserved = 0
         self.alive = True
 
     # ----- set-up ------------------------------------------------------------------------
@@ -116,6 +111,9 @@ class ZellijBackend:
         s = ctx.settings
         self.live = s.ui == "live"
         self.cap = s.max_visible_panes
+        self.panes: PaneLifecycle[_Worker] = PaneLifecycle(
+            cap=s.max_visible_panes, keep_failed=s.keep_failed_panes, hold=s.pane_hold, schedule=ctx.schedule,
+            close=self._close, release=self._release)
         self.require = bool(s.require_multiplexer)
         caps = self.z.version()
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
@@ -256,19 +254,13 @@ class ZellijBackend:
                 return None
             time.sleep(0.1)
 
-    def visible_count(self) -> int:
-        return len(self.workers) + len(self.held) + len(self.kept) + self.reserved
-
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.live or slot > self.cap or not self.alive:
             return None
         if self.broken is not None and not self.require:
             return None  # one warning was recorded; the rest of the swarm runs headless
-        while self.visible_count() >= self.cap and (self.kept or self.held):
-            self._close((self.kept or self.held).popleft())
-        if self.visible_count() >= self.cap:
+        if not self.panes.reserve():
             return None
-        self.reserved += 1
         return self.pane_mode_value
 
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
@@ -279,7 +271,7 @@ class ZellijBackend:
             results[i] = result
         if not in_panes:
             return results  # type: ignore[return-value]
-        self.reserved -= len(in_panes)
+        self.panes.launched(len(in_panes))
         if self.broken is not None:
             for i, _ in in_panes:
                 results[i] = LaunchFailed(self.broken.code, str(self.broken))
@@ -293,7 +285,7 @@ class ZellijBackend:
                     results[i] = LaunchFailed(e.code, str(e))
                 return results  # type: ignore[return-value]
             for (i, r), pane in zip(in_panes, ids):
-                self.workers[r.gen.dir] = _Worker(r, pane)
+                self.panes.opened(r.gen.dir, _Worker(r, pane))
                 results[i] = PaneOpened(pane)
             return results  # type: ignore[return-value]
         close = not self.z.has("pane_id_target")
@@ -305,37 +297,27 @@ class ZellijBackend:
                     self.broken = e  # do not hang on every later call
                 results[i] = LaunchFailed(e.code, str(e))
                 continue
-            self.workers[r.gen.dir] = _Worker(r, pane)
+            self.panes.opened(r.gen.dir, _Worker(r, pane))
             results[i] = PaneOpened(pane)
         return results  # type: ignore[return-value]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        w = self.workers.pop(req.gen.dir, None)
+        w = self.panes.pop(req.gen.dir)
         if w is None:
             return
         w.pane_id = pane_id or w.pane_id
-        if status == "cancelled":
-            self._close(w)
-            return
-        if self.z.has("pane_id_target") and w.pane_id:
+        if status != "cancelled" and self.z.has("pane_id_target") and w.pane_id:
             try:
                 self.z.call("action", "rename-pane", "--pane-id", w.pane_id, self._title(req, label))
             except BackendError:
                 return
-        if status == "succeeded":
-            self.held.append(w)
-            # before 0.44 the wrapper itself closes its pane after the hold
-            self.ctx.schedule(self.ctx.settings.pane_hold, lambda: self._release_held(w))
-        else:
-            self.kept.append(w)
-            while len(self.kept) > self.ctx.settings.keep_failed_panes:
-                self._close(self.kept.popleft())
+        self.panes.settle(w, status)
 
-    def _release_held(self, w: _Worker) -> None:
-        if w in self.held:
-            self.held.remove(w)
-            if self.z.has("pane_id_target"):
-                self._close(w)
+    def _release(self, w: _Worker) -> None:
+        """A held pane's time is up: close it by id from 0.44; before, the wrapper's own hold
+        ends by itself and its pane closes on exit."""
+        if self.z.has("pane_id_target"):
+            self._close(w)
 
     def _close(self, w: _Worker) -> None:
         """Close a worker's pane: by id from 0.44; before, by ending the wrapper's hold."""
@@ -349,7 +331,7 @@ class ZellijBackend:
             pass  # already gone: the user closed it, or the session went
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
-        w = self.workers.pop(req.gen.dir, None)
+        w = self.panes.pop(req.gen.dir)
         pane_id = pane_id or (w.pane_id if w else None)
         if pane_id and self.z.has("pane_id_target"):
             try:
@@ -370,10 +352,7 @@ class ZellijBackend:
     def close(self, *, cancelled: bool) -> None:
         if not self.started or not self.session_alive():
             return
-        for w in list(self.held) + (list(self.workers.values()) if cancelled else []):
-            if self.z.has("pane_id_target"):
-                self._close(w)
-        self.held.clear()
+        self.panes.finish(cancelled=cancelled)
         if self.created_session and self.close_session_at_end and self.z.session:
             self.z.call("kill-session", self.z.session, session=False, check=False)
             self.z.call("delete-session", "--force", self.z.session, session=False, check=False)

@@ -1,0 +1,80 @@
+"""The life of worker panes in live mode (SPEC §2), shared by the tmux and Zellij backends.
+
+A generation's pane runs while its worker runs. When the exit is recorded, a successful
+pane is held for ``pane_hold`` and then released; a failed one is kept on screen, up to
+``keep_failed_panes`` (the oldest kept pane closes first); a cancelled one closes at once.
+Running, held and kept panes all count toward ``max_visible_panes``: before a new pane
+would exceed it, the oldest kept (then held) pane makes room; if none can, the generation
+runs headless. The backend says how to close and release a pane (``P`` is its own record
+of one) and retitles it itself.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+P = TypeVar("P")
+
+
+class PaneLifecycle(Generic[P]):
+    def __init__(self, *, cap: int, keep_failed: int, hold: float,
+                 schedule: Callable[[float, Callable[[], None]], None], close: Callable[[P], None],
+                 release: Callable[[P], None] | None = None) -> None:
+        self.cap = cap
+        self.keep_failed = keep_failed
+        self.hold = hold
+        self._schedule = schedule
+        self._close = close
+        self._release = release or close
+        self.running: dict[Hashable, P] = {}
+        self.held: deque[P] = deque()
+        self.kept: deque[P] = deque()
+        self.reserved = 0
+
+    def visible(self) -> int:
+        return len(self.running) + len(self.held) + len(self.kept) + self.reserved
+
+    def reserve(self) -> bool:
+        """Room for one more pane, closing the oldest kept or held ones if need be."""
+        while self.visible() >= self.cap and (self.kept or self.held):
+            self._close((self.kept or self.held).popleft())
+        if self.visible() >= self.cap:
+            return False
+        self.reserved += 1
+        return True
+
+    def launched(self, count: int) -> None:
+        """``count`` reservations became launch attempts (``opened`` follows for each pane)."""
+        self.reserved -= count
+
+    def opened(self, key: Hashable, pane: P) -> None:
+        self.running[key] = pane
+
+    def pop(self, key: Hashable) -> P | None:
+        return self.running.pop(key, None)
+
+    def settle(self, pane: P, status: str) -> None:
+        """A popped pane's generation ended with ``status``."""
+        if status == "cancelled":
+            self._close(pane)
+        elif status == "succeeded":
+            self.held.append(pane)
+            self._schedule(self.hold, lambda: self._release_held(pane))
+        else:
+            self.kept.append(pane)
+            while len(self.kept) > self.keep_failed:
+                self._close(self.kept.popleft())
+
+    def _release_held(self, pane: P) -> None:
+        if pane in self.held:
+            self.held.remove(pane)
+            self._release(pane)
+
+    def finish(self, *, cancelled: bool) -> None:
+        """The run is over: held panes go now, and worker panes too if it was cancelled;
+        kept ones stay for the user to read."""
+        for pane in list(self.held) + (list(self.running.values()) if cancelled else []):
+            self._release(pane)
+        self.held.clear()
