@@ -54,6 +54,30 @@ def make_wrappers(base: Path, n: int) -> Path:
     return listing
 
 
+def tmux_first_batch(work: Path) -> tuple[float, float] | None:
+    """32 live panes on a private tmux server: (ms from the batch's start to its 32nd pane
+    opened, ms to its 32nd worker started)."""
+    d = work / "tmux32"
+    (d / "tmp").mkdir(parents=True)
+    (d / "sleep.txt").write_text("sleep 1\n" * 32)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "ZELLIJ"))}
+    env["TMUX_TMPDIR"] = str(d / "tmp")
+    try:
+        subprocess.run(ZSW + ["run", "-j", "32", "--max-visible-panes", "32", "--backend", "tmux", "--ui", "live",
+                              "--require-multiplexer", "--output", "quiet", "--state-dir", str(d / "s"),
+                              str(d / "sleep.txt")], cwd=d, env=env, check=True, capture_output=True, timeout=120)
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+    run = next((d / "s/runs").iterdir())
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    start = next(e["ts"] for e in events if e["event"] == "batch_dispatch_started")
+    opened = [e["ts"] for e in events if e["event"] == "pane_opened"]
+    metrics = json.loads((run / "summary.json").read_text())["metrics"]
+    if len(opened) != 32:
+        return None
+    return (max(opened) - start) * 1000, metrics["first_batch_launch_span_ms"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=5)
@@ -96,6 +120,8 @@ def main() -> None:
             print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
                   file=sys.stderr)
 
+        tmux_open = tmux_first_batch(work) if shutil.which("tmux") else None
+
         d = work / "sleep-batch"
         d.mkdir()
         (d / "sleep.txt").write_text("sleep 1\n" * 100)
@@ -123,6 +149,9 @@ def main() -> None:
           f"p95 {statistics.median(refill95):.1f} ms   (target p95 < 20)")
     print(f"first batch launch span at -j {j}: {statistics.median(spans):.1f} ms")
     print(f"supervisor peak RSS: {max(rss):.1f} MiB")
+    if tmux_open:
+        print(f"tmux, 32 live panes in one batch: all opened {tmux_open[0]:.0f} ms after the batch started, "
+              f"all 32 workers running after {tmux_open[1]:.0f} ms (target < 1000)")
     print(f"100 x `sleep 1` at -j 100: wall {wall100:.2f} s, first batch launch span "
           f"{m100['first_batch_launch_span_ms']} ms, utilization {m100['utilization']}")
 

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Mapping
 
 import psutil
+
+
+START_SLACK = 0.05  # seconds: process start times are rounded to clock ticks
 
 
 def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool:
@@ -24,18 +29,39 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool:
     return all(n in env for n in needles)
 
 
-def marked(needles: tuple[bytes, ...]) -> list[psutil.Process]:
-    """Processes (not us) whose environment holds every ``NAME=value`` in ``needles``."""
+def _session(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[4])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None) -> list[psutil.Process]:
+    """Processes (not us) whose environment holds every ``NAME=value`` in ``needles``, or
+    that are in one of ``sessions`` (wrapper pid -> when that wrapper ended) and started
+    before its session's wrapper ended: a child forked but not yet exec'd shows its
+    parent's original environment, without the markers the wrapper exported. The start
+    time check keeps a later session that reuses the pid out."""
     me = os.getpid()
     out = []
     for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != me and _environ_has(int(name), needles):
-            try:
-                proc = psutil.Process(int(name))
-                if proc.status() != psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
-                    out.append(proc)
-            except psutil.NoSuchProcess:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        sid = _session(pid) if sessions else None
+        if not (_environ_has(pid, needles) or sid in (sessions or {})):
+            continue
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
                 continue
+            if sid in (sessions or {}) and not _environ_has(pid, needles) and \
+                    proc.create_time() > sessions[sid] + START_SLACK:  # type: ignore[index]
+                continue
+            out.append(proc)
+        except psutil.NoSuchProcess:
+            continue
     return out
 
 
@@ -81,10 +107,20 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process has ended; a zombie has (its parent may be slow to reap an
+    orphan). Returns those still running at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [p for p in procs if alive(p.pid)]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.01)
+
+
 def end_all(procs: list[psutil.Process], grace: float) -> list[psutil.Process]:
     """SIGTERM, wait up to ``grace``, SIGKILL the rest (blocking; for shutdown paths)."""
     send(procs, signal.SIGTERM)
-    _, survivors = psutil.wait_procs(procs, timeout=grace)
+    survivors = _wait_gone(procs, grace)
     send(survivors, signal.SIGKILL)
-    psutil.wait_procs(survivors, timeout=grace)
-    return survivors
+    return _wait_gone(survivors, grace)

@@ -648,14 +648,15 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
 
     def _reap_leftovers(self) -> None:
         """Processes still carrying the run's id (a daemon a worker left behind) are ended."""
-        left = procs.marked(procs.run_markers(self.run_id))
+        sessions = {a.pid: a.ended_at for t in self.tasks.values() for a in t.history if a.pid and a.ended_at}
+        left = procs.marked(procs.run_markers(self.run_id), sessions)
         if not left:
             return
         names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
         self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: {names}", None)
         for _ in range(5):  # a daemon may fork again while it is being ended: scan until none is left
             procs.end_all(left, KILL_GRACE)
-            left = procs.marked(procs.run_markers(self.run_id))
+            left = procs.marked(procs.run_markers(self.run_id), sessions)
             if not left:
                 return
 
