@@ -288,3 +288,27 @@ def test_tmux_missing_is_a_warning_or_an_error_under_require(swarm, tmp_path, re
     else:
         assert res.code == 0 and rows["task-1"]["status"] == "succeeded"
         assert [w["code"] for w in summary["warnings"]] == ["multiplexer_missing"]
+
+
+def test_attach_takes_the_terminal_until_the_session_closes(swarm, tmux):
+    """--attach on a TTY (given here by `script`): the tmux client runs in the foreground and
+    the run returns once its session closes (--close-session)."""
+    if shutil.which("script") is None:
+        pytest.skip("script (util-linux) is not installed")
+    swarm.write("a.txt", "echo attached-run\n")
+    inner = " ".join(swarm.cmd("run", "a.txt", "--backend", "tmux", "--ui", "live", "--attach", "--close-session",
+                               "--pane-hold", "100ms"))
+    env = outside_env(tmux, TERM="xterm")
+    p = subprocess.run(["script", "-qfec", inner, "/dev/null"], cwd=swarm.cwd, env=env, capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-2000:]
+    assert swarm.tasks()["task-1"]["status"] == "succeeded"
+    assert b"[exited]" in p.stdout  # the tmux client drew the session, then left when it closed
+    assert tmux("list-sessions", check=False) == ""
+
+
+def test_attach_without_a_terminal_says_so_and_runs(swarm, tmux):
+    swarm.write("a.txt", "true\n")
+    res = swarm("run", "a.txt", "--backend", "tmux", "--attach", "--close-session", env=outside_env(tmux))
+    assert res.code == 0
+    assert "--attach needs a terminal on stdin and stdout; not attaching" in res.stderr

@@ -70,8 +70,10 @@ def cli() -> None:
 @click.option("--close-session", is_flag=True,
               help="close the multiplexer session zellij-swarm created, at the end (default: keep it unless CI=true)")
 @click.option("--here", is_flag=True, help="Zellij: open the panes in the current tab, not a tab of their own")
+@click.option("--attach", is_flag=True,
+              help="outside a multiplexer: attach to the session zellij-swarm creates, in the foreground (needs a TTY)")
 def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool, here: bool,
-        require_zellij: bool | None, **flags: Any) -> None:
+        attach: bool, require_zellij: bool | None, **flags: Any) -> None:
     """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
     (blank and # lines skipped); - reads commands from stdin.
 
@@ -89,7 +91,8 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
     outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
-                      json_output=json_output, junit_path=junit_path, close_session=close_session, here=here)
+                      json_output=json_output, junit_path=junit_path, close_session=close_session, here=here,
+                      attach=attach)
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)

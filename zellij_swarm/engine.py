@@ -39,13 +39,17 @@ def execute(
     junit_path: str | None = None,
     close_session: bool = False,
     here: bool = False,
+    attach: bool = False,
 ) -> Outcome:
     choice = choose(resolved.backend, env)
+    if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
+        attach = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
-    mode = resolved.output or ("progress" if sys.stderr.isatty() else "group")
+    mode = "quiet" if attach else resolved.output or ("progress" if sys.stderr.isatty() else "group")
     reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
-                   backend_reason=choice.why)
+                   backend_reason=choice.why, attach=attach)
     sup = Supervisor(plan, backend, reporter)
     code = sup.run()
     summary = sup.final_snapshot

@@ -16,6 +16,7 @@ import os
 import secrets
 import selectors
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -57,6 +58,7 @@ class RunPlan:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
     backend_reason: str = ""
+    attach: bool = False  # attach to a session the backend creates, in the foreground (on a TTY)
     resume: Recovered | None = None  # continue this interrupted run instead of starting one
     run_dir: Path | None = None
 
@@ -128,6 +130,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self.ended_at: float | None = None
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
+        self.attached: subprocess.Popen | None = None
         self._last_progress = 0.0
 
     # ----- setup ---------------------------------------------------------------------------
@@ -210,6 +213,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             if not self._open_backend():
                 return self._finish()
             self._dispatch()
+            self._maybe_attach()
             while not self._done():
                 timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
                                if t is not None), default=None)
@@ -226,6 +230,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
                 if self.detached:
                     break
                 self._dispatch()
+                self._maybe_attach()
                 self.events.flush()
                 self.snapshots.maybe_write()
                 self._check_records()
@@ -271,6 +276,14 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             self.backend.close(cancelled=self.stop_signal is not None or self.cancelled)
         except exc.BackendError as e:
             self._warn(e.code, f"{self.backend.name}: closing: {e.message}", None)
+
+    def _maybe_attach(self) -> None:
+        """``--attach``: once the backend's session exists, its client takes the terminal.
+        Interactive and unbounded in time, it is the one external command run without a
+        timeout; the run's end waits for it (the user detaches, or the session closes)."""
+        if self.plan.attach and self.attached is None and (cmd := self.backend.attach_command()):
+            argv, env = cmd
+            self.attached = subprocess.Popen(argv, env=env)
 
     def _done(self) -> bool:
         return not self.live and (self._stopping() or len(self.ready) == 0)
@@ -669,6 +682,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             return 129
         self._reap_leftovers()
         self.ended_at = self.wallclock()
+        if self.attached is not None:
+            self._close_backend()  # a session closed at the end lets its client go
+            self.attached.wait()
         snap = self.snapshots.write()
         try:
             rundir.write_json_atomic(self.paths.summary, snap)

@@ -95,6 +95,10 @@ class Backend(Protocol):
     def session_alive(self) -> bool:
         ...
 
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        """How to attach to the session this backend created (argv, environment), once it exists."""
+        ...
+
     def close(self, *, cancelled: bool) -> None:
         """The run is over: close worker panes as SPEC §2 says, release what is held."""
         ...

@@ -42,5 +42,8 @@ class HeadlessBackend:
     def session_alive(self) -> bool:
         return True
 
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return None
+
     def close(self, *, cancelled: bool) -> None:
         pass

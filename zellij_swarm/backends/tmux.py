@@ -104,6 +104,7 @@ class TmuxBackend:
         self.session_id = ""
         self.session_name = ""
         self.created_session = False
+        self.attach_argv: list[str] | None = None
         self.windows: list[_Window] = []
         self.alive = True
 
@@ -148,8 +149,8 @@ class TmuxBackend:
         where = f"tmux session {self.session_name!r}, window {name}"
         socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
         if self.created_session:
-            ctx.notice(f"panes in {where}; attach with: tmux -S {shlex.quote(socket)} attach -t "
-                       f"{shlex.quote(self.session_name)}")
+            self.attach_argv = ["tmux", "-S", socket, "attach", "-t", self.session_name]
+            ctx.notice(f"panes in {where}; attach with: {shlex.join(self.attach_argv)}")
         else:
             ctx.notice(f"panes in {where} (tmux select-window -t {window})")
         if not self.live:
@@ -282,6 +283,9 @@ class TmuxBackend:
             except BackendError:
                 self.alive = False
         return self.alive
+
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return (self.attach_argv, self.env) if self.attach_argv else None
 
     def close(self, *, cancelled: bool) -> None:
         if self.server is None or not self.session_alive():

@@ -98,6 +98,7 @@ class ZellijBackend:
         self.inside = "ZELLIJ" in env and bool(env.get("ZELLIJ_SESSION_NAME"))
         self.mode = ""  # session (we create it) | tab (our tab in a live session) | here
         self.created_session = False
+        self.attach_argv: list[str] | None = None
         self.started = False
         self.tab_id: int | None = None
         self.broken: BackendError | None = None
@@ -185,7 +186,8 @@ class ZellijBackend:
             self.z.wait_live(deadline)
             sock = self.env.get("ZELLIJ_SOCKET_DIR")
             prefix = f"ZELLIJ_SOCKET_DIR={shlex.quote(sock)} " if sock else ""
-            ctx.notice(f"panes in zellij session {session!r}; attach with: {prefix}zellij attach {shlex.quote(session)}")
+            self.attach_argv = ["zellij", "attach", session]
+            ctx.notice(f"panes in zellij session {session!r}; attach with: {prefix}{shlex.join(self.attach_argv)}")
         else:
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
@@ -348,6 +350,9 @@ class ZellijBackend:
             except BackendError:
                 self.alive = False
         return self.alive
+
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return (self.attach_argv, _zellij.scrubbed(self.env)) if self.attach_argv else None
 
     def close(self, *, cancelled: bool) -> None:
         if not self.started or not self.session_alive():
