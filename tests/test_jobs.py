@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from swarmtest import kill_run_processes, run_processes, validate, wait_until
+from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
+
+
+@pytest.fixture(params=["headless", "tmux"])
+def backend(request) -> tuple[tuple[str, ...], dict | None]:
+    """The same job-view tests headless and with workers in live tmux panes."""
+    if request.param == "headless":
+        return ("--backend", "headless"), None
+    t = request.getfixturevalue("tmux")
+    return ("--backend", "tmux", "--ui", "live"), outside_env(t)
 
 
 def status_json(swarm, *args: str) -> dict:
@@ -15,7 +27,7 @@ def status_json(swarm, *args: str) -> dict:
     return snap
 
 
-def test_finished_row_is_frozen_while_its_slot_runs_another_task(swarm):
+def test_finished_row_is_frozen_while_its_slot_runs_another_task(swarm, backend):
     swarm.write("s.toml", """
 [swarm]
 jobs = 1
@@ -26,7 +38,8 @@ cmd = "echo a; exit 4"
 name = "B"
 cmd = "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done"
 """)
-    proc = swarm.popen("run", "s.toml", "--output", "quiet")
+    args, env = backend
+    proc = swarm.popen("run", "s.toml", "--output", "quiet", *args, env=env)
     try:
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
         b_log = run / "slots/slot-1/gen-2/output.log"
@@ -64,7 +77,7 @@ def test_status_all_differs_by_idle_and_closed_slots(swarm):
     assert default["counts"] == everything["counts"] and default["tasks"] == everything["tasks"]
 
 
-def test_idle_timeout_kill_and_warn(swarm):
+def test_idle_timeout_kill_and_warn(swarm, backend):
     swarm.write("i.toml", """
 [swarm]
 jobs = 4
@@ -81,7 +94,8 @@ name = "heartbeat-only"
 cmd = 'for i in $(seq 1 15); do echo alive >> "$ZELLIJ_SWARM_HEARTBEAT"; sleep 0.2; done'
 idle_timeout = "1s"
 """)
-    res = swarm("run", "i.toml", "--output", "quiet")
+    args, env = backend
+    res = swarm("run", "i.toml", "--output", "quiet", *args, env=env)
     assert res.code == 1
     rows = swarm.tasks()
     assert (rows["silent"]["status"], rows["silent"]["reason"]) == ("timed_out", "idle_timeout")
@@ -98,7 +112,7 @@ name = "quiet"
 cmd = "sleep 1.6; echo done"
 idle_timeout = "0.5s"
 """)
-    res = swarm("run", "w.toml", "--idle-policy", "warn", "--output", "quiet")
+    res = swarm("run", "w.toml", "--idle-policy", "warn", "--output", "quiet", *args, env=env)
     assert res.code == 0
     summary = swarm.summary()
     assert [w["code"] for w in summary["warnings"]] == ["idle_timeout"]
