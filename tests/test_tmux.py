@@ -197,19 +197,25 @@ cmd = 'for i in 1 2 3 4 5; do printf "\r\033[32mprogress %s/5\033[0m" $i; sleep 
     assert "\x1b" not in text and "[32m" not in text
 
 
+def start_live_pane(swarm, tmux, swarm_file: str):
+    """Start a one-task live swarm in tmux; wait for its pane's launch heartbeat."""
+    proc = swarm.popen("run", swarm_file, "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    gen = run / "slots/slot-1/gen-1"
+    pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
+        (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
+    return proc, run, gen, pane
+
+
 def test_live_worker_has_a_tty_and_output_shows_while_it_runs(swarm, tmux):
     swarm.write("py.toml", """
 [[task]]
 name = "py"
 argv = ["python3", "-c", "import sys, time\\nprint('tty', sys.stdout.isatty(), flush=True)\\nfor i in range(40):\\n    print('tick', i, flush=True); time.sleep(0.1)"]
 """)
-    proc = swarm.popen("run", "py.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
-                       env=outside_env(tmux))
+    proc, run, gen, pane = start_live_pane(swarm, tmux, "py.toml")
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-        gen = run / "slots/slot-1/gen-1"
-        pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
-            (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
         screen = wait_until(lambda: (c := tmux.capture(pane)) and "tick 3" in c and c, what="live output")
         assert not (gen / "exit").exists(), "the output must show while the worker still runs"
         assert "tty True" in screen
@@ -225,13 +231,8 @@ def test_worker_title_escape_cannot_overwrite_slot_task_state(swarm, tmux):
 name = "retitle"
 cmd = 'printf "\033]2;HACKED\007\033k HACKED \033\\"; sleep 30'
 """)
-    proc = swarm.popen("run", "t.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
-                       env=outside_env(tmux))
+    proc, run, gen, pane = start_live_pane(swarm, tmux, "t.toml")
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-        gen = run / "slots/slot-1/gen-1"
-        pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
-            (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
         wait_until(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_title}").strip() == "HACKED",
                    what="the worker's own title escape to land")
         assert tmux.panes()[pane]["title"] == "slot 1 · retitle · running"

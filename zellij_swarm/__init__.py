@@ -2,10 +2,19 @@
 
 Each worker gets a visible Zellij (or tmux) pane, or runs headless; every exit code is
 recorded through a sidecar file and every run is recorded durably under the state dir.
+``from zellij_swarm import Swarm, Task`` is the Python API (imported on first use, so the
+renderers that run in panes start without loading the engine).
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
-
-from .api import Swarm, SwarmResult, Task  # noqa: E402
-
 __all__ = ["Swarm", "SwarmResult", "Task", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Swarm", "SwarmResult", "Task"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'zellij_swarm' has no attribute {name!r}")

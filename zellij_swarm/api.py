@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import exc, settings, swarmfile
+from .engine import Outcome as SwarmResult
+from .engine import execute
 
 
 @dataclass
@@ -43,18 +45,6 @@ class Task:
         return raw
 
 
-@dataclass(frozen=True)
-class SwarmResult:
-    exit_code: int
-    run_id: str
-    run_dir: Path
-    summary: dict[str, Any]
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-
 class Swarm:
     def __init__(self, tasks: Iterable[Task] = (), *, name: str | None = None, **options: Any) -> None:
         unknown = set(options) - set(settings.BY_NAME)
@@ -69,12 +59,9 @@ class Swarm:
         return task
 
     def run(self, *, output: str = "quiet", env: Mapping[str, str] | None = None) -> SwarmResult:
-        from .engine import execute
-
         env = dict(os.environ if env is None else env)
         base = Path.cwd()
         specs = [swarmfile.task_from_dict(t.as_dict(), i, "<api>", base) for i, t in enumerate(self.tasks)]
         swarmfile.validate(specs)
         resolved = settings.resolve({**self.options, "output": output}, env, flag_source="api")
-        outcome = execute(specs, resolved, name=self.name, source="<api>", env=env)
-        return SwarmResult(outcome.exit_code, outcome.run_id, outcome.run_dir, outcome.summary)
+        return execute(specs, resolved, name=self.name, source="<api>", env=env)

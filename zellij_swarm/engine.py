@@ -22,10 +22,16 @@ from .supervisor import RunPlan, Supervisor
 
 @dataclass(frozen=True)
 class Outcome:
+    """A finished run (also the Python API's ``SwarmResult``)."""
+
     exit_code: int
     run_id: str
     run_dir: Path
     summary: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
 
 
 def execute(
