@@ -133,3 +133,28 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
     finally:
         kill_run_processes(run.name)
+
+
+def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swarm):
+    swarm.write("c.txt", "sleep 30\nsleep 30\necho never >> ledger\n")
+    proc = swarm.popen("run", "c.txt", "-j", "2", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in (1, 2)),
+                   what="workers started")
+        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
+                   s["counts"].get("running") == 2, what="a snapshot with both running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        res = swarm("cancel", run.name)
+        assert res.code == 0 and "has no supervisor" in res.stderr
+        assert run_processes(run.name) == []
+        res = swarm("resume", run.name)
+        assert res.code == 130, res.stderr
+        rows = swarm.tasks()
+        assert {n: (r["status"], r["reason"]) for n, r in rows.items()} == {
+            "task-1": ("cancelled", "cancelled_by_user"), "task-2": ("cancelled", "cancelled_by_user"),
+            "task-3": ("cancelled", "cancelled_by_user")}
+        assert not (swarm.cwd / "ledger").exists()
+    finally:
+        kill_run_processes(run.name)

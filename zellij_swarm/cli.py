@@ -161,13 +161,16 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
     """Cancel a running swarm, or only the named TASKS of it."""
     run = find_run(_state_dir(state_dir), run_id)
     snap = views.load_status(run)
-    if snap["state"] != "running":
+    if snap["state"] not in ("running", "interrupted"):
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to cancel")
     known = {t["name"] for t in snap["tasks"]} | {t["id"] for t in snap["tasks"]}
     missing = [t for t in tasks if t not in known and t not in _run_task_names(run)]
     if missing:
         raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
     inbox.send(run, "cancel", tasks=list(tasks))
+    if snap["state"] == "interrupted":
+        _cancel_unsupervised(run, snap, set(tasks))
+        return
     what = ", ".join(tasks) if tasks else "the whole run"
     click.echo(f"zellij-swarm: cancel of {what} sent to run {run.run_id} (supervisor pid {runlock.holder(run)})",
                err=True)
@@ -204,6 +207,25 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], state_dir: str |
     if not answer.get("ok"):
         raise exc.UsageError(answer.get("error") or "the supervisor refused the addition")
     click.echo(f"zellij-swarm: added to run {run.run_id}: {', '.join(answer['added'])}", err=True)
+
+
+def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> None:
+    """No supervisor: end the recorded workers here, each generation marked as cancelled
+    first (as a supervisor would), so that a later `resume` records them so."""
+    from . import procs
+    from .rundir import write_atomic
+
+    ended = 0
+    for t in snap["tasks"]:
+        if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
+            continue
+        gen = run.gen(t["slot"], t["generation"])
+        write_atomic(gen.kill, "cancelled_by_user\n")
+        found = procs.generation_tree(None, procs.generation_markers(run.run_id, t["slot"], t["generation"]))
+        procs.end_all(found, 2.0)
+        ended += len(found)
+    click.echo(f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
+               f"`zellij-swarm resume {run.run_id}` records the cancellation", err=True)
 
 
 def _run_task_names(run: Any) -> set[str]:

@@ -15,6 +15,10 @@ from .states import TaskStatus
 class ControlMixin:
     def _read_inbox(self) -> None:
         for msg in inbox.pending(self.paths):
+            if msg.id in self.applied_messages:  # applied before a crash, not yet moved away
+                inbox.consume(self.paths, msg)
+                continue
+            self.applied_messages.add(msg.id)
             self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"))
             self.events.flush()
             self._apply(msg)

@@ -69,13 +69,6 @@ def make_dirs(run: RunPaths) -> None:
     run.replies.mkdir(exist_ok=True, mode=0o700)
 
 
-def was_consumed(run: RunPaths, msg_id: str) -> bool:
-    return (run.consumed / msg_id).exists()
-
-
-
-
-
 def reply(run: RunPaths, msg: Message, body: dict[str, Any]) -> None:
     """The supervisor's answer to a message whose sender waits for one (``add``)."""
     run.replies.mkdir(mode=0o700, exist_ok=True)

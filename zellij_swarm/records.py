@@ -18,15 +18,6 @@ from typing import Any
 
 from .rundir import RunPaths, write_atomic, write_json_atomic
 
-# Warnings and reasons share one vocabulary (SPEC §7).
-REASONS = frozenset({
-    "timeout", "idle_timeout", "cwd_missing", "spawn_failed", "dependency_failed", "cancelled_by_user",
-    "pane_closed", "halted", "multiplexer_lost", "no_exit_record", "multiplexer_missing", "session_missing",
-    "pane_call_failed", "pane_call_timeout", "pane_id_missing", "heartbeat_missing", "live_degraded_to_compact",
-    "renderer_died", "state_dir_error",
-})
-
-
 class EventLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

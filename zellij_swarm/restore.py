@@ -71,6 +71,7 @@ class RestoreMixin:
                 self._collect(lg)
         for lg in to_adopt:
             self._adopt(lg)
+        self._read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
 
     def _replay(self, lg: LiveGen, gs: Any) -> None:
         """Put a generation that ended before this supervisor into its task's history."""

@@ -43,9 +43,6 @@ class SlotPool:
     def free_count(self) -> int:
         return 0 if self._closed else len(self._free)
 
-    def free_slots(self) -> list[int]:
-        return sorted(self._free)
-
 
 class ReadyQueue:
     """Tracks dependencies and hands out ready task ids in priority order."""

@@ -96,6 +96,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self.wallclock = wallclock
         self.watcher: Watcher = watcher or Inotify()
         self.fallback = HeadlessBackend()
+        self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
         self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
         self.by_dir: dict[Path, LiveGen] = {}

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-IN_MODIFY = 0x002
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_TO = 0x080
 IN_CREATE = 0x100

@@ -29,8 +29,6 @@ from .screen import TailScreen
 from .snapshot import GenInfo, GenReader, StateReader, describe_slot, gen_records, slot_entries
 from .text import STATUS_SGR, clip, clock_time, duration, join_parts, printable
 
-HEADER_ROWS = 3
-
 Tail = Callable[[int, int], list[str]]
 
 

@@ -101,13 +101,9 @@ def read_gen(paths: GenPaths) -> GenInfo:
     return _gen_info(paths, _exit_record(str(paths.exit_record)), _mtime(paths.claim), seen, hb_pid, heartbeat_at)
 
 
-def newest_gen(run: RunPaths, slot: int) -> GenInfo | None:
-    gens = run.generations(slot)
-    return read_gen(gens[-1]) if gens else None
-
-
 class GenReader:
-    """``newest_gen`` for a renderer that asks many times a second, at a few stats per slot.
+    """A slot's newest generation, for a renderer that asks many times a second, at a few
+    stats per slot.
 
     A slot's listing is re-read only when its directory changed; a generation's claim time and
     launch heartbeat are read until seen (they never change after); a finished generation's
