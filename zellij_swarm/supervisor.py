@@ -18,7 +18,6 @@ import selectors
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock,
 from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .backends.headless import HeadlessBackend, worker_env
 from .launcher import Ended, Launcher, NotStarted, Started
+from .cancellation import EXIT_CODES, KILL_GRACE, CancelMixin
 from .control import ControlMixin
 from .live import LiveGen, Timers
 from .pane_follow import PaneFollowMixin
@@ -42,8 +42,6 @@ from .settings import Resolved
 from .states import SlotState, TaskStatus, transition
 from .watch import Inotify, Watcher
 
-KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when ending a worker's tree
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
 @dataclass
@@ -77,7 +75,7 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
-class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
+class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, CancelMixin):
     def __init__(
         self,
         plan: RunPlan,
@@ -288,37 +286,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
 
     def _done(self) -> bool:
         return not self.live and (self._stopping() or len(self.ready) == 0)
-
-    def _install_signals(self) -> tuple[int | None, Callable[[], None]]:
-        if threading.current_thread() is not threading.main_thread():
-            return None, lambda: None
-        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-        old = {s: signal.signal(s, lambda *_: None) for s in EXIT_CODES}
-
-        def restore() -> None:
-            for s, h in old.items():
-                signal.signal(s, h)
-            signal.set_wakeup_fd(old_fd)
-            os.close(r)
-            os.close(w)
-
-        return r, restore
-
-    def _on_signals(self, fd: int) -> None:
-        try:
-            data = os.read(fd, 64)
-        except BlockingIOError:
-            return
-        for num in data:
-            sig = signal.Signals(num)
-            if sig == signal.SIGHUP:
-                self._detach()
-                return
-            if self.stop_signal is None:
-                self.stop_signal = sig
-                self.events.emit("warning", code="cancelled_by_user", message=f"received {sig.name}", task=None)
-                self._stop_everything("cancelled_by_user")
 
     # ----- dispatch ------------------------------------------------------------------------
 
@@ -560,70 +527,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
         self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
         self.reporter.task_ended(task, None)
 
-    def _on_failure(self) -> None:
-        mode = self.settings.halt
-        if mode == "never" or self.halted:
-            return
-        self.halted = True
-        self._warn("halted", f"--halt {mode}: stopping after the first failure", None)
-        self._cancel_pending("halted")
-        if mode == "now":
-            for lg in list(self.live.values()):
-                self._kill(lg, "halted")
-
-    # ----- cancellation: one path for cancel, signals, halt and timeouts ----------------------
-
-    def _stop_everything(self, reason: str) -> None:
-        self.pool.close()
-        self._cancel_pending(reason)
-        for lg in list(self.live.values()):
-            self._kill(lg, reason)
-
-    def _cancel_pending(self, reason: str) -> None:
-        for tid in self.ready.drain():
-            self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
-        self.snapshots.dirty = True
-
-    def _kill(self, lg: LiveGen, reason: str) -> None:
-        """End a generation's whole process tree: SIGTERM, then SIGKILL after a grace period,
-        then the wrapper itself if it still has not recorded the exit."""
-        if lg.done or lg.kill_reason is not None:
-            return
-        lg.kill_reason = reason
-        try:
-            rundir.write_atomic(lg.gen.kill, reason + "\n")
-        except OSError as e:
-            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
-        if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
-            # Its pane never started the wrapper, and now never will: nothing to end.
-            self._unwatch(lg)
-            self.backend.abandon(lg.pane_id, lg.request)
-            self._end_generation(lg, None, TaskStatus.TIMED_OUT if reason == "timeout" else TaskStatus.CANCELLED,
-                                 reason)
-            return
-        markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
-        procs.send(procs.generation_tree(lg.pid, markers), signal.SIGTERM)
-
-        def escalate() -> None:
-            if lg.done:
-                return
-            procs.send(procs.generation_tree(lg.pid, markers), signal.SIGKILL)
-            self.timers.after(KILL_GRACE, kill_wrapper)
-
-        def kill_wrapper() -> None:
-            if not lg.done and lg.pid:
-                try:
-                    os.kill(lg.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-        self.timers.after(KILL_GRACE, escalate)
-
-    def _detach(self) -> None:
-        """SIGHUP: leave the workers running; ``resume`` picks the run up."""
-        self.detached = True
-        self.events.emit("warning", code="detached", message="received SIGHUP: supervisor detached", task=None)
-
     def _stopping(self) -> bool:
         return bool(self.stop_signal or self.cancelled or self.halted)
 
@@ -659,20 +562,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin):
             self._warn("state_dir_error", f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
                                           "outcomes are still tracked in memory", None)
             self.reporter.notice(f"warning: records of run {self.run_id} could not be written ({error.strerror})")
-
-    def _reap_leftovers(self) -> None:
-        """Processes still carrying the run's id (a daemon a worker left behind) are ended."""
-        sessions = {a.pid: a.ended_at for t in self.tasks.values() for a in t.history if a.pid and a.ended_at}
-        left = procs.marked(procs.run_markers(self.run_id), sessions)
-        if not left:
-            return
-        names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
-        self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: {names}", None)
-        for _ in range(5):  # a daemon may fork again while it is being ended: scan until none is left
-            procs.end_all(left, KILL_GRACE)
-            left = procs.marked(procs.run_markers(self.run_id), sessions)
-            if not left:
-                return
 
     def _finish(self) -> int:
         if self.detached:
@@ -716,10 +605,3 @@ def _pane_label(a: Any) -> str:
     if a.exit_code is not None:
         return f"{a.status} (exit {a.exit_code})"
     return str(a.status)
-
-
-def _name(p: Any) -> str:
-    try:
-        return p.name()
-    except Exception:
-        return "?"
