@@ -127,9 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("jobs", "--jobs", ("ZELLIJ_SWARM_JOBS",), _int_between(1, MAX_JOBS), _cpus,
             help="concurrent slots, 1–1024 (default: number of CPUs)"),
     Setting("backend", "--backend", ("ZELLIJ_SWARM_BACKEND",), _choice("auto", "zellij", "tmux", "headless"),
-            lambda: "auto", help="where workers run"),
+            lambda: "auto", help="where workers run: auto|zellij|tmux|headless"),
     Setting("ui", "--ui", ("ZELLIJ_SWARM_UI",), _choice("live", "compact"), lambda: "compact",
-            help="live: worker in its pane on a TTY; compact: renderer pane per slot"),
+            help="live: worker in its pane on a TTY | compact: renderer pane per slot"),
     Setting("require_multiplexer", "--require-multiplexer",
             ("ZELLIJ_SWARM_REQUIRE_MULTIPLEXER", "ZELLIJ_SWARM_REQUIRE_ZELLIJ"), parse_bool, lambda: False,
             help="multiplexer faults fail tasks instead of falling back to headless"),
@@ -152,11 +152,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
             help="limit on silence (no output, no heartbeat) per task"),
     Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice("warn", "kill"),
-            lambda: "kill", help="what an idle timeout does"),
+            lambda: "kill", help="what an idle timeout does: warn|kill"),
     Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice("progress", "group", "tag", "quiet"),
-            lambda: None, help="headless output mode (default: progress on a TTY, group otherwise)"),
+            lambda: None, help="progress|group|tag|quiet (default: progress on a TTY, group otherwise)"),
     Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice("never", "soon", "now"), lambda: "never",
-            help="after the first failure: keep going, stop dispatching, or cancel everything"),
+            help="after the first failure: never (keep going) | soon (stop dispatching) | now (cancel all)"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
