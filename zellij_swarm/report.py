@@ -47,6 +47,7 @@ class ConsoleReporter:
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr
         self.tty = self.err.isatty()
+        self.wants_progress = mode == "progress" and self.tty
         self.total = 0
         self._line_shown = False
 
@@ -82,7 +83,7 @@ class ConsoleReporter:
         self.out.flush()
 
     def progress(self, counts: dict[str, int], now: float) -> None:
-        if self.mode != "progress" or not self.tty:
+        if not self.wants_progress:
             return
         done = self.total - counts["pending"] - counts["running"]
         bad = sum(counts[s] for s in ("failed", "timed_out", "lost"))

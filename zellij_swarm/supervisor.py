@@ -67,6 +67,8 @@ class Reporter(Protocol):
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
     def notice(self, text: str) -> None: ...
     def task_ended(self, task: TaskRecord, gen: rundir.GenPaths | None) -> None: ...
+    wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
+
     def progress(self, counts: dict[str, int], now: float) -> None: ...
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
 
@@ -546,11 +548,13 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         return out
 
     def _progress_due(self) -> float | None:
-        return max(0.0, self._last_progress + 0.2 - self.clock()) if self.live else None
+        if not (self.live and self.reporter.wants_progress):
+            return None
+        return max(0.0, self._last_progress + 0.2 - self.clock())
 
     def _maybe_progress(self) -> None:
         now = self.clock()
-        if now - self._last_progress >= 0.2:
+        if self.reporter.wants_progress and now - self._last_progress >= 0.2:
             self._last_progress = now
             self.reporter.progress(self.counts(), now)
 
