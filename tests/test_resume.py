@@ -158,3 +158,20 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
         assert not (swarm.cwd / "ledger").exists()
     finally:
         kill_run_processes(run.name)
+
+
+def test_tasks_added_while_running_survive_a_resume(swarm):
+    swarm.write("a.txt", "sleep 0.6; echo first >> ledger\n")
+    proc = swarm.popen("run", "a.txt", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="first worker")
+        assert swarm("add", run.name, "--", "sh", "-c", "sleep 0.3; echo added >> ledger").code == 0
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        res = swarm("resume", run.name)
+        assert res.code == 0, res.stderr
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["added", "first"]
+        assert set(swarm.tasks()) == {"task-1", "task-2"}
+    finally:
+        kill_run_processes(run.name)

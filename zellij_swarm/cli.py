@@ -229,7 +229,9 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
 
 
 def _run_task_names(run: Any) -> set[str]:
-    return {t["name"] for t in read_json(run.run_json).get("tasks", [])}
+    from . import records, recovery
+
+    return {s.name for s in recovery.task_specs(read_json(run.run_json), records.read_events(run.events))}
 
 
 @cli.command()

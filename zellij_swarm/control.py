@@ -19,9 +19,11 @@ class ControlMixin:
                 inbox.consume(self.paths, msg)
                 continue
             self.applied_messages.add(msg.id)
+            # Apply, then record, then move: a crash before the record leaves the message
+            # to be applied again (cancel and add are safe to repeat); never lost.
+            self._apply(msg)
             self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"))
             self.events.flush()
-            self._apply(msg)
             inbox.consume(self.paths, msg)
 
     def _apply(self, msg: inbox.Message) -> None:
@@ -63,7 +65,6 @@ class ControlMixin:
         added = self._add_tasks(specs)
         for t in added:
             self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
-        self._write_run_json()
         self.snapshots.dirty = True
         return added
 

@@ -95,6 +95,13 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
     return claimed is not None and created <= claimed + START_TOLERANCE and str(gen.wrapper) in cmdline
 
 
+def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
+    """Every task of a run in id order: those of ``run.json``, then those added while it ran
+    (``add``, follow-ups), which only the event log records."""
+    records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] == "task_added"]
+    return [swarmfile.TaskSpec.from_record(t) for t in records_]
+
+
 def load(run: RunPaths) -> Recovered:
     holder = runlock.holder(run)
     if holder is not None:
@@ -102,14 +109,13 @@ def load(run: RunPaths) -> Recovered:
     meta = read_json(run.run_json)
     if run.summary.exists():
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
-    specs = [swarmfile.TaskSpec.from_record(t) for t in meta["tasks"]]
     events = records.read_events(run.events)
+    specs = task_specs(meta, events)
     outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in ("worker_completed", "worker_failed")}
     followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
     rec = Recovered(meta, load_environment(run.saved_env), specs, [])
     rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
     rec.backfills = sum(1 for e in events if e["event"] == "backfill")
-    gen_tasks = set()
     for slot in run.slot_numbers():
         for gen in run.generations(slot):
             who = header(gen)
@@ -119,7 +125,6 @@ def load(run: RunPaths) -> Recovered:
             gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
             gs.followups_consumed = (slot, gen.gen) in followups
             rec.gens.append(gs)
-            gen_tasks.add(gs.task_id)
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
     for e in events:
         if e["event"] in ("task_cancelled", "task_skipped") and names.get(e.get("task")):
