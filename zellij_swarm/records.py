@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .rundir import RunPaths, write_atomic, write_json_atomic
+from .swarmfile import is_env_name
 
 class EventLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
@@ -108,9 +109,5 @@ class SnapshotWriter:
 def save_environment(path: Path, env: Mapping[str, str]) -> None:
     """The caller's environment as a sourceable ``sh`` file (0600): a multiplexer pane gets
     the server's environment, and the wrapper restores this one instead."""
-    lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if _is_name(k)]
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
     write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
-
-
-def _is_name(key: str) -> bool:
-    return bool(key) and (key[0].isalpha() or key[0] == "_") and all(c.isalnum() or c == "_" for c in key) and key.isascii()

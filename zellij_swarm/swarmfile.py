@@ -22,6 +22,11 @@ SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name"})
 _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def is_env_name(key: str) -> bool:
+    """A name a POSIX shell can ``export``."""
+    return bool(_ENV_NAME.match(key))
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
 
 
@@ -249,7 +254,7 @@ def _task(raw: Any, index: int, path: str, lines: list[str], span: tuple[int, in
         raise fail("env must be a table of strings", "env")
     clean_env = {}
     for k, v in env.items():
-        if not _ENV_NAME.match(k) or isinstance(v, (dict, list)) or "\0" in str(v):
+        if not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
             raise fail(f"env key {k!r} must be a name with a string value", "env")
         clean_env[k] = str(v).lower() if isinstance(v, bool) else str(v)
     overrides: dict[str, Any] = {}

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from .base import RunContext
+
 P = TypeVar("P")
 
 
@@ -32,6 +34,13 @@ class PaneLifecycle(Generic[P]):
         self.held: deque[P] = deque()
         self.kept: deque[P] = deque()
         self.reserved = 0
+
+    @classmethod
+    def for_run(cls, ctx: RunContext, *, close: Callable[[P], None],
+                release: Callable[[P], None] | None = None) -> PaneLifecycle[P]:
+        s = ctx.settings
+        return cls(cap=s.max_visible_panes, keep_failed=s.keep_failed_panes, hold=s.pane_hold,
+                   schedule=ctx.schedule, close=close, release=release)
 
     def visible(self) -> int:
         return len(self.running) + len(self.held) + len(self.kept) + self.reserved

@@ -114,9 +114,7 @@ class TmuxBackend:
         self.ctx = ctx
         s = ctx.settings
         self.live = s.ui == "live"
-        self.cap = s.max_visible_panes
-        self.panes: PaneLifecycle[str] = PaneLifecycle(cap=s.max_visible_panes, keep_failed=s.keep_failed_panes,
-                                                       hold=s.pane_hold, schedule=ctx.schedule, close=self._kill_pane)
+        self.panes: PaneLifecycle[str] = PaneLifecycle.for_run(ctx, close=self._kill_pane)
         if self.inside:
             socket = self.env.get("TMUX", "").split(",")[0]
             self.server = _TimedServer(socket_path=socket)
@@ -154,7 +152,7 @@ class TmuxBackend:
         else:
             ctx.notice(f"panes in {where} (tmux select-window -t {window})")
         if not self.live:
-            self._open_renderers(min(ctx.settings.jobs, self.cap))
+            self._open_renderers(min(ctx.settings.jobs, self.panes.cap))
 
     def _add_window(self, window_id: str, *, first: bool = False) -> _Window:
         size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
@@ -232,7 +230,7 @@ class TmuxBackend:
             pass  # already gone: the user closed it, or the window went with it
 
     def pane_mode(self, slot: int) -> PaneMode | None:
-        if not (self.live and self.alive) or slot > self.cap:
+        if not (self.live and self.alive) or slot > self.panes.cap:
             return None
         if not self.panes.reserve():
             return None

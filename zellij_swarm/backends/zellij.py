@@ -111,10 +111,7 @@ class ZellijBackend:
         self.ctx = ctx
         s = ctx.settings
         self.live = s.ui == "live"
-        self.cap = s.max_visible_panes
-        self.panes: PaneLifecycle[_Worker] = PaneLifecycle(
-            cap=s.max_visible_panes, keep_failed=s.keep_failed_panes, hold=s.pane_hold, schedule=ctx.schedule,
-            close=self._close, release=self._release)
+        self.panes: PaneLifecycle[_Worker] = PaneLifecycle.for_run(ctx, close=self._close, release=self._release)
         self.require = bool(s.require_multiplexer)
         caps = self.z.version()
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
@@ -169,7 +166,7 @@ class ZellijBackend:
                      for r in first]
         else:
             slots = [layout.PaneSpec(f"slot {n}", _sh(ctx.renderer_argv("slot-view", str(n))))
-                     for n in range(1, min(ctx.settings.jobs, self.cap) + 1)]
+                     for n in range(1, min(ctx.settings.jobs, self.panes.cap) + 1)]
         self.started = True
         if self.mode == "here":
             ids = [self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit)
@@ -257,7 +254,7 @@ class ZellijBackend:
             time.sleep(0.1)
 
     def pane_mode(self, slot: int) -> PaneMode | None:
-        if not self.live or slot > self.cap or not self.alive:
+        if not self.live or slot > self.panes.cap or not self.alive:
             return None
         if self.broken is not None and not self.require:
             return None  # one warning was recorded; the rest of the swarm runs headless
