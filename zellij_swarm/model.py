@@ -102,6 +102,16 @@ class TaskRecord:
         self._frozen = None
         self._frozen = self.row(now=None)
 
+    def restore(self, status: TaskStatus, reason: str | None = None) -> None:
+        """Put a task rebuilt from a run's records (``resume``) in ``status``; a terminal one
+        is frozen as ``finish`` would. The transition table describes a live run, not a
+        rebuild, so it is not consulted here — and nowhere else is it bypassed."""
+        self.status = status
+        if status.terminal:
+            self.reason = reason
+            self._frozen = None
+            self._frozen = self.row(now=None)
+
     def row(self, *, now: float | None) -> dict[str, Any]:
         if self._frozen is not None:
             return self._frozen

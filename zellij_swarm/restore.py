@@ -52,7 +52,9 @@ class RestoreMixin:
                     to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
                 else:
                     self._replay(lg, gs)
-            task.status = TaskStatus.RUNNING if busy or (to_collect and to_collect[-1].task is task) else \
+            if busy or (to_collect and to_collect[-1].task is task):
+                task.restore(TaskStatus.RUNNING)
+            else:
                 self._status_after(task)
         for task in self.tasks.values():
             if task.status == TaskStatus.PENDING and task.id in rec.settled:
@@ -85,18 +87,14 @@ class RestoreMixin:
         if not gs.followups_consumed:
             self._consume_followups(lg)
 
-    def _status_after(self, task: TaskRecord) -> TaskStatus:
+    def _status_after(self, task: TaskRecord) -> None:
         """A restored task with only finished attempts: retry it, or end it as its last attempt."""
         last = task.history[-1]
-        if last.status == TaskStatus.SUCCEEDED:
-            task.status = TaskStatus.RUNNING
-            task.finish(TaskStatus.SUCCEEDED)
-        elif last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left):
-            return TaskStatus.PENDING
+        again = last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left)
+        if again and last.status != TaskStatus.SUCCEEDED:
+            task.restore(TaskStatus.PENDING)
         else:
-            task.status = TaskStatus.RUNNING
-            task.finish(last.status, last.reason)
-        return task.status
+            task.restore(last.status, last.reason)
 
     def _adopt(self, lg: LiveGen) -> None:
         """Follow a wrapper that outlived its supervisor: file events on its directory for the
@@ -105,7 +103,7 @@ class RestoreMixin:
         self.pool.take_slot(slot)
         self.slot_state[slot] = SlotState.RUNNING
         self.live[slot] = lg
-        lg.task.status = TaskStatus.RUNNING
+        lg.task.restore(TaskStatus.RUNNING)
         self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
         self.watcher.add(lg.gen.dir)
         lg.watching_dir = True
