@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,22 +17,16 @@ from typing import Any
 
 import psutil
 
+from fakeprocs import alive, kill_all, processes_of
 from swarmtest import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DIR = REPO / "scripts" / "fake-zellij"
 
 
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 def _pid_alive(pid: int) -> bool:
     try:
-        return _alive(psutil.Process(pid))
+        return alive(psutil.Process(pid))
     except psutil.Error:
         return False
 
@@ -105,17 +98,7 @@ class FakeZellij:
         return [json.loads(ln) for ln in self.log.read_text().splitlines() if ln.strip()]
 
     def processes(self) -> list[psutil.Process]:
-        found = []
-        for proc in psutil.process_iter(["pid"]):
-            if proc.pid == os.getpid():
-                continue
-            try:
-                env = proc.environ()
-            except (psutil.Error, OSError):
-                continue
-            if env.get("ZELLIJ_SOCKET_DIR") == self.sockdir and _alive(proc):
-                found.append(proc)
-        return found
+        return processes_of(self.sockdir)
 
     def pane_pids(self) -> list[int]:
         pids = []
@@ -131,15 +114,7 @@ class FakeZellij:
 
     def cleanup(self) -> None:
         pane_pids = self.pane_pids()
-        procs = self.processes()
-        for p in procs:
-            try:
-                p.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
-        deadline = time.monotonic() + 5
-        while any(_alive(p) for p in procs) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        kill_all(self.processes())
         hung_up = time.monotonic() + 2  # the PTY hang-up ends what the servers hosted
         while time.monotonic() < hung_up and any(_pid_alive(pid) for pid in pane_pids):
             time.sleep(0.02)
@@ -147,7 +122,7 @@ class FakeZellij:
         for pid in pane_pids:  # a pane process with an empty environment (a held pane's sleep)
             try:
                 p = psutil.Process(pid)
-                if _alive(p):
+                if alive(p):
                     left.append(pid)
                     p.kill()
             except psutil.Error:

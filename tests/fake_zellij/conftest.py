@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from fakeprocs import kill_all, processes_of
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_DIR = REPO / "scripts" / "fake-zellij"
@@ -29,30 +30,6 @@ SCRUB_EXACT = {"CI"}
 def scrubbed_env() -> dict:
     return {k: v for k, v in os.environ.items()
             if not k.startswith(SCRUB_PREFIXES) and k not in SCRUB_EXACT}
-
-
-def alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def processes_of(sockdir: str) -> list[psutil.Process]:
-    """Servers and pane processes of one fake installation (their env names the socket dir)."""
-    found = []
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
-            continue
-        try:
-            env = proc.environ()
-        except (psutil.Error, OSError):
-            continue
-        if env.get("ZELLIJ_SOCKET_DIR") == sockdir and "ZELLIJ_SESSION_NAME" in env \
-                and alive(proc):
-            found.append(proc)
-    return found
 
 
 class Result:
@@ -158,18 +135,10 @@ class Fake:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
     def processes(self) -> list[psutil.Process]:
-        return processes_of(self.sockdir)
+        return processes_of(self.sockdir, sessions_only=True)
 
     def cleanup(self):
-        procs = self.processes()
-        for p in procs:
-            try:
-                p.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
-        deadline = time.monotonic() + 5
-        while any(alive(p) for p in procs) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        kill_all(self.processes())
 
 
 @pytest.fixture
