@@ -131,6 +131,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.ended_at: float | None = None
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
+        self._backend_closed = False
         self.attached: subprocess.Popen | None = None
         self._last_progress = 0.0
 
@@ -273,6 +274,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             return False
 
     def _close_backend(self) -> None:
+        """Once: at the end of a run (before its summary, so a closing fault is in it), or
+        on the way out of any other exit."""
+        if self._backend_closed:
+            return
+        self._backend_closed = True
         try:
             self.backend.close(cancelled=self.stop_signal is not None or self.cancelled)
         except exc.BackendError as e:
@@ -576,9 +582,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             return 129
         self._reap_leftovers()
         self.ended_at = self.wallclock()
+        self._close_backend()
         if self.attached is not None:
-            self._close_backend()  # a session closed at the end lets its client go
-            self.attached.wait()
+            self.attached.wait()  # the user detaches, or the session just closed lets it go
         snap = self.snapshots.write()
         try:
             rundir.write_json_atomic(self.paths.summary, snap)
