@@ -52,8 +52,7 @@ def execute(
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
-    mode = "quiet" if attach else resolved.output or ("progress" if sys.stderr.isatty() else "group")
-    reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
+    reporter = _reporter("quiet" if attach else resolved.output, json_output)
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why, attach=attach)
     sup = Supervisor(plan, backend, reporter)
@@ -71,14 +70,20 @@ def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> O
     resolved = recovery.resolved_settings(rec.meta)
     if output:
         resolved.values["output"] = output
-    mode = resolved.output or ("progress" if sys.stderr.isatty() else "group")
-    reporter = ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
+    reporter = _reporter(resolved.output, json_output)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
                    resume=rec, run_dir=run.dir)
     sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+
+
+def _reporter(output: str | None, json_output: bool) -> ConsoleReporter:
+    """The output mode (default: progress on a terminal, group elsewhere); with --json the
+    workers' output goes to stderr so that stdout is one JSON document."""
+    mode = output or ("progress" if sys.stderr.isatty() else "group")
+    return ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
 
 
 def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool, here: bool = False) -> Backend:
