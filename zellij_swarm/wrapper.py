@@ -20,8 +20,11 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
 
 Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builtins only: no
 ``date``, ``mv``, ``tee`` or ``cat``; times come from file modification times. A shell
-command runs in a subshell of the wrapper through ``eval`` rather than a second ``sh -c``
-(one fork, no exec); the wrapper's own variables all start with ``_zsw_``.
+``cmd`` runs exactly as ``/bin/sh -c CMD`` (SPEC §5): its own process, so ``$$``, ``$0`` (``sh``),
+``$PPID``, ``exit``, traps and signals mean what they mean there — a command that kills
+``$$`` dies by that signal and is recorded so, and it can never signal or end the wrapper by
+accident. That costs one exec per task over running it in a subshell of the wrapper; an
+``argv`` task is exec'd directly. The wrapper's own variables all start with ``_zsw_``.
 
 Every value spliced into the script goes through ``shlex.quote``; the header comment holds
 only generated identifiers, never a task name (a newline in a name would end a comment).
@@ -101,23 +104,30 @@ def render(
     lines.append("export " + " ".join(f"{k}={q(v)}" for k, v in exports.items()))
     if argv is not None:
         lines.append("set -- " + " ".join(q(a) for a in argv))
-        run = '( exec "$@" )'
+        command = '"$@"'
     else:
         lines += ["set --", f"_zsw_cmd={q(cmd or ':')}"]
-        run = '( eval "$_zsw_cmd" )'
+        command = '/bin/sh -c "$_zsw_cmd" sh'
+
+    def run(redirects: str) -> str:
+        # The redirections sit inside the subshell, which execs the worker: the shell reports
+        # a worker's death by signal ("Terminated") on its own stderr, with whatever
+        # redirections it applied itself still in place — never into the worker's output.
+        return f"( exec {command} {redirects} )"
+
     # Headless, the worker's output goes to the log; in a pane it stays on the pane's
     # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
     redirect = '>>"$_zsw_d/output.log" 2>&1'
-    launch = f"  {run} {redirect}"
+    launch = f"  {run(redirect)}"
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.
-        in_pane = run
+        in_pane = run("2>&3 3>&-")
         if pane.runner:
             text = ("exec " + shlex.join(argv)) if argv is not None else (cmd or ":")
-            in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; }"
-        launch = (f'  if [ -n "$_zsw_headless" ]; then {run} </dev/null {redirect}; '
-                  f'else exec 3>&2 2>/dev/null; {in_pane} 2>&3 3>&-; fi')
+            in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; } 2>&3 3>&-"
+        launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
+                  f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
     lines += [
         f"if cd -- {q(cwd)} 2>/dev/null; then",
         launch,
