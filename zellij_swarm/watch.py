@@ -20,6 +20,7 @@ from typing import Protocol
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_TO = 0x080
 IN_CREATE = 0x100
+IN_Q_OVERFLOW = 0x4000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
@@ -61,7 +62,7 @@ class Inotify:
         wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), self.MASK)
         if wd < 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
+            raise OSError(err, os.strerror(err), str(directory))
         self._dirs[wd] = directory
         self._wds[directory] = wd
 
@@ -78,16 +79,27 @@ class Inotify:
                 buf = os.read(self._fd, 65536)
             except BlockingIOError:
                 return out
-            pos = 0
-            while pos < len(buf):
-                wd, _mask, _cookie, size = _EVENT.unpack_from(buf, pos)
-                pos += _EVENT.size
-                name = buf[pos:pos + size].rstrip(b"\0").decode(errors="surrogateescape")
-                pos += size
-                if wd in self._dirs:
-                    out.append(Change(self._dirs[wd], name))
+            out += changes(buf, self._dirs)
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def changes(buf: bytes, dirs: dict[int, Path]) -> list[Change]:
+    """The changes in a buffer of inotify events (``dirs``: watch descriptor -> directory).
+    When the kernel's event queue overflowed, events were dropped: every watched directory
+    is reported changed (name ``""``), so its reader looks at all of them again."""
+    out: list[Change] = []
+    pos = 0
+    while pos < len(buf):
+        wd, mask, _cookie, size = _EVENT.unpack_from(buf, pos)
+        pos += _EVENT.size
+        name = buf[pos:pos + size].rstrip(b"\0").decode(errors="surrogateescape")
+        pos += size
+        if mask & IN_Q_OVERFLOW:
+            out += [Change(d, "") for d in dirs.values()]
+        elif wd in dirs:
+            out.append(Change(dirs[wd], name))
+    return out
