@@ -1,10 +1,11 @@
 """Ending workers: one path for ``cancel``, Ctrl-C and SIGTERM, ``--halt``, timeouts and the
 idle watchdog, plus SIGHUP's detach and the end-of-run sweep for processes left behind.
 
-A worker's whole tree is ended: SIGTERM, then SIGKILL after a grace period, then the wrapper
-itself if it still has not recorded the exit. The reason is written to the generation before
-the first signal, so whoever reads the exit — this supervisor or a resumed one — classifies
-it the same way. Part of ``Supervisor`` (a mixin only to keep the modules small).
+A worker's whole tree is ended by one ladder (``_end_tree``): SIGTERM, then SIGKILL after a
+grace period to whatever of the tree is left, then the wrapper itself if it still has not
+recorded the exit; the slot waits until the tree is gone. The reason is written to the
+generation before the first signal, so whoever reads the exit — this supervisor or a
+resumed one — classifies it the same way. Part of ``Supervisor`` (a mixin only to keep the modules small).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from . import procs, rundir, sidecars
 from .live import LiveGen
-from .states import TaskStatus
+from .states import SlotState, TaskStatus, transition
 
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when ending a worker's tree
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -52,7 +53,7 @@ class CancelMixin:
                 return
             if self.stop_signal is None:
                 self.stop_signal = sig
-                self.events.emit("warning", code="cancelled_by_user", message=f"received {sig.name}", task=None)
+                self._warn("cancelled_by_user", f"received {sig.name}", None)
                 self._stop_everything("cancelled_by_user")
 
     def _on_failure(self) -> None:
@@ -78,8 +79,9 @@ class CancelMixin:
         self.snapshots.dirty = True
 
     def _kill(self, lg: LiveGen, reason: str) -> None:
-        """End a generation's whole process tree: SIGTERM, then SIGKILL after a grace period,
-        then the wrapper itself if it still has not recorded the exit."""
+        """End a generation on purpose (``reason``: timeout, cancel, halt…) through the one
+        ladder of ``_end_tree``. The reason is written first, so whoever reads the exit —
+        this supervisor or a resumed one — classifies it the same way."""
         if lg.done or lg.kill_reason is not None:
             return
         lg.kill_reason = reason
@@ -91,31 +93,86 @@ class CancelMixin:
             # Its pane never started the wrapper, and now never will: nothing to end.
             self._unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
-            self._end_generation(lg, None, TaskStatus.TIMED_OUT if reason == "timeout" else TaskStatus.CANCELLED,
-                                 reason)
+            self._end_generation(lg, None, TaskStatus.TIMED_OUT if reason in ("timeout", "idle_timeout")
+                                 else TaskStatus.CANCELLED, reason)
             return
+        if lg.pid is None and not lg.in_pane:
+            return  # handed to the launcher, not started yet: ended the moment it starts
+        self._end_tree(lg)
+
+    def _end_tree(self, lg: LiveGen) -> None:
+        """The one way a generation's processes are ended, whatever the cause (cancel,
+        timeout, idle, halt, shutdown, a pane closed or its multiplexer lost): SIGTERM to
+        every one of them now; after ``KILL_GRACE``, SIGKILL to every one still alive —
+        whether or not the wrapper has recorded its exit by then, since a child that ignores
+        SIGTERM outlives it; one grace later the wrapper itself if it still has not. Its slot
+        is not used again until the whole tree is gone (``_hold_slot``)."""
+        if lg.ending:
+            return
+        lg.ending = True
+        procs.send(self._generation_procs(lg), signal.SIGTERM)
+        self.timers.after(KILL_GRACE, lambda: self._kill_tree(lg))
+
+    def _kill_tree(self, lg: LiveGen) -> None:
+        lg.tree_killed = True
+        procs.send(self._generation_procs(lg), signal.SIGKILL)
+        if lg.done:
+            self._release_when_gone(lg, deadline=self.clock() + KILL_GRACE)
+        else:
+            self.timers.after(KILL_GRACE, lambda: self._kill_wrapper(lg))
+
+    def _kill_wrapper(self, lg: LiveGen) -> None:
+        if not lg.done and lg.pid:
+            try:
+                os.kill(lg.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _generation_procs(self, lg: LiveGen) -> list:
+        """Every process of the generation still running, its wrapper excluded: the
+        wrapper's descendants while it runs, and whatever carries the generation's markers
+        or was started in the wrapper's session before the wrapper ended."""
         markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
-        procs.send(procs.generation_tree(lg.pid, markers), signal.SIGTERM)
+        if not lg.done:
+            return procs.generation_tree(lg.pid, markers)
+        sessions = {lg.pid: lg.task.ended_at or self.wallclock()} if lg.pid else None
+        return [p for p in procs.marked(markers, sessions) if p.pid != lg.pid]
 
-        def escalate() -> None:
-            if lg.done:
-                return
-            procs.send(procs.generation_tree(lg.pid, markers), signal.SIGKILL)
-            self.timers.after(KILL_GRACE, kill_wrapper)
+    def _hold_slot(self, lg: LiveGen) -> bool:
+        """At the end of a generation that is being ended: keep its slot (``stopping``) while
+        processes of its tree remain, so a slot never runs two generations at once. True
+        when the slot is held; ``_release_when_gone`` gives it back."""
+        if not lg.ending or not self._generation_procs(lg):
+            return False
+        slot = lg.gen.slot
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.STOPPING)
+        self.stopping[slot] = lg
+        if lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
+            self._kill_tree(lg)
+        return True
 
-        def kill_wrapper() -> None:
-            if not lg.done and lg.pid:
-                try:
-                    os.kill(lg.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-        self.timers.after(KILL_GRACE, escalate)
+    def _release_when_gone(self, lg: LiveGen, *, deadline: float) -> None:
+        slot = lg.gen.slot
+        if self.stopping.get(slot) is not lg:
+            return
+        left = self._generation_procs(lg)
+        if left and self.clock() < deadline:
+            procs.send(left, signal.SIGKILL)
+            self.timers.after(0.01, lambda: self._release_when_gone(lg, deadline=deadline))
+            return
+        if left:
+            names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
+            self._warn("process_left_behind", f"{len(left)} process(es) of slot {slot} generation {lg.gen.gen} "
+                                              f"survived SIGKILL: {names}", lg.task)
+        del self.stopping[slot]
+        self.slot_state[slot] = transition(f"slot {slot}", SlotState.STOPPING, SlotState.IDLE)
+        self.pool.give_back(slot)
+        self.events.emit("slot_released", slot=slot, gen=lg.gen.gen)
 
     def _detach(self) -> None:
         """SIGHUP: leave the workers running; ``resume`` picks the run up."""
         self.detached = True
-        self.events.emit("warning", code="detached", message="received SIGHUP: supervisor detached", task=None)
+        self._warn("detached", "received SIGHUP: supervisor detached", None)
 
     def _reap_leftovers(self) -> None:
         """Processes still carrying the run's id (a daemon a worker left behind) are ended."""

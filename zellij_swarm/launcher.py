@@ -1,5 +1,9 @@
 """The supervisor's end of the launcher (``_launcher``): submit wrappers, read what became
-of them. Its file descriptor goes into the supervisor's selector like any other event."""
+of them. Its file descriptor goes into the supervisor's selector like any other event.
+
+The launcher can die under us (the OOM killer, a worker that kills it): its reply pipe then
+reads end-of-file, which sets ``lost``. The caller must stop selecting on it at once (an
+fd at EOF is always readable) and follow what it had started some other way."""
 
 from __future__ import annotations
 
@@ -48,17 +52,26 @@ class Launcher:
         os.close(rep_w)
         os.set_blocking(self._rep_r, False)
         self._partial = b""
+        self.lost = False  # its reply pipe reached end-of-file: the launcher is gone
+        self.submitted = self.started = 0  # wrappers asked for, and reported started
 
     def fileno(self) -> int:
         return self._rep_r
 
     def submit(self, requests: list[tuple[str, Path, bool]]) -> None:
-        """Queue wrappers to start: (token, wrapper path, claimed)."""
+        """Queue wrappers to start: (token, wrapper path, claimed). A launcher that died
+        takes nothing; its loss shows on the reply pipe."""
+        if self.lost:
+            return
+        self.submitted += len(requests)
         data = "".join(f"{token}\t{int(claimed)}\t{path}\n" for token, path, claimed in requests).encode(
             "utf-8", "surrogateescape")
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._req_w, view):]
+        try:
+            while view:
+                view = view[os.write(self._req_w, view):]
+        except BrokenPipeError:
+            pass  # it died; ``read`` reports that through ``lost``
 
     def read(self) -> list[Reply]:
         chunks = [self._partial]
@@ -68,6 +81,7 @@ class Launcher:
             except BlockingIOError:
                 break
             if not chunk:
+                self.lost = True
                 break
             chunks.append(chunk)
         data = b"".join(chunks)
@@ -77,6 +91,7 @@ class Launcher:
             kind, _, rest = line.decode("utf-8", "replace").partition(" ")
             if kind == "S":
                 token, pid = rest.split(" ")
+                self.started += 1
                 out.append(Started(token, int(pid)))
             elif kind == "F":
                 token, _, message = rest.partition(" ")
@@ -89,11 +104,25 @@ class Launcher:
     def close(self, *, wait: bool) -> None:
         """Stop taking requests; the launcher exits once its wrappers have all ended — at
         once when none runs (``wait``), later when the supervisor detaches from live ones."""
-        if self._req_w >= 0:
-            os.close(self._req_w)
-            self._req_w = -1
-        os.close(self._rep_r)
+        self._close_pipes()
         try:
             os.waitpid(self.pid, 0 if wait else os.WNOHANG)
         except ChildProcessError:
             pass
+
+    def _close_pipes(self) -> None:
+        for fd in (self._req_w, self._rep_r):
+            if fd >= 0:
+                os.close(fd)
+        self._req_w = self._rep_r = -1
+
+    def end_status(self) -> str:
+        """Reap a launcher that was ``lost`` and say how it ended ("killed by SIGKILL")."""
+        self._close_pipes()
+        try:
+            pid, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return "ended"
+        if os.WIFSIGNALED(status):
+            return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        return f"exited with status {os.waitstatus_to_exitcode(status)}"

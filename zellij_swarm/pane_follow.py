@@ -20,16 +20,39 @@ from .live import LiveGen
 from .states import TaskStatus
 
 
+POLL_INTERVAL = 0.25  # seconds between looks at a generation directory that cannot be watched
+
+
 class PaneFollowMixin:
     def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
         lg.pane_id = lg.task.pane_id = pane_id
         self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=pane_id)
-        self.watcher.add(lg.gen.dir)
+        self._watch_generation(lg)
+        self._running(lg)
+        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+        self._on_gen_change(lg)  # a fast pane may have reported before the watch existed
+
+    def _watch_generation(self, lg: LiveGen) -> None:
+        """File events on the generation's directory bring its heartbeat and its exit. When
+        no watch can be added (the user's inotify watches are used up: ENOSPC) the
+        directory is polled instead, with one ``watch_failed`` warning: slower, never lost."""
+        try:
+            self.watcher.add(lg.gen.dir)
+        except OSError as e:
+            if not self._watch_failed:  # one cause, one warning: the rest are polled quietly
+                self._watch_failed = True
+                self._warn("watch_failed", f"cannot watch {lg.gen.dir} ({e.strerror}); polling generation "
+                                           f"directories every {POLL_INTERVAL:g}s instead", lg.task)
+            self.timers.after(POLL_INTERVAL, lambda: self._poll_generation(lg))
+            return
         lg.watching_dir = True
         self.by_dir[lg.gen.dir] = lg
-        self._running(lg)
-        self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
-        self._on_gen_change(lg)  # a fast pane may have reported before the watch existed
+
+    def _poll_generation(self, lg: LiveGen) -> None:
+        if not lg.done:
+            self._on_gen_change(lg)
+        if not lg.done:
+            self.timers.after(POLL_INTERVAL, lambda: self._poll_generation(lg))
 
     def _on_files(self, changes: list) -> None:
         touched = {c.dir for c in changes}
@@ -52,13 +75,20 @@ class PaneFollowMixin:
             self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                              pid=lg.pid, pane_id=lg.pane_id)
             if isinstance(lg.pid, int):
-                try:
-                    lg.pidfd = os.pidfd_open(lg.pid)
-                    self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
-                except ProcessLookupError:
-                    pass  # already gone: its exit sidecar says how
-        if sidecars.read_sidecar(lg.gen) is not None:
+                self._follow_pid(lg)
+        if not lg.done and sidecars.read_sidecar(lg.gen) is not None:
             self._collect(lg)
+
+    def _follow_pid(self, lg: LiveGen) -> None:
+        """Notice the end of a wrapper that is not the launcher's child (a pane's, an adopted
+        one, one whose launcher died): a pidfd in the selector. One already gone is
+        collected at once — its exit sidecar, or its absence, says how it ended."""
+        try:
+            lg.pidfd = os.pidfd_open(lg.pid)  # type: ignore[arg-type]
+        except ProcessLookupError:
+            self._collect(lg)
+            return
+        self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
 
     def _heartbeat_deadline(self, lg: LiveGen) -> None:
         if lg.done or lg.heartbeat_seen or not lg.in_pane:
@@ -69,7 +99,8 @@ class PaneFollowMixin:
             if pid is not None and not procs.alive(pid):
                 self._collect(lg)
             else:
-                self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg))
+                lg.deadlines.append(
+                    self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
             return
         t = self.settings.heartbeat_timeout
         self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)

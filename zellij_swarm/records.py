@@ -20,10 +20,12 @@ from .rundir import RunPaths, write_atomic, write_json_atomic
 from .swarmfile import is_env_name
 
 class EventLog:
-    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
+                 on_emit: Callable[[], None] = lambda: None) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
         self._clock = clock
+        self._on_emit = on_emit
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self.error: OSError | None = None
 
@@ -33,6 +35,7 @@ class EventLog:
             self._file.write(self._dumps(record) + "\n")
         except OSError as e:
             self._failed(e)
+        self._on_emit()
         return record
 
     def flush(self) -> None:
@@ -85,6 +88,10 @@ class SnapshotWriter:
         self.dirty = False
         self.error: OSError | None = None
 
+    def touch(self) -> None:
+        """Something changed: write a snapshot when the interval allows."""
+        self.dirty = True
+
     def due_in(self) -> float | None:
         """Seconds until a pending write is due (None when nothing is pending)."""
         if not self.dirty:
@@ -111,3 +118,30 @@ def save_environment(path: Path, env: Mapping[str, str]) -> None:
     the server's environment, and the wrapper restores this one instead."""
     lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
     write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
+
+
+class SpaceReserve:
+    """Room set aside at a run's start for its final records. A state directory that fills
+    up during the run (a worker's output, another program) would otherwise leave no room
+    for ``summary.json``, and the run would read ``interrupted`` for ever; releasing the
+    reserve just before the summary is written gives it back."""
+
+    def __init__(self, path: Path, tasks: int) -> None:
+        self._path = path
+        size = min(max(256 << 10, 1536 * tasks), 32 << 20)  # a summary row is ~1 KB
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return  # a full state dir is reported by the writes that matter
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass

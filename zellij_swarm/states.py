@@ -34,6 +34,7 @@ class SlotState(enum.StrEnum):
     IDLE = "idle"
     RESERVED = "reserved"
     RUNNING = "running"
+    STOPPING = "stopping"  # its generation has ended; what is left of its process tree is being ended
     CLOSED = "closed"
 
 
@@ -48,8 +49,9 @@ TASK_TRANSITIONS: Final[dict[TaskStatus, frozenset[TaskStatus]]] = {
 
 SLOT_TRANSITIONS: Final[dict[SlotState, frozenset[SlotState]]] = {
     SlotState.IDLE: frozenset({SlotState.RESERVED, SlotState.CLOSED}),
-    SlotState.RESERVED: frozenset({SlotState.RUNNING, SlotState.IDLE}),
-    SlotState.RUNNING: frozenset({SlotState.IDLE}),
+    SlotState.RESERVED: frozenset({SlotState.RUNNING, SlotState.IDLE, SlotState.STOPPING}),
+    SlotState.RUNNING: frozenset({SlotState.IDLE, SlotState.STOPPING}),
+    SlotState.STOPPING: frozenset({SlotState.IDLE}),
     SlotState.CLOSED: frozenset(),
 }
 

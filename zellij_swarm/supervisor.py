@@ -20,18 +20,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import __version__, exc, inbox, metrics, procs, records, rundir, runlock, sidecars, swarmfile, wrapper
+from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, wrapper
 from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .backends.headless import HeadlessBackend, worker_env
 from .launcher import Ended, Launcher, NotStarted, Started
-from .cancellation import EXIT_CODES, KILL_GRACE, CancelMixin
+from .cancellation import EXIT_CODES, CancelMixin
 from .control import ControlMixin
 from .live import LiveGen, Timers
-from .pane_follow import PaneFollowMixin
+from .pane_follow import POLL_INTERVAL, PaneFollowMixin
 from .restore import RestoreMixin
 from .snapshot import SnapshotMixin
 from .recovery import Recovered
@@ -71,6 +71,10 @@ class Reporter(Protocol):
 
     def progress(self, counts: dict[str, int], now: float) -> None: ...
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
+
+
+MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
+MAX_IDLE_LAUNCHER_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
 
 
 def new_run_id(now: float) -> str:
@@ -120,6 +124,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.slot_state = {s: SlotState.IDLE for s in range(1, self.jobs + 1)}
         self.slot_gen: dict[int, int] = {}
         self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
+        self.stopping: dict[int, LiveGen] = {}  # slot -> ended generation whose process tree is being ended
         self.stats = metrics.DispatchStats()
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
@@ -127,10 +132,12 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.stop_signal: signal.Signals | None = None
         self.cancelled = False
         self.halted = False
+        self.launcher_failed = False  # the launcher died and could not be replaced
         self.detached = False
         self.ended_at: float | None = None
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
+        self._watch_failed = False  # a generation directory could not be watched (warned once)
         self._backend_closed = False
         self.attached: subprocess.Popen | None = None
         self._last_progress = 0.0
@@ -189,15 +196,19 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._create_run_dir()
         lock = runlock.RunLock(self.paths)
         lock.acquire()
-        self.events = records.EventLog(self.paths.events, clock=self.wallclock)
         self.snapshots = records.SnapshotWriter(
             self.paths, self.snapshot, interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
+        # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
+        # state.json follows spawns, heartbeats and exits within the snapshot interval.
+        self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
+        self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
         sel = selectors.DefaultSelector()
         self._sel = sel
         watcher = self.watcher
-        watcher.add(self.paths.inbox)
+        self._watch_inbox()
         sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
         self.launcher = Launcher(worker_env(self.plan.env))
+        self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
         wake_r, restore_signals = self._install_signals()
         if wake_r is not None:
@@ -218,7 +229,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._maybe_attach()
             while not self._done():
                 timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
-                               if t is not None), default=None)
+                               if t is not None), default=MAX_WAIT)
+                # A duration may be anything a user can write (25 days, 1000 hours); the
+                # selector takes at most ~24.8 days, so the loop never waits longer than
+                # MAX_WAIT at a time and simply looks again.
+                timeout = min(timeout, MAX_WAIT)
                 for key, _ in sel.select(timeout):
                     if key.data == "signal":
                         self._on_signals(wake_r)
@@ -246,6 +261,20 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._close_backend()
             self.events.close()
             lock.release()
+
+    def _watch_inbox(self) -> None:
+        """``cancel`` and ``add`` arrive as files in the inbox: watched, or polled (with one
+        ``watch_failed`` warning) when no inotify watch can be had."""
+        try:
+            self.watcher.add(self.paths.inbox)
+        except OSError as e:
+            self._warn("watch_failed", f"cannot watch the control inbox ({e.strerror}); polling it every "
+                                       f"{POLL_INTERVAL:g}s instead", None)
+            self._poll_inbox()
+
+    def _poll_inbox(self) -> None:
+        self._read_inbox()
+        self.timers.after(POLL_INTERVAL, self._poll_inbox)
 
     def renderer_argv(self, command: str, *args: str) -> list[str]:
         """How a pane runs one of our renderers for this run (same Python, absolute paths)."""
@@ -293,7 +322,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.attached = subprocess.Popen(argv, env=env)
 
     def _done(self) -> bool:
-        return not self.live and (self._stopping() or len(self.ready) == 0)
+        return not self.live and not self.stopping and (self._stopping() or len(self.ready) == 0)
 
     # ----- dispatch ------------------------------------------------------------------------
 
@@ -333,7 +362,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._launched(lg, result)
         if is_batch:
             self.events.emit("batch_dispatch_completed", size=len(batch))
-        self.snapshots.dirty = True
 
     def _reserve(self, task: TaskRecord, slot: int) -> LiveGen:
         self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RESERVED)
@@ -365,6 +393,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
 
     def _start_headless(self, requests: list[LaunchRequest]) -> list[LaunchResult]:
         """Hand wrappers to the launcher; each start and end comes back through its pipe."""
+        if self.launcher.lost:
+            return [LaunchFailed("launcher_lost", "no launcher to start the wrapper: it died and could not be "
+                                                  "restarted") for _ in requests]
         tokens = [f"{r.slot}.{r.gen.gen}" for r in requests]
         if requests:
             self.launcher.submit([(t, r.gen.wrapper, r.claimed) for t, r in zip(tokens, requests)])
@@ -385,6 +416,64 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                 lg = self.children.pop(reply.pid, None)
                 if lg is not None and not lg.done:
                     self._collect(lg, reply.status)
+        if self.launcher.lost:
+            self._on_launcher_lost()
+
+    def _on_launcher_lost(self) -> None:
+        """The launcher died (the OOM killer, a worker that killed it): SPEC §7
+        ``launcher_lost``. Its wrappers live on in their own sessions and are followed by pid,
+        as ``resume`` follows adopted ones; generations it had not reported started are taken
+        back through their claims. A new launcher takes over — unless launchers keep dying
+        with work given and none of it started (MAX_IDLE_LAUNCHER_LOSSES in a row: they cannot
+        work here): then nothing more is dispatched and the tasks still waiting end ``cancelled``
+        with reason ``launcher_lost``."""
+        old = self.launcher
+        self._sel.unregister(old.fileno())
+        how = old.end_status()
+        self._launchers_lost_idle = self._launchers_lost_idle + 1 if old.submitted and not old.started else 0
+        restart = self._launchers_lost_idle < MAX_IDLE_LAUNCHER_LOSSES
+        if restart:
+            try:
+                self.launcher = Launcher(worker_env(self.plan.env))
+                self._sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
+            except OSError as e:
+                how += f", and a new one could not start ({e.strerror})"
+                restart = False
+        self._warn("launcher_lost", f"the worker launcher (pid {old.pid}) {how}; "
+                   + ("started a new one" if restart else "no more tasks are started"), None)
+        started, self.children = self.children, {}
+        queued, self.queued = self.queued, {}
+        for lg in started.values():
+            lg.child = False
+            self._follow_pid(lg)
+        for lg in queued.values():
+            self._reclaim(lg, tries=100)
+        if not restart:
+            self.launcher_failed = True
+            self._cancel_pending("launcher_lost")
+
+    def _reclaim(self, lg: LiveGen, *, tries: int) -> None:
+        """A generation handed to a launcher that died before saying whether it started it:
+        its claim tells. Unclaimed (or held by this supervisor) it never ran — start it again,
+        claimed; claimed by a pid, its wrapper runs — follow it."""
+        if lg.done:
+            return
+        owner = sidecars.claim_owner(lg.gen)
+        if owner is None and sidecars.take_claim(lg.gen):
+            owner = "supervisor"
+        if owner == "supervisor":
+            lg.request = replace(lg.request, claimed=True)
+            [result] = self._start_headless([lg.request])
+            self._launched(lg, result)
+        elif owner is not None and owner.isdigit():
+            lg.pid = lg.task.pid = int(owner)
+            self._follow_pid(lg)
+            if lg.kill_reason is not None and not lg.done:  # ended while its start was unknown
+                self._end_tree(lg)
+        elif tries > 0:  # the wrapper created its claim and is writing its pid into it
+            self.timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
+        else:
+            self._collect(lg)
 
     def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
         if isinstance(result, LaunchFailed):
@@ -406,7 +495,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             return  # a fallback after a pane fault: the same generation, the same clocks
         lg.timeout_armed = True
         if lg.task.timeout is not None:
-            self.timers.after(lg.task.timeout, lambda: self._kill(lg, "timeout"))
+            lg.deadlines.append(self.timers.after(lg.task.timeout, lambda: self._kill(lg, "timeout")))
         if lg.task.idle_timeout is not None:
             self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence))
 
@@ -486,9 +575,17 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         lg.done = True
         task, slot = lg.task, lg.gen.slot
         del self.live[slot]
-        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
-        self.pool.give_back(slot)
+        for timer in lg.deadlines:
+            self.timers.cancel(timer)
+        lg.deadlines.clear()
         self.watchdog.unregister(lg.gen)
+        if reason in ("multiplexer_lost", "pane_closed"):
+            # Its terminal is gone, but the worker may not be (a program that never writes
+            # does not notice): end what is left of it before anything runs again.
+            self._end_tree(lg)
+        if not self._hold_slot(lg):
+            self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
+            self.pool.give_back(slot)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
         if lg.idle_message:
             task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
@@ -500,11 +597,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
         )
-        if reason in ("multiplexer_lost", "pane_closed"):
-            # Its terminal is gone, but the worker may not be (a program that never writes
-            # does not notice): end what is left of it before anything runs again.
-            procs.end_all(procs.generation_tree(None, procs.generation_markers(self.run_id, slot, lg.gen.gen)),
-                          KILL_GRACE)
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
         if status.retryable and task.attempts_left and not self._stopping():
@@ -513,7 +605,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
         else:
             self._finalise(task, status, reason, lg.gen)
-        self.snapshots.dirty = True
 
     def _finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None,
                   gen: rundir.GenPaths | None = None) -> None:
@@ -536,7 +627,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.reporter.task_ended(task, None)
 
     def _stopping(self) -> bool:
-        return bool(self.stop_signal or self.cancelled or self.halted)
+        return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed)
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
         w = {"code": code, "message": message, "task": task.name if task else None}
@@ -585,6 +676,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self._close_backend()
         if self.attached is not None:
             self.attached.wait()  # the user detaches, or the session just closed lets it go
+        self.reserve.release()
         snap = self.snapshots.write()
         try:
             rundir.write_json_atomic(self.paths.summary, snap)

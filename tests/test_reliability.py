@@ -1,0 +1,392 @@
+"""Reliability round 2 (issue 10): a dead launcher, `cmd` as `sh -c`, the kill ladder, long
+durations, status that tells the truth while workers run, timers, inotify faults. Each test
+drives the CLI as a user would and failed on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from test_tmux import Tmux, outside_env, tmux  # noqa: F401  (fixture)
+from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from zellij_swarm import watch
+from zellij_swarm.live import Timers
+
+
+def _run_dir(swarm) -> Path:
+    return wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+
+
+def _launcher(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Process | None:
+    try:
+        kids = psutil.Process(supervisor_pid).children()
+    except psutil.NoSuchProcess:
+        return None
+    for p in kids:
+        try:
+            if p.pid != not_pid and any(a.endswith("_launcher.py") for a in p.cmdline()):
+                return p
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+def _started(run: Path) -> int:
+    """Generations whose wrapper has written its launch heartbeat."""
+    return sum(1 for _ in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"))
+
+
+# ----- 1. the launcher dies --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV])
+def test_launcher_killed_twice_mid_run_is_replaced_and_every_task_runs_once(swarm, sig):
+    names = [f"t{i}" for i in range(12)]
+    swarm.write("l.txt", "".join(f"sleep 0.3; echo {n} >> ledger\n" for n in names))
+    proc = swarm.popen("run", "l.txt", "-j", "3", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        first = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        wait_until(lambda: _started(run) >= 2, what="workers running")
+        first.send_signal(sig)
+        second = wait_until(lambda: _launcher(proc.pid, not_pid=first.pid), what="a new launcher")
+        seen = _started(run)
+        wait_until(lambda: _started(run) > seen, what="the new launcher starting workers")
+        second.send_signal(sig)
+        assert proc.wait(timeout=60) == 0, [r for r in swarm.tasks().values() if r["status"] != "succeeded"]
+        assert "Traceback" not in proc.stderr.read()
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(names)
+        summary = swarm.summary()
+        assert summary["state"] == "finished"
+        assert [w["code"] for w in summary["warnings"]] == ["launcher_lost", "launcher_lost"]
+        assert f"killed by {sig.name}" in summary["warnings"][0]["message"]
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_task_that_kills_the_launcher_does_not_hang_the_run(swarm):
+    # The wrapper's parent is the launcher: read its pid from /proc and kill it.
+    swarm.write("k.txt", "read -r _ _ _ up _ < /proc/$PPID/stat; kill -9 $up; sleep 0.2; echo killer >> ledger\n"
+                         "sleep 0.5; echo other >> ledger\n")
+    res = swarm("run", "k.txt", "-j", "2", "--output", "quiet", timeout=60)
+    assert res.code == 0, res.stderr
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == ["killer", "other"]
+    assert [w["code"] for w in swarm.summary()["warnings"]] == ["launcher_lost"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_signals_still_work_after_the_launcher_died_and_the_loop_is_idle(swarm, stop):
+    swarm.write("s.txt", "sleep 30\nsleep 30\n")
+    proc = swarm.popen("run", "s.txt", "-j", "2", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 2, what="both workers")
+        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        launcher.kill()
+        wait_until(lambda: _launcher(proc.pid, not_pid=launcher.pid), what="a new launcher")
+        supervisor = psutil.Process(proc.pid)
+        # No busy loop: while both workers sleep, the supervisor waits. A loop spinning on the
+        # dead launcher's pipe burnt a whole core (0.9 s of CPU a second).
+        before, started = sum(supervisor.cpu_times()[:2]), time.monotonic()
+        wait_until(lambda: time.monotonic() - started >= 1.0, what="a second of idling")
+        assert sum(supervisor.cpu_times()[:2]) - before < 0.3
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == {signal.SIGTERM: 143, signal.SIGINT: 130}[stop]
+        assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+# ----- 2. a cmd behaves as /bin/sh -c CMD ------------------------------------------------------
+
+SH_C = """
+[swarm]
+jobs = 4
+[[task]]
+name = "term-self"
+cmd = "echo before; kill -TERM $$; echo after"
+[[task]]
+name = "kill-self"
+cmd = "kill -9 $$"
+[[task]]
+name = "int-self"
+cmd = "kill -INT $$"
+[[task]]
+name = "usr1-self"
+cmd = 'kill -USR1 $$'
+[[task]]
+name = "dollar-zero"
+cmd = 'echo "$0"; [ "$$" != "$(cat "$ZELLIJ_SWARM_ARTIFACT_DIR/../claim")" ] && echo own-pid'
+[[task]]
+name = "trap-exit"
+cmd = "trap 'echo bye' EXIT; exit 3"
+"""
+
+SH_C_EXPECT = {  # task -> status, exit code, signal, output
+    "term-self": ("failed", 143, "SIGTERM", "before\n"),
+    "kill-self": ("failed", 137, "SIGKILL", ""),
+    "int-self": ("failed", 130, "SIGINT", ""),
+    "usr1-self": ("failed", 138, "SIGUSR1", ""),
+    "dollar-zero": ("succeeded", 0, None, "sh\nown-pid\n"),
+    "trap-exit": ("failed", 3, None, "bye\n"),
+}
+
+
+def _check_sh_c(swarm, res) -> None:
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks()
+    got = {n: (r["status"], r["exit_code"], r["signal"]) for n, r in rows.items()}
+    assert got == {n: e[:3] for n, e in SH_C_EXPECT.items()}
+    run_id = swarm.latest().name
+    for name, (*_, output) in SH_C_EXPECT.items():
+        # the wrapper's own "Terminated"/"Killed" notice never lands in the worker's output
+        log = swarm("logs", run_id, name).stdout.replace("\r\n", "\n")
+        assert log == output, (name, log)
+
+
+def test_cmd_runs_as_sh_c_headless(swarm):
+    swarm.write("c.toml", SH_C)
+    _check_sh_c(swarm, swarm("run", "c.toml", "--output", "quiet"))
+
+
+def test_cmd_runs_as_sh_c_in_tmux_panes(swarm, tmux):
+    swarm.write("c.toml", SH_C)
+    res = swarm("run", "c.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    _check_sh_c(swarm, res)
+
+
+def test_cmd_runs_as_sh_c_in_zellij_panes(swarm, fz):
+    swarm.write("c.toml", SH_C)
+    res = swarm("run", "c.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                env=fz.env("0.45.0", **FAST))
+    _check_sh_c(swarm, res)
+
+
+# ----- 3. the kill ladder reaches every process of the generation ------------------------------
+
+
+def _stubborn(marker: str, *, how: str) -> str:
+    """Slot 1 runs a task whose child ignores SIGTERM (and SIGHUP), then a second task."""
+    limit = {"timeout": 'timeout = "1s"\n', "idle": 'idle_timeout = "1s"\n'}.get(how, "")
+    # the marker is the child shell's $0; it stays the parent of the sleep, which inherits
+    # the ignored signals
+    child = f"sh -c 'trap \\\"\\\" TERM HUP; sleep 47; :' {marker} & wait"
+    return (f'[swarm]\njobs = 1\n[[task]]\nname = "stubborn"\ncmd = "{child}"\n{limit}'
+            '[[task]]\nname = "second"\ncmd = "sleep 2"\n')
+
+
+def _marked_alive(marker: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in (p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def _second_started(run: Path) -> bool:
+    return (run / "slots/slot-1/gen-2/heartbeat.jsonl").exists()
+
+
+def _check_ladder(swarm, proc, run: Path, marker: str, status: str, reason: str, code: int = 1) -> None:
+    wait_until(lambda: _second_started(run), timeout=20, what="the second task in slot 1")
+    # never more workers than slots: the first generation's tree is gone before the next starts
+    assert _marked_alive(marker) == []
+    assert proc.wait(timeout=60) == code, proc.stderr.read()
+    rows = swarm.tasks()
+    assert (rows["stubborn"]["status"], rows["stubborn"]["reason"]) == (status, reason)
+    assert rows["second"]["status"] == "succeeded"
+    kinds = [json.loads(line)["event"] for line in (run / "events.jsonl").read_text().splitlines()]
+    assert "slot_released" in kinds and "process_left_behind" not in json.dumps(swarm.summary()["warnings"])
+
+
+@pytest.mark.parametrize("how", ["timeout", "idle"])
+def test_time_limit_kills_a_term_ignoring_grandchild_before_the_slot_is_reused(swarm, how):
+    marker = f"zsw-ladder-{os.getpid()}-{how}"
+    swarm.write("s.toml", _stubborn(marker, how=how))
+    proc = swarm.popen("run", "s.toml", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        _check_ladder(swarm, proc, run, marker, "timed_out", {"timeout": "timeout", "idle": "idle_timeout"}[how])
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+        for pid in _marked_alive(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_cancelled_task_with_term_ignoring_grandchild_is_ended_whole(swarm):
+    marker = f"zsw-ladder-{os.getpid()}-cancel"
+    swarm.write("s.toml", _stubborn(marker, how="cancel"))
+    proc = swarm.popen("run", "s.toml", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _marked_alive(marker), what="the stubborn child")
+        assert swarm("cancel", run.name, "stubborn").code == 0
+        _check_ladder(swarm, proc, run, marker, "cancelled", "cancelled_by_user")
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+        for pid in _marked_alive(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_closed_pane_with_term_and_hup_ignoring_grandchild_is_ended_whole(swarm, tmux):
+    marker = f"zsw-ladder-{os.getpid()}-pane"
+    swarm.write("s.toml", _stubborn(marker, how="pane"))
+    proc = swarm.popen("run", "s.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet",
+                       env=outside_env(tmux))
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _marked_alive(marker), what="the stubborn child")
+        hb = json.loads((run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines()[0])
+        tmux("kill-pane", "-t", hb["pane_id"])
+        _check_ladder(swarm, proc, run, marker, "cancelled", "pane_closed")
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+        for pid in _marked_alive(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ----- 4. any duration a user can write works --------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["flag", "file", "task"])
+def test_very_long_durations_run_and_resume(swarm, where):
+    args: tuple[str, ...] = ()
+    head = ""
+    task_keys = ""
+    if where == "flag":
+        args = ("--timeout", "25d", "--idle-timeout", "30d")
+    elif where == "file":
+        head = '[swarm]\ntimeout = "1000h"\nidle_timeout = "99999h"\n'
+    else:
+        task_keys = 'timeout = 1e12\n'
+    swarm.write("d.toml", head + '[[task]]\nname = "slow"\ncmd = "sleep 1; echo done >> ledger"\n' + task_keys
+                + '[[task]]\nname = "quick"\ncmd = "echo quick >> ledger"\n')
+    proc = swarm.popen("run", "d.toml", "-j", "2", "--output", "quiet", *args)
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 2 and (run / "state.json").exists(), what="both workers")
+        proc.kill()  # the supervisor dies mid-run; resume must take the same settings
+        proc.wait()
+        res = swarm("resume", run.name, "--output", "quiet", timeout=60)
+        assert res.code == 0, res.stderr
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["done", "quick"]
+        assert swarm.summary()["state"] == "finished"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+# ----- 12. state.json follows the workers ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_status_shows_a_running_worker_within_the_snapshot_interval(swarm, backend, request):
+    swarm.write("s.txt", "sleep 30\n")
+    env = outside_env(request.getfixturevalue("tmux")) if backend == "tmux" else None
+    proc = swarm.popen("run", "s.txt", "--output", "quiet", "--backend", backend, env=env)
+    run = _run_dir(swarm)
+    try:
+        def running_row():
+            res = swarm("status", run.name, "--json")
+            snap = json.loads(res.stdout) if res.code == 0 else None
+            task = snap and snap["tasks"][0]
+            return task and task["pid"] and task["started_at"] and snap["slots"][0]["state"] == "running" and snap
+
+        snap = wait_until(running_row, timeout=10, what="a running row in status --json")
+        assert snap["updated_at"] >= snap["tasks"][0]["started_at"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+# ----- 14. timers, inotify overflow, watches that cannot be added ------------------------------
+
+
+def test_cancelled_timers_hold_nothing():
+    clock = [0.0]
+    timers = Timers(lambda: clock[0])
+    fired = []
+    handles = [timers.after(3600, lambda i=i: fired.append(i)) for i in range(10_000)]
+    keep = timers.after(5, lambda: fired.append("kept"))
+    for h in handles:
+        timers.cancel(h)
+    assert len(timers) == 1 and len(timers._heap) < 200  # the closures are gone, not just skipped
+    assert timers.due_in() == 5
+    clock[0] = 4000
+    timers.run_due()
+    assert fired == ["kept"] and keep.fn is None
+
+
+def test_ended_generations_leave_no_timers(swarm):
+    """A run of many tasks with a timeout ends with no timer of an ended generation left."""
+    swarm.write("t.txt", "true\n" * 300)
+    code = ("import sys; from zellij_swarm import supervisor as s\n"
+            "orig = s.Supervisor._finish\n"
+            "def finish(self):\n"
+            "    print('timers', len(self.timers), file=sys.stderr)\n"
+            "    return orig(self)\n"
+            "s.Supervisor._finish = finish\n"
+            "from zellij_swarm.cli import main; main(sys.argv[1:])\n")
+    p = subprocess.run([sys.executable, "-c", code, "run", "t.txt", "-j", "8",
+                        "--timeout", "1h", "--output", "quiet"], cwd=swarm.cwd, env=clean_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "timers 0" in p.stderr
+
+
+def test_inotify_queue_overflow_reports_every_watched_directory():
+    dirs = {1: Path("/a"), 2: Path("/b")}
+    event = struct.pack("iIII", 1, watch.IN_CLOSE_WRITE, 0, 8) + b"exit\0\0\0\0"
+    overflow = struct.pack("iIII", -1, watch.IN_Q_OVERFLOW, 0, 0)
+    assert watch.changes(event, dirs) == [watch.Change(Path("/a"), "exit")]
+    assert sorted(c.dir for c in watch.changes(overflow, dirs)) == [Path("/a"), Path("/b")]
+
+
+def _userns_available() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-Ur", "sh", "-c", "echo 1 > /proc/sys/user/max_inotify_watches"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _userns_available(), reason="no user namespace with its own inotify limits here")
+@pytest.mark.parametrize("limit", [0, 1])
+def test_no_inotify_watches_left_polls_instead_of_crashing(swarm, tmux, limit):
+    """In a user namespace whose inotify watch limit is 0 (not even the inbox) or 1 (the
+    inbox only), every other watch fails with ENOSPC: the run polls and finishes."""
+    swarm.write("t.txt", "sleep 0.3; echo a\necho b\nexit 3\n")
+    zsw = " ".join(swarm.cmd("run", "t.txt", "-j", "2", "--backend", "tmux", "--ui", "live", "--output", "quiet"))
+    p = subprocess.run(["unshare", "-Ur", "sh", "-c",
+                        f"echo {limit} > /proc/sys/user/max_inotify_watches && exec {zsw}"],
+                       cwd=swarm.cwd, env=outside_env(tmux), capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+    summary = swarm.summary()
+    assert summary["state"] == "finished"
+    assert [t["status"] for t in summary["tasks"]] == ["succeeded", "succeeded", "failed"]
+    assert "watch_failed" in {w["code"] for w in summary["warnings"]}
