@@ -203,8 +203,8 @@ def start_live_pane(swarm, tmux, swarm_file: str):
                        env=outside_env(tmux))
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     gen = run / "slots/slot-1/gen-1"
-    pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and json.loads(
-        (gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"], what="heartbeat")
+    pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and (lines := (
+        gen / "heartbeat.jsonl").read_text().splitlines()) and json.loads(lines[0])["pane_id"], what="heartbeat")
     return proc, run, gen, pane
 
 

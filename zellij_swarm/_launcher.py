@@ -2,9 +2,10 @@
 
 Starting a process blocks its parent until the child has executed its program (vfork),
 about half a millisecond per task here — time the supervisor's event loop would not spend
-on exits and backfill. The launcher does that on the other core. Protocol (lines):
+on exits and backfill. The launcher does that on the other core. Protocol (lines, except
+that a request ends with NUL: a path may hold a newline, never a NUL):
 
-    in:  <token> TAB <claimed 0|1> TAB <wrapper path>
+    in:  <token> TAB <claimed 0|1> TAB <wrapper path> NUL
     out: S <token> <pid>            started
          F <token> <errno> <text>   could not start
          X <pid> <wait status>      a started wrapper ended (reaped here)
@@ -19,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 
 STDIO = [
     (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -56,8 +58,8 @@ def main() -> None:
     reaper = threading.Thread(target=reap, daemon=True)
     reaper.start()
     env = dict(os.environ)
-    for raw in sys.stdin.buffer:
-        token, claimed, path = raw.rstrip(b"\n").decode("utf-8", "surrogateescape").split("\t", 2)
+    for raw in requests(sys.stdin.fileno()):
+        token, claimed, path = raw.decode("utf-8", "surrogateescape").split("\t", 2)
         argv = ["/bin/sh", path] + (["claimed"] if claimed == "1" else [])
         with state:
             try:
@@ -73,6 +75,14 @@ def main() -> None:
         closed = True
         state.notify()
     reaper.join()
+
+
+def requests(fd: int) -> Iterator[bytes]:
+    """The NUL-terminated requests read from ``fd`` until it closes."""
+    pending = b""
+    while chunk := os.read(fd, 65536):
+        *done, pending = (pending + chunk).split(b"\0")
+        yield from done
 
 
 if __name__ == "__main__":

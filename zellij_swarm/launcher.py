@@ -64,7 +64,7 @@ class Launcher:
         if self.lost:
             return
         self.submitted += len(requests)
-        data = "".join(f"{token}\t{int(claimed)}\t{path}\n" for token, path, claimed in requests).encode(
+        data = "".join(f"{token}\t{int(claimed)}\t{path}\0" for token, path, claimed in requests).encode(
             "utf-8", "surrogateescape")
         view = memoryview(data)
         try:

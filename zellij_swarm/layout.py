@@ -1,13 +1,14 @@
 """Zellij layouts (KDL v1) for a swarm, emitted with ``ckdl`` — never by string pasting.
 
 Zellij parses layouts with a KDL v1 parser (contract §4.1), so every document goes through
-``ckdl``'s emitter with ``version=1`` and is parsed back with ``version=1`` before it is
-returned. The rules of contract §4.3 that a generator could break are kept by construction:
+``quoting.kdl_text`` (``ckdl``'s emitter with ``version=1``, parsed back before it is
+returned). The rules of contract §4.3 that a generator could break are kept by construction:
 one root ``layout``, an explicit ``tab`` node (a layout without one gets a startup popup
 pane, §6.10), ``args`` only with a ``command``, no properties mixed with nested panes, stacks
 never vertical and never nested, sizes as ``"N%"`` strings. No pane has a ``cwd`` and no
 ``command`` holds anything Zellij would expand (``$VAR``, ``~``): names, task text and paths
-only ever appear in ``name`` and ``args``, which Zellij takes verbatim.
+only ever appear in ``name`` and ``args``, which Zellij takes verbatim; names are shown on a
+terminal, so they pass through ``quoting.terminal_text``.
 
 Styles (``generate``):
 
@@ -29,10 +30,11 @@ from dataclasses import dataclass, field
 
 import ckdl
 
+from . import quoting
+
 STYLES = ("swarm", "grid", "compact")
 UIS = ("live", "compact")
 _EXPANDED = re.compile(r"[$~]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,8 @@ class PaneSpec:
 
 
 def title(text: str) -> str:
-    """A pane name that stays one line: control characters (newlines, escapes) become spaces."""
-    return _CONTROL.sub(" ", text)
+    """A pane or tab name as Zellij shows it: on one line, with no escape reaching the terminal."""
+    return quoting.terminal_text(text)
 
 
 def _node(name: str, *args: object, props: dict[str, object] | None = None,
@@ -107,9 +109,7 @@ def document(board: PaneSpec | None, slots: Sequence[PaneSpec], *, tab_name: str
             nodes.append(_node("pane", props={"size": 1, "borderless": True},
                                children=[_node("plugin", props={"location": "zellij:compact-bar"})]))
     tab = _node("tab", props={"name": title(tab_name), "focus": True}, children=nodes)
-    text = ckdl.Document(_node("layout", children=[tab])).dump(ckdl.EmitterOptions(version=1))
-    ckdl.parse(text, version=1)  # what we hand to Zellij must be valid KDL v1
-    return text
+    return quoting.kdl_text(_node("layout", children=[tab]))
 
 
 def generate(jobs: int, ui: str = "compact", style: str = "swarm", *, run: str | None = None,

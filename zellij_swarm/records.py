@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import quoting
 from .rundir import RunPaths, write_atomic, write_json_atomic
 from .swarmfile import is_env_name
 
@@ -116,7 +116,7 @@ class SnapshotWriter:
 def save_environment(path: Path, env: Mapping[str, str]) -> None:
     """The caller's environment as a sourceable ``sh`` file (0600): a multiplexer pane gets
     the server's environment, and the wrapper restores this one instead."""
-    lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
+    lines = [f"export {k}={quoting.shell_word(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
     write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
 
 

@@ -1,13 +1,17 @@
 """Reading runs back for ``status``, ``ls`` and ``logs``: records only, never live processes
-(except asking the run lock whether a supervisor is still alive)."""
+(except asking the run lock whether a supervisor is still alive).
+
+The text views are one line per row whatever a task or run name holds: each line passes
+through ``quoting.terminal_text``. ``--json`` and ``logs`` give the exact records."""
 
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import exc, runlock
+from . import exc, quoting, runlock
 from .report import describe
 from .rundir import RunPaths, all_runs, read_json
 
@@ -79,11 +83,15 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
             lines.append(f"  slot {s['slot']}: {s['state']}" + (f" — {s['task']} (gen {s['generation']})" if s["task"] else ""))
     for w in snap.get("warnings", []):
         lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
-    return "\n".join(lines)
+    return _shown(lines)
 
 
 def format_ls(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs"
-    return "\n".join(f"{r['run_id']}  {r['state']:<11} {when(r['started_at'])}  {r['tasks']} task(s), "
-                     f"{r['failed']} not succeeded" for r in rows)
+    return _shown(f"{r['run_id']}  {r['state']:<11} {when(r['started_at'])}  {r['tasks']} task(s), "
+                  f"{r['failed']} not succeeded" for r in rows)
+
+
+def _shown(lines: Iterable[str]) -> str:
+    return "\n".join(quoting.terminal_text(line) for line in lines)

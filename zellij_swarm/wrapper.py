@@ -26,17 +26,17 @@ Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builti
 accident. That costs one exec per task over running it in a subshell of the wrapper; an
 ``argv`` task is exec'd directly. The wrapper's own variables all start with ``_zsw_``.
 
-Every value spliced into the script goes through ``shlex.quote``; the header comment holds
+Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
 only generated identifiers, never a task name (a newline in a name would end a comment).
 """
 
 from __future__ import annotations
 
-import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import quoting
 from .rundir import GenPaths
 
 
@@ -81,7 +81,7 @@ def render(
     env: dict[str, str],
     pane: PaneMode | None = None,
 ) -> str:
-    q = shlex.quote
+    q = quoting.shell_word
     lines = [
         "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d, attempt %d "
         "(generated; do not edit)" % (who.run_id, who.task_id, who.slot, who.generation, who.attempt),
@@ -124,7 +124,7 @@ def render(
         # must not reach the pane, or pipe-pane would log it as the worker's output.
         in_pane = run("2>&3 3>&-")
         if pane.runner:
-            text = ("exec " + shlex.join(argv)) if argv is not None else (cmd or ":")
+            text = ("exec " + quoting.shell_line(argv)) if argv is not None else (cmd or ":")
             in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; } 2>&3 3>&-"
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
                   f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
@@ -161,7 +161,7 @@ def _headless_stage() -> list[str]:
 
 
 def _pane_stages(pane: PaneMode) -> list[str]:
-    q = shlex.quote
+    q = quoting.shell_word
     return [
         "_zsw_headless=",
         "case ${1-} in",

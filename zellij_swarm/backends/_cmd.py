@@ -5,11 +5,11 @@ turned into a ``BackendError`` whose code is the SPEC §7 vocabulary (``multiple
 from __future__ import annotations
 
 import logging
-import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .. import quoting
 from ..exc import BackendError
 
 log = logging.getLogger("zellij_swarm.cmd")
@@ -38,7 +38,7 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         raise BackendError("pane_call_timeout", f"{what}: no answer within {timeout:g}s", stderr=err) from None
-    log.debug("%s -> %d", shlex.join(argv), p.returncode)
+    log.debug("%s -> %d", quoting.shell_line(argv), p.returncode)
     result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:
         first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]

@@ -13,20 +13,22 @@ set up by the wrapper before the worker starts, so the worker keeps the pane's T
 
 Every tmux call goes through ``_cmd.run`` (a timeout, typed errors), including libtmux's:
 ``_TimedServer`` routes libtmux's command runner there. A batch of panes is one tmux
-invocation (commands chained with ``;``) plus one for their titles.
+invocation (commands chained with ``;``) plus one for their titles. Every argument is
+encoded for tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands —
+the ``pipe-pane`` command, new session and window names — for its formats
+(``quoting.tmux_expanded``), and titles for the border that draws them (``quoting.tmux_drawn``).
 """
 
 from __future__ import annotations
 
 import math
-import re
-import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import libtmux
 
+from .. import quoting
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _cmd
@@ -36,7 +38,6 @@ from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunCont
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content
-_TITLE_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class _Result:
@@ -63,13 +64,14 @@ class _TimedServer(libtmux.Server):
         argv.append(cmd)
         if target is not None:
             argv += ["-t", str(target)]
-        argv += [str(a) for a in args]
+        argv += [quoting.tmux_arg(str(a)) for a in args]
         return _Result(_cmd.run(argv, timeout=CALL_TIMEOUT, check=False))
 
 
 def title_text(text: str) -> str:
-    """A pane title that cannot inject tmux styles or break the border line."""
-    return _TITLE_UNSAFE.sub(" ", text).replace("#", "##")
+    """A pane title as ``pane-border-format`` shows it: safe for the terminal, and no ``#``
+    that tmux would read as a style or a format."""
+    return quoting.tmux_drawn(quoting.terminal_text(text))
 
 
 def tile_capacity(width: int, height: int) -> int:
@@ -122,20 +124,25 @@ class TmuxBackend:
             self.server = _TimedServer()
         self._tmux("start-server")
         name = f"swarm-{ctx.run_id}"
-        board = shlex.join(ctx.renderer_argv("board"))
+        board = quoting.shell_line(ctx.renderer_argv("board"))
         if self.inside and not s.session:
             pane = self.env.get("TMUX_PANE", "")
             self.session_id = self._tmux("display-message", "-p", "-t", pane, "#{session_id}").lines[0]
             window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
-                                "-n", name, board).lines[0]
+                                "-n", quoting.tmux_expanded(name), board).lines[0]
         elif s.session and self._has_session(s.session):
             self.session_id = s.session
-            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:", "-n", name,
-                                board).lines[0]
+            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:",
+                                "-n", quoting.tmux_expanded(name), board).lines[0]
         else:
             session = s.session or name
-            session_obj = self.server.new_session(session_name=session, window_name=name, window_command=board,
-                                                  x=SESSION_SIZE[0], y=SESSION_SIZE[1], attach=False)
+            # libtmux reads the new session's fields back one per line, and its path would be our
+            # cwd, which may hold a newline; panes need no cwd (wrappers change to their task's
+            # cwd themselves, renderers take absolute paths), so the session starts at /.
+            session_obj = self.server.new_session(session_name=quoting.tmux_expanded(session),
+                                                  window_name=quoting.tmux_expanded(name), window_command=board,
+                                                  start_directory="/", x=SESSION_SIZE[0], y=SESSION_SIZE[1],
+                                                  attach=False)
             self.created_session = True
             self.session_id = session_obj.session_id or session
             window = self._tmux("display-message", "-p", "-t", f"{self.session_id}:", "#{window_id}").lines[0]
@@ -148,7 +155,7 @@ class TmuxBackend:
         socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
         if self.created_session:
             self.attach_argv = ["tmux", "-S", socket, "attach", "-t", self.session_name]
-            ctx.notice(f"panes in {where}; attach with: {shlex.join(self.attach_argv)}")
+            ctx.notice(f"panes in {where}; attach with: {quoting.shell_line(self.attach_argv)}")
         else:
             ctx.notice(f"panes in {where} (tmux select-window -t {window})")
         if not self.live:
@@ -159,10 +166,7 @@ class TmuxBackend:
         width, height = (int(v) for v in size.split())
         options = [("pane-border-status", "top"), ("pane-border-format", " #{@zsw_title} "),
                    ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off")]
-        chain: list[str] = []
-        for key, value in options:
-            chain += ["set-option", "-w", "-t", window_id, key, value, ";"]
-        self._tmux(*chain[:-1])
+        self._chain([["set-option", "-w", "-t", window_id, key, value] for key, value in options])
         w = _Window(window_id, tile_capacity(width, height))
         self.windows.append(w)
         return w
@@ -183,8 +187,8 @@ class TmuxBackend:
             if len(w.panes) < w.capacity:
                 return w
         name = f"swarm-{self.ctx.run_id}-{len(self.windows) + 1}"
-        wid = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:", "-n", name,
-                         "sleep 2147483647").lines[0]
+        wid = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
+                         "-n", quoting.tmux_expanded(name), "sleep 2147483647").lines[0]
         w = self._add_window(wid)
         w.placeholder = self._tmux("display-message", "-p", "-t", wid, "#{pane_id}").lines[0]
         return w
@@ -198,14 +202,14 @@ class TmuxBackend:
             w = self._window_with_room()
             room = w.capacity - len(w.panes)
             group = items[i:i + room]
-            chain: list[str] = []
+            commands: list[list[str]] = []
             for _, argv in group:
-                chain += ["split-window", "-d", "-t", w.id, "-P", "-F", "#{pane_id}", *argv, ";",
-                          "select-layout", "-t", w.id, "tiled", ";"]
+                commands += [["split-window", "-d", "-t", w.id, "-P", "-F", "#{pane_id}", *argv],
+                             ["select-layout", "-t", w.id, "tiled"]]
             if w.placeholder:
-                chain += ["kill-pane", "-t", w.placeholder, ";", "select-layout", "-t", w.id, "tiled", ";"]
+                commands += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
                 w.placeholder = None
-            ids = [ln for ln in self._tmux(*chain[:-1]).lines if ln.startswith("%")]
+            ids = [ln for ln in self._chain(commands).lines if ln.startswith("%")]
             if len(ids) != len(group):
                 raise BackendError("pane_id_missing", f"tmux split-window printed {len(ids)} pane ids for {len(group)} panes")
             for (slot, _), pane in zip(group, ids):
@@ -215,11 +219,9 @@ class TmuxBackend:
         return out
 
     def _set_titles(self, titles: Mapping[str, str]) -> None:
-        chain: list[str] = []
-        for pane, text in titles.items():
-            chain += ["set-option", "-p", "-t", pane, "@zsw_title", title_text(text), ";"]
-        if chain:
-            self._tmux(*chain[:-1])
+        if titles:
+            self._chain([["set-option", "-p", "-t", pane, "@zsw_title", title_text(text)]
+                         for pane, text in titles.items()])
 
     def _kill_pane(self, pane: str) -> None:
         for w in self.windows:
@@ -234,8 +236,18 @@ class TmuxBackend:
             return None
         if not self.panes.reserve():
             return None
-        log = "tmux pipe-pane -t \"$TMUX_PANE\" \"exec cat >>'$_zsw_d/output.log'\""
-        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=log)
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=self._log_setup(slot))
+
+    def _log_setup(self, slot: int) -> str:
+        """The wrapper's first-stage shell that copies the pane's output to the generation's
+        ``output.log``. tmux format-expands a ``pipe-pane`` command, then runs it with
+        ``sh -c``: the path is encoded for that shell, then for tmux, and the whole argument
+        for the wrapper's own shell. Only the slot's directory is known here; the wrapper
+        appends the generation's directory name (``gen-N``, which needs no encoding) from
+        ``$_zsw_d``."""
+        slot_dir = quoting.shell_word(str(self.ctx.paths.slot_dir(slot)))
+        command = quoting.shell_word(quoting.tmux_expanded(f"exec cat >>{slot_dir}/"))
+        return f'tmux pipe-pane -t "$TMUX_PANE" {command}"${{_zsw_d##*/}}/output.log"'
 
     def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
         results: list[LaunchResult | None] = [None] * len(batch)
@@ -293,8 +305,15 @@ class TmuxBackend:
             self._tmux("kill-session", "-t", self.session_id, check=False)
 
     def _tmux(self, *args: str, check: bool = True) -> _cmd.CmdResult:
+        return self._chain([args], check=check)
+
+    def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> _cmd.CmdResult:
+        """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
+        argument is encoded so that tmux's parser reads it back unchanged."""
         assert self.server is not None
-        argv = ["tmux"] + ([f"-S{self.server.socket_path}"] if self.server.socket_path else []) + list(args)
+        argv = ["tmux"] + ([f"-S{self.server.socket_path}"] if self.server.socket_path else [])
+        for i, command in enumerate(commands):
+            argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
         return _cmd.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
 
 

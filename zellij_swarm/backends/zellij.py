@@ -32,14 +32,13 @@ header line).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import layout, rundir, sidecars
+from .. import layout, quoting, rundir, sidecars
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _zellij
@@ -55,8 +54,8 @@ TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, 
 # so SHELL is /bin/sh for script and the caller's value again for the worker.
 SCRIPT_RUNNER = (
     '_ZSW_CMD={cmd} _ZSW_SHELL="${SHELL-}" SHELL=/bin/sh script -qfec '
-    + shlex.quote('if [ -n "$_ZSW_SHELL" ]; then SHELL=$_ZSW_SHELL; else unset SHELL; fi; '
-                  '_zsw_c=$_ZSW_CMD; unset _ZSW_SHELL _ZSW_CMD; eval "$_zsw_c"')
+    + quoting.shell_word('if [ -n "$_ZSW_SHELL" ]; then SHELL=$_ZSW_SHELL; else unset SHELL; fi; '
+                         '_zsw_c=$_ZSW_CMD; unset _ZSW_SHELL _ZSW_CMD; eval "$_zsw_c"')
     + ' "$_zsw_d/output.log"; _zsw_rc=$?; '
     # drop script's header line and its "\nScript done on …" footer; the terminal's CRLF -> LF
     + "sed -i -e 's/\\r$//' -e '1{/^Script started on /d}' -e '$!N' -e '$!{P;D}' "
@@ -182,9 +181,10 @@ class ZellijBackend:
             self.created_session = True
             self.z.wait_live(deadline)
             sock = self.env.get("ZELLIJ_SOCKET_DIR")
-            prefix = f"ZELLIJ_SOCKET_DIR={shlex.quote(sock)} " if sock else ""
+            prefix = f"ZELLIJ_SOCKET_DIR={quoting.shell_word(sock)} " if sock else ""
             self.attach_argv = ["zellij", "attach", session]
-            ctx.notice(f"panes in zellij session {session!r}; attach with: {prefix}{shlex.join(self.attach_argv)}")
+            attach = prefix + quoting.shell_line(self.attach_argv)
+            ctx.notice(f"panes in zellij session {session!r}; attach with: {attach}")
         else:
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():

@@ -39,6 +39,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
+from ..quoting import terminal_text
 from ..rundir import RunPaths
 from .loop import Frame, run_view
 from .snapshot import (
@@ -52,7 +53,7 @@ from .snapshot import (
     gen_records,
     slot_entries,
 )
-from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, printable, ranges
+from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
 
 COUNTERS = ("running", "pending", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost")
 ALWAYS_COUNTED = frozenset({"running", "pending", "succeeded", "failed"})
@@ -77,8 +78,8 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
     if isinstance(started, (int, float)):
         elapsed = (ended if isinstance(ended, (int, float)) else now) - started
     title = [
-        (printable(state.get("name") or "swarm"), "1"),
-        (f" · {printable(state.get('run_id') or '')} · ", None),
+        (terminal_text(state.get("name") or "swarm"), "1"),
+        (f" · {terminal_text(state.get('run_id') or '')} · ", None),
         (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
         (f" · {n_slots} slots · {duration(elapsed)}", None),
     ]
@@ -100,7 +101,7 @@ def _detail(row: SlotRow, last_line: str) -> str:
         return last_line
     if row.status in TERMINAL:
         where = "idle" if row.slot_state == "idle" else row.slot_state
-        return f"{where} · reason {printable(row.reason)}" if row.reason else where
+        return f"{where} · reason {terminal_text(row.reason)}" if row.reason else where
     return ""
 
 
@@ -110,10 +111,10 @@ def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: 
     parts = [
         (f"{row.slot:>{sw}} ", None),
         (pad(row.status.replace("_", " "), STATUS_W), STATUS_SGR.get(row.status)),
-        (" " + pad(printable(row.task or ""), tw), None),
+        (" " + pad(terminal_text(row.task or ""), tw), None),
         (" " + pad("" if elapsed is None else duration(elapsed), ELAPSED_W, right=True), None),
         (" " + pad(exit_text, EXIT_W, right=True), "1;31" if row.exit_code not in (None, 0) else None),
-        ("  " + printable(_detail(row, last_line)), "2" if not row.live else None),
+        ("  " + terminal_text(_detail(row, last_line)), "2" if not row.live else None),
     ]
     return join_parts(parts, cols, color).rstrip()
 
@@ -131,7 +132,7 @@ def _short(seconds: float | None) -> str:
 
 def _cell(row: SlotRow, sw: int, cell_w: int, now: float, color: bool, strip: str = "") -> str:
     name_w = max(cell_w - sw - 1 - 1 - 3 - 1, 1)
-    name = printable(row.task or row.status)
+    name = terminal_text(row.task or row.status)
     name = clip_middle(name[len(strip) :] if strip and name.startswith(strip) else name, name_w)
     text = f"{row.slot:>{sw}} {name:<{name_w}} {_short(row.elapsed(now)):>3}"
     mark = STATUS_SGR.get(row.status) if row.status != "running" else None
@@ -186,11 +187,11 @@ def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tu
         started, ended = _num(rec.get("started_at")), _num(rec.get("ended_at"))
         took = duration(ended - started) if started is not None and ended is not None else ""
         code = rec.get("exit_code")
-        where = f"slot {slot} gen {gen}" + (f" · reason {printable(rec['reason'])}" if rec.get("reason") else "")
+        where = f"slot {slot} gen {gen}" + (f" · reason {terminal_text(rec['reason'])}" if rec.get("reason") else "")
         parts = [
             (" " * sw + " ", None),
             (pad(status.replace("_", " "), STATUS_W), STATUS_SGR.get(status)),
-            (" " + pad(printable(rec.get("task") or ""), tw), None),
+            (" " + pad(terminal_text(rec.get("task") or ""), tw), None),
             (" " + pad(took, ELAPSED_W, right=True), None),
             (" " + pad("" if code is None else str(code), EXIT_W, right=True), "1;31" if code else None),
             ("  " + where, "2"),
@@ -230,7 +231,7 @@ def board_frame(
     room = max(rows - len(lines) - len(footer), 0)
     sw = len(str(max((r.slot for r in slots), default=1)))
     fixed = sw + 1 + STATUS_W + 1 + 1 + ELAPSED_W + 1 + EXIT_W + 2
-    names = [len(printable(r.task or "")) for r in slots]
+    names = [len(terminal_text(r.task or "")) for r in slots]
     tw = min(max(names + [8]), max((cols - fixed) // 2, 8))
 
     def full(selected: list[SlotRow]) -> list[str]:
@@ -264,7 +265,7 @@ def board_frame(
             visible, hidden = busy[:capacity], busy[capacity:]
             used_rows = math.ceil(len(visible) / ncols) if visible else 0
             body = []
-            names = [printable(r.task or r.status) for r in visible]
+            names = [terminal_text(r.task or r.status) for r in visible]
             name_w = cell_w - sw - 6
             strip = _common_prefix(names, 3) if max(map(len, names), default=0) > name_w else ""
             for y in range(used_rows):

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from .. import exc
+from ..quoting import terminal_text
 from ..rundir import RunPaths
 from .loop import Frame, run_view
 from .screen import TailScreen
 from .snapshot import GenInfo, GenReader, StateReader, describe_slot, gen_records, slot_entries
-from .text import STATUS_SGR, clip, clock_time, duration, join_parts, printable
+from .text import STATUS_SGR, clip, clock_time, duration, join_parts
 
 Tail = Callable[[int, int], list[str]]
 
@@ -60,7 +61,7 @@ def slot_frame(
 
     title: list[tuple[str, str | None]] = [(f"slot {slot}", "1"), (" · ", None)]
     if row.task is not None:
-        title += [(printable(row.task), "1"), (" · ", None)]
+        title += [(terminal_text(row.task), "1"), (" · ", None)]
     title.append((row.status.replace("_", " "), style))
     if row.attempt is not None:
         title.append((f" · attempt {row.attempt}", None))
@@ -86,7 +87,7 @@ def slot_frame(
     else:
         parts = [_exit_text(row.exit_code, row.signal), f"ran {duration(row.elapsed(now))}"]
         if row.reason:
-            parts.append(f"reason {printable(row.reason)}")
+            parts.append(f"reason {terminal_text(row.reason)}")
         if row.ended_at is not None:
             parts.append(f"ended {clock_time(row.ended_at)}")
         parts.append("heartbeat seen" if row.gen.heartbeat_seen else "no launch heartbeat")
@@ -94,7 +95,7 @@ def slot_frame(
 
     run_state = (state or {}).get("state") or "starting"
     label = f" {notice} " if notice else " output "
-    right = f" run {printable(run_state)} ──"
+    right = f" run {terminal_text(run_state)} ──"
     fill = max(cols - 2 - len(label) - len(right), 0)
     rule = clip("──" + label + "─" * fill + right, cols)
 

@@ -80,11 +80,6 @@ def clip_middle(text: str, cols: int) -> str:
     return text[: cols - 1 - tail] + "…" + text[len(text) - tail :]
 
 
-def printable(text: object) -> str:
-    """A task name or message safe to print: escapes and control characters removed."""
-    return _CONTROLS.sub("?", _ESCAPES.sub("", str(text)))
-
-
 def plain_last_line(data: bytes) -> str:
     """The last visible line of a chunk of raw terminal output, without escapes.
 
