@@ -9,6 +9,9 @@
 
 Outputs are streamed from ``output.log`` in chunks, so a 50 MB log costs no memory. With
 ``--json`` the task output goes to stderr so that stdout stays one JSON document.
+
+Task output is copied byte for byte; every line the reporter writes itself (task names,
+paths, notices) passes through ``quoting.terminal_text``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import shutil
 import sys
 from typing import IO, Any
 
+from . import quoting
 from .model import TaskRecord
 from .rundir import GenPaths, RunPaths
 
@@ -48,11 +52,9 @@ class ConsoleReporter:
         self.err = err if err is not None else sys.stderr
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
-        self.total = 0
         self._line_shown = False
 
     def started(self, run: RunPaths, total: int) -> None:
-        self.total = total
         if self.mode != "quiet":
             self._say(f"zellij-swarm: run {run.run_id}: {total} task(s); records in {run.dir}")
 
@@ -60,12 +62,17 @@ class ConsoleReporter:
         if self.mode != "quiet":
             self._say(f"zellij-swarm: {text}")
 
+    def problem(self, text: str) -> None:
+        """A fault the user must hear of even with ``--output quiet`` (records not written)."""
+        self._say(f"zellij-swarm: {text}")
+
     def task_ended(self, task: TaskRecord, gen: GenPaths | None) -> None:
         if self.mode == "quiet":
             return
         row = task.row(now=None)
         if gen is not None and self.mode in ("group", "tag"):
-            self._copy_output(gen, f"[{task.name}] ".encode() if self.mode == "tag" else None)
+            tag = f"[{quoting.terminal_text(task.name)}] ".encode() if self.mode == "tag" else None
+            self._copy_output(gen, tag)
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
             self._say(describe(row))
 
@@ -85,9 +92,11 @@ class ConsoleReporter:
     def progress(self, counts: dict[str, int], now: float) -> None:
         if not self.wants_progress:
             return
-        done = self.total - counts["pending"] - counts["running"]
+        # The total is counted now, not at the start: ``add`` and follow-ups grow it.
+        total = sum(counts.values())
+        done = total - counts["pending"] - counts["running"]
         bad = sum(counts[s] for s in ("failed", "timed_out", "lost"))
-        text = f"zellij-swarm: {done}/{self.total} done, {counts['running']} running"
+        text = f"zellij-swarm: {done}/{total} done, {counts['running']} running"
         if bad:
             text += f", {bad} failed"
         self.err.write("\r\033[K" + text)
@@ -112,5 +121,5 @@ class ConsoleReporter:
 
     def _say(self, text: str) -> None:
         self._clear_line()
-        self.err.write(text + "\n")
+        self.err.write(quoting.terminal_text(text) + "\n")
         self.err.flush()

@@ -66,6 +66,7 @@ class Reporter(Protocol):
 
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
     def notice(self, text: str) -> None: ...
+    def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
     def task_ended(self, task: TaskRecord, gen: rundir.GenPaths | None) -> None: ...
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
@@ -137,6 +138,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.ended_at: float | None = None
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
+        self._state_dir_said = False  # the user was told the state dir cannot be written
         self._watch_failed = False  # a generation directory could not be watched (warned once)
         self._backend_closed = False
         self.attached: subprocess.Popen | None = None
@@ -630,6 +632,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed)
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
+        if code == "state_dir_error" and not self._state_dir_said:
+            # A full or read-only state dir is said once, whatever the output mode.
+            self._state_dir_said = True
+            self.reporter.problem(f"warning: {message}")
         w = {"code": code, "message": message, "task": task.name if task else None}
         self.warnings.append(w)
         if task is not None:
@@ -662,7 +668,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._records_warned = True
             self._warn("state_dir_error", f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
                                           "outcomes are still tracked in memory", None)
-            self.reporter.notice(f"warning: records of run {self.run_id} could not be written ({error.strerror})")
 
     def _finish(self) -> int:
         if self.detached:
