@@ -292,3 +292,25 @@ def test_ten_thousand_generations_bounded_timeline_and_fast(tmp_path: Path) -> N
     area = sum(p["mean"] for p in tl["points"]) * tl["bucket_s"]
     assert area == pytest.approx(report["active_ms"] / 1000, rel=0.01)
     assert report["speedup"] == pytest.approx(32, rel=0.01)
+
+
+def test_first_batch_whose_event_a_kill_lost_ends_at_the_resume(tmp_path: Path) -> None:
+    # The first supervisor reserved slots 1-2 and was killed before it logged that batch; the
+    # resumer's own batch (slot 3) is not part of the run's first batch.
+    gens = [(1, 1, 0.0, 1.0, 101), (2, 1, 0.004, 1.0, 102), (3, 1, 2.0, 3.0, 103)]
+    events = [{"ts": T0 - 0.001, "event": "slot_reserved", "slot": 1, "gen": 1},
+              {"ts": T0 - 0.0009, "event": "slot_reserved", "slot": 2, "gen": 1},
+              {"ts": T0 + 1.5, "event": "run_resumed"},
+              {"ts": T0 + 1.9, "event": "slot_reserved", "slot": 3, "gen": 1},
+              {"ts": T0 + 1.9, "event": "batch_dispatch_started", "size": 1}]
+    report = proof_of(make_run(tmp_path, 3, gens, events=events, metrics={"first_batch_launch_span_ms": 5.0},
+                               ended=3.01))
+    assert report["first_batch"]["size"] == 2 and report["first_batch"]["started"] == 2
+    assert report["first_batch"]["launch_span_ms"] == pytest.approx(5.0)
+    assert report["ok"], report["blockers"]
+
+
+def test_a_span_only_one_side_measured_is_a_blocker_not_a_crash(tmp_path: Path) -> None:
+    report = proof_of(_consistent_run(tmp_path, first_batch_launch_span_ms=None))  # type: ignore[arg-type]
+    assert codes(report) == ["metrics_inconsistent"]
+    assert "first_batch_launch_span_ms none vs 2.5" in report["blockers"][0]["message"]

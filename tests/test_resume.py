@@ -30,7 +30,8 @@ def kill_and_resume(swarm, kills: int, seed: int, first_args: tuple[str, ...], e
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         for k in range(kills):
-            wait_until(lambda: (run / "state.json").exists(), what="a first snapshot")
+            # a Zellij session (fake or real) takes seconds to start on a loaded machine
+            wait_until(lambda: (run / "state.json").exists(), timeout=30, what="a first snapshot")
             deadline = time.monotonic() + rng.uniform(0.2, 0.9)
             while time.monotonic() < deadline and proc.poll() is None:
                 time.sleep(0.01)
@@ -90,6 +91,16 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
         assert run_processes(run_id) == []
         events = [json.loads(line)["event"] for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]
         assert events.count("run_started") == 1 and events[-1] == "run_finished"
+        # The summary's metrics are the whole run's, whichever supervisor ended it (issue 10, defect 6).
+        metrics = swarm.summary()["metrics"]
+        gens = [int(g.name[4:]) for g in swarm.latest().glob("slots/slot-*/gen-*")]
+        assert metrics["batch_dispatch_count"] == events.count("batch_dispatch_started")
+        assert events.count("slot_reserved") == len(gens), "every reservation is in the log"
+        assert metrics["backfill_count"] == events.count("backfill") == sum(1 for g in gens if g > 1)
+        res = swarm("proof", run_id, "--json")
+        assert res.code == 0, res.stdout + res.stderr
+        consistency = json.loads(res.stdout)["consistency"]
+        assert consistency["checked"] and consistency["ok"], consistency
     finally:
         if run_id:
             kill_run_processes(run_id)

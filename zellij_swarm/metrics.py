@@ -2,6 +2,13 @@
 
 A generation's start is its claim's modification time and its end the exit sidecar's, both
 written by the wrapper; the scheduler's clock only marks reservations and the run's ends.
+
+This module owns what a run's metrics are. The dispatcher's own counts (``DispatchStats``)
+are the only part not kept in the wrappers' files; each of them is also in the event log
+(``slot_reserved``, ``batch_dispatch_started``, ``backfill``), so ``DispatchStats.replay``
+rebuilds them from it. ``resume`` does, so that a resumed run's metrics are the whole run's,
+not its last supervisor's; and ``first_batch`` is the one reading of "the first batch", used
+by that replay and by ``proof`` alike.
 """
 
 from __future__ import annotations
@@ -14,9 +21,42 @@ from typing import Any
 from .model import Attempt
 
 
+# The events ``first_batch`` reads; a reader of the raw log may skip every other line unparsed.
+FIRST_BATCH_EVENTS = ("slot_reserved", "batch_dispatch_started", "run_resumed")
+
+
+def first_batch(events: Iterable[Any]) -> tuple[float | None, list[tuple[int, int]]]:
+    """The first batch of a run's event log: its reservation time and its (slot, generation)
+    members — the ``slot_reserved`` events up to the first ``batch_dispatch_started``. Reads
+    no further than that, so ``events`` may be a lazy reader of a long log.
+
+    A supervisor killed between reserving its first batch and writing that batch's event
+    leaves reservations without one; the ``run_resumed`` of the next supervisor (or the end of
+    the log) then ends the first batch. A ``run_resumed`` before any reservation ends nothing:
+    the first batch is then the resumed supervisor's."""
+    reserved_at: float | None = None
+    members: list[tuple[int, int]] = []
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        name = ev.get("event")
+        if name == "batch_dispatch_started" or (name == "run_resumed" and members):
+            break
+        if name != "slot_reserved":
+            continue
+        ts, slot, gen = ev.get("ts"), ev.get("slot"), ev.get("gen")
+        if isinstance(ts, (int, float)) and (reserved_at is None or ts < reserved_at):
+            reserved_at = float(ts)
+        if isinstance(slot, int) and isinstance(gen, int):
+            members.append((slot, gen))
+    return reserved_at, members
+
+
 @dataclass
 class DispatchStats:
-    """What the dispatcher itself counts."""
+    """What the dispatcher itself counts. A batch is counted when it has more than one member,
+    or when it is the run's first; it is exactly when the dispatcher writes
+    ``batch_dispatch_started``, so ``replay`` reads the counts back from those events."""
 
     batch_count: int = 0
     largest_batch: int = 0
@@ -31,6 +71,27 @@ class DispatchStats:
         if size > 1 or self.batch_count == 0:
             self.batch_count += 1
         self.largest_batch = max(self.largest_batch, size)
+
+    @classmethod
+    def replay(cls, events: Iterable[Any]) -> DispatchStats:
+        """The counts of the supervisors that wrote ``events`` (a run's whole log, in order):
+        ``batch_dispatch_count`` the ``batch_dispatch_started`` events, ``largest_batch_size``
+        their largest ``size``, ``backfill_count`` the ``backfill`` events, the first batch as
+        ``first_batch`` reads it. A dispatch of one slot after the first writes no batch event,
+        but never changes the largest size either."""
+        events = [e for e in events if isinstance(e, dict)]
+        stats = cls()
+        stats.first_batch_reserved_at, stats.first_batch = first_batch(events)
+        for ev in events:
+            name = ev.get("event")
+            if name == "batch_dispatch_started":
+                stats.batch_count += 1
+                size = ev.get("size")
+                if isinstance(size, int) and not isinstance(size, bool):
+                    stats.largest_batch = max(stats.largest_batch, size)
+            elif name == "backfill":
+                stats.backfill_count += 1
+        return stats
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -15,8 +15,9 @@ Evidence, per generation directory ``slots/slot-<n>/gen-<m>/``:
 One ``stat`` of the claim, one read of its few bytes and one ``stat`` of the sidecar per
 generation; ``exit.json`` is parsed only when the sidecar is missing. The scheduler's records
 are read only for the slot count (``run.json``), the reservation time and members of the first
-batch (the head of ``events.jsonl``, up to the first ``batch_dispatch_started``) and, for the
-consistency check, its metrics (``summary.json``, else ``state.json``).
+batch (the head of ``events.jsonl``, read by ``metrics.first_batch``, the same reading a resumed
+supervisor rebuilds its metrics with) and, for the consistency check, its metrics
+(``summary.json``, else ``state.json``).
 
 Decisions (the upstream design's weaknesses, research notes §11 items 17–18, not repeated):
 
@@ -52,15 +53,18 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
-from . import exc
+from . import exc, metrics
 from .rundir import GenPaths, RunPaths, read_json
 
 TIMELINE_LIMIT = 200
+RUN_STATES = ("running", "finished", "cancelled", "interrupted")
 TOLERANCE_MS = 20.0
 TOLERANCE_FRACTION = 0.05
 _LIST_LIMIT = 20  # reused / overlapping pids listed in full up to this many
+_FIRST_BATCH_NEEDLES = tuple(name.encode() for name in metrics.FIRST_BATCH_EVENTS)
 TIE_RULE = ("at equal timestamps ends count before starts: file modification times are coarse "
             "(a clock tick, a few ms), so back-to-back generations in one slot never overlap")
 TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the scheduler's value); "
@@ -109,33 +113,25 @@ def _load(path: Any) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _first_batch(run: RunPaths) -> tuple[float | None, list[tuple[int, int]]]:
-    """The first batch's reservation time and (slot, generation) members, from the head of the
-    event log: the ``slot_reserved`` events up to the first ``batch_dispatch_started``."""
-    reserved_at: float | None = None
-    members: list[tuple[int, int]] = []
+def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
+    """The complete event-log lines ``metrics.first_batch`` reads, parsed lazily: it stops at
+    the first batch's end, so only the head of a long log is read. Other lines are not parsed."""
     try:
         f = open(run.events, "rb")
     except FileNotFoundError:
-        return None, []
+        return
     with f:
         for line in f:
-            if not line.endswith(b"\n") or (b"slot_reserved" not in line and b"batch_dispatch_started" not in line):
-                continue
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            ts = ev.get("ts")
-            if isinstance(ts, (int, float)) and (reserved_at is None or ts < reserved_at):
-                reserved_at = float(ts)
-            if ev.get("event") == "batch_dispatch_started":
-                return reserved_at, members
-            slot, gen = ev.get("slot"), ev.get("gen")
-            if ev.get("event") == "slot_reserved" and isinstance(slot, int) and isinstance(gen, int):
-                members.append((slot, gen))
-    # No batch_dispatch_started at all (a truncated log): the first reservation stands alone.
-    return reserved_at, members[:1]
+            if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+
+def _num(value: float | None) -> str:
+    """A compared figure in a message; a side that measured nothing says so."""
+    return "none" if value is None else f"{value:g}"
 
 
 def _ms(seconds: float) -> float:
@@ -176,14 +172,25 @@ def _timeline(points: list[tuple[float, int]], t0: float, t1: float) -> dict[str
 
 def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: float | None = None,
           max_launch_span_ms: float | None = None, now: float | None = None) -> dict[str, Any]:
-    """The proof report of ``run`` (a JSON-able dict, schema ``schemas/proof.schema.json``)."""
-    now = time.time() if now is None else now
+    """The proof report of ``run`` (a JSON-able dict, schema ``schemas/proof.schema.json``), in
+    any state the run is in. Records that cannot be read at all are ``exc.UsageError``."""
+    try:
+        return _prove(run, min_concurrency, min_speedup, max_launch_span_ms, time.time() if now is None else now)
+    except OSError as e:
+        raise exc.UsageError(f"cannot read the records of run {run.run_id}: {e.filename or run.dir}: "
+                             f"{e.strerror or e}") from None
+
+
+def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None,
+           max_launch_span_ms: float | None, now: float) -> dict[str, Any]:
     meta = _load(run.run_json)
     if meta is None:
         raise exc.UsageError(f"{run.dir} is not a run directory (no readable run.json)")
     final = _load(run.summary)
     snapshot = final or _load(run.state)
-    state = (snapshot or {}).get("state") or "running"
+    state = (snapshot or {}).get("state")
+    if state not in RUN_STATES:
+        state = "running"  # no snapshot yet: a supervisor that has not written one (or was killed first)
     jobs = meta.get("jobs")
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise exc.UsageError(f"{run.run_json} records no slot count (jobs): cannot check concurrency against it")
@@ -277,7 +284,7 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
     utilization = round(active / (wall * jobs), 4) if wall > 0 else None
 
     # ----- first batch --------------------------------------------------------------------
-    reserved_at, members = _first_batch(run)
+    reserved_at, members = metrics.first_batch(_dispatch_events(run))
     starts = {(sl, gn): s for sl, gn, s, _, _, _ in gens}
     member_starts = [starts[m] for m in members if m in starts]
     span = None
@@ -307,8 +314,8 @@ def prove(run: RunPaths, *, min_concurrency: int | None = None, min_speedup: flo
         bad = [c for c in consistency["checks"] if not c["ok"]]
         blockers.append({"code": "metrics_inconsistent",
                          "message": "the scheduler's metrics disagree with the wrappers' evidence: " + "; ".join(
-                             f"{c['metric']} {c['scheduler']:g} vs {c['proof']:g} (tolerance {c['tolerance_ms']:g} ms)"
-                             for c in bad)})
+                             f"{c['metric']} {_num(c['scheduler'])} vs {_num(c['proof'])} "
+                             f"(tolerance {c['tolerance_ms']:g} ms)" for c in bad)})
     elif not consistency["checked"]:
         warnings.append({"code": "metrics_unchecked", "message": consistency["why"]})
 
@@ -351,8 +358,8 @@ def _tolerance(value: float) -> float:
 def _consistency(snapshot: dict | None, ended: bool, jobs: int, active_s: float, wall_s: float,
                  span: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"checked": False, "ok": None, "tolerance": TOLERANCE_TEXT, "why": None, "checks": []}
-    metrics = (snapshot or {}).get("metrics")
-    if not isinstance(metrics, dict):
+    figures = (snapshot or {}).get("metrics")
+    if not isinstance(figures, dict):
         out["why"] = "the run has no scheduler metrics (no summary.json or state.json)"
         return out
     if not ended:
@@ -367,14 +374,14 @@ def _consistency(snapshot: dict | None, ended: bool, jobs: int, active_s: float,
         checks.append({"metric": metric, "scheduler": round(sched, 4), "proof": round(proof, 4),
                        "delta_ms": round(sched - proof, 1) + 0.0, "tolerance_ms": round(tol, 1), "ok": good})
 
-    sched_active = metrics.get("active_slot_time_ms")
+    sched_active = figures.get("active_slot_time_ms")
     if isinstance(sched_active, (int, float)):
         check("active_slot_time_ms", sched_active, active)
-    sched_wall = metrics.get("wall_time_ms")
+    sched_wall = figures.get("wall_time_ms")
     if isinstance(sched_wall, (int, float)):
         # The run's wall (supervisor start → end) must cover the evidence's wall.
         check("wall_time_ms", sched_wall, wall, ok=sched_wall + _tolerance(sched_wall) >= wall)
-        util = metrics.get("utilization")
+        util = figures.get("utilization")
         if isinstance(util, (int, float)) and sched_wall > 0:
             implied = util * sched_wall * jobs
             tol = _tolerance(implied) + sched_wall * jobs * 0.00005  # utilization is rounded to 4 places
@@ -382,8 +389,10 @@ def _consistency(snapshot: dict | None, ended: bool, jobs: int, active_s: float,
                            "proof": round(active / (sched_wall * jobs), 4),
                            "delta_ms": round(implied - active, 1) + 0.0,
                            "tolerance_ms": round(tol, 1), "ok": abs(implied - active) <= tol})
-    sched_span = metrics.get("first_batch_launch_span_ms")
-    if isinstance(sched_span, (int, float)) and span is not None:
+    sched_span = figures.get("first_batch_launch_span_ms")
+    if not isinstance(sched_span, (int, float)):
+        sched_span = None  # not measured (or not a number): only a match for an unmeasured span
+    if sched_span is not None and span is not None:
         check("first_batch_launch_span_ms", sched_span, span)
     elif (sched_span is None) != (span is None):
         checks.append({"metric": "first_batch_launch_span_ms", "scheduler": sched_span, "proof": span,

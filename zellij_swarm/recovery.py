@@ -3,7 +3,9 @@
 The generation directories are the ground truth: each wrapper's header names its task,
 slot, generation and attempt; its claim says whether it ran; its exit sidecar whether it
 ended. The event log adds what only the supervisor knew (outcomes it recorded, kill
-reasons, consumed follow-ups and inbox messages). A generation is in one of four states:
+reasons, consumed follow-ups and inbox messages, its dispatch counts — replayed by
+``metrics``, so that a resumed run's metrics are the whole run's). A generation is in one
+of four states:
 
 - ``ended``: its exit is committed (recorded before the crash, or meanwhile);
 - ``running``: its wrapper is alive — the same process, checked by pid **and** start time
@@ -23,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from . import exc, records, runlock, settings, sidecars, swarmfile
+from . import exc, metrics, records, runlock, settings, sidecars, swarmfile
 from .rundir import GenPaths, RunPaths, read_json
 
 _HEADER = re.compile(r"# zellij-swarm generation wrapper: run (\S+), task id (\S+), slot (\d+), generation (\d+), "
@@ -53,7 +55,8 @@ class Recovered:
     gens: list[GenState]
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
     consumed_messages: set[str] = field(default_factory=set)
-    backfills: int = 0
+    stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
+    unlogged: list[dict[str, Any]] = field(default_factory=list)  # reservations a kill kept out of the log
 
 
 def header(gen: GenPaths) -> tuple[str, int] | None:
@@ -115,22 +118,49 @@ def load(run: RunPaths) -> Recovered:
     followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
     rec = Recovered(meta, load_environment(run.saved_env), specs, [])
     rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
-    rec.backfills = sum(1 for e in events if e["event"] == "backfill")
+    logged = {(e["event"], e.get("slot"), e.get("gen")) for e in events if e["event"] in ("slot_reserved", "backfill")}
+    names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
+    task_names = {tid: name for name, tid in names.items()}
     for slot in run.slot_numbers():
         for gen in run.generations(slot):
             who = header(gen)
+            rec.unlogged += _lost_reservation(gen, who, task_names, logged)
             if who is None:  # created, but its wrapper never written: it cannot have run
                 rec.gens.append(GenState(gen, "", 0, "unstarted"))
                 continue
             gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
             gs.followups_consumed = (slot, gen.gen) in followups
             rec.gens.append(gs)
-    names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
+    rec.unlogged.sort(key=lambda e: e["ts"])
+    rec.stats = metrics.DispatchStats.replay([*events, *rec.unlogged])
     for e in events:
         if e["event"] in ("task_cancelled", "task_skipped") and names.get(e.get("task")):
             status = "cancelled" if e["event"] == "task_cancelled" else "skipped"
             rec.settled[names[e["task"]]] = (status, e.get("reason"))
     return rec
+
+
+def _lost_reservation(gen: GenPaths, who: tuple[str, int] | None, task_names: dict[str, str],
+                      logged: set[tuple[str, Any, Any]]) -> list[dict[str, Any]]:
+    """The reservation events (as ``Supervisor._reserve`` writes them) of a generation that is
+    on disk but not in the log: a supervisor writes its log once per loop turn, after it has
+    launched that turn's workers, so a kill can lose them. Stamped with the time the wrapper
+    was written (right after the reservation) and marked ``recovered``."""
+    slot, no = gen.slot, gen.gen
+    lost: list[dict[str, Any]] = []
+    if ("slot_reserved", slot, no) not in logged:
+        lost.append({"event": "slot_reserved", "attempt": who[1] if who else None})
+    if no > 1 and ("backfill", slot, no) not in logged:
+        lost.append({"event": "backfill"})
+    if not lost:
+        return []
+    try:
+        ts = (gen.wrapper if who else gen.dir).stat().st_mtime
+    except FileNotFoundError:
+        ts = gen.dir.stat().st_mtime
+    task = task_names.get(who[0]) if who else None
+    return [{"ts": round(ts, 6), "event": e.pop("event"), "task": task, "slot": slot, "gen": no, **e,
+             "recovered": True} for e in lost]
 
 
 def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict | None) -> GenState:

@@ -2,7 +2,8 @@
 
 ``recovery`` reads the records; this mixin turns them back into live state — task history,
 adopted wrappers followed where they run, exits that happened meanwhile handled as if seen
-now, and the ready queue rebuilt for the rest. Part of ``Supervisor`` (a mixin only to keep
+now, the ready queue rebuilt for the rest, and the dispatch counts replayed from the event log
+(completed with the reservations a kill kept out of it), so the metrics are the whole run's. Part of ``Supervisor`` (a mixin only to keep
 the modules small): it uses the supervisor's state and its generation-following methods.
 """
 
@@ -25,8 +26,10 @@ class RestoreMixin:
         """Rebuild every task from the records of an interrupted run (see ``recovery``):
         record exits that happened meanwhile, adopt live wrappers, queue the rest."""
         self._add_tasks(rec.specs, enqueue=False)
+        for lost in rec.unlogged:  # reservations the killed supervisor made but never logged, at their time
+            self.events.emit(lost["event"], **{k: v for k, v in lost.items() if k != "event"})
         self.events.emit("run_resumed", run_id=self.run_id, pid=os.getpid(), generations=len(rec.gens))
-        self.stats.backfill_count = rec.backfills
+        self.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
         by_task: dict[str, list] = {}
         for gs in rec.gens:
             self.slot_gen[gs.gen.slot] = max(self.slot_gen.get(gs.gen.slot, 0), gs.gen.gen)

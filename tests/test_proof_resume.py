@@ -1,0 +1,261 @@
+"""``proof`` of a resumed run (issue 10, defect 6): the dispatch metrics of a run are the whole
+run's, rebuilt from its event log on ``resume`` (``metrics.DispatchStats.replay``), so the
+summary agrees with the events and the proof passes; and ``proof`` answers in every state a run
+can be in — a report, or one line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swarmtest import Swarm, kill_run_processes, validate, wait_until
+from zellij_swarm import metrics
+
+TASKS = "sleep 0.3\n" * 16 + "sleep 1.5\n" * 4  # 20 tasks at -j 4; the last wave is long enough to kill in
+
+
+def events_of(run: Path) -> list[dict[str, Any]]:
+    try:
+        text = (run / "events.jsonl").read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def count(run: Path, name: str) -> int:
+    return sum(1 for e in events_of(run) if e["event"] == name)
+
+
+def files(run: Path, name: str) -> int:
+    return len(list(run.glob(f"slots/slot-*/gen-*/{name}")))
+
+
+def proof_json(swarm: Swarm, run: Path) -> dict[str, Any]:
+    """``proof --json`` through the CLI, in whatever state the run is: a valid report, exit 0 or 1."""
+    res = swarm("proof", run.name, "--json")
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    assert res.code in (0, 1), (res.code, res.stderr)
+    report = json.loads(res.stdout)
+    validate(report, "proof")
+    human = swarm("proof", run.name)
+    assert human.code == res.code and "internal error" not in human.stderr, human.stderr
+    return report
+
+
+def sigkill(proc: subprocess.Popen) -> None:
+    assert proc.poll() is None, "the supervisor ended before the moment it was to be killed at"
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def interrupted(swarm: Swarm, run: Path) -> None:
+    """Right after a supervisor was killed: the proof still answers, and checks nothing it cannot."""
+    report = proof_json(swarm, run)
+    assert report["consistency"]["checked"] is False
+    assert not (run / "summary.json").exists()
+
+
+def assert_whole_run_metrics(swarm: Swarm, run: Path) -> None:
+    """The summary's dispatch metrics are those its event log records, for the whole run, and the
+    proof of the run passes with every metric compared."""
+    summary = swarm.summary(run)
+    assert summary["state"] == "finished"
+    assert {t["status"] for t in summary["tasks"]} == {"succeeded"}
+    m, events = summary["metrics"], events_of(run)
+    batches = [e["size"] for e in events if e["event"] == "batch_dispatch_started"]
+    assert m["batch_dispatch_count"] == len(batches)
+    assert m["largest_batch_size"] == max(batches) == 4
+    assert m["backfill_count"] == count(run, "backfill") == 16
+    report = proof_json(swarm, run)
+    assert report["ok"], report["blockers"]
+    c = report["consistency"]
+    assert c["checked"] and c["ok"], c
+    assert {x["metric"] for x in c["checks"]} == {
+        "active_slot_time_ms", "wall_time_ms", "utilization", "first_batch_launch_span_ms"}
+    # The first batch is the run's first (the four gen-1 workers), whichever supervisor measured it.
+    assert report["first_batch"]["size"] == 4 and report["first_batch"]["started"] == 4
+    assert m["first_batch_launch_span_ms"] == pytest.approx(report["first_batch"]["launch_span_ms"], abs=1.0)
+    assert report["generations"]["ran"] == 20 and report["max_concurrency"] == 4
+
+
+def first_batch_launched(run: Path) -> bool:
+    return count(run, "batch_dispatch_started") >= 1 and files(run, "claim") >= 4
+
+
+def mid_run(run: Path) -> bool:
+    return count(run, "backfill") >= 5 and files(run, "exit") >= 8
+
+
+def all_dispatched(run: Path) -> bool:
+    return files(run, "claim") == 20 and count(run, "slot_reserved") == 20
+
+
+@pytest.mark.parametrize("moment", [first_batch_launched, mid_run, all_dispatched],
+                         ids=["after-first-batch", "mid-run", "all-dispatched"])
+def test_proof_of_a_run_resumed_after_a_kill(swarm: Swarm, moment: Any) -> None:
+    swarm.write("t.txt", TASKS)
+    proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        proof_json(swarm, run)  # while it runs
+        wait_until(lambda: moment(run), timeout=30, what=moment.__name__)
+        sigkill(proc)
+        interrupted(swarm, run)
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 0, res.stderr
+        assert_whole_run_metrics(swarm, run)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_run_processes(run.name)
+
+
+def test_proof_of_a_run_resumed_twice(swarm: Swarm) -> None:
+    """The resumer is killed too, after dispatching work of its own; a second resume ends the run."""
+    swarm.write("t.txt", TASKS)
+    proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: mid_run(run), timeout=30, what="mid run")
+        sigkill(proc)
+        reserved = count(run, "slot_reserved")
+        proc = swarm.popen("resume", run.name, "--output", "quiet")
+        wait_until(lambda: count(run, "run_resumed") == 1 and count(run, "slot_reserved") >= reserved + 2
+                   and files(run, "claim") >= reserved + 2, timeout=30, what="the resumer's own dispatches")
+        proof_json(swarm, run)  # while the resumer runs
+        sigkill(proc)
+        interrupted(swarm, run)
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 0, res.stderr
+        assert count(run, "run_resumed") == 2
+        assert_whole_run_metrics(swarm, run)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_run_processes(run.name)
+
+
+# ----- the event log's reading, without processes ----------------------------------------------
+
+
+def _reserve(ts: float, slot: int, gen: int) -> dict[str, Any]:
+    return {"ts": ts, "event": "slot_reserved", "slot": slot, "gen": gen}
+
+
+def test_replay_reads_the_dispatch_counts_of_every_supervisor() -> None:
+    log = [{"ts": 1.0, "event": "run_started"}, _reserve(1.1, 1, 1), _reserve(1.2, 2, 1),
+           {"ts": 1.3, "event": "batch_dispatch_started", "size": 2}, _reserve(2.0, 1, 2),
+           {"ts": 2.0, "event": "backfill", "slot": 1, "gen": 2},
+           {"ts": 3.0, "event": "run_resumed"}, _reserve(3.1, 2, 2), _reserve(3.1, 3, 1),
+           {"ts": 3.1, "event": "backfill", "slot": 2, "gen": 2},
+           {"ts": 3.2, "event": "batch_dispatch_started", "size": 2}, "torn", None]
+    stats = metrics.DispatchStats.replay(log)
+    assert (stats.batch_count, stats.largest_batch, stats.backfill_count) == (2, 2, 2)
+    assert stats.first_batch_reserved_at == 1.1 and stats.first_batch == [(1, 1), (2, 1)]
+    # The next dispatch goes on counting as the first supervisor would have.
+    stats.batch(1, 4.0, [(1, 3)])
+    assert (stats.batch_count, stats.first_batch) == (2, [(1, 1), (2, 1)])
+
+
+def test_first_batch_whose_event_a_kill_swallowed_ends_at_the_resume() -> None:
+    # Reservations written, the batch's own event lost with its supervisor.
+    head = [_reserve(1.0, 1, 1), _reserve(1.01, 2, 1)]
+    resumed = [*head, {"ts": 5.0, "event": "run_resumed"}, _reserve(5.1, 3, 1),
+               {"ts": 5.2, "event": "batch_dispatch_started", "size": 1}]
+    assert metrics.first_batch(head) == metrics.first_batch(resumed) == (1.0, [(1, 1), (2, 1)])
+    # Nothing reserved before the resume (the log's tail was lost): the resumer's batch is the first.
+    lost = [{"ts": 5.0, "event": "run_resumed"}, _reserve(5.1, 3, 1),
+            {"ts": 5.2, "event": "batch_dispatch_started", "size": 1}]
+    assert metrics.first_batch(lost) == (5.1, [(3, 1)])
+    assert metrics.DispatchStats.replay(lost).first_batch == [(3, 1)]
+
+
+# ----- proof answers in every state ------------------------------------------------------------
+
+
+def test_proof_of_odd_records_is_a_report_or_one_line(swarm: Swarm) -> None:
+    swarm.write("t.txt", "true\ntrue\n")
+    assert swarm("run", "t.txt", "-j", "2", "--output", "quiet").code == 0
+    run = swarm.latest()
+    # A summary whose span the scheduler could not measure, the proof can: a blocker, not a crash.
+    summary = json.loads((run / "summary.json").read_text())
+    summary["metrics"]["first_batch_launch_span_ms"] = None
+    (run / "summary.json").write_text(json.dumps(summary))
+    report = proof_json(swarm, run)
+    assert [b["code"] for b in report["blockers"]] == ["metrics_inconsistent"]
+    assert "first_batch_launch_span_ms none vs" in report["blockers"][0]["message"]
+    # Garbage where numbers and a state belong.
+    summary["state"], summary["metrics"]["first_batch_launch_span_ms"] = 7, "fast"
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert proof_json(swarm, run)["run_state"] == "running"
+    # No summary.json, no state.json, no event log: a run killed before its first snapshot.
+    for name in ("summary.json", "state.json", "events.jsonl"):
+        (run / name).unlink()
+    report = proof_json(swarm, run)
+    assert report["run_state"] == "running" and not report["consistency"]["checked"]
+    assert report["first_batch"]["size"] == 0
+    # Records that cannot be read at all: one line, exit 2.
+    claim = run / "slots/slot-1/gen-1/claim"
+    claim.unlink()
+    claim.mkdir()
+    res = swarm("proof", run.name)
+    assert res.code == 2 and res.stdout == "", res
+    assert res.stderr.startswith("zellij-swarm: error: cannot read the records of run") and \
+        len(res.stderr.splitlines()) == 1, res.stderr
+    # A run directory whose run.json is not written yet (a supervisor starting up).
+    (run / "run.json").unlink()
+    res = swarm("proof", run.name)
+    assert res.code == 2 and res.stderr.startswith("zellij-swarm: error: ") and len(res.stderr.splitlines()) == 1, res
+
+
+@pytest.mark.parametrize("lost", ["all-but-the-start", "the-last-turn"])
+def test_reservations_a_kill_kept_out_of_the_log_are_recovered(swarm: Swarm, lost: str) -> None:
+    """A supervisor writes its log once per loop turn, after that turn's launches: a kill can
+    lose the reservations of workers that run. ``resume`` logs them (``recovered``), so the
+    counts and the first batch are still the whole run's."""
+    swarm.write("t.txt", TASKS)
+    proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (first_batch_launched if lost == "all-but-the-start" else all_dispatched)(run),
+                   timeout=30, what="the moment to kill at")
+        sigkill(proc)
+        lines = [line for line in (run / "events.jsonl").read_text().splitlines(keepends=True) if line.endswith("\n")]
+        events = [json.loads(line) for line in lines]
+        if lost == "all-but-the-start":
+            keep = 1  # run_started only: the first batch's own lines are gone
+        else:
+            keep = max(i for i, e in enumerate(events) if e["event"] == "slot_reserved")
+        assert events[0]["event"] == "run_started"
+        (run / "events.jsonl").write_text("".join(lines[:keep]))
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 0, res.stderr
+        recovered = [e for e in events_of(run) if e.get("recovered")]
+        assert recovered and {e["event"] for e in recovered} <= {"slot_reserved", "backfill"}
+        resumed_at = next(e["ts"] for e in events_of(run) if e["event"] == "run_resumed")
+        assert all(e["ts"] < resumed_at for e in recovered), "stamped when the reservation was made"
+        assert count(run, "slot_reserved") == 20
+        if lost == "all-but-the-start":
+            assert [(e["slot"], e["gen"]) for e in recovered] == [(s, 1) for s in range(1, 5)]
+            summary = swarm.summary(run)
+            m = summary["metrics"]
+            batches = [e["size"] for e in events_of(run) if e["event"] == "batch_dispatch_started"]
+            assert m["batch_dispatch_count"] == len(batches) and m["backfill_count"] == count(run, "backfill") == 16
+            report = proof_json(swarm, run)
+            assert report["ok"] and report["consistency"]["ok"], (report["blockers"], report["consistency"])
+            assert report["first_batch"]["size"] == 4
+        else:
+            assert_whole_run_metrics(swarm, run)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_run_processes(run.name)
