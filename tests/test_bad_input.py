@@ -1,10 +1,13 @@
-"""The bad-input table (issue 7): every row states its expected outcome and asserts it —
+"""The bad-input table (issues 7 and 10): every row states its expected outcome and asserts it —
 no traceback, and no damage to other runs in the same state directory."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -20,6 +23,15 @@ class Case(NamedTuple):
     needle: str
     env: dict[str, str] = {}
     stdin: str | None = None
+    prepare: Callable[[Path], None] | None = None  # changes the working directory before the command
+
+
+def _chmod(mode: int, where: str) -> Callable[[Path], None]:
+    return lambda cwd: os.chmod(cwd / where, mode)
+
+
+def _chown_to_another_user(where: str) -> Callable[[Path], None]:
+    return lambda cwd: os.chown(cwd / where, 4242, 4242)  # the tests run as root, who may give a file away
 
 
 T = '[[task]]\nname = "ok"\ncmd = "true"\n'
@@ -60,6 +72,28 @@ MALFORMED = [
     Case("unknown-run-logs", {}, ("logs", "no-such-run", "x"), "usage", "no run 'no-such-run'"),
     Case("empty-input", {"s.txt": "\n# only a comment\n"}, ("run", "s.txt"), "notice", "s.txt: no tasks to run"),
     Case("stdin-closes-at-once", {}, ("run", "-"), "notice", "<stdin>: no tasks to run", stdin=""),
+    # issue 10
+    Case("junit-missing-dir", {"s.toml": T}, ("run", "s.toml", "--junit", "no/such/dir/r.xml"), "usage",
+         "--junit no/such/dir/r.xml: cannot write a file there: No such file or directory"),
+    Case("junit-is-a-dir", {"s.toml": T}, ("run", "s.toml", "--junit", "."), "usage", "is a directory"),
+    Case("add-flags-with-a-file", {"a.toml": T}, ("add", "some-run", "--name", "x", "a.toml"), "usage",
+         "--name, --after and --priority describe a -- CMD task"),
+    Case("state-dir-is-a-file", {"s.toml": T, "f": ""}, ("run", "s.toml", "--state-dir", "f"), "usage",
+         "/f is not a directory"),
+    Case("state-dir-world-writable", {"s.toml": T}, ("run", "s.toml"), "usage",
+         "is writable by group or others (mode 0777)", prepare=_chmod(0o777, ".zellij-swarm")),
+    Case("runs-group-writable", {"s.toml": T}, ("run", "s.toml"), "usage",
+         "runs is writable by group or others (mode 0770)", prepare=_chmod(0o770, ".zellij-swarm/runs")),
+    Case("state-dir-of-another-user", {"s.toml": T}, ("run", "s.toml"), "usage", "belongs to uid 4242, not to you",
+         prepare=_chown_to_another_user(".zellij-swarm")),
+    Case("runs-of-another-user", {}, ("resume", "x"), "usage", "runs belongs to uid 4242",
+         prepare=_chown_to_another_user(".zellij-swarm/runs")),
+    Case("require-flags-conflict", {"s.toml": T}, ("run", "s.toml", "--require-multiplexer", "--no-require-zellij"),
+         "usage", "--require-multiplexer and --no-require-zellij conflict"),
+    Case("here-with-headless", {"s.toml": T}, ("run", "s.toml", "--here", "--backend", "headless"), "usage",
+         "--here conflicts with backend 'headless' (from flag --backend)"),
+    Case("here-with-headless-env", {"s.toml": T}, ("run", "s.toml", "--here"), "usage",
+         "(from env ZELLIJ_SWARM_BACKEND)", env={"ZELLIJ_SWARM_BACKEND": "headless"}),
 ]
 
 
@@ -76,6 +110,8 @@ def other_run(swarm):
 def test_malformed_input(swarm, other_run, case):
     for name, content in case.files.items():
         (swarm.cwd / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    if case.prepare:
+        case.prepare(swarm.cwd)
     res = swarm(*case.args, env=clean_env(**case.env), input=case.stdin)
     assert "Traceback" not in res.stderr
     if case.expect == "usage":

@@ -121,3 +121,47 @@ def test_layout_prints_valid_kdl(swarm):
     doc = ckdl.parse(res.stdout, version=1)
     assert doc.nodes[0].name == "layout"
     assert res.stdout.count('args "slot-view"') == 3
+
+
+def test_junit_that_cannot_be_written_at_the_end_is_a_warning(swarm):
+    """Issue 10, defect 5: checked before the run (see the bad-input table); if it still fails
+    at the end (here a task removes its directory) the run's own exit code stands."""
+    (swarm.cwd / "out").mkdir()
+    swarm.write("j.toml", '[[task]]\nname = "t"\ncmd = "rm -r out; exit 3"\n')
+    res = swarm("run", "j.toml", "--junit", "out/r.xml", "--output", "quiet")
+    assert res.code == 1
+    assert res.stderr == (f"zellij-swarm: warning: cannot write the JUnit report out/r.xml: No such file or directory; "
+                          f"the run's records are in {swarm.latest()}\n")
+    assert swarm.tasks()["t"]["exit_code"] == 3
+
+
+def test_logs_follow_waits_for_a_pending_task(swarm):
+    """Issue 10, defect 14: ``logs -f`` on a task still waiting for a slot waits for it to
+    start, then follows it to its end."""
+    import subprocess
+    import threading
+
+    from swarmtest import kill_run_processes, wait_until
+
+    swarm.write("p.toml", '[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "b"\ncmd = "echo from-b; sleep 0.2; echo end-b"\n')
+    proc = swarm.popen("run", "p.toml", "-j", "1", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists() and (run / "state.json").exists(),
+               what="task a started")
+    logs = subprocess.Popen(swarm.cmd("logs", "-f", run.name, "b"), cwd=swarm.cwd, env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said: list[str] = []
+        reader = threading.Thread(target=lambda: said.append(logs.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+        assert said == ["zellij-swarm: task 'b' is pending; waiting for it to start\n"]
+        (swarm.cwd / "go").touch()
+        out, _ = logs.communicate(timeout=60)
+        assert (logs.returncode, out) == (0, "from-b\nend-b\n")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        logs.kill()
+        proc.kill()
+        kill_run_processes(run.name)

@@ -92,7 +92,7 @@ def _in_private_mount(tmp_path: Path, mount_opts: str, script: str) -> subproces
     """Run ``script`` with a tmpfs mounted at tmp_path/state in a private mount namespace."""
     state = tmp_path / "state"
     state.mkdir()
-    full = f"mount -t tmpfs -o {mount_opts} tmpfs {state} && {script}"
+    full = f"mount -t tmpfs -o {mount_opts},mode=700 tmpfs {state} && {script}"
     return subprocess.run(["unshare", "-m", "sh", "-c", full], cwd=tmp_path, capture_output=True, text=True,
                           env=clean_env(), timeout=120)
 
@@ -110,7 +110,7 @@ def test_read_only_state_dir_is_a_clear_error_before_starting(tmp_path):
     (tmp_path / "t.txt").write_text("echo never >> ledger\n")
     zsw = f"{sys.executable} -m zellij_swarm"
     res = _in_private_mount(tmp_path, "ro", f"{zsw} run --state-dir state t.txt")
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr == f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system\n"
     assert not (tmp_path / "ledger").exists()
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from . import __version__, exc, inbox, runlock, settings, swarmfile, views
+from . import __version__, exc, inbox, quoting, rundir, runlock, settings, swarmfile, views
 from .rundir import find_run, read_json
 
 _SHORT = {"jobs": "-j"}
@@ -29,7 +29,7 @@ def _setting_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         help_text = f"{spec.help} [env: {env}]"
         if spec.name == "require_multiplexer":
             fn = click.option("--require-zellij/--no-require-zellij", "require_zellij", default=None,
-                              help="alias of --require-multiplexer")(fn)
+                              help="alias of --require-multiplexer (both, with opposite values: an error)")(fn)
             fn = click.option("--require-multiplexer/--no-require-multiplexer", default=None, help=help_text)(fn)
             continue
         names = [spec.flag] + ([_SHORT[spec.name]] if spec.name in _SHORT else [])
@@ -47,8 +47,16 @@ def _state_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="where run records live [env: ZELLIJ_SWARM_STATE_DIR; default ./.zellij-swarm]")(fn)
 
 
-def _state_dir(flag: str | None) -> Path:
-    return Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm").absolute()
+def _state_dir(flag: str | None, *, writing: bool = False) -> Path:
+    """The state directory a command works in. One another user could have written
+    (``rundir.untrusted``) is refused to commands that change a run or run its commands
+    (``resume``, ``cancel``, ``add``, ``prune``); commands that only read get a warning."""
+    path = Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm").absolute()
+    if writing:
+        rundir.require_trusted(path)
+    elif problem := rundir.untrusted(path):
+        click.echo(f"zellij-swarm: warning: {problem}", err=True)
+    return path
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -69,7 +77,9 @@ def cli() -> None:
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="write a JUnit XML report")
 @click.option("--close-session", is_flag=True,
               help="close the multiplexer session zellij-swarm created, at the end (default: keep it unless CI=true)")
-@click.option("--here", is_flag=True, help="Zellij: open the panes in the current tab, not a tab of their own")
+@click.option("--here", is_flag=True,
+              help="Zellij: open the panes in the current tab, not a tab of their own (an error with --backend "
+                   "tmux|headless; with auto it applies when Zellij is picked)")
 @click.option("--attach", is_flag=True,
               help="outside a multiplexer: attach to the session zellij-swarm creates, in the foreground (needs a TTY)")
 def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool, here: bool,
@@ -83,10 +93,12 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
     """
     from .engine import execute
 
-    if require_zellij is not None and flags["require_multiplexer"] is None:
-        flags["require_multiplexer"] = require_zellij
+    flags["require_multiplexer"] = _one_require_flag(flags["require_multiplexer"], require_zellij)
     source = swarmfile.load(file)
     resolved = settings.resolve(flags, os.environ, source.file_settings)
+    if here and resolved.backend in ("tmux", "headless"):
+        raise exc.UsageError(f"--here conflicts with backend {resolved.backend!r} (from {resolved.sources['backend']}): "
+                             "--here places Zellij panes; drop one of them")
     if not source.tasks:
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
@@ -96,6 +108,16 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)
+
+
+def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | None) -> bool | None:
+    """``--require-zellij`` is an alias of ``--require-multiplexer``: both given with opposite
+    values is a contradiction, not a precedence question."""
+    if None not in (require_multiplexer, require_zellij) and require_multiplexer != require_zellij:
+        flag = lambda name, on: f"--{'' if on else 'no-'}require-{name}"  # noqa: E731
+        raise exc.UsageError(f"{flag('multiplexer', require_multiplexer)} and {flag('zellij', require_zellij)} "
+                             "conflict: they are one setting; give one of them")
+    return require_multiplexer if require_multiplexer is not None else require_zellij
 
 
 @cli.command()
@@ -125,7 +147,9 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
 @cli.command()
 @click.argument("run_id")
 @click.argument("task")
-@click.option("-f", "--follow", is_flag=True, help="keep printing new output until the task's attempt ends")
+@click.option("-f", "--follow", is_flag=True,
+              help="keep printing new output until the task's attempt ends; a task still pending is waited for "
+                   "(until it starts, or ends without starting)")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
 @_state_dir_option
 def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: str | None) -> None:
@@ -147,7 +171,7 @@ def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | 
     running, record exits that happened meanwhile, run what is left — no generation twice."""
     from .engine import resume as resume_run
 
-    outcome = resume_run(find_run(_state_dir(state_dir), run_id), output=output, json_output=json_output)
+    outcome = resume_run(find_run(_state_dir(state_dir, writing=True), run_id), output=output, json_output=json_output)
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)
@@ -159,7 +183,7 @@ def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | 
 @_state_dir_option
 def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
     """Cancel a running swarm, or only the named TASKS of it."""
-    run = find_run(_state_dir(state_dir), run_id)
+    run = find_run(_state_dir(state_dir, writing=True), run_id)
     snap = views.load_status(run)
     if snap["state"] not in ("running", "interrupted"):
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to cancel")
@@ -171,7 +195,7 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
     if snap["state"] == "interrupted":
         _cancel_unsupervised(run, snap, set(tasks))
         return
-    what = ", ".join(tasks) if tasks else "the whole run"
+    what = quoting.terminal_text(", ".join(tasks)) if tasks else "the whole run"
     click.echo(f"zellij-swarm: cancel of {what} sent to run {run.run_id} (supervisor pid {runlock.holder(run)})",
                err=True)
 
@@ -179,34 +203,51 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("run_id")
 @click.argument("what", nargs=-1, required=True, metavar="FILE | -- CMD...")
+@click.option("--name", default=None, help="-- CMD: the task's name (default: task-<n>)")
+@click.option("--after", multiple=True, metavar="TASK", help="-- CMD: run after TASK succeeded (repeatable)")
+@click.option("--priority", type=int, default=None, help="-- CMD: higher runs first (default 0)")
 @_state_dir_option
 @click.pass_context
-def add(ctx: click.Context, run_id: str, what: tuple[str, ...], state_dir: str | None) -> None:
+def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None, after: tuple[str, ...],
+        priority: int | None, state_dir: str | None) -> None:
     """Add tasks to a running swarm: the tasks of FILE (a swarm file or one command per
-    line), or one task that runs CMD... directly (after --)."""
-    run = find_run(_state_dir(state_dir), run_id)
+    line), or one task that runs CMD... directly (after --). Either may run after tasks
+    already in the run, those added while it runs included."""
+    raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
+    from_file = len(what) == 1 and "--" not in raw_args
+    if from_file and (name is not None or after or priority is not None):
+        raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
+    run = find_run(_state_dir(state_dir, writing=True), run_id)
     snap = views.load_status(run)
     if snap["state"] != "running":
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
-    raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
-    if len(what) == 1 and "--" not in raw_args:
-        source = swarmfile.load(what[0])
-        if source.file_settings:
-            raise exc.UsageError(f"{what[0]}: [swarm] settings cannot change a running swarm; give only [[task]]s")
-        tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
-        if any(t["name"].startswith("task-") for t in tasks) and not str(what[0]).endswith(".toml"):
-            tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
-        if not tasks:
-            raise exc.UsageError(f"{what[0]}: no tasks to add")
+    if from_file:
+        tasks = _tasks_of_file(what[0], _run_task_names(run))
     else:
-        tasks = [{"argv": list(what)}]
+        task: dict[str, Any] = {"argv": list(what), "name": name, "after": list(after), "priority": priority}
+        tasks = [{k: v for k, v in task.items() if v not in (None, [])}]
     msg_id = inbox.send(run, "add", tasks=tasks)
     answer = inbox.await_reply(run, msg_id, timeout=15, still_running=lambda: runlock.holder(run) is not None)
     if answer is None:
         raise exc.RunNotActive(f"run {run.run_id} ended before it took the addition; nothing added")
     if not answer.get("ok"):
         raise exc.UsageError(answer.get("error") or "the supervisor refused the addition")
-    click.echo(f"zellij-swarm: added to run {run.run_id}: {', '.join(answer['added'])}", err=True)
+    added = quoting.terminal_text(", ".join(answer["added"]))
+    click.echo(f"zellij-swarm: added to run {run.run_id}: {added}", err=True)
+
+
+def _tasks_of_file(path: str, run_tasks: set[str]) -> list[dict[str, Any]]:
+    """The ``[[task]]`` mappings of an ``add`` FILE, checked against the run's tasks (the
+    supervisor checks them again, against the tasks it has when the message arrives)."""
+    source = swarmfile.load(path, known=run_tasks)
+    if source.file_settings:
+        raise exc.UsageError(f"{path}: [swarm] settings cannot change a running swarm; give only [[task]]s")
+    tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
+    if not path.endswith(".toml"):  # command lines are named by the supervisor, after the run's tasks
+        tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
+    if not tasks:
+        raise exc.UsageError(f"{path}: no tasks to add")
+    return tasks
 
 
 def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> None:
@@ -345,7 +386,7 @@ def prune(older_than: str, dry_run: bool, state_dir: str | None) -> None:
         age = settings.parse_duration(older_than)
     except ValueError as e:
         raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
-    for line in do_prune(_state_dir(state_dir), os.environ, older_than=age, dry_run=dry_run):
+    for line in do_prune(_state_dir(state_dir, writing=True), os.environ, older_than=age, dry_run=dry_run):
         click.echo(line)
 
 
@@ -383,5 +424,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"zellij-swarm: error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    click.echo(f"zellij-swarm: error: {quoting.terminal_text(message) if message else 'failed'}", err=True)
     sys.exit(code)

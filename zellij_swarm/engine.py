@@ -3,7 +3,6 @@ the Python API so both behave the same."""
 
 from __future__ import annotations
 
-
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +46,8 @@ def execute(
     here: bool = False,
     attach: bool = False,
 ) -> Outcome:
+    if junit_path:
+        junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
     if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
@@ -58,8 +59,8 @@ def execute(
     sup = Supervisor(plan, backend, reporter)
     code = sup.run()
     summary = sup.final_snapshot
-    if junit_path:
-        junit.write(Path(junit_path), sup.paths, summary)
+    if junit_path and (problem := junit.write(Path(junit_path), sup.paths, summary)):
+        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
     return Outcome(code, sup.run_id, sup.paths.dir, summary)
 
 

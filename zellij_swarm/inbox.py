@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .rundir import RunPaths, write_atomic
+from .rundir import RunPaths, make_private_dir, write_atomic
 
 
 @dataclass(frozen=True)
@@ -65,13 +65,13 @@ def consume(run: RunPaths, msg: Message) -> None:
 
 
 def make_dirs(run: RunPaths) -> None:
-    run.consumed.mkdir(parents=True, exist_ok=True, mode=0o700)
-    run.replies.mkdir(exist_ok=True, mode=0o700)
+    make_private_dir(run.consumed)
+    make_private_dir(run.replies)
 
 
 def reply(run: RunPaths, msg: Message, body: dict[str, Any]) -> None:
     """The supervisor's answer to a message whose sender waits for one (``add``)."""
-    run.replies.mkdir(mode=0o700, exist_ok=True)
+    make_private_dir(run.replies)
     write_atomic(run.replies / msg.id, json.dumps(body) + "\n")
 
 
@@ -80,7 +80,7 @@ def await_reply(run: RunPaths, msg_id: str, *, timeout: float, still_running: Ca
     the supervisor ended or did not answer in time."""
     from .watch import Inotify
 
-    run.replies.mkdir(mode=0o700, exist_ok=True)
+    make_private_dir(run.replies)
     path = run.replies / msg_id
     watcher = Inotify()
     try:

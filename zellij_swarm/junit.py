@@ -13,7 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .rundir import RunPaths, write_atomic
+from . import exc
+from .rundir import RunPaths, check_can_create, write_atomic
 
 TAIL_BYTES = 64 * 1024
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -64,5 +65,22 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
-def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> None:
-    write_atomic(path, build(run, snapshot), mode=0o644)
+def check_writable(path: Path) -> None:
+    """Refuse (exit 2) before the run a report path that ``write`` could not write at its
+    end: a directory, or a place where no file can be created."""
+    if path.is_dir():
+        raise exc.UsageError(f"--junit {path}: is a directory, expected a file name")
+    try:
+        check_can_create(path.parent)
+    except OSError as e:
+        raise exc.UsageError(f"--junit {path}: cannot write a file there: {e.strerror}") from None
+
+
+def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> str | None:
+    """Write the report; returns a one-line warning instead if that fails (the directory went
+    away, the disk filled): the run is over and its outcome stands either way."""
+    try:
+        write_atomic(path, build(run, snapshot), mode=0o644)
+    except OSError as e:
+        return f"cannot write the JUnit report {path}: {e.strerror}; the run's records are in {run.dir}"
+    return None

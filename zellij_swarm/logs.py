@@ -1,13 +1,15 @@
 """``zellij-swarm logs``: one attempt's output, optionally followed as it grows.
 
 Following waits on file events (``watchfiles``) for the generation directory and stops once
-the attempt's exit is committed and everything written has been printed.
+the attempt's exit is committed and everything written has been printed. Following a task
+that is still pending first waits for it to start (the run's snapshots change when it does).
 """
 
 from __future__ import annotations
 
-
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 from . import exc, views
@@ -33,20 +35,44 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
     snap = views.load_status(run)
     task = views.find_task(snap, key)
     gen = _attempt_gen(run, task, attempt)
+    if gen is None and follow and snap["state"] == "running":
+        print(f"zellij-swarm: task {task['name']!r} is pending; waiting for it to start", file=sys.stderr)
+        snap, task = _wait_for_start(run, task["id"])
+        gen = _attempt_gen(run, task, attempt)
     if gen is None:
-        print(f"zellij-swarm: task {task['name']!r} has not started yet", file=sys.stderr)
+        print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
+              f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),
+              file=sys.stderr)
         return 0
     offset = _copy_from(gen, 0, out)
     if follow and snap["state"] == "running":
-        import watchfiles
-
-        for _ in watchfiles.watch(gen.dir, rust_timeout=1000, yield_on_timeout=True, raise_interrupt=False,
-                                  debounce=50, step=20):
+        for _ in _changes(gen.dir):
             offset = _copy_from(gen, offset, out)
             if gen.exit_sidecar.exists() or views.load_status(run)["state"] != "running":
                 _copy_from(gen, offset, out)
                 break
     return 0
+
+
+def _wait_for_start(run: RunPaths, task_id: str) -> tuple[dict, dict]:
+    """The run's status once the task has a generation, has ended without one (skipped,
+    cancelled), or the run stopped running (or the user pressed Ctrl-C)."""
+    for _ in _changes(run.dir, recursive=False):
+        snap = views.load_status(run)
+        task = views.find_task(snap, task_id)
+        if task["slot"] is not None or task["status"] != "pending" or snap["state"] != "running":
+            break
+    return snap, task
+
+
+def _changes(path: Path, *, recursive: bool = True) -> Iterator[object]:
+    """Yields at once, then on every file change under ``path`` and at least once a second
+    (a supervisor that died changes no file)."""
+    import watchfiles
+
+    yield None
+    yield from watchfiles.watch(path, rust_timeout=1000, yield_on_timeout=True, raise_interrupt=False, debounce=50,
+                                step=20, recursive=recursive)
 
 
 def _copy_from(gen: GenPaths, offset: int, out: BinaryIO) -> int:
@@ -60,6 +86,3 @@ def _copy_from(gen: GenPaths, offset: int, out: BinaryIO) -> int:
         return offset
     out.flush()
     return offset
-
-
-

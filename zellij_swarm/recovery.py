@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from . import exc, metrics, records, runlock, settings, sidecars, swarmfile
-from .rundir import GenPaths, RunPaths, read_json
+from .rundir import GenPaths, RunPaths, has_record, read_json
 
 _HEADER = re.compile(r"# zellij-swarm generation wrapper: run (\S+), task id (\S+), slot (\d+), generation (\d+), "
                      r"attempt (\d+)")
@@ -110,7 +110,7 @@ def load(run: RunPaths) -> Recovered:
     if holder is not None:
         raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to resume")
     meta = read_json(run.run_json)
-    if run.summary.exists():
+    if has_record(run.summary):
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
     events = records.read_events(run.events)
     specs = task_specs(meta, events)

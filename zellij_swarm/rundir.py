@@ -1,9 +1,10 @@
-"""Where a run's files live, and the two primitives every writer uses.
+"""Where a run's files live, the primitives every writer and reader of them uses, and the
+rule for trusting a state directory (``untrusted``).
 
 Layout (SPEC §5, §7)::
 
     <state-dir>/.gitignore                     ignores everything
-    <state-dir>/runs/<run-id>/                 mode 0700
+    <state-dir>/runs/<run-id>/                 every directory mode 0700, owned by the user
         run.json  events.jsonl  state.json  summary.json  env.sh (0600)  lock
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
@@ -16,9 +17,12 @@ the recorded start time rather than trusting names.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -30,21 +34,43 @@ _SLOT_DIR = re.compile(r"slot-(\d+)\Z")
 _GEN_DIR = re.compile(r"gen-(\d+)\Z")
 
 
+# A rename is atomic but not durable: after a power loss the new name can point at a file whose
+# data never reached the disk, which reads back as zero bytes. These files are the commit
+# points readers trust ("this generation ended", "this run exists", "this run finished"), so
+# their data and the rename are flushed to disk; the frequent snapshots and messages are not.
+COMMIT_MARKERS = frozenset({"exit.json", "run.json", "summary.json"})
+
+
 def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600) -> None:
-    """Write ``path`` so that no reader ever sees a partial file (temp file + rename).
+    """Write ``path`` so that no reader ever sees a partial file (temp file + rename), and
+    durably when it is one of the ``COMMIT_MARKERS``.
 
     The temp file is created with O_EXCL|O_NOFOLLOW, so a planted symlink is never followed.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = data.encode() if isinstance(data, str) else data
+    durable = path.name in COMMIT_MARKERS
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -72,9 +98,32 @@ def unwritable(path: Path) -> bool:
     return bool(st.f_flag & os.ST_RDONLY) or st.f_bavail == 0
 
 
+class DamagedRecord(exc.SwarmError, ValueError):
+    """A JSON record that exists but does not parse (truncated or overwritten). Also a
+    ``ValueError``, so readers that skip unreadable records still skip it, and a
+    ``SwarmError``, so one that reaches the CLI is one line, never a traceback."""
+
+
 def read_json(path: Path) -> Any:
+    """A JSON record. A zero-length file counts as absent (``FileNotFoundError``): it is what
+    a crash between creating a file and writing it leaves, as for sidecars (SPEC §7); a
+    record that does not parse raises ``DamagedRecord``, naming the file."""
     with open(path, "rb") as f:
-        return json.loads(f.read())
+        data = f.read()
+    if not data:
+        raise FileNotFoundError(errno.ENOENT, "empty record (counts as absent)", str(path))
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise DamagedRecord(f"{path}: damaged record (not valid JSON: {e}); it cannot be read") from None
+
+
+def has_record(path: Path) -> bool:
+    """``path`` holds a record: it exists and is not empty (see ``read_json``)."""
+    try:
+        return os.stat(path).st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -196,15 +245,87 @@ def runs_root(state_dir: Path) -> Path:
     return state_dir / "runs"
 
 
+def make_private_dir(path: Path, *, exist_ok: bool = True) -> None:
+    """Create the directory ``path`` (and any missing parents) with mode 0700. The mode is
+    set explicitly: ``mkdir``'s mode is filtered through the umask (a umask without the
+    owner's bits would take them away), and ``mkdir -p``-style parents get the umask's
+    default (0777 under ``umask 000``)."""
+    missing = []
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        missing.append(p)
+    if not missing and not exist_ok:
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:  # created meanwhile, by another run starting in the same state dir
+            if p == path and not exist_ok:
+                raise
+            continue
+        os.chmod(p, 0o700)
+
+
+def untrusted(state_dir: Path) -> str | None:
+    """Why the records under ``state_dir`` could have been written by someone else, or None.
+
+    The rule ssh applies to ``~/.ssh``: the state directory and its ``runs/`` must belong to
+    the current user and be writable by nobody else. Otherwise another user could replace a
+    run's ``run.json`` and have ``resume`` run their commands as this user. A directory that
+    does not exist yet is not a problem (it will be created private)."""
+    me = os.geteuid()
+    for path in (state_dir, runs_root(state_dir)):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"cannot check state directory {path}: {e.strerror}"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"state directory {path} is not a directory"
+        if st.st_uid != me:
+            return (f"state directory {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
+                    f"change its run records; use a --state-dir of your own")
+        if st.st_mode & 0o022:
+            return (f"state directory {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                    f"another user could change its run records; make it private: chmod 700 {path}")
+    return None
+
+
+def require_trusted(state_dir: Path) -> None:
+    """Refuse (exit 2) a state directory another user could have written (see ``untrusted``)."""
+    problem = untrusted(state_dir)
+    if problem:
+        raise exc.UsageError(problem)
+
+
 def prepare_state_dir(state_dir: Path) -> None:
-    """Create the state dir with a ``.gitignore`` that ignores everything in it."""
+    """Make ``state_dir`` ready for a new run, or refuse it (exit 2) before anything starts:
+    create it (0700) with a ``.gitignore`` that ignores everything in it, check it is a
+    private directory of this user, and that a run directory can be created in it."""
+    require_trusted(state_dir)  # before creating anything in it
     try:
-        runs_root(state_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(runs_root(state_dir))
+    except OSError as e:
+        raise exc.UsageError(f"cannot use state directory {state_dir}: {e.strerror}") from None
+    require_trusted(state_dir)  # again: someone else may have created it in the meantime
+    try:
         ignore = state_dir / ".gitignore"
         if not ignore.exists():
             write_atomic(ignore, "# zellij-swarm run records\n*\n", mode=0o644)
+        check_can_create(runs_root(state_dir))
     except OSError as e:
-        raise exc.StateDirError(f"cannot use state directory {state_dir}: {e.strerror}") from e
+        raise exc.UsageError(f"cannot use state directory {state_dir}: {e.strerror}") from None
+
+
+def check_can_create(directory: Path) -> None:
+    """Raise the ``OSError`` that creating a file in ``directory`` would raise (read-only,
+    not a directory, no permission), by creating and removing a probe. Root passes every
+    permission check, so asking ``os.access`` would not tell."""
+    probe = directory / f".probe.{os.getpid()}.{time.monotonic_ns()}"
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    os.unlink(probe)
 
 
 def all_runs(state_dir: Path) -> list[RunPaths]:
@@ -214,7 +335,7 @@ def all_runs(state_dir: Path) -> list[RunPaths]:
         entries = [root / n for n in os.listdir(root) if not n.startswith(".")]
     except FileNotFoundError:
         return []
-    runs = [RunPaths(p) for p in entries if (p / "run.json").is_file()]
+    runs = [RunPaths(p) for p in entries if has_record(p / "run.json")]  # an empty one: see find_run
     return sorted(runs, key=_started_at, reverse=True)
 
 
@@ -236,6 +357,9 @@ def find_run(state_dir: Path, run_id: str | None) -> RunPaths:
         raise exc.RunNotFound(run_id, str(state_dir))
     exact = RunPaths(runs_root(state_dir) / run_id)
     if exact.run_json.is_file():
+        if not has_record(exact.run_json):
+            raise DamagedRecord(f"{exact.run_json}: empty record (the machine stopped as the run started?); "
+                                f"run {run_id} cannot be read")
         return exact
     matches = [r for r in all_runs(state_dir) if r.run_id.startswith(run_id)]
     if len(matches) == 1:

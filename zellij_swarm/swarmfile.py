@@ -87,8 +87,10 @@ class SwarmInput:
     source: str  # path, "<stdin>" or "<api>"
 
 
-def load(path: str) -> SwarmInput:
-    """Read ``path`` (``-`` for stdin): TOML when it ends in ``.toml``, else one command per line."""
+def load(path: str, *, known: Iterable[str] = ()) -> SwarmInput:
+    """Read ``path`` (``-`` for stdin): TOML when it ends in ``.toml``, else one command per line.
+    ``known``: names of tasks that already exist (those of a running swarm the file adds to),
+    which its tasks may depend on and must not reuse."""
     if path == "-":
         import sys
 
@@ -105,7 +107,7 @@ def load(path: str) -> SwarmInput:
         raise exc.InputError(f"cannot read: {e.strerror}", path=path) from None
     text = _decode(data, path)
     if p.suffix == ".toml":
-        return parse_toml(text, path)
+        return parse_toml(text, path, known=known)
     return parse_lines(text, path)
 
 
@@ -129,7 +131,7 @@ def parse_lines(text: str, source: str) -> SwarmInput:
     return SwarmInput(tasks, {}, None, source)
 
 
-def parse_toml(text: str, path: str) -> SwarmInput:
+def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -173,7 +175,7 @@ def parse_toml(text: str, path: str) -> SwarmInput:
     for index, raw in enumerate(raw_tasks):
         start = starts[index] if index < len(starts) else None
         tasks.append(_task(raw, index, path, lines, _span(lines, start), base))
-    validate(tasks)
+    validate(tasks, known=known)
     return SwarmInput(tasks, file_settings, name, path)
 
 

@@ -26,8 +26,6 @@ def load_status(run: RunPaths) -> dict[str, Any]:
             break
         except FileNotFoundError:
             continue
-        except ValueError as e:
-            raise exc.SwarmError(f"{path}: unreadable run record: {e}") from None
     else:
         meta = read_json(run.run_json)
         snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],

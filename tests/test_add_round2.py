@@ -1,0 +1,53 @@
+"""``add`` to a running swarm (issue 10, defect 7): added tasks may depend on tasks already in
+the run — those of its swarm file and those added while it runs — and ``add -- CMD`` takes
+``--name``, ``--after`` and ``--priority``. Unknown names are still one-line errors, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+from swarmtest import kill_run_processes, wait_until
+
+BASE = """
+[[task]]
+name = "a"
+cmd = "while [ ! -e go ]; do sleep 0.05; done; echo a"
+"""
+
+
+def test_additions_depend_on_tasks_already_in_the_run(swarm):
+    swarm.write("base.toml", BASE)
+    swarm.write("b.toml", '[[task]]\nname = "b"\ncmd = "echo b"\nafter = ["a"]\n')
+    swarm.write("c.toml", '[[task]]\nname = "c"\ncmd = "echo c"\nafter = ["x"]\n')
+    swarm.write("bad.toml", '[[task]]\nname = "d"\ncmd = "echo d"\nafter = ["nope"]\n')
+    proc = swarm.popen("run", "base.toml", "-j", "1", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="task a started")
+        res = swarm("add", run.name, "b.toml")
+        assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: b\n")
+        res = swarm("add", run.name, "--name", "x", "--after", "a", "--priority", "5", "--", "echo", "hi")
+        assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: x\n")
+        res = swarm("add", run.name, "c.toml")  # x is in the run only through its event log
+        assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: c\n")
+        res = swarm("add", run.name, "bad.toml")
+        assert (res.code, res.stderr) == (2, "zellij-swarm: error: bad.toml:1: task 'd': after names unknown task 'nope'\n")
+        res = swarm("add", run.name, "--name", "y", "--after", "zz", "--", "true")
+        assert (res.code, res.stderr) == (2, "zellij-swarm: error: add: task 'y': after names unknown task 'zz'\n")
+        res = swarm("add", run.name, "--name", "a", "--", "true")
+        assert res.code == 2 and "duplicate task name 'a'" in res.stderr and res.stderr.count("\n") == 1
+        (swarm.cwd / "go").touch()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+    rows = swarm.tasks()
+    assert sorted(rows) == ["a", "b", "c", "x"] and {r["status"] for r in rows.values()} == {"succeeded"}
+    # one slot: after a, x (priority 5) runs before b (priority 0), and c after x
+    order = sorted(rows, key=lambda n: rows[n]["started_at"])
+    assert order == ["a", "x", "b", "c"], order
+    assert rows["x"]["started_at"] >= rows["a"]["ended_at"]
+    added = {e["task"]: e["spec"] for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
+             if e["event"] == "task_added"}
+    assert (added["x"]["argv"], added["x"]["after"], added["x"]["priority"]) == (["echo", "hi"], ["a"], 5)
+    assert added["b"]["after"] == ["a"] and added["c"]["after"] == ["x"]

@@ -1,0 +1,68 @@
+"""Commit markers survive a power loss, and damaged records are clear errors (issue 10,
+defect 14). A rename is atomic but not durable: ``exit.json``, ``run.json`` and
+``summary.json`` are fsynced (file, then directory) so that a power loss never leaves a
+zero-length record; a record that is empty anyway counts as absent, and one that does not
+parse is a one-line error in ``status`` and ``resume``, never a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from zellij_swarm import Swarm, Task
+
+
+def test_commit_markers_are_fsynced_before_and_after_their_rename(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = Swarm([Task("true", name="t")], jobs=1).run()
+    assert result.exit_code == 0
+    gen = result.run_dir / "slots/slot-1/gen-1"
+    for directory, name in ((result.run_dir, "run.json"), (result.run_dir, "summary.json"), (gen, "exit.json")):
+        temp = [i for i, p in enumerate(synced) if Path(p).parent == directory and Path(p).name.startswith(f".{name}.")]
+        assert temp, f"{name}: its data was never fsynced"
+        assert str(directory) in synced[temp[0] + 1:], f"{name}: its directory was not fsynced after the rename"
+
+
+@pytest.fixture
+def ended_run(swarm):
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--output", "quiet").code == 0
+    return swarm.latest()
+
+
+def _one_line_error(res) -> None:
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("zellij-swarm: error: "), res.stderr
+
+
+def test_damaged_snapshots_in_status(swarm, ended_run):
+    (ended_run / "summary.json").write_bytes(b"")
+    res = swarm("status", "--json", ended_run.name)
+    assert (res.code, res.stderr) == (0, "")  # an empty summary counts as absent: read from state.json
+    (ended_run / "summary.json").unlink()
+    (ended_run / "state.json").write_bytes(b'{"run_id": "x", "tasks": [')
+    res = swarm("status", ended_run.name)
+    _one_line_error(res)
+    assert res.code == 1 and "state.json" in res.stderr
+
+
+@pytest.mark.parametrize("damage", [b"", b'{"run_id": "20261130-'], ids=["empty", "truncated"])
+def test_a_damaged_run_json_is_one_line_in_status_and_resume(swarm, ended_run, damage):
+    for name in ("summary.json", "state.json"):  # as if the machine stopped early in the run
+        (ended_run / name).unlink()
+    (ended_run / "run.json").write_bytes(damage)
+    for args in (("status", ended_run.name), ("resume", ended_run.name)):
+        res = swarm(*args)
+        _one_line_error(res)
+        assert res.code in (1, 2) and f"{ended_run / 'run.json'}: " in res.stderr, (args, res)
+    assert swarm("ls").code == 0
