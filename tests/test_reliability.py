@@ -406,3 +406,24 @@ def test_no_inotify_watches_left_polls_instead_of_crashing(swarm, tmux, limit):
     assert summary["state"] == "finished"
     assert [t["status"] for t in summary["tasks"]] == ["succeeded", "succeeded", "failed"]
     assert "watch_failed" in {w["code"] for w in summary["warnings"]}
+
+
+def test_an_adopted_worker_keeps_what_is_left_of_its_timeout(swarm):
+    """A resumed run still ends a worker at its timeout, counted from the worker's start."""
+    swarm.write("t.toml", '[[task]]\nname = "long"\ncmd = "sleep 60"\ntimeout = "3s"\n')
+    proc = swarm.popen("run", "t.toml", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the worker")
+        proc.kill()
+        proc.wait()
+        started = time.monotonic()
+        res = swarm("resume", run.name, "--output", "quiet", timeout=60)
+        assert res.code == 1, res.stderr
+        row = swarm.tasks()["long"]
+        assert (row["status"], row["reason"]) == ("timed_out", "timeout")
+        assert time.monotonic() - started < 30  # not the 60 s the worker would have slept
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)

@@ -22,7 +22,8 @@ from .swarmfile import is_env_name
 class EventLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
                  on_emit: Callable[[], None] = lambda: None) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        _end_torn_line(fd)
         self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
         self._clock = clock
         self._on_emit = on_emit
@@ -57,6 +58,17 @@ class EventLog:
         if not self._file.closed:
             self.flush()
             self._file.close()
+
+
+def _end_torn_line(fd: int) -> None:
+    """A supervisor killed mid-write leaves half a line at the end of the log: end it, or the
+    next supervisor's first event would be glued to it and lost to every reader."""
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError:
+        pass  # a full disk: the writes that follow report it
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ the modules small): it uses the supervisor's state and its generation-following 
 from __future__ import annotations
 
 import os
-import selectors
 from typing import Any
 
 from . import sidecars
@@ -101,26 +100,23 @@ class RestoreMixin:
 
     def _adopt(self, lg: LiveGen) -> None:
         """Follow a wrapper that outlived its supervisor: file events on its directory for the
-        exit, a pidfd on its pid to notice it vanishing."""
+        exit, a pidfd on its pid to notice it vanishing, and what is left of its time limits."""
         slot = lg.gen.slot
         self.pool.take_slot(slot)
         self.slot_state[slot] = SlotState.RUNNING
         self.live[slot] = lg
         lg.task.restore(TaskStatus.RUNNING)
         self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
-        self.watcher.add(lg.gen.dir)
-        lg.watching_dir = True
-        self.by_dir[lg.gen.dir] = lg
-        gone = lg.pid is None
-        if lg.pid is not None:
-            try:
-                lg.pidfd = os.pidfd_open(lg.pid)
-                self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
-            except ProcessLookupError:
-                gone = True
+        self._watch_generation(lg)
+        started = sidecars.started_at(lg.gen)
+        self._arm_limits(lg, elapsed=self.wallclock() - started if started is not None else 0.0)
         self._on_gen_change(lg)  # it may have ended between the records' reading and now
-        if gone and not lg.done:
+        if lg.done:
+            return
+        if lg.pid is None:
             self._collect(lg)
-        elif lg.kill_reason is not None and not lg.done:  # the old supervisor had begun ending it
+        else:
+            self._follow_pid(lg)  # collected at once if already gone
+        if lg.kill_reason is not None and not lg.done:  # the old supervisor had begun ending it
             reason, lg.kill_reason = lg.kill_reason, None
             self._kill(lg, reason)

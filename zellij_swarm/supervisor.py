@@ -149,8 +149,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
     def _create_run_dir(self) -> None:
         rundir.prepare_state_dir(self.state_dir)
         try:
-            os.mkdir(self.paths.dir, 0o700)
-            self.paths.slots.mkdir(mode=0o700)
+            rundir.make_private_dir(self.paths.dir, exist_ok=False)
+            rundir.make_private_dir(self.paths.slots)
             inbox.make_dirs(self.paths)
         except OSError as e:
             raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
@@ -384,10 +384,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
     def _write_generation(self, lg: LiveGen) -> None:
         """The generation's directory and wrapper (raises OSError when the state dir is full)."""
         gen, task, spec = lg.gen, lg.task, lg.task.spec
-        if gen.gen == 1:
-            self.paths.slot_dir(gen.slot).mkdir(mode=0o700, exist_ok=True)
-        gen.dir.mkdir(mode=0o700)
-        gen.artifacts.mkdir(mode=0o700)
+        rundir.make_private_dir(gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
+        rundir.make_private_dir(gen.artifacts)
         who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
         text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env,
                               pane=lg.pane)
@@ -493,11 +491,16 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         slot = lg.gen.slot
         if self.slot_state[slot] == SlotState.RESERVED:
             self.slot_state[slot] = transition(f"slot {slot}", SlotState.RESERVED, SlotState.RUNNING)
-        if lg.timeout_armed:
-            return  # a fallback after a pane fault: the same generation, the same clocks
+        if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
+            self._arm_limits(lg, elapsed=0.0)
+
+    def _arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
+        """The task's time limits for this generation: what is left of its timeout after
+        ``elapsed`` seconds (a resumed run's adopted workers have used some), and its idle watch."""
         lg.timeout_armed = True
         if lg.task.timeout is not None:
-            lg.deadlines.append(self.timers.after(lg.task.timeout, lambda: self._kill(lg, "timeout")))
+            left = max(0.0, lg.task.timeout - elapsed)
+            lg.deadlines.append(self.timers.after(left, lambda: self._kill(lg, "timeout")))
         if lg.task.idle_timeout is not None:
             self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence))
 
