@@ -427,3 +427,92 @@ def test_an_adopted_worker_keeps_what_is_left_of_its_timeout(swarm):
     finally:
         proc.kill()
         kill_run_processes(run.name)
+
+
+# ----- 14. cancel is answered, also while the run ends -----------------------------------------
+
+
+def test_cancel_says_what_it_cancelled(swarm):
+    swarm.write("c.txt", "sleep 30\necho later\n")
+    proc = swarm.popen("run", "c.txt", "-j", "1", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 1, what="the first worker")
+        res = swarm("cancel", run.name, "task-2")
+        assert res.code == 0 and "cancelled in run" in res.stderr and "task-2" in res.stderr, res.stderr
+        res = swarm("cancel", run.name, "task-2")
+        assert res.code == 1 and "nothing to cancel: task-2 already ended" in res.stderr, res.stderr
+        assert swarm("cancel", run.name, "t1").code == 0  # a task id works as well as its name
+        assert proc.wait(timeout=30) == 1
+        assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_cancel_during_the_end_of_run_sweep_is_answered_not_dropped(swarm):
+    # The worker leaves a daemon that ignores SIGTERM: the end-of-run sweep takes a grace
+    # period to end it, and a cancel sent meanwhile must get an answer.
+    marker = f"zsw-sweep-{os.getpid()}"
+    swarm.write("d.txt", f"setsid sh -c 'trap \"\" TERM; sleep 30; :' {marker} & echo started\n")
+    proc = swarm.popen("run", "d.txt", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: '"worker_completed"' in (run / "events.jsonl").read_text() and _marked_alive(marker),
+                   what="the task recorded as ended, its daemon alive")
+        res = swarm("cancel", run.name)
+        assert res.code == 1, res.stderr
+        assert "already ended" in res.stderr and "nothing" in res.stderr, res.stderr
+        assert proc.wait(timeout=30) == 0
+        assert swarm.summary()["state"] == "finished"
+        assert not list((run / "inbox").glob("*.json"))  # nothing left unread
+        assert _marked_alive(marker) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+        for pid in _marked_alive(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ----- 13. the progress line counts what was added ---------------------------------------------
+
+
+def test_progress_line_counts_tasks_added_while_running(swarm):
+    import pty
+    import re
+    import threading
+
+    swarm.write("p.txt", "sleep 1\nsleep 1\n")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(swarm.cmd("run", "p.txt", "-j", "1"), cwd=swarm.cwd, env=clean_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 1, what="the first worker")
+        for name in ("extra-1", "extra-2"):
+            assert swarm("add", run.name, "--name", name, "--", "sleep", "0.5").code == 0
+        assert proc.wait(timeout=60) == 0
+        reader.join(timeout=10)
+        lines = [(int(d), int(t)) for d, t in re.findall(rb"(-?\d+)/(\d+) done", b"".join(chunks))]
+        assert lines, b"".join(chunks)
+        assert all(0 <= done <= total for done, total in lines), lines
+        assert max(total for _, total in lines) == 4, lines
+    finally:
+        proc.kill()
+        os.close(master)
+        kill_run_processes(run.name)

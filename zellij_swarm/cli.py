@@ -191,13 +191,23 @@ def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
     missing = [t for t in tasks if t not in known and t not in _run_task_names(run)]
     if missing:
         raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
-    inbox.send(run, "cancel", tasks=list(tasks))
+    msg_id = inbox.send(run, "cancel", tasks=list(tasks))
     if snap["state"] == "interrupted":
         _cancel_unsupervised(run, snap, set(tasks))
         return
-    what = quoting.terminal_text(", ".join(tasks)) if tasks else "the whole run"
-    click.echo(f"zellij-swarm: cancel of {what} sent to run {run.run_id} (supervisor pid {runlock.holder(run)})",
-               err=True)
+    pid = runlock.holder(run)
+    answer = inbox.await_reply(run, msg_id, timeout=30, still_running=lambda: runlock.holder(run) is not None)
+    if answer is None and inbox.withdraw(run, msg_id):
+        raise exc.SwarmError(f"run {run.run_id} ended before the cancel reached it; nothing cancelled")
+    if answer is None:  # taken while we gave up waiting: look once more for the answer
+        answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
+    if answer is None:
+        click.echo(f"zellij-swarm: cancel delivered to run {run.run_id} (supervisor pid {pid}), no answer", err=True)
+        return
+    if not answer.get("ok"):
+        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} cancelled nothing")
+    what = quoting.terminal_text(", ".join(answer["cancelled"]))
+    click.echo(f"zellij-swarm: cancelled in run {run.run_id}: {what} (supervisor pid {pid})", err=True)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

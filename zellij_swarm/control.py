@@ -12,6 +12,9 @@ from .model import TaskRecord
 from .states import TaskStatus
 
 
+_DONE = {"cancel": "cancelled", "add": "added"}
+
+
 class ControlMixin:
     def _read_inbox(self) -> None:
         for msg in inbox.pending(self.paths):
@@ -34,20 +37,41 @@ class ControlMixin:
         if body.get("kind") != "cancel":
             self._warn("invalid_message", f"inbox message {msg.id}: unknown kind {body.get('kind')!r}", None)
             return
-        names = body.get("tasks") or []
+        inbox.reply(self.paths, msg, self._apply_cancel(body.get("tasks") or []))
+
+    def _apply_cancel(self, names: list[str]) -> dict:
+        """Cancel the whole run, or the named tasks (names or ids); the reply says what it did."""
         if not names:
             self.cancelled = True
             self._stop_everything("cancelled_by_user")
-            return
+            return {"ok": True, "cancelled": ["the whole run"]}
+        cancelled, ended = [], []
         for name in names:
-            task = self.by_name.get(name)
+            task = self.by_name.get(name) or self.tasks.get(name)
             if task is None:
                 self._warn("invalid_message", f"cancel: no task {name!r}", None)
             elif task.status == TaskStatus.PENDING:
                 self.ready.discard(task.id)
                 self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+                cancelled.append(task.name)
             elif task.status == TaskStatus.RUNNING and task.slot in self.live:
                 self._kill(self.live[task.slot], "cancelled_by_user")
+                cancelled.append(task.name)
+            else:
+                ended.append(task.name)
+        return {"ok": bool(cancelled), "cancelled": cancelled, "already_ended": ended,
+                **({} if cancelled else {"error": f"nothing to cancel: {', '.join(ended) or 'no such task'} "
+                                                  f"already ended"})}
+
+    def _answer_late_messages(self) -> None:
+        """The run is over: a message that arrived while it ended (during the end-of-run
+        sweep, say) is answered and put away, never silently dropped."""
+        for msg in inbox.pending(self.paths):
+            if msg.id not in self.applied_messages:
+                inbox.reply(self.paths, msg, {"ok": False, "error": f"run {self.run_id} had already ended; "
+                                                                    f"nothing was {_DONE.get(msg.body.get('kind'), 'done')}"})
+                self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"), late=True)
+            inbox.consume(self.paths, msg)
 
     def _apply_add(self, msg: inbox.Message) -> None:
         if self._stopping():

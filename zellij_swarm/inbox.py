@@ -70,9 +70,22 @@ def make_dirs(run: RunPaths) -> None:
 
 
 def reply(run: RunPaths, msg: Message, body: dict[str, Any]) -> None:
-    """The supervisor's answer to a message whose sender waits for one (``add``)."""
-    make_private_dir(run.replies)
-    write_atomic(run.replies / msg.id, json.dumps(body) + "\n")
+    """The supervisor's answer to a message (``cancel``, ``add``). A reply that cannot be
+    written (a full disk) is not fatal to the run: its sender stops waiting at its deadline."""
+    try:
+        make_private_dir(run.replies)
+        write_atomic(run.replies / msg.id, json.dumps(body) + "\n")
+    except OSError:
+        pass
+
+
+def withdraw(run: RunPaths, msg_id: str) -> bool:
+    """Take back a message nobody has read (its run ended first); False if it was taken."""
+    try:
+        os.unlink(run.inbox / msg_id)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def await_reply(run: RunPaths, msg_id: str, *, timeout: float, still_running: Callable[[], bool]) -> dict[str, Any] | None:

@@ -680,6 +680,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.reporter.finished(snap, 129)
             return 129
         self._reap_leftovers()
+        self._answer_late_messages()
         self.ended_at = self.wallclock()
         self._close_backend()
         if self.attached is not None:
