@@ -14,7 +14,7 @@ import pytest
 from zellij_swarm import Swarm, Task
 
 
-def test_commit_markers_are_fsynced_before_and_after_their_rename(tmp_path, monkeypatch):
+def test_commit_markers_are_fsynced(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     synced: list[str] = []
     real_fsync = os.fsync
@@ -27,10 +27,15 @@ def test_commit_markers_are_fsynced_before_and_after_their_rename(tmp_path, monk
     result = Swarm([Task("true", name="t")], jobs=1).run()
     assert result.exit_code == 0
     gen = result.run_dir / "slots/slot-1/gen-1"
-    for directory, name in ((result.run_dir, "run.json"), (result.run_dir, "summary.json"), (gen, "exit.json")):
+    for directory, name in ((result.run_dir, "run.json"), (result.run_dir, "summary.json")):
         temp = [i for i, p in enumerate(synced) if Path(p).parent == directory and Path(p).name.startswith(f".{name}.")]
         assert temp, f"{name}: its data was never fsynced"
         assert str(directory) in synced[temp[0] + 1:], f"{name}: its directory was not fsynced after the rename"
+    # exit.json, one per task, is made durable by group commit off the supervisor's loop: the
+    # renamed file, then its directory — all before the summary says the run ended.
+    summary = next(i for i, p in enumerate(synced) if Path(p).name.startswith(".summary.json."))
+    exit_json = synced.index(str(gen / "exit.json"))
+    assert exit_json < synced.index(str(gen), exit_json) < summary
 
 
 @pytest.fixture

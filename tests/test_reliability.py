@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
-from test_tmux import Tmux, outside_env, tmux  # noqa: F401  (fixture)
+from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 from zellij_swarm import watch
 from zellij_swarm.live import Timers
@@ -201,6 +201,14 @@ def _marked_alive(marker: str) -> list[int]:
     return out
 
 
+def _end_everything(proc: subprocess.Popen, run: Path, marker: str) -> None:
+    """Test hygiene: the supervisor, the run's processes and the marked ones it may have lost."""
+    proc.kill()
+    kill_run_processes(run.name)
+    for pid in _marked_alive(marker):
+        os.kill(pid, signal.SIGKILL)
+
+
 def _second_started(run: Path) -> bool:
     return (run / "slots/slot-1/gen-2/heartbeat.jsonl").exists()
 
@@ -226,10 +234,7 @@ def test_time_limit_kills_a_term_ignoring_grandchild_before_the_slot_is_reused(s
     try:
         _check_ladder(swarm, proc, run, marker, "timed_out", {"timeout": "timeout", "idle": "idle_timeout"}[how])
     finally:
-        proc.kill()
-        kill_run_processes(run.name)
-        for pid in _marked_alive(marker):
-            os.kill(pid, signal.SIGKILL)
+        _end_everything(proc, run, marker)
 
 
 def test_cancelled_task_with_term_ignoring_grandchild_is_ended_whole(swarm):
@@ -242,10 +247,7 @@ def test_cancelled_task_with_term_ignoring_grandchild_is_ended_whole(swarm):
         assert swarm("cancel", run.name, "stubborn").code == 0
         _check_ladder(swarm, proc, run, marker, "cancelled", "cancelled_by_user")
     finally:
-        proc.kill()
-        kill_run_processes(run.name)
-        for pid in _marked_alive(marker):
-            os.kill(pid, signal.SIGKILL)
+        _end_everything(proc, run, marker)
 
 
 def test_closed_pane_with_term_and_hup_ignoring_grandchild_is_ended_whole(swarm, tmux):
@@ -260,10 +262,7 @@ def test_closed_pane_with_term_and_hup_ignoring_grandchild_is_ended_whole(swarm,
         tmux("kill-pane", "-t", hb["pane_id"])
         _check_ladder(swarm, proc, run, marker, "cancelled", "pane_closed")
     finally:
-        proc.kill()
-        kill_run_processes(run.name)
-        for pid in _marked_alive(marker):
-            os.kill(pid, signal.SIGKILL)
+        _end_everything(proc, run, marker)
 
 
 # ----- 4. any duration a user can write works --------------------------------------------------
@@ -468,10 +467,7 @@ def test_cancel_during_the_end_of_run_sweep_is_answered_not_dropped(swarm):
         assert not list((run / "inbox").glob("*.json"))  # nothing left unread
         assert _marked_alive(marker) == []
     finally:
-        proc.kill()
-        kill_run_processes(run.name)
-        for pid in _marked_alive(marker):
-            os.kill(pid, signal.SIGKILL)
+        _end_everything(proc, run, marker)
 
 
 # ----- 13. the progress line counts what was added ---------------------------------------------

@@ -15,7 +15,7 @@ import os
 import signal as _signal
 from dataclasses import dataclass
 
-from .rundir import GenPaths, read_json, write_json_atomic
+from .rundir import GenPaths, GroupSync, read_json, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def heartbeat_started(gen: GenPaths) -> dict | None:
     return obj if isinstance(obj, dict) and obj.get("event") == "started" else None
 
 
-def collect_exit(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
+def collect_exit(gen: GenPaths, *, pid: int | None = None, sync: GroupSync | None = None) -> ExitRecord | None:
     """The generation's exit record: ``exit.json`` if written, else built from the sidecar
     and written now. None while the wrapper has not committed its exit. ``pid``, when the
     caller knows the wrapper's, saves reading it from the claim."""
@@ -123,7 +123,7 @@ def collect_exit(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
             return existing
     code, reason = side
     rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen), reason)
-    _save(gen, rec)
+    _save(gen, rec, sync)
     return rec
 
 
@@ -135,17 +135,18 @@ def _read_record(gen: GenPaths) -> ExitRecord | None:
         return None
 
 
-def _save(gen: GenPaths, rec: ExitRecord) -> None:
+def _save(gen: GenPaths, rec: ExitRecord, sync: GroupSync | None = None) -> None:
     """Write exit.json. A full or read-only state dir loses only this copy: the sidecar stays
     the truth, and the next reader writes exit.json again."""
     try:
-        write_json_atomic(gen.exit_record, rec.to_json())
+        write_json_atomic(gen.exit_record, rec.to_json(), sync=sync)
     except OSError:
         pass
 
 
-def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None, ended_at: float) -> ExitRecord:
+def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None, ended_at: float,
+                        sync: GroupSync | None = None) -> ExitRecord:
     """The supervisor's record for a wrapper that is gone without committing its exit."""
     rec = ExitRecord(code, signal, started_at(gen), ended_at, wrapper_pid(gen), reason)
-    _save(gen, rec)
+    _save(gen, rec, sync)
     return rec

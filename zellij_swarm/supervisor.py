@@ -204,6 +204,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         # state.json follows spawns, heartbeats and exits within the snapshot interval.
         self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
+        self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
         sel = selectors.DefaultSelector()
         self._sel = sel
         watcher = self.watcher
@@ -260,6 +261,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             sel.close()
             watcher.close()
             self.launcher.close(wait=not self.detached)
+            self.sync.close()
             self._close_backend()
             self.events.close()
             lock.release()
@@ -536,7 +538,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
 
     def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
         self._unwatch(lg)
-        rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None)
+        rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
             sig = None
@@ -550,7 +552,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                 reason = "multiplexer_lost"
             else:
                 reason = "no_exit_record"
-            rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock())
+            rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock(),
+                                               sync=self.sync)
         self._classify(lg, rec)
 
     def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord) -> tuple[TaskStatus, str | None]:
@@ -686,6 +689,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         if self.attached is not None:
             self.attached.wait()  # the user detaches, or the session just closed lets it go
         self.reserve.release()
+        self.sync.close()  # every exit record is durable before the summary says the run ended
         snap = self.snapshots.write()
         try:
             rundir.write_json_atomic(self.paths.summary, snap)
