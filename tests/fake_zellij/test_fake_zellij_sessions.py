@@ -39,9 +39,11 @@ def test_session_lifecycle_golden(fake, version):
     r = fake.run("ls", "-n", version=v, ZELLIJ_SESSION_NAME="alpha")
     assert r.out.endswith("] (current)\n")
 
-    # kill: exit 0, nothing printed; the session stays as EXITED
+    # kill: exit 0, nothing printed; the server exits asynchronously (§2.4), then the session
+    # stays as EXITED
     r = fake.run("kill-session", "alpha", version=v)
     assert (r.rc, r.out, r.err) == (0, "", "")
+    fake.wait_for(lambda: "EXITED" in fake.run("ls", "-n", version=v).out, what="EXITED row")
     r = fake.run("ls", "-n", version=v)
     assert re.fullmatch(r"alpha \[Created \d+s ago\] \(EXITED - attach to resurrect\)\n", r.out)
     r = fake.run("ls", version=v)
@@ -73,8 +75,9 @@ def test_delete_live_session_force(fake):
     assert r.rc == 0
     assert r.out == ('A session by the name "beta" exists and is active, but will be force killed '
                      'and deleted.\nSession: "beta" successfully deleted.\n')
-    assert fake.run("ls").rc == 1
-    fake.create("beta")  # the name is reusable at once
+    # the server exits asynchronously (§2.4): the name is free once it has gone
+    fake.wait_for(lambda: fake.run("ls").rc == 1, what="the killed server to exit")
+    fake.create("beta")
 
 
 def test_kill_session_did_you_mean(fake):
@@ -134,6 +137,7 @@ def test_kill_all_sessions(fake):
     fake.create("k2")
     r = fake.run("kill-all-sessions", "-y")
     assert (r.rc, r.out, r.err) == (0, "", "")
+    fake.wait_for(lambda: fake.run("ls", "-n").out.count("EXITED") == 2, what="both EXITED")
     r = fake.run("ls", "-n")
     assert r.out.count("(EXITED - attach to resurrect)") == 2
 

@@ -53,7 +53,7 @@ class Ctx:
         self.ver_str = common.version_string()
         self.version = V(self.ver_str)
         self.clap4 = self.version >= (0, 45, 0)
-        self.faults = common.parse_faults(os.environ.get("FAKE_ZELLIJ_FAULTS"))
+        self.faults = common.parse_faults(common.fault_text())
         self.cwd = os.getcwd()
         self.start = time.time()
         self.stdout_parts = []
@@ -85,8 +85,8 @@ class Ctx:
         path = common.log_path()
         keep = ("ZELLIJ", "ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID", "ZELLIJ_SOCKET_DIR",
                 "ZELLIJ_CONFIG_DIR", "ZELLIJ_CONFIG_FILE", "FAKE_ZELLIJ_VERSION",
-                "FAKE_ZELLIJ_FAULTS", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "HOME", "TERM",
-                "SHELL")
+                "FAKE_ZELLIJ_FAULTS", "FAKE_ZELLIJ_FAULTS_FILE", "XDG_RUNTIME_DIR",
+                "XDG_CACHE_HOME", "HOME", "TERM", "SHELL")
         entry = {
             "argv": self.argv,
             "subcommand": self.subcmd,
@@ -493,7 +493,7 @@ def dispatch(ctx, argv):
         "delete-session": cmd_delete, "kill-all-sessions": cmd_kill_all,
         "delete-all-sessions": cmd_delete_all, "run": cmd_run, "action": cmd_action,
         "__fake-state": cmd_fake_state, "__fake-attach": cmd_fake_attach,
-        "__fake-detach": cmd_fake_detach,
+        "__fake-detach": cmd_fake_detach, "__fake-crash": cmd_fake_crash,
     }
     if sub not in handlers:
         check_faults(ctx, sub)
@@ -513,9 +513,11 @@ def dispatch(ctx, argv):
 
 
 def check_session_len(ctx, name):
-    d = common.socket_dir(ctx.ver_str) + "/"
-    if len((d + name).encode()) >= common.SOCK_MAX:
-        avail = max(0, common.SOCK_MAX - len(d.encode()) - 1)
+    path = os.path.join(common.socket_dir(ctx.ver_str), name)
+    if len(path.encode()) >= common.SOCK_MAX:
+        # upstream (cli.rs validate_session, 0.40–0.45): SOCK_MAX.saturating_sub(len of the
+        # whole socket path).saturating_sub(1) — always 0 once the path is too long
+        avail = max(0, max(0, common.SOCK_MAX - len(path.encode())) - 1)
         if ctx.clap4:
             raise UsageError(f"invalid value '{name}' for '--session <SESSION>': session name must "
                              f"be less than {avail} characters\n\n"
@@ -699,8 +701,17 @@ def cmd_kill(ctx, top, args):
         if s:
             ctx.out(f"  help: Did you mean `{s}`?\n")
         ctx.exit(1)
-    common.request(live[name], {"op": "kill"}, timeout=10)
+    kill_request(ctx, live[name])
     ctx.exit(0)
+
+
+def kill_request(ctx, path):
+    """KillSession: the server answers at once and exits asynchronously (§2.4)."""
+    faults = {k: v for k, v in ctx.faults.items() if k not in ("fail", "hang")}
+    try:
+        common.request(path, {"op": "kill", "faults": faults}, timeout=10)
+    except OSError:
+        pass
 
 
 def cmd_delete(ctx, top, args):
@@ -723,7 +734,7 @@ def cmd_delete(ctx, top, args):
             ctx.exit(1)
         ctx.out(f"A session by the name {q} exists and is active, but will be force killed and "
                 "deleted.\n")
-        common.request(live[name], {"op": "kill"}, timeout=10)
+        kill_request(ctx, live[name])
     info = os.path.join(common.session_info_dir(ctx.ver_str), name)
     if not os.path.isdir(info) or name in (".", "..", ""):
         ctx.err(f"Session: {q} not found.\n")
@@ -753,7 +764,7 @@ def cmd_kill_all(ctx, top, args):
             ctx.out("Abort.\n")
             ctx.exit(1)
     for _, path, _ in live:
-        common.request(path, {"op": "kill"}, timeout=10)
+        kill_request(ctx, path)
     ctx.exit(0)
 
 
@@ -776,7 +787,7 @@ def cmd_delete_all(ctx, top, args):
             ctx.exit(1)
     if o.get("force"):
         for _, path, _ in live:
-            common.request(path, {"op": "kill"}, timeout=10)
+            kill_request(ctx, path)
     for n in targets:
         shutil.rmtree(os.path.join(common.session_info_dir(ctx.ver_str), n), ignore_errors=True)
     ctx.exit(0)
@@ -1124,3 +1135,31 @@ def cmd_fake_detach(ctx, top, args):
     cid = int(args[1]) if len(args) > 1 else None
     path = session_path_or_exit(ctx, name)
     send(ctx, path, {"op": "detach_client", "client": cid})
+
+
+def cmd_fake_crash(ctx, top, args):
+    """TEST HELPER: the server of NAME dies at once (SIGKILL), as in a crash: no reply, no
+    cleanup; its socket file stays (refusing connections), its PTYs hang up. Returns when the
+    server process is gone; prints its pid."""
+    name = args[0] if args else top.get("session")
+    if not name:
+        raise UsageError("__fake-crash needs a session name")
+    path = session_path_or_exit(ctx, name)
+    resp = common.request(path, {"op": "state"}, timeout=10)
+    pid = json.loads(resp["stdout"])["server_pid"] if resp else None
+    if not isinstance(pid, int):
+        ctx.err("fake zellij: no server pid\n")
+        ctx.exit(1)
+    import signal
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and common.pid_alive(pid):
+        time.sleep(0.01)
+    if common.pid_alive(pid):
+        ctx.err(f"fake zellij: server {pid} did not die\n")
+        ctx.exit(1)
+    ctx.out(f"{pid}\n")
+    ctx.exit(0)

@@ -63,6 +63,33 @@ def log_path(env=None) -> str:
 
 # --------------------------------------------------------------------------- faults
 
+DEFAULT_KILL_DELAY_MS = 250  # how long a killed server lingers before it exits (§2.4)
+
+
+def fault_text(env=None) -> str:
+    """FAKE_ZELLIJ_FAULTS plus the contents of FAKE_ZELLIJ_FAULTS_FILE (read at every
+    invocation, so a test can change faults while a run is going on)."""
+    env = os.environ if env is None else env
+    parts = [env.get("FAKE_ZELLIJ_FAULTS") or ""]
+    path = env.get("FAKE_ZELLIJ_FAULTS_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                parts.append(fh.read().replace("\n", ","))
+        except OSError:
+            pass
+    return ",".join(p for p in parts if p.strip())
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:][:1] not in (b"Z", b"X")
+
 def parse_faults(text: str | None) -> dict:
     """FAKE_ZELLIJ_FAULTS: items separated by ',' or ';'.
 

@@ -1,7 +1,10 @@
 """Layout (KDL v1) parsing for the fake zellij: `ckdl.parse(text, version=1)` + the §4.3 rules.
 
 Result shape (JSON-serialisable, sent to the server):
-    {"explicit_tabs": bool, "tabs": [{"name", "focus", "panes": [leaf...], "floating": [leaf...]}]}
+    {"explicit_tabs": bool, "tabs": [{"name", "focus", "panes": [leaf...], "floating": [leaf...],
+                                      "tree": node}]}
+node = {"leaf": index into panes, "size"} | {"split": "horizontal"|"vertical", "size",
+        "children": [node...]} | {"stack": true, "size", "children": [leaf node...], "expanded"}
 leaf = {"name", "argv" (list|None), "cwd", "close_on_exit", "start_suspended", "focus",
         "plugin_url", "borderless", "stacked", "expanded", "floating", "x", "y", "width", "height"}
 """
@@ -232,16 +235,23 @@ class Parser:
         if "cwd" in props:
             cwd = join_cwd(inherited_cwd, expand(props["cwd"], self.env))
         if has_children:
-            leaves = []
+            kids = []
             for sub in sub_nodes:
                 if sub.name == "children":
                     for inst in children_slot or []:
-                        leaves.extend(self.pane(inst, cwd, floating, stacked))
+                        kids.extend(self.pane(inst, cwd, floating, stacked))
                     continue
                 if stacked and any(self.is_pane_node(c.name) for c in sub.children):
                     raise LayoutError("Stacked panes cannot have children")
-                leaves.extend(self.pane(sub, cwd, floating, stacked, children_slot))
-            return leaves
+                kids.extend(self.pane(sub, cwd, floating, stacked, children_slot))
+            if floating:
+                return kids
+            if stacked:
+                exp = next((k["leaf"] for k in kids if k["leaf"]["expanded"]), None)
+                return [{"stack": True, "size": props.get("size"), "children": kids,
+                         "expanded": exp}]
+            return [{"split": str(props.get("split_direction", "horizontal")).lower(),
+                     "size": props.get("size"), "children": kids}]
         argv = None
         if command is not None:
             argv = [expand(command, self.env)] + list(args or [])
@@ -267,7 +277,7 @@ class Parser:
         if floating:
             for k in ("x", "y", "width", "height"):
                 leaf[k] = props.get(k)
-        return [leaf]
+        return [{"leaf": leaf, "size": leaf["size"]}]
 
     def template(self, node) -> dict:
         props = {}
@@ -316,17 +326,20 @@ class Parser:
                 else:
                     nodes.append(c)
             tiled_nodes = nodes
-        panes = []
+        nodes = []
         for c in tiled_nodes:
             if c.name == "floating_panes":
                 floating_nodes.extend(c.children)
                 continue
-            panes.extend(self.pane(c, cwd))
+            nodes.extend(self.pane(c, cwd))
+        panes: list = []
+        tree = _index({"split": str(props.get("split_direction", "horizontal")).lower(),
+                       "size": None, "children": nodes}, panes)
         floating = []
         for c in floating_nodes:
-            floating.extend(self.pane(c, cwd, floating=True))
+            floating.extend(n["leaf"] for n in self.pane(c, cwd, floating=True))
         return {"name": props.get("name"), "focus": bool(props.get("focus", False)),
-                "panes": panes, "floating": floating}
+                "panes": panes, "floating": floating, "tree": tree}
 
     def layout(self, doc):
         roots = list(doc.nodes)
@@ -400,7 +413,8 @@ class Parser:
                 for t in tabs:
                     for fn in floating_nodes:
                         for c in fn.children:
-                            t["floating"].extend(self.pane(c, global_cwd, floating=True))
+                            t["floating"].extend(
+                                n["leaf"] for n in self.pane(c, global_cwd, floating=True))
             explicit = True
         else:
             class _Fake:
@@ -414,7 +428,21 @@ class Parser:
             for p in t["panes"] + t["floating"]:
                 if p["cwd"] is not None and not os.path.isabs(p["cwd"]):
                     p["cwd"] = os.path.join(self.caller_cwd, p["cwd"])
-        return {"explicit_tabs": explicit, "tabs": tabs}
+        return {"explicit_tabs": explicit, "tabs": tabs, "cwd": global_cwd}
+
+
+def _index(node: dict, panes: list) -> dict:
+    """Replaces leaf dicts by their index in ``panes`` (tree order), appending them there."""
+    if "leaf" in node:
+        panes.append(node["leaf"])
+        return {"leaf": len(panes) - 1, "size": node["size"]}
+    out = dict(node)
+    out["children"] = [_index(c, panes) for c in node["children"]]
+    if "stack" in node:
+        exp = node.get("expanded")
+        out["expanded"] = next((c["leaf"] for c, k in zip(out["children"], node["children"])
+                                if exp is not None and k["leaf"] is exp), None)
+    return out
 
 
 def parse_layout(text: str, *, env, version, caller_cwd: str) -> dict:

@@ -19,7 +19,7 @@ import sys
 import termios
 import time
 
-from . import common
+from . import common, dump, tiling
 from .screen import Screen
 
 NON_SELECTABLE = {"zellij:tab-bar", "zellij:status-bar", "zellij:compact-bar"}
@@ -54,7 +54,6 @@ class Pane:
         self.screen = None
         self.plugin_url = None
         self.floating = False
-        self.stacked = False
         self.suppressed = False
         self.borderless = False
         self.size = None
@@ -102,6 +101,7 @@ class Tab:
         self.name = name
         self.panes: list[Pane] = []
         self.focused: Pane | None = None
+        self.root: tiling.Node | None = None  # the tiled panes' tree (floating ones are not in it)
 
 
 class Server:
@@ -119,6 +119,8 @@ class Server:
         self.next_plugin = 0
         self.clients: list[dict] = []
         self.next_client = 1
+        self.active_tab = None  # id of the tab a detached session would show (dump-layout focus)
+        self.dying = False  # kill-session answered, the server has not exited yet (§2.4)
         self.cols, self.rows = 50, 50
         size = self.env.get("FAKE_ZELLIJ_SIZE")
         if size and "x" in size:
@@ -252,7 +254,10 @@ class Server:
         if op == "setup":
             return self.op_setup(conn, req)
         if op == "kill":
-            return self.op_kill(conn)
+            return self.op_kill(conn, req)
+        if self.dying and op != "state":
+            # a killed server that has not exited yet: it takes the connection, does nothing
+            return self.reply(conn)
         if op == "state":
             return self.reply(conn, stdout=json.dumps(self.state()))
         if op == "attach_client":
@@ -300,10 +305,25 @@ class Server:
         else:
             build()
 
-    def op_kill(self, conn):
-        # socket goes first so that the name is free when the CLI returns
-        self._unlink_socket()
+    def op_kill(self, conn, req):
+        """KillSession (§2.4): the CLI gets its answer at once; the server lingers
+        ``kill_delay_ms`` (default ``common.DEFAULT_KILL_DELAY_MS``) — still listed, still
+        accepting connections, doing nothing — then closes its PTYs, removes its socket, exits.
+        ``kill_delay_ms=0``: the socket goes before the answer (exits synchronously)."""
+        faults = req.get("faults") or {}
+        delay = faults.get("kill_delay_ms", common.DEFAULT_KILL_DELAY_MS)
+        delay = delay / 1000.0 if isinstance(delay, int) else common.DEFAULT_KILL_DELAY_MS / 1000
+        if delay <= 0:
+            self._unlink_socket()
+            self.reply(conn)
+            self.done = True
+            return
         self.reply(conn)
+        if not self.dying:
+            self.dying = True
+            self.defer(delay, self._die)
+
+    def _die(self):
         self.done = True
 
     def op_action(self, conn, req):
@@ -380,6 +400,14 @@ class Server:
             c["tab"] = t.id
         return t
 
+    def active_tab_id(self):
+        t = self.client_tab()
+        if t is None:
+            t = self.find_tab(self.active_tab) if self.active_tab is not None else None
+        if t is None and self.tabs:
+            t = self.tabs[0]
+        return t.id if t is not None else None
+
     def focused_pane(self):
         t = self.client_tab()
         if t is None:
@@ -414,27 +442,7 @@ class Server:
 
     # ================================================================== geometry
     def relayout(self, tab):
-        tiled = [p for p in tab.panes if not p.floating and not p.suppressed]
-        fixed_rows = 0
-        flex = []
-        for p in tiled:
-            if p.kind == "plugin" and isinstance(p.size, int):
-                fixed_rows += p.size
-            else:
-                flex.append(p)
-        avail = max(len(flex), self.rows - fixed_rows)
-        y = 0
-        share = avail // max(1, len(flex)) if flex else 0
-        extra = avail - share * len(flex) if flex else 0
-        for p in tiled:
-            if p in flex:
-                h = share + (1 if extra > 0 else 0)
-                extra -= 1 if extra > 0 else 0
-                h = max(1, h)
-            else:
-                h = p.size
-            p.geom = (0, y, h, self.cols)
-            y += h
+        tiling.place(tab.root, 0, 0, self.rows, self.cols)
         for p in tab.panes:
             if not p.floating:
                 continue
@@ -616,12 +624,18 @@ class Server:
         if tab is None or pane not in tab.panes:
             return
         tab.panes.remove(pane)
+        neighbour = None
         if pane.replaced is not None and pane.replaced in tab.panes:
             pane.replaced.suppressed = False
-            tab.focused = pane.replaced
+            tiling.replace_pane(tab.root, pane, pane.replaced)
+            neighbour = pane.replaced
+        elif not pane.floating:
+            tab.root, neighbour = tiling.remove(tab.root, pane)
         if tab.focused is pane:
-            sel = [p for p in tab.panes if p.selectable and not p.suppressed]
-            tab.focused = sel[-1] if sel else None
+            if neighbour is None or not neighbour.selectable:
+                sel = [p for p in tab.panes if p.selectable and not p.suppressed]
+                neighbour = sel[-1] if sel else None
+            self.set_focus(tab, neighbour)
         self.relayout(tab)
         self.check_tabs()
 
@@ -640,8 +654,38 @@ class Server:
         self._unlink_socket()
         self.done = True
 
+    # ================================================================== focus and placement
+    def set_focus(self, tab, pane):
+        """``pane`` becomes its tab's focused pane; a stacked pane is expanded (§3.10)."""
+        tab.focused = pane
+        node = tiling.find(tab.root, pane) if pane is not None else None
+        if node is not None and node.parent is not None and node.parent.kind == "stack":
+            node.parent.expanded = pane
+
+    def tiled_anchor(self, tab, pane=None):
+        """The tiled pane a stacked/directional pane goes next to: ``pane``, else the tab's
+        focused pane (its first selectable tiled pane when a floating one has focus)."""
+        for cand in (pane, tab.focused):
+            if cand is not None and cand.tab is tab and tiling.find(tab.root, cand) is not None:
+                return cand
+        return next((n.pane for n in tiling.leaves(tab.root) if n.pane.selectable), None)
+
+    def _place(self, tab, pane, place):
+        """Puts a new pane in its tab's tree: ``place`` is "defer" (a layout builds the tree),
+        ("add",), ("stack", anchor, expand), ("split", anchor, direction)."""
+        if pane.floating or place == "defer":
+            return
+        kind = place[0] if place else "add"
+        anchor = self.tiled_anchor(tab, place[1]) if kind in ("stack", "split") else None
+        if anchor is None:
+            tab.root = tiling.add(tab.root, pane)
+        elif kind == "stack":
+            tab.root = tiling.stack_onto(tab.root, anchor, pane, expand=place[2])
+        else:
+            tab.root = tiling.split(tab.root, anchor, pane, place[2])
+
     # ================================================================== building panes
-    def new_terminal(self, tab, spec, focus=True):
+    def new_terminal(self, tab, spec, focus=True, place=None):
         pane = Pane("terminal", self.alloc_terminal_id())
         pane.name = spec.get("name")
         pane.orig_name = pane.name
@@ -649,7 +693,6 @@ class Server:
         pane.cwd = spec.get("cwd")
         pane.close_on_exit = bool(spec.get("close_on_exit"))
         pane.floating = bool(spec.get("floating"))
-        pane.stacked = bool(spec.get("stacked"))
         pane.borderless = bool(spec.get("borderless"))
         pane.size = spec.get("size")
         pane.fx, pane.fy = spec.get("x"), spec.get("y")
@@ -667,8 +710,9 @@ class Server:
         else:
             pane.tab = tab
             tab.panes.append(pane)
+            self._place(tab, pane, place)
             if focus or tab.focused is None:
-                tab.focused = pane
+                self.set_focus(tab, pane)
             self.relayout(tab)
         if spec.get("start_suspended") and pane.argv:
             pane.state = "suspended"
@@ -677,7 +721,7 @@ class Server:
             self.launch(pane)
         return pane
 
-    def new_plugin(self, tab, spec, focus=False):
+    def new_plugin(self, tab, spec, focus=False, place=None):
         pane = Pane("plugin", self.alloc_plugin_id())
         pane.plugin_url = spec.get("plugin_url")
         pane.name = spec.get("name")
@@ -690,8 +734,9 @@ class Server:
         pane.fw, pane.fh = spec.get("width"), spec.get("height")
         pane.tab = tab
         tab.panes.append(pane)
+        self._place(tab, pane, place)
         if focus and pane.selectable:
-            tab.focused = pane
+            self.set_focus(tab, pane)
         self.relayout(tab)
         return pane
 
@@ -711,6 +756,7 @@ class Server:
             tab = self.new_tab(name)
             created.append(tab)
             focused = None
+            tiled = []
             for spec in tspec["panes"] + tspec["floating"]:
                 spec = dict(spec)
                 if cwd and not spec.get("cwd"):
@@ -718,12 +764,17 @@ class Server:
                 elif cwd and not os.path.isabs(spec["cwd"]):
                     spec["cwd"] = os.path.join(cwd, spec["cwd"])
                 if spec.get("plugin_url"):
-                    p = self.new_plugin(tab, spec)
+                    p = self.new_plugin(tab, spec, place="defer")
                 else:
-                    p = self.new_terminal(tab, spec, focus=False)
+                    p = self.new_terminal(tab, spec, focus=False, place="defer")
+                if not p.floating:
+                    tiled.append(p)
                 if spec.get("focus") or (focused is None and p.selectable and not p.floating):
                     focused = p
-            tab.focused = focused
+            tree = tspec.get("tree") or {"split": "horizontal", "children": [
+                {"leaf": i} for i in range(len(tiled))]}
+            tab.root = tiling.from_spec(tree, tiled)
+            self.set_focus(tab, focused)
             if tspec.get("focus"):
                 focus_tab = tab
             self.relayout(tab)
@@ -731,6 +782,8 @@ class Server:
             url = "zellij:about" if self.version >= (0, 42, 0) else "zellij:configuration"
             self.new_plugin(created[0], {"plugin_url": url, "floating": True}, focus=True)
         target = focus_tab or (created[0] if created else None)
+        if target is not None and (initial or self.clients):
+            self.active_tab = target.id
         for c in self.clients:
             if target is not None:
                 c["tab"] = target.id
@@ -745,9 +798,10 @@ class Server:
                 if p.get("argv") and not force_run:
                     p["start_suspended"] = True
                 panes.append(p)
-            layout["tabs"].append({"name": t.get("name"), "focus": False,
+            layout["tabs"].append({"name": t.get("name"), "focus": bool(t.get("focus")),
                                    "panes": [p for p in panes if not p.get("floating")],
-                                   "floating": [p for p in panes if p.get("floating")]})
+                                   "floating": [p for p in panes if p.get("floating")],
+                                   "tree": t.get("tree")})
         self.build_tabs(layout)
 
     # ================================================================== persistence
@@ -764,17 +818,21 @@ class Server:
         tabs = []
         for t in self.tabs:
             panes = []
-            for p in t.panes:
+            order = [n.pane for n in tiling.leaves(t.root)] + [p for p in t.panes if p.floating]
+            for p in order:
                 panes.append({
                     "name": p.name, "argv": p.argv, "cwd": p.cwd, "close_on_exit": p.close_on_exit,
                     "floating": p.floating, "plugin_url": p.plugin_url, "borderless": p.borderless,
-                    "stacked": p.stacked, "size": p.size,
+                    "size": p.size, "focus": p is t.focused,
+                    "x": p.fx, "y": p.fy, "width": p.fw, "height": p.fh,
                 })
-            tabs.append({"name": t.name, "panes": panes})
+            tree = tiling.to_spec(t.root, order.index) if t.root is not None else None
+            tabs.append({"name": t.name, "panes": panes, "tree": tree,
+                         "focus": t.id == self.active_tab_id()})
         return {"name": self.name, "tabs": tabs}
 
     def serialize(self):
-        if self.env.get("FAKE_ZELLIJ_SERIALIZE", "1") == "0":
+        if self.dying or self.env.get("FAKE_ZELLIJ_SERIALIZE", "1") == "0":
             return
         if not any(t.panes for t in self.tabs):
             return
@@ -787,73 +845,9 @@ class Server:
                 json.dump(rec, fh)
             os.replace(tmp, os.path.join(d, "fake-session.json"))
             with open(os.path.join(d, "session-layout.kdl"), "w") as fh:
-                fh.write(self.layout_kdl())
+                fh.write(dump.layout_kdl(self))
         except OSError:
             pass
-
-    @staticmethod
-    def kdl_str(s):
-        out = ['"']
-        for ch in str(s):
-            if ch in '"\\':
-                out.append("\\" + ch)
-            elif ch == "\n":
-                out.append("\\n")
-            elif ch == "\t":
-                out.append("\\t")
-            elif ch == "\r":
-                out.append("\\r")
-            elif ord(ch) < 0x20:
-                out.append("\\u{%x}" % ord(ch))
-            else:
-                out.append(ch)
-        out.append('"')
-        return "".join(out)
-
-    def layout_kdl(self):
-        q = self.kdl_str
-        lines = ["layout {"]
-        for t in self.tabs:
-            lines.append(f"    tab name={q(t.name)} {{")
-            floats = [p for p in t.panes if p.floating]
-            for p in t.panes:
-                if p.floating:
-                    continue
-                lines.extend("        " + s for s in self._pane_kdl(p))
-            if floats:
-                lines.append("        floating_panes {")
-                for p in floats:
-                    lines.extend("            " + s for s in self._pane_kdl(p))
-                lines.append("        }")
-            lines.append("    }")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
-
-    def _pane_kdl(self, p):
-        q = self.kdl_str
-        props = []
-        if p.size is not None:
-            props.append(f"size={p.size if isinstance(p.size, int) else q(p.size)}")
-        if p.borderless:
-            props.append("borderless=true")
-        if p.name is not None:
-            props.append(f"name={q(p.name)}")
-        if p.kind == "plugin":
-            return [f"pane {' '.join(props)} {{".replace("pane  {", "pane {"),
-                    f"    plugin location={q(p.plugin_url)};", "}"]
-        if p.argv:
-            props.append(f"command={q(p.argv[0])}")
-        if p.cwd:
-            props.append(f"cwd={q(p.cwd)}")
-        body = []
-        if p.argv and len(p.argv) > 1:
-            body.append("    args " + " ".join(q(a) for a in p.argv[1:]) + ";")
-        if p.argv:
-            body.append("    start_suspended true;")
-        head = "pane" + ("" if not props else " " + " ".join(props))
-        if body:
-            return [head + " {"] + body + ["}"]
-        return [head + ";"]
 
     # ================================================================== shutdown
     def _unlink_socket(self):
@@ -888,7 +882,9 @@ class Server:
             "pid": p.proc.pid if p.proc is not None else None,
             "exited": p.exited, "exit_status": p.exit_status,
             "held": p.state in ("held", "suspended"),
-            "close_on_exit": p.close_on_exit, "floating": p.floating, "stacked": p.stacked,
+            "close_on_exit": p.close_on_exit, "floating": p.floating,
+            "stacked": p.tab is not None and tiling.in_stack(p.tab.root, p),
+            "expanded": p.tab is not None and self._expanded(p),
             "suppressed": p.suppressed, "selectable": p.selectable, "plugin_url": p.plugin_url,
             "focused": p is (p.tab.focused if p.tab is not None else None),
             "geometry": dict(zip(("x", "y", "rows", "cols"), p.geom)),
@@ -896,6 +892,12 @@ class Server:
             "env_added": {"ZELLIJ": "0", "ZELLIJ_SESSION_NAME": self.name,
                           "ZELLIJ_PANE_ID": str(p.id)} if p.kind == "terminal" else None,
         }
+
+    @staticmethod
+    def _expanded(p):
+        node = tiling.find(p.tab.root, p)
+        return node is not None and node.parent is not None and node.parent.kind == "stack" \
+            and node.parent.expanded is p
 
     def state(self):
         tabs = []
@@ -909,7 +911,7 @@ class Server:
             "name": self.name, "live": True, "server_pid": os.getpid(), "version": self.ver_str,
             "socket": self.sock_path, "cwd": self.cwd, "created_at": self.created,
             "size": {"cols": self.cols, "rows": self.rows},
-            "initialising": time.time() < self.init_until,
+            "initialising": time.time() < self.init_until, "dying": self.dying,
             "clients": [{"id": c["id"], "tab_id": c["tab"]} for c in self.clients],
             "tabs": tabs,
             "orphan_panes": [self.pane_state(p, 0) for p in self.orphans],
@@ -924,32 +926,47 @@ class Server:
             return self.find_pane(tuple(ref))
         return self.focused_pane()
 
+    def route_new_pane(self, req):
+        """(tab, anchor, focus) for a new pane, per version (§2.7, §3.10, route.rs):
+        ``--tab-id`` → that tab's focused pane; ``--near-current-pane``/``--no-focus`` (and,
+        before 0.44, ``--stacked`` alone) with a ``$ZELLIJ_PANE_ID`` of this session → next to
+        that pane, without focus; else the client's tab (≥0.44: the first tab when detached;
+        <0.44: no tab, the pane is not placed) and its focused pane. ``anchor`` None = the
+        tab's focused pane; ``focus``: the new pane takes its tab's focus."""
+        o = req["opts"]
+        ver44 = self.version >= (0, 44, 0)
+        caller = self.find_pane(tuple(req["caller_pane"])) if req.get("caller_pane") else None
+        if caller is not None and (caller.tab is None or caller.orphan):
+            caller = None
+        if o.get("tab_id") is not None:
+            return self.find_tab(int(o["tab_id"])), None, not o.get("no_focus")
+        near = o.get("near_current_pane") or o.get("no_focus") or (
+            not ver44 and o.get("stacked"))
+        if near and caller is not None:
+            return caller.tab, caller, False
+        tab = self.client_tab() if self.clients else None
+        if tab is None and ver44:
+            tab = self.tabs[0] if self.tabs else self.new_tab()
+        return tab, None, not o.get("no_focus")
+
     def act_new_pane(self, req, conn):
         o = req["opts"]
         ver44 = self.version >= (0, 44, 0)
-        tab = None
-        if o.get("tab_id") is not None:
-            tab = self.find_tab(int(o["tab_id"]))
-            if tab is None:
-                return {"stderr": f"Tab with id {o['tab_id']} not found\n", "exit": 2}
-        elif self.clients:
-            tab = self.client_tab()
-        elif ver44:
-            tab = self.tabs[0] if self.tabs else None
-        if tab is None and ver44 and not self.tabs:
-            tab = self.new_tab()
+        tab, anchor, focus = self.route_new_pane(req)
+        if tab is None and o.get("tab_id") is not None:
+            return {"stderr": f"Tab with id {o['tab_id']} not found\n", "exit": 2}
         if o.get("plugin"):
             if tab is None:
                 return {}
             url = o["plugin"]
             p = self.new_plugin(tab, {"plugin_url": url, "floating": o.get("floating")},
-                                focus=not o.get("no_focus"))
+                                focus=focus, place=("add",))
             out = f"{p.label}\n" if ver44 and not req.get("faults", {}).get("silent_new_pane") else ""
             return {"stdout": out}
         spec = {
             "name": o.get("name"), "argv": o.get("command") or None, "cwd": o.get("cwd"),
             "close_on_exit": o.get("close_on_exit"), "start_suspended": o.get("start_suspended"),
-            "floating": o.get("floating"), "stacked": o.get("stacked"),
+            "floating": o.get("floating"),
             "borderless": str(o.get("borderless")).lower() == "true",
             "x": o.get("x"), "y": o.get("y"), "width": o.get("width"), "height": o.get("height"),
         }
@@ -963,14 +980,25 @@ class Server:
                 replaced = tab.focused
             if replaced is not None and replaced.tab is not None:
                 tab = replaced.tab
-        pane = self.new_terminal(tab, spec, focus=not o.get("no_focus"))
+        if replaced is not None:
+            place = "defer"
+        elif o.get("stacked"):
+            place = ("stack", anchor, focus)
+        elif o.get("direction"):
+            place = ("split", anchor, o["direction"])
+        else:
+            place = ("add",)
+        pane = self.new_terminal(tab, spec, focus=focus, place=place)
         if replaced is not None and not pane.orphan:
+            if not pane.floating:
+                tiling.replace_pane(tab.root, replaced, pane)
+            self.set_focus(tab, pane)
             if o.get("close_replaced_pane"):
                 self.remove_pane(replaced)
             else:
                 replaced.suppressed = True
                 pane.replaced = replaced
-                self.relayout(tab)
+            self.relayout(tab)
         if pane.orphan:
             return {}
         block = o.get("block")
@@ -1073,7 +1101,7 @@ class Server:
         return {"stdout": text + "\n"}
 
     def act_dump_layout(self, req, conn):
-        return {"stdout": self.layout_kdl()}
+        return {"stdout": dump.layout_kdl(self)}
 
     def act_list_clients(self, req, conn):
         out = ["CLIENT_ID ZELLIJ_PANE_ID RUNNING_COMMAND"]
@@ -1289,12 +1317,14 @@ class Server:
         t = self.client_tab()
         if t is None:
             return
-        sel = [p for p in t.panes if p.selectable and not p.suppressed]
+        sel = [n.pane for n in tiling.leaves(t.root) if n.pane.selectable]
+        sel += [p for p in t.panes if p.floating and p.selectable]
         if not sel:
             return
         cur = self.focused_pane()
         i = sel.index(cur) if cur in sel else 0
-        t.focused = sel[(i + step) % len(sel)]
+        self.set_focus(t, sel[(i + step) % len(sel)])
+        self.relayout(t)
 
     def act_focus_next_pane(self, req, conn):
         self._move_focus(1)
@@ -1313,18 +1343,29 @@ class Server:
         return self.act_move_focus(req, conn)
 
     def act_focus_pane_id(self, req, conn):
+        # acts for the attached client: no effect in a detached session (§2.18)
         p = self.find_pane(tuple(req["pane_id"])) if req.get("pane_id") else None
-        if p is not None and p.tab is not None:
-            p.tab.focused = p
-            for c in self.clients:
-                c["tab"] = p.tab.id
+        if p is not None and p.tab is not None and self.clients and not p.suppressed:
+            self.set_focus(p.tab, p)
+            self.relayout(p.tab)
+            self.clients[-1]["tab"] = p.tab.id
         return {}
 
     def act_stack_panes(self, req, conn):
-        for ref in req["opts"].get("pane_ids", []):
-            p = self.find_pane(tuple(ref))
-            if p is not None:
-                p.stacked = True
+        """The first id is the stack's root; the others (same tab, tiled) join its stack."""
+        panes = [self.find_pane(tuple(ref)) for ref in req["opts"].get("pane_ids", [])]
+        panes = [p for p in panes if p is not None and p.tab is not None and not p.floating
+                 and tiling.find(p.tab.root, p) is not None]
+        if not panes:
+            return {}
+        root = panes[0]
+        tab = root.tab
+        for p in panes[1:]:
+            if p.tab is not tab or p is root:
+                continue
+            tab.root, _ = tiling.remove(tab.root, p)
+            tab.root = tiling.stack_onto(tab.root, root, p, expand=False)
+        self.relayout(tab)
         return {}
 
     def act_toggle_floating_panes(self, req, conn):
