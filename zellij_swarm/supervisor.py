@@ -301,6 +301,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                 self._warn(e.code, f"{name}: {e.message}; running headless", None)
                 return True
             self.start_error = f"{name}: {e.message}"
+            self._warn(e.code, f"{self.start_error}; required, so no task runs", None)
+            self.reporter.problem(f"error: {self.start_error}; required (--require-multiplexer), so no task runs")
             self.events.emit("run_failed", reason=f"{name}_{e.code}", message=e.message)
             for tid in self.ready.drain():
                 self._finalise(self.tasks[tid], TaskStatus.CANCELLED, f"{name}_{e.code}")

@@ -47,13 +47,19 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
 
 
 def _subcommand(argv: Sequence[str]) -> str:
-    """The first word that is not an option or an option's value, for messages."""
+    """The subcommand, for messages: the first word that is not an option or an option's
+    value, with the action it names for ``zellij action X`` ("action rename-pane")."""
+    words: list[str] = []
     skip = False
     for word in argv[1:]:
+        if word == "--":
+            break
         if skip:
             skip = False
         elif word in ("-S", "-L", "-f", "--session", "-s"):
             skip = True
         elif not word.startswith("-"):
-            return word
-    return ""
+            words.append(word)
+            if word != "action" or len(words) == 2:
+                break
+    return " ".join(words)

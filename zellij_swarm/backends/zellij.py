@@ -114,9 +114,17 @@ class ZellijBackend:
         self.require = bool(s.require_multiplexer)
         caps = self.z.version()
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
+        sessions = self.z.sessions()
+        if own and not s.session and not (own in sessions and sessions[own].live):
+            # A stale variable (a shell that outlived its session): never create a session under
+            # that name behind the user's back; run as from outside, and say so.
+            ctx.warn("session_missing", f"ZELLIJ_SESSION_NAME names zellij session {own!r}, which is not running; "
+                                        f"the swarm runs outside it, in session swarm-{ctx.run_id}")
+            own = self.z.own = None
+            self.inside = False
         target = s.session or own or f"swarm-{ctx.run_id}"
         self.z.session = target
-        row = self.z.sessions().get(target)
+        row = sessions.get(target)
         if row is not None and row.live:
             self.mode = "here" if self.here and target == own else "tab"
         else:
@@ -126,14 +134,15 @@ class ZellijBackend:
         if self.live:
             why = None
             if not shutil.which("script", path=self.env.get("PATH")):
-                why = "script(1) is not on PATH, so a live worker could not keep its terminal"
-            elif not caps["detached_actions"] and not self._has_client(target == own):
-                why = (f"zellij {caps['version']} places no pane in a session without a client (before 0.44)")
+                why = ("live_degraded_to_compact", "script(1) is not on PATH, so a live worker could not keep its "
+                                                   "terminal")
+            elif not caps["detached_actions"]:
+                why = self._no_client(target == own, caps["version"])
             if why:
-                msg = f"{why}: live mode runs as compact"
+                code, msg = why[0], f"{why[1]}: live mode runs as compact"
                 if self.require:
-                    raise BackendError("live_degraded_to_compact", msg)
-                ctx.warn("live_degraded_to_compact", msg)
+                    raise BackendError(code, msg)
+                ctx.warn(code, msg)
                 self.live = False
         if caps["pane_id_target"]:
             self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=SCRIPT_RUNNER)
@@ -143,13 +152,24 @@ class ZellijBackend:
         if not self.live:
             self._start([])
 
-    def _has_client(self, own: bool) -> bool:
+    def _no_client(self, own: bool, version: str) -> tuple[str, str] | None:
+        """Before 0.44 ``run`` places no pane in a session without a client: why live mode
+        cannot work in the target session (a warning code and its message), or None when a
+        client is attached. A probe that fails says so (``pane_call_failed``) — it is not
+        taken for "no client" (``live_degraded_to_compact``)."""
+        no_client = ("live_degraded_to_compact",
+                     f"zellij {version} places no pane in a session without a client (before 0.44)")
         if self.mode == "session":
-            return False
+            return no_client
         if not self.z.has("list_clients"):
-            return own
+            return None if own else no_client
         res = self.z.call("action", "list-clients", check=False)
-        return res.returncode == 0 and len(res.lines) > 1
+        if res.returncode != 0:
+            first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+            return ("pane_call_failed", f"zellij {version}: cannot tell whether a client is attached to session "
+                                        f"{self.z.session!r} (action list-clients failed: {first}); before 0.44 a "
+                                        "pane needs one")
+        return None if len(res.lines) > 1 else no_client
 
     def _title(self, req: LaunchRequest, state: str) -> str:
         return layout.title(f"slot {req.slot} · {req.task_name} · {state}")
@@ -306,11 +326,19 @@ class ZellijBackend:
             return
         w.pane_id = pane_id or w.pane_id
         if status != "cancelled" and self.z.has("pane_id_target") and w.pane_id:
-            try:
-                self.z.call("action", "rename-pane", "--pane-id", w.pane_id, self._title(req, label))
-            except BackendError:
-                return
-        self.panes.settle(w, status)
+            self._pane_action("rename-pane", "--pane-id", w.pane_id, self._title(req, label))
+        self.panes.settle(w, status)  # a title that could not be set does not keep a pane open
+
+    def _pane_action(self, *args: str) -> None:
+        """An action on one of our panes (rename, close). Contract §2.9: an unknown pane id
+        exits 0, so a non-zero exit or no answer is a real fault: a ``pane_call_failed`` /
+        ``pane_call_timeout`` warning, and the pane lifecycle goes on. A session that is gone
+        is not warned about pane by pane: its workers end ``multiplexer_lost``."""
+        try:
+            self.z.call("action", *args)
+        except BackendError as e:
+            if e.code != "session_missing":
+                self.ctx.warn(e.code, e.message)
 
     def _release(self, w: _Worker) -> None:
         """A held pane's time is up: close it by id from 0.44; before, the wrapper's own hold
@@ -320,23 +348,16 @@ class ZellijBackend:
 
     def _close(self, w: _Worker) -> None:
         """Close a worker's pane: by id from 0.44; before, by ending the wrapper's hold."""
-        try:
-            if self.z.has("pane_id_target"):
-                if w.pane_id:
-                    self.z.call("action", "close-pane", "--pane-id", w.pane_id)
-            else:
-                _end_hold(w.req)
-        except BackendError:
-            pass  # already gone: the user closed it, or the session went
+        if not self.z.has("pane_id_target"):
+            _end_hold(w.req)
+        elif w.pane_id:
+            self._pane_action("close-pane", "--pane-id", w.pane_id)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         w = self.panes.pop(req.gen.dir)
         pane_id = pane_id or (w.pane_id if w else None)
         if pane_id and self.z.has("pane_id_target"):
-            try:
-                self.z.call("action", "close-pane", "--pane-id", pane_id)
-            except BackendError:
-                pass
+            self._pane_action("close-pane", "--pane-id", pane_id)
         # before 0.44 a late wrapper finds the claim taken and exits; close-on-exit closes it
 
     def session_alive(self) -> bool:
