@@ -127,8 +127,11 @@ def test_swarm_in_zellij(swarm, fz, version, where, ui):
         # the first batch came in one layout, backfill through single run calls
         runs = [c for c in fz.calls() if c["subcommand"] == "run"]
         assert len(runs) == len(EXPECTED) - 2
-        assert all("--stacked" in c["argv"] and "--tab-id" in c["argv"] for c in runs)
-        assert ("--no-focus" in runs[0]["argv"]) == (version >= "0.45")
+        # backfill panes go next to one of our panes without focus, never by --tab-id (issue 11)
+        assert all("--near-current-pane" in c["argv"] and "--tab-id" not in c["argv"] for c in runs)
+        assert all(("--no-focus" in c["argv"]) == (version >= "0.45") for c in runs)
+        board = next(p for p in tab["panes"] if p["title"].endswith("· board"))
+        assert not board["stacked"]
     else:
         assert all(hb["pane_id"] is None for hb in hbs.values())
         assert output(run, WEIRD) == "notty\n"

@@ -81,3 +81,40 @@ def test_timeout_messages_name_the_action(swarm, fz):
     found = warnings(swarm.latest())
     assert found and {w["code"] for w in found} == {"pane_call_timeout"}
     assert all(w["message"].startswith("zellij action rename-pane: no answer within") for w in found), found
+
+
+# ----- 1. backfill panes join the slot stack, never the board ----------------------------------
+
+BACKFILL = ('[swarm]\njobs = 2\n'
+            '[[task]]\nname = "first-bad"\ncmd = "exit 3"\n'
+            '[[task]]\nname = "first-ok"\ncmd = "sleep 0.5"\n'
+            '[[task]]\nname = "late-bad"\ncmd = "exit 4"\n'
+            '[[task]]\nname = "late-ok"\ncmd = "sleep 0.2"\n'
+            '[[task]]\nname = "last-bad"\ncmd = "exit 5"\n')
+
+
+@pytest.mark.parametrize("version,where", [("0.45.0", "outside"), ("0.45.0", "inside"), ("0.44.3", "outside"),
+                                           ("0.44.3", "inside"), ("0.43.1", "inside")])
+def test_backfill_panes_keep_the_board_whole_and_the_focus_where_it_was(swarm, fz, version, where):
+    inside = None
+    if where == "inside":
+        fz.host("host", version, client=True)
+        inside = "host"
+    swarm.write("b.toml", BACKFILL)
+    res = swarm("run", "b.toml", "--backend", "zellij", "--ui", "live", env=fz.env(version, inside=inside, **FAST),
+                timeout=90)
+    assert res.code == 1, res.stderr
+    run = swarm.latest()
+    assert [w for w in warnings(run)] == []
+    tab = fz.tab(version, run.name, inside or f"swarm-{run.name}")
+    board = next(p for p in tab["panes"] if p["title"].endswith("· board"))
+    kept = [p for p in tab["panes"] if "-bad ·" in p["title"]]  # failed panes are kept
+    assert len(kept) == 3, tab["panes"]
+    assert not board["stacked"]  # the layout "board left, slots right" holds after backfill
+    if version >= "0.44":
+        assert all(p["stacked"] for p in kept)  # the backfill panes joined the slot stack
+        assert board["focused"]  # nothing took the focus from the pane the layout gave it
+    runs = [c for c in fz.calls() if c["subcommand"] == "run"]
+    assert runs and all("--tab-id" not in c["argv"] for c in runs)
+    if version < "0.44":  # no focus-free way to name a pane: placed plainly, never stacked on the board
+        assert all("--stacked" not in c["argv"] for c in runs)

@@ -38,6 +38,7 @@ _SINCE: dict[str, tuple[int, int, int]] = {
     "list_panes": (0, 44, 0),
     "detached_actions": (0, 44, 0),  # run/new-pane place panes in a session with no client
     "monotonic_ids": (0, 44, 0),
+    "near_current_pane": (0, 44, 0),  # run/new-pane next to $ZELLIJ_PANE_ID, without focus
     "tab_id": (0, 44, 1),  # run/new-pane --tab-id
     "layout_string": (0, 44, 1),
     "no_focus": (0, 45, 0),
@@ -134,9 +135,12 @@ class Zellij:
         return bool(self.caps.get(capability))
 
     def call(self, *args: str, cmd: Sequence[str] | None = None, session: bool = True, check: bool = True,
-             timeout: float | None = None, top: Sequence[str] = ()) -> _cmd.CmdResult:
+             timeout: float | None = None, top: Sequence[str] = (), from_pane: str | None = None) -> _cmd.CmdResult:
         """``zellij [TOP…] [--session S] ARGS… [-- CMD…]``. ``session=False`` for the session
-        commands that name their session themselves (attach, ls, kill-session, …)."""
+        commands that name their session themselves (attach, ls, kill-session, …).
+        ``from_pane`` (``terminal_7``): the call is made as if from that pane of the target
+        session — its ``$ZELLIJ_PANE_ID`` (contract §1), which ``--near-current-pane`` and
+        ``--no-focus`` place new panes next to."""
         argv = ["zellij", *top]
         target_own = False
         if session:
@@ -147,6 +151,8 @@ class Zellij:
         if cmd is not None:
             argv += ["--", *cmd]
         env = self.env if target_own else scrubbed(self.env)
+        if from_pane is not None:
+            env = dict(scrubbed(env), ZELLIJ_PANE_ID=str(pane_number(from_pane)))
         res = _cmd.run(argv, timeout=timeout or self.timeout, env=env, check=False)
         first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
         if session and res.stderr.startswith(_NO_SESSION):

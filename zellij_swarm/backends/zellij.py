@@ -102,6 +102,8 @@ class ZellijBackend:
         self.tab_id: int | None = None
         self.broken: BackendError | None = None
         self.known: set[str] = set()  # pane ids we opened
+        self.open_panes: dict[str, None] = {}  # our worker panes still open, oldest first
+        self.board_pane: str | None = None
         self.alive = True
 
     # ----- set-up ------------------------------------------------------------------------
@@ -188,9 +190,9 @@ class ZellijBackend:
                      for n in range(1, min(ctx.settings.jobs, self.panes.cap) + 1)]
         self.started = True
         if self.mode == "here":
-            ids = [self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit)
-                   for spec in [board, *slots]]
-            return ids[1:] if self.live else []
+            self.board_pane = self._run_pane(board.name, list(board.argv), close_on_exit=False)
+            ids = [self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit) for spec in slots]
+            return ids if self.live else []
         text = layout.document(board, slots, tab_name=f"swarm:{ctx.run_id}", style="swarm")
         path = ctx.paths.dir / "layout.kdl"
         rundir.write_atomic(path, text, mode=0o600)
@@ -214,6 +216,7 @@ class ZellijBackend:
             return [None] * len(first)
         names = [board.name] + [s.name for s in slots]
         found = self._await_panes(names, deadline)
+        self.board_pane = found.get(board.name)
         return [found.get(self._title(r, "running")) for r in first]
 
     def _await_panes(self, names: list[str], deadline: float) -> dict[str, str]:
@@ -237,18 +240,34 @@ class ZellijBackend:
 
     # ----- panes -------------------------------------------------------------------------
 
+    def _placement(self) -> tuple[list[str], str | None]:
+        """Where a backfill pane goes (contract §2.7, §3.10): its ``run`` flags and the pane
+        the call is made from. ``--stacked`` stacks onto the *focused* pane — the board,
+        which the layout focuses — unless the call names a pane to go next to without taking
+        focus (``--near-current-pane`` from 0.44, plus ``--no-focus`` from 0.45). So from
+        0.44 a new pane joins the stack of one of our open worker panes (the slot stack), or,
+        when none is open, goes next to the board unstacked; never ``--tab-id``, which would
+        win over the named pane and (0.44) take focus. With ``--here`` our panes sit among
+        the user's own and are not stacked; the first goes next to the user's pane (the
+        call keeps the caller's ``$ZELLIJ_PANE_ID``). Before 0.44 no call can name the pane
+        without stacking onto the focused one: the pane is placed plainly (no stack), in the
+        tab the client is on (README)."""
+        if not self.z.has("near_current_pane"):
+            return [], None
+        flags = ["--near-current-pane", *(["--no-focus"] if self.z.has("no_focus") else [])]
+        anchor = next(reversed(self.open_panes), None)
+        if anchor is not None and self.mode != "here":
+            return ["--stacked", *flags], anchor
+        return flags, anchor or self.board_pane
+
     def _run_pane(self, name: str, argv: list[str], *, close_on_exit: bool) -> str | None:
         """One ``zellij run``; the new pane's id from 0.44 (``pane_id_missing`` if none)."""
         args = ["run", "--name", name]
         if close_on_exit:
             args.append("--close-on-exit")
-        if self.z.has("stacked") and self.mode != "here":
-            args.append("--stacked")
-        if self.tab_id is not None and self.z.has("tab_id"):
-            args += ["--tab-id", str(self.tab_id)]
-        if self.z.has("no_focus"):
-            args.append("--no-focus")
-        res = self.z.call(*args, cmd=argv)
+        flags, near = self._placement()
+        args += flags
+        res = self.z.call(*args, cmd=argv, from_pane=near)
         if not self.z.has("pane_ids"):
             return None
         pane = next((ln.strip() for ln in res.lines if _zellij.pane_number(ln.strip()) is not None), None)
@@ -304,7 +323,7 @@ class ZellijBackend:
                     results[i] = LaunchFailed(e.code, str(e))
                 return results  # type: ignore[return-value]
             for (i, r), pane in zip(in_panes, ids):
-                self.panes.opened(r.gen.dir, _Worker(r, pane))
+                self._opened(r, pane)
                 results[i] = PaneOpened(pane)
             return results  # type: ignore[return-value]
         close = not self.z.has("pane_id_target")
@@ -316,9 +335,14 @@ class ZellijBackend:
                     self.broken = e  # do not hang on every later call
                 results[i] = LaunchFailed(e.code, str(e))
                 continue
-            self.panes.opened(r.gen.dir, _Worker(r, pane))
+            self._opened(r, pane)
             results[i] = PaneOpened(pane)
         return results  # type: ignore[return-value]
+
+    def _opened(self, req: LaunchRequest, pane: str | None) -> None:
+        self.panes.opened(req.gen.dir, _Worker(req, pane))
+        if pane is not None:
+            self.open_panes[pane] = None
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         w = self.panes.pop(req.gen.dir)
@@ -351,12 +375,14 @@ class ZellijBackend:
         if not self.z.has("pane_id_target"):
             _end_hold(w.req)
         elif w.pane_id:
+            self.open_panes.pop(w.pane_id, None)
             self._pane_action("close-pane", "--pane-id", w.pane_id)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         w = self.panes.pop(req.gen.dir)
         pane_id = pane_id or (w.pane_id if w else None)
         if pane_id and self.z.has("pane_id_target"):
+            self.open_panes.pop(pane_id, None)
             self._pane_action("close-pane", "--pane-id", pane_id)
         # before 0.44 a late wrapper finds the claim taken and exits; close-on-exit closes it
 
