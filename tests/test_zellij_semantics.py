@@ -118,3 +118,60 @@ def test_backfill_panes_keep_the_board_whole_and_the_focus_where_it_was(swarm, f
     assert runs and all("--tab-id" not in c["argv"] for c in runs)
     if version < "0.44":  # no focus-free way to name a pane: placed plainly, never stacked on the board
         assert all("--stacked" not in c["argv"] for c in runs)
+
+
+# ----- 2. every switch to headless is said, once -----------------------------------------------
+
+SLOW = ('[swarm]\njobs = 2\n' + "".join(f'[[task]]\nname = "t{i}"\ncmd = "sleep 0.3; echo t{i} >> ledger"\n'
+                                        for i in range(6)))
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, require):
+    """The session's panes show only after the backend stopped waiting for them: the first
+    batch still runs in its panes (their heartbeats arrive in time) and settles; the rest of
+    the swarm goes headless with one warning — or, under require, fails by name."""
+    env = fz.env("0.45.0", faults="init_delay_ms=4000", ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS="1500",
+                 ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="12000", ZELLIJ_SWARM_PANE_HOLD_MS="200")
+    swarm.write("s.toml", SLOW)
+    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live",
+                *(["--require-zellij"] if require else []), env=env, timeout=90)
+    rows = swarm.tasks()
+    in_panes = {n for n, r in rows.items() if r["pane_id"]}
+    assert len(in_panes) == 2, rows  # the first batch ran in its (late) panes
+    found = warnings(swarm.latest())
+    if require:
+        assert res.code == 1, res.stderr
+        assert found == []
+        assert {rows[n]["reason"] for n in rows if n not in in_panes} == {"zellij_pane_call_timeout"}
+    else:
+        assert res.code == 0, res.stderr
+        assert [w["code"] for w in found] == ["pane_call_timeout"], found
+        assert "rest of the swarm runs headless" in found[0]["message"]
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == [f"t{i}" for i in range(6)]
+    # the late panes were retitled when their workers ended: none is left saying "running"
+    renames = [c for c in fz.calls() if c["subcommand"] == "rename-pane"]
+    assert {c["argv"][-1].split(" · ")[1] for c in renames} >= in_panes, renames
+
+
+# ----- 7. under require, live mode fails at start as compact does ------------------------------
+
+
+@pytest.mark.parametrize("ui", ["live", "compact"])
+@pytest.mark.parametrize("where,fault", [("outside", "fail:attach:1:cannot create"),
+                                         ("inside", "fail:new-tab:1:no tab for you")])
+def test_required_backend_that_cannot_start_fails_the_run_before_any_task(swarm, fz, ui, where, fault):
+    version = "0.45.0"
+    inside = None
+    if where == "inside":
+        fz.host("host", version)
+        inside = "host"
+    env = fz.env(version, inside=inside, faults=fault, **FAST)
+    swarm.write("s.toml", SLOW)
+    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", ui, "--require-zellij", env=env, timeout=90)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks()
+    assert {(r["status"], r["reason"], r["attempts"]) for r in rows.values()} == {
+        ("cancelled", "zellij_pane_call_failed", 0)}, rows
+    assert not (swarm.cwd / "ledger").exists()  # nothing ran
+    assert fault.split(":")[3] in res.stderr  # the user is told why

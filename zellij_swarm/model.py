@@ -79,6 +79,12 @@ class TaskRecord:
         self.slot, self.generation = slot, gen
         self.pid = self.pane_id = self.started_at = self.ended_at = self.exit_code = self.signal = self.reason = None
 
+    def withdraw_generation(self) -> None:
+        """The generation just reserved never started (its backend could not start): the
+        task is as if it had never been given a slot."""
+        self.attempts -= 1
+        self.slot = self.generation = None
+
     def end_generation(self, status: TaskStatus, rec: ExitRecord | None, reason: str | None,
                        *, backfill: bool, ended_at: float) -> Attempt:
         """Record a generation's end; the task's status becomes ``status`` (or pending for a retry)."""

@@ -300,13 +300,18 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             if not self.settings.require_multiplexer:
                 self._warn(e.code, f"{name}: {e.message}; running headless", None)
                 return True
-            self.start_error = f"{name}: {e.message}"
-            self._warn(e.code, f"{self.start_error}; required, so no task runs", None)
-            self.reporter.problem(f"error: {self.start_error}; required (--require-multiplexer), so no task runs")
-            self.events.emit("run_failed", reason=f"{name}_{e.code}", message=e.message)
-            for tid in self.ready.drain():
-                self._finalise(self.tasks[tid], TaskStatus.CANCELLED, f"{name}_{e.code}")
+            self._backend_unstartable(name, e.code, e.message)
             return False
+
+    def _backend_unstartable(self, name: str, code: str, message: str) -> None:
+        """Under require, a backend that cannot start fails the run before any task runs,
+        whether that shows at ``open`` (compact) or at the first launch (live): every task
+        still waiting ends ``cancelled`` with reason ``<backend>_<code>``, attempts 0."""
+        self.start_error = f"{name}: {message}"
+        self._warn(code, f"{self.start_error}; required, so no task runs", None)
+        self.reporter.problem(f"error: {self.start_error}; required (--require-multiplexer), so no task runs")
+        self.events.emit("run_failed", reason=f"{name}_{code}", message=message)
+        self._cancel_pending(f"{name}_{code}")
 
     def _close_backend(self) -> None:
         """Once: at the end of a run (before its summary, so a closing fault is in it), or
@@ -480,7 +485,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._collect(lg)
 
     def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
-        if isinstance(result, LaunchFailed):
+        if isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
+            if self.start_error is None:
+                self._backend_unstartable(self.backend.name, result.code, result.message)
+            self._withdraw(lg, f"{self.backend.name}_{result.code}")
+        elif isinstance(result, LaunchFailed):
             if lg.in_pane:
                 self._pane_fault(lg, result.code, result.message, claimed=False)
             else:
@@ -490,6 +499,20 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._follow_pane(lg, result.pane_id)
         else:
             self.queued[result.token] = lg
+
+    def _withdraw(self, lg: LiveGen, reason: str) -> None:
+        """Take back a reserved generation that was never started, its claim first so a
+        pane that appears late runs nothing; one whose pane claimed it already is followed."""
+        if not sidecars.take_claim(lg.gen):
+            self._follow_pane(lg, None)
+            return
+        slot = lg.gen.slot
+        del self.live[slot]
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
+        self.pool.give_back(slot)
+        lg.done = True
+        lg.task.withdraw_generation()
+        self._finalise(lg.task, TaskStatus.CANCELLED, reason)
 
     def _running(self, lg: LiveGen) -> None:
         slot = lg.gen.slot
@@ -637,7 +660,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.reporter.task_ended(task, None)
 
     def _stopping(self) -> bool:
-        return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed)
+        return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed or self.start_error)
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
         if code == "state_dir_error" and not self._state_dir_said:

@@ -48,6 +48,9 @@ class PaneOpened:
 class LaunchFailed:
     code: str  # SPEC §7 vocabulary: spawn_failed, pane_call_failed, ...
     message: str
+    # The backend could not start at all (its session or tab could not be made at the first
+    # launch): under require the run fails as when ``open`` fails — no task runs.
+    unstartable: bool = False
 
 
 LaunchResult = Queued | PaneOpened | LaunchFailed

@@ -47,6 +47,7 @@ from ._zellij import Zellij
 from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
+READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
 
@@ -94,6 +95,8 @@ class ZellijBackend:
             raw = env.get(TIMEOUT_ENV, "")
             call_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else _zellij.CALL_TIMEOUT
         self.z = Zellij(env, timeout=call_timeout)
+        raw = env.get(READY_ENV, "")
+        self.ready_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else READY_TIMEOUT
         self.inside = "ZELLIJ" in env and bool(env.get("ZELLIJ_SESSION_NAME"))
         self.mode = ""  # session (we create it) | tab (our tab in a live session) | here
         self.created_session = False
@@ -196,7 +199,7 @@ class ZellijBackend:
         text = layout.document(board, slots, tab_name=f"swarm:{ctx.run_id}", style="swarm")
         path = ctx.paths.dir / "layout.kdl"
         rundir.write_atomic(path, text, mode=0o600)
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + self.ready_timeout
         session = self.z.session or ""
         if self.mode == "session":
             self.z.call("attach", "--create-background", session, session=False, top=["--layout", str(path)])
@@ -215,9 +218,25 @@ class ZellijBackend:
         if not self.z.has("list_panes"):
             return [None] * len(first)
         names = [board.name] + [s.name for s in slots]
-        found = self._await_panes(names, deadline)
+        try:
+            found = self._await_panes(names, deadline)
+        except BackendError as e:
+            if not self.live:
+                raise
+            # The tab exists but its panes did not all show in time: each first-batch worker
+            # is followed by its launch heartbeat, whose deadline decides between its pane and
+            # headless; no pane is opened after these.
+            self._break(e)
+            return [None] * len(first)
         self.board_pane = found.get(board.name)
         return [found.get(self._title(r, "running")) for r in first]
+
+    def _break(self, e: BackendError) -> None:
+        """No pane is opened from now on: later tasks run headless — said once, here — or,
+        under require, fail with ``zellij_<code>`` as their launches fail."""
+        self.broken = e
+        if not self.require:
+            self.ctx.warn(e.code, f"{e.message}; no more panes are opened: the rest of the swarm runs headless")
 
     def _await_panes(self, names: list[str], deadline: float) -> dict[str, str]:
         """Poll ``list-panes --json`` until every name shows (contract §6.4); learns our tab."""
@@ -235,7 +254,7 @@ class ZellijBackend:
                     return found
             if time.monotonic() > deadline:
                 raise BackendError("pane_call_timeout", f"zellij: the swarm's panes did not appear in session "
-                                                        f"{self.z.session!r} within {READY_TIMEOUT:g}s")
+                                                        f"{self.z.session!r} within {self.ready_timeout:g}s")
             time.sleep(0.05)
 
     # ----- panes -------------------------------------------------------------------------
@@ -317,10 +336,10 @@ class ZellijBackend:
         if not self.started:
             try:
                 ids = self._start([r for _, r in in_panes])
-            except BackendError as e:
-                self.broken = e
+            except BackendError as e:  # the session or tab could not be made
+                self._break(e)
                 for i, _ in in_panes:
-                    results[i] = LaunchFailed(e.code, str(e))
+                    results[i] = LaunchFailed(e.code, str(e), unstartable=True)
                 return results  # type: ignore[return-value]
             for (i, r), pane in zip(in_panes, ids):
                 self._opened(r, pane)
@@ -332,7 +351,7 @@ class ZellijBackend:
                 pane = self._run_pane(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close)
             except BackendError as e:
                 if e.code in ("pane_call_timeout", "session_missing"):
-                    self.broken = e  # do not hang on every later call
+                    self._break(e)  # do not hang on every later call
                 results[i] = LaunchFailed(e.code, str(e))
                 continue
             self._opened(r, pane)
