@@ -120,7 +120,7 @@ def test_layout_prints_valid_kdl(swarm):
     assert res.code == 0
     doc = ckdl.parse(res.stdout, version=1)
     assert doc.nodes[0].name == "layout"
-    assert res.stdout.count('args "slot-view"') == 3
+    assert res.stdout.count('"slot-view"') == 3
 
 
 def test_junit_that_cannot_be_written_at_the_end_is_a_warning(swarm):

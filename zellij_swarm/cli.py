@@ -17,7 +17,8 @@ from typing import Any
 import click
 
 from . import __version__, exc, inbox, quoting, rundir, runlock, settings, swarmfile, views
-from .rundir import find_run, read_json
+from .layout import STYLE_HELP, generate
+from .rundir import RunPaths, find_run, read_json
 
 _SHORT = {"jobs": "-j"}
 
@@ -57,6 +58,18 @@ def _state_dir(flag: str | None, *, writing: bool = False) -> Path:
     elif problem := rundir.untrusted(path):
         click.echo(f"zellij-swarm: warning: {problem}", err=True)
     return path
+
+
+def _find_run(flag: str | None, run_id: str | None, *, writing: bool = False) -> RunPaths:
+    """The run a command acts on, under the same trust rule as its state directory: a run
+    directory or record another user could have written (``rundir.untrusted_run``) is refused
+    to ``resume``, ``cancel`` and ``add``, and read with one warning by the other commands."""
+    run = find_run(_state_dir(flag, writing=writing), run_id)
+    if writing:
+        rundir.require_trusted_run(run)
+    elif problem := rundir.untrusted_run(run):
+        click.echo(f"zellij-swarm: warning: {problem}", err=True)
+    return run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -127,7 +140,7 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
 @_state_dir_option
 def status(run_id: str | None, json_output: bool, show_all: bool, state_dir: str | None) -> None:
     """Tasks and slots of a run (default: the latest)."""
-    snap = views.load_status(find_run(_state_dir(state_dir), run_id))
+    snap = views.load_status(_find_run(state_dir, run_id))
     if json_output:
         snap = {**snap, "slots": views.visible_slots(snap, show_all)}
         click.echo(json.dumps(snap, indent=1))
@@ -140,7 +153,12 @@ def status(run_id: str | None, json_output: bool, show_all: bool, state_dir: str
 @_state_dir_option
 def ls_(json_output: bool, state_dir: str | None) -> None:
     """Runs under the state directory, newest first."""
-    rows = views.ls_rows(_state_dir(state_dir))
+    path = _state_dir(state_dir)
+    problems = [p for run in rundir.all_runs(path) if (p := rundir.untrusted_run(run))]
+    if problems:
+        more = f" (and {len(problems) - 1} more run(s) like it)" if len(problems) > 1 else ""
+        click.echo(f"zellij-swarm: warning: {problems[0]}{more}", err=True)
+    rows = views.ls_rows(path)
     click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows))
 
 
@@ -156,7 +174,7 @@ def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: s
     """The output of TASK (a name or id) in RUN."""
     from .logs import show
 
-    run = find_run(_state_dir(state_dir), run_id)
+    run = _find_run(state_dir, run_id)
     sys.exit(show(run, task, attempt=attempt, follow=follow))
 
 
@@ -171,7 +189,7 @@ def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | 
     running, record exits that happened meanwhile, run what is left — no generation twice."""
     from .engine import resume as resume_run
 
-    outcome = resume_run(find_run(_state_dir(state_dir, writing=True), run_id), output=output, json_output=json_output)
+    outcome = resume_run(_find_run(state_dir, run_id, writing=True), output=output, json_output=json_output)
     if json_output:
         click.echo(json.dumps(outcome.summary, indent=1))
     sys.exit(outcome.exit_code)
@@ -183,7 +201,7 @@ def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | 
 @_state_dir_option
 def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
     """Cancel a running swarm, or only the named TASKS of it."""
-    run = find_run(_state_dir(state_dir, writing=True), run_id)
+    run = _find_run(state_dir, run_id, writing=True)
     snap = views.load_status(run)
     if snap["state"] not in ("running", "interrupted"):
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to cancel")
@@ -227,7 +245,7 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None
     from_file = len(what) == 1 and "--" not in raw_args
     if from_file and (name is not None or after or priority is not None):
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
-    run = find_run(_state_dir(state_dir, writing=True), run_id)
+    run = _find_run(state_dir, run_id, writing=True)
     snap = views.load_status(run)
     if snap["state"] != "running":
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
@@ -301,7 +319,7 @@ def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speed
     Exit 0 when the proof holds, 1 when it does not."""
     from .proof import format_proof, prove
 
-    report = prove(find_run(_state_dir(state_dir), run_id), min_concurrency=min_concurrency,
+    report = prove(_find_run(state_dir, run_id), min_concurrency=min_concurrency,
                    min_speedup=min_speedup, max_launch_span_ms=max_launch_span)
     click.echo(json.dumps(report, indent=1) if json_output else format_proof(report))
     sys.exit(0 if report["ok"] else 1)
@@ -316,7 +334,7 @@ def board(run_id: str | None, once: bool, state_dir: str | None) -> None:
     anchors a swarm's layout; works in any terminal)."""
     from .render import run_board
 
-    sys.exit(run_board(find_run(_state_dir(state_dir), run_id), once=once))
+    sys.exit(run_board(_find_run(state_dir, run_id), once=once))
 
 
 @cli.command(name="slot-view")
@@ -333,7 +351,7 @@ def slot_view(args: tuple[str, ...], once: bool, state_dir: str | None) -> None:
     run_id, slot = (None, args[0]) if len(args) == 1 else args
     if not slot.isdigit() or int(slot) < 1:
         raise exc.UsageError(f"slot must be a number >= 1, not {slot!r}")
-    sys.exit(run_slot_view(find_run(_state_dir(state_dir), run_id), int(slot), once=once))
+    sys.exit(run_slot_view(_find_run(state_dir, run_id), int(slot), once=once))
 
 
 @cli.command()
@@ -369,17 +387,20 @@ def doctor(json_output: bool) -> None:
 
 
 @cli.command()
-@click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=4, show_default=True, help="slot panes")
-@click.option("--ui", type=click.Choice(["live", "compact"]), default="compact", show_default=True)
-@click.option("--style", type=click.Choice(["swarm", "grid", "compact"]), default="swarm", show_default=True,
-              help="swarm: board left, slots stacked right; grid: slots in a grid; compact: slots only")
+@click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=4, show_default=True, help="slot views")
+@click.option("--ui", type=click.Choice(["live", "compact"]), default="compact", show_default=True,
+              help="the UI of the run it shows; the layout is the same for both: a live worker's own pane is "
+                   "in the run's tab, its slot view shows it here")
+@click.option("--style", type=click.Choice(list(STYLE_HELP)), default="swarm", show_default=True,
+              help="; ".join(f"{k}: {v}" for k, v in STYLE_HELP.items()))
 @click.option("--run", "run_id", default=None, help="the run the renderers follow (default: the latest)")
 @_state_dir_option
 def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | None) -> None:
-    """Print a Zellij (KDL v1) layout for a swarm: `zellij --layout <(zellij-swarm layout -j 8)`."""
-    from .layout import generate
-
-    click.echo(generate(jobs, ui, style, run=run_id, state_dir=state_dir), nl=False)
+    """Print a Zellij (KDL v1) layout that shows a swarm: the board and a slot view per slot.
+    Its panes run this Python and read this state directory by absolute path, so it works
+    whatever the Zellij server's PATH and cwd:
+    `zellij-swarm layout -j 8 > swarm.kdl && zellij --layout swarm.kdl`."""
+    click.echo(generate(jobs, ui, style, run=run_id, state_dir=str(_state_dir(state_dir))), nl=False)
 
 
 @cli.command()

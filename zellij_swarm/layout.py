@@ -10,21 +10,28 @@ never vertical and never nested, sizes as ``"N%"`` strings. No pane has a ``cwd`
 only ever appear in ``name`` and ``args``, which Zellij takes verbatim; names are shown on a
 terminal, so they pass through ``quoting.terminal_text``.
 
-Styles (``generate``):
+Styles (``document``; ``STYLE_HELP`` says the same to users):
 
 - ``swarm``: the board on the left (40 %), slot panes stacked on the right;
 - ``grid``: the board and the slot panes in a grid of ⌈√(n+1)⌉ columns;
 - ``compact``: the board on top, slot panes stacked below it, Zellij's compact bar at the
   bottom.
 
-In ``compact`` UI the slot panes run ``zellij-swarm slot-view N``; in ``live`` UI a running
-swarm opens one pane per worker next to the board, so the layout holds the board alone.
+``generate`` is what ``zellij-swarm layout`` prints: the board and one ``slot-view`` pane per
+slot, whatever the run's UI (a live worker's own pane is opened by the run, in its tab; a
+layout can only hold renderers). Zellij looks a pane's command up in its *server's* ``PATH``
+and resolves relative paths against the server's cwd (contract §6.9), so the renderers run
+this interpreter (``sys.executable -m zellij_swarm``) and the caller gives an absolute state
+directory. The shipped ``layouts/*.kdl`` (``shipped``) cannot know either: they run
+``zellij-swarm`` from the server's ``PATH`` and say so in a comment at their top.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,7 +39,12 @@ import ckdl
 
 from . import quoting
 
-STYLES = ("swarm", "grid", "compact")
+STYLE_HELP = {
+    "swarm": "the board left, slot views stacked right",
+    "grid": "the board and the slot views in a grid",
+    "compact": "the board on top, slot views stacked below it and Zellij's compact bar",
+}
+STYLES = tuple(STYLE_HELP)
 UIS = ("live", "compact")
 _EXPANDED = re.compile(r"[$~]")
 
@@ -112,31 +124,56 @@ def document(board: PaneSpec | None, slots: Sequence[PaneSpec], *, tab_name: str
     return quoting.kdl_text(_node("layout", children=[tab]))
 
 
-def generate(jobs: int, ui: str = "compact", style: str = "swarm", *, run: str | None = None,
-             state_dir: str | None = None, program: Sequence[str] = ("zellij-swarm",)) -> str:
-    """The layout ``zellij-swarm layout --jobs N --ui UI [--style S]`` prints.
+def this_program() -> list[str]:
+    """How a pane runs this zellij-swarm wherever the Zellij server was started: this
+    interpreter by absolute path (a venv's ``python`` finds its packages from its own path)."""
+    return [os.path.abspath(sys.executable), "-m", "zellij_swarm"]
 
-    Renderer panes run ``program`` (default ``zellij-swarm`` from Zellij's ``PATH``) with the
-    run id (default: the latest run) and ``--state-dir`` when given."""
+
+def verbatim(argv: Sequence[str]) -> list[str]:
+    """``argv`` as a layout pane's command: as it is, or — when Zellij would expand its first
+    word (``$``, ``~``) — through ``/bin/sh``, whose arguments Zellij passes verbatim."""
+    return ["/bin/sh", "-c", 'exec "$@"', "zellij-swarm", *argv] if _EXPANDED.search(argv[0]) else list(argv)
+
+
+def generate(jobs: int, ui: str = "compact", style: str = "swarm", *, run: str | None = None,
+             state_dir: str | None = None, program: Sequence[str] | None = None) -> str:
+    """The layout ``zellij-swarm layout --jobs N --ui UI --style S`` prints: the board and a
+    ``slot-view`` pane for each of ``jobs`` slots, placed per ``style``. The same for both
+    ``ui``s: a layout can only hold renderers (a live worker's own pane is the run's to open).
+
+    The renderers run ``program`` (default ``this_program()``) with the run id (default: the
+    latest run) and ``--state-dir`` when given — pass it absolute: a pane starts in the Zellij
+    server's cwd."""
     if ui not in UIS:
         raise ValueError(f"unknown ui {ui!r} (expected live or compact)")
     if not 1 <= jobs <= 1024:
         raise ValueError("jobs must be 1–1024")
+    prefix = list(program) if program is not None else this_program()
 
     def argv(command: str, *args: str) -> list[str]:
-        out = [*program, command, *([run] if run else []), *args]
-        return out + (["--state-dir", state_dir] if state_dir else [])
+        out = [*prefix, command, *([run] if run else []), *args]
+        return verbatim(out + (["--state-dir", state_dir] if state_dir else []))
 
     board = PaneSpec("board", argv("board"), focus=True)
-    slots = [PaneSpec(f"slot {n}", argv("slot-view", str(n))) for n in range(1, jobs + 1)] if ui == "compact" else []
+    slots = [PaneSpec(f"slot {n}", argv("slot-view", str(n))) for n in range(1, jobs + 1)]
     return document(board, slots, tab_name="swarm", style=style)
 
 
+_SHIPPED = {"swarm.kdl": (4, "swarm"), "grid.kdl": (6, "grid"), "compact.kdl": (4, "compact")}
+
+
 def shipped() -> dict[str, str]:
-    """The files of ``layouts/`` and the text each must hold (checked by a test)."""
-    return {
-        "swarm.kdl": generate(4, "compact", "swarm"),
-        "grid.kdl": generate(6, "compact", "grid"),
-        "compact.kdl": generate(4, "compact", "compact"),
-        "live.kdl": generate(4, "live", "swarm"),
-    }
+    """The files of ``layouts/`` and the text each must hold (checked by a test): the layout
+    with a bare ``zellij-swarm``, under a note saying what that needs and what to do instead."""
+    out = {}
+    for name, (jobs, style) in _SHIPPED.items():
+        note = (f"zellij-swarm: {STYLE_HELP[style]}, {jobs} slots.\n"
+                "The panes run `zellij-swarm` found on the PATH of the Zellij server (the PATH of the\n"
+                "shell that started the session) and follow the latest run under ./.zellij-swarm in\n"
+                "the server's working directory. If zellij-swarm is in a virtualenv that session did\n"
+                "not have on its PATH, print this layout with absolute paths instead:\n"
+                f"    zellij-swarm layout -j {jobs} --style {style} > swarm.kdl\n")
+        out[name] = "".join(f"// {ln}\n" for ln in note.splitlines()) + generate(
+            jobs, style=style, program=["zellij-swarm"])
+    return out
