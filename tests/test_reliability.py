@@ -523,3 +523,89 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
         proc.kill()
         os.close(master)
         kill_run_processes(run.name)
+
+
+def test_when_the_multiplexer_dies_a_hangup_ignoring_worker_is_ended_too(swarm, tmux):
+    """The session is gone for every pane: the worker that ignores SIGHUP (and SIGTERM) does
+    not run on unseen holding its slot — it goes through the ladder and re-runs headless."""
+    swarm.write("m.toml", '[swarm]\njobs = 2\n[[task]]\nname = "a"\ncmd = "sleep 3; echo a >> ledger"\n'
+                          '[[task]]\nname = "b"\ncmd = "trap \\"\\" HUP TERM INT; sleep 4; echo b >> ledger"\n')
+    proc = swarm.popen("run", "m.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 2, what="both panes")
+        tmux("kill-server")
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b"]
+        rows = swarm.tasks()
+        for name in ("a", "b"):
+            first, last = rows[name]["history"][0], rows[name]["history"][-1]
+            assert (first["status"], first["reason"]) == ("lost", "multiplexer_lost"), rows[name]
+            assert last["status"] == "succeeded" and last["pane_id"] is None
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_a_stopped_launcher_is_replaced_and_every_task_runs_once(swarm):
+    names = [f"t{i}" for i in range(10)]
+    swarm.write("l.txt", "".join(f"sleep 0.3; echo {n} >> ledger\n" for n in names))
+    proc = swarm.popen("run", "l.txt", "-j", "3", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        wait_until(lambda: _started(run) >= 2, what="workers running")
+        launcher.suspend()  # SIGSTOP: alive, silent
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(names)
+        [w] = swarm.summary()["warnings"]
+        assert w["code"] == "launcher_lost" and "did not answer" in w["message"], w
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_signals_work_while_the_launcher_is_stopped(swarm, stop):
+    swarm.write("s.txt", "sleep 30\nsleep 30\n")
+    proc = swarm.popen("run", "s.txt", "-j", "2", "--output", "quiet")
+    run = _run_dir(swarm)
+    launcher = None
+    try:
+        wait_until(lambda: _started(run) == 2, what="both workers")
+        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        launcher.suspend()
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == {signal.SIGTERM: 143, signal.SIGINT: 130}[stop]
+        assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        if launcher is not None and launcher.is_running():
+            launcher.kill()
+        kill_run_processes(run.name)
+
+
+def test_an_adopted_worker_keeps_its_silence_toward_the_idle_timeout(swarm):
+    """The silence before a resume counts: a worker silent for longer than its idle_timeout
+    when it is adopted is ended at once, not idle_timeout later."""
+    swarm.write("t.toml", '[[task]]\nname = "quiet"\ncmd = "sleep 60"\nidle_timeout = "4s"\n')
+    proc = swarm.popen("run", "t.toml", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the worker")
+        proc.kill()
+        proc.wait()
+        hb = run / "slots/slot-1/gen-1/heartbeat.jsonl"
+        wait_until(lambda: time.time() - hb.stat().st_mtime > 5, timeout=15, what="5 s of silence")
+        res = swarm("resume", run.name, "--output", "quiet", timeout=60)
+        assert res.code == 1, res.stderr
+        assert (swarm.tasks()["quiet"]["status"], swarm.tasks()["quiet"]["reason"]) == ("timed_out", "idle_timeout")
+        [idle] = [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
+                  if e["event"] == "idle_timeout"]
+        assert idle["silence_s"] > 5  # the silence before the resume counted
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)

@@ -9,6 +9,7 @@ that a request ends with NUL: a path may hold a newline, never a NUL):
     out: S <token> <pid>            started
          F <token> <errno> <text>   could not start
          X <pid> <wait status>      a started wrapper ended (reaped here)
+    in:  ? NUL   out: P             a ping, answered at once
 
 Each wrapper starts in its own session with stdio on /dev/null and every signal at its
 default. When its input closes (the supervisor ended or died) the launcher keeps reaping
@@ -59,6 +60,9 @@ def main() -> None:
     reaper.start()
     env = dict(os.environ)
     for raw in requests(sys.stdin.fileno()):
+        if raw == b"?":  # are you there? (a stopped or stuck launcher does not answer)
+            reply("P\n")
+            continue
         token, claimed, path = raw.decode("utf-8", "surrogateescape").split("\t", 2)
         argv = ["/bin/sh", path] + (["claimed"] if claimed == "1" else [])
         with state:

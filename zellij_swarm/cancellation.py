@@ -24,6 +24,17 @@ KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when ending a worker's t
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
+def killed_status(reason: str) -> TaskStatus:
+    """The status of a generation the supervisor ended on purpose, by the reason it was ended
+    for: a time limit is ``timed_out``, its multiplexer gone is ``lost`` (re-run headless),
+    anything else (cancel, halt, shutdown) ``cancelled``."""
+    if reason in ("timeout", "idle_timeout"):
+        return TaskStatus.TIMED_OUT
+    if reason == "multiplexer_lost":
+        return TaskStatus.LOST
+    return TaskStatus.CANCELLED
+
+
 class CancelMixin:
     def _install_signals(self) -> tuple[int | None, Callable[[], None]]:
         if threading.current_thread() is not threading.main_thread():
@@ -72,6 +83,11 @@ class CancelMixin:
         self._cancel_pending(reason)
         for lg in list(self.live.values()):
             self._kill(lg, reason)
+        # Their ends are reported by the launcher, which may be stopped or stuck: a pidfd on
+        # each makes sure the run ends when they do.
+        for lg in list(self.children.values()):
+            if lg.pidfd is None and not lg.done:
+                self._follow_pid(lg)
 
     def _cancel_pending(self, reason: str) -> None:
         for tid in self.ready.drain():
@@ -93,8 +109,7 @@ class CancelMixin:
             # Its pane never started the wrapper, and now never will: nothing to end.
             self._unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
-            self._end_generation(lg, None, TaskStatus.TIMED_OUT if reason in ("timeout", "idle_timeout")
-                                 else TaskStatus.CANCELLED, reason)
+            self._end_generation(lg, None, killed_status(reason), reason)
             return
         if lg.pid is None and not lg.in_pane:
             return  # handed to the launcher, not started yet: ended the moment it starts

@@ -10,11 +10,23 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 _SCRIPT = str(Path(__file__).with_name("_launcher.py"))
+ANSWER_TIMEOUT = 5.0  # seconds a launcher may take to say whether it started a wrapper
+CLOSE_TIMEOUT = 3.0  # seconds an idle launcher may take to exit once told to
+
+
+def _reap(pid: int, *, block: bool) -> bool:
+    """Reap the launcher; True once it is gone."""
+    try:
+        done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done != 0
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,8 @@ class Launcher:
         self._partial = b""
         self.lost = False  # its reply pipe reached end-of-file: the launcher is gone
         self.submitted = self.started = 0  # wrappers asked for, and reported started
+        self.killed = False  # by us, for not answering
+        self.ping_unanswered = False
 
     def fileno(self) -> int:
         return self._rep_r
@@ -64,14 +78,22 @@ class Launcher:
         if self.lost:
             return
         self.submitted += len(requests)
-        data = "".join(f"{token}\t{int(claimed)}\t{path}\0" for token, path, claimed in requests).encode(
-            "utf-8", "surrogateescape")
+        self._write("".join(f"{token}\t{int(claimed)}\t{path}\0" for token, path, claimed in requests).encode(
+            "utf-8", "surrogateescape"))
+
+    def _write(self, data: bytes) -> None:
         view = memoryview(data)
         try:
             while view:
                 view = view[os.write(self._req_w, view):]
         except BrokenPipeError:
             pass  # it died; ``read`` reports that through ``lost``
+
+    def ping(self) -> None:
+        """Ask the launcher to answer (``ping_unanswered`` until it does)."""
+        if not self.lost:
+            self.ping_unanswered = True
+            self._write(b"?\0")
 
     def read(self) -> list[Reply]:
         chunks = [self._partial]
@@ -96,6 +118,8 @@ class Launcher:
             elif kind == "F":
                 token, _, message = rest.partition(" ")
                 out.append(NotStarted(token, message))
+            elif kind == "P":
+                self.ping_unanswered = False
             elif kind == "X":
                 pid, status = rest.split(" ")
                 out.append(Ended(int(pid), int(status)))
@@ -103,11 +127,27 @@ class Launcher:
 
     def close(self, *, wait: bool) -> None:
         """Stop taking requests; the launcher exits once its wrappers have all ended — at
-        once when none runs (``wait``), later when the supervisor detaches from live ones."""
+        once when none runs (``wait``: reaped here, and killed if it does not exit within a
+        few seconds, e.g. stopped), later when the supervisor detaches from live ones."""
         self._close_pipes()
+        if not wait:
+            _reap(self.pid, block=False)
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        while not _reap(self.pid, block=False):
+            if time.monotonic() > deadline:
+                self.kill()
+                _reap(self.pid, block=True)
+                return
+            time.sleep(0.01)
+
+    def kill(self) -> None:
+        """End a launcher that stopped answering (stopped, or stuck); its reply pipe then
+        reads end-of-file and the supervisor takes over its wrappers."""
+        self.killed = True
         try:
-            os.waitpid(self.pid, 0 if wait else os.WNOHANG)
-        except ChildProcessError:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
             pass
 
     def _close_pipes(self) -> None:
@@ -123,6 +163,8 @@ class Launcher:
             pid, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
             return "ended"
+        if self.killed:
+            return f"did not answer for {ANSWER_TIMEOUT:g}s and was killed"
         if os.WIFSIGNALED(status):
             return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
         return f"exited with status {os.waitstatus_to_exitcode(status)}"

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, wrapper
 from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .backends.headless import HeadlessBackend, worker_env
-from .launcher import Ended, Launcher, NotStarted, Started
-from .cancellation import EXIT_CODES, CancelMixin
+from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
+from .cancellation import EXIT_CODES, CancelMixin, killed_status
 from .control import ControlMixin
 from .live import LiveGen, Timers
 from .pane_follow import POLL_INTERVAL, PaneFollowMixin
@@ -213,6 +213,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.launcher = Launcher(worker_env(self.plan.env))
         self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
+        self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
         wake_r, restore_signals = self._install_signals()
         if wake_r is not None:
             sel.register(wake_r, selectors.EVENT_READ, "signal")
@@ -410,6 +411,18 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.launcher.submit([(t, r.gen.wrapper, r.claimed) for t, r in zip(tokens, requests)])
         return [Queued(t) for t in tokens]
 
+    def _watch_launcher(self) -> None:
+        """Every ANSWER_TIMEOUT while the launcher has wrappers to start or to report on, it
+        must have answered the last ping: one that has not is stopped or stuck — it is killed
+        and taken over as one that died, so its wrappers' ends are still seen."""
+        launcher = self.launcher
+        if not launcher.lost and (self.children or self.queued):
+            if launcher.ping_unanswered:
+                launcher.kill()
+            else:
+                launcher.ping()
+        self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
+
     def _on_launcher(self, replies: list) -> None:
         for reply in replies:
             if isinstance(reply, Started):
@@ -529,7 +542,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             left = max(0.0, lg.task.timeout - elapsed)
             lg.deadlines.append(self.timers.after(left, lambda: self._kill(lg, "timeout")))
         if lg.task.idle_timeout is not None:
-            self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence))
+            self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence),
+                                   since=self.wallclock() - elapsed)
 
     def _on_idle(self, lg: LiveGen, silence: float) -> None:
         """The watchdog found a worker silent for longer than its idle_timeout."""
@@ -586,10 +600,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         reason = rec.reason
         if reason in ("cwd_missing", "state_dir_error"):
             return TaskStatus.FAILED, reason
-        if lg.kill_reason in ("timeout", "idle_timeout"):
-            return TaskStatus.TIMED_OUT, lg.kill_reason
         if lg.kill_reason is not None:
-            return TaskStatus.CANCELLED, lg.kill_reason
+            return killed_status(lg.kill_reason), lg.kill_reason
         if reason in ("no_exit_record", "multiplexer_lost"):
             return TaskStatus.LOST, reason
         if lg.in_pane and rec.signal == "SIGHUP":
@@ -632,6 +644,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         )
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
+            # The session is gone for every pane: a worker that ignores the hang-up would run
+            # on unseen, holding its slot. All of them go through the ladder and re-run headless.
+            for other in [o for o in self.live.values() if o.in_pane]:
+                self._kill(other, "multiplexer_lost")
         if status.retryable and task.attempts_left and not self._stopping():
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)

@@ -33,8 +33,11 @@ class IdleWatchdog:
         self._watched: dict[GenPaths, _Watched] = {}
         self._armed = False
 
-    def register(self, gen: GenPaths, limit: float, on_idle: Callable[[float], None]) -> None:
-        self._watched[gen] = _Watched(gen, limit, self._now(), on_idle)
+    def register(self, gen: GenPaths, limit: float, on_idle: Callable[[float], None], *,
+                 since: float | None = None) -> None:
+        """Watch ``gen``; silence counts from its last output or heartbeat, or from ``since``
+        (its start, for a worker adopted by ``resume``: the silence before counts too)."""
+        self._watched[gen] = _Watched(gen, limit, self._now() if since is None else since, on_idle)
         self._arm()
 
     def unregister(self, gen: GenPaths) -> None:
