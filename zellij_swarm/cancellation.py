@@ -190,18 +190,22 @@ class CancelMixin:
         self._warn("detached", "received SIGHUP: supervisor detached", None)
 
     def _reap_leftovers(self) -> None:
-        """Processes still carrying the run's id (a daemon a worker left behind) are ended."""
+        """Processes still carrying the run's id (a daemon a worker left behind) are ended.
+        So are the panes' holds (Zellij before 0.44) when their session is gone: they would
+        otherwise end only with a pane that no longer exists."""
         sessions = {a.pid: a.ended_at for t in self.tasks.values() for a in t.history if a.pid and a.ended_at}
         left = procs.marked(procs.run_markers(self.run_id), sessions)
-        if not left:
-            return
-        names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
-        self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: {names}", None)
+        holds = [] if self.backend.session_alive() else procs.marked(procs.hold_markers(self.run_id))
+        if left:
+            names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
+            self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: "
+                                              f"{names}", None)
+        procs.end_all(holds, KILL_GRACE)
         for _ in range(5):  # a daemon may fork again while it is being ended: scan until none is left
-            procs.end_all(left, KILL_GRACE)
-            left = procs.marked(procs.run_markers(self.run_id), sessions)
             if not left:
                 return
+            procs.end_all(left, KILL_GRACE)
+            left = procs.marked(procs.run_markers(self.run_id), sessions)
 
 
 

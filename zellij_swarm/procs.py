@@ -69,6 +69,13 @@ def run_markers(run_id: str) -> tuple[bytes, ...]:
     return (f"ZELLIJ_SWARM_RUN_ID={run_id}".encode(),)
 
 
+HOLD_MARKER = "ZELLIJ_SWARM_HOLD"  # the only variable of a pane's hold (Zellij before 0.44)
+
+
+def hold_markers(run_id: str) -> tuple[bytes, ...]:
+    return (f"{HOLD_MARKER}={run_id}".encode(),)
+
+
 def generation_markers(run_id: str, slot: int, gen: int) -> tuple[bytes, ...]:
     return (*run_markers(run_id), f"ZELLIJ_SWARM_SLOT={slot}".encode(), f"ZELLIJ_SWARM_GENERATION={gen}".encode())
 

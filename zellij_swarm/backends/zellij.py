@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import layout, quoting, rundir, sidecars
+from .. import layout, procs, quoting, rundir, sidecars
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _zellij
@@ -66,10 +66,14 @@ SCRIPT_RUNNER = (
 _FOREVER = "2147483647"
 
 
-def _pre44_hold(hold: float) -> str:
-    return (f'if [ "$_zsw_rc" = 0 ]; then exec /usr/bin/env -i sleep {hold:.3f}; fi; '
+def _pre44_hold(hold: float, run_id: str) -> str:
+    """The wrapper keeps its pane (before 0.44) by a ``sleep`` in a fresh environment, so it
+    is not taken for a process the run left behind — except for one marker, by which the
+    end-of-run sweep ends the holds when their session is gone (``procs.hold_markers``)."""
+    sleep = f"exec /usr/bin/env -i {quoting.shell_word(procs.HOLD_MARKER + '=' + run_id)} sleep"
+    return (f'if [ "$_zsw_rc" = 0 ]; then {sleep} {hold:.3f}; fi; '
             "printf '\\n[zellij-swarm] exit %s: this pane stays until you close it\\n' \"$_zsw_rc\"; "
-            f"exec /usr/bin/env -i sleep {_FOREVER}")
+            f"{sleep} {_FOREVER}")
 
 
 def _sh(argv: list[str]) -> list[str]:
@@ -153,7 +157,7 @@ class ZellijBackend:
             self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=SCRIPT_RUNNER)
         else:
             self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=SCRIPT_RUNNER,
-                                            hold=_pre44_hold(s.pane_hold))
+                                            hold=_pre44_hold(s.pane_hold, ctx.run_id))
         if not self.live:
             self._start([])
 
