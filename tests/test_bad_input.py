@@ -34,6 +34,12 @@ def _chown_to_another_user(where: str) -> Callable[[Path], None]:
     return lambda cwd: os.chown(cwd / where, 4242, 4242)  # the tests run as root, who may give a file away
 
 
+def _in_the_other_run(fn: Callable[[Path], None], record: str = "") -> Callable[[Path], None]:
+    """Applies ``fn`` to the other run's directory (or one of its records); the cases name that
+    run by the prefix "2" of its id (it is the only run, and its id starts with the year)."""
+    return lambda cwd: [fn(d / record if record else d) for d in (cwd / ".zellij-swarm/runs").iterdir()]
+
+
 T = '[[task]]\nname = "ok"\ncmd = "true"\n'
 MALFORMED = [
     Case("toml-syntax", {"s.toml": "[[task]\ncmd = 1\n"}, ("run", "s.toml"), "usage", "s.toml:1: invalid TOML"),
@@ -92,6 +98,39 @@ MALFORMED = [
          "usage", "--require-multiplexer and --no-require-zellij conflict"),
     Case("here-with-headless", {"s.toml": T}, ("run", "s.toml", "--here", "--backend", "headless"), "usage",
          "--here conflicts with backend 'headless' (from flag --backend)"),
+    # issue 10, second pass (tests/test_hardening.py has the attacks these rows stand for)
+    Case("run-record-world-writable", {}, ("resume", "2"), "usage", "run.json is writable by group or others (mode 0666)",
+         prepare=_in_the_other_run(lambda p: os.chmod(p, 0o666), "run.json")),
+    Case("run-dir-of-another-user", {}, ("cancel", "2"), "usage", "belongs to uid 4242, not to you",
+         prepare=_in_the_other_run(lambda p: os.chown(p, 4242, 4242))),
+    Case("run-inbox-group-writable", {}, ("add", "2", "--", "true"), "usage", "inbox is writable by group or others",
+         prepare=_in_the_other_run(lambda p: os.chmod(p, 0o770), "inbox")),
+    Case("env-reserved-marker", {"s.toml": '[[task]]\nname="a"\ncmd="x"\n[task.env]\nZELLIJ_SWARM_RUN_ID="r"\n'},
+         ("run", "s.toml"), "usage", "s.toml:5: task 'a': env key 'ZELLIJ_SWARM_RUN_ID' is reserved"),
+    Case("env-reserved-slot-inline", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={ZELLIJ_SWARM_SLOT="9"}\n'},
+         ("run", "s.toml"), "usage", "s.toml:4: task 'a': env key 'ZELLIJ_SWARM_SLOT' is reserved"),
+    Case("env-reserved-wrapper-var", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv.ZELLIJ_SWARM_GENERATION="1"\n'
+                                                 'env._zsw_d="/tmp"\n'},
+         ("run", "s.toml"), "usage", "s.toml:4: task 'a': env key 'ZELLIJ_SWARM_GENERATION' is reserved"),
+    Case("env-reserved-zsw", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={_zsw_d="/tmp"}\n'},
+         ("run", "s.toml"), "usage", "s.toml:4: task 'a': env key '_zsw_d' is reserved"),
+    Case("session-starts-with-dash", {"s.toml": T}, ("run", "s.toml", "--session=-x"), "usage",
+         "invalid session '-x' (from flag --session): expected a session name that does not start with '-'"),
+    Case("session-dash-in-file", {"s.toml": '[swarm]\nsession = "--help"\n' + T}, ("run", "s.toml"), "usage",
+         "invalid session '--help' (from file s.toml:2)"),
+    Case("session-empty-env", {"s.toml": T}, ("run", "s.toml"), "usage", "(from env ZELLIJ_SWARM_SESSION)",
+         env={"ZELLIJ_SWARM_SESSION": " "}),
+    Case("session-tmux-colon", {"s.toml": T}, ("run", "s.toml", "--backend", "tmux", "--session", "a:b"), "usage",
+         "invalid session 'a:b' (from flag --session): expected a tmux session name without ':'"),
+    Case("session-tmux-dot-env", {"s.toml": T}, ("run", "s.toml", "--backend", "tmux"), "usage",
+         "invalid session 'a.b' (from env ZELLIJ_SWARM_SESSION): expected a tmux session name without '.'",
+         env={"ZELLIJ_SWARM_SESSION": "a.b"}),
+    Case("state-dir-not-utf8", {"s.toml": T}, ("run", "s.toml", "--state-dir", os.fsdecode(b"s\xff")), "usage",
+         "is not valid UTF-8"),
+    Case("junit-not-utf8", {"s.toml": T}, ("run", "s.toml", "--junit", os.fsdecode(b"j\xff.xml")), "usage",
+         "--junit 'j\\udcff.xml' is not valid UTF-8"),
+    Case("junit-symlink-to-a-dir", {"s.toml": T}, ("run", "s.toml", "--junit", "link"), "usage", "is a directory",
+         prepare=lambda cwd: os.symlink(".zellij-swarm", cwd / "link")),
     Case("here-with-headless-env", {"s.toml": T}, ("run", "s.toml", "--here"), "usage",
          "(from env ZELLIJ_SWARM_BACKEND)", env={"ZELLIJ_SWARM_BACKEND": "headless"}),
 ]

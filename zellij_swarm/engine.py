@@ -3,13 +3,14 @@ the Python API so both behave the same."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import junit, recovery, swarmfile
+from . import exc, junit, recovery, rundir, settings, swarmfile
 from .backends.base import Backend
 from .backends.headless import HeadlessBackend
 from .backends.select import Choice, choose
@@ -46,9 +47,11 @@ def execute(
     here: bool = False,
     attach: bool = False,
 ) -> Outcome:
+    _require_text(resolved, source=source, junit_path=junit_path)
     if junit_path:
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
+    settings.check_session(resolved, choice.name)  # before any run directory exists
     if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = False
@@ -67,6 +70,7 @@ def execute(
 def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> Outcome:
     """Continue an interrupted run. Adopted workers keep running where they are (a pane's
     wrapper is followed in its pane); new generations run headless."""
+    rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
     rec = recovery.load(run)
     resolved = recovery.resolved_settings(rec.meta)
     if output:
@@ -78,6 +82,21 @@ def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> O
     sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+
+
+def _require_text(resolved: Resolved, *, source: str, junit_path: str | None) -> None:
+    """Refuse (exit 2), before a run directory exists, a working directory, state directory,
+    --junit path or command-line argument that is not UTF-8: ``run.json`` records them as JSON
+    text, which cannot hold such bytes. (The environment is saved byte-exact in ``env.sh``.)"""
+    checks = [("the working directory", os.getcwd()), ("--junit", junit_path or ""), ("swarm file", source)]
+    checks += [(f"{n} (from {resolved.sources.get(n, 'default')})", str(v)) for n, v in resolved.values.items()]
+    checks += [("command-line argument", a) for a in sys.argv]
+    for what, value in checks:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise exc.UsageError(f"{what} {value!r} is not valid UTF-8: zellij-swarm records it as text; "
+                                 "use a UTF-8 name") from None
 
 
 def _reporter(output: str | None, json_output: bool) -> ConsoleReporter:

@@ -7,8 +7,10 @@ characters XML 1.0 forbids removed (worker output may be binary).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -65,22 +67,70 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
+def _where(path: Path) -> tuple[str, Path]:
+    """How the report reaches ``path`` — the one rule for ``check_writable`` and ``write``:
+
+    - ``"replace"``, at a file name: nothing there, or a regular file: written next to it and
+      renamed over it (no reader sees half a report). A symlink is followed first: the file it
+      points to (or would create) is the one replaced, in its own directory; the link stays.
+    - ``"through"``, at ``path`` itself: anything else that is not a directory — a character
+      device (``/dev/null``, a terminal), a FIFO, a pipe (``/dev/fd/N``) — is opened and written,
+      never replaced by a regular file.
+    - ``"directory"``: refused.
+    """
+    try:
+        st = os.stat(path)  # follows symlinks
+    except FileNotFoundError:
+        return "replace", Path(os.path.realpath(path))  # a dangling link creates its target
+    except OSError:
+        return "replace", path  # check_can_create / write_atomic say what is wrong
+    if stat.S_ISDIR(st.st_mode):
+        return "directory", path
+    if stat.S_ISREG(st.st_mode):
+        return "replace", Path(os.path.realpath(path))
+    return "through", path
+
+
 def check_writable(path: Path) -> None:
     """Refuse (exit 2) before the run a report path that ``write`` could not write at its
     end: a directory, or a place where no file can be created."""
-    if path.is_dir():
+    how, target = _where(path)
+    if how == "directory":
         raise exc.UsageError(f"--junit {path}: is a directory, expected a file name")
+    if how == "through":
+        return  # a device or a FIFO: opened at the end (a FIFO may get its reader only then)
     try:
-        check_can_create(path.parent)
+        check_can_create(target.parent)
     except OSError as e:
         raise exc.UsageError(f"--junit {path}: cannot write a file there: {e.strerror}") from None
 
 
 def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> str | None:
     """Write the report; returns a one-line warning instead if that fails (the directory went
-    away, the disk filled): the run is over and its outcome stands either way."""
+    away, the disk filled, a FIFO has no reader): the run is over and its outcome stands."""
     try:
-        write_atomic(path, build(run, snapshot), mode=0o644)
+        how, target = _where(path)
+        if how == "directory":
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+        data = build(run, snapshot)
+        if how == "through":
+            _write_through(target, data)
+        else:
+            write_atomic(target, data, mode=0o644)
     except OSError as e:
-        return f"cannot write the JUnit report {path}: {e.strerror}; the run's records are in {run.dir}"
+        reason = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror
+        return f"cannot write the JUnit report {path}: {reason}; the run's records are in {run.dir}"
     return None
+
+
+def _write_through(path: Path, data: bytes) -> None:
+    """Write into what is at ``path`` (a device, a FIFO, a pipe) without replacing it. A FIFO
+    nobody reads fails at once (ENXIO) rather than hanging the end of the run."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)

@@ -129,7 +129,9 @@ def save_environment(path: Path, env: Mapping[str, str]) -> None:
     """The caller's environment as a sourceable ``sh`` file (0600): a multiplexer pane gets
     the server's environment, and the wrapper restores this one instead."""
     lines = [f"export {k}={quoting.shell_word(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
-    write_atomic(path, "\n".join(lines) + "\n", mode=0o600)
+    # Byte-exact: os.environ holds bytes that are not UTF-8 as lone surrogates
+    # (surrogateescape); they are written back as the very bytes they came from.
+    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), mode=0o600)
 
 
 class SpaceReserve:

@@ -359,6 +359,41 @@ def untrusted(state_dir: Path) -> str | None:
     return None
 
 
+def untrusted_run(run: RunPaths) -> str | None:
+    """Why a run's own records could have been written by someone else, or None: the rule of
+    ``untrusted`` for the run directory and the records a writer acts on (``run.json`` holds
+    the commands ``resume`` runs, ``env.sh`` the environment they get, ``events.jsonl`` the
+    tasks added since, ``inbox/`` the messages the supervisor obeys). Each must belong to the
+    current user and be writable by nobody else; a symlink among them is refused too (``lstat``).
+    A record that does not exist yet is not a problem."""
+    me = os.geteuid()
+    for path in (run.dir, run.run_json, run.events, run.saved_env, run.inbox):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"cannot check run record {path}: {e.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            return (f"run record {path} is a symbolic link: another user could have planted it; "
+                    f"remove the run ({run.dir}) or check it by hand")
+        if st.st_uid != me:
+            return (f"run record {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
+                    f"change what this run runs; remove the run ({run.dir}) or check it and chown it to yourself")
+        if st.st_mode & 0o022:
+            return (f"run record {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                    f"another user could change what this run runs; check it, then make it private: "
+                    f"chmod -R go-w {run.dir}")
+    return None
+
+
+def require_trusted_run(run: RunPaths) -> None:
+    """Refuse (exit 2) a run whose records another user could have written (``untrusted_run``)."""
+    problem = untrusted_run(run)
+    if problem:
+        raise exc.UsageError(problem)
+
+
 def require_trusted(state_dir: Path) -> None:
     """Refuse (exit 2) a state directory another user could have written (see ``untrusted``)."""
     problem = untrusted(state_dir)

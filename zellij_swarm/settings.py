@@ -96,6 +96,30 @@ def _text(raw: Any) -> str:
     return text
 
 
+def _session(raw: Any) -> str:
+    """A multiplexer session name: a name, never an option (``zellij attach -x``), one line.
+    What a backend cannot take beyond that (tmux: ``:`` and ``.``) is ``check_session``'s."""
+    text = _text(raw)
+    if text.startswith("-"):
+        raise _Invalid("a session name that does not start with '-' (it would be read as an option)")
+    return text
+
+
+# Characters a backend's session names cannot hold: tmux reads ``:`` and ``.`` in a target as
+# "session:window.pane" (libtmux refuses them: BadSessionName).
+SESSION_FORBIDDEN = {"tmux": ":."}
+
+
+def check_session(resolved: Resolved, backend: str) -> None:
+    """Refuse (exit 2) a ``session`` the chosen backend cannot name a session by."""
+    name = resolved.values.get("session")
+    bad = [c for c in SESSION_FORBIDDEN.get(backend, "") if name and c in name]
+    if bad:
+        raise exc.SettingError("session", name, resolved.sources["session"],
+                               f"a {backend} session name without {' or '.join(repr(c) for c in bad)} "
+                               f"({backend} reads them as session:window.pane)")
+
+
 def _path(raw: Any) -> str:
     text = str(raw)
     if not text or "\0" in text:
@@ -141,7 +165,7 @@ SETTINGS: tuple[Setting, ...] = (
             _int_between(0, None), lambda: 8, help="failed panes kept on screen"),
     Setting("max_visible_panes", "--max-visible-panes", ("ZELLIJ_SWARM_MAX_VISIBLE_PANES",),
             _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
-    Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _text, lambda: None,
+    Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _session, lambda: None,
             help="multiplexer session (default: current, else swarm-<run-id>)"),
     Setting("state_dir", "--state-dir", ("ZELLIJ_SWARM_STATE_DIR",), _path, lambda: "./.zellij-swarm",
             help="where run records live"),

@@ -27,6 +27,16 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def is_env_name(key: str) -> bool:
     """A name a POSIX shell can ``export``."""
     return bool(_ENV_NAME.match(key))
+
+
+RESERVED_ENV_PREFIXES = ("ZELLIJ_SWARM_", "_zsw_")
+
+
+def is_reserved_env_name(key: str) -> bool:
+    """A name a task's ``env`` may not set: ``ZELLIJ_SWARM_*`` (the run/slot/generation markers
+    the kill ladder finds a generation's processes by, and the settings) and ``_zsw_*`` (the
+    wrapper's own variables, such as where it writes its records)."""
+    return key.startswith(RESERVED_ENV_PREFIXES)
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
 
 
@@ -197,6 +207,20 @@ def _key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int |
     return span[0] + 1
 
 
+def _env_key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
+    """The line setting ``key`` of a task's env: ``env = {KEY = …}``, ``env.KEY = …``, or in
+    its ``[task.env]`` table (which runs until the next ``[[task]]``)."""
+    if span is None:
+        return None
+    pattern = re.compile(r"(?:^|[\s.{,])[\"']?" + re.escape(key) + r"[\"']?\s*=")
+    for i in range(span[0], len(lines)):
+        if i > span[0] and _TASK_HEADER.match(lines[i]):
+            break
+        if pattern.search(lines[i]):
+            return i + 1
+    return None
+
+
 def _line_of(lines: list[str], word: str) -> int | None:
     for i, ln in enumerate(lines):
         if word in ln:
@@ -258,6 +282,11 @@ def _task(raw: Any, index: int, path: str, lines: list[str], span: tuple[int, in
     for k, v in env.items():
         if not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
             raise fail(f"env key {k!r} must be a name with a string value", "env")
+        if is_reserved_env_name(k):
+            raise exc.InputError(
+                f"{label}: env key {k!r} is reserved: ZELLIJ_SWARM_* names mark a generation's processes (cancel "
+                "and timeouts find them by it) and _zsw_* names are the wrapper's own; a task cannot set them",
+                path=path, line=_env_key_line(lines, span, k) or header)
         clean_env[k] = str(v).lower() if isinstance(v, bool) else str(v)
     overrides: dict[str, Any] = {}
     for key in settings.TASK_OVERRIDABLE:

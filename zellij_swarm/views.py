@@ -7,6 +7,7 @@ through ``quoting.terminal_text``. ``--json`` and ``logs`` give the exact record
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,17 @@ def load_status(run: RunPaths) -> dict[str, Any]:
                 "metrics": {}, "warnings": []}
     if snap["state"] == "running" and runlock.holder(run) is None:
         snap["state"] = "interrupted"
+    if snap["state"] in ("running", "interrupted"):
+        _running_durations_now(snap, time.time())
     return snap
+
+
+def _running_durations_now(snap: dict[str, Any], now: float) -> None:
+    """A task still running has run until now, not until the snapshot was written (which may
+    be long ago: snapshots are written on changes): its ``duration_s`` is taken at reading."""
+    for t in snap["tasks"]:
+        if t.get("status") == "running" and t.get("started_at") is not None and t.get("ended_at") is None:
+            t["duration_s"] = round(max(0.0, now - t["started_at"]), 3)
 
 
 def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:

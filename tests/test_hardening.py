@@ -1,0 +1,274 @@
+"""Hardening, round 2 (issue 10, second adversarial pass): each test drives the CLI and failed
+on the main before its fix. C: a run directory another user could write; F: --junit through
+symlinks, FIFOs and devices; E: a non-UTF-8 environment; H/I: reserved env names in a task;
+D: status's elapsed time; B/G: session names a multiplexer cannot take."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from swarmtest import clean_env, kill_run_processes, wait_until
+
+
+# ----- C: a run directory is trusted only when it is private ----------------------------------
+
+@pytest.fixture
+def interrupted_run(swarm):
+    """A run whose supervisor was killed (-9) while its first task ran and its second waited."""
+    swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "b"\ncmd = "echo fine"\n')
+    proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
+        wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (swarm.cwd / "go").touch()
+        yield run
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        kill_run_processes(run.name)
+
+
+def _plant(run: Path) -> None:
+    meta = json.loads((run / "run.json").read_text())
+    for t in meta["tasks"]:
+        if t["name"] == "b":
+            t["cmd"] = "id -u > PWNED"
+    (run / "run.json").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("how", ["chown", "chmod", "record-only"])
+def test_resume_refuses_a_run_another_user_could_write(swarm, interrupted_run, how):
+    run = interrupted_run
+    _plant(run)
+    if how == "chown":  # the attack of the report: another user's, world-writable
+        subprocess.run(["chown", "-R", "1000", str(run)], check=True)
+        subprocess.run(["chmod", "-R", "a+rwX", str(run)], check=True)
+        needle = f"run record {run} belongs to uid 1000, not to you"
+    elif how == "chmod":
+        os.chmod(run, 0o777)
+        needle = f"run record {run} is writable by group or others (mode 0777)"
+    else:  # the directory is private, but its run.json is not
+        os.chmod(run / "run.json", 0o666)
+        needle = f"run record {run / 'run.json'} is writable by group or others (mode 0666)"
+    for args in (("resume", run.name), ("cancel", run.name), ("add", run.name, "--", "true")):
+        res = swarm(*args)
+        assert res.code == 2, (args, res)
+        assert res.stderr.count("\n") == 1 and needle in res.stderr and "Traceback" not in res.stderr, (args, res)
+    assert not (swarm.cwd / "PWNED").exists()
+    for args in (("status", run.name), ("ls",), ("logs", run.name, "a"), ("proof", run.name)):
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr
+        warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("zellij-swarm: warning: ")]
+        assert len(warnings) == 1 and needle in warnings[0], (args, res.stderr)
+
+
+def test_resume_refuses_a_planted_env_sh_or_inbox(swarm, interrupted_run):
+    run = interrupted_run
+    os.chmod(run / "env.sh", 0o622)
+    res = swarm("resume", run.name)
+    assert res.code == 2 and "env.sh is writable by group or others" in res.stderr, res
+    os.chmod(run / "env.sh", 0o600)
+    os.chown(run / "inbox", 4242, 4242)
+    res = swarm("resume", run.name)
+    assert res.code == 2 and "inbox belongs to uid 4242" in res.stderr, res
+    os.chown(run / "inbox", os.getuid(), os.getgid())
+    res = swarm("resume", run.name, "--output", "quiet")  # private again: it resumes
+    assert res.code == 0, res
+
+
+# ----- F: --junit writes through what is there, never replaces it ----------------------------
+
+def _device(where: Path) -> Path:
+    node = where / "mynull"
+    if not node.exists():
+        try:
+            os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own
+        except PermissionError:
+            pytest.skip("cannot make a device node here")
+    return node
+
+
+def test_junit_into_a_device_writes_through_it(swarm):
+    swarm.write("t.txt", "true\n")
+    node = _device(swarm.cwd)
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", str(node))
+    assert res.code == 0, res
+    assert stat.S_ISCHR(os.lstat(node).st_mode) and os.lstat(node).st_rdev == os.makedev(1, 3)
+
+
+def test_junit_into_a_fifo_writes_through_it(swarm):
+    swarm.write("t.txt", "true\n")
+    fifo = swarm.cwd / "report.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    try:
+        res = swarm("run", "t.txt", "--output", "quiet", "--junit", str(fifo))
+        out, _ = reader.communicate(timeout=30)
+    finally:
+        reader.kill()
+    assert res.code == 0, res
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert out.startswith(b"<?xml") and b"<testsuite" in out
+
+
+def test_junit_without_a_reader_on_its_fifo_is_a_warning(swarm):
+    swarm.write("t.txt", "true\n")
+    os.mkfifo(swarm.cwd / "report.fifo")
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", "report.fifo", timeout=60)
+    assert res.code == 0 and "warning: cannot write the JUnit report report.fifo: no process reads" in res.stderr
+    assert stat.S_ISFIFO(os.lstat(swarm.cwd / "report.fifo").st_mode)
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_junit_follows_a_symlink(swarm, dangling):
+    swarm.write("t.txt", "true\n")
+    (swarm.cwd / "reports").mkdir()
+    target = swarm.cwd / "reports" / "r.xml"
+    if not dangling:
+        target.write_text("old")
+    os.symlink("reports/r.xml", swarm.cwd / "link.xml")
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", "link.xml")
+    assert res.code == 0, res
+    assert (swarm.cwd / "link.xml").is_symlink()
+    assert target.read_bytes().startswith(b"<?xml")
+
+
+def test_junit_through_a_symlink_to_a_device(swarm):
+    swarm.write("t.txt", "true\n")
+    node = _device(swarm.cwd)
+    os.symlink(node, swarm.cwd / "link")
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", "link")
+    assert res.code == 0, res
+    assert (swarm.cwd / "link").is_symlink() and stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+def test_junit_symlink_to_a_directory_is_bad_input(swarm):
+    swarm.write("t.txt", "true\n")
+    (swarm.cwd / "d").mkdir()
+    os.symlink("d", swarm.cwd / "link")
+    res = swarm("run", "t.txt", "--junit", "link")
+    assert res.code == 2 and "is a directory" in res.stderr and not swarm.runs(), res
+
+
+# ----- E: the caller's environment is saved byte-exact ---------------------------------------
+
+RAW = os.fsdecode(b"a\xffb \xfe'$(x)\n")  # not UTF-8, and shell-special
+
+
+def test_a_non_utf8_environment_reaches_the_worker_byte_exact(swarm):
+    swarm.write("t.txt", 'printf %s "$FOO" > got\n')
+    res = swarm("run", "t.txt", "--backend", "headless", "--output", "quiet", env=clean_env(FOO=RAW))
+    assert res.code == 0 and "Traceback" not in res.stderr, res
+    assert (swarm.cwd / "got").read_bytes() == os.fsencode(RAW)
+    back = subprocess.run(["sh", "-c", '. "$1"; printf %s "$FOO"', "sh", str(swarm.latest() / "env.sh")],
+                          capture_output=True, env={}, timeout=10)
+    assert back.stdout == os.fsencode(RAW)  # env.sh gives back the very bytes
+
+
+def test_a_non_utf8_environment_reaches_a_tmux_pane_byte_exact(swarm):
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    from test_tmux import finish, outside_env, tmux as _tmux_fixture  # noqa: F401
+
+    gen = _tmux_fixture.__wrapped__()
+    t = next(gen)
+    try:
+        swarm.write("t.txt", 'printf %s "$FOO" > got\n')
+        res = swarm("run", "t.txt", "--backend", "tmux", "--ui", "live", "--require-multiplexer", "--output", "quiet",
+                    env=outside_env(t, FOO=RAW))
+        finish(swarm, res)
+        assert res.code == 0, res
+        assert (swarm.cwd / "got").read_bytes() == os.fsencode(RAW)
+    finally:
+        gen.close()
+
+
+@pytest.mark.parametrize("which", ["cwd", "state-dir", "junit"])
+def test_a_non_utf8_path_is_bad_input_before_any_run_directory(swarm, which):
+    odd = os.fsdecode(b"p\xffq")
+    swarm.write("t.txt", "true\n")
+    args = ["run", str(swarm.cwd / "t.txt"), "--output", "quiet"]
+    cwd = swarm.cwd
+    if which == "cwd":
+        cwd = swarm.cwd / odd
+        cwd.mkdir()
+    elif which == "state-dir":
+        args += ["--state-dir", odd]
+    else:
+        args += ["--junit", odd]
+    p = subprocess.run(swarm.cmd(*args), cwd=cwd, capture_output=True, env=clean_env(), timeout=60)
+    err = p.stderr.decode(errors="replace")
+    assert p.returncode == 2 and err.count("\n") == 1 and "is not valid UTF-8" in err, err
+    assert not (cwd / ".zellij-swarm" / "runs").exists() or not list((cwd / ".zellij-swarm" / "runs").iterdir())
+    assert not (swarm.cwd / odd).exists() or which == "cwd"
+
+
+# ----- H, I: a task cannot set the markers or the wrapper's variables -------------------------
+
+def test_a_reserved_env_name_in_an_addition_is_refused(swarm):
+    swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
+    swarm.write("a.toml", '[[task]]\nname = "x"\ncmd = "sleep 60"\n[task.env]\nZELLIJ_SWARM_GENERATION = "9"\n')
+    proc = swarm.popen("run", "w.txt", "--output", "quiet", "--backend", "headless")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
+        res = swarm("add", run.name, "a.toml")
+        assert res.code == 2 and res.stderr.count("\n") == 1, res
+        assert "a.toml:5: task 'x': env key 'ZELLIJ_SWARM_GENERATION' is reserved" in res.stderr
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.wait(timeout=60)
+        kill_run_processes(run.name)
+    assert set(swarm.tasks()) == {"task-1"}
+
+
+def test_a_followup_with_a_reserved_env_name_is_an_invalid_followup(swarm):
+    line = json.dumps({"name": "esc", "cmd": "sleep 60", "env": {"_zsw_d": "/tmp"}})
+    swarm.write("s.toml", f"[[task]]\nname = \"p\"\ncmd = '''echo '{line}' > \"$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl\"'''\n")
+    res = swarm("run", "s.toml", "--output", "quiet", "--backend", "headless", timeout=60)
+    assert res.code == 0, res
+    summary = swarm.summary()
+    assert [t["name"] for t in summary["tasks"]] == ["p"]
+    warns = [w for w in summary["warnings"] if w["code"] == "invalid_followup"]
+    assert len(warns) == 1 and "env key '_zsw_d' is reserved" in warns[0]["message"], summary["warnings"]
+
+
+# ----- D: status shows how long a running task has run, as of now ----------------------------
+
+def test_status_duration_of_a_running_task_grows(swarm):
+    swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
+    proc = swarm.popen("run", "w.txt", "--output", "quiet", "--backend", "headless")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        def started():
+            snap = json.loads(swarm("status", "--json", run.name).stdout)
+            return snap["tasks"] and snap["tasks"][0]["started_at"] and snap
+        wait_until(started, timeout=30, what="the task started")
+        time.sleep(1.5)  # nothing changes meanwhile: state.json is not rewritten
+        snap = json.loads(swarm("status", "--json", run.name).stdout)
+        task = snap["tasks"][0]
+        assert task["status"] == "running"
+        assert abs(task["duration_s"] - (time.time() - task["started_at"])) < 1.0, task
+        assert task["duration_s"] >= 1.4
+        text = swarm("status", run.name).stdout
+        shown = float(text.split("running (")[1].split("s)")[0])
+        assert shown >= 1.4, text
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.wait(timeout=60)
+        kill_run_processes(run.name)
