@@ -325,23 +325,30 @@ def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speed
     sys.exit(0 if report["ok"] else 1)
 
 
+_VIEW_PANE_HELP = "(used by run) this is one of the run's own panes: register it, so its end is noticed"
+
+
 @cli.command()
 @click.argument("run_id", required=False)
 @click.option("--once", is_flag=True, help="print one frame and exit")
+@click.option("--view-pane", is_flag=True, hidden=True, help=_VIEW_PANE_HELP)
 @_state_dir_option
-def board(run_id: str | None, once: bool, state_dir: str | None) -> None:
+def board(run_id: str | None, once: bool, view_pane: bool, state_dir: str | None) -> None:
     """One line per slot and the run's counters, redrawn as the run goes on (the pane that
     anchors a swarm's layout; works in any terminal)."""
     from .render import run_board
+    from .view_watch import Registration
 
-    sys.exit(run_board(_find_run(state_dir, run_id), once=once))
+    run = _find_run(state_dir, run_id)
+    sys.exit(run_board(run, once=once, registration=Registration(run, "board") if view_pane else None))
 
 
 @cli.command(name="slot-view")
 @click.argument("args", nargs=-1, required=True, metavar="[RUN] SLOT")
 @click.option("--once", is_flag=True, help="print one frame and exit")
+@click.option("--view-pane", is_flag=True, hidden=True, help=_VIEW_PANE_HELP)
 @_state_dir_option
-def slot_view(args: tuple[str, ...], once: bool, state_dir: str | None) -> None:
+def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str | None) -> None:
     """One slot: its task, state, times and the tail of its output, following the slot
     across generations (the pane of a slot in compact mode)."""
     from .render import run_slot_view
@@ -351,7 +358,11 @@ def slot_view(args: tuple[str, ...], once: bool, state_dir: str | None) -> None:
     run_id, slot = (None, args[0]) if len(args) == 1 else args
     if not slot.isdigit() or int(slot) < 1:
         raise exc.UsageError(f"slot must be a number >= 1, not {slot!r}")
-    sys.exit(run_slot_view(_find_run(state_dir, run_id), int(slot), once=once))
+    from .view_watch import Registration
+
+    run = _find_run(state_dir, run_id)
+    registration = Registration(run, "slot-view", int(slot)) if view_pane else None
+    sys.exit(run_slot_view(run, int(slot), once=once, registration=registration))
 
 
 @cli.command()

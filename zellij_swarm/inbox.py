@@ -46,6 +46,9 @@ def pending(run: RunPaths) -> list[Message]:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid() or st.st_mode & 0o022:  # the run dir's trust rule
+                    raise ValueError(f"not written by you (uid {st.st_uid}, mode {st.st_mode & 0o777:04o}); ignored")
                 body = json.loads(f.read())
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")

@@ -8,6 +8,7 @@ Layout (SPEC §5, §7)::
         run.json  events.jsonl  state.json  summary.json  env.sh (0600)  lock
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
+        views/<view>.json                      the run's board/slot-view panes (view_watch)
         slots/slot-<n>/gen-<m>/                one directory per generation:
             wrapper.sh  claim  heartbeat.jsonl  output.log  exit  exit.json  artifacts/
 

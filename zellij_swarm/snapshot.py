@@ -42,6 +42,7 @@ class SnapshotMixin:
             "metrics": metrics.compute(attempts, self.stats, jobs=self.jobs, started_at=self.started_at,
                                        ended_at=self.ended_at or now),
             "warnings": list(self.warnings),
+            "views": self.views.rows() if self.views is not None else [],
         }
 
     def _slot_row(self, slot: int) -> dict[str, Any]:

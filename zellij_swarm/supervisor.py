@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, wrapper
+from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, view_watch, wrapper
 from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .backends.headless import HeadlessBackend, worker_env
 from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
@@ -142,6 +142,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self._watch_failed = False  # a generation directory could not be watched (warned once)
         self._backend_closed = False
         self.attached: subprocess.Popen | None = None
+        self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
 
     # ----- setup ---------------------------------------------------------------------------
@@ -210,6 +211,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         watcher = self.watcher
         self._watch_inbox()
         sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
+        self.views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
+        sel.register(self.views.fileno(), selectors.EVENT_READ, "views")
         self.launcher = Launcher(worker_env(self.plan.env))
         self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
@@ -245,6 +248,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                         self._on_files(watcher.read())
                     elif key.data == "launcher":
                         self._on_launcher(self.launcher.read())
+                    elif key.data == "views":
+                        self._on_views_gone(self.views.read())
                     else:
                         self._on_pidfd(key.data)
                 self.timers.run_due()
@@ -261,6 +266,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             restore_signals()
             sel.close()
             watcher.close()
+            self.views.close()
             self.launcher.close(wait=not self.detached)
             self.sync.close()
             self._close_backend()
@@ -282,8 +288,18 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.timers.after(POLL_INTERVAL, self._poll_inbox)
 
     def renderer_argv(self, command: str, *args: str) -> list[str]:
-        """How a pane runs one of our renderers for this run (same Python, absolute paths)."""
-        return [sys.executable, "-m", "zellij_swarm", command, self.run_id, *args, "--state-dir", str(self.state_dir)]
+        """How a pane runs one of our renderers for this run (same Python, absolute paths);
+        ``--view-pane``: it registers, so that its death is noticed (``view_watch``)."""
+        return [sys.executable, "-m", "zellij_swarm", command, self.run_id, *args, "--state-dir", str(self.state_dir),
+                "--view-pane"]
+
+    def _on_views_gone(self, gone: list[view_watch.Gone]) -> None:
+        """Board or renderer panes that died while the run goes on: an event each and, once
+        per run, the ``renderer_died`` warning (SPEC §2, §7). No task is touched."""
+        for v in gone:
+            self.events.emit("view_gone", view=v.name, pid=v.pid)
+        if gone and not any(w["code"] == "renderer_died" for w in self.warnings):
+            self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
 
     def _open_backend(self) -> bool:
         """Open the backend's session/window. A failure is a warning and the run goes on

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import exc, quoting, runlock
 from .report import describe
+from .view_watch import describe as describe_views
 from .rundir import RunPaths, all_runs, read_json
 
 ACTIVE_SLOT_STATES = ("reserved", "running")
@@ -90,6 +91,10 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
         lines.append("slots:")
         for s in slots:
             lines.append(f"  slot {s['slot']}: {s['state']}" + (f" — {s['task']} (gen {s['generation']})" if s["task"] else ""))
+    gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
+    if gone:
+        lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "
+                     f"`zellij-swarm board {snap['run_id']}` shows the run in any terminal")
     for w in snap.get("warnings", []):
         lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
     return _shown(lines)

@@ -17,6 +17,12 @@ It ends with exit code 0 when the run ends (the final frame stays on screen) and
 SIGTERM or SIGHUP (quietly, no traceback). If the system's file-watch limit is reached it falls
 back to polling every second and shows a one-line notice in the frame.
 
+A renderer started as one of the run's own panes is given a ``registration``
+(``view_watch.Registration``): it registers before its first frame, so the run's supervisor
+can follow it and record ``renderer_died`` if it dies while the run goes on. It never
+unregisters: ending because the run ended is not a death, and the supervisor no longer
+looks by then.
+
 The watcher, the clock and ``sleep`` are parameters so tests can drive the loop without real
 time. pyte and watchfiles are imported only when used.
 """
@@ -34,9 +40,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from .text import width as text_width
+
+if TYPE_CHECKING:
+    from ..view_watch import Registration
 
 POLL_INTERVAL = 1.0
 MAX_RATE = 10.0
@@ -176,6 +185,7 @@ class Loop:
         max_rate: float = MAX_RATE,
         poll_interval: float = POLL_INTERVAL,
         handle_signals: bool = True,
+        registration: Registration | None = None,
     ) -> None:
         self.view = view
         self.out = out
@@ -188,6 +198,7 @@ class Loop:
         self.min_interval = 1.0 / max_rate
         self.poll_interval = poll_interval
         self.handle_signals = handle_signals
+        self.registration = registration
         self.notice: str | None = None
         self.wake = threading.Event()
         self.stopping = False
@@ -247,6 +258,8 @@ class Loop:
 
     def run(self) -> int:
         saved = self._install()
+        if self.registration is not None:
+            self.registration.write()  # False: unfollowed, shown all the same (view_watch)
         try:
             try:
                 self._run()
