@@ -42,9 +42,9 @@ def test_a_failing_pane_action_is_a_warning_and_the_lifecycle_settles(swarm, fz,
     assert len(calls) >= 3, calls
 
 
-@pytest.mark.parametrize("require", [False, True])
-def test_a_failing_client_probe_is_named_not_taken_for_no_client(swarm, fz, require):
-    version = "0.43.1"
+@pytest.mark.parametrize("version,require", [("0.43.1", False), ("0.43.1", True), ("0.41.2", False),
+                                             ("0.40.1", True)])
+def test_a_failing_client_probe_is_named_not_taken_for_no_client(swarm, fz, version, require):
     fz.host("host", version, client=True)
     env = fz.env(version, inside="host", faults="fail:list-clients:1:probe failed", **FAST)
     res = run_swarm(swarm, env, "--ui", "live", *(["--require-zellij"] if require else []))
@@ -61,7 +61,7 @@ def test_a_failing_client_probe_is_named_not_taken_for_no_client(swarm, fz, requ
         assert "without a client" not in w["message"]
 
 
-@pytest.mark.parametrize("version", ["0.45.0", "0.43.1"])
+@pytest.mark.parametrize("version", ["0.40.1", "0.41.2", "0.43.1", "0.44.3", "0.45.0"])
 def test_a_stale_session_name_is_said_and_the_swarm_runs_outside(swarm, fz, version):
     env = fz.env(version, inside="gone-long-ago", **FAST)
     res = run_swarm(swarm, env, "--ui", "compact")
@@ -126,12 +126,12 @@ SLOW = ('[swarm]\njobs = 2\n' + "".join(f'[[task]]\nname = "t{i}"\ncmd = "sleep 
                                         for i in range(6)))
 
 
-@pytest.mark.parametrize("require", [False, True])
-def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, require):
+@pytest.mark.parametrize("version,require", [("0.45.0", False), ("0.45.0", True), ("0.44.3", False)])
+def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, version, require):
     """The session's panes show only after the backend stopped waiting for them: the first
     batch still runs in its panes (their heartbeats arrive in time) and settles; the rest of
     the swarm goes headless with one warning — or, under require, fails by name."""
-    env = fz.env("0.45.0", faults="init_delay_ms=4000", ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS="1500",
+    env = fz.env(version, faults="init_delay_ms=4000", ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS="1500",
                  ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="12000", ZELLIJ_SWARM_PANE_HOLD_MS="200")
     swarm.write("s.toml", SLOW)
     res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live",
@@ -158,13 +158,14 @@ def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, requ
 
 
 @pytest.mark.parametrize("ui", ["live", "compact"])
-@pytest.mark.parametrize("where,fault", [("outside", "fail:attach:1:cannot create"),
-                                         ("inside", "fail:new-tab:1:no tab for you")])
-def test_required_backend_that_cannot_start_fails_the_run_before_any_task(swarm, fz, ui, where, fault):
-    version = "0.45.0"
+@pytest.mark.parametrize("version,where,fault", [("0.45.0", "outside", "fail:attach:1:cannot create"),
+                                                 ("0.45.0", "inside", "fail:new-tab:1:no tab for you"),
+                                                 ("0.44.3", "outside", "fail:attach:1:cannot create"),
+                                                 ("0.43.1", "inside", "fail:new-tab:1:no tab for you")])
+def test_required_backend_that_cannot_start_fails_the_run_before_any_task(swarm, fz, ui, version, where, fault):
     inside = None
     if where == "inside":
-        fz.host("host", version)
+        fz.host("host", version, client=True)
         inside = "host"
     env = fz.env(version, inside=inside, faults=fault, **FAST)
     swarm.write("s.toml", SLOW)
