@@ -122,3 +122,8 @@ def kill_run_processes(run_id: str) -> None:
     from zellij_swarm import procs
 
     procs.end_all(procs.marked(procs.run_markers(run_id)), 1.0)
+
+
+def full(*values: Any) -> Any:
+    """A parameter set that CI skips: a neighbour of one it runs (``full`` marker, conftest)."""
+    return pytest.param(*values, marks=pytest.mark.full)

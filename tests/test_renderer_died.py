@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from swarmtest import validate, wait_until
+from swarmtest import full, validate, wait_until
 from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 from zellij_swarm import view_watch
@@ -342,7 +342,7 @@ def test_tmux_normal_run_has_no_renderer_died(swarm, tmux):
     assert "view:" not in swarm("status", run.name).stdout
 
 
-ZELLIJ_VERSIONS = ["0.45.0", "0.43.1"]
+ZELLIJ_VERSIONS = ["0.45.0", full("0.43.1")]
 
 
 @pytest.mark.parametrize("version", ZELLIJ_VERSIONS)

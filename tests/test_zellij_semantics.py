@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from swarmtest import full
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 
 SWARM = ('[swarm]\njobs = 2\n[[task]]\nname = "ok1"\ncmd = "echo ok1"\n[[task]]\nname = "bad"\ncmd = "exit 3"\n'
@@ -25,8 +26,8 @@ def run_swarm(swarm, env, *args):
     return swarm("run", "sw.toml", "--backend", "zellij", *args, env=env, timeout=90)
 
 
-@pytest.mark.parametrize("version", ["0.45.0", "0.44.3"])
-@pytest.mark.parametrize("action", ["rename-pane", "close-pane"])
+@pytest.mark.parametrize("version,action", [("0.45.0", "rename-pane"), ("0.44.3", "close-pane"),
+                                            full("0.44.3", "rename-pane"), full("0.45.0", "close-pane")])
 def test_a_failing_pane_action_is_a_warning_and_the_lifecycle_settles(swarm, fz, version, action):
     env = fz.env(version, faults=f"fail:{action}:1:boom", **FAST)
     res = run_swarm(swarm, env, "--ui", "live")
@@ -42,7 +43,7 @@ def test_a_failing_pane_action_is_a_warning_and_the_lifecycle_settles(swarm, fz,
     assert len(calls) >= 3, calls
 
 
-@pytest.mark.parametrize("version,require", [("0.43.1", False), ("0.43.1", True), ("0.41.2", False),
+@pytest.mark.parametrize("version,require", [("0.43.1", False), full("0.43.1", True), full("0.41.2", False),
                                              ("0.40.1", True)])
 def test_a_failing_client_probe_is_named_not_taken_for_no_client(swarm, fz, version, require):
     fz.host("host", version, client=True)
@@ -61,7 +62,7 @@ def test_a_failing_client_probe_is_named_not_taken_for_no_client(swarm, fz, vers
         assert "without a client" not in w["message"]
 
 
-@pytest.mark.parametrize("version", ["0.40.1", "0.41.2", "0.43.1", "0.44.3", "0.45.0"])
+@pytest.mark.parametrize("version", [full("0.40.1"), full("0.41.2"), "0.43.1", full("0.44.3"), "0.45.0"])
 def test_a_stale_session_name_is_said_and_the_swarm_runs_outside(swarm, fz, version):
     env = fz.env(version, inside="gone-long-ago", **FAST)
     res = run_swarm(swarm, env, "--ui", "compact")
@@ -93,7 +94,7 @@ BACKFILL = ('[swarm]\njobs = 2\n'
             '[[task]]\nname = "last-bad"\ncmd = "exit 5"\n')
 
 
-@pytest.mark.parametrize("version,where", [("0.45.0", "outside"), ("0.45.0", "inside"), ("0.44.3", "outside"),
+@pytest.mark.parametrize("version,where", [("0.45.0", "outside"), full("0.45.0", "inside"), full("0.44.3", "outside"),
                                            ("0.44.3", "inside"), ("0.43.1", "inside")])
 def test_backfill_panes_keep_the_board_whole_and_the_focus_where_it_was(swarm, fz, version, where):
     inside = None
@@ -126,7 +127,7 @@ SLOW = ('[swarm]\njobs = 2\n' + "".join(f'[[task]]\nname = "t{i}"\ncmd = "sleep 
                                         for i in range(6)))
 
 
-@pytest.mark.parametrize("version,require", [("0.45.0", False), ("0.45.0", True), ("0.44.3", False)])
+@pytest.mark.parametrize("version,require", [("0.45.0", False), ("0.45.0", True), full("0.44.3", False)])
 def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, version, require):
     """The session's panes show only after the backend stopped waiting for them: the first
     batch still runs in its panes (their heartbeats arrive in time) and settles; the rest of
@@ -157,11 +158,14 @@ def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, vers
 # ----- 7. under require, live mode fails at start as compact does ------------------------------
 
 
-@pytest.mark.parametrize("ui", ["live", "compact"])
-@pytest.mark.parametrize("version,where,fault", [("0.45.0", "outside", "fail:attach:1:cannot create"),
-                                                 ("0.45.0", "inside", "fail:new-tab:1:no tab for you"),
-                                                 ("0.44.3", "outside", "fail:attach:1:cannot create"),
-                                                 ("0.43.1", "inside", "fail:new-tab:1:no tab for you")])
+_ATTACH, _NEW_TAB = "fail:attach:1:cannot create", "fail:new-tab:1:no tab for you"
+
+
+@pytest.mark.parametrize("ui,version,where,fault", [
+    ("live", "0.45.0", "outside", _ATTACH), ("live", "0.45.0", "inside", _NEW_TAB),
+    ("live", "0.43.1", "inside", _NEW_TAB), ("compact", "0.44.3", "outside", _ATTACH),
+    full("compact", "0.45.0", "outside", _ATTACH), full("compact", "0.45.0", "inside", _NEW_TAB),
+    full("live", "0.44.3", "outside", _ATTACH), full("compact", "0.43.1", "inside", _NEW_TAB)])
 def test_required_backend_that_cannot_start_fails_the_run_before_any_task(swarm, fz, ui, version, where, fault):
     inside = None
     if where == "inside":
@@ -203,8 +207,8 @@ def _run_leftovers(run: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("version,how", [("0.40.1", "crash"), ("0.41.2", "kill-session"), ("0.43.1", "crash"),
-                                         ("0.44.3", "kill-session"), ("0.45.0", "crash")])
+@pytest.mark.parametrize("version,how", [("0.40.1", "crash"), full("0.41.2", "kill-session"), full("0.43.1", "crash"),
+                                         ("0.44.3", "kill-session"), full("0.45.0", "crash")])
 def test_nothing_is_left_running_when_the_session_dies(swarm, fz, version, how):
     from swarmtest import kill_run_processes, wait_until
 

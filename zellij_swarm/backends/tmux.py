@@ -109,6 +109,7 @@ class TmuxBackend:
         self.attach_argv: list[str] | None = None
         self.windows: list[_Window] = []
         self.alive = True
+        self.unresponsive: BackendError | None = None  # the call that timed out, once one did
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -311,10 +312,19 @@ class TmuxBackend:
         """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
         argument is encoded so that tmux's parser reads it back unchanged."""
         assert self.server is not None
+        if self.unresponsive is not None:  # one timeout is enough: never wait on it again
+            raise self.unresponsive
         argv = ["tmux"] + ([f"-S{self.server.socket_path}"] if self.server.socket_path else [])
         for i, command in enumerate(commands):
             argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
-        return _cmd.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
+        try:
+            return _cmd.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
+        except BackendError as e:
+            if e.code == "pane_call_timeout":
+                # A server that does not answer (stopped, stuck) would cost every later call
+                # its whole timeout — a run's end or a Ctrl-C would take minutes.
+                self.unresponsive = e
+            raise
 
 
 def _is_pane_wrapper(req: LaunchRequest) -> bool:
