@@ -370,7 +370,7 @@ def test_zellij_compact_session_killed(swarm, fz, version):
         summary = ended(swarm, proc, run)
     finally:
         proc.kill()
-    assert len(died(run)) == 1 and [w["code"] for w in summary["warnings"]] == ["renderer_died"]
+    assert len(died(run)) == 1 and [w["code"] for w in summary["warnings"]] == ["renderer_died"], summary["warnings"]
     assert gone_views(summary) == {"board", "slot-1", "slot-2"}
 
 

@@ -78,7 +78,7 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
         args = ("--backend", "tmux", "--ui", "live", "--max-visible-panes", "4")
     elif backend == "zellij":
         fz = request.getfixturevalue("fake_zellij")
-        env = fz.env("0.45.0", ZELLIJ_SWARM_PANE_HOLD_MS="100", ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="3000")
+        env = fz.env("0.45.0", ZELLIJ_SWARM_PANE_HOLD_MS="100", ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="10000")
         args = ("--backend", "zellij", "--ui", "live", "--max-visible-panes", "4")
     run_id = None
     try:

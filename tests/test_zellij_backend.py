@@ -42,7 +42,9 @@ WEIRD = 'q"$x ~{y}'
 EXPECTED = {"ok1": ("succeeded", 0), "bad": ("failed", 3), "slow": ("succeeded", 0), WEIRD: ("succeeded", 0),
             "ok2": ("succeeded", 0)}
 LEDGER = ["bad", "ok1", "ok2", "slow", "weird"]
-FAST = {"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "3000", "ZELLIJ_SWARM_PANE_HOLD_MS": "200"}
+# Short holds; deadlines long enough for a loaded CI machine (they end as soon as panes show).
+FAST = {"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "10000", "ZELLIJ_SWARM_PANE_HOLD_MS": "200",
+        "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS": "30000"}
 
 
 @pytest.fixture

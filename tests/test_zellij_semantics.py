@@ -213,7 +213,7 @@ def test_nothing_is_left_running_when_the_session_dies(swarm, fz, version, how):
     from swarmtest import kill_run_processes, wait_until
 
     fz.host("host", version, client=True)
-    env = fz.env(version, inside="host", ZELLIJ_SWARM_PANE_HOLD_MS="100", ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="3000")
+    env = fz.env(version, inside="host", ZELLIJ_SWARM_PANE_HOLD_MS="100", ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="10000")
     swarm.write("l.toml", LONG)
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
