@@ -114,12 +114,16 @@ class SnapshotWriter:
         if self.dirty and self._clock() - self._last >= self._interval:
             self.write()
 
-    def write(self) -> dict[str, Any]:
+    def write(self, *, summary: Path | None = None) -> dict[str, Any]:
+        """Write ``state.json``; at a run's end also ``summary`` (the same snapshot), first:
+        a kill between the two then leaves the summary readers trust, never a state.json
+        that says the run ended while no summary.json exists."""
         snap = self._build()
-        try:
-            write_json_atomic(self._run.state, snap)
-        except OSError as e:
-            self.error = self.error or e
+        for path in ([summary] if summary is not None else []) + [self._run.state]:
+            try:
+                write_json_atomic(path, snap)
+            except OSError as e:
+                self.error = self.error or e
         self._last = self._clock()
         self.dirty = False
         return snap

@@ -747,11 +747,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.attached.wait()  # the user detaches, or the session just closed lets it go
         self.reserve.release()
         self.sync.close()  # every exit record is durable before the summary says the run ended
-        snap = self.snapshots.write()
-        try:
-            rundir.write_json_atomic(self.paths.summary, snap)
-        except OSError as e:
-            self.snapshots.error = self.snapshots.error or e
+        snap = self.snapshots.write(summary=self.paths.summary)
         self._check_records()
         self.final_snapshot = snap
         code = self.exit_code(snap)
