@@ -555,8 +555,8 @@ def test_a_stopped_launcher_is_replaced_and_every_task_runs_once(swarm):
     swarm.write("l.txt", "".join(f"sleep 0.3; echo {n} >> ledger\n" for n in names))
     proc = swarm.popen("run", "l.txt", "-j", "3", "--output", "quiet")
     run = _run_dir(swarm)
+    launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
     try:
-        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
         wait_until(lambda: _started(run) >= 2, what="workers running")
         launcher.suspend()  # SIGSTOP: alive, silent
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
@@ -566,6 +566,8 @@ def test_a_stopped_launcher_is_replaced_and_every_task_runs_once(swarm):
         assert run_processes(run.name) == []
     finally:
         proc.kill()
+        if launcher.is_running():
+            launcher.kill()  # SIGKILL ends a stopped process too
         kill_run_processes(run.name)
 
 
