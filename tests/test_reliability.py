@@ -4,6 +4,7 @@ drives the CLI as a user would and failed on the code before its fix."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -26,6 +28,22 @@ from zellij_swarm.live import Timers
 
 def _run_dir(swarm) -> Path:
     return wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+
+
+@contextlib.contextmanager
+def _interrupted(swarm, *run_args: str) -> Iterator[Path]:
+    """A run whose supervisor was SIGKILLed once its first worker ran and a snapshot exists;
+    every process of it is ended afterwards."""
+    proc = swarm.popen("run", *run_args, "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the first worker")
+        proc.kill()
+        proc.wait()
+        yield run
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
 
 
 def _launcher(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Process | None:
@@ -308,19 +326,12 @@ def test_very_long_durations_run(swarm, where):
 @pytest.mark.parametrize("where", [full("flag"), full("idle-flag"), "file", full("task")])
 def test_very_long_durations_resume(swarm, where):
     args = _long_durations(swarm, where)
-    proc = swarm.popen("run", "d.toml", "-j", "1", "--output", "quiet", *args)
-    run = _run_dir(swarm)
-    try:
-        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the first worker")
-        proc.kill()  # the supervisor dies with tasks still to dispatch; resume takes its settings
-        proc.wait()
+    # the supervisor dies with tasks still to dispatch; resume takes its settings
+    with _interrupted(swarm, "d.toml", "-j", "1", *args) as run:
         res = swarm("resume", run.name, "--output", "quiet", timeout=60)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["later", "quick", "slow"]
         assert swarm.summary()["state"] == "finished"
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
 
 
 # ----- 12. state.json follows the workers ------------------------------------------------------
@@ -422,12 +433,7 @@ def test_no_inotify_watches_left_polls_instead_of_crashing(swarm, tmux, limit):
 def test_an_adopted_worker_keeps_what_is_left_of_its_timeout(swarm):
     """A resumed run still ends a worker at its timeout, counted from the worker's start."""
     swarm.write("t.toml", '[[task]]\nname = "long"\ncmd = "sleep 60"\ntimeout = "3s"\n')
-    proc = swarm.popen("run", "t.toml", "--output", "quiet")
-    run = _run_dir(swarm)
-    try:
-        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the worker")
-        proc.kill()
-        proc.wait()
+    with _interrupted(swarm, "t.toml") as run:
         started = time.monotonic()
         res = swarm("resume", run.name, "--output", "quiet", timeout=60)
         assert res.code == 1, res.stderr
@@ -435,9 +441,6 @@ def test_an_adopted_worker_keeps_what_is_left_of_its_timeout(swarm):
         assert (row["status"], row["reason"]) == ("timed_out", "timeout")
         assert time.monotonic() - started < 30  # not the 60 s the worker would have slept
         assert run_processes(run.name) == []
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
 
 
 # ----- 14. cancel is answered, also while the run ends -----------------------------------------
@@ -596,12 +599,7 @@ def test_an_adopted_worker_keeps_its_silence_toward_the_idle_timeout(swarm):
     """The silence before a resume counts: a worker silent for longer than its idle_timeout
     when it is adopted is ended at once, not idle_timeout later."""
     swarm.write("t.toml", '[[task]]\nname = "quiet"\ncmd = "sleep 60"\nidle_timeout = "4s"\n')
-    proc = swarm.popen("run", "t.toml", "--output", "quiet")
-    run = _run_dir(swarm)
-    try:
-        wait_until(lambda: _started(run) == 1 and (run / "state.json").exists(), what="the worker")
-        proc.kill()
-        proc.wait()
+    with _interrupted(swarm, "t.toml") as run:
         hb = run / "slots/slot-1/gen-1/heartbeat.jsonl"
         wait_until(lambda: time.time() - hb.stat().st_mtime > 5, timeout=15, what="5 s of silence")
         res = swarm("resume", run.name, "--output", "quiet", timeout=60)
@@ -610,9 +608,6 @@ def test_an_adopted_worker_keeps_its_silence_toward_the_idle_timeout(swarm):
         [idle] = [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
                   if e["event"] == "idle_timeout"]
         assert idle["silence_s"] > 5  # the silence before the resume counted
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
 
 
 def test_sigterm_ends_the_run_soon_while_the_tmux_server_is_stopped(swarm, tmux):
