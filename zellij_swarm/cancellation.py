@@ -180,8 +180,7 @@ class CancelMixin:
             self._warn("process_left_behind", f"{len(left)} process(es) of slot {slot} generation {lg.gen.gen} "
                                               f"survived SIGKILL: {names}", lg.task)
         del self.stopping[slot]
-        self.slot_state[slot] = transition(f"slot {slot}", SlotState.STOPPING, SlotState.IDLE)
-        self.pool.give_back(slot)
+        self._free_slot(slot)
         self.events.emit("slot_released", slot=slot, gen=lg.gen.gen)
 
     def _detach(self) -> None:

@@ -535,13 +535,16 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         if not sidecars.take_claim(lg.gen):
             self._follow_pane(lg, None)
             return
-        slot = lg.gen.slot
-        del self.live[slot]
-        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
-        self.pool.give_back(slot)
+        del self.live[lg.gen.slot]
+        self._free_slot(lg.gen.slot)
         lg.done = True
         lg.task.withdraw_generation()
         self._finalise(lg.task, TaskStatus.CANCELLED, reason)
+
+    def _free_slot(self, slot: int) -> None:
+        """The slot runs nothing any more: idle, and the pool may hand it out again."""
+        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
+        self.pool.give_back(slot)
 
     def _running(self, lg: LiveGen) -> None:
         slot = lg.gen.slot
@@ -645,8 +648,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             # does not notice): end what is left of it before anything runs again.
             self._end_tree(lg)
         if not self._hold_slot(lg):
-            self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
-            self.pool.give_back(slot)
+            self._free_slot(slot)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
         if lg.idle_message:
             task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
