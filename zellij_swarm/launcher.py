@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import select
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,13 +133,17 @@ class Launcher:
         if not wait:
             _reap(self.pid, block=False)
             return
-        deadline = time.monotonic() + CLOSE_TIMEOUT
-        while not _reap(self.pid, block=False):
-            if time.monotonic() > deadline:
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            _reap(self.pid, block=False)
+            return
+        try:
+            if not select.select([pidfd], [], [], CLOSE_TIMEOUT)[0]:  # it exits, or it is stuck
                 self.kill()
-                _reap(self.pid, block=True)
-                return
-            time.sleep(0.01)
+        finally:
+            os.close(pidfd)
+        _reap(self.pid, block=True)
 
     def kill(self) -> None:
         """End a launcher that stopped answering (stopped, or stuck); its reply pipe then
