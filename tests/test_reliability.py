@@ -465,19 +465,32 @@ def test_cancel_says_what_it_cancelled(swarm):
 
 
 def test_cancel_during_the_end_of_run_sweep_is_answered_not_dropped(swarm):
-    # The worker leaves a daemon that ignores SIGTERM: the end-of-run sweep takes a grace
-    # period to end it, and a cancel sent meanwhile must get an answer.
+    # The worker leaves a daemon that ignores SIGTERM: the end-of-run sweep waits the kill
+    # grace (long here, so the test cannot miss the window) before its SIGKILL, and a cancel
+    # sent meanwhile must get an answer.
     marker = f"zsw-sweep-{os.getpid()}"
-    swarm.write("d.txt", f"setsid sh -c 'trap \"\" TERM; sleep 30; :' {marker} & echo started\n")
-    proc = swarm.popen("run", "d.txt", "--output", "quiet")
+    daemon = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open(\"ready\", \"w\"); time.sleep(60)"
+    # one process, and the task ends only once it ignores SIGTERM
+    swarm.write("d.txt", f"setsid {sys.executable} -c '{daemon}' {marker} & until [ -e ready ]; do sleep 0.01; done\n")
+    proc = swarm.popen("run", "d.txt", "--output", "quiet", "--kill-grace", "45s")
     run = _run_dir(swarm)
     try:
         events = run / "events.jsonl"
-        wait_until(lambda: events.exists() and '"worker_completed"' in events.read_text() and _marked_alive(marker),
-                   what="the task recorded as ended, its daemon alive")
-        res = swarm("cancel", run.name)
-        assert res.code == 1, res.stderr
-        assert "already ended" in res.stderr and "nothing" in res.stderr, res.stderr
+        wait_until(lambda: events.exists() and '"process_left_behind"' in events.read_text(), timeout=20,
+                   what="the end-of-run sweep")
+        assert _marked_alive(marker), "the daemon ignores SIGTERM: alive until the grace ends"
+        cancel = swarm.popen("cancel", run.name)
+        try:
+            wait_until(lambda: list((run / "inbox").glob("*.json")) or cancel.poll() is not None,
+                       what="the cancel message in the inbox")
+            assert proc.poll() is None  # still in the sweep's grace
+            for pid in _marked_alive(marker):
+                os.kill(pid, signal.SIGKILL)  # the sweep sees it gone and the run ends
+            assert cancel.wait(timeout=30) == 1
+            err = cancel.stderr.read()
+            assert "already ended" in err and "nothing" in err, err
+        finally:
+            cancel.kill()
         assert proc.wait(timeout=30) == 0
         assert swarm.summary()["state"] == "finished"
         assert not list((run / "inbox").glob("*.json"))  # nothing left unread

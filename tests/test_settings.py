@@ -58,7 +58,14 @@ BAD = [
     Bad("duration-negative", {"timeout": "-3"}, {}, "invalid timeout"),
     Bad("duration-junk", {"timeout": "soon"}, {}, "a duration such as"),
     Bad("halt-junk", {}, {"ZELLIJ_SWARM_HALT": "later"}, "never|soon|now"),
+    Bad("kill-grace-zero", {}, {"ZELLIJ_SWARM_KILL_GRACE": "0"}, "invalid kill_grace '0' (from env ZELLIJ_SWARM_KILL_GRACE)"),
 ]
+
+
+def test_kill_grace_defaults_to_two_seconds_and_takes_any_duration():
+    assert resolve({}, {}).kill_grace == 2.0
+    assert resolve({}, {"ZELLIJ_SWARM_KILL_GRACE": "90s"}).kill_grace == 90.0
+    assert resolve({"kill_grace": "500ms"}, {"ZELLIJ_SWARM_KILL_GRACE": "90s"}).kill_grace == 0.5
 
 
 @pytest.mark.parametrize("case", BAD, ids=[b.test_id for b in BAD])

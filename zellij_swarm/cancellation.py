@@ -20,7 +20,6 @@ from . import procs, rundir, sidecars
 from .live import LiveGen
 from .states import SlotState, TaskStatus, transition
 
-KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL when ending a worker's tree
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
@@ -118,7 +117,7 @@ class CancelMixin:
     def _end_tree(self, lg: LiveGen) -> None:
         """The one way a generation's processes are ended, whatever the cause (cancel,
         timeout, idle, halt, shutdown, a pane closed or its multiplexer lost): SIGTERM to
-        every one of them now; after ``KILL_GRACE``, SIGKILL to every one still alive —
+        every one of them now; after the ``kill_grace`` setting, SIGKILL to every one still alive —
         whether or not the wrapper has recorded its exit by then, since a child that ignores
         SIGTERM outlives it; one grace later the wrapper itself if it still has not. Its slot
         is not used again until the whole tree is gone (``_hold_slot``)."""
@@ -126,15 +125,15 @@ class CancelMixin:
             return
         lg.ending = True
         procs.send(self._generation_procs(lg), signal.SIGTERM)
-        self.timers.after(KILL_GRACE, lambda: self._kill_tree(lg))
+        self.timers.after(self.settings.kill_grace, lambda: self._kill_tree(lg))
 
     def _kill_tree(self, lg: LiveGen) -> None:
         lg.tree_killed = True
         procs.send(self._generation_procs(lg), signal.SIGKILL)
         if lg.done:
-            self._release_when_gone(lg, deadline=self.clock() + KILL_GRACE)
+            self._release_when_gone(lg, deadline=self.clock() + self.settings.kill_grace)
         else:
-            self.timers.after(KILL_GRACE, lambda: self._kill_wrapper(lg))
+            self.timers.after(self.settings.kill_grace, lambda: self._kill_wrapper(lg))
 
     def _kill_wrapper(self, lg: LiveGen) -> None:
         if not lg.done and lg.pid:
@@ -199,11 +198,12 @@ class CancelMixin:
             names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
             self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: "
                                               f"{names}", None)
-        procs.end_all(holds, KILL_GRACE)
+            self.events.flush()  # on disk now: the grace below is why the run has not ended yet
+        procs.end_all(holds, self.settings.kill_grace)
         for _ in range(5):  # a daemon may fork again while it is being ended: scan until none is left
             if not left:
                 return
-            procs.end_all(left, KILL_GRACE)
+            procs.end_all(left, self.settings.kill_grace)
             left = procs.marked(procs.run_markers(self.run_id), sessions)
 
 

@@ -179,6 +179,8 @@ SETTINGS: tuple[Setting, ...] = (
             lambda: "kill", help="what an idle timeout does: warn|kill"),
     Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice("progress", "group", "tag", "quiet"),
             lambda: None, help="progress|group|tag|quiet (default: progress on a TTY, group otherwise)"),
+    Setting("kill_grace", "--kill-grace", ("ZELLIJ_SWARM_KILL_GRACE",), parse_duration, lambda: 2.0,
+            help="time between SIGTERM and SIGKILL when a worker is ended (default 2s)"),
     Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice("never", "soon", "now"), lambda: "never",
             help="after the first failure: never (keep going) | soon (stop dispatching) | now (cancel all)"),
 )
