@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import psutil
+
 from . import procs, rundir, sidecars
 from .live import LiveGen
 from .states import SlotState, TaskStatus, transition
@@ -97,9 +99,11 @@ class CancelMixin:
         """End a generation on purpose (``reason``: timeout, cancel, halt…) through the one
         ladder of ``_end_tree``. The reason is written first, so whoever reads the exit —
         this supervisor or a resumed one — classifies it the same way."""
-        if lg.done or lg.kill_reason is not None:
+        if lg.collected or lg.kill_reason is not None:
             return
         lg.kill_reason = reason
+        if lg.opening:
+            return  # ended as soon as the backend says how it starts (``_launched``)
         try:
             rundir.write_atomic(lg.gen.kill, reason + "\n")
         except OSError as e:
@@ -117,19 +121,19 @@ class CancelMixin:
     def _end_tree(self, lg: LiveGen) -> None:
         """The one way a generation's processes are ended, whatever the cause (cancel,
         timeout, idle, halt, shutdown, a pane closed or its multiplexer lost): SIGTERM to
-        every one of them now; after the ``kill_grace`` setting, SIGKILL to every one still alive —
-        whether or not the wrapper has recorded its exit by then, since a child that ignores
-        SIGTERM outlives it; one grace later the wrapper itself if it still has not. Its slot
-        is not used again until the whole tree is gone (``_hold_slot``)."""
+        every one of them now; after the ``kill_grace`` setting, SIGKILL to every one still
+        alive — whether or not the wrapper has recorded its exit by then, since a child that
+        ignores SIGTERM outlives it; one grace later the wrapper itself if it still has not.
+        Its slot is not used again until the whole tree is gone (``_hold_slot``)."""
         if lg.ending:
             return
         lg.ending = True
-        procs.send(self._generation_procs(lg), signal.SIGTERM)
+        self._signal_tree(lg, signal.SIGTERM)
         self.timers.after(self.settings.kill_grace, lambda: self._kill_tree(lg))
 
     def _kill_tree(self, lg: LiveGen) -> None:
         lg.tree_killed = True
-        procs.send(self._generation_procs(lg), signal.SIGKILL)
+        self._signal_tree(lg, signal.SIGKILL)
         if lg.done:
             self._release_when_gone(lg, deadline=self.clock() + self.settings.kill_grace)
         else:
@@ -142,42 +146,57 @@ class CancelMixin:
             except ProcessLookupError:
                 pass
 
-    def _generation_procs(self, lg: LiveGen) -> list:
-        """Every process of the generation still running, its wrapper excluded: the
-        wrapper's descendants while it runs, and whatever carries the generation's markers
-        or was started in the wrapper's session before the wrapper ended."""
+    def _signal_tree(self, lg: LiveGen, sig: int,
+                     then: Callable[[list[psutil.Process]], None] | None = None) -> None:
+        """Send ``sig`` to every process of the generation still running, its wrapper
+        excluded, from the process runner's thread: finding them reads all of ``/proc``,
+        which must not hold up the loop. ``then`` gets the processes that were signalled."""
         markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
-        if not lg.done:
-            return procs.generation_tree(lg.pid, markers)
-        sessions = {lg.pid: lg.task.ended_at or self.wallclock()} if lg.pid else None
-        return [p for p in procs.marked(markers, sessions) if p.pid != lg.pid]
+        pid = lg.pid
+        find: Callable[[], list[psutil.Process]]
+        if not lg.done:  # the wrapper's descendants, and whatever carries the markers
+            find = lambda: procs.generation_tree(pid, markers)  # noqa: E731
+        else:  # ... or was started in the wrapper's session before the wrapper ended
+            sessions = {pid: lg.task.ended_at or self.wallclock()} if pid else None
+            find = lambda: [p for p in procs.marked(markers, sessions) if p.pid != pid]  # noqa: E731
+        self.proc_calls.submit(lambda: procs.send(find(), sig),
+                               None if then is None else lambda done: then(done.value or []))
 
     def _hold_slot(self, lg: LiveGen) -> bool:
-        """At the end of a generation that is being ended: keep its slot (``stopping``) while
-        processes of its tree remain, so a slot never runs two generations at once. True
+        """At the end of a generation that is being ended: its slot stays ``stopping`` until
+        no process of its tree is left, so a slot never runs two generations at once. True
         when the slot is held; ``_release_when_gone`` gives it back."""
-        if not lg.ending or not self._generation_procs(lg):
+        if not lg.ending:
             return False
         slot = lg.gen.slot
         self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.STOPPING)
         self.stopping[slot] = lg
         if lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
             self._kill_tree(lg)
+        else:  # released now if nothing is left, else by the ladder's SIGKILL
+            self._signal_tree(lg, 0, lambda left: left or self._release(lg))  # signal 0: is any left?
         return True
 
     def _release_when_gone(self, lg: LiveGen, *, deadline: float) -> None:
+        if self.stopping.get(lg.gen.slot) is not lg:
+            return
+
+        def signalled(left: list[psutil.Process]) -> None:
+            if left and self.clock() < deadline:
+                self.timers.after(0.01, lambda: self._release_when_gone(lg, deadline=deadline))
+                return
+            if left:
+                names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
+                self._warn("process_left_behind", f"{len(left)} process(es) of slot {lg.gen.slot} generation "
+                                                  f"{lg.gen.gen} survived SIGKILL: {names}", lg.task)
+            self._release(lg)
+
+        self._signal_tree(lg, signal.SIGKILL, signalled)
+
+    def _release(self, lg: LiveGen) -> None:
         slot = lg.gen.slot
         if self.stopping.get(slot) is not lg:
             return
-        left = self._generation_procs(lg)
-        if left and self.clock() < deadline:
-            procs.send(left, signal.SIGKILL)
-            self.timers.after(0.01, lambda: self._release_when_gone(lg, deadline=deadline))
-            return
-        if left:
-            names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
-            self._warn("process_left_behind", f"{len(left)} process(es) of slot {slot} generation {lg.gen.gen} "
-                                              f"survived SIGKILL: {names}", lg.task)
         del self.stopping[slot]
         self._free_slot(slot)
         self.events.emit("slot_released", slot=slot, gen=lg.gen.gen)
@@ -193,7 +212,7 @@ class CancelMixin:
         otherwise end only with a pane that no longer exists."""
         sessions = {a.pid: a.ended_at for t in self.tasks.values() for a in t.history if a.pid and a.ended_at}
         left = procs.marked(procs.run_markers(self.run_id), sessions)
-        holds = [] if self.backend.session_alive() else procs.marked(procs.hold_markers(self.run_id))
+        holds = [] if self.backend.session_alive_now() else procs.marked(procs.hold_markers(self.run_id))
         if left:
             names = ", ".join(f"{p.pid} ({_name(p)})" for p in left[:10])
             self._warn("process_left_behind", f"{len(left)} process(es) of this run still running, ending them: "

@@ -40,7 +40,10 @@ class LiveGen:
     tree_killed: bool = False  # ... and past SIGKILL
     deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers
     idle_message: str | None = None  # why the watchdog ended it
-    done: bool = False
+    opening: bool = False  # the backend's thread is deciding or opening its pane
+    files_followed: bool = False  # its directory is watched or polled
+    collected: bool = False  # its exit was read; its outcome may still wait on the multiplexer
+    done: bool = False  # its end is recorded
 
     @property
     def in_pane(self) -> bool:

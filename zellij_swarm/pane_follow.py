@@ -15,7 +15,6 @@ import selectors
 from dataclasses import replace
 
 from . import procs, sidecars
-from .backends.base import Queued
 from .live import LiveGen
 from .states import TaskStatus
 
@@ -36,6 +35,9 @@ class PaneFollowMixin:
         """File events on the generation's directory bring its heartbeat and its exit. When
         no watch can be added (the user's inotify watches are used up: ENOSPC) the
         directory is polled instead, with one ``watch_failed`` warning: slower, never lost."""
+        if lg.files_followed:
+            return
+        lg.files_followed = True
         try:
             self.watcher.add(lg.gen.dir)
         except OSError as e:
@@ -49,9 +51,9 @@ class PaneFollowMixin:
         self.by_dir[lg.gen.dir] = lg
 
     def _poll_generation(self, lg: LiveGen) -> None:
-        if not lg.done:
+        if lg.files_followed:
             self._on_gen_change(lg)
-        if not lg.done:
+        if lg.files_followed:
             self.timers.after(POLL_INTERVAL, lambda: self._poll_generation(lg))
 
     def _on_files(self, changes: list) -> None:
@@ -65,7 +67,7 @@ class PaneFollowMixin:
 
     def _on_gen_change(self, lg: LiveGen) -> None:
         """A pane's generation directory changed: its launch heartbeat, or its exit."""
-        if lg.done:
+        if lg.collected:
             return
         if not lg.heartbeat_seen and (hb := sidecars.heartbeat_started(lg.gen)) is not None:
             lg.heartbeat_seen = True
@@ -74,9 +76,10 @@ class PaneFollowMixin:
                 lg.pane_id = lg.task.pane_id = hb["pane_id"]
             self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                              pid=lg.pid, pane_id=lg.pane_id)
+            self._running(lg)  # also when it reports before its pane's launch does
             if isinstance(lg.pid, int):
                 self._follow_pid(lg)
-        if not lg.done and sidecars.read_sidecar(lg.gen) is not None:
+        if not lg.collected and sidecars.read_sidecar(lg.gen) is not None:
             self._collect(lg)
 
     def _follow_pid(self, lg: LiveGen) -> None:
@@ -91,7 +94,7 @@ class PaneFollowMixin:
         self._sel.register(lg.pidfd, selectors.EVENT_READ, lg)
 
     def _heartbeat_deadline(self, lg: LiveGen) -> None:
-        if lg.done or lg.heartbeat_seen or not lg.in_pane:
+        if lg.collected or lg.heartbeat_seen or not lg.in_pane:
             return
         if not sidecars.take_claim(lg.gen):
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
@@ -120,13 +123,11 @@ class PaneFollowMixin:
             self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
             return
         self._warn(code, message, lg.task)
-        [result] = self.fallback.launch([lg.request])
-        if isinstance(result, Queued):
-            self.queued[result.token] = lg
-        else:
-            self._launched(lg, result)
+        [result] = self._start_headless([lg.request])
+        self._launched(lg, result)
 
     def _unwatch(self, lg: LiveGen) -> None:
+        lg.files_followed = False
         if lg.watching_dir:
             self.watcher.remove(lg.gen.dir)
             self.by_dir.pop(lg.gen.dir, None)

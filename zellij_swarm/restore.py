@@ -71,8 +71,7 @@ class RestoreMixin:
                     self._skip(self.tasks[skipped])
         for lg in to_collect:
             self._adopt(lg)
-            if not lg.done:
-                self._collect(lg)
+            self._collect(lg)
         for lg in to_adopt:
             self._adopt(lg)
         self._read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
@@ -84,7 +83,8 @@ class RestoreMixin:
         if gs.recorded is not None:
             status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
         else:
-            status, reason = self._outcome(lg, exit_rec)
+            # no backend is open yet: a hang-up is read as its pane's, as it was while it ran
+            status, reason = self._outcome(lg, exit_rec, session_alive=True)
         lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
         if not gs.followups_consumed:
             self._consume_followups(lg)
@@ -111,12 +111,12 @@ class RestoreMixin:
         started = sidecars.started_at(lg.gen)
         self._arm_limits(lg, elapsed=self.wallclock() - started if started is not None else 0.0)
         self._on_gen_change(lg)  # it may have ended between the records' reading and now
-        if lg.done:
+        if lg.collected:
             return
         if lg.pid is None:
             self._collect(lg)
         else:
             self._follow_pid(lg)  # collected at once if already gone
-        if lg.kill_reason is not None and not lg.done:  # the old supervisor had begun ending it
+        if lg.kill_reason is not None and not lg.collected:  # the old supervisor had begun ending it
             reason, lg.kill_reason = lg.kill_reason, None
             self._kill(lg, reason)

@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, view_watch, wrapper
-from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
+from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, PaneResult, Queued, RunContext
 from .backends.headless import HeadlessBackend, worker_env
+from .backends.offloop import OffLoopBackend
+from .calls import CallRunner
 from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
 from .cancellation import EXIT_CODES, CancelMixin, killed_status
 from .control import ControlMixin
@@ -41,6 +43,7 @@ from .scheduler import ReadyQueue, SlotPool
 from .settings import Resolved
 from .states import SlotState, TaskStatus, transition
 from .watch import Inotify, Watcher
+from .wrapper import PaneMode
 
 
 
@@ -95,12 +98,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
     ) -> None:
         self.plan = plan
         self.settings = plan.settings
-        self.backend = backend
+        self.chosen_backend = backend  # run() makes every call to it on a thread of its own
         self.reporter = reporter
         self.clock = clock
         self.wallclock = wallclock
         self.watcher: Watcher = watcher or Inotify()
-        self.fallback = HeadlessBackend()
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
         self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
@@ -213,6 +215,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
         self.views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
         sel.register(self.views.fileno(), selectors.EVENT_READ, "views")
+        self.calls = CallRunner("zellij-swarm backend")
+        self.backend = OffLoopBackend(self.chosen_backend, self.calls)
+        self.proc_calls = CallRunner("zellij-swarm procs")  # tree kills never wait behind a pane call
+        sel.register(self.calls.fileno(), selectors.EVENT_READ, self.calls)
+        sel.register(self.proc_calls.fileno(), selectors.EVENT_READ, self.proc_calls)
         self.launcher = Launcher(worker_env(self.plan.env))
         self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
@@ -250,6 +257,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                         self._on_launcher(self.launcher.read())
                     elif key.data == "views":
                         self._on_views_gone(self.views.read())
+                    elif isinstance(key.data, CallRunner):
+                        key.data.drain()
                     else:
                         self._on_pidfd(key.data)
                 self.timers.run_due()
@@ -270,6 +279,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.launcher.close(wait=not self.detached)
             self.sync.close()
             self._close_backend()
+            self.calls.close()
+            self.proc_calls.close()
             self.events.close()
             lock.release()
 
@@ -304,16 +315,15 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
     def _open_backend(self) -> bool:
         """Open the backend's session/window. A failure is a warning and the run goes on
         headless — or, under require, fails every task before any starts (returns False)."""
-        ctx = RunContext(paths=self.paths, run_id=self.run_id, settings=self.settings, schedule=self.timers.after,
-                         warn=lambda code, msg: self._warn(code, msg, None), notice=self.reporter.notice,
-                         renderer_argv=self.renderer_argv, start_headless=self._start_headless)
-        self.fallback.open(ctx)
+        ctx = RunContext(paths=self.paths, run_id=self.run_id, settings=self.settings,
+                         schedule=self.timers.after, warn=lambda code, msg: self._warn(code, msg, None),
+                         notice=self.reporter.notice, renderer_argv=self.renderer_argv)
         try:
-            self.backend.open(ctx)
+            self.backend.open(self.backend.context(ctx, schedule=self.timers.after))
             return True
         except exc.BackendError as e:
             name = self.backend.name
-            self.backend = self.fallback
+            self.backend = OffLoopBackend(HeadlessBackend(), self.calls)
             if not self.settings.require_multiplexer:
                 self._warn(e.code, f"{name}: {e.message}; running headless", None)
                 return True
@@ -361,35 +371,66 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._dispatch_batch()
 
     def _dispatch_batch(self) -> None:
-        """Reserve the free slots, write their generations, then launch them together."""
-        batch: list[LiveGen] = []
+        """Reserve the free slots and start their generations together: headless ones at
+        once; those whose slot the backend shows once its thread has said how (pane or
+        headless), so that a slow multiplexer never holds up a headless start."""
         reserved_at = self.wallclock()
-        unwritable: list[tuple[LiveGen, OSError]] = []
+        batch: list[LiveGen] = []
         while self.pool.free_count and len(self.ready):
             task = self.tasks[self.ready.pop()]  # type: ignore[index]
             slot = self.pool.take()
             assert slot is not None
-            lg = self._reserve(task, slot)
+            batch.append(self._reserve(task, slot))
+        shown = [lg for lg in batch if self.backend.shows(lg.gen.slot)]
+        self._start_generations([lg for lg in batch if not self.backend.shows(lg.gen.slot)], reserved_at)
+        if shown:
+            for lg in shown:
+                lg.opening = True
+            self.backend.pane_modes([lg.gen.slot for lg in shown],
+                                    lambda modes: self._panes_decided(shown, modes, reserved_at))
+
+    def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None], reserved_at: float) -> None:
+        for lg, mode in zip(batch, modes):
+            lg.pane = mode
+            lg.request = replace(lg.request, pane=mode is not None)
+        self._start_generations(batch, reserved_at)
+
+    def _start_generations(self, batch: list[LiveGen], reserved_at: float) -> None:
+        """Write each generation's wrapper, then start them: headless ones through the
+        launcher, pane ones through the backend's thread."""
+        written = []
+        for lg in batch:
             try:
                 self._write_generation(lg)
-                batch.append(lg)
-            except OSError as e:
-                unwritable.append((lg, e))
-        for lg, e in unwritable:  # a full or read-only state directory: this task fails, the run goes on
-            self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
-        if not batch:
+                written.append(lg)
+            except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
+                lg.opening = False
+                self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
+        if not written:
             return
-        is_batch = len(batch) > 1 or self.stats.batch_count == 0
+        is_batch = len(written) > 1 or self.stats.batch_count == 0
         if is_batch:
-            self.events.emit("batch_dispatch_started", size=len(batch))
-        self.stats.batch(len(batch), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in batch])
-        requests = [lg.request for lg in batch]
-        for lg in batch:
+            self.events.emit("batch_dispatch_started", size=len(written))
+        self.stats.batch(len(written), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in written])
+        for lg in written:
             self.events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
-        for lg, result in zip(batch, self.backend.launch(requests)):
+        headless = [lg for lg in written if not lg.in_pane]
+        for lg, result in zip(headless, self._start_headless([lg.request for lg in headless])):
+            lg.opening = False
             self._launched(lg, result)
+        in_panes = [lg for lg in written if lg.in_pane]
+        if in_panes:
+            for lg in in_panes:
+                lg.opening = True
+                self._watch_generation(lg)  # a pane's wrapper may report before its launch does
+            self.backend.launch([lg.request for lg in in_panes], lambda results: self._panes_launched(in_panes, results))
         if is_batch:
-            self.events.emit("batch_dispatch_completed", size=len(batch))
+            self.events.emit("batch_dispatch_completed", size=len(written))
+
+    def _panes_launched(self, batch: list[LiveGen], results: list[PaneResult]) -> None:
+        for lg, result in zip(batch, results):
+            lg.opening = False
+            self._launched(lg, result)
 
     def _reserve(self, task: TaskRecord, slot: int) -> LiveGen:
         self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RESERVED)
@@ -398,12 +439,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         backfill = gen_no > 1
         gen = self.paths.gen(slot, gen_no)
         task.start_generation(slot, gen_no)
-        pane = self.backend.pane_mode(slot)
         self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
         if backfill:
             self.stats.backfill_count += 1
             self.events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
-        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, pane=pane is not None), backfill, pane=pane)
+        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name), backfill)
         self.live[slot] = lg
         return lg
 
@@ -494,7 +534,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         """A generation handed to a launcher that died before saying whether it started it:
         its claim tells. Unclaimed (or held by this supervisor) it never ran — start it again,
         claimed; claimed by a pid, its wrapper runs — follow it."""
-        if lg.done:
+        if lg.collected:
             return
         owner = sidecars.claim_owner(lg.gen)
         if owner is None and sidecars.take_claim(lg.gen):
@@ -506,7 +546,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         elif owner is not None and owner.isdigit():
             lg.pid = lg.task.pid = int(owner)
             self._follow_pid(lg)
-            if lg.kill_reason is not None and not lg.done:  # ended while its start was unknown
+            if lg.kill_reason is not None and not lg.collected:  # ended while its start was unknown
                 self._end_tree(lg)
         elif tries > 0:  # the wrapper created its claim and is writing its pid into it
             self.timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
@@ -514,6 +554,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._collect(lg)
 
     def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
+        """How a generation's start went. A pane's wrapper may have reported its exit
+        before its launch did: then there is nothing left to follow."""
+        if lg.collected:
+            return
         if isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
             if self.start_error is None:
                 self._backend_unstartable(self.backend.name, result.code, result.message)
@@ -527,7 +571,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         elif isinstance(result, PaneOpened):
             self._follow_pane(lg, result.pane_id)
         else:
-            self.queued[result.token] = lg
+            self.queued[result.token] = lg  # a kill while it waited is applied when it starts
+        if lg.in_pane and lg.kill_reason is not None and not (lg.collected or lg.done):
+            reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
+            self._kill(lg, reason)
 
     def _withdraw(self, lg: LiveGen, reason: str) -> None:
         """Take back a reserved generation that was never started, its claim first so a
@@ -595,26 +642,41 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._collect(lg)
 
     def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
+        """Read how a generation's wrapper ended (once, whoever notices first). A pane's
+        wrapper gone without an exit record, or hung up, ended with its pane or with the
+        whole session: the backend's thread asks the multiplexer which, and the outcome
+        waits for the answer."""
+        if lg.collected:
+            return
+        lg.collected = True
         self._unwatch(lg)
         rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
+        sig = None
+        if wait_status is not None and os.WIFSIGNALED(wait_status):
+            sig = signal.Signals(os.WTERMSIG(wait_status)).name
+        if lg.in_pane and lg.kill_reason is None and (rec is None or rec.signal == "SIGHUP"):
+            self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
+        else:
+            self._classify(lg, rec, sig, session_alive=True)
+
+    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord | None, sig: str | None, *,
+                  session_alive: bool) -> None:
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
-            sig = None
-            if wait_status is not None and os.WIFSIGNALED(wait_status):
-                sig = signal.Signals(os.WTERMSIG(wait_status)).name
             if lg.kill_reason:
                 reason = lg.kill_reason
             elif rundir.unwritable(self.paths.dir):
                 reason = "state_dir_error"  # its wrapper could not write its claim or its exit
-            elif lg.in_pane and not self.backend.session_alive():
+            elif not session_alive:
                 reason = "multiplexer_lost"
             else:
                 reason = "no_exit_record"
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock(),
                                                sync=self.sync)
-        self._classify(lg, rec)
+        status, reason = self._outcome(lg, rec, session_alive=session_alive)
+        self._end_generation(lg, rec, status, reason)
 
-    def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord) -> tuple[TaskStatus, str | None]:
+    def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
         if reason in ("cwd_missing", "state_dir_error"):
@@ -625,14 +687,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             return TaskStatus.LOST, reason
         if lg.in_pane and rec.signal == "SIGHUP":
             # SPEC §6: a pane closed under the worker, or the whole session went away.
-            if self.backend.session_alive():
-                return TaskStatus.CANCELLED, "pane_closed"
-            return TaskStatus.LOST, "multiplexer_lost"
+            return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
         return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
-
-    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord) -> None:
-        status, reason = self._outcome(lg, rec)
-        self._end_generation(lg, rec, status, reason)
 
     def _end_generation(self, lg: LiveGen, rec: sidecars.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:

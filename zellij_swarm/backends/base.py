@@ -6,13 +6,16 @@ record, never from the multiplexer, so a backend has no say in outcomes. A launc
 wrong is data (``LaunchFailed`` with a SPEC §7 code), not an exception: the supervisor
 decides between a warning plus headless fallback and a failure under require.
 
-A launch ends in one of three ways:
+A backend is asked only about panes: a generation whose slot it does not show, or whose
+``pane_mode`` is ``None`` (compact mode, beyond the visible cap, a fallback), runs headless
+through the supervisor's own launcher. A pane launch ends in one of two ways:
 
-- ``Queued(token)``: the wrapper runs headless (compact mode, a slot beyond the visible
-  cap, a fallback); the supervisor's launcher starts it and reports its pid and its end.
 - ``PaneOpened(pane_id)``: the wrapper runs in a pane; the supervisor waits for its launch
   heartbeat (with a deadline) and its exit sidecar through file events.
 - ``LaunchFailed(code, message)``.
+
+The supervisor calls a backend only from one thread of its own (``offloop``), never from
+its event loop: every method but ``shows`` may take a multiplexer call's full timeout.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class LaunchFailed:
     unstartable: bool = False
 
 
+PaneResult = PaneOpened | LaunchFailed
 LaunchResult = Queued | PaneOpened | LaunchFailed
 
 
@@ -66,7 +70,6 @@ class RunContext:
     schedule: Callable[[float, Callable[[], None]], None]
     warn: Callable[[str, str], None]
     notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)
-    start_headless: Callable[[list[LaunchRequest]], list[LaunchResult]]  # the supervisor's launcher
     renderer_argv: Callable[..., list[str]]  # renderer_argv("board") / ("slot-view", "3")
 
 
@@ -78,12 +81,19 @@ class Backend(Protocol):
         """Prepare the session/window and the board; raise ``BackendError`` if impossible."""
         ...
 
-    def pane_mode(self, slot: int) -> PaneMode | None:
-        """How the next generation of ``slot`` runs: in a pane (its ``PaneMode``) or headless."""
+    def shows(self, slot: int) -> bool:
+        """Whether a generation of ``slot`` may run in a pane at all. Answered on the
+        supervisor's loop: from settings and flags only, never a multiplexer call."""
         ...
 
-    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        """Start every wrapper of a batch, in as few round trips as the backend allows."""
+    def pane_mode(self, slot: int) -> PaneMode | None:
+        """How the next generation of a shown ``slot`` runs: in a pane (its ``PaneMode``,
+        a pane place now reserved for it) or headless (``None``)."""
+        ...
+
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        """Open a pane for every wrapper of a batch (each got a ``PaneMode``), in as few
+        round trips as the backend allows."""
         ...
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:

@@ -2,8 +2,9 @@
 
 The supervisor's launcher (``launcher``) starts them, off the event loop's thread; the
 session makes the worker immune to the terminal's Ctrl-C and lets it outlive a crashed
-supervisor, to be adopted by ``resume``. Pane backends use one of these for workers that
-run headless (compact mode, slots past the visible cap).
+supervisor, to be adopted by ``resume``. The supervisor starts every headless worker that
+way, whatever its backend (compact mode, slots past the visible cap, a fallback): this
+backend only says that it shows no panes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..wrapper import PaneMode
-from .base import LaunchRequest, LaunchResult, RunContext
+from .base import LaunchFailed, LaunchRequest, PaneResult, RunContext
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -25,13 +26,16 @@ class HeadlessBackend:
     name = "headless"
 
     def open(self, ctx: RunContext) -> None:
-        self.ctx = ctx
+        pass
+
+    def shows(self, slot: int) -> bool:
+        return False
 
     def pane_mode(self, slot: int) -> PaneMode | None:
         return None
 
-    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        return self.ctx.start_headless(batch)
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        return [LaunchFailed("spawn_failed", "the headless backend has no panes") for _ in batch]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         pass

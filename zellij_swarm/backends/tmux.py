@@ -33,7 +33,7 @@ from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _cmd
 from ._lifecycle import PaneLifecycle
-from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
+from .base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
@@ -232,10 +232,11 @@ class TmuxBackend:
         except BackendError:
             pass  # already gone: the user closed it, or the window went with it
 
+    def shows(self, slot: int) -> bool:
+        return self.live and self.alive and slot <= self.panes.cap
+
     def pane_mode(self, slot: int) -> PaneMode | None:
-        if not (self.live and self.alive) or slot > self.panes.cap:
-            return None
-        if not self.panes.reserve():
+        if not self.shows(slot) or not self.panes.reserve():
             return None
         return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=self._log_setup(slot))
 
@@ -250,26 +251,16 @@ class TmuxBackend:
         command = quoting.shell_word(quoting.tmux_expanded(f"exec cat >>{slot_dir}/"))
         return f'tmux pipe-pane -t "$TMUX_PANE" {command}"${{_zsw_d##*/}}/output.log"'
 
-    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        results: list[LaunchResult | None] = [None] * len(batch)
-        in_panes = [(i, r) for i, r in enumerate(batch) if _is_pane_wrapper(r)]
-        headless = [(i, r) for i, r in enumerate(batch) if not _is_pane_wrapper(r)]
-        for (i, _), result in zip(headless, self.ctx.start_headless([r for _, r in headless])):
-            results[i] = result
-        if in_panes:
-            self.panes.launched(len(in_panes))
-            try:
-                opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for _, r in in_panes])
-                self._set_titles({pane: f"slot {slot} · {r.task_name} · running"
-                                  for (slot, pane), (_, r) in zip(opened, in_panes)})
-            except BackendError as e:
-                for i, _ in in_panes:
-                    results[i] = LaunchFailed(e.code, str(e))
-            else:
-                for (slot, pane), (i, _) in zip(opened, in_panes):
-                    self.panes.opened(pane, pane)
-                    results[i] = PaneOpened(pane)
-        return results  # type: ignore[return-value]
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        self.panes.launched(len(batch))
+        try:
+            opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for r in batch])
+            self._set_titles({pane: f"slot {slot} · {r.task_name} · running" for (slot, pane), r in zip(opened, batch)})
+        except BackendError as e:
+            return [LaunchFailed(e.code, str(e)) for _ in batch]
+        for _, pane in opened:
+            self.panes.opened(pane, pane)
+        return [PaneOpened(pane) for _, pane in opened]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         pane = self.panes.pop(pane_id) if pane_id is not None else None
@@ -325,7 +316,3 @@ class TmuxBackend:
                 # its whole timeout — a run's end or a Ctrl-C would take minutes.
                 self.unresponsive = e
             raise
-
-
-def _is_pane_wrapper(req: LaunchRequest) -> bool:
-    return req.pane and not req.claimed

@@ -7,11 +7,12 @@ printed). The layout is the board on the left and the slot panes stacked on the 
 
 The first batch goes in as one layout: compact mode creates the tab at ``open`` with the board
 and every visible ``slot-view``; live mode creates it at the first ``launch`` with the board and
-that batch's worker panes. Backfill panes are single ``zellij run`` calls (``--stacked``,
-``--tab-id``, ``--no-focus`` where the version has them). Every call goes through
-``_zellij.Zellij.call`` on the supervisor's thread, so pane operations are serialised, and
-nothing ever focuses a pane. The launch heartbeat is awaited by the supervisor, outside this
-path.
+that batch's worker panes. Backfill panes are single ``zellij run`` calls placed next to a
+pane of ours (``--stacked`` and ``--near-current-pane``, ``--no-focus`` where the version has
+them; never ``--tab-id``, see ``_placement``). Every call goes through ``_zellij.Zellij.call``
+on the one thread the supervisor gives its backend (``offloop``), so pane operations are
+serialised, never block the supervisor's loop, and nothing ever focuses a pane. The launch
+heartbeat is awaited by the supervisor, outside this path.
 
 Versions (contract §0): from 0.44 ``run`` prints the pane id (when it prints nothing, the pane
 is looked up by name in ``list-panes --json``) and panes are targeted with ``--pane-id``:
@@ -44,7 +45,7 @@ from ..wrapper import PaneMode
 from . import _zellij
 from ._lifecycle import PaneLifecycle
 from ._zellij import Zellij
-from .base import LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, RunContext
+from .base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
@@ -315,52 +316,42 @@ class ZellijBackend:
                 return None
             time.sleep(0.1)
 
+    def shows(self, slot: int) -> bool:
+        # after a break, one warning was recorded; the rest of the swarm runs headless
+        return (self.live and slot <= self.panes.cap and self.alive
+                and (self.broken is None or self.require))
+
     def pane_mode(self, slot: int) -> PaneMode | None:
-        if not self.live or slot > self.panes.cap or not self.alive:
-            return None
-        if self.broken is not None and not self.require:
-            return None  # one warning was recorded; the rest of the swarm runs headless
-        if not self.panes.reserve():
+        if not self.shows(slot) or not self.panes.reserve():
             return None
         return self.pane_mode_value
 
-    def launch(self, batch: list[LaunchRequest]) -> list[LaunchResult]:
-        results: list[LaunchResult | None] = [None] * len(batch)
-        in_panes = [(i, r) for i, r in enumerate(batch) if r.pane and not r.claimed]
-        headless = [(i, r) for i, r in enumerate(batch) if not (r.pane and not r.claimed)]
-        for (i, _), result in zip(headless, self.ctx.start_headless([r for _, r in headless])):
-            results[i] = result
-        if not in_panes:
-            return results  # type: ignore[return-value]
-        self.panes.launched(len(in_panes))
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        self.panes.launched(len(batch))
         if self.broken is not None:
-            for i, _ in in_panes:
-                results[i] = LaunchFailed(self.broken.code, str(self.broken))
-            return results  # type: ignore[return-value]
+            return [LaunchFailed(self.broken.code, str(self.broken)) for _ in batch]
         if not self.started:
             try:
-                ids = self._start([r for _, r in in_panes])
+                ids = self._start(batch)
             except BackendError as e:  # the session or tab could not be made
                 self._break(e)
-                for i, _ in in_panes:
-                    results[i] = LaunchFailed(e.code, str(e), unstartable=True)
-                return results  # type: ignore[return-value]
-            for (i, r), pane in zip(in_panes, ids):
+                return [LaunchFailed(e.code, str(e), unstartable=True) for _ in batch]
+            for r, pane in zip(batch, ids):
                 self._opened(r, pane)
-                results[i] = PaneOpened(pane)
-            return results  # type: ignore[return-value]
+            return [PaneOpened(pane) for pane in ids]
         close = not self.z.has("pane_id_target")
-        for i, r in in_panes:
+        results: list[PaneResult] = []
+        for r in batch:
             try:
                 pane = self._run_pane(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close)
             except BackendError as e:
                 if e.code in ("pane_call_timeout", "session_missing"):
                     self._break(e)  # do not hang on every later call
-                results[i] = LaunchFailed(e.code, str(e))
+                results.append(LaunchFailed(e.code, str(e)))
                 continue
             self._opened(r, pane)
-            results[i] = PaneOpened(pane)
-        return results  # type: ignore[return-value]
+            results.append(PaneOpened(pane))
+        return results
 
     def _opened(self, req: LaunchRequest, pane: str | None) -> None:
         self.panes.opened(req.gen.dir, _Worker(req, pane))

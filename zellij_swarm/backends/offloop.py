@@ -1,0 +1,94 @@
+"""The supervisor's handle on a backend: every backend method that may call the multiplexer
+runs on one ``CallRunner`` thread, in order, and its result comes back to the loop.
+
+A ``zellij`` or ``tmux`` call can take its whole timeout; made on the loop, it would hold
+up every headless exit and backfill behind it. Here the backend object lives on the
+runner's thread: only that thread calls its methods, so its state needs no lock. What it
+gives the supervisor (a timer, a warning, a notice) is passed back onto the loop through
+``RunContext``'s callables, which this module wraps. The one question answered on the
+loop is ``shows(slot)``: whether a slot may get a pane at all, read from the backend's
+settings and flags, without a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..calls import CallRunner, Done
+from ..wrapper import PaneMode
+from .base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
+
+CLOSE_TIMEOUT = 30.0  # seconds the end of a run waits for the backend's last calls
+
+
+class OffLoopBackend:
+    def __init__(self, backend: Backend, runner: CallRunner) -> None:
+        self.backend = backend
+        self.runner = runner
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def context(self, ctx: RunContext, *, schedule: Callable[[float, Callable[[], None]], object]) -> RunContext:
+        """``ctx`` for the backend's own thread: its timers fire on the loop and then run
+        their call back on the runner; its warnings and notices are made on the loop."""
+        runner = self.runner
+        return replace(
+            ctx,
+            schedule=lambda delay, fn: runner.to_loop(lambda: schedule(delay, lambda: runner.submit(fn))),
+            warn=lambda code, message: runner.to_loop(lambda: ctx.warn(code, message)),
+            notice=lambda text: runner.to_loop(lambda: ctx.notice(text)),
+        )
+
+    def open(self, ctx: RunContext) -> None:
+        """Before the loop starts (nothing else runs yet): on the caller's thread."""
+        self.backend.open(ctx)
+
+    def shows(self, slot: int) -> bool:
+        return self.backend.shows(slot)
+
+    def pane_modes(self, slots: list[int], then: Callable[[list[PaneMode | None]], None]) -> None:
+        """How each slot's next generation runs: its pane, or ``None`` (headless). A backend
+        that fails to say runs them headless."""
+        def decided(done: Done[list[PaneMode | None]]) -> None:
+            then(done.value if done.value is not None else [None] * len(slots))
+
+        self.runner.submit(lambda: [self.backend.pane_mode(s) for s in slots], decided)
+
+    def launch(self, batch: list[LaunchRequest], then: Callable[[list[PaneResult]], None]) -> None:
+        def launched(done: Done[list[PaneResult]]) -> None:
+            if done.value is not None:
+                then(done.value)
+            else:
+                then([LaunchFailed("pane_call_failed", f"{self.name}: {done.error}") for _ in batch])
+
+        self.runner.submit(lambda: self.backend.launch(batch), launched)
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        self.runner.submit(lambda: self.backend.ended(req, pane_id, status, label))
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        self.runner.submit(lambda: self.backend.abandon(pane_id, req))
+
+    def session_alive(self, then: Callable[[bool], None]) -> None:
+        self.runner.submit(self.backend.session_alive, lambda done: then(bool(done.value)))
+
+    def session_alive_now(self) -> bool:
+        """At the end of the run, when the loop has nothing else to do: wait for the answer."""
+        answer: list[bool] = []
+        self.session_alive(answer.append)
+        self.runner.wait_idle(CLOSE_TIMEOUT)
+        return bool(answer and answer[0])
+
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return self.backend.attach_command()
+
+    def close(self, *, cancelled: bool) -> None:
+        """The run is over: the backend's last calls, waited for (up to ``CLOSE_TIMEOUT``)."""
+        failed: list[BaseException | None] = []
+        self.runner.submit(lambda: self.backend.close(cancelled=cancelled), lambda done: failed.append(done.error))
+        self.runner.wait_idle(CLOSE_TIMEOUT)
+        if failed and failed[0] is not None:
+            raise failed[0]
