@@ -95,7 +95,13 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
         watcher: Watcher | None = None,
+        selector: Callable[[], selectors.BaseSelector] = selectors.DefaultSelector,
+        launcher: Callable[[dict[str, str]], Launcher] = Launcher,
+        handle_signals: bool = True,
     ) -> None:
+        """``clock``, ``wallclock``, ``watcher``, ``selector`` and ``launcher`` are what a
+        test replaces to run the loop in virtual time without processes (tests/harness.py);
+        ``handle_signals=False`` leaves the process's signal handlers alone."""
         self.plan = plan
         self.settings = plan.settings
         self.chosen_backend = backend  # run() makes every call to it on a thread of its own
@@ -103,6 +109,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.clock = clock
         self.wallclock = wallclock
         self.watcher: Watcher = watcher or Inotify()
+        self._new_selector = selector
+        self._new_launcher = launcher
+        self._handle_signals = handle_signals
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
         self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
@@ -208,7 +217,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
         self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
-        sel = selectors.DefaultSelector()
+        sel = self._new_selector()
         self._sel = sel
         watcher = self.watcher
         self._watch_inbox()
@@ -220,11 +229,11 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.proc_calls = CallRunner("zellij-swarm procs")  # tree kills never wait behind a pane call
         sel.register(self.calls.fileno(), selectors.EVENT_READ, self.calls)
         sel.register(self.proc_calls.fileno(), selectors.EVENT_READ, self.proc_calls)
-        self.launcher = Launcher(worker_env(self.plan.env))
+        self.launcher = self._new_launcher(worker_env(self.plan.env))
         self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
         self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
-        wake_r, restore_signals = self._install_signals()
+        wake_r, restore_signals = self._install_signals() if self._handle_signals else (None, lambda: None)
         if wake_r is not None:
             sel.register(wake_r, selectors.EVENT_READ, "signal")
         try:
@@ -512,7 +521,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         restart = self._launchers_lost_idle < MAX_IDLE_LAUNCHER_LOSSES
         if restart:
             try:
-                self.launcher = Launcher(worker_env(self.plan.env))
+                self.launcher = self._new_launcher(worker_env(self.plan.env))
                 self._sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
             except OSError as e:
                 how += f", and a new one could not start ({e.strerror})"
