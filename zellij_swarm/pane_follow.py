@@ -59,7 +59,7 @@ class PaneFollowMixin:
     def _on_files(self, changes: list) -> None:
         touched = {c.dir for c in changes}
         if self.paths.inbox in touched:
-            self._read_inbox()
+            self.control.read_inbox()
         for d in touched:
             lg = self.by_dir.get(d)
             if lg is not None:

@@ -17,7 +17,7 @@ from .backends.base import LaunchRequest
 from .live import LiveGen
 from .model import TaskRecord
 from .recovery import Recovered
-from .states import SlotState, TaskStatus
+from .states import TaskStatus
 
 
 class RestoreMixin:
@@ -31,7 +31,7 @@ class RestoreMixin:
         self.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
         by_task: dict[str, list] = {}
         for gs in rec.gens:
-            self.slot_gen[gs.gen.slot] = max(self.slot_gen.get(gs.gen.slot, 0), gs.gen.gen)
+            self.slots.seen(gs.gen.slot, gs.gen.gen)
             if gs.task_id not in self.tasks or gs.state == "unstarted":
                 sidecars.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
             else:
@@ -74,7 +74,7 @@ class RestoreMixin:
             self._collect(lg)
         for lg in to_adopt:
             self._adopt(lg)
-        self._read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
+        self.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
 
     def _replay(self, lg: LiveGen, gs: Any) -> None:
         """Put a generation that ended before this supervisor into its task's history."""
@@ -87,7 +87,7 @@ class RestoreMixin:
             status, reason = self._outcome(lg, exit_rec, session_alive=True)
         lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
         if not gs.followups_consumed:
-            self._consume_followups(lg)
+            self.control.followups(lg)
 
     def _status_after(self, task: TaskRecord) -> None:
         """A restored task with only finished attempts: retry it, or end it as its last attempt."""
@@ -102,8 +102,7 @@ class RestoreMixin:
         """Follow a wrapper that outlived its supervisor: file events on its directory for the
         exit, a pidfd on its pid to notice it vanishing, and what is left of its time limits."""
         slot = lg.gen.slot
-        self.pool.take_slot(slot)
-        self.slot_state[slot] = SlotState.RUNNING
+        self.slots.adopt(slot)
         self.live[slot] = lg
         lg.task.restore(TaskStatus.RUNNING)
         self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)

@@ -1,58 +1,94 @@
 """The run's snapshot: the shape of ``state.json``, ``summary.json`` and ``status --json``
-(SPEC §7.1). Terminal task rows are the frozen ones their records keep; only running rows and
-slots are computed live. Part of ``Supervisor`` (a mixin only to keep the modules small)."""
+(SPEC §7.1), built from the supervisor's state (``RunView``: what it reads, and nothing
+else). Terminal task rows are the frozen ones their records keep; only running rows and
+slots are computed live."""
 
 from __future__ import annotations
 
-from typing import Any
+import signal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import metrics, sidecars
-from .states import SlotState
+from .live import LiveGen
+from .model import TaskRecord
+from .settings import Resolved
+from .slots import Slots
+from .states import SlotState, TaskStatus
+
+if TYPE_CHECKING:
+    from .view_watch import ViewWatch
 
 
-class SnapshotMixin:
-    def state_name(self) -> str:
-        if self.ended_at is None:
-            return "interrupted" if self.detached else "running"
-        if self.detached:
-            return "interrupted"
-        if self.stop_signal is not None or self.cancelled:
-            return "cancelled"
-        return "finished"
+class RunView(Protocol):
+    run_id: str
+    name: str | None
+    backend_name: str
+    jobs: int
+    settings: Resolved
+    started_at: float
+    ended_at: float | None
+    detached: bool
+    cancelled: bool
+    stop_signal: signal.Signals | None
+    tasks: Mapping[str, TaskRecord]
+    live: Mapping[int, LiveGen]
+    slots: Slots
+    stats: metrics.DispatchStats
+    warnings: list[dict[str, Any]]
+    views: ViewWatch | None
+    wallclock: Callable[[], float]
 
-    def snapshot(self) -> dict[str, Any]:
-        now = self.wallclock()
-        for lg in self.live.values():
-            if lg.task.started_at is None:
-                lg.task.started_at = sidecars.started_at(lg.gen)
-        attempts = [a for t in self.tasks.values() for a in t.history]
-        return {
-            "run_id": self.run_id,
-            "name": self.plan.name,
-            "state": self.state_name(),
-            "backend": self.backend.name,
-            "jobs": self.jobs,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "updated_at": now,
-            "settings": self.settings.as_record(),
-            "counts": self.counts(),
-            "tasks": [t.row(now=now) for t in self.tasks.values()],
-            "slots": [self._slot_row(s) for s in range(1, self.jobs + 1)],
-            "metrics": metrics.compute(attempts, self.stats, jobs=self.jobs, started_at=self.started_at,
-                                       ended_at=self.ended_at or now),
-            "warnings": list(self.warnings),
-            "views": self.views.rows() if self.views is not None else [],
-        }
 
-    def _slot_row(self, slot: int) -> dict[str, Any]:
-        lg = self.live.get(slot)
-        state = self.slot_state[slot]
-        if self.ended_at is not None and state == SlotState.IDLE:
-            state = SlotState.CLOSED
-        return {
-            "slot": slot, "state": str(state),
-            "task": lg.task.name if lg else None, "task_id": lg.task.id if lg else None,
-            "generation": lg.gen.gen if lg else None, "attempt": lg.task.attempts if lg else None,
-            "started_at": lg.task.started_at if lg else None, "pane_id": lg.task.pane_id if lg else None,
-        }
+def state_name(run: RunView) -> str:
+    if run.ended_at is None or run.detached:
+        return "interrupted" if run.detached else "running"
+    if run.stop_signal is not None or run.cancelled:
+        return "cancelled"
+    return "finished"
+
+
+def counts(tasks: Mapping[str, TaskRecord]) -> dict[str, int]:
+    out = {str(s): 0 for s in TaskStatus}
+    for t in tasks.values():
+        out[str(t.status)] += 1
+    return out
+
+
+def build(run: RunView) -> dict[str, Any]:
+    now = run.wallclock()
+    for lg in run.live.values():
+        if lg.task.started_at is None:
+            lg.task.started_at = sidecars.started_at(lg.gen)
+    attempts = [a for t in run.tasks.values() for a in t.history]
+    return {
+        "run_id": run.run_id,
+        "name": run.name,
+        "state": state_name(run),
+        "backend": run.backend_name,
+        "jobs": run.jobs,
+        "started_at": run.started_at,
+        "ended_at": run.ended_at,
+        "updated_at": now,
+        "settings": run.settings.as_record(),
+        "counts": counts(run.tasks),
+        "tasks": [t.row(now=now) for t in run.tasks.values()],
+        "slots": [_slot_row(run, s) for s in range(1, run.jobs + 1)],
+        "metrics": metrics.compute(attempts, run.stats, jobs=run.jobs, started_at=run.started_at,
+                                   ended_at=run.ended_at or now),
+        "warnings": list(run.warnings),
+        "views": run.views.rows() if run.views is not None else [],
+    }
+
+
+def _slot_row(run: RunView, slot: int) -> dict[str, Any]:
+    lg = run.live.get(slot)
+    state = run.slots.state(slot)
+    if run.ended_at is not None and state == SlotState.IDLE:
+        state = SlotState.CLOSED
+    return {
+        "slot": slot, "state": str(state),
+        "task": lg.task.name if lg else None, "task_id": lg.task.id if lg else None,
+        "generation": lg.gen.gen if lg else None, "attempt": lg.task.attempts if lg else None,
+        "started_at": lg.task.started_at if lg else None, "pane_id": lg.task.pane_id if lg else None,
+    }

@@ -30,18 +30,20 @@ from .backends.headless import HeadlessBackend, worker_env
 from .backends.offloop import OffLoopBackend
 from .calls import CallRunner
 from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
-from .cancellation import EXIT_CODES, CancelMixin, killed_status
-from .control import ControlMixin
+from .control import Control
 from .live import LiveGen, Timers
 from .pane_follow import POLL_INTERVAL, PaneFollowMixin
 from .restore import RestoreMixin
-from .snapshot import SnapshotMixin
+from . import snapshot
 from .recovery import Recovered
 from .watchdog import IdleWatchdog
 from .model import TaskRecord
-from .scheduler import ReadyQueue, SlotPool
+from .scheduler import ReadyQueue
+from .signals import EXIT_CODES, SignalWakeup
+from .slots import Slots
+from .stopping import Stopper, killed_status, names, record_reason
 from .settings import Resolved
-from .states import SlotState, TaskStatus, transition
+from .states import TaskStatus
 from .watch import Inotify, Watcher
 from .wrapper import PaneMode
 
@@ -85,7 +87,7 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
-class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, CancelMixin):
+class Supervisor(RestoreMixin, PaneFollowMixin):
     def __init__(
         self,
         plan: RunPlan,
@@ -132,11 +134,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.tasks: dict[str, TaskRecord] = {}
         self.by_name: dict[str, TaskRecord] = {}
         self.ready = ReadyQueue()
-        self.pool = SlotPool(self.jobs)
-        self.slot_state = {s: SlotState.IDLE for s in range(1, self.jobs + 1)}
-        self.slot_gen: dict[int, int] = {}
+        self.slots = Slots(self.jobs)
         self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
-        self.stopping: dict[int, LiveGen] = {}  # slot -> ended generation whose process tree is being ended
         self.stats = metrics.DispatchStats()
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
@@ -155,6 +154,14 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.attached: subprocess.Popen | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
+
+    @property
+    def name(self) -> str | None:
+        return self.plan.name
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
 
     # ----- setup ---------------------------------------------------------------------------
 
@@ -211,10 +218,12 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         lock = runlock.RunLock(self.paths)
         lock.acquire()
         self.snapshots = records.SnapshotWriter(
-            self.paths, self.snapshot, interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
+            self.paths, lambda: snapshot.build(self), interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
         # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
         # state.json follows spawns, heartbeats and exits within the snapshot interval.
         self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
+        self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
+                               warn=self._warn, applied=self.applied_messages)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
         self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
         sel = self._new_selector()
@@ -227,15 +236,19 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.calls = CallRunner("zellij-swarm backend")
         self.backend = OffLoopBackend(self.chosen_backend, self.calls)
         self.proc_calls = CallRunner("zellij-swarm procs")  # tree kills never wait behind a pane call
+        self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
+                               timers=self.timers, calls=self.proc_calls, clock=self.clock, wallclock=self.wallclock,
+                               warn=self._warn, released=lambda lg: self.events.emit("slot_released", slot=lg.gen.slot,
+                                                                                      gen=lg.gen.gen))
         sel.register(self.calls.fileno(), selectors.EVENT_READ, self.calls)
         sel.register(self.proc_calls.fileno(), selectors.EVENT_READ, self.proc_calls)
         self.launcher = self._new_launcher(worker_env(self.plan.env))
         self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
         sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
         self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
-        wake_r, restore_signals = self._install_signals() if self._handle_signals else (None, lambda: None)
-        if wake_r is not None:
-            sel.register(wake_r, selectors.EVENT_READ, "signal")
+        wakeup = SignalWakeup() if self._handle_signals else None
+        if wakeup is not None and (fd := wakeup.fileno()) is not None:
+            sel.register(fd, selectors.EVENT_READ, wakeup)
         try:
             if self.plan.resume is None:
                 records.save_environment(self.paths.saved_env, self.plan.env)
@@ -258,8 +271,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                 # MAX_WAIT at a time and simply looks again.
                 timeout = min(timeout, MAX_WAIT)
                 for key, _ in sel.select(timeout):
-                    if key.data == "signal":
-                        self._on_signals(wake_r)
+                    if isinstance(key.data, SignalWakeup):
+                        self._on_signals(key.data.received())
                     elif key.data == "files":
                         self._on_files(watcher.read())
                     elif key.data == "launcher":
@@ -281,7 +294,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
                 self._maybe_progress()
             return self._finish()
         finally:
-            restore_signals()
+            if wakeup is not None:
+                wakeup.close()
             sel.close()
             watcher.close()
             self.views.close()
@@ -304,7 +318,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._poll_inbox()
 
     def _poll_inbox(self) -> None:
-        self._read_inbox()
+        self.control.read_inbox()
         self.timers.after(POLL_INTERVAL, self._poll_inbox)
 
     def renderer_argv(self, command: str, *args: str) -> list[str]:
@@ -369,14 +383,14 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.attached = subprocess.Popen(argv, env=env)
 
     def _done(self) -> bool:
-        return not self.live and not self.stopping and (self._stopping() or len(self.ready) == 0)
+        return not self.live and not self.stopper.stopping and (self.is_stopping() or len(self.ready) == 0)
 
     # ----- dispatch ------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
         """Fill every free slot a ready task can use. A launch that fails at once frees its
         slot again within the batch, so batches repeat until nothing more can start."""
-        while not self._stopping() and self.pool.free_count and len(self.ready):
+        while not self.is_stopping() and self.slots.free_count and len(self.ready):
             self._dispatch_batch()
 
     def _dispatch_batch(self) -> None:
@@ -385,11 +399,9 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         headless), so that a slow multiplexer never holds up a headless start."""
         reserved_at = self.wallclock()
         batch: list[LiveGen] = []
-        while self.pool.free_count and len(self.ready):
+        while self.slots.free_count and len(self.ready):
             task = self.tasks[self.ready.pop()]  # type: ignore[index]
-            slot = self.pool.take()
-            assert slot is not None
-            batch.append(self._reserve(task, slot))
+            batch.append(self._reserve(task))
         shown = [lg for lg in batch if self.backend.shows(lg.gen.slot)]
         self._start_generations([lg for lg in batch if not self.backend.shows(lg.gen.slot)], reserved_at)
         if shown:
@@ -441,10 +453,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             lg.opening = False
             self._launched(lg, result)
 
-    def _reserve(self, task: TaskRecord, slot: int) -> LiveGen:
-        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.RESERVED)
-        gen_no = self.slot_gen.get(slot, 0) + 1
-        self.slot_gen[slot] = gen_no
+    def _reserve(self, task: TaskRecord) -> LiveGen:
+        slot, gen_no = self.slots.reserve()
         backfill = gen_no > 1
         gen = self.paths.gen(slot, gen_no)
         task.start_generation(slot, gen_no)
@@ -556,7 +566,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             lg.pid = lg.task.pid = int(owner)
             self._follow_pid(lg)
             if lg.kill_reason is not None and not lg.collected:  # ended while its start was unknown
-                self._end_tree(lg)
+                self.stopper.end_tree(lg)
         elif tries > 0:  # the wrapper created its claim and is writing its pid into it
             self.timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
         else:
@@ -592,20 +602,13 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self._follow_pane(lg, None)
             return
         del self.live[lg.gen.slot]
-        self._free_slot(lg.gen.slot)
+        self.slots.free(lg.gen.slot)
         lg.done = True
         lg.task.withdraw_generation()
         self._finalise(lg.task, TaskStatus.CANCELLED, reason)
 
-    def _free_slot(self, slot: int) -> None:
-        """The slot runs nothing any more: idle, and the pool may hand it out again."""
-        self.slot_state[slot] = transition(f"slot {slot}", self.slot_state[slot], SlotState.IDLE)
-        self.pool.give_back(slot)
-
     def _running(self, lg: LiveGen) -> None:
-        slot = lg.gen.slot
-        if self.slot_state[slot] == SlotState.RESERVED:
-            self.slot_state[slot] = transition(f"slot {slot}", SlotState.RESERVED, SlotState.RUNNING)
+        self.slots.running(lg.gen.slot)
         if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
             self._arm_limits(lg, elapsed=0.0)
 
@@ -711,13 +714,13 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         if reason in ("multiplexer_lost", "pane_closed"):
             # Its terminal is gone, but the worker may not be (a program that never writes
             # does not notice): end what is left of it before anything runs again.
-            self._end_tree(lg)
-        if not self._hold_slot(lg):
-            self._free_slot(slot)
+            self.stopper.end_tree(lg)
+        if not self.stopper.hold_slot(lg):
+            self.slots.free(slot)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
         if lg.idle_message:
             task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
-        self._consume_followups(lg)
+        self.control.followups(lg)
         if lg.in_pane:
             self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
         self.events.emit(
@@ -731,7 +734,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
                 self._kill(other, "multiplexer_lost")
-        if status.retryable and task.attempts_left and not self._stopping():
+        if status.retryable and task.attempts_left and not self.is_stopping():
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)
             self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
@@ -758,7 +761,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
         self.reporter.task_ended(task, None)
 
-    def _stopping(self) -> bool:
+    def is_stopping(self) -> bool:
         return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed or self.start_error)
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
@@ -772,13 +775,100 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             task.warnings.append(w)
         self.events.emit("warning", **w)
 
-    # ----- progress, snapshots, the end ----------------------------------------------------
+    # ----- what the control inbox does to the run ---------------------------------------------
 
-    def counts(self) -> dict[str, int]:
-        out = {str(s): 0 for s in TaskStatus}
-        for t in self.tasks.values():
-            out[str(t.status)] += 1
-        return out
+    def cancel_all(self) -> None:
+        self.cancelled = True
+        self._stop_everything("cancelled_by_user")
+
+    def cancel_task(self, task: TaskRecord) -> bool:
+        """Cancel one task: a waiting one ends now, a running one through the ladder. False
+        when it had already ended."""
+        if task.status == TaskStatus.PENDING:
+            self.ready.discard(task.id)
+            self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+            return True
+        if task.status == TaskStatus.RUNNING and task.slot in self.live:
+            self._kill(self.live[task.slot], "cancelled_by_user")
+            return True
+        return False
+
+    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
+        added = self._add_tasks(specs)
+        for t in added:
+            self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
+        self.snapshots.dirty = True
+        return added
+
+    # ----- stopping: signals, halt, cancel ---------------------------------------------------
+
+    def _on_signals(self, received: list[signal.Signals]) -> None:
+        for sig in received:
+            if sig == signal.SIGHUP:
+                self.detached = True  # the workers go on; ``resume`` picks the run up
+                self._warn("detached", "received SIGHUP: supervisor detached", None)
+                return
+            if self.stop_signal is None:
+                self.stop_signal = sig
+                self._warn("cancelled_by_user", f"received {sig.name}", None)
+                self._stop_everything("cancelled_by_user")
+
+    def _on_failure(self) -> None:
+        mode = self.settings.halt
+        if mode == "never" or self.halted:
+            return
+        self.halted = True
+        self._warn("halted", f"--halt {mode}: stopping after the first failure", None)
+        self._cancel_pending("halted")
+        if mode == "now":
+            for lg in list(self.live.values()):
+                self._kill(lg, "halted")
+
+    def _stop_everything(self, reason: str) -> None:
+        self.slots.close()
+        self._cancel_pending(reason)
+        for lg in list(self.live.values()):
+            self._kill(lg, reason)
+        # Their ends are reported by the launcher, which may be stopped or stuck: a pidfd on
+        # each makes sure the run ends when they do.
+        for lg in list(self.children.values()):
+            if lg.pidfd is None and not lg.done:
+                self._follow_pid(lg)
+
+    def _cancel_pending(self, reason: str) -> None:
+        for tid in self.ready.drain():
+            self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
+        self.snapshots.dirty = True
+
+    def _kill(self, lg: LiveGen, reason: str) -> None:
+        """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
+        it is ended the moment it starts. In a pane that never started its wrapper: the
+        claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
+        (``stopping``)."""
+        if lg.collected or lg.kill_reason is not None:
+            return
+        lg.kill_reason = reason
+        if lg.opening:
+            return  # ended as soon as the backend says how it starts (``_launched``)
+        try:
+            record_reason(lg.gen, reason)
+        except OSError as e:
+            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+        if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
+            self._unwatch(lg)
+            self.backend.abandon(lg.pane_id, lg.request)
+            self._end_generation(lg, None, killed_status(reason), reason)
+            return
+        if lg.pid is None and not lg.in_pane:
+            return  # handed to the launcher, not started yet: ended the moment it starts
+        self.stopper.end_tree(lg)
+
+    def _left_behind(self, found: list) -> None:
+        self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "
+                                          f"{names(found)}", None)
+        self.events.flush()  # on disk now: the grace of ending them is why the run has not ended yet
+
+    # ----- progress, snapshots, the end ----------------------------------------------------
 
     def _progress_due(self) -> float | None:
         if not (self.live and self.reporter.wants_progress):
@@ -789,7 +879,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
         now = self.clock()
         if self.reporter.wants_progress and now - self._last_progress >= 0.2:
             self._last_progress = now
-            self.reporter.progress(self.counts(), now)
+            self.reporter.progress(snapshot.counts(self.tasks), now)
 
     def _check_records(self) -> None:
         """A full or read-only state directory: say so once; the run itself goes on."""
@@ -806,8 +896,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin, ControlMixin, SnapshotMixin, Can
             self.events.flush()
             self.reporter.finished(snap, 129)
             return 129
-        self._reap_leftovers()
-        self._answer_late_messages()
+        self.stopper.sweep(self.tasks.values(), session_alive=self.backend.session_alive_now(), found=self._left_behind)
+        self.control.answer_late()
         self.ended_at = self.wallclock()
         self._close_backend()
         if self.attached is not None:
