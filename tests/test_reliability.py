@@ -507,7 +507,8 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
     import re
     import threading
 
-    swarm.write("p.txt", "sleep 1\nsleep 1\n")
+    # the first task runs until the test has added both tasks: a gate, not a guess at timing
+    swarm.write("p.txt", "until [ -e gate ]; do sleep 0.02; done\ntrue\n")
     master, slave = pty.openpty()
     proc = subprocess.Popen(swarm.cmd("run", "p.txt", "-j", "1"), cwd=swarm.cwd, env=clean_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
@@ -530,7 +531,8 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
     try:
         wait_until(lambda: _started(run) == 1, what="the first worker")
         for name in ("extra-1", "extra-2"):
-            assert swarm("add", run.name, "--name", name, "--", "sleep", "0.5").code == 0
+            assert swarm("add", run.name, "--name", name, "--", "true").code == 0
+        (swarm.cwd / "gate").touch()
         assert proc.wait(timeout=60) == 0
         reader.join(timeout=10)
         lines = [(int(d), int(t)) for d, t in re.findall(rb"(-?\d+)/(\d+) done", b"".join(chunks))]
