@@ -36,7 +36,7 @@ name = "A"
 cmd = "echo a; exit 4"
 [[task]]
 name = "B"
-cmd = "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done"
+cmd = "i=0; until [ -e gate ]; do i=$((i+1)); echo line-$i; sleep 0.05; done"
 """)
     args, env = backend
     proc = swarm.popen("run", "s.toml", "--output", "quiet", *args, env=env)
@@ -48,6 +48,7 @@ cmd = "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done"
                    what="B running in the snapshot")
         first = status_json(swarm)
         wait_until(lambda: b_log.read_text().count("\n") >= 20, what="B printing more")
+        (swarm.cwd / "gate").touch()  # B prints until the test has seen it running; its end is the next snapshot
         second = wait_until(lambda: (s := status_json(swarm)) and s["updated_at"] > first["updated_at"] and s,
                             what="a newer snapshot")
         a1, a2 = (next(t for t in s["tasks"] if t["name"] == "A") for s in (first, second))
@@ -120,7 +121,8 @@ idle_timeout = "0.5s"
 
 
 def test_add_during_a_run_and_followups_run_once(swarm):
-    swarm.write("twenty.txt", "sleep 0.1\n" * 20)
+    # the first task holds the run open until the addition is in: a gate, not a race with 2 s of work
+    swarm.write("twenty.txt", "until [ -e gate ]; do sleep 0.02; done\n" + "sleep 0.1\n" * 19)
     proc = swarm.popen("run", "twenty.txt", "-j", "2", "--output", "quiet")
     try:
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
@@ -128,6 +130,7 @@ def test_add_during_a_run_and_followups_run_once(swarm):
         swarm.write("five.txt", "echo extra\n" * 5)
         res = swarm("add", run.name, "five.txt")
         assert res.code == 0, res.stderr
+        (swarm.cwd / "gate").touch()
         assert proc.wait(timeout=60) == 0
         rows = swarm.tasks()
         assert len(rows) == 25 and all(r["status"] == "succeeded" for r in rows.values())

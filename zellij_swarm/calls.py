@@ -14,6 +14,7 @@ schedules a timer or records a warning) asks for something to run on the loop.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import select
@@ -105,7 +106,7 @@ class CallRunner:
                 done: Done[Any] = Done(value=call())
             except Exception as e:  # handed to the loop as data; the loop decides
                 done = Done(error=e)
-            self._results.append(lambda then=then, done=done: self._hand_back(then, done))
+            self._results.append(functools.partial(self._hand_back, then, done))
             self._wake()
 
     def _hand_back(self, then: Callable[[Done[Any]], None] | None, done: Done[Any]) -> None:

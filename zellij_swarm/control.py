@@ -21,8 +21,10 @@ _DONE = {"cancel": "cancelled", "add": "added"}
 
 
 class ControlledRun(Protocol):
-    by_name: Mapping[str, TaskRecord]
-    tasks: Mapping[str, TaskRecord]
+    @property
+    def by_name(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def tasks(self) -> Mapping[str, TaskRecord]: ...
 
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
@@ -59,8 +61,9 @@ class Control:
         sweep, say) is answered and put away, never silently dropped."""
         for msg in inbox.pending(self.paths):
             if msg.id not in self.applied:
+                done = _DONE.get(str(msg.body.get("kind")), "done")
                 inbox.reply(self.paths, msg, {"ok": False, "error": f"run {self.run_id} had already ended; "
-                                                                    f"nothing was {_DONE.get(msg.body.get('kind'), 'done')}"})
+                                                                    f"nothing was {done}"})
                 self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"), late=True)
             inbox.consume(self.paths, msg)
 

@@ -8,8 +8,8 @@ fd at EOF is always readable) and follow what it had started some other way."""
 from __future__ import annotations
 
 import os
-import signal
 import select
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,7 +164,7 @@ class Launcher:
         """Reap a launcher that was ``lost`` and say how it ended ("killed by SIGKILL")."""
         self._close_pipes()
         try:
-            pid, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:
             return "ended"
         if self.killed:

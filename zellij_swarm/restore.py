@@ -106,16 +106,16 @@ class RestoreMixin:
         self.live[slot] = lg
         lg.task.restore(TaskStatus.RUNNING)
         self.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
-        self._watch_generation(lg)
+        self.follow.watch(lg)
         started = sidecars.started_at(lg.gen)
         self._arm_limits(lg, elapsed=self.wallclock() - started if started is not None else 0.0)
-        self._on_gen_change(lg)  # it may have ended between the records' reading and now
+        self.follow.changed(lg)  # it may have ended between the records' reading and now
         if lg.collected:
             return
         if lg.pid is None:
             self._collect(lg)
         else:
-            self._follow_pid(lg)  # collected at once if already gone
+            self.follow.follow_pid(lg)  # collected at once if already gone
         if lg.kill_reason is not None and not lg.collected:  # the old supervisor had begun ending it
             reason, lg.kill_reason = lg.kill_reason, None
             self._kill(lg, reason)

@@ -21,23 +21,42 @@ if TYPE_CHECKING:
 
 
 class RunView(Protocol):
-    run_id: str
-    name: str | None
-    backend_name: str
-    jobs: int
-    settings: Resolved
-    started_at: float
-    ended_at: float | None
-    detached: bool
-    cancelled: bool
-    stop_signal: signal.Signals | None
-    tasks: Mapping[str, TaskRecord]
-    live: Mapping[int, LiveGen]
-    slots: Slots
-    stats: metrics.DispatchStats
-    warnings: list[dict[str, Any]]
-    views: ViewWatch | None
-    wallclock: Callable[[], float]
+    """What a snapshot is made of (the supervisor is one), read-only."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def backend_name(self) -> str: ...
+    @property
+    def jobs(self) -> int: ...
+    @property
+    def settings(self) -> Resolved: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def ended_at(self) -> float | None: ...
+    @property
+    def detached(self) -> bool: ...
+    @property
+    def cancelled(self) -> bool: ...
+    @property
+    def stop_signal(self) -> signal.Signals | None: ...
+    @property
+    def tasks(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def live(self) -> Mapping[int, LiveGen]: ...
+    @property
+    def slots(self) -> Slots: ...
+    @property
+    def stats(self) -> metrics.DispatchStats: ...
+    @property
+    def warnings(self) -> list[dict[str, Any]]: ...
+    @property
+    def views(self) -> ViewWatch | None: ...
+    @property
+    def wallclock(self) -> Callable[[], float]: ...
 
 
 def state_name(run: RunView) -> str:

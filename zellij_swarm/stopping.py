@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import psutil
 
@@ -94,7 +93,7 @@ class Stopper:
         if lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
             self._kill_tree(lg)
         else:  # given back now if nothing is left, else after the ladder's SIGKILL
-            self._signal(lg, 0, lambda left: left or self._release(lg))  # signal 0: is any left?
+            self._signal(lg, None, lambda left: None if left else self._release(lg))
         return True
 
     def sweep(self, tasks: Iterable[TaskRecord], *, session_alive: bool,
@@ -129,9 +128,11 @@ class Stopper:
             except ProcessLookupError:
                 pass
 
-    def _signal(self, lg: LiveGen, sig: int, then: Callable[[list[psutil.Process]], Any] | None = None) -> None:
+    def _signal(self, lg: LiveGen, sig: signal.Signals | None,
+                then: Callable[[list[psutil.Process]], None] | None = None) -> None:
         """Send ``sig`` to every process of the generation still running, its wrapper
-        excluded, on the runner's thread; ``then`` gets the processes that were signalled."""
+        excluded, on the runner's thread (``None``: only look for them); ``then`` gets the
+        processes that were found."""
         markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
         pid = lg.pid
         find: Callable[[], list[psutil.Process]]
@@ -143,7 +144,7 @@ class Stopper:
 
             def find() -> list[psutil.Process]:
                 return [p for p in procs.marked(markers, sessions) if p.pid != pid]
-        self.calls.submit(lambda: procs.send(find(), sig),
+        self.calls.submit(lambda: find() if sig is None else procs.send(find(), sig),
                           None if then is None else lambda done: then(done.value or []))
 
     def _release_when_gone(self, lg: LiveGen, *, deadline: float) -> None:

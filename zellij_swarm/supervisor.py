@@ -2,8 +2,10 @@
 
 Each loop turn runs the same steps in the same order: wait on the selector (headless
 wrappers' starts and ends from the launcher's pipe, pane wrappers' heartbeats and exits and
-the control inbox through inotify, signals through the wakeup fd, and the nearest timer), handle what arrived, run due timers, dispatch into every free slot at once
-(a batch), flush the event log, and write a snapshot if one is due. Backfill is therefore
+the control inbox through inotify, the wrappers' pidfds, results of the slow calls made on
+the runner threads, signals through the wakeup fd, and the nearest timer), handle what
+arrived, run due timers, dispatch into every free slot at once (a batch), flush the event
+log, and write a snapshot if one is due. Backfill is therefore
 event driven: a worker's exit and the next worker's launch happen in the same turn.
 
 The supervisor is the only writer of task and slot state. A worker's failure is an outcome,
@@ -12,6 +14,7 @@ never an exception; only setup problems (bad state directory, busy run) raise.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import selectors
@@ -24,29 +27,49 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import __version__, exc, inbox, metrics, records, rundir, runlock, sidecars, swarmfile, view_watch, wrapper
-from .backends.base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, PaneResult, Queued, RunContext
+import psutil
+
+from . import (
+    __version__,
+    exc,
+    inbox,
+    metrics,
+    procs,
+    records,
+    rundir,
+    runlock,
+    sidecars,
+    snapshot,
+    swarmfile,
+    view_watch,
+)
+from .backends.base import (
+    Backend,
+    LaunchFailed,
+    LaunchResult,
+    PaneOpened,
+    RunContext,
+)
 from .backends.headless import HeadlessBackend, worker_env
 from .backends.offloop import OffLoopBackend
 from .calls import CallRunner
-from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
 from .control import Control
+from .dispatch import Dispatcher
+from .follow import POLL_INTERVAL, GenerationWatch, Seen
+from .headless_workers import Followers, HeadlessWorkers
+from .launcher import Launcher
 from .live import LiveGen, Timers
-from .pane_follow import POLL_INTERVAL, PaneFollowMixin
-from .restore import RestoreMixin
-from . import snapshot
-from .recovery import Recovered
-from .watchdog import IdleWatchdog
 from .model import TaskRecord
+from .recovery import Recovered
+from .restore import RestoreMixin
 from .scheduler import ReadyQueue
+from .settings import Resolved
 from .signals import EXIT_CODES, SignalWakeup
 from .slots import Slots
-from .stopping import Stopper, killed_status, names, record_reason
-from .settings import Resolved
 from .states import TaskStatus
+from .stopping import Stopper, killed_status, names, record_reason
 from .watch import Inotify, Watcher
-from .wrapper import PaneMode
-
+from .watchdog import IdleWatchdog
 
 
 @dataclass
@@ -80,14 +103,13 @@ class Reporter(Protocol):
 
 
 MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
-MAX_IDLE_LAUNCHER_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
 
 
 def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
-class Supervisor(RestoreMixin, PaneFollowMixin):
+class Supervisor(RestoreMixin):
     def __init__(
         self,
         plan: RunPlan,
@@ -115,9 +137,6 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         self._new_launcher = launcher
         self._handle_signals = handle_signals
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
-        self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
-        self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
-        self.by_dir: dict[Path, LiveGen] = {}
         self.jobs: int = self.settings.jobs
         if plan.resume is not None and plan.run_dir is not None:
             self.started_at = plan.resume.meta["started_at"]
@@ -149,9 +168,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
         self._state_dir_said = False  # the user was told the state dir cannot be written
-        self._watch_failed = False  # a generation directory could not be watched (warned once)
         self._backend_closed = False
-        self.attached: subprocess.Popen | None = None
+        self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
 
@@ -213,43 +231,8 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
 
     def run(self) -> int:
         """Run the swarm to the end; returns the exit code of SPEC §8."""
-        if self.plan.resume is None:
-            self._create_run_dir()
-        lock = runlock.RunLock(self.paths)
-        lock.acquire()
-        self.snapshots = records.SnapshotWriter(
-            self.paths, lambda: snapshot.build(self), interval=0.25 if len(self.plan.tasks) <= 500 else 1.0, clock=self.clock)
-        # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
-        # state.json follows spawns, heartbeats and exits within the snapshot interval.
-        self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
-        self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
-                               warn=self._warn, applied=self.applied_messages)
-        self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
-        self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
-        sel = self._new_selector()
-        self._sel = sel
-        watcher = self.watcher
-        self._watch_inbox()
-        sel.register(watcher.fileno(), selectors.EVENT_READ, "files")
-        self.views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
-        sel.register(self.views.fileno(), selectors.EVENT_READ, "views")
-        self.calls = CallRunner("zellij-swarm backend")
-        self.backend = OffLoopBackend(self.chosen_backend, self.calls)
-        self.proc_calls = CallRunner("zellij-swarm procs")  # tree kills never wait behind a pane call
-        self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
-                               timers=self.timers, calls=self.proc_calls, clock=self.clock, wallclock=self.wallclock,
-                               warn=self._warn, released=lambda lg: self.events.emit("slot_released", slot=lg.gen.slot,
-                                                                                      gen=lg.gen.gen))
-        sel.register(self.calls.fileno(), selectors.EVENT_READ, self.calls)
-        sel.register(self.proc_calls.fileno(), selectors.EVENT_READ, self.proc_calls)
-        self.launcher = self._new_launcher(worker_env(self.plan.env))
-        self._launchers_lost_idle = 0  # launchers lost in a row, given work and none of it started
-        sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
-        self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
-        wakeup = SignalWakeup() if self._handle_signals else None
-        if wakeup is not None and (fd := wakeup.fileno()) is not None:
-            sel.register(fd, selectors.EVENT_READ, wakeup)
-        try:
+        with contextlib.ExitStack() as stack:
+            self._open(stack)
             if self.plan.resume is None:
                 records.save_environment(self.paths.saved_env, self.plan.env)
                 self._add_tasks(self.plan.tasks)
@@ -261,51 +244,92 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
             self.reporter.started(self.paths, len(self.tasks))
             if not self._open_backend():
                 return self._finish()
-            self._dispatch()
+            self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
+                run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
+                slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
+                events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self.is_stopping,
+                launched=self._launched)
+            self.dispatcher.fill()
             self._maybe_attach()
             while not self._done():
-                timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
-                               if t is not None), default=MAX_WAIT)
-                # A duration may be anything a user can write (25 days, 1000 hours); the
-                # selector takes at most ~24.8 days, so the loop never waits longer than
-                # MAX_WAIT at a time and simply looks again.
-                timeout = min(timeout, MAX_WAIT)
-                for key, _ in sel.select(timeout):
-                    if isinstance(key.data, SignalWakeup):
-                        self._on_signals(key.data.received())
-                    elif key.data == "files":
-                        self._on_files(watcher.read())
-                    elif key.data == "launcher":
-                        self._on_launcher(self.launcher.read())
-                    elif key.data == "views":
-                        self._on_views_gone(self.views.read())
-                    elif isinstance(key.data, CallRunner):
-                        key.data.drain()
-                    else:
-                        self._on_pidfd(key.data)
-                self.timers.run_due()
+                self._turn()
                 if self.detached:
                     break
-                self._dispatch()
-                self._maybe_attach()
-                self.events.flush()
-                self.snapshots.maybe_write()
-                self._check_records()
-                self._maybe_progress()
             return self._finish()
-        finally:
-            if wakeup is not None:
-                wakeup.close()
-            sel.close()
-            watcher.close()
-            self.views.close()
-            self.launcher.close(wait=not self.detached)
-            self.sync.close()
-            self._close_backend()
-            self.calls.close()
-            self.proc_calls.close()
-            self.events.close()
-            lock.release()
+
+    def _turn(self) -> None:
+        """One turn of the loop: wait for the next event or timer, handle what arrived, run
+        the due timers, dispatch into every free slot, flush the event log, write the
+        snapshot if one is due."""
+        timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
+                       if t is not None), default=MAX_WAIT)
+        # A duration may be anything a user can write (25 days, 1000 hours); the selector
+        # takes at most ~24.8 days, so the loop never waits longer than MAX_WAIT at a time
+        # and simply looks again.
+        for key, _ in self._sel.select(min(timeout, MAX_WAIT)):
+            key.data()
+        self.timers.run_due()
+        if self.detached:
+            return
+        self.dispatcher.fill()
+        self._maybe_attach()
+        self.events.flush()
+        self.snapshots.maybe_write()
+        self._check_records()
+        self._maybe_progress()
+
+    def _open(self, stack: contextlib.ExitStack[Any]) -> None:
+        """The run's records, and every source of events in one selector, each registered
+        with the call that handles it; ``stack`` closes them all, in reverse, on any exit."""
+        if self.plan.resume is None:
+            self._create_run_dir()
+        lock = runlock.RunLock(self.paths)
+        lock.acquire()
+        stack.callback(lock.release)
+        self.snapshots = records.SnapshotWriter(
+            self.paths, lambda: snapshot.build(self), interval=0.25 if len(self.plan.tasks) <= 500 else 1.0,
+            clock=self.clock)
+        # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
+        # state.json follows spawns, heartbeats and exits within the snapshot interval.
+        self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
+        stack.callback(self.events.close)
+        self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
+                               warn=self._warn, applied=self.applied_messages)
+        self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
+        self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
+        stack.callback(self.sync.close)
+        self._sel = sel = self._new_selector()
+        stack.callback(sel.close)
+        watcher = self.watcher
+        stack.callback(watcher.close)
+        self.follow = GenerationWatch(watcher=watcher, selector=sel, timers=self.timers,
+                                      seen=Seen(heartbeat=self._heartbeat, ended=self._collect, warn=self._warn))
+        self._watch_inbox()
+        sel.register(watcher.fileno(), selectors.EVENT_READ, lambda: self._on_files(watcher.read()))
+        self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
+        stack.callback(views.close)
+        sel.register(views.fileno(), selectors.EVENT_READ, lambda: self._on_views_gone(views.read()))
+        # two threads for slow calls: tree kills never wait behind a pane call
+        for runner in (calls := CallRunner("zellij-swarm backend"), tree_calls := CallRunner("zellij-swarm procs")):
+            stack.callback(runner.close)
+            sel.register(runner.fileno(), selectors.EVENT_READ, runner.drain)
+        self.calls, self.proc_calls = calls, tree_calls
+        self.backend = OffLoopBackend(self.chosen_backend, calls)
+        stack.callback(self._close_backend)
+        self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
+                               timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
+                               warn=self._warn, released=self._slot_released)
+        self.headless = HeadlessWorkers(
+            worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
+            followers=Followers(started=self._follow_child, launched=self._launched, ended=self._collect,
+                                follow_pid=self.follow.follow_pid, end_tree=self.stopper.end_tree, warn=self._warn,
+                                gave_up=self._no_launcher))
+        stack.callback(lambda: self.headless.close(wait=not self.detached))
+        if self._handle_signals:
+            wakeup = SignalWakeup()
+            stack.callback(wakeup.close)
+            if (fd := wakeup.fileno()) is not None:
+                sel.register(fd, selectors.EVENT_READ, lambda: self._on_signals(wakeup.received()))
 
     def _watch_inbox(self) -> None:
         """``cancel`` and ``add`` arrive as files in the inbox: watched, or polled (with one
@@ -385,197 +409,14 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
     def _done(self) -> bool:
         return not self.live and not self.stopper.stopping and (self.is_stopping() or len(self.ready) == 0)
 
-    # ----- dispatch ------------------------------------------------------------------------
-
-    def _dispatch(self) -> None:
-        """Fill every free slot a ready task can use. A launch that fails at once frees its
-        slot again within the batch, so batches repeat until nothing more can start."""
-        while not self.is_stopping() and self.slots.free_count and len(self.ready):
-            self._dispatch_batch()
-
-    def _dispatch_batch(self) -> None:
-        """Reserve the free slots and start their generations together: headless ones at
-        once; those whose slot the backend shows once its thread has said how (pane or
-        headless), so that a slow multiplexer never holds up a headless start."""
-        reserved_at = self.wallclock()
-        batch: list[LiveGen] = []
-        while self.slots.free_count and len(self.ready):
-            task = self.tasks[self.ready.pop()]  # type: ignore[index]
-            batch.append(self._reserve(task))
-        shown = [lg for lg in batch if self.backend.shows(lg.gen.slot)]
-        self._start_generations([lg for lg in batch if not self.backend.shows(lg.gen.slot)], reserved_at)
-        if shown:
-            for lg in shown:
-                lg.opening = True
-            self.backend.pane_modes([lg.gen.slot for lg in shown],
-                                    lambda modes: self._panes_decided(shown, modes, reserved_at))
-
-    def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None], reserved_at: float) -> None:
-        for lg, mode in zip(batch, modes):
-            lg.pane = mode
-            lg.request = replace(lg.request, pane=mode is not None)
-        self._start_generations(batch, reserved_at)
-
-    def _start_generations(self, batch: list[LiveGen], reserved_at: float) -> None:
-        """Write each generation's wrapper, then start them: headless ones through the
-        launcher, pane ones through the backend's thread."""
-        written = []
-        for lg in batch:
-            try:
-                self._write_generation(lg)
-                written.append(lg)
-            except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
-                lg.opening = False
-                self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
-        if not written:
-            return
-        is_batch = len(written) > 1 or self.stats.batch_count == 0
-        if is_batch:
-            self.events.emit("batch_dispatch_started", size=len(written))
-        self.stats.batch(len(written), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in written])
-        for lg in written:
-            self.events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
-        headless = [lg for lg in written if not lg.in_pane]
-        for lg, result in zip(headless, self._start_headless([lg.request for lg in headless])):
-            lg.opening = False
-            self._launched(lg, result)
-        in_panes = [lg for lg in written if lg.in_pane]
-        if in_panes:
-            for lg in in_panes:
-                lg.opening = True
-                self._watch_generation(lg)  # a pane's wrapper may report before its launch does
-            self.backend.launch([lg.request for lg in in_panes], lambda results: self._panes_launched(in_panes, results))
-        if is_batch:
-            self.events.emit("batch_dispatch_completed", size=len(written))
-
-    def _panes_launched(self, batch: list[LiveGen], results: list[PaneResult]) -> None:
-        for lg, result in zip(batch, results):
-            lg.opening = False
-            self._launched(lg, result)
-
-    def _reserve(self, task: TaskRecord) -> LiveGen:
-        slot, gen_no = self.slots.reserve()
-        backfill = gen_no > 1
-        gen = self.paths.gen(slot, gen_no)
-        task.start_generation(slot, gen_no)
-        self.events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
-        if backfill:
-            self.stats.backfill_count += 1
-            self.events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
-        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name), backfill)
-        self.live[slot] = lg
-        return lg
-
-    def _write_generation(self, lg: LiveGen) -> None:
-        """The generation's directory and wrapper (raises OSError when the state dir is full)."""
-        gen, task, spec = lg.gen, lg.task, lg.task.spec
-        rundir.make_private_dir(gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
-        rundir.make_private_dir(gen.artifacts)
-        who = wrapper.WorkerIdentity(self.run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
-        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self.plan.cwd, env=spec.env,
-                              pane=lg.pane)
-        rundir.write_new(gen.wrapper, text, mode=0o700)
-
-    def _start_headless(self, requests: list[LaunchRequest]) -> list[LaunchResult]:
-        """Hand wrappers to the launcher; each start and end comes back through its pipe."""
-        if self.launcher.lost:
-            return [LaunchFailed("launcher_lost", "no launcher to start the wrapper: it died and could not be "
-                                                  "restarted") for _ in requests]
-        tokens = [f"{r.slot}.{r.gen.gen}" for r in requests]
-        if requests:
-            self.launcher.submit([(t, r.gen.wrapper, r.claimed) for t, r in zip(tokens, requests)])
-        return [Queued(t) for t in tokens]
-
-    def _watch_launcher(self) -> None:
-        """Every ANSWER_TIMEOUT while the launcher has wrappers to start or to report on, it
-        must have answered the last ping: one that has not is stopped or stuck — it is killed
-        and taken over as one that died, so its wrappers' ends are still seen."""
-        launcher = self.launcher
-        if not launcher.lost and (self.children or self.queued):
-            if launcher.ping_unanswered:
-                launcher.kill()
-            else:
-                launcher.ping()
-        self.timers.after(ANSWER_TIMEOUT, self._watch_launcher)
-
-    def _on_launcher(self, replies: list) -> None:
-        for reply in replies:
-            if isinstance(reply, Started):
-                lg = self.queued.pop(reply.token, None)
-                if lg is not None:
-                    self.children[reply.pid] = lg
-                    self._follow_child(lg, reply.pid)
-            elif isinstance(reply, NotStarted):
-                lg = self.queued.pop(reply.token, None)
-                if lg is not None:
-                    self._launched(lg, LaunchFailed("spawn_failed", f"cannot start the wrapper: {reply.message}"))
-            elif isinstance(reply, Ended):
-                lg = self.children.pop(reply.pid, None)
-                if lg is not None and not lg.done:
-                    self._collect(lg, reply.status)
-        if self.launcher.lost:
-            self._on_launcher_lost()
-
-    def _on_launcher_lost(self) -> None:
-        """The launcher died (the OOM killer, a worker that killed it): SPEC §7
-        ``launcher_lost``. Its wrappers live on in their own sessions and are followed by pid,
-        as ``resume`` follows adopted ones; generations it had not reported started are taken
-        back through their claims. A new launcher takes over — unless launchers keep dying
-        with work given and none of it started (MAX_IDLE_LAUNCHER_LOSSES in a row: they cannot
-        work here): then nothing more is dispatched and the tasks still waiting end ``cancelled``
-        with reason ``launcher_lost``."""
-        old = self.launcher
-        self._sel.unregister(old.fileno())
-        how = old.end_status()
-        self._launchers_lost_idle = self._launchers_lost_idle + 1 if old.submitted and not old.started else 0
-        restart = self._launchers_lost_idle < MAX_IDLE_LAUNCHER_LOSSES
-        if restart:
-            try:
-                self.launcher = self._new_launcher(worker_env(self.plan.env))
-                self._sel.register(self.launcher.fileno(), selectors.EVENT_READ, "launcher")
-            except OSError as e:
-                how += f", and a new one could not start ({e.strerror})"
-                restart = False
-        self._warn("launcher_lost", f"the worker launcher (pid {old.pid}) {how}; "
-                   + ("started a new one" if restart else "no more tasks are started"), None)
-        started, self.children = self.children, {}
-        queued, self.queued = self.queued, {}
-        for lg in started.values():
-            lg.child = False
-            self._follow_pid(lg)
-        for lg in queued.values():
-            self._reclaim(lg, tries=100)
-        if not restart:
-            self.launcher_failed = True
-            self._cancel_pending("launcher_lost")
-
-    def _reclaim(self, lg: LiveGen, *, tries: int) -> None:
-        """A generation handed to a launcher that died before saying whether it started it:
-        its claim tells. Unclaimed (or held by this supervisor) it never ran — start it again,
-        claimed; claimed by a pid, its wrapper runs — follow it."""
-        if lg.collected:
-            return
-        owner = sidecars.claim_owner(lg.gen)
-        if owner is None and sidecars.take_claim(lg.gen):
-            owner = "supervisor"
-        if owner == "supervisor":
-            lg.request = replace(lg.request, claimed=True)
-            [result] = self._start_headless([lg.request])
-            self._launched(lg, result)
-        elif owner is not None and owner.isdigit():
-            lg.pid = lg.task.pid = int(owner)
-            self._follow_pid(lg)
-            if lg.kill_reason is not None and not lg.collected:  # ended while its start was unknown
-                self.stopper.end_tree(lg)
-        elif tries > 0:  # the wrapper created its claim and is writing its pid into it
-            self.timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
-        else:
-            self._collect(lg)
+    # ----- starts ---------------------------------------------------------------------------
 
     def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
-        before its launch did: then there is nothing left to follow."""
+        before its launch did: then there is nothing left to follow but the pane's record."""
         if lg.collected:
+            if isinstance(result, PaneOpened):
+                self._pane_opened(lg, result.pane_id)
             return
         if isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
             if self.start_error is None:
@@ -590,7 +431,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         elif isinstance(result, PaneOpened):
             self._follow_pane(lg, result.pane_id)
         else:
-            self.queued[result.token] = lg  # a kill while it waited is applied when it starts
+            self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
         if lg.in_pane and lg.kill_reason is not None and not (lg.collected or lg.done):
             reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
             self._kill(lg, reason)
@@ -639,19 +480,78 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
 
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
-        lg.child = True
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
         self._running(lg)
         if lg.kill_reason is not None:  # cancelled while it was waiting to start: end it now
             reason, lg.kill_reason = lg.kill_reason, None
             self._kill(lg, reason)
 
-    # ----- exits ---------------------------------------------------------------------------
+    # ----- panes ---------------------------------------------------------------------------
 
-    def _on_pidfd(self, lg: LiveGen) -> None:
-        """A wrapper the launcher did not start (a pane's, an adopted one) is gone."""
-        if not lg.done:  # else its exit sidecar was collected earlier in this loop turn
-            self._collect(lg)
+    def _on_files(self, changes: list[Any]) -> None:
+        touched = {c.dir for c in changes}
+        if self.paths.inbox in touched:
+            self.control.read_inbox()
+        self.follow.on_changes(touched)
+
+    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
+        """A pane opened for ``lg``: its wrapper must send its launch heartbeat in time."""
+        self._pane_opened(lg, pane_id)
+        self.follow.watch(lg)
+        self._running(lg)
+        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+        self.follow.changed(lg)  # a fast pane may have reported before the watch existed
+
+    def _pane_opened(self, lg: LiveGen, pane_id: str | None) -> None:
+        lg.pane_id = lg.task.pane_id = pane_id or lg.pane_id  # before 0.44 only the heartbeat says
+        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+
+    def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
+        lg.pid = lg.task.pid = hb.get("pid")
+        if isinstance(hb.get("pane_id"), str):
+            lg.pane_id = lg.task.pane_id = hb["pane_id"]
+        self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         pid=lg.pid, pane_id=lg.pane_id)
+        self._running(lg)  # also when it reports before its pane's launch does
+        if isinstance(lg.pid, int):
+            self.follow.follow_pid(lg)
+
+    def _heartbeat_deadline(self, lg: LiveGen) -> None:
+        """No launch heartbeat in time: unless the pane claimed the generation after all, the
+        claim is taken and the pane closed (``_pane_fault``)."""
+        if lg.collected or lg.heartbeat_seen or not lg.in_pane:
+            return
+        if not sidecars.take_claim(lg.gen):
+            # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
+            pid = sidecars.wrapper_pid(lg.gen)
+            if pid is not None and not procs.alive(pid):
+                self._collect(lg)
+            else:
+                lg.deadlines.append(
+                    self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+            return
+        t = self.settings.heartbeat_timeout
+        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
+                         claimed=True)
+
+    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
+        """A multiplexer fault for one generation: a warning and the generation runs headless,
+        or, under require, the task fails with the fault as its reason."""
+        self.follow.unwatch(lg)
+        if not claimed and not sidecars.take_claim(lg.gen):
+            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
+            return
+        lg.request = replace(lg.request, claimed=True)
+        if self.settings.require_multiplexer:
+            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
+            return
+        self._warn(code, message, lg.task)
+        [result] = self.headless.start([lg.request])
+        self._launched(lg, result)
+
+    # ----- exits ---------------------------------------------------------------------------
 
     def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
         """Read how a generation's wrapper ended (once, whoever notices first). A pane's
@@ -661,7 +561,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         if lg.collected:
             return
         lg.collected = True
-        self._unwatch(lg)
+        self.follow.unwatch(lg)
         rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
@@ -685,8 +585,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
                 reason = "no_exit_record"
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock(),
                                                sync=self.sync)
-        status, reason = self._outcome(lg, rec, session_alive=session_alive)
-        self._end_generation(lg, rec, status, reason)
+        self._end_generation(lg, rec, *self._outcome(lg, rec, session_alive=session_alive))
 
     def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
@@ -829,11 +728,13 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         self._cancel_pending(reason)
         for lg in list(self.live.values()):
             self._kill(lg, reason)
-        # Their ends are reported by the launcher, which may be stopped or stuck: a pidfd on
-        # each makes sure the run ends when they do.
-        for lg in list(self.children.values()):
-            if lg.pidfd is None and not lg.done:
-                self._follow_pid(lg)
+        self.headless.follow_all()
+
+    def _no_launcher(self) -> None:
+        """Launchers keep dying with work given and none of it started: nothing more is
+        dispatched; the tasks still waiting end ``cancelled`` with reason ``launcher_lost``."""
+        self.launcher_failed = True
+        self._cancel_pending("launcher_lost")
 
     def _cancel_pending(self, reason: str) -> None:
         for tid in self.ready.drain():
@@ -855,7 +756,7 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
         except OSError as e:
             self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
         if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
-            self._unwatch(lg)
+            self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
             self._end_generation(lg, None, killed_status(reason), reason)
             return
@@ -863,7 +764,10 @@ class Supervisor(RestoreMixin, PaneFollowMixin):
             return  # handed to the launcher, not started yet: ended the moment it starts
         self.stopper.end_tree(lg)
 
-    def _left_behind(self, found: list) -> None:
+    def _slot_released(self, lg: LiveGen) -> None:
+        self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+
+    def _left_behind(self, found: list[psutil.Process]) -> None:
         self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "
                                           f"{names(found)}", None)
         self.events.flush()  # on disk now: the grace of ending them is why the run has not ended yet

@@ -27,7 +27,7 @@ class _Watched:
 
 
 class IdleWatchdog:
-    def __init__(self, schedule: Callable[[float, Callable[[], None]], None], wallclock: Callable[[], float]) -> None:
+    def __init__(self, schedule: Callable[[float, Callable[[], None]], object], wallclock: Callable[[], float]) -> None:
         self._schedule = schedule
         self._now = wallclock
         self._watched: dict[GenPaths, _Watched] = {}

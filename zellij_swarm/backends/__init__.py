@@ -5,4 +5,5 @@ from __future__ import annotations
 from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
 from .headless import HeadlessBackend
 
-__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened", "Queued", "RunContext"]
+__all__ = ["Backend", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened", "Queued",
+           "RunContext"]

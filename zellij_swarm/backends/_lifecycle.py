@@ -22,7 +22,7 @@ P = TypeVar("P")
 
 class PaneLifecycle(Generic[P]):
     def __init__(self, *, cap: int, keep_failed: int, hold: float,
-                 schedule: Callable[[float, Callable[[], None]], None], close: Callable[[P], None],
+                 schedule: Callable[[float, Callable[[], None]], object], close: Callable[[P], None],
                  release: Callable[[P], None] | None = None) -> None:
         self.cap = cap
         self.keep_failed = keep_failed

@@ -67,7 +67,7 @@ class RunContext:
     paths: RunPaths
     run_id: str
     settings: Any  # settings.Resolved
-    schedule: Callable[[float, Callable[[], None]], None]
+    schedule: Callable[[float, Callable[[], None]], object]
     warn: Callable[[str, str], None]
     notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)
     renderer_argv: Callable[..., list[str]]  # renderer_argv("board") / ("slot-view", "3")

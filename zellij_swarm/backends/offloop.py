@@ -35,9 +35,16 @@ class OffLoopBackend:
         """``ctx`` for the backend's own thread: its timers fire on the loop and then run
         their call back on the runner; its warnings and notices are made on the loop."""
         runner = self.runner
+
+        def schedule_from_runner(delay: float, fn: Callable[[], None]) -> None:
+            def arm() -> None:
+                schedule(delay, lambda: runner.submit(fn))
+
+            runner.to_loop(arm)
+
         return replace(
             ctx,
-            schedule=lambda delay, fn: runner.to_loop(lambda: schedule(delay, lambda: runner.submit(fn))),
+            schedule=schedule_from_runner,
             warn=lambda code, message: runner.to_loop(lambda: ctx.warn(code, message)),
             notice=lambda text: runner.to_loop(lambda: ctx.notice(text)),
         )

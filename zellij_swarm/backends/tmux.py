@@ -1,4 +1,4 @@
-"""tmux: one pane per worker (live) or one renderer pane per slot (compact), through libtmux.
+"""tmux: one pane per worker (live) or one renderer pane per slot (compact).
 
 Where panes go: inside tmux, a dedicated window of the current session; outside, a detached
 session created with an explicit size (tmux 3.3a's default 80×24 cannot split more than a
@@ -11,9 +11,10 @@ printing its own title escape changes ``pane_title``, which we never display, so
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
 set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
 
-Every tmux call goes through ``_cmd.run`` (a timeout, typed errors), including libtmux's:
-``_TimedServer`` routes libtmux's command runner there. A batch of panes is one tmux
-invocation (commands chained with ``;``) plus one for their titles. Every argument is
+Every tmux call goes through ``_chain`` and ``_cmd.run`` (a timeout, typed errors): the
+whole backend is a dozen tmux commands, so it speaks to tmux directly rather than through a
+client library whose command runner would have to be replaced to get a timeout. A batch of
+panes is one tmux invocation (commands chained with ``;``) plus one for their titles. Every argument is
 encoded for tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands —
 the ``pipe-pane`` command, new session and window names — for its formats
 (``quoting.tmux_expanded``), and titles for the border that draws them (``quoting.tmux_drawn``).
@@ -24,9 +25,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import libtmux
 
 from .. import quoting
 from ..exc import BackendError
@@ -38,34 +36,6 @@ from .base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContex
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content
-
-
-class _Result:
-    """What libtmux expects back from a command (``tmux_cmd``'s shape)."""
-
-    def __init__(self, res: _cmd.CmdResult) -> None:
-        self.cmd = list(res.argv)
-        self.returncode = res.returncode
-        self.stdout = res.stdout.splitlines()
-        while self.stdout and self.stdout[-1] == "":
-            self.stdout.pop()
-        self.stderr = [ln for ln in res.stderr.splitlines() if ln]
-
-
-class _TimedServer(libtmux.Server):
-    """A libtmux server whose every command runs through ``_cmd.run`` with a timeout."""
-
-    def cmd(self, cmd: str, *args: Any, target: str | int | None = None) -> _Result:  # type: ignore[override]
-        argv = ["tmux"]
-        if self.socket_path:
-            argv.append(f"-S{self.socket_path}")
-        elif self.socket_name:
-            argv.append(f"-L{self.socket_name}")
-        argv.append(cmd)
-        if target is not None:
-            argv += ["-t", str(target)]
-        argv += [quoting.tmux_arg(str(a)) for a in args]
-        return _Result(_cmd.run(argv, timeout=CALL_TIMEOUT, check=False))
 
 
 def title_text(text: str) -> str:
@@ -102,7 +72,8 @@ class TmuxBackend:
         self.env = dict(env)
         self.inside = inside
         self.close_session_at_end = close_session
-        self.server: _TimedServer | None = None
+        self.socket: str | None = None  # the server's socket inside tmux; else tmux's default
+        self.started = False  # the server was reached
         self.session_id = ""
         self.session_name = ""
         self.created_session = False
@@ -119,10 +90,8 @@ class TmuxBackend:
         self.live = s.ui == "live"
         self.panes: PaneLifecycle[str] = PaneLifecycle.for_run(ctx, close=self._kill_pane)
         if self.inside:
-            socket = self.env.get("TMUX", "").split(",")[0]
-            self.server = _TimedServer(socket_path=socket)
-        else:
-            self.server = _TimedServer()
+            self.socket = self.env.get("TMUX", "").split(",")[0] or None
+        self.started = True
         self._tmux("start-server")
         name = f"swarm-{ctx.run_id}"
         board = quoting.shell_line(ctx.renderer_argv("board"))
@@ -137,16 +106,14 @@ class TmuxBackend:
                                 "-n", quoting.tmux_expanded(name), board).lines[0]
         else:
             session = s.session or name
-            # libtmux reads the new session's fields back one per line, and its path would be our
-            # cwd, which may hold a newline; panes need no cwd (wrappers change to their task's
-            # cwd themselves, renderers take absolute paths), so the session starts at /.
-            session_obj = self.server.new_session(session_name=quoting.tmux_expanded(session),
-                                                  window_name=quoting.tmux_expanded(name), window_command=board,
-                                                  start_directory="/", x=SESSION_SIZE[0], y=SESSION_SIZE[1],
-                                                  attach=False)
+            # Panes need no cwd (wrappers change to their task's cwd themselves, renderers take
+            # absolute paths), and ours may hold anything, a newline included: the session
+            # starts at /.
+            self.session_id, window = self._tmux(
+                "new-session", "-d", "-P", "-F", "#{session_id} #{window_id}", "-s", quoting.tmux_expanded(session),
+                "-n", quoting.tmux_expanded(name), "-x", str(SESSION_SIZE[0]), "-y", str(SESSION_SIZE[1]), "-c", "/",
+                board).lines[0].split()
             self.created_session = True
-            self.session_id = session_obj.session_id or session
-            window = self._tmux("display-message", "-p", "-t", f"{self.session_id}:", "#{window_id}").lines[0]
         self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
         self._add_window(window, first=True)
         board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
@@ -173,7 +140,6 @@ class TmuxBackend:
         return w
 
     def _has_session(self, name: str) -> bool:
-        assert self.server is not None
         return self._tmux("has-session", "-t", f"={name}", check=False).returncode == 0
 
     def _open_renderers(self, count: int) -> None:
@@ -212,8 +178,9 @@ class TmuxBackend:
                 w.placeholder = None
             ids = [ln for ln in self._chain(commands).lines if ln.startswith("%")]
             if len(ids) != len(group):
-                raise BackendError("pane_id_missing", f"tmux split-window printed {len(ids)} pane ids for {len(group)} panes")
-            for (slot, _), pane in zip(group, ids):
+                raise BackendError("pane_id_missing",
+                                   f"tmux split-window printed {len(ids)} pane ids for {len(group)} panes")
+            for (slot, _), pane in zip(group, ids, strict=True):
                 w.panes.add(pane)
                 out.append((slot, pane))
             i += len(group)
@@ -255,7 +222,8 @@ class TmuxBackend:
         self.panes.launched(len(batch))
         try:
             opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for r in batch])
-            self._set_titles({pane: f"slot {slot} · {r.task_name} · running" for (slot, pane), r in zip(opened, batch)})
+            self._set_titles({pane: f"slot {slot} · {r.task_name} · running"
+                              for (slot, pane), r in zip(opened, batch, strict=True)})
         except BackendError as e:
             return [LaunchFailed(e.code, str(e)) for _ in batch]
         for _, pane in opened:
@@ -279,7 +247,7 @@ class TmuxBackend:
             self._kill_pane(pane_id)
 
     def session_alive(self) -> bool:
-        if self.alive and self.server is not None:
+        if self.alive and self.started:
             try:
                 self.alive = self._tmux("has-session", "-t", self.session_id, check=False).returncode == 0
             except BackendError:
@@ -290,7 +258,7 @@ class TmuxBackend:
         return (self.attach_argv, self.env) if self.attach_argv else None
 
     def close(self, *, cancelled: bool) -> None:
-        if self.server is None or not self.session_alive():
+        if not self.started or not self.session_alive():
             return
         self.panes.finish(cancelled=cancelled)
         if self.created_session and self.close_session_at_end:
@@ -302,10 +270,10 @@ class TmuxBackend:
     def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> _cmd.CmdResult:
         """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
         argument is encoded so that tmux's parser reads it back unchanged."""
-        assert self.server is not None
+        assert self.started
         if self.unresponsive is not None:  # one timeout is enough: never wait on it again
             raise self.unresponsive
-        argv = ["tmux"] + ([f"-S{self.server.socket_path}"] if self.server.socket_path else [])
+        argv = ["tmux"] + ([f"-S{self.socket}"] if self.socket else [])
         for i, command in enumerate(commands):
             argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
         try:

@@ -336,7 +336,7 @@ class ZellijBackend:
             except BackendError as e:  # the session or tab could not be made
                 self._break(e)
                 return [LaunchFailed(e.code, str(e), unstartable=True) for _ in batch]
-            for r, pane in zip(batch, ids):
+            for r, pane in zip(batch, ids, strict=True):
                 self._opened(r, pane)
             return [PaneOpened(pane) for pane in ids]
         close = not self.z.has("pane_id_target")
