@@ -78,6 +78,46 @@ def tmux_first_batch(work: Path) -> tuple[float, float] | None:
     return (max(opened) - start) * 1000, metrics["first_batch_launch_span_ms"]
 
 
+def headless_refill_p95(run: Path) -> float:
+    """ms from a headless slot's worker ending to that slot's next reservation, p95 — the
+    slots past the visible cap (slot 1 has the one pane)."""
+    ended: dict[tuple[int, int], float] = {}
+    reserved: dict[tuple[int, int], float] = {}
+    for line in (run / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["event"] in ("worker_completed", "worker_failed"):
+            ended[(e["slot"], e["gen"])] = e["ts"]
+        elif e["event"] == "slot_reserved":
+            reserved[(e["slot"], e["gen"])] = e["ts"]
+    gaps = sorted((t - ended[(slot, gen - 1)]) * 1000 for (slot, gen), t in reserved.items()
+                  if slot > 1 and (slot, gen - 1) in ended)
+    return gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
+
+
+def stuck_zellij_refill(work: Path) -> tuple[float, float]:
+    """Headless refill p95 (ms) of 200 short tasks at -j 8 under the fake zellij, one pane
+    shown: (no fault, every retitle hanging for its 10 s timeout). The backend's calls run on
+    their own thread, so the second should be no worse than the first."""
+    out = []
+    for fault in ("", "hang:rename-pane"):
+        d = work / f"stuck-{fault or 'none'}"
+        (d / "sock").mkdir(parents=True)
+        (d / "tasks.txt").write_text("sleep 0.05\n" * 200)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "ZELLIJ", "FAKE_ZELLIJ"))}
+        env.update(PATH=f"{ROOT / 'scripts/fake-zellij'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+                   ZELLIJ_SOCKET_DIR=str(d / "sock"), HOME=str(d), XDG_RUNTIME_DIR=str(d / "run"),
+                   FAKE_ZELLIJ_PYTHON=sys.executable, FAKE_ZELLIJ_VERSION="0.45.0", FAKE_ZELLIJ_FAULTS=fault,
+                   ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="10000", SHELL="/bin/sh", CI="true")
+        try:
+            subprocess.run(ZSW + ["run", "-j", "8", "--max-visible-panes", "1", "--backend", "zellij", "--ui", "live",
+                                  "--output", "quiet", "--state-dir", str(d / "s"), str(d / "tasks.txt")],
+                           cwd=d, env=env, check=True, capture_output=True, timeout=180)
+        finally:
+            subprocess.run(["zellij", "kill-all-sessions", "--yes"], env=env, capture_output=True, timeout=30)
+        out.append(headless_refill_p95(next((d / "s/runs").iterdir())))
+    return out[0], out[1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=5)
@@ -121,6 +161,7 @@ def main() -> None:
                   file=sys.stderr)
 
         tmux_open = tmux_first_batch(work) if shutil.which("tmux") else None
+        stuck = stuck_zellij_refill(work)
 
         d = work / "sleep-batch"
         d.mkdir()
@@ -152,6 +193,8 @@ def main() -> None:
     if tmux_open:
         print(f"tmux, 32 live panes in one batch: all opened {tmux_open[0]:.0f} ms after the batch started, "
               f"all 32 workers running after {tmux_open[1]:.0f} ms (target < 1000)")
+    print(f"headless refill p95, 200 x `sleep 0.05` at -j 8 under zellij with one pane: {stuck[0]:.1f} ms; "
+          f"while every pane retitle hangs 10 s: {stuck[1]:.1f} ms (+{stuck[1] - stuck[0]:.1f}; target +2 at most)")
     print(f"100 x `sleep 1` at -j 100: wall {wall100:.2f} s, first batch launch span "
           f"{m100['first_batch_launch_span_ms']} ms, utilization {m100['utilization']}")
 
