@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-
 from swarmtest import clean_env, run_processes
 
 
@@ -21,7 +20,7 @@ class Case(NamedTuple):
     args: tuple[str, ...]
     expect: str  # "usage" (exit 2, one line naming the problem) or "notice" (exit 0)
     needle: str
-    env: dict[str, str] = {}
+    env: Mapping[str, str] = {}
     stdin: str | None = None
     prepare: Callable[[Path], None] | None = None  # changes the working directory before the command
 
@@ -52,7 +51,8 @@ MALFORMED = [
          "cmd must be a string"),
     Case("retries-wrong-type", {"s.toml": '[[task]]\nname = "b"\ncmd = "x"\nretries = "two"\n'}, ("run", "s.toml"),
          "usage", "invalid retries 'two'"),
-    Case("after-cycle", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n[[task]]\nname="b"\ncmd="y"\nafter=["a"]\n'},
+    Case("after-cycle",
+         {"s.toml": '[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n[[task]]\nname="b"\ncmd="y"\nafter=["a"]\n'},
          ("run", "s.toml"), "usage", "dependency cycle: a -> b -> a"),
     Case("after-unknown", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nafter=["zz"]\n'}, ("run", "s.toml"), "usage",
          "after names unknown task 'zz'"),
@@ -99,7 +99,8 @@ MALFORMED = [
     Case("here-with-headless", {"s.toml": T}, ("run", "s.toml", "--here", "--backend", "headless"), "usage",
          "--here conflicts with backend 'headless' (from flag --backend)"),
     # issue 10, second pass (tests/test_hardening.py has the attacks these rows stand for)
-    Case("run-record-world-writable", {}, ("resume", "2"), "usage", "run.json is writable by group or others (mode 0666)",
+    Case("run-record-world-writable", {}, ("resume", "2"), "usage",
+         "run.json is writable by group or others (mode 0666)",
          prepare=_in_the_other_run(lambda p: os.chmod(p, 0o666), "run.json")),
     Case("run-dir-of-another-user", {}, ("cancel", "2"), "usage", "belongs to uid 4242, not to you",
          prepare=_in_the_other_run(lambda p: os.chown(p, 4242, 4242))),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarmtest import clean_env, validate
+
 from zellij_swarm import Swarm, Task
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import select
@@ -19,9 +20,10 @@ import pyte
 import pytest
 
 from zellij_swarm.render.board import BoardView, run_board
-from zellij_swarm.render.loop import Frame, Loop, watchfiles_watcher
+from zellij_swarm.render.loop import Frame, Loop
 from zellij_swarm.render.slotview import SlotView, run_slot_view
 from zellij_swarm.rundir import RunPaths, write_json_atomic
+from zellij_swarm.watch import follow
 
 NOW = 1_800_000_000.0
 
@@ -170,7 +172,7 @@ def test_resize_repaints_everything_at_the_new_size(tmp_path: Path) -> None:
     def watcher(paths: Any, wake: threading.Event) -> Iterator[set[Any]]:
         if not woken:
             size[:] = [40, 8]
-            os.kill(os.getpid(), signal.SIGWINCH)  # the handler sets ``wake``, as watchfiles sees it
+            os.kill(os.getpid(), signal.SIGWINCH)  # the handler sets ``wake``, as the watcher sees it
             deadline = time.monotonic() + 5
             while not wake.is_set() and time.monotonic() < deadline:
                 time.sleep(0.001)
@@ -197,7 +199,7 @@ def test_watch_limit_falls_back_to_polling_with_a_notice(tmp_path: Path) -> None
 
     def limited(paths: Any, wake: threading.Event) -> Iterator[set[Any]]:
         calls.append(paths)
-        raise FileNotFoundError(f'OS file watch limit reached. about ["{run.dir}"]')  # watchfiles' shape
+        raise OSError(errno.ENOSPC, "No space left on device", str(run.dir))  # inotify_add_watch at the limit
         yield set()
 
     class FlipAfter:
@@ -235,7 +237,7 @@ def test_real_file_events_redraw_and_end_the_loop(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     out = io.StringIO()
     # A one-minute tick: only a real file event can wake this loop within the deadline.
-    loop = Loop(SlotView(run, 1), out=out, watcher=partial(watchfiles_watcher, tick_ms=60_000),
+    loop = Loop(SlotView(run, 1), out=out, watcher=partial(follow, tick=60),
                 size=lambda: (60, 12), color=False, handle_signals=False)
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()

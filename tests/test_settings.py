@@ -11,7 +11,8 @@ from zellij_swarm.settings import FileValue, parse_bool, parse_duration, resolve
 
 
 def test_precedence_and_sources():
-    file = {"jobs": FileValue(3, "s.toml", 2), "ui": FileValue("live", "s.toml", 3), "halt": FileValue("soon", "s.toml", 4)}
+    file = {"jobs": FileValue(3, "s.toml", 2), "ui": FileValue("live", "s.toml", 3),
+            "halt": FileValue("soon", "s.toml", 4)}
     env = {"ZELLIJ_SWARM_JOBS": "5", "ZELLIJ_SWARM_UI": "compact"}
     r = resolve({"jobs": "7"}, env, file)
     assert (r.jobs, r.sources["jobs"]) == (7, "flag --jobs")
@@ -58,7 +59,8 @@ BAD = [
     Bad("duration-negative", {"timeout": "-3"}, {}, "invalid timeout"),
     Bad("duration-junk", {"timeout": "soon"}, {}, "a duration such as"),
     Bad("halt-junk", {}, {"ZELLIJ_SWARM_HALT": "later"}, "never|soon|now"),
-    Bad("kill-grace-zero", {}, {"ZELLIJ_SWARM_KILL_GRACE": "0"}, "invalid kill_grace '0' (from env ZELLIJ_SWARM_KILL_GRACE)"),
+    Bad("kill-grace-zero", {}, {"ZELLIJ_SWARM_KILL_GRACE": "0"},
+        "invalid kill_grace '0' (from env ZELLIJ_SWARM_KILL_GRACE)"),
 ]
 
 

@@ -46,7 +46,8 @@ after = ["task-1"]
     ('[[task]]\ncmd = "a"\n[[task]]\ncmd = ""\n', "swarm.toml:4: task #2: cmd is empty"),
     ('[[task]]\nname="a"\ncmd="x"\n[[task]]\nname="a"\ncmd="y"\n', "duplicate task name 'a'"),
     ('[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n', "after names unknown task 'b'"),
-    ('[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n[[task]]\nname="b"\ncmd="y"\nafter=["a"]\n', "dependency cycle: a -> b -> a"),
+    ('[[task]]\nname="a"\ncmd="x"\nafter=["b"]\n[[task]]\nname="b"\ncmd="y"\nafter=["a"]\n',
+     "dependency cycle: a -> b -> a"),
     ('[[task]]\nname="a"\nargv=[]\n', "swarm.toml:3: task 'a': argv is empty"),
     ('[[task]]\nname="a"\ncmd="x"\nargv=["y"]\n', "needs exactly one of cmd"),
     ('[[task]]\nname="a"\ncmd=3\n', "swarm.toml:3: task 'a': cmd must be a string"),
@@ -70,7 +71,8 @@ def test_lines_file_skips_blank_and_comments(tmp_path):
     p = tmp_path / "c.txt"
     p.write_text("# header\n\necho a\n  echo b  \n")
     s = swarmfile.load(str(p))
-    assert [(t.name, t.cmd, t.origin) for t in s.tasks] == [("task-1", "echo a", f"{p}:3"), ("task-2", "echo b", f"{p}:4")]
+    assert [(t.name, t.cmd, t.origin) for t in s.tasks] == [("task-1", "echo a", f"{p}:3"),
+                                                             ("task-2", "echo b", f"{p}:4")]
 
 
 def test_missing_and_non_utf8_files(tmp_path):

@@ -6,13 +6,16 @@ recorded through a sidecar file and every run is recorded durably under the stat
 renderers that run in panes start without loading the engine).
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api import Swarm, SwarmResult, Task
 
 __version__ = "0.1.0"
 __all__ = ["Swarm", "SwarmResult", "Task", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("Swarm", "SwarmResult", "Task"):
         from . import api
 

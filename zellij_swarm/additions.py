@@ -13,7 +13,6 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import exc, swarmfile
 
@@ -28,13 +27,13 @@ class Batch:
     duplicates: list[str] = field(default_factory=list)
 
 
-def from_message(raw_tasks: Any, known: Iterable[str], base: Path) -> list[swarmfile.TaskSpec]:
+def from_message(raw_tasks: object, known: Iterable[str], base: Path) -> list[swarmfile.TaskSpec]:
     """An ``add`` message's tasks; raises ``exc.UsageError`` with one line if any is invalid
     (then none is added)."""
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise exc.UsageError("add: no tasks given")
     known = set(known)
-    specs = []
+    specs: list[swarmfile.TaskSpec] = []
     for i, raw in enumerate(raw_tasks):
         if isinstance(raw, dict) and "name" not in raw:
             raw = {**raw, "name": _free_name(known | {s.name for s in specs})}

@@ -14,11 +14,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import exc, settings, swarmfile
 from .engine import Outcome as SwarmResult
 from .engine import execute
+
+__all__ = ["Swarm", "SwarmResult", "Task"]
 
 
 @dataclass
@@ -35,8 +36,8 @@ class Task:
     priority: int = 0
     tags: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        raw: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None}
+    def as_dict(self) -> dict[str, object]:
+        raw = {k: v for k, v in self.__dict__.items() if v is not None}
         for key in ("env", "after", "tags"):
             if not raw.get(key):
                 raw.pop(key, None)
@@ -46,7 +47,7 @@ class Task:
 
 
 class Swarm:
-    def __init__(self, tasks: Iterable[Task] = (), *, name: str | None = None, **options: Any) -> None:
+    def __init__(self, tasks: Iterable[Task] = (), *, name: str | None = None, **options: object) -> None:
         unknown = set(options) - set(settings.BY_NAME)
         if unknown:
             raise exc.UsageError(f"unknown setting {sorted(unknown)[0]!r}; known: {', '.join(settings.BY_NAME)}")
@@ -58,7 +59,7 @@ class Swarm:
         self.tasks.append(task)
         return task
 
-    def run(self, *, output: str = "quiet", env: Mapping[str, str] | None = None) -> SwarmResult:
+    def run(self, *, output: settings.OutputMode = "quiet", env: Mapping[str, str] | None = None) -> SwarmResult:
         env = dict(os.environ if env is None else env)
         base = Path.cwd()
         specs = [swarmfile.task_from_dict(t.as_dict(), i, "<api>", base) for i, t in enumerate(self.tasks)]

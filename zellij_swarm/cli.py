@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 import click
 
@@ -21,9 +21,10 @@ from .layout import STYLE_HELP, generate
 from .rundir import RunPaths, find_run, read_json
 
 _SHORT = {"jobs": "-j"}
+_Command = TypeVar("_Command", bound=Callable[..., object])
 
 
-def _setting_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _setting_options(fn: _Command) -> _Command:
     """One option per setting of SPEC §3, generated from the settings table."""
     for spec in reversed(settings.SETTINGS):
         env = " / ".join(spec.envs)
@@ -43,7 +44,7 @@ def _metavar(spec: settings.Setting) -> str:
             "state_dir": "DIR"}.get(spec.name, "DURATION" if spec.parse is settings.parse_duration else "MODE")
 
 
-def _state_dir_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _state_dir_option(fn: _Command) -> _Command:
     return click.option("--state-dir", default=None, metavar="DIR",
                         help="where run records live [env: ZELLIJ_SWARM_STATE_DIR; default ./.zellij-swarm]")(fn)
 
@@ -96,7 +97,7 @@ def cli() -> None:
 @click.option("--attach", is_flag=True,
               help="outside a multiplexer: attach to the session zellij-swarm creates, in the foreground (needs a TTY)")
 def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool, here: bool,
-        attach: bool, require_zellij: bool | None, **flags: Any) -> None:
+        attach: bool, require_multiplexer: bool | None, require_zellij: bool | None, **flags: object) -> None:
     """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
     (blank and # lines skipped); - reads commands from stdin.
 
@@ -106,12 +107,12 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
     """
     from .engine import execute
 
-    flags["require_multiplexer"] = _one_require_flag(flags["require_multiplexer"], require_zellij)
+    flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     source = swarmfile.load(file)
     resolved = settings.resolve(flags, os.environ, source.file_settings)
     if here and resolved.backend in ("tmux", "headless"):
-        raise exc.UsageError(f"--here conflicts with backend {resolved.backend!r} (from {resolved.sources['backend']}): "
-                             "--here places Zellij panes; drop one of them")
+        raise exc.UsageError(f"--here conflicts with backend {resolved.backend!r} "
+                             f"(from {resolved.sources['backend']}): --here places Zellij panes; drop one of them")
     if not source.tasks:
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
@@ -127,7 +128,9 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
     """``--require-zellij`` is an alias of ``--require-multiplexer``: both given with opposite
     values is a contradiction, not a precedence question."""
     if None not in (require_multiplexer, require_zellij) and require_multiplexer != require_zellij:
-        flag = lambda name, on: f"--{'' if on else 'no-'}require-{name}"  # noqa: E731
+        def flag(name: str, on: bool | None) -> str:
+            return f"--{'' if on else 'no-'}require-{name}"
+
         raise exc.UsageError(f"{flag('multiplexer', require_multiplexer)} and {flag('zellij', require_zellij)} "
                              "conflict: they are one setting; give one of them")
     return require_multiplexer if require_multiplexer is not None else require_zellij
@@ -180,11 +183,11 @@ def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: s
 
 @cli.command()
 @click.argument("run_id")
-@click.option("--output", type=click.Choice(["progress", "group", "tag", "quiet"]), default=None,
+@click.option("--output", type=click.Choice(get_args(settings.OutputMode)), default=None,
               help="output mode (default: the run's own)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @_state_dir_option
-def resume(run_id: str, output: str | None, json_output: bool, state_dir: str | None) -> None:
+def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, state_dir: str | None) -> None:
     """Continue an interrupted run (its supervisor died or was detached): adopt workers still
     running, record exits that happened meanwhile, run what is left — no generation twice."""
     from .engine import resume as resume_run
@@ -295,7 +298,7 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
                f"`zellij-swarm resume {run.run_id}` records the cancellation", err=True)
 
 
-def _run_task_names(run: Any) -> set[str]:
+def _run_task_names(run: RunPaths) -> set[str]:
     from . import records, recovery
 
     return {s.name for s in recovery.task_specs(read_json(run.run_json), records.read_events(run.events))}
@@ -304,7 +307,8 @@ def _run_task_names(run: Any) -> set[str]:
 @cli.command()
 @click.argument("run_id")
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
-@click.option("--min-concurrency", type=click.IntRange(min=1), default=None, help="fail below this many workers at once")
+@click.option("--min-concurrency", type=click.IntRange(min=1), default=None,
+              help="fail below this many workers at once")
 @click.option("--min-speedup", type=click.FloatRange(min=0), default=None, help="fail below this speed-up")
 @click.option("--max-launch-span", type=click.FloatRange(min=0), default=None, metavar="MS",
               help="fail if the first batch took longer than this to start")
@@ -397,7 +401,7 @@ def doctor(json_output: bool) -> None:
 
 @cli.command()
 @click.option("-j", "--jobs", type=click.IntRange(1, 1024), default=4, show_default=True, help="slot views")
-@click.option("--ui", type=click.Choice(["live", "compact"]), default="compact", show_default=True,
+@click.option("--ui", type=click.Choice(get_args(settings.UiMode)), default="compact", show_default=True,
               help="the UI of the run it shows; the layout is the same for both: a live worker's own pane is "
                    "in the run's tab, its slot view shows it here")
 @click.option("--style", type=click.Choice(list(STYLE_HELP)), default="swarm", show_default=True,

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import exc, settings
-from .backends import _cmd
-from .backends._zellij import detect
+from .backends import detect_zellij, run_command
 from .backends.select import choose
 
 
@@ -17,14 +16,14 @@ def _tmux_version(env: Mapping[str, str]) -> str | None:
     if not shutil.which("tmux", path=env.get("PATH")):
         return None
     try:
-        return _cmd.run(["tmux", "-V"], timeout=5, env=env).stdout.strip() or None
+        return run_command(["tmux", "-V"], timeout=5, env=env).stdout.strip() or None
     except exc.BackendError:
         return None
 
 
 def report(env: Mapping[str, str]) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "zellij": detect(env),
+        "zellij": detect_zellij(env),
         "tmux": {"version": _tmux_version(env), "inside_session": bool(env.get("TMUX"))},
         "settings": {},
     }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +67,14 @@ def execute(
     return Outcome(code, sup.run_id, sup.paths.dir, summary)
 
 
-def resume(run: RunPaths, *, output: str | None, json_output: bool = False) -> Outcome:
+def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False) -> Outcome:
     """Continue an interrupted run. Adopted workers keep running where they are (a pane's
     wrapper is followed in its pane); new generations run headless."""
     rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
     rec = recovery.load(run)
     resolved = recovery.resolved_settings(rec.meta)
     if output:
-        resolved.values["output"] = output
+        resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
     reporter = _reporter(resolved.output, json_output)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",

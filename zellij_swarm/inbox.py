@@ -91,9 +91,10 @@ def withdraw(run: RunPaths, msg_id: str) -> bool:
         return False
 
 
-def await_reply(run: RunPaths, msg_id: str, *, timeout: float, still_running: Callable[[], bool]) -> dict[str, Any] | None:
+def await_reply(run: RunPaths, msg_id: str, *, timeout: float,
+                still_running: Callable[[], bool]) -> dict[str, Any] | None:
     """Wait for the supervisor's reply to ``msg_id`` (file events, with a deadline). None if
-    the supervisor ended or did not answer in time."""
+    the supervisor ended or did not answer in time (a reply that is not a JSON object is none)."""
     from .watch import Inotify
 
     make_private_dir(run.replies)
@@ -105,7 +106,8 @@ def await_reply(run: RunPaths, msg_id: str, *, timeout: float, still_running: Ca
         while True:
             try:
                 with open(path, "rb") as f:
-                    return json.loads(f.read())
+                    answer = json.loads(f.read())
+                return answer if isinstance(answer, dict) else None
             except FileNotFoundError:
                 pass
             left = deadline - time.monotonic()

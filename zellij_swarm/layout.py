@@ -110,7 +110,7 @@ def document(board: PaneSpec | None, slots: Sequence[PaneSpec], *, tab_name: str
                 board_node.properties["size"] = "40%"
                 nodes.append(_container([board_node, stack], split_direction="vertical"))
             else:
-                nodes.append(board_node or stack)  # type: ignore[arg-type]
+                nodes.append(board_node or stack)
         else:
             if board_node is not None:
                 if stack is not None:

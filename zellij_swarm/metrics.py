@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from .model import Attempt
-
 
 # The events ``first_batch`` reads; a reader of the raw log may skip every other line unparsed.
 FIRST_BATCH_EVENTS = ("slot_reserved", "batch_dispatch_started", "run_resumed")
 
 
-def first_batch(events: Iterable[Any]) -> tuple[float | None, list[tuple[int, int]]]:
+def first_batch(events: Iterable[object]) -> tuple[float | None, list[tuple[int, int]]]:
     """The first batch of a run's event log: its reservation time and its (slot, generation)
     members — the ``slot_reserved`` events up to the first ``batch_dispatch_started``. Reads
     no further than that, so ``events`` may be a lazy reader of a long log.
@@ -45,7 +45,7 @@ def first_batch(events: Iterable[Any]) -> tuple[float | None, list[tuple[int, in
         if name != "slot_reserved":
             continue
         ts, slot, gen = ev.get("ts"), ev.get("slot"), ev.get("gen")
-        if isinstance(ts, (int, float)) and (reserved_at is None or ts < reserved_at):
+        if isinstance(ts, int | float) and (reserved_at is None or ts < reserved_at):
             reserved_at = float(ts)
         if isinstance(slot, int) and isinstance(gen, int):
             members.append((slot, gen))
@@ -73,16 +73,16 @@ class DispatchStats:
         self.largest_batch = max(self.largest_batch, size)
 
     @classmethod
-    def replay(cls, events: Iterable[Any]) -> DispatchStats:
+    def replay(cls, events: Iterable[object]) -> DispatchStats:
         """The counts of the supervisors that wrote ``events`` (a run's whole log, in order):
         ``batch_dispatch_count`` the ``batch_dispatch_started`` events, ``largest_batch_size``
         their largest ``size``, ``backfill_count`` the ``backfill`` events, the first batch as
         ``first_batch`` reads it. A dispatch of one slot after the first writes no batch event,
         but never changes the largest size either."""
-        events = [e for e in events if isinstance(e, dict)]
+        records = [e for e in events if isinstance(e, dict)]
         stats = cls()
-        stats.first_batch_reserved_at, stats.first_batch = first_batch(events)
-        for ev in events:
+        stats.first_batch_reserved_at, stats.first_batch = first_batch(records)
+        for ev in records:
             name = ev.get("event")
             if name == "batch_dispatch_started":
                 stats.batch_count += 1
@@ -92,6 +92,15 @@ class DispatchStats:
             elif name == "backfill":
                 stats.backfill_count += 1
         return stats
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """An attempt whose start and end are both known."""
+
+    attempt: Attempt
+    start: float
+    end: float
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -105,23 +114,24 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def compute(attempts: Iterable[Attempt], stats: DispatchStats, *, jobs: int, started_at: float,
             ended_at: float) -> dict[str, Any]:
-    attempts = [a for a in attempts if a.started_at is not None and a.ended_at is not None]
+    timed = [_Timed(a, a.started_at, a.ended_at) for a in attempts
+             if a.started_at is not None and a.ended_at is not None]
     wall = max(0.0, ended_at - started_at)
-    active = sum(max(0.0, a.ended_at - a.started_at) for a in attempts)  # type: ignore[operator]
-    by_slot: dict[int, list[Attempt]] = defaultdict(list)
-    for a in attempts:
-        by_slot[a.slot].append(a)
+    active = sum(max(0.0, t.end - t.start) for t in timed)
+    by_slot: dict[int, list[_Timed]] = defaultdict(list)
+    for t in timed:
+        by_slot[t.attempt.slot].append(t)
     refill = []
     for gens in by_slot.values():
-        gens.sort(key=lambda a: a.generation)
-        for prev, nxt in zip(gens, gens[1:]):
-            if nxt.backfill and nxt.generation == prev.generation + 1:
-                refill.append(max(0.0, nxt.started_at - prev.ended_at) * 1000)  # type: ignore[operator]
-    first = {(s, g) for s, g in stats.first_batch}
-    first_starts = [a.started_at for a in attempts if (a.slot, a.generation) in first]
+        gens.sort(key=lambda t: t.attempt.generation)
+        for prev, nxt in pairwise(gens):
+            if nxt.attempt.backfill and nxt.attempt.generation == prev.attempt.generation + 1:
+                refill.append(max(0.0, nxt.start - prev.end) * 1000)
+    first = set(stats.first_batch)
+    first_starts = [t.start for t in timed if (t.attempt.slot, t.attempt.generation) in first]
     span = None
     if stats.first_batch_reserved_at is not None and first_starts:
-        span = round(max(0.0, max(first_starts) - stats.first_batch_reserved_at) * 1000, 1)  # type: ignore[type-var]
+        span = round(max(0.0, max(first_starts) - stats.first_batch_reserved_at) * 1000, 1)
     p50, p95 = percentile(refill, 50), percentile(refill, 95)
     return {
         "wall_time_ms": round(wall * 1000, 1),

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 import psutil
 
-
 START_SLACK = 0.05  # seconds: process start times are rounded to clock ticks
 
 
@@ -44,20 +43,22 @@ def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = No
     parent's original environment, without the markers the wrapper exported. The start
     time check keeps a later session that reuses the pid out."""
     me = os.getpid()
+    ended = sessions or {}
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         pid = int(name)
-        sid = _session(pid) if sessions else None
-        if not (_environ_has(pid, needles) or sid in (sessions or {})):
+        sid = _session(pid) if ended else None
+        session_ended = ended.get(sid) if sid is not None else None
+        if not (_environ_has(pid, needles) or session_ended is not None):
             continue
         try:
             proc = psutil.Process(pid)
             if proc.status() == psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
                 continue
-            if sid in (sessions or {}) and not _environ_has(pid, needles) and \
-                    proc.create_time() > sessions[sid] + START_SLACK:  # type: ignore[index]
+            if session_ended is not None and not _environ_has(pid, needles) and \
+                    proc.create_time() > session_ended + START_SLACK:
                 continue
             out.append(proc)
         except psutil.NoSuchProcess:

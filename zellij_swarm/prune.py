@@ -14,8 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from . import exc, views
-from .backends import _cmd
-from .backends._zellij import Zellij
+from .backends import Zellij, run_command
 from .rundir import all_runs
 
 ENDED = ("finished", "cancelled")
@@ -39,7 +38,7 @@ def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run
             yield f"{verb} zellij session {name}"
         if _tmux_has(env, name):
             if not dry_run:
-                _cmd.run(["tmux", "kill-session", "-t", f"={name}"], timeout=10, env=env, check=False)
+                run_command(["tmux", "kill-session", "-t", f"={name}"], timeout=10, env=env, check=False)
             yield f"{verb} tmux session {name}"
         ended = snap.get("ended_at") or snap.get("started_at") or now
         if now - ended > older_than:
@@ -61,6 +60,6 @@ def _tmux_has(env: Mapping[str, str], name: str) -> bool:
     if not shutil.which("tmux", path=env.get("PATH")):
         return False
     try:
-        return _cmd.run(["tmux", "has-session", "-t", f"={name}"], timeout=10, env=env, check=False).returncode == 0
+        return run_command(["tmux", "has-session", "-t", f"={name}"], timeout=10, env=env, check=False).returncode == 0
     except exc.BackendError:
         return False

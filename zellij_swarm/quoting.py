@@ -81,7 +81,7 @@ def tmux_drawn(text: str) -> str:
 
 def kdl_text(root: ckdl.Node) -> str:
     """The KDL v1 text of a one-node document, valid KDL v1 (parsed back, or ``ckdl`` raises)."""
-    text = ckdl.Document(root).dump(ckdl.EmitterOptions(version=1))
+    text: str = ckdl.Document(root).dump(ckdl.EmitterOptions(version=1))
     ckdl.parse(text, version=1)
     return text
 

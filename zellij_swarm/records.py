@@ -19,6 +19,7 @@ from . import quoting
 from .rundir import RunPaths, write_atomic, write_json_atomic
 from .swarmfile import is_env_name
 
+
 class EventLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
                  on_emit: Callable[[], None] = lambda: None) -> None:

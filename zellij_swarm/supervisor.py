@@ -36,6 +36,7 @@ from . import (
     metrics,
     procs,
     records,
+    resume,
     rundir,
     runlock,
     sidecars,
@@ -61,7 +62,6 @@ from .launcher import Launcher
 from .live import LiveGen, Timers
 from .model import TaskRecord
 from .recovery import Recovered
-from .restore import RestoreMixin
 from .scheduler import ReadyQueue
 from .settings import Resolved
 from .signals import EXIT_CODES, SignalWakeup
@@ -109,7 +109,7 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
-class Supervisor(RestoreMixin):
+class Supervisor:
     def __init__(
         self,
         plan: RunPlan,
@@ -192,7 +192,7 @@ class Supervisor(RestoreMixin):
         except OSError as e:
             raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
 
-    def _add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
+    def add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
         added = []
         for spec in specs:
             n = len(self.tasks) + 1
@@ -208,7 +208,7 @@ class Supervisor(RestoreMixin):
         for rec in added if enqueue else ():
             after_ids = [self.by_name[d].id for d in rec.spec.after]
             for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order):
-                self._skip(self.tasks[skipped])
+                self.skip(self.tasks[skipped])
         return added
 
     def _write_run_json(self) -> None:
@@ -235,12 +235,12 @@ class Supervisor(RestoreMixin):
             self._open(stack)
             if self.plan.resume is None:
                 records.save_environment(self.paths.saved_env, self.plan.env)
-                self._add_tasks(self.plan.tasks)
+                self.add_tasks(self.plan.tasks)
                 self._write_run_json()
                 self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                                  backend=self.backend.name, pid=os.getpid())
             else:
-                self._restore(self.plan.resume)
+                resume.restore(self, self.plan.resume)
             self.reporter.started(self.paths, len(self.tasks))
             if not self._open_backend():
                 return self._finish()
@@ -303,7 +303,7 @@ class Supervisor(RestoreMixin):
         watcher = self.watcher
         stack.callback(watcher.close)
         self.follow = GenerationWatch(watcher=watcher, selector=sel, timers=self.timers,
-                                      seen=Seen(heartbeat=self._heartbeat, ended=self._collect, warn=self._warn))
+                                      seen=Seen(heartbeat=self._heartbeat, ended=self.collect, warn=self._warn))
         self._watch_inbox()
         sel.register(watcher.fileno(), selectors.EVENT_READ, lambda: self._on_files(watcher.read()))
         self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
@@ -321,7 +321,7 @@ class Supervisor(RestoreMixin):
                                warn=self._warn, released=self._slot_released)
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
-            followers=Followers(started=self._follow_child, launched=self._launched, ended=self._collect,
+            followers=Followers(started=self._follow_child, launched=self._launched, ended=self.collect,
                                 follow_pid=self.follow.follow_pid, end_tree=self.stopper.end_tree, warn=self._warn,
                                 gave_up=self._no_launcher))
         stack.callback(lambda: self.headless.close(wait=not self.detached))
@@ -434,7 +434,7 @@ class Supervisor(RestoreMixin):
             self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
         if lg.in_pane and lg.kill_reason is not None and not (lg.collected or lg.done):
             reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
-            self._kill(lg, reason)
+            self.kill(lg, reason)
 
     def _withdraw(self, lg: LiveGen, reason: str) -> None:
         """Take back a reserved generation that was never started, its claim first so a
@@ -451,15 +451,15 @@ class Supervisor(RestoreMixin):
     def _running(self, lg: LiveGen) -> None:
         self.slots.running(lg.gen.slot)
         if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
-            self._arm_limits(lg, elapsed=0.0)
+            self.arm_limits(lg, elapsed=0.0)
 
-    def _arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
+    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
         """The task's time limits for this generation: what is left of its timeout after
         ``elapsed`` seconds (a resumed run's adopted workers have used some), and its idle watch."""
         lg.timeout_armed = True
         if lg.task.timeout is not None:
             left = max(0.0, lg.task.timeout - elapsed)
-            lg.deadlines.append(self.timers.after(left, lambda: self._kill(lg, "timeout")))
+            lg.deadlines.append(self.timers.after(left, lambda: self.kill(lg, "timeout")))
         if lg.task.idle_timeout is not None:
             self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence),
                                    since=self.wallclock() - elapsed)
@@ -476,7 +476,7 @@ class Supervisor(RestoreMixin):
             self._warn("idle_timeout", message, lg.task)
         else:
             lg.idle_message = message
-            self._kill(lg, "idle_timeout")
+            self.kill(lg, "idle_timeout")
 
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
@@ -484,7 +484,7 @@ class Supervisor(RestoreMixin):
         self._running(lg)
         if lg.kill_reason is not None:  # cancelled while it was waiting to start: end it now
             reason, lg.kill_reason = lg.kill_reason, None
-            self._kill(lg, reason)
+            self.kill(lg, reason)
 
     # ----- panes ---------------------------------------------------------------------------
 
@@ -525,7 +525,7 @@ class Supervisor(RestoreMixin):
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
             pid = sidecars.wrapper_pid(lg.gen)
             if pid is not None and not procs.alive(pid):
-                self._collect(lg)
+                self.collect(lg)
             else:
                 lg.deadlines.append(
                     self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
@@ -553,7 +553,7 @@ class Supervisor(RestoreMixin):
 
     # ----- exits ---------------------------------------------------------------------------
 
-    def _collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
+    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
         """Read how a generation's wrapper ended (once, whoever notices first). A pane's
         wrapper gone without an exit record, or hung up, ended with its pane or with the
         whole session: the backend's thread asks the multiplexer which, and the outcome
@@ -585,9 +585,9 @@ class Supervisor(RestoreMixin):
                 reason = "no_exit_record"
             rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock(),
                                                sync=self.sync)
-        self._end_generation(lg, rec, *self._outcome(lg, rec, session_alive=session_alive))
+        self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
 
-    def _outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
+    def outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
         if reason in ("cwd_missing", "state_dir_error"):
@@ -632,7 +632,7 @@ class Supervisor(RestoreMixin):
             # The session is gone for every pane: a worker that ignores the hang-up would run
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
-                self._kill(other, "multiplexer_lost")
+                self.kill(other, "multiplexer_lost")
         if status.retryable and task.attempts_left and not self.is_stopping():
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)
@@ -651,11 +651,11 @@ class Supervisor(RestoreMixin):
             self.events.emit("task_cancelled", task=task.name, reason=reason)
         _, skipped = self.ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
         for tid in skipped:
-            self._skip(self.tasks[tid])
+            self.skip(self.tasks[tid])
         if status != TaskStatus.SUCCEEDED and status != TaskStatus.CANCELLED:
             self._on_failure()
 
-    def _skip(self, task: TaskRecord) -> None:
+    def skip(self, task: TaskRecord) -> None:
         task.finish(TaskStatus.SKIPPED, "dependency_failed")
         self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
         self.reporter.task_ended(task, None)
@@ -688,12 +688,12 @@ class Supervisor(RestoreMixin):
             self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
             return True
         if task.status == TaskStatus.RUNNING and task.slot in self.live:
-            self._kill(self.live[task.slot], "cancelled_by_user")
+            self.kill(self.live[task.slot], "cancelled_by_user")
             return True
         return False
 
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
-        added = self._add_tasks(specs)
+        added = self.add_tasks(specs)
         for t in added:
             self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
         self.snapshots.dirty = True
@@ -721,13 +721,13 @@ class Supervisor(RestoreMixin):
         self._cancel_pending("halted")
         if mode == "now":
             for lg in list(self.live.values()):
-                self._kill(lg, "halted")
+                self.kill(lg, "halted")
 
     def _stop_everything(self, reason: str) -> None:
         self.slots.close()
         self._cancel_pending(reason)
         for lg in list(self.live.values()):
-            self._kill(lg, reason)
+            self.kill(lg, reason)
         self.headless.follow_all()
 
     def _no_launcher(self) -> None:
@@ -741,7 +741,7 @@ class Supervisor(RestoreMixin):
             self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
         self.snapshots.dirty = True
 
-    def _kill(self, lg: LiveGen, reason: str) -> None:
+    def kill(self, lg: LiveGen, reason: str) -> None:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
         it is ended the moment it starts. In a pane that never started its wrapper: the
         claim is taken and the pane closed, nothing runs. Otherwise: the one ladder

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name"})
 _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
 
 
 def is_env_name(key: str) -> bool:
@@ -37,7 +38,6 @@ def is_reserved_env_name(key: str) -> bool:
     the kill ladder finds a generation's processes by, and the settings) and ``_zsw_*`` (the
     wrapper's own variables, such as where it writes its records)."""
     return key.startswith(RESERVED_ENV_PREFIXES)
-_TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _decode(data: bytes, where: str) -> str:
 
 
 def parse_lines(text: str, source: str) -> SwarmInput:
-    tasks = []
+    tasks: list[TaskSpec] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         command = line.strip()
         if not command or command.startswith("#"):
@@ -228,12 +228,13 @@ def _line_of(lines: list[str], word: str) -> int | None:
     return None
 
 
-def task_from_dict(raw: Any, index: int, source: str, base: Path) -> TaskSpec:
+def task_from_dict(raw: object, index: int, source: str, base: Path) -> TaskSpec:
     """One task from a mapping with the ``[[task]]`` keys (Python API, follow-ups)."""
     return _task(raw, index, source, [], None, base)
 
 
-def _task(raw: Any, index: int, path: str, lines: list[str], span: tuple[int, int] | None, base: Path) -> TaskSpec:
+def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int, int] | None,
+          base: Path) -> TaskSpec:
     header = span[0] + 1 if span else None
     if not isinstance(raw, dict):
         raise exc.InputError(f"task #{index + 1} must be a table", path=path, line=header)
@@ -274,7 +275,7 @@ def _task(raw: Any, index: int, path: str, lines: list[str], span: tuple[int, in
     if cwd is not None:
         if not isinstance(cwd, str) or not cwd or "\0" in cwd:
             raise fail("cwd must be a non-empty string", "cwd")
-        cwd = str(base / Path(cwd).expanduser()) if not Path(cwd).expanduser().is_absolute() else str(Path(cwd).expanduser())
+        cwd = str(base / Path(cwd).expanduser())  # relative to the file; pathlib keeps an absolute one
     env = raw.get("env", {})
     if not isinstance(env, dict):
         raise fail("env must be a table of strings", "env")
@@ -288,7 +289,7 @@ def _task(raw: Any, index: int, path: str, lines: list[str], span: tuple[int, in
                 "and timeouts find them by it) and _zsw_* names are the wrapper's own; a task cannot set them",
                 path=path, line=_env_key_line(lines, span, k) or header)
         clean_env[k] = str(v).lower() if isinstance(v, bool) else str(v)
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {}  # each of its setting's type, as TaskSpec declares it
     for key in settings.TASK_OVERRIDABLE:
         if key in raw:
             line = _key_line(lines, span, key)
@@ -330,7 +331,7 @@ def validate(tasks: Iterable[TaskSpec], known: Iterable[str] = ()) -> None:
     cycle = _find_cycle({t.name: t.after for t in tasks})
     if cycle:
         first = next(t for t in tasks if t.name == cycle[0])
-        raise exc.InputError("dependency cycle: " + " -> ".join(cycle + [cycle[0]]), path=first.origin or None)
+        raise exc.InputError("dependency cycle: " + " -> ".join([*cycle, cycle[0]]), path=first.origin or None)
 
 
 def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
@@ -339,7 +340,7 @@ def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
     for root in graph:
         if state.get(root):
             continue
-        stack: list[tuple[str, Iterable[str]]] = [(root, iter(graph.get(root, ())))]
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(graph.get(root, ())))]
         path = [root]
         state[root] = 1
         while stack:

@@ -152,7 +152,7 @@ class ViewWatch:
     ``views/`` cannot be watched; ``watcher`` and ``clock`` are injectable for tests.
     """
 
-    def __init__(self, run: RunPaths, *, schedule: Callable[[float, Callable[[], None]], Any],
+    def __init__(self, run: RunPaths, *, schedule: Callable[[float, Callable[[], None]], object],
                  watcher: Callable[[], Watcher] = Inotify, clock: Callable[[], float] = time.time) -> None:
         self.dir = views_dir(run)
         self.clock = clock
@@ -189,7 +189,8 @@ class ViewWatch:
         rescan = False
         for key, _ in self._sel.select(0):
             if key.data is _WATCHER:
-                self._watcher.read()  # type: ignore[union-attr]
+                assert self._watcher is not None  # registered only once there is one
+                self._watcher.read()
                 rescan = True
             elif key.data is _WAKE:
                 try:

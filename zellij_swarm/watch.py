@@ -1,29 +1,45 @@
-"""A minimal inotify watcher for the supervisor's event loop.
+"""A minimal inotify watcher, for event loops that wait on file descriptors.
 
 The supervisor needs an fd it can hand to its selector, for directories that exist before
-the events it waits for (the control inbox, generation directories), with no debounce:
-``watchfiles`` batches changes for tens of milliseconds, which is right for renderers and
-wrong for the scheduler's hot path. Anything with ``fileno``/``add``/``read`` can be
-injected instead (tests use ``PollingWatcher``-like doubles).
+the events it waits for (the control inbox, generation directories), with no debounce: its
+scheduler's hot path reacts to each ``exit`` the moment it lands. Anything with
+``fileno``/``add``/``remove``/``read``/``close`` can be injected instead (tests use
+``PollingWatcher``-like doubles). ``follow`` is the same watcher for a loop without a
+selector of its own (the renderers): batches of any change, and a tick.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
+import select
 import struct
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+IN_MODIFY = 0x002
+IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
+IN_MOVED_FROM = 0x040
 IN_MOVED_TO = 0x080
 IN_CREATE = 0x100
+IN_DELETE = 0x200
 IN_Q_OVERFLOW = 0x4000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
+WAKE_CHECK = 0.05  # seconds between looks at ``follow``'s ``wake``, an Event no selector can wait on
+
+# A file that is complete: created (O_EXCL claims), closed after writing, or renamed into place.
+COMPLETED = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
+# Anything a view shows may have changed: also a write still going on, an mtime, a removal.
+ANY_CHANGE = COMPLETED | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_DELETE
 
 
 @dataclass(frozen=True)
@@ -40,14 +56,23 @@ class Watcher(Protocol):
     def close(self) -> None: ...
 
 
+@functools.cache  # find_library runs ldconfig: once per process, not once per watcher
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.inotify_init1.argtypes = [ctypes.c_int]
+    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
+    return libc
+
+
 class Inotify:
-    """Watches directories for files created, closed after writing, or renamed into them."""
+    """Watches directories for the events of ``mask`` on the files in them (by default, files
+    created, closed after writing, or renamed into them)."""
 
-    MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
-
-    def __init__(self) -> None:
-        self._libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+    def __init__(self, *, mask: int = COMPLETED) -> None:
+        self._libc = _libc()
+        self._mask = mask
+        fd: int = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
@@ -59,7 +84,7 @@ class Inotify:
         return self._fd
 
     def add(self, directory: Path) -> None:
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), self.MASK)
+        wd: int = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), self._mask)
         if wd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), str(directory))
@@ -85,6 +110,30 @@ class Inotify:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def follow(paths: Iterable[Path], wake: threading.Event, *, tick: float = 1.0) -> Iterator[list[Change]]:
+    """Watches ``paths`` (not recursively) for any change; yields each batch of changes, or an
+    empty list after ``tick`` seconds without one, until ``wake`` is set.
+
+    The first (empty) yield comes once the watches are in place, so a reader that looks then
+    misses nothing that changed before them. Each yield carries every change queued by then:
+    the reader's own pace is the only debounce.
+    """
+    notify = Inotify(mask=ANY_CHANGE)
+    try:
+        for path in paths:
+            notify.add(path)
+        yield []
+        next_tick = time.monotonic() + tick
+        while not wake.is_set():
+            select.select([notify], [], [], max(0.0, min(WAKE_CHECK, next_tick - time.monotonic())))
+            batch = notify.read()
+            if batch or time.monotonic() >= next_tick:
+                yield batch
+                next_tick = time.monotonic() + tick
+    finally:
+        notify.close()
 
 
 def changes(buf: bytes, dirs: dict[int, Path]) -> list[Change]:

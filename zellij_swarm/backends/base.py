@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..rundir import GenPaths, RunPaths
+from ..settings import Resolved
 from ..wrapper import PaneMode
 
 
@@ -66,7 +67,7 @@ class RunContext:
 
     paths: RunPaths
     run_id: str
-    settings: Any  # settings.Resolved
+    settings: Resolved
     schedule: Callable[[float, Callable[[], None]], object]
     warn: Callable[[str, str], None]
     notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)

@@ -7,7 +7,7 @@ never touch processes. Entry points for the CLI::
     run_slot_view(run, slot, *, once=False, out=None, **loop_options) -> int
 
 and the pure frame functions ``board_frame`` and ``slot_frame`` for tests. Importing this
-package costs no pyte or watchfiles import; those load when first used.
+package costs no pyte import; it loads when first used.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A view turns the run directory into a ``Frame`` (lines that fit the terminal, whether the run
 has ended, and which paths to watch). The loop paints frames in place and redraws when:
 
-- a watched path changes (``watchfiles``, non-recursive watches on the few directories the view
-  names, so a pane never spends inotify watches on the whole run history); the watcher is
-  restarted when the view's paths change (a new generation appeared);
-- a second passed (``rust_timeout`` + ``yield_on_timeout``), so elapsed times tick;
-- the terminal was resized (SIGWINCH wakes the watcher through its ``stop_event``).
+- a watched path changes (``watch.follow``: non-recursive inotify watches on the few
+  directories the view names, so a pane never spends inotify watches on the whole run
+  history); the watcher is restarted when the view's paths change (a new generation appeared);
+- a second passed (the watcher's tick), so elapsed times tick;
+- the terminal was resized (SIGWINCH wakes the watcher through ``wake``).
 
 At most ``max_rate`` (10) frames a second. Painting never resets the terminal: each changed line
 is written at its row (cursor address + text + erase to end of line), then the rest of the
@@ -24,7 +24,7 @@ unregisters: ending because the run ended is not a death, and the supervisor no 
 looks by then.
 
 The watcher, the clock and ``sleep`` are parameters so tests can drive the loop without real
-time. pyte and watchfiles are imported only when used.
+time.
 """
 
 from __future__ import annotations
@@ -37,11 +37,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from ..watch import follow
 from .text import width as text_width
 
 if TYPE_CHECKING:
@@ -49,13 +51,12 @@ if TYPE_CHECKING:
 
 POLL_INTERVAL = 1.0
 MAX_RATE = 10.0
-TICK_MS = 1000
-
-Watcher = Callable[[Sequence[Path], threading.Event], Iterable[Any]]
+Watcher = Callable[[Sequence[Path], threading.Event], Iterable[object]]
 """``watcher(paths, wake)`` yields once per batch of changes (or per tick, possibly empty) and
 ends when ``wake`` is set."""
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
+_SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 
 @dataclass
@@ -69,40 +70,16 @@ class View(Protocol):
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame: ...
 
 
-def watchfiles_watcher(paths: Sequence[Path], wake: threading.Event, *, tick_ms: int = TICK_MS) -> Iterator[Any]:
-    """Non-recursive watch of ``paths``; yields each batch of changes, or an empty set per tick.
-
-    Uses watchfiles' documented Rust backend (``RustNotify``) rather than ``watchfiles.watch``
-    for one reason: the watches exist as soon as it is constructed, so the first (empty) yield
-    tells the loop to redraw once *after* they are in place, and a change that landed between
-    the previous frame and the new watches is never missed. ``debounce``/``step`` are short so
-    a steadily written log still yields ~10 times a second (watch()'s default debounce holds
-    changes back for 1.6 s).
-    """
-    from watchfiles._rust_notify import RustNotify
-
-    polling = bool(os.environ.get("WATCHFILES_FORCE_POLLING"))
-    with RustNotify([str(p) for p in paths], False, polling, 300, False, False) as notify:
-        yield set()
-        while True:
-            changes = notify.watch(100, 50, tick_ms, wake)
-            if changes in ("stop", "signal"):
-                return
-            yield set() if changes == "timeout" else changes
-
-
-def poll_watcher(paths: Sequence[Path], wake: threading.Event, interval: float = POLL_INTERVAL) -> Iterator[Any]:
+def poll_watcher(paths: Sequence[Path], wake: threading.Event, interval: float = POLL_INTERVAL) -> Iterator[None]:
     """The fallback: one tick per ``interval`` until ``wake`` is set."""
     while not wake.wait(interval):
-        yield set()
+        yield None
 
 
 def is_watch_limit(error: BaseException) -> bool:
-    """Whether a watcher error means the system's inotify watch or instance limit was hit."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EMFILE, errno.ENFILE):
-        return True
-    text = str(error).lower()
-    return "limit" in text or "too many open files" in text or "no space left" in text
+    """Whether a watcher error means the system's inotify watch (ENOSPC) or instance (EMFILE,
+    ENFILE) limit was hit."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EMFILE, errno.ENFILE)
 
 
 def use_color(out: IO[str]) -> bool:
@@ -189,7 +166,7 @@ class Loop:
     ) -> None:
         self.view = view
         self.out = out
-        self.watcher: Watcher = watcher or watchfiles_watcher
+        self.watcher: Watcher = watcher or follow
         self.polling = False
         self.clock = clock
         self.sleep = sleep
@@ -210,18 +187,18 @@ class Loop:
 
     # -- signals -------------------------------------------------------------------------------
 
-    def _on_stop(self, signum: int, _frame: Any) -> None:
+    def _on_stop(self, signum: int, _frame: FrameType | None) -> None:
         self.stopping = True
         self.wake.set()
 
-    def _on_winch(self, signum: int, _frame: Any) -> None:
+    def _on_winch(self, signum: int, _frame: FrameType | None) -> None:
         self.resized = True
         self.wake.set()
 
-    def _install(self) -> dict[int, Any]:
+    def _install(self) -> dict[signal.Signals, _SignalHandler]:
         if not self.handle_signals or threading.current_thread() is not threading.main_thread():
             return {}
-        saved = {}
+        saved: dict[signal.Signals, _SignalHandler] = {}
         for sig, handler in (
             (signal.SIGINT, self._on_stop),
             (signal.SIGTERM, self._on_stop),
@@ -277,11 +254,11 @@ class Loop:
                 signal.signal(sig, handler)
         return 0
 
-    def _ticks(self, paths: tuple[Path, ...]) -> Iterator[None]:
+    def _ticks(self, paths: tuple[Path, ...]) -> Generator[None, None, None]:
         """The watcher's wake-ups. A watcher error ends them and is kept in ``watch_error``;
         errors of the consumer (a closed terminal) are never mistaken for watcher errors."""
         self.watch_error = None
-        changes: Any = None
+        changes: Iterator[object] | None = None
         try:
             changes = iter(self.watcher(paths, self.wake))
             for _ in changes:
