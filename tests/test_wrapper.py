@@ -6,13 +6,13 @@ import json
 import subprocess
 from pathlib import Path
 
-from zellij_swarm import rundir, sidecars, wrapper
+from zellij_swarm import generation_files, rundir, wrapper
 
 HOSTILE = "na'me\"\n$(touch PWNED)`touch PWNED2`~$HOME {}[];|&"
 
 
-def make(tmp_path: Path, **kw) -> rundir.GenPaths:
-    gen = rundir.GenPaths(tmp_path / "gen-1", 1, 1)
+def make(tmp_path: Path, **kw) -> generation_files.GenPaths:
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
     gen.dir.mkdir()
     gen.artifacts.mkdir()
     args = dict(cmd="echo \"$ZELLIJ_SWARM_TASK\"", argv=None, cwd=str(tmp_path), env={})
@@ -22,7 +22,7 @@ def make(tmp_path: Path, **kw) -> rundir.GenPaths:
     return gen
 
 
-def sh(gen: rundir.GenPaths, *extra: str) -> int:
+def sh(gen: generation_files.GenPaths, *extra: str) -> int:
     return subprocess.run(["/bin/sh", str(gen.wrapper), *extra], cwd=gen.dir, timeout=30).returncode
 
 
@@ -44,19 +44,19 @@ def test_a_generation_runs_at_most_once(tmp_path):
 
 def test_supervisor_claim_blocks_the_wrapper_unless_handed_over(tmp_path):
     gen = make(tmp_path, cmd="echo ran")
-    assert sidecars.take_claim(gen) is True
-    assert sidecars.take_claim(gen) is False
+    assert generation_files.take_claim(gen) is True
+    assert generation_files.take_claim(gen) is False
     assert sh(gen) == 0 and not gen.output.exists()
     assert sh(gen, "claimed") == 0 and gen.output.read_text() == "ran\n"
-    assert sidecars.wrapper_pid(gen) is not None
+    assert generation_files.wrapper_pid(gen) is not None
 
 
 def test_exit_record_codes_signals_and_times(tmp_path):
     gen = make(tmp_path, cmd=None, argv=("sh", "-c", "kill -TERM $$"))
     assert sh(gen) == 143
-    rec = sidecars.collect_exit(gen)
+    rec = generation_files.collect_exit(gen)
     assert (rec.code, rec.signal) == (143, "SIGTERM")
-    assert rec.started_at <= rec.ended_at and rec.pid == sidecars.wrapper_pid(gen)
+    assert rec.started_at <= rec.ended_at and rec.pid == generation_files.wrapper_pid(gen)
     assert json.loads(gen.exit_record.read_text())["code"] == 143
     assert json.loads(gen.heartbeat.read_text().splitlines()[-1]) == {"event": "exited", "code": 143}
 
@@ -64,14 +64,14 @@ def test_exit_record_codes_signals_and_times(tmp_path):
 def test_partial_sidecar_is_not_a_record(tmp_path):
     gen = make(tmp_path)
     gen.exit_sidecar.write_text("1")  # no newline yet: still being written
-    assert sidecars.collect_exit(gen) is None
+    assert generation_files.collect_exit(gen) is None
     gen.exit_sidecar.write_text("1\n")
-    assert sidecars.collect_exit(gen).code == 1
+    assert generation_files.collect_exit(gen).code == 1
 
 
 def test_missing_cwd_is_recorded_not_run(tmp_path):
     gen = make(tmp_path, cwd=str(tmp_path / "nope"))
     assert sh(gen) == 1
-    rec = sidecars.collect_exit(gen)
+    rec = generation_files.collect_exit(gen)
     assert (rec.code, rec.reason) == (None, "cwd_missing")
     assert "cwd does not exist" in gen.output.read_text()

@@ -12,14 +12,19 @@ import os
 import re
 import stat
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from . import exc
 from .rundir import RunPaths, check_can_create, write_atomic
+from .states import TaskStatus
 
 TAIL_BYTES = 64 * 1024
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The element a task's status adds to its testcase; a succeeded one adds none.
+_ELEMENT = {TaskStatus.FAILED: "failure", TaskStatus.TIMED_OUT: "failure", TaskStatus.LOST: "error",
+            TaskStatus.SKIPPED: "skipped", TaskStatus.CANCELLED: "skipped"}
 
 
 def clean(text: str) -> str:
@@ -39,13 +44,13 @@ def output_tail(path: Path, limit: int = TAIL_BYTES) -> str:
 
 def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
     tasks = snapshot["tasks"]
-    count = lambda *states: sum(1 for t in tasks if t["status"] in states)  # noqa: E731
+    elements = Counter(_ELEMENT.get(t["status"]) for t in tasks)
     suite = ET.Element("testsuite", {
         "name": clean(snapshot.get("name") or f"zellij-swarm {snapshot['run_id']}"),
         "tests": str(len(tasks)),
-        "failures": str(count("failed", "timed_out")),
-        "errors": str(count("lost")),
-        "skipped": str(count("skipped", "cancelled")),
+        "failures": str(elements["failure"]),
+        "errors": str(elements["error"]),
+        "skipped": str(elements["skipped"]),
         "time": f"{(snapshot['metrics'].get('wall_time_ms') or 0) / 1000:.3f}",
     })
     for t in tasks:
@@ -55,12 +60,11 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
         })
         detail = ", ".join(f"{k}={t[k]}" for k in ("exit_code", "signal", "reason", "attempts") if t.get(k) is not None)
         status = t["status"]
-        if status in ("failed", "timed_out"):
-            ET.SubElement(case, "failure", {"type": status, "message": clean(f"{status}: {detail}")})
-        elif status == "lost":
-            ET.SubElement(case, "error", {"type": status, "message": clean(f"lost: {detail}")})
-        elif status in ("skipped", "cancelled"):
-            ET.SubElement(case, "skipped", {"message": clean(f"{status}: {t.get('reason') or ''}")})
+        element = _ELEMENT.get(status)
+        if element == "skipped":
+            ET.SubElement(case, element, {"message": clean(f"{status}: {t.get('reason') or ''}")})
+        elif element is not None:
+            ET.SubElement(case, element, {"type": status, "message": clean(f"{status}: {detail}")})
         if t["slot"] is not None and t["generation"] is not None:
             out = ET.SubElement(case, "system-out")
             out.text = output_tail(run.gen(t["slot"], t["generation"]).output)

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from . import exc, views
-from .rundir import GenPaths, RunPaths
+from . import exc, generation_files, views
+from .generation_files import GenPaths
+from .rundir import RunPaths
 
 
 def _attempt_gen(run: RunPaths, task: dict, attempt: int | None) -> GenPaths | None:
@@ -48,7 +49,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
     if follow and snap["state"] == "running":
         for _ in _changes(gen.dir):
             offset = _copy_from(gen, offset, out)
-            if gen.exit_sidecar.exists() or views.load_status(run)["state"] != "running":
+            if generation_files.ended_at(gen) is not None or views.load_status(run)["state"] != "running":
                 _copy_from(gen, offset, out)
                 break
     return 0

@@ -13,11 +13,12 @@ Evidence, per generation directory ``slots/slot-<n>/gen-<m>/``:
   already ended, up to the run's recorded end, with a warning).
 
 One ``stat`` of the claim, one read of its few bytes and one ``stat`` of the sidecar per
-generation; ``exit.json`` is parsed only when the sidecar is missing. The scheduler's records
-are read only for the slot count (``run.json``), the reservation time and members of the first
-batch (the head of ``events.jsonl``, read by ``metrics.first_batch``, the same reading a resumed
-supervisor rebuilds its metrics with) and, for the consistency check, its metrics
-(``summary.json``, else ``state.json``).
+generation; ``exit.json`` is parsed only when the sidecar is missing (``generation_files``
+``read_claim`` and ``ended_at``). The scheduler's records are read only for the slot count
+(``run.json``), the reservation time and members of the first batch (the head of
+``events.jsonl``, read by ``metrics.first_batch``, the same reading a resumed supervisor
+rebuilds its metrics with) and, for the consistency check, its metrics (``summary.json``,
+else ``state.json``).
 
 Decisions (the upstream design's weaknesses, research notes §11 items 17–18, not repeated):
 
@@ -50,14 +51,13 @@ CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from . import exc, metrics
-from .rundir import GenPaths, RunPaths, read_json
+from . import exc, generation_files, metrics
+from .rundir import RunPaths, read_json
 
 TIMELINE_LIMIT = 200
 RUN_STATES = ("running", "finished", "cancelled", "interrupted")
@@ -69,40 +69,6 @@ TIE_RULE = ("at equal timestamps ends count before starts: file modification tim
             "(a clock tick, a few ms), so back-to-back generations in one slot never overlap")
 TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the scheduler's value); "
                   "utilization is compared as the active time it implies")
-
-
-def _read_claim(path: str) -> tuple[float, str] | None:
-    """(mtime, content) of a claim file, or None when there is none."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        mtime = os.fstat(fd).st_mtime
-        data = os.read(fd, 64)
-    finally:
-        os.close(fd)
-    return mtime, data.decode("ascii", "replace").strip()
-
-
-def _exit_end(gen: GenPaths, base: str) -> tuple[float | None, bool]:
-    """(end time, whether it came from exit.json) of a generation; (None, False) while open.
-    ``base`` is the generation directory as a string (plain strings: pathlib joins would cost
-    more than the system calls for 10,000 generations)."""
-    try:
-        st = os.stat(base + "/exit")
-        if st.st_size > 0:
-            return st.st_mtime, False
-    except FileNotFoundError:
-        pass
-    try:
-        rec = read_json(gen.exit_record)
-        ended = rec.get("ended_at") if isinstance(rec, dict) else None
-        if isinstance(ended, (int, float)):
-            return float(ended), True
-    except (FileNotFoundError, ValueError):
-        pass
-    return None, False
 
 
 def _load(path: Any) -> dict | None:
@@ -210,20 +176,15 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     for slot in run.slot_numbers():
         for g in run.generations(slot):
             dirs += 1
-            base = os.fspath(g.dir)
-            claim = _read_claim(base + "/claim")
-            if claim is None or claim[1] == "supervisor":
+            claim = generation_files.read_claim(g)
+            if claim is None or claim.by_supervisor:
                 not_started += 1
                 continue
-            start, owner = claim
-            pid = int(owner) if owner.isdigit() else None
-            end, from_record = _exit_end(g, base)
-            if from_record:
+            ended = generation_files.ended_at(g)
+            if ended is not None and ended[1]:
                 supervisor_ended += 1
-            is_open = end is None
-            if is_open:
-                end = max(start, open_until)
-            gens.append((slot, g.gen, start, max(start, end), pid, is_open))  # type: ignore[type-var]
+            end = open_until if ended is None else ended[0]
+            gens.append((slot, g.gen, claim.at, max(claim.at, end), claim.pid, ended is None))
     running = sum(1 for x in gens if x[5])
     if running and run_ended is not None:
         warnings.append({"code": "exit_record_missing",

@@ -17,7 +17,6 @@ of four states:
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +24,10 @@ from typing import Any
 
 import psutil
 
-from . import exc, metrics, records, runlock, settings, sidecars, swarmfile
-from .rundir import GenPaths, RunPaths, has_record, read_json
+from . import exc, generation_files, metrics, records, runlock, settings, swarmfile
+from .generation_files import ExitRecord, GenPaths
+from .rundir import RunPaths, has_record, read_json
 
-_HEADER = re.compile(r"# zellij-swarm generation wrapper: run (\S+), task id (\S+), slot (\d+), generation (\d+), "
-                     r"attempt (\d+)")
 START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
 
 
@@ -39,7 +37,7 @@ class GenState:
     task_id: str
     attempt: int
     state: str  # ended | running | vanished | unstarted
-    exit: sidecars.ExitRecord | None = None
+    exit: ExitRecord | None = None
     recorded: dict[str, Any] | None = None  # the worker_completed/failed event, if the old supervisor saw it
     kill_reason: str | None = None
     pid: int | None = None
@@ -57,16 +55,6 @@ class Recovered:
     consumed_messages: set[str] = field(default_factory=set)
     stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
     unlogged: list[dict[str, Any]] = field(default_factory=list)  # reservations a kill kept out of the log
-
-
-def header(gen: GenPaths) -> tuple[str, int] | None:
-    """(task id, attempt) from a wrapper's first line."""
-    try:
-        with open(gen.wrapper, encoding="utf-8", errors="replace") as f:
-            m = _HEADER.match(f.readline())
-    except FileNotFoundError:
-        return None
-    return (m.group(2), int(m.group(5))) if m else None
 
 
 def load_environment(path: Path) -> dict[str, str]:
@@ -94,7 +82,7 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
         cmdline = proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
-    claimed = sidecars.started_at(gen)
+    claimed = generation_files.started_at(gen)
     return claimed is not None and created <= claimed + START_TOLERANCE and str(gen.wrapper) in cmdline
 
 
@@ -123,7 +111,7 @@ def load(run: RunPaths) -> Recovered:
     task_names = {tid: name for name, tid in names.items()}
     for slot in run.slot_numbers():
         for gen in run.generations(slot):
-            who = header(gen)
+            who = generation_files.read_wrapper_header(gen)
             rec.unlogged += _lost_reservation(gen, who, task_names, logged)
             if who is None:  # created, but its wrapper never written: it cannot have run
                 rec.gens.append(GenState(gen, "", 0, "unstarted"))
@@ -165,28 +153,21 @@ def _lost_reservation(gen: GenPaths, who: tuple[str, int] | None, task_names: di
 
 def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict | None) -> GenState:
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
-    try:
-        gs.kill_reason = gen.kill.read_text().strip() or None
-    except FileNotFoundError:
-        pass
-    hb = sidecars.heartbeat_started(gen)
-    if hb:
-        gs.pane_id = hb.get("pane_id") if isinstance(hb.get("pane_id"), str) else None
-    gs.exit = sidecars.collect_exit(gen)
-    gs.pid = sidecars.wrapper_pid(gen)
+    gs.kill_reason = generation_files.kill_reason(gen)
+    launch = generation_files.heartbeat_started(gen)
+    if launch:
+        gs.pane_id = launch["pane_id"]
+    gs.exit = generation_files.collect_exit(gen)
+    gs.pid = generation_files.wrapper_pid(gen)
     if gs.exit is not None:
         gs.state = "ended"
     elif gs.pid is not None:
         gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now
-        if gs.state == "vanished" and (late := sidecars.collect_exit(gen)) is not None:
+        if gs.state == "vanished" and (late := generation_files.collect_exit(gen)) is not None:
             gs.exit, gs.state = late, "ended"
     return gs
 
 
 def resolved_settings(meta: dict[str, Any]) -> settings.Resolved:
-    out = settings.Resolved()
-    for name, entry in meta["settings"].items():
-        out.values[name] = entry["value"]
-        out.sources[name] = entry["source"]
-    return out
+    return settings.Resolved.from_record(meta["settings"])

@@ -21,8 +21,10 @@ import sys
 from typing import IO, Any
 
 from . import quoting
+from .generation_files import GenPaths
 from .model import TaskRecord
-from .rundir import GenPaths, RunPaths
+from .rundir import RunPaths
+from .states import FAILED_STATUSES
 
 _MARK = {"succeeded": "ok", "failed": "FAILED", "timed_out": "TIMED OUT", "cancelled": "cancelled",
          "skipped": "skipped", "lost": "LOST"}
@@ -95,7 +97,7 @@ class ConsoleReporter:
         # The total is counted now, not at the start: ``add`` and follow-ups grow it.
         total = sum(counts.values())
         done = total - counts["pending"] - counts["running"]
-        bad = sum(counts[s] for s in ("failed", "timed_out", "lost"))
+        bad = sum(counts[s] for s in FAILED_STATUSES)
         text = f"zellij-swarm: {done}/{total} done, {counts['running']} running"
         if bad:
             text += f", {bad} failed"

@@ -9,8 +9,7 @@ Layout (SPEC §5, §7)::
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
         views/<view>.json                      the run's board/slot-view panes (view_watch)
-        slots/slot-<n>/gen-<m>/                one directory per generation:
-            wrapper.sh  claim  heartbeat.jsonl  output.log  exit  exit.json  artifacts/
+        slots/slot-<n>/gen-<m>/                one directory per generation (generation_files)
 
 Run ids start with the UTC start time, so they sort by age; ``find_run`` still orders by
 the recorded start time rather than trusting names.
@@ -18,21 +17,22 @@ the recorded start time rather than trusting names.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import json
 import os
 import re
-import ctypes
-import ctypes.util
 import stat
 import threading
 import time
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import exc
+from .generation_files import EXIT_RECORD
+from .generation_files import GenPaths as GenPaths  # also re-exported: some modules still import it from here
 
 _SLOT_DIR = re.compile(r"slot-(\d+)\Z")
 _GEN_DIR = re.compile(r"gen-(\d+)\Z")
@@ -42,7 +42,7 @@ _GEN_DIR = re.compile(r"gen-(\d+)\Z")
 # data never reached the disk, which reads back as zero bytes. These files are the commit
 # points readers trust ("this generation ended", "this run exists", "this run finished"), so
 # their data and the rename are flushed to disk; the frequent snapshots and messages are not.
-COMMIT_MARKERS = frozenset({"exit.json", "run.json", "summary.json"})
+COMMIT_MARKERS = frozenset({EXIT_RECORD, "run.json", "summary.json"})
 
 
 def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600, sync: GroupSync | None = None) -> None:
@@ -195,50 +195,6 @@ def has_record(path: Path) -> bool:
 
 
 @dataclass(frozen=True)
-class GenPaths:
-    """The files of one generation (one attempt of one task in one slot). The paths are
-    computed once each: the supervisor touches them for every one of thousands of tasks."""
-
-    dir: Path
-    slot: int
-    gen: int
-
-    @cached_property
-    def wrapper(self) -> Path:
-        return self.dir / "wrapper.sh"
-
-    @cached_property
-    def claim(self) -> Path:
-        return self.dir / "claim"
-
-    @cached_property
-    def heartbeat(self) -> Path:
-        return self.dir / "heartbeat.jsonl"
-
-    @cached_property
-    def output(self) -> Path:
-        return self.dir / "output.log"
-
-    @cached_property
-    def exit_sidecar(self) -> Path:
-        return self.dir / "exit"
-
-    @cached_property
-    def exit_record(self) -> Path:
-        return self.dir / "exit.json"
-
-    @cached_property
-    def artifacts(self) -> Path:
-        return self.dir / "artifacts"
-
-    @cached_property
-    def kill(self) -> Path:
-        """Why the supervisor ended this generation (timeout, cancelled_by_user, …), written
-        before the first signal so that a resumed supervisor classifies its exit the same."""
-        return self.dir / "kill"
-
-
-@dataclass(frozen=True)
 class RunPaths:
     dir: Path
 
@@ -293,13 +249,15 @@ class RunPaths:
         return GenPaths(self.slot_dir(slot) / f"gen-{gen}", slot, gen)
 
     def generations(self, slot: int) -> list[GenPaths]:
-        """The slot's generation directories in numeric order (never by name padding)."""
+        """The slot's generation directories in numeric order (never by name padding). The
+        slot's path is joined once: the proof lists 10,000 generations."""
+        slot_dir = self.slot_dir(slot)
         try:
-            names = os.listdir(self.slot_dir(slot))
+            names = os.listdir(slot_dir)
         except FileNotFoundError:
             return []
         found = [(int(m.group(1)), n) for n in names if (m := _GEN_DIR.match(n))]
-        return [self.gen(slot, g) for g, _ in sorted(found)]
+        return [GenPaths(slot_dir / name, slot, g) for g, name in sorted(found)]
 
     def slot_numbers(self) -> list[int]:
         try:

@@ -1,7 +1,9 @@
-"""Task and slot states, and the one place each may change.
+"""Task and slot states, their groups, and the one place each may change.
 
 The status names are the stable JSON vocabulary of SPEC §7.1. ``transition`` is the only
 function that moves a task or a slot; an illegal move is a programming error and raises.
+The groups are sets of the enums; being ``StrEnum`` members, they also hold the plain
+strings read back from JSON (``"failed" in FAILED_STATUSES``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class TaskStatus(enum.StrEnum):
     @property
     def retryable(self) -> bool:
         """Outcomes that earn a new generation while attempts remain (SPEC §6)."""
-        return self in (TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST)
+        return self in FAILED_STATUSES
 
 
 class SlotState(enum.StrEnum):
@@ -38,13 +40,20 @@ class SlotState(enum.StrEnum):
     CLOSED = "closed"
 
 
-_TERMINAL_TASK = frozenset(s for s in TaskStatus if s.terminal)
+TERMINAL_STATUSES: Final = frozenset(s for s in TaskStatus if s.terminal)
+# Ended without succeeding, for whatever reason: what a run's "not succeeded" counts.
+UNSUCCESSFUL_STATUSES: Final = TERMINAL_STATUSES - {TaskStatus.SUCCEEDED}
+# The worker ran and failed — its exit, a time limit, or it vanished — as opposed to being
+# cancelled or skipped: what "failed" counts, and what is retried (SPEC §6).
+FAILED_STATUSES: Final = frozenset({TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST})
+# A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
+ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})
 
 TASK_TRANSITIONS: Final[dict[TaskStatus, frozenset[TaskStatus]]] = {
     TaskStatus.PENDING: frozenset({TaskStatus.RUNNING, TaskStatus.SKIPPED, TaskStatus.CANCELLED}),
     # RUNNING -> PENDING is a retry: the task waits for a slot to run its next generation.
-    TaskStatus.RUNNING: _TERMINAL_TASK - {TaskStatus.SKIPPED} | {TaskStatus.PENDING},
-    **{s: frozenset() for s in _TERMINAL_TASK},
+    TaskStatus.RUNNING: TERMINAL_STATUSES - {TaskStatus.SKIPPED} | {TaskStatus.PENDING},
+    **{s: frozenset() for s in TERMINAL_STATUSES},
 }
 
 SLOT_TRANSITIONS: Final[dict[SlotState, frozenset[SlotState]]] = {

@@ -14,10 +14,9 @@ from typing import Any
 
 from . import exc, quoting, runlock
 from .report import describe
-from .view_watch import describe as describe_views
 from .rundir import RunPaths, all_runs, read_json
-
-ACTIVE_SLOT_STATES = ("reserved", "running")
+from .states import ACTIVE_SLOT_STATES, UNSUCCESSFUL_STATUSES
+from .view_watch import describe as describe_views
 
 
 def load_status(run: RunPaths) -> dict[str, Any]:
@@ -63,7 +62,7 @@ def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
         tasks = snap["tasks"]
         rows.append({
             "run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": len(tasks),
-            "failed": sum(1 for t in tasks if t["status"] not in ("succeeded", "pending", "running")),
+            "failed": sum(1 for t in tasks if t["status"] in UNSUCCESSFUL_STATUSES),
         })
     return rows
 

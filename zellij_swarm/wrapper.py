@@ -27,7 +27,8 @@ accident. That costs one exec per task over running it in a subshell of the wrap
 ``argv`` task is exec'd directly. The wrapper's own variables all start with ``_zsw_``.
 
 Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
-only generated identifiers, never a task name (a newline in a name would end a comment).
+only generated identifiers, never a task name (a newline in a name would end a comment). The
+files it writes, and what is in them, are those ``generation_files`` reads.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import quoting
-from .rundir import GenPaths
+from . import generation_files, quoting
+from .generation_files import GenPaths
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,21 @@ class WorkerIdentity:
 # The pane's session leader after the first stage (see _paneleader): this interpreter,
 # isolated and without site packages, so it starts in a few milliseconds.
 PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
+
+
+def _in_gen_dir(name: str) -> str:
+    """A file of the generation as the wrapper names it: in ``$_zsw_d``, its directory."""
+    return f'"$_zsw_d/{name}"'
+
+
+_CLAIM = _in_gen_dir(generation_files.CLAIM)
+_HEARTBEAT = _in_gen_dir(generation_files.HEARTBEAT)
+_OUTPUT = _in_gen_dir(generation_files.OUTPUT)
+_EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
+
+# Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
+_CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
+_HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null}}\\n\' $$ >>{_HEARTBEAT}'
 
 
 @dataclass(frozen=True)
@@ -83,8 +99,7 @@ def render(
 ) -> str:
     q = quoting.shell_word
     lines = [
-        "# zellij-swarm generation wrapper: run %s, task id %s, slot %d, generation %d, attempt %d "
-        "(generated; do not edit)" % (who.run_id, who.task_id, who.slot, who.generation, who.attempt),
+        generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
         f"_zsw_d={q(str(gen.dir))}",
         # Survive the signals aimed at the worker so the exit is still recorded.
         "trap : HUP INT TERM",
@@ -117,7 +132,7 @@ def render(
 
     # Headless, the worker's output goes to the log; in a pane it stays on the pane's
     # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
-    redirect = '>>"$_zsw_d/output.log" 2>&1'
+    redirect = f">>{_OUTPUT} 2>&1"
     launch = f"  {run(redirect)}"
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
@@ -132,26 +147,23 @@ def render(
         f"if cd -- {q(cwd)} 2>/dev/null; then",
         launch,
         "  _zsw_rc=$?",
-        "  printf '%s\\n' \"$_zsw_rc\" >\"$_zsw_d/exit\"",
+        f"  printf '%s\\n' \"$_zsw_rc\" >{_EXIT_SIDECAR}",
         "else",
-        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >>\"$_zsw_d/output.log\"",
+        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >>{_OUTPUT}",
         "  _zsw_rc=1",
-        "  printf '%s\\n' '- cwd_missing' >\"$_zsw_d/exit\"",
+        f"  printf '%s\\n' '- cwd_missing' >{_EXIT_SIDECAR}",
         "fi",
-        'printf \'{"event":"exited","code":%s}\\n\' "$_zsw_rc" >>"$_zsw_d/heartbeat.jsonl"',
+        f'printf \'{{"event":"exited","code":%s}}\\n\' "$_zsw_rc" >>{_HEARTBEAT}',
         *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
         'exit "$_zsw_rc"',
     ]
     return "\n".join(lines) + "\n"
 
 
-_HEADLESS_HEARTBEAT = 'printf \'{"event":"started","pid":%s,"pane_id":null}\\n\' $$ >>"$_zsw_d/heartbeat.jsonl"'
-
-
 def _headless_stage() -> list[str]:
     return [
-        'if [ "${1-}" = claimed ]; then echo $$ >|"$_zsw_d/claim"',
-        'else set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
+        f'if [ "${{1-}}" = claimed ]; then echo $$ >|{_CLAIM}',
+        f"else {_CLAIM_OR_LEAVE}",
         "fi",
         # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
         # death by signal there); only the worker's output goes to output.log.
@@ -166,18 +178,18 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         "_zsw_headless=",
         "case ${1-} in",
         "claimed)  # the supervisor took the claim: run headless, as its own child",
-        '  echo $$ >|"$_zsw_d/claim"; _zsw_headless=1',
+        f"  echo $$ >|{_CLAIM}; _zsw_headless=1",
         f"  {_HEADLESS_HEARTBEAT} ;;",
         "restored)  # second stage in the pane: the caller's environment comes back",
         # The launch heartbeat comes from here, once the traps above are armed; its pid is
         # the pane leader's (this stage's parent), which claimed the generation.
         '  case $_ZSW_PANE in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
         f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
-        '  printf \'{"event":"started","pid":%s,"pane_id":%s}\\n\' "$PPID" "$_zsw_pj" >>"$_zsw_d/heartbeat.jsonl"',
+        f'  printf \'{{"event":"started","pid":%s,"pane_id":%s}}\\n\' "$PPID" "$_zsw_pj" >>{_HEARTBEAT}',
         f"  . {q(str(pane.saved_env))}",
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
         "*)  # first stage in the pane, with the multiplexer server's environment",
-        '  set -C; { echo $$ >"$_zsw_d/claim"; } 2>/dev/null || exit 0; set +C',
+        f"  {_CLAIM_OR_LEAVE}",
         *([f"  {pane.log_setup}"] if pane.log_setup else []),
         f'  exec /usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {" ".join(q(a) for a in PANE_LEADER)} '
         '/bin/sh "$0" restored ;;',

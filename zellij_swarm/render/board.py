@@ -39,20 +39,12 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
+from ..generation_files import GenInfo, GenReader
 from ..quoting import terminal_text
 from ..rundir import RunPaths
+from ..states import TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
 from .loop import Frame, run_view
-from .snapshot import (
-    TERMINAL,
-    GenInfo,
-    GenReader,
-    LastLines,
-    SlotRow,
-    StateReader,
-    describe_slot,
-    gen_records,
-    slot_entries,
-)
+from .snapshot import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
 from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
 
 COUNTERS = ("running", "pending", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost")
@@ -99,7 +91,7 @@ def _detail(row: SlotRow, last_line: str) -> str:
         return last_line or "(no launch heartbeat yet)"
     if row.live:
         return last_line
-    if row.status in TERMINAL:
+    if row.status in TERMINAL_STATUSES:
         where = "idle" if row.slot_state == "idle" else row.slot_state
         return f"{where} · reason {terminal_text(row.reason)}" if row.reason else where
     return ""
@@ -157,7 +149,7 @@ def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = ""
         elif row.slot_state == "closed":
             kind = "closed"
         else:
-            kind = "idle, last failed" if row.status in TERMINAL and row.status != "succeeded" else "idle"
+            kind = "idle, last failed" if row.status in UNSUCCESSFUL_STATUSES else "idle"
         by_kind.setdefault(kind, []).append(row.slot)
     parts = [f"{hidden_busy} busy not shown (enlarge the pane)"] if hidden_busy else []
     for kind in ("idle, last failed", "idle", "closed"):
@@ -176,7 +168,7 @@ def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tu
     newest first, in the rows left over: a slot's reuse must not hide a failure."""
     hidden = sorted(
         ((key, rec) for key, rec in records.items()
-         if key not in shown and rec.get("status") in TERMINAL and rec.get("status") != "succeeded"),
+         if key not in shown and rec.get("status") in UNSUCCESSFUL_STATUSES),
         key=lambda item: -(_num(item[1].get("ended_at")) or 0.0),
     )
     if room <= 0 or not hidden:
@@ -246,7 +238,7 @@ def board_frame(
     else:
         busy = [r for r in slots if r.live]
         unlucky = sorted(
-            (r for r in slots if r.status in TERMINAL and r.status != "succeeded"),
+            (r for r in slots if r.status in UNSUCCESSFUL_STATUSES),
             key=lambda r: -(r.ended_at or 0.0),
         )
         if len(busy) <= room - 1:

@@ -23,11 +23,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from .. import exc
+from ..generation_files import GenInfo, GenReader
 from ..quoting import terminal_text
 from ..rundir import RunPaths
 from .loop import Frame, run_view
 from .screen import TailScreen
-from .snapshot import GenInfo, GenReader, StateReader, describe_slot, gen_records, slot_entries
+from .snapshot import StateReader, describe_slot, gen_records, slot_entries
 from .text import STATUS_SGR, clip, clock_time, duration, join_parts
 
 Tail = Callable[[int, int], list[str]]

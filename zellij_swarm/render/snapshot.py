@@ -2,8 +2,8 @@
 
 The renderers never talk to the supervisor or to processes; they read what it wrote:
 ``state.json`` for task identity and status (it lags the files by up to ~250 ms), and each
-slot's newest generation directory for live facts (start time from the ``claim`` mtime, the
-launch heartbeat, heartbeat age from the ``heartbeat.jsonl`` mtime, ``exit.json``, output).
+slot's newest generation directory for live facts (start time, launch heartbeat, heartbeat
+age, exit record: ``generation_files.GenReader``) and output.
 
 Every read tolerates files that are missing, half-created or unreadable: a renderer shows
 "waiting" rather than crash while the supervisor is still writing.
@@ -11,146 +11,21 @@ Every read tolerates files that are missing, half-created or unreadable: a rende
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..rundir import GenPaths, RunPaths, read_json
+from ..generation_files import GenInfo
+from ..rundir import RunPaths, read_json
+from ..states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES
 from .text import plain_last_line
 
-TERMINAL = frozenset({"succeeded", "failed", "timed_out", "cancelled", "skipped", "lost"})
 LAST_LINE_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class GenInfo:
-    """What a generation's own files say about it."""
-
-    paths: GenPaths
-    started_at: float | None
-    ended_at: float | None
-    exit_code: int | None
-    signal: str | None
-    pid: int | None
-    done: bool
-    heartbeat_seen: bool
-    heartbeat_at: float | None
-
-    @property
-    def slot(self) -> int:
-        return self.paths.slot
-
-    @property
-    def gen(self) -> int:
-        return self.paths.gen
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _launch_heartbeat(path: str) -> tuple[bool, int | None]:
-    """Whether the heartbeat file starts with the launch heartbeat, and the pid it names."""
-    try:
-        with open(path, "rb") as f:
-            started = json.loads(f.readline(4096))
-        pid = started.get("pid")
-        return started.get("event") == "started", pid if isinstance(pid, int) else None
-    except (OSError, ValueError, AttributeError):
-        return False, None
-
-
-def _exit_record(path: str) -> dict[str, Any]:
-    try:
-        loaded = read_json(Path(path))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
-def _gen_info(paths: GenPaths, record: dict[str, Any], claim_at: float | None, seen: bool,
-              hb_pid: int | None, heartbeat_at: float | None) -> GenInfo:
-    code, pid = record.get("code"), record.get("pid", hb_pid)
-    return GenInfo(
-        paths=paths,
-        started_at=_num(record.get("started_at")) or claim_at,
-        ended_at=_num(record.get("ended_at")),
-        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-        signal=record.get("signal") if isinstance(record.get("signal"), str) else None,
-        pid=pid if isinstance(pid, int) else None,
-        done=bool(record),
-        heartbeat_seen=seen,
-        heartbeat_at=heartbeat_at,
-    )
-
-
-def read_gen(paths: GenPaths) -> GenInfo:
-    """The generation's facts from its files; absent files give ``None``/``False``."""
-    heartbeat_at = _mtime(paths.heartbeat)
-    seen, hb_pid = _launch_heartbeat(str(paths.heartbeat)) if heartbeat_at is not None else (False, None)
-    return _gen_info(paths, _exit_record(str(paths.exit_record)), _mtime(paths.claim), seen, hb_pid, heartbeat_at)
-
-
-class GenReader:
-    """A slot's newest generation, for a renderer that asks many times a second, at a few
-    stats per slot.
-
-    A slot's listing is re-read only when its directory changed; a generation's claim time and
-    launch heartbeat are read until seen (they never change after); a finished generation's
-    facts are final and kept.
-    """
-
-    def __init__(self, run: RunPaths) -> None:
-        self.run = run
-        self._listing: dict[int, tuple[int, GenPaths | None]] = {}
-        self._fixed: dict[Path, tuple[float | None, bool, int | None]] = {}
-        self._done: dict[Path, GenInfo] = {}
-
-    def newest(self, slot: int) -> GenInfo | None:
-        slot_dir = self.run.slot_dir(slot)
-        try:
-            mtime = os.stat(slot_dir).st_mtime_ns
-        except OSError:
-            return None
-        cached = self._listing.get(slot)
-        # Directory mtimes are coarse (a kernel tick): two generations created within one tick
-        # leave the same mtime, so a listing is trusted only once its mtime is a second old.
-        if cached is None or cached[0] != mtime or time.time() - mtime / 1e9 < 1.0:
-            gens = self.run.generations(slot)
-            newest = gens[-1] if gens else None
-            if cached is not None and cached[1] is not None and cached[1] != newest:
-                self._fixed.pop(cached[1].dir, None)
-                self._done.pop(cached[1].dir, None)
-            cached = self._listing[slot] = (mtime, newest)
-        paths = cached[1]
-        if paths is None:
-            return None
-        done = self._done.get(paths.dir)
-        if done is not None:
-            return done
-        base = str(paths.dir)
-        claim_at, seen, hb_pid = self._fixed.get(paths.dir, (None, False, None))
-        if claim_at is None:
-            claim_at = _mtime(Path(base + "/claim"))
-        heartbeat_at = _mtime(Path(base + "/heartbeat.jsonl"))
-        if not seen and heartbeat_at is not None:
-            seen, hb_pid = _launch_heartbeat(base + "/heartbeat.jsonl")
-        self._fixed[paths.dir] = (claim_at, seen, hb_pid)
-        record = _exit_record(base + "/exit.json")
-        info = _gen_info(paths, record, claim_at, seen, hb_pid, heartbeat_at)
-        if info.done:
-            self._done[paths.dir] = info
-        return info
 
 
 class StateReader:
@@ -205,7 +80,7 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
                 "reason": task.get("reason"),
                 "attempt": current.get("attempt", task.get("attempts")),
                 "started_at": current.get("started_at", task.get("started_at")),
-                "ended_at": task.get("ended_at") if task.get("status") in TERMINAL else None,
+                "ended_at": task.get("ended_at") if task.get("status") in TERMINAL_STATUSES else None,
                 "pid": task.get("pid"),
                 "pane_id": task.get("pane_id"),
             }
@@ -297,7 +172,7 @@ def describe_slot(
     entry = entry or {}
     slot_state = str(entry.get("state") or "idle")
     entry_gen = entry.get("generation") if isinstance(entry.get("generation"), int) else None
-    busy = slot_state in ("reserved", "running")
+    busy = slot_state in ACTIVE_SLOT_STATES
     if busy and (gen is None or (entry_gen is not None and entry_gen > gen.gen)):
         return SlotRow(slot, slot_state, "reserved", task=entry.get("task"), attempt=entry.get("attempt"))
     if gen is None:
@@ -307,7 +182,7 @@ def describe_slot(
     if task is None and entry_gen == gen.gen:
         task = entry.get("task")
     recorded = rec.get("status")
-    if recorded in TERMINAL:
+    if recorded in TERMINAL_STATUSES:
         status = str(recorded)
     elif gen.done:
         # exit.json is there but state.json has not caught up yet.
@@ -317,7 +192,7 @@ def describe_slot(
     if status in LIVE and slot_state == "idle":
         slot_state = "running"  # state.json lags the generation's own files
     ended_at = gen.ended_at if gen.done else None
-    if status in TERMINAL and ended_at is None:
+    if status in TERMINAL_STATUSES and ended_at is None:
         ended_at = _num(rec.get("ended_at"))
     attempt = rec.get("attempt", entry.get("attempt") if entry_gen == gen.gen else None)
     return SlotRow(

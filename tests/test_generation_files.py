@@ -1,0 +1,288 @@
+"""A generation's files (generation_files): each one written and read back, the bytes on disk
+as runs have always written them, and files that are empty, torn or garbled reading as absent
+or as a clear value — never as an exception."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from zellij_swarm import generation_files as gf
+from zellij_swarm import rundir, sidecars, wrapper
+from zellij_swarm.rundir import RunPaths
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunPaths:
+    return RunPaths(tmp_path / "runs" / "20260511T101500-abcd")
+
+
+@pytest.fixture
+def gen(run: RunPaths) -> gf.GenPaths:
+    paths = run.gen(2, 3)
+    paths.dir.mkdir(parents=True)
+    return paths
+
+
+def stamp(path: Path, at: float) -> None:
+    os.utime(path, (at, at))
+
+
+def test_the_names_are_the_files_runs_have(run: RunPaths) -> None:
+    paths = run.gen(2, 3)
+    assert paths.dir == run.dir / "slots" / "slot-2" / "gen-3"
+    assert {p.name for p in (paths.wrapper, paths.claim, paths.heartbeat, paths.output, paths.exit_sidecar,
+                             paths.exit_record, paths.kill, paths.artifacts)} == \
+        {"wrapper.sh", "claim", "heartbeat.jsonl", "output.log", "exit", "exit.json", "kill", "artifacts"}
+    assert rundir.GenPaths is gf.GenPaths and sidecars.ExitRecord is gf.ExitRecord
+    assert sidecars.collect_exit is gf.collect_exit and sidecars.take_claim is gf.take_claim
+
+
+# ----- written, then read back ------------------------------------------------------------
+
+def test_wrapper_header_round_trip(gen: gf.GenPaths) -> None:
+    assert gf.read_wrapper_header(gen) is None
+    who = wrapper.WorkerIdentity("20260511T101500-abcd", "name\nwith a newline", "t17", 2, 3, 4)
+    rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd="true", argv=None, cwd="/", env={}), mode=0o700)
+    assert gf.read_wrapper_header(gen) == ("t17", 4)
+
+
+def test_supervisor_claim_round_trip(gen: gf.GenPaths) -> None:
+    assert gf.read_claim(gen) is None and gf.claim_owner(gen) is None and gf.started_at(gen) is None
+    assert gf.take_claim(gen) is True
+    assert gf.take_claim(gen) is False
+    assert gen.claim.read_bytes() == b"supervisor\n"
+    claim = gf.read_claim(gen)
+    assert claim is not None and claim.by_supervisor and claim.pid is None
+    assert claim.at == gf.started_at(gen) == os.stat(gen.claim).st_mtime
+    assert gf.claim_owner(gen) == gf.SUPERVISOR and gf.wrapper_pid(gen) is None
+
+
+def test_exit_record_round_trip(gen: gf.GenPaths) -> None:
+    gen.claim.write_text("4242\n")
+    stamp(gen.claim, T0)
+    assert gf.collect_exit(gen) is None
+    gen.exit_sidecar.write_text("143\n")
+    stamp(gen.exit_sidecar, T0 + 2)
+    rec = gf.collect_exit(gen)
+    assert rec == gf.ExitRecord(143, "SIGTERM", T0, T0 + 2, 4242)
+    assert gf.read_exit_record(gen) == rec == gf.collect_exit(gen)
+    assert json.loads(gen.exit_record.read_bytes()) == {"code": 143, "signal": "SIGTERM", "started_at": T0,
+                                                        "ended_at": T0 + 2, "pid": 4242}
+    assert gf.ended_at(gen) == (T0 + 2, False)
+
+
+def test_missing_exit_record_round_trip(gen: gf.GenPaths) -> None:
+    gen.claim.write_text("4242\n")
+    stamp(gen.claim, T0)
+    rec = gf.record_missing_exit(gen, reason="no_exit_record", code=None, signal="SIGKILL", ended_at=T0 + 5)
+    assert gf.read_exit_record(gen) == rec == gf.ExitRecord(None, "SIGKILL", T0, T0 + 5, 4242, "no_exit_record")
+    assert gf.collect_exit(gen) == rec
+    assert gf.ended_at(gen) == (T0 + 5, True)  # only the supervisor's record says so
+
+
+def test_kill_reason_round_trip(gen: gf.GenPaths) -> None:
+    assert gf.kill_reason(gen) is None
+    gf.write_kill_reason(gen, "idle_timeout")
+    assert gen.kill.read_bytes() == b"idle_timeout\n"
+    assert gf.kill_reason(gen) == "idle_timeout"
+
+
+def test_a_wrapper_writes_what_the_readers_read(gen: gf.GenPaths) -> None:
+    """The shell template and the readers agree on every name and line, through a real run."""
+    gen.artifacts.mkdir()
+    who = wrapper.WorkerIdentity("r", "t", "t1", 2, 3, 1)
+    rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd="echo out; exit 3", argv=None, cwd="/", env={}),
+                     mode=0o700)
+    proc = subprocess.run(["/bin/sh", str(gen.wrapper)], timeout=30)
+    assert proc.returncode == 3
+    claim = gf.read_claim(gen)
+    assert claim is not None and claim.pid is not None and gen.claim.read_bytes() == f"{claim.pid}\n".encode()
+    assert gf.heartbeat_started(gen) == {"pid": claim.pid, "pane_id": None}
+    assert gen.heartbeat.read_text().splitlines() == [
+        json.dumps({"event": "started", "pid": claim.pid, "pane_id": None}, separators=(",", ":")),
+        '{"event":"exited","code":3}']
+    assert gen.exit_sidecar.read_bytes() == b"3\n" and gf.read_sidecar(gen) == (3, None)
+    assert gen.output.read_bytes() == b"out\n"
+    info = gf.read_gen(gen)
+    assert not info.done and info.heartbeat_seen and info.pid == claim.pid and info.started_at == claim.at
+    rec = gf.collect_exit(gen)
+    assert rec is not None and (rec.code, rec.pid) == (3, claim.pid)
+    info = gf.read_gen(gen)
+    assert info.done and info.exit_code == 3 and info.ended_at == rec.ended_at
+
+
+# ----- empty, torn and garbled files ------------------------------------------------------
+
+def test_a_zero_length_sidecar_is_absent(gen: gf.GenPaths) -> None:
+    gen.exit_sidecar.write_bytes(b"")
+    assert gf.read_sidecar(gen) is None and gf.collect_exit(gen) is None and gf.ended_at(gen) is None
+    assert not gen.exit_record.exists()
+
+
+def test_a_zero_length_exit_record_is_absent(gen: gf.GenPaths) -> None:
+    gen.exit_record.write_bytes(b"")
+    assert gf.read_exit_record(gen) is None and gf.ended_at(gen) is None and not gf.read_gen(gen).done
+    gen.exit_sidecar.write_text("0\n")
+    assert gf.collect_exit(gen).code == 0  # rebuilt from the sidecar
+    assert json.loads(gen.exit_record.read_bytes())["code"] == 0
+
+
+@pytest.mark.parametrize("data, expected", [
+    (b"1", None),  # torn: the printf has not finished
+    (b"- cwd_missing\n", (None, "cwd_missing")),
+    (b"--5\n", (None, None)),
+    (b"abc def\n", (None, "def")),
+    (b"\xff\xfe\n", (None, None)),
+    (b"\n", (None, None)),
+])
+def test_garbled_sidecars(gen: gf.GenPaths, data: bytes, expected: tuple | None) -> None:
+    gen.exit_sidecar.write_bytes(data)
+    assert gf.read_sidecar(gen) == expected
+
+
+@pytest.mark.parametrize("data", [b'{"code": 0, "sig', b"[1, 2]\n", b"\xff\xfe\n", b"null\n", b'"text"\n'])
+def test_a_garbled_exit_record_is_absent(gen: gf.GenPaths, data: bytes) -> None:
+    gen.exit_record.write_bytes(data)
+    assert gf.read_exit_record(gen) is None and gf.ended_at(gen) is None
+    assert not gf.read_gen(gen).done
+
+
+def test_exit_record_fields_of_the_wrong_type_read_as_none(gen: gf.GenPaths) -> None:
+    gen.exit_record.write_text(json.dumps({"code": "3", "signal": 9, "started_at": True, "ended_at": "later",
+                                           "pid": 1.5, "reason": ["x"]}))
+    assert gf.read_exit_record(gen) == gf.ExitRecord(None, None, None, None, None, None)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"event":"started","pid":1',  # torn
+    b"not json\n",
+    b"[1]\n",
+    b'{"event":"exited","code":0}\n',
+    b"\xff\xfe\n",
+    b"",
+])
+def test_a_garbled_launch_heartbeat_is_absent(gen: gf.GenPaths, data: bytes) -> None:
+    gen.heartbeat.write_bytes(data)
+    assert gf.heartbeat_started(gen) is None
+    assert not gf.read_gen(gen).heartbeat_seen
+
+
+def test_launch_heartbeat_fields_of_the_wrong_type_read_as_none(gen: gf.GenPaths) -> None:
+    gen.heartbeat.write_text('{"event":"started","pid":"12","pane_id":7}\n')
+    assert gf.heartbeat_started(gen) == {"pid": None, "pane_id": None}
+
+
+@pytest.mark.parametrize("data, owner, pid", [
+    (b"", None, None),  # created, the pid not written yet
+    (b"123\n", "123", 123),
+    (b"12x\n", "12x", None),
+    (b"\xff\xfe\n", "\ufffd\ufffd", None),
+])
+def test_garbled_claims_are_claims_without_a_pid(gen: gf.GenPaths, data: bytes, owner: str | None,
+                                                 pid: int | None) -> None:
+    gen.claim.write_bytes(data)
+    claim = gf.read_claim(gen)
+    assert claim is not None and (claim.owner, claim.pid, claim.by_supervisor) == (owner, pid, False)
+    assert gf.take_claim(gen) is False
+
+
+def test_garbled_wrapper_and_kill_files(gen: gf.GenPaths) -> None:
+    gen.wrapper.write_bytes(b"#!/bin/sh\n\xff\n")
+    assert gf.read_wrapper_header(gen) is None
+    gen.kill.write_bytes(b"\xfftimeout\n")
+    assert gf.kill_reason(gen) == "\ufffdtimeout"
+    gen.kill.write_bytes(b"\n")
+    assert gf.kill_reason(gen) is None
+
+
+def test_unreadable_files_raise_but_the_renderers_show_what_they_can(gen: gf.GenPaths) -> None:
+    """A directory where a file belongs is not a value: the proof and resume report it. The
+    renderers read on."""
+    gen.claim.write_text("4242\n")
+    stamp(gen.claim, T0)
+    gen.heartbeat.mkdir()
+    gen.exit_record.mkdir()
+    with pytest.raises(OSError):
+        gf.heartbeat_started(gen)
+    info = gf.read_gen(gen)
+    assert (info.started_at, info.done, info.heartbeat_seen) == (T0, False, False)
+    gen.claim.unlink()
+    gen.claim.mkdir()
+    with pytest.raises(OSError):
+        gf.read_claim(gen)
+
+
+# ----- a run directory written before generation_files ------------------------------------
+
+def write_old_generation(paths: gf.GenPaths) -> None:
+    """A finished generation exactly as earlier versions wrote it, byte for byte."""
+    paths.dir.mkdir(parents=True)
+    (paths.dir / "artifacts").mkdir()
+    (paths.dir / "wrapper.sh").write_text(
+        "# zellij-swarm generation wrapper: run 20260511T101500-abcd, task id t9, slot 1, generation 2, "
+        "attempt 2 (generated; do not edit)\n_zsw_d='/somewhere'\n")
+    (paths.dir / "claim").write_text("31337\n")
+    stamp(paths.dir / "claim", T0)
+    (paths.dir / "heartbeat.jsonl").write_text('{"event":"started","pid":31337,"pane_id":"terminal_7"}\n'
+                                               '{"event":"exited","code":1}\n')
+    (paths.dir / "output.log").write_text("boom\n")
+    (paths.dir / "kill").write_text("timeout\n")
+    (paths.dir / "exit").write_text("143\n")
+    stamp(paths.dir / "exit", T0 + 9)
+    (paths.dir / "exit.json").write_text(f'{{"code":143,"signal":"SIGTERM","started_at":{T0},"ended_at":{T0 + 9},'
+                                         f'"pid":31337}}\n')
+
+
+def test_an_old_run_directory_still_reads(run: RunPaths) -> None:
+    old = run.gen(1, 2)
+    write_old_generation(old)
+    assert [g.gen for g in run.generations(1)] == [2]
+    assert gf.read_wrapper_header(old) == ("t9", 2)
+    claim = gf.read_claim(old)
+    assert claim is not None and (claim.at, claim.pid) == (T0, 31337)
+    assert gf.heartbeat_started(old) == {"pid": 31337, "pane_id": "terminal_7"}
+    assert gf.read_sidecar(old) == (143, None)
+    expected = gf.ExitRecord(143, "SIGTERM", T0, T0 + 9, 31337)
+    before = old.exit_record.read_bytes()
+    assert gf.read_exit_record(old) == gf.collect_exit(old) == expected
+    assert old.exit_record.read_bytes() == before  # read, never rewritten
+    assert gf.kill_reason(old) == "timeout"
+    assert gf.ended_at(old) == (T0 + 9, False)
+    info = gf.GenReader(run).newest(1)
+    assert info is not None and info.paths == old
+    assert (info.started_at, info.ended_at, info.exit_code, info.signal, info.pid, info.done, info.heartbeat_seen) == \
+        (T0, T0 + 9, 143, "SIGTERM", 31337, True, True)
+
+
+# ----- the renderers' cached reading ------------------------------------------------------
+
+def test_gen_reader_follows_the_newest_generation_and_keeps_final_facts(run: RunPaths) -> None:
+    reader = gf.GenReader(run)
+    assert reader.newest(1) is None  # no slot directory yet
+    first = run.gen(1, 1)
+    first.dir.mkdir(parents=True)
+    info = reader.newest(1)
+    assert info is not None and info.paths == first and not info.heartbeat_seen and info.started_at is None
+    first.claim.write_text("77\n")
+    stamp(first.claim, T0)
+    first.heartbeat.write_text('{"event":"started","pid":77,"pane_id":null}\n')
+    info = reader.newest(1)
+    assert (info.started_at, info.heartbeat_seen, info.pid, info.done) == (T0, True, 77, False)
+    first.heartbeat.write_text("rewritten\n")  # seen once is seen: never read again
+    assert reader.newest(1).heartbeat_seen
+    gf.record_missing_exit(first, reason="no_exit_record", code=None, signal=None, ended_at=T0 + 1)
+    done = reader.newest(1)
+    assert done.done and done.ended_at == T0 + 1
+    first.exit_record.unlink()
+    assert reader.newest(1) is done  # a finished generation's facts are final
+    second = run.gen(1, 2)
+    second.dir.mkdir()
+    info = reader.newest(1)
+    assert info is not None and info.paths == second and not info.done
