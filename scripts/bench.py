@@ -8,6 +8,7 @@ because deleting a large tree just before a run slows that run's file I/O 2â€“3Ã
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from zellij_swarm import rundir, wrapper
+from zellij_swarm import generation_files, rundir, wrapper
 
 ROOT = Path(__file__).resolve().parent.parent
 ZSW = [str(ROOT / ".venv/bin/zellij-swarm")]
@@ -26,16 +27,14 @@ ZSW = [str(ROOT / ".venv/bin/zellij-swarm")]
 
 def timed(argv: list[str], *, stdin_path: Path | None = None, cwd: Path) -> tuple[float, float, float]:
     """(wall seconds, peak RSS MiB of the top process and its reaped children, CPU seconds)."""
-    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        sys.exit(f"bench: {argv[0]} failed ({p.returncode}): {p.stderr.read().decode()[-500:]}")
-    if stdin_path:
-        stdin.close()  # type: ignore[union-attr]
+    with open(stdin_path, "rb") if stdin_path else contextlib.nullcontext(subprocess.DEVNULL) as stdin:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            sys.exit(f"bench: {argv[0]} failed ({p.returncode}): {p.stderr.read().decode()[-500:]}")
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
@@ -44,11 +43,12 @@ def make_wrappers(base: Path, n: int) -> Path:
     listing = base / "wrappers.txt"
     paths = []
     for i in range(1, n + 1):
-        gen = rundir.GenPaths(base / f"slot-1/gen-{i}", 1, i)
+        gen = generation_files.GenPaths(base / f"slot-1/gen-{i}", 1, i)
         gen.dir.mkdir(parents=True)
         gen.artifacts.mkdir()
         who = wrapper.WorkerIdentity("bench", f"task-{i}", f"t{i}", 1, i, 1)
-        rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd="true", argv=None, cwd=str(base), env={}), mode=0o700)
+        script = wrapper.render(gen, who, cmd="true", argv=None, cwd=str(base), env={})
+        rundir.write_new(gen.wrapper, script, mode=0o700)
         paths.append(str(gen.wrapper))
     listing.write_text("\n".join(paths) + "\n")
     return listing
@@ -63,9 +63,9 @@ def tmux_first_batch(work: Path) -> tuple[float, float] | None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "ZELLIJ"))}
     env["TMUX_TMPDIR"] = str(d / "tmp")
     try:
-        subprocess.run(ZSW + ["run", "-j", "32", "--max-visible-panes", "32", "--backend", "tmux", "--ui", "live",
-                              "--require-multiplexer", "--output", "quiet", "--state-dir", str(d / "s"),
-                              str(d / "sleep.txt")], cwd=d, env=env, check=True, capture_output=True, timeout=120)
+        subprocess.run([*ZSW, "run", "-j", "32", "--max-visible-panes", "32", "--backend", "tmux", "--ui", "live",
+                        "--require-multiplexer", "--output", "quiet", "--state-dir", str(d / "s"),
+                        str(d / "sleep.txt")], cwd=d, env=env, check=True, capture_output=True, timeout=120)
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
     run = next((d / "s/runs").iterdir())
@@ -109,8 +109,8 @@ def stuck_zellij_refill(work: Path) -> tuple[float, float]:
                    FAKE_ZELLIJ_PYTHON=sys.executable, FAKE_ZELLIJ_VERSION="0.45.0", FAKE_ZELLIJ_FAULTS=fault,
                    ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="10000", SHELL="/bin/sh", CI="true")
         try:
-            subprocess.run(ZSW + ["run", "-j", "8", "--max-visible-panes", "1", "--backend", "zellij", "--ui", "live",
-                                  "--output", "quiet", "--state-dir", str(d / "s"), str(d / "tasks.txt")],
+            subprocess.run([*ZSW, "run", "-j", "8", "--max-visible-panes", "1", "--backend", "zellij", "--ui", "live",
+                            "--output", "quiet", "--state-dir", str(d / "s"), str(d / "tasks.txt")],
                            cwd=d, env=env, check=True, capture_output=True, timeout=180)
         finally:
             subprocess.run(["zellij", "kill-all-sessions", "--yes"], env=env, capture_output=True, timeout=30)
@@ -140,8 +140,8 @@ def main() -> None:
                 d = work / f"round-{r}-{name}"
                 d.mkdir()
                 if name == "zellij-swarm":
-                    wall, peak, c = timed(ZSW + ["run", "-j", str(j), "--output", "quiet", "--state-dir", str(d / "s"),
-                                                 str(commands)], cwd=d)
+                    wall, peak, c = timed([*ZSW, "run", "-j", str(j), "--output", "quiet", "--state-dir", str(d / "s"),
+                                           str(commands)], cwd=d)
                     summary = json.loads(next((d / "s/runs").iterdir()).joinpath("summary.json").read_text())
                     m = summary["metrics"]
                     refill50.append(m["refill_latency_ms"]["p50"])
@@ -149,7 +149,8 @@ def main() -> None:
                     spans.append(m["first_batch_launch_span_ms"])
                     rss.append(peak)
                 elif name == "xargs":
-                    wall, _, c = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", "true"], stdin_path=numbers, cwd=d)
+                    wall, _, c = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", "true"],
+                                       stdin_path=numbers, cwd=d)
                 elif name == "xargs+wrapper":
                     listing = make_wrappers(d, n)
                     wall, _, c = timed(["xargs", "-P", str(j), "-n", "1", "/bin/sh"], stdin_path=listing, cwd=d)
@@ -166,8 +167,8 @@ def main() -> None:
         d = work / "sleep-batch"
         d.mkdir()
         (d / "sleep.txt").write_text("sleep 1\n" * 100)
-        wall100, _, _ = timed(ZSW + ["run", "-j", "100", "--output", "quiet", "--state-dir", str(d / "s"),
-                                     str(d / "sleep.txt")], cwd=d)
+        wall100, _, _ = timed([*ZSW, "run", "-j", "100", "--output", "quiet", "--state-dir", str(d / "s"),
+                               str(d / "sleep.txt")], cwd=d)
         m100 = json.loads(next((d / "s/runs").iterdir()).joinpath("summary.json").read_text())["metrics"]
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from zellij_swarm import generation_files as gf
-from zellij_swarm import rundir, sidecars, wrapper
+from zellij_swarm import rundir, wrapper
 from zellij_swarm.rundir import RunPaths
 
 T0 = 1_800_000_000.0
@@ -40,8 +40,6 @@ def test_the_names_are_the_files_runs_have(run: RunPaths) -> None:
     assert {p.name for p in (paths.wrapper, paths.claim, paths.heartbeat, paths.output, paths.exit_sidecar,
                              paths.exit_record, paths.kill, paths.artifacts)} == \
         {"wrapper.sh", "claim", "heartbeat.jsonl", "output.log", "exit", "exit.json", "kill", "artifacts"}
-    assert rundir.GenPaths is gf.GenPaths and sidecars.ExitRecord is gf.ExitRecord
-    assert sidecars.collect_exit is gf.collect_exit and sidecars.take_claim is gf.take_claim
 
 
 # ----- written, then read back ------------------------------------------------------------

@@ -285,14 +285,14 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
     """No supervisor: end the recorded workers here through the supervisor's own ladder
     (``stopping``), each generation's reason recorded first, so that a later `resume`
     records them as cancelled. The grace is the run's own ``kill_grace``."""
-    from . import stopping
+    from . import generation_files, stopping
 
     grace = (snap.get("settings") or {}).get("kill_grace", {}).get("value") or stopping.DEFAULT_GRACE
     ended = 0
     for t in snap["tasks"]:
         if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
             continue
-        stopping.record_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
+        generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
         ended += stopping.end_now(run.run_id, t["slot"], t["generation"], float(grace))
     click.echo(f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
                f"`zellij-swarm resume {run.run_id}` records the cancellation", err=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import sidecars
+from . import generation_files
 from .live import LiveGen, Timers
 from .model import TaskRecord
 from .watch import Watcher
@@ -89,10 +89,10 @@ class GenerationWatch:
         """Look at a generation's files: its launch heartbeat, or its exit."""
         if lg.collected:
             return
-        if not lg.heartbeat_seen and (hb := sidecars.heartbeat_started(lg.gen)) is not None:
+        if not lg.heartbeat_seen and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
             lg.heartbeat_seen = True
             self._seen.heartbeat(lg, hb)
-        if not lg.collected and sidecars.read_sidecar(lg.gen) is not None:
+        if not lg.collected and generation_files.read_sidecar(lg.gen) is not None:
             self._seen.ended(lg)
 
     def _poll(self, lg: LiveGen) -> None:

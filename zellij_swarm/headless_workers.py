@@ -17,7 +17,7 @@ import selectors
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from . import sidecars
+from . import generation_files
 from .backends.base import LaunchFailed, LaunchRequest, LaunchResult, Queued
 from .launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
 from .live import LiveGen, Timers
@@ -137,10 +137,10 @@ class HeadlessWorkers:
         claimed; claimed by a pid, its wrapper runs — follow it."""
         if lg.collected:
             return
-        owner = sidecars.claim_owner(lg.gen)
-        if owner is None and sidecars.take_claim(lg.gen):
-            owner = "supervisor"
-        if owner == "supervisor":
+        owner = generation_files.claim_owner(lg.gen)
+        if owner is None and generation_files.take_claim(lg.gen):
+            owner = generation_files.SUPERVISOR
+        if owner == generation_files.SUPERVISOR:
             lg.request = replace(lg.request, claimed=True)
             [result] = self.start([lg.request])
             self._on.launched(lg, result)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .backends.base import LaunchRequest
+from .generation_files import GenPaths
 from .model import TaskRecord
-from .rundir import GenPaths
 from .wrapper import PaneMode
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sidecars import ExitRecord
+from .generation_files import ExitRecord
 from .states import TaskStatus, transition
 from .swarmfile import TaskSpec
 

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Protocol
 
-from . import metrics, sidecars
+from . import generation_files, metrics
 from .backends.base import LaunchRequest
 from .control import Control
 from .follow import GenerationWatch
@@ -51,7 +51,7 @@ class ResumedRun(Protocol):
     def wallclock(self) -> float: ...
     def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
     def skip(self, task: TaskRecord) -> None: ...
-    def outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *,
+    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
                 session_alive: bool) -> tuple[TaskStatus, str | None]: ...
     def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None: ...
     def collect(self, lg: LiveGen, wait_status: int | None = None) -> None: ...
@@ -70,7 +70,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     for gs in rec.gens:
         run.slots.seen(gs.gen.slot, gs.gen.gen)
         if gs.task_id not in run.tasks or gs.state == "unstarted":
-            sidecars.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+            generation_files.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
         else:
             by_task.setdefault(gs.task_id, []).append(gs)
     to_collect: list[LiveGen] = []
@@ -102,7 +102,9 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         if task.status.terminal:
             run.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
     for task in run.tasks.values():
-        if task.status == TaskStatus.PENDING and task.id not in run.ready:
+        if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
+            run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order)
+        elif task.status == TaskStatus.PENDING and task.id not in run.ready:
             after = [run.by_name[d].id for d in task.spec.after]
             for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
                 run.skip(run.tasks[skipped])
@@ -115,7 +117,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
 
 def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     """Put a generation that ended before this supervisor into its task's history."""
-    exit_rec = gs.exit or sidecars.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
+    exit_rec = gs.exit or generation_files.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
                                                        code=None, signal=None, ended_at=run.wallclock())
     if gs.recorded is not None:
         status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
@@ -144,7 +146,7 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
     lg.task.restore(TaskStatus.RUNNING)
     run.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
     run.follow.watch(lg)
-    started = sidecars.started_at(lg.gen)
+    started = generation_files.started_at(lg.gen)
     run.arm_limits(lg, elapsed=run.wallclock() - started if started is not None else 0.0)
     run.follow.changed(lg)  # it may have ended between the records' reading and now
     if lg.collected:

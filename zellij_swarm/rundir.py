@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import exc
-from .generation_files import EXIT_RECORD
-from .generation_files import GenPaths as GenPaths  # also re-exported: some modules still import it from here
+from .generation_files import EXIT_RECORD, GenPaths
 
 _SLOT_DIR = re.compile(r"slot-(\d+)\Z")
 _GEN_DIR = re.compile(r"gen-(\d+)\Z")

@@ -82,6 +82,11 @@ class ReadyQueue:
         if succeeded:
             self._succeeded.add(task)
 
+    def handed_out(self, task: str, *, priority: int, order: int) -> None:
+        """A task already running when this queue was made (resume): not ready, but known
+        with its rank, so a retry of it goes back where it belongs."""
+        self._priority[task] = (-priority, order)
+
     def pop(self) -> str | None:
         """The next ready task, or None."""
         return heapq.heappop(self._heap)[2] if self._heap else None

@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import metrics, sidecars
+from . import generation_files, metrics
 from .live import LiveGen
 from .model import TaskRecord
 from .settings import Resolved
@@ -78,7 +78,7 @@ def build(run: RunView) -> dict[str, Any]:
     now = run.wallclock()
     for lg in run.live.values():
         if lg.task.started_at is None:
-            lg.task.started_at = sidecars.started_at(lg.gen)
+            lg.task.started_at = generation_files.started_at(lg.gen)
     attempts = [a for t in run.tasks.values() for a in t.history]
     return {
         "run_id": run.run_id,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 import psutil
 
-from . import procs, rundir
+from . import procs
 from .calls import CallRunner
 from .live import LiveGen, Timers
 from .model import TaskRecord
@@ -42,12 +42,6 @@ def killed_status(reason: str) -> TaskStatus:
     if reason == "multiplexer_lost":
         return TaskStatus.LOST
     return TaskStatus.CANCELLED
-
-
-def record_reason(gen: rundir.GenPaths, reason: str) -> None:
-    """Why a generation is being ended, written before the first signal so whoever reads its
-    exit — this supervisor, a resumed one — classifies it the same way (raises OSError)."""
-    rundir.write_atomic(gen.kill, reason + "\n")
 
 
 def end_now(run_id: str, slot: int, gen: int, grace: float) -> int:

@@ -32,6 +32,7 @@ import psutil
 from . import (
     __version__,
     exc,
+    generation_files,
     inbox,
     metrics,
     procs,
@@ -39,7 +40,6 @@ from . import (
     resume,
     rundir,
     runlock,
-    sidecars,
     snapshot,
     swarmfile,
     view_watch,
@@ -67,7 +67,7 @@ from .settings import Resolved
 from .signals import EXIT_CODES, SignalWakeup
 from .slots import Slots
 from .states import TaskStatus
-from .stopping import Stopper, killed_status, names, record_reason
+from .stopping import Stopper, killed_status, names
 from .watch import Inotify, Watcher
 from .watchdog import IdleWatchdog
 
@@ -95,7 +95,7 @@ class Reporter(Protocol):
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
     def notice(self, text: str) -> None: ...
     def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
-    def task_ended(self, task: TaskRecord, gen: rundir.GenPaths | None) -> None: ...
+    def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
     def progress(self, counts: dict[str, int], now: float) -> None: ...
@@ -418,7 +418,10 @@ class Supervisor:
             if isinstance(result, PaneOpened):
                 self._pane_opened(lg, result.pane_id)
             return
-        if isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
+        if isinstance(result, LaunchFailed) and result.code == "launcher_lost":
+            # no launcher can be had any more: like the tasks still waiting, it never ran
+            self._withdraw(lg, "launcher_lost", claimed=lg.request.claimed)
+        elif isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
             if self.start_error is None:
                 self._backend_unstartable(self.backend.name, result.code, result.message)
             self._withdraw(lg, f"{self.backend.name}_{result.code}")
@@ -436,10 +439,11 @@ class Supervisor:
             reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
             self.kill(lg, reason)
 
-    def _withdraw(self, lg: LiveGen, reason: str) -> None:
-        """Take back a reserved generation that was never started, its claim first so a
-        pane that appears late runs nothing; one whose pane claimed it already is followed."""
-        if not sidecars.take_claim(lg.gen):
+    def _withdraw(self, lg: LiveGen, reason: str, *, claimed: bool = False) -> None:
+        """Take back a reserved generation that was never started, its claim first (unless
+        this supervisor holds it) so a pane that appears late runs nothing; one whose pane
+        claimed it already is followed."""
+        if not claimed and not generation_files.take_claim(lg.gen):
             self._follow_pane(lg, None)
             return
         del self.live[lg.gen.slot]
@@ -521,9 +525,9 @@ class Supervisor:
         claim is taken and the pane closed (``_pane_fault``)."""
         if lg.collected or lg.heartbeat_seen or not lg.in_pane:
             return
-        if not sidecars.take_claim(lg.gen):
+        if not generation_files.take_claim(lg.gen):
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
-            pid = sidecars.wrapper_pid(lg.gen)
+            pid = generation_files.wrapper_pid(lg.gen)
             if pid is not None and not procs.alive(pid):
                 self.collect(lg)
             else:
@@ -540,7 +544,7 @@ class Supervisor:
         """A multiplexer fault for one generation: a warning and the generation runs headless,
         or, under require, the task fails with the fault as its reason."""
         self.follow.unwatch(lg)
-        if not claimed and not sidecars.take_claim(lg.gen):
+        if not claimed and not generation_files.take_claim(lg.gen):
             self._follow_pane(lg, None)  # the pane exists after all and already claimed it
             return
         lg.request = replace(lg.request, claimed=True)
@@ -562,7 +566,7 @@ class Supervisor:
             return
         lg.collected = True
         self.follow.unwatch(lg)
-        rec = sidecars.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
+        rec = generation_files.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
@@ -571,7 +575,7 @@ class Supervisor:
         else:
             self._classify(lg, rec, sig, session_alive=True)
 
-    def _classify(self, lg: LiveGen, rec: sidecars.ExitRecord | None, sig: str | None, *,
+    def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
                   session_alive: bool) -> None:
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
@@ -583,11 +587,12 @@ class Supervisor:
                 reason = "multiplexer_lost"
             else:
                 reason = "no_exit_record"
-            rec = sidecars.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig, ended_at=self.wallclock(),
-                                               sync=self.sync)
+            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
+                                                       ended_at=self.wallclock(), sync=self.sync)
         self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
 
-    def outcome(self, lg: LiveGen, rec: sidecars.ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
+    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
+                session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
         if reason in ("cwd_missing", "state_dir_error"):
@@ -601,7 +606,7 @@ class Supervisor:
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
         return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
 
-    def _end_generation(self, lg: LiveGen, rec: sidecars.ExitRecord | None, status: TaskStatus,
+    def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
         lg.done = True
         task, slot = lg.task, lg.gen.slot
@@ -641,7 +646,7 @@ class Supervisor:
             self._finalise(task, status, reason, lg.gen)
 
     def _finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None,
-                  gen: rundir.GenPaths | None = None) -> None:
+                  gen: generation_files.GenPaths | None = None) -> None:
         """A task reached its final status: freeze it, release or skip its dependents."""
         task.finish(status, reason)
         self.reporter.task_ended(task, gen)
@@ -752,10 +757,10 @@ class Supervisor:
         if lg.opening:
             return  # ended as soon as the backend says how it starts (``_launched``)
         try:
-            record_reason(lg.gen, reason)
+            generation_files.write_kill_reason(lg.gen, reason)
         except OSError as e:
             self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
-        if lg.in_pane and not lg.heartbeat_seen and sidecars.take_claim(lg.gen):
+        if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
             self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
             self._end_generation(lg, None, killed_status(reason), reason)

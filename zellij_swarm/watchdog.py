@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .rundir import GenPaths
+from .generation_files import GenPaths
 
 MIN_TICK, MAX_TICK = 0.05, 1.0
 

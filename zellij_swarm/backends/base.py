@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..rundir import GenPaths, RunPaths
+from ..generation_files import GenPaths
+from ..rundir import RunPaths
 from ..settings import Resolved
 from ..wrapper import PaneMode
 

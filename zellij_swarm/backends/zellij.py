@@ -39,7 +39,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import layout, procs, quoting, rundir, sidecars
+from .. import generation_files, layout, procs, quoting, rundir
 from ..exc import BackendError
 from ..wrapper import PaneMode
 from . import _zellij
@@ -424,7 +424,7 @@ class ZellijBackend:
 def _end_hold(req: LaunchRequest) -> None:
     """Before 0.44: end the ``sleep`` a wrapper holds its pane with (close-on-exit closes it).
     The pid comes from the launch heartbeat and must still be that sleep."""
-    hb = sidecars.heartbeat_started(req.gen)
+    hb = generation_files.heartbeat_started(req.gen)
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):
         return
