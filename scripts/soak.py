@@ -2,7 +2,8 @@
 SIGKILL its launcher at other random moments (the supervisor must start a new one), then
 check the outcome — one terminal status per task, one ledger line per task, no process of
 the run left, and no busy loop: the supervisors' CPU time (their start-ups included) stays
-well below the wall time — a loop spinning on a dead launcher's pipe burns one core flat out. Prints the seed so a failure can be replayed."""
+well below the wall time — a loop spinning on a dead launcher's pipe burns one core flat out.
+Prints the seed so a failure can be replayed."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def main() -> int:
                      f"cmd = 'sleep {rng.randint(50, 300) / 1000:.3f}; echo \"$ZELLIJ_SWARM_TASK\" >> ledger'\n")
     (work / "soak.toml").write_text("".join(lines))
     started = time.monotonic()
-    proc = subprocess.Popen(ZSW + ["run", "soak.toml", "--output", "quiet", *extra], cwd=work, env=env)
+    proc = subprocess.Popen([*ZSW, "run", "soak.toml", "--output", "quiet", *extra], cwd=work, env=env)
     kills = launcher_kills = 0
     cpu = 0.0  # CPU seconds of every supervisor, measured just before it is killed or ends
     run_id = None
@@ -77,7 +78,7 @@ def main() -> int:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 kills += 1
-                proc = subprocess.Popen(ZSW + ["resume", run_id, "--output", "quiet"], cwd=work, env=env)
+                proc = subprocess.Popen([*ZSW, "resume", run_id, "--output", "quiet"], cwd=work, env=env)
         cpu += _cpu(proc.pid)
         code = proc.wait()
         run = runs / run_id

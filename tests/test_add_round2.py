@@ -31,7 +31,8 @@ def test_additions_depend_on_tasks_already_in_the_run(swarm):
         res = swarm("add", run.name, "c.toml")  # x is in the run only through its event log
         assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: c\n")
         res = swarm("add", run.name, "bad.toml")
-        assert (res.code, res.stderr) == (2, "zellij-swarm: error: bad.toml:1: task 'd': after names unknown task 'nope'\n")
+        assert (res.code, res.stderr) == (
+            2, "zellij-swarm: error: bad.toml:1: task 'd': after names unknown task 'nope'\n")
         res = swarm("add", run.name, "--name", "y", "--after", "zz", "--", "true")
         assert (res.code, res.stderr) == (2, "zellij-swarm: error: add: task 'y': after names unknown task 'zz'\n")
         res = swarm("add", run.name, "--name", "a", "--", "true")

@@ -6,7 +6,6 @@ import json
 import signal
 
 import pytest
-
 from swarmtest import kill_run_processes, run_processes, validate, wait_until
 
 # Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pyte
 import pytest
-
 from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
 from test_tmux import Tmux, outside_env, tmux  # noqa: F401 (the private tmux server fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401 (the fake Zellij fixture)
+
 from zellij_swarm.quoting import terminal_text
 
 # Each would create the file $PWNED if a shell or tmux ever ran it.
@@ -118,7 +118,7 @@ def tmux_titles(t: Tmux) -> dict[str, str]:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_tmux_live(tmp_path, tmux):  # noqa: F811
+def test_tmux_live(tmp_path, tmux):
     s, extra = nasty_swarm(tmp_path)
     res = s("run", "s.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
             "--state-dir", str(s.state_dir), env=outside_env(tmux, **extra))
@@ -134,7 +134,7 @@ def test_tmux_live(tmp_path, tmux):  # noqa: F811
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_tmux_compact(tmp_path, tmux):  # noqa: F811
+def test_tmux_compact(tmp_path, tmux):
     s, extra = nasty_swarm(tmp_path)
     res = s("run", "s.toml", "--backend", "tmux", "--ui", "compact", "--require-multiplexer",
             "--state-dir", str(s.state_dir), env=outside_env(tmux, **extra))
@@ -151,7 +151,7 @@ def test_tmux_compact(tmp_path, tmux):  # noqa: F811
 
 
 @pytest.mark.parametrize("version,ui", [("0.45.0", "live"), ("0.45.0", "compact"), ("0.43.1", "live")])
-def test_zellij(tmp_path, fz, version, ui):  # noqa: F811
+def test_zellij(tmp_path, fz, version, ui):
     s, extra = nasty_swarm(tmp_path)
     inside = None
     if version < "0.44":  # before 0.44, panes are placed only where a client is attached
@@ -246,7 +246,7 @@ def drawn(t: Tmux, target: str, cols: int, rows: int, ready: Callable[[list[str]
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_tmux_reads_back_what_the_encoders_give_it(tmp_path, tmux):  # noqa: F811
+def test_tmux_reads_back_what_the_encoders_give_it(tmp_path, tmux):
     """Against the real tmux: an encoded argument arrives unchanged (also before a ``;``
     separator), encoded format text expands to itself, an encoded title draws as itself, and
     nothing runs."""

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
 from test_tmux import Tmux, outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)

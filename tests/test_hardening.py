@@ -14,9 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from swarmtest import clean_env, kill_run_processes, wait_until
-
 
 # ----- C: a run directory is trusted only when it is private ----------------------------------
 
@@ -183,7 +181,8 @@ def test_a_non_utf8_environment_reaches_a_tmux_pane_byte_exact(swarm):
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    from test_tmux import finish, outside_env, tmux as _tmux_fixture  # noqa: F401
+    from test_tmux import finish, outside_env
+    from test_tmux import tmux as _tmux_fixture
 
     gen = _tmux_fixture.__wrapped__()
     t = next(gen)
@@ -239,7 +238,8 @@ def test_a_reserved_env_name_in_an_addition_is_refused(swarm):
 
 def test_a_followup_with_a_reserved_env_name_is_an_invalid_followup(swarm):
     line = json.dumps({"name": "esc", "cmd": "sleep 60", "env": {"_zsw_d": "/tmp"}})
-    swarm.write("s.toml", f"[[task]]\nname = \"p\"\ncmd = '''echo '{line}' > \"$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl\"'''\n")
+    swarm.write("s.toml", "[[task]]\nname = \"p\"\n"
+                          f"cmd = '''echo '{line}' > \"$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl\"'''\n")
     res = swarm("run", "s.toml", "--output", "quiet", "--backend", "headless", timeout=60)
     assert res.code == 0, res
     summary = swarm.summary()

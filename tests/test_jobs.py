@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from swarmtest import kill_run_processes, run_processes, validate, wait_until
 from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 
@@ -139,10 +138,13 @@ def test_add_during_a_run_and_followups_run_once(swarm):
         proc.kill()
         kill_run_processes(swarm.latest().name)
 
-    swarm.write("f.toml", """
+    parent = ("""echo '{"cmd": "echo child >> ledger"}' >> "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"; """
+              """echo 'not json' >> "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"; """
+              """[ "$ZELLIJ_SWARM_ATTEMPT" -ge 2 ]""")
+    swarm.write("f.toml", f"""
 [[task]]
 name = "parent"
-cmd = '''echo '{"cmd": "echo child >> ledger"}' >> "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"; echo 'not json' >> "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"; [ "$ZELLIJ_SWARM_ATTEMPT" -ge 2 ]'''
+cmd = '''{parent}'''
 retries = 1
 """)
     res = swarm("run", "f.toml", "--output", "quiet")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
 from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+
 from zellij_swarm import watch
 from zellij_swarm.live import Timers
 
@@ -469,7 +469,8 @@ def test_cancel_during_the_end_of_run_sweep_is_answered_not_dropped(swarm):
     # grace (long here, so the test cannot miss the window) before its SIGKILL, and a cancel
     # sent meanwhile must get an answer.
     marker = f"zsw-sweep-{os.getpid()}"
-    daemon = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); open(\"ready\", \"w\"); time.sleep(60)"
+    daemon = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "open(\"ready\", \"w\"); time.sleep(60)")
     # one process, and the task ends only once it ignores SIGTERM
     swarm.write("d.txt", f"setsid {sys.executable} -c '{daemon}' {marker} & until [ -e ready ]; do sleep 0.01; done\n")
     proc = swarm.popen("run", "d.txt", "--output", "quiet", "--kill-grace", "45s")

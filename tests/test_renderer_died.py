@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-
 from swarmtest import full, validate, wait_until
 from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+
 from zellij_swarm import view_watch
 from zellij_swarm.render.loop import Frame, Loop
 from zellij_swarm.rundir import RunPaths, make_private_dir
@@ -179,15 +179,14 @@ def test_a_renderer_registers_before_its_first_frame_and_only_when_asked(run):
             seen.append((run.dir / "views" / "slot-3.json").exists())
             return Frame(["x"], done=True)
 
-    out = open(os.devnull, "w")
-    Loop(View(), out=out, size=lambda: (80, 24), handle_signals=False).run()
-    assert seen == [False]
-    Loop(View(), out=out, size=lambda: (80, 24), handle_signals=False,
-         registration=Registration(run, "slot-view", 3)).run()
-    assert seen == [False, True]
-    rec = json.loads((run.dir / "views" / "slot-3.json").read_text())
-    assert rec["pid"] == os.getpid() and rec["start"] == view_watch.start_ticks(os.getpid())
-    out.close()
+    with open(os.devnull, "w") as out:
+        Loop(View(), out=out, size=lambda: (80, 24), handle_signals=False).run()
+        assert seen == [False]
+        Loop(View(), out=out, size=lambda: (80, 24), handle_signals=False,
+             registration=Registration(run, "slot-view", 3)).run()
+        assert seen == [False, True]
+        rec = json.loads((run.dir / "views" / "slot-3.json").read_text())
+        assert rec["pid"] == os.getpid() and rec["start"] == view_watch.start_ticks(os.getpid())
 
 
 def test_no_views_dir_no_registration(tmp_path):
@@ -206,7 +205,8 @@ def test_message_names_the_views():
 
 # ----- end to end -------------------------------------------------------------------------
 
-needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)")
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (scripts/setup installs it)")
 
 # Each task first waits (up to 10 s) until the run's views have registered, so that a slow
 # machine cannot end the run before the test looks at them.
@@ -264,7 +264,7 @@ def start(swarm, env, ui: str = "compact", text: str = LONG, backend: str = "tmu
 
 
 def ended(swarm, proc, run: Path) -> dict:
-    out, err = proc.communicate(timeout=90)
+    _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     summary = swarm.summary(run)

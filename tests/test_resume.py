@@ -127,7 +127,9 @@ def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
 
 
 def test_sighup_detaches_and_resume_picks_it_up(swarm):
-    swarm.write("h.txt", "sleep 0.8; echo a >> ledger\nsleep 0.8; echo b >> ledger\necho c >> ledger\n")
+    # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
+    gate = "until [ -e gate ]; do sleep 0.02; done"
+    swarm.write("h.txt", f"{gate}; echo a >> ledger\n{gate}; echo b >> ledger\necho c >> ledger\n")
     proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet")
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
@@ -139,6 +141,7 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
         assert detached[0]["resume"] == f"zellij-swarm resume {run.name}"
         assert json.loads(swarm("status", "--json", run.name).stdout)["state"] == "interrupted"
         assert len(run_processes(run.name)) >= 2, "workers keep running after SIGHUP"
+        (swarm.cwd / "gate").touch()
         res = swarm("resume", run.name)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
@@ -172,7 +175,7 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
 
 
 def test_tasks_added_while_running_survive_a_resume(swarm):
-    swarm.write("a.txt", "sleep 0.6; echo first >> ledger\n")
+    swarm.write("a.txt", "until [ -e gate ]; do sleep 0.02; done; echo first >> ledger\n")  # runs until the add is in
     proc = swarm.popen("run", "a.txt", "--output", "quiet")
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
@@ -180,6 +183,7 @@ def test_tasks_added_while_running_survive_a_resume(swarm):
         assert swarm("add", run.name, "--", "sh", "-c", "sleep 0.3; echo added >> ledger").code == 0
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
+        (swarm.cwd / "gate").touch()
         res = swarm("resume", run.name)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["added", "first"]

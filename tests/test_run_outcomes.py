@@ -199,13 +199,16 @@ cwd = "does/not/exist"
 
 
 def test_worker_environment(swarm):
-    swarm.write("e.toml", """
+    cmd = ('echo "$ZELLIJ_SWARM_TASK|$ZELLIJ_SWARM_TASK_ID|$ZELLIJ_SWARM_SLOT|$ZELLIJ_SWARM_GENERATION'
+           '|$ZELLIJ_SWARM_ATTEMPT|$MY_VAR|$PYTHONUNBUFFERED|${TMUX_PANE-unset}"; '
+           'test -f "$ZELLIJ_SWARM_HEARTBEAT"; test -d "$ZELLIJ_SWARM_ARTIFACT_DIR"; read x || echo stdin-empty')
+    swarm.write("e.toml", f"""
 [swarm]
 jobs = 1
 [[task]]
 name = "env"
-cmd = 'echo "$ZELLIJ_SWARM_TASK|$ZELLIJ_SWARM_TASK_ID|$ZELLIJ_SWARM_SLOT|$ZELLIJ_SWARM_GENERATION|$ZELLIJ_SWARM_ATTEMPT|$MY_VAR|$PYTHONUNBUFFERED|${TMUX_PANE-unset}"; test -f "$ZELLIJ_SWARM_HEARTBEAT"; test -d "$ZELLIJ_SWARM_ARTIFACT_DIR"; read x || echo stdin-empty'
-env = { MY_VAR = "it's $HOME" }
+cmd = '{cmd}'
+env = {{ MY_VAR = "it's $HOME" }}
 """)
     from swarmtest import clean_env
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 
 import psutil
-
 from swarmtest import run_processes
 
 
@@ -41,7 +41,7 @@ def test_200_tasks_never_exceed_8_slots(swarm):
     for slot, gens in by_slot.items():
         gens.sort(key=lambda a: a["generation"])
         assert [a["generation"] for a in gens] == list(range(1, len(gens) + 1))
-        for prev, nxt in zip(gens, gens[1:]):
+        for prev, nxt in itertools.pairwise(gens):
             assert nxt["started_at"] >= prev["ended_at"], (slot, prev, nxt)
     m = summary["metrics"]
     assert m["backfill_count"] == 192 and m["largest_batch_size"] == 8

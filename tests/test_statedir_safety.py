@@ -10,10 +10,8 @@ import shutil
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from swarmtest import clean_env, kill_run_processes, wait_until
 
 
@@ -92,7 +90,8 @@ def test_a_read_only_state_dir_is_bad_input(tmp_path):
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     (tmp_path / "t.txt").write_text("echo never >> ledger\n")
-    script = f"mount -t tmpfs -o ro,mode=700 tmpfs {state} && {sys.executable} -m zellij_swarm run --state-dir state t.txt"
+    script = (f"mount -t tmpfs -o ro,mode=700 tmpfs {state} && "
+              f"{sys.executable} -m zellij_swarm run --state-dir state t.txt")
     res = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
                          env=clean_env(), timeout=120)
     if "mount:" in res.stderr:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)")
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (scripts/setup installs it)")
 
 MORE_THAN_SLOTS = """
 [swarm]
@@ -69,7 +69,8 @@ class Tmux:
 
     def server_pids(self) -> list[int]:
         return [p.pid for p in psutil.process_iter(["cmdline"])
-                if p.info["cmdline"] and "tmux" in p.info["cmdline"][0] and str(self.socket) in " ".join(p.info["cmdline"])]
+                if p.info["cmdline"] and "tmux" in p.info["cmdline"][0]
+                and str(self.socket) in " ".join(p.info["cmdline"])]
 
 
 @pytest.fixture
@@ -138,7 +139,8 @@ def test_live_panes_with_require(swarm, tmux, headless_outcomes, where):
     seen = {(e["slot"], e["gen"]): e["pane_id"] for e in evs if e["event"] == "worker_heartbeat_seen"}
     for e in opened:
         assert e["pane_id"].startswith("%") and seen[(e["slot"], e["gen"])] == e["pane_id"]
-        heartbeat = json.loads((run / f"slots/slot-{e['slot']}/gen-{e['gen']}/heartbeat.jsonl").read_text().splitlines()[0])
+        heartbeat_file = run / f"slots/slot-{e['slot']}/gen-{e['gen']}/heartbeat.jsonl"
+        heartbeat = json.loads(heartbeat_file.read_text().splitlines()[0])
         assert heartbeat["pane_id"] == e["pane_id"]
     rows = swarm.tasks()
     assert all(r["pane_id"] and r["pane_id"].startswith("%") for n, r in rows.items() if r["attempts"])
@@ -209,10 +211,12 @@ def start_live_pane(swarm, tmux, swarm_file: str):
 
 
 def test_live_worker_has_a_tty_and_output_shows_while_it_runs(swarm, tmux):
-    swarm.write("py.toml", """
+    script = ("import sys, time\\nprint('tty', sys.stdout.isatty(), flush=True)\\n"
+              "for i in range(40):\\n    print('tick', i, flush=True); time.sleep(0.1)")
+    swarm.write("py.toml", f"""
 [[task]]
 name = "py"
-argv = ["python3", "-c", "import sys, time\\nprint('tty', sys.stdout.isatty(), flush=True)\\nfor i in range(40):\\n    print('tick', i, flush=True); time.sleep(0.1)"]
+argv = ["python3", "-c", "{script}"]
 """)
     proc, run, gen, pane = start_live_pane(swarm, tmux, "py.toml")
     try:
@@ -231,7 +235,7 @@ def test_worker_title_escape_cannot_overwrite_slot_task_state(swarm, tmux):
 name = "retitle"
 cmd = 'printf "\033]2;HACKED\007\033k HACKED \033\\"; sleep 30'
 """)
-    proc, run, gen, pane = start_live_pane(swarm, tmux, "t.toml")
+    proc, run, _, pane = start_live_pane(swarm, tmux, "t.toml")
     try:
         wait_until(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_title}").strip() == "HACKED",
                    what="the worker's own title escape to land")

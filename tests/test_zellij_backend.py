@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from swarmtest import clean_env, wait_until
 from zellijtest import FakeZellij, check_calls
 

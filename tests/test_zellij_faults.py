@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 
 TASKS = 5

@@ -15,13 +15,13 @@ from pathlib import Path
 import ckdl
 import pytest
 from click.testing import CliRunner
-
 from swarmtest import clean_env, wait_until
 from test_zellij_backend import fz  # noqa: F401  (fixture)
+from zellijtest import FAKE_DIR
+
 from zellij_swarm import layout
 from zellij_swarm.backends._zellij import capabilities
 from zellij_swarm.cli import cli
-from zellijtest import FAKE_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 PANE_PROPS = {"name", "focus", "size", "split_direction", "borderless", "command", "close_on_exit", "start_suspended",
@@ -89,7 +89,8 @@ def test_generated_layouts_keep_the_rules(style, jobs):
 
 def test_hostile_names_cannot_break_a_layout():
     board = layout.PaneSpec("board", ["/bin/sh", "-c", 'exec "$@"', "x"])
-    slots = [layout.PaneSpec(f"slot {i} · {n} · running", ["/bin/sh", f"/tmp/{n}/wrapper"]) for i, n in enumerate(NASTY)]
+    slots = [layout.PaneSpec(f"slot {i} · {n} · running", ["/bin/sh", f"/tmp/{n}/wrapper"])
+             for i, n in enumerate(NASTY)]
     text = layout.document(board, slots, tab_name="swarm:" + NASTY[3])
     panes = check_rules(text)
     names = [p.properties["name"] for p in panes][1:]

@@ -12,7 +12,6 @@ import itertools
 import os
 
 import pytest
-
 from swarmtest import run_processes
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 

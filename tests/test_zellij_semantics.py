@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from swarmtest import full
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
 from fakeprocs import alive, kill_all, processes_of
 from swarmtest import clean_env
 

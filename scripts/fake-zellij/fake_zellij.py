@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fakezellij.cli import main  # noqa: E402
+from fakezellij.cli import main
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from fakeprocs import kill_all, processes_of
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,14 +27,12 @@ class Opt:
     def available(self, ver):
         if self.since is not None and ver < self.since:
             return False
-        if self.until is not None and ver >= self.until:
-            return False
-        return True
+        return self.until is None or ver < self.until
 
 
 def O(name, long=None, short=None, takes=False, since=None, until=None, multi=False):  # noqa: E743
-    return Opt(name, long, short.lstrip("-") if short else None, takes, V(since) if since else None, V(until) if until else None,
-               multi)
+    return Opt(name, long, short.lstrip("-") if short else None, takes,
+               V(since) if since else None, V(until) if until else None, multi)
 
 
 class Exit(Exception):
@@ -687,7 +685,7 @@ def similar(name, candidates):
 
 def cmd_kill(ctx, top, args):
     usage = "zellij kill-session [TARGET_SESSION]"
-    o, pos, trailing, _ = parse(ctx, args, [O("help", "--help", "-h")], usage)
+    _, pos, _, _ = parse(ctx, args, [O("help", "--help", "-h")], usage)
     if len(pos) > 1:
         raise UsageError(ctx.unexpected(pos[1], usage))
     if not pos:
@@ -716,8 +714,8 @@ def kill_request(ctx, path):
 
 def cmd_delete(ctx, top, args):
     usage = "zellij delete-session [OPTIONS] [TARGET_SESSION]"
-    o, pos, trailing, _ = parse(ctx, args, [O("force", "--force", "-f"),
-                                            O("help", "--help", "-h")], usage)
+    o, pos, _, _ = parse(ctx, args, [O("force", "--force", "-f"),
+                                     O("help", "--help", "-h")], usage)
     if len(pos) > 1:
         raise UsageError(ctx.unexpected(pos[1], usage))
     if not pos:
@@ -746,8 +744,8 @@ def cmd_delete(ctx, top, args):
 
 def cmd_kill_all(ctx, top, args):
     usage = "zellij kill-all-sessions [OPTIONS]"
-    o, pos, trailing, _ = parse(ctx, args, [O("yes", "--yes", "-y"),
-                                            O("help", "--help", "-h")], usage)
+    o, pos, _, _ = parse(ctx, args, [O("yes", "--yes", "-y"),
+                                     O("help", "--help", "-h")], usage)
     if pos:
         raise UsageError(ctx.unexpected(pos[0], usage))
     live = live_sessions(ctx)
@@ -770,8 +768,8 @@ def cmd_kill_all(ctx, top, args):
 
 def cmd_delete_all(ctx, top, args):
     usage = "zellij delete-all-sessions [OPTIONS]"
-    o, pos, trailing, _ = parse(ctx, args, [O("yes", "--yes", "-y"), O("force", "--force", "-f"),
-                                            O("help", "--help", "-h")], usage)
+    o, pos, _, _ = parse(ctx, args, [O("yes", "--yes", "-y"), O("force", "--force", "-f"),
+                                     O("help", "--help", "-h")], usage)
     if pos:
         raise UsageError(ctx.unexpected(pos[0], usage))
     live = live_sessions(ctx)
@@ -1025,7 +1023,7 @@ def cmd_action(ctx, top, args):
                     "command": trailing or None}
         return send(ctx, path, {"op": "action", "action": name, "opts": req_opts,
                                 "caller_pane": caller_pane(ctx)})
-    all_opts = list(opts) + [O("help", "--help", "-h")]
+    all_opts = [*opts, O("help", "--help", "-h")]
     o, pos, trailing, _ = parse(ctx, args, all_opts, usage)
     if o.get("help"):
         ctx.out(f"zellij-action-{name} (fake)\n\nUSAGE:\n    {usage}\n")
@@ -1063,12 +1061,11 @@ def cmd_action(ctx, top, args):
             if any(b < 0 or b > 255 for b in o["bytes"]):
                 raise ValueError
         except ValueError:
-            raise UsageError(f"Invalid value for '<BYTES>...': invalid digit found in string")
+            raise UsageError("Invalid value for '<BYTES>...': invalid digit found in string") from None
     if name == "send-keys":
         o["bytes"] = list(b"".join(key_bytes(ctx, k) for k in o["keys"]))
-    if name == "move-focus" or name == "move-focus-or-tab":
-        if o["direction"] not in ("right", "left", "up", "down"):
-            raise UsageError(f"Invalid value \"{o['direction']}\" for '<DIRECTION>'")
+    if name in ("move-focus", "move-focus-or-tab") and o["direction"] not in ("right", "left", "up", "down"):
+        raise UsageError(f"Invalid value \"{o['direction']}\" for '<DIRECTION>'")
     if name == "focus-pane-id":
         o["_pane"] = o.pop("pane")
     return action_send(ctx, top, name, o)

@@ -187,7 +187,7 @@ def rust_debug_str(s: str) -> str:
         elif ch == "\0":
             out.append("\\0")
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append("\\u{%x}" % ord(ch))
+            out.append(f"\\u{{{ord(ch):x}}}")
         else:
             out.append(ch)
     out.append('"')

@@ -21,7 +21,7 @@ def kdl_str(s) -> str:
         elif ch == "\r":
             out.append("\\r")
         elif ord(ch) < 0x20:
-            out.append("\\u{%x}" % ord(ch))
+            out.append(f"\\u{{{ord(ch):x}}}")
         else:
             out.append(ch)
     out.append('"')
@@ -121,5 +121,5 @@ def _pane(p, tab, cwds, base, extra=(), size=None) -> list[str]:
     if p.kind == "plugin":
         body.append(f"    plugin location={q(p.plugin_url)}")
     head = "pane" + "".join(" " + x for x in props)
-    return [head + " {"] + body + ["}"] if body else [head]
+    return [head + " {", *body, "}"] if body else [head]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from types import SimpleNamespace
 
 PANE_PROPS = {
     "name", "focus", "size", "split_direction", "borderless", "command", "args", "cwd", "edit",
@@ -187,9 +188,7 @@ class Parser:
                 plugin = child.properties.get("location") or (child.args[0] if child.args else None)
                 if plugin is None:
                     raise LayoutError("plugin needs a location")
-            elif child.name == "children":
-                sub_nodes.append(child)
-            elif self.is_pane_node(child.name):
+            elif child.name == "children" or self.is_pane_node(child.name):
                 sub_nodes.append(child)
             elif child.name in allowed:
                 continue
@@ -254,7 +253,7 @@ class Parser:
                      "size": props.get("size"), "children": kids}]
         argv = None
         if command is not None:
-            argv = [expand(command, self.env)] + list(args or [])
+            argv = [expand(command, self.env), *(args or [])]
         if "edit" in props:
             editor = self.env.get("EDITOR") or self.env.get("VISUAL") or "vi"
             argv = [editor, expand(props["edit"], self.env)]
@@ -417,11 +416,8 @@ class Parser:
                                 n["leaf"] for n in self.pane(c, global_cwd, floating=True))
             explicit = True
         else:
-            class _Fake:
-                name = "tab"
-                properties = {}
-                children = pane_nodes + floating_nodes
-            tabs = [self.tab(_Fake, global_cwd)]
+            implicit_tab = SimpleNamespace(name="tab", properties={}, children=pane_nodes + floating_nodes)
+            tabs = [self.tab(implicit_tab, global_cwd)]
             tabs[0]["name"] = tab_props.get("name")
             explicit = False
         for t in tabs:
@@ -440,7 +436,7 @@ def _index(node: dict, panes: list) -> dict:
     out["children"] = [_index(c, panes) for c in node["children"]]
     if "stack" in node:
         exp = node.get("expanded")
-        out["expanded"] = next((c["leaf"] for c, k in zip(out["children"], node["children"])
+        out["expanded"] = next((c["leaf"] for c, k in zip(out["children"], node["children"], strict=True)
                                 if exp is not None and k["leaf"] is exp), None)
     return out
 

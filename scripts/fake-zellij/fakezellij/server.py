@@ -5,7 +5,6 @@ PTYs, output goes into a tiny screen model (for dump-screen) and a per-pane log 
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -15,7 +14,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import termios
 import time
 
@@ -352,10 +350,7 @@ class Server:
             return
         elapsed = time.time() - start
         if self.version >= (0, 44, 0) and elapsed > 1.0:
-            if name == "list-panes":
-                result = {"stderr": "Timeout listing panes\n", "exit": 2}
-            else:
-                result = {}
+            result = {"stderr": "Timeout listing panes\n", "exit": 2} if name == "list-panes" else {}
         self.reply(conn, **result)
         self.after_change()
 
@@ -865,8 +860,7 @@ class Server:
             p.waiters = []
             # the PTY masters close: the kernel hangs up the pane terminals (SIGHUP)
             self._close_master(p)
-        for _, fn in self.deferred:
-            pass
+        # actions still deferred are dropped: the server exits after this
         try:
             self.listener.close()
         except OSError:
@@ -887,7 +881,7 @@ class Server:
             "expanded": p.tab is not None and self._expanded(p),
             "suppressed": p.suppressed, "selectable": p.selectable, "plugin_url": p.plugin_url,
             "focused": p is (p.tab.focused if p.tab is not None else None),
-            "geometry": dict(zip(("x", "y", "rows", "cols"), p.geom)),
+            "geometry": dict(zip(("x", "y", "rows", "cols"), p.geom, strict=True)),
             "log": p.log_path,
             "env_added": {"ZELLIJ": "0", "ZELLIJ_SESSION_NAME": self.name,
                           "ZELLIJ_PANE_ID": str(p.id)} if p.kind == "terminal" else None,

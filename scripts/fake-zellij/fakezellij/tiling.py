@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 class Node:
-    __slots__ = ("kind", "direction", "size", "children", "pane", "expanded", "parent")
+    __slots__ = ("children", "direction", "expanded", "kind", "pane", "parent", "size")
 
     def __init__(self, kind, *, direction="horizontal", size=None, children=(), pane=None):
         self.kind = kind  # "split" | "stack" | "pane"
@@ -130,7 +130,7 @@ def place(node, x, y, rows, cols) -> None:
     if not node.children:
         return
     vertical = node.direction.lower() == "vertical"
-    for c, size in zip(node.children, _share(node.children, cols if vertical else rows)):
+    for c, size in zip(node.children, _share(node.children, cols if vertical else rows), strict=True):
         if vertical:
             place(c, x, y, rows, size)
             x += size
