@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from swarmtest import Swarm, validate
+
 from zellij_swarm.proof import TIMELINE_LIMIT, format_proof, prove
 from zellij_swarm.rundir import RunPaths
 
@@ -93,7 +93,7 @@ Gen = tuple  # (slot, gen, start offset s, end offset s | None, pid | "superviso
 
 
 def _stamp(path: Path, at: float) -> None:
-    ns = int(round((T0 + at) * 1e9))
+    ns = round((T0 + at) * 1e9)
     os.utime(path, ns=(ns, ns))
 
 

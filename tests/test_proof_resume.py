@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from swarmtest import Swarm, kill_run_processes, validate, wait_until
+
 from zellij_swarm import metrics
 
 # 20 tasks at -j 4; the last wave runs until the test opens the gate, so there is always a moment to kill in

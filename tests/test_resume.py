@@ -10,7 +10,6 @@ import signal
 import time
 
 import pytest
-
 from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
 
 
@@ -29,7 +28,7 @@ def kill_and_resume(swarm, kills: int, seed: int, first_args: tuple[str, ...], e
     proc = swarm.popen("run", "ledger.toml", "--output", "quiet", *first_args, env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
-        for k in range(kills):
+        for _ in range(kills):
             # a Zellij session (fake or real) takes seconds to start on a loaded machine
             wait_until(lambda: (run / "state.json").exists(), timeout=30, what="a first snapshot")
             deadline = time.monotonic() + rng.uniform(0.2, 0.9)
