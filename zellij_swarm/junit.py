@@ -68,7 +68,9 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
         if t["slot"] is not None and t["generation"] is not None:
             out = ET.SubElement(case, "system-out")
             out.text = output_tail(run.gen(t["slot"], t["generation"]).output)
-    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    # Any encoding but "unicode" gives bytes (typeshed types a named one as Any).
+    xml: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return xml
 
 
 def _where(path: Path) -> tuple[str, Path]:

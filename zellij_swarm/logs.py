@@ -1,23 +1,29 @@
 """``zellij-swarm logs``: one attempt's output, optionally followed as it grows.
 
-Following waits on file events (``watchfiles``) for the generation directory and stops once
-the attempt's exit is committed and everything written has been printed. Following a task
-that is still pending first waits for it to start (the run's snapshots change when it does).
+Following waits on file events (``watch.follow``: an inotify watch on the generation
+directory) and stops once the attempt's exit is committed and everything written has been
+printed. Following a task that is still pending first waits for it to start (the run's
+snapshots change when it does). Ctrl-C ends the waiting quietly.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from . import exc, generation_files, views
 from .generation_files import GenPaths
 from .rundir import RunPaths
+from .watch import follow
+
+MIN_INTERVAL = 0.05  # seconds between two looks: a worker writing nonstop is read in batches
 
 
-def _attempt_gen(run: RunPaths, task: dict, attempt: int | None) -> GenPaths | None:
+def _attempt_gen(run: RunPaths, task: dict[str, Any], attempt: int | None) -> GenPaths | None:
     history = task.get("history") or []
     if attempt is not None:
         for a in history:
@@ -38,7 +44,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
     gen = _attempt_gen(run, task, attempt)
     if gen is None and follow and snap["state"] == "running":
         print(f"zellij-swarm: task {task['name']!r} is pending; waiting for it to start", file=sys.stderr)
-        snap, task = _wait_for_start(run, task["id"])
+        snap, task = _wait_for_start(run, snap, task)
         gen = _attempt_gen(run, task, attempt)
     if gen is None:
         print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
@@ -55,10 +61,11 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
     return 0
 
 
-def _wait_for_start(run: RunPaths, task_id: str) -> tuple[dict, dict]:
-    """The run's status once the task has a generation, has ended without one (skipped,
-    cancelled), or the run stopped running (or the user pressed Ctrl-C)."""
-    for _ in _changes(run.dir, recursive=False):
+def _wait_for_start(run: RunPaths, snap: dict[str, Any], task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's status (from ``snap``, ``task`` on) once the task has a generation, has ended
+    without one (skipped, cancelled), or the run stopped running (or the user pressed Ctrl-C)."""
+    task_id = task["id"]
+    for _ in _changes(run.dir):
         snap = views.load_status(run)
         task = views.find_task(snap, task_id)
         if task["slot"] is not None or task["status"] != "pending" or snap["state"] != "running":
@@ -66,14 +73,19 @@ def _wait_for_start(run: RunPaths, task_id: str) -> tuple[dict, dict]:
     return snap, task
 
 
-def _changes(path: Path, *, recursive: bool = True) -> Iterator[object]:
-    """Yields at once, then on every file change under ``path`` and at least once a second
-    (a supervisor that died changes no file)."""
-    import watchfiles
-
-    yield None
-    yield from watchfiles.watch(path, rust_timeout=1000, yield_on_timeout=True, raise_interrupt=False, debounce=50,
-                                step=20, recursive=recursive)
+def _changes(path: Path) -> Iterator[None]:
+    """Yields once the watch on ``path`` is in place, then on every change of a file in it
+    and at least once a second (a supervisor that died changes no file), never twice within
+    ``MIN_INTERVAL``. Ctrl-C ends it, quietly: the following is over."""
+    try:
+        for _ in follow([path], threading.Event()):
+            looked = time.monotonic()
+            yield None
+            rest = MIN_INTERVAL - (time.monotonic() - looked)
+            if rest > 0:
+                time.sleep(rest)
+    except KeyboardInterrupt:
+        return
 
 
 def _copy_from(gen: GenPaths, offset: int, out: BinaryIO) -> int:

@@ -54,6 +54,8 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from . import exc, generation_files, metrics
@@ -71,7 +73,7 @@ TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the sch
                   "utilization is compared as the active time it implies")
 
 
-def _load(path: Any) -> dict | None:
+def _load(path: Path) -> dict[str, Any] | None:
     try:
         obj = read_json(path)
     except (FileNotFoundError, ValueError):
@@ -83,16 +85,15 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
     """The complete event-log lines ``metrics.first_batch`` reads, parsed lazily: it stops at
     the first batch's end, so only the head of a long log is read. Other lines are not parsed."""
     try:
-        f = open(run.events, "rb")
+        with open(run.events, "rb") as f:
+            for line in f:
+                if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
+                    try:
+                        yield json.loads(line)
+                    except ValueError:
+                        continue
     except FileNotFoundError:
         return
-    with f:
-        for line in f:
-            if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    continue
 
 
 def _num(value: float | None) -> str:
@@ -115,9 +116,9 @@ def _timeline(points: list[tuple[float, int]], t0: float, t1: float) -> dict[str
     n = TIMELINE_LIMIT
     width = (t1 - t0) / n
     hi = [0] * n
-    lo = [None] * n  # type: list[int | None]
+    lo: list[int | None] = [None] * n
     area = [0.0] * n
-    for (s, lvl), (e, _) in zip(points, points[1:]):
+    for (s, lvl), (e, _) in pairwise(points):
         b0 = min(n - 1, int((s - t0) / width))
         b1 = min(n - 1, int((e - t0) / width))
         for b in range(b0, b1 + 1):
@@ -127,7 +128,8 @@ def _timeline(points: list[tuple[float, int]], t0: float, t1: float) -> dict[str
                 continue
             if lvl > hi[b]:
                 hi[b] = lvl
-            if lo[b] is None or lvl < lo[b]:  # type: ignore[operator]
+            low = lo[b]
+            if low is None or lvl < low:
                 lo[b] = lvl
             area[b] += max(0.0, overlap) * lvl
     out["bucket_s"] = round(width, 6)
@@ -199,12 +201,13 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
             missing_pid += 1
         else:
             by_pid[pid].append((s, e, slot, gen))
-    reused, overlapping = [], []
+    reused: list[dict[str, Any]] = []
+    overlapping: list[dict[str, Any]] = []
     for pid, uses in by_pid.items():
         if len(uses) < 2:
             continue
         uses.sort()
-        clash = any(b[0] < a[1] for a, b in zip(uses, uses[1:]))
+        clash = any(b[0] < a[1] for a, b in pairwise(uses))
         entry = {"pid": pid, "generations": [{"slot": sl, "generation": gn} for _, _, sl, gn in uses]}
         (overlapping if clash else reused).append(entry)
     if overlapping:
@@ -234,13 +237,18 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
             peak, peak_at = level, t
 
     active = sum(e - s for _, _, s, e, _, _ in gens)
+    t0: float | None
+    t1: float | None
+    timeline: dict[str, Any]
     if gens:
         t0 = min(x[2] for x in gens)
         t1 = max(x[3] for x in gens)
         wall = t1 - t0
+        timeline = _timeline(points, t0, t1)
     else:
         t0 = t1 = None
         wall = 0.0
+        timeline = {"mode": "change_points", "limit": TIMELINE_LIMIT, "change_points": 0, "t0": None, "points": []}
     speedup = round(active / wall, 3) if wall > 0 else None
     utilization = round(active / (wall * jobs), 4) if wall > 0 else None
 
@@ -302,8 +310,7 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
         "utilization": utilization,
         "first_batch": {"size": len(members), "started": len(member_starts), "reserved_at": reserved_at,
                         "last_start": max(member_starts) if member_starts else None, "launch_span_ms": span},
-        "timeline": _timeline(points, t0, t1) if gens else
-        {"mode": "change_points", "limit": TIMELINE_LIMIT, "change_points": 0, "t0": None, "points": []},
+        "timeline": timeline,
         "consistency": consistency,
         "thresholds": {"min_concurrency": min_concurrency, "min_speedup": min_speedup,
                        "max_launch_span_ms": max_launch_span_ms},
@@ -316,7 +323,7 @@ def _tolerance(value: float) -> float:
     return max(TOLERANCE_MS, TOLERANCE_FRACTION * abs(value))
 
 
-def _consistency(snapshot: dict | None, ended: bool, jobs: int, active_s: float, wall_s: float,
+def _consistency(snapshot: dict[str, Any] | None, ended: bool, jobs: int, active_s: float, wall_s: float,
                  span: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"checked": False, "ok": None, "tolerance": TOLERANCE_TEXT, "why": None, "checks": []}
     figures = (snapshot or {}).get("metrics")
@@ -415,7 +422,7 @@ def _spark(points: list[dict[str, Any]], wall: float, top: int, width: int = 60)
     bars = " ▁▂▃▄▅▆▇█"
     cols = [0] * width
     ends = [pt["t"] for pt in points[1:]] + [wall]
-    for pt, end in zip(points, ends):
+    for pt, end in zip(points, ends, strict=True):
         first = min(width - 1, int(pt["t"] / wall * width))
         last = min(width - 1, max(first, int(end / wall * width - 1e-9)))
         for c in range(first, last + 1):

@@ -59,7 +59,7 @@ class Recovered:
 
 def load_environment(path: Path) -> dict[str, str]:
     """Parse the ``export K='v'`` lines written by ``records.save_environment``."""
-    env = {}
+    env: dict[str, str] = {}
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:
@@ -122,9 +122,10 @@ def load(run: RunPaths) -> Recovered:
     rec.unlogged.sort(key=lambda e: e["ts"])
     rec.stats = metrics.DispatchStats.replay([*events, *rec.unlogged])
     for e in events:
-        if e["event"] in ("task_cancelled", "task_skipped") and names.get(e.get("task")):
+        task = e.get("task")
+        if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
             status = "cancelled" if e["event"] == "task_cancelled" else "skipped"
-            rec.settled[names[e["task"]]] = (status, e.get("reason"))
+            rec.settled[names[task]] = (status, e.get("reason"))
     return rec
 
 
@@ -151,7 +152,7 @@ def _lost_reservation(gen: GenPaths, who: tuple[str, int] | None, task_names: di
              "recovered": True} for e in lost]
 
 
-def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict | None) -> GenState:
+def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None) -> GenState:
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
     launch = generation_files.heartbeat_started(gen)

@@ -76,6 +76,6 @@ _S = TypeVar("_S", TaskStatus, SlotState)
 def transition(what: str, src: _S, dst: _S) -> _S:
     """Return ``dst`` if ``src -> dst`` is allowed, else raise ``InvalidTransition``."""
     table = TASK_TRANSITIONS if isinstance(src, TaskStatus) else SLOT_TRANSITIONS
-    if dst not in table[src]:  # type: ignore[index]
+    if dst not in table[src]:
         raise InvalidTransition(what, src, dst)
     return dst

@@ -21,6 +21,7 @@ from .view_watch import describe as describe_views
 
 def load_status(run: RunPaths) -> dict[str, Any]:
     """The run's latest snapshot; a ``running`` run whose supervisor is gone is ``interrupted``."""
+    snap: dict[str, Any]  # a snapshot record: a JSON object (SPEC §7.1)
     for path in (run.summary, run.state):
         try:
             snap = read_json(path)
@@ -68,7 +69,8 @@ def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
 
 
 def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
-    for t in snap["tasks"]:
+    tasks: list[dict[str, Any]] = snap["tasks"]
+    for t in tasks:
         if t["name"] == key or t["id"] == key:
             return t
     raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
@@ -89,7 +91,8 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
     if slots:
         lines.append("slots:")
         for s in slots:
-            lines.append(f"  slot {s['slot']}: {s['state']}" + (f" — {s['task']} (gen {s['generation']})" if s["task"] else ""))
+            task = f" — {s['task']} (gen {s['generation']})" if s["task"] else ""
+            lines.append(f"  slot {s['slot']}: {s['state']}{task}")
     gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
     if gone:
         lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "

@@ -136,7 +136,13 @@ def _common_prefix(names: list[str], keep: int) -> str:
     and leaving every name at least ``keep`` characters."""
     if len(names) < 2:
         return ""
-    prefix = os.path.commonprefix(names)
+    # Character by character (task names, not paths): the prefix the smallest and the largest
+    # name share is the one every name shares.
+    first, last = min(names), max(names)
+    size, limit = 0, min(len(first), len(last))
+    while size < limit and first[size] == last[size]:
+        size += 1
+    prefix = first[:size]
     prefix = prefix[: max(min(len(n) for n in names) - keep, 0)]
     return prefix if len(prefix) >= 3 else ""
 
@@ -223,8 +229,8 @@ def board_frame(
     room = max(rows - len(lines) - len(footer), 0)
     sw = len(str(max((r.slot for r in slots), default=1)))
     fixed = sw + 1 + STATUS_W + 1 + 1 + ELAPSED_W + 1 + EXIT_W + 2
-    names = [len(terminal_text(r.task or "")) for r in slots]
-    tw = min(max(names + [8]), max((cols - fixed) // 2, 8))
+    name_lengths = [len(terminal_text(r.task or "")) for r in slots]
+    tw = min(max([*name_lengths, 8]), max((cols - fixed) // 2, 8))
 
     def full(selected: list[SlotRow]) -> list[str]:
         return [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color) for r in selected]
@@ -243,8 +249,7 @@ def board_frame(
         )
         if len(busy) <= room - 1:
             chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 1 - len(busy)]}
-            shown = [r for r in slots if r.slot in chosen]
-            body = full(shown)
+            body = full([r for r in slots if r.slot in chosen])
             hidden_busy, strip = 0, ""
         else:
             grid_rows = room - 1

@@ -15,21 +15,26 @@ pyte is imported when the first ``TailScreen`` renders, never by the board.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyte
+    from pyte.screens import Char
 
 TAIL_BYTES = 64 * 1024
 
-_screen_class: Any = None
+_screen_class: type[pyte.Screen] | None = None
 _sgr_maps: tuple[dict[str, int], dict[str, int]] | None = None
 
 
-def _pyte_screen(cols: int, rows: int) -> Any:
+def _pyte_screen(cols: int, rows: int) -> pyte.Screen:
     global _screen_class
     if _screen_class is None:
         import pyte
 
-        class _LogScreen(pyte.Screen):  # type: ignore[misc]
+        class _LogScreen(pyte.Screen):
             # A log file holds what a program wrote through the tty's ONLCR translation, so a
             # bare LF means CR+LF. Forced here rather than through the LNM mode, which a worker's
             # own reset (ESC c, CSI 20 l) would clear.
@@ -66,7 +71,7 @@ def _colour_sgr(value: str, named: dict[str, int], extended: int) -> str | None:
     return None
 
 
-def _line_text(row: Any, cols: int, color: bool) -> str:
+def _line_text(row: Mapping[int, Char], cols: int, color: bool) -> str:
     """One pyte buffer row as text, trailing blanks dropped, with SGR codes if ``color``."""
     cells = [row[x] for x in range(cols)]
     end = cols
@@ -76,7 +81,7 @@ def _line_text(row: Any, cols: int, color: bool) -> str:
         return "".join(c.data for c in cells[:end])
     fg_map, bg_map = _colour_maps()
     out: list[str] = []
-    current: tuple[Any, ...] = ()
+    current: tuple[str | bool, ...] = ()
     plain = True
     for c in cells[:end]:
         attrs = (c.fg, c.bg, c.bold, c.italics, c.underscore, c.strikethrough, c.reverse)
@@ -117,8 +122,8 @@ class TailScreen:
         self._size: tuple[int, int] = (0, 0)
         self._offset = 0
         self._ino = 0
-        self._screen: Any = None
-        self._stream: Any = None
+        self._screen: pyte.Screen | None = None
+        self._stream: pyte.ByteStream | None = None
 
     def render(self, path: Path | None, cols: int, rows: int, *, color: bool = False) -> list[str]:
         """The ``rows`` lines of the screen (``cols`` wide) after feeding the file's new bytes."""
@@ -128,31 +133,35 @@ class TailScreen:
             st = os.stat(path) if path is not None else None
         except OSError:
             st = None
-        if st is None:
+        if path is None or st is None:
             self._path = None
             return [""] * rows
+        screen, stream = self._screen, self._stream
         if (
-            path != self._path
+            screen is None
+            or stream is None
+            or path != self._path
             or (cols, rows) != self._size
             or st.st_ino != self._ino
             or st.st_size < self._offset
             or st.st_size - self._offset > self.tail_bytes
         ):
-            self._rebuild(path, cols, rows, st.st_size, st.st_ino)
+            screen = self._rebuild(path, cols, rows, st.st_size, st.st_ino)
         elif st.st_size > self._offset:
-            self._feed_from(path, self._offset)
-        return [_line_text(self._screen.buffer[y], cols, color) for y in range(rows)]
+            self._feed_from(stream, path, self._offset)
+        return [_line_text(screen.buffer[y], cols, color) for y in range(rows)]
 
-    def _rebuild(self, path: Path, cols: int, rows: int, size: int, ino: int) -> None:
+    def _rebuild(self, path: Path, cols: int, rows: int, size: int, ino: int) -> pyte.Screen:
         import pyte
 
         self._path, self._size, self._ino = path, (cols, rows), ino
-        self._screen = _pyte_screen(cols, rows)
-        self._stream = pyte.ByteStream(self._screen)
+        self._screen = screen = _pyte_screen(cols, rows)
+        self._stream = stream = pyte.ByteStream(screen)
         start = max(0, size - self.tail_bytes)
-        self._feed_from(path, start, skip_partial=start > 0)
+        self._feed_from(stream, path, start, skip_partial=start > 0)
+        return screen
 
-    def _feed_from(self, path: Path, offset: int, *, skip_partial: bool = False) -> None:
+    def _feed_from(self, stream: pyte.ByteStream, path: Path, offset: int, *, skip_partial: bool = False) -> None:
         try:
             with open(path, "rb") as f:
                 f.seek(offset)
@@ -167,4 +176,4 @@ class TailScreen:
             if cut < 0:
                 cut = data.find(b"\r")
             data = data[cut + 1 :] if cut >= 0 else data
-        self._stream.feed(data)
+        stream.feed(data)

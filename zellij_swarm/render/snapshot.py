@@ -65,8 +65,11 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
             continue
         name = task.get("name")
         for entry in task.get("history") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("slot"), int) and isinstance(entry.get("generation"), int):
-                out[(entry["slot"], entry["generation"])] = {**entry, "task": name, "task_id": task.get("id")}
+            if not isinstance(entry, dict):
+                continue
+            entry_slot, entry_gen = entry.get("slot"), entry.get("generation")
+            if isinstance(entry_slot, int) and isinstance(entry_gen, int):
+                out[(entry_slot, entry_gen)] = {**entry, "task": name, "task_id": task.get("id")}
         slot, gen = task.get("slot"), task.get("generation")
         if isinstance(slot, int) and isinstance(gen, int) and task.get("status") != "pending":
             current = out.get((slot, gen), {})
