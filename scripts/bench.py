@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from zellij_swarm import generation_files, rundir, wrapper
+from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.worker import wrapper
 
 ROOT = Path(__file__).resolve().parent.parent
 ZSW = [str(ROOT / ".venv/bin/zellij-swarm")]

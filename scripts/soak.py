@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from zellij_swarm import procs
+from zellij_swarm.worker import procs
 
 ZSW = [sys.executable, "-m", "zellij_swarm"]
 

@@ -24,7 +24,7 @@ because the supervisor reads start, end and silence from mtimes.
 Pids. Pane wrappers are followed by pidfd once their heartbeat names a pid
 (``follow.GenerationWatch.follow_pid``). After a launcher dies, and on a whole-run cancel, headless
 ones are followed the same way. On resume, adoption checks pid, start time and command line
-(``recovery.wrapper_alive``). A pid that does not exist reads as "the wrapper is gone" on
+(``resume.wrapper_alive``). A pid that does not exist reads as "the wrapper is gone" on
 every one of those paths. So every fake wrapper, headless or in a pane, is one real idle
 helper process, ``/bin/sh -c 'read _' <its wrapper.sh>``. The wrapper path is in its command
 line, as in a real wrapper's, so resume adopts it. The helper reads a pipe that only the
@@ -52,7 +52,7 @@ session, or fail ``open``.
 
 Running. ``Harness.run`` builds a ``RunPlan`` and runs the supervisor to its end, in a state
 directory of its own. ``Harness.resume`` continues a run whose supervisor vanished at
-``crash_at``, with a new supervisor built from ``recovery.load`` as ``zellij-swarm resume``
+``crash_at``, with a new supervisor built from ``resume.load`` as ``zellij-swarm resume``
 does. Each returns a ``Result``: the exit code, the task records, ``events.jsonl``,
 ``summary.json``, the answers to inbox messages, and what the multiplexer was asked.
 ``play_concurrently`` runs independent scenarios a few at a time. It then checks that no
@@ -83,15 +83,19 @@ from typing import Any, TypeVar
 
 import psutil
 
-from zellij_swarm import exc, inbox, records, recovery, settings, swarmfile
+from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend
-from zellij_swarm.generation_files import GenPaths
-from zellij_swarm.launcher import Ended, NotStarted, Started
-from zellij_swarm.rundir import RunPaths
-from zellij_swarm.supervisor import RunPlan, Supervisor
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.engine import resume
+from zellij_swarm.engine.supervisor import RunPlan, Supervisor
+from zellij_swarm.records import inbox
+from zellij_swarm.records import log as records
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Change
-from zellij_swarm.wrapper import PaneMode
+from zellij_swarm.worker.launcher import Ended, NotStarted, Started
+from zellij_swarm.worker.wrapper import PaneMode
 
 VIRTUAL_EPOCH = 1000.0  # the fake monotonic clock's start
 VIRTUAL_LIMIT = 7 * 86400.0  # a run still going after a virtual week is stuck, not slow
@@ -868,7 +872,7 @@ class Harness:
         assert run is not None
         self.world.advance(after)
         rec = _load_when_unlocked(run)
-        plan = RunPlan(tasks=rec.specs, settings=recovery.resolved_settings(rec.meta), name=rec.meta.get("name"),
+        plan = RunPlan(tasks=rec.specs, settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
                        source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
                        resume=rec, run_dir=run.dir)
         self._send(messages, since=self.world.clock.elapsed())
@@ -912,15 +916,15 @@ class Harness:
         return out
 
 
-def _load_when_unlocked(run: RunPaths) -> recovery.Recovered:
-    """``recovery.load``, once the vanished supervisor's run lock is free. Its descriptor is
+def _load_when_unlocked(run: RunPaths) -> resume.Recovered:
+    """``resume.load``, once the vanished supervisor's run lock is free. Its descriptor is
     closed, but a helper that another run of ``play_concurrently`` is spawning at that very
     moment holds a copy of every descriptor between its fork and its exec (close-on-exec
     closes it only then): one process hosting several supervisors, which a real one never does."""
     deadline = time.monotonic() + 2.0
     while True:
         try:
-            return recovery.load(run)
+            return resume.load(run)
         except exc.RunBusy:
             if time.monotonic() > deadline:
                 raise

@@ -104,7 +104,7 @@ class Swarm:
 
 
 def run_processes(run_id: str) -> list[int]:
-    from zellij_swarm import procs
+    from zellij_swarm.worker import procs
 
     return [p.pid for p in procs.marked(procs.run_markers(run_id)) if _alive(p)]
 
@@ -119,7 +119,7 @@ def _alive(p: Any) -> bool:
 
 
 def kill_run_processes(run_id: str) -> None:
-    from zellij_swarm import procs
+    from zellij_swarm.worker import procs
 
     procs.end_all(procs.marked(procs.run_markers(run_id)), 1.0)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from zellij_swarm import Swarm, Task, rundir
+from zellij_swarm import Swarm, Task
+from zellij_swarm.records import rundir
 
 
 def test_commit_markers_are_fsynced(tmp_path, monkeypatch):

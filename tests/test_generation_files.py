@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from zellij_swarm import generation_files as gf
-from zellij_swarm import rundir, wrapper
-from zellij_swarm.rundir import RunPaths
+from zellij_swarm.records import generation_files as gf
+from zellij_swarm.records import rundir
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.worker import wrapper
 
 T0 = 1_800_000_000.0
 

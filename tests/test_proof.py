@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from swarmtest import Swarm, validate
 
-from zellij_swarm.proof import TIMELINE_LIMIT, format_proof, prove
-from zellij_swarm.rundir import RunPaths
+from zellij_swarm.commands.proof import TIMELINE_LIMIT, format_proof, prove
+from zellij_swarm.records.rundir import RunPaths
 
 T0 = 1_800_000_000.0  # synthetic runs start here (exact in binary, and in nanoseconds)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from swarmtest import Swarm, kill_run_processes, validate, wait_until
 
-from zellij_swarm import metrics
+from zellij_swarm.engine import metrics
 
 # 20 tasks at -j 4; the last wave runs until the test opens the gate, so there is always a moment to kill in
 TASKS = "sleep 0.3\n" * 16 + "until [ -e gate ]; do sleep 0.02; done\n" * 4

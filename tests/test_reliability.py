@@ -23,7 +23,7 @@ from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 
 from zellij_swarm import watch
-from zellij_swarm.live import Timers
+from zellij_swarm.engine.timers import Timers
 
 
 def _run_dir(swarm) -> Path:

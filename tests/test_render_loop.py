@@ -19,10 +19,10 @@ from typing import Any
 import pyte
 import pytest
 
+from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.render.board import BoardView, run_board
 from zellij_swarm.render.loop import Frame, Loop
 from zellij_swarm.render.slotview import SlotView, run_slot_view
-from zellij_swarm.rundir import RunPaths, write_json_atomic
 from zellij_swarm.watch import follow
 
 NOW = 1_800_000_000.0
@@ -268,7 +268,7 @@ _CHILD = """
 import sys
 from pathlib import Path
 from zellij_swarm.render import run_board, run_slot_view
-from zellij_swarm.rundir import RunPaths
+from zellij_swarm.records.rundir import RunPaths
 run = RunPaths(Path(sys.argv[1]))
 raise SystemExit(run_board(run) if sys.argv[2] == "board" else run_slot_view(run, 1))
 """

@@ -3,7 +3,7 @@ run goes on — its renderer killed, its pane closed, its whole session gone —
 run, ``status`` says the view is gone, and the tasks run on unaffected. A renderer that ends
 because the run ended is not a death.
 
-``ViewWatch`` (zellij_swarm/view_watch.py) first, on its own; then end to end through the CLI,
+``ViewWatch`` (zellij_swarm/engine/view_watch.py) first, on its own; then end to end through the CLI,
 compact mode on a private tmux server and on the fake Zellij (0.45.0, 0.43.1), and live mode's
 board on tmux."""
 
@@ -24,10 +24,10 @@ from swarmtest import full, validate, wait_until
 from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
 from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
 
-from zellij_swarm import view_watch
+from zellij_swarm.engine import view_watch
+from zellij_swarm.engine.view_watch import Registration, ViewWatch
+from zellij_swarm.records.rundir import RunPaths, make_private_dir
 from zellij_swarm.render.loop import Frame, Loop
-from zellij_swarm.rundir import RunPaths, make_private_dir
-from zellij_swarm.view_watch import Registration, ViewWatch
 
 # ----- ViewWatch on its own ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from harness import Harness, Launch, Message, Mux, Pane, Result, Work, play_concurrently, task
 
-from zellij_swarm.swarmfile import TaskSpec
+from zellij_swarm.config.swarmfile import TaskSpec
 
 UNCHECKED: Any = object()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zellij_swarm.scheduler import ReadyQueue, SlotPool
-from zellij_swarm.states import InvalidTransition, SlotState, TaskStatus, transition
+from zellij_swarm.engine.scheduler import ReadyQueue, SlotPool
+from zellij_swarm.records.states import InvalidTransition, SlotState, TaskStatus, transition
 
 
 def test_smallest_free_slot_first():

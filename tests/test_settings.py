@@ -6,8 +6,9 @@ from typing import NamedTuple
 
 import pytest
 
-from zellij_swarm import exc, settings
-from zellij_swarm.settings import FileValue, parse_bool, parse_duration, resolve
+from zellij_swarm import exc
+from zellij_swarm.config import settings
+from zellij_swarm.config.settings import FileValue, parse_bool, parse_duration, resolve
 
 
 def test_precedence_and_sources():

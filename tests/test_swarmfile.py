@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from zellij_swarm import exc, swarmfile
+from zellij_swarm import exc
+from zellij_swarm.config import swarmfile
 
 
 def parse(tmp_path: Path, text: str) -> swarmfile.SwarmInput:

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from zellij_swarm import exc, settings
-from zellij_swarm.settings import SETTINGS, Resolved, resolve
+from zellij_swarm import exc
+from zellij_swarm.config import settings
+from zellij_swarm.config.settings import SETTINGS, Resolved, resolve
 
 
 def test_a_setting_without_a_field_or_a_field_without_a_setting_fails_at_import() -> None:

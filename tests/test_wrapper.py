@@ -6,7 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from zellij_swarm import generation_files, rundir, wrapper
+from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.worker import wrapper
 
 HOSTILE = "na'me\"\n$(touch PWNED)`touch PWNED2`~$HOME {}[];|&"
 

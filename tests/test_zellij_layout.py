@@ -19,7 +19,7 @@ from swarmtest import clean_env, wait_until
 from test_zellij_backend import fz  # noqa: F401  (fixture)
 from zellijtest import FAKE_DIR
 
-from zellij_swarm import layout
+from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._zellij import capabilities
 from zellij_swarm.cli import cli
 

@@ -9,7 +9,7 @@ renderers that run in panes start without loading the engine).
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api import Swarm, SwarmResult, Task
+    from zellij_swarm.api import Swarm, SwarmResult, Task
 
 __version__ = "0.1.0"
 __all__ = ["Swarm", "SwarmResult", "Task", "__version__"]
@@ -17,7 +17,7 @@ __all__ = ["Swarm", "SwarmResult", "Task", "__version__"]
 
 def __getattr__(name: str) -> object:
     if name in ("Swarm", "SwarmResult", "Task"):
-        from . import api
+        from zellij_swarm import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'zellij_swarm' has no attribute {name!r}")

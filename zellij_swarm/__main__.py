@@ -1,3 +1,3 @@
-from .cli import main
+from zellij_swarm.cli import main
 
 main()

@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import exc, settings, swarmfile
-from .engine import Outcome as SwarmResult
-from .engine import execute
+from zellij_swarm import exc
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.engine.run import Outcome as SwarmResult
+from zellij_swarm.engine.run import execute
 
 __all__ = ["Swarm", "SwarmResult", "Task"]
 

@@ -16,9 +16,12 @@ from typing import Any, TypeVar, get_args
 
 import click
 
-from . import __version__, exc, inbox, quoting, rundir, runlock, settings, swarmfile, views
-from .layout import STYLE_HELP, generate
-from .rundir import RunPaths, find_run, read_json
+from zellij_swarm import __version__, exc, quoting
+from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
+from zellij_swarm.commands import status as views
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.records import inbox, rundir, runlock
+from zellij_swarm.records.rundir import RunPaths, find_run, read_json
 
 _SHORT = {"jobs": "-j"}
 _Command = TypeVar("_Command", bound=Callable[..., object])
@@ -105,7 +108,7 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
     Exit codes: 0 all tasks succeeded; 1 some task did not; 2 bad input;
     130 Ctrl-C or cancel; 143 SIGTERM; 129 SIGHUP (workers keep running).
     """
-    from .engine import execute
+    from zellij_swarm.engine.run import execute
 
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     source = swarmfile.load(file)
@@ -175,7 +178,7 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
 @_state_dir_option
 def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: str | None) -> None:
     """The output of TASK (a name or id) in RUN."""
-    from .logs import show
+    from zellij_swarm.commands.logs import show
 
     run = _find_run(state_dir, run_id)
     sys.exit(show(run, task, attempt=attempt, follow=follow))
@@ -190,7 +193,7 @@ def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: s
 def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, state_dir: str | None) -> None:
     """Continue an interrupted run (its supervisor died or was detached): adopt workers still
     running, record exits that happened meanwhile, run what is left — no generation twice."""
-    from .engine import resume as resume_run
+    from zellij_swarm.engine.run import resume as resume_run
 
     outcome = resume_run(_find_run(state_dir, run_id, writing=True), output=output, json_output=json_output)
     if json_output:
@@ -285,7 +288,8 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
     """No supervisor: end the recorded workers here through the supervisor's own ladder
     (``stopping``), each generation's reason recorded first, so that a later `resume`
     records them as cancelled. The grace is the run's own ``kill_grace``."""
-    from . import generation_files, stopping
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files
 
     grace = (snap.get("settings") or {}).get("kill_grace", {}).get("value") or stopping.DEFAULT_GRACE
     ended = 0
@@ -299,9 +303,10 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
 
 
 def _run_task_names(run: RunPaths) -> set[str]:
-    from . import records, recovery
+    from zellij_swarm.engine import resume
+    from zellij_swarm.records import log as records
 
-    return {s.name for s in recovery.task_specs(read_json(run.run_json), records.read_events(run.events))}
+    return {s.name for s in resume.task_specs(read_json(run.run_json), records.read_events(run.events))}
 
 
 @cli.command()
@@ -319,7 +324,7 @@ def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speed
     concurrency, speed-up, first-batch launch span, and a check against the scheduler's own
     metrics. Always fails if concurrency ever exceeded the slot count; thresholds are opt-in.
     Exit 0 when the proof holds, 1 when it does not."""
-    from .proof import format_proof, prove
+    from zellij_swarm.commands.proof import format_proof, prove
 
     report = prove(_find_run(state_dir, run_id), min_concurrency=min_concurrency,
                    min_speedup=min_speedup, max_launch_span_ms=max_launch_span)
@@ -338,8 +343,8 @@ _VIEW_PANE_HELP = "(used by run) this is one of the run's own panes: register it
 def board(run_id: str | None, once: bool, view_pane: bool, state_dir: str | None) -> None:
     """One line per slot and the run's counters, redrawn as the run goes on (the pane that
     anchors a swarm's layout; works in any terminal)."""
-    from .render import run_board
-    from .view_watch import Registration
+    from zellij_swarm.engine.view_watch import Registration
+    from zellij_swarm.render import run_board
 
     run = _find_run(state_dir, run_id)
     sys.exit(run_board(run, once=once, registration=Registration(run, "board") if view_pane else None))
@@ -353,14 +358,14 @@ def board(run_id: str | None, once: bool, view_pane: bool, state_dir: str | None
 def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str | None) -> None:
     """One slot: its task, state, times and the tail of its output, following the slot
     across generations (the pane of a slot in compact mode)."""
-    from .render import run_slot_view
+    from zellij_swarm.render import run_slot_view
 
     if len(args) > 2:
         raise exc.UsageError("slot-view takes [RUN] SLOT")
     run_id, slot = (None, args[0]) if len(args) == 1 else args
     if not slot.isdigit() or int(slot) < 1:
         raise exc.UsageError(f"slot must be a number >= 1, not {slot!r}")
-    from .view_watch import Registration
+    from zellij_swarm.engine.view_watch import Registration
 
     run = _find_run(state_dir, run_id)
     registration = Registration(run, "slot-view", int(slot)) if view_pane else None
@@ -372,7 +377,7 @@ def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str
 def doctor(json_output: bool) -> None:
     """What `auto` would pick and why, Zellij and tmux versions and capabilities, and the
     settings this environment resolves to (with their sources)."""
-    from .doctor import report
+    from zellij_swarm.commands.doctor import report
 
     info = report(os.environ)
     if json_output:
@@ -424,7 +429,7 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
 def prune(older_than: str, dry_run: bool, state_dir: str | None) -> None:
     """Remove ended runs' multiplexer sessions (swarm-<run-id>, Zellij and tmux) and the
     records of ended runs older than --older-than. Running runs are never touched."""
-    from .prune import prune as do_prune
+    from zellij_swarm.commands.prune import prune as do_prune
 
     try:
         age = settings.parse_duration(older_than)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ._cmd import CmdResult
-from ._cmd import run as run_command
-from ._zellij import Zellij
-from ._zellij import detect as detect_zellij
-from .base import Backend, LaunchFailed, LaunchRequest, LaunchResult, PaneOpened, Queued, RunContext
-from .headless import HeadlessBackend
+from zellij_swarm.backends._cmd import CmdResult
+from zellij_swarm.backends._cmd import run as run_command
+from zellij_swarm.backends._zellij import Zellij
+from zellij_swarm.backends._zellij import detect as detect_zellij
+from zellij_swarm.backends.base import (
+           Backend,
+           LaunchFailed,
+           LaunchRequest,
+           LaunchResult,
+           PaneOpened,
+           Queued,
+           RunContext,
+)
+from zellij_swarm.backends.headless import HeadlessBackend
 
 __all__ = ["Backend", "CmdResult", "HeadlessBackend", "LaunchFailed", "LaunchRequest", "LaunchResult", "PaneOpened",
            "Queued", "RunContext", "Zellij", "detect_zellij", "run_command"]

@@ -9,8 +9,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import quoting
-from ..exc import BackendError
+from zellij_swarm import quoting
+from zellij_swarm.exc import BackendError
 
 log = logging.getLogger("zellij_swarm.cmd")
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from .base import RunContext
+from zellij_swarm.backends.base import RunContext
 
 P = TypeVar("P")
 

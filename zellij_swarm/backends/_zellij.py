@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..exc import BackendError
-from . import _cmd
+from zellij_swarm.backends import _cmd
+from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
 TESTED = ((0, 40, 0), (0, 45, 99))  # versions outside are reported as untested

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..generation_files import GenPaths
-from ..rundir import RunPaths
-from ..settings import Resolved
-from ..wrapper import PaneMode
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.worker.wrapper import PaneMode
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..wrapper import PaneMode
-from .base import LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.worker.wrapper import PaneMode
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..calls import CallRunner, Done
-from ..wrapper import PaneMode
-from .base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.engine.calls import CallRunner, Done
+from zellij_swarm.worker.wrapper import PaneMode
 
 CLOSE_TIMEOUT = 30.0  # seconds the end of a run waits for the backend's last calls
 

@@ -26,12 +26,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .. import quoting
-from ..exc import BackendError
-from ..wrapper import PaneMode
-from . import _cmd
-from ._lifecycle import PaneLifecycle
-from .base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm import quoting
+from zellij_swarm.backends import _cmd
+from zellij_swarm.backends._lifecycle import PaneLifecycle
+from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.exc import BackendError
+from zellij_swarm.worker.wrapper import PaneMode
 
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create

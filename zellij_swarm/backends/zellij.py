@@ -39,13 +39,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .. import generation_files, layout, procs, quoting, rundir
-from ..exc import BackendError
-from ..wrapper import PaneMode
-from . import _zellij
-from ._lifecycle import PaneLifecycle
-from ._zellij import Zellij
-from .base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm import quoting
+from zellij_swarm.backends import _zellij
+from zellij_swarm.backends import zellij_layout as layout
+from zellij_swarm.backends._lifecycle import PaneLifecycle
+from zellij_swarm.backends._zellij import Zellij
+from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.exc import BackendError
+from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.worker import procs
+from zellij_swarm.worker.wrapper import PaneMode
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)

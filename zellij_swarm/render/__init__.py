@@ -12,7 +12,7 @@ package costs no pyte import; it loads when first used.
 
 from __future__ import annotations
 
-from .board import board_frame, run_board
-from .slotview import run_slot_view, slot_frame
+from zellij_swarm.render.board import board_frame, run_board
+from zellij_swarm.render.slotview import run_slot_view, slot_frame
 
 __all__ = ["board_frame", "run_board", "run_slot_view", "slot_frame"]

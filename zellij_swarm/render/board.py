@@ -39,13 +39,13 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ..generation_files import GenInfo, GenReader
-from ..quoting import terminal_text
-from ..rundir import RunPaths
-from ..states import TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
-from .loop import Frame, run_view
-from .snapshot import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
-from .text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
+from zellij_swarm.quoting import terminal_text
+from zellij_swarm.records.generation_files import GenInfo, GenReader
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.render.loop import Frame, run_view
+from zellij_swarm.render.reader import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
+from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
 
 COUNTERS = ("running", "pending", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost")
 ALWAYS_COUNTED = frozenset({"running", "pending", "succeeded", "failed"})

@@ -43,11 +43,11 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from ..watch import follow
-from .text import width as text_width
+from zellij_swarm.render.text import width as text_width
+from zellij_swarm.watch import follow
 
 if TYPE_CHECKING:
-    from ..view_watch import Registration
+    from zellij_swarm.engine.view_watch import Registration
 
 POLL_INTERVAL = 1.0
 MAX_RATE = 10.0

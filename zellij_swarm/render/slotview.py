@@ -22,14 +22,14 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from .. import exc
-from ..generation_files import GenInfo, GenReader
-from ..quoting import terminal_text
-from ..rundir import RunPaths
-from .loop import Frame, run_view
-from .screen import TailScreen
-from .snapshot import StateReader, describe_slot, gen_records, slot_entries
-from .text import STATUS_SGR, clip, clock_time, duration, join_parts
+from zellij_swarm import exc
+from zellij_swarm.quoting import terminal_text
+from zellij_swarm.records.generation_files import GenInfo, GenReader
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.render.loop import Frame, run_view
+from zellij_swarm.render.reader import StateReader, describe_slot, gen_records, slot_entries
+from zellij_swarm.render.screen import TailScreen
+from zellij_swarm.render.text import STATUS_SGR, clip, clock_time, duration, join_parts
 
 Tail = Callable[[int, int], list[str]]
 

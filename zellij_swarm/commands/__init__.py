@@ -1,0 +1,2 @@
+"""What the CLI does besides running: ``status``, ``logs``, ``proof``, ``prune``, ``doctor``
+and the JUnit report."""

@@ -1,0 +1,114 @@
+"""Reading runs back for ``status``, ``ls`` and ``logs``: records only, never live processes
+(except asking the run lock whether a supervisor is still alive).
+
+The text views are one line per row whatever a task or run name holds: each line passes
+through ``quoting.terminal_text``. ``--json`` and ``logs`` give the exact records."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc, quoting
+from zellij_swarm.engine.view_watch import describe as describe_views
+from zellij_swarm.records import runlock
+from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.render.console import describe
+
+
+def load_status(run: RunPaths) -> dict[str, Any]:
+    """The run's latest snapshot; a ``running`` run whose supervisor is gone is ``interrupted``."""
+    snap: dict[str, Any]  # a snapshot record: a JSON object (SPEC §7.1)
+    for path in (run.summary, run.state):
+        try:
+            snap = read_json(path)
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        meta = read_json(run.run_json)
+        snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],
+                "ended_at": None, "settings": meta.get("settings", {}), "counts": {}, "tasks": [], "slots": [],
+                "metrics": {}, "warnings": []}
+    if snap["state"] == "running" and runlock.holder(run) is None:
+        snap["state"] = "interrupted"
+    if snap["state"] in ("running", "interrupted"):
+        _running_durations_now(snap, time.time())
+    return snap
+
+
+def _running_durations_now(snap: dict[str, Any], now: float) -> None:
+    """A task still running has run until now, not until the snapshot was written (which may
+    be long ago: snapshots are written on changes): its ``duration_s`` is taken at reading."""
+    for t in snap["tasks"]:
+        if t.get("status") == "running" and t.get("started_at") is not None and t.get("ended_at") is None:
+            t["duration_s"] = round(max(0.0, now - t["started_at"]), 3)
+
+
+def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
+    """Slots that can still do work; with ``show_all`` also idle and closed ones."""
+    return [s for s in snap["slots"] if show_all or s["state"] in ACTIVE_SLOT_STATES]
+
+
+def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
+    rows = []
+    for run in all_runs(state_dir):
+        try:
+            snap = load_status(run)
+        except (exc.SwarmError, OSError, ValueError, KeyError):
+            continue
+        tasks = snap["tasks"]
+        rows.append({
+            "run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": len(tasks),
+            "failed": sum(1 for t in tasks if t["status"] in UNSUCCESSFUL_STATUSES),
+        })
+    return rows
+
+
+def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = snap["tasks"]
+    for t in tasks:
+        if t["name"] == key or t["id"] == key:
+            return t
+    raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
+
+
+def when(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def format_status(snap: dict[str, Any], show_all: bool) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in snap.get("counts", {}).items() if v) or "no tasks"
+    lines = [f"run {snap['run_id']}{' (' + snap['name'] + ')' if snap.get('name') else ''}: {snap['state']}, "
+             f"started {when(snap['started_at'])}; {counts}"]
+    for t in snap["tasks"]:
+        where = f"slot {t['slot']} gen {t['generation']}" if t["slot"] is not None else "not started"
+        lines.append(f"  {describe(t)}  [{where}]")
+    slots = visible_slots(snap, show_all)
+    if slots:
+        lines.append("slots:")
+        for s in slots:
+            task = f" — {s['task']} (gen {s['generation']})" if s["task"] else ""
+            lines.append(f"  slot {s['slot']}: {s['state']}{task}")
+    gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
+    if gone:
+        lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "
+                     f"`zellij-swarm board {snap['run_id']}` shows the run in any terminal")
+    for w in snap.get("warnings", []):
+        lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
+    return _shown(lines)
+
+
+def format_ls(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no runs"
+    return _shown(f"{r['run_id']}  {r['state']:<11} {when(r['started_at'])}  {r['tasks']} task(s), "
+                  f"{r['failed']} not succeeded" for r in rows)
+
+
+def _shown(lines: Iterable[str]) -> str:
+    return "\n".join(quoting.terminal_text(line) for line in lines)

@@ -1,0 +1,87 @@
+"""Tasks added to a running swarm: ``zellij-swarm add`` and workers' follow-ups (SPEC §6).
+
+Both arrive as mappings with the ``[[task]]`` keys and are checked like a swarm file, against
+the names the run already has. Each addition is consumed once: an inbox message moves to
+``consumed/`` after it is applied, and a follow-up without a name is named after its task
+and line (``build/followup-2``), so the same line written again by a retry of that task is
+recognised as a duplicate and does not run twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zellij_swarm import exc
+from zellij_swarm.config import swarmfile
+
+FOLLOWUPS = "followups.jsonl"
+MAX_FOLLOWUPS_BYTES = 1 << 20
+
+
+@dataclass
+class Batch:
+    specs: list[swarmfile.TaskSpec] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+
+
+def from_message(raw_tasks: object, known: Iterable[str], base: Path) -> list[swarmfile.TaskSpec]:
+    """An ``add`` message's tasks; raises ``exc.UsageError`` with one line if any is invalid
+    (then none is added)."""
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        raise exc.UsageError("add: no tasks given")
+    known = set(known)
+    specs: list[swarmfile.TaskSpec] = []
+    for i, raw in enumerate(raw_tasks):
+        if isinstance(raw, dict) and "name" not in raw:
+            raw = {**raw, "name": _free_name(known | {s.name for s in specs})}
+        specs.append(swarmfile.task_from_dict(raw, i, "add", base))
+    swarmfile.validate(specs, known=known)
+    return specs
+
+
+def _free_name(taken: set[str]) -> str:
+    n = len(taken) + 1
+    while f"task-{n}" in taken:
+        n += 1
+    return f"task-{n}"
+
+
+def from_followups(path: Path, parent: str, known: Iterable[str], base: Path) -> Batch:
+    """The follow-up lines a generation left in its artifact directory."""
+    out = Batch()
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FOLLOWUPS_BYTES + 1)
+    except FileNotFoundError:
+        return out
+    if len(data) > MAX_FOLLOWUPS_BYTES:
+        out.errors.append(f"{path}: larger than {MAX_FOLLOWUPS_BYTES} bytes; ignored")
+        return out
+    taken = set(known)
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            out.errors.append(f"{path}:{lineno}: invalid follow-up: {e}")
+            continue
+        raw.setdefault("name", f"{parent}/followup-{lineno}")
+        if raw["name"] in taken:
+            out.duplicates.append(str(raw["name"]))
+            continue
+        try:
+            spec = swarmfile.task_from_dict(raw, lineno - 1, f"{path}:{lineno}", base)
+            swarmfile.validate([spec], known=taken)
+        except exc.UsageError as e:
+            out.errors.append(f"{path}:{lineno}: {e}")
+            continue
+        taken.add(spec.name)
+        out.specs.append(spec)
+    return out

@@ -1,0 +1,360 @@
+"""Run settings: one table, one precedence rule, every value recorded with its source.
+
+Precedence (SPEC §3): flag > environment > swarm file > default. A task's own key
+(``timeout``, ``retries``, ``idle_timeout``) beats the run-wide value whatever its source;
+that is applied per task in ``swarmfile``. Invalid values raise ``exc.SettingError`` naming
+the setting, where the value came from and what is allowed, before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType, UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+from zellij_swarm import exc
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+BackendName = Literal["auto", "zellij", "tmux", "headless"]
+UiMode = Literal["live", "compact"]
+IdlePolicy = Literal["warn", "kill"]
+OutputMode = Literal["progress", "group", "tag", "quiet"]
+HaltMode = Literal["never", "soon", "now"]
+
+MAX_JOBS = 1024
+
+
+class _Invalid(ValueError):
+    """Raised by a parser; carries the description of the allowed values."""
+
+
+def parse_duration(raw: object) -> float:
+    """Seconds from a number or a string like ``"500ms"``, ``"90s"``, ``"5m"``, ``"1h"``."""
+    if isinstance(raw, bool):
+        raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
+    if isinstance(raw, int | float):
+        seconds = float(raw)
+    else:
+        m = _DURATION.match(str(raw))
+        if not m:
+            raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
+        seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not seconds > 0 or seconds == float("inf"):
+        raise _Invalid("a positive duration")
+    return seconds
+
+
+def parse_bool(raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _Invalid("one of 1/0, true/false, yes/no, on/off")
+
+
+def _int_between(low: int, high: int | None) -> Callable[[object], int]:
+    allowed = f"an integer {low}–{high}" if high is not None else f"an integer >= {low}"
+
+    def parse(raw: object) -> int:
+        if isinstance(raw, bool | float):
+            raise _Invalid(allowed)
+        try:
+            value = int(str(raw).strip(), 10)
+        except ValueError:
+            raise _Invalid(allowed) from None
+        if value < low or (high is not None and value > high):
+            raise _Invalid(allowed)
+        return value
+
+    return parse
+
+
+def _choice(mode: object) -> Callable[[object], str]:
+    """A parser for one of the strings of the ``Literal`` type ``mode``."""
+    choices: tuple[str, ...] = get_args(mode)
+
+    def parse(raw: object) -> str:
+        text = str(raw).strip().lower()
+        if text not in choices:
+            raise _Invalid("one of " + "|".join(choices))
+        return text
+
+    return parse
+
+
+def _millis(raw: object) -> float:
+    """The ``*_MS`` environment variables: a plain integer of milliseconds."""
+    value = _int_between(1, None)(raw)
+    return value / 1000.0
+
+
+def _text(raw: object) -> str:
+    text = str(raw)
+    if not text.strip() or "\n" in text or "\0" in text:
+        raise _Invalid("a non-empty single-line name")
+    return text
+
+
+def _session(raw: object) -> str:
+    """A multiplexer session name: a name, never an option (``zellij attach -x``), one line.
+    What a backend cannot take beyond that (tmux: ``:`` and ``.``) is ``check_session``'s."""
+    text = _text(raw)
+    if text.startswith("-"):
+        raise _Invalid("a session name that does not start with '-' (it would be read as an option)")
+    return text
+
+
+# Characters a backend's session names cannot hold: tmux reads ``:`` and ``.`` in a target as
+# "session:window.pane" (libtmux refuses them: BadSessionName).
+SESSION_FORBIDDEN = {"tmux": ":."}
+
+
+def check_session(resolved: Resolved, backend: str) -> None:
+    """Refuse (exit 2) a ``session`` the chosen backend cannot name a session by."""
+    name = resolved.session
+    bad = [c for c in SESSION_FORBIDDEN.get(backend, "") if name and c in name]
+    if bad:
+        raise exc.SettingError("session", name, resolved.sources["session"],
+                               f"a {backend} session name without {' or '.join(repr(c) for c in bad)} "
+                               f"({backend} reads them as session:window.pane)")
+
+
+def _path(raw: object) -> str:
+    text = str(raw)
+    if not text or "\0" in text:
+        raise _Invalid("a path")
+    return text
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the table. ``parse`` takes a raw value (a flag's or variable's text, a swarm
+    file's or API caller's value) and returns the value of the ``Resolved`` field ``name``."""
+
+    name: str
+    flag: str
+    envs: tuple[str, ...]
+    parse: Callable[[object], object]
+    default: Callable[[], object]
+    env_parse: Callable[[object], object] | None = None  # when the env form differs (``_MS``)
+    help: str = ""
+
+    @property
+    def key(self) -> str:
+        """The swarm-file key under ``[swarm]``."""
+        return self.name
+
+
+def _cpus() -> int:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_JOBS, usable))
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("jobs", "--jobs", ("ZELLIJ_SWARM_JOBS",), _int_between(1, MAX_JOBS), _cpus,
+            help="concurrent slots, 1–1024 (default: number of CPUs)"),
+    Setting("backend", "--backend", ("ZELLIJ_SWARM_BACKEND",), _choice(BackendName),
+            lambda: "auto", help="where workers run: auto|zellij|tmux|headless"),
+    Setting("ui", "--ui", ("ZELLIJ_SWARM_UI",), _choice(UiMode), lambda: "compact",
+            help="live: worker in its pane on a TTY | compact: renderer pane per slot"),
+    Setting("require_multiplexer", "--require-multiplexer",
+            ("ZELLIJ_SWARM_REQUIRE_MULTIPLEXER", "ZELLIJ_SWARM_REQUIRE_ZELLIJ"), parse_bool, lambda: False,
+            help="multiplexer faults fail tasks instead of falling back to headless"),
+    Setting("heartbeat_timeout", "--heartbeat-timeout", ("ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS",), parse_duration,
+            lambda: 5.0, env_parse=_millis, help="launch-heartbeat deadline per generation"),
+    Setting("pane_hold", "--pane-hold", ("ZELLIJ_SWARM_PANE_HOLD_MS",), parse_duration, lambda: 1.5,
+            env_parse=_millis, help="how long a successful pane stays before closing"),
+    Setting("keep_failed_panes", "--keep-failed-panes", ("ZELLIJ_SWARM_KEEP_FAILED_PANES",),
+            _int_between(0, None), lambda: 8, help="failed panes kept on screen"),
+    Setting("max_visible_panes", "--max-visible-panes", ("ZELLIJ_SWARM_MAX_VISIBLE_PANES",),
+            _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
+    Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _session, lambda: None,
+            help="multiplexer session (default: current, else swarm-<run-id>)"),
+    Setting("state_dir", "--state-dir", ("ZELLIJ_SWARM_STATE_DIR",), _path, lambda: "./.zellij-swarm",
+            help="where run records live"),
+    Setting("timeout", "--timeout", ("ZELLIJ_SWARM_TIMEOUT",), parse_duration, lambda: None,
+            help="wall-clock limit per task generation"),
+    Setting("retries", "--retries", ("ZELLIJ_SWARM_RETRIES",), _int_between(0, 1000), lambda: 0,
+            help="extra attempts for failed, timed-out or lost tasks"),
+    Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
+            help="limit on silence (no output, no heartbeat) per task"),
+    Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice(IdlePolicy),
+            lambda: "kill", help="what an idle timeout does: warn|kill"),
+    Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice(OutputMode),
+            lambda: None, help="progress|group|tag|quiet (default: progress on a TTY, group otherwise)"),
+    Setting("kill_grace", "--kill-grace", ("ZELLIJ_SWARM_KILL_GRACE",), parse_duration, lambda: 2.0,
+            help="time between SIGTERM and SIGKILL when a worker is ended (default 2s)"),
+    Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice(HaltMode), lambda: "never",
+            help="after the first failure: never (keep going) | soon (stop dispatching) | now (cancel all)"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout")
+
+
+@dataclass(frozen=True)
+class FileValue:
+    """A setting as written in a swarm file, with where it was written."""
+
+    raw: object
+    path: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The resolved settings: one field per row of ``SETTINGS`` (checked at import), and
+    ``sources[name]``, where each value came from (``flag --jobs``, ``env ZELLIJ_SWARM_UI``,
+    ``file swarm.toml:4``, ``default``). Every value is checked against its field's type when
+    the object is made, so no parser, caller or run record can put a wrong type in one."""
+
+    jobs: int
+    backend: BackendName
+    ui: UiMode
+    require_multiplexer: bool
+    heartbeat_timeout: float
+    pane_hold: float
+    keep_failed_panes: int
+    max_visible_panes: int
+    session: str | None
+    state_dir: str
+    timeout: float | None
+    retries: int
+    idle_timeout: float | None
+    idle_policy: IdlePolicy
+    output: OutputMode | None
+    kill_grace: float
+    halt: HaltMode
+    sources: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        for name, hint in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            if not _conforms(value, hint):
+                raise TypeError(f"setting {name}: {value!r} is not of type {hint}")
+        if missing := _FIELD_TYPES.keys() - self.sources.keys():
+            raise TypeError(f"settings without a source: {', '.join(sorted(missing))}")
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    @property
+    def values(self) -> Mapping[str, object]:
+        """Every setting's value by name, in table order (read-only: the fields are the values)."""
+        return MappingProxyType({name: getattr(self, name) for name in BY_NAME})
+
+    def as_record(self) -> dict[str, dict[str, Any]]:
+        """The settings as ``run.json`` records them: ``{name: {"value", "source"}}``."""
+        return {name: {"value": value, "source": self.sources[name]} for name, value in self.values.items()}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Mapping[str, Any]]) -> Resolved:
+        """The settings a run recorded (``as_record``), each value checked by its parser again;
+        a setting the record predates has its default."""
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for spec in SETTINGS:
+            entry = record.get(spec.name)
+            if entry is None:
+                values[spec.name], sources[spec.name] = spec.default(), "default"
+                continue
+            raw, source = entry["value"], entry["source"]
+            values[spec.name] = None if raw is None else _parse(spec, spec.parse, raw, source)
+            sources[spec.name] = source
+        return cls(**values, sources=sources)
+
+
+def _field_types(resolved: type, table: tuple[Setting, ...]) -> dict[str, object]:
+    """The type of each setting's field of ``resolved``; a setting without a field, or a
+    field without a setting, is an error at import."""
+    hints = {name: hint for name, hint in get_type_hints(resolved).items() if name != "sources"}
+    names = [s.name for s in table]
+    if unmatched := sorted(set(names) ^ set(hints)):
+        raise TypeError(f"settings table and {resolved.__name__} fields differ: {', '.join(unmatched)}")
+    return {name: hints[name] for name in names}
+
+
+def _conforms(value: object, hint: object) -> bool:
+    """Whether ``value`` is of the type ``hint`` (the few kinds ``Resolved`` fields use)."""
+    origin = get_origin(hint)
+    if origin is Literal:
+        return value in get_args(hint)
+    if origin is Union or origin is UnionType:
+        return any(_conforms(value, member) for member in get_args(hint))
+    if not isinstance(hint, type):
+        raise TypeError(f"a setting of type {hint} cannot be checked")
+    if isinstance(value, bool) != (hint is bool):  # bool is an int to isinstance, never to a setting
+        return False
+    return isinstance(value, int | float) if hint is float else isinstance(value, hint)
+
+
+_FIELD_TYPES = _field_types(Resolved, SETTINGS)
+
+
+def parse_as(setting: str, raw: object, source: str) -> object:
+    """Parse one value of ``setting`` (also used for task-level keys)."""
+    spec = BY_NAME[setting]
+    return _parse(spec, spec.parse, raw, source)
+
+
+def resolve(
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    file_values: Mapping[str, FileValue] | None = None,
+    *,
+    flag_source: str = "flag",
+) -> Resolved:
+    """Apply flag > env > file > default to every setting; values are validated here."""
+    file_values = file_values or {}
+    values: dict[str, Any] = {}  # each of its own setting's type, which Resolved checks
+    sources: dict[str, str] = {}
+    for spec in SETTINGS:
+        value: object
+        if flags.get(spec.name) is not None:
+            source = f"{flag_source} {spec.flag}" if flag_source == "flag" else flag_source
+            value = _parse(spec, spec.parse, flags[spec.name], source)
+        elif (hit := _from_env(spec, env)) is not None:
+            value, source = hit
+        elif spec.name in file_values:
+            fv = file_values[spec.name]
+            source = f"file {fv.path}:{fv.line}" if fv.line else f"file {fv.path}"
+            value = _parse(spec, spec.parse, fv.raw, source)
+            if spec.name == "state_dir" and isinstance(value, str) and not os.path.isabs(value):
+                value = str(Path(fv.path).resolve().parent / value)
+        else:
+            value, source = spec.default(), "default"
+        values[spec.name] = value
+        sources[spec.name] = source
+    return Resolved(**values, sources=sources)
+
+
+def _parse(spec: Setting, parser: Callable[[object], object], raw: object, source: str) -> object:
+    try:
+        return parser(raw)
+    except _Invalid as e:
+        raise exc.SettingError(spec.name, raw, source, str(e)) from None
+
+
+def _from_env(spec: Setting, env: Mapping[str, str]) -> tuple[object, str] | None:
+    if spec.name == "require_multiplexer":
+        # The two require variables are aliases: any true value of either turns it on.
+        seen = [(name, _parse(spec, parse_bool, env[name], f"env {name}"))
+                for name in spec.envs if env.get(name, "") != ""]
+        if not seen:
+            return None
+        on = [name for name, v in seen if v]
+        return (True, f"env {on[0]}") if on else (False, f"env {seen[0][0]}")
+    for name in spec.envs:
+        raw = env.get(name)
+        if raw is not None and raw != "":
+            return _parse(spec, spec.env_parse or spec.parse, raw, f"env {name}"), f"env {name}"
+    return None

@@ -1,0 +1,360 @@
+"""Reading what to run (SPEC §4): TOML swarm files, command-per-line files, stdin.
+
+Everything is validated before anything runs; each error is one line naming the file, the
+line and the key (``swarm.toml:12: task "build": unknown key "comand"``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc
+from zellij_swarm.config import settings
+
+TASK_KEYS = frozenset(
+    {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags"}
+)
+SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name"})
+_TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
+_TABLE_HEADER = re.compile(r"\s*\[")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
+
+
+def is_env_name(key: str) -> bool:
+    """A name a POSIX shell can ``export``."""
+    return bool(_ENV_NAME.match(key))
+
+
+RESERVED_ENV_PREFIXES = ("ZELLIJ_SWARM_", "_zsw_")
+
+
+def is_reserved_env_name(key: str) -> bool:
+    """A name a task's ``env`` may not set: ``ZELLIJ_SWARM_*`` (the run/slot/generation markers
+    the kill ladder finds a generation's processes by, and the settings) and ``_zsw_*`` (the
+    wrapper's own variables, such as where it writes its records)."""
+    return key.startswith(RESERVED_ENV_PREFIXES)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task as the user described it. ``cmd`` is a shell string, ``argv`` is exec'd."""
+
+    name: str
+    cmd: str | None = None
+    argv: tuple[str, ...] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    retries: int | None = None
+    idle_timeout: float | None = None
+    after: tuple[str, ...] = ()
+    priority: int = 0
+    tags: tuple[str, ...] = ()
+    origin: str = ""  # "file:line" for messages
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cmd": self.cmd,
+            "argv": list(self.argv) if self.argv is not None else None,
+            "cwd": self.cwd,
+            "env": self.env,
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "idle_timeout": self.idle_timeout,
+            "after": list(self.after),
+            "priority": self.priority,
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> TaskSpec:
+        return cls(
+            name=rec["name"],
+            cmd=rec.get("cmd"),
+            argv=tuple(rec["argv"]) if rec.get("argv") is not None else None,
+            cwd=rec.get("cwd"),
+            env=dict(rec.get("env") or {}),
+            timeout=rec.get("timeout"),
+            retries=rec.get("retries"),
+            idle_timeout=rec.get("idle_timeout"),
+            after=tuple(rec.get("after") or ()),
+            priority=int(rec.get("priority") or 0),
+            tags=tuple(rec.get("tags") or ()),
+        )
+
+
+@dataclass
+class SwarmInput:
+    tasks: list[TaskSpec]
+    file_settings: dict[str, settings.FileValue]
+    name: str | None
+    source: str  # path, "<stdin>" or "<api>"
+
+
+def load(path: str, *, known: Iterable[str] = ()) -> SwarmInput:
+    """Read ``path`` (``-`` for stdin): TOML when it ends in ``.toml``, else one command per line.
+    ``known``: names of tasks that already exist (those of a running swarm the file adds to),
+    which its tasks may depend on and must not reuse."""
+    if path == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()
+        return parse_lines(_decode(data, "<stdin>"), "<stdin>")
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise exc.InputError("no such file", path=path) from None
+    except IsADirectoryError:
+        raise exc.InputError("is a directory, expected a swarm file", path=path) from None
+    except OSError as e:
+        raise exc.InputError(f"cannot read: {e.strerror}", path=path) from None
+    text = _decode(data, path)
+    if p.suffix == ".toml":
+        return parse_toml(text, path, known=known)
+    return parse_lines(text, path)
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise exc.InputError("not valid UTF-8", path=where, line=line) from None
+
+
+def parse_lines(text: str, source: str) -> SwarmInput:
+    tasks: list[TaskSpec] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        command = line.strip()
+        if not command or command.startswith("#"):
+            continue
+        if "\0" in command:
+            raise exc.InputError("command contains a NUL byte", path=source, line=lineno)
+        tasks.append(TaskSpec(name=f"task-{len(tasks) + 1}", cmd=command, origin=f"{source}:{lineno}"))
+    return SwarmInput(tasks, {}, None, source)
+
+
+def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = _TOML_POS.search(msg)
+        line = int(m.group(1)) if m else None
+        raise exc.InputError(f"invalid TOML: {_TOML_POS.sub('', msg)}", path=path, line=line) from None
+    lines = text.splitlines()
+    unknown = sorted(set(doc) - {"swarm", "task"})
+    if unknown:
+        raise exc.InputError(f"unknown table or key {unknown[0]!r} (expected [swarm] and [[task]])",
+                             path=path, line=_line_of(lines, unknown[0]))
+    swarm = doc.get("swarm", {})
+    if not isinstance(swarm, dict):
+        raise exc.InputError("[swarm] must be a table", path=path, line=_line_of(lines, "swarm"))
+    swarm_start = next((i for i, ln in enumerate(lines) if re.match(r"\s*\[\s*swarm\s*\]", ln)), None)
+    swarm_span = _span(lines, swarm_start)
+    file_settings: dict[str, settings.FileValue] = {}
+    name = None
+    for key, raw in swarm.items():
+        line = _key_line(lines, swarm_span, key)
+        if key not in SWARM_KEYS:
+            raise exc.InputError(f"[swarm]: unknown key {key!r}", path=path, line=line)
+        if key == "name":
+            if not isinstance(raw, str) or not raw.strip():
+                raise exc.InputError("[swarm]: name must be a non-empty string", path=path, line=line)
+            name = raw
+            continue
+        fv = settings.FileValue(raw, path, line)
+        source = f"file {path}:{line}" if line else f"file {path}"
+        if isinstance(raw, (dict, list)):
+            raise exc.SettingError(key, raw, source, "a single value")
+        settings.parse_as(key, raw, source)  # reject bad values now, with their line
+        file_settings[key] = fv
+    raw_tasks = doc.get("task", [])
+    if not isinstance(raw_tasks, list):
+        raise exc.InputError("task must be an array of tables ([[task]])", path=path, line=_line_of(lines, "task"))
+    starts = [i for i, ln in enumerate(lines) if _TASK_HEADER.match(ln)]
+    base = Path(path).resolve().parent
+    tasks = []
+    for index, raw in enumerate(raw_tasks):
+        start = starts[index] if index < len(starts) else None
+        tasks.append(_task(raw, index, path, lines, _span(lines, start), base))
+    validate(tasks, known=known)
+    return SwarmInput(tasks, file_settings, name, path)
+
+
+def _span(lines: list[str], start: int | None) -> tuple[int, int] | None:
+    """Line indexes [start, end) of the table beginning at ``start``."""
+    if start is None:
+        return None
+    end = next((i for i in range(start + 1, len(lines)) if _TABLE_HEADER.match(lines[i])), len(lines))
+    return start, end
+
+
+def _key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
+    if span is None:
+        return None
+    pattern = re.compile(r"\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
+    for i in range(span[0], span[1]):
+        if pattern.match(lines[i]):
+            return i + 1
+    return span[0] + 1
+
+
+def _env_key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
+    """The line setting ``key`` of a task's env: ``env = {KEY = …}``, ``env.KEY = …``, or in
+    its ``[task.env]`` table (which runs until the next ``[[task]]``)."""
+    if span is None:
+        return None
+    pattern = re.compile(r"(?:^|[\s.{,])[\"']?" + re.escape(key) + r"[\"']?\s*=")
+    for i in range(span[0], len(lines)):
+        if i > span[0] and _TASK_HEADER.match(lines[i]):
+            break
+        if pattern.search(lines[i]):
+            return i + 1
+    return None
+
+
+def _line_of(lines: list[str], word: str) -> int | None:
+    for i, ln in enumerate(lines):
+        if word in ln:
+            return i + 1
+    return None
+
+
+def task_from_dict(raw: object, index: int, source: str, base: Path) -> TaskSpec:
+    """One task from a mapping with the ``[[task]]`` keys (Python API, follow-ups)."""
+    return _task(raw, index, source, [], None, base)
+
+
+def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int, int] | None,
+          base: Path) -> TaskSpec:
+    header = span[0] + 1 if span else None
+    if not isinstance(raw, dict):
+        raise exc.InputError(f"task #{index + 1} must be a table", path=path, line=header)
+    label = f"task {raw['name']!r}" if isinstance(raw.get("name"), str) else f"task #{index + 1}"
+
+    def fail(message: str, key: str | None = None) -> exc.InputError:
+        line = _key_line(lines, span, key) if key else header
+        return exc.InputError(f"{label}: {message}", path=path, line=line)
+
+    for key in raw:
+        if key not in TASK_KEYS:
+            raise fail(f"unknown key {key!r}", key)
+    name = raw.get("name", f"task-{index + 1}")
+    if not isinstance(name, str) or not name.strip() or "\0" in name:
+        raise fail("name must be a non-empty string", "name")
+    has_cmd, has_argv = "cmd" in raw, "argv" in raw
+    if has_cmd == has_argv:
+        raise fail("needs exactly one of cmd (a shell string) or argv (a list)", "cmd" if has_cmd else None)
+    cmd = argv = None
+    if has_cmd:
+        cmd = raw["cmd"]
+        if not isinstance(cmd, str):
+            raise fail("cmd must be a string", "cmd")
+        if not cmd.strip():
+            raise fail("cmd is empty", "cmd")
+        if "\0" in cmd:
+            raise fail("cmd contains a NUL byte", "cmd")
+    else:
+        argv = raw["argv"]
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise fail("argv must be a list of strings", "argv")
+        if not argv or not argv[0]:
+            raise fail("argv is empty", "argv")
+        if any("\0" in a for a in argv):
+            raise fail("argv contains a NUL byte", "argv")
+        argv = tuple(argv)
+    cwd = raw.get("cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str) or not cwd or "\0" in cwd:
+            raise fail("cwd must be a non-empty string", "cwd")
+        cwd = str(base / Path(cwd).expanduser())  # relative to the file; pathlib keeps an absolute one
+    env = raw.get("env", {})
+    if not isinstance(env, dict):
+        raise fail("env must be a table of strings", "env")
+    clean_env = {}
+    for k, v in env.items():
+        if not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
+            raise fail(f"env key {k!r} must be a name with a string value", "env")
+        if is_reserved_env_name(k):
+            raise exc.InputError(
+                f"{label}: env key {k!r} is reserved: ZELLIJ_SWARM_* names mark a generation's processes (cancel "
+                "and timeouts find them by it) and _zsw_* names are the wrapper's own; a task cannot set them",
+                path=path, line=_env_key_line(lines, span, k) or header)
+        clean_env[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    overrides: dict[str, Any] = {}  # each of its setting's type, as TaskSpec declares it
+    for key in settings.TASK_OVERRIDABLE:
+        if key in raw:
+            line = _key_line(lines, span, key)
+            try:
+                overrides[key] = settings.parse_as(key, raw[key], f"file {path}:{line}")
+            except exc.SettingError as e:
+                raise exc.InputError(f"{label}: {e.message}", path=path, line=line) from None
+    after = raw.get("after", [])
+    if isinstance(after, str):
+        after = [after]
+    if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+        raise fail("after must be a list of task names", "after")
+    priority = raw.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise fail("priority must be an integer", "priority")
+    tags = raw.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise fail("tags must be a list of strings", "tags")
+    return TaskSpec(
+        name=name, cmd=cmd, argv=argv, cwd=cwd, env=clean_env, after=tuple(after), priority=priority,
+        tags=tuple(tags), origin=f"{path}:{header}" if header else path, **overrides,
+    )
+
+
+def validate(tasks: Iterable[TaskSpec], known: Iterable[str] = ()) -> None:
+    """Reject duplicate names, unknown ``after`` names and dependency cycles."""
+    tasks = list(tasks)
+    names: dict[str, TaskSpec] = {n: TaskSpec(name=n) for n in known}
+    for t in tasks:
+        if t.name in names:
+            raise exc.InputError(f"duplicate task name {t.name!r}", path=t.origin or None)
+        names[t.name] = t
+    for t in tasks:
+        for dep in t.after:
+            if dep not in names:
+                raise exc.InputError(f"task {t.name!r}: after names unknown task {dep!r}", path=t.origin or None)
+            if dep == t.name:
+                raise exc.InputError(f"task {t.name!r}: depends on itself", path=t.origin or None)
+    cycle = _find_cycle({t.name: t.after for t in tasks})
+    if cycle:
+        first = next(t for t in tasks if t.name == cycle[0])
+        raise exc.InputError("dependency cycle: " + " -> ".join([*cycle, cycle[0]]), path=first.origin or None)
+
+
+def _find_cycle(graph: dict[str, tuple[str, ...]]) -> list[str] | None:
+    """A cycle in ``graph`` as a list of names, or None (iterative DFS: deep chains are fine)."""
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    for root in graph:
+        if state.get(root):
+            continue
+        stack: list[tuple[str, Iterator[str]]] = [(root, iter(graph.get(root, ())))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, deps = stack[-1]
+            dep = next(deps, None)
+            if dep is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+            elif state.get(dep) == 1:
+                return path[path.index(dep):]
+            elif not state.get(dep) and dep in graph:
+                state[dep] = 1
+                path.append(dep)
+                stack.append((dep, iter(graph.get(dep, ()))))
+    return None

@@ -1,0 +1,122 @@
+"""The control inbox on the supervisor's side: ``cancel`` and ``add`` messages from the CLI,
+and the follow-ups a worker leaves in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``.
+
+``Control`` reads and answers them; what they do to the run is the run's (``ControlledRun``,
+which the supervisor is): cancel it all, cancel one task, add tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from zellij_swarm import exc
+from zellij_swarm.config import additions, swarmfile
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.records import inbox
+from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.task import TaskRecord
+
+_DONE = {"cancel": "cancelled", "add": "added"}
+
+
+class ControlledRun(Protocol):
+    @property
+    def by_name(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def tasks(self) -> Mapping[str, TaskRecord]: ...
+
+    def is_stopping(self) -> bool: ...
+    def cancel_all(self) -> None: ...
+    def cancel_task(self, task: TaskRecord) -> bool: ...  # False: it had already ended
+    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]: ...
+
+
+class Control:
+    def __init__(self, run: ControlledRun, *, paths: RunPaths, run_id: str, cwd: Path, events: EventLog,
+                 warn: Callable[[str, str, TaskRecord | None], None], applied: set[str]) -> None:
+        self.run = run
+        self.paths = paths
+        self.run_id = run_id
+        self.cwd = cwd
+        self.events = events
+        self.warn = warn
+        self.applied = applied  # message ids applied, by this supervisor or the one it resumes
+
+    def read_inbox(self) -> None:
+        for msg in inbox.pending(self.paths):
+            if msg.id in self.applied:  # applied before a crash, not yet moved away
+                inbox.consume(self.paths, msg)
+                continue
+            self.applied.add(msg.id)
+            # Apply, then record, then move: a crash before the record leaves the message
+            # to be applied again (cancel and add are safe to repeat); never lost.
+            self._apply(msg)
+            self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"))
+            self.events.flush()
+            inbox.consume(self.paths, msg)
+
+    def answer_late(self) -> None:
+        """The run is over: a message that arrived while it ended (during the end-of-run
+        sweep, say) is answered and put away, never silently dropped."""
+        for msg in inbox.pending(self.paths):
+            if msg.id not in self.applied:
+                done = _DONE.get(str(msg.body.get("kind")), "done")
+                inbox.reply(self.paths, msg, {"ok": False, "error": f"run {self.run_id} had already ended; "
+                                                                    f"nothing was {done}"})
+                self.events.emit("inbox_consumed", id=msg.id, kind=msg.body.get("kind"), late=True)
+            inbox.consume(self.paths, msg)
+
+    def followups(self, lg: LiveGen) -> None:
+        """Tasks the worker asked for in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``."""
+        path = lg.gen.artifacts / additions.FOLLOWUPS
+        if not path.exists():
+            return
+        batch = additions.from_followups(path, lg.task.name, self.run.by_name, self.cwd)
+        self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         added=len(batch.specs), duplicates=batch.duplicates)
+        for error in batch.errors:
+            self.warn("invalid_followup", error, lg.task)
+        if batch.specs and self.run.is_stopping():
+            self.warn("invalid_followup", f"{len(batch.specs)} follow-up(s) ignored: the run is stopping", lg.task)
+        elif batch.specs:
+            self.run.add_live(batch.specs, source=f"followup {lg.gen.slot}/{lg.gen.gen}")
+
+    def _apply(self, msg: inbox.Message) -> None:
+        kind = msg.body.get("kind")
+        if kind == "add":
+            inbox.reply(self.paths, msg, self._add(msg))
+        elif kind == "cancel":
+            inbox.reply(self.paths, msg, self._cancel(msg.body.get("tasks") or []))
+        else:
+            self.warn("invalid_message", f"inbox message {msg.id}: unknown kind {kind!r}", None)
+
+    def _cancel(self, names: list[str]) -> dict[str, Any]:
+        """Cancel the whole run, or the named tasks (names or ids); the reply says what it did."""
+        if not names:
+            self.run.cancel_all()
+            return {"ok": True, "cancelled": ["the whole run"]}
+        cancelled, ended = [], []
+        for name in names:
+            task = self.run.by_name.get(name) or self.run.tasks.get(name)
+            if task is None:
+                self.warn("invalid_message", f"cancel: no task {name!r}", None)
+            elif self.run.cancel_task(task):
+                cancelled.append(task.name)
+            else:
+                ended.append(task.name)
+        return {"ok": bool(cancelled), "cancelled": cancelled, "already_ended": ended,
+                **({} if cancelled else {"error": f"nothing to cancel: {', '.join(ended) or 'no such task'} "
+                                                  f"already ended"})}
+
+    def _add(self, msg: inbox.Message) -> dict[str, Any]:
+        if self.run.is_stopping():
+            return {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"}
+        try:
+            specs = additions.from_message(msg.body.get("tasks"), self.run.by_name, self.cwd)
+        except exc.UsageError as e:
+            return {"ok": False, "error": str(e)}
+        added = self.run.add_live(specs, source=f"add {msg.id}")
+        return {"ok": True, "added": [t.name for t in added]}

@@ -1,0 +1,144 @@
+"""Dispatch: every free slot a ready task can use is reserved, its generation written and
+started, in batches — headless ones through the launcher at once, those whose slot the
+backend shows once the backend's thread has said how each runs (its pane, or headless), so
+that a slow multiplexer never holds up a headless start. How each start went comes back
+through ``launched``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, LaunchResult, PaneResult
+from zellij_swarm.backends.offloop import OffLoopBackend
+from zellij_swarm.engine import metrics
+from zellij_swarm.engine.follow import GenerationWatch
+from zellij_swarm.engine.headless_workers import HeadlessWorkers
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.slots import Slots
+from zellij_swarm.records import rundir
+from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import wrapper
+from zellij_swarm.worker.wrapper import PaneMode
+
+
+class Dispatcher:
+    def __init__(self, *, run_id: str, paths: rundir.RunPaths, cwd: str, tasks: Mapping[str, TaskRecord],
+                 ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
+                 headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
+                 wallclock: Callable[[], float], stopping: Callable[[], bool],
+                 launched: Callable[[LiveGen, LaunchResult], None]) -> None:
+        self._run_id = run_id
+        self._paths = paths
+        self._cwd = cwd
+        self._tasks = tasks
+        self._ready = ready
+        self._slots = slots
+        self._live = live  # slot -> generation in flight: the supervisor's, filled here
+        self._backend = backend
+        self._headless = headless
+        self._follow = follow
+        self._events = events
+        self._stats = stats
+        self._wallclock = wallclock
+        self._stopping = stopping
+        self._launched = launched
+
+    def fill(self) -> None:
+        """Fill every free slot a ready task can use. A launch that fails at once frees its
+        slot again within the batch, so batches repeat until nothing more can start."""
+        while not self._stopping() and self._slots.free_count and len(self._ready):
+            self._batch()
+
+    def _batch(self) -> None:
+        """Reserve the free slots and start their generations together: headless ones at
+        once; those whose slot the backend shows once its thread has said how (pane or
+        headless). Each generation's directory is made at its reservation, so its number is
+        on disk before anything else can happen to it (a supervisor killed meanwhile leaves
+        a generation ``resume`` knows never ran)."""
+        reserved_at = self._wallclock()
+        batch: list[LiveGen] = []
+        while self._slots.free_count and len(self._ready):
+            lg = self._reserve(self._tasks[self._ready.pop()])  # type: ignore[index]
+            try:
+                rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
+                rundir.make_private_dir(lg.gen.artifacts)
+            except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
+                self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
+                continue
+            batch.append(lg)
+        shown = [lg for lg in batch if self._backend.shows(lg.gen.slot)]
+        self._start_generations([lg for lg in batch if not self._backend.shows(lg.gen.slot)], reserved_at)
+        if shown:
+            for lg in shown:
+                lg.opening = True
+            self._backend.pane_modes([lg.gen.slot for lg in shown],
+                                     lambda modes: self._panes_decided(shown, modes, reserved_at))
+
+    def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None], reserved_at: float) -> None:
+        for lg, mode in zip(batch, modes, strict=True):
+            lg.pane = mode
+            lg.request = replace(lg.request, pane=mode is not None)
+        self._start_generations(batch, reserved_at)
+
+    def _start_generations(self, batch: list[LiveGen], reserved_at: float) -> None:
+        """Write each generation's wrapper, then start them: headless ones through the
+        launcher, pane ones through the backend's thread."""
+        written = []
+        for lg in batch:
+            try:
+                self._write_generation(lg)
+                written.append(lg)
+            except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
+                lg.opening = False
+                self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
+        if not written:
+            return
+        is_batch = len(written) > 1 or self._stats.batch_count == 0
+        if is_batch:
+            self._events.emit("batch_dispatch_started", size=len(written))
+        self._stats.batch(len(written), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in written])
+        for lg in written:
+            self._events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
+        headless = [lg for lg in written if not lg.in_pane]
+        for lg, result in zip(headless, self._headless.start([lg.request for lg in headless]), strict=True):
+            lg.opening = False
+            self._launched(lg, result)
+        in_panes = [lg for lg in written if lg.in_pane]
+        if in_panes:
+            for lg in in_panes:
+                lg.opening = True
+                self._follow.watch(lg)  # a pane's wrapper may report before its launch does
+            self._backend.launch([lg.request for lg in in_panes],
+                                lambda results: self._panes_launched(in_panes, results))
+        if is_batch:
+            self._events.emit("batch_dispatch_completed", size=len(written))
+
+    def _panes_launched(self, batch: list[LiveGen], results: list[PaneResult]) -> None:
+        for lg, result in zip(batch, results, strict=True):
+            lg.opening = False
+            self._launched(lg, result)
+
+    def _reserve(self, task: TaskRecord) -> LiveGen:
+        slot, gen_no = self._slots.reserve()
+        backfill = gen_no > 1
+        gen = self._paths.gen(slot, gen_no)
+        task.start_generation(slot, gen_no)
+        self._events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
+        if backfill:
+            self._stats.backfill_count += 1
+            self._events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
+        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name), backfill)
+        self._live[slot] = lg
+        return lg
+
+    def _write_generation(self, lg: LiveGen) -> None:
+        """The generation's wrapper (raises OSError when the state dir is full)."""
+        gen, task, spec = lg.gen, lg.task, lg.task.spec
+        who = wrapper.WorkerIdentity(self._run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
+        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self._cwd, env=spec.env,
+                              pane=lg.pane)
+        rundir.write_new(gen.wrapper, text, mode=0o700)

@@ -1,0 +1,107 @@
+"""Following generations the launcher does not report on — a pane's wrapper, an adopted one,
+one whose launcher died: file events on the generation's directory bring its launch heartbeat
+and its exit sidecar, and once the heartbeat names its pid, a pidfd in the loop's selector
+notices it vanishing.
+
+When no inotify watch can be added (the user's watches are used up: ENOSPC) the directory is
+polled instead, with one ``watch_failed`` warning: slower, never lost.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.timers import Timers
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.watch import Watcher
+
+POLL_INTERVAL = 0.25  # seconds between looks at a directory that cannot be watched
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the supervisor does with what a generation's files and pid show."""
+
+    heartbeat: Callable[[LiveGen, dict[str, Any]], None]  # its launch heartbeat, first line
+    ended: Callable[[LiveGen], None]  # its exit sidecar is there, or its wrapper is gone
+    warn: Callable[[str, str, TaskRecord | None], None]
+
+
+class GenerationWatch:
+    def __init__(self, *, watcher: Watcher, selector: selectors.BaseSelector, timers: Timers, seen: Seen) -> None:
+        self._watcher = watcher
+        self._sel = selector
+        self._timers = timers
+        self._seen = seen
+        self._by_dir: dict[Path, LiveGen] = {}
+        self._watch_failed = False  # one cause, one warning: the rest are polled quietly
+
+    def watch(self, lg: LiveGen) -> None:
+        """Follow the generation's directory (once, until ``unwatch``)."""
+        if lg.files_followed:
+            return
+        lg.files_followed = True
+        try:
+            self._watcher.add(lg.gen.dir)
+        except OSError as e:
+            if not self._watch_failed:
+                self._watch_failed = True
+                self._seen.warn("watch_failed", f"cannot watch {lg.gen.dir} ({e.strerror}); polling generation "
+                                                f"directories every {POLL_INTERVAL:g}s instead", lg.task)
+            self._timers.after(POLL_INTERVAL, lambda: self._poll(lg))
+            return
+        lg.watching_dir = True
+        self._by_dir[lg.gen.dir] = lg
+
+    def unwatch(self, lg: LiveGen) -> None:
+        lg.files_followed = False
+        if lg.watching_dir:
+            self._watcher.remove(lg.gen.dir)
+            self._by_dir.pop(lg.gen.dir, None)
+            lg.watching_dir = False
+        if lg.pidfd is not None:
+            self._sel.unregister(lg.pidfd)
+            os.close(lg.pidfd)
+            lg.pidfd = None
+
+    def follow_pid(self, lg: LiveGen) -> None:
+        """Notice the wrapper's end by a pidfd; one already gone has ended."""
+        assert lg.pid is not None
+        try:
+            lg.pidfd = os.pidfd_open(lg.pid)
+        except ProcessLookupError:
+            self._seen.ended(lg)
+            return
+        self._sel.register(lg.pidfd, selectors.EVENT_READ, lambda: self._pid_gone(lg))
+
+    def on_changes(self, dirs: Iterable[Path]) -> None:
+        for d in dirs:
+            if (lg := self._by_dir.get(d)) is not None:
+                self.changed(lg)
+
+    def changed(self, lg: LiveGen) -> None:
+        """Look at a generation's files: its launch heartbeat, or its exit."""
+        if lg.collected:
+            return
+        if not lg.heartbeat_seen and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
+            lg.heartbeat_seen = True
+            self._seen.heartbeat(lg, hb)
+        if not lg.collected and generation_files.read_sidecar(lg.gen) is not None:
+            self._seen.ended(lg)
+
+    def _poll(self, lg: LiveGen) -> None:
+        if lg.files_followed:
+            self.changed(lg)
+        if lg.files_followed:
+            self._timers.after(POLL_INTERVAL, lambda: self._poll(lg))
+
+    def _pid_gone(self, lg: LiveGen) -> None:
+        if not lg.done:  # else its exit sidecar was collected earlier in this loop turn
+            self._seen.ended(lg)

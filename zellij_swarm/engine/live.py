@@ -1,0 +1,48 @@
+"""Runtime handles of a run in progress: never persisted, rebuilt from the records on resume.
+
+``LiveGen`` is one generation in flight and how the supervisor follows it: a headless
+wrapper is started and reaped by the supervisor's launcher, which reports both; a pane's
+wrapper is not (its launch heartbeat and exit sidecar arrive as file events on the
+generation's directory, and its pid — learned from the heartbeat — gets a ``pidfd`` only to
+notice it vanishing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zellij_swarm.backends.base import LaunchRequest
+from zellij_swarm.engine.timers import Timer
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker.wrapper import PaneMode
+
+
+@dataclass
+class LiveGen:
+    task: TaskRecord
+    gen: GenPaths
+    request: LaunchRequest
+    backfill: bool
+    pane: PaneMode | None = None  # how its wrapper is written when it runs in a pane
+    pid: int | None = None
+    pidfd: int | None = None
+    child: bool = False  # the launcher started it (headless) and reports its end
+    pane_id: str | None = None
+    heartbeat_seen: bool = False
+    watching_dir: bool = False
+    timeout_armed: bool = False
+    kill_reason: str | None = None
+    ending: bool = False  # its process tree is being ended (SIGTERM sent)
+    tree_killed: bool = False  # ... and past SIGKILL
+    deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers
+    idle_message: str | None = None  # why the watchdog ended it
+    opening: bool = False  # the backend's thread is deciding or opening its pane
+    files_followed: bool = False  # its directory is watched or polled
+    collected: bool = False  # its exit was read; its outcome may still wait on the multiplexer
+    done: bool = False  # its end is recorded
+
+    @property
+    def in_pane(self) -> bool:
+        """Running (or about to run) in a pane, as opposed to headless or fallen back."""
+        return self.request.pane and not self.request.claimed

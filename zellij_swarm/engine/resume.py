@@ -1,0 +1,330 @@
+"""Resuming an interrupted run (SPEC §8): reading it back from its records (``load``), then
+turning them back into the live state of a new supervisor (``restore``).
+
+Reading. The generation directories are the ground truth: each wrapper's header names its
+task, slot, generation and attempt; its claim says whether it ran; its exit sidecar whether
+it ended. The event log adds what only the supervisor knew (outcomes it recorded, kill
+reasons, consumed follow-ups and inbox messages, its dispatch counts — replayed by
+``metrics``, so that a resumed run's metrics are the whole run's). A generation is in one
+of four states:
+
+- ``ended``: its exit is committed (recorded before the crash, or meanwhile);
+- ``running``: its wrapper is alive — the same process, checked by pid **and** start time
+  and command line, never a recycled pid — and is adopted;
+- ``vanished``: it ran but its wrapper is gone without an exit record → ``lost``;
+- ``unstarted``: nobody claimed it; the resuming supervisor takes the claim so that a late
+  pane cannot run it, and the task is dispatched again as a new generation.
+
+Restoring: task history, adopted wrappers followed where they run, exits that happened
+meanwhile handled as if seen now, the ready queue rebuilt for the rest (tasks running at the
+crash known to it, so a retry of theirs requeues), and the dispatch counts replayed from the
+event log, completed with the reservations a kill kept out of it. What it needs of the
+supervisor is ``ResumedRun``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from zellij_swarm import exc
+from zellij_swarm.backends.base import LaunchRequest
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.engine import metrics
+from zellij_swarm.engine.control import Control
+from zellij_swarm.engine.follow import GenerationWatch
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.slots import Slots
+from zellij_swarm.records import generation_files, runlock
+from zellij_swarm.records import log as records
+from zellij_swarm.records.generation_files import ExitRecord, GenPaths
+from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.rundir import RunPaths, has_record, read_json
+from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.task import TaskRecord
+
+START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
+
+
+@dataclass
+class GenState:
+    gen: GenPaths
+    task_id: str
+    attempt: int
+    state: str  # ended | running | vanished | unstarted
+    exit: ExitRecord | None = None
+    recorded: dict[str, Any] | None = None  # the worker_completed/failed event, if the old supervisor saw it
+    kill_reason: str | None = None
+    pid: int | None = None
+    pane_id: str | None = None
+    followups_consumed: bool = False
+
+
+@dataclass
+class Recovered:
+    meta: dict[str, Any]
+    env: dict[str, str]
+    specs: list[swarmfile.TaskSpec]
+    gens: list[GenState]
+    settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
+    consumed_messages: set[str] = field(default_factory=set)
+    stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
+    unlogged: list[dict[str, Any]] = field(default_factory=list)  # reservations a kill kept out of the log
+
+
+def load_environment(path: Path) -> dict[str, str]:
+    """Parse the ``export K='v'`` lines written by ``records.save_environment``."""
+    env: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        return env
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            key, _, value = words[1].partition("=")
+            env[key] = value
+    return env
+
+
+def wrapper_alive(gen: GenPaths, pid: int) -> bool:
+    """The wrapper that claimed ``gen`` is still this very process (not a recycled pid)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        created = proc.create_time()
+        cmdline = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    claimed = generation_files.started_at(gen)
+    return claimed is not None and created <= claimed + START_TOLERANCE and str(gen.wrapper) in cmdline
+
+
+def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
+    """Every task of a run in id order: those of ``run.json``, then those added while it ran
+    (``add``, follow-ups), which only the event log records."""
+    records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] == "task_added"]
+    return [swarmfile.TaskSpec.from_record(t) for t in records_]
+
+
+def load(run: RunPaths) -> Recovered:
+    holder = runlock.holder(run)
+    if holder is not None:
+        raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to resume")
+    meta = read_json(run.run_json)
+    if has_record(run.summary):
+        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
+    events = records.read_events(run.events)
+    specs = task_specs(meta, events)
+    outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in ("worker_completed", "worker_failed")}
+    followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
+    rec = Recovered(meta, load_environment(run.saved_env), specs, [])
+    rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
+    logged = {(e["event"], e.get("slot"), e.get("gen")) for e in events if e["event"] in ("slot_reserved", "backfill")}
+    names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
+    task_names = {tid: name for name, tid in names.items()}
+    for slot in run.slot_numbers():
+        for gen in run.generations(slot):
+            who = generation_files.read_wrapper_header(gen)
+            rec.unlogged += _lost_reservation(gen, who, task_names, logged)
+            if who is None:  # created, but its wrapper never written: it cannot have run
+                rec.gens.append(GenState(gen, "", 0, "unstarted"))
+                continue
+            gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
+            gs.followups_consumed = (slot, gen.gen) in followups
+            rec.gens.append(gs)
+    rec.unlogged.sort(key=lambda e: e["ts"])
+    rec.stats = metrics.DispatchStats.replay([*events, *rec.unlogged])
+    for e in events:
+        task = e.get("task")
+        if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
+            status = "cancelled" if e["event"] == "task_cancelled" else "skipped"
+            rec.settled[names[task]] = (status, e.get("reason"))
+    return rec
+
+
+def _lost_reservation(gen: GenPaths, who: tuple[str, int] | None, task_names: dict[str, str],
+                      logged: set[tuple[str, Any, Any]]) -> list[dict[str, Any]]:
+    """The reservation events (as ``Supervisor._reserve`` writes them) of a generation that is
+    on disk but not in the log: a supervisor writes its log once per loop turn, after it has
+    launched that turn's workers, so a kill can lose them. Stamped with the time the wrapper
+    was written (right after the reservation) and marked ``recovered``."""
+    slot, no = gen.slot, gen.gen
+    lost: list[dict[str, Any]] = []
+    if ("slot_reserved", slot, no) not in logged:
+        lost.append({"event": "slot_reserved", "attempt": who[1] if who else None})
+    if no > 1 and ("backfill", slot, no) not in logged:
+        lost.append({"event": "backfill"})
+    if not lost:
+        return []
+    try:
+        ts = (gen.wrapper if who else gen.dir).stat().st_mtime
+    except FileNotFoundError:
+        ts = gen.dir.stat().st_mtime
+    task = task_names.get(who[0]) if who else None
+    return [{"ts": round(ts, 6), "event": e.pop("event"), "task": task, "slot": slot, "gen": no, **e,
+             "recovered": True} for e in lost]
+
+
+def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None) -> GenState:
+    gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
+    gs.kill_reason = generation_files.kill_reason(gen)
+    launch = generation_files.heartbeat_started(gen)
+    if launch:
+        gs.pane_id = launch["pane_id"]
+    gs.exit = generation_files.collect_exit(gen)
+    gs.pid = generation_files.wrapper_pid(gen)
+    if gs.exit is not None:
+        gs.state = "ended"
+    elif gs.pid is not None:
+        gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
+        # a wrapper that exits between the two checks has committed its record by now
+        if gs.state == "vanished" and (late := generation_files.collect_exit(gen)) is not None:
+            gs.exit, gs.state = late, "ended"
+    return gs
+
+
+def resolved_settings(meta: dict[str, Any]) -> settings.Resolved:
+    return settings.Resolved.from_record(meta["settings"])
+
+
+class ResumedRun(Protocol):
+    run_id: str
+    stats: metrics.DispatchStats  # replaced by the one replayed from the records
+
+    @property
+    def tasks(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def by_name(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def ready(self) -> ReadyQueue: ...
+    @property
+    def slots(self) -> Slots: ...
+    @property
+    def live(self) -> dict[int, LiveGen]: ...
+    @property
+    def events(self) -> EventLog: ...
+    @property
+    def follow(self) -> GenerationWatch: ...
+    @property
+    def control(self) -> Control: ...
+
+    def wallclock(self) -> float: ...
+    def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
+    def skip(self, task: TaskRecord) -> None: ...
+    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
+                session_alive: bool) -> tuple[TaskStatus, str | None]: ...
+    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None: ...
+    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None: ...
+    def kill(self, lg: LiveGen, reason: str) -> None: ...
+
+
+def restore(run: ResumedRun, rec: Recovered) -> None:
+    """Rebuild every task from the records of an interrupted run (see ``recovery``):
+    record exits that happened meanwhile, adopt live wrappers, queue the rest."""
+    run.add_tasks(rec.specs, enqueue=False)
+    for lost in rec.unlogged:  # reservations the killed supervisor made but never logged, at their time
+        run.events.emit(lost["event"], **{k: v for k, v in lost.items() if k != "event"})
+    run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
+    run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
+    by_task: dict[str, list[GenState]] = {}
+    for gs in rec.gens:
+        run.slots.seen(gs.gen.slot, gs.gen.gen)
+        if gs.task_id not in run.tasks or gs.state == "unstarted":
+            generation_files.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+        else:
+            by_task.setdefault(gs.task_id, []).append(gs)
+    to_collect: list[LiveGen] = []
+    to_adopt: list[LiveGen] = []
+    for task_id, gens in by_task.items():
+        task = run.tasks[task_id]
+        gens.sort(key=lambda g: g.attempt)
+        busy = any(g.state == "running" for g in gens)
+        for gs in gens:
+            task.attempts = max(task.attempts, gs.attempt)
+            task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
+            lg = LiveGen(task, gs.gen, LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None),
+                         backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
+                         timeout_armed=True, kill_reason=gs.kill_reason)
+            if gs.state == "running":
+                to_adopt.append(lg)
+            elif gs.recorded is None and not busy and gs is gens[-1]:
+                to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
+            else:
+                _replay(run, lg, gs)
+        if busy or (to_collect and to_collect[-1].task is task):
+            task.restore(TaskStatus.RUNNING)
+        else:
+            _status_after(task)
+    for task in run.tasks.values():
+        if task.status == TaskStatus.PENDING and task.id in rec.settled:
+            status, reason = rec.settled[task.id]
+            task.finish(TaskStatus(status), reason)
+        if task.status.terminal:
+            run.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
+    for task in run.tasks.values():
+        if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
+            run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order)
+        elif task.status == TaskStatus.PENDING and task.id not in run.ready:
+            after = [run.by_name[d].id for d in task.spec.after]
+            for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
+                run.skip(run.tasks[skipped])
+    for lg in to_collect:
+        _adopt(run, lg)
+        run.collect(lg)
+    for lg in to_adopt:
+        _adopt(run, lg)
+    run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
+
+def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
+    """Put a generation that ended before this supervisor into its task's history."""
+    exit_rec = gs.exit or generation_files.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
+                                                       code=None, signal=None, ended_at=run.wallclock())
+    if gs.recorded is not None:
+        status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
+    else:
+        # no backend is open yet: a hang-up is read as its pane's, as it was while it ran
+        status, reason = run.outcome(lg, exit_rec, session_alive=True)
+    lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock())
+    if not gs.followups_consumed:
+        run.control.followups(lg)
+
+def _status_after(task: TaskRecord) -> None:
+    """A restored task with only finished attempts: retry it, or end it as its last attempt."""
+    last = task.history[-1]
+    again = last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left)
+    if again and last.status != TaskStatus.SUCCEEDED:
+        task.restore(TaskStatus.PENDING)
+    else:
+        task.restore(last.status, last.reason)
+
+def _adopt(run: ResumedRun, lg: LiveGen) -> None:
+    """Follow a wrapper that outlived its supervisor: file events on its directory for the
+    exit, a pidfd on its pid to notice it vanishing, and what is left of its time limits."""
+    slot = lg.gen.slot
+    run.slots.adopt(slot)
+    run.live[slot] = lg
+    lg.task.restore(TaskStatus.RUNNING)
+    run.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
+    run.follow.watch(lg)
+    started = generation_files.started_at(lg.gen)
+    run.arm_limits(lg, elapsed=run.wallclock() - started if started is not None else 0.0)
+    run.follow.changed(lg)  # it may have ended between the records' reading and now
+    if lg.collected:
+        return
+    if lg.pid is None:
+        run.collect(lg)
+    else:
+        run.follow.follow_pid(lg)  # collected at once if already gone
+    if lg.kill_reason is not None and not lg.collected:  # the old supervisor had begun ending it
+        reason, lg.kill_reason = lg.kill_reason, None
+        run.kill(lg, reason)

@@ -1,0 +1,126 @@
+"""Running one swarm end to end: pick the backend, supervise, report. Shared by the CLI and
+the Python API so both behave the same."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc
+from zellij_swarm.backends.base import Backend
+from zellij_swarm.backends.headless import HeadlessBackend
+from zellij_swarm.backends.select import Choice, choose
+from zellij_swarm.commands import junit
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.engine.resume import load, resolved_settings
+from zellij_swarm.engine.supervisor import RunPlan, Supervisor
+from zellij_swarm.records import rundir
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.render.console import ConsoleReporter
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished run (also the Python API's ``SwarmResult``)."""
+
+    exit_code: int
+    run_id: str
+    run_dir: Path
+    summary: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def execute(
+    specs: list[swarmfile.TaskSpec],
+    resolved: Resolved,
+    *,
+    name: str | None,
+    source: str,
+    env: Mapping[str, str],
+    json_output: bool = False,
+    junit_path: str | None = None,
+    close_session: bool = False,
+    here: bool = False,
+    attach: bool = False,
+) -> Outcome:
+    _require_text(resolved, source=source, junit_path=junit_path)
+    if junit_path:
+        junit.check_writable(Path(junit_path))
+    choice = choose(resolved.backend, env)
+    settings.check_session(resolved, choice.name)  # before any run directory exists
+    if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
+        attach = False
+    backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
+    reporter = _reporter("quiet" if attach else resolved.output, json_output)
+    plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
+                   backend_reason=choice.why, attach=attach)
+    sup = Supervisor(plan, backend, reporter)
+    code = sup.run()
+    summary = sup.final_snapshot
+    if junit_path and (problem := junit.write(Path(junit_path), sup.paths, summary)):
+        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+    return Outcome(code, sup.run_id, sup.paths.dir, summary)
+
+
+def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False) -> Outcome:
+    """Continue an interrupted run. Adopted workers keep running where they are (a pane's
+    wrapper is followed in its pane); new generations run headless."""
+    rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
+    rec = load(run)
+    resolved = resolved_settings(rec.meta)
+    if output:
+        resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
+    reporter = _reporter(resolved.output, json_output)
+    plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
+                   cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
+                   resume=rec, run_dir=run.dir)
+    sup = Supervisor(plan, HeadlessBackend(), reporter)
+    code = sup.run()
+    return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+
+
+def _require_text(resolved: Resolved, *, source: str, junit_path: str | None) -> None:
+    """Refuse (exit 2), before a run directory exists, a working directory, state directory,
+    --junit path or command-line argument that is not UTF-8: ``run.json`` records them as JSON
+    text, which cannot hold such bytes. (The environment is saved byte-exact in ``env.sh``.)"""
+    checks = [("the working directory", os.getcwd()), ("--junit", junit_path or ""), ("swarm file", source)]
+    checks += [(f"{n} (from {resolved.sources.get(n, 'default')})", str(v)) for n, v in resolved.values.items()]
+    checks += [("command-line argument", a) for a in sys.argv]
+    for what, value in checks:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise exc.UsageError(f"{what} {value!r} is not valid UTF-8: zellij-swarm records it as text; "
+                                 "use a UTF-8 name") from None
+
+
+def _reporter(output: str | None, json_output: bool) -> ConsoleReporter:
+    """The output mode (default: progress on a terminal, group elsewhere); with --json the
+    workers' output goes to stderr so that stdout is one JSON document."""
+    mode = output or ("progress" if sys.stderr.isatty() else "group")
+    return ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
+
+
+def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool, here: bool = False) -> Backend:
+    if choice.name == "tmux":
+        from zellij_swarm.backends.tmux import TmuxBackend
+
+        return TmuxBackend(env, inside=bool(env.get("TMUX")), close_session=close_session)
+    if choice.name == "zellij":
+        from zellij_swarm.backends.zellij import ZellijBackend
+
+        return ZellijBackend(env, close_session=close_session, here=here)
+    return HeadlessBackend()
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")

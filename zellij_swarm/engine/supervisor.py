@@ -1,0 +1,827 @@
+"""The supervisor: one event loop that owns every task's state for the life of a run.
+
+Each loop turn runs the same steps in the same order: wait on the selector (headless
+wrappers' starts and ends from the launcher's pipe, pane wrappers' heartbeats and exits and
+the control inbox through inotify, the wrappers' pidfds, results of the slow calls made on
+the runner threads, signals through the wakeup fd, and the nearest timer), handle what
+arrived, run due timers, dispatch into every free slot at once (a batch), flush the event
+log, and write a snapshot if one is due. Backfill is therefore
+event driven: a worker's exit and the next worker's launch happen in the same turn.
+
+The supervisor is the only writer of task and slot state. A worker's failure is an outcome,
+never an exception; only setup problems (bad state directory, busy run) raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from zellij_swarm import __version__, exc
+from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchResult, PaneOpened, RunContext
+from zellij_swarm.backends.headless import HeadlessBackend, worker_env
+from zellij_swarm.backends.offloop import OffLoopBackend
+from zellij_swarm.config import swarmfile
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.engine import metrics, resume, snapshot, view_watch
+from zellij_swarm.engine.calls import CallRunner
+from zellij_swarm.engine.control import Control
+from zellij_swarm.engine.dispatch import Dispatcher
+from zellij_swarm.engine.follow import POLL_INTERVAL, GenerationWatch, Seen
+from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.resume import Recovered
+from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
+from zellij_swarm.engine.slots import Slots
+from zellij_swarm.engine.stopping import Stopper, killed_status, names
+from zellij_swarm.engine.timers import Timers
+from zellij_swarm.engine.watchdog import IdleWatchdog
+from zellij_swarm.records import generation_files, inbox, rundir, runlock
+from zellij_swarm.records import log as records
+from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.watch import Inotify, Watcher
+from zellij_swarm.worker import procs
+from zellij_swarm.worker.launcher import Launcher
+
+
+@dataclass
+class RunPlan:
+    """Everything a run needs, resolved and validated."""
+
+    tasks: list[swarmfile.TaskSpec]
+    settings: Resolved
+    name: str | None = None
+    source: str = "<api>"
+    cwd: str = field(default_factory=os.getcwd)
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    argv: list[str] = field(default_factory=lambda: list(sys.argv))
+    backend_reason: str = ""
+    attach: bool = False  # attach to a session the backend creates, in the foreground (on a TTY)
+    resume: Recovered | None = None  # continue this interrupted run instead of starting one
+    run_dir: Path | None = None
+
+
+class Reporter(Protocol):
+    """What the user sees while a run goes on (``report`` has the console implementations)."""
+
+    def started(self, run: rundir.RunPaths, total: int) -> None: ...
+    def notice(self, text: str) -> None: ...
+    def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
+    def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
+    wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
+
+    def progress(self, counts: dict[str, int], now: float) -> None: ...
+    def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
+
+
+MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
+
+
+def new_run_id(now: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        plan: RunPlan,
+        backend: Backend,
+        reporter: Reporter,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+        watcher: Watcher | None = None,
+        selector: Callable[[], selectors.BaseSelector] = selectors.DefaultSelector,
+        launcher: Callable[[dict[str, str]], Launcher] = Launcher,
+        handle_signals: bool = True,
+    ) -> None:
+        """``clock``, ``wallclock``, ``watcher``, ``selector`` and ``launcher`` are what a
+        test replaces to run the loop in virtual time without processes (tests/harness.py);
+        ``handle_signals=False`` leaves the process's signal handlers alone."""
+        self.plan = plan
+        self.settings = plan.settings
+        self.chosen_backend = backend  # run() makes every call to it on a thread of its own
+        self.reporter = reporter
+        self.clock = clock
+        self.wallclock = wallclock
+        self.watcher: Watcher = watcher or Inotify()
+        self._new_selector = selector
+        self._new_launcher = launcher
+        self._handle_signals = handle_signals
+        self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
+        self.jobs: int = self.settings.jobs
+        if plan.resume is not None and plan.run_dir is not None:
+            self.started_at = plan.resume.meta["started_at"]
+            self.run_id = plan.resume.meta["run_id"]
+            self.paths = rundir.RunPaths(plan.run_dir)
+            self.state_dir = plan.run_dir.parent.parent
+        else:
+            self.started_at = wallclock()
+            self.run_id = new_run_id(self.started_at)
+            self.state_dir = Path(self.settings.state_dir)
+            if not self.state_dir.is_absolute():
+                self.state_dir = Path(plan.cwd) / self.state_dir
+            self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
+        self.tasks: dict[str, TaskRecord] = {}
+        self.by_name: dict[str, TaskRecord] = {}
+        self.ready = ReadyQueue()
+        self.slots = Slots(self.jobs)
+        self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
+        self.stats = metrics.DispatchStats()
+        self.warnings: list[dict[str, Any]] = []
+        self.timers = Timers(clock)
+        self.watchdog = IdleWatchdog(self.timers.after, wallclock)
+        self.stop_signal: signal.Signals | None = None
+        self.cancelled = False
+        self.halted = False
+        self.launcher_failed = False  # the launcher died and could not be replaced
+        self.detached = False
+        self.ended_at: float | None = None
+        self.start_error: str | None = None  # the backend could not start under require
+        self._records_warned = False
+        self._state_dir_said = False  # the user was told the state dir cannot be written
+        self._backend_closed = False
+        self.attached: subprocess.Popen[bytes] | None = None
+        self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
+        self._last_progress = 0.0
+
+    @property
+    def name(self) -> str | None:
+        return self.plan.name
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    # ----- setup ---------------------------------------------------------------------------
+
+    def _create_run_dir(self) -> None:
+        rundir.prepare_state_dir(self.state_dir)
+        try:
+            rundir.make_private_dir(self.paths.dir, exist_ok=False)
+            rundir.make_private_dir(self.paths.slots)
+            inbox.make_dirs(self.paths)
+        except OSError as e:
+            raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
+
+    def add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
+        added = []
+        for spec in specs:
+            n = len(self.tasks) + 1
+            rec = TaskRecord(
+                spec=spec, id=f"t{n}", order=n,
+                timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
+                retries=spec.retries if spec.retries is not None else self.settings.retries,
+                idle_timeout=spec.idle_timeout if spec.idle_timeout is not None else self.settings.idle_timeout,
+            )
+            self.tasks[rec.id] = rec
+            self.by_name[spec.name] = rec
+            added.append(rec)
+        for rec in added if enqueue else ():
+            after_ids = [self.by_name[d].id for d in rec.spec.after]
+            for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order):
+                self.skip(self.tasks[skipped])
+        return added
+
+    def _write_run_json(self) -> None:
+        rundir.write_json_atomic(self.paths.run_json, {
+            "run_id": self.run_id,
+            "name": self.plan.name,
+            "started_at": self.started_at,
+            "source": self.plan.source,
+            "cwd": self.plan.cwd,
+            "argv": self.plan.argv,
+            "pid": os.getpid(),
+            "versions": {"zellij_swarm": __version__, "python": sys.version.split()[0]},
+            "backend": {"name": self.backend.name, "why": self.plan.backend_reason},
+            "jobs": self.jobs,
+            "settings": self.settings.as_record(),
+            "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
+        })
+
+    # ----- the loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the swarm to the end; returns the exit code of SPEC §8."""
+        with contextlib.ExitStack() as stack:
+            self._open(stack)
+            if self.plan.resume is None:
+                records.save_environment(self.paths.saved_env, self.plan.env)
+                self.add_tasks(self.plan.tasks)
+                self._write_run_json()
+                self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
+                                 backend=self.backend.name, pid=os.getpid())
+            else:
+                resume.restore(self, self.plan.resume)
+            self.reporter.started(self.paths, len(self.tasks))
+            if not self._open_backend():
+                return self._finish()
+            self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
+                run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
+                slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
+                events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self.is_stopping,
+                launched=self._launched)
+            self.dispatcher.fill()
+            self._maybe_attach()
+            while not self._done():
+                self._turn()
+                if self.detached:
+                    break
+            return self._finish()
+
+    def _turn(self) -> None:
+        """One turn of the loop: wait for the next event or timer, handle what arrived, run
+        the due timers, dispatch into every free slot, flush the event log, write the
+        snapshot if one is due."""
+        timeout = min((t for t in (self.timers.due_in(), self.snapshots.due_in(), self._progress_due())
+                       if t is not None), default=MAX_WAIT)
+        # A duration may be anything a user can write (25 days, 1000 hours); the selector
+        # takes at most ~24.8 days, so the loop never waits longer than MAX_WAIT at a time
+        # and simply looks again.
+        for key, _ in self._sel.select(min(timeout, MAX_WAIT)):
+            key.data()
+        self.timers.run_due()
+        if self.detached:
+            return
+        self.dispatcher.fill()
+        self._maybe_attach()
+        self.events.flush()
+        self.snapshots.maybe_write()
+        self._check_records()
+        self._maybe_progress()
+
+    def _open(self, stack: contextlib.ExitStack[Any]) -> None:
+        """The run's records, and every source of events in one selector, each registered
+        with the call that handles it; ``stack`` closes them all, in reverse, on any exit."""
+        if self.plan.resume is None:
+            self._create_run_dir()
+        lock = runlock.RunLock(self.paths)
+        lock.acquire()
+        stack.callback(lock.release)
+        self.snapshots = records.SnapshotWriter(
+            self.paths, lambda: snapshot.build(self), interval=0.25 if len(self.plan.tasks) <= 500 else 1.0,
+            clock=self.clock)
+        # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
+        # state.json follows spawns, heartbeats and exits within the snapshot interval.
+        self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
+        stack.callback(self.events.close)
+        self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
+                               warn=self._warn, applied=self.applied_messages)
+        self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
+        self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
+        stack.callback(self.sync.close)
+        self._sel = sel = self._new_selector()
+        stack.callback(sel.close)
+        watcher = self.watcher
+        stack.callback(watcher.close)
+        self.follow = GenerationWatch(watcher=watcher, selector=sel, timers=self.timers,
+                                      seen=Seen(heartbeat=self._heartbeat, ended=self.collect, warn=self._warn))
+        self._watch_inbox()
+        sel.register(watcher.fileno(), selectors.EVENT_READ, lambda: self._on_files(watcher.read()))
+        self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
+        stack.callback(views.close)
+        sel.register(views.fileno(), selectors.EVENT_READ, lambda: self._on_views_gone(views.read()))
+        # two threads for slow calls: tree kills never wait behind a pane call
+        for runner in (calls := CallRunner("zellij-swarm backend"), tree_calls := CallRunner("zellij-swarm procs")):
+            stack.callback(runner.close)
+            sel.register(runner.fileno(), selectors.EVENT_READ, runner.drain)
+        self.calls, self.proc_calls = calls, tree_calls
+        self.backend = OffLoopBackend(self.chosen_backend, calls)
+        stack.callback(self._close_backend)
+        self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
+                               timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
+                               warn=self._warn, released=self._slot_released)
+        self.headless = HeadlessWorkers(
+            worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
+            followers=Followers(started=self._follow_child, launched=self._launched, ended=self.collect,
+                                follow_pid=self.follow.follow_pid, end_tree=self.stopper.end_tree, warn=self._warn,
+                                gave_up=self._no_launcher))
+        stack.callback(lambda: self.headless.close(wait=not self.detached))
+        if self._handle_signals:
+            wakeup = SignalWakeup()
+            stack.callback(wakeup.close)
+            if (fd := wakeup.fileno()) is not None:
+                sel.register(fd, selectors.EVENT_READ, lambda: self._on_signals(wakeup.received()))
+
+    def _watch_inbox(self) -> None:
+        """``cancel`` and ``add`` arrive as files in the inbox: watched, or polled (with one
+        ``watch_failed`` warning) when no inotify watch can be had."""
+        try:
+            self.watcher.add(self.paths.inbox)
+        except OSError as e:
+            self._warn("watch_failed", f"cannot watch the control inbox ({e.strerror}); polling it every "
+                                       f"{POLL_INTERVAL:g}s instead", None)
+            self._poll_inbox()
+
+    def _poll_inbox(self) -> None:
+        self.control.read_inbox()
+        self.timers.after(POLL_INTERVAL, self._poll_inbox)
+
+    def renderer_argv(self, command: str, *args: str) -> list[str]:
+        """How a pane runs one of our renderers for this run (same Python, absolute paths);
+        ``--view-pane``: it registers, so that its death is noticed (``view_watch``)."""
+        return [sys.executable, "-m", "zellij_swarm", command, self.run_id, *args, "--state-dir", str(self.state_dir),
+                "--view-pane"]
+
+    def _on_views_gone(self, gone: list[view_watch.Gone]) -> None:
+        """Board or renderer panes that died while the run goes on: an event each and, once
+        per run, the ``renderer_died`` warning (SPEC §2, §7). No task is touched."""
+        for v in gone:
+            self.events.emit("view_gone", view=v.name, pid=v.pid)
+        if gone and not any(w["code"] == "renderer_died" for w in self.warnings):
+            self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
+
+    def _open_backend(self) -> bool:
+        """Open the backend's session/window. A failure is a warning and the run goes on
+        headless — or, under require, fails every task before any starts (returns False)."""
+        ctx = RunContext(paths=self.paths, run_id=self.run_id, settings=self.settings,
+                         schedule=self.timers.after, warn=lambda code, msg: self._warn(code, msg, None),
+                         notice=self.reporter.notice, renderer_argv=self.renderer_argv)
+        try:
+            self.backend.open(self.backend.context(ctx, schedule=self.timers.after))
+            return True
+        except exc.BackendError as e:
+            name = self.backend.name
+            self.backend = OffLoopBackend(HeadlessBackend(), self.calls)
+            if not self.settings.require_multiplexer:
+                self._warn(e.code, f"{name}: {e.message}; running headless", None)
+                return True
+            self._backend_unstartable(name, e.code, e.message)
+            return False
+
+    def _backend_unstartable(self, name: str, code: str, message: str) -> None:
+        """Under require, a backend that cannot start fails the run before any task runs,
+        whether that shows at ``open`` (compact) or at the first launch (live): every task
+        still waiting ends ``cancelled`` with reason ``<backend>_<code>``, attempts 0."""
+        self.start_error = f"{name}: {message}"
+        self._warn(code, f"{self.start_error}; required, so no task runs", None)
+        self.reporter.problem(f"error: {self.start_error}; required (--require-multiplexer), so no task runs")
+        self.events.emit("run_failed", reason=f"{name}_{code}", message=message)
+        self._cancel_pending(f"{name}_{code}")
+
+    def _close_backend(self) -> None:
+        """Once: at the end of a run (before its summary, so a closing fault is in it), or
+        on the way out of any other exit."""
+        if self._backend_closed:
+            return
+        self._backend_closed = True
+        try:
+            self.backend.close(cancelled=self.stop_signal is not None or self.cancelled)
+        except exc.BackendError as e:
+            self._warn(e.code, f"{self.backend.name}: closing: {e.message}", None)
+
+    def _maybe_attach(self) -> None:
+        """``--attach``: once the backend's session exists, its client takes the terminal.
+        Interactive and unbounded in time, it is the one external command run without a
+        timeout; the run's end waits for it (the user detaches, or the session closes)."""
+        if self.plan.attach and self.attached is None and (cmd := self.backend.attach_command()):
+            argv, env = cmd
+            self.attached = subprocess.Popen(argv, env=env)
+
+    def _done(self) -> bool:
+        return not self.live and not self.stopper.stopping and (self.is_stopping() or len(self.ready) == 0)
+
+    # ----- starts ---------------------------------------------------------------------------
+
+    def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
+        """How a generation's start went. A pane's wrapper may have reported its exit
+        before its launch did: then there is nothing left to follow but the pane's record."""
+        if lg.collected:
+            if isinstance(result, PaneOpened):
+                self._pane_opened(lg, result.pane_id)
+            return
+        if isinstance(result, LaunchFailed) and result.code == "launcher_lost":
+            # no launcher can be had any more: like the tasks still waiting, it never ran
+            self._withdraw(lg, "launcher_lost", claimed=lg.request.claimed)
+        elif isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
+            if self.start_error is None:
+                self._backend_unstartable(self.backend.name, result.code, result.message)
+            self._withdraw(lg, f"{self.backend.name}_{result.code}")
+        elif isinstance(result, LaunchFailed):
+            if lg.in_pane:
+                self._pane_fault(lg, result.code, result.message, claimed=False)
+            else:
+                self._warn(result.code, result.message, lg.task)
+                self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+        elif isinstance(result, PaneOpened):
+            self._follow_pane(lg, result.pane_id)
+        else:
+            self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
+        if lg.in_pane and lg.kill_reason is not None and not (lg.collected or lg.done):
+            reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
+            self.kill(lg, reason)
+
+    def _withdraw(self, lg: LiveGen, reason: str, *, claimed: bool = False) -> None:
+        """Take back a reserved generation that was never started, its claim first (unless
+        this supervisor holds it) so a pane that appears late runs nothing; one whose pane
+        claimed it already is followed."""
+        if not claimed and not generation_files.take_claim(lg.gen):
+            self._follow_pane(lg, None)
+            return
+        del self.live[lg.gen.slot]
+        self.slots.free(lg.gen.slot)
+        lg.done = True
+        lg.task.withdraw_generation()
+        self._finalise(lg.task, TaskStatus.CANCELLED, reason)
+
+    def _running(self, lg: LiveGen) -> None:
+        self.slots.running(lg.gen.slot)
+        if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
+            self.arm_limits(lg, elapsed=0.0)
+
+    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
+        """The task's time limits for this generation: what is left of its timeout after
+        ``elapsed`` seconds (a resumed run's adopted workers have used some), and its idle watch."""
+        lg.timeout_armed = True
+        if lg.task.timeout is not None:
+            left = max(0.0, lg.task.timeout - elapsed)
+            lg.deadlines.append(self.timers.after(left, lambda: self.kill(lg, "timeout")))
+        if lg.task.idle_timeout is not None:
+            self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence),
+                                   since=self.wallclock() - elapsed)
+
+    def _on_idle(self, lg: LiveGen, silence: float) -> None:
+        """The watchdog found a worker silent for longer than its idle_timeout."""
+        if lg.done:
+            return
+        limit = lg.task.idle_timeout
+        message = f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
+        self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         silence_s=round(silence, 3), policy=self.settings.idle_policy)
+        if self.settings.idle_policy == "warn":
+            self._warn("idle_timeout", message, lg.task)
+        else:
+            lg.idle_message = message
+            self.kill(lg, "idle_timeout")
+
+    def _follow_child(self, lg: LiveGen, pid: int) -> None:
+        lg.pid = lg.task.pid = pid
+        self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
+        self._running(lg)
+        if lg.kill_reason is not None:  # cancelled while it was waiting to start: end it now
+            reason, lg.kill_reason = lg.kill_reason, None
+            self.kill(lg, reason)
+
+    # ----- panes ---------------------------------------------------------------------------
+
+    def _on_files(self, changes: list[Any]) -> None:
+        touched = {c.dir for c in changes}
+        if self.paths.inbox in touched:
+            self.control.read_inbox()
+        self.follow.on_changes(touched)
+
+    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
+        """A pane opened for ``lg``: its wrapper must send its launch heartbeat in time."""
+        self._pane_opened(lg, pane_id)
+        self.follow.watch(lg)
+        self._running(lg)
+        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+        self.follow.changed(lg)  # a fast pane may have reported before the watch existed
+
+    def _pane_opened(self, lg: LiveGen, pane_id: str | None) -> None:
+        lg.pane_id = lg.task.pane_id = pane_id or lg.pane_id  # before 0.44 only the heartbeat says
+        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+
+    def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
+        lg.pid = lg.task.pid = hb.get("pid")
+        if isinstance(hb.get("pane_id"), str):
+            lg.pane_id = lg.task.pane_id = hb["pane_id"]
+        self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         pid=lg.pid, pane_id=lg.pane_id)
+        self._running(lg)  # also when it reports before its pane's launch does
+        if isinstance(lg.pid, int):
+            self.follow.follow_pid(lg)
+
+    def _heartbeat_deadline(self, lg: LiveGen) -> None:
+        """No launch heartbeat in time: unless the pane claimed the generation after all, the
+        claim is taken and the pane closed (``_pane_fault``)."""
+        if lg.collected or lg.heartbeat_seen or not lg.in_pane:
+            return
+        if not generation_files.take_claim(lg.gen):
+            # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
+            pid = generation_files.wrapper_pid(lg.gen)
+            if pid is not None and not procs.alive(pid):
+                self.collect(lg)
+            else:
+                lg.deadlines.append(
+                    self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+            return
+        t = self.settings.heartbeat_timeout
+        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
+                         claimed=True)
+
+    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
+        """A multiplexer fault for one generation: a warning and the generation runs headless,
+        or, under require, the task fails with the fault as its reason."""
+        self.follow.unwatch(lg)
+        if not claimed and not generation_files.take_claim(lg.gen):
+            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
+            return
+        lg.request = replace(lg.request, claimed=True)
+        if self.settings.require_multiplexer:
+            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
+            return
+        self._warn(code, message, lg.task)
+        [result] = self.headless.start([lg.request])
+        self._launched(lg, result)
+
+    # ----- exits ---------------------------------------------------------------------------
+
+    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
+        """Read how a generation's wrapper ended (once, whoever notices first). A pane's
+        wrapper gone without an exit record, or hung up, ended with its pane or with the
+        whole session: the backend's thread asks the multiplexer which, and the outcome
+        waits for the answer."""
+        if lg.collected:
+            return
+        lg.collected = True
+        self.follow.unwatch(lg)
+        rec = generation_files.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
+        sig = None
+        if wait_status is not None and os.WIFSIGNALED(wait_status):
+            sig = signal.Signals(os.WTERMSIG(wait_status)).name
+        if lg.in_pane and lg.kill_reason is None and (rec is None or rec.signal == "SIGHUP"):
+            self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
+        else:
+            self._classify(lg, rec, sig, session_alive=True)
+
+    def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
+                  session_alive: bool) -> None:
+        if rec is None:
+            # The wrapper is gone without committing its exit: killed by us, or by someone else.
+            if lg.kill_reason:
+                reason = lg.kill_reason
+            elif rundir.unwritable(self.paths.dir):
+                reason = "state_dir_error"  # its wrapper could not write its claim or its exit
+            elif not session_alive:
+                reason = "multiplexer_lost"
+            else:
+                reason = "no_exit_record"
+            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
+                                                       ended_at=self.wallclock(), sync=self.sync)
+        self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
+
+    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
+                session_alive: bool) -> tuple[TaskStatus, str | None]:
+        """The task status and reason one generation's exit record stands for."""
+        reason = rec.reason
+        if reason in ("cwd_missing", "state_dir_error"):
+            return TaskStatus.FAILED, reason
+        if lg.kill_reason is not None:
+            return killed_status(lg.kill_reason), lg.kill_reason
+        if reason in ("no_exit_record", "multiplexer_lost"):
+            return TaskStatus.LOST, reason
+        if lg.in_pane and rec.signal == "SIGHUP":
+            # SPEC §6: a pane closed under the worker, or the whole session went away.
+            return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
+        return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
+
+    def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
+                        reason: str | None) -> None:
+        lg.done = True
+        task, slot = lg.task, lg.gen.slot
+        del self.live[slot]
+        for timer in lg.deadlines:
+            self.timers.cancel(timer)
+        lg.deadlines.clear()
+        self.watchdog.unregister(lg.gen)
+        if reason in ("multiplexer_lost", "pane_closed"):
+            # Its terminal is gone, but the worker may not be (a program that never writes
+            # does not notice): end what is left of it before anything runs again.
+            self.stopper.end_tree(lg)
+        if not self.stopper.hold_slot(lg):
+            self.slots.free(slot)
+        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        if lg.idle_message:
+            task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
+        self.control.followups(lg)
+        if lg.in_pane:
+            self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
+        self.events.emit(
+            "worker_completed" if status == TaskStatus.SUCCEEDED else "worker_failed",
+            task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
+            signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
+        )
+        if reason == "multiplexer_lost":
+            task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
+            # The session is gone for every pane: a worker that ignores the hang-up would run
+            # on unseen, holding its slot. All of them go through the ladder and re-run headless.
+            for other in [o for o in self.live.values() if o.in_pane]:
+                self.kill(other, "multiplexer_lost")
+        if status.retryable and task.attempts_left and not self.is_stopping():
+            task.move(TaskStatus.PENDING)
+            self.ready.requeue(task.id)
+            self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
+        else:
+            self._finalise(task, status, reason, lg.gen)
+
+    def _finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None,
+                  gen: generation_files.GenPaths | None = None) -> None:
+        """A task reached its final status: freeze it, release or skip its dependents."""
+        task.finish(status, reason)
+        self.reporter.task_ended(task, gen)
+        if status == TaskStatus.TIMED_OUT:
+            self.events.emit("task_timed_out", task=task.name, reason=reason)
+        elif status == TaskStatus.CANCELLED:
+            self.events.emit("task_cancelled", task=task.name, reason=reason)
+        _, skipped = self.ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
+        for tid in skipped:
+            self.skip(self.tasks[tid])
+        if status != TaskStatus.SUCCEEDED and status != TaskStatus.CANCELLED:
+            self._on_failure()
+
+    def skip(self, task: TaskRecord) -> None:
+        task.finish(TaskStatus.SKIPPED, "dependency_failed")
+        self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
+        self.reporter.task_ended(task, None)
+
+    def is_stopping(self) -> bool:
+        return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed or self.start_error)
+
+    def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
+        if code == "state_dir_error" and not self._state_dir_said:
+            # A full or read-only state dir is said once, whatever the output mode.
+            self._state_dir_said = True
+            self.reporter.problem(f"warning: {message}")
+        w = {"code": code, "message": message, "task": task.name if task else None}
+        self.warnings.append(w)
+        if task is not None:
+            task.warnings.append(w)
+        self.events.emit("warning", **w)
+
+    # ----- what the control inbox does to the run ---------------------------------------------
+
+    def cancel_all(self) -> None:
+        self.cancelled = True
+        self._stop_everything("cancelled_by_user")
+
+    def cancel_task(self, task: TaskRecord) -> bool:
+        """Cancel one task: a waiting one ends now, a running one through the ladder. False
+        when it had already ended."""
+        if task.status == TaskStatus.PENDING:
+            self.ready.discard(task.id)
+            self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+            return True
+        if task.status == TaskStatus.RUNNING and task.slot in self.live:
+            self.kill(self.live[task.slot], "cancelled_by_user")
+            return True
+        return False
+
+    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
+        added = self.add_tasks(specs)
+        for t in added:
+            self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
+        self.snapshots.dirty = True
+        return added
+
+    # ----- stopping: signals, halt, cancel ---------------------------------------------------
+
+    def _on_signals(self, received: list[signal.Signals]) -> None:
+        for sig in received:
+            if sig == signal.SIGHUP:
+                self.detached = True  # the workers go on; ``resume`` picks the run up
+                self._warn("detached", "received SIGHUP: supervisor detached", None)
+                return
+            if self.stop_signal is None:
+                self.stop_signal = sig
+                self._warn("cancelled_by_user", f"received {sig.name}", None)
+                self._stop_everything("cancelled_by_user")
+
+    def _on_failure(self) -> None:
+        mode = self.settings.halt
+        if mode == "never" or self.halted:
+            return
+        self.halted = True
+        self._warn("halted", f"--halt {mode}: stopping after the first failure", None)
+        self._cancel_pending("halted")
+        if mode == "now":
+            for lg in list(self.live.values()):
+                self.kill(lg, "halted")
+
+    def _stop_everything(self, reason: str) -> None:
+        self.slots.close()
+        self._cancel_pending(reason)
+        for lg in list(self.live.values()):
+            self.kill(lg, reason)
+        self.headless.follow_all()
+
+    def _no_launcher(self) -> None:
+        """Launchers keep dying with work given and none of it started: nothing more is
+        dispatched; the tasks still waiting end ``cancelled`` with reason ``launcher_lost``."""
+        self.launcher_failed = True
+        self._cancel_pending("launcher_lost")
+
+    def _cancel_pending(self, reason: str) -> None:
+        for tid in self.ready.drain():
+            self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
+        self.snapshots.dirty = True
+
+    def kill(self, lg: LiveGen, reason: str) -> None:
+        """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
+        it is ended the moment it starts. In a pane that never started its wrapper: the
+        claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
+        (``stopping``)."""
+        if lg.collected or lg.kill_reason is not None:
+            return
+        lg.kill_reason = reason
+        if lg.opening:
+            return  # ended as soon as the backend says how it starts (``_launched``)
+        try:
+            generation_files.write_kill_reason(lg.gen, reason)
+        except OSError as e:
+            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+        if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
+            self.follow.unwatch(lg)
+            self.backend.abandon(lg.pane_id, lg.request)
+            self._end_generation(lg, None, killed_status(reason), reason)
+            return
+        if lg.pid is None and not lg.in_pane:
+            return  # handed to the launcher, not started yet: ended the moment it starts
+        self.stopper.end_tree(lg)
+
+    def _slot_released(self, lg: LiveGen) -> None:
+        self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+
+    def _left_behind(self, found: list[psutil.Process]) -> None:
+        self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "
+                                          f"{names(found)}", None)
+        self.events.flush()  # on disk now: the grace of ending them is why the run has not ended yet
+
+    # ----- progress, snapshots, the end ----------------------------------------------------
+
+    def _progress_due(self) -> float | None:
+        if not (self.live and self.reporter.wants_progress):
+            return None
+        return max(0.0, self._last_progress + 0.2 - self.clock())
+
+    def _maybe_progress(self) -> None:
+        now = self.clock()
+        if self.reporter.wants_progress and now - self._last_progress >= 0.2:
+            self._last_progress = now
+            self.reporter.progress(snapshot.counts(self.tasks), now)
+
+    def _check_records(self) -> None:
+        """A full or read-only state directory: say so once; the run itself goes on."""
+        error = self.events.error or self.snapshots.error
+        if error is not None and not self._records_warned:
+            self._records_warned = True
+            self._warn("state_dir_error", f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
+                                          "outcomes are still tracked in memory", None)
+
+    def _finish(self) -> int:
+        if self.detached:
+            snap = self.final_snapshot = self.snapshots.write()
+            self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
+            self.events.flush()
+            self.reporter.finished(snap, 129)
+            return 129
+        self.stopper.sweep(self.tasks.values(), session_alive=self.backend.session_alive_now(), found=self._left_behind)
+        self.control.answer_late()
+        self.ended_at = self.wallclock()
+        self._close_backend()
+        if self.attached is not None:
+            self.attached.wait()  # the user detaches, or the session just closed lets it go
+        self.reserve.release()
+        self.sync.close()  # every exit record is durable before the summary says the run ended
+        snap = self.snapshots.write(summary=self.paths.summary)
+        self._check_records()
+        self.final_snapshot = snap
+        code = self.exit_code(snap)
+        self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])
+        self.events.flush()
+        self.reporter.finished(snap, code)
+        return code
+
+    def exit_code(self, snap: dict[str, Any]) -> int:
+        if self.stop_signal is not None:
+            return EXIT_CODES[self.stop_signal]
+        if self.cancelled:
+            return 130
+        if self.start_error:
+            return 1
+        return 0 if all(t["status"] == "succeeded" for t in snap["tasks"]) else 1
+
+
+def _pane_label(a: Any) -> str:
+    """The state part of a finished pane's title."""
+    if a.status == TaskStatus.SUCCEEDED:
+        return "ok"
+    if a.exit_code is not None:
+        return f"{a.status} (exit {a.exit_code})"
+    return str(a.status)

@@ -1,0 +1,320 @@
+"""The run's own view panes, and noticing when one dies (SPEC §2, §7 ``renderer_died``).
+
+In compact mode the board and one ``slot-view`` per visible slot run in multiplexer panes for
+the whole run; in live mode the board does. The swarm does not depend on them, but when one
+dies — its process crashes or is killed, the user closes its pane, the whole session goes —
+the run says so: one ``renderer_died`` warning per run, a ``view_gone`` event per view, and
+the view's row in ``status`` turns ``gone``. The tasks are not touched.
+
+How, the same for tmux and Zellij and with no polling of the multiplexer:
+
+- **Registration** (renderer side). A renderer started as one of the run's panes (the
+  ``--view-pane`` flag the supervisor puts in the pane's command) writes
+  ``<run>/views/<name>.json`` = ``{"view", "kind", "slot", "pid", "start", "at"}`` before its
+  first frame — atomically, mode 0600, through ``rundir.write_json_atomic``. ``name`` is
+  ``board`` or ``slot-<n>``; ``start`` is the process's start time in clock ticks
+  (``/proc/<pid>/stat``), so a reused pid is never taken for the renderer. A registration
+  that cannot be written (a full state dir, already a ``state_dir_error`` of the run) leaves
+  that view unfollowed; the renderer shows the run all the same. A renderer someone runs by
+  hand (no ``--view-pane``) never registers: closing it is nobody's business.
+- **Following** (supervisor side, ``ViewWatch``). ``views/`` is made when the run starts,
+  before any pane, and watched with inotify; each registration is followed by a pidfd. Both
+  live in an epoll of ``ViewWatch``'s own, whose one fd the supervisor puts in its selector;
+  ``read()`` then says which views are gone (each once). A process that is gone before its
+  pidfd is open (or whose start time differs) is gone too. When ``views/`` cannot be watched
+  (no inotify instance or watch to be had) it is scanned every ``POLL_INTERVAL`` through the
+  supervisor's timers, which wake the epoll through an eventfd.
+- **A view that comes back.** A renderer re-run in its pane (Zellij's held pane, ENTER)
+  registers again under the same name: the view is ``alive`` again with the new pid. Only
+  the newest registration of a name is followed.
+- **The end of the run is not a death.** Renderers end by themselves once ``state.json`` says
+  the run is no longer running, which is written only after the supervisor's loop — the only
+  reader of ``read()`` — has ended. A resumed run finds the registrations of the run's
+  earlier life: those still alive are followed, the dead ones removed quietly (they ended
+  with the interrupted run, or before it: not this supervisor's to report). ``once per run``
+  is the supervisor's rule (no second ``renderer_died`` in its warnings); a resumed
+  supervisor starts with no warnings, so it may say it once more.
+
+The ``views`` rows of a snapshot (``rows()``) are as the supervisor last saw them: in
+``summary.json`` ``alive`` means alive when the run ended (renderers then end with it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm.records import rundir
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.watch import Inotify, Watcher
+
+POLL_INTERVAL = 0.25  # seconds between scans of views/ when it cannot be watched
+KINDS = ("board", "slot-view")
+_WATCHER = object()  # epoll data: the inotify watcher of views/
+_WAKE = object()  # epoll data: the eventfd a poll-fallback scan wakes us through
+
+
+def views_dir(run: RunPaths) -> Path:
+    return run.dir / "views"
+
+
+def view_name(kind: str, slot: int | None) -> str:
+    return "board" if kind == "board" else f"slot-{slot}"
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (None if there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# ----- the renderer's side ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a renderer started as one of the run's panes writes when it starts."""
+
+    run: RunPaths
+    kind: str  # "board" | "slot-view"
+    slot: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS or (self.kind == "slot-view") != isinstance(self.slot, int):
+            raise ValueError(f"no such view: {self.kind} {self.slot}")
+
+    @property
+    def name(self) -> str:
+        return view_name(self.kind, self.slot)
+
+    @property
+    def path(self) -> Path:
+        return views_dir(self.run) / f"{self.name}.json"
+
+    def write(self, pid: int | None = None, *, now: float | None = None) -> bool:
+        """Register process ``pid`` (default: this one) as this view; False when it cannot
+        be (no ``views/``: the run's supervisor follows no views; or the state dir refuses)."""
+        pid = os.getpid() if pid is None else pid
+        record = {"view": self.name, "kind": self.kind, "slot": self.slot, "pid": pid, "start": start_ticks(pid),
+                  "at": time.time() if now is None else now}
+        try:
+            rundir.write_json_atomic(self.path, record)
+        except OSError:
+            return False
+        return True
+
+
+# ----- the supervisor's side ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A view whose renderer ended while the run went on."""
+
+    name: str
+    kind: str
+    slot: int | None
+    pid: int
+
+
+@dataclass
+class _View:
+    name: str
+    kind: str
+    slot: int | None
+    pid: int
+    start: int | None
+    registered_at: float
+    pidfd: int | None = None
+    gone_at: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {"view": self.name, "kind": self.kind, "slot": self.slot, "pid": self.pid,
+                "state": "alive" if self.gone_at is None else "gone",
+                "registered_at": self.registered_at, "gone_at": self.gone_at}
+
+
+class ViewWatch:
+    """Follows the run's registered view panes; see the module docstring.
+
+    ``fileno()`` goes in the supervisor's selector; when it is readable, ``read()`` returns
+    the views found gone since the last call (each once). ``rows()`` is the ``views`` part of
+    the run's snapshot. ``schedule(delay, fn)`` (the supervisor's timers) is used only when
+    ``views/`` cannot be watched; ``watcher`` and ``clock`` are injectable for tests.
+    """
+
+    def __init__(self, run: RunPaths, *, schedule: Callable[[float, Callable[[], None]], object],
+                 watcher: Callable[[], Watcher] = Inotify, clock: Callable[[], float] = time.time) -> None:
+        self.dir = views_dir(run)
+        self.clock = clock
+        self._schedule = schedule
+        self._views: dict[str, _View] = {}
+        self._sel = selectors.DefaultSelector()
+        self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._sel.register(self._wake, selectors.EVENT_READ, _WAKE)
+        self._watcher: Watcher | None = None
+        self.polling = False
+        self.closed = False
+        try:
+            rundir.make_private_dir(self.dir)
+        except OSError:
+            return  # a state dir that refuses views/ refuses every registration too
+        try:
+            self._watcher = watcher()
+            self._watcher.add(self.dir)
+            self._sel.register(self._watcher.fileno(), selectors.EVENT_READ, _WATCHER)
+        except OSError:
+            if self._watcher is not None:
+                self._watcher.close()
+                self._watcher = None
+            self.polling = True
+            self._schedule(POLL_INTERVAL, self._poll)
+        self._scan([], startup=True)
+
+    def fileno(self) -> int:
+        return self._sel.fileno()
+
+    def read(self) -> list[Gone]:
+        """The views found gone since the last call; never blocks."""
+        gone: list[Gone] = []
+        rescan = False
+        for key, _ in self._sel.select(0):
+            if key.data is _WATCHER:
+                assert self._watcher is not None  # registered only once there is one
+                self._watcher.read()
+                rescan = True
+            elif key.data is _WAKE:
+                try:
+                    os.eventfd_read(self._wake)
+                except BlockingIOError:
+                    pass
+                rescan = True
+            else:
+                self._ended(key.data, gone)
+        if rescan:
+            self._scan(gone)
+        return gone
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every view registered during this supervisor's life: board first, then slots."""
+        order = sorted(self._views.values(), key=lambda v: (v.kind != "board", v.slot or 0))
+        return [v.row() for v in order]
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for v in self._views.values():
+            self._unfollow(v)
+        if self._watcher is not None:
+            self._watcher.close()
+        self._sel.close()
+        os.close(self._wake)
+
+    # ----- inside ------------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        if not self.closed:
+            os.eventfd_write(self._wake, 1)
+            self._schedule(POLL_INTERVAL, self._poll)
+
+    def _scan(self, gone: list[Gone], *, startup: bool = False) -> None:
+        """Look at every registration in ``views/``; follow the new ones."""
+        try:
+            names = sorted(os.listdir(self.dir))
+        except OSError:
+            return
+        for file in names:
+            if file.startswith(".") or not file.endswith(".json"):
+                continue  # a registration being written (rundir's temp files start with a dot)
+            reg = _read(self.dir / file)
+            if reg is None or reg.name != file[:-len(".json")]:
+                continue
+            cur = self._views.get(reg.name)
+            if cur is not None and (cur.pid, cur.start) == (reg.pid, reg.start):
+                continue
+            if cur is not None:
+                self._unfollow(cur)  # superseded: the newest registration of a view counts
+            reg.pidfd = _pidfd(reg.pid, reg.start)
+            if reg.pidfd is None and startup:
+                (self.dir / file).unlink(missing_ok=True)  # from the run's earlier life, ended with it
+                continue
+            self._views[reg.name] = reg
+            if reg.pidfd is None:
+                self._gone(reg, gone)
+            else:
+                self._sel.register(reg.pidfd, selectors.EVENT_READ, reg)
+
+    def _ended(self, view: _View, gone: list[Gone]) -> None:
+        self._unfollow(view)
+        self._gone(view, gone)
+
+    def _gone(self, view: _View, gone: list[Gone]) -> None:
+        view.gone_at = self.clock()
+        gone.append(Gone(view.name, view.kind, view.slot, view.pid))
+
+    def _unfollow(self, view: _View) -> None:
+        if view.pidfd is not None:
+            self._sel.unregister(view.pidfd)
+            os.close(view.pidfd)
+            view.pidfd = None
+
+
+def _read(path: Path) -> _View | None:
+    """A registration, or None when it is not one (absent, empty, damaged, foreign)."""
+    try:
+        rec = json.loads(path.read_bytes() or b"null")
+        kind, slot, pid = rec["kind"], rec.get("slot"), rec["pid"]
+        start, at = rec.get("start"), rec.get("at")
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if kind not in KINDS or not isinstance(pid, int) or pid <= 0 or isinstance(pid, bool):
+        return None
+    if kind == "slot-view" and not (isinstance(slot, int) and slot >= 1):
+        return None
+    if start is not None and not isinstance(start, int):
+        return None
+    return _View(view_name(kind, slot), kind, slot if kind == "slot-view" else None, pid, start,
+                 float(at) if isinstance(at, (int, float)) else 0.0)
+
+
+def _pidfd(pid: int, start: int | None) -> int | None:
+    """A pidfd on the registered process, or None when it is gone (or its pid now names
+    another process: checked after opening, so the pidfd is the registrant's)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return None
+    if start is not None and start_ticks(pid) != start:
+        os.close(fd)
+        return None
+    return fd
+
+
+def describe(names: Iterable[str]) -> str:
+    """``board``, ``slot-1``… as words: "the board and slot views 1, 3"."""
+    names = list(names)
+    slots = sorted(int(n.split("-", 1)[1]) for n in names if n.startswith("slot-"))
+    parts = ["the board"] if "board" in names else []
+    if slots:
+        parts.append(("slot view " if len(slots) == 1 else "slot views ") + ", ".join(map(str, slots)))
+    return " and ".join(parts) or "no view"
+
+
+def message(gone: list[Gone], run_id: str) -> str:
+    """The text of the run's one ``renderer_died`` warning: the views found gone first (a
+    session that ends takes the others with it a moment later; ``status`` lists them all)."""
+    what = describe(g.name for g in gone)
+    pids = ", ".join(str(g.pid) for g in gone)
+    return (f"{what} ended while the run goes on (renderer pid {pids}: its pane was closed, its process "
+            f"killed or its session ended); the tasks keep running. `zellij-swarm status {run_id}` lists the "
+            f"views gone; `zellij-swarm board {run_id}` shows the run in any terminal")

@@ -1,0 +1,454 @@
+"""A generation's files: their names, and every write and read of them (SPEC §5, §7).
+
+A generation is one attempt of one task in one slot, with a directory of its own,
+``<run-dir>/slots/slot-<n>/gen-<m>/`` (``rundir.RunPaths.gen``). Its wrapper writes most of it::
+
+    wrapper.sh       the wrapper; its first line names run, task id, slot, generation, attempt
+    claim            created O_EXCL by whoever runs the generation, so that it runs at most
+                     once: the wrapper (content: its pid) or the supervisor (``supervisor``).
+                     Its modification time is the start (the wrapper restamps it)
+    heartbeat.jsonl  the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}``, any lines
+                     the worker appends, then ``{"event":"exited","code":…}``
+    output.log       the worker's output
+    exit             the exit sidecar, the wrapper's last durable act: one line, the exit
+                     status or ``- <reason>``. Complete once it ends with a newline: an empty
+                     or partial one means "not yet" (a zero-length one is absent, SPEC §7)
+    exit.json        the exit record ``{"code","signal","started_at","ended_at","pid"}`` (and
+                     ``reason``), written atomically by whichever supervisor reads the sidecar
+                     first, or by the supervisor for a wrapper that vanished without one
+    kill             why the supervisor ended the generation, written before its first signal
+    artifacts/       the worker's own files
+
+This module owns that format: the names (``GenPaths``, and the constants the wrapper's shell
+template is rendered with), the supervisor's writes (claim, exit record, kill reason), and
+every reading of them — the supervisor's and resume's, the proof's (``read_claim``,
+``ended_at``: a few system calls per generation, for runs of 10,000) and the renderers'
+(``read_gen``, ``GenReader``: many times a second, caching what cannot change any more).
+
+A missing, empty, partial or garbled file reads as absent (None) — except the claim, taken
+once the file exists, whatever it holds — and a field of the wrong type as None. Only a file
+that exists but cannot be read (no permission, a directory in its place) raises ``OSError``,
+except to the renderers, which show what they can.
+
+A POSIX shell cannot tell ``exit 143`` from death by SIGTERM: ``code`` keeps the shell's
+status and any status above 128 also names the likely signal in ``signal``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal as _signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+WRAPPER = "wrapper.sh"
+CLAIM = "claim"
+HEARTBEAT = "heartbeat.jsonl"
+OUTPUT = "output.log"
+EXIT_SIDECAR = "exit"
+EXIT_RECORD = "exit.json"
+KILL = "kill"
+ARTIFACTS = "artifacts"
+
+SUPERVISOR = "supervisor"  # a claim's content when the supervisor took it: no wrapper runs there
+
+_LINE_LIMIT = 4096  # the first lines read here are a few dozen bytes; a garbled file is not read whole
+
+_HEADER = ("# zellij-swarm generation wrapper: run {run_id}, task id {task_id}, slot {slot:d}, "
+           "generation {gen:d}, attempt {attempt:d} (generated; do not edit)")
+_HEADER_FIELDS = re.compile(r"# zellij-swarm generation wrapper: run (\S+), task id (\S+), slot (\d+), "
+                            r"generation (\d+), attempt (\d+)")
+
+
+@dataclass(frozen=True)
+class GenPaths:
+    """The files of one generation. The paths are computed once each: the supervisor touches
+    them for every one of thousands of tasks."""
+
+    dir: Path
+    slot: int
+    gen: int
+
+    @cached_property
+    def wrapper(self) -> Path:
+        return self.dir / WRAPPER
+
+    @cached_property
+    def claim(self) -> Path:
+        return self.dir / CLAIM
+
+    @cached_property
+    def heartbeat(self) -> Path:
+        return self.dir / HEARTBEAT
+
+    @cached_property
+    def output(self) -> Path:
+        return self.dir / OUTPUT
+
+    @cached_property
+    def exit_sidecar(self) -> Path:
+        return self.dir / EXIT_SIDECAR
+
+    @cached_property
+    def exit_record(self) -> Path:
+        return self.dir / EXIT_RECORD
+
+    @cached_property
+    def artifacts(self) -> Path:
+        return self.dir / ARTIFACTS
+
+    @cached_property
+    def kill(self) -> Path:
+        """Why the supervisor ended this generation (timeout, cancelled_by_user, …), written
+        before the first signal so that a resumed supervisor classifies its exit the same."""
+        return self.dir / KILL
+
+
+def _plain(gen: GenPaths, name: str) -> str:
+    """A file of ``gen`` as a plain string, for the readers the proof runs for each of 10,000
+    generations: a pathlib join costs more than the system call it is made for."""
+    return f"{gen.dir}/{name}"
+
+
+def _mtime(path: str | os.PathLike[str]) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ----- wrapper.sh -------------------------------------------------------------------------
+
+def wrapper_header(run_id: str, task_id: str, slot: int, gen: int, attempt: int) -> str:
+    """The wrapper's first line, a shell comment. Generated identifiers only, never a task name:
+    a newline in a name would end the comment."""
+    return _HEADER.format(run_id=run_id, task_id=task_id, slot=slot, gen=gen, attempt=attempt)
+
+
+def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
+    """(task id, attempt) from the wrapper's first line; None without a wrapper."""
+    try:
+        with open(gen.wrapper, encoding="utf-8", errors="replace") as f:
+            m = _HEADER_FIELDS.match(f.readline(_LINE_LIMIT))
+    except FileNotFoundError:
+        return None
+    return (m.group(2), int(m.group(5))) if m else None
+
+
+# ----- claim ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """Who runs a generation, and since when."""
+
+    at: float  # the generation's start: the claim's modification time
+    owner: str | None  # the wrapper's pid, SUPERVISOR, or None while the wrapper writes it
+
+    @property
+    def pid(self) -> int | None:
+        return int(self.owner) if self.owner and self.owner.isdigit() else None
+
+    @property
+    def by_supervisor(self) -> bool:
+        return self.owner == SUPERVISOR
+
+
+def take_claim(gen: GenPaths) -> bool:
+    """The supervisor claims a generation (O_EXCL, no symlink follow); False if already claimed."""
+    try:
+        fd = os.open(gen.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(SUPERVISOR + "\n")
+    return True
+
+
+def read_claim(gen: GenPaths) -> Claim | None:
+    """The claim, or None while nobody has claimed the generation."""
+    try:
+        fd = os.open(_plain(gen, CLAIM), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        at = os.fstat(fd).st_mtime
+        data = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    return Claim(at, data.decode("ascii", "replace").strip() or None)
+
+
+def claim_owner(gen: GenPaths) -> str | None:
+    """The claim's content: the wrapper's pid, or ``supervisor`` (None when unclaimed)."""
+    claim = read_claim(gen)
+    return claim.owner if claim else None
+
+
+def wrapper_pid(gen: GenPaths) -> int | None:
+    claim = read_claim(gen)
+    return claim.pid if claim else None
+
+
+def started_at(gen: GenPaths) -> float | None:
+    """When the generation started: the claim's modification time (the wrapper restamps it)."""
+    return _mtime(gen.claim)
+
+
+# ----- heartbeat.jsonl --------------------------------------------------------------------
+
+def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
+    """The launch heartbeat, once the wrapper has written it: ``{"pid": int | None,
+    "pane_id": str | None}``."""
+    try:
+        with open(gen.heartbeat, "rb") as f:
+            first = f.readline(_LINE_LIMIT)
+    except FileNotFoundError:
+        return None
+    if not first.endswith(b"\n"):
+        return None
+    try:
+        line = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(line, dict) or line.get("event") != "started":
+        return None
+    return {"pid": _int(line.get("pid")), "pane_id": _str(line.get("pane_id"))}
+
+
+# ----- exit, exit.json --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """How a generation ended: what exit.json holds."""
+
+    code: int | None
+    signal: str | None
+    started_at: float | None
+    ended_at: float | None
+    pid: int | None
+    reason: str | None = None  # set by the wrapper (cwd_missing) or by the supervisor
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"code": self.code, "signal": self.signal, "started_at": self.started_at, "ended_at": self.ended_at,
+               "pid": self.pid}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ExitRecord | None:
+        """The record ``to_json`` gave; None for anything but a JSON object."""
+        if not isinstance(obj, dict):
+            return None
+        return cls(_int(obj.get("code")), _str(obj.get("signal")), _num(obj.get("started_at")),
+                   _num(obj.get("ended_at")), _int(obj.get("pid")), _str(obj.get("reason")))
+
+
+def signal_name(code: int | None) -> str | None:
+    if code is None or code <= 128 or code > 128 + 64:
+        return None
+    try:
+        return _signal.Signals(code - 128).name
+    except ValueError:
+        return f"SIG{code - 128}"
+
+
+def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
+    """``(code, reason)`` from a complete ``exit`` sidecar, else None."""
+    try:
+        with open(gen.exit_sidecar, "rb") as f:
+            raw = f.read(_LINE_LIMIT)
+    except FileNotFoundError:
+        return None
+    if not raw.endswith(b"\n"):
+        return None
+    head, _, reason = raw.decode("ascii", "replace").strip().partition(" ")
+    try:
+        code = int(head)
+    except ValueError:  # "-": the worker never ran (the reason says why); anything else is garbled
+        code = None
+    return code, reason or None
+
+
+def read_exit_record(gen: GenPaths) -> ExitRecord | None:
+    """``exit.json``, or None until one is written."""
+    try:
+        return ExitRecord.from_json(rundir.read_json(gen.exit_record))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
+    """When the generation ended, and whether only the supervisor's record says so (a wrapper
+    that vanished without its sidecar); None while it runs. One ``stat`` of the sidecar — a
+    non-empty one has had the ``printf`` that writes it whole; exit.json is read only without one."""
+    try:
+        st = os.stat(_plain(gen, EXIT_SIDECAR))
+        if st.st_size > 0:
+            return st.st_mtime, False
+    except FileNotFoundError:
+        pass
+    rec = read_exit_record(gen)
+    return (rec.ended_at, True) if rec is not None and rec.ended_at is not None else None
+
+
+def collect_exit(gen: GenPaths, *, pid: int | None = None, sync: rundir.GroupSync | None = None) -> ExitRecord | None:
+    """The generation's exit record: ``exit.json`` if written, else built from the sidecar
+    and written now. None while the wrapper has not committed its exit. ``pid``, when the
+    caller knows the wrapper's, saves reading it from the claim."""
+    side = read_sidecar(gen)
+    # exit.json exists before the sidecar only when a supervisor wrote it for a vanished wrapper
+    if side is None or gen.exit_record.exists():
+        existing = read_exit_record(gen)
+        if existing is not None or side is None:
+            return existing
+    code, reason = side
+    rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen),
+                     reason)
+    _save(gen, rec, sync)
+    return rec
+
+
+def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None, ended_at: float,
+                        sync: rundir.GroupSync | None = None) -> ExitRecord:
+    """The supervisor's record for a wrapper that is gone without committing its exit."""
+    rec = ExitRecord(code, signal, started_at(gen), ended_at, wrapper_pid(gen), reason)
+    _save(gen, rec, sync)
+    return rec
+
+
+def _save(gen: GenPaths, rec: ExitRecord, sync: rundir.GroupSync | None) -> None:
+    """Write exit.json. A full or read-only state dir loses only this copy: the sidecar stays
+    the truth, and the next reader writes exit.json again."""
+    try:
+        rundir.write_json_atomic(gen.exit_record, rec.to_json(), sync=sync)
+    except OSError:
+        pass
+
+
+# ----- kill -------------------------------------------------------------------------------
+
+def write_kill_reason(gen: GenPaths, reason: str) -> None:
+    rundir.write_atomic(gen.kill, reason + "\n")
+
+
+def kill_reason(gen: GenPaths) -> str | None:
+    try:
+        with open(gen.kill, "rb") as f:
+            return f.read(_LINE_LIMIT).decode("utf-8", "replace").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+# ----- the renderers' reading -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GenInfo:
+    """What a generation's own files say about it."""
+
+    paths: GenPaths
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    signal: str | None
+    pid: int | None
+    done: bool
+    heartbeat_seen: bool
+    heartbeat_at: float | None
+
+    @property
+    def slot(self) -> int:
+        return self.paths.slot
+
+    @property
+    def gen(self) -> int:
+        return self.paths.gen
+
+
+_T = TypeVar("_T")
+
+
+def _unless_unreadable(read: Callable[[GenPaths], _T | None], gen: GenPaths) -> _T | None:
+    try:
+        return read(gen)
+    except OSError:
+        return None
+
+
+def read_gen(paths: GenPaths, earlier: GenInfo | None = None) -> GenInfo:
+    """The generation's facts from its files; absent or unreadable files give ``None``/``False``.
+    ``earlier``, this generation's previous reading, saves reading again what never changes once
+    seen: the claim time and the launch heartbeat."""
+    claim_at = earlier.started_at if earlier else None
+    if claim_at is None:
+        claim_at = _mtime(paths.claim)
+    heartbeat_at = _mtime(paths.heartbeat)
+    seen, launch_pid = (True, earlier.pid) if earlier and earlier.heartbeat_seen else (False, None)
+    if not seen and heartbeat_at is not None:
+        launch = _unless_unreadable(heartbeat_started, paths)
+        if launch is not None:
+            seen, launch_pid = True, launch["pid"]
+    record = _unless_unreadable(read_exit_record, paths)
+    if record is None:
+        return GenInfo(paths, claim_at, None, None, None, launch_pid, False, seen, heartbeat_at)
+    return GenInfo(paths, record.started_at or claim_at, record.ended_at, record.code, record.signal, record.pid,
+                   True, seen, heartbeat_at)
+
+
+class GenReader:
+    """A slot's newest generation, for a renderer that asks many times a second, at a few
+    stats per slot.
+
+    A slot's listing is re-read only when its directory changed; a generation's claim time and
+    launch heartbeat are read until seen (they never change after); a finished generation's
+    facts are final and kept.
+    """
+
+    def __init__(self, run: rundir.RunPaths) -> None:
+        self.run = run
+        self._listing: dict[int, tuple[int, GenPaths | None]] = {}
+        self._last: dict[int, GenInfo] = {}
+
+    def newest(self, slot: int) -> GenInfo | None:
+        try:
+            mtime = os.stat(self.run.slot_dir(slot)).st_mtime_ns
+        except OSError:
+            return None
+        cached = self._listing.get(slot)
+        # Directory mtimes are coarse (a kernel tick): two generations created within one tick
+        # leave the same mtime, so a listing is trusted only once its mtime is a second old.
+        if cached is None or cached[0] != mtime or time.time() - mtime / 1e9 < 1.0:
+            gens = self.run.generations(slot)
+            cached = self._listing[slot] = (mtime, gens[-1] if gens else None)
+        paths = cached[1]
+        if paths is None:
+            return None
+        last = self._last.get(slot)
+        if last is not None and last.paths != paths:
+            last = None  # a newer generation: the slot has moved on
+        if last is None or not last.done:
+            last = self._last[slot] = read_gen(paths, last)
+        return last
+
+
+# Last, because rundir builds its RunPaths.gen from GenPaths: with the module (not its names)
+# bound here, either module can be imported first.
+from zellij_swarm.records import rundir  # noqa: E402

@@ -1,0 +1,434 @@
+"""Where a run's files live, the primitives every writer and reader of them uses, and the
+rule for trusting a state directory (``untrusted``).
+
+Layout (SPEC §5, §7)::
+
+    <state-dir>/.gitignore                     ignores everything
+    <state-dir>/runs/<run-id>/                 every directory mode 0700, owned by the user
+        run.json  events.jsonl  state.json  summary.json  env.sh (0600)  lock
+        inbox/                                 control messages, one file each
+        inbox/consumed/                        messages already applied
+        views/<view>.json                      the run's board/slot-view panes (view_watch)
+        slots/slot-<n>/gen-<m>/                one directory per generation (generation_files)
+
+Run ids start with the UTC start time, so they sort by age; ``find_run`` still orders by
+the recorded start time rather than trusting names.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import re
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc
+from zellij_swarm.records.generation_files import EXIT_RECORD, GenPaths
+
+_SLOT_DIR = re.compile(r"slot-(\d+)\Z")
+_GEN_DIR = re.compile(r"gen-(\d+)\Z")
+
+
+# A rename is atomic but not durable: after a power loss the new name can point at a file whose
+# data never reached the disk, which reads back as zero bytes. These files are the commit
+# points readers trust ("this generation ended", "this run exists", "this run finished"), so
+# their data and the rename are flushed to disk; the frequent snapshots and messages are not.
+COMMIT_MARKERS = frozenset({EXIT_RECORD, "run.json", "summary.json"})
+
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600, sync: GroupSync | None = None) -> None:
+    """Write ``path`` so that no reader ever sees a partial file (temp file + rename), and
+    durably when it is one of the ``COMMIT_MARKERS``: at once, or through ``sync`` — a
+    group commit off the caller's thread, for the supervisor's hot path (one exit.json per
+    task must not cost two fsyncs on its event loop).
+
+    The temp file is created with O_EXCL|O_NOFOLLOW, so a planted symlink is never followed.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    payload = data.encode() if isinstance(data, str) else data
+    durable = path.name in COMMIT_MARKERS and sync is None
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        _fsync_dir(path.parent)
+    elif sync is not None and path.name in COMMIT_MARKERS:
+        sync.add(path)
+
+
+class GroupSync:
+    """Makes renamed files durable in batches on a thread of its own: one ``syncfs`` of their
+    filesystem per batch — a group commit; while one runs, the next batch gathers. A file
+    fsynced alone would force a journal commit per task, and every file the loop creates
+    meanwhile would wait on it. A file not yet synced when the power fails reads back empty,
+    which readers take as absent (``read_json``) — its sidecar is still there to rebuild it.
+    ``close`` waits until everything handed over is synced."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: list[Path] = []
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name="group-sync", daemon=True)
+        self._thread.start()
+
+    def add(self, path: Path) -> None:
+        with self._cond:
+            self._pending.append(path)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch, self._pending = self._pending, []
+            sync_filesystem(batch[0].parent)
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Flush the filesystem holding ``directory`` (``syncfs``; ``sync`` where it is missing)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if _LIBC is None or _LIBC.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def write_json_atomic(path: Path, obj: Any, *, sync: GroupSync | None = None) -> None:
+    """Compact JSON: the C encoder is several times faster than an indenting one, and
+    snapshots of thousands of tasks are written while the run goes on."""
+    write_atomic(path, _compact(obj) + "\n", sync=sync)
+
+
+def write_new(path: Path, data: str, *, mode: int) -> None:
+    """Create a file nobody reads yet (a generation's wrapper): O_EXCL, no rename needed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(data)
+
+
+def unwritable(path: Path) -> bool:
+    """The filesystem holding ``path`` is full or read-only."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return True
+    return bool(st.f_flag & os.ST_RDONLY) or st.f_bavail == 0
+
+
+class DamagedRecord(exc.SwarmError, ValueError):
+    """A JSON record that exists but does not parse (truncated or overwritten). Also a
+    ``ValueError``, so readers that skip unreadable records still skip it, and a
+    ``SwarmError``, so one that reaches the CLI is one line, never a traceback."""
+
+
+def read_json(path: Path) -> Any:
+    """A JSON record. A zero-length file counts as absent (``FileNotFoundError``): it is what
+    a crash between creating a file and writing it leaves, as for sidecars (SPEC §7); a
+    record that does not parse raises ``DamagedRecord``, naming the file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        raise FileNotFoundError(errno.ENOENT, "empty record (counts as absent)", str(path))
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise DamagedRecord(f"{path}: damaged record (not valid JSON: {e}); it cannot be read") from None
+
+
+def has_record(path: Path) -> bool:
+    """``path`` holds a record: it exists and is not empty (see ``read_json``)."""
+    try:
+        return os.stat(path).st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    dir: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.dir / "run.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def state(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.dir / "summary.json"
+
+    @property
+    def saved_env(self) -> Path:
+        return self.dir / "env.sh"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "lock"
+
+    @property
+    def inbox(self) -> Path:
+        return self.dir / "inbox"
+
+    @property
+    def consumed(self) -> Path:
+        return self.dir / "inbox" / "consumed"
+
+    @property
+    def replies(self) -> Path:
+        return self.dir / "inbox" / "replies"
+
+    @property
+    def slots(self) -> Path:
+        return self.dir / "slots"
+
+    def slot_dir(self, slot: int) -> Path:
+        return self.slots / f"slot-{slot}"
+
+    def gen(self, slot: int, gen: int) -> GenPaths:
+        return GenPaths(self.slot_dir(slot) / f"gen-{gen}", slot, gen)
+
+    def generations(self, slot: int) -> list[GenPaths]:
+        """The slot's generation directories in numeric order (never by name padding). The
+        slot's path is joined once: the proof lists 10,000 generations."""
+        slot_dir = self.slot_dir(slot)
+        try:
+            names = os.listdir(slot_dir)
+        except FileNotFoundError:
+            return []
+        found = [(int(m.group(1)), n) for n in names if (m := _GEN_DIR.match(n))]
+        return [GenPaths(slot_dir / name, slot, g) for g, name in sorted(found)]
+
+    def slot_numbers(self) -> list[int]:
+        try:
+            names = os.listdir(self.slots)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for n in names if (m := _SLOT_DIR.match(n)))
+
+
+def runs_root(state_dir: Path) -> Path:
+    return state_dir / "runs"
+
+
+def make_private_dir(path: Path, *, exist_ok: bool = True) -> None:
+    """Create the directory ``path`` (and any missing parents) with mode 0700. ``mkdir``'s
+    mode is filtered through the umask: when the umask takes away some of the owner's bits
+    the mode is set again explicitly (one syscall more, only then: this runs twice per task)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileNotFoundError:
+        make_private_dir(path.parent)  # missing parents are made private too
+        make_private_dir(path, exist_ok=exist_ok)
+        return
+    except FileExistsError:  # also: created meanwhile, by another run starting in the same state dir
+        if not exist_ok:
+            raise
+        return
+    if _UMASK & 0o700:
+        os.chmod(path, 0o700)
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once, at import, before any thread could race on it
+
+
+def untrusted(state_dir: Path) -> str | None:
+    """Why the records under ``state_dir`` could have been written by someone else, or None.
+
+    The rule ssh applies to ``~/.ssh``: the state directory and its ``runs/`` must belong to
+    the current user and be writable by nobody else. Otherwise another user could replace a
+    run's ``run.json`` and have ``resume`` run their commands as this user. A directory that
+    does not exist yet is not a problem (it will be created private)."""
+    me = os.geteuid()
+    for path in (state_dir, runs_root(state_dir)):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"cannot check state directory {path}: {e.strerror}"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"state directory {path} is not a directory"
+        if st.st_uid != me:
+            return (f"state directory {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
+                    f"change its run records; use a --state-dir of your own")
+        if st.st_mode & 0o022:
+            return (f"state directory {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                    f"another user could change its run records; make it private: chmod 700 {path}")
+    return None
+
+
+def untrusted_run(run: RunPaths) -> str | None:
+    """Why a run's own records could have been written by someone else, or None: the rule of
+    ``untrusted`` for the run directory and the records a writer acts on (``run.json`` holds
+    the commands ``resume`` runs, ``env.sh`` the environment they get, ``events.jsonl`` the
+    tasks added since, ``inbox/`` the messages the supervisor obeys). Each must belong to the
+    current user and be writable by nobody else; a symlink among them is refused too (``lstat``).
+    A record that does not exist yet is not a problem."""
+    me = os.geteuid()
+    for path in (run.dir, run.run_json, run.events, run.saved_env, run.inbox):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"cannot check run record {path}: {e.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            return (f"run record {path} is a symbolic link: another user could have planted it; "
+                    f"remove the run ({run.dir}) or check it by hand")
+        if st.st_uid != me:
+            return (f"run record {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
+                    f"change what this run runs; remove the run ({run.dir}) or check it and chown it to yourself")
+        if st.st_mode & 0o022:
+            return (f"run record {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                    f"another user could change what this run runs; check it, then make it private: "
+                    f"chmod -R go-w {run.dir}")
+    return None
+
+
+def require_trusted_run(run: RunPaths) -> None:
+    """Refuse (exit 2) a run whose records another user could have written (``untrusted_run``)."""
+    problem = untrusted_run(run)
+    if problem:
+        raise exc.UsageError(problem)
+
+
+def require_trusted(state_dir: Path) -> None:
+    """Refuse (exit 2) a state directory another user could have written (see ``untrusted``)."""
+    problem = untrusted(state_dir)
+    if problem:
+        raise exc.UsageError(problem)
+
+
+def prepare_state_dir(state_dir: Path) -> None:
+    """Make ``state_dir`` ready for a new run, or refuse it (exit 2) before anything starts:
+    create it (0700) with a ``.gitignore`` that ignores everything in it, check it is a
+    private directory of this user, and that a run directory can be created in it."""
+    require_trusted(state_dir)  # before creating anything in it
+    try:
+        make_private_dir(runs_root(state_dir))
+    except OSError as e:
+        raise exc.UsageError(f"cannot use state directory {state_dir}: {e.strerror}") from None
+    require_trusted(state_dir)  # again: someone else may have created it in the meantime
+    try:
+        ignore = state_dir / ".gitignore"
+        if not ignore.exists():
+            write_atomic(ignore, "# zellij-swarm run records\n*\n", mode=0o644)
+        check_can_create(runs_root(state_dir))
+    except OSError as e:
+        raise exc.UsageError(f"cannot use state directory {state_dir}: {e.strerror}") from None
+
+
+def check_can_create(directory: Path) -> None:
+    """Raise the ``OSError`` that creating a file in ``directory`` would raise (read-only,
+    not a directory, no permission), by creating and removing a probe. Root passes every
+    permission check, so asking ``os.access`` would not tell."""
+    probe = directory / f".probe.{os.getpid()}.{time.monotonic_ns()}"
+    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    os.unlink(probe)
+
+
+def all_runs(state_dir: Path) -> list[RunPaths]:
+    """Every run directory, newest first by recorded start time."""
+    root = runs_root(state_dir)
+    try:
+        entries = [root / n for n in os.listdir(root) if not n.startswith(".")]
+    except FileNotFoundError:
+        return []
+    runs = [RunPaths(p) for p in entries if has_record(p / "run.json")]  # an empty one: see find_run
+    return sorted(runs, key=_started_at, reverse=True)
+
+
+def _started_at(run: RunPaths) -> tuple[float, str]:
+    try:
+        return float(read_json(run.run_json).get("started_at") or 0.0), run.run_id
+    except (OSError, ValueError):
+        return 0.0, run.run_id
+
+
+def find_run(state_dir: Path, run_id: str | None) -> RunPaths:
+    """The named run (a unique prefix of its id is enough), or the newest one."""
+    if run_id is None:
+        runs = all_runs(state_dir)
+        if not runs:
+            raise exc.UsageError(f"no runs under {state_dir}")
+        return runs[0]
+    if "/" in run_id or run_id.startswith("."):
+        raise exc.RunNotFound(run_id, str(state_dir))
+    exact = RunPaths(runs_root(state_dir) / run_id)
+    if exact.run_json.is_file():
+        if not has_record(exact.run_json):
+            raise DamagedRecord(f"{exact.run_json}: empty record (the machine stopped as the run started?); "
+                                f"run {run_id} cannot be read")
+        return exact
+    matches = [r for r in all_runs(state_dir) if r.run_id.startswith(run_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise exc.UsageError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r.run_id for r in matches)}")
+    raise exc.RunNotFound(run_id, str(state_dir))

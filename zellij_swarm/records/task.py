@@ -1,0 +1,134 @@
+"""A task's persisted record: the row of SPEC §7.1, its attempts, and its frozen final form.
+
+A task's final fields are written onto its record when it finishes, and its row is frozen
+then (SPEC §9): a terminal row never reads anything live from the slot it ran in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.records.generation_files import ExitRecord
+from zellij_swarm.records.states import TaskStatus, transition
+
+
+@dataclass
+class Attempt:
+    """One generation of a task, as recorded when it ended."""
+
+    attempt: int
+    slot: int
+    generation: int
+    status: TaskStatus
+    exit_code: int | None
+    signal: str | None
+    reason: str | None
+    started_at: float | None
+    ended_at: float | None
+    pid: int | None
+    pane_id: str | None
+    backfill: bool = False  # started in a slot the moment its previous worker ended
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt, "slot": self.slot, "generation": self.generation, "status": str(self.status),
+            "exit_code": self.exit_code, "signal": self.signal, "reason": self.reason,
+            "started_at": self.started_at, "ended_at": self.ended_at, "pid": self.pid, "pane_id": self.pane_id,
+        }
+
+
+@dataclass
+class TaskRecord:
+    spec: TaskSpec
+    id: str
+    order: int
+    timeout: float | None
+    retries: int
+    idle_timeout: float | None
+    status: TaskStatus = TaskStatus.PENDING
+    attempts: int = 0
+    slot: int | None = None
+    generation: int | None = None
+    pid: int | None = None
+    pane_id: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    reason: str | None = None
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Attempt] = field(default_factory=list)
+    _frozen: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def move(self, status: TaskStatus) -> None:
+        self.status = transition(f"task {self.name!r}", self.status, status)
+
+    @property
+    def attempts_left(self) -> bool:
+        return self.attempts < self.retries + 1
+
+    def start_generation(self, slot: int, gen: int) -> None:
+        self.move(TaskStatus.RUNNING)
+        self.attempts += 1
+        self.slot, self.generation = slot, gen
+        self.pid = self.pane_id = self.started_at = self.ended_at = self.exit_code = self.signal = self.reason = None
+
+    def withdraw_generation(self) -> None:
+        """The generation just reserved never started (its backend could not start): the
+        task is as if it had never been given a slot."""
+        self.attempts -= 1
+        self.slot = self.generation = None
+
+    def end_generation(self, status: TaskStatus, rec: ExitRecord | None, reason: str | None,
+                       *, backfill: bool, ended_at: float) -> Attempt:
+        """Record a generation's end; the task's status becomes ``status`` (or pending for a retry)."""
+        assert self.slot is not None and self.generation is not None
+        attempt = Attempt(
+            self.attempts, self.slot, self.generation, status,
+            rec.code if rec else None, rec.signal if rec else None, reason,
+            rec.started_at if rec else self.started_at, (rec.ended_at if rec and rec.ended_at else ended_at),
+            (rec.pid if rec and rec.pid else self.pid), self.pane_id, backfill,
+        )
+        self.history.append(attempt)
+        self.exit_code, self.signal, self.reason = attempt.exit_code, attempt.signal, reason
+        self.started_at, self.ended_at, self.pid = attempt.started_at, attempt.ended_at, attempt.pid
+        return attempt
+
+    def finish(self, status: TaskStatus, reason: str | None = None) -> None:
+        """Move to a terminal status and freeze the row."""
+        self.move(status)
+        if reason is not None:
+            self.reason = reason
+        self._frozen = None
+        self._frozen = self.row(now=None)
+
+    def restore(self, status: TaskStatus, reason: str | None = None) -> None:
+        """Put a task rebuilt from a run's records (``resume``) in ``status``; a terminal one
+        is frozen as ``finish`` would. The transition table describes a live run, not a
+        rebuild, so it is not consulted here — and nowhere else is it bypassed."""
+        self.status = status
+        if status.terminal:
+            self.reason = reason
+            self._frozen = None
+            self._frozen = self.row(now=None)
+
+    def row(self, *, now: float | None) -> dict[str, Any]:
+        if self._frozen is not None:
+            return self._frozen
+        duration = None
+        if self.started_at is not None:
+            end = self.ended_at if self.ended_at is not None else now
+            duration = round(end - self.started_at, 3) if end is not None else None
+        return {
+            "name": self.name, "id": self.id, "status": str(self.status), "exit_code": self.exit_code,
+            "signal": self.signal, "attempts": self.attempts, "slot": self.slot, "generation": self.generation,
+            "pid": self.pid, "pane_id": self.pane_id, "started_at": self.started_at, "ended_at": self.ended_at,
+            "duration_s": duration, "reason": self.reason, "warnings": list(self.warnings),
+            "history": [a.to_json() for a in self.history],
+        }

@@ -1,0 +1,213 @@
+"""Read-only views of a run directory for the renderers (SPEC §5, §7).
+
+The renderers never talk to the supervisor or to processes; they read what it wrote:
+``state.json`` for task identity and status (it lags the files by up to ~250 ms), and each
+slot's newest generation directory for live facts (start time, launch heartbeat, heartbeat
+age, exit record: ``generation_files.GenReader``) and output.
+
+Every read tolerates files that are missing, half-created or unreadable: a renderer shows
+"waiting" rather than crash while the supervisor is still writing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm.records.generation_files import GenInfo
+from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES
+from zellij_swarm.render.text import plain_last_line
+
+LAST_LINE_BYTES = 4096
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class StateReader:
+    """``state.json``, re-parsed only when the file was replaced (it is written atomically)."""
+
+    def __init__(self, run: RunPaths) -> None:
+        self.run = run
+        self._key: tuple[int, int, int] | None = None
+        self._state: dict[str, Any] | None = None
+
+    def load(self) -> dict[str, Any] | None:
+        try:
+            st = os.stat(self.run.state)
+        except OSError:
+            return self._state
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key != self._key:
+            try:
+                loaded = read_json(self.run.state)
+            except (OSError, ValueError):
+                return self._state
+            if isinstance(loaded, dict):
+                self._state, self._key = loaded, key
+        return self._state
+
+
+def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every recorded attempt by ``(slot, generation)``: ``{"task", "status", "exit_code", ...}``.
+
+    A slot is reused, so a generation's row comes from its own history entry (frozen when it
+    finished), never from whatever the task or the slot is doing now. The task's top-level
+    fields fill in for its current attempt, unless the task is back to ``pending`` (a retry).
+    """
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for task in (state or {}).get("tasks") or []:
+        if not isinstance(task, dict):
+            continue
+        name = task.get("name")
+        for entry in task.get("history") or []:
+            if not isinstance(entry, dict):
+                continue
+            entry_slot, entry_gen = entry.get("slot"), entry.get("generation")
+            if isinstance(entry_slot, int) and isinstance(entry_gen, int):
+                out[(entry_slot, entry_gen)] = {**entry, "task": name, "task_id": task.get("id")}
+        slot, gen = task.get("slot"), task.get("generation")
+        if isinstance(slot, int) and isinstance(gen, int) and task.get("status") != "pending":
+            current = out.get((slot, gen), {})
+            out[(slot, gen)] = {
+                **current,
+                "task": name,
+                "task_id": task.get("id"),
+                "status": task.get("status"),
+                "exit_code": task.get("exit_code"),
+                "signal": task.get("signal"),
+                "reason": task.get("reason"),
+                "attempt": current.get("attempt", task.get("attempts")),
+                "started_at": current.get("started_at", task.get("started_at")),
+                "ended_at": task.get("ended_at") if task.get("status") in TERMINAL_STATUSES else None,
+                "pid": task.get("pid"),
+                "pane_id": task.get("pane_id"),
+            }
+    return out
+
+
+def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
+    return {
+        s["slot"]: s
+        for s in (state or {}).get("slots") or []
+        if isinstance(s, dict) and isinstance(s.get("slot"), int)
+    }
+
+
+class LastLines:
+    """The last visible output line of each file, re-read only when the file changed."""
+
+    def __init__(self, tail: int = LAST_LINE_BYTES) -> None:
+        self.tail = tail
+        self._cache: dict[Path, tuple[int, int, str]] = {}
+
+    def get(self, path: Path) -> str:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return ""
+        hit = self._cache.get(path)
+        if hit and hit[:2] == (st.st_size, st.st_mtime_ns):
+            return hit[2]
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, st.st_size - self.tail))
+                line = plain_last_line(f.read(self.tail))
+        except OSError:
+            line = ""
+        self._cache[path] = (st.st_size, st.st_mtime_ns, line)
+        return line
+
+    def forget_except(self, keep: set[Path]) -> None:
+        for path in list(self._cache):
+            if path not in keep:
+                del self._cache[path]
+
+
+LIVE = frozenset({"running", "starting", "reserved"})
+
+
+@dataclass(frozen=True)
+class SlotRow:
+    """One slot as the renderers show it: the newest generation's task and facts.
+
+    ``status`` is a task status (``running``, ``failed``, ...) or ``starting`` (launched, no
+    launch heartbeat yet), ``reserved`` (a task is assigned, its generation not yet visible),
+    ``idle`` or ``closed`` (nothing ran in the slot yet). A row whose status is terminal holds
+    only recorded facts; only a live row has a meaningful ``elapsed(now)``.
+    """
+
+    slot: int
+    slot_state: str
+    status: str
+    task: str | None = None
+    attempt: int | None = None
+    gen: GenInfo | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    reason: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE
+
+    def elapsed(self, now: float) -> float | None:
+        if self.started_at is None:
+            return None
+        if self.live:
+            return now - self.started_at
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+def describe_slot(
+    slot: int,
+    gen: GenInfo | None,
+    entry: dict[str, Any] | None,
+    records: dict[tuple[int, int], dict[str, Any]],
+) -> SlotRow:
+    """Combine a slot's ``state.json`` entry, its newest generation and that generation's record."""
+    entry = entry or {}
+    slot_state = str(entry.get("state") or "idle")
+    entry_gen = entry.get("generation") if isinstance(entry.get("generation"), int) else None
+    busy = slot_state in ACTIVE_SLOT_STATES
+    if busy and (gen is None or (entry_gen is not None and entry_gen > gen.gen)):
+        return SlotRow(slot, slot_state, "reserved", task=entry.get("task"), attempt=entry.get("attempt"))
+    if gen is None:
+        return SlotRow(slot, slot_state, "closed" if slot_state == "closed" else "idle")
+    rec = records.get((slot, gen.gen), {})
+    task = rec.get("task")
+    if task is None and entry_gen == gen.gen:
+        task = entry.get("task")
+    recorded = rec.get("status")
+    if recorded in TERMINAL_STATUSES:
+        status = str(recorded)
+    elif gen.done:
+        # exit.json is there but state.json has not caught up yet.
+        status = "succeeded" if gen.exit_code == 0 and not gen.signal else "failed"
+    else:
+        status = "running" if gen.heartbeat_seen else "starting"
+    if status in LIVE and slot_state == "idle":
+        slot_state = "running"  # state.json lags the generation's own files
+    ended_at = gen.ended_at if gen.done else None
+    if status in TERMINAL_STATUSES and ended_at is None:
+        ended_at = _num(rec.get("ended_at"))
+    attempt = rec.get("attempt", entry.get("attempt") if entry_gen == gen.gen else None)
+    return SlotRow(
+        slot,
+        slot_state,
+        status,
+        task=task,
+        attempt=attempt if isinstance(attempt, int) else None,
+        gen=gen,
+        started_at=gen.started_at or _num(rec.get("started_at")),
+        ended_at=ended_at,
+        exit_code=gen.exit_code if gen.done else rec.get("exit_code"),
+        signal=gen.signal if gen.done else rec.get("signal"),
+        reason=rec.get("reason"),
+    )

@@ -1,0 +1,198 @@
+"""The POSIX ``sh`` wrapper every generation runs through (SPEC §5).
+
+The wrapper is the contract between the supervisor and a worker, whatever the backend:
+
+1. it claims the generation (``claim`` created with O_EXCL through ``set -C``); a wrapper that
+   finds the claim taken exits 0 without running anything, so a generation runs at most once.
+   Started with the argument ``claimed`` it skips this: the supervisor took the claim for it
+   (a pane that never reported in, run headless instead) and the wrapper only restamps the
+   claim file, whose modification time is the generation's start;
+   in a pane, the first stage (claim, heartbeat with the pane id, log set-up) runs with the
+   multiplexer server's environment, then re-executes itself under ``env -i`` as ``restored``
+   and loads the caller's saved environment — the only way to drop every server variable;
+2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}``;
+3. exports the worker environment (in a pane it first restores the caller's saved
+   environment, because a multiplexer pane inherits the multiplexer server's);
+4. changes to the task's cwd itself and runs the command, output to ``output.log``;
+5. writes the ``exit`` sidecar — one line, ``<code>`` or ``- cwd_missing`` — as its last
+   durable act (the commit marker); its modification time is the end time;
+6. appends ``{"event":"exited","code":…}`` and exits with the worker's code.
+
+Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builtins only: no
+``date``, ``mv``, ``tee`` or ``cat``; times come from file modification times. A shell
+``cmd`` runs exactly as ``/bin/sh -c CMD`` (SPEC §5): its own process, so ``$$``, ``$0`` (``sh``),
+``$PPID``, ``exit``, traps and signals mean what they mean there — a command that kills
+``$$`` dies by that signal and is recorded so, and it can never signal or end the wrapper by
+accident. That costs one exec per task over running it in a subshell of the wrapper; an
+``argv`` task is exec'd directly. The wrapper's own variables all start with ``_zsw_``.
+
+Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
+only generated identifiers, never a task name (a newline in a name would end a comment). The
+files it writes, and what is in them, are those ``generation_files`` reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from zellij_swarm import quoting
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.generation_files import GenPaths
+
+
+@dataclass(frozen=True)
+class WorkerIdentity:
+    run_id: str
+    task_name: str
+    task_id: str
+    slot: int
+    generation: int
+    attempt: int
+
+
+# The pane's session leader after the first stage (see _paneleader): this interpreter,
+# isolated and without site packages, so it starts in a few milliseconds.
+PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
+
+
+def _in_gen_dir(name: str) -> str:
+    """A file of the generation as the wrapper names it: in ``$_zsw_d``, its directory."""
+    return f'"$_zsw_d/{name}"'
+
+
+_CLAIM = _in_gen_dir(generation_files.CLAIM)
+_HEARTBEAT = _in_gen_dir(generation_files.HEARTBEAT)
+_OUTPUT = _in_gen_dir(generation_files.OUTPUT)
+_EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
+
+# Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
+_CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
+_HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null}}\\n\' $$ >>{_HEARTBEAT}'
+
+
+@dataclass(frozen=True)
+class PaneMode:
+    """How a generation that runs in a multiplexer pane differs from a headless one."""
+
+    pane_var: str  # set by the multiplexer for this very pane: TMUX_PANE, ZELLIJ_PANE_ID
+    pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
+    saved_env: Path  # the caller's environment (records.save_environment)
+    log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
+    # How the worker runs on the pane's terminal, when not directly: a shell template in which
+    # ``{cmd}`` stands for the command as one quoted word (Zellij: through ``script``, which
+    # keeps the worker on a TTY and logs it). It must leave the worker's status in ``$?``.
+    runner: str = ""
+    # Shell run in the pane after the exit is recorded (a pane that must outlive its worker).
+    hold: str = ""
+
+
+def render(
+    gen: GenPaths,
+    who: WorkerIdentity,
+    *,
+    cmd: str | None,
+    argv: tuple[str, ...] | None,
+    cwd: str,
+    env: dict[str, str],
+    pane: PaneMode | None = None,
+) -> str:
+    q = quoting.shell_word
+    lines = [
+        generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
+        f"_zsw_d={q(str(gen.dir))}",
+        # Survive the signals aimed at the worker so the exit is still recorded.
+        "trap : HUP INT TERM",
+        *(_pane_stages(pane) if pane else _headless_stage()),
+    ]
+    exports = {
+        "ZELLIJ_SWARM_RUN_ID": who.run_id,
+        "ZELLIJ_SWARM_TASK": who.task_name,
+        "ZELLIJ_SWARM_TASK_ID": who.task_id,
+        "ZELLIJ_SWARM_SLOT": str(who.slot),
+        "ZELLIJ_SWARM_GENERATION": str(who.generation),
+        "ZELLIJ_SWARM_ATTEMPT": str(who.attempt),
+        "ZELLIJ_SWARM_HEARTBEAT": str(gen.heartbeat),
+        "ZELLIJ_SWARM_ARTIFACT_DIR": str(gen.artifacts),
+        **env,
+    }
+    lines.append("export " + " ".join(f"{k}={q(v)}" for k, v in exports.items()))
+    if argv is not None:
+        lines.append("set -- " + " ".join(q(a) for a in argv))
+        command = '"$@"'
+    else:
+        lines += ["set --", f"_zsw_cmd={q(cmd or ':')}"]
+        command = '/bin/sh -c "$_zsw_cmd" sh'
+
+    def run(redirects: str) -> str:
+        # The redirections sit inside the subshell, which execs the worker: the shell reports
+        # a worker's death by signal ("Terminated") on its own stderr, with whatever
+        # redirections it applied itself still in place — never into the worker's output.
+        return f"( exec {command} {redirects} )"
+
+    # Headless, the worker's output goes to the log; in a pane it stays on the pane's
+    # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
+    redirect = f">>{_OUTPUT} 2>&1"
+    launch = f"  {run(redirect)}"
+    if pane:
+        # The wrapper's own stderr (where the shell reports a worker's death by signal)
+        # must not reach the pane, or pipe-pane would log it as the worker's output.
+        in_pane = run("2>&3 3>&-")
+        if pane.runner:
+            text = ("exec " + quoting.shell_line(argv)) if argv is not None else (cmd or ":")
+            in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; } 2>&3 3>&-"
+        launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
+                  f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
+    lines += [
+        f"if cd -- {q(cwd)} 2>/dev/null; then",
+        launch,
+        "  _zsw_rc=$?",
+        f"  printf '%s\\n' \"$_zsw_rc\" >{_EXIT_SIDECAR}",
+        "else",
+        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >>{_OUTPUT}",
+        "  _zsw_rc=1",
+        f"  printf '%s\\n' '- cwd_missing' >{_EXIT_SIDECAR}",
+        "fi",
+        f'printf \'{{"event":"exited","code":%s}}\\n\' "$_zsw_rc" >>{_HEARTBEAT}',
+        *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
+        'exit "$_zsw_rc"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _headless_stage() -> list[str]:
+    return [
+        f'if [ "${{1-}}" = claimed ]; then echo $$ >|{_CLAIM}',
+        f"else {_CLAIM_OR_LEAVE}",
+        "fi",
+        # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
+        # death by signal there); only the worker's output goes to output.log.
+        "exec </dev/null",
+        _HEADLESS_HEARTBEAT,
+    ]
+
+
+def _pane_stages(pane: PaneMode) -> list[str]:
+    q = quoting.shell_word
+    return [
+        "_zsw_headless=",
+        "case ${1-} in",
+        "claimed)  # the supervisor took the claim: run headless, as its own child",
+        f"  echo $$ >|{_CLAIM}; _zsw_headless=1",
+        f"  {_HEADLESS_HEARTBEAT} ;;",
+        "restored)  # second stage in the pane: the caller's environment comes back",
+        # The launch heartbeat comes from here, once the traps above are armed; its pid is
+        # the pane leader's (this stage's parent), which claimed the generation.
+        '  case $_ZSW_PANE in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
+        f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
+        f'  printf \'{{"event":"started","pid":%s,"pane_id":%s}}\\n\' "$PPID" "$_zsw_pj" >>{_HEARTBEAT}',
+        f"  . {q(str(pane.saved_env))}",
+        f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
+        "*)  # first stage in the pane, with the multiplexer server's environment",
+        f"  {_CLAIM_OR_LEAVE}",
+        *([f"  {pane.log_setup}"] if pane.log_setup else []),
+        f'  exec /usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {" ".join(q(a) for a in PANE_LEADER)} '
+        '/bin/sh "$0" restored ;;',
+        "esac",
+    ]
