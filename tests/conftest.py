@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, scrub
+from tmuxtest import Tmux, private_tmux
+from zellijtest import FakeZellij
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +21,23 @@ def _scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def swarm(tmp_path: Path) -> Swarm:
     return Swarm(tmp_path)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    """A private tmux server for one test."""
+    with private_tmux() as t:
+        yield t
+
+
+@pytest.fixture
+def fz() -> Iterator[FakeZellij]:
+    """The fake zellij first on PATH with a private socket dir; every process of it ends with the test."""
+    f = FakeZellij()
+    try:
+        yield f
+    finally:
+        f.cleanup()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

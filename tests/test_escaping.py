@@ -28,8 +28,8 @@ from pathlib import Path
 import pyte
 import pytest
 from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
-from test_tmux import Tmux, outside_env, tmux  # noqa: F401 (the private tmux server fixture)
-from test_zellij_backend import FAST, fz  # noqa: F401 (the fake Zellij fixture)
+from tmuxtest import Tmux, outside_env
+from zellijtest import FAST
 
 from zellij_swarm.quoting import terminal_text
 

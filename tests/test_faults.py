@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
-from test_tmux import Tmux, outside_env, tmux  # noqa: F401  (fixture)
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from tmuxtest import outside_env
+from zellijtest import FAST
 
 LONG = "[swarm]\njobs = 2\n" + "".join(
     f'[[task]]\nname = "t{i}"\ncmd = "sleep 1.5; echo t{i} >> ledger"\n' for i in range(3))

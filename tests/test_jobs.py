@@ -6,7 +6,7 @@ import json
 
 import pytest
 from swarmtest import kill_run_processes, run_processes, validate, wait_until
-from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
+from tmuxtest import outside_env
 
 
 @pytest.fixture(params=["headless", "tmux"])

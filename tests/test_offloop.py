@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from zellijtest import FAST
 
 QUICK = 30  # headless tasks that must all run while one pane call hangs
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
-from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from tmuxtest import outside_env
+from zellijtest import FAST
 
 from zellij_swarm import watch
 from zellij_swarm.engine.timers import Timers

@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 from swarmtest import full, validate, wait_until
-from test_tmux import outside_env, tmux  # noqa: F401  (fixture)
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from tmuxtest import outside_env
+from zellijtest import FAST
 
 from zellij_swarm.engine import view_watch
 from zellij_swarm.engine.view_watch import Registration, ViewWatch

@@ -87,4 +87,8 @@ def test_missing_and_non_utf8_files(tmp_path):
 
 def test_deep_dependency_chain_has_no_recursion_limit():
     tasks = [swarmfile.TaskSpec(name=f"t{i}", cmd="true", after=(f"t{i-1}",) if i else ()) for i in range(5000)]
-    swarmfile.validate(tasks)
+    swarmfile.validate(tasks)  # a 5,000-deep chain is fine ...
+    tasks[0] = swarmfile.TaskSpec(name="t0", cmd="true", after=("t4999",))
+    with pytest.raises(exc.InputError) as e:  # ... and a cycle through all of it is found
+        swarmfile.validate(tasks)
+    assert str(e.value).count(" -> ") == 5000

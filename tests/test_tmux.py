@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
 from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
+from tmuxtest import inside_env, outside_env
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (scripts/setup installs it)")
@@ -42,63 +38,6 @@ retries = 1
 name = "f"
 argv = ["sh", "-c", "echo f-out"]
 """
-
-
-@dataclass
-class Tmux:
-    tmpdir: Path
-    socket: Path
-
-    def __call__(self, *args: str, check: bool = True) -> str:
-        p = subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10)
-        if check and p.returncode != 0:
-            raise AssertionError(f"tmux {args}: {p.stderr}")
-        return p.stdout
-
-    def panes(self) -> dict[str, dict[str, str]]:
-        out = self("list-panes", "-a", "-F", "#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t#{@zsw_title}\t"
-                   "#{window_name}\t#{pane_width}x#{pane_height}", check=False)
-        rows = {}
-        for line in out.splitlines():
-            pid, dead, status, title, window, size = line.split("\t")
-            rows[pid] = {"dead": dead, "status": status, "title": title, "window": window, "size": size}
-        return rows
-
-    def capture(self, pane: str) -> str:
-        return self("capture-pane", "-p", "-J", "-S", "-", "-t", pane)
-
-    def server_pids(self) -> list[int]:
-        return [p.pid for p in psutil.process_iter(["cmdline"])
-                if p.info["cmdline"] and "tmux" in p.info["cmdline"][0]
-                and str(self.socket) in " ".join(p.info["cmdline"])]
-
-
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    """A private tmux server: TMUX_TMPDIR points tmux's default socket into a short temp dir."""
-    tmpdir = Path(tempfile.mkdtemp(prefix="zt", dir="/tmp"))
-    t = Tmux(tmpdir, tmpdir / f"tmux-{os.getuid()}" / "default")
-    t.socket.parent.mkdir(mode=0o700)
-    try:
-        yield t
-    finally:
-        subprocess.run(["tmux", "-S", str(t.socket), "kill-server"], capture_output=True, timeout=10)
-        for pid in t.server_pids():
-            psutil.Process(pid).kill()
-        shutil.rmtree(tmpdir, ignore_errors=True)
-
-
-def outside_env(t: Tmux, **extra: str) -> dict[str, str]:
-    return clean_env(TMUX_TMPDIR=str(t.tmpdir), ZELLIJ_SWARM_PANE_HOLD_MS="300",
-                     ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="5000", **extra)
-
-
-def inside_env(t: Tmux, **extra: str) -> dict[str, str]:
-    """As if run from a pane of a tmux session the user is in."""
-    t("new-session", "-d", "-s", "host", "-x", "200", "-y", "50")
-    pane = t("display-message", "-p", "-t", "host:", "#{pane_id}").strip()
-    pid = t("display-message", "-p", "#{pid}").strip()
-    return outside_env(t, TMUX=f"{t.socket},{pid},0", TMUX_PANE=pane, **extra)
 
 
 def outcomes(swarm: Swarm) -> dict[str, tuple]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from swarmtest import clean_env, wait_until
-from zellijtest import FakeZellij, check_calls
+from zellijtest import FAST, check_calls
 
 SWARM = """
 [swarm]
@@ -42,19 +42,6 @@ EXPECTED = {"ok1": ("succeeded", 0), "bad": ("failed", 3), "slow": ("succeeded",
             "ok2": ("succeeded", 0)}
 LEDGER = ["bad", "ok1", "ok2", "slow", "weird"]
 # Short holds; deadlines long enough for a loaded CI machine (they end as soon as panes show).
-FAST = {"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "10000", "ZELLIJ_SWARM_PANE_HOLD_MS": "200",
-        "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS": "30000"}
-
-
-@pytest.fixture
-def fz():
-    f = FakeZellij()
-    try:
-        yield f
-    finally:
-        f.cleanup()
-
-
 def events(run: Path) -> list[dict]:
     return [json.loads(ln) for ln in (run / "events.jsonl").read_text().splitlines()]
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from zellijtest import FAST
 
 TASKS = 5
 SWARM = "[swarm]\njobs = 2\n" + "".join(

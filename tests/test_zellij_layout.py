@@ -16,7 +16,6 @@ import ckdl
 import pytest
 from click.testing import CliRunner
 from swarmtest import clean_env, wait_until
-from test_zellij_backend import fz  # noqa: F401  (fixture)
 from zellijtest import FAKE_DIR
 
 from zellij_swarm.backends import zellij_layout as layout
@@ -117,7 +116,9 @@ def test_generated_layout_loads_into_the_fake_at_old_versions(fz, tmp_path):
     path = tmp_path / "g.kdl"
     path.write_text(layout.generate(3, "compact", "swarm", program=["/bin/sh", "-c", "sleep 30", "x"]))
     for v in ("0.41.2", "0.43.1"):
-        fz.zellij("--layout", str(path), "attach", "--create-background", f"g{v.replace('.', '')}", version=v)
+        name = f"g{v.replace('.', '')}"
+        fz.zellij("--layout", str(path), "attach", "--create-background", name, version=v)
+        assert name in fz.zellij("list-sessions", "--no-formatting", "--short", version=v).stdout.split()
 
 
 def test_capabilities():

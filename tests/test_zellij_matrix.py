@@ -13,7 +13,7 @@ import os
 
 import pytest
 from swarmtest import run_processes
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from zellijtest import FAST
 
 VERSIONS = ["0.40.1", "0.41.2", "0.43.1", "0.44.3", "0.45.0"]
 DIMENSIONS = [VERSIONS, ["inside", "outside"], ["live", "compact"], [False, True]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from swarmtest import full
-from test_zellij_backend import FAST, fz  # noqa: F401  (fixture)
+from zellijtest import FAST
 
 SWARM = ('[swarm]\njobs = 2\n[[task]]\nname = "ok1"\ncmd = "echo ok1"\n[[task]]\nname = "bad"\ncmd = "exit 3"\n'
          '[[task]]\nname = "ok2"\ncmd = "sleep 0.3; echo ok2"\n[[task]]\nname = "ok3"\ncmd = "echo ok3"\n')

@@ -21,6 +21,9 @@ from swarmtest import clean_env
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DIR = REPO / "scripts" / "fake-zellij"
+# Deadlines for a loaded CI machine: a fake Zellij session can take seconds to start there.
+FAST = {"ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS": "10000", "ZELLIJ_SWARM_PANE_HOLD_MS": "200",
+        "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS": "30000"}
 
 
 def _pid_alive(pid: int) -> bool:
