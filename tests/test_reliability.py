@@ -380,7 +380,7 @@ def test_cancelled_timers_hold_nothing():
 def test_ended_generations_leave_no_timers(swarm):
     """A run of many tasks with a timeout ends with no timer of an ended generation left."""
     swarm.write("t.txt", "true\n" * 300)
-    code = ("import sys; from zellij_swarm import supervisor as s\n"
+    code = ("import sys; from zellij_swarm.engine import supervisor as s\n"
             "orig = s.Supervisor._finish\n"
             "def finish(self):\n"
             "    print('timers', len(self.timers), file=sys.stderr)\n"
@@ -533,6 +533,7 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
         wait_until(lambda: _started(run) == 1, what="the first worker")
         for name in ("extra-1", "extra-2"):
             assert swarm("add", run.name, "--name", name, "--", "true").code == 0
+        wait_until(lambda: re.search(rb"\d+/4 done", b"".join(chunks)), what="the progress line counting both")
         (swarm.cwd / "gate").touch()
         assert proc.wait(timeout=60) == 0
         reader.join(timeout=10)

@@ -17,7 +17,7 @@ from swarmtest import clean_env, kill_run_processes, wait_until
 HAMMER = """
 import contextlib, io, sys
 from pathlib import Path
-from zellij_swarm import rundir, runlock
+from zellij_swarm.records import rundir, runlock
 from zellij_swarm.cli import main
 run_id = sys.argv[1]
 run = rundir.find_run(Path(".zellij-swarm").absolute(), run_id)
