@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, kill_run_processes, wait_until
+from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from tmuxtest import outside_env
 
 # ----- C: a run directory is trusted only when it is private ----------------------------------
 
@@ -176,25 +177,17 @@ def test_a_non_utf8_environment_reaches_the_worker_byte_exact(swarm):
     assert back.stdout == os.fsencode(RAW)  # env.sh gives back the very bytes
 
 
-def test_a_non_utf8_environment_reaches_a_tmux_pane_byte_exact(swarm):
+def test_a_non_utf8_environment_reaches_a_tmux_pane_byte_exact(swarm, tmux):
     import shutil
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    from test_tmux import finish, outside_env
-    from test_tmux import tmux as _tmux_fixture
-
-    gen = _tmux_fixture.__wrapped__()
-    t = next(gen)
-    try:
-        swarm.write("t.txt", 'printf %s "$FOO" > got\n')
-        res = swarm("run", "t.txt", "--backend", "tmux", "--ui", "live", "--require-multiplexer", "--output", "quiet",
-                    env=outside_env(t, FOO=RAW))
-        finish(swarm, res)
-        assert res.code == 0, res
-        assert (swarm.cwd / "got").read_bytes() == os.fsencode(RAW)
-    finally:
-        gen.close()
+    swarm.write("t.txt", 'printf %s "$FOO" > got\n')
+    res = swarm("run", "t.txt", "--backend", "tmux", "--ui", "live", "--require-multiplexer", "--output", "quiet",
+                env=outside_env(tmux, FOO=RAW))
+    assert res.code == 0, res
+    assert run_processes(swarm.latest().name) == [], "a worker outlived its run"
+    assert (swarm.cwd / "got").read_bytes() == os.fsencode(RAW)
 
 
 @pytest.mark.parametrize("which", ["cwd", "state-dir", "junit"])

@@ -91,8 +91,10 @@ class TmuxBackend:
         self.panes: PaneLifecycle[str] = PaneLifecycle.for_run(ctx, close=self._kill_pane)
         if self.inside:
             self.socket = self.env.get("TMUX", "").split(",")[0] or None
+        # No ``start-server`` first: a server with no session exits at once, and a
+        # ``new-session`` racing that exit fails ("server exited unexpectedly"); new-session
+        # starts its own server, and the other calls need one that already runs.
         self.started = True
-        self._tmux("start-server")
         name = f"swarm-{ctx.run_id}"
         board = quoting.shell_line(ctx.renderer_argv("board"))
         if self.inside and not s.session:

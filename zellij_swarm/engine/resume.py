@@ -229,7 +229,7 @@ class ResumedRun(Protocol):
 
 
 def restore(run: ResumedRun, rec: Recovered) -> None:
-    """Rebuild every task from the records of an interrupted run (see ``recovery``):
+    """Rebuild every task from the records of an interrupted run (read by ``load``):
     record exits that happened meanwhile, adopt live wrappers, queue the rest."""
     run.add_tasks(rec.specs, enqueue=False)
     for lost in rec.unlogged:  # reservations the killed supervisor made but never logged, at their time
