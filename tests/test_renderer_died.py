@@ -236,8 +236,12 @@ def renderer(run_id: str, *view: str) -> psutil.Process:
 
 
 def registered(run: Path, *names: str) -> None:
-    wait_until(lambda: all((run / "views" / f"{n}.json").exists() for n in names), timeout=20,
-               what=f"views {names} registered")
+    """The views registered, and the backend done opening (its first batch dispatched): a
+    renderer registers as soon as its pane runs, which can be before the backend has seen
+    every pane — a session killed then fails the opening, which is another test's case."""
+    wait_until(lambda: all((run / "views" / f"{n}.json").exists() for n in names)
+               and '"batch_dispatch_started"' in (run / "events.jsonl").read_text(), timeout=20,
+               what=f"views {names} registered and the backend open")
 
 
 def events(run: Path) -> list[dict]:
