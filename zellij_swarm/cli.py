@@ -291,13 +291,13 @@ def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> Non
     from zellij_swarm.engine import stopping
     from zellij_swarm.records import generation_files
 
-    grace = (snap.get("settings") or {}).get("kill_grace", {}).get("value") or stopping.DEFAULT_GRACE
+    grace = settings.Resolved.from_record(snap.get("settings") or {}).kill_grace  # the table's default if older
     ended = 0
     for t in snap["tasks"]:
         if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
             continue
         generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
-        ended += stopping.end_now(run.run_id, t["slot"], t["generation"], float(grace))
+        ended += stopping.end_now(run.run_id, t["slot"], t["generation"], grace)
     click.echo(f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
                f"`zellij-swarm resume {run.run_id}` records the cancellation", err=True)
 

@@ -31,7 +31,6 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
-DEFAULT_GRACE = 2.0  # seconds: a run recorded before the ``kill_grace`` setting existed
 
 
 def killed_status(reason: str) -> TaskStatus:
