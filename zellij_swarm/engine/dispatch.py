@@ -70,8 +70,11 @@ class Dispatcher:
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
                 continue
             batch.append(lg)
-        shown = [lg for lg in batch if self._backend.shows(lg.gen.slot)]
-        self._start_generations([lg for lg in batch if not self._backend.shows(lg.gen.slot)], reserved_at)
+        shown: list[LiveGen] = []
+        headless: list[LiveGen] = []
+        for lg in batch:
+            (shown if self._backend.shows(lg.gen.slot) else headless).append(lg)
+        self._start_generations(headless, reserved_at)
         if shown:
             for lg in shown:
                 lg.opening = True
