@@ -225,7 +225,7 @@ class ResumedRun(Protocol):
                 session_alive: bool) -> tuple[TaskStatus, str | None]: ...
     def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None: ...
     def collect(self, lg: LiveGen, wait_status: int | None = None) -> None: ...
-    def kill(self, lg: LiveGen, reason: str) -> None: ...
+    def kill_pending(self, lg: LiveGen) -> None: ...
 
 
 def restore(run: ResumedRun, rec: Recovered) -> None:
@@ -325,6 +325,4 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
         run.collect(lg)
     else:
         run.follow.follow_pid(lg)  # collected at once if already gone
-    if lg.kill_reason is not None and not lg.collected:  # the old supervisor had begun ending it
-        reason, lg.kill_reason = lg.kill_reason, None
-        run.kill(lg, reason)
+    run.kill_pending(lg)  # the old supervisor had begun ending it

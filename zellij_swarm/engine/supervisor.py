@@ -421,9 +421,8 @@ class Supervisor:
             self._follow_pane(lg, result.pane_id)
         else:
             self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
-        if lg.in_pane and lg.kill_reason is not None and not (lg.collected or lg.done):
-            reason, lg.kill_reason = lg.kill_reason, None  # ended while its pane was opening
-            self.kill(lg, reason)
+        if lg.in_pane:
+            self.kill_pending(lg)  # ended while its pane was opening
 
     def _withdraw(self, lg: LiveGen, reason: str, *, claimed: bool = False) -> None:
         """Take back a reserved generation that was never started, its claim first (unless
@@ -472,9 +471,7 @@ class Supervisor:
         lg.pid = lg.task.pid = pid
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
         self._running(lg)
-        if lg.kill_reason is not None:  # cancelled while it was waiting to start: end it now
-            reason, lg.kill_reason = lg.kill_reason, None
-            self.kill(lg, reason)
+        self.kill_pending(lg)  # cancelled while it was waiting to start: end it now
 
     # ----- panes ---------------------------------------------------------------------------
 
@@ -757,6 +754,13 @@ class Supervisor:
 
     def _slot_released(self, lg: LiveGen) -> None:
         self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+
+    def kill_pending(self, lg: LiveGen) -> None:
+        """A kill asked for before the generation could be ended — while it waited to start,
+        while its pane opened, or by a supervisor that was killed — is carried out now."""
+        if lg.kill_reason is not None and not (lg.collected or lg.done):
+            reason, lg.kill_reason = lg.kill_reason, None
+            self.kill(lg, reason)
 
     def _left_behind(self, found: list[psutil.Process]) -> None:
         self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "
