@@ -21,6 +21,11 @@ SCHEMAS = Path(__file__).resolve().parent.parent / "zellij_swarm" / "schemas"
 _SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
 
 
+# A worker that holds its run open until the test is ready: the shell waits for the file ``gate``
+# in the run's cwd, which ``Swarm.open_gate`` creates. A gate, never a sleep the run might outlast.
+GATE = "until [ -e gate ]; do sleep 0.02; done"
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUB_PREFIXES) and k != "CI"}
     env.update(extra)
@@ -79,6 +84,10 @@ class Swarm:
     def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         return subprocess.Popen(self.cmd(*args), cwd=self.cwd, env=env or clean_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+    def open_gate(self) -> None:
+        """Let the workers waiting at ``GATE`` go on."""
+        (self.cwd / "gate").touch()
 
     def write(self, name: str, text: str) -> Path:
         path = self.cwd / name

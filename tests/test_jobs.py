@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from swarmtest import kill_run_processes, run_processes, validate, wait_until
+from swarmtest import GATE, kill_run_processes, run_processes, validate, wait_until
 from tmuxtest import outside_env
 
 
@@ -47,7 +47,7 @@ cmd = "i=0; until [ -e gate ]; do i=$((i+1)); echo line-$i; sleep 0.05; done"
                    what="B running in the snapshot")
         first = status_json(swarm)
         wait_until(lambda: b_log.read_text().count("\n") >= 20, what="B printing more")
-        (swarm.cwd / "gate").touch()  # B prints until the test has seen it running; its end is the next snapshot
+        swarm.open_gate()  # B prints until the test has seen it running; its end is the next snapshot
         second = wait_until(lambda: (s := status_json(swarm)) and s["updated_at"] > first["updated_at"] and s,
                             what="a newer snapshot")
         a1, a2 = (next(t for t in s["tasks"] if t["name"] == "A") for s in (first, second))
@@ -121,7 +121,7 @@ idle_timeout = "0.5s"
 
 def test_add_during_a_run_and_followups_run_once(swarm):
     # the first task holds the run open until the addition is in: a gate, not a race with 2 s of work
-    swarm.write("twenty.txt", "until [ -e gate ]; do sleep 0.02; done\n" + "sleep 0.1\n" * 19)
+    swarm.write("twenty.txt", f"{GATE}\n" + "sleep 0.1\n" * 19)
     proc = swarm.popen("run", "twenty.txt", "-j", "2", "--output", "quiet")
     try:
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
@@ -129,7 +129,7 @@ def test_add_during_a_run_and_followups_run_once(swarm):
         swarm.write("five.txt", "echo extra\n" * 5)
         res = swarm("add", run.name, "five.txt")
         assert res.code == 0, res.stderr
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         assert proc.wait(timeout=60) == 0
         rows = swarm.tasks()
         assert len(rows) == 25 and all(r["status"] == "succeeded" for r in rows.values())

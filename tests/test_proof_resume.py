@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from swarmtest import Swarm, kill_run_processes, validate, wait_until
+from swarmtest import GATE, Swarm, kill_run_processes, validate, wait_until
 
 from zellij_swarm.engine import metrics
 
 # 20 tasks at -j 4; the last wave runs until the test opens the gate, so there is always a moment to kill in
-TASKS = "sleep 0.3\n" * 16 + "until [ -e gate ]; do sleep 0.02; done\n" * 4
+TASKS = "sleep 0.3\n" * 16 + f"{GATE}\n" * 4
 
 
 def events_of(run: Path) -> list[dict[str, Any]]:
@@ -108,7 +108,7 @@ def test_proof_of_a_run_resumed_after_a_kill(swarm: Swarm, moment: Any) -> None:
         wait_until(lambda: moment(run), timeout=30, what=moment.__name__)
         sigkill(proc)
         interrupted(swarm, run)
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         res = swarm("resume", run.name, "--output", "quiet")
         assert res.code == 0, res.stderr
         assert_whole_run_metrics(swarm, run)
@@ -134,7 +134,7 @@ def test_proof_of_a_run_resumed_twice(swarm: Swarm) -> None:
         proof_json(swarm, run)  # while the resumer runs
         sigkill(proc)
         interrupted(swarm, run)
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         res = swarm("resume", run.name, "--output", "quiet")
         assert res.code == 0, res.stderr
         assert count(run, "run_resumed") == 2
@@ -239,7 +239,7 @@ def test_reservations_a_kill_kept_out_of_the_log_are_recovered(swarm: Swarm, los
             keep = max(i for i, e in enumerate(events) if e["event"] == "slot_reserved")
         assert events[0]["event"] == "run_started"
         (run / "events.jsonl").write_text("".join(lines[:keep]))
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         res = swarm("resume", run.name, "--output", "quiet")
         assert res.code == 0, res.stderr
         recovered = [e for e in events_of(run) if e.get("recovered")]

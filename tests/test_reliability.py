@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -509,7 +509,7 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
     import threading
 
     # the first task runs until the test has added both tasks: a gate, not a guess at timing
-    swarm.write("p.txt", "until [ -e gate ]; do sleep 0.02; done\ntrue\n")
+    swarm.write("p.txt", f"{GATE}\ntrue\n")
     master, slave = pty.openpty()
     proc = subprocess.Popen(swarm.cmd("run", "p.txt", "-j", "1"), cwd=swarm.cwd, env=clean_env(),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
@@ -534,7 +534,7 @@ def test_progress_line_counts_tasks_added_while_running(swarm):
         for name in ("extra-1", "extra-2"):
             assert swarm("add", run.name, "--name", name, "--", "true").code == 0
         wait_until(lambda: re.search(rb"\d+/4 done", b"".join(chunks)), what="the progress line counting both")
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         assert proc.wait(timeout=60) == 0
         reader.join(timeout=10)
         lines = [(int(d), int(t)) for d, t in re.findall(rb"(-?\d+)/(\d+) done", b"".join(chunks))]

@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, clean_env, kill_run_processes, run_processes, wait_until
 
 
 def ledger_swarm(swarm, n: int, seed: int) -> None:
@@ -127,8 +127,7 @@ def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
 
 def test_sighup_detaches_and_resume_picks_it_up(swarm):
     # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
-    gate = "until [ -e gate ]; do sleep 0.02; done"
-    swarm.write("h.txt", f"{gate}; echo a >> ledger\n{gate}; echo b >> ledger\necho c >> ledger\n")
+    swarm.write("h.txt", f"{GATE}; echo a >> ledger\n{GATE}; echo b >> ledger\necho c >> ledger\n")
     proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet")
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
@@ -140,7 +139,7 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
         assert detached[0]["resume"] == f"zellij-swarm resume {run.name}"
         assert json.loads(swarm("status", "--json", run.name).stdout)["state"] == "interrupted"
         assert len(run_processes(run.name)) >= 2, "workers keep running after SIGHUP"
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         res = swarm("resume", run.name)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
@@ -174,7 +173,7 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
 
 
 def test_tasks_added_while_running_survive_a_resume(swarm):
-    swarm.write("a.txt", "until [ -e gate ]; do sleep 0.02; done; echo first >> ledger\n")  # runs until the add is in
+    swarm.write("a.txt", f"{GATE}; echo first >> ledger\n")  # runs until the add is in
     proc = swarm.popen("run", "a.txt", "--output", "quiet")
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
@@ -182,7 +181,7 @@ def test_tasks_added_while_running_survive_a_resume(swarm):
         assert swarm("add", run.name, "--", "sh", "-c", "sleep 0.3; echo added >> ledger").code == 0
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        (swarm.cwd / "gate").touch()
+        swarm.open_gate()
         res = swarm("resume", run.name)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["added", "first"]
