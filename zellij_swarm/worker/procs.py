@@ -19,13 +19,18 @@ import psutil
 START_SLACK = 0.05  # seconds: process start times are rounded to clock ticks
 
 
-def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool:
+def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool | None:
+    """Whether the process's environment holds every needle; None when it reads empty, as
+    it does for the instant a process is in the middle of an exec."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
+            env = f.read()
     except OSError:
         return False
-    return all(n in env for n in needles)
+    if not env:
+        return None
+    entries = env.split(b"\0")
+    return all(n in entries for n in needles)
 
 
 def _session(pid: int) -> int | None:
@@ -45,24 +50,27 @@ def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = No
     me = os.getpid()
     ended = sessions or {}
     out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        pid = int(name)
-        sid = _session(pid) if ended else None
-        session_ended = ended.get(sid) if sid is not None else None
-        if not (_environ_has(pid, needles) or session_ended is not None):
-            continue
-        try:
-            proc = psutil.Process(pid)
-            if proc.status() == psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
+    pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) != me]
+    unsure: list[int] = []  # mid-exec at the first look: looked at once more, after the scan
+    for again, batch in ((False, pids), (True, unsure)):
+        for pid in batch:
+            sid = _session(pid) if ended else None
+            session_ended = ended.get(sid) if sid is not None else None
+            has = _environ_has(pid, needles)
+            if has is None and not again:
+                unsure.append(pid)
                 continue
-            if session_ended is not None and not _environ_has(pid, needles) and \
-                    proc.create_time() > session_ended + START_SLACK:
+            if not (has or session_ended is not None):
                 continue
-            out.append(proc)
-        except psutil.NoSuchProcess:
-            continue
+            try:
+                proc = psutil.Process(pid)
+                if proc.status() == psutil.STATUS_ZOMBIE:  # already ended, waiting to be reaped
+                    continue
+                if session_ended is not None and not has and proc.create_time() > session_ended + START_SLACK:
+                    continue
+                out.append(proc)
+            except psutil.NoSuchProcess:
+                continue
     return out
 
 
