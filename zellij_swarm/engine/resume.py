@@ -135,10 +135,10 @@ def load(run: RunPaths) -> Recovered:
     for slot in run.slot_numbers():
         for gen in run.generations(slot):
             who = generation_files.read_wrapper_header(gen)
-            rec.unlogged += _lost_reservation(gen, who, task_names, logged)
-            if who is None:  # created, but its wrapper never written: it cannot have run
-                rec.gens.append(GenState(gen, "", 0, "unstarted"))
+            if who is None:  # created at its reservation, its wrapper never written: it never ran,
+                rec.gens.append(GenState(gen, "", 0, "unstarted"))  # and is no dispatch to recover
                 continue
+            rec.unlogged += _lost_reservation(gen, who, task_names, logged)
             gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
             gs.followups_consumed = (slot, gen.gen) in followups
             rec.gens.append(gs)
