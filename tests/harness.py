@@ -67,7 +67,6 @@ import itertools
 import json
 import math
 import os
-import re
 import selectors
 import shlex
 import shutil
@@ -222,6 +221,7 @@ class World:
         self.watcher: FakeWatcher | None = None
         self.run: RunPaths | None = None
         self.wrappers: list[FakeWrapper] = []
+        self.launched: dict[Path, tuple[str, int]] = {}  # a headless generation's task name and attempt
         self.crash_at: float | None = None  # virtual seconds into the run
         self.sent: list[str] = []
         self._helper_r, self._helper_w = os.pipe2(os.O_CLOEXEC)
@@ -269,7 +269,7 @@ class World:
     def work(self, gen: GenPaths) -> tuple[str, int, Work]:
         """The task name and attempt a wrapper was written for (its exports, SPEC §5.3), and
         that attempt's script; a task without one succeeds after a second."""
-        name, attempt = _wrapper_exports(gen.wrapper)
+        name, attempt = self.launched.get(gen.dir) or _wrapper_exports(gen.wrapper)
         script = self.works.get(name) or (Work(),)
         return name, attempt, script[min(attempt, len(script)) - 1]
 
@@ -278,7 +278,8 @@ class World:
         actions = [(os.POSIX_SPAWN_DUP2, self._helper_r, 0),
                    (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
                    (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
-        return os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "read _", str(gen.wrapper)], {}, file_actions=actions)
+        # the generation's directory in its command line, as a headless wrapper's (resume checks it)
+        return os.posix_spawn("/bin/sh", ["/bin/sh", "-c", "read _", str(gen.dir)], {}, file_actions=actions)
 
     def send(self, kind: str, tasks: tuple[Any, ...]) -> str:
         """An inbox message, written as the CLI writes it, and the file event it makes."""
@@ -298,16 +299,21 @@ class World:
             os.close(self._helper_r)
 
 
-_EXPORT = re.compile(r"^export ZELLIJ_SWARM_RUN_ID=.*? ZELLIJ_SWARM_TASK=('[^']*'|\S+) .*?ZELLIJ_SWARM_ATTEMPT=(\d+)",
-                     re.MULTILINE)
+_ARGUMENTS = 'set -- "${1-}" '  # how a pane's own wrapper sets its arguments (wrapper.render)
 
 
 def _wrapper_exports(path: Path) -> tuple[str, int]:
-    """Task name and attempt from the wrapper's export line (values ``shlex``-quoted)."""
-    m = _EXPORT.search(path.read_text())
-    if m is None:
-        raise AssertionError(f"{path}: no worker exports")
-    return shlex.split(m.group(1))[0], int(m.group(2))
+    """Task name and attempt from a pane's own wrapper: its arguments (values ``shlex``-quoted)."""
+    for line in path.read_text().splitlines():
+        if line.startswith(_ARGUMENTS):
+            return _identity(shlex.split(line[len(_ARGUMENTS):]))
+    raise AssertionError(f"{path}: no wrapper arguments")
+
+
+def _identity(words: list[str]) -> tuple[str, int]:
+    """Task name and attempt from a wrapper's arguments (``wrapper.arguments``: NAME=VALUE words)."""
+    exports = dict(w.split("=", 1) for w in words[3:words.index("--")])
+    return exports["ZELLIJ_SWARM_TASK"], int(exports["ZELLIJ_SWARM_ATTEMPT"])
 
 
 def _stamp(path: Path, wall: float) -> None:
@@ -505,7 +511,7 @@ class FakeLauncher:
             self.dead = True
             self._pipe.wake()  # its reply pipe reads end-of-file
 
-    def submit(self, requests: list[tuple[str, Path, bool]]) -> None:
+    def submit(self, requests: list[tuple[str, tuple[str, ...]]]) -> None:
         with self.world.lock:
             if self.dead:
                 return
@@ -515,9 +521,13 @@ class FakeLauncher:
                 return
             if self.stopped:
                 return
-            for token, path, claimed in requests:
-                gen = GenPaths(Path(path).parent, _number(Path(path).parent.parent.name),
-                               _number(Path(path).parent.name))
+            for token, argv in requests:
+                # the run's worker.sh with MODE and arguments, or a pane's own wrapper.sh [MODE]
+                claimed = argv[2:3] == ("claimed",)
+                directory = Path(argv[3]) if Path(argv[1]).name == "worker.sh" else Path(argv[1]).parent
+                gen = GenPaths(directory, _number(directory.parent.name), _number(directory.name))
+                if Path(argv[1]).name == "worker.sh":
+                    self.world.launched[gen.dir] = _identity(list(argv[3:]))
                 work = self.world.work(gen)[2]
                 self.world.after(work.start_delay, lambda t=token, g=gen, c=claimed, w=work: self._start(t, g, c, w))
 

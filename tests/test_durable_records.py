@@ -1,8 +1,9 @@
 """Commit markers survive a power loss, and damaged records are clear errors (issue 10,
-defect 14). A rename is atomic but not durable: ``exit.json``, ``run.json`` and
-``summary.json`` are fsynced (file, then directory) so that a power loss never leaves a
-zero-length record; a record that is empty anyway counts as absent, and one that does not
-parse is a one-line error in ``status`` and ``resume``, never a traceback."""
+defect 14). A rename is atomic but not durable: ``run.json`` and ``summary.json`` (and a
+supervisor's ``exit.json``) are fsynced (file, then directory) so that a power loss never
+leaves a zero-length record; the event log, which holds every outcome, is made durable by
+group commit before the summary; a record that is empty anyway counts as absent, and one
+that does not parse is a one-line error in ``status`` and ``resume``, never a traceback."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from zellij_swarm import Swarm, Task
-from zellij_swarm.records import rundir
 
 
 def test_commit_markers_are_fsynced(tmp_path, monkeypatch):
@@ -25,24 +25,25 @@ def test_commit_markers_are_fsynced(tmp_path, monkeypatch):
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    group_syncs: list[int] = []
-    real_sync_filesystem = rundir.sync_filesystem
+    real_fdatasync = os.fdatasync
 
-    def sync_filesystem(directory: Path) -> None:
-        group_syncs.append(len(synced))  # where in the sequence of fsyncs it happened
-        real_sync_filesystem(directory)
+    def fdatasync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fdatasync(fd)
 
-    monkeypatch.setattr(rundir, "sync_filesystem", sync_filesystem)
-    result = Swarm([Task("true", name="t")], jobs=1).run()
-    assert result.exit_code == 0
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    result = Swarm([Task("true", name="t"), Task("exit 3", name="u")], jobs=1).run()
+    assert result.exit_code == 1
     for directory, name in ((result.run_dir, "run.json"), (result.run_dir, "summary.json")):
         temp = [i for i, p in enumerate(synced) if Path(p).parent == directory and Path(p).name.startswith(f".{name}.")]
         assert temp, f"{name}: its data was never fsynced"
         assert str(directory) in synced[temp[0] + 1:], f"{name}: its directory was not fsynced after the rename"
-    # exit.json, one per task, is made durable by group commit off the supervisor's loop: one
-    # syncfs of its filesystem per batch, all before the summary says the run ended.
+    # The event log, which holds each generation's exit record, is made durable by group commit
+    # off the supervisor's loop, all of it before the summary says the run ended.
     summary = next(i for i, p in enumerate(synced) if Path(p).name.startswith(".summary.json."))
-    assert group_syncs and group_syncs[0] <= summary, (group_syncs, synced)  # fsyncs done before it
+    log = [i for i, p in enumerate(synced) if p == str(result.run_dir / "events.jsonl")]
+    assert log and log[-1] < summary, synced
+    assert not list(result.run_dir.glob("slots/*/*")), "both generations were folded away"
 
 
 @pytest.fixture

@@ -66,14 +66,12 @@ def test_supervisor_claim_round_trip(gen: gf.GenPaths) -> None:
 def test_exit_record_round_trip(gen: gf.GenPaths) -> None:
     gen.claim.write_text("4242\n")
     stamp(gen.claim, T0)
-    assert gf.collect_exit(gen) is None
+    assert gf.exit_facts(gen) is None
     gen.exit_sidecar.write_text("143\n")
     stamp(gen.exit_sidecar, T0 + 2)
-    rec = gf.collect_exit(gen)
+    rec = gf.exit_facts(gen)
     assert rec == gf.ExitRecord(143, "SIGTERM", T0, T0 + 2, 4242)
-    assert gf.read_exit_record(gen) == rec == gf.collect_exit(gen)
-    assert json.loads(gen.exit_record.read_bytes()) == {"code": 143, "signal": "SIGTERM", "started_at": T0,
-                                                        "ended_at": T0 + 2, "pid": 4242}
+    assert gf.exit_facts(gen) == rec and gf.read_exit_record(gen) is None  # no exit.json: the log has it
     assert gf.ended_at(gen) == (T0 + 2, False)
 
 
@@ -82,7 +80,7 @@ def test_missing_exit_record_round_trip(gen: gf.GenPaths) -> None:
     stamp(gen.claim, T0)
     rec = gf.record_missing_exit(gen, reason="no_exit_record", code=None, signal="SIGKILL", ended_at=T0 + 5)
     assert gf.read_exit_record(gen) == rec == gf.ExitRecord(None, "SIGKILL", T0, T0 + 5, 4242, "no_exit_record")
-    assert gf.collect_exit(gen) == rec
+    assert gf.exit_facts(gen) == rec
     assert gf.ended_at(gen) == (T0 + 5, True)  # only the supervisor's record says so
 
 
@@ -95,7 +93,6 @@ def test_kill_reason_round_trip(gen: gf.GenPaths) -> None:
 
 def test_a_wrapper_writes_what_the_readers_read(gen: gf.GenPaths) -> None:
     """The shell template and the readers agree on every name and line, through a real run."""
-    gen.artifacts.mkdir()
     who = wrapper.WorkerIdentity("r", "t", "t1", 2, 3, 1)
     rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd="echo out; exit 3", argv=None, cwd="/", env={}),
                      mode=0o700)
@@ -109,19 +106,17 @@ def test_a_wrapper_writes_what_the_readers_read(gen: gf.GenPaths) -> None:
         '{"event":"exited","code":3}']
     assert gen.exit_sidecar.read_bytes() == b"3\n" and gf.read_sidecar(gen) == (3, None)
     assert gen.output.read_bytes() == b"out\n"
-    info = gf.read_gen(gen)
-    assert not info.done and info.heartbeat_seen and info.pid == claim.pid and info.started_at == claim.at
-    rec = gf.collect_exit(gen)
-    assert rec is not None and (rec.code, rec.pid) == (3, claim.pid)
-    info = gf.read_gen(gen)
-    assert info.done and info.exit_code == 3 and info.ended_at == rec.ended_at
+    rec = gf.exit_facts(gen)
+    assert rec is not None and (rec.code, rec.pid, rec.started_at) == (3, claim.pid, claim.at)
+    info = gf.read_gen(gen)  # the renderers read the sidecar, as the supervisor does
+    assert info.done and info.heartbeat_seen and info.exit_code == 3 and info.ended_at == rec.ended_at
 
 
 # ----- empty, torn and garbled files ------------------------------------------------------
 
 def test_a_zero_length_sidecar_is_absent(gen: gf.GenPaths) -> None:
     gen.exit_sidecar.write_bytes(b"")
-    assert gf.read_sidecar(gen) is None and gf.collect_exit(gen) is None and gf.ended_at(gen) is None
+    assert gf.read_sidecar(gen) is None and gf.exit_facts(gen) is None and gf.ended_at(gen) is None
     assert not gen.exit_record.exists()
 
 
@@ -129,8 +124,7 @@ def test_a_zero_length_exit_record_is_absent(gen: gf.GenPaths) -> None:
     gen.exit_record.write_bytes(b"")
     assert gf.read_exit_record(gen) is None and gf.ended_at(gen) is None and not gf.read_gen(gen).done
     gen.exit_sidecar.write_text("0\n")
-    assert gf.collect_exit(gen).code == 0  # rebuilt from the sidecar
-    assert json.loads(gen.exit_record.read_bytes())["code"] == 0
+    assert gf.exit_facts(gen).code == 0  # read from the sidecar
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -250,7 +244,7 @@ def test_an_old_run_directory_still_reads(run: RunPaths) -> None:
     assert gf.read_sidecar(old) == (143, None)
     expected = gf.ExitRecord(143, "SIGTERM", T0, T0 + 9, 31337)
     before = old.exit_record.read_bytes()
-    assert gf.read_exit_record(old) == gf.collect_exit(old) == expected
+    assert gf.read_exit_record(old) == gf.exit_facts(old) == expected
     assert old.exit_record.read_bytes() == before  # read, never rewritten
     assert gf.kill_reason(old) == "timeout"
     assert gf.ended_at(old) == (T0 + 9, False)
@@ -285,3 +279,63 @@ def test_gen_reader_follows_the_newest_generation_and_keeps_final_facts(run: Run
     second.dir.mkdir()
     info = reader.newest(1)
     assert info is not None and info.paths == second and not info.done
+
+
+# ----- folding ------------------------------------------------------------------------------
+
+def test_folding_a_trivial_generation_leaves_nothing(run: RunPaths, gen: gf.GenPaths) -> None:
+    who = wrapper.WorkerIdentity("r", "t", "t1", 2, 3, 1)
+    run.dir.mkdir(parents=True, exist_ok=True)
+    run.worker_script.write_text(wrapper.run_script("r"))
+    args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd="/", env={})
+    assert subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30).returncode == 0
+    assert {p.name for p in gen.dir.iterdir()} == {"claim", "heartbeat.jsonl", "output.log", "exit"}
+    gen.artifacts.mkdir()
+    gf.fold(gen)
+    assert not gen.dir.exists()
+
+
+@pytest.mark.parametrize("keeps", ["output.log", "heartbeat.jsonl", "artifacts"])
+def test_folding_keeps_what_the_worker_wrote(gen: gf.GenPaths, keeps: str) -> None:
+    """Output, heartbeat lines of the worker's own and the artifacts it made stay; the claim,
+    sidecar, records and kill reason go (the event log has them), the claim first."""
+    gen.claim.write_text("4242\n")
+    gen.exit_sidecar.write_text("0\n")
+    gen.exit_record.write_text("{}\n")
+    gen.kill.write_text("timeout\n")
+    gen.heartbeat.write_text('{"event":"started","pid":4242,"pane_id":null}\n{"event":"exited","code":0}\n')
+    gen.output.write_bytes(b"")
+    gen.artifacts.mkdir()
+    if keeps == "output.log":
+        gen.output.write_text("hello\n")
+    elif keeps == "heartbeat.jsonl":
+        gen.heartbeat.write_text('{"event":"started","pid":4242,"pane_id":null}\n{"event":"progress"}\n'
+                                 '{"event":"exited","code":0}\n')
+    else:
+        (gen.artifacts / "result.txt").write_text("42\n")
+    gf.fold(gen)
+    assert {p.name for p in gen.dir.iterdir()} == {keeps}
+
+
+def test_the_run_wrapper_and_a_panes_own_wrapper_run_the_same_way(run: RunPaths, tmp_path: Path) -> None:
+    """One template: the run's worker.sh with arguments, and a generation's own wrapper.sh
+    with them inside, give a worker the same argv, environment, cwd and records."""
+    run.dir.mkdir(parents=True)
+    run.worker_script.write_text(wrapper.run_script("r"))
+    hostile = ["a b", "$HOME", "'q'", '"d"', "new\nline", "--", "-x", "*", ""]
+    results = []
+    for n, own in enumerate((False, True), 1):
+        gen = run.gen(1, n)
+        gen.dir.mkdir(parents=True)
+        who = wrapper.WorkerIdentity("r", "t\n'x'", "t1", 1, n, 1)
+        what = dict(cmd=None, argv=("python3", "-c", "import os, sys, json; print(json.dumps([sys.argv[1:], "
+                                    "os.getcwd(), os.environ['K'], os.environ['ZELLIJ_SWARM_TASK']]))", *hostile),
+                    cwd=str(tmp_path), env={"K": "v -- $x\n"})
+        if own:
+            gen.wrapper.write_text(wrapper.render(gen, who, **what))  # type: ignore[arg-type]
+            argv: tuple[str, ...] = ("/bin/sh", str(gen.wrapper))
+        else:
+            argv = wrapper.headless_argv(run.worker_script, wrapper.arguments(gen, who, **what))  # type: ignore[arg-type]
+        assert subprocess.run(argv, timeout=30).returncode == 0
+        results.append(json.loads(gen.output.read_text()))
+    assert results[0] == results[1] == [hostile, str(tmp_path), "v -- $x\n", "t\n'x'"]

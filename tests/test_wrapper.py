@@ -55,24 +55,24 @@ def test_supervisor_claim_blocks_the_wrapper_unless_handed_over(tmp_path):
 def test_exit_record_codes_signals_and_times(tmp_path):
     gen = make(tmp_path, cmd=None, argv=("sh", "-c", "kill -TERM $$"))
     assert sh(gen) == 143
-    rec = generation_files.collect_exit(gen)
+    rec = generation_files.exit_facts(gen)
     assert (rec.code, rec.signal) == (143, "SIGTERM")
     assert rec.started_at <= rec.ended_at and rec.pid == generation_files.wrapper_pid(gen)
-    assert json.loads(gen.exit_record.read_text())["code"] == 143
+    assert not gen.exit_record.exists()  # the record goes to the event log, not to a file
     assert json.loads(gen.heartbeat.read_text().splitlines()[-1]) == {"event": "exited", "code": 143}
 
 
 def test_partial_sidecar_is_not_a_record(tmp_path):
     gen = make(tmp_path)
     gen.exit_sidecar.write_text("1")  # no newline yet: still being written
-    assert generation_files.collect_exit(gen) is None
+    assert generation_files.exit_facts(gen) is None
     gen.exit_sidecar.write_text("1\n")
-    assert generation_files.collect_exit(gen).code == 1
+    assert generation_files.exit_facts(gen).code == 1
 
 
 def test_missing_cwd_is_recorded_not_run(tmp_path):
     gen = make(tmp_path, cwd=str(tmp_path / "nope"))
     assert sh(gen) == 1
-    rec = generation_files.collect_exit(gen)
+    rec = generation_files.exit_facts(gen)
     assert (rec.code, rec.reason) == (None, "cwd_missing")
     assert "cwd does not exist" in gen.output.read_text()

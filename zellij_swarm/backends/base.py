@@ -37,6 +37,16 @@ class LaunchRequest:
     task_name: str
     pane: bool = False  # the wrapper was written for a pane (PaneMode)
     claimed: bool = False  # the supervisor holds the claim: run it headless, as its child
+    # How the generation starts: ``/bin/sh <its wrapper.sh>`` (a pane's), or the run's
+    # ``worker.sh`` with the generation's arguments after an empty mode (``wrapper``).
+    argv: tuple[str, ...] = ()
+
+    def headless_argv(self) -> tuple[str, ...]:
+        """``argv`` as the launcher starts it: with the mode ``claimed`` when the supervisor
+        holds the claim (the wrapper's first argument either way)."""
+        if not self.claimed:
+            return self.argv
+        return (*self.argv[:2], "claimed", *self.argv[3:])
 
 
 @dataclass(frozen=True)

@@ -54,13 +54,25 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
               file=sys.stderr)
         return 0
     offset = _copy_from(gen, 0, out)
-    if follow and snap["state"] == "running":
+    if follow and snap["state"] == "running" and gen.dir.is_dir():
         for _ in _changes(gen.dir):
             offset = _copy_from(gen, offset, out)
-            if generation_files.ended_at(gen) is not None or views.load_status(run)["state"] != "running":
+            if _over(run, gen, task["id"]):
                 _copy_from(gen, offset, out)
                 break
     return 0
+
+
+def _over(run: RunPaths, gen: GenPaths, task_id: str) -> bool:
+    """The generation followed has ended, or its run has: its exit is committed, it was folded
+    away (its outcome is in the log, its directory gone or left with its output only), or the
+    run's status no longer shows it running."""
+    if generation_files.ended_at(gen) is not None or not gen.dir.is_dir():
+        return True
+    snap = views.load_status(run)
+    task = views.find_task(snap, task_id)
+    return (snap["state"] != "running" or task["status"] != "running"
+            or (task["slot"], task["generation"]) != (gen.slot, gen.gen))
 
 
 def _wait_for_start(run: RunPaths, snap: dict[str, Any], task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -69,6 +69,8 @@ TOLERANCE_MS = 20.0
 TOLERANCE_FRACTION = 0.05
 _LIST_LIMIT = 20  # reused / overlapping pids listed in full up to this many
 _FIRST_BATCH_NEEDLES = tuple(name.encode() for name in metrics.FIRST_BATCH_EVENTS)
+OUTCOME_EVENTS = ("worker_completed", "worker_failed")
+_OUTCOME_NEEDLE = b'"event":"worker_'  # both outcome events, as the log writes them (compact JSON)
 TIE_RULE = ("at equal timestamps ends count before starts: file modification times are coarse "
             "(a clock tick, a few ms), so back-to-back generations in one slot never overlap")
 TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the scheduler's value); "
@@ -96,6 +98,28 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
                         continue
     except FileNotFoundError:
         return
+
+
+def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float, int | None]]:
+    """(start, end, pid) of every generation the log records as ended by its wrapper — a
+    folded generation's only record (``generation_files.fold``); other lines are not parsed."""
+    out: dict[tuple[int, int], tuple[float, float, int | None]] = {}
+    try:
+        with open(run.events, "rb") as f:
+            for line in f:
+                if not (line.endswith(b"\n") and _OUTCOME_NEEDLE in line):
+                    continue
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
+                if (e.get("event") in OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)
+                        and isinstance(start, (int, float)) and isinstance(end, (int, float))):
+                    out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None)
+    except FileNotFoundError:
+        pass
+    return out
 
 
 def _num(value: float | None) -> str:
@@ -177,18 +201,24 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     # ----- the wrappers' evidence ---------------------------------------------------------
     gens: list[tuple[int, int, float, float, int | None, bool]] = []  # slot, gen, start, end, pid, open
     dirs = not_started = supervisor_ended = 0
-    for slot in run.slot_numbers():
-        for g in run.generations(slot):
-            dirs += 1
-            claim = generation_files.read_claim(g)
-            if claim is None or claim.by_supervisor:
-                not_started += 1
-                continue
-            ended = generation_files.ended_at(g)
-            if ended is not None and ended[1]:
-                supervisor_ended += 1
-            end = open_until if ended is None else ended[0]
-            gens.append((slot, g.gen, claim.at, max(claim.at, end), claim.pid, ended is None))
+    folded = _folded_outcomes(run)
+    on_disk = {(g.slot, g.gen): g for slot in run.slot_numbers() for g in run.generations(slot)}
+    for slot, no in sorted(on_disk.keys() | folded.keys()):
+        dirs += 1
+        g = on_disk.get((slot, no))
+        claim = generation_files.read_claim(g) if g is not None else None
+        if claim is None and (slot, no) in folded:  # folded away: its outcome event is its record
+            start, end, pid = folded[(slot, no)]
+            gens.append((slot, no, start, max(start, end), pid, False))
+            continue
+        if g is None or claim is None or claim.by_supervisor:
+            not_started += 1
+            continue
+        ended = generation_files.ended_at(g)
+        if ended is not None and ended[1]:
+            supervisor_ended += 1
+        end = open_until if ended is None else ended[0]
+        gens.append((slot, no, claim.at, max(claim.at, end), claim.pid, ended is None))
     running = sum(1 for x in gens if x[5])
     if running and run_ended is not None:
         warnings.append({"code": "exit_record_missing",

@@ -88,8 +88,10 @@ class Dispatcher:
         self._start_generations(batch, reserved_at)
 
     def _start_generations(self, batch: list[LiveGen], reserved_at: float) -> None:
-        """Write each generation's wrapper, then start them: headless ones through the
-        launcher, pane ones through the backend's thread."""
+        """Write each pane generation's wrapper, then start them all: headless ones through
+        the launcher, pane ones through the backend's thread — once the log that names them
+        is written, so that a supervisor killed after this leaves each started generation
+        known to ``resume`` (a headless one has no file of its own naming its task)."""
         written = []
         for lg in batch:
             try:
@@ -106,6 +108,7 @@ class Dispatcher:
         self._stats.batch(len(written), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in written])
         for lg in written:
             self._events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
+        self._events.flush()
         headless = [lg for lg in written if not lg.in_pane]
         for lg, result in zip(headless, self._headless.start([lg.request for lg in headless]), strict=True):
             lg.opening = False
@@ -139,9 +142,16 @@ class Dispatcher:
         return lg
 
     def _write_generation(self, lg: LiveGen) -> None:
-        """The generation's wrapper (raises OSError when the state dir is full)."""
+        """How the generation starts: headless, the run's wrapper with its arguments; in a
+        pane, a wrapper of its own (raises OSError when the state dir is full)."""
         gen, task, spec = lg.gen, lg.task, lg.task.spec
         who = wrapper.WorkerIdentity(self._run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
-        text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=spec.cwd or self._cwd, env=spec.env,
-                              pane=lg.pane)
-        rundir.write_new(gen.wrapper, text, mode=0o700)
+        cwd = spec.cwd or self._cwd
+        if lg.pane is None:
+            args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env)
+            argv = wrapper.headless_argv(self._paths.worker_script, args)
+        else:
+            text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env, pane=lg.pane)
+            rundir.write_new(gen.wrapper, text, mode=0o700)
+            argv = ("/bin/sh", str(gen.wrapper))
+        lg.request = replace(lg.request, argv=argv)

@@ -62,7 +62,7 @@ class HeadlessWorkers:
                                                   "restarted") for _ in requests]
         tokens = [f"{r.slot}.{r.gen.gen}" for r in requests]
         if requests:
-            self.launcher.submit([(t, r.gen.wrapper, r.claimed) for t, r in zip(tokens, requests, strict=True)])
+            self.launcher.submit([(t, r.headless_argv()) for t, r in zip(tokens, requests, strict=True)])
         return [Queued(t) for t in tokens]
 
     def wait_for(self, token: str, lg: LiveGen) -> None:

@@ -1,12 +1,14 @@
 """Resuming an interrupted run (SPEC §8): reading it back from its records (``load``), then
 turning them back into the live state of a new supervisor (``restore``).
 
-Reading. The generation directories are the ground truth: each wrapper's header names its
-task, slot, generation and attempt; its claim says whether it ran; its exit sidecar whether
-it ended. The event log adds what only the supervisor knew (outcomes it recorded, kill
-reasons, consumed follow-ups and inbox messages, its dispatch counts — replayed by
-``metrics``, so that a resumed run's metrics are the whole run's). A generation is in one
-of four states:
+Reading. A generation's task and attempt are named by its reservation in the event log (a
+supervisor writes it before it starts the generation) or by its own wrapper's header (a
+pane's, and runs recorded before the log did it); its claim says whether it ran; its exit
+sidecar whether it ended. A generation whose outcome the log holds and whose claim is gone
+was folded away (``generation_files.fold``): the log's outcome is all there is of it. The
+event log adds what only the supervisor knew (outcomes it recorded, kill reasons, consumed
+follow-ups and inbox messages, its dispatch counts — replayed by ``metrics``, so that a
+resumed run's metrics are the whole run's). A generation is in one of four states:
 
 - ``ended``: its exit is committed (recorded before the crash, or meanwhile);
 - ``running``: its wrapper is alive — the same process, checked by pid **and** start time
@@ -18,12 +20,12 @@ of four states:
 Restoring: task history, adopted wrappers followed where they run, exits that happened
 meanwhile handled as if seen now, the ready queue rebuilt for the rest (tasks running at the
 crash known to it, so a retry of theirs requeues), and the dispatch counts replayed from the
-event log, completed with the reservations a kill kept out of it. What it needs of the
-supervisor is ``ResumedRun``.
+event log. What it needs of the supervisor is ``ResumedRun``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Mapping
@@ -77,7 +79,6 @@ class Recovered:
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
     consumed_messages: set[str] = field(default_factory=set)
     stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
-    unlogged: list[dict[str, Any]] = field(default_factory=list)  # reservations a kill kept out of the log
 
 
 def load_environment(path: Path) -> dict[str, str]:
@@ -106,7 +107,9 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     claimed = generation_files.started_at(gen)
-    return claimed is not None and created <= claimed + START_TOLERANCE and str(gen.wrapper) in cmdline
+    # a pane's wrapper runs its own file; a headless one the run's, with its directory as an argument
+    return claimed is not None and created <= claimed + START_TOLERANCE and (
+        str(gen.wrapper) in cmdline or str(gen.dir) in cmdline)
 
 
 def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
@@ -129,21 +132,27 @@ def load(run: RunPaths) -> Recovered:
     followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
     rec = Recovered(meta, load_environment(run.saved_env), specs, [])
     rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
-    logged = {(e["event"], e.get("slot"), e.get("gen")) for e in events if e["event"] in ("slot_reserved", "backfill")}
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
-    task_names = {tid: name for name, tid in names.items()}
-    for slot in run.slot_numbers():
-        for gen in run.generations(slot):
-            who = generation_files.read_wrapper_header(gen)
-            if who is None:  # created at its reservation, its wrapper never written: it never ran,
-                rec.gens.append(GenState(gen, "", 0, "unstarted"))  # and is no dispatch to recover
-                continue
-            rec.unlogged += _lost_reservation(gen, who, task_names, logged)
-            gs = _inspect(gen, *who, outcome_events.get((slot, gen.gen)))
-            gs.followups_consumed = (slot, gen.gen) in followups
-            rec.gens.append(gs)
-    rec.unlogged.sort(key=lambda e: e["ts"])
-    rec.stats = metrics.DispatchStats.replay([*events, *rec.unlogged])
+    reserved = {(e.get("slot"), e.get("gen")): (names.get(str(e.get("task"))), e.get("attempt")) for e in events
+                if e["event"] == "slot_reserved"}
+    on_disk = {(g.slot, g.gen): g for slot in run.slot_numbers() for g in run.generations(slot)}
+    for key in sorted(on_disk.keys() | outcome_events.keys()):
+        gen = on_disk.get(key) or run.gen(*key)
+        recorded = outcome_events.get(key)
+        header = generation_files.read_wrapper_header(gen) if key in on_disk else None
+        task_id, attempt = header or reserved.get(key, (None, None))
+        if not isinstance(task_id, str) or not isinstance(attempt, int):
+            # made at its reservation, and the supervisor was killed before its log named it
+            # (which it does before starting anything): it never ran
+            rec.gens.append(GenState(gen, "", 0, "unstarted"))
+            continue
+        if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
+            gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded)
+        else:
+            gs = _inspect(gen, task_id, attempt, recorded)
+        gs.followups_consumed = key in followups
+        rec.gens.append(gs)
+    rec.stats = metrics.DispatchStats.replay(events)
     for e in events:
         task = e.get("task")
         if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
@@ -152,27 +161,11 @@ def load(run: RunPaths) -> Recovered:
     return rec
 
 
-def _lost_reservation(gen: GenPaths, who: tuple[str, int] | None, task_names: dict[str, str],
-                      logged: set[tuple[str, Any, Any]]) -> list[dict[str, Any]]:
-    """The reservation events (as ``Supervisor._reserve`` writes them) of a generation that is
-    on disk but not in the log: a supervisor writes its log once per loop turn, after it has
-    launched that turn's workers, so a kill can lose them. Stamped with the time the wrapper
-    was written (right after the reservation) and marked ``recovered``."""
-    slot, no = gen.slot, gen.gen
-    lost: list[dict[str, Any]] = []
-    if ("slot_reserved", slot, no) not in logged:
-        lost.append({"event": "slot_reserved", "attempt": who[1] if who else None})
-    if no > 1 and ("backfill", slot, no) not in logged:
-        lost.append({"event": "backfill"})
-    if not lost:
-        return []
-    try:
-        ts = (gen.wrapper if who else gen.dir).stat().st_mtime
-    except FileNotFoundError:
-        ts = gen.dir.stat().st_mtime
-    task = task_names.get(who[0]) if who else None
-    return [{"ts": round(ts, 6), "event": e.pop("event"), "task": task, "slot": slot, "gen": no, **e,
-             "recovered": True} for e in lost]
+def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:
+    """A folded generation's exit record, from its outcome event (which carries it)."""
+    return ExitRecord.from_json({"code": outcome.get("code"), "signal": outcome.get("signal"),
+                                 "started_at": outcome.get("started_at"), "ended_at": outcome.get("ended_at"),
+                                 "pid": outcome.get("pid")}) or ExitRecord(None, None, None, None, None)
 
 
 def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None) -> GenState:
@@ -181,14 +174,14 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     launch = generation_files.heartbeat_started(gen)
     if launch:
         gs.pane_id = launch["pane_id"]
-    gs.exit = generation_files.collect_exit(gen)
+    gs.exit = generation_files.exit_facts(gen)
     gs.pid = generation_files.wrapper_pid(gen)
     if gs.exit is not None:
         gs.state = "ended"
     elif gs.pid is not None:
         gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now
-        if gs.state == "vanished" and (late := generation_files.collect_exit(gen)) is not None:
+        if gs.state == "vanished" and (late := generation_files.exit_facts(gen)) is not None:
             gs.exit, gs.state = late, "ended"
     return gs
 
@@ -232,15 +225,16 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     """Rebuild every task from the records of an interrupted run (read by ``load``):
     record exits that happened meanwhile, adopt live wrappers, queue the rest."""
     run.add_tasks(rec.specs, enqueue=False)
-    for lost in rec.unlogged:  # reservations the killed supervisor made but never logged, at their time
-        run.events.emit(lost["event"], **{k: v for k, v in lost.items() if k != "event"})
     run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
     run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
     by_task: dict[str, list[GenState]] = {}
     for gs in rec.gens:
+        if not gs.task_id and _forget(gs.gen):
+            continue  # nothing ever named it: its number is free again
         run.slots.seen(gs.gen.slot, gs.gen.gen)
         if gs.task_id not in run.tasks or gs.state == "unstarted":
-            generation_files.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+            with contextlib.suppress(FileNotFoundError):
+                generation_files.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
         else:
             by_task.setdefault(gs.task_id, []).append(gs)
     to_collect: list[LiveGen] = []
@@ -284,6 +278,16 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     for lg in to_adopt:
         _adopt(run, lg)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
+
+def _forget(gen: GenPaths) -> bool:
+    """Remove the empty directory of a generation no log line names (see ``load``); False
+    when something is in it after all (a claim: it is then held like any unstarted one's)."""
+    try:
+        os.rmdir(gen.dir)
+    except OSError:
+        return False
+    return True
+
 
 def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     """Put a generation that ended before this supervisor into its task's history."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import secrets
 import selectors
 import signal
@@ -51,10 +52,11 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.engine.watchdog import IdleWatchdog
 from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
+from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
-from zellij_swarm.worker import procs
+from zellij_swarm.worker import procs, wrapper
 from zellij_swarm.worker.launcher import Launcher
 
 
@@ -158,6 +160,7 @@ class Supervisor:
         self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
+        self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
 
     @property
     def name(self) -> str | None:
@@ -166,6 +169,19 @@ class Supervisor:
     @property
     def backend_name(self) -> str:
         return self.backend.name
+
+    @property
+    def usage(self) -> dict[str, Any]:
+        """CPU seconds and peak RSS of this run's own processes, workers excluded: the
+        supervisor, and its launcher once it has said (as it exits)."""
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        processes = {"supervisor": {"cpu_s": round(me.ru_utime + me.ru_stime, 3),
+                                    "peak_rss_mb": round(me.ru_maxrss / 1024, 1)}}
+        if self.headless.launcher.usage is not None:
+            processes["launcher"] = self.headless.launcher.usage
+        return {"cpu_s": round(sum(p["cpu_s"] for p in processes.values()), 3),
+                "peak_rss_mb": round(sum(p["peak_rss_mb"] for p in processes.values()), 1),
+                "processes": processes}
 
     # ----- setup ---------------------------------------------------------------------------
 
@@ -260,6 +276,10 @@ class Supervisor:
         self.dispatcher.fill()
         self._maybe_attach()
         self.events.flush()
+        if self._ended:
+            if self.events.error is None:  # a log that could not be written holds no outcome
+                self.commit.submit(self._ended)
+            self._ended = []
         self.snapshots.maybe_write()
         self._check_records()
         self._maybe_progress()
@@ -282,8 +302,10 @@ class Supervisor:
         self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
                                warn=self._warn, applied=self.applied_messages)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
-        self.sync = rundir.GroupSync()  # exit.json made durable off the loop (group commit)
-        stack.callback(self.sync.close)
+        self.commit = LogCommit(self.paths.events)  # the log made durable off the loop, then folding
+        stack.callback(self.commit.close)
+        # The run's one headless wrapper; rewritten on resume (a new version may run it).
+        rundir.write_atomic(self.paths.worker_script, wrapper.run_script(self.run_id), mode=0o700)
         self._sel = sel = self._new_selector()
         stack.callback(sel.close)
         watcher = self.watcher
@@ -549,7 +571,7 @@ class Supervisor:
             return
         lg.collected = True
         self.follow.unwatch(lg)
-        rec = generation_files.collect_exit(lg.gen, pid=lg.pid if lg.child else None, sync=self.sync)
+        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child else None)
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
@@ -571,7 +593,7 @@ class Supervisor:
             else:
                 reason = "no_exit_record"
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
-                                                       ended_at=self.wallclock(), sync=self.sync)
+                                                       ended_at=self.wallclock())
         self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
 
     def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
@@ -615,6 +637,8 @@ class Supervisor:
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
         )
+        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.in_pane:
+            self._ended.append(lg.gen)
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
             # The session is gone for every pane: a worker that ignores the hang-up would run
@@ -802,7 +826,10 @@ class Supervisor:
         if self.attached is not None:
             self.attached.wait()  # the user detaches, or the session just closed lets it go
         self.reserve.release()
-        self.sync.close()  # every exit record is durable before the summary says the run ended
+        self.headless.close(wait=True)  # every worker has ended; its usage is the summary's
+        self.events.flush()
+        self.commit.submit(self._ended if self.events.error is None else [])
+        self.commit.close()  # every outcome is durable before the summary says the run ended
         snap = self.snapshots.write(summary=self.paths.summary)
         self._check_records()
         self.final_snapshot = snap

@@ -1,9 +1,12 @@
 """A generation's files: their names, and every write and read of them (SPEC §5, §7).
 
 A generation is one attempt of one task in one slot, with a directory of its own,
-``<run-dir>/slots/slot-<n>/gen-<m>/`` (``rundir.RunPaths.gen``). Its wrapper writes most of it::
+``<run-dir>/slots/slot-<n>/gen-<m>/`` (``rundir.RunPaths.gen``), made at its reservation.
+Its wrapper writes most of it::
 
-    wrapper.sh       the wrapper; its first line names run, task id, slot, generation, attempt
+    wrapper.sh       a pane's generation only: its own wrapper, arguments inside; its first
+                     line names run, task id, slot, generation, attempt. A headless generation
+                     runs the run's one ``worker.sh`` with its arguments (``wrapper``)
     claim            created O_EXCL by whoever runs the generation, so that it runs at most
                      once: the wrapper (content: its pid) or the supervisor (``supervisor``).
                      Its modification time is the start (the wrapper restamps it)
@@ -13,17 +16,26 @@ A generation is one attempt of one task in one slot, with a directory of its own
     exit             the exit sidecar, the wrapper's last durable act: one line, the exit
                      status or ``- <reason>``. Complete once it ends with a newline: an empty
                      or partial one means "not yet" (a zero-length one is absent, SPEC §7)
-    exit.json        the exit record ``{"code","signal","started_at","ended_at","pid"}`` (and
-                     ``reason``), written atomically by whichever supervisor reads the sidecar
-                     first, or by the supervisor for a wrapper that vanished without one
+    exit.json        ``{"code","signal","started_at","ended_at","pid"}`` (and ``reason``),
+                     written by the supervisor only for a wrapper that vanished without its
+                     sidecar; every other exit record lives in the event log alone
     kill             why the supervisor ended the generation, written before its first signal
-    artifacts/       the worker's own files
+    artifacts/       the worker's own files (``$ZELLIJ_SWARM_ARTIFACT_DIR``; ``followups.jsonl``).
+                     Made with the directory: workers append to it without making it first
+
+**Folding.** Once a headless generation's outcome (``worker_completed``/``worker_failed``,
+which carries its exit record) is durably in the event log, its small files are folded away
+(``fold``): a trivial task leaves no directory at all, one that printed keeps its
+``output.log``. Readers therefore take a generation's facts from the event log when it has
+an outcome there and no claim is left (resume, proof), and a missing ``output.log`` is an
+empty one (logs, the renderers). A pane's generation is never folded: the pane's log copy and
+its hold may still be writing there.
 
 This module owns that format: the names (``GenPaths``, and the constants the wrapper's shell
-template is rendered with), the supervisor's writes (claim, exit record, kill reason), and
-every reading of them — the supervisor's and resume's, the proof's (``read_claim``,
-``ended_at``: a few system calls per generation, for runs of 10,000) and the renderers'
-(``read_gen``, ``GenReader``: many times a second, caching what cannot change any more).
+template is rendered with), the supervisor's writes (claim, missing-exit record, kill reason),
+folding, and every reading of the files — the supervisor's and resume's, the proof's
+(``read_claim``, ``ended_at``: a few system calls per generation, for runs of 10,000) and the
+renderers' (``read_gen``, ``GenReader``: many times a second, caching what cannot change any more).
 
 A missing, empty, partial or garbled file reads as absent (None) — except the claim, taken
 once the file exists, whatever it holds — and a field of the wrong type as None. Only a file
@@ -141,6 +153,11 @@ def wrapper_header(run_id: str, task_id: str, slot: int, gen: int, attempt: int)
     """The wrapper's first line, a shell comment. Generated identifiers only, never a task name:
     a newline in a name would end the comment."""
     return _HEADER.format(run_id=run_id, task_id=task_id, slot=slot, gen=gen, attempt=attempt)
+
+
+def worker_script_header(run_id: str) -> str:
+    """The first line of the run's one headless wrapper (``RunPaths.worker_script``)."""
+    return f"# zellij-swarm worker wrapper of run {run_id} (generated; do not edit)"
 
 
 def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
@@ -271,6 +288,14 @@ def signal_name(code: int | None) -> str | None:
         return f"SIG{code - 128}"
 
 
+SIDECAR_REASONS = (None, "cwd_missing")  # what a wrapper's own ``- <reason>`` sidecar may say
+
+
+def committed_by_wrapper(rec: ExitRecord) -> bool:
+    """The record comes from the wrapper's sidecar, not from a supervisor's ``exit.json``."""
+    return rec.reason in SIDECAR_REASONS
+
+
 def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
     """``(code, reason)`` from a complete ``exit`` sidecar, else None."""
     try:
@@ -310,36 +335,73 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
     return (rec.ended_at, True) if rec is not None and rec.ended_at is not None else None
 
 
-def collect_exit(gen: GenPaths, *, pid: int | None = None, sync: rundir.GroupSync | None = None) -> ExitRecord | None:
-    """The generation's exit record: ``exit.json`` if written, else built from the sidecar
-    and written now. None while the wrapper has not committed its exit. ``pid``, when the
-    caller knows the wrapper's, saves reading it from the claim."""
+def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
+    """How the generation ended, from its files: ``exit.json`` where a supervisor wrote one
+    (a wrapper that vanished, or a run recorded before exit records moved into the event
+    log), else the exit sidecar with the claim's and the sidecar's times. None while the
+    wrapper has not committed its exit. ``pid``, when the caller knows the wrapper's, saves
+    reading it from the claim."""
+    existing = read_exit_record(gen)
+    if existing is not None:
+        return existing
     side = read_sidecar(gen)
-    # exit.json exists before the sidecar only when a supervisor wrote it for a vanished wrapper
-    if side is None or gen.exit_record.exists():
-        existing = read_exit_record(gen)
-        if existing is not None or side is None:
-            return existing
+    if side is None:
+        return None
     code, reason = side
-    rec = ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen),
-                     reason)
-    _save(gen, rec, sync)
-    return rec
+    return ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen),
+                      reason)
 
 
-def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None, ended_at: float,
-                        sync: rundir.GroupSync | None = None) -> ExitRecord:
-    """The supervisor's record for a wrapper that is gone without committing its exit."""
+def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None,
+                        ended_at: float) -> ExitRecord:
+    """The supervisor's record for a wrapper that is gone without committing its exit, written
+    durably at once (rare: a wrapper killed from outside, a lost session). A full or read-only
+    state dir loses only this copy: the outcome is also in the event log."""
     rec = ExitRecord(code, signal, started_at(gen), ended_at, wrapper_pid(gen), reason)
-    _save(gen, rec, sync)
+    try:
+        rundir.write_json_atomic(gen.exit_record, rec.to_json())
+    except OSError:
+        pass
     return rec
 
 
-def _save(gen: GenPaths, rec: ExitRecord, sync: rundir.GroupSync | None) -> None:
-    """Write exit.json. A full or read-only state dir loses only this copy: the sidecar stays
-    the truth, and the next reader writes exit.json again."""
+def fold(gen: GenPaths) -> None:
+    """Fold away an ended generation whose facts are durably in the run's event log (SPEC §7):
+    its claim first — a reader that finds no claim takes the log's word for the generation —
+    then its sidecar, records, the heartbeat when it holds only the wrapper's own lines, the
+    output log and the artifacts directory when empty; the directory goes when nothing else is
+    left in it (output, a heartbeat the worker wrote to, artifacts). Best effort: a file that
+    cannot be removed stays, and readers still read it."""
+    for name in (CLAIM, EXIT_SIDECAR, EXIT_RECORD, KILL):
+        _remove(f"{gen.dir}/{name}")
+    heartbeat = f"{gen.dir}/{HEARTBEAT}"
     try:
-        rundir.write_json_atomic(gen.exit_record, rec.to_json(), sync=sync)
+        with open(heartbeat, "rb") as f:
+            lines = f.read(_LINE_LIMIT + 1).splitlines()
+        if len(lines) <= 2 and all(_wrapper_line(line) for line in lines):
+            _remove(heartbeat)
+    except OSError:
+        pass
+    output = f"{gen.dir}/{OUTPUT}"
+    try:
+        if os.stat(output).st_size == 0:
+            _remove(output)
+    except OSError:
+        pass
+    try:
+        os.rmdir(f"{gen.dir}/{ARTIFACTS}")
+        os.rmdir(gen.dir)
+    except OSError:
+        pass  # something of the worker's is left in it
+
+
+def _wrapper_line(line: bytes) -> bool:
+    return line.startswith((b'{"event":"started",', b'{"event":"exited",'))
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
     except OSError:
         pass
 
@@ -406,7 +468,7 @@ def read_gen(paths: GenPaths, earlier: GenInfo | None = None) -> GenInfo:
         launch = _unless_unreadable(heartbeat_started, paths)
         if launch is not None:
             seen, launch_pid = True, launch["pid"]
-    record = _unless_unreadable(read_exit_record, paths)
+    record = _unless_unreadable(exit_facts, paths)
     if record is None:
         return GenInfo(paths, claim_at, None, None, None, launch_pid, False, seen, heartbeat_at)
     return GenInfo(paths, record.started_at or claim_at, record.ended_at, record.code, record.signal, record.pid,

@@ -6,6 +6,7 @@ Layout (SPEC §5, §7)::
     <state-dir>/.gitignore                     ignores everything
     <state-dir>/runs/<run-id>/                 every directory mode 0700, owned by the user
         run.json  events.jsonl  state.json  summary.json  env.sh (0600)  lock
+        worker.sh                              the run's headless wrapper (generation_files)
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
         views/<view>.json                      the run's board/slot-view panes (view_watch)
@@ -17,14 +18,11 @@ the recorded start time rather than trusting names.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import json
 import os
 import re
 import stat
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,17 +42,15 @@ _GEN_DIR = re.compile(r"gen-(\d+)\Z")
 COMMIT_MARKERS = frozenset({EXIT_RECORD, "run.json", "summary.json"})
 
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600, sync: GroupSync | None = None) -> None:
+def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600) -> None:
     """Write ``path`` so that no reader ever sees a partial file (temp file + rename), and
-    durably when it is one of the ``COMMIT_MARKERS``: at once, or through ``sync`` — a
-    group commit off the caller's thread, for the supervisor's hot path (one exit.json per
-    task must not cost two fsyncs on its event loop).
+    durably when it is one of the ``COMMIT_MARKERS``.
 
     The temp file is created with O_EXCL|O_NOFOLLOW, so a planted symlink is never followed.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = data.encode() if isinstance(data, str) else data
-    durable = path.name in COMMIT_MARKERS and sync is None
+    durable = path.name in COMMIT_MARKERS
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -68,68 +64,6 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600, sync: Grou
         raise
     if durable:
         _fsync_dir(path.parent)
-    elif sync is not None and path.name in COMMIT_MARKERS:
-        sync.add(path)
-
-
-class GroupSync:
-    """Makes renamed files durable in batches on a thread of its own: one ``syncfs`` of their
-    filesystem per batch — a group commit; while one runs, the next batch gathers. A file
-    fsynced alone would force a journal commit per task, and every file the loop creates
-    meanwhile would wait on it. A file not yet synced when the power fails reads back empty,
-    which readers take as absent (``read_json``) — its sidecar is still there to rebuild it.
-    ``close`` waits until everything handed over is synced."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._pending: list[Path] = []
-        self._closed = False
-        self._thread = threading.Thread(target=self._work, name="group-sync", daemon=True)
-        self._thread.start()
-
-    def add(self, path: Path) -> None:
-        with self._cond:
-            self._pending.append(path)
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._closed:
-                    self._cond.wait()
-                if not self._pending:
-                    return
-                batch, self._pending = self._pending, []
-            sync_filesystem(batch[0].parent)
-
-
-def sync_filesystem(directory: Path) -> None:
-    """Flush the filesystem holding ``directory`` (``syncfs``; ``sync`` where it is missing)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        if _LIBC is None or _LIBC.syncfs(fd) != 0:
-            os.sync()
-    finally:
-        os.close(fd)
-
-
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -143,10 +77,10 @@ def _fsync_dir(directory: Path) -> None:
 _compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def write_json_atomic(path: Path, obj: Any, *, sync: GroupSync | None = None) -> None:
+def write_json_atomic(path: Path, obj: Any) -> None:
     """Compact JSON: the C encoder is several times faster than an indenting one, and
     snapshots of thousands of tasks are written while the run goes on."""
-    write_atomic(path, _compact(obj) + "\n", sync=sync)
+    write_atomic(path, _compact(obj) + "\n")
 
 
 def write_new(path: Path, data: str, *, mode: int) -> None:
@@ -208,6 +142,11 @@ class RunPaths:
     @property
     def events(self) -> Path:
         return self.dir / "events.jsonl"
+
+    @property
+    def worker_script(self) -> Path:
+        """The run's one headless wrapper (``wrapper.run_script``)."""
+        return self.dir / "worker.sh"
 
     @property
     def state(self) -> Path:

@@ -2,14 +2,15 @@
 
 Starting a process blocks its parent until the child has executed its program (vfork),
 about half a millisecond per task here — time the supervisor's event loop would not spend
-on exits and backfill. The launcher does that on the other core. Protocol (lines, except
-that a request ends with NUL: a path may hold a newline, never a NUL):
+on exits and backfill. The launcher does that on the other core. Protocol: replies are lines;
+requests are fields each ended by NUL (an argument may hold a newline, never a NUL):
 
-    in:  <token> TAB <claimed 0|1> TAB <wrapper path> NUL
+    in:  S <token> <argc> <arg>...  start argv (each of these a field)
     out: S <token> <pid>            started
          F <token> <errno> <text>   could not start
          X <pid> <wait status>      a started wrapper ended (reaped here)
-    in:  ? NUL   out: P             a ping, answered at once
+         U <cpu seconds> <max RSS KiB>  its own usage, last, as it exits
+    in:  ?                          a ping; out: P, at once
 
 Each wrapper starts in its own session with stdio on /dev/null and every signal at its
 default. When its input closes (the supervisor ended or died) the launcher keeps reaping
@@ -18,6 +19,7 @@ until the last wrapper has ended, then exits: workers outlive their supervisor. 
 """
 
 import os
+import resource
 import signal
 import sys
 import threading
@@ -59,15 +61,16 @@ def main() -> None:
     reaper = threading.Thread(target=reap, daemon=True)
     reaper.start()
     env = dict(os.environ)
-    for raw in requests(sys.stdin.fileno()):
-        if raw == b"?":  # are you there? (a stopped or stuck launcher does not answer)
+    received = fields(sys.stdin.fileno())
+    for kind in received:
+        if kind == "?":  # are you there? (a stopped or stuck launcher does not answer)
             reply("P\n")
             continue
-        token, claimed, path = raw.decode("utf-8", "surrogateescape").split("\t", 2)
-        argv = ["/bin/sh", path] + (["claimed"] if claimed == "1" else [])
+        token = next(received, "")
+        argv = [next(received, "") for _ in range(int(next(received, "0")))]
         with state:
             try:
-                pid = os.posix_spawn("/bin/sh", argv, env, file_actions=STDIO, setsid=True,
+                pid = os.posix_spawn(argv[0], argv, env, file_actions=STDIO, setsid=True,
                                      setsigdef=DEFAULTS, setsigmask=())
             except OSError as e:
                 reply(f"F {token} {e.errno} {e.strerror}\n")
@@ -79,14 +82,17 @@ def main() -> None:
         closed = True
         state.notify()
     reaper.join()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    reply(f"U {usage.ru_utime + usage.ru_stime:.6f} {usage.ru_maxrss}\n")
 
 
-def requests(fd: int) -> Iterator[bytes]:
-    """The NUL-terminated requests read from ``fd`` until it closes."""
+def fields(fd: int) -> Iterator[str]:
+    """The NUL-terminated fields read from ``fd`` until it closes."""
     pending = b""
     while chunk := os.read(fd, 65536):
         *done, pending = (pending + chunk).split(b"\0")
-        yield from done
+        for field in done:
+            yield field.decode("utf-8", "surrogateescape")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,19 +68,20 @@ class Launcher:
         self.lost = False  # its reply pipe reached end-of-file: the launcher is gone
         self.submitted = self.started = 0  # wrappers asked for, and reported started
         self.killed = False  # by us, for not answering
+        self.usage: dict[str, float] | None = None  # its own CPU and peak RSS, told as it exits
         self.ping_unanswered = False
 
     def fileno(self) -> int:
         return self._rep_r
 
-    def submit(self, requests: list[tuple[str, Path, bool]]) -> None:
-        """Queue wrappers to start: (token, wrapper path, claimed). A launcher that died
-        takes nothing; its loss shows on the reply pipe."""
+    def submit(self, requests: list[tuple[str, tuple[str, ...]]]) -> None:
+        """Queue wrappers to start: (token, argv). A launcher that died takes nothing; its
+        loss shows on the reply pipe."""
         if self.lost:
             return
         self.submitted += len(requests)
-        self._write("".join(f"{token}\t{int(claimed)}\t{path}\0" for token, path, claimed in requests).encode(
-            "utf-8", "surrogateescape"))
+        self._write("".join(f"S\0{token}\0{len(argv)}\0" + "".join(a + "\0" for a in argv)
+                            for token, argv in requests).encode("utf-8", "surrogateescape"))
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -123,26 +125,30 @@ class Launcher:
             elif kind == "X":
                 pid, status = rest.split(" ")
                 out.append(Ended(int(pid), int(status)))
+            elif kind == "U":
+                cpu, rss = rest.split(" ")
+                self.usage = {"cpu_s": float(cpu), "peak_rss_mb": round(int(rss) / 1024, 1)}
         return out
 
     def close(self, *, wait: bool) -> None:
         """Stop taking requests; the launcher exits once its wrappers have all ended — at
-        once when none runs (``wait``: reaped here, and killed if it does not exit within a
-        few seconds, e.g. stopped), later when the supervisor detaches from live ones."""
+        once when none runs (``wait``: reaped here, its last replies read for its ``usage``,
+        and killed if it does not exit within a few seconds, e.g. stopped), later when the
+        supervisor detaches from live ones. Closing again does nothing."""
+        if self._req_w >= 0:
+            os.close(self._req_w)
+            self._req_w = -1
+        if not wait or self._rep_r < 0:
+            self._close_pipes()
+            _reap(self.pid, block=False)
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        while not self.lost and (left := deadline - time.monotonic()) > 0:  # to its end of file
+            if select.select([self._rep_r], [], [], left)[0]:
+                self.read()
+        if not self.lost:
+            self.kill()  # stopped or stuck
         self._close_pipes()
-        if not wait:
-            _reap(self.pid, block=False)
-            return
-        try:
-            pidfd = os.pidfd_open(self.pid)
-        except ProcessLookupError:
-            _reap(self.pid, block=False)
-            return
-        try:
-            if not select.select([pidfd], [], [], CLOSE_TIMEOUT)[0]:  # it exits, or it is stuck
-                self.kill()
-        finally:
-            os.close(pidfd)
         _reap(self.pid, block=True)
 
     def kill(self) -> None:

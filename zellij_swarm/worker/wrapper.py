@@ -88,24 +88,10 @@ class PaneMode:
     hold: str = ""
 
 
-def render(
-    gen: GenPaths,
-    who: WorkerIdentity,
-    *,
-    cmd: str | None,
-    argv: tuple[str, ...] | None,
-    cwd: str,
-    env: dict[str, str],
-    pane: PaneMode | None = None,
-) -> str:
-    q = quoting.shell_word
-    lines = [
-        generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
-        f"_zsw_d={q(str(gen.dir))}",
-        # Survive the signals aimed at the worker so the exit is still recorded.
-        "trap : HUP INT TERM",
-        *(_pane_stages(pane) if pane else _headless_stage()),
-    ]
+def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
+              env: dict[str, str]) -> tuple[str, ...]:
+    """What one generation is, as the wrapper's arguments after its mode:
+    ``GEN-DIR CWD sh|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as ``/bin/sh -c``)."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -117,19 +103,62 @@ def render(
         "ZELLIJ_SWARM_ARTIFACT_DIR": str(gen.artifacts),
         **env,
     }
-    lines.append("export " + " ".join(f"{k}={q(v)}" for k, v in exports.items()))
-    if argv is not None:
-        lines.append("set -- " + " ".join(q(a) for a in argv))
-        command = '"$@"'
-    else:
-        lines += ["set --", f"_zsw_cmd={q(cmd or ':')}"]
-        command = '/bin/sh -c "$_zsw_cmd" sh'
+    command = argv if argv is not None else (cmd or ":",)
+    return (str(gen.dir), cwd, "argv" if argv is not None else "sh", *(f"{k}={v}" for k, v in exports.items()),
+            "--", *command)
+
+
+def run_script(run_id: str) -> str:
+    """The run's one headless wrapper (``RunPaths.worker_script``), started per generation as
+    ``/bin/sh worker.sh MODE ARGUMENTS...`` (``arguments``; MODE ``claimed`` or empty)."""
+    return "\n".join([generation_files.worker_script_header(run_id), *_body(None)]) + "\n"
+
+
+def headless_argv(script: Path, args: tuple[str, ...]) -> tuple[str, ...]:
+    return ("/bin/sh", str(script), "", *args)
+
+
+def render(
+    gen: GenPaths,
+    who: WorkerIdentity,
+    *,
+    cmd: str | None,
+    argv: tuple[str, ...] | None,
+    cwd: str,
+    env: dict[str, str],
+    pane: PaneMode | None = None,
+) -> str:
+    """A wrapper of one generation's own, with its arguments inside: what a pane runs (a
+    multiplexer's command line has a size limit, and the pane's second stage runs the file
+    again), started as ``/bin/sh wrapper.sh [MODE]``."""
+    q = quoting.shell_word
+    lines = [
+        generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
+        'set -- "${1-}" ' + " ".join(q(a) for a in arguments(gen, who, cmd=cmd, argv=argv, cwd=cwd, env=env)),
+    ]
+    if pane and pane.runner:
+        text = ("exec " + quoting.shell_line(argv)) if argv is not None else (cmd or ":")
+        lines.append(f"_zsw_text={q(text)}")
+    return "\n".join(lines + _body(pane)) + "\n"
+
+
+def _body(pane: PaneMode | None) -> list[str]:
+    """The wrapper's steps, the same for every generation: what differs comes in ``$@``."""
+    lines = [
+        '_zsw_mode=$1 _zsw_d=$2 _zsw_cwd=$3 _zsw_kind=$4',
+        "shift 4",
+        # Survive the signals aimed at the worker so the exit is still recorded.
+        "trap : HUP INT TERM",
+        *(_pane_stages(pane) if pane else _headless_stage()),
+        'while [ "$1" != -- ]; do export "$1"; shift; done; shift',
+        '[ "$_zsw_kind" = sh ] && set -- /bin/sh -c "$1" sh',
+    ]
 
     def run(redirects: str) -> str:
         # The redirections sit inside the subshell, which execs the worker: the shell reports
         # a worker's death by signal ("Terminated") on its own stderr, with whatever
         # redirections it applied itself still in place — never into the worker's output.
-        return f"( exec {command} {redirects} )"
+        return f'( exec "$@" {redirects} )'
 
     # Headless, the worker's output goes to the log; in a pane it stays on the pane's
     # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
@@ -140,17 +169,16 @@ def render(
         # must not reach the pane, or pipe-pane would log it as the worker's output.
         in_pane = run("2>&3 3>&-")
         if pane.runner:
-            text = ("exec " + quoting.shell_line(argv)) if argv is not None else (cmd or ":")
-            in_pane = "{ " + pane.runner.replace("{cmd}", q(text)) + "; } 2>&3 3>&-"
+            in_pane = "{ " + pane.runner.replace("{cmd}", '"$_zsw_text"') + "; } 2>&3 3>&-"
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
                   f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
     lines += [
-        f"if cd -- {q(cwd)} 2>/dev/null; then",
+        'if cd -- "$_zsw_cwd" 2>/dev/null; then',
         launch,
         "  _zsw_rc=$?",
         f"  printf '%s\\n' \"$_zsw_rc\" >{_EXIT_SIDECAR}",
         "else",
-        f"  echo \"zellij-swarm: cwd does not exist: \"{q(cwd)} >>{_OUTPUT}",
+        f"  printf 'zellij-swarm: cwd does not exist: %s\\n' \"$_zsw_cwd\" >>{_OUTPUT}",
         "  _zsw_rc=1",
         f"  printf '%s\\n' '- cwd_missing' >{_EXIT_SIDECAR}",
         "fi",
@@ -158,12 +186,12 @@ def render(
         *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
         'exit "$_zsw_rc"',
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _headless_stage() -> list[str]:
     return [
-        f'if [ "${{1-}}" = claimed ]; then echo $$ >|{_CLAIM}',
+        f'if [ "$_zsw_mode" = claimed ]; then echo $$ >|{_CLAIM}',
         f"else {_CLAIM_OR_LEAVE}",
         "fi",
         # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
@@ -177,7 +205,7 @@ def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
     return [
         "_zsw_headless=",
-        "case ${1-} in",
+        "case $_zsw_mode in",
         "claimed)  # the supervisor took the claim: run headless, as its own child",
         f"  echo $$ >|{_CLAIM}; _zsw_headless=1",
         f"  {_HEADLESS_HEARTBEAT} ;;",

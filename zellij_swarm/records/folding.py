@@ -1,0 +1,72 @@
+"""Group commit of the event log, then folding away what it made redundant (SPEC §7).
+
+A generation's outcome event carries its exit record, so once that line is on disk for
+good its small files are no longer the only copy of anything: ``generation_files.fold``
+removes them. ``fdatasync`` of the log is the group commit: the supervisor's loop hands over
+the generations it ended in a turn, after writing that turn's events, and a thread of its
+own syncs once for all of them — while it syncs, the next turns' generations gather. One
+sync per task on the loop would cost a journal commit per task, and every file the loop
+creates meanwhile would wait on it. A sync that fails (full or read-only disk) folds
+nothing: the files stay, and readers read them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.generation_files import GenPaths
+
+
+class LogCommit:
+    def __init__(self, log: Path, *, sync: Callable[[int], None] | None = None,
+                 fold: Callable[[GenPaths], None] = generation_files.fold) -> None:
+        self._fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
+        self._sync = sync or os.fdatasync
+        self._fold = fold
+        self._cond = threading.Condition()
+        self._pending: list[GenPaths] = []
+        self._wanted = False  # a sync is asked for, with or without generations to fold
+        self._closed = False
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._work, name="zellij-swarm log commit", daemon=True)
+        self._thread.start()
+
+    def submit(self, ended: list[GenPaths]) -> None:
+        """Make the log as written so far durable, then fold ``ended`` (generations whose
+        outcome that log holds). Called after the log was flushed."""
+        with self._cond:
+            self._pending.extend(ended)
+            self._wanted = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wait until everything handed over is durable and folded; a last sync makes the
+        whole log durable (the run's summary is written after it). Closing again does nothing."""
+        if self._closed:
+            return
+        self.submit([])
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+        os.close(self._fd)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._wanted and not self._closed:
+                    self._cond.wait()
+                if not self._wanted:
+                    return
+                batch, self._pending, self._wanted = self._pending, [], False
+            try:
+                self._sync(self._fd)
+            except OSError as e:
+                self.error = self.error or e
+                continue
+            for gen in batch:
+                self._fold(gen)
