@@ -7,6 +7,7 @@ which the supervisor is): cancel it all, cancel one task, add tasks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 from zellij_swarm import exc
 from zellij_swarm.config import additions, swarmfile
 from zellij_swarm.engine.live import LiveGen
-from zellij_swarm.records import inbox
+from zellij_swarm.records import generation_files, inbox
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import TaskRecord
@@ -71,10 +72,10 @@ class Control:
 
     def followups(self, lg: LiveGen) -> None:
         """Tasks the worker asked for in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``."""
-        path = lg.gen.artifacts / additions.FOLLOWUPS
-        if not path.exists():
+        path = f"{generation_files.plain(lg.gen, generation_files.ARTIFACTS)}/{additions.FOLLOWUPS}"
+        if not os.path.exists(path):  # once per task: a plain string, not a pathlib join
             return
-        batch = additions.from_followups(path, lg.task.name, self.run.by_name, self.cwd)
+        batch = additions.from_followups(Path(path), lg.task.name, self.run.by_name, self.cwd)
         self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:

@@ -122,9 +122,10 @@ class GenPaths:
         return self.dir / KILL
 
 
-def _plain(gen: GenPaths, name: str) -> str:
-    """A file of ``gen`` as a plain string, for the readers the proof runs for each of 10,000
-    generations: a pathlib join costs more than the system call it is made for."""
+def plain(gen: GenPaths, name: str) -> str:
+    """A file of ``gen`` as a plain string, for what runs for each of 10,000 generations (the
+    supervisor's hot path, the proof): a pathlib join costs more than the system call it is
+    made for."""
     return f"{gen.dir}/{name}"
 
 
@@ -202,7 +203,7 @@ def take_claim(gen: GenPaths) -> bool:
 def read_claim(gen: GenPaths) -> Claim | None:
     """The claim, or None while nobody has claimed the generation."""
     try:
-        fd = os.open(_plain(gen, CLAIM), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(plain(gen, CLAIM), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     try:
@@ -300,9 +301,12 @@ def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
     """``(code, reason)`` from a complete ``exit`` sidecar, else None."""
     try:
         with open(gen.exit_sidecar, "rb") as f:
-            raw = f.read(_LINE_LIMIT)
+            return _parse_sidecar(f.read(_LINE_LIMIT))
     except FileNotFoundError:
         return None
+
+
+def _parse_sidecar(raw: bytes) -> tuple[int | None, str | None] | None:
     if not raw.endswith(b"\n"):
         return None
     head, _, reason = raw.decode("ascii", "replace").strip().partition(" ")
@@ -326,7 +330,7 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
     that vanished without its sidecar); None while it runs. One ``stat`` of the sidecar — a
     non-empty one has had the ``printf`` that writes it whole; exit.json is read only without one."""
     try:
-        st = os.stat(_plain(gen, EXIT_SIDECAR))
+        st = os.stat(plain(gen, EXIT_SIDECAR))
         if st.st_size > 0:
             return st.st_mtime, False
     except FileNotFoundError:
@@ -336,20 +340,25 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
 
 
 def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
-    """How the generation ended, from its files: ``exit.json`` where a supervisor wrote one
-    (a wrapper that vanished, or a run recorded before exit records moved into the event
-    log), else the exit sidecar with the claim's and the sidecar's times. None while the
-    wrapper has not committed its exit. ``pid``, when the caller knows the wrapper's, saves
-    reading it from the claim."""
-    existing = read_exit_record(gen)
-    if existing is not None:
-        return existing
-    side = read_sidecar(gen)
+    """How the generation ended, from its files: the exit sidecar with the claim's and the
+    sidecar's times, else ``exit.json`` where a supervisor wrote one (a wrapper that vanished
+    without a sidecar; runs recorded before exit records moved into the event log have both).
+    None while the wrapper has not committed its exit. ``pid``, when the caller knows the
+    wrapper's, saves reading it from the claim. The supervisor reads this once per task: three
+    system calls when the pid is known."""
+    try:
+        fd = os.open(plain(gen, EXIT_SIDECAR), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return read_exit_record(gen)
+    try:
+        ended = os.fstat(fd).st_mtime
+        side = _parse_sidecar(os.read(fd, _LINE_LIMIT))
+    finally:
+        os.close(fd)
     if side is None:
-        return None
+        return read_exit_record(gen)
     code, reason = side
-    return ExitRecord(code, signal_name(code), started_at(gen), _mtime(gen.exit_sidecar), pid or wrapper_pid(gen),
-                      reason)
+    return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), ended, pid or wrapper_pid(gen), reason)
 
 
 def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None,

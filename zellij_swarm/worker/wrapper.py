@@ -99,8 +99,8 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
         "ZELLIJ_SWARM_SLOT": str(who.slot),
         "ZELLIJ_SWARM_GENERATION": str(who.generation),
         "ZELLIJ_SWARM_ATTEMPT": str(who.attempt),
-        "ZELLIJ_SWARM_HEARTBEAT": str(gen.heartbeat),
-        "ZELLIJ_SWARM_ARTIFACT_DIR": str(gen.artifacts),
+        "ZELLIJ_SWARM_HEARTBEAT": generation_files.plain(gen, generation_files.HEARTBEAT),
+        "ZELLIJ_SWARM_ARTIFACT_DIR": generation_files.plain(gen, generation_files.ARTIFACTS),
         **env,
     }
     command = argv if argv is not None else (cmd or ":",)
