@@ -94,8 +94,10 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
         # The summary's metrics are the whole run's, whichever supervisor ended it (issue 10, defect 6).
         metrics = swarm.summary()["metrics"]
         # every generation: a directory, or folded away once its outcome was logged
-        gens = [n for _, n in {(g.parent.name, int(g.name[4:])) for g in swarm.latest().glob("slots/slot-*/gen-*")}
-                | {(f"slot-{e['slot']}", e["gen"]) for e in records if e["event"] in ("worker_completed", "worker_failed")}]
+        on_disk = {(g.parent.name, int(g.name[4:])) for g in swarm.latest().glob("slots/slot-*/gen-*")}
+        folded = {(f"slot-{e['slot']}", e["gen"]) for e in records
+                  if e["event"] in ("worker_completed", "worker_failed")}
+        gens = [n for _, n in on_disk | folded]
         assert metrics["batch_dispatch_count"] == events.count("batch_dispatch_started")
         assert events.count("slot_reserved") == len(gens), "every reservation is in the log"
         assert metrics["backfill_count"] == events.count("backfill") == sum(1 for g in gens if g > 1)
