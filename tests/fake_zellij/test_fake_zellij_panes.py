@@ -299,8 +299,10 @@ def test_last_pane_detached_ge_044_keeps_session(fake):
 
 def test_last_pane_lt_044_ends_session(fake):
     v = "0.41.2"
-    make(fake, version=v, layout=LAYOUT.replace('"60"', '"0.2"').replace(
-        'command=', 'close_on_exit=true command='))
+    # not ``make``: its wait for the pane to run can miss a pane that ends 0.2 s later on a busy machine
+    path = fake.root / "s.kdl"
+    path.write_text(LAYOUT.replace('"60"', '"0.2"').replace('command=', 'close_on_exit=true command='))
+    fake.create("s", "--layout", str(path), version=v)
     fake.wait_for(lambda: "EXITED" in fake.run("ls", "-n", version=v).out, what="session end")
     assert fake.run("-s", "s", "action", "list-clients", version=v).err == \
         "There is no active session!\n"
