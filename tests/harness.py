@@ -88,7 +88,7 @@ from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.engine import resume
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
-from zellij_swarm.records import inbox
+from zellij_swarm.records import inbox, snapshot_file
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
@@ -489,6 +489,7 @@ class FakeLauncher:
         self.killed = False
         self.submitted = self.started = 0
         self.ping_unanswered = False
+        self.usage: dict[str, float] | None = None  # a real launcher says, as it exits
         self.stopped = False
         if script.dies_after is not None:
             world.after(script.dies_after, self.die)
@@ -912,7 +913,7 @@ class Harness:
             pass
         assert world.run is not None
         events = records.read_events(world.run.events)
-        summary = json.loads(world.run.summary.read_text()) if world.run.summary.exists() else None
+        summary = snapshot_file.load(world.run.summary) if world.run.summary.exists() else None
         return Result(code, {t.name: t for t in sup.tasks.values()}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch)
 

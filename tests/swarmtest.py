@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 import pytest
 
+from zellij_swarm.records import snapshot_file
+
 SCHEMAS = Path(__file__).resolve().parent.parent / "zellij_swarm" / "schemas"
 _SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
 
@@ -104,7 +106,9 @@ class Swarm:
         return max(runs, key=lambda p: json.loads((p / "run.json").read_text())["started_at"])
 
     def summary(self, run: Path | None = None) -> dict[str, Any]:
-        data = json.loads(((run or self.latest()) / "summary.json").read_text())
+        """The run's summary, whole: every task row (``snapshot_file.load`` merges the rows
+        file it names), as ``status --json`` shows it."""
+        data = snapshot_file.load((run or self.latest()) / "summary.json")
         validate(data, "status")
         return data
 

@@ -14,18 +14,21 @@ from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.engine.view_watch import describe as describe_views
-from zellij_swarm.records import runlock
+from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, UNSUCCESSFUL_STATUSES
 from zellij_swarm.render.console import describe
 
 
-def load_status(run: RunPaths) -> dict[str, Any]:
-    """The run's latest snapshot; a ``running`` run whose supervisor is gone is ``interrupted``."""
+def load_status(run: RunPaths, *, rows: bool = True) -> dict[str, Any]:
+    """The run's latest snapshot, whole (``snapshot_file.load``: every task row, in plan
+    order); a ``running`` run whose supervisor is gone is ``interrupted``. ``rows=False``
+    skips the rows file: ``tasks`` then holds only the rows the snapshot itself holds (the
+    running ones), for a caller that needs the run's state or counts."""
     snap: dict[str, Any]  # a snapshot record: a JSON object (SPEC §7.1)
     for path in (run.summary, run.state):
         try:
-            snap = read_json(path)
+            snap = snapshot_file.load(path, rows=rows)
             break
         except FileNotFoundError:
             continue
@@ -58,15 +61,23 @@ def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for run in all_runs(state_dir):
         try:
-            snap = load_status(run)
+            snap = load_status(run, rows=False)  # the counts say it: no run's rows are read
         except (exc.SwarmError, OSError, ValueError, KeyError):
             continue
-        tasks = snap["tasks"]
-        rows.append({
-            "run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": len(tasks),
-            "failed": sum(1 for t in tasks if t["status"] in UNSUCCESSFUL_STATUSES),
-        })
+        tasks, failed = _tally(snap)
+        rows.append({"run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": tasks,
+                     "failed": failed})
     return rows
+
+
+def _tally(snap: dict[str, Any]) -> tuple[int, int]:
+    """How many tasks a run has, and how many of them ended without succeeding: from the
+    snapshot's counts (kept over every task), else from its rows."""
+    counts = snap.get("counts")
+    if isinstance(counts, dict) and counts and all(isinstance(v, int) for v in counts.values()):
+        return sum(counts.values()), sum(v for k, v in counts.items() if k in UNSUCCESSFUL_STATUSES)
+    tasks = snap["tasks"]
+    return len(tasks), sum(1 for t in tasks if t["status"] in UNSUCCESSFUL_STATUSES)
 
 
 def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:

@@ -3,8 +3,12 @@
 A generation's start is its claim's modification time and its end the exit sidecar's, both
 written by the wrapper; the scheduler's clock only marks reservations and the run's ends.
 
-This module owns what a run's metrics are. The dispatcher's own counts (``DispatchStats``)
-are the only part not kept in the wrappers' files; each of them is also in the event log
+This module owns what a run's metrics are: ``compute`` says it over every attempt at once,
+and ``Accumulator`` keeps the same figures as attempts arrive, for the snapshot a run writes
+several times a second (its cost must not grow with the number of tasks that have ended).
+
+The dispatcher's own counts (``DispatchStats``) are the only part not kept in the wrappers'
+files; each of them is also in the event log
 (``slot_reserved``, ``batch_dispatch_started``, ``backfill``), so ``DispatchStats.replay``
 rebuilds them from it. ``resume`` does, so that a resumed run's metrics are the whole run's,
 not its last supervisor's; and ``first_batch`` is the one reading of "the first batch", used
@@ -13,8 +17,10 @@ by that replay and by ``proof`` alike.
 
 from __future__ import annotations
 
+import math
+from bisect import insort
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -114,10 +120,13 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def compute(attempts: Iterable[Attempt], stats: DispatchStats, *, jobs: int, started_at: float,
             ended_at: float) -> dict[str, Any]:
+    """The run's metrics over ``attempts`` (every attempt of every task). ``Accumulator``
+    gives the same figures incrementally; the tests hold the two to agree."""
     timed = [_Timed(a, a.started_at, a.ended_at) for a in attempts
              if a.started_at is not None and a.ended_at is not None]
     wall = max(0.0, ended_at - started_at)
-    active = sum(max(0.0, t.end - t.start) for t in timed)
+    # fsum: the exact sum, correctly rounded, whatever the order the attempts come in
+    active = math.fsum(max(0.0, t.end - t.start) for t in timed)
     by_slot: dict[int, list[_Timed]] = defaultdict(list)
     for t in timed:
         by_slot[t.attempt.slot].append(t)
@@ -129,10 +138,19 @@ def compute(attempts: Iterable[Attempt], stats: DispatchStats, *, jobs: int, sta
                 refill.append(max(0.0, nxt.start - prev.end) * 1000)
     first = set(stats.first_batch)
     first_starts = [t.start for t in timed if (t.attempt.slot, t.attempt.generation) in first]
-    span = None
-    if stats.first_batch_reserved_at is not None and first_starts:
-        span = round(max(0.0, max(first_starts) - stats.first_batch_reserved_at) * 1000, 1)
     p50, p95 = percentile(refill, 50), percentile(refill, 95)
+    return _figures(wall=wall, active=active, jobs=jobs, stats=stats,
+                    first_start=max(first_starts) if first_starts else None,
+                    refill=(round(p50, 1) if p50 is not None else None, round(p95, 1) if p95 is not None else None,
+                            len(refill)))
+
+
+def _figures(*, wall: float, active: float, jobs: int, stats: DispatchStats, first_start: float | None,
+             refill: tuple[float | None, float | None, int]) -> dict[str, Any]:
+    span = None
+    if stats.first_batch_reserved_at is not None and first_start is not None:
+        span = round(max(0.0, first_start - stats.first_batch_reserved_at) * 1000, 1)
+    p50, p95, count = refill
     return {
         "wall_time_ms": round(wall * 1000, 1),
         "active_slot_time_ms": round(active * 1000, 1),
@@ -140,7 +158,140 @@ def compute(attempts: Iterable[Attempt], stats: DispatchStats, *, jobs: int, sta
         "batch_dispatch_count": stats.batch_count,
         "largest_batch_size": stats.largest_batch,
         "first_batch_launch_span_ms": span,
-        "refill_latency_ms": {"p50": round(p50, 1) if p50 is not None else None,
-                              "p95": round(p95, 1) if p95 is not None else None, "count": len(refill)},
+        "refill_latency_ms": {"p50": p50, "p95": p95, "count": count},
         "backfill_count": stats.backfill_count,
     }
+
+
+class RoundedQuantiles:
+    """Nearest-rank percentiles (``percentile``) of a growing set of values, each seen
+    rounded to ``digits`` decimals, as they are shown. Rounding never reorders values, so the
+    rounded k-th smallest is the k-th smallest of the rounded values: the answer is exact,
+    and only one counter per distinct shown value is kept (a few hundred in a run, however
+    many values), with their sorted list — O(1) to add a value seen before, and one pass over
+    the distinct values for a percentile."""
+
+    __slots__ = ("_counts", "_keys", "count", "digits", "max")
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+        self._counts: dict[float, int] = {}
+        self._keys: list[float] = []
+        self.count = 0
+        self.max: float | None = None
+
+    def add(self, value: float) -> None:
+        key = round(value, self.digits)
+        seen = self._counts.get(key)
+        if seen is None:
+            insort(self._keys, key)
+            self._counts[key] = 1
+        else:
+            self._counts[key] = seen + 1
+        self.count += 1
+        if self.max is None or key > self.max:
+            self.max = key
+
+    def percentile(self, q: float) -> float | None:
+        if not self.count:
+            return None
+        rank = max(1, -(-self.count * q // 100))
+        below = 0
+        for key in self._keys:
+            below += self._counts[key]
+            if below >= rank:
+                return key
+        return self._keys[-1]
+
+
+class _Unpaired:
+    """A timed attempt whose neighbours in its slot (the generations just before and after
+    it) have not both been seen yet: a refill latency is measured between neighbours."""
+
+    __slots__ = ("backfill", "end", "has_next", "has_prev", "start")
+
+    def __init__(self, start: float, end: float, backfill: bool, has_prev: bool) -> None:
+        self.start, self.end, self.backfill = start, end, backfill
+        self.has_prev, self.has_next = has_prev, False
+
+
+def _exact_add(partials: list[float], x: float) -> None:
+    """Add ``x`` to the exact sum held as non-overlapping partials (Shewchuk; the sum
+    ``math.fsum`` computes, kept as it grows)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
+
+
+class Accumulator:
+    """``compute``'s figures, kept as attempts arrive (``add``, in any order, each attempt
+    once): the snapshot's metrics cost the same with ten attempts or a million.
+
+    What it keeps is bounded by the slots, not the attempts: the exact sum of active time
+    (a few partials), the refill latencies as ``RoundedQuantiles``, and per slot the
+    attempts still missing a neighbour — a slot's generations end in order, so that is its
+    latest one, plus any generation whose neighbour never ran (withdrawn, never timed). A
+    generation is one attempt (its directory is written once), so (slot, generation) pairs
+    are unique. The first batch's latest start is taken over again (``every``: all
+    attempts) only when the first batch itself changes — once a run, or on resume."""
+
+    def __init__(self) -> None:
+        self._active: list[float] = []
+        self._unpaired: dict[int, dict[int, _Unpaired]] = {}
+        self.refill = RoundedQuantiles(1)
+        self._first_of: tuple[list[tuple[int, int]], int, float | None] | None = None
+        self._first: frozenset[tuple[int, int]] = frozenset()
+        self._first_start: float | None = None
+
+    def add(self, a: Attempt) -> None:
+        start, end = a.started_at, a.ended_at
+        if start is None or end is None:
+            return
+        _exact_add(self._active, max(0.0, end - start))
+        if (a.slot, a.generation) in self._first and (self._first_start is None or start > self._first_start):
+            self._first_start = start
+        gens = self._unpaired.setdefault(a.slot, {})
+        me = _Unpaired(start, end, a.backfill, has_prev=a.generation <= 1)
+        prev = gens.get(a.generation - 1)
+        if prev is not None:
+            if a.backfill:
+                self.refill.add(max(0.0, start - prev.end) * 1000)
+            prev.has_next = me.has_prev = True
+            if prev.has_prev:
+                del gens[a.generation - 1]
+        nxt = gens.get(a.generation + 1)
+        if nxt is not None:
+            if nxt.backfill:
+                self.refill.add(max(0.0, nxt.start - end) * 1000)
+            nxt.has_prev = me.has_next = True
+            if nxt.has_next:
+                del gens[a.generation + 1]
+        if not (me.has_prev and me.has_next):
+            gens[a.generation] = me
+
+    def figures(self, stats: DispatchStats, *, jobs: int, started_at: float, ended_at: float,
+                every: Callable[[], Iterable[Attempt]]) -> dict[str, Any]:
+        """What ``compute`` gives over every attempt added so far."""
+        self._follow_first_batch(stats, every)
+        return _figures(wall=max(0.0, ended_at - started_at), active=math.fsum(self._active), jobs=jobs,
+                        stats=stats, first_start=self._first_start,
+                        refill=(self.refill.percentile(50), self.refill.percentile(95), self.refill.count))
+
+    def _follow_first_batch(self, stats: DispatchStats, every: Callable[[], Iterable[Attempt]]) -> None:
+        members = stats.first_batch
+        was = self._first_of
+        if was is not None and was[0] is members and was[1] == len(members) and was[2] == stats.first_batch_reserved_at:
+            return
+        self._first_of = (members, len(members), stats.first_batch_reserved_at)
+        self._first = frozenset(members)
+        self._first_start = max((a.started_at for a in every()
+                                 if a.started_at is not None and a.ended_at is not None
+                                 and (a.slot, a.generation) in self._first), default=None)

@@ -1,21 +1,35 @@
 """The run's snapshot: the shape of ``state.json``, ``summary.json`` and ``status --json``
 (SPEC §7.1), built from the supervisor's state (``RunView``: what it reads, and nothing
-else). Terminal task rows are the frozen ones their records keep; only running rows and
-slots are computed live."""
+else). A terminal task's row is frozen when it ends; only running rows and slots are
+computed live.
+
+``build`` costs the same with 100 tasks or 100,000: the rows that do not change by
+themselves — a terminal task's, frozen when it ended, and a waiting task's — go to the run's
+rows file as they change (``records.snapshot_file``), and the snapshot holds the running
+rows and names how much of that file it covers. Its counts and metrics are kept as tasks
+move and attempts end (``Followed``, which every task record reports to once the first
+snapshot after its creation has seen it), so a snapshot does O(running tasks + what changed
+since the last one) work, never a pass over every task. ``full`` is the same snapshot built
+from scratch, every row in it: what ``snapshot_file.load`` reads back.
+"""
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine import metrics
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, snapshot_file
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import SlotState, TaskStatus
-from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task import Attempt, TaskRecord
 
 if TYPE_CHECKING:
     from zellij_swarm.engine.view_watch import ViewWatch
@@ -58,6 +72,10 @@ class RunView(Protocol):
     def views(self) -> ViewWatch | None: ...
     @property
     def wallclock(self) -> Callable[[], float]: ...
+    @property
+    def paths(self) -> RunPaths: ...
+    @property
+    def usage(self) -> dict[str, Any] | None: ...  # the run's own CPU and memory, as the snapshot's "usage"
 
 
 def state_name(run: RunView) -> str:
@@ -69,19 +87,156 @@ def state_name(run: RunView) -> str:
 
 
 def counts(tasks: Mapping[str, TaskRecord]) -> dict[str, int]:
+    """Tasks by status, counted over every task (``counts_of`` keeps them as they move)."""
     out = {str(s): 0 for s in TaskStatus}
     for t in tasks.values():
         out[str(t.status)] += 1
     return out
 
 
+class Followed:
+    """The part of a run's snapshots kept as the run goes (the ``Journal`` of its task
+    records): counts by status, metrics (``metrics.Accumulator``), the rows file, and the
+    tasks whose row is not in it as it stands — running, or changed since (``_loose``).
+
+    A task is followed from the first snapshot after it was added (``discover``: ids are
+    ``t<order>``, added in order, so the new ones are the next numbers): what it did before
+    is taken in then — its status counted, its attempts added, its row written (a terminal
+    task's frozen row is handed over and no longer kept by the record). From then on its
+    record reports each move and each ended attempt. A terminal row is written when the task
+    ends; a waiting task's at the next snapshot (a task may go back to waiting: a retry)."""
+
+    def __init__(self, rows: RowsFile) -> None:
+        self.rows = rows
+        self.counts = {str(s): 0 for s in TaskStatus}
+        self.metrics = metrics.Accumulator()
+        self._seen = 0
+        self._loose: dict[str, TaskRecord] = {}
+
+    def moved(self, task: TaskRecord, old: TaskStatus) -> None:
+        self.counts[old] -= 1
+        self.counts[task.status] += 1
+        if task.status.terminal:
+            self._loose.pop(task.id, None)
+            self.rows.add(snapshot_file.encode(task.row(now=None)))
+        else:
+            self._loose[task.id] = task
+
+    def ended(self, task: TaskRecord, attempt: Attempt) -> None:
+        self.metrics.add(attempt)
+
+    def discover(self, tasks: Mapping[str, TaskRecord]) -> None:
+        """Start following the tasks added since the last call."""
+        while self._seen < len(tasks):
+            task = tasks.get(f"t{self._seen + 1}")
+            if task is None:  # ids not numbered in order: walk the mapping (never so today)
+                for task in islice(tasks.values(), self._seen, None):
+                    self._follow(task)
+                self._seen = len(tasks)
+                return
+            self._follow(task)
+            self._seen += 1
+
+    def _follow(self, task: TaskRecord) -> None:
+        task.journal = self
+        self.counts[task.status] += 1
+        for attempt in task.history:
+            self.metrics.add(attempt)
+        if task.status.terminal:
+            self.rows.add(snapshot_file.encode(task.frozen_row()))
+        elif task.status == TaskStatus.RUNNING:
+            self._loose[task.id] = task
+        else:
+            self._write_waiting(task)
+
+    def settle(self) -> list[TaskRecord]:
+        """Write the rows of the waiting tasks that changed; the running tasks, in plan order."""
+        running = []
+        for tid, task in list(self._loose.items()):
+            if task.status == TaskStatus.RUNNING:
+                running.append(task)
+                continue
+            del self._loose[tid]
+            self._write_waiting(task)
+        running.sort(key=lambda t: t.order)
+        return running
+
+    def _write_waiting(self, task: TaskRecord) -> None:
+        if task.attempts == 0 and not task.history and not task.warnings and task.status == TaskStatus.PENDING and all(
+                v is None for v in (task.slot, task.generation, task.pid, task.pane_id, task.started_at,
+                                    task.ended_at, task.exit_code, task.signal, task.reason)):
+            self.rows.add(snapshot_file.pending_line(task.name, task.id))  # as it was added
+        else:
+            self.rows.add(snapshot_file.encode(task.row(now=None)))
+
+
+_FOLLOWED: weakref.WeakKeyDictionary[RunView, Followed] = weakref.WeakKeyDictionary()
+
+
+def followed(run: RunView) -> Followed | None:
+    """The incremental part of ``run``'s snapshots, kept for as long as ``run`` lives (None
+    for a run view that cannot be a weak key: its snapshots are then built in full)."""
+    try:
+        found = _FOLLOWED.get(run)
+        if found is None:
+            found = _FOLLOWED[run] = Followed(RowsFile.of(run.paths.dir))
+    except TypeError:
+        return None
+    return found
+
+
+def counts_of(run: RunView) -> dict[str, int]:
+    """``counts`` of the run's tasks now, without a pass over them."""
+    kept = followed(run)
+    if kept is None:
+        return counts(run.tasks)
+    kept.discover(run.tasks)
+    return dict(kept.counts)
+
+
 def build(run: RunView) -> dict[str, Any]:
+    """The snapshot to write now: the rows file brought up to date first, then its live
+    part naming how much of that file it covers."""
+    kept = followed(run)
+    if kept is None:
+        return full(run)
+    now = _now(run)
+    kept.discover(run.tasks)
+    running = kept.settle()
+    committed = kept.rows.commit()
+    # rows a failed write kept queued come first: a running row is newer than any of them
+    tasks = kept.rows.uncommitted() + [t.row(now=now) for t in running]
+    figures = kept.metrics.figures(run.stats, jobs=run.jobs, started_at=run.started_at, ended_at=run.ended_at or now,
+                                   every=lambda: _attempts(run))
+    return _snapshot(run, now, counts=dict(kept.counts), tasks=tasks, metrics=figures,
+                     rows=snapshot_file.reference(committed))
+
+
+def full(run: RunView) -> dict[str, Any]:
+    """The snapshot with every row in it, built from scratch (O(every task)): what
+    ``build``'s snapshot and its rows file read back as."""
+    now = _now(run)
+    figures = metrics.compute(_attempts(run), run.stats, jobs=run.jobs, started_at=run.started_at,
+                              ended_at=run.ended_at or now)
+    return _snapshot(run, now, counts=counts(run.tasks), tasks=[t.row(now=now) for t in run.tasks.values()],
+                     metrics=figures, rows=None)
+
+
+def _now(run: RunView) -> float:
     now = run.wallclock()
     for lg in run.live.values():
         if lg.task.started_at is None:
             lg.task.started_at = generation_files.started_at(lg.gen)
-    attempts = [a for t in run.tasks.values() for a in t.history]
-    return {
+    return now
+
+
+def _attempts(run: RunView) -> Iterator[Attempt]:
+    return (a for t in run.tasks.values() for a in t.history)
+
+
+def _snapshot(run: RunView, now: float, *, counts: dict[str, int], tasks: list[dict[str, Any]],
+              metrics: dict[str, Any], rows: dict[str, Any] | None) -> dict[str, Any]:
+    snap = {
         "run_id": run.run_id,
         "name": run.name,
         "state": state_name(run),
@@ -91,14 +246,17 @@ def build(run: RunView) -> dict[str, Any]:
         "ended_at": run.ended_at,
         "updated_at": now,
         "settings": run.settings.as_record(),
-        "counts": counts(run.tasks),
-        "tasks": [t.row(now=now) for t in run.tasks.values()],
+        "counts": counts,
+        "tasks": tasks,
         "slots": [_slot_row(run, s) for s in range(1, run.jobs + 1)],
-        "metrics": metrics.compute(attempts, run.stats, jobs=run.jobs, started_at=run.started_at,
-                                   ended_at=run.ended_at or now),
+        "metrics": metrics,
         "warnings": list(run.warnings),
         "views": run.views.rows() if run.views is not None else [],
+        "usage": run.usage,
     }
+    if rows is not None:
+        snap["rows"] = rows
+    return snap
 
 
 def _slot_row(run: RunView, slot: int) -> dict[str, Any]:

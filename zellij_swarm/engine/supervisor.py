@@ -293,7 +293,7 @@ class Supervisor:
         lock.acquire()
         stack.callback(lock.release)
         self.snapshots = records.SnapshotWriter(
-            self.paths, lambda: snapshot.build(self), interval=0.25 if len(self.plan.tasks) <= 500 else 1.0,
+            self.paths, lambda: snapshot.build(self), interval=0.25,  # its cost does not grow with the run
             clock=self.clock)
         # Every state change is an event (SPEC §7), so every event marks the snapshot stale:
         # state.json follows spawns, heartbeats and exits within the snapshot interval.
@@ -802,7 +802,7 @@ class Supervisor:
         now = self.clock()
         if self.reporter.wants_progress and now - self._last_progress >= 0.2:
             self._last_progress = now
-            self.reporter.progress(snapshot.counts(self.tasks), now)
+            self.reporter.progress(snapshot.counts_of(self), now)
 
     def _check_records(self) -> None:
         """A full or read-only state directory: say so once; the run itself goes on."""

@@ -2,8 +2,9 @@
 
 ``events.jsonl`` is append-only, one JSON object per line, so recording an event costs the
 same with 10 tasks or 10,000. Lines are buffered and flushed once per supervisor loop turn
-(and on every ``flush``), never rewritten. ``state.json`` is a whole snapshot, so it is
-written at a bounded rate (``SnapshotWriter``) and always at the end.
+(and on every ``flush``), never rewritten. ``state.json`` is rewritten whole, so it is
+written at a bounded rate (``SnapshotWriter``) and always at the end; it holds the live part
+of the run, and names how much of the append-only rows file (``snapshot_file``) it covers.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from bisect import insort
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from zellij_swarm import quoting
 from zellij_swarm.config.swarmfile import is_env_name
-from zellij_swarm.records.rundir import RunPaths, write_atomic, write_json_atomic
+from zellij_swarm.records import snapshot_file
+from zellij_swarm.records.rundir import RunPaths, write_atomic
+from zellij_swarm.records.snapshot_file import RowsFile
 
 
 class EventLog:
@@ -89,7 +93,13 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 class SnapshotWriter:
-    """Writes ``state.json`` at most once per ``interval`` seconds, plus on ``force``."""
+    """Writes ``state.json`` at most once per ``interval`` seconds, plus on ``write``.
+
+    ``build`` gives the snapshot; one that names the rows file (``snapshot_file``) has
+    brought that file up to date first. The writer adds two figures of its own to the
+    snapshot's ``metrics``: ``snapshot_write_ms`` (``p50``, ``max``, ``count`` of the time to
+    build and write each snapshot before this one) and ``state_json_bytes`` (the length of
+    this very snapshot as written)."""
 
     def __init__(self, run: RunPaths, build: Callable[[], dict[str, Any]], *, interval: float = 0.25,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -99,7 +109,14 @@ class SnapshotWriter:
         self._clock = clock
         self._last = -float("inf")
         self.dirty = False
-        self.error: OSError | None = None
+        self._error: OSError | None = None
+        self.rows = RowsFile.of(run.dir)  # the builder's too: one appender per file
+        self._took = _Durations()
+
+    @property
+    def error(self) -> OSError | None:
+        """The first write of the snapshot or of its rows file that failed."""
+        return self._error or self.rows.error
 
     def touch(self) -> None:
         """Something changed: write a snapshot when the interval allows."""
@@ -113,21 +130,88 @@ class SnapshotWriter:
 
     def maybe_write(self) -> None:
         if self.dirty and self._clock() - self._last >= self._interval:
-            self.write()
+            self._write(None)
 
-    def write(self, *, summary: Path | None = None) -> dict[str, Any]:
+    def write(self, *, summary: Path | None = None, merged: bool = True) -> dict[str, Any]:
         """Write ``state.json``; at a run's end also ``summary`` (the same snapshot), first:
         a kill between the two then leaves the summary readers trust, never a state.json
-        that says the run ended while no summary.json exists."""
+        that says the run ended while no summary.json exists. The rows file it names is
+        made durable before the summary is written.
+
+        Returns the whole snapshot, every row read back from the rows file
+        (``snapshot_file.merge``: the run's end pays one pass over its rows); with
+        ``merged=False``, the snapshot as written, its ``tasks`` the live rows only."""
+        snap = self._write(summary)
+        if merged:
+            return snapshot_file.merge(snap, self._run.dir)
+        return {k: v for k, v in snap.items() if k != "rows"}
+
+    def _write(self, summary: Path | None) -> dict[str, Any]:
+        began = time.perf_counter()
         snap = self._build()
+        if summary is not None:
+            snapshot_file.make_durable(self._run.dir, snap)
+        data = self._encode(snap)
         for path in ([summary] if summary is not None else []) + [self._run.state]:
             try:
-                write_json_atomic(path, snap)
+                write_atomic(path, data)
             except OSError as e:
-                self.error = self.error or e
+                self._error = self._error or e
+        self._took.add((time.perf_counter() - began) * 1000)
         self._last = self._clock()
         self.dirty = False
         return snap
+
+    def _encode(self, snap: dict[str, Any]) -> bytes:
+        """The snapshot as written, its own length in its ``metrics``: encoded once with a
+        one-digit placeholder, which is then replaced (the first ``"state_json_bytes":0``
+        of the document is the key: a quote inside a JSON string is escaped)."""
+        figures = snap.get("metrics")
+        if not isinstance(figures, dict):
+            return (_compact(snap) + "\n").encode()
+        figures["snapshot_write_ms"] = self._took.figures()
+        figures["state_json_bytes"] = 0
+        data = (_compact(snap) + "\n").encode()
+        size = len(data)
+        for _ in range(3):  # the length with its own digits in it
+            size = len(data) - 1 + len(str(size))
+        figures["state_json_bytes"] = size
+        return data.replace(b'"state_json_bytes":0', b'"state_json_bytes":%d' % size, 1)
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class _Durations:
+    """``p50``, ``max`` and ``count`` of a run's snapshot writes, in ms: the median to 0.1 ms
+    (one counter per distinct value, their sorted list kept as they appear), the max to
+    0.01 ms."""
+
+    def __init__(self) -> None:
+        self._counts: dict[float, int] = {}
+        self._keys: list[float] = []
+        self._max = 0.0
+        self.count = 0
+
+    def add(self, ms: float) -> None:
+        key = round(ms, 1)
+        seen = self._counts.get(key)
+        if seen is None:
+            insort(self._keys, key)
+        self._counts[key] = (seen or 0) + 1
+        self._max = max(self._max, ms)
+        self.count += 1
+
+    def figures(self) -> dict[str, Any]:
+        if not self.count:
+            return {"p50": None, "max": None, "count": 0}
+        rank, below, p50 = -(-self.count // 2), 0, self._keys[-1]
+        for key in self._keys:
+            below += self._counts[key]
+            if below >= rank:
+                p50 = key
+                break
+        return {"p50": p50, "max": round(self._max, 2), "count": self.count}
 
 
 def save_environment(path: Path, env: Mapping[str, str]) -> None:

@@ -1,20 +1,23 @@
 """A task's persisted record: the row of SPEC §7.1, its attempts, and its frozen final form.
 
 A task's final fields are written onto its record when it finishes, and its row is frozen
-then (SPEC §9): a terminal row never reads anything live from the slot it ran in.
+then (SPEC §9): a terminal row never reads anything live from the slot it ran in. Once a
+``Journal`` follows the record (the run's snapshot, ``engine.snapshot``), the frozen row is
+handed to it the moment the task finishes and not kept here: a run of 100,000 tasks holds
+100,000 records, not 100,000 rows as well.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.states import TaskStatus, transition
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     """One generation of a task, as recorded when it ended."""
 
@@ -39,7 +42,15 @@ class Attempt:
         }
 
 
-@dataclass
+class Journal(Protocol):
+    """What follows a task record's changes (``engine.snapshot``): told of every status
+    change after it happened, and of every attempt once it is in the history."""
+
+    def moved(self, task: TaskRecord, old: TaskStatus) -> None: ...
+    def ended(self, task: TaskRecord, attempt: Attempt) -> None: ...
+
+
+@dataclass(slots=True)
 class TaskRecord:
     spec: TaskSpec
     id: str
@@ -60,14 +71,19 @@ class TaskRecord:
     reason: str | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     history: list[Attempt] = field(default_factory=list)
-    _frozen: dict[str, Any] | None = None
+    # The frozen row of a terminal task no journal follows yet (the journal takes it over).
+    _frozen: dict[str, Any] | None = field(default=None, repr=False)
+    journal: Journal | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def move(self, status: TaskStatus) -> None:
-        self.status = transition(f"task {self.name!r}", self.status, status)
+        old = self.status
+        self.status = transition(f"task {self.name!r}", old, status)
+        if self.journal is not None:
+            self.journal.moved(self, old)
 
     @property
     def attempts_left(self) -> bool:
@@ -98,25 +114,41 @@ class TaskRecord:
         self.history.append(attempt)
         self.exit_code, self.signal, self.reason = attempt.exit_code, attempt.signal, reason
         self.started_at, self.ended_at, self.pid = attempt.started_at, attempt.ended_at, attempt.pid
+        if self.journal is not None:
+            self.journal.ended(self, attempt)
         return attempt
 
     def finish(self, status: TaskStatus, reason: str | None = None) -> None:
         """Move to a terminal status and freeze the row."""
-        self.move(status)
+        old = self.status
+        self.status = transition(f"task {self.name!r}", old, status)
         if reason is not None:
             self.reason = reason
-        self._frozen = None
-        self._frozen = self.row(now=None)
+        self._settled(old)
 
     def restore(self, status: TaskStatus, reason: str | None = None) -> None:
         """Put a task rebuilt from a run's records (``resume``) in ``status``; a terminal one
         is frozen as ``finish`` would. The transition table describes a live run, not a
         rebuild, so it is not consulted here — and nowhere else is it bypassed."""
-        self.status = status
+        old, self.status = self.status, status
         if status.terminal:
             self.reason = reason
-            self._frozen = None
+        self._settled(old)
+
+    def _settled(self, old: TaskStatus) -> None:
+        """After a status change that did not go through ``move``: freeze the row of a
+        terminal task (for its journal, or kept here until one follows the task)."""
+        self._frozen = None
+        if self.journal is not None:
+            self.journal.moved(self, old)
+        elif self.status.terminal:
             self._frozen = self.row(now=None)
+
+    def frozen_row(self) -> dict[str, Any]:
+        """A terminal task's row as it was frozen (taken by the journal that starts following
+        it, so the record no longer keeps it)."""
+        row, self._frozen = self._frozen, None
+        return row if row is not None else self.row(now=None)
 
     def row(self, *, now: float | None) -> dict[str, Any]:
         if self._frozen is not None:

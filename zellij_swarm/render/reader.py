@@ -18,6 +18,7 @@ from typing import Any
 
 from zellij_swarm.records.generation_files import GenInfo
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.snapshot_file import RowsReader
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES
 from zellij_swarm.render.text import plain_last_line
 
@@ -29,12 +30,15 @@ def _num(value: Any) -> float | None:
 
 
 class StateReader:
-    """``state.json``, re-parsed only when the file was replaced (it is written atomically)."""
+    """``state.json``, re-parsed only when the file was replaced (it is written atomically),
+    whole: the rows file it names is followed by a ``RowsReader``, which reads only what was
+    appended since the last snapshot (``snapshot_file``)."""
 
     def __init__(self, run: RunPaths) -> None:
         self.run = run
         self._key: tuple[int, int, int] | None = None
         self._state: dict[str, Any] | None = None
+        self._rows = RowsReader()
 
     def load(self) -> dict[str, Any] | None:
         try:
@@ -45,10 +49,10 @@ class StateReader:
         if key != self._key:
             try:
                 loaded = read_json(self.run.state)
+                if isinstance(loaded, dict):
+                    self._state, self._key = self._rows.merge(loaded, self.run.dir), key
             except (OSError, ValueError):
                 return self._state
-            if isinstance(loaded, dict):
-                self._state, self._key = loaded, key
         return self._state
 
 
