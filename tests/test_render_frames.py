@@ -341,3 +341,22 @@ def test_board_in_a_tiny_terminal_says_what_it_hides(tmp_path: Path) -> None:
     lines = plain(board_lines(fake, cols=30, rows=6))
     assert len(lines) == 6 and all(width(line) <= 30 for line in lines)
     assert lines[-1].startswith("+ ") and "busy not shown" in lines[-1]
+
+
+def test_a_slot_whose_newest_generations_were_folded_away_shows_their_record(tmp_path: Path) -> None:
+    """A trivial generation leaves no directory once its outcome is logged: the slot shows
+    its newest recorded generation, not an older one still on disk (for its output)."""
+    from zellij_swarm.render.reader import describe_slot
+
+    older = GenPaths(tmp_path / "slots/slot-1/gen-1", 1, 1)
+    older.dir.mkdir(parents=True)
+    older.output.write_text("kept output\n")
+    records = {(1, 1): {"task": "a", "status": "succeeded", "attempt": 1, "exit_code": 0},
+               (1, 2): {"task": "b", "status": "succeeded", "attempt": 1, "exit_code": 0},
+               (1, 3): {"task": "c", "status": "failed", "attempt": 1, "exit_code": 3,
+                        "started_at": 10.0, "ended_at": 12.5}}
+    for gen in (read_gen(older), None):
+        row = describe_slot(1, gen, {"slot": 1, "state": "idle"}, records)
+        assert (row.task, row.status, row.exit_code, row.elapsed(99.0)) == ("c", "failed", 3, 2.5)
+    row = describe_slot(1, read_gen(older), {"slot": 1, "state": "running", "generation": 4, "task": "d"}, records)
+    assert (row.task, row.status) == ("d", "reserved")  # its own generation is not on disk yet

@@ -94,6 +94,15 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
     return out
 
 
+def _recorded_row(slot: int, slot_state: str, rec: dict[str, Any]) -> SlotRow:
+    """A slot whose newest generation was folded away: its record says everything."""
+    status = str(rec.get("status") or "succeeded")
+    attempt = rec.get("attempt")
+    return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt if isinstance(attempt, int) else None,
+                   started_at=_num(rec.get("started_at")), ended_at=_num(rec.get("ended_at")),
+                   exit_code=rec.get("exit_code"), signal=rec.get("signal"), reason=rec.get("reason"))
+
+
 def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
     return {
         s["slot"]: s
@@ -175,13 +184,20 @@ def describe_slot(
     entry: dict[str, Any] | None,
     records: dict[tuple[int, int], dict[str, Any]],
 ) -> SlotRow:
-    """Combine a slot's ``state.json`` entry, its newest generation and that generation's record."""
+    """Combine a slot's ``state.json`` entry, its newest generation and that generation's record.
+    The newest generation on disk may be older than the slot's newest: those after it ended
+    and were folded away (``generation_files.fold``), and their records are all there is."""
     entry = entry or {}
     slot_state = str(entry.get("state") or "idle")
     entry_gen = entry.get("generation") if isinstance(entry.get("generation"), int) else None
     busy = slot_state in ACTIVE_SLOT_STATES
-    if busy and (gen is None or (entry_gen is not None and entry_gen > gen.gen)):
+    on_disk = newest = gen.gen if gen is not None else 0
+    while (slot, newest + 1) in records:
+        newest += 1
+    if busy and ((gen is None and newest == 0) or (entry_gen is not None and entry_gen > newest)):
         return SlotRow(slot, slot_state, "reserved", task=entry.get("task"), attempt=entry.get("attempt"))
+    if newest > on_disk:
+        return _recorded_row(slot, slot_state, records[(slot, newest)])
     if gen is None:
         return SlotRow(slot, slot_state, "closed" if slot_state == "closed" else "idle")
     rec = records.get((slot, gen.gen), {})
