@@ -97,8 +97,8 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
 def _recorded_row(slot: int, slot_state: str, rec: dict[str, Any]) -> SlotRow:
     """A slot whose newest generation was folded away: its record says everything."""
     status = str(rec.get("status") or "succeeded")
-    attempt = rec.get("attempt")
-    return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt if isinstance(attempt, int) else None,
+    attempt = rec.get("attempt") if isinstance(rec.get("attempt"), int) else None
+    return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt,
                    started_at=_num(rec.get("started_at")), ended_at=_num(rec.get("ended_at")),
                    exit_code=rec.get("exit_code"), signal=rec.get("signal"), reason=rec.get("reason"))
 
