@@ -165,3 +165,16 @@ def test_logs_follow_waits_for_a_pending_task(swarm):
         logs.kill()
         proc.kill()
         kill_run_processes(run.name)
+
+
+def test_status_json_puts_each_row_on_a_line_and_reads_back_exactly():
+    """--json of 100,000 tasks goes through the C encoder row by row: still one JSON document,
+    equal to the snapshot, whatever the rows hold (a nested "tasks" key is not the top one)."""
+    from zellij_swarm.commands.status import snapshot_json
+
+    snap = {"run_id": "r", "tasks": [{"name": 'a\n"b\u2028', "id": "t1", "history": [{"tasks": []}]},
+                                     {"name": "\udcff", "id": "t2"}],
+            "slots": [{"tasks": []}], "settings": {"tasks": {"value": []}}}
+    text = snapshot_json(snap)
+    assert json.loads(text) == snap
+    assert text.count("\n  {\"name\"") == 2 and snapshot_json({"tasks": []}) == json.dumps({"tasks": []}, indent=1)

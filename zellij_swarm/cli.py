@@ -123,7 +123,7 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
                       json_output=json_output, junit_path=junit_path, close_session=close_session, here=here,
                       attach=attach)
     if json_output:
-        click.echo(json.dumps(outcome.summary, indent=1))
+        click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)
 
 
@@ -149,7 +149,7 @@ def status(run_id: str | None, json_output: bool, show_all: bool, state_dir: str
     snap = views.load_status(_find_run(state_dir, run_id))
     if json_output:
         snap = {**snap, "slots": views.visible_slots(snap, show_all)}
-        click.echo(json.dumps(snap, indent=1))
+        click.echo(views.snapshot_json(snap))
     else:
         click.echo(views.format_status(snap, show_all))
 
@@ -197,7 +197,7 @@ def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, s
 
     outcome = resume_run(_find_run(state_dir, run_id, writing=True), output=output, json_output=json_output)
     if json_output:
-        click.echo(json.dumps(outcome.summary, indent=1))
+        click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)
 
 

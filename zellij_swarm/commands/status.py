@@ -7,6 +7,7 @@ through ``quoting.terminal_text``. ``--json`` and ``logs`` give the exact record
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +43,21 @@ def load_status(run: RunPaths, *, rows: bool = True) -> dict[str, Any]:
     if snap["state"] in ("running", "interrupted"):
         _running_durations_now(snap, time.time())
     return snap
+
+
+_ROW = json.JSONEncoder(separators=(", ", ": ")).encode
+
+
+def snapshot_json(snap: dict[str, Any]) -> str:
+    """A snapshot as ``--json`` prints it: indented, each task row on a line of its own. The
+    indenting encoder is pure Python; rows go through the C one, so 100,000 of them take a
+    fraction of a second rather than several."""
+    tasks = snap.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return json.dumps(snap, indent=1)
+    text = json.dumps({**snap, "tasks": []}, indent=1)
+    rows = ",\n".join(f"  {_ROW(row)}" for row in tasks)
+    return text.replace('\n "tasks": []', '\n "tasks": [\n' + rows + "\n ]", 1)
 
 
 def _running_durations_now(snap: dict[str, Any], now: float) -> None:
