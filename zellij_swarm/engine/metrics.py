@@ -69,6 +69,10 @@ class DispatchStats:
     first_batch_reserved_at: float | None = None
     first_batch: list[tuple[int, int]] = field(default_factory=list)  # (slot, generation)
     backfill_count: int = 0
+    # Refill as the supervisor saw it, on its monotonic clock: from taking a worker's end to
+    # the next worker of that slot reported running (ms). File times (``refill_latency_ms``)
+    # are a kernel tick coarse; these are exact, but only this supervisor's (not replayed).
+    seen_refill: RoundedQuantiles = field(default_factory=lambda: RoundedQuantiles(2))
 
     def batch(self, size: int, reserved_at: float, members: list[tuple[int, int]]) -> None:
         if self.first_batch_reserved_at is None:
@@ -159,6 +163,8 @@ def _figures(*, wall: float, active: float, jobs: int, stats: DispatchStats, fir
         "largest_batch_size": stats.largest_batch,
         "first_batch_launch_span_ms": span,
         "refill_latency_ms": {"p50": p50, "p95": p95, "count": count},
+        "refill_seen_ms": {"p50": stats.seen_refill.percentile(50), "p95": stats.seen_refill.percentile(95),
+                           "count": stats.seen_refill.count},
         "backfill_count": stats.backfill_count,
     }
 

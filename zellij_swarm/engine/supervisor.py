@@ -161,6 +161,7 @@ class Supervisor:
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
         self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
+        self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
 
     @property
     def name(self) -> str | None:
@@ -460,6 +461,9 @@ class Supervisor:
         self._finalise(lg.task, TaskStatus.CANCELLED, reason)
 
     def _running(self, lg: LiveGen) -> None:
+        freed = self._freed_at.pop(lg.gen.slot, None)
+        if freed is not None and lg.backfill:
+            self.stats.seen_refill.add((self.clock() - freed) * 1000)
         self.slots.running(lg.gen.slot)
         if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
             self.arm_limits(lg, elapsed=0.0)
@@ -616,6 +620,7 @@ class Supervisor:
         lg.done = True
         task, slot = lg.task, lg.gen.slot
         del self.live[slot]
+        self._freed_at[slot] = self.clock()
         for timer in lg.deadlines:
             self.timers.cancel(timer)
         lg.deadlines.clear()
