@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine.resume import load, resolved_settings
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
-from zellij_swarm.records import rundir
+from zellij_swarm.records import rundir, snapshot_file
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.console import ConsoleReporter
 
@@ -31,11 +32,23 @@ class Outcome:
     exit_code: int
     run_id: str
     run_dir: Path
-    summary: dict[str, Any]
+    snapshot: dict[str, Any]  # the last one written: its ``tasks`` are the running rows only
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """The run's summary with every task row, read back when asked for (``--json``,
+        ``--junit``, the API): a run of 100,000 tasks does not hold them all to end."""
+        paths = RunPaths(self.run_dir)
+        for path in (paths.summary, paths.state):
+            try:
+                return snapshot_file.load(path)
+            except (FileNotFoundError, ValueError):
+                continue
+        return self.snapshot
 
 
 def execute(
@@ -65,10 +78,10 @@ def execute(
                    backend_reason=choice.why, attach=attach)
     sup = Supervisor(plan, backend, reporter)
     code = sup.run()
-    summary = sup.final_snapshot
-    if junit_path and (problem := junit.write(Path(junit_path), sup.paths, summary)):
+    outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+    if junit_path and (problem := junit.write(Path(junit_path), sup.paths, outcome.summary)):
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
-    return Outcome(code, sup.run_id, sup.paths.dir, summary)
+    return outcome
 
 
 def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False) -> Outcome:

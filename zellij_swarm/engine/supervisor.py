@@ -819,7 +819,7 @@ class Supervisor:
 
     def _finish(self) -> int:
         if self.detached:
-            snap = self.final_snapshot = self.snapshots.write()
+            snap = self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
             self.reporter.finished(snap, 129)
@@ -835,7 +835,7 @@ class Supervisor:
         self.events.flush()
         self.commit.submit(self._ended if self.events.error is None else [])
         self.commit.close()  # every outcome is durable before the summary says the run ended
-        snap = self.snapshots.write(summary=self.paths.summary)
+        snap = self.snapshots.write(summary=self.paths.summary, merged=False)
         self._check_records()
         self.final_snapshot = snap
         code = self.exit_code(snap)
@@ -851,7 +851,8 @@ class Supervisor:
             return 130
         if self.start_error:
             return 1
-        return 0 if all(t["status"] == "succeeded" for t in snap["tasks"]) else 1
+        counts = snap["counts"]
+        return 0 if counts.get("succeeded", 0) == sum(counts.values()) else 1
 
 
 def _pane_label(a: Any) -> str:
