@@ -61,8 +61,21 @@ def _launcher(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Proc
 
 
 def _started(run: Path) -> int:
-    """Generations whose wrapper has written its launch heartbeat."""
-    return sum(1 for _ in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"))
+    return len(_started_gens(run))
+
+
+def _started_gens(run: Path) -> set[tuple[str, str]]:
+    """Generations whose wrapper has written its launch heartbeat: on disk, or folded away
+    once the generation's outcome was logged."""
+    on_disk = {(p.parent.parent.name, p.parent.name) for p in run.glob("slots/slot-*/gen-*/heartbeat.jsonl")}
+    try:
+        lines = (run / "events.jsonl").read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        lines = []
+    events = [json.loads(ln) for ln in lines if ln.endswith("\n")]
+    ended = {(f"slot-{e['slot']}", f"gen-{e['gen']}") for e in events
+             if e["event"] in ("worker_completed", "worker_failed") and e.get("started_at") is not None}
+    return on_disk | ended
 
 
 # ----- 1. the launcher dies --------------------------------------------------------------------
@@ -228,7 +241,7 @@ def _end_everything(proc: subprocess.Popen, run: Path, marker: str) -> None:
 
 
 def _second_started(run: Path) -> bool:
-    return (run / "slots/slot-1/gen-2/heartbeat.jsonl").exists()
+    return ("slot-1", "gen-2") in _started_gens(run)
 
 
 def _check_ladder(swarm, proc, run: Path, marker: str, status: str, reason: str, code: int = 1) -> None:

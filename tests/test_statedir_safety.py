@@ -25,8 +25,9 @@ def _with_umask(mask: int, fn):
 
 @pytest.mark.parametrize("mask", [0o000, 0o002, 0o277])
 def test_every_directory_is_private_whatever_the_umask(swarm, mask):
-    swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
-    swarm.write("more.txt", "true\n")
+    # each keeps something of its own, so its generation's directory outlives folding
+    swarm.write("w.txt", 'while [ ! -e go ]; do sleep 0.05; done; echo kept > "$ZELLIJ_SWARM_ARTIFACT_DIR/x"\n')
+    swarm.write("more.txt", "echo kept\n")
     # subprocesses inherit the umask of the process that starts them
     proc = _with_umask(mask, lambda: swarm.popen("run", "w.txt", "-j", "1", "--output", "quiet"))
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")

@@ -47,12 +47,18 @@ def events(run: Path) -> list[dict]:
 
 
 def heartbeats(run: Path) -> dict[str, dict]:
-    """task name -> launch heartbeat of its generation."""
+    """task name -> launch heartbeat of its generation; a headless generation's was folded
+    away with its files once its outcome was logged, and the log says what it said."""
     out = {}
-    for e in events(run):
+    every = events(run)
+    ended = {(e["slot"], e["gen"]): e for e in every if e["event"] in ("worker_completed", "worker_failed")}
+    for e in every:
         if e["event"] == "slot_reserved":
             hb = run / "slots" / f"slot-{e['slot']}" / f"gen-{e['gen']}" / "heartbeat.jsonl"
-            out[e["task"]] = json.loads(hb.read_text().splitlines()[0])
+            if hb.exists():
+                out[e["task"]] = json.loads(hb.read_text().splitlines()[0])
+            else:
+                out[e["task"]] = {"event": "started", "pid": ended[(e["slot"], e["gen"])]["pid"], "pane_id": None}
     return out
 
 

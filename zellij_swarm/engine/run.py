@@ -32,7 +32,7 @@ class Outcome:
     exit_code: int
     run_id: str
     run_dir: Path
-    snapshot: dict[str, Any]  # the last one written: its ``tasks`` are the running rows only
+    snapshot: dict[str, Any]  # the last one built: the running rows, and how much of tasks.jsonl holds the rest
 
     @property
     def ok(self) -> bool:
@@ -41,14 +41,8 @@ class Outcome:
     @cached_property
     def summary(self) -> dict[str, Any]:
         """The run's summary with every task row, read back when asked for (``--json``,
-        ``--junit``, the API): a run of 100,000 tasks does not hold them all to end."""
-        paths = RunPaths(self.run_dir)
-        for path in (paths.summary, paths.state):
-            try:
-                return snapshot_file.load(path)
-            except (FileNotFoundError, ValueError):
-                continue
-        return self.snapshot
+        ``--junit``, the API): a run of 100,000 tasks does not hold them all to its end."""
+        return snapshot_file.merge(self.snapshot, self.run_dir)
 
 
 def execute(

@@ -592,6 +592,8 @@ class Supervisor:
                 reason = lg.kill_reason
             elif rundir.unwritable(self.paths.dir):
                 reason = "state_dir_error"  # its wrapper could not write its claim or its exit
+                self._records_unwritable(f"the state directory {self.paths.dir} is full or read-only: the wrapper "
+                                         f"of task {lg.task.name!r} could not record its start or its exit", lg.task)
             elif not session_alive:
                 reason = "multiplexer_lost"
             else:
@@ -812,10 +814,16 @@ class Supervisor:
     def _check_records(self) -> None:
         """A full or read-only state directory: say so once; the run itself goes on."""
         error = self.events.error or self.snapshots.error
-        if error is not None and not self._records_warned:
+        if error is not None:
+            self._records_unwritable(f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
+                                     "outcomes are still tracked in memory", None)
+
+    def _records_unwritable(self, message: str, task: TaskRecord | None) -> None:
+        """The state directory cannot be written: one ``state_dir_error`` warning a run,
+        whoever noticed first (the supervisor's own writes, or a wrapper's)."""
+        if not self._records_warned:
             self._records_warned = True
-            self._warn("state_dir_error", f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
-                                          "outcomes are still tracked in memory", None)
+            self._warn("state_dir_error", message, task)
 
     def _finish(self) -> int:
         if self.detached:

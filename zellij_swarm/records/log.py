@@ -140,11 +140,11 @@ class SnapshotWriter:
 
         Returns the whole snapshot, every row read back from the rows file
         (``snapshot_file.merge``: the run's end pays one pass over its rows); with
-        ``merged=False``, the snapshot as written, its ``tasks`` the live rows only."""
+        ``merged=False``, the snapshot as built, its ``tasks`` the live rows only and its
+        ``rows`` how much of the rows file stands for the rest (``snapshot_file.merge`` of it
+        later gives the whole, even when the disk refused the write)."""
         snap = self._write(summary)
-        if merged:
-            return snapshot_file.merge(snap, self._run.dir)
-        return {k: v for k, v in snap.items() if k != "rows"}
+        return snapshot_file.merge(snap, self._run.dir) if merged else snap
 
     def _write(self, summary: Path | None) -> dict[str, Any]:
         began = time.perf_counter()
