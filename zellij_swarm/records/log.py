@@ -133,10 +133,11 @@ class SnapshotWriter:
             self._write(None)
 
     def write(self, *, summary: Path | None = None, merged: bool = True) -> dict[str, Any]:
-        """Write ``state.json``; at a run's end also ``summary`` (the same snapshot), first:
-        a kill between the two then leaves the summary readers trust, never a state.json
-        that says the run ended while no summary.json exists. The rows file it names is
-        made durable before the summary is written.
+        """Write ``state.json``; at a run's end also ``summary`` (the same snapshot, with
+        every row in it: ``summary.json`` is written once, and read by tools that know it as
+        the whole record of a run), first: a kill between the two then leaves the summary
+        readers trust, never a state.json that says the run ended while no summary.json
+        exists. The rows file it names is made durable before the summary is written.
 
         Returns the whole snapshot, every row read back from the rows file
         (``snapshot_file.merge``: the run's end pays one pass over its rows); with
@@ -152,11 +153,15 @@ class SnapshotWriter:
         if summary is not None:
             snapshot_file.make_durable(self._run.dir, snap)
         data = self._encode(snap)
-        for path in ([summary] if summary is not None else []) + [self._run.state]:
+        if summary is not None:
             try:
-                write_atomic(path, data)
+                write_atomic(summary, (_compact(snapshot_file.merge(snap, self._run.dir)) + "\n").encode())
             except OSError as e:
                 self._error = self._error or e
+        try:
+            write_atomic(self._run.state, data)
+        except OSError as e:
+            self._error = self._error or e
         self._took.add((time.perf_counter() - began) * 1000)
         self._last = self._clock()
         self.dirty = False
