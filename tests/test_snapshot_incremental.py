@@ -339,16 +339,22 @@ def test_a_torn_line_is_skipped_by_readers_and_ended_by_the_next_writer(tmp_path
     assert [t["id"] for t in reader.merge(_snap([], n), tmp_path)["tasks"]] == ["t1", "t2"]
 
 
-def test_a_reader_parses_only_what_was_appended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed: list[int] = []
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many lines each parse of the rows file was given."""
+    counts: list[int] = []
     real = snapshot_file._parse
 
     def counting(lines: Any) -> list[Any]:
         lines = list(lines)
-        parsed.append(len(lines))
+        counts.append(len(lines))
         return real(lines)
 
     monkeypatch.setattr(snapshot_file, "_parse", counting)
+    return counts
+
+
+def test_a_reader_parses_only_what_was_appended(tmp_path: Path, parsed: list[int]) -> None:
     rows, reader = RowsFile.of(tmp_path), RowsReader()
     for i in range(1, 101):
         rows.add(snapshot_file.encode(_row(f"t{i}")))
@@ -442,17 +448,9 @@ def test_a_run_records_its_rows_once_and_every_reader_sees_them(swarm: Any) -> N
     assert (row["tasks"], row["failed"]) == (3, 1)
 
 
-def test_a_long_file_is_read_once_per_task_not_once_per_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_file_is_read_once_per_task_not_once_per_line(tmp_path: Path, parsed: list[int],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snapshot_file, "_CHUNK", 4096)  # many blocks, lines cut across them
-    parsed: list[int] = []
-    real = snapshot_file._parse
-
-    def counting(lines: Any) -> list[Any]:
-        lines = list(lines)
-        parsed.append(len(lines))
-        return real(lines)
-
-    monkeypatch.setattr(snapshot_file, "_parse", counting)
     rows = RowsFile.of(tmp_path)
     for i in range(1, 301):
         rows.add(snapshot_file.pending_line(f"n{i}", f"t{i}"))
