@@ -69,7 +69,6 @@ TOLERANCE_MS = 20.0
 TOLERANCE_FRACTION = 0.05
 _LIST_LIMIT = 20  # reused / overlapping pids listed in full up to this many
 _FIRST_BATCH_NEEDLES = tuple(name.encode() for name in metrics.FIRST_BATCH_EVENTS)
-OUTCOME_EVENTS = ("worker_completed", "worker_failed")
 _OUTCOME_NEEDLE = b'"event":"worker_'  # both outcome events, as the log writes them (compact JSON)
 TIE_RULE = ("at equal timestamps ends count before starts: file modification times are coarse "
             "(a clock tick, a few ms), so back-to-back generations in one slot never overlap")
@@ -114,7 +113,7 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
                 except ValueError:
                     continue
                 slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
-                if (e.get("event") in OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)
+                if (e.get("event") in generation_files.OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)
                         and isinstance(start, (int, float)) and isinstance(end, (int, float))):
                     out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None)
     except FileNotFoundError:
@@ -202,7 +201,7 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     gens: list[tuple[int, int, float, float, int | None, bool]] = []  # slot, gen, start, end, pid, open
     dirs = not_started = supervisor_ended = 0
     folded = _folded_outcomes(run)
-    on_disk = {(g.slot, g.gen): g for slot in run.slot_numbers() for g in run.generations(slot)}
+    on_disk = run.generations_on_disk()
     for slot, no in sorted(on_disk.keys() | folded.keys()):
         dirs += 1
         g = on_disk.get((slot, no))

@@ -128,14 +128,14 @@ def load(run: RunPaths) -> Recovered:
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
     events = records.read_events(run.events)
     specs = task_specs(meta, events)
-    outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in ("worker_completed", "worker_failed")}
+    outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in generation_files.OUTCOME_EVENTS}
     followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
     rec = Recovered(meta, load_environment(run.saved_env), specs, [])
     rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
     reserved = {(e.get("slot"), e.get("gen")): (names.get(str(e.get("task"))), e.get("attempt")) for e in events
                 if e["event"] == "slot_reserved"}
-    on_disk = {(g.slot, g.gen): g for slot in run.slot_numbers() for g in run.generations(slot)}
+    on_disk = run.generations_on_disk()
     for key in sorted(on_disk.keys() | outcome_events.keys()):
         gen = on_disk.get(key) or run.gen(*key)
         recorded = outcome_events.get(key)

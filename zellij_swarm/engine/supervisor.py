@@ -640,7 +640,7 @@ class Supervisor:
         if lg.in_pane:
             self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
         self.events.emit(
-            "worker_completed" if status == TaskStatus.SUCCEEDED else "worker_failed",
+            generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
         )

@@ -68,6 +68,10 @@ EXIT_RECORD = "exit.json"
 KILL = "kill"
 ARTIFACTS = "artifacts"
 
+# The events that record a generation's outcome, and carry its exit record: all there is of a
+# generation once it was folded away.
+WORKER_COMPLETED, WORKER_FAILED = OUTCOME_EVENTS = ("worker_completed", "worker_failed")
+
 SUPERVISOR = "supervisor"  # a claim's content when the supervisor took it: no wrapper runs there
 
 _LINE_LIMIT = 4096  # the first lines read here are a few dozen bytes; a garbled file is not read whole

@@ -197,6 +197,11 @@ class RunPaths:
         found = [(int(m.group(1)), n) for n in names if (m := _GEN_DIR.match(n))]
         return [GenPaths(slot_dir / name, slot, g) for g, name in sorted(found)]
 
+    def generations_on_disk(self) -> dict[tuple[int, int], GenPaths]:
+        """Every generation directory of the run by (slot, generation); those folded away
+        are not here, only in the event log (``generation_files.OUTCOME_EVENTS``)."""
+        return {(g.slot, g.gen): g for slot in self.slot_numbers() for g in self.generations(slot)}
+
     def slot_numbers(self) -> list[int]:
         try:
             names = os.listdir(self.slots)
