@@ -48,8 +48,11 @@ def validate(obj: Any, name: str) -> None:
     jsonschema.validate(obj, schema(name))
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``."""
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``. The
+    deadline is for a loaded CI machine (2 cores, two test workers, dozens of processes):
+    a run's first worker once took over 10 s to start there. It costs nothing when the
+    awaited thing happens: the wait ends then."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
