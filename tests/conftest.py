@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm, scrub
+from swarmtest import Swarm, kill_run_processes, scrub, wait_until
 from tmuxtest import Tmux, private_tmux
 from zellijtest import FakeZellij
 
@@ -38,6 +39,27 @@ def fz() -> Iterator[FakeZellij]:
         yield f
     finally:
         f.cleanup()
+
+
+@pytest.fixture
+def interrupted_run(swarm: Swarm) -> Iterator[Path]:
+    """A run whose supervisor was killed (-9) while its first task ran and its second waited."""
+    swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "b"\ncmd = "echo fine"\n')
+    proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
+        wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (swarm.cwd / "go").touch()
+        yield run
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        kill_run_processes(run.name)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import time
@@ -18,27 +17,6 @@ from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 
 # ----- C: a run directory is trusted only when it is private ----------------------------------
-
-@pytest.fixture
-def interrupted_run(swarm):
-    """A run whose supervisor was killed (-9) while its first task ran and its second waited."""
-    swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
-                          '[[task]]\nname = "b"\ncmd = "echo fine"\n')
-    proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
-        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
-        wait_until(lambda: (run / "run.json").exists(), what="run.json")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        (swarm.cwd / "go").touch()
-        yield run
-    finally:
-        (swarm.cwd / "go").touch()
-        if proc.poll() is None:
-            proc.kill()
-        kill_run_processes(run.name)
-
 
 def _plant(run: Path) -> None:
     meta = json.loads((run / "run.json").read_text())

@@ -193,3 +193,29 @@ def test_tasks_added_while_running_survive_a_resume(swarm):
         assert set(swarm.tasks()) == {"task-1", "task-2"}
     finally:
         kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("claim", [None, "supervisor"])
+def test_a_generation_the_log_never_named_is_forgotten(swarm, interrupted_run, claim):
+    """Killed after a pane generation's wrapper was written and before the log named it (the
+    log is flushed before anything starts): it never ran, and resume removes it, wrapper and
+    empty artifacts included, whether or not an earlier resume took its claim."""
+    from zellij_swarm.records import generation_files as gf
+
+    run = interrupted_run
+    gen = run / "slots/slot-1/gen-2"
+    (gen / "artifacts").mkdir(parents=True)
+    # task b (t2) is the one waiting; this never-run generation's wrapper would print "ghost"
+    (gen / "wrapper.sh").write_text(gf.wrapper_header(run.name, "t2", 1, 2, 1) + "\necho ghost\n")
+    if claim:
+        (gen / "claim").write_text(claim + "\n")
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 0, res.stderr
+    rows = swarm.tasks()
+    assert {r["status"] for r in rows.values()} == {"succeeded"}
+    records = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    reserved = {(e["slot"], e["gen"]) for e in records if e["event"] == "slot_reserved"}
+    on_disk = {(int(g.parent.name[5:]), int(g.name[4:])) for g in run.glob("slots/slot-*/gen-*")}
+    assert on_disk <= reserved, "every generation on disk is named by the log"
+    assert [e["task"] for e in records if e["event"] == "slot_reserved"] == ["a", "b"]
+    assert "ghost" not in swarm("logs", run.name, "b").stdout

@@ -141,9 +141,10 @@ def load(run: RunPaths) -> Recovered:
         recorded = outcome_events.get(key)
         header = generation_files.read_wrapper_header(gen) if key in on_disk else None
         task_id, attempt = header or reserved.get(key, (None, None))
-        if not isinstance(task_id, str) or not isinstance(attempt, int):
-            # made at its reservation, and the supervisor was killed before its log named it
-            # (which it does before starting anything): it never ran
+        if not isinstance(task_id, str) or not isinstance(attempt, int) or (
+                key not in reserved and key not in outcome_events and not _claimed_by_wrapper(gen)):
+            # made at its reservation (a pane's wrapper written too), and the supervisor was
+            # killed before its log named it, which it does before starting anything: it never ran
             rec.gens.append(GenState(gen, "", 0, "unstarted"))
             continue
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
@@ -279,14 +280,17 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         _adopt(run, lg)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
 
+def _claimed_by_wrapper(gen: GenPaths) -> bool:
+    """A wrapper ran it: the only way a generation the log never named can have (when the
+    log could not be written, its launch went on)."""
+    claim = generation_files.read_claim(gen)
+    return claim is not None and not claim.by_supervisor
+
+
 def _forget(gen: GenPaths) -> bool:
-    """Remove the empty directory of a generation no log line names (see ``load``); False
-    when something is in it after all (a claim: it is then held like any unstarted one's)."""
-    try:
-        os.rmdir(gen.dir)
-    except OSError:
-        return False
-    return True
+    """Remove what dispatch made for a generation no log line names (see ``load``); False
+    when something else is in it after all: it is then held like any unstarted one."""
+    return generation_files.discard_unstarted(gen)
 
 
 def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:

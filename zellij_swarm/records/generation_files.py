@@ -408,6 +408,25 @@ def fold(gen: GenPaths) -> None:
         pass  # something of the worker's is left in it
 
 
+def discard_unstarted(gen: GenPaths) -> bool:
+    """Remove a generation that never ran: its wrapper (a pane's), a claim the supervisor
+    took, an empty artifacts directory, then the directory. False when anything else is
+    left in it."""
+    _remove(f"{gen.dir}/{WRAPPER}")
+    claim = read_claim(gen)
+    if claim is not None and claim.by_supervisor:
+        _remove(f"{gen.dir}/{CLAIM}")
+    try:
+        os.rmdir(f"{gen.dir}/{ARTIFACTS}")
+    except OSError:
+        pass
+    try:
+        os.rmdir(gen.dir)
+    except OSError:
+        return False
+    return True
+
+
 def _wrapper_line(line: bytes) -> bool:
     return line.startswith((b'{"event":"started",', b'{"event":"exited",'))
 
