@@ -1,0 +1,255 @@
+"""Telling a live pane worker that waits for input from one that works, from the kernel's view
+of its terminal (zellij_swarm.worker.waiting). Every worker here is a real process on a real
+pty, a session leader with the pty as its controlling terminal and its own foreground
+group, as in a tmux pane."""
+
+from __future__ import annotations
+
+import os
+import platform
+import pty
+import select
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from swarmtest import wait_until
+
+from zellij_swarm.worker import waiting
+from zellij_swarm.worker.waiting import QUIET_AFTER, TtyWait, scan_procs, tty_wait, waiting_input
+from zellij_swarm.worker.wrapper import PANE_LEADER
+
+pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="syscall numbers known")
+
+PY = sys.executable
+TIMEOUT = 15.0  # for a process to start on a loaded machine; the judgement itself is immediate
+
+
+def _descendants(root: int) -> list[int]:
+    table = scan_procs()
+    out, stack = [], [root]
+    while stack:
+        parent = stack.pop()
+        for pid, st in table.items():
+            if st.ppid == parent:
+                out.append(pid)
+                stack.append(pid)
+    return out
+
+
+@contextmanager
+def on_pty(*argv: str) -> Iterator[tuple[int, int]]:
+    """Run ``argv`` as the session leader of a new pty; yields (pid, master fd). Every process
+    it started is killed and the leader reaped at the end."""
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.environ["SHELL"] = "/bin/sh"  # script(1) runs its command with $SHELL -c
+            os.execvp(argv[0], argv)
+        finally:
+            os._exit(127)
+    try:
+        yield pid, master
+    finally:
+        for p in [*_descendants(pid), pid]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        os.waitpid(pid, 0)
+        os.close(master)
+
+
+def becomes(pid: int, want: TtyWait) -> None:
+    seen: list[TtyWait] = []
+
+    def check() -> bool:
+        seen.append(tty_wait(pid))
+        return seen[-1] is want
+
+    wait_until(check, timeout=TIMEOUT, what=f"{want} (last seen: {seen[-1:]})")
+
+
+def stays(pid: int, want: TtyWait, looks: int = 10) -> None:
+    for _ in range(looks):
+        assert tty_wait(pid) is want
+        assert tty_wait(pid, procs=scan_procs()) is want
+
+
+def read_until(master: int, marker: bytes) -> None:
+    got = bytearray()
+
+    def arrived() -> bool:
+        if select.select([master], [], [], 0.05)[0]:
+            got.extend(os.read(master, 4096))
+        return marker in got
+
+    wait_until(arrived, timeout=TIMEOUT, what=f"{marker!r} on the terminal (got {bytes(got)!r})")
+
+
+def in_syscall(pid: int, numbers: frozenset[int]) -> bool:
+    first = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    return first.lstrip("-").isdigit() and int(first) in numbers
+
+
+CALLS = waiting._SYSCALLS[platform.machine()]
+
+
+def test_sh_read_is_reading_and_is_cleared_once_it_reads():
+    with on_pty("/bin/sh", "-c", "read x; exec sleep 60") as (pid, master):
+        becomes(pid, TtyWait.READING)
+        os.write(master, b"an answer\n")
+        becomes(pid, TtyWait.BUSY)
+
+
+def test_python_input_is_reading():
+    with on_pty(PY, "-c", "input()") as (pid, _):
+        becomes(pid, TtyWait.READING)
+
+
+def test_readline_input_is_polling_and_waits_only_after_silence():
+    pytest.importorskip("readline")
+    with on_pty(PY, "-c", "import readline; input('> ')") as (pid, master):
+        read_until(master, b"> ")
+        becomes(pid, TtyWait.POLLING)
+        stays(pid, TtyWait.POLLING)
+        assert waiting_input(TtyWait.POLLING, silent_for=0.5) is False
+        assert waiting_input(TtyWait.POLLING, silent_for=QUIET_AFTER) is True
+
+
+EVENT_LOOPS = {  # each registers its fds, says "ready", then waits on them forever
+    "epoll": "e = select.epoll()\nfor fd in fds: e.register(fd, select.EPOLLIN)\nprint('ready', flush=True)\ne.poll()",
+    "nested epoll": ("inner = select.epoll()\nfor fd in fds: inner.register(fd, select.EPOLLIN)\n"
+                     "e = select.epoll(); e.register(inner.fileno(), select.EPOLLIN)\n"
+                     "print('ready', flush=True)\ne.poll()"),
+    "poll": "p = select.poll()\nfor fd in fds: p.register(fd, select.POLLIN)\nprint('ready', flush=True)\np.poll()",
+    "select": "print('ready', flush=True)\nselect.select(fds, [], [])",
+}
+WAITS = CALLS.epolls | CALLS.polls | CALLS.selects
+
+
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_an_event_loop_on_stdin_is_polling(loop):
+    program = f"import select, socket\na, b = socket.socketpair()\nfds = [a.fileno(), 0]\n{EVENT_LOOPS[loop]}"
+    with on_pty(PY, "-c", program) as (pid, master):
+        read_until(master, b"ready")
+        becomes(pid, TtyWait.POLLING)
+        stays(pid, TtyWait.POLLING)
+
+
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_an_event_loop_on_a_socket_without_the_tty_is_never_waiting(loop):
+    program = f"import select, socket\na, b = socket.socketpair()\nfds = [a.fileno()]\n{EVENT_LOOPS[loop]}"
+    with on_pty(PY, "-c", program) as (pid, master):
+        read_until(master, b"ready")
+        wait_until(lambda: in_syscall(pid, WAITS), timeout=TIMEOUT, what="the loop to wait")
+        stays(pid, TtyWait.BUSY)
+        assert waiting_input(tty_wait(pid), silent_for=3600.0) is False
+
+
+def test_a_busy_loop_is_busy():
+    with on_pty("/bin/sh", "-c", "while :; do :; done") as (pid, _):
+        becomes(pid, TtyWait.BUSY)
+        stays(pid, TtyWait.BUSY)
+
+
+def test_the_foreground_group_counts_not_the_shell_judged():
+    with on_pty("/bin/sh", "-c", f"'{PY}' -c 'input()'; echo done") as (pid, master):
+        becomes(pid, TtyWait.READING)
+        os.write(master, b"\n")
+        read_until(master, b"done")
+
+
+@pytest.mark.parametrize(("worker", "verdict"), [(f"'{PY}' -c 'input()'", TtyWait.READING),
+                                                  ("while :; do :; done", TtyWait.BUSY)])
+def test_the_pane_leader_and_the_wrapper_shell_are_not_waiting(worker, verdict):
+    """A tmux pane: pane leader -> wrapper sh -> worker, all in one group; both wait in wait4."""
+    with on_pty(*PANE_LEADER, "/bin/sh", "-c", worker) as (pid, _):
+        wait_until(lambda: _descendants(pid), timeout=TIMEOUT, what="the worker to start")
+        becomes(pid, verdict)
+        stays(pid, verdict)
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1)")
+@pytest.mark.parametrize(("worker", "verdict"), [(f"'{PY}' -c 'input()'", TtyWait.READING),
+                                                  ("while :; do :; done", TtyWait.BUSY)])
+def test_script_is_a_relay_its_inner_terminal_is_judged(worker, verdict):
+    """A Zellij pane: script always polls the pane's terminal; the worker is on script's pty."""
+    with on_pty(*PANE_LEADER, "/bin/sh", "-c", f"script -qfec \"{worker}\" /dev/null") as (pid, _):
+        wait_until(lambda: len(_descendants(pid)) >= 3, timeout=TIMEOUT, what="script's worker to start")
+        becomes(pid, verdict)
+        stays(pid, verdict)
+
+
+def test_a_gone_process_is_unknown():
+    with on_pty("/bin/sh", "-c", "exit 0") as (pid, _):
+        pass
+    assert tty_wait(pid) is TtyWait.UNKNOWN
+    assert waiting_input(tty_wait(pid), silent_for=60.0) is None
+
+
+def test_a_process_without_a_terminal_is_unknown():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            signal.pause()
+        finally:
+            os._exit(0)
+    try:
+        wait_until(lambda: waiting.read_stat(pid) and waiting.read_stat(pid).session == pid, timeout=TIMEOUT)
+        assert tty_wait(pid) is TtyWait.UNKNOWN
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_an_unreadable_syscall_file_is_unknown(tmp_path):
+    """A /proc whose ``syscall`` cannot be read (here a directory: EISDIR)."""
+    (tmp_path / "50" / "task" / "50" / "syscall").mkdir(parents=True)
+    (tmp_path / "50" / "stat").write_text("50 (sh) S 1 50 50 34816 50 4194560 0 0 0 0\n")
+    assert tty_wait(50, proc=tmp_path) is TtyWait.UNKNOWN
+    (tmp_path / "50" / "task" / "50" / "syscall").rmdir()
+    (tmp_path / "50" / "task" / "50" / "syscall").write_text("running\n")
+    assert tty_wait(50, proc=tmp_path) is TtyWait.BUSY
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops from root to nobody")
+def test_without_ptrace_access_it_is_unknown():
+    """Another user's process (or Yama's ptrace_scope) keeps /proc/PID/syscall closed: EACCES."""
+    with on_pty("/bin/sh", "-c", "read x") as (pid, _):
+        becomes(pid, TtyWait.READING)
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                os.write(w, tty_wait(pid).value.encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.waitpid(child, 0)
+        with os.fdopen(r, "rb") as f:
+            assert f.read() == b"unknown"
+
+
+@pytest.mark.parametrize(("wait", "silent_for", "expected"), [
+    (TtyWait.READING, 0.0, True),
+    (TtyWait.POLLING, 0.0, False),
+    (TtyWait.POLLING, QUIET_AFTER - 0.1, False),
+    (TtyWait.POLLING, QUIET_AFTER, True),
+    (TtyWait.BUSY, 3600.0, False),
+    (TtyWait.UNKNOWN, 3600.0, None),
+])
+def test_waiting_input(wait, silent_for, expected):
+    assert waiting_input(wait, silent_for=silent_for) is expected
+
+
+def test_a_quiet_after_of_ones_own():
+    assert waiting_input(TtyWait.POLLING, silent_for=1.0, quiet_after=0.5) is True
+    assert waiting_input(TtyWait.POLLING, silent_for=1.0, quiet_after=2.0) is False

@@ -1,0 +1,322 @@
+"""Is a live pane worker waiting for input on its terminal?
+
+A worker in a pane has a real TTY; when it stops to ask something, the run view shows it as
+``waiting for input``. The question is put to the kernel, not to the worker's output:
+
+*What is judged.* The terminal's foreground process group (``tpgid`` of ``/proc/PID/stat``), the
+processes the terminal's input goes to. In a tmux pane that group is the pane leader, the
+wrapper shell and the worker (the wrapper is a non-interactive ``sh``: no job control, so the
+worker stays in its group); an interactive worker that runs its own jobs moves the
+foreground, and it is followed. The pane leader and the wrapper shell wait in ``wait4``, never
+on the terminal, so they need no exclusion by name (a name rule would also hide a worker that
+is itself ``sh`` or ``python``).
+
+*Relays.* In a Zellij pane the worker runs under ``script``, which always polls the pane's
+terminal (and its own pty) to copy bytes both ways: judged as it is, every worker would look
+like it is polling. A relay is recognised by its shape, not its name: a member of the
+foreground group with a child that leads a session of its own on another terminal. Then that
+inner terminal is judged instead, recursively (``script`` inside ``script``), and the relay
+is not. The innermost terminal is the one the worker reads.
+
+*Finding the group's processes.* There is no index of processes by group: the kernel's
+``/proc/PID/task/TID/children`` would give the descendants, but it needs
+``CONFIG_PROC_CHILDREN``, which the test machine's kernel lacks. So ``scan_procs`` reads every
+``/proc/*/stat`` once (measured here: ~1.2 ms for ~95 processes, ~12 µs a process); a caller
+judging several panes in one tick scans once and passes the table to each ``tty_wait``. A
+process that starts after the scan is seen at the next call. Members must be in the
+terminal's session (the kernel's own rule for a foreground group), which keeps a stale
+``tpgid`` from matching an unrelated group that reuses the id.
+
+*Per process.* Every thread is judged (a Go or JVM program reads stdin in a thread of its
+own), from ``/proc/PID/task/TID/syscall``: the syscall it is blocked in and its arguments.
+
+- ``read``/``readv``/``pread64``/``preadv``/``preadv2`` on an fd that is the terminal:
+  READING, certain (``sh`` ``read``, Python's ``input()`` without readline).
+- ``poll``/``ppoll``: the ``pollfd`` array is read from ``/proc/PID/mem``;
+  ``select``/``pselect6``: the read ``fd_set``; ``epoll_wait``/``epoll_pwait``/``epoll_pwait2``:
+  the ``tfd:`` lines of ``/proc/PID/fdinfo/EPFD`` (exact, nested epoll sets followed). If
+  the terminal is in the set, for reading: POLLING. This is a heuristic (readline prompts,
+  TUI agents, but also an event loop idle on the network that happens to watch the
+  terminal), so ``waiting_input`` asks for silence on top. If the memory cannot be read, a
+  process that has the terminal on fd 0–2 and polls counts as POLLING.
+- ``running``, any other syscall, or a set without the terminal: BUSY. So is a stopped
+  process, and a poll restarted after a signal (``restart_syscall`` hides its arguments; the
+  next look, 0.5 s later, sees the poll again).
+
+An fd is the terminal when ``stat`` of ``/proc/PID/task/TID/fd/N`` is a character device
+with the ``tty_nr`` device number, or is ``/dev/tty`` (5, 0) of a process on that terminal.
+
+Several members: any READING makes the group READING, else any POLLING makes it POLLING,
+else a member that could not be read makes it UNKNOWN, else BUSY.
+
+*UNKNOWN* — cannot be known: the process is gone or has no terminal, no member of the
+foreground group is found, the architecture is not x86_64 or aarch64 (the syscall numbers
+differ; a 32-bit program on x86_64 reports i386 numbers and is misjudged — none is expected),
+or ``/proc/PID/syscall`` cannot be read. That file needs ptrace access
+(``PTRACE_MODE_ATTACH``): the supervisor runs as the workers' user, which is enough unless
+Yama's ``kernel.yama.ptrace_scope`` is 1 or more (then only ancestors, or root, may read it; the
+supervisor is not the pane's ancestor — the multiplexer server is). Here it runs as root and
+the sysctl is absent. ``/proc/PID/mem`` and ``fdinfo`` need no more than ``syscall`` does.
+
+Failures are data: nothing here raises for a process that vanished or a file that could not
+be read.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import os
+import platform
+import stat
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+QUIET_AFTER = 3.0  # seconds of silent output before a POLLING worker counts as waiting
+PROC = Path("/proc")
+
+
+class TtyWait(enum.Enum):
+    """What the terminal's foreground job is doing."""
+
+    READING = "reading"  # blocked in read(2)/readv/pread on the tty: certainly waiting
+    POLLING = "polling"  # in poll/ppoll/select/pselect6/epoll_wait/epoll_pwait(2) on a set with the tty
+    BUSY = "busy"  # running, sleeping on something else, or polling a set without the tty
+    UNKNOWN = "unknown"  # cannot be known: see the module docstring
+
+
+def waiting_input(wait: TtyWait, *, silent_for: float, quiet_after: float = QUIET_AFTER) -> bool | None:
+    """Whether to show the worker as waiting for input, given how long its output has been
+    silent. A blocking read is certain; a poll on the terminal only once the output has been
+    quiet for ``quiet_after`` seconds (default 3 s): an event loop that also watches the
+    network looks the same while it is still printing. None when it cannot be known."""
+    if wait is TtyWait.READING:
+        return True
+    if wait is TtyWait.POLLING:
+        return silent_for >= quiet_after
+    if wait is TtyWait.BUSY:
+        return False
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    """The fields of ``/proc/PID/stat`` this module uses."""
+
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    tty: int  # tty_nr: the controlling terminal's device number, 0 for none
+    tpgid: int  # the controlling terminal's foreground process group, -1 for none
+
+
+@dataclass(frozen=True)
+class _Syscalls:
+    reads: frozenset[int]
+    polls: frozenset[int]  # (struct pollfd *, nfds, ...)
+    selects: frozenset[int]  # (nfds, fd_set *readfds, ...)
+    epolls: frozenset[int]  # (epfd, ...)
+
+
+_SYSCALLS: dict[str, _Syscalls] = {
+    # arch/x86/entry/syscalls/syscall_64.tbl
+    "x86_64": _Syscalls(reads=frozenset({0, 17, 19, 295, 327}), polls=frozenset({7, 271}),
+                        selects=frozenset({23, 270}), epolls=frozenset({232, 281, 441})),
+    # include/uapi/asm-generic/unistd.h: no poll, select or epoll_wait, only their p- forms
+    "aarch64": _Syscalls(reads=frozenset({63, 65, 67, 69, 286}), polls=frozenset({73}),
+                         selects=frozenset({72}), epolls=frozenset({22, 441})),
+}
+_SYSCALLS["arm64"] = _SYSCALLS["aarch64"]
+
+_DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
+_POLL_READ = 0x001 | 0x002 | 0x040  # POLLIN | POLLPRI | POLLRDNORM
+_EPOLL_READ = 0x001 | 0x002 | 0x040  # EPOLLIN | EPOLLPRI | EPOLLRDNORM
+_POLLFD = struct.Struct("ihh")  # int fd; short events; short revents
+_MAX_POLLFDS = 4096  # a larger set is judged by its first entries
+_MAX_NESTING = 3  # relays inside relays, epoll sets inside epoll sets
+_GONE = (errno.ENOENT, errno.ESRCH)
+
+
+def _read(path: str, size: int = 4096) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _parse_stat(data: bytes) -> ProcStat | None:
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = data.rpartition(b")")[2].split(maxsplit=7)
+    try:
+        return ProcStat(fields[0].decode(), *(int(f) for f in fields[1:6]))
+    except (IndexError, ValueError):
+        return None
+
+
+def read_stat(pid: int, proc: Path = PROC) -> ProcStat | None:
+    try:
+        return _parse_stat(_read(f"{proc}/{pid}/stat"))
+    except OSError:
+        return None
+
+
+def scan_procs(proc: Path = PROC) -> dict[int, ProcStat]:
+    """Every process's stat, read once: what ``tty_wait`` finds the foreground group in."""
+    table: dict[int, ProcStat] = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return table
+    for name in entries:
+        if name.isdigit() and (st := read_stat(int(name), proc)) is not None:
+            table[int(name)] = st
+    return table
+
+
+def tty_wait(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = None) -> TtyWait:
+    """What the foreground job of ``pid``'s terminal is doing. ``pid``: any process on the
+    terminal (the supervisor passes the pane leader's). ``procs``: a ``scan_procs`` table to
+    share between the panes of one tick; scanned here when not given. ``proc``: the /proc
+    to read (tests point it elsewhere)."""
+    calls = _SYSCALLS.get(platform.machine())
+    top = read_stat(pid, proc)
+    if calls is None or top is None or top.tty == 0 or top.tpgid <= 0 or top.state in "ZX":
+        return TtyWait.UNKNOWN
+    table = procs if procs is not None else scan_procs(proc)
+    return _Judge(str(proc), table, calls).terminal(top.tty, top.tpgid, top.session, 0)
+
+
+_RANK = (TtyWait.READING, TtyWait.POLLING, TtyWait.UNKNOWN, TtyWait.BUSY)
+
+
+def _strongest(verdicts: Iterable[TtyWait]) -> TtyWait | None:
+    """The verdict that speaks for a group: READING, else POLLING, else UNKNOWN, else BUSY."""
+    found = set(verdicts)
+    return next((v for v in _RANK if v in found), None)
+
+
+class _Judge:
+    def __init__(self, proc: str, table: Mapping[int, ProcStat], calls: _Syscalls) -> None:
+        self.proc = proc
+        self.table = table
+        self.calls = calls
+
+    def terminal(self, tty: int, tpgid: int, session: int, depth: int) -> TtyWait:
+        members = [p for p, st in self.table.items()
+                   if st.pgrp == tpgid and st.session == session and st.state not in "ZX"]
+        inner = next(self._relayed(members, tty), None) if depth < _MAX_NESTING else None
+        if inner is not None:
+            st = self.table[inner]
+            return self.terminal(st.tty, st.tpgid, inner, depth + 1)
+        return _strongest(self.process(p, tty) for p in members) or TtyWait.UNKNOWN
+
+    def _relayed(self, members: list[int], tty: int) -> Iterator[int]:
+        """Sessions that members lead on another terminal: ``script``'s child on its pty."""
+        parents = set(members)
+        for p, st in self.table.items():
+            if st.ppid in parents and st.session == p and st.tty not in (0, tty) and st.tpgid > 0:
+                yield p
+
+    def process(self, pid: int, tty: int) -> TtyWait:
+        st = self.table[pid]
+        if st.state in "Tt":  # stopped: it reads nothing until continued
+            return TtyWait.BUSY
+        try:
+            tids = os.listdir(f"{self.proc}/{pid}/task")
+        except OSError as e:
+            return TtyWait.BUSY if e.errno in _GONE else TtyWait.UNKNOWN
+        return _strongest(self.thread(f"{self.proc}/{pid}/task/{t}", st, tty) for t in tids) or TtyWait.BUSY
+
+    def thread(self, task: str, st: ProcStat, tty: int) -> TtyWait:
+        try:
+            words = _read(f"{task}/syscall").split()
+        except OSError as e:
+            return TtyWait.BUSY if e.errno in _GONE else TtyWait.UNKNOWN
+        try:  # "NR ARG1..ARG6 SP PC" (NR decimal, the rest hex), "-1 SP PC", or "running"
+            nr, args = int(words[0]), [int(w, 16) for w in words[1:7]]
+        except (IndexError, ValueError):
+            return TtyWait.BUSY
+        if nr in self.calls.reads:
+            return TtyWait.READING if self._is_tty(task, args[0], st, tty) else TtyWait.BUSY
+        watched: bool | None = None
+        if nr in self.calls.polls:
+            watched = self._poll_watches(task, args[0], args[1], st, tty)
+        elif nr in self.calls.selects:
+            watched = self._select_watches(task, args[0], args[1], st, tty)
+        elif nr in self.calls.epolls:
+            watched = self._epoll_watches(task, args[0], st, tty, 0)
+        else:
+            return TtyWait.BUSY
+        if watched is None:  # the set could not be read: the terminal on a standard fd will do
+            watched = any(self._is_tty(task, fd, st, tty) for fd in (0, 1, 2))
+        return TtyWait.POLLING if watched else TtyWait.BUSY
+
+    def _is_tty(self, task: str, fd: int, st: ProcStat, tty: int) -> bool:
+        try:
+            s = os.stat(f"{task}/fd/{fd}")
+        except OSError:
+            return False
+        if not stat.S_ISCHR(s.st_mode):
+            return False
+        return s.st_rdev == tty or (s.st_rdev == _DEV_TTY and st.tty == tty)
+
+    def _memory(self, task: str, address: int, size: int) -> bytes | None:
+        try:
+            fd = os.open(f"{task}/mem", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            data = os.pread(fd, size, address)
+        except (OSError, OverflowError):
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) == size else None
+
+    def _poll_watches(self, task: str, address: int, nfds: int, st: ProcStat, tty: int) -> bool | None:
+        nfds = min(nfds, _MAX_POLLFDS)
+        data = self._memory(task, address, nfds * _POLLFD.size) if nfds else b""
+        if data is None:
+            return None
+        return any(fd >= 0 and events & _POLL_READ and self._is_tty(task, fd, st, tty)
+                   for fd, events, _ in _POLLFD.iter_unpack(data))
+
+    def _select_watches(self, task: str, nfds: int, readfds: int, st: ProcStat, tty: int) -> bool | None:
+        if not readfds or not nfds:
+            return False
+        nfds = min(nfds, _MAX_POLLFDS)
+        data = self._memory(task, readfds, (nfds + 63) // 64 * 8)  # an array of 64-bit longs
+        if data is None:
+            return None
+        bits = int.from_bytes(data, "little")  # fd N is bit N on little-endian x86_64 and aarch64
+        return any(bits >> fd & 1 and self._is_tty(task, fd, st, tty) for fd in range(nfds))
+
+    def _epoll_watches(self, task: str, epfd: int, st: ProcStat, tty: int, depth: int) -> bool | None:
+        try:
+            info = _read(f"{task}/fdinfo/{epfd}", 1 << 16)
+        except OSError:
+            return None
+        for line in info.splitlines():
+            # "tfd:        0 events:       19 data: ... pos:0 ino:3 sdev:18"
+            words = line.split()
+            if len(words) < 4 or words[0] != b"tfd:" or words[2] != b"events:":
+                continue
+            try:
+                fd, events = int(words[1]), int(words[3], 16)
+            except ValueError:
+                continue
+            if events & _EPOLL_READ and self._is_tty(task, fd, st, tty):
+                return True
+            if depth < _MAX_NESTING and self._is_epoll(task, fd) and self._epoll_watches(task, fd, st, tty, depth + 1):
+                return True  # an epoll set inside this one
+        return False
+
+    def _is_epoll(self, task: str, fd: int) -> bool:
+        try:
+            return os.readlink(f"{task}/fd/{fd}") == "anon_inode:[eventpoll]"
+        except OSError:
+            return False
