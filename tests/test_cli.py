@@ -19,6 +19,10 @@ from zellij_swarm import Swarm, Task
     (["run"], "Missing argument 'FILE'"),
     (["status", "nope"], "no run 'nope'"),
     (["logs", "nope", "t"], "no run 'nope'"),
+    (["logs"], "no runs under"),
+    (["logs", "a", "b", "c"], "logs takes [RUN] [TASK], not 3 arguments"),
+    (["attach"], "no runs under"),
+    (["attach", "nope", "t"], "no run 'nope'"),
     (["frobnicate"], "No such command 'frobnicate'"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(swarm, args, needle):

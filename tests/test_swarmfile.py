@@ -92,3 +92,28 @@ def test_deep_dependency_chain_has_no_recursion_limit():
     with pytest.raises(exc.InputError) as e:  # ... and a cycle through all of it is found
         swarmfile.validate(tasks)
     assert str(e.value).count(" -> ") == 5000
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[[task]]\nname = "build"\ncomand = "make"\n',
+     "swarm.toml:3: task 'build': unknown key 'comand' (did you mean 'cmd'?)"),
+    ('[[task]]\nname = "t"\nargs = ["x"]\n', "swarm.toml:3: task 't': unknown key 'args' (did you mean 'argv'?)"),
+    ('[swarm]\njob = 2\n', "swarm.toml:2: [swarm]: unknown key 'job' (did you mean 'jobs'?)"),
+    ('[swarm]\nmax-visible-panes = 2\n',
+     "swarm.toml:2: [swarm]: unknown key 'max-visible-panes' (did you mean 'max_visible_panes'?)"),
+    ('swarm = { jobs = 2, retry = 1 }\n', "swarm.toml:1: [swarm]: unknown key 'retry' (did you mean 'retries'?)"),
+    ('task = [\n  { name = "a", cmd = "x" },\n  { name = "b", comand = "y" },\n]\n',
+     "swarm.toml:3: task 'b': unknown key 'comand' (did you mean 'cmd'?)"),
+    ('[[tasks]]\ncmd = "x"\n', "swarm.toml:1: unknown table or key 'tasks' (did you mean 'task'?)"),
+])
+def test_unknown_keys_suggest_the_closest_known_one(tmp_path, text, message):
+    with pytest.raises(exc.UsageError) as e:
+        parse(tmp_path, text)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("key", ["flavour", "workers", "x"])
+def test_no_suggestion_for_a_key_like_no_other(tmp_path, key):
+    with pytest.raises(exc.UsageError) as e:
+        parse(tmp_path, f'[swarm]\n{key} = 1\n')
+    assert str(e.value).endswith(f"[swarm]: unknown key {key!r}")

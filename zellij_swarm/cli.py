@@ -168,20 +168,65 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
     click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows))
 
 
+def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) -> tuple[RunPaths, dict[str, Any],
+                                                                                        str | None]:
+    """``[RUN] [TASK]`` of ``logs`` and ``attach``: the run, its status, and the task named.
+    One argument is a task of the latest run — or a run (an id or a unique prefix of one), but
+    only when no task of the latest run has that name or id: a task never hides behind a run."""
+    if len(args) > 2:
+        raise exc.UsageError(f"{command} takes [RUN] [TASK], not {len(args)} arguments")
+    if len(args) == 2:
+        run = _find_run(state_dir, args[0])
+        return run, views.load_status(run), args[1]
+    latest = _find_run(state_dir, None)
+    snap = views.load_status(latest)
+    if not args:
+        return latest, snap, None
+    if any(args[0] in (t["name"], t["id"]) for t in snap["tasks"]):
+        return latest, snap, args[0]
+    try:
+        run = _find_run(state_dir, args[0])
+    except exc.RunNotFound:
+        raise exc.UsageError(f"run {latest.run_id} has no task {args[0]!r}, and no run id starts with it") from None
+    return run, (snap if run == latest else views.load_status(run)), None
+
+
 @cli.command()
-@click.argument("run_id")
-@click.argument("task")
+@click.argument("args", nargs=-1, metavar="[RUN] [TASK]")
 @click.option("-f", "--follow", is_flag=True,
               help="keep printing new output until the task's attempt ends; a task still pending is waited for "
                    "(until it starts, or ends without starting)")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
+@click.option("--raw", is_flag=True, help="the output as stored, byte for byte (a pane's CRLF line ends included)")
 @_state_dir_option
-def logs(run_id: str, task: str, follow: bool, attempt: int | None, state_dir: str | None) -> None:
-    """The output of TASK (a name or id) in RUN."""
-    from zellij_swarm.commands.logs import show
+def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, state_dir: str | None) -> None:
+    """The output of TASK (a name or id) in RUN (default: the latest run); without TASK, the
+    run's tasks. A terminal's CRLF line ends are shown as LF (--raw: as stored)."""
+    from zellij_swarm.commands.logs import show, task_list
 
-    run = _find_run(state_dir, run_id)
-    sys.exit(show(run, task, attempt=attempt, follow=follow))
+    run, snap, task = _run_and_task(state_dir, args, "logs")
+    if task is not None:
+        sys.exit(show(run, task, attempt=attempt, follow=follow, raw=raw, snap=snap))
+    if follow or attempt is not None:
+        raise exc.UsageError(f"{'-f' if follow else '--attempt'} needs a task: zellij-swarm logs [RUN] TASK")
+    click.echo("\n".join(task_list(run, snap)))
+    if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example
+        example = quoting.shell_line([*args, snap["tasks"][0]["name"]])
+        click.echo(quoting.terminal_text(f"zellij-swarm: show a task's output with: zellij-swarm logs {example}"),
+                   err=True)
+
+
+@cli.command()
+@click.argument("args", nargs=-1, metavar="[RUN] [TASK]")
+@_state_dir_option
+def attach(args: tuple[str, ...], state_dir: str | None) -> None:
+    """Show a run's panes in this terminal (default: the latest run), at TASK's pane if given.
+    Inside tmux or Zellij it moves your client to the run's window or tab; outside, this
+    terminal becomes a client of the run's session. A headless run has nothing to attach to."""
+    from zellij_swarm.commands.attach import attach as attach_run
+
+    run, snap, task = _run_and_task(state_dir, args, "attach")
+    sys.exit(attach_run(run, snap, views.find_task(snap, task) if task is not None else None, os.environ))
 
 
 @cli.command()
@@ -377,31 +422,10 @@ def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str
 def doctor(json_output: bool) -> None:
     """What `auto` would pick and why, Zellij and tmux versions and capabilities, and the
     settings this environment resolves to (with their sources)."""
-    from zellij_swarm.commands.doctor import report
+    from zellij_swarm.commands.doctor import format_report, report
 
     info = report(os.environ)
-    if json_output:
-        click.echo(json.dumps(info, indent=1))
-        return
-    click.echo(f"backend (auto): {info['backend']['name']} — {info['backend']['why']}")
-    z = info["zellij"]
-    line = f"zellij: {z['version'] or 'not usable'}"
-    if z.get("error"):
-        line += f" ({z['error']})"
-    elif not z.get("tested"):
-        line += " (untested version: zellij-swarm is tested with 0.40–0.45)"
-    if z.get("inside_session"):
-        line += f"; inside session {z.get('session')!r}"
-    click.echo(line)
-    if z.get("capabilities"):
-        on = [k for k, v in z["capabilities"].items() if v is True and k != "tested"]
-        click.echo(f"  capabilities: {', '.join(on) or 'none'}")
-    t = info["tmux"]
-    click.echo(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
-    if info.get("error"):
-        click.echo(f"settings: error: {info['error']}")
-    for key, v in info["settings"].items():
-        click.echo(f"  {key} = {v['value']!r}  ({v['source']})")
+    click.echo(json.dumps(info, indent=1) if json_output else "\n".join(format_report(info, os.environ)))
 
 
 @cli.command()
@@ -427,8 +451,9 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
 @_state_dir_option
 def prune(older_than: str, dry_run: bool, state_dir: str | None) -> None:
-    """Remove ended runs' multiplexer sessions (swarm-<run-id>, Zellij and tmux) and the
-    records of ended runs older than --older-than. Running runs are never touched."""
+    """Remove what ended runs left in tmux and Zellij — their swarm-<run-id> sessions, windows
+    and tabs — and the records of ended runs older than --older-than. Running runs are never
+    touched."""
     from zellij_swarm.commands.prune import prune as do_prune
 
     try:

@@ -1,5 +1,11 @@
 """``zellij-swarm doctor``: what ``auto`` would pick and why, the multiplexers found and
-what they can do, and the settings this environment resolves to."""
+what they can do, and the settings this environment resolves to.
+
+Every setting shows its source and what its default is. A setting nobody set whose default
+is "none" or "decided later" (``timeout``, ``session``, ``output``) has the value ``null`` in
+``--json``, as ``run.json`` records it; its ``default`` field says what that means, and the
+text shows the meaning instead of ``None``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from zellij_swarm import exc
+from zellij_swarm import exc, quoting
 from zellij_swarm.backends import detect_zellij, run_command
 from zellij_swarm.backends.select import choose
 from zellij_swarm.config import settings
@@ -23,6 +29,9 @@ def _tmux_version(env: Mapping[str, str]) -> str | None:
 
 
 def report(env: Mapping[str, str]) -> dict[str, Any]:
+    """The doctor's findings, as ``--json`` prints them. ``settings`` is ``{name: {"value",
+    "source", "default"}}``: the first two as ``run.json`` records them, ``default`` what the
+    setting is when nothing sets it, in words (``"5s"``, ``"none (no limit)"``)."""
     info: dict[str, Any] = {
         "zellij": detect_zellij(env),
         "tmux": {"version": _tmux_version(env), "inside_session": bool(env.get("TMUX"))},
@@ -30,10 +39,61 @@ def report(env: Mapping[str, str]) -> dict[str, Any]:
     }
     try:
         resolved = settings.resolve({}, env)
-        info["settings"] = resolved.as_record()
+        info["settings"] = {name: {**entry, "default": settings.default_text(name)}
+                            for name, entry in resolved.as_record().items()}
         choice = choose(resolved.backend, env)
     except exc.SettingError as e:
         info["error"] = str(e)
         choice = choose("auto", env)
     info["backend"] = {"name": choice.name, "why": choice.why}
     return info
+
+
+def format_report(info: dict[str, Any], env: Mapping[str, str]) -> list[str]:
+    """The lines ``doctor`` prints without ``--json``, each safe to print (``terminal_text``)."""
+    lines = [f"backend (auto): {info['backend']['name']} — {info['backend']['why']}"]
+    z = info["zellij"]
+    line = f"zellij: {z['version'] or 'not usable'}"
+    if z.get("error"):
+        line += f" ({z['error']})"
+    elif not z.get("tested"):
+        line += " (untested version: zellij-swarm is tested with 0.40–0.45)"
+    if z.get("inside_session"):
+        line += f"; inside session {z.get('session')!r}"
+    lines.append(line)
+    if z.get("capabilities"):
+        on = [k for k, v in z["capabilities"].items() if v is True and k != "tested"]
+        lines.append(f"  capabilities: {', '.join(on) or 'none'}")
+    t = info["tmux"]
+    lines.append(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
+    if info.get("error"):
+        lines.append(f"settings: error: {info['error']}")
+    for name, entry in info["settings"].items():
+        lines.append(f"  {name} = {_effective(name, entry, info['backend']['name'], env)}  ({_origin(name, entry)})")
+    return [quoting.terminal_text(line) for line in lines]  # names from the environment included
+
+
+def _effective(name: str, entry: Mapping[str, Any], backend: str, env: Mapping[str, str]) -> str:
+    """The value a run started here would use. An unset ``session`` is known here (the
+    session we are in, or the one a run would create); other ``None`` defaults are said in
+    words (``none (no limit)``, ``progress on a TTY, else group``)."""
+    if entry["value"] is not None:
+        return settings.shown(name, entry["value"])
+    if name == "session":
+        if backend == "zellij" and env.get("ZELLIJ_SESSION_NAME"):
+            return f"{env['ZELLIJ_SESSION_NAME']} (the current zellij session)"
+        if backend == "tmux" and env.get("TMUX"):
+            return "the current tmux session"
+        return "swarm-<run-id> (a session of the run's own)"
+    return str(entry.get("default") or settings.default_text(name))
+
+
+def _origin(name: str, entry: Mapping[str, Any]) -> str:
+    """Where the value came from; for a default whose value does not say what it is, that
+    too (``jobs = 8  (default: the number of usable CPUs)``)."""
+    if entry["source"] != "default":
+        return str(entry["source"])
+    spec = settings.BY_NAME.get(name)
+    if spec is not None and spec.default_text and entry["value"] is not None:
+        return f"default: {spec.default_text}"
+    return "default"

@@ -1,6 +1,15 @@
-"""``zellij-swarm logs``: one attempt's output, optionally followed as it grows.
+"""``zellij-swarm logs``: one attempt's output, optionally followed as it grows; or, with no
+task named, the run's tasks, to pick one from.
 
-Following waits on file events (``watch.follow``: an inotify watch on the generation
+**Line ends.** A live worker's output is copied from its pane's terminal, which ends every
+line with CRLF (the tty's ``onlcr``); a compact or headless worker's output has the bare LF
+the worker wrote. ``logs`` shows both alike: every ``\\r\\n`` is shown as ``\\n``, in ``-f``
+too (a ``\\r`` that ends one read is held until the next shows whether a ``\\n`` follows). A
+lone ``\\r`` — a progress bar redrawing its line — is kept. The stored ``output.log`` is never
+changed, and ``--raw`` shows it byte for byte. The rule is the same for every generation, live
+or not: a headless worker that wrote CRLF itself is shown with LF too (``--raw`` has it).
+
+**Following** waits on file events (``watch.follow``: an inotify watch on the generation
 directory) and stops once the attempt's exit is committed and everything written has been
 printed. Following a task that is still pending first waits for it to start (the run's
 snapshots change when it does). Ctrl-C ends the waiting quietly.
@@ -8,6 +17,8 @@ snapshots change when it does). Ctrl-C ends the waiting quietly.
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 import threading
 import time
@@ -15,14 +26,50 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from zellij_swarm import exc
+from zellij_swarm import exc, quoting
 from zellij_swarm.commands import status as views
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
-from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.watch import follow
 
 MIN_INTERVAL = 0.05  # seconds between two looks: a worker writing nonstop is read in batches
+# The names zellij-swarm gives tasks that have none (a command line, an unnamed [[task]] or
+# addition): they say nothing of the task, so the task list shows the command beside them.
+GENERATED_NAME = re.compile(r"task-[1-9][0-9]*\Z")
+NAME_COLUMN_MAX = 40  # a longer name pushes the rest of its own line; it is never cut
+
+
+class LineEnds:
+    """Writes a log to ``out`` with a terminal's CRLF shown as LF (``raw``: as stored).
+
+    A ``\\r`` at the end of one chunk is held back until the next chunk (or ``end``) shows
+    whether it was the first half of a CRLF split across two reads."""
+
+    def __init__(self, out: BinaryIO, *, raw: bool = False) -> None:
+        self.out = out
+        self.raw = raw
+        self.held = b""
+
+    def write(self, chunk: bytes) -> None:
+        if self.raw:
+            self.out.write(chunk)
+            return
+        data, self.held = self.held + chunk, b""
+        if data.endswith(b"\r"):
+            data, self.held = data[:-1], b"\r"
+        self.out.write(data.replace(b"\r\n", b"\n"))
+
+    def flush(self) -> None:
+        """Show what was written so far (a held ``\r`` stays held)."""
+        self.out.flush()
+
+    def end(self) -> None:
+        """No more output: a held ``\\r`` was a lone one."""
+        if self.held:
+            self.out.write(self.held)
+            self.held = b""
+        self.out.flush()
 
 
 def _attempt_gen(run: RunPaths, task: dict[str, Any], attempt: int | None) -> GenPaths | None:
@@ -39,9 +86,13 @@ def _attempt_gen(run: RunPaths, task: dict[str, Any], attempt: int | None) -> Ge
     return run.gen(task["slot"], task["generation"])
 
 
-def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: BinaryIO | None = None) -> int:
-    out = out or sys.stdout.buffer
-    snap = views.load_status(run)
+def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: bool = False,
+         out: BinaryIO | None = None, snap: dict[str, Any] | None = None) -> int:
+    """Print the output of task ``key`` (a name or id) of ``run``; ``snap``: its status,
+    when the caller has just read it. An unknown task is a usage error (exit 2) naming the
+    run and the task."""
+    writer = LineEnds(out or sys.stdout.buffer, raw=raw)
+    snap = snap or views.load_status(run)
     task = views.find_task(snap, key)
     gen = _attempt_gen(run, task, attempt)
     if gen is None and follow and snap["state"] == "running":
@@ -53,14 +104,47 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, out: Bin
               f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),
               file=sys.stderr)
         return 0
-    offset = _copy_from(gen, 0, out)
+    offset = _copy_from(gen, 0, writer)
     if follow and snap["state"] == "running" and gen.dir.is_dir():
         for _ in _changes(gen.dir):
-            offset = _copy_from(gen, offset, out)
+            offset = _copy_from(gen, offset, writer)
             if _over(run, gen, task["id"]):
-                _copy_from(gen, offset, out)
+                _copy_from(gen, offset, writer)
                 break
+    writer.end()
     return 0
+
+
+def task_list(run: RunPaths, snap: dict[str, Any]) -> list[str]:
+    """The run's line, then its tasks, one line each under a header: name, status, attempts,
+    and for a task whose name was generated (``task-3``) its command — the row's ``command``,
+    else (a run recorded before rows had it) the one ``run.json`` or the event log holds.
+    Every line is safe to print (``terminal_text``)."""
+    tasks: list[dict[str, Any]] = snap["tasks"]
+    name = f" ({snap['name']})" if snap.get("name") else ""
+    head = f"run {snap['run_id']}{name}: {snap['state']}, {len(tasks)} task{'' if len(tasks) == 1 else 's'}"
+    generated = [t for t in tasks if GENERATED_NAME.match(t["name"])]
+    recorded = _commands(run) if any(not t.get("command") for t in generated) else {}
+    rows = [(t["name"], t["status"], str(t.get("attempts") or 0),
+             (t.get("command") or recorded.get(t["name"], "")) if GENERATED_NAME.match(t["name"]) else "")
+            for t in tasks]
+    widths = [min(max(len(r[i]) for r in [("TASK", "STATUS", "ATTEMPTS"), *rows]), NAME_COLUMN_MAX) for i in range(3)]
+    lines = [head] + [("  " + "".join(f"{c:<{w}}  " for c, w in zip(r, widths, strict=False)) + r[3]).rstrip()
+                      for r in [("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), *rows]]
+    return [quoting.terminal_text(line) for line in (lines if tasks else [head])]
+
+
+def _commands(run: RunPaths) -> dict[str, str]:
+    """Each task's command as typed (``cmd``, or ``argv`` joined as a shell would read it), by
+    name: from ``run.json`` and the tasks added while the run ran (the event log)."""
+    from zellij_swarm.engine import resume
+    from zellij_swarm.records import log as records
+
+    try:
+        specs = resume.task_specs(read_json(run.run_json), records.read_events(run.events))
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {s.name: s.cmd if s.cmd is not None else shlex.join(s.argv or ()) for s in specs}
 
 
 def _over(run: RunPaths, gen: GenPaths, task_id: str) -> bool:
@@ -102,7 +186,9 @@ def _changes(path: Path) -> Iterator[None]:
         return
 
 
-def _copy_from(gen: GenPaths, offset: int, out: BinaryIO) -> int:
+def _copy_from(gen: GenPaths, offset: int, out: LineEnds) -> int:
+    """Write ``gen``'s output from byte ``offset`` on; returns the offset after it (of the
+    file as stored: ``out`` may show fewer bytes)."""
     try:
         with open(gen.output, "rb") as f:
             f.seek(offset)

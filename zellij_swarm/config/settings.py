@@ -149,6 +149,9 @@ class Setting:
     default: Callable[[], object]
     env_parse: Callable[[object], object] | None = None  # when the env form differs (``_MS``)
     help: str = ""
+    # What the default is, in words, where its value does not say it: a ``None`` default (no
+    # limit, decided later) or one computed here (the CPUs). ``doctor`` shows it.
+    default_text: str = ""
 
     @property
     def key(self) -> str:
@@ -163,7 +166,7 @@ def _cpus() -> int:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("jobs", "--jobs", ("ZELLIJ_SWARM_JOBS",), _int_between(1, MAX_JOBS), _cpus,
-            help="concurrent slots, 1–1024 (default: number of CPUs)"),
+            help="concurrent slots, 1–1024 (default: number of CPUs)", default_text="the number of usable CPUs"),
     Setting("backend", "--backend", ("ZELLIJ_SWARM_BACKEND",), _choice(BackendName),
             lambda: "auto", help="where workers run: auto|zellij|tmux|headless"),
     Setting("ui", "--ui", ("ZELLIJ_SWARM_UI",), _choice(UiMode), lambda: "compact",
@@ -180,19 +183,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_visible_panes", "--max-visible-panes", ("ZELLIJ_SWARM_MAX_VISIBLE_PANES",),
             _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
     Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _session, lambda: None,
-            help="multiplexer session (default: current, else swarm-<run-id>)"),
+            help="multiplexer session (default: current, else swarm-<run-id>)",
+            default_text="the current session, else swarm-<run-id>"),
     Setting("state_dir", "--state-dir", ("ZELLIJ_SWARM_STATE_DIR",), _path, lambda: "./.zellij-swarm",
             help="where run records live"),
     Setting("timeout", "--timeout", ("ZELLIJ_SWARM_TIMEOUT",), parse_duration, lambda: None,
-            help="wall-clock limit per task generation"),
+            help="wall-clock limit per task generation", default_text="none (no limit)"),
     Setting("retries", "--retries", ("ZELLIJ_SWARM_RETRIES",), _int_between(0, 1000), lambda: 0,
             help="extra attempts for failed, timed-out or lost tasks"),
     Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
-            help="limit on silence (no output, no heartbeat) per task"),
+            help="limit on silence (no output, no heartbeat) per task", default_text="none (no limit)"),
     Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice(IdlePolicy),
             lambda: "kill", help="what an idle timeout does: warn|kill"),
     Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice(OutputMode),
-            lambda: None, help="progress|group|tag|quiet (default: progress on a TTY, group otherwise)"),
+            lambda: None, help="progress|group|tag|quiet (default: progress on a TTY, group otherwise)",
+            default_text="progress on a TTY, else group"),
     Setting("kill_grace", "--kill-grace", ("ZELLIJ_SWARM_KILL_GRACE",), parse_duration, lambda: 2.0,
             help="time between SIGTERM and SIGKILL when a worker is ended (default 2s)"),
     Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice(HaltMode), lambda: "never",
@@ -200,6 +205,25 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def shown(name: str, value: object) -> str:
+    """A value of setting ``name`` as a person reads it: durations with a unit (``1.5s``,
+    ``500ms``), booleans ``on``/``off``, ``None`` as ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if BY_NAME[name].parse is parse_duration and isinstance(value, int | float):
+        return f"{value * 1000:g}ms" if value < 1 else f"{value:g}s"
+    return str(value)
+
+
+def default_text(name: str) -> str:
+    """What setting ``name`` is when nothing sets it: ``5s``, ``auto``, ``none (no limit)``,
+    ``the number of usable CPUs``."""
+    spec = BY_NAME[name]
+    return spec.default_text or shown(name, spec.default())
 TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout")
 
 

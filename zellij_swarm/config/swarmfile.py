@@ -1,11 +1,14 @@
 """Reading what to run (SPEC §4): TOML swarm files, command-per-line files, stdin.
 
 Everything is validated before anything runs; each error is one line naming the file, the
-line and the key (``swarm.toml:12: task "build": unknown key "comand"``).
+line and the key (``swarm.toml:12: task 'build': unknown key 'comand' (did you mean 'cmd'?)``).
+An unknown key gets the closest known one as a suggestion (``did_you_mean``), in ``[[task]]``
+tables, ``[swarm]`` and inline tables alike.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -24,6 +27,33 @@ _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
+# How alike a misspelt key and a known one must be (``difflib`` ratio) to be suggested:
+# ``comand`` is 0.67 like ``cmd``, ``job`` 0.86 like ``jobs``, while ``flavour`` is at most
+# 0.32 like any setting (0.6 is also difflib's own default).
+SUGGEST_CUTOFF = 0.6
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'cmd'?)`` for a misspelt key, or ``""`` when nothing known is close.
+    Compared in lower case with ``-`` read as ``_`` (``Max-Visible-Panes``), since every key
+    is a lower-case snake_case name. Of equally close keys the one sharing the longest start
+    wins (``args``: ``argv``, not ``tags``)."""
+    typed = word.lower().replace("-", "_")
+    close = difflib.get_close_matches(typed, sorted(known), n=3, cutoff=SUGGEST_CUTOFF)
+    if not close:
+        return ""
+
+    def likeness(key: str) -> tuple[float, int]:
+        pairs = zip(typed, key, strict=False)
+        shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(typed), len(key)))
+        return round(difflib.SequenceMatcher(None, typed, key).ratio(), 6), shared
+
+    return f" (did you mean {max(close, key=likeness)!r}?)"
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """``unknown key 'comand' (did you mean 'cmd'?)``."""
+    return f"unknown key {key!r}{did_you_mean(key, known)}"
 
 
 def is_env_name(key: str) -> bool:
@@ -153,7 +183,8 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput
     lines = text.splitlines()
     unknown = sorted(set(doc) - {"swarm", "task"})
     if unknown:
-        raise exc.InputError(f"unknown table or key {unknown[0]!r} (expected [swarm] and [[task]])",
+        hint = did_you_mean(unknown[0], ("swarm", "task"))
+        raise exc.InputError(f"unknown table or key {unknown[0]!r}{hint} (expected [swarm] and [[task]])",
                              path=path, line=_line_of(lines, unknown[0]))
     swarm = doc.get("swarm", {})
     if not isinstance(swarm, dict):
@@ -165,7 +196,7 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput
     for key, raw in swarm.items():
         line = _key_line(lines, swarm_span, key)
         if key not in SWARM_KEYS:
-            raise exc.InputError(f"[swarm]: unknown key {key!r}", path=path, line=line)
+            raise exc.InputError(f"[swarm]: {unknown_key(key, SWARM_KEYS)}", path=path, line=line)
         if key == "name":
             if not isinstance(raw, str) or not raw.strip():
                 raise exc.InputError("[swarm]: name must be a non-empty string", path=path, line=line)
@@ -199,8 +230,11 @@ def _span(lines: list[str], start: int | None) -> tuple[int, int] | None:
 
 
 def _key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
+    """The line setting ``key`` in the table ``span``; without a table header (an inline table:
+    ``swarm = {…}``, ``task = [{…}]``) the first line of the file where ``key =`` is written."""
     if span is None:
-        return None
+        anywhere = re.compile(r"(?:^|[\s{,])[\"']?" + re.escape(key) + r"[\"']?\s*=")
+        return next((i + 1 for i, ln in enumerate(lines) if anywhere.search(ln)), None)
     pattern = re.compile(r"\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
     for i in range(span[0], span[1]):
         if pattern.match(lines[i]):
@@ -247,7 +281,7 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
 
     for key in raw:
         if key not in TASK_KEYS:
-            raise fail(f"unknown key {key!r}", key)
+            raise fail(unknown_key(key, TASK_KEYS), key)
     name = raw.get("name", f"task-{index + 1}")
     if not isinstance(name, str) or not name.strip() or "\0" in name:
         raise fail("name must be a non-empty string", "name")
