@@ -689,6 +689,7 @@ class FakeMux:
         self.session_up = True
         self._ending_sent = False
         self.calls: list[tuple[Any, ...]] = []  # what it was asked, in order: ("ended", task, status, label)…
+        self.closed_failed: bool | None = None  # what close() was told: did anything not succeed
         self.ctx: RunContext | None = None
 
     def open(self, ctx: RunContext) -> None:
@@ -753,6 +754,10 @@ class FakeMux:
         with self.world.lock:
             self.calls.append(("ended", req.task_name, status, label))
 
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        with self.world.lock:
+            self.calls.append(("waiting", req.task_name, waiting))
+
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         with self.world.lock:
             self.calls.append(("abandon", pane_id))
@@ -766,9 +771,16 @@ class FakeMux:
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return None
 
-    def close(self, *, cancelled: bool) -> None:
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
         with self.world.lock:
             self.calls.append(("close", cancelled))
+            self.closed_failed = failed
+
+    def leftover_hint(self) -> str | None:
+        return None
+
+    def place(self) -> dict[str, Any] | None:
+        return None
 
 
 # ----- running a scenario -------------------------------------------------------------------

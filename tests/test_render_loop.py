@@ -110,10 +110,11 @@ def test_loop_paints_in_place_rate_limits_and_ends_with_the_run(tmp_path: Path) 
     # burst, and the last, right after the tick) waited out the rest of those 100 ms.
     assert len(clock.slept) == 21 and all(0.08 < s <= 0.1 for s in clock.slept)
     shown = screen_of(painted)
-    assert shown[0].startswith("loop · 20260511T101500-loop · finished")
-    assert shown[2].startswith("1 running   job") and shown[2].endswith("step 19")
-    assert shown[3] == "2 idle"
-    assert all(line == "" for line in shown[4:])
+    assert shown[0].startswith("loop · finished · 2 slots · ") and shown[0].endswith("20260511T101500-loop")
+    assert shown[2].startswith("# state")
+    assert shown[3].startswith("1 running   job") and shown[3].endswith("step 19")
+    assert shown[4] == "2 idle"
+    assert all(line == "" for line in shown[5:])
 
 
 def test_loop_repaints_only_changed_lines(tmp_path: Path) -> None:
@@ -188,7 +189,7 @@ def test_resize_repaints_everything_at_the_new_size(tmp_path: Path) -> None:
     assert woken == [True]
     assert signal.getsignal(signal.SIGWINCH) is before  # handlers restored
     shown = screen_of(out.getvalue(), 40, 8)
-    assert shown[0] == "slot 1 · job · running · attempt 1 · ge…"
+    assert shown[0] == "slot 1 · job · running · attempt 1"
     assert shown[2].startswith("── output ─") and shown[2].endswith("run finished ──")
     assert shown[3] == "hello"
 
@@ -219,7 +220,7 @@ def test_watch_limit_falls_back_to_polling_with_a_notice(tmp_path: Path) -> None
                 handle_signals=False)
     assert loop.run() == 0
     assert len(calls) == 1 and loop.polling
-    assert screen_of(out.getvalue())[4] == "warning: file-watch limit reached; polling every 0.01 s"
+    assert screen_of(out.getvalue())[5] == "warning: file-watch limit reached; polling every 0.01 s"
 
 
 def _until(condition: Any, seconds: float, act: Any) -> bool:
@@ -260,8 +261,9 @@ def test_once_prints_a_single_plain_frame(tmp_path: Path) -> None:
     out = io.StringIO()
     assert run_board(run, once=True, out=out, size=lambda: (80, 24), clock=lambda: NOW) == 0
     text = out.getvalue()
-    assert "\x1b" not in text and text.count("\n") == 4
-    assert text.splitlines()[2].startswith("1 running   job")
+    assert "\x1b" not in text and text.count("\n") == 5
+    assert text.splitlines()[2].startswith("# state")
+    assert text.splitlines()[3].startswith("1 running   job")
 
 
 _CHILD = """
@@ -321,3 +323,18 @@ def test_renderer_process_ends_when_the_run_finishes(renderer: Any) -> None:
     stdout, stderr = proc.communicate(timeout=10)
     assert proc.returncode == 0 and stderr == b""
     assert b"finished" in stdout and stdout.endswith(b"\x1b[?25h")
+
+
+@pytest.mark.parametrize("scroll", [True, False])
+def test_a_full_picture_scrolls_on_leaving_only_outside_a_pane_of_the_run(scroll: bool) -> None:
+    """A terminal gets a line for the shell's prompt; a pane of the run's own, which stays on
+    screen as it is (a dead tmux pane), keeps its first line."""
+    from zellij_swarm.render.loop import _Painter
+
+    out = io.StringIO()
+    painter = _Painter(out)
+    painter.paint([f"line {n}" for n in range(1, 7)], 20, 6, full=True)
+    painter.leave(scroll=scroll)
+    screen = pyte.Screen(20, 6)
+    pyte.Stream(screen).feed(out.getvalue())
+    assert (screen.display[0].rstrip() == "line 1") is not scroll

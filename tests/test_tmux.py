@@ -89,7 +89,8 @@ def test_live_panes_with_require(swarm, tmux, headless_outcomes, where):
     failed = sorted(v["title"] for v in panes.values() if v["dead"] == "1" and "board" not in v["title"])
     e1, e2 = rows["e"]["history"]
     assert failed == sorted([f"slot {rows['b']['slot']} · b · failed (exit 3)",
-                             f"slot {e1['slot']} · e · failed (exit 1)", f"slot {e2['slot']} · e · failed (exit 1)"])
+                             f"slot {e1['slot']} · e · attempt 1/2 · failed (exit 1)",
+                             f"slot {e2['slot']} · e · attempt 2/2 · failed (exit 1)"])
     board = [p for p, v in panes.items() if v["title"].endswith("· board")]
     assert len(board) == 1
     # the worker's output was logged and shown in its pane
@@ -115,8 +116,13 @@ def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
     wait_until(lambda: all(v["dead"] == "1" for v in tmux.panes().values()), what="renderers finished")
     slot_panes = {v["title"]: p for p, v in tmux.panes().items()}
     assert "run finished" in tmux.capture(slot_panes["slot 1"])
+    # in reading order, the board first; each dead view keeps its first line (nothing scrolled)
+    order = tmux("list-panes", "-s", "-t", f"swarm-{run.name}", "-F", "#{@zsw_title}").splitlines()
+    assert order == [f"zellij-swarm {run.name} · board", "slot 1", "slot 2", "slot 3"]
+    for n in (1, 2, 3):
+        assert tmux("capture-pane", "-p", "-t", slot_panes[f"slot {n}"]).startswith(f"slot {n} · ")
     board = tmux.capture(slot_panes[f"zellij-swarm {run.name} · board"])
-    assert "succeeded 4" in board and "failed 2" in board
+    assert "4 succeeded" in board and "2 failed" in board
 
 
 def test_progress_bar_and_colour_render_as_one_line_in_slot_view(swarm, tmux):
@@ -256,3 +262,191 @@ def test_attach_without_a_terminal_says_so_and_runs(swarm, tmux):
     res = swarm("run", "a.txt", "--backend", "tmux", "--attach", "--close-session", env=outside_env(tmux))
     assert res.code == 0
     assert "--attach needs a terminal on stdin and stdout; not attaching" in res.stderr
+
+
+# ----- the backend itself, driven directly (issue 14): order, titles, kept panes, the end -------
+
+class Driven:
+    """A ``TmuxBackend`` on the private server, driven as the supervisor would: its pane
+    commands are plain scripts standing in for wrappers, its timers fire when the test says."""
+
+    def __init__(self, tmux, tmp_path: Path, *, inside: bool = False, ui: str = "live", **flags: str) -> None:
+        from zellij_swarm.backends.base import RunContext
+        from zellij_swarm.backends.tmux import TmuxBackend
+        from zellij_swarm.config import settings
+        from zellij_swarm.records.rundir import RunPaths
+
+        self.tmux = tmux
+        self.paths = RunPaths(tmp_path / "20260101-000000-abcdef")
+        self.paths.dir.mkdir()
+        self.timers: list = []
+        self.notices: list[str] = []
+        self.warnings: list[tuple[str, str]] = []
+        self.env = env = (inside_env if inside else outside_env)(tmux)
+        self.backend = TmuxBackend(env, inside=inside, close_session=False)
+        resolved = settings.resolve({"ui": ui, **flags}, {})
+        self.backend.open(RunContext(
+            paths=self.paths, run_id=self.paths.run_id, settings=resolved,
+            schedule=lambda delay, fn: self.timers.append(fn), warn=lambda c, m: self.warnings.append((c, m)),
+            notice=self.notices.append,
+            renderer_argv=lambda *args: ["sh", "-c", f"echo {' '.join(args)}; exec sleep 600"]))
+        self.gens: dict[int, int] = {}
+
+    def request(self, slot: int, task: str, script: str, *, attempt: int = 1, attempts: int = 1):
+        from zellij_swarm.backends.base import LaunchRequest
+
+        self.gens[slot] = gen = self.gens.get(slot, 0) + 1
+        paths = self.paths.gen(slot, gen)
+        paths.dir.mkdir(parents=True)
+        paths.wrapper.write_text(script + "\n")
+        return LaunchRequest(paths, slot, task, pane=True, attempt=attempt, attempts=attempts)
+
+    def launch(self, *reqs) -> list[str]:
+        for r in reqs:
+            assert self.backend.pane_mode(r.slot) is not None
+        results = self.backend.launch(list(reqs))
+        assert all(r.pane_id for r in results), results
+        return [r.pane_id for r in results]
+
+    def titles(self, window: str | None = None) -> list[str]:
+        """Our panes' titles in tmux's order (the order ``tiled`` lays them out in)."""
+        target = ["-t", window] if window else ["-s", "-t", self.backend.session_id]
+        return self.tmux("list-panes", *target, "-F", "#{@zsw_title}").splitlines()
+
+    def dead(self, pane: str) -> None:
+        wait_until(lambda: self.tmux.panes().get(pane, {}).get("dead") == "1", what=f"{pane} to end")
+
+
+def test_panes_read_in_slot_order_and_live_ones_keep_a_minimum_width(tmux, tmp_path):
+    """The board first, then slot 1, 2, …: a first batch out of order, a backfill of slot 2,
+    and a window full at the live minimum width whose next pane overflows."""
+    from zellij_swarm.backends.tmux import LIVE_MIN_WIDTH, SESSION_SIZE, tile_capacity
+
+    d = Driven(tmux, tmp_path)
+    board = f"zellij-swarm {d.paths.run_id} · board"
+    d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in (3, 1, 2)))
+    assert d.titles() == [board, "slot 1 · t1 · running", "slot 2 · t2 · running", "slot 3 · t3 · running"]
+    d.launch(d.request(2, "u2", "exec sleep 600"), d.request(5, "t5", "exec sleep 600"))
+    assert d.titles() == [board, "slot 1 · t1 · running", "slot 2 · t2 · running", "slot 2 · u2 · running",
+                          "slot 3 · t3 · running", "slot 5 · t5 · running"]
+    per_window = tile_capacity(*SESSION_SIZE, LIVE_MIN_WIDTH)
+    assert per_window == 12  # 3 columns × 4 rows of 79×14 at 240×60; a 4th column would be 59 wide
+    last = per_window  # six panes so far, slots 6…last: the window fills up, one more goes to the next
+    d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(6, last + 1)))
+    windows = d.tmux("list-windows", "-t", d.backend.session_id, "-F", "#{window_id}").split()
+    assert len(windows) == 2
+    assert len(d.titles(windows[0])) == per_window and d.titles(windows[1]) == [f"slot {last} · t{last} · running"]
+    widths = [int(v["size"].split("x")[0]) for v in d.tmux.panes().values()]
+    assert min(widths) >= LIVE_MIN_WIDTH
+
+
+def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task_succeeds(tmux, tmp_path):
+    d = Driven(tmux, tmp_path, keep_failed_panes="8")
+    first = d.request(1, "unit-2", "seq 1 50; exit 3", attempt=1, attempts=3)
+    [kept] = d.launch(first)
+    d.dead(kept)
+    d.backend.ended(first, kept, "failed", "failed (exit 3)")
+    assert d.tmux.panes()[kept]["title"] == "slot 1 · unit-2 · attempt 1/3 · failed (exit 3)"
+    # more panes open and the window re-tiles: the kept pane still shows its last lines, and
+    # nothing of tmux's own ("Pane is dead") pushed them up
+    d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(2, 8)))
+    screen = d.tmux("capture-pane", "-p", "-t", kept).rstrip("\n").splitlines()
+    assert [ln for ln in screen if ln.strip()][-1] == "50", screen
+    assert "dead" not in d.tmux.capture(kept)
+    # a second attempt fails, a third succeeds: the earlier attempts' panes close
+    second = d.request(8, "unit-2", "exit 3", attempt=2, attempts=3)
+    [kept2] = d.launch(second)
+    d.dead(kept2)
+    d.backend.ended(second, kept2, "failed", "failed (exit 3)")
+    assert len(d.backend.panes.kept) == 2
+    third = d.request(9, "unit-2", "exit 0", attempt=3, attempts=3)
+    [ok] = d.launch(third)
+    d.dead(ok)
+    d.backend.ended(third, ok, "succeeded", "ok")
+    panes = d.tmux.panes()
+    assert kept not in panes and kept2 not in panes and not d.backend.panes.kept
+    assert panes[ok]["title"] == "slot 9 · unit-2 · attempt 3/3 · ok"
+    # a task with one attempt has no attempt in its title
+    single = d.request(2, "once", "exit 1")
+    [pane] = d.launch(single)
+    d.dead(pane)
+    d.backend.ended(single, pane, "failed", "failed (exit 1)")
+    assert d.tmux.panes()[pane]["title"] == "slot 2 · once · failed (exit 1)"
+
+
+def test_a_headless_success_releases_the_kept_panes_of_earlier_attempts(tmux, tmp_path):
+    d = Driven(tmux, tmp_path)
+    first = d.request(1, "flaky", "exit 3", attempt=1, attempts=2)
+    [kept] = d.launch(first)
+    d.dead(kept)
+    d.backend.ended(first, kept, "failed", "failed (exit 3)")
+    d.backend.ended(d.request(1, "flaky", "true", attempt=2, attempts=2), None, "succeeded", "ok")
+    assert kept not in d.tmux.panes()
+
+
+def test_waiting_for_input_marks_a_running_pane_title_only(tmux, tmp_path):
+    d = Driven(tmux, tmp_path)
+    req = d.request(3, "agent-1", "exec sleep 600", attempt=2, attempts=3)
+    [pane] = d.launch(req)
+    d.backend.waiting(req, pane, True)
+    assert d.tmux.panes()[pane]["title"] == "slot 3 · agent-1 · attempt 2/3 · waiting for input"
+    d.backend.waiting(req, pane, False)
+    assert d.tmux.panes()[pane]["title"] == "slot 3 · agent-1 · attempt 2/3 · running"
+    d.tmux("kill-pane", "-t", pane)
+    d.backend.ended(req, pane, "cancelled", "cancelled")
+    d.backend.waiting(req, pane, True)  # its worker ended: nothing to mark, and no error
+
+
+def test_a_dead_pane_keeps_its_whole_final_screen(tmux, tmp_path):
+    """remain-on-exit-format is empty: a pane whose last screen fills every row keeps its first
+    line (tmux's own "Pane is dead" line would scroll it away)."""
+    d = Driven(tmux, tmp_path)
+    assert d.tmux("show-options", "-w", "-v", "-t", d.backend.windows[0].id, "remain-on-exit-format") == "\n"
+    [pane] = d.launch(d.request(1, "full", "rows=$(stty size | cut -d' ' -f1); echo first-line; "
+                                           "seq 2 $((rows - 1)); printf 'last, no newline'"))
+    d.dead(pane)
+    screen = d.tmux("capture-pane", "-p", "-t", pane).rstrip("\n").splitlines()
+    assert screen[0] == "first-line" and screen[-1] == "last, no newline", screen
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_path, failed):
+    d = Driven(tmux, tmp_path, inside=True)
+    req = d.request(1, "t", "exit 0")
+    [pane] = d.launch(req)
+    d.dead(pane)
+    d.backend.ended(req, pane, "succeeded", "ok")
+    d.backend.close(cancelled=False, failed=failed)
+    names = tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
+    if not failed:
+        assert f"swarm-{d.paths.run_id}" not in names
+        assert d.backend.leftover_hint() is None
+        return
+    assert f"swarm-{d.paths.run_id}" in names
+    hint = d.backend.leftover_hint()
+    window = d.backend.windows[0].id
+    assert hint == f"the swarm's window stays: close with tmux kill-window -t {window} (or zellij-swarm prune)"
+    subprocess.run(hint.split(": close with ")[1].split(" (or")[0], shell=True, check=True, env=d.env)
+    assert f"swarm-{d.paths.run_id}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
+
+
+def test_a_kept_session_says_how_to_close_it(tmux, tmp_path):
+    d = Driven(tmux, tmp_path)
+    d.backend.close(cancelled=False, failed=False)  # a session we created stays for the user to look
+    hint = d.backend.leftover_hint()
+    assert hint and hint.startswith(f"tmux session 'swarm-{d.paths.run_id}' stays: close it with tmux -S ")
+
+
+def test_prune_removes_the_windows_ended_runs_left_in_the_users_session(swarm, tmux):
+    swarm.write("f.txt", "exit 3\n")
+    env = inside_env(tmux)
+    res = swarm("run", "f.txt", "--backend", "tmux", "--ui", "live", env=env)
+    run = finish(swarm, res)
+    assert res.code == 1
+    windows = tmux("list-windows", "-t", "host", "-F", "#{window_id} #{window_name}").splitlines()
+    [ours] = [w.split()[0] for w in windows if w.endswith(f"swarm-{run.name}")]
+    assert swarm("prune", "--dry-run", env=env).stdout == \
+        f"would remove tmux window swarm-{run.name} ({ours}) in session host\n"
+    res = swarm("prune", env=env)
+    assert res.stdout == f"removed tmux window swarm-{run.name} ({ours}) in session host\n", res.stderr
+    assert f"swarm-{run.name}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}")

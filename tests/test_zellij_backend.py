@@ -206,4 +206,132 @@ def test_ui_from_the_environment_and_the_flag_overrides_it(swarm, fz):
     assert res.code == 0, res.stderr
     run = swarm.latest()
     assert all(hb["pane_id"] is None for hb in heartbeats(run).values())
-    assert "slot 1" in [p["title"] for p in fz.tab("0.45.0", run.name, "host")["panes"]]
+    # its tab had the slot views (the tab itself closes at the end: nothing failed)
+    assert '"slot 1"' in (run / "layout.kdl").read_text()
+
+
+# ----- the backend itself, driven directly (issue 14): titles, order, the end, prune ---------
+
+class Driven:
+    """A ``ZellijBackend`` inside the fake session ``host`` (a client attached), driven as the
+    supervisor would; its worker panes run plain scripts standing in for wrappers."""
+
+    def __init__(self, fz, tmp_path: Path, version: str, *, ui: str = "compact", **flags: str) -> None:
+        from zellij_swarm.backends.base import RunContext
+        from zellij_swarm.backends.zellij import ZellijBackend
+        from zellij_swarm.config import settings
+        from zellij_swarm.records.rundir import RunPaths
+
+        fz.host("host", version, client=True)
+        self.fz, self.version = fz, version
+        self.env = fz.env(version, inside="host", **FAST)
+        self.paths = RunPaths(tmp_path / "20260101-000000-abcdef")
+        self.paths.dir.mkdir()
+        self.warnings: list = []
+        self.backend = ZellijBackend(self.env, close_session=False)
+        self.backend.open(RunContext(
+            paths=self.paths, run_id=self.paths.run_id, settings=settings.resolve({"ui": ui, "jobs": "2", **flags}, {}),
+            schedule=lambda delay, fn: None, warn=lambda c, m: self.warnings.append((c, m)), notice=lambda text: None,
+            renderer_argv=lambda *args: ["sleep", "600"]))
+
+    def request(self, slot: int, task: str, script: str, *, attempt: int = 1, attempts: int = 1):
+        from zellij_swarm.backends.base import LaunchRequest
+
+        paths = self.paths.gen(slot, 1)
+        paths.dir.mkdir(parents=True)
+        paths.wrapper.write_text(script + "\n")
+        return LaunchRequest(paths, slot, task, pane=True, attempt=attempt, attempts=attempts)
+
+    def tab_titles(self) -> list[str] | None:
+        tabs = [t for t in self.fz.session(self.version, "host")["tabs"] if t["name"] == f"swarm:{self.paths.run_id}"]
+        return [p["title"] for p in tabs[0]["panes"]] if tabs else None
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path, failed):
+    from zellij_swarm.backends import leftovers
+
+    d = Driven(fz, tmp_path, "0.44.3")
+    run_id = d.paths.run_id
+    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    d.backend.close(cancelled=False, failed=failed)
+    if not failed:
+        assert d.tab_titles() is None  # its last pane closed, with a client attached: the tab went
+        assert d.backend.leftover_hint() is None
+        return
+    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
+                                         "close it with zellij-swarm prune")
+    [left] = leftovers.find(d.env, [run_id, "20250101-000000-000000"])
+    assert (left.run_id, left.what) == (run_id, f"zellij tab swarm:{run_id} in session host")
+    assert left.remove is not None
+    left.remove()
+    assert d.tab_titles() is None
+    assert d.warnings == []
+
+
+def test_before_044_the_tab_stays_and_the_hint_says_so(fz, tmp_path):
+    from zellij_swarm.backends import leftovers
+
+    d = Driven(fz, tmp_path, "0.43.1")
+    d.backend.close(cancelled=False, failed=False)  # no pane can be closed by id
+    assert d.tab_titles() is not None
+    assert d.backend.leftover_hint() == (f"tab swarm:{d.paths.run_id} stays in zellij session 'host': "
+                                         "close it with Zellij's tab mode (Ctrl t, x)")
+    [left] = leftovers.find(d.env, [d.paths.run_id])
+    assert left.remove is None and "cannot close a tab it is not in" in left.why
+
+
+@pytest.mark.parametrize("version", ["0.45.0", "0.43.1"])
+def test_titles_carry_the_attempt_and_mark_a_worker_waiting_for_input(fz, tmp_path, version):
+    d = Driven(fz, tmp_path, version, ui="live")
+    req = d.request(1, "agent-1", "exec sleep 600", attempt=2, attempts=3)
+    assert d.backend.pane_mode(1) is not None
+    [opened] = d.backend.launch([req])
+    running = "slot 1 · agent-1 · attempt 2/3 · running"
+    wait_until(lambda: running in (d.tab_titles() or []), what="the worker's pane")
+    d.backend.waiting(req, opened.pane_id, True)
+    renames = [c for c in d.fz.calls() if c["subcommand"] == "rename-pane"]
+    if version < "0.44":  # no pane can be renamed without focusing it: the title stays
+        assert renames == [] and running in (d.tab_titles() or [])
+        return
+    assert "slot 1 · agent-1 · attempt 2/3 · waiting for input" in (d.tab_titles() or [])
+    d.backend.waiting(req, opened.pane_id, False)
+    assert running in (d.tab_titles() or [])
+    check_calls(d.fz.calls())
+
+
+def test_a_backfill_pane_is_stacked_after_the_newest_pane_of_the_highest_slot_not_above_its_own():
+    from zellij_swarm.backends.zellij import ZellijBackend
+
+    b = ZellijBackend({}, close_session=False)
+    assert b._stack_anchor(2) is None
+    b.open_panes.update({"terminal_1": 1, "terminal_2": 3, "terminal_3": 1, "terminal_4": 2})
+    assert b._stack_anchor(2) == "terminal_4"
+    assert b._stack_anchor(1) == "terminal_3"  # the newer pane of slot 1
+    assert b._stack_anchor(5) == "terminal_2"
+    b.open_panes = {"terminal_7": 4, "terminal_8": 3}
+    assert b._stack_anchor(1) == "terminal_7"  # none before it: the oldest open pane
+
+
+def test_prune_removes_the_tabs_ended_runs_left_in_the_users_session(swarm, fz):
+    fz.host("host", "0.44.3", client=True)
+    env = fz.env("0.44.3", inside="host", **FAST)
+    swarm.write("f.txt", "exit 3\n")
+    res = swarm("run", "f.txt", "--backend", "zellij", "--ui", "compact", env=env, timeout=60)
+    assert res.code == 1, res.stderr
+    run_id = swarm.latest().name
+    assert fz.tab("0.44.3", run_id, "host")  # something failed: the tab stays
+    res = swarm("prune", env=env)
+    assert res.stdout == f"removed zellij tab swarm:{run_id} in session host\n", res.stderr
+    assert [t["name"] for t in fz.session("0.44.3", "host")["tabs"] if t["name"] == f"swarm:{run_id}"] == []
+
+
+def test_a_kept_session_says_how_to_delete_it_with_the_socket_directory_it_lives_in():
+    from zellij_swarm.backends.zellij import ZellijBackend
+
+    b = ZellijBackend({"ZELLIJ_SOCKET_DIR": "/tmp/my socks"}, close_session=False)
+    assert b.leftover_hint() is None  # nothing was opened
+    b.started, b.created_session, b.z.session = True, True, "swarm-1"
+    assert b.leftover_hint() == ("zellij session 'swarm-1' stays: close it with ZELLIJ_SOCKET_DIR='/tmp/my socks' "
+                                 "zellij delete-session --force swarm-1 (or zellij-swarm prune)")

@@ -3,6 +3,8 @@
 A generation's pane runs while its worker runs. When the exit is recorded, a successful
 pane is held for ``pane_hold`` and then released; a failed one is kept on screen, up to
 ``keep_failed_panes`` (the oldest kept pane closes first); a cancelled one closes at once.
+When a task later succeeds, the kept panes of its earlier attempts close: the success is what
+there is to read, and they stop counting against ``keep_failed_panes``.
 Running, held and kept panes all count toward ``max_visible_panes``: before a new pane
 would exceed it, the oldest kept (then held) pane makes room; if none can, the generation
 runs headless. The backend says how to close and release a pane (``P`` is its own record
@@ -32,7 +34,7 @@ class PaneLifecycle(Generic[P]):
         self._release = release or close
         self.running: dict[Hashable, P] = {}
         self.held: deque[P] = deque()
-        self.kept: deque[P] = deque()
+        self.kept: deque[tuple[str, P]] = deque()  # (task name, pane), oldest first
         self.reserved = 0
 
     @classmethod
@@ -48,7 +50,7 @@ class PaneLifecycle(Generic[P]):
     def reserve(self) -> bool:
         """Room for one more pane, closing the oldest kept or held ones if need be."""
         while self.visible() >= self.cap and (self.kept or self.held):
-            self._close((self.kept or self.held).popleft())
+            self._close(self.kept.popleft()[1] if self.kept else self.held.popleft())
         if self.visible() >= self.cap:
             return False
         self.reserved += 1
@@ -64,17 +66,26 @@ class PaneLifecycle(Generic[P]):
     def pop(self, key: Hashable) -> P | None:
         return self.running.pop(key, None)
 
-    def settle(self, pane: P, status: str) -> None:
-        """A popped pane's generation ended with ``status``."""
+    def settle(self, pane: P, status: str, task: str) -> None:
+        """A popped pane's generation of ``task`` ended with ``status``."""
         if status == "cancelled":
             self._close(pane)
         elif status == "succeeded":
+            self.succeeded(task)
             self.held.append(pane)
             self._schedule(self.hold, lambda: self._release_held(pane))
         else:
-            self.kept.append(pane)
+            self.kept.append((task, pane))
             while len(self.kept) > self.keep_failed:
-                self._close(self.kept.popleft())
+                self._close(self.kept.popleft()[1])
+
+    def succeeded(self, task: str) -> None:
+        """``task`` succeeded (in a pane or not): its earlier attempts' kept panes close."""
+        earlier = [pane for name, pane in self.kept if name == task]
+        if earlier:
+            self.kept = deque(k for k in self.kept if k[0] != task)
+            for pane in earlier:
+                self._close(pane)
 
     def _release_held(self, pane: P) -> None:
         if pane in self.held:

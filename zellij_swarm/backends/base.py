@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.records.generation_files import GenPaths
@@ -40,6 +40,15 @@ class LaunchRequest:
     # How the generation starts: ``/bin/sh <its wrapper.sh>`` (a pane's), or the run's
     # ``worker.sh`` with the generation's arguments after an empty mode (``wrapper``).
     argv: tuple[str, ...] = ()
+    attempt: int = 1  # which attempt of the task this generation is
+    attempts: int = 1  # how many attempts the task may have (1 + retries)
+
+    def title(self, state: str) -> str:
+        """A worker pane's title: ``slot 6 · unit-2 · attempt 2/3 · failed (exit 3)``; the
+        attempt only when the task may have more than one, where it tells a kept failed
+        pane from a later attempt's."""
+        attempt = f"attempt {self.attempt}/{self.attempts} · " if self.attempts > 1 else ""
+        return f"slot {self.slot} · {self.task_name} · {attempt}{state}"
 
     def headless_argv(self) -> tuple[str, ...]:
         """``argv`` as the launcher starts it: with the mode ``claimed`` when the supervisor
@@ -109,8 +118,16 @@ class Backend(Protocol):
         ...
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        """A pane generation's exit is recorded (``status`` is its task status for this
-        attempt): apply the pane lifecycle — hold then close, close now, or keep."""
+        """A generation's exit is recorded (``status`` is its task status for this attempt):
+        apply the pane lifecycle — hold then close, close now, or keep. A success also
+        closes the kept panes of the task's earlier, failed attempts (they no longer count
+        against ``keep_failed_panes``); so call it for a headless success too (``pane_id``
+        None), for a task whose earlier attempts had panes."""
+        ...
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        """Mark a live pane's title as waiting for input (``slot 3 · agent-1 · waiting for
+        input``) or clear the mark; nothing when the pane's worker has ended."""
         ...
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
@@ -124,6 +141,21 @@ class Backend(Protocol):
         """How to attach to the session this backend created (argv, environment), once it exists."""
         ...
 
-    def close(self, *, cancelled: bool) -> None:
-        """The run is over: close worker panes as SPEC §2 says, release what is held."""
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
+        """The run is over: close worker panes as SPEC §2 says, release what is held. Inside
+        the user's own session, the swarm's window or tab closes too unless ``failed`` (some
+        task did not succeed, or the run was cancelled: what stays is worth reading), or
+        whatever happened with ``--close-session``."""
+        ...
+
+    def place(self) -> dict[str, Any] | None:
+        """Where the run's panes are, for ``attach`` from any terminal (the snapshot's
+        ``multiplexer``): tmux ``{"backend", "socket", "session", "session_id", "windows",
+        "created_session"}``, Zellij ``{"backend", "session", "tab", "created_session"}``;
+        None headless or before ``open``. From state only, no call."""
+        ...
+
+    def leftover_hint(self) -> str | None:
+        """After ``close``: what of the swarm stays on screen and how to close it (one line for
+        the end-of-run notice), or None when nothing stays. From state only, no call."""
         ...

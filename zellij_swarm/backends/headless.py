@@ -10,6 +10,7 @@ backend only says that it shows no panes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneResult, RunContext
 from zellij_swarm.worker.wrapper import PaneMode
@@ -40,6 +41,9 @@ class HeadlessBackend:
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         pass
 
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        pass
+
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         pass
 
@@ -49,5 +53,11 @@ class HeadlessBackend:
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return None
 
-    def close(self, *, cancelled: bool) -> None:
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
         pass
+
+    def place(self) -> dict[str, Any] | None:
+        return None
+
+    def leftover_hint(self) -> str | None:
+        return None

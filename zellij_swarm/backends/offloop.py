@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
 from zellij_swarm.engine.calls import CallRunner, Done
@@ -76,6 +77,9 @@ class OffLoopBackend:
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         self.runner.submit(lambda: self.backend.ended(req, pane_id, status, label))
 
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        self.runner.submit(lambda: self.backend.waiting(req, pane_id, waiting))
+
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         self.runner.submit(lambda: self.backend.abandon(pane_id, req))
 
@@ -92,10 +96,19 @@ class OffLoopBackend:
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return self.backend.attach_command()
 
-    def close(self, *, cancelled: bool) -> None:
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
         """The run is over: the backend's last calls, waited for (up to ``CLOSE_TIMEOUT``)."""
-        failed: list[BaseException | None] = []
-        self.runner.submit(lambda: self.backend.close(cancelled=cancelled), lambda done: failed.append(done.error))
+        errors: list[BaseException | None] = []
+        self.runner.submit(lambda: self.backend.close(cancelled=cancelled, failed=failed),
+                           lambda done: errors.append(done.error))
         self.runner.wait_idle(CLOSE_TIMEOUT)
-        if failed and failed[0] is not None:
-            raise failed[0]
+        if errors and errors[0] is not None:
+            raise errors[0]
+
+    def place(self) -> dict[str, Any] | None:
+        """Read from the backend's state (a list of window ids at most: no call)."""
+        return self.backend.place()
+
+    def leftover_hint(self) -> str | None:
+        """After ``close`` (which waited for the runner): read from the backend's state."""
+        return self.backend.leftover_hint()

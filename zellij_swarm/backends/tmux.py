@@ -3,8 +3,22 @@
 Where panes go: inside tmux, a dedicated window of the current session; outside, a detached
 session created with an explicit size (tmux 3.3a's default 80×24 cannot split more than a
 few panes) whose attach command is printed. A board pane anchors the first window. Panes are
-laid out ``tiled``; a window takes panes while every tile keeps at least 20×3 cells, and
-panes beyond that overflow into further windows, up to ``max_visible_panes``.
+laid out ``tiled``; a window takes panes while every tile stays legible — a live worker's at
+least ``LIVE_MIN_WIDTH`` (60) columns wide, a renderer's ``MIN_TILE`` (20×3) — and panes
+beyond that overflow into further windows, up to ``max_visible_panes``.
+
+Reading order: ``tiled`` lays panes out by their index, row by row from the top left
+(``tiled_grid``), so a window's panes are kept in slot order — the board first, then slot 1, 2, … (a slot's older,
+kept panes before its newer ones). ``split-window`` puts its pane right after the pane it
+splits, or right before it with ``-b``: a new pane is split before the first pane of a later
+slot, or after the window's last pane; a batch's appended panes are split in reverse, so
+that they end up in order.
+
+The final screen: a dead pane (``remain-on-exit``) keeps its last screen as it was —
+``remain-on-exit-format`` is empty, so tmux adds no "Pane is dead" line, which would
+scroll a renderer's first line (the board's counters, a slot view's title) out of sight. At
+the end of a run inside the user's own session, the swarm's windows close unless something
+failed (``close``); what stays, and how to close it, is ``leftover_hint``.
 
 Titles live in a pane user option (``@zsw_title``) shown by ``pane-border-format``: a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
@@ -14,17 +28,18 @@ set up by the wrapper before the worker starts, so the worker keeps the pane's T
 Every tmux call goes through ``_chain`` and ``_cmd.run`` (a timeout, typed errors): the
 whole backend is a dozen tmux commands, so it speaks to tmux directly rather than through a
 client library whose command runner would have to be replaced to get a timeout. A batch of
-panes is one tmux invocation (commands chained with ``;``) plus one for their titles. Every argument is
-encoded for tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands —
-the ``pipe-pane`` command, new session and window names — for its formats
+panes is one tmux invocation per window it goes to (commands chained with ``;``), after one
+that reads the window's pane order, plus one for their titles. Every argument is encoded for
+tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands — the
+``pipe-pane`` command, new session and window names — for its formats
 (``quoting.tmux_expanded``), and titles for the border that draws them (``quoting.tmux_drawn``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from zellij_swarm import quoting
 from zellij_swarm.backends import _cmd
@@ -35,7 +50,10 @@ from zellij_swarm.worker.wrapper import PaneMode
 
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
-MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content
+MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
+# A live worker is never made narrower than this: agents, compilers and test runners wrap or
+# truncate their output below it. Panes that would be narrower go to another window.
+LIVE_MIN_WIDTH = 60
 
 
 def title_text(text: str) -> str:
@@ -44,14 +62,25 @@ def title_text(text: str) -> str:
     return quoting.tmux_drawn(quoting.terminal_text(text))
 
 
-def tile_capacity(width: int, height: int) -> int:
-    """How many panes a ``tiled`` window of this size holds with every tile legible."""
+def tiled_grid(n: int) -> tuple[int, int]:
+    """The columns and rows tmux's ``tiled`` layout gives ``n`` panes (layout-set.c: rows grow
+    first, so 5 panes are 2 columns × 3 rows, the last pane of a short row widened)."""
+    rows = cols = 1
+    while rows * cols < n:
+        rows += 1
+        if rows * cols < n:
+            cols += 1
+    return cols, rows
+
+
+def tile_capacity(width: int, height: int, min_width: int = MIN_TILE[0]) -> int:
+    """How many panes a ``tiled`` window of this size holds with every tile at least
+    ``min_width`` columns and ``MIN_TILE[1]`` rows of content."""
     best = 1
     for n in range(1, 1025):
-        cols = math.ceil(math.sqrt(n))
-        rows = math.ceil(n / cols)
-        # each tile loses a border column and a border row plus the title line
-        if width // cols - 1 < MIN_TILE[0] or height // rows - 2 < MIN_TILE[1]:
+        cols, rows = tiled_grid(n)
+        # tiles share a border column between them; each has a title line (pane-border-status)
+        if (width - (cols - 1)) // cols < min_width or (height - rows) // rows < MIN_TILE[1]:
             break
         best = n
     return best
@@ -79,7 +108,10 @@ class TmuxBackend:
         self.created_session = False
         self.attach_argv: list[str] | None = None
         self.windows: list[_Window] = []
+        self.slot_of: dict[str, int] = {}  # our panes' slots (the board's is 0), for their order
+        self.socket_path = ""
         self.alive = True
+        self.closed = False  # close() closed the session or the windows
         self.unresponsive: BackendError | None = None  # the call that timed out, once one did
 
     # ----- set-up ------------------------------------------------------------------------
@@ -121,8 +153,9 @@ class TmuxBackend:
         board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
         self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
         self.windows[0].panes.add(board_pane)
+        self.slot_of[board_pane] = 0
         where = f"tmux session {self.session_name!r}, window {name}"
-        socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
+        self.socket_path = socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
         if self.created_session:
             self.attach_argv = ["tmux", "-S", socket, "attach", "-t", self.session_name]
             ctx.notice(f"panes in {where}; attach with: {quoting.shell_line(self.attach_argv)}")
@@ -136,8 +169,12 @@ class TmuxBackend:
         width, height = (int(v) for v in size.split())
         options = [("pane-border-status", "top"), ("pane-border-format", " #{@zsw_title} "),
                    ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off")]
-        self._chain([["set-option", "-w", "-t", window_id, key, value] for key, value in options])
-        w = _Window(window_id, tile_capacity(width, height))
+        commands = [["set-option", "-w", "-t", window_id, key, value] for key, value in options]
+        # -q: a tmux before 3.3 has no such option, and prints its fixed "Pane is dead" line
+        commands.append(["set-option", "-q", "-w", "-t", window_id, "remain-on-exit-format", ""])
+        self._chain(commands)
+        min_width = LIVE_MIN_WIDTH if self.live else MIN_TILE[0]
+        w = _Window(window_id, tile_capacity(width, height, min_width))
         self.windows.append(w)
         return w
 
@@ -163,30 +200,44 @@ class TmuxBackend:
         return w
 
     def _split(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, str]]:
-        """Open one pane per item, as few tmux invocations as windows touched; returns
-        (slot, pane id) in order."""
-        out: list[tuple[int, str]] = []
-        i = 0
-        while i < len(items):
+        """Open one pane per item, in slot order (module docstring), with two tmux
+        invocations per window touched; returns (slot, pane id) in the order of ``items``."""
+        opened: dict[int, str] = {}  # index in items -> pane id
+        pending = list(range(len(items)))
+        while pending:
             w = self._window_with_room()
-            room = w.capacity - len(w.panes)
-            group = items[i:i + room]
+            group = pending[:w.capacity - len(w.panes)]
+            pending = pending[len(group):]
+            # tmux's own order, not ours: the user may have closed or moved panes meanwhile
+            order = self._tmux("list-panes", "-t", w.id, "-F", "#{pane_id}").lines
             commands: list[list[str]] = []
-            for _, argv in group:
-                commands += [["split-window", "-d", "-t", w.id, "-P", "-F", "#{pane_id}", *argv],
+            placed: list[int] = []  # the item each split-window of ``commands`` opens
+            appended: list[int] = []
+            for i in sorted(group, key=lambda i: items[i][0]):
+                slot = items[i][0]
+                later = next((p for p in order if self.slot_of.get(p, 0) > slot), None)
+                if later is None:
+                    appended.append(i)
+                    continue
+                commands += [["split-window", "-d", "-b", "-t", later, "-P", "-F", "#{pane_id}", *items[i][1]],
                              ["select-layout", "-t", w.id, "tiled"]]
+                placed.append(i)
+            for i in reversed(appended):  # each right after the last pane: the first one last
+                commands += [["split-window", "-d", "-t", order[-1], "-P", "-F", "#{pane_id}", *items[i][1]],
+                             ["select-layout", "-t", w.id, "tiled"]]
+                placed.append(i)
             if w.placeholder:
                 commands += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
                 w.placeholder = None
             ids = [ln for ln in self._chain(commands).lines if ln.startswith("%")]
-            if len(ids) != len(group):
+            if len(ids) != len(placed):
                 raise BackendError("pane_id_missing",
-                                   f"tmux split-window printed {len(ids)} pane ids for {len(group)} panes")
-            for (slot, _), pane in zip(group, ids, strict=True):
+                                   f"tmux split-window printed {len(ids)} pane ids for {len(placed)} panes")
+            for i, pane in zip(placed, ids, strict=True):
                 w.panes.add(pane)
-                out.append((slot, pane))
-            i += len(group)
-        return out
+                self.slot_of[pane] = items[i][0]
+                opened[i] = pane
+        return [(items[i][0], opened[i]) for i in range(len(items))]
 
     def _set_titles(self, titles: Mapping[str, str]) -> None:
         if titles:
@@ -196,6 +247,7 @@ class TmuxBackend:
     def _kill_pane(self, pane: str) -> None:
         for w in self.windows:
             w.panes.discard(pane)
+        self.slot_of.pop(pane, None)
         try:
             self._tmux("kill-pane", "-t", pane)
         except BackendError:
@@ -224,8 +276,7 @@ class TmuxBackend:
         self.panes.launched(len(batch))
         try:
             opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for r in batch])
-            self._set_titles({pane: f"slot {slot} · {r.task_name} · running"
-                              for (slot, pane), r in zip(opened, batch, strict=True)})
+            self._set_titles({pane: r.title("running") for (_, pane), r in zip(opened, batch, strict=True)})
         except BackendError as e:
             return [LaunchFailed(e.code, str(e)) for _ in batch]
         for _, pane in opened:
@@ -235,13 +286,23 @@ class TmuxBackend:
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         pane = self.panes.pop(pane_id) if pane_id is not None else None
         if pane is None:
+            if status == "succeeded":
+                self.panes.succeeded(req.task_name)
             return
         if status != "cancelled":
             try:
-                self._set_titles({pane: f"slot {req.slot} · {req.task_name} · {label}"})
+                self._set_titles({pane: req.title(label)})
             except BackendError:
                 return
-        self.panes.settle(pane, status)
+        self.panes.settle(pane, status, req.task_name)
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        if pane_id is None or pane_id not in self.panes.running:
+            return  # its worker ended: the title says how
+        try:
+            self._set_titles({pane_id: req.title("waiting for input" if waiting else "running")})
+        except BackendError:
+            pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         if pane_id is not None:
@@ -259,12 +320,38 @@ class TmuxBackend:
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return (self.attach_argv, self.env) if self.attach_argv else None
 
-    def close(self, *, cancelled: bool) -> None:
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():
             return
         self.panes.finish(cancelled=cancelled)
-        if self.created_session and self.close_session_at_end:
-            self._tmux("kill-session", "-t", self.session_id, check=False)
+        if self.created_session:  # kept for the user to attach and look (SPEC §2)
+            if self.close_session_at_end:
+                self._tmux("kill-session", "-t", self.session_id, check=False)
+                self.closed = True
+        elif self.close_session_at_end or not failed:  # the user's session: leave nothing behind
+            for w in self.windows:  # one call each: in a chain, one window already gone would stop the rest
+                self._tmux("kill-window", "-t", w.id, check=False)
+            self.closed = True
+
+    def place(self) -> dict[str, Any] | None:
+        if not self.started or not self.windows:
+            return None
+        return {"backend": "tmux", "socket": self.socket_path, "session": self.session_name,
+                "session_id": self.session_id, "windows": [w.id for w in self.windows],
+                "created_session": self.created_session}
+
+    def leftover_hint(self) -> str | None:
+        if not self.started or self.closed or not self.alive or not self.windows:
+            return None
+        if self.attach_argv is not None:
+            kill = [*self.attach_argv[:3], "kill-session", "-t", self.session_name]
+            return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
+                   " (or zellij-swarm prune)"
+        kill = ["tmux"]
+        for i, w in enumerate(self.windows):
+            kill += ([";"] if i else []) + ["kill-window", "-t", w.id]
+        windows = "window stays" if len(self.windows) == 1 else "windows stay"
+        return f"the swarm's {windows}: close with {quoting.shell_line(kill)} (or zellij-swarm prune)"
 
     def _tmux(self, *args: str, check: bool = True) -> _cmd.CmdResult:
         return self._chain([args], check=check)

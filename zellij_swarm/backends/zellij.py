@@ -24,6 +24,19 @@ in a fresh environment, so it is not taken for a process the run left behind. Su
 closed by ending that sleep. A detached session before 0.44 has no client, so ``run`` places
 no pane there: live mode degrades to compact (an error under require).
 
+Reading order: the slot stack holds slot 1 first. The first batch's layout lists its panes by
+slot; a backfill pane is stacked right after (Zellij puts it there) the open worker pane of
+the highest slot not above its own, so the stack stays in slot order while such a pane is
+open — when none is, it follows the first open one (the contract has no way to stack before
+a pane).
+
+The end (``close``): inside the user's session, the swarm's tab (or, with ``here``, its panes)
+closes unless something failed — by closing each of our panes by id (from 0.44; Zellij drops a
+tab whose last pane closes when a client is attached, and a detached one when a client next
+attaches). ``close-tab`` cannot name a tab (it closes the client's current one), so before
+0.44 the tab stays, and ``leftover_hint`` says so. A held pane shows its last screen and
+Zellij's own ``EXIT CODE`` frame (contract §3.5), which covers no line of the screen.
+
 Live workers run on the pane's terminal through ``script`` (util-linux), which keeps them on a
 TTY and logs to ``output.log``; ``script`` frames the log with a "Script started"/"Script done"
 line, which one ``sed`` strips when the worker has ended (while it runs, ``logs -f`` shows the
@@ -38,6 +51,7 @@ import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from zellij_swarm import quoting
 from zellij_swarm.backends import _zellij
@@ -113,9 +127,10 @@ class ZellijBackend:
         self.tab_id: int | None = None
         self.broken: BackendError | None = None
         self.known: set[str] = set()  # pane ids we opened
-        self.open_panes: dict[str, None] = {}  # our worker panes still open, oldest first
+        self.open_panes: dict[str, int] = {}  # our worker panes still open, oldest first -> slot
         self.board_pane: str | None = None
         self.alive = True
+        self.closed = False  # close() closed the session, or our tab's panes
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -185,7 +200,7 @@ class ZellijBackend:
         return None if len(res.lines) > 1 else no_client
 
     def _title(self, req: LaunchRequest, state: str) -> str:
-        return layout.title(f"slot {req.slot} · {req.task_name} · {state}")
+        return layout.title(req.title(state))
 
     def _start(self, first: list[LaunchRequest]) -> list[str | None]:
         """Create our tab (or session) with the board, the slot views (compact) or ``first``'s
@@ -195,15 +210,16 @@ class ZellijBackend:
         if self.live:
             close = not self.z.has("pane_id_target")
             slots = [layout.PaneSpec(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close)
-                     for r in first]
+                     for r in sorted(first, key=lambda r: r.slot)]
         else:
             slots = [layout.PaneSpec(f"slot {n}", _sh(ctx.renderer_argv("slot-view", str(n))))
                      for n in range(1, min(ctx.settings.jobs, self.panes.cap) + 1)]
         self.started = True
         if self.mode == "here":
             self.board_pane = self._run_pane(board.name, list(board.argv), close_on_exit=False)
-            ids = [self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit) for spec in slots]
-            return ids if self.live else []
+            ids = {spec.name: self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit)
+                   for spec in slots}  # in slot order; a batch's titles are unique
+            return [ids[self._title(r, "running")] for r in first] if self.live else []
         text = layout.document(board, slots, tab_name=f"swarm:{ctx.run_id}", style="swarm")
         path = ctx.paths.dir / "layout.kdl"
         rundir.write_atomic(path, text, mode=0o600)
@@ -213,10 +229,8 @@ class ZellijBackend:
             self.z.call("attach", "--create-background", session, session=False, top=["--layout", str(path)])
             self.created_session = True
             self.z.wait_live(deadline)
-            sock = self.env.get("ZELLIJ_SOCKET_DIR")
-            prefix = f"ZELLIJ_SOCKET_DIR={quoting.shell_word(sock)} " if sock else ""
             self.attach_argv = ["zellij", "attach", session]
-            attach = prefix + quoting.shell_line(self.attach_argv)
+            attach = self._as_typed(self.attach_argv)
             ctx.notice(f"panes in zellij session {session!r}; attach with: {attach}")
         else:
             res = self.z.call("action", "new-tab", "--layout", str(path))
@@ -267,7 +281,7 @@ class ZellijBackend:
 
     # ----- panes -------------------------------------------------------------------------
 
-    def _placement(self) -> tuple[list[str], str | None]:
+    def _placement(self, slot: int) -> tuple[list[str], str | None]:
         """Where a backfill pane goes (contract §2.7, §3.10): its ``run`` flags and the pane
         the call is made from. ``--stacked`` stacks onto the *focused* pane — the board,
         which the layout focuses — unless the call names a pane to go next to without taking
@@ -278,21 +292,31 @@ class ZellijBackend:
         the user's own and are not stacked; the first goes next to the user's pane (the
         call keeps the caller's ``$ZELLIJ_PANE_ID``). Before 0.44 no call can name the pane
         without stacking onto the focused one: the pane is placed plainly (no stack), in the
-        tab the client is on (README)."""
+        tab the client is on (README). The anchor keeps the stack in slot order (module
+        docstring)."""
         if not self.z.has("near_current_pane"):
             return [], None
         flags = ["--near-current-pane", *(["--no-focus"] if self.z.has("no_focus") else [])]
-        anchor = next(reversed(self.open_panes), None)
+        anchor = self._stack_anchor(slot)
         if anchor is not None and self.mode != "here":
             return ["--stacked", *flags], anchor
         return flags, anchor or self.board_pane
 
-    def _run_pane(self, name: str, argv: list[str], *, close_on_exit: bool) -> str | None:
+    def _stack_anchor(self, slot: int) -> str | None:
+        """The open worker pane a new pane of ``slot`` is stacked after: the newest one of the
+        highest slot not above ``slot``, else the oldest open one."""
+        best: str | None = None
+        for pane, s in self.open_panes.items():  # oldest first: the newest of equals wins
+            if s <= slot and (best is None or s >= self.open_panes[best]):
+                best = pane
+        return best or next(iter(self.open_panes), None)
+
+    def _run_pane(self, name: str, argv: list[str], *, close_on_exit: bool, slot: int = 0) -> str | None:
         """One ``zellij run``; the new pane's id from 0.44 (``pane_id_missing`` if none)."""
         args = ["run", "--name", name]
         if close_on_exit:
             args.append("--close-on-exit")
-        flags, near = self._placement()
+        flags, near = self._placement(slot)
         args += flags
         res = self.z.call(*args, cmd=argv, from_pane=near)
         if not self.z.has("pane_ids"):
@@ -346,7 +370,8 @@ class ZellijBackend:
         results: list[PaneResult] = []
         for r in batch:
             try:
-                pane = self._run_pane(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close)
+                pane = self._run_pane(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close,
+                                      slot=r.slot)
             except BackendError as e:
                 if e.code in ("pane_call_timeout", "session_missing"):
                     self._break(e)  # do not hang on every later call
@@ -359,16 +384,28 @@ class ZellijBackend:
     def _opened(self, req: LaunchRequest, pane: str | None) -> None:
         self.panes.opened(req.gen.dir, _Worker(req, pane))
         if pane is not None:
-            self.open_panes[pane] = None
+            self.open_panes[pane] = req.slot
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         w = self.panes.pop(req.gen.dir)
         if w is None:
+            if status == "succeeded":
+                self.panes.succeeded(req.task_name)
             return
         w.pane_id = pane_id or w.pane_id
         if status != "cancelled" and self.z.has("pane_id_target") and w.pane_id:
             self._pane_action("rename-pane", "--pane-id", w.pane_id, self._title(req, label))
-        self.panes.settle(w, status)  # a title that could not be set does not keep a pane open
+        self.panes.settle(w, status, req.task_name)  # a title that could not be set does not keep a pane open
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        """Only from 0.44 (``rename-pane --pane-id``): before, a pane can be renamed only by
+        focusing it, which would take the user's focus — the title stays as it is."""
+        w = self.panes.running.get(req.gen.dir)
+        pane_id = pane_id or (w.pane_id if w else None)
+        if w is None or not pane_id or not self.z.has("pane_id_target"):
+            return
+        self._pane_action("rename-pane", "--pane-id", pane_id,
+                          self._title(req, "waiting for input" if waiting else "running"))
 
     def _pane_action(self, *args: str) -> None:
         """An action on one of our panes (rename, close). Contract §2.9: an unknown pane id
@@ -415,13 +452,50 @@ class ZellijBackend:
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return (self.attach_argv, _zellij.scrubbed(self.env)) if self.attach_argv else None
 
-    def close(self, *, cancelled: bool) -> None:
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():
             return
         self.panes.finish(cancelled=cancelled)
-        if self.created_session and self.close_session_at_end and self.z.session:
-            self.z.call("kill-session", self.z.session, session=False, check=False)
-            self.z.call("delete-session", "--force", self.z.session, session=False, check=False)
+        if self.created_session:  # kept for the user to attach and look (SPEC §2)
+            if self.close_session_at_end and self.z.session:
+                self.z.call("kill-session", self.z.session, session=False, check=False)
+                self.z.call("delete-session", "--force", self.z.session, session=False, check=False)
+                self.closed = True
+        elif (self.close_session_at_end or not failed) and self.z.has("pane_id_target"):
+            self._close_ours()
+
+    def _close_ours(self) -> None:
+        """Close every pane of ours still open in the user's session (our tab goes with its
+        last pane); only ours: a pane the user opened in our tab stays, and so does the tab."""
+        panes = self.z.list_panes()
+        ours = ({f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")} & self.known
+                if panes is not None else self.known)
+        for pane in sorted(ours, key=lambda p: _zellij.pane_number(p) or 0):
+            self._pane_action("close-pane", "--pane-id", pane)
+        self.closed = True
+
+    def _as_typed(self, argv: list[str]) -> str:
+        """A zellij command for the user to type: with our socket directory, when not the default."""
+        sock = self.env.get("ZELLIJ_SOCKET_DIR")
+        return (f"ZELLIJ_SOCKET_DIR={quoting.shell_word(sock)} " if sock else "") + quoting.shell_line(argv)
+
+    def place(self) -> dict[str, Any] | None:
+        if not self.started:
+            return None
+        return {"backend": "zellij", "session": self.z.session, "tab": None if self.mode == "here" else
+                f"swarm:{self.ctx.run_id}", "created_session": self.created_session}
+
+    def leftover_hint(self) -> str | None:
+        if not self.started or self.closed or not self.alive:
+            return None
+        session = self.z.session or ""
+        if self.created_session:
+            delete = self._as_typed(["zellij", "delete-session", "--force", session])
+            return f"zellij session {session!r} stays: close it with {delete} (or zellij-swarm prune)"
+        if self.mode == "here":
+            return "the swarm's panes stay in this tab: close them as any pane"
+        how = "zellij-swarm prune" if self.z.has("list_panes") else "Zellij's tab mode (Ctrl t, x)"
+        return f"tab swarm:{self.ctx.run_id} stays in zellij session {session!r}: close it with {how}"
 
 
 def _end_hold(req: LaunchRequest) -> None:

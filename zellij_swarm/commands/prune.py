@@ -1,9 +1,11 @@
 """``zellij-swarm prune``: clean up after ended runs.
 
 Sessions zellij-swarm created are kept at the end of a run so the user can attach and look
-(SPEC §2); prune removes those of ended runs (``swarm-<run-id>``, in Zellij and tmux), and
-deletes the records of ended runs older than a given age. Running and interrupted runs (a
-supervisor alive, or one that ``resume`` may still continue) are never touched.
+(SPEC §2), and so are its window (tmux) or tab (Zellij) in the user's own session when
+something failed. Prune removes those of ended runs — sessions, windows and tabs, found by
+the names a run gives them (``backends.leftovers``) — and deletes the records of ended runs
+older than a given age. Running and interrupted runs (a supervisor alive, or one that
+``resume`` may still continue) are never touched.
 """
 
 from __future__ import annotations
@@ -12,55 +14,43 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from zellij_swarm import exc
-from zellij_swarm.backends import Zellij, run_command
+from zellij_swarm.backends import leftovers
 from zellij_swarm.commands import status as views
-from zellij_swarm.records.rundir import all_runs
+from zellij_swarm.records.rundir import RunPaths, all_runs
 
 ENDED = ("finished", "cancelled")
 
 
 def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool) -> Iterator[str]:
     verb = "would remove" if dry_run else "removed"
-    zellij_sessions = _zellij_sessions(env)
+    ended = list(_ended_runs(state_dir))
+    found: dict[str, list[leftovers.Leftover]] = {}
+    for left in leftovers.find(env, [run.run_id for run, _ in ended]):
+        found.setdefault(left.run_id, []).append(left)
     now = time.time()
-    for run in all_runs(state_dir):
-        try:
-            snap = views.load_status(run)
-        except (exc.SwarmError, OSError, ValueError, KeyError):
-            continue
-        if snap["state"] not in ENDED:
-            continue
-        name = f"swarm-{run.run_id}"
-        if name in zellij_sessions:
+    for run, snap in ended:
+        for left in found.get(run.run_id, []):
+            if left.remove is None:
+                yield f"cannot remove {left.what}: {left.why}"
+                continue
             if not dry_run:
-                Zellij(env).call("delete-session", "--force", name, session=False, check=False)
-            yield f"{verb} zellij session {name}"
-        if _tmux_has(env, name):
-            if not dry_run:
-                run_command(["tmux", "kill-session", "-t", f"={name}"], timeout=10, env=env, check=False)
-            yield f"{verb} tmux session {name}"
-        ended = snap.get("ended_at") or snap.get("started_at") or now
-        if now - ended > older_than:
+                left.remove()
+            yield f"{verb} {left.what}"
+        ended_at = snap.get("ended_at") or snap.get("started_at") or now
+        if now - ended_at > older_than:
             if not dry_run:
                 shutil.rmtree(run.dir)
             yield f"{verb} run {run.run_id} ({run.dir})"
 
 
-def _zellij_sessions(env: Mapping[str, str]) -> set[str]:
-    if not shutil.which("zellij", path=env.get("PATH")):
-        return set()
-    try:
-        return set(Zellij(env).sessions())
-    except exc.BackendError:
-        return set()
-
-
-def _tmux_has(env: Mapping[str, str], name: str) -> bool:
-    if not shutil.which("tmux", path=env.get("PATH")):
-        return False
-    try:
-        return run_command(["tmux", "has-session", "-t", f"={name}"], timeout=10, env=env, check=False).returncode == 0
-    except exc.BackendError:
-        return False
+def _ended_runs(state_dir: Path) -> Iterator[tuple[RunPaths, dict[str, Any]]]:
+    for run in all_runs(state_dir):
+        try:
+            snap = views.load_status(run)
+        except (exc.SwarmError, OSError, ValueError, KeyError):
+            continue
+        if snap["state"] in ENDED:
+            yield run, snap

@@ -137,7 +137,8 @@ class Dispatcher:
         if backfill:
             self._stats.backfill_count += 1
             self._events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
-        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name), backfill)
+        lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, attempt=task.attempts, attempts=task.retries + 1),
+                     backfill)
         self._live[slot] = lg
         return lg
 

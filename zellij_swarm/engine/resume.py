@@ -247,7 +247,9 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         for gs in gens:
             task.attempts = max(task.attempts, gs.attempt)
             task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
-            lg = LiveGen(task, gs.gen, LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None),
+            request = LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None, attempt=gs.attempt,
+                                    attempts=task.retries + 1)
+            lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
                          timeout_armed=True, kill_reason=gs.kill_reason)
             if gs.state == "running":

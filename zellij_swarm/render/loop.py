@@ -133,15 +133,18 @@ class _Painter:
         if parts:
             self.write("".join(parts))
 
-    def leave(self) -> None:
-        """Cursor below the last picture, visible again; the picture stays."""
+    def leave(self, *, scroll: bool = True) -> None:
+        """Cursor below the last picture, visible again; the picture stays. One that fills
+        every row scrolls by a line to make room for a shell's prompt, unless ``scroll`` is
+        False (a pane of the run's own, which stays on screen as it is once we exit: the
+        cursor then waits on the last row)."""
         if not self.started:
             return
         used = len(self.prev)
         while used and not _SGR.sub("", self.prev[used - 1]).strip():
             used -= 1
         if used >= self.rows:
-            self.write(f"\x1b[{self.rows};1H\r\n\x1b[?25h")
+            self.write(f"\x1b[{self.rows};1H" + ("\r\n" if scroll else "") + "\x1b[?25h")
         else:
             self.write(f"\x1b[{used + 1};1H\x1b[?25h")
 
@@ -241,7 +244,7 @@ class Loop:
             try:
                 self._run()
             finally:
-                self._painter.leave()
+                self._painter.leave(scroll=self.registration is None)
         except (BrokenPipeError, OSError) as e:
             # The pane or the pipe went away under us: nothing left to show, and nothing to say.
             if not isinstance(e, BrokenPipeError) and e.errno not in (errno.EIO, errno.EPIPE, errno.EBADF):

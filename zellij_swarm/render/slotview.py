@@ -2,7 +2,7 @@
 
 Layout (every line clipped to the pane width)::
 
-    slot 3 · build-17 · running · attempt 2 · gen 4
+    slot 3 · build-17 · running · attempt 2
     elapsed 1m23s · heartbeat seen, 2s ago · pid 4242
     ── output ─────────────────────────── run running ──
     <the tail of output.log through a pyte screen filling the remaining rows>
@@ -63,18 +63,18 @@ def slot_frame(
     title: list[tuple[str, str | None]] = [(f"slot {slot}", "1"), (" · ", None)]
     if row.task is not None:
         title += [(terminal_text(row.task), "1"), (" · ", None)]
-    title.append((row.status.replace("_", " "), style))
+        if row.command:  # a generated name (task-N) says little: its command says what it is
+            title += [(terminal_text(row.command), None), (" · ", None)]
+    title.append(("waiting for input", "1;45") if row.waiting else (row.status.replace("_", " "), style))
     if row.attempt is not None:
         title.append((f" · attempt {row.attempt}", None))
-    if row.gen is not None:
-        title.append((f" · gen {row.gen.gen}", None))
 
     if state is None:
         detail = "waiting for the run to start (no state.json yet)"
     elif isinstance(state.get("jobs"), int) and not 1 <= slot <= state["jobs"]:
         detail = f"this run has slots 1-{state['jobs']}; slot {slot} will stay empty"
     elif row.gen is None:
-        detail = "waiting for the worker to start" if row.status == "reserved" else "no task has run in this slot yet"
+        detail = "waiting for the worker to start" if row.live else "no task has run in this slot yet"
     elif row.live:
         hb = row.gen
         parts = [f"elapsed {duration(row.elapsed(now))}"]
@@ -91,7 +91,9 @@ def slot_frame(
             parts.append(f"reason {terminal_text(row.reason)}")
         if row.ended_at is not None:
             parts.append(f"ended {clock_time(row.ended_at)}")
-        parts.append("heartbeat seen" if row.gen.heartbeat_seen else "no launch heartbeat")
+        # Only what was recorded (SPEC §9): whether a launch heartbeat was seen is not — it
+        # goes with the generation's files when they are folded, maybe before a view read it
+        # (a worker that never sent one ended with a reason, shown above).
         detail = " · ".join(parts)
 
     run_state = (state or {}).get("state") or "starting"

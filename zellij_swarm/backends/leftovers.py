@@ -1,0 +1,147 @@
+"""What ended runs left in the multiplexers, found by name, and how to remove it (``prune``).
+
+A run names what it opens after its id: tmux sessions and windows ``swarm-<run-id>`` (a
+window beyond the first ``swarm-<run-id>-N``), Zellij sessions ``swarm-<run-id>`` and tabs
+``swarm:<run-id>``. Names are all there is: a run's records need not say where its panes
+went, and a run that ended long ago is found all the same. Sessions are found on the tmux
+server and in the Zellij socket directory the caller's environment points at.
+
+A Zellij tab is removed by closing its panes by id (``list-panes --json`` gives each pane's
+tab name, from 0.44): ``close-tab`` only closes the client's current tab (contract §2.16).
+Before 0.44 such a tab is reported, not removed. Every call goes through ``_cmd`` with a
+timeout; a multiplexer that is missing or does not answer has nothing to prune.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+from zellij_swarm.backends import _cmd
+from zellij_swarm.backends._zellij import Zellij
+from zellij_swarm.exc import BackendError
+
+CALL_TIMEOUT = 10.0
+_OVERFLOW = re.compile(r"-\d+$")
+
+
+@dataclass(frozen=True)
+class Leftover:
+    run_id: str
+    what: str  # "tmux window swarm-… (@3) in session work", for the user
+    remove: Callable[[], None] | None  # None: it cannot be removed from here (``why``)
+    why: str = ""
+
+
+def find(env: Mapping[str, str], run_ids: Collection[str]) -> list[Leftover]:
+    """Every session, window and tab of the runs ``run_ids``; sessions first."""
+    ids = set(run_ids)
+    return _tmux(env, ids) + _zellij(env, ids) if ids else []
+
+
+def _run_of(name: str, prefix: str, ids: set[str]) -> str | None:
+    """The run id a name was made from (``swarm-<id>`` or ``swarm-<id>-N``), if one of ``ids``."""
+    if not name.startswith(prefix):
+        return None
+    rest = name[len(prefix):]
+    return rest if rest in ids else (base if (base := _OVERFLOW.sub("", rest)) in ids else None)
+
+
+def _tmux(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
+    if not shutil.which("tmux", path=env.get("PATH")):
+        return []
+
+    def tmux(*args: str) -> _cmd.CmdResult:
+        return _cmd.run(["tmux", *args], timeout=CALL_TIMEOUT, env=env, check=False)
+
+    try:
+        res = tmux("list-windows", "-a", "-F", "#{session_id}\t#{session_name}\t#{window_id}\t#{window_name}")
+    except BackendError:
+        return []
+    if res.returncode != 0:  # no server: nothing of ours
+        return []
+    sessions: dict[str, Leftover] = {}
+    windows: list[Leftover] = []
+    for line in res.lines:
+        session_id, session, window_id, window = line.split("\t", 3)
+        if (run := _run_of(session, "swarm-", ids)) is not None and session == f"swarm-{run}":
+            sessions.setdefault(session_id, Leftover(run, f"tmux session {session}",
+                                                     partial(_quiet, tmux, "kill-session", "-t", session_id)))
+        elif (run := _run_of(window, "swarm-", ids)) is not None:
+            windows.append(Leftover(run, f"tmux window {window} ({window_id}) in session {session}",
+                                    partial(_quiet, tmux, "kill-window", "-t", window_id)))
+    return [*sessions.values(), *windows]
+
+
+def _zellij(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
+    if not shutil.which("zellij", path=env.get("PATH")):
+        return []
+    z = Zellij(env, timeout=CALL_TIMEOUT)
+    try:
+        z.version()
+        sessions = z.sessions()
+    except BackendError:
+        return []
+    out: list[Leftover] = []
+    live: list[str] = []
+    for name, row in sessions.items():
+        run = _run_of(name, "swarm-", ids)
+        if run is not None and name == f"swarm-{run}":
+            out.append(Leftover(run, f"zellij session {name}", partial(_delete_session, env, name)))
+        elif row.live:
+            live.append(name)
+    for session in live:
+        out += _zellij_tabs(env, z, session, ids)
+    return out
+
+
+def _zellij_tabs(env: Mapping[str, str], z: Zellij, session: str, ids: set[str]) -> list[Leftover]:
+    """Our tabs in one live session: removable (their panes closed by id) from 0.44."""
+    out: list[Leftover] = []
+    z.session = session
+    try:
+        if not z.has("list_panes"):
+            res = z.call("action", "query-tab-names", check=False)
+            tabs = {_run_of(t, "swarm:", ids) for t in res.lines} - {None}
+            return [Leftover(run, f"zellij tab swarm:{run} in session {session}", None,
+                             f"zellij {z.caps['version']} cannot close a tab it is not in: close it in Zellij")
+                    for run in sorted(r for r in tabs if r)]
+        panes = z.list_panes() or []
+    except BackendError:
+        return []
+    by_run: dict[str, list[str]] = {}
+    for p in panes:
+        run = _run_of(str(p.get("tab_name") or ""), "swarm:", ids)
+        if run is not None and not p.get("is_plugin"):
+            by_run.setdefault(run, []).append(f"terminal_{p.get('id')}")
+    for run, pane_ids in by_run.items():
+        out.append(Leftover(run, f"zellij tab swarm:{run} in session {session}",
+                            partial(_close_panes, env, session, tuple(pane_ids))))
+    return out
+
+
+def _delete_session(env: Mapping[str, str], name: str) -> None:
+    try:
+        Zellij(env, timeout=CALL_TIMEOUT).call("delete-session", "--force", name, session=False, check=False)
+    except BackendError:
+        pass
+
+
+def _close_panes(env: Mapping[str, str], session: str, panes: tuple[str, ...]) -> None:
+    z = Zellij(env, timeout=CALL_TIMEOUT)
+    z.session = session
+    for pane in panes:
+        try:
+            z.call("action", "close-pane", "--pane-id", pane, check=False)
+        except BackendError:
+            return
+
+
+def _quiet(tmux: Callable[..., _cmd.CmdResult], *args: str) -> None:
+    try:
+        tmux(*args)
+    except BackendError:
+        pass
