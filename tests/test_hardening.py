@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -237,7 +238,7 @@ def test_status_duration_of_a_running_task_grows(swarm):
         assert abs(task["duration_s"] - (time.time() - task["started_at"])) < 1.0, task
         assert task["duration_s"] >= 1.4
         text = swarm("status", run.name).stdout
-        shown = float(text.split("running (")[1].split("s)")[0])
+        shown = float(re.search(r"\srunning \(([0-9.]+)s\)", text).group(1))
         assert shown >= 1.4, text
     finally:
         (swarm.cwd / "go").touch()

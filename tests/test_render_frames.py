@@ -177,20 +177,20 @@ def test_slot_view_follows_the_slot_to_its_next_generation(fake: FakeRun) -> Non
     fake.finish(1, 1, "first", code=0, at=NOW - 10)
     fake.write()
     lines = plain(slot_lines(fake, 1))
-    assert lines[0] == "slot 1 · first · succeeded · attempt 1 · gen 1"
+    assert lines[0] == "slot 1 · first · succeeded · attempt 1"
     assert lines[1].startswith("exit 0 · ran 4m50s · ended ")
 
     # gen-2 appears before state.json mentions it: output and own elapsed time already follow it.
     fake.start(1, 2, "second", at=NOW - 7, output=b"second output\n", record=False)
     lines = plain(slot_lines(fake, 1))
-    assert lines[0] == "slot 1 · running · gen 2"
+    assert lines[0] == "slot 1 · running"
     assert lines[1].startswith("elapsed 7.0s · heartbeat seen, 6.9s ago")
     assert body_of(slot_lines(fake, 1)) == ["second output"]
 
     _record_start(fake, 1, 2, "second", at=NOW - 7)  # state.json catches up
     fake.write()
     lines = plain(slot_lines(fake, 1))
-    assert lines[0] == "slot 1 · second · running · attempt 1 · gen 2"
+    assert lines[0] == "slot 1 · second · running · attempt 1"
     assert lines[1].startswith("elapsed 7.0s")  # its own start, not the slot's first task (300 s ago)
 
 
@@ -225,7 +225,7 @@ def test_finished_task_is_frozen_on_its_recorded_result(fake: FakeRun) -> None:
     early = slot_lines(fake, 2, now=NOW)
     late = slot_lines(fake, 2, now=NOW + 3600)
     assert early == late
-    assert plain(early)[0] == "slot 2 · flaky · failed · attempt 1 · gen 1"
+    assert plain(early)[0] == "slot 2 · flaky · failed · attempt 1"
     assert plain(early)[1].startswith("exit 3 · ran 30s")
     assert body_of(early) == ["boom"]
     assert "attempt 2" in plain(slot_lines(fake, 3))[0]
@@ -239,7 +239,7 @@ def test_lost_generation_without_exit_record_shows_recorded_reason(fake: FakeRun
     fake.slots[1].update(state="idle", task=None)
     fake.write()
     lines = plain(slot_lines(fake, 1))
-    assert lines[0] == "slot 1 · vanished · lost · attempt 1 · gen 1"
+    assert lines[0] == "slot 1 · vanished · lost · attempt 1"
     assert lines[1].startswith("no exit record · ran 45s") and "reason no_exit_record" in lines[1]
 
 
@@ -282,15 +282,18 @@ def test_board_rows_show_state_task_elapsed_last_line_and_exit(fake: FakeRun) ->
     fake.finish(4, 2, "fine", code=0, at=NOW - 20)
     fake.write()
     lines = plain(board_lines(fake))
-    assert lines[0] == "demo · 20260511T101500-abcd · running · 4 slots · 10m00s"
-    assert lines[1] == "running 2 · pending 0 · succeeded 1 · failed 2"
-    assert re.fullmatch(r"1 running\s+build\s+1m23s\s+ 90%", lines[2])
-    assert re.fullmatch(r"2 failed\s+lint\s+12s\s+2  idle", lines[3])
-    assert re.fullmatch(r"3 starting\s+pending-hb\s+1.0s\s+\(no launch heartbeat yet\)", lines[4])
-    assert re.fullmatch(r"4 succeeded\s+fine\s+20s\s+0  idle", lines[5])
-    # Slot 4 was reused: the attempt that failed there keeps a line of its own.
-    assert re.fullmatch(r"  failed\s+oops\s+10s\s+9  slot 4 gen 1", lines[6])
-    assert len(lines) == 7
+    # the run's id last, the first thing a narrow pane cuts; failures counted first
+    assert lines[0] == "demo · running · 4 slots · 10m00s · 20260511T101500-abcd"
+    assert lines[1] == "2 failed · 2 running · 0 pending · 1 succeeded"
+    assert re.fullmatch(r"# state\s+task\s+time exit  output", lines[2])
+    assert re.fullmatch(r"1 running\s+build\s+1m23s\s+ 90%", lines[3])
+    assert re.fullmatch(r"2 failed\s+lint\s+12s\s+2  idle", lines[4])
+    assert re.fullmatch(r"3 starting\s+pending-hb\s+1.0s\s+\(no launch heartbeat yet\)", lines[5])
+    assert re.fullmatch(r"4 succeeded\s+fine\s+20s\s+0  idle", lines[6])
+    # Slot 4 was reused: the attempt that failed there keeps a line of its own (by its
+    # attempt: the slot's generation number is not one to show).
+    assert re.fullmatch(r"  failed\s+oops\s+10s\s+9  slot 4, attempt 1", lines[7])
+    assert len(lines) == 8
 
 
 def _busy_run(root: Path, jobs: int, running: int, failed: int = 0) -> FakeRun:
@@ -316,10 +319,11 @@ def test_board_at_100_slots_folds_idle_slots_into_one_line(tmp_path: Path) -> No
     fake = _busy_run(tmp_path, jobs=100, running=15, failed=3)
     lines = plain(board_lines(fake))
     assert len(lines) <= 24 and all(width(line) <= 80 for line in lines)
-    rows = [line for line in lines[2:] if not line.startswith("+")]
+    assert lines[2].lstrip().startswith("# state")
+    rows = lines[3:-1]
     assert [int(r.split()[0]) for r in rows] == list(range(1, 19))  # 15 running + 3 failed, in order
     assert all("step" in r for r in rows[:15])
-    assert lines[-1] == "+ 82 more: 82 idle: 19-100"
+    assert lines[-1] == "82 more slots: 82 idle (19-100)"
 
 
 def test_board_frame_is_pure_and_the_final_picture_is_frozen(tmp_path: Path) -> None:
@@ -328,9 +332,9 @@ def test_board_frame_is_pure_and_the_final_picture_is_frozen(tmp_path: Path) -> 
     gens = {n: read_gen(fake.run.generations(n)[-1]) for n in range(1, 101)}
     early = board_frame(state, gens, cols=80, rows=24, now=NOW)
     assert early == board_frame(state, gens, cols=80, rows=24, now=NOW + 9999)
-    assert "finished" in early[0] and early[1].startswith("running 0 · pending 0 · succeeded 96 · failed 4")
-    assert [int(line.split()[0]) for line in early[2:6]] == [1, 2, 3, 4]
-    assert early[-1] == "+ 96 more: 96 idle: 5-100"
+    assert "finished" in early[0] and early[1] == "4 failed · 0 running · 0 pending · 96 succeeded"
+    assert [int(line.split()[0]) for line in early[3:7]] == [1, 2, 3, 4]
+    assert early[-1] == "96 more slots: 96 idle (5-100)"
     view = BoardView(fake.run)
     frame = view.frame(80, 24, NOW, color=False, notice=None)
     assert frame.done and frame.lines == early
@@ -340,7 +344,7 @@ def test_board_in_a_tiny_terminal_says_what_it_hides(tmp_path: Path) -> None:
     fake = _busy_run(tmp_path, jobs=100, running=100)
     lines = plain(board_lines(fake, cols=30, rows=6))
     assert len(lines) == 6 and all(width(line) <= 30 for line in lines)
-    assert lines[-1].startswith("+ ") and "busy not shown" in lines[-1]
+    assert lines[-1].startswith("96 busy slots not shown")
 
 
 def test_a_slot_whose_newest_generations_were_folded_away_shows_their_record(tmp_path: Path) -> None:
@@ -359,4 +363,6 @@ def test_a_slot_whose_newest_generations_were_folded_away_shows_their_record(tmp
         row = describe_slot(1, gen, {"slot": 1, "state": "idle"}, records)
         assert (row.task, row.status, row.exit_code, row.elapsed(99.0)) == ("c", "failed", 3, 2.5)
     row = describe_slot(1, read_gen(older), {"slot": 1, "state": "running", "generation": 4, "task": "d"}, records)
-    assert (row.task, row.status) == ("d", "reserved")  # its own generation is not on disk yet
+    assert (row.task, row.status) == ("d", "running")  # its own generation is not on disk yet
+    row = describe_slot(1, read_gen(older), {"slot": 1, "state": "reserved", "generation": 4, "task": "d"}, records)
+    assert (row.task, row.status) == ("d", "starting")

@@ -131,6 +131,7 @@ class FakeRun:
         self.now = 1000.0
         self.wallclock: Callable[[], float] = lambda: self.now
         self.usage: dict[str, Any] | None = None
+        self.multiplexer: dict[str, Any] | None = None
         self._gens = dict.fromkeys(range(1, jobs + 1), 0)
         self.busy: dict[int, TaskRecord] = {}
 

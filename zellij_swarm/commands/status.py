@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.engine.view_watch import describe as describe_views
 from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
-from zellij_swarm.records.states import ACTIVE_SLOT_STATES, UNSUCCESSFUL_STATUSES
-from zellij_swarm.render.console import describe
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES
+from zellij_swarm.render.console import counts_text, describe
 
 
 def load_status(run: RunPaths, *, rows: bool = True) -> dict[str, Any]:
@@ -74,26 +74,31 @@ def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
 
 
 def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
+    """One row per run, newest first: its name, state, start, and how many tasks it has in
+    each status (``failed`` counts the tasks that failed, timed out or were lost — a
+    cancelled or skipped task did not fail)."""
     rows = []
     for run in all_runs(state_dir):
         try:
             snap = load_status(run, rows=False)  # the counts say it: no run's rows are read
         except (exc.SwarmError, OSError, ValueError, KeyError):
             continue
-        tasks, failed = _tally(snap)
-        rows.append({"run_id": run.run_id, "state": snap["state"], "started_at": snap["started_at"], "tasks": tasks,
-                     "failed": failed})
+        counts = _counts(snap)
+        rows.append({"run_id": run.run_id, "name": snap.get("name"), "state": snap["state"],
+                     "started_at": snap["started_at"], "tasks": sum(counts.values()),
+                     "failed": sum(v for k, v in counts.items() if k in FAILED_STATUSES), "counts": counts})
     return rows
 
 
-def _tally(snap: dict[str, Any]) -> tuple[int, int]:
-    """How many tasks a run has, and how many of them ended without succeeding: from the
-    snapshot's counts (kept over every task), else from its rows."""
+def _counts(snap: dict[str, Any]) -> dict[str, int]:
+    """Tasks by status: the snapshot's counts (kept over every task), else its rows'."""
     counts = snap.get("counts")
     if isinstance(counts, dict) and counts and all(isinstance(v, int) for v in counts.values()):
-        return sum(counts.values()), sum(v for k, v in counts.items() if k in UNSUCCESSFUL_STATUSES)
-    tasks = snap["tasks"]
-    return len(tasks), sum(1 for t in tasks if t["status"] in UNSUCCESSFUL_STATUSES)
+        return {k: v for k, v in counts.items() if v}
+    tally: dict[str, int] = {}
+    for t in snap["tasks"]:
+        tally[t["status"]] = tally.get(t["status"], 0) + 1
+    return tally
 
 
 def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
@@ -108,19 +113,58 @@ def when(ts: float | None) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
+# A slot's state as a person says it: one whose generation is starting is not "reserved".
+SLOT_WORDS = {"reserved": "starting"}
+NAME_COLUMN_MAX = 40
+
+
+def task_note(t: dict[str, Any]) -> str:
+    """What else a person needs to know of a task row: that it waits for them, why it ended
+    as it did, and the command of a task known only by a generated name."""
+    notes = []
+    if t.get("status") == "running" and t.get("waiting_input"):
+        notes.append("waiting for input")
+    if t.get("reason") and t.get("status") != "succeeded":
+        notes.append(f"reason {t['reason']}")
+    if t.get("command"):
+        notes.append(t["command"])
+    return " · ".join(notes)
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
+    """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX: a longer name
+    pushes its own line, it is never cut), two spaces apart; the last column is free."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    widths[0] = min(widths[0], NAME_COLUMN_MAX)
+    out = []
+    for cells in (header, *rows):
+        line = "".join(f"{c:<{w}}  " for c, w in zip(cells, widths, strict=False)) + cells[-1]
+        out.append(indent + line.rstrip())
+    return out
+
+
+def _attempts(t: dict[str, Any]) -> str:
+    return str(t.get("attempts") or "-")
+
+
 def format_status(snap: dict[str, Any], show_all: bool) -> str:
-    counts = ", ".join(f"{v} {k}" for k, v in snap.get("counts", {}).items() if v) or "no tasks"
+    """The run's line, then a table of its tasks (one line each, with a header) and of its
+    slots that can still do work (all with ``show_all``), its views and warnings."""
     lines = [f"run {snap['run_id']}{' (' + snap['name'] + ')' if snap.get('name') else ''}: {snap['state']}, "
-             f"started {when(snap['started_at'])}; {counts}"]
-    for t in snap["tasks"]:
-        where = f"slot {t['slot']} gen {t['generation']}" if t["slot"] is not None else "not started"
-        lines.append(f"  {describe(t)}  [{where}]")
+             f"started {when(snap['started_at'])}; {counts_text(snap.get('counts') or {})}"]
+    tasks = snap["tasks"]
+    if tasks:
+        rows = []
+        for t in tasks:
+            status = describe(t, named=False)
+            rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
+                         task_note(t)))
+        lines += _table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows)
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")
-        for s in slots:
-            task = f" — {s['task']} (gen {s['generation']})" if s["task"] else ""
-            lines.append(f"  slot {s['slot']}: {s['state']}{task}")
+        lines += _table(("SLOT", "STATE", "TASK"),
+                        [(str(s["slot"]), SLOT_WORDS.get(s["state"], s["state"]), s["task"] or "") for s in slots])
     gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
     if gone:
         lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "
@@ -133,8 +177,10 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
 def format_ls(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs"
-    return _shown(f"{r['run_id']}  {r['state']:<11} {when(r['started_at'])}  {r['tasks']} task(s), "
-                  f"{r['failed']} not succeeded" for r in rows)
+    return _shown(_table(("RUN", "NAME", "STATE", "STARTED", "TASKS"),
+                         [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
+                           f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
+                          for r in rows], indent=""))
 
 
 def _shown(lines: Iterable[str]) -> str:

@@ -76,6 +76,8 @@ class RunView(Protocol):
     def paths(self) -> RunPaths: ...
     @property
     def usage(self) -> dict[str, Any] | None: ...  # the run's own CPU and memory, as the snapshot's "usage"
+    @property
+    def multiplexer(self) -> dict[str, Any] | None: ...  # where its panes are (Backend.place), for ``attach``
 
 
 def state_name(run: RunView) -> str:
@@ -256,6 +258,8 @@ def _snapshot(run: RunView, now: float, *, counts: dict[str, int], tasks: list[d
     }
     if rows is not None:
         snap["rows"] = rows
+    if (place := run.multiplexer) is not None:
+        snap["multiplexer"] = place
     return snap
 
 

@@ -42,7 +42,9 @@ from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.dispatch import Dispatcher
 from zellij_swarm.engine.follow import POLL_INTERVAL, GenerationWatch, Seen
 from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
+from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
@@ -86,7 +88,7 @@ class Reporter(Protocol):
     def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
-    def progress(self, counts: dict[str, int], now: float) -> None: ...
+    def progress(self, facts: ProgressFacts) -> None: ...
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None: ...
 
 
@@ -147,6 +149,7 @@ class Supervisor:
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
         self.watchdog = IdleWatchdog(self.timers.after, wallclock)
+        self.input_watch = InputWatch(self.timers.after, wallclock, self._waiting_changed)
         self.stop_signal: signal.Signals | None = None
         self.cancelled = False
         self.halted = False
@@ -160,6 +163,7 @@ class Supervisor:
         self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
+        self._ended_time = [0, 0.0]  # tasks that ended having run, and their total duration: for the ETA
         self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
 
@@ -170,6 +174,10 @@ class Supervisor:
     @property
     def backend_name(self) -> str:
         return self.backend.name
+
+    @property
+    def multiplexer(self) -> dict[str, Any] | None:
+        return self.backend.place() if hasattr(self, "backend") else None  # None before _open makes it
 
     @property
     def usage(self) -> dict[str, Any]:
@@ -402,10 +410,15 @@ class Supervisor:
         if self._backend_closed:
             return
         self._backend_closed = True
+        stopped = self.stop_signal is not None or self.cancelled
+        counts = snapshot.counts_of(self)
+        failed = stopped or counts.get("succeeded", 0) != sum(counts.values())
         try:
-            self.backend.close(cancelled=self.stop_signal is not None or self.cancelled)
+            self.backend.close(cancelled=stopped, failed=failed)
         except exc.BackendError as e:
             self._warn(e.code, f"{self.backend.name}: closing: {e.message}", None)
+        if (hint := self.backend.leftover_hint()) is not None:
+            self.reporter.notice(hint)
 
     def _maybe_attach(self) -> None:
         """``--attach``: once the backend's session exists, its client takes the terminal.
@@ -470,8 +483,10 @@ class Supervisor:
 
     def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
         """The task's time limits for this generation: what is left of its timeout after
-        ``elapsed`` seconds (a resumed run's adopted workers have used some), and its idle watch."""
+        ``elapsed`` seconds (a resumed run's adopted workers have used some), its idle watch, and
+        whether it waits for input."""
         lg.timeout_armed = True
+        self.input_watch.register(lg)
         if lg.task.timeout is not None:
             left = max(0.0, lg.task.timeout - elapsed)
             lg.deadlines.append(self.timers.after(left, lambda: self.kill(lg, "timeout")))
@@ -492,6 +507,14 @@ class Supervisor:
         else:
             lg.idle_message = message
             self.kill(lg, "idle_timeout")
+
+    def _waiting_changed(self, lg: LiveGen, waiting: bool | None) -> None:
+        """A worker started or stopped waiting for input (None: it cannot be known)."""
+        lg.task.waiting_input = waiting
+        self.events.emit("worker_waiting_input", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         waiting=waiting)
+        if lg.in_pane and waiting is not None:
+            self.backend.waiting(lg.request, lg.pane_id, waiting)
 
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
@@ -627,6 +650,7 @@ class Supervisor:
             self.timers.cancel(timer)
         lg.deadlines.clear()
         self.watchdog.unregister(lg.gen)
+        self.input_watch.unregister(lg)
         if reason in ("multiplexer_lost", "pane_closed"):
             # Its terminal is gone, but the worker may not be (a program that never writes
             # does not notice): end what is left of it before anything runs again.
@@ -637,8 +661,9 @@ class Supervisor:
         if lg.idle_message:
             task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
         self.control.followups(lg)
-        if lg.in_pane:
-            self.backend.ended(lg.request, lg.pane_id, str(status), _pane_label(attempt))
+        if lg.in_pane or (status == TaskStatus.SUCCEEDED and task.attempts > 1):
+            # a success after failed attempts also lets their kept panes go
+            self.backend.ended(lg.request, lg.pane_id if lg.in_pane else None, str(status), _pane_label(attempt))
         self.events.emit(
             generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
@@ -663,6 +688,9 @@ class Supervisor:
                   gen: generation_files.GenPaths | None = None) -> None:
         """A task reached its final status: freeze it, release or skip its dependents."""
         task.finish(status, reason)
+        if task.started_at is not None and task.ended_at is not None:
+            self._ended_time[0] += 1
+            self._ended_time[1] += task.ended_at - task.started_at
         self.reporter.task_ended(task, gen)
         if status == TaskStatus.TIMED_OUT:
             self.events.emit("task_timed_out", task=task.name, reason=reason)
@@ -809,7 +837,14 @@ class Supervisor:
         now = self.clock()
         if self.reporter.wants_progress and now - self._last_progress >= 0.2:
             self._last_progress = now
-            self.reporter.progress(snapshot.counts_of(self), now)
+            wall = self.wallclock()
+            ended, took = self._ended_time
+            self.reporter.progress(ProgressFacts(
+                counts=snapshot.counts_of(self), elapsed=wall - self.started_at, jobs=self.jobs,
+                mean_duration=took / ended if ended else None,
+                running=[(lg.task.name, wall - lg.task.started_at) for lg in self.live.values()
+                         if lg.task.started_at is not None],
+                waiting=sum(1 for lg in self.live.values() if lg.task.waiting_input)))
 
     def _check_records(self) -> None:
         """A full or read-only state directory: say so once; the run itself goes on."""

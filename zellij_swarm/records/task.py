@@ -9,12 +9,22 @@ handed to it the moment the task finishes and not kept here: a run of 100,000 ta
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.states import TaskStatus, transition
+
+# The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
+# task's row also carries its command, which is what a person recognises it by.
+GENERATED_NAME = re.compile(r"task-[1-9][0-9]*")
+
+
+def command_text(spec: TaskSpec) -> str:
+    return spec.cmd if spec.cmd is not None else shlex.join(spec.argv or ())
 
 
 @dataclass(slots=True)
@@ -70,6 +80,8 @@ class TaskRecord:
     signal: str | None = None
     reason: str | None = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    # While it runs: waiting for input on its terminal; None when that cannot be known.
+    waiting_input: bool | None = False
     history: list[Attempt] = field(default_factory=list)
     # The frozen row of a terminal task no journal follows yet (the journal takes it over).
     _frozen: dict[str, Any] | None = field(default=None, repr=False)
@@ -112,6 +124,7 @@ class TaskRecord:
             (rec.pid if rec and rec.pid else self.pid), self.pane_id, backfill,
         )
         self.history.append(attempt)
+        self.waiting_input = False
         self.exit_code, self.signal, self.reason = attempt.exit_code, attempt.signal, reason
         self.started_at, self.ended_at, self.pid = attempt.started_at, attempt.ended_at, attempt.pid
         if self.journal is not None:
@@ -157,10 +170,14 @@ class TaskRecord:
         if self.started_at is not None:
             end = self.ended_at if self.ended_at is not None else now
             duration = round(end - self.started_at, 3) if end is not None else None
-        return {
+        row = {
             "name": self.name, "id": self.id, "status": str(self.status), "exit_code": self.exit_code,
             "signal": self.signal, "attempts": self.attempts, "slot": self.slot, "generation": self.generation,
             "pid": self.pid, "pane_id": self.pane_id, "started_at": self.started_at, "ended_at": self.ended_at,
-            "duration_s": duration, "reason": self.reason, "warnings": list(self.warnings),
+            "duration_s": duration, "reason": self.reason, "waiting_input": self.waiting_input,
+            "warnings": list(self.warnings),
             "history": [a.to_json() for a in self.history],
         }
+        if GENERATED_NAME.fullmatch(self.name):
+            row["command"] = command_text(self.spec)
+        return row

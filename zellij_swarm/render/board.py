@@ -47,8 +47,11 @@ from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
 from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
 
-COUNTERS = ("running", "pending", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost")
-ALWAYS_COUNTED = frozenset({"running", "pending", "succeeded", "failed"})
+WAITING = "waiting_for_input"  # not a status: running tasks whose worker waits for a person
+WAITING_SGR = "1;45"
+COUNTERS = ("failed", "timed_out", "lost", "cancelled", "skipped", WAITING, "running", "pending", "succeeded")
+ALWAYS_COUNTED = frozenset({"failed", "running", "pending", "succeeded"})
+COLUMNS = ("state", "task", "time", "exit", "output")
 STATUS_W = 9
 ELAPSED_W = 6
 EXIT_W = 4
@@ -62,6 +65,8 @@ def _slot_numbers(state: dict[str, Any] | None, gens: Mapping[int, GenInfo | Non
 
 
 def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, color: bool) -> list[str]:
+    """The run's title line (its id last: the first thing a narrow pane cuts), then its
+    counters, never cut: they wrap onto further lines when the pane is narrow."""
     if state is None:
         return [clip("waiting for the run to start (no state.json yet)", cols)]
     run_state = str(state.get("state") or "?")
@@ -71,30 +76,66 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
         elapsed = (ended if isinstance(ended, (int, float)) else now) - started
     title = [
         (terminal_text(state.get("name") or "swarm"), "1"),
-        (f" · {terminal_text(state.get('run_id') or '')} · ", None),
+        (" · ", None),
         (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
-        (f" · {n_slots} slots · {duration(elapsed)}", None),
+        (f" · {n_slots} slots · {duration(elapsed)} · {terminal_text(state.get('run_id') or '')}", None),
     ]
-    counts = state.get("counts") or {}
+    return [join_parts(title, cols, color), *_counters(state, cols, color)]
+
+
+def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:
+    """``1 failed · 2 waiting for input · 3 running · 10 pending · 58 succeeded``: failures
+    first, then who needs a person, then the rest; as many lines as the width needs."""
+    counts = dict(state.get("counts") or {})
+    waiting = sum(1 for t in state.get("tasks") or [] if isinstance(t, dict) and t.get("status") == "running"
+                  and t.get("waiting_input"))
     parts: list[tuple[str, str | None]] = []
     for name in COUNTERS:
-        n = counts.get(name) or 0
+        n = (waiting if name == WAITING else counts.get(name)) or 0
         if n or name in ALWAYS_COUNTED:
-            if parts:
-                parts.append((" · ", None))
-            parts.append((f"{name.replace('_', ' ')} {n}", STATUS_SGR.get(name) if n else None))
-    return [join_parts(title, cols, color), join_parts(parts, cols, color)]
+            code = (WAITING_SGR if name == WAITING else STATUS_SGR.get(name)) if n else None
+            parts.append((f"{n} {name.replace('_', ' ')}", code))
+    lines: list[list[tuple[str, str | None]]] = [[]]
+    used = 0
+    for text, code in parts:
+        gap = 3 if lines[-1] else 0  # " · "
+        if lines[-1] and used + gap + len(text) > cols:
+            lines.append([])
+            used, gap = 0, 0
+        if gap:
+            lines[-1].append((" · ", None))
+        lines[-1].append((text, code))
+        used += gap + len(text)
+    return [join_parts(line, cols, color) for line in lines]
 
 
 def _detail(row: SlotRow, last_line: str) -> str:
+    if row.waiting:
+        return f"waiting for input · {last_line}" if last_line else "waiting for input"
     if row.status == "starting":
         return last_line or "(no launch heartbeat yet)"
     if row.live:
-        return last_line
+        return last_line or (row.command or "")
     if row.status in TERMINAL_STATUSES:
         where = "idle" if row.slot_state == "idle" else row.slot_state
         return f"{where} · reason {terminal_text(row.reason)}" if row.reason else where
     return ""
+
+
+def _task_text(row: SlotRow) -> str:
+    """A task's name, and its command when the name was generated (``task-3 make -C lib``)."""
+    name = terminal_text(row.task or "")
+    return f"{name} {terminal_text(row.command)}" if row.command else name
+
+
+def _state_word(row: SlotRow) -> str:
+    return "waiting" if row.waiting else row.status.replace("_", " ")
+
+
+def _column_header(sw: int, tw: int, cols: int, color: bool) -> str:
+    text = (f"{'#':>{sw}} " + pad("state", STATUS_W) + " " + pad("task", tw) + " " + pad("time", ELAPSED_W, right=True)
+            + " " + pad("exit", EXIT_W, right=True) + "  output")
+    return join_parts([(text, "2")], cols, color).rstrip()
 
 
 def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: str, color: bool) -> str:
@@ -102,8 +143,8 @@ def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: 
     elapsed = row.elapsed(now)
     parts = [
         (f"{row.slot:>{sw}} ", None),
-        (pad(row.status.replace("_", " "), STATUS_W), STATUS_SGR.get(row.status)),
-        (" " + pad(terminal_text(row.task or ""), tw), None),
+        (pad(_state_word(row), STATUS_W), WAITING_SGR if row.waiting else STATUS_SGR.get(row.status)),
+        (" " + pad(_task_text(row), tw), None),
         (" " + pad("" if elapsed is None else duration(elapsed), ELAPSED_W, right=True), None),
         (" " + pad(exit_text, EXIT_W, right=True), "1;31" if row.exit_code not in (None, 0) else None),
         ("  " + terminal_text(_detail(row, last_line)), "2" if not row.live else None),
@@ -148,6 +189,8 @@ def _common_prefix(names: list[str], keep: int) -> str:
 
 
 def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = "") -> str:
+    """The slots without a line of their own, in words: ``4 more slots: 3 idle (2-3, 6),
+    1 idle after a failure (5)``."""
     by_kind: dict[str, list[int]] = {}
     for row in rest:
         if row.live:
@@ -155,13 +198,14 @@ def _fold_line(rest: list[SlotRow], hidden_busy: int, cols: int, strip: str = ""
         elif row.slot_state == "closed":
             kind = "closed"
         else:
-            kind = "idle, last failed" if row.status in UNSUCCESSFUL_STATUSES else "idle"
+            kind = "idle after a failure" if row.status in UNSUCCESSFUL_STATUSES else "idle"
         by_kind.setdefault(kind, []).append(row.slot)
-    parts = [f"{hidden_busy} busy not shown (enlarge the pane)"] if hidden_busy else []
-    for kind in ("idle, last failed", "idle", "closed"):
-        if kind in by_kind:
-            parts.append(f"{len(by_kind[kind])} {kind}: {ranges(by_kind[kind])}")
-    text = f"+ {len(rest)} more: " + " · ".join(parts) if rest else ""
+    parts = [f"{len(by_kind[kind])} {kind} ({ranges(by_kind[kind]).replace(',', ', ')})"
+             for kind in ("idle after a failure", "idle", "closed") if kind in by_kind]
+    if hidden_busy:  # what matters most first: a narrow pane cuts the end
+        text = f"{hidden_busy} busy slots not shown (enlarge the pane)" + "".join(f", {p}" for p in parts)
+    else:
+        text = f"{len(rest)} more slot{'s' if len(rest) != 1 else ''}: " + ", ".join(parts) if rest else ""
     if strip:
         note = f"names without {strip!r}"
         text = f"{note} · {text}" if text and not hidden_busy else (f"{text} · {note}" if text else note)
@@ -180,23 +224,27 @@ def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tu
     if room <= 0 or not hidden:
         return []
     lines = []
-    for (slot, gen), rec in hidden[: room if len(hidden) <= room else room - 1]:
+    for (slot, _), rec in hidden[: room if len(hidden) <= room else room - 1]:
         status = str(rec.get("status"))
         started, ended = _num(rec.get("started_at")), _num(rec.get("ended_at"))
         took = duration(ended - started) if started is not None and ended is not None else ""
         code = rec.get("exit_code")
-        where = f"slot {slot} gen {gen}" + (f" · reason {terminal_text(rec['reason'])}" if rec.get("reason") else "")
+        attempt = rec.get("attempt")
+        where = f"slot {slot}" + (f", attempt {attempt}" if isinstance(attempt, int) else "")
+        where += f" · reason {terminal_text(rec['reason'])}" if rec.get("reason") else ""
+        where += " · then succeeded" if rec.get("task_status") == "succeeded" else ""
         parts = [
             (" " * sw + " ", None),
             (pad(status.replace("_", " "), STATUS_W), STATUS_SGR.get(status)),
-            (" " + pad(terminal_text(rec.get("task") or ""), tw), None),
+            (" " + pad(_task_text(SlotRow(slot, "", status, task=rec.get("task"), command=rec.get("command"))), tw),
+             None),
             (" " + pad(took, ELAPSED_W, right=True), None),
             (" " + pad("" if code is None else str(code), EXIT_W, right=True), "1;31" if code else None),
             ("  " + where, "2"),
         ]
         lines.append(join_parts(parts, cols, color).rstrip())
     if len(hidden) > room:
-        lines.append(clip(f"+ {len(hidden) - room + 1} more attempts that did not succeed", cols))
+        lines.append(clip(f"{len(hidden) - room + 1} more attempts did not succeed", cols))
     return lines
 
 
@@ -229,16 +277,19 @@ def board_frame(
     room = max(rows - len(lines) - len(footer), 0)
     sw = len(str(max((r.slot for r in slots), default=1)))
     fixed = sw + 1 + STATUS_W + 1 + 1 + ELAPSED_W + 1 + EXIT_W + 2
-    name_lengths = [len(terminal_text(r.task or "")) for r in slots]
+    name_lengths = [len(_task_text(r)) for r in slots]
     tw = min(max([*name_lengths, 8]), max((cols - fixed) // 2, 8))
 
-    def full(selected: list[SlotRow]) -> list[str]:
-        return [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color) for r in selected]
+    def full(selected: list[SlotRow], room: int) -> list[str]:
+        """A column header, the rows of ``selected``, then the attempts that did not succeed
+        and are no slot's newest any more, in the rows left of ``room``."""
+        lines = [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color) for r in selected]
+        shown = {(r.slot, r.number) for r in selected if r.number is not None}
+        lines += _unlucky_tasks(records, shown, sw, tw, cols, room - 1 - len(lines), color)
+        return [_column_header(sw, tw, cols, color), *lines] if lines else []
 
-    if len(slots) <= room:
-        body = full(slots)
-        shown = {(r.slot, r.gen.gen) for r in slots if r.gen is not None}
-        body += _unlucky_tasks(records, shown, sw, tw, cols, room - len(body), color)
+    if len(slots) < room:
+        body = full(slots, room)
     elif room == 0:
         body = []
     else:
@@ -247,9 +298,9 @@ def board_frame(
             (r for r in slots if r.status in UNSUCCESSFUL_STATUSES),
             key=lambda r: -(r.ended_at or 0.0),
         )
-        if len(busy) <= room - 1:
-            chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 1 - len(busy)]}
-            body = full([r for r in slots if r.slot in chosen])
+        if len(busy) <= room - 2:  # a column header, the busy rows, the fold line
+            chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 2 - len(busy)]}
+            body = full([r for r in slots if r.slot in chosen], room - 1)
             hidden_busy, strip = 0, ""
         else:
             grid_rows = room - 1

@@ -73,7 +73,8 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
                 continue
             entry_slot, entry_gen = entry.get("slot"), entry.get("generation")
             if isinstance(entry_slot, int) and isinstance(entry_gen, int):
-                out[(entry_slot, entry_gen)] = {**entry, "task": name, "task_id": task.get("id")}
+                out[(entry_slot, entry_gen)] = {**entry, "task": name, "task_id": task.get("id"),
+                                                "command": task.get("command"), "task_status": task.get("status")}
         slot, gen = task.get("slot"), task.get("generation")
         if isinstance(slot, int) and isinstance(gen, int) and task.get("status") != "pending":
             current = out.get((slot, gen), {})
@@ -90,6 +91,8 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
                 "ended_at": task.get("ended_at") if task.get("status") in TERMINAL_STATUSES else None,
                 "pid": task.get("pid"),
                 "pane_id": task.get("pane_id"),
+                "command": task.get("command"),
+                "waiting_input": task.get("waiting_input") if task.get("status") == "running" else False,
             }
     return out
 
@@ -98,9 +101,11 @@ def _recorded_row(slot: int, slot_state: str, rec: dict[str, Any]) -> SlotRow:
     """A slot whose newest generation was folded away: its record says everything."""
     status = str(rec.get("status") or "succeeded")
     attempt = rec.get("attempt") if isinstance(rec.get("attempt"), int) else None
-    return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt,
+    number = rec.get("generation") if isinstance(rec.get("generation"), int) else None
+    return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt, number=number,
                    started_at=_num(rec.get("started_at")), ended_at=_num(rec.get("ended_at")),
-                   exit_code=rec.get("exit_code"), signal=rec.get("signal"), reason=rec.get("reason"))
+                   exit_code=rec.get("exit_code"), signal=rec.get("signal"), reason=rec.get("reason"),
+                   command=_text(rec.get("command")))
 
 
 def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
@@ -141,17 +146,19 @@ class LastLines:
                 del self._cache[path]
 
 
-LIVE = frozenset({"running", "starting", "reserved"})
+LIVE = frozenset({"running", "starting"})
 
 
 @dataclass(frozen=True)
 class SlotRow:
     """One slot as the renderers show it: the newest generation's task and facts.
 
-    ``status`` is a task status (``running``, ``failed``, ...) or ``starting`` (launched, no
-    launch heartbeat yet), ``reserved`` (a task is assigned, its generation not yet visible),
-    ``idle`` or ``closed`` (nothing ran in the slot yet). A row whose status is terminal holds
-    only recorded facts; only a live row has a meaningful ``elapsed(now)``.
+    ``status`` is a task status (``running``, ``failed``, ...) or ``starting`` (a task is
+    assigned, no launch heartbeat yet), ``idle`` or ``closed`` (nothing ran in the slot yet). A
+    row whose status is terminal holds only recorded facts; only a live row has a meaningful
+    ``elapsed(now)``. ``number`` is the slot's generation the row shows (an internal count,
+    never shown as if it were an attempt); ``command`` is there for a task whose name was
+    generated (``task-N``); ``waiting`` says its worker waits for input (None: unknown).
     """
 
     slot: int
@@ -165,6 +172,9 @@ class SlotRow:
     exit_code: int | None = None
     signal: str | None = None
     reason: str | None = None
+    number: int | None = None
+    command: str | None = None
+    waiting: bool | None = False
 
     @property
     def live(self) -> bool:
@@ -195,7 +205,10 @@ def describe_slot(
     while (slot, newest + 1) in records:
         newest += 1
     if busy and ((gen is None and newest == 0) or (entry_gen is not None and entry_gen > newest)):
-        return SlotRow(slot, slot_state, "reserved", task=entry.get("task"), attempt=entry.get("attempt"))
+        # its generation is not on disk yet: starting, or running as far as state.json knows
+        return SlotRow(slot, slot_state, "running" if slot_state == "running" else "starting",
+                       task=entry.get("task"), attempt=entry.get("attempt"), number=entry_gen,
+                       started_at=_num(entry.get("started_at")))
     if newest > on_disk:
         return _recorded_row(slot, slot_state, records[(slot, newest)])
     if gen is None:
@@ -230,4 +243,11 @@ def describe_slot(
         exit_code=gen.exit_code if gen.done else rec.get("exit_code"),
         signal=gen.signal if gen.done else rec.get("signal"),
         reason=rec.get("reason"),
+        number=gen.gen,
+        command=_text(rec.get("command")),
+        waiting=rec.get("waiting_input", False) if status in LIVE else False,
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,235 @@
+"""What a person reads (issue 14): the progress line, the board's counters at any width, the
+status and ls tables, the hints a failure prints, and who waits for input."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from swarmtest import clean_env, kill_run_processes, validate, wait_until
+
+from zellij_swarm.engine.progress import ProgressFacts
+from zellij_swarm.render.board import board_frame
+from zellij_swarm.render.console import STDIN_HINT, progress_line
+from zellij_swarm.render.text import width
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def facts(**over: Any) -> ProgressFacts:
+    counts = {"pending": 10, "running": 2, "succeeded": 5, "failed": 1, "timed_out": 1, "cancelled": 0,
+              "skipped": 2, "lost": 0}
+    base: dict[str, Any] = dict(counts=counts, elapsed=64.0, jobs=2, mean_duration=4.0,
+                                running=[("build-17", 45.0), ("lint", 1.0)], waiting=1)
+    return ProgressFacts(**{**base, **over})
+
+
+def test_the_progress_line_says_done_total_failed_skipped_waiting_eta_and_the_longest_task() -> None:
+    line = progress_line(facts(), 200)
+    # done: every task that ended except the skipped ones, counted apart
+    assert line == ("zellij-swarm: 7/21 done · 2 running · 2 failed · 2 skipped · 1 waiting for input · 1m04s"
+                    " · ETA 21s · longest build-17 45s")
+
+
+def test_the_progress_line_total_grows_and_eta_waits_for_a_first_duration() -> None:
+    more = facts(counts={"pending": 30, "running": 2, "succeeded": 0}, mean_duration=None, running=[], waiting=0)
+    assert progress_line(more, 200) == "zellij-swarm: 0/32 done · 2 running · 1m04s"
+
+
+@pytest.mark.parametrize("cols", [20, 40, 60, 80, 120])
+def test_the_progress_line_fits_the_terminal_dropping_the_least_needed_parts(cols: int) -> None:
+    line = progress_line(facts(), cols)
+    assert len(line) <= cols
+    if cols >= 80:
+        assert "1 waiting for input" in line and "2 failed" in line
+
+
+def _state(counts: dict[str, int], tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"run_id": "20261130-101010-abcdef", "name": "demo", "state": "running", "jobs": 3,
+            "started_at": 100.0, "ended_at": None, "counts": counts, "tasks": tasks or [], "slots": []}
+
+
+@pytest.mark.parametrize("cols", range(40, 121, 7))
+def test_the_board_counters_stay_whole_at_every_width_failures_first(cols: int) -> None:
+    counts = {"running": 3, "pending": 120, "succeeded": 958, "failed": 12, "timed_out": 2, "cancelled": 1,
+              "skipped": 40, "lost": 1}
+    waiting = [{"name": "agent", "id": "t1", "status": "running", "waiting_input": True}]
+    lines = [SGR.sub("", line) for line in board_frame(_state(counts, waiting), {}, cols=cols, rows=24, now=160.0)]
+    assert all(width(line) <= cols for line in lines)
+    header = next(i for i, line in enumerate(lines) if line.startswith("# state"))
+    counters = " · ".join(lines[1:header])
+    shown = [part.strip() for part in counters.split("·")]
+    assert shown == ["12 failed", "2 timed out", "1 lost", "1 cancelled", "40 skipped", "1 waiting for input",
+                     "3 running", "120 pending", "958 succeeded"]
+
+
+def test_status_is_a_table_with_headers_and_commands_of_generated_names(swarm) -> None:
+    swarm.write("lines.txt", "echo one\nexit 4\n")
+    res = swarm("run", "lines.txt", "--backend", "headless", "-j", "2")
+    assert res.code == 1, res.stderr
+    text = swarm("status").stdout.splitlines()
+    assert text[0].endswith("1 failed, 1 succeeded")
+    assert text[1].split() == ["TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"]
+    rows = {line.split()[0]: line for line in text[2:4]}
+    assert rows["task-1"].endswith("echo one") and rows["task-2"].endswith("exit 4")
+    assert "gen" not in "\n".join(text), "a slot's generation number reads like an attempt"
+    snap = json.loads(swarm("status", "--json").stdout)
+    validate(snap, "status")
+    assert {t["name"]: (t["command"], t["waiting_input"]) for t in snap["tasks"]} == {
+        "task-1": ("echo one", False), "task-2": ("exit 4", False)}
+
+
+def test_ls_names_the_run_and_counts_by_status(swarm) -> None:
+    swarm.write("s.toml", '[swarm]\nname = "nightly"\n[[task]]\nname = "a"\ncmd = "sleep 30"\ntimeout = "1s"\n'
+                          '[[task]]\nname = "b"\ncmd = "true"\n')
+    swarm("run", "s.toml", "--backend", "headless")
+    rows = json.loads(swarm("ls", "--json").stdout)
+    validate(rows, "ls")
+    assert rows[0]["name"] == "nightly"
+    assert rows[0]["counts"] == {"timed_out": 1, "succeeded": 1} and rows[0]["failed"] == 1
+    text = swarm("ls").stdout.splitlines()
+    assert text[0].split() == ["RUN", "NAME", "STATE", "STARTED", "TASKS"]
+    assert "nightly" in text[1] and "1 timed out, 1 succeeded" in text[1]
+
+
+def test_a_cancelled_task_is_not_counted_failed_by_ls(swarm) -> None:
+    swarm.write("s.toml", '[[task]]\nname = "a"\ncmd = "true"\n[[task]]\nname = "b"\ncmd = "exit 1"\n'
+                          '[[task]]\nname = "c"\ncmd = "true"\nafter = ["b"]\n')
+    swarm("run", "s.toml", "--backend", "headless", "-j", "1")
+    [row] = json.loads(swarm("ls", "--json").stdout)
+    assert row["counts"] == {"succeeded": 1, "failed": 1, "skipped": 1} and row["failed"] == 1
+
+
+@pytest.mark.parametrize("program", [
+    "python3 -c 'input()'",  # EOFError: EOF when reading a line
+    "python3 -c 'import sys; sys.exit(\"error: end of file on standard input\")'",
+])
+def test_a_task_that_meets_eof_on_stdin_gets_a_hint_and_every_failure_a_logs_hint(swarm, program: str) -> None:
+    swarm.write("s.toml", "[[task]]\nname = \"asks\"\ncmd = '''" + program + "'''\n")
+    res = swarm("run", "s.toml", "--backend", "headless")
+    assert res.code == 1
+    run = swarm.latest().name
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("asks: FAILED")]
+    assert f"zellij-swarm logs {run} asks" in line
+    assert STDIN_HINT in line
+
+
+def test_a_failure_that_is_not_about_stdin_gets_no_stdin_hint(swarm) -> None:
+    swarm.write("s.toml", '[[task]]\nname = "x y"\ncmd = "echo compile error; exit 2"\n')
+    res = swarm("run", "s.toml", "--backend", "headless")
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("x y: FAILED")]
+    assert line.endswith(f"zellij-swarm logs {swarm.latest().name} 'x y'") and STDIN_HINT not in line
+
+
+def test_a_worker_that_says_it_waits_for_input_is_shown_waiting_until_it_writes(swarm) -> None:
+    """A headless worker has no terminal; it can still say it waits (a heartbeat line)."""
+    cmd = ('echo asking; echo \'{"event":"waiting_input"}\' >> "$ZELLIJ_SWARM_HEARTBEAT"; '
+           'while [ ! -e answer ]; do sleep 0.05; done; echo answered; while [ ! -e done ]; do sleep 0.05; done')
+    swarm.write("s.toml", "[[task]]\nname = \"agent\"\ncmd = '''" + cmd + "'''\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet")
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+
+        def waiting() -> Any:
+            try:
+                snap = json.loads(swarm("status", "--json", run.name).stdout)
+            except ValueError:
+                return None
+            return snap["tasks"][0].get("waiting_input") if snap.get("tasks") else None
+
+        wait_until(lambda: waiting() is True, timeout=10, what="waiting_input true")
+        assert "waiting for input" in swarm("status", run.name).stdout
+        board = swarm("board", run.name, "--once", env=clean_env(COLUMNS="80", LINES="12")).stdout
+        assert "1 waiting for input" in board and "waiting" in board.splitlines()[3]
+        (swarm.cwd / "answer").touch()
+        wait_until(lambda: waiting() is False, timeout=10, what="waiting_input cleared")
+        events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+        assert [e["waiting"] for e in events if e["event"] == "worker_waiting_input"] == [True, False]
+    finally:
+        (swarm.cwd / "answer").touch()
+        (swarm.cwd / "done").touch()
+        proc.wait(timeout=30)
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("program", [
+    "read answer; echo \"got $answer\"",  # sh's read on the terminal
+    "python3 -c 'print(\"got\", input(\"name? \"))'",  # Python's input()
+])
+def test_a_live_worker_blocked_reading_its_terminal_is_waiting_until_it_reads(swarm, tmux, program: str) -> None:
+    """In a live tmux pane: shown waiting for input in status, on the board and in the pane's
+    title within 2 s, and cleared once it has read its line."""
+    from tmuxtest import outside_env
+
+    then = "; while [ ! -e done ]; do sleep 0.05; done"  # it goes on after reading
+    swarm.write("s.toml", "[[task]]\nname = \"asks\"\ncmd = '''" + program + then + "'''\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       "--output", "quiet", env=outside_env(tmux))
+    run = None
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+
+        def row() -> dict[str, Any]:
+            try:
+                snap = json.loads(swarm("status", "--json", run.name).stdout)
+            except ValueError:
+                return {}
+            return snap["tasks"][0] if snap.get("tasks") else {}
+
+        wait_until(lambda: row().get("waiting_input") is True, timeout=15, what="waiting_input true")
+        [pane] = [p for p, info in tmux.panes().items() if info["title"].startswith("slot 1")]
+        wait_until(lambda: "waiting for input" in tmux.panes()[pane]["title"], what="the pane's title says it")
+        tmux("send-keys", "-t", pane, "-l", "swarm")
+        tmux("send-keys", "-t", pane, "Enter")
+        wait_until(lambda: row().get("waiting_input") is False, timeout=15, what="waiting_input cleared")
+        assert row()["status"] == "running"
+        wait_until(lambda: "waiting for input" not in tmux.panes()[pane]["title"], what="the title cleared")
+        (swarm.cwd / "done").touch()
+        assert proc.wait(timeout=30) == 0
+        assert "got swarm" in swarm("logs", run.name, "asks").stdout
+        events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+        assert [e["waiting"] for e in events if e["event"] == "worker_waiting_input"] == [True, False]
+    finally:
+        (swarm.cwd / "done").touch()
+        if proc.poll() is None:
+            proc.kill()
+        if run is not None:
+            kill_run_processes(run.name)
+
+
+def test_a_live_worker_polling_a_socket_is_never_waiting(swarm, tmux) -> None:
+    """An event loop waiting on the network (its terminal not in its epoll set) is not
+    waiting for a person, however long it is silent: by the time a worker that sleeps past
+    the silence threshold and then reads is shown waiting, the silent one never was."""
+    from tmuxtest import outside_env
+
+    from zellij_swarm.worker.waiting import QUIET_AFTER
+
+    net = ("python3 -c 'import select, socket, os\n"
+           "a, b = socket.socketpair(); ep = select.epoll(); ep.register(a.fileno(), select.EPOLLIN)\n"
+           "while not os.path.exists(\"go\"): ep.poll(0.2)'")
+    asks = f"sleep {QUIET_AFTER + 1}; read answer"
+    swarm.write("s.toml", "[[task]]\nname = \"net\"\ncmd = '''" + net + "'''\n"
+                          "[[task]]\nname = \"asks\"\ncmd = '''" + asks + "'''\n")
+    proc = swarm.popen("run", "s.toml", "-j", "2", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       "--output", "quiet", env=outside_env(tmux))
+    run = None
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        events = run / "events.jsonl"
+
+        def flagged() -> list[str]:
+            text = events.read_text() if events.exists() else ""
+            return [json.loads(x)["task"] for x in text.splitlines() if "worker_waiting_input" in x]
+
+        wait_until(lambda: "asks" in flagged(), timeout=30, what="the reader shown waiting")
+        assert flagged() == ["asks"]
+    finally:
+        (swarm.cwd / "go").touch()
+        for pane in tmux.panes():
+            tmux("send-keys", "-t", pane, "Enter", check=False)
+        proc.wait(timeout=30)
+        if run is not None:
+            kill_run_processes(run.name)

@@ -1,0 +1,129 @@
+"""Who needs a person (SPEC §9): which running workers wait for input on their terminal.
+
+One shared timer, running only while workers run, looks at each of them every ``TICK``:
+
+- A worker can say it itself: a ``{"event":"waiting_input"}`` line in its heartbeat file. It
+  counts until the worker writes anything after it (output, another heartbeat line).
+- A worker in a live pane is judged from its terminal (``worker.waiting``): certain when the
+  terminal's foreground job is blocked reading it; when it polls a set that includes the
+  terminal, only after ``waiting.QUIET_AFTER`` seconds without output; unknown (``None``)
+  when the system does not let us look.
+- A worker without a terminal (headless, compact: its stdin is ``/dev/null``) cannot wait
+  for a person, unless it says so.
+
+A tick costs one ``stat`` of the heartbeat and one of the output per worker, the heartbeat's
+tail only when it grew, and, while any worker runs in a live pane, one pass over
+``/proc/*/stat`` (a few ms) plus a few small ``/proc`` reads per live pane.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.worker import waiting
+
+TICK = 0.5  # seconds: a waiting worker is shown within two ticks, well inside 2 s
+_TAIL = 4096  # bytes of a grown heartbeat read for its last line
+_SAYS_WAITING = "waiting_input"
+
+
+@dataclass
+class _Watched:
+    lg: LiveGen
+    heartbeat_size: int = 0
+    said_waiting_at: float | None = None  # mtime of its heartbeat when it last said it waits
+    verdict: bool | None = False
+
+
+class InputWatch:
+    def __init__(self, schedule: Callable[[float, Callable[[], None]], object], wallclock: Callable[[], float],
+                 changed: Callable[[LiveGen, bool | None], None]) -> None:
+        self._schedule = schedule
+        self._now = wallclock
+        self._changed = changed
+        self._watched: dict[int, _Watched] = {}  # by slot: one generation runs in a slot at a time
+        self._armed = False
+
+    def register(self, lg: LiveGen) -> None:
+        """Follow a worker that runs (from its start, or its adoption by ``resume``)."""
+        if lg.gen.slot not in self._watched or self._watched[lg.gen.slot].lg is not lg:
+            self._watched[lg.gen.slot] = _Watched(lg)
+        if not self._armed:
+            self._armed = True
+            self._schedule(TICK, self._tick)
+
+    def unregister(self, lg: LiveGen) -> None:
+        w = self._watched.get(lg.gen.slot)
+        if w is not None and w.lg is lg:
+            del self._watched[lg.gen.slot]
+
+    def _tick(self) -> None:
+        self._armed = False
+        # one pass over /proc/*/stat a tick, shared by every live pane
+        procs = waiting.scan_procs() if any(w.lg.in_pane for w in self._watched.values()) else {}
+        for w in list(self._watched.values()):
+            verdict = self._judge(w, procs)
+            if verdict != w.verdict:
+                w.verdict = verdict
+                self._changed(w.lg, verdict)
+        if self._watched:
+            self._armed = True
+            self._schedule(TICK, self._tick)
+
+    def _judge(self, w: _Watched, procs: Mapping[int, waiting.ProcStat]) -> bool | None:
+        lg = w.lg
+        if lg.done or lg.collected:
+            return False
+        output_at = _mtime(lg.gen.output)
+        if self._says_waiting(w) and (output_at is None or w.said_waiting_at is None
+                                      or output_at <= w.said_waiting_at):
+            return True
+        if not lg.in_pane:
+            return False
+        if lg.pid is None:
+            return False  # its wrapper has not said who it is yet: its worker has not started
+        silent_for = self._now() - max(output_at or 0.0, _mtime(lg.gen.heartbeat) or 0.0)
+        return waiting.waiting_input(waiting.tty_wait(lg.pid, procs=procs), silent_for=silent_for)
+
+    def _says_waiting(self, w: _Watched) -> bool:
+        """Whether the worker's last heartbeat line says it waits for input (read only when
+        the heartbeat grew since the last look)."""
+        path = w.lg.gen.heartbeat
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        if st.st_size != w.heartbeat_size:
+            w.heartbeat_size = st.st_size
+            w.said_waiting_at = st.st_mtime if _last_event(path, st.st_size) == _SAYS_WAITING else None
+        return w.said_waiting_at is not None
+
+
+def _last_event(path: Path, size: int) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, size - _TAIL))
+            lines = f.read(_TAIL).splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                return None
+            event = record.get("event") if isinstance(record, dict) else None
+            return event if isinstance(event, str) else None
+    return None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
