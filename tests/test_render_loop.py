@@ -325,16 +325,19 @@ def test_renderer_process_ends_when_the_run_finishes(renderer: Any) -> None:
     assert b"finished" in stdout and stdout.endswith(b"\x1b[?25h")
 
 
-@pytest.mark.parametrize("scroll", [True, False])
-def test_a_full_picture_scrolls_on_leaving_only_outside_a_pane_of_the_run(scroll: bool) -> None:
+@pytest.mark.parametrize("in_pane", [False, True])
+def test_a_full_picture_scrolls_on_leaving_only_outside_a_pane_of_the_run(in_pane: bool) -> None:
     """A terminal gets a line for the shell's prompt; a pane of the run's own, which stays on
-    screen as it is (a dead tmux pane), keeps its first line."""
+    screen as it is (a dead tmux pane), keeps its first line, and parks the cursor at the
+    top: a pane made smaller later loses its last rows, not its title."""
     from zellij_swarm.render.loop import _Painter
 
     out = io.StringIO()
     painter = _Painter(out)
     painter.paint([f"line {n}" for n in range(1, 7)], 20, 6, full=True)
-    painter.leave(scroll=scroll)
+    painter.leave(in_pane=in_pane)
     screen = pyte.Screen(20, 6)
     pyte.Stream(screen).feed(out.getvalue())
-    assert (screen.display[0].rstrip() == "line 1") is not scroll
+    assert (screen.display[0].rstrip() == "line 1") is in_pane
+    if in_pane:
+        assert (screen.cursor.y, screen.cursor.x) == (0, 0)

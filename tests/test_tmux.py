@@ -125,6 +125,23 @@ def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
     assert "4 succeeded" in board and "2 failed" in board
 
 
+@pytest.mark.parametrize("rows", [30, 12])
+def test_dead_views_keep_their_title_when_the_window_shrinks_after_the_end(swarm, tmux, rows):
+    """A client of another size attaches after the end: a dead view that filled its pane
+    loses rows at its bottom, never its title (the renderer left its cursor at the top)."""
+    swarm.write("s.toml", '[[task]]\nname = "flood"\ncmd = "seq 500; exit 1"\n')
+    res = swarm("run", "s.toml", "-j", "1", "--backend", "tmux", "--ui", "compact", "--require-multiplexer",
+                env=outside_env(tmux))
+    run = finish(swarm, res)
+    assert res.code == 1, res.stderr
+    wait_until(lambda: all(v["dead"] == "1" for v in tmux.panes().values()), what="renderers finished")
+    panes = {v["title"]: p for p, v in tmux.panes().items()}
+    assert tmux.capture(panes["slot 1"]).rstrip().endswith("500"), "the view filled its pane"
+    tmux("resize-window", "-t", f"swarm-{run.name}:", "-y", str(rows))
+    assert tmux("capture-pane", "-p", "-t", panes["slot 1"]).startswith("slot 1 · flood · failed")
+    assert tmux("capture-pane", "-p", "-t", panes[f"zellij-swarm {run.name} · board"]).startswith("swarm · finished")
+
+
 def test_progress_bar_and_colour_render_as_one_line_in_slot_view(swarm, tmux):
     swarm.write("p.toml", r"""
 [swarm]

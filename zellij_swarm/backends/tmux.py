@@ -347,10 +347,13 @@ class TmuxBackend:
             kill = [*self.attach_argv[:3], "kill-session", "-t", self.session_name]
             return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
                    " (or zellij-swarm prune)"
+        staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed
+        if not staying:
+            return None
         kill = ["tmux"]
-        for i, w in enumerate(self.windows):
+        for i, w in enumerate(staying):
             kill += ([";"] if i else []) + ["kill-window", "-t", w.id]
-        windows = "window stays" if len(self.windows) == 1 else "windows stay"
+        windows = "window stays" if len(staying) == 1 else "windows stay"
         return f"the swarm's {windows}: close with {quoting.shell_line(kill)} (or zellij-swarm prune)"
 
     def _tmux(self, *args: str, check: bool = True) -> _cmd.CmdResult:

@@ -133,18 +133,22 @@ class _Painter:
         if parts:
             self.write("".join(parts))
 
-    def leave(self, *, scroll: bool = True) -> None:
-        """Cursor below the last picture, visible again; the picture stays. One that fills
-        every row scrolls by a line to make room for a shell's prompt, unless ``scroll`` is
-        False (a pane of the run's own, which stays on screen as it is once we exit: the
-        cursor then waits on the last row)."""
+    def leave(self, *, in_pane: bool = False) -> None:
+        """Cursor visible again; the picture stays. In a terminal the cursor goes below the
+        picture, for the shell's prompt (scrolling by a line if the picture fills every row).
+        In a pane of the run's own, which stays on screen as it is once we exit (a dead tmux
+        pane), it goes to the top left: nothing scrolls, and if the pane is made smaller
+        later, tmux cuts the rows below the cursor — the picture's end, never its title."""
         if not self.started:
+            return
+        if in_pane:
+            self.write("\x1b[1;1H\x1b[?25h")
             return
         used = len(self.prev)
         while used and not _SGR.sub("", self.prev[used - 1]).strip():
             used -= 1
         if used >= self.rows:
-            self.write(f"\x1b[{self.rows};1H" + ("\r\n" if scroll else "") + "\x1b[?25h")
+            self.write(f"\x1b[{self.rows};1H\r\n\x1b[?25h")
         else:
             self.write(f"\x1b[{used + 1};1H\x1b[?25h")
 
@@ -244,7 +248,7 @@ class Loop:
             try:
                 self._run()
             finally:
-                self._painter.leave(scroll=self.registration is None)
+                self._painter.leave(in_pane=self.registration is not None)
         except (BrokenPipeError, OSError) as e:
             # The pane or the pipe went away under us: nothing left to show, and nothing to say.
             if not isinstance(e, BrokenPipeError) and e.errno not in (errno.EIO, errno.EPIPE, errno.EBADF):
