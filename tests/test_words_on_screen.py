@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from swarmtest import clean_env, kill_run_processes, validate, wait_until
+from swarmtest import clean_env, full, kill_run_processes, validate, wait_until
 
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.render.board import board_frame
@@ -157,6 +157,8 @@ def test_a_worker_that_says_it_waits_for_input_is_shown_waiting_until_it_writes(
 @pytest.mark.parametrize("program", [
     "read answer; echo \"got $answer\"",  # sh's read on the terminal
     "python3 -c 'print(\"got\", input(\"name? \"))'",  # Python's input()
+    # readline polls the terminal: waiting once the prompt has been silent for a while
+    full("python3 -c 'import readline; print(\"got\", input(\"name? \"))'"),
 ])
 def test_a_live_worker_blocked_reading_its_terminal_is_waiting_until_it_reads(swarm, tmux, program: str) -> None:
     """In a live tmux pane: shown waiting for input in status, on the board and in the pane's
