@@ -287,8 +287,9 @@ def test_attach_outside_tmux_becomes_a_client_at_the_tasks_pane(swarm, tmux):
     client = None
     try:
         no_tty = swarm("attach", "w1", env=env)
-        one_line_error(no_tty, 1, f"attaching needs a terminal on stdin and stdout; from one, run: tmux attach "
-                                  f"-t {session}")
+        # the run recorded its server: the command names it, wherever it is run from
+        one_line_error(no_tty, 1, f"attaching needs a terminal on stdin and stdout; from one, run: tmux -S "
+                                  f"{tmux.socket} attach -t {session}")
         client = subprocess.Popen(on_a_terminal(swarm, "attach", "w1"), cwd=swarm.cwd, env=dict(env, TERM="xterm"),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_until(lambda: tmux("list-clients", "-F", "#{client_session}", check=False).split() == [session],
@@ -301,7 +302,8 @@ def test_attach_outside_tmux_becomes_a_client_at_the_tasks_pane(swarm, tmux):
             client.kill()
         finish(swarm, proc, run)
     tmux("kill-session", "-t", session)
-    one_line_error(swarm("attach", env=env), 1, f"run {run.name}'s tmux windows are gone from tmux's default server")
+    gone = f"run {run.name}'s tmux windows are gone from the tmux server at {tmux.socket}"
+    one_line_error(swarm("attach", env=env), 1, gone)
 
 
 def zellij_run(swarm: Swarm, fz: FakeZellij, version: str, inside: str | None) -> Path:

@@ -301,7 +301,7 @@ def _snap(tasks: list[dict[str, Any]], committed: int | None) -> dict[str, Any]:
 def test_the_reader_reads_up_to_the_named_length_later_lines_winning(tmp_path: Path) -> None:
     rows = RowsFile.of(tmp_path)
     for tid in ("t3", "t1", "t10"):
-        rows.add(snapshot_file.pending_line(f"n{tid}", tid))
+        rows.add(snapshot_file.pending_line(f"n{tid}", tid, None))
     rows.add(snapshot_file.encode(_row("t1", "failed")))
     n = rows.commit()
     rows.add(snapshot_file.encode(_row("t3")))  # appended after the snapshot: not in its view
@@ -313,10 +313,11 @@ def test_the_reader_reads_up_to_the_named_length_later_lines_winning(tmp_path: P
     assert snapshot_file.load(tmp_path / "state.json", rows=False)["tasks"] == [_row("t10", "running")]
 
 
-def test_a_pending_line_is_the_row_of_a_task_that_has_not_run() -> None:
-    task = TaskRecord(spec=TaskSpec(name='a "b"\n\\ c ☃', cmd="true"), id="t7", order=7, timeout=None, retries=0,
+@pytest.mark.parametrize("name", ['a "b"\n\\ c ☃', "task-12"])  # a generated name's row has its command
+def test_a_pending_line_is_the_row_of_a_task_that_has_not_run(name: str) -> None:
+    task = TaskRecord(spec=TaskSpec(name=name, cmd='echo "☃"\n'), id="t7", order=7, timeout=None, retries=0,
                       idle_timeout=None)
-    line = snapshot_file.pending_line(task.name, task.id)
+    line = snapshot_file.pending_line(task.name, task.id, task.shown_command)
     assert line == snapshot_file.encode(task.row(now=None))
 
 
@@ -454,7 +455,7 @@ def test_a_long_file_is_read_once_per_task_not_once_per_line(tmp_path: Path, par
     monkeypatch.setattr(snapshot_file, "_CHUNK", 4096)  # many blocks, lines cut across them
     rows = RowsFile.of(tmp_path)
     for i in range(1, 301):
-        rows.add(snapshot_file.pending_line(f"n{i}", f"t{i}"))
+        rows.add(snapshot_file.pending_line(f"n{i}", f"t{i}", None))
     for i in (5, 300, 1, 5):
         rows.add(snapshot_file.encode(_row(f"t{i}", "failed" if i == 5 else "succeeded", attempts=i)))
     rows.add(b'{"odd": 1, "id": "x"}\n')

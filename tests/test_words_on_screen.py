@@ -235,3 +235,36 @@ def test_a_live_worker_polling_a_socket_is_never_waiting(swarm, tmux) -> None:
         proc.wait(timeout=30)
         if run is not None:
             kill_run_processes(run.name)
+
+
+def test_one_look_that_cannot_tell_changes_nothing_two_do(tmp_path, monkeypatch) -> None:
+    """A worker's threads may end between two reads of /proc: one unknown look keeps what
+    was known; two in a row make it unknown. No tick is left once no worker is watched."""
+    from zellij_swarm.backends.base import LaunchRequest
+    from zellij_swarm.config.swarmfile import TaskSpec
+    from zellij_swarm.engine import input_watch
+    from zellij_swarm.engine.live import LiveGen
+    from zellij_swarm.engine.timers import Timers
+    from zellij_swarm.records.generation_files import GenPaths
+    from zellij_swarm.records.task import TaskRecord
+    from zellij_swarm.worker.waiting import TtyWait
+
+    looks = iter([TtyWait.READING, TtyWait.UNKNOWN, TtyWait.READING, TtyWait.UNKNOWN, TtyWait.UNKNOWN])
+    monkeypatch.setattr(input_watch.waiting, "tty_wait", lambda pid, procs: next(looks))
+    monkeypatch.setattr(input_watch.waiting, "scan_procs", lambda: {})
+    now = [0.0]
+    timers = Timers(lambda: now[0])
+    seen: list[bool | None] = []
+    watch = input_watch.InputWatch(timers, lambda: 1000.0, lambda lg, verdict: seen.append(verdict))
+    gen = GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    task = TaskRecord(spec=TaskSpec(name="agent", cmd="read x"), id="t1", order=1, timeout=None, retries=0,
+                      idle_timeout=None)
+    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "agent", pane=True), backfill=False, pid=4242)
+    watch.register(lg)
+    for _ in range(5):
+        now[0] += input_watch.TICK
+        timers.run_due()
+    assert seen == [True, None]
+    watch.unregister(lg)
+    assert len(timers) == 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.timers import Timer, Timers
 from zellij_swarm.worker import waiting
 
 TICK = 0.5  # seconds: a waiting worker is shown within two ticks, well inside 2 s
@@ -38,42 +39,49 @@ class _Watched:
     heartbeat_size: int = 0
     said_waiting_at: float | None = None  # mtime of its heartbeat when it last said it waits
     verdict: bool | None = False
+    unknown_once: bool = False  # the last look could not tell: one such look changes nothing
 
 
 class InputWatch:
-    def __init__(self, schedule: Callable[[float, Callable[[], None]], object], wallclock: Callable[[], float],
+    def __init__(self, timers: Timers, wallclock: Callable[[], float],
                  changed: Callable[[LiveGen, bool | None], None]) -> None:
-        self._schedule = schedule
+        self._timers = timers
         self._now = wallclock
         self._changed = changed
         self._watched: dict[int, _Watched] = {}  # by slot: one generation runs in a slot at a time
-        self._armed = False
+        self._tick_timer: Timer | None = None  # only while a worker is watched: none left behind
 
     def register(self, lg: LiveGen) -> None:
         """Follow a worker that runs (from its start, or its adoption by ``resume``)."""
         if lg.gen.slot not in self._watched or self._watched[lg.gen.slot].lg is not lg:
             self._watched[lg.gen.slot] = _Watched(lg)
-        if not self._armed:
-            self._armed = True
-            self._schedule(TICK, self._tick)
+        if self._tick_timer is None:
+            self._tick_timer = self._timers.after(TICK, self._tick)
 
     def unregister(self, lg: LiveGen) -> None:
         w = self._watched.get(lg.gen.slot)
         if w is not None and w.lg is lg:
             del self._watched[lg.gen.slot]
+        if not self._watched and self._tick_timer is not None:
+            self._timers.cancel(self._tick_timer)
+            self._tick_timer = None
 
     def _tick(self) -> None:
-        self._armed = False
+        self._tick_timer = None
         # one pass over /proc/*/stat a tick, shared by every live pane
         procs = waiting.scan_procs() if any(w.lg.in_pane for w in self._watched.values()) else {}
         for w in list(self._watched.values()):
             verdict = self._judge(w, procs)
+            if verdict is None and w.verdict is not None and not w.unknown_once:
+                # a process or thread that ended between two reads of /proc: look again
+                w.unknown_once = True
+                continue
+            w.unknown_once = False
             if verdict != w.verdict:
                 w.verdict = verdict
                 self._changed(w.lg, verdict)
         if self._watched:
-            self._armed = True
-            self._schedule(TICK, self._tick)
+            self._tick_timer = self._timers.after(TICK, self._tick)
 
     def _judge(self, w: _Watched, procs: Mapping[int, waiting.ProcStat]) -> bool | None:
         lg = w.lg

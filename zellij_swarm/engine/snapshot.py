@@ -167,7 +167,7 @@ class Followed:
         if task.attempts == 0 and not task.history and not task.warnings and task.status == TaskStatus.PENDING and all(
                 v is None for v in (task.slot, task.generation, task.pid, task.pane_id, task.started_at,
                                     task.ended_at, task.exit_code, task.signal, task.reason)):
-            self.rows.add(snapshot_file.pending_line(task.name, task.id))  # as it was added
+            self.rows.add(snapshot_file.pending_line(task.name, task.id, task.shown_command))  # as it was added
         else:
             self.rows.add(snapshot_file.encode(task.row(now=None)))
 

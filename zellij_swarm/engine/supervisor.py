@@ -149,7 +149,7 @@ class Supervisor:
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
         self.watchdog = IdleWatchdog(self.timers.after, wallclock)
-        self.input_watch = InputWatch(self.timers.after, wallclock, self._waiting_changed)
+        self.input_watch = InputWatch(self.timers, wallclock, self._waiting_changed)
         self.stop_signal: signal.Signals | None = None
         self.cancelled = False
         self.halted = False

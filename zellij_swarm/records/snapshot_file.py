@@ -49,13 +49,15 @@ def encode(row: dict[str, Any]) -> bytes:
     return (_dumps(row) + "\n").encode()
 
 
-def pending_line(name: str, task_id: str) -> bytes:
+def pending_line(name: str, task_id: str, command: str | None) -> bytes:
     """The line of a task that has not run yet — ``encode(task.row(...))`` of such a task, at
-    a fraction of its cost: a run of 100,000 tasks writes 100,000 of them at its start."""
+    a fraction of its cost: a run of 100,000 tasks writes 100,000 of them at its start.
+    ``command``: the row's, for a task whose name was generated (``TaskRecord.shown_command``)."""
+    tail = "}\n" if command is None else f',"command":{_dumps(command)}}}\n'
     return (f'{{"name":{_dumps(name)},"id":{_dumps(task_id)},"status":"pending","exit_code":null,'
             '"signal":null,"attempts":0,"slot":null,"generation":null,"pid":null,"pane_id":null,'
-            '"started_at":null,"ended_at":null,"duration_s":null,"reason":null,"warnings":[],"history":[]}\n'
-            ).encode()
+            '"started_at":null,"ended_at":null,"duration_s":null,"reason":null,"waiting_input":false,'
+            '"warnings":[],"history":[]' + tail).encode()
 
 
 def reference(committed: int) -> dict[str, Any]:

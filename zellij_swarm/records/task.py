@@ -178,6 +178,11 @@ class TaskRecord:
             "warnings": list(self.warnings),
             "history": [a.to_json() for a in self.history],
         }
-        if GENERATED_NAME.fullmatch(self.name):
-            row["command"] = command_text(self.spec)
+        if (command := self.shown_command) is not None:
+            row["command"] = command
         return row
+
+    @property
+    def shown_command(self) -> str | None:
+        """The command a row carries: only for a task whose name was generated."""
+        return command_text(self.spec) if GENERATED_NAME.fullmatch(self.name) else None

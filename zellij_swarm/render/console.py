@@ -186,8 +186,8 @@ class ConsoleReporter:
         try:
             columns = os.get_terminal_size(self.err.fileno()).columns
         except (OSError, ValueError, AttributeError):
-            columns = 80
-        return max(columns - 1, 20)
+            columns = 0
+        return max((columns or 80) - 1, 20)  # a terminal that says 0 columns has not been sized
 
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None:
         if self.mode == "quiet":
