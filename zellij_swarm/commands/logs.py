@@ -17,8 +17,6 @@ snapshots change when it does). Ctrl-C ends the waiting quietly.
 
 from __future__ import annotations
 
-import re
-import shlex
 import sys
 import threading
 import time
@@ -31,13 +29,10 @@ from zellij_swarm.commands import status as views
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.watch import follow
 
 MIN_INTERVAL = 0.05  # seconds between two looks: a worker writing nonstop is read in batches
-# The names zellij-swarm gives tasks that have none (a command line, an unnamed [[task]] or
-# addition): they say nothing of the task, so the task list shows the command beside them.
-GENERATED_NAME = re.compile(r"task-[1-9][0-9]*\Z")
-NAME_COLUMN_MAX = 40  # a longer name pushes the rest of its own line; it is never cut
 
 
 class LineEnds:
@@ -123,15 +118,14 @@ def task_list(run: RunPaths, snap: dict[str, Any]) -> list[str]:
     tasks: list[dict[str, Any]] = snap["tasks"]
     name = f" ({snap['name']})" if snap.get("name") else ""
     head = f"run {snap['run_id']}{name}: {snap['state']}, {len(tasks)} task{'' if len(tasks) == 1 else 's'}"
-    generated = [t for t in tasks if GENERATED_NAME.match(t["name"])]
+    generated = [t for t in tasks if GENERATED_NAME.fullmatch(t["name"])]
     recorded = _commands(run) if any(not t.get("command") for t in generated) else {}
     rows = [(t["name"], t["status"], str(t.get("attempts") or 0),
-             (t.get("command") or recorded.get(t["name"], "")) if GENERATED_NAME.match(t["name"]) else "")
+             (t.get("command") or recorded.get(t["name"], "")) if GENERATED_NAME.fullmatch(t["name"]) else "")
             for t in tasks]
-    widths = [min(max(len(r[i]) for r in [("TASK", "STATUS", "ATTEMPTS"), *rows]), NAME_COLUMN_MAX) for i in range(3)]
-    lines = [head] + [("  " + "".join(f"{c:<{w}}  " for c, w in zip(r, widths, strict=False)) + r[3]).rstrip()
-                      for r in [("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), *rows]]
-    return [quoting.terminal_text(line) for line in (lines if tasks else [head])]
+    lines = [head, *views.table(("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), rows)] if tasks \
+        else [head]
+    return [quoting.terminal_text(line) for line in lines]
 
 
 def _commands(run: RunPaths) -> dict[str, str]:
@@ -144,7 +138,7 @@ def _commands(run: RunPaths) -> dict[str, str]:
         specs = resume.task_specs(read_json(run.run_json), records.read_events(run.events))
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    return {s.name: s.cmd if s.cmd is not None else shlex.join(s.argv or ()) for s in specs}
+    return {s.name: command_text(s) for s in specs}
 
 
 def _over(run: RunPaths, gen: GenPaths, task_id: str) -> bool:

@@ -131,7 +131,7 @@ def task_note(t: dict[str, Any]) -> str:
     return " · ".join(notes)
 
 
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX: a longer name
     pushes its own line, it is never cut), two spaces apart; the last column is free."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
@@ -159,11 +159,11 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
             status = describe(t, named=False)
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          task_note(t)))
-        lines += _table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows)
+        lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows)
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")
-        lines += _table(("SLOT", "STATE", "TASK"),
+        lines += table(("SLOT", "STATE", "TASK"),
                         [(str(s["slot"]), SLOT_WORDS.get(s["state"], s["state"]), s["task"] or "") for s in slots])
     gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
     if gone:
@@ -177,7 +177,7 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
 def format_ls(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs"
-    return _shown(_table(("RUN", "NAME", "STATE", "STARTED", "TASKS"),
+    return _shown(table(("RUN", "NAME", "STATE", "STARTED", "TASKS"),
                          [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
                            f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
                           for r in rows], indent=""))
