@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import Swarm, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import inside_env, outside_env
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -125,7 +125,7 @@ def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
     assert "4 succeeded" in board and "2 failed" in board
 
 
-@pytest.mark.parametrize("rows", [30, 12])
+@pytest.mark.parametrize("rows", [30, full(12)])
 def test_dead_views_keep_their_title_when_the_window_shrinks_after_the_end(swarm, tmux, rows):
     """A client of another size attaches after the end: a dead view that filled its pane
     loses rows at its bottom, never its title (the renderer left its cursor at the top)."""

@@ -104,7 +104,7 @@ def test_a_cancelled_task_is_not_counted_failed_by_ls(swarm) -> None:
 
 @pytest.mark.parametrize("program", [
     "python3 -c 'input()'",  # EOFError: EOF when reading a line
-    "python3 -c 'import sys; sys.exit(\"error: end of file on standard input\")'",
+    full("python3 -c 'import sys; sys.exit(\"error: end of file on standard input\")'"),
 ])
 def test_a_task_that_meets_eof_on_stdin_gets_a_hint_and_every_failure_a_logs_hint(swarm, program: str) -> None:
     swarm.write("s.toml", "[[task]]\nname = \"asks\"\ncmd = '''" + program + "'''\n")
@@ -156,7 +156,7 @@ def test_a_worker_that_says_it_waits_for_input_is_shown_waiting_until_it_writes(
 
 @pytest.mark.parametrize("program", [
     "read answer; echo \"got $answer\"",  # sh's read on the terminal
-    "python3 -c 'print(\"got\", input(\"name? \"))'",  # Python's input()
+    full("python3 -c 'print(\"got\", input(\"name? \"))'"),  # Python's input()
     # readline polls the terminal: waiting once the prompt has been silent for a while
     full("python3 -c 'import readline; print(\"got\", input(\"name? \"))'"),
 ])
