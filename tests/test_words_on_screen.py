@@ -268,3 +268,44 @@ def test_one_look_that_cannot_tell_changes_nothing_two_do(tmp_path, monkeypatch)
     assert seen == [True, None]
     watch.unregister(lg)
     assert len(timers) == 0
+
+
+@pytest.mark.full  # the tmux case runs in CI; this one takes a Zellij session's start
+def test_a_live_zellij_worker_blocked_reading_is_waiting_until_it_reads(swarm, fz) -> None:
+    """The other backend: in a Zellij pane the worker runs under ``script``, on the inner
+    terminal it makes; the judge follows it there. Typed into with write-chars."""
+    from zellijtest import FAST
+
+    version = "0.45.0"
+    then = "; while [ ! -e done ]; do sleep 0.05; done"
+    swarm.write("s.toml", "[[task]]\nname = \"asks\"\ncmd = '''read answer; echo \"got $answer\"" + then + "'''\n")
+    env = fz.env(version, **FAST)
+    proc = swarm.popen("run", "s.toml", "--backend", "zellij", "--ui", "live", "--require-multiplexer",
+                       "--output", "quiet", env=env)
+    run = None
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+
+        def row() -> dict[str, Any]:
+            try:
+                snap = json.loads(swarm("status", "--json", run.name).stdout)
+            except ValueError:
+                return {}
+            return snap["tasks"][0] if snap.get("tasks") else {}
+
+        wait_until(lambda: row().get("waiting_input") is True, timeout=20, what="waiting_input true")
+        wait_until(lambda: any("waiting for input" in " ".join(c["argv"]) for c in fz.calls()
+                               if c["subcommand"] == "rename-pane"), what="the pane renamed")
+        session = json.loads(swarm("status", "--json", run.name).stdout)["multiplexer"]["session"]
+        fz.zellij("--session", session, "action", "write-chars", "--pane-id", row()["pane_id"], "--", "swarm\r",
+                  version=version)
+        wait_until(lambda: row().get("waiting_input") is False, timeout=20, what="waiting_input cleared")
+        (swarm.cwd / "done").touch()
+        assert proc.wait(timeout=60) == 0
+        assert "got swarm" in swarm("logs", run.name, "asks").stdout
+    finally:
+        (swarm.cwd / "done").touch()
+        if proc.poll() is None:
+            proc.kill()
+        if run is not None:
+            kill_run_processes(run.name)
