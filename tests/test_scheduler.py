@@ -65,3 +65,40 @@ def test_transitions():
     with pytest.raises(InvalidTransition):
         transition("s", SlotState.IDLE, SlotState.RUNNING)
     assert {s for s in TaskStatus if s.retryable} == {TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST}
+
+
+def test_a_full_group_never_holds_back_the_ready_tasks_of_others() -> None:
+    q = ReadyQueue({"gpu": 2})
+    for n in range(1, 5):
+        q.add(f"g{n}", after=[], priority=10, order=n, group="gpu")  # the gpu tasks rank first
+    for n in range(5, 8):
+        q.add(f"c{n}", after=[], priority=0, order=n)
+    out = [q.pop() for _ in range(5)]
+    assert out == ["g1", "g2", "c5", "c6", "c7"]  # two gpu at most, then the rest in order
+    assert q.pop() is None and not q.has_ready() and len(q) == 2
+    q.requeue("g1")  # a retry: back, and first of its group again
+    assert q.pop() == "g1"
+    q.finished("g2", succeeded=True)
+    assert q.pop() == "g3" and q.out_in("gpu") == 2
+
+
+def test_pause_stops_handing_out_a_group_or_everything_and_unpause_goes_on() -> None:
+    q = ReadyQueue({"gpu": 4})
+    q.add("g", after=[], priority=0, order=1, group="gpu")
+    q.add("c", after=[], priority=0, order=2)
+    q.pause("gpu")
+    assert q.paused == (False, ["gpu"]) and q.pop() == "c" and q.pop() is None
+    q.pause()
+    q.unpause("gpu")
+    assert q.pop() is None and q.paused == (True, [])
+    q.unpause()
+    assert q.pop() == "g" and q.paused == (False, [])
+
+
+def test_a_task_handed_out_before_a_resume_counts_against_its_group() -> None:
+    q = ReadyQueue({"gpu": 1})
+    q.handed_out("g1", priority=0, order=1, group="gpu")
+    q.add("g2", after=[], priority=0, order=2, group="gpu")
+    assert q.pop() is None
+    q.finished("g1", succeeded=False)
+    assert q.pop() == "g2"

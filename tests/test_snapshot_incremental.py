@@ -132,6 +132,7 @@ class FakeRun:
         self.wallclock: Callable[[], float] = lambda: self.now
         self.usage: dict[str, Any] | None = None
         self.multiplexer: dict[str, Any] | None = None
+        self.dispatching: dict[str, Any] = {}
         self._gens = dict.fromkeys(range(1, jobs + 1), 0)
         self.busy: dict[int, TaskRecord] = {}
 
@@ -301,7 +302,7 @@ def _snap(tasks: list[dict[str, Any]], committed: int | None) -> dict[str, Any]:
 def test_the_reader_reads_up_to_the_named_length_later_lines_winning(tmp_path: Path) -> None:
     rows = RowsFile.of(tmp_path)
     for tid in ("t3", "t1", "t10"):
-        rows.add(snapshot_file.pending_line(f"n{tid}", tid, None))
+        rows.add(snapshot_file.pending_line(f"n{tid}", tid, {}))
     rows.add(snapshot_file.encode(_row("t1", "failed")))
     n = rows.commit()
     rows.add(snapshot_file.encode(_row("t3")))  # appended after the snapshot: not in its view
@@ -313,11 +314,12 @@ def test_the_reader_reads_up_to_the_named_length_later_lines_winning(tmp_path: P
     assert snapshot_file.load(tmp_path / "state.json", rows=False)["tasks"] == [_row("t10", "running")]
 
 
-@pytest.mark.parametrize("name", ['a "b"\n\\ c ☃', "task-12"])  # a generated name's row has its command
-def test_a_pending_line_is_the_row_of_a_task_that_has_not_run(name: str) -> None:
-    task = TaskRecord(spec=TaskSpec(name=name, cmd='echo "☃"\n'), id="t7", order=7, timeout=None, retries=0,
-                      idle_timeout=None)
-    line = snapshot_file.pending_line(task.name, task.id, task.shown_command)
+@pytest.mark.parametrize("name,group", [('a "b"\n\\ c ☃', None), ("task-12", None), ("task-3", "gpu"), ("x", "g")])
+def test_a_pending_line_is_the_row_of_a_task_that_has_not_run(name: str, group: str | None) -> None:
+    """A generated name's row has its command, a grouped task's its group."""
+    task = TaskRecord(spec=TaskSpec(name=name, cmd='echo "☃"\n', group=group), id="t7", order=7, timeout=None,
+                      retries=0, idle_timeout=None)
+    line = snapshot_file.pending_line(task.name, task.id, task.optional_fields)
     assert line == snapshot_file.encode(task.row(now=None))
 
 
@@ -455,7 +457,7 @@ def test_a_long_file_is_read_once_per_task_not_once_per_line(tmp_path: Path, par
     monkeypatch.setattr(snapshot_file, "_CHUNK", 4096)  # many blocks, lines cut across them
     rows = RowsFile.of(tmp_path)
     for i in range(1, 301):
-        rows.add(snapshot_file.pending_line(f"n{i}", f"t{i}", None))
+        rows.add(snapshot_file.pending_line(f"n{i}", f"t{i}", {}))
     for i in (5, 300, 1, 5):
         rows.add(snapshot_file.encode(_row(f"t{i}", "failed" if i == 5 else "succeeded", attempts=i)))
     rows.add(b'{"odd": 1, "id": "x"}\n')

@@ -18,10 +18,11 @@ import click
 
 from zellij_swarm import __version__, exc, quoting
 from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
+from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
-from zellij_swarm.config import settings, swarmfile
-from zellij_swarm.records import inbox, rundir, runlock
-from zellij_swarm.records.rundir import RunPaths, find_run, read_json
+from zellij_swarm.config import settings, swarmfile, template
+from zellij_swarm.records import rundir
+from zellij_swarm.records.rundir import RunPaths, find_run
 
 _SHORT = {"jobs": "-j"}
 _Command = TypeVar("_Command", bound=Callable[..., object])
@@ -86,12 +87,26 @@ def cli() -> None:
     """
 
 
-@cli.command(context_settings={"ignore_unknown_options": False})
-@click.argument("file", required=True)
+class _RunCommand(click.Command):
+    """``run``'s parsing: everything after the first ``:::`` is an argument of the template,
+    even ``-j`` or ``--``, as in GNU parallel; only what comes before it can be an option."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if template.SEPARATOR in args:
+            at = args.index(template.SEPARATOR)
+            ctx.meta[template.SEPARATOR] = args[at + 1:]
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=_RunCommand, context_settings={"ignore_unknown_options": False})
+@click.argument("words", nargs=-1, metavar="FILE | TEMPLATE ::: ARG...")
 @_setting_options
 @click.option("--name", default=None, help="a name for this run (also [swarm] name)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @click.option("--junit", "junit_path", default=None, metavar="FILE", help="write a JUnit XML report")
+@click.option("--joblog", "joblog_path", default=None, metavar="FILE",
+              help="write a GNU parallel joblog, a line per task as it ends (+FILE appends)")
 @click.option("--close-session", is_flag=True,
               help="close the multiplexer session zellij-swarm created, at the end (default: keep it unless CI=true)")
 @click.option("--here", is_flag=True,
@@ -99,10 +114,20 @@ def cli() -> None:
                    "tmux|headless; with auto it applies when Zellij is picked)")
 @click.option("--attach", is_flag=True,
               help="outside a multiplexer: attach to the session zellij-swarm creates, in the foreground (needs a TTY)")
-def run(file: str, name: str | None, json_output: bool, junit_path: str | None, close_session: bool, here: bool,
+@click.option("--template", "template_text", default=None, metavar="TEMPLATE",
+              help="run TEMPLATE once per argument in FILE (- for stdin), one per line")
+@click.option("-0", "--null", is_flag=True, help="--template: the arguments are NUL-separated (find -print0)")
+def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str | None,
+        json_output: bool, junit_path: str | None, joblog_path: str | None, close_session: bool, here: bool,
         attach: bool, require_multiplexer: bool | None, require_zellij: bool | None, **flags: object) -> None:
     """Run a swarm from FILE: a TOML swarm file (*.toml), or one shell command per line
     (blank and # lines skipped); - reads commands from stdin.
+
+    Or run TEMPLATE once per argument, as GNU parallel does: TEMPLATE ::: ARG... (several
+    ::: groups: every combination), or --template TEMPLATE FILE. In TEMPLATE, {} is the
+    argument, {.} it without extension, {/} its basename, {//} its dirname, {/.} its basename
+    without extension, {#} the task's number, {%} its slot; {1}, {2.}... those of one ::: group.
+    Arguments are shell-quoted; without any {...} the argument is appended.
 
     \b
     Exit codes: 0 all tasks succeeded; 1 some task did not; 2 bad input;
@@ -111,7 +136,17 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
     from zellij_swarm.engine.run import execute
 
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
-    source = swarmfile.load(file)
+    ctx = click.get_current_context()
+    after_separator = ctx.meta.get(template.SEPARATOR)
+    if after_separator is not None or template_text is not None or null:
+        source = template.load(words, after_separator, template_text, null=null)
+    elif len(words) == 1:
+        source = swarmfile.load(words[0])
+    elif not words:
+        raise click.MissingParameter(ctx=ctx, param_type="argument", param_hint="'FILE'")
+    else:
+        raise exc.UsageError(f"run takes one FILE, not {len(words)} arguments (a template takes its arguments "
+                             "after :::, or from --template TEMPLATE FILE)")
     resolved = settings.resolve(flags, os.environ, source.file_settings)
     if here and resolved.backend in ("tmux", "headless"):
         raise exc.UsageError(f"--here conflicts with backend {resolved.backend!r} "
@@ -120,8 +155,8 @@ def run(file: str, name: str | None, json_output: bool, junit_path: str | None, 
         click.echo(f"zellij-swarm: {source.source}: no tasks to run", err=True)
         return
     outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
-                      json_output=json_output, junit_path=junit_path, close_session=close_session, here=here,
-                      attach=attach)
+                      json_output=json_output, junit_path=junit_path, joblog_path=joblog_path,
+                      close_session=close_session, here=here, attach=attach, groups=source.groups)
     if json_output:
         click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)
@@ -143,10 +178,19 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
 @click.argument("run_id", required=False)
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @click.option("--all", "show_all", is_flag=True, help="also show idle and closed slots")
+@click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="only the tasks with this tag (repeatable: any)")
 @_state_dir_option
-def status(run_id: str | None, json_output: bool, show_all: bool, state_dir: str | None) -> None:
-    """Tasks and slots of a run (default: the latest)."""
-    snap = views.load_status(_find_run(state_dir, run_id))
+def status(run_id: str | None, json_output: bool, show_all: bool, group: str | None, tags: tuple[str, ...],
+           state_dir: str | None) -> None:
+    """Tasks and slots of a run (default: the latest); --group and --tag show some tasks only."""
+    run = _find_run(state_dir, run_id)
+    snap = views.load_status(run)
+    if group is not None or tags:
+        views.check_group(run, group)
+        chosen = set(views.select(views.task_specs_of(run), group=group, tags=tags))
+        snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen],
+                "slots": [s for s in snap["slots"] if s["task"] is None or s["task"] in chosen]}
     if json_output:
         snap = {**snap, "slots": views.visible_slots(snap, show_all)}
         click.echo(views.snapshot_json(snap))
@@ -198,17 +242,25 @@ def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) ->
                    "(until it starts, or ends without starting)")
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
 @click.option("--raw", is_flag=True, help="the output as stored, byte for byte (a pane's CRLF line ends included)")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="without TASK: list only the tasks with this tag")
 @_state_dir_option
-def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, state_dir: str | None) -> None:
+def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, tags: tuple[str, ...],
+         state_dir: str | None) -> None:
     """The output of TASK (a name or id) in RUN (default: the latest run); without TASK, the
-    run's tasks. A terminal's CRLF line ends are shown as LF (--raw: as stored)."""
+    run's tasks (--tag: those with the tag). A terminal's CRLF line ends are shown as LF
+    (--raw: as stored)."""
     from zellij_swarm.commands.logs import show, task_list
 
     run, snap, task = _run_and_task(state_dir, args, "logs")
     if task is not None:
+        if tags:
+            raise exc.UsageError("--tag lists tasks: give it without a TASK")
         sys.exit(show(run, task, attempt=attempt, follow=follow, raw=raw, snap=snap))
     if follow or attempt is not None:
         raise exc.UsageError(f"{'-f' if follow else '--attempt'} needs a task: zellij-swarm logs [RUN] TASK")
+    if tags:
+        chosen = set(views.select(views.task_specs_of(run), group=None, tags=tags))
+        snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen]}
     click.echo("\n".join(task_list(run, snap)))
     if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example
         example = quoting.shell_line([*args, snap["tasks"][0]["name"]])
@@ -249,34 +301,32 @@ def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, s
 @cli.command()
 @click.argument("run_id")
 @click.argument("tasks", nargs=-1)
+@click.option("--group", default=None, metavar="GROUP", help="the tasks of this [group.NAME]")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="the tasks with this tag (repeatable: any of them)")
 @_state_dir_option
-def cancel(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
-    """Cancel a running swarm, or only the named TASKS of it."""
-    run = _find_run(state_dir, run_id, writing=True)
-    snap = views.load_status(run)
-    if snap["state"] not in ("running", "interrupted"):
-        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to cancel")
-    known = {t["name"] for t in snap["tasks"]} | {t["id"] for t in snap["tasks"]}
-    missing = [t for t in tasks if t not in known and t not in _run_task_names(run)]
-    if missing:
-        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
-    msg_id = inbox.send(run, "cancel", tasks=list(tasks))
-    if snap["state"] == "interrupted":
-        _cancel_unsupervised(run, snap, set(tasks))
-        return
-    pid = runlock.holder(run)
-    answer = inbox.await_reply(run, msg_id, timeout=30, still_running=lambda: runlock.holder(run) is not None)
-    if answer is None and inbox.withdraw(run, msg_id):
-        raise exc.SwarmError(f"run {run.run_id} ended before the cancel reached it; nothing cancelled")
-    if answer is None:  # taken while we gave up waiting: look once more for the answer
-        answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
-    if answer is None:
-        click.echo(f"zellij-swarm: cancel delivered to run {run.run_id} (supervisor pid {pid}), no answer", err=True)
-        return
-    if not answer.get("ok"):
-        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} cancelled nothing")
-    what = quoting.terminal_text(", ".join(answer["cancelled"]))
-    click.echo(f"zellij-swarm: cancelled in run {run.run_id}: {what} (supervisor pid {pid})", err=True)
+def cancel(run_id: str, tasks: tuple[str, ...], group: str | None, tags: tuple[str, ...],
+           state_dir: str | None) -> None:
+    """Cancel a running swarm, or only the named TASKS of it (or those of --group / --tag)."""
+    click.echo(control.cancel(_find_run(state_dir, run_id, writing=True), tasks, group=group, tags=tags), err=True)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
+@_state_dir_option
+def pause(run_id: str, group: str | None, state_dir: str | None) -> None:
+    """Start no new task of a running swarm (or of one group of it) until `unpause`; the
+    running ones go on. A paused run stays paused when it is resumed."""
+    click.echo(control.set_paused(_find_run(state_dir, run_id, writing=True), group, paused=True), err=True)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--group", default=None, metavar="GROUP", help="only this group (a paused run stays paused)")
+@_state_dir_option
+def unpause(run_id: str, group: str | None, state_dir: str | None) -> None:
+    """Start new tasks again, after `pause`: of the whole run (and every group), or of one group."""
+    click.echo(control.set_paused(_find_run(state_dir, run_id, writing=True), group, paused=False), err=True)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -297,61 +347,11 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None
     if from_file and (name is not None or after or priority is not None):
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
     run = _find_run(state_dir, run_id, writing=True)
-    snap = views.load_status(run)
-    if snap["state"] != "running":
-        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
     if from_file:
-        tasks = _tasks_of_file(what[0], _run_task_names(run))
+        click.echo(control.add(run, file=what[0]), err=True)
     else:
         task: dict[str, Any] = {"argv": list(what), "name": name, "after": list(after), "priority": priority}
-        tasks = [{k: v for k, v in task.items() if v not in (None, [])}]
-    msg_id = inbox.send(run, "add", tasks=tasks)
-    answer = inbox.await_reply(run, msg_id, timeout=15, still_running=lambda: runlock.holder(run) is not None)
-    if answer is None:
-        raise exc.RunNotActive(f"run {run.run_id} ended before it took the addition; nothing added")
-    if not answer.get("ok"):
-        raise exc.UsageError(answer.get("error") or "the supervisor refused the addition")
-    added = quoting.terminal_text(", ".join(answer["added"]))
-    click.echo(f"zellij-swarm: added to run {run.run_id}: {added}", err=True)
-
-
-def _tasks_of_file(path: str, run_tasks: set[str]) -> list[dict[str, Any]]:
-    """The ``[[task]]`` mappings of an ``add`` FILE, checked against the run's tasks (the
-    supervisor checks them again, against the tasks it has when the message arrives)."""
-    source = swarmfile.load(path, known=run_tasks)
-    if source.file_settings:
-        raise exc.UsageError(f"{path}: [swarm] settings cannot change a running swarm; give only [[task]]s")
-    tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
-    if not path.endswith(".toml"):  # command lines are named by the supervisor, after the run's tasks
-        tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
-    if not tasks:
-        raise exc.UsageError(f"{path}: no tasks to add")
-    return tasks
-
-
-def _cancel_unsupervised(run: Any, snap: dict[str, Any], names: set[str]) -> None:
-    """No supervisor: end the recorded workers here through the supervisor's own ladder
-    (``stopping``), each generation's reason recorded first, so that a later `resume`
-    records them as cancelled. The grace is the run's own ``kill_grace``."""
-    from zellij_swarm.engine import stopping
-    from zellij_swarm.records import generation_files
-
-    grace = settings.Resolved.from_record(snap.get("settings") or {}).kill_grace  # the table's default if older
-    ended = 0
-    for t in snap["tasks"]:
-        if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
-            continue
-        generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
-        ended += stopping.end_now(run.run_id, t["slot"], t["generation"], grace)
-    click.echo(f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
-               f"`zellij-swarm resume {run.run_id}` records the cancellation", err=True)
-
-
-def _run_task_names(run: RunPaths) -> set[str]:
-    from zellij_swarm.engine import resume
-    from zellij_swarm.records import log as records
-
-    return {s.name for s in resume.task_specs(read_json(run.run_json), records.read_events(run.events))}
+        click.echo(control.add(run, tasks=[{k: v for k, v in task.items() if v not in (None, [])}]), err=True)
 
 
 @cli.command()
@@ -375,6 +375,19 @@ def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speed
                    min_speedup=min_speedup, max_launch_span_ms=max_launch_span)
     click.echo(json.dumps(report, indent=1) if json_output else format_proof(report))
     sys.exit(0 if report["ok"] else 1)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--html", "html_path", required=True, metavar="FILE", help="write the page to FILE")
+@_state_dir_option
+def report(run_id: str, html_path: str, state_dir: str | None) -> None:
+    """Write one self-contained HTML page of a run: a timeline with a lane per slot and a bar
+    per attempt, coloured by outcome, the run's counts and its proof of parallelism. A running
+    run shows what has happened so far."""
+    from zellij_swarm.commands.report import write_report
+
+    write_report(_find_run(state_dir, run_id), Path(html_path))
 
 
 _VIEW_PANE_HELP = "(used by run) this is one of the run's own panes: register it, so its end is noticed"

@@ -4,7 +4,9 @@ where it goes — never by what it looks like. Task names, commands, cwds and th
 directory are all data, whatever characters they hold.
 
 - **a shell** (``sh`` reads it): ``shell_word`` for one word, ``shell_line`` for a command
-  line (``shlex``: single quotes, ``'`` as ``'\\''``).
+  line (``shlex``: single quotes, ``'`` as ``'\\''``); ``parallel_word`` for a word of a
+  command built from a template as GNU parallel builds it (``run TEMPLATE ::: ARGS``: the same
+  text parallel would run); ``sh_double_quoted`` for text inside ``"…"``.
 - **a tmux argument** (any argument of a tmux command, even passed as argv): ``tmux_arg``.
   tmux's command parser takes an argument *ending* in ``;`` as the end of a command and drops
   the ``;`` (so a path ending in ``;`` lost it, or split the command); ``\\;`` keeps it.
@@ -96,3 +98,25 @@ def _visible(m: re.Match[str]) -> str:
     ch = m.group()
     code = ord(ch)
     return _NAMED.get(ch) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+_PARALLEL_PLAIN = re.compile(r"[-_.+a-zA-Z0-9/]+")
+_DOUBLE_QUOTED_SPECIAL = re.compile(r'([\\"$`])')
+
+
+def parallel_word(value: str) -> str:
+    """``value`` as one ``sh`` word, exactly as GNU parallel's ``Q()`` writes it: as it is
+    when it is plain, else in single quotes, a ``'`` as ``'"'"'``, without empty ``''`` at
+    either end."""
+    if _PARALLEL_PLAIN.fullmatch(value):
+        return value
+    if not value:
+        return "''"
+    quoted = "'" + value.replace("'", "'\"'\"'") + "'"
+    return quoted.removeprefix("''").removesuffix("''")
+
+
+def sh_double_quoted(text: str) -> str:
+    """``text`` to put between ``"`` and ``"`` in ``sh``: ``\\``, ``"``, ``$`` and a backquote
+    escaped, so it stays literal."""
+    return _DOUBLE_QUOTED_SPECIAL.sub(r"\\\1", text)

@@ -28,7 +28,7 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.commands import status as views
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
-from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.watch import follow
 
@@ -131,14 +131,7 @@ def task_list(run: RunPaths, snap: dict[str, Any]) -> list[str]:
 def _commands(run: RunPaths) -> dict[str, str]:
     """Each task's command as typed (``cmd``, or ``argv`` joined as a shell would read it), by
     name: from ``run.json`` and the tasks added while the run ran (the event log)."""
-    from zellij_swarm.engine import resume
-    from zellij_swarm.records import log as records
-
-    try:
-        specs = resume.task_specs(read_json(run.run_json), records.read_events(run.events))
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {s.name: command_text(s) for s in specs}
+    return {s.name: command_text(s) for s in views.task_specs_of(run)}
 
 
 def _over(run: RunPaths, gen: GenPaths, task_id: str) -> bool:

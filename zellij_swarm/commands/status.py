@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
+from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine.view_watch import describe as describe_views
 from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
@@ -101,6 +102,40 @@ def _counts(snap: dict[str, Any]) -> dict[str, int]:
     return tally
 
 
+def task_specs_of(run: RunPaths) -> list[TaskSpec]:
+    """Every task of a run as it was given — ``run.json``'s and those added while it ran (the
+    event log) — for what rows do not carry: tags, a named task's command."""
+    from zellij_swarm.engine import resume
+    from zellij_swarm.records import log as records
+
+    try:
+        return resume.task_specs(read_json(run.run_json), records.read_events(run.events))
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def select(specs: Iterable[TaskSpec], *, group: str | None, tags: Iterable[str]) -> list[str]:
+    """Names of the tasks of ``group`` (if given) that have any of ``tags`` (if given)."""
+    wanted = set(tags)
+    return [s.name for s in specs
+            if (group is None or s.group == group) and (not wanted or wanted & set(s.tags))]
+
+
+def check_group(run: RunPaths, group: str | None) -> None:
+    """A ``--group`` must name one of the run's groups (exit 2 otherwise)."""
+    groups = read_json(run.run_json).get("groups") or {}
+    if group is not None and group not in groups:
+        raise exc.UsageError(f"run {run.run_id} has no group {group!r} (its groups: {', '.join(groups) or 'none'})")
+
+
+def selection_text(group: str | None, tags: Iterable[str]) -> str:
+    """``in group 'gpu' with tag 'slow' or 'big'``, for messages about a selection."""
+    parts = [f"in group {group!r}"] if group is not None else []
+    if tags := list(tags):
+        parts.append("with tag " + " or ".join(map(repr, tags)))
+    return " ".join(parts)
+
+
 def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
     tasks: list[dict[str, Any]] = snap["tasks"]
     for t in tasks:
@@ -116,6 +151,21 @@ def when(ts: float | None) -> str:
 # A slot's state as a person says it: one whose generation is starting is not "reserved".
 SLOT_WORDS = {"reserved": "starting"}
 NAME_COLUMN_MAX = 40
+
+
+def dispatching_text(snap: dict[str, Any]) -> str | None:
+    """``paused: new tasks wait for unpause`` and each group's ``gpu 2/2 running (paused)``;
+    None when the run has no groups and nothing is paused."""
+    paused = snap.get("paused") or {}
+    groups = snap.get("groups") or []
+    if not paused.get("run") and not paused.get("groups") and not groups:
+        return None
+    parts = ["paused: no new task starts until `zellij-swarm unpause`"] if paused.get("run") else []
+    held = set(paused.get("groups") or [])
+    running = snap.get("state") == "running"
+    parts += [f"group {g['name']} " + (f"{g['running']}/{g['jobs']} running" if running else f"jobs {g['jobs']}")
+              + (" (paused)" if g["name"] in held else "") for g in groups]
+    return " · ".join(parts)
 
 
 def task_note(t: dict[str, Any]) -> str:
@@ -152,14 +202,17 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
     slots that can still do work (all with ``show_all``), its views and warnings."""
     lines = [f"run {snap['run_id']}{' (' + snap['name'] + ')' if snap.get('name') else ''}: {snap['state']}, "
              f"started {when(snap['started_at'])}; {counts_text(snap.get('counts') or {})}"]
+    if (dispatching := dispatching_text(snap)) is not None:
+        lines.append(dispatching)
     tasks = snap["tasks"]
     if tasks:
+        grouped = any(t.get("group") for t in tasks)
         rows = []
         for t in tasks:
             status = describe(t, named=False)
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
-                         task_note(t)))
-        lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows)
+                         *((t.get("group") or "-",) if grouped else ()), task_note(t)))
+        lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")

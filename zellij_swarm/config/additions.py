@@ -28,9 +28,10 @@ class Batch:
     duplicates: list[str] = field(default_factory=list)
 
 
-def from_message(raw_tasks: object, known: Iterable[str], base: Path) -> list[swarmfile.TaskSpec]:
+def from_message(raw_tasks: object, known: Iterable[str], base: Path,
+                 groups: Iterable[str] = ()) -> list[swarmfile.TaskSpec]:
     """An ``add`` message's tasks; raises ``exc.UsageError`` with one line if any is invalid
-    (then none is added)."""
+    (then none is added). ``groups``: the run's, the only ones its tasks may name."""
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise exc.UsageError("add: no tasks given")
     known = set(known)
@@ -39,7 +40,7 @@ def from_message(raw_tasks: object, known: Iterable[str], base: Path) -> list[sw
         if isinstance(raw, dict) and "name" not in raw:
             raw = {**raw, "name": _free_name(known | {s.name for s in specs})}
         specs.append(swarmfile.task_from_dict(raw, i, "add", base))
-    swarmfile.validate(specs, known=known)
+    swarmfile.validate(specs, known=known, groups=groups)
     return specs
 
 
@@ -50,7 +51,7 @@ def _free_name(taken: set[str]) -> str:
     return f"task-{n}"
 
 
-def from_followups(path: Path, parent: str, known: Iterable[str], base: Path) -> Batch:
+def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, groups: Iterable[str] = ()) -> Batch:
     """The follow-up lines a generation left in its artifact directory."""
     out = Batch()
     try:
@@ -78,7 +79,7 @@ def from_followups(path: Path, parent: str, known: Iterable[str], base: Path) ->
             continue
         try:
             spec = swarmfile.task_from_dict(raw, lineno - 1, f"{path}:{lineno}", base)
-            swarmfile.validate([spec], known=taken)
+            swarmfile.validate([spec], known=taken, groups=groups)
         except exc.UsageError as e:
             out.errors.append(f"{path}:{lineno}: {e}")
             continue

@@ -20,8 +20,11 @@ from zellij_swarm import exc
 from zellij_swarm.config import settings
 
 TASK_KEYS = frozenset(
-    {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags"}
+    {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags",
+     "group"}
 )
+GROUP_KEYS = frozenset({"jobs"})
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name"})
 _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
@@ -86,6 +89,7 @@ class TaskSpec:
     after: tuple[str, ...] = ()
     priority: int = 0
     tags: tuple[str, ...] = ()
+    group: str | None = None  # a [group.NAME] whose jobs bound how many of its tasks run at once
     origin: str = ""  # "file:line" for messages
 
     def to_record(self) -> dict[str, Any]:
@@ -101,6 +105,7 @@ class TaskSpec:
             "after": list(self.after),
             "priority": self.priority,
             "tags": list(self.tags),
+            "group": self.group,
         }
 
     @classmethod
@@ -117,6 +122,7 @@ class TaskSpec:
             after=tuple(rec.get("after") or ()),
             priority=int(rec.get("priority") or 0),
             tags=tuple(rec.get("tags") or ()),
+            group=rec.get("group"),
         )
 
 
@@ -126,30 +132,57 @@ class SwarmInput:
     file_settings: dict[str, settings.FileValue]
     name: str | None
     source: str  # path, "<stdin>" or "<api>"
+    groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N
 
 
-def load(path: str, *, known: Iterable[str] = ()) -> SwarmInput:
+def load(path: str, *, known: Iterable[str] = (), known_groups: Iterable[str] = ()) -> SwarmInput:
     """Read ``path`` (``-`` for stdin): TOML when it ends in ``.toml``, else one command per line.
     ``known``: names of tasks that already exist (those of a running swarm the file adds to),
-    which its tasks may depend on and must not reuse."""
+    which its tasks may depend on and must not reuse; ``known_groups``: that swarm's groups,
+    which its tasks may name."""
+    where, data = _read(path, "a swarm file")
+    text = _decode(data, where)
+    if Path(path).suffix == ".toml":
+        return parse_toml(text, path, known=known, known_groups=known_groups)
+    return parse_lines(text, where)
+
+
+def load_arguments(path: str, *, null: bool) -> tuple[str, list[str]]:
+    """The arguments of a template (``run --template T FILE``) in ``path`` (``-`` for stdin),
+    and the name messages give it: one per line, or with ``null`` one per NUL-terminated item.
+    Read as GNU parallel reads them, not as command lines: nothing is stripped or skipped (an
+    empty line is an empty argument, ``#`` is text), and a final separator ends the last
+    argument rather than starting an empty one."""
+    where, data = _read(path, "a file of arguments")
+    items = data.split(b"\0" if null else b"\n")
+    if items[-1] == b"":
+        items.pop()
+    arguments = []
+    for number, item in enumerate(items, 1):
+        if b"\0" in item:  # a shell string cannot hold one
+            raise exc.InputError(f"argument {number} contains a NUL byte (-0 reads NUL-separated arguments)",
+                                 path=where)
+        try:
+            arguments.append(item.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise exc.InputError(f"argument {number} is not valid UTF-8", path=where) from None
+    return where, arguments
+
+
+def _read(path: str, expected: str) -> tuple[str, bytes]:
+    """The bytes of ``path`` (``-``: stdin) and the name messages give it (``<stdin>``)."""
     if path == "-":
         import sys
 
-        data = sys.stdin.buffer.read()
-        return parse_lines(_decode(data, "<stdin>"), "<stdin>")
-    p = Path(path)
+        return "<stdin>", sys.stdin.buffer.read()
     try:
-        data = p.read_bytes()
+        return path, Path(path).read_bytes()
     except FileNotFoundError:
         raise exc.InputError("no such file", path=path) from None
     except IsADirectoryError:
-        raise exc.InputError("is a directory, expected a swarm file", path=path) from None
+        raise exc.InputError(f"is a directory, expected {expected}", path=path) from None
     except OSError as e:
         raise exc.InputError(f"cannot read: {e.strerror}", path=path) from None
-    text = _decode(data, path)
-    if p.suffix == ".toml":
-        return parse_toml(text, path, known=known)
-    return parse_lines(text, path)
 
 
 def _decode(data: bytes, where: str) -> str:
@@ -172,7 +205,7 @@ def parse_lines(text: str, source: str) -> SwarmInput:
     return SwarmInput(tasks, {}, None, source)
 
 
-def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput:
+def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups: Iterable[str] = ()) -> SwarmInput:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -181,11 +214,12 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput
         line = int(m.group(1)) if m else None
         raise exc.InputError(f"invalid TOML: {_TOML_POS.sub('', msg)}", path=path, line=line) from None
     lines = text.splitlines()
-    unknown = sorted(set(doc) - {"swarm", "task"})
+    unknown = sorted(set(doc) - {"swarm", "task", "group"})
     if unknown:
-        hint = did_you_mean(unknown[0], ("swarm", "task"))
-        raise exc.InputError(f"unknown table or key {unknown[0]!r}{hint} (expected [swarm] and [[task]])",
-                             path=path, line=_line_of(lines, unknown[0]))
+        hint = did_you_mean(unknown[0], ("swarm", "task", "group"))
+        raise exc.InputError(f"unknown table or key {unknown[0]!r}{hint} (expected [swarm], [group.NAME] and "
+                             "[[task]])", path=path, line=_line_of(lines, unknown[0]))
+    groups = _groups(doc.get("group", {}), path, lines)
     swarm = doc.get("swarm", {})
     if not isinstance(swarm, dict):
         raise exc.InputError("[swarm] must be a table", path=path, line=_line_of(lines, "swarm"))
@@ -217,8 +251,31 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = ()) -> SwarmInput
     for index, raw in enumerate(raw_tasks):
         start = starts[index] if index < len(starts) else None
         tasks.append(_task(raw, index, path, lines, _span(lines, start), base))
-    validate(tasks, known=known)
-    return SwarmInput(tasks, file_settings, name, path)
+    validate(tasks, known=known, groups={*groups, *known_groups})
+    return SwarmInput(tasks, file_settings, name, path, groups)
+
+
+def _groups(raw: object, path: str, lines: list[str]) -> dict[str, int]:
+    """``[group.NAME] jobs = N`` tables: at most N tasks of the group run at once."""
+    if not isinstance(raw, dict):
+        raise exc.InputError("group must be tables: [group.NAME] with jobs = N", path=path,
+                             line=_line_of(lines, "group"))
+    groups = {}
+    for name, table in raw.items():
+        line = _line_of(lines, f"group.{name}") or _line_of(lines, "group")
+        if not _GROUP_NAME.match(name):
+            raise exc.InputError(f"group name {name!r} must be 1-64 letters, digits, '_', '-' or '.'", path=path,
+                                 line=line)
+        if not isinstance(table, dict):
+            raise exc.InputError(f"[group.{name}] must be a table with jobs = N", path=path, line=line)
+        for key in table:
+            if key not in GROUP_KEYS:
+                raise exc.InputError(f"[group.{name}]: {unknown_key(key, GROUP_KEYS)}", path=path, line=line)
+        jobs = table.get("jobs")
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise exc.InputError(f"[group.{name}]: jobs must be an integer ≥ 1", path=path, line=line)
+        groups[name] = jobs
+    return groups
 
 
 def _span(lines: list[str], start: int | None) -> tuple[int, int] | None:
@@ -343,15 +400,26 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     tags = raw.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise fail("tags must be a list of strings", "tags")
+    group = raw.get("group")
+    if group is not None and not isinstance(group, str):
+        raise fail("group must be the name of a [group.NAME] table", "group")
     return TaskSpec(
         name=name, cmd=cmd, argv=argv, cwd=cwd, env=clean_env, after=tuple(after), priority=priority,
-        tags=tuple(tags), origin=f"{path}:{header}" if header else path, **overrides,
+        tags=tuple(tags), group=group, origin=f"{path}:{header}" if header else path, **overrides,
     )
 
 
-def validate(tasks: Iterable[TaskSpec], known: Iterable[str] = ()) -> None:
-    """Reject duplicate names, unknown ``after`` names and dependency cycles."""
+def validate(tasks: Iterable[TaskSpec], known: Iterable[str] = (), groups: Iterable[str] | None = None) -> None:
+    """Reject duplicate names, unknown ``after`` names, dependency cycles and, when ``groups``
+    is given, groups it does not name."""
     tasks = list(tasks)
+    if groups is not None:
+        named = set(groups)
+        for t in tasks:
+            if t.group is not None and t.group not in named:
+                hint = did_you_mean(t.group, named)
+                raise exc.InputError(f"task {t.name!r}: unknown group {t.group!r}{hint}"
+                                     f"{'' if named else ' (no [group.NAME] is defined)'}", path=t.origin or None)
     names: dict[str, TaskSpec] = {n: TaskSpec(name=n) for n in known}
     for t in tasks:
         if t.name in names:

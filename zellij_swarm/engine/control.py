@@ -1,8 +1,9 @@
-"""The control inbox on the supervisor's side: ``cancel`` and ``add`` messages from the CLI,
-and the follow-ups a worker leaves in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``.
+"""The control inbox on the supervisor's side: ``cancel``, ``add`` and ``pause`` messages
+from the CLI, and the follow-ups a worker leaves in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``.
 
 ``Control`` reads and answers them; what they do to the run is the run's (``ControlledRun``,
-which the supervisor is): cancel it all, cancel one task, add tasks.
+which the supervisor is): cancel it all, cancel one task, add tasks, pause or unpause the
+dispatching of new tasks (of a group, or of the run).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import TaskRecord
 
-_DONE = {"cancel": "cancelled", "add": "added"}
+_DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused"}
 
 
 class ControlledRun(Protocol):
@@ -28,11 +29,14 @@ class ControlledRun(Protocol):
     def by_name(self) -> Mapping[str, TaskRecord]: ...
     @property
     def tasks(self) -> Mapping[str, TaskRecord]: ...
+    @property
+    def groups(self) -> Mapping[str, int]: ...
 
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
     def cancel_task(self, task: TaskRecord) -> bool: ...  # False: it had already ended
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]: ...
+    def pause(self, group: str | None, paused: bool) -> None: ...
 
 
 class Control:
@@ -75,7 +79,7 @@ class Control:
         path = f"{generation_files.plain(lg.gen, generation_files.ARTIFACTS)}/{additions.FOLLOWUPS}"
         if not os.path.exists(path):  # once per task: a plain string, not a pathlib join
             return
-        batch = additions.from_followups(Path(path), lg.task.name, self.run.by_name, self.cwd)
+        batch = additions.from_followups(Path(path), lg.task.name, self.run.by_name, self.cwd, self.run.groups)
         self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
@@ -91,6 +95,8 @@ class Control:
             inbox.reply(self.paths, msg, self._add(msg))
         elif kind == "cancel":
             inbox.reply(self.paths, msg, self._cancel(msg.body.get("tasks") or []))
+        elif kind == "pause":
+            inbox.reply(self.paths, msg, self._pause(msg.body.get("group"), msg.body.get("paused") is not False))
         else:
             self.warn("invalid_message", f"inbox message {msg.id}: unknown kind {kind!r}", None)
 
@@ -116,8 +122,16 @@ class Control:
         if self.run.is_stopping():
             return {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"}
         try:
-            specs = additions.from_message(msg.body.get("tasks"), self.run.by_name, self.cwd)
+            specs = additions.from_message(msg.body.get("tasks"), self.run.by_name, self.cwd, self.run.groups)
         except exc.UsageError as e:
             return {"ok": False, "error": str(e)}
         added = self.run.add_live(specs, source=f"add {msg.id}")
         return {"ok": True, "added": [t.name for t in added]}
+
+    def _pause(self, group: object, paused: bool) -> dict[str, Any]:
+        """Stop (or resume) handing out new tasks, of one group or of the whole run."""
+        if group is not None and (not isinstance(group, str) or group not in self.run.groups):
+            known = ", ".join(sorted(self.run.groups)) or "none"
+            return {"ok": False, "error": f"run {self.run_id} has no group {group!r} (its groups: {known})"}
+        self.run.pause(group, paused)
+        return {"ok": True, "paused": paused, "group": group}

@@ -50,7 +50,7 @@ class Dispatcher:
     def fill(self) -> None:
         """Fill every free slot a ready task can use. A launch that fails at once frees its
         slot again within the batch, so batches repeat until nothing more can start."""
-        while not self._stopping() and self._slots.free_count and len(self._ready):
+        while not self._stopping() and self._slots.free_count and self._ready.has_ready():
             self._batch()
 
     def _batch(self) -> None:
@@ -61,8 +61,8 @@ class Dispatcher:
         a generation ``resume`` knows never ran)."""
         reserved_at = self._wallclock()
         batch: list[LiveGen] = []
-        while self._slots.free_count and len(self._ready):
-            lg = self._reserve(self._tasks[self._ready.pop()])  # type: ignore[index]
+        while self._slots.free_count and (task_id := self._ready.pop()) is not None:
+            lg = self._reserve(self._tasks[task_id])
             try:
                 rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
                 rundir.make_private_dir(lg.gen.artifacts)

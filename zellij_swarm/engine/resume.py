@@ -79,6 +79,7 @@ class Recovered:
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
     consumed_messages: set[str] = field(default_factory=set)
     stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
+    pauses: list[tuple[str | None, bool]] = field(default_factory=list)  # (group, paused), in the log's order
 
 
 def load_environment(path: Path) -> dict[str, str]:
@@ -154,6 +155,7 @@ def load(run: RunPaths) -> Recovered:
         gs.followups_consumed = key in followups
         rec.gens.append(gs)
     rec.stats = metrics.DispatchStats.replay(events)
+    rec.pauses = [(e.get("group"), e["event"] == "paused") for e in events if e["event"] in ("paused", "unpaused")]
     for e in events:
         task = e.get("task")
         if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
@@ -270,16 +272,19 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             run.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
     for task in run.tasks.values():
         if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
-            run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order)
+            run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order, group=task.spec.group)
         elif task.status == TaskStatus.PENDING and task.id not in run.ready:
             after = [run.by_name[d].id for d in task.spec.after]
-            for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order):
+            for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order,
+                                         group=task.spec.group):
                 run.skip(run.tasks[skipped])
     for lg in to_collect:
         _adopt(run, lg)
         run.collect(lg)
     for lg in to_adopt:
         _adopt(run, lg)
+    for group, paused in rec.pauses:  # a paused run stays paused
+        (run.ready.pause if paused else run.ready.unpause)(group)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
 
 def _claimed_by_wrapper(gen: GenPaths) -> bool:

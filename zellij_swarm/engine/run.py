@@ -21,6 +21,7 @@ from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine.resume import load, resolved_settings
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import rundir, snapshot_file
+from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.console import ConsoleReporter
 
@@ -54,11 +55,13 @@ def execute(
     env: Mapping[str, str],
     json_output: bool = False,
     junit_path: str | None = None,
+    joblog_path: str | None = None,
     close_session: bool = False,
     here: bool = False,
     attach: bool = False,
+    groups: Mapping[str, int] | None = None,
 ) -> Outcome:
-    _require_text(resolved, source=source, junit_path=junit_path)
+    _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
     if junit_path:
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
@@ -68,10 +71,15 @@ def execute(
         attach = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
     reporter = _reporter("quiet" if attach else resolved.output, json_output)
+    joblog = JobLog.from_option(joblog_path) if joblog_path else None  # before the run: a bad path is exit 2
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
-                   backend_reason=choice.why, attach=attach)
+                   backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog)
     sup = Supervisor(plan, backend, reporter)
-    code = sup.run()
+    try:
+        code = sup.run()
+    finally:
+        if joblog is not None:
+            joblog.close()
     outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
     if junit_path and (problem := junit.write(Path(junit_path), sup.paths, outcome.summary)):
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
@@ -89,17 +97,18 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     reporter = _reporter(resolved.output, json_output)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
-                   resume=rec, run_dir=run.dir)
+                   resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}))
     sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
 
 
-def _require_text(resolved: Resolved, *, source: str, junit_path: str | None) -> None:
+def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, joblog_path: str | None = None) -> None:
     """Refuse (exit 2), before a run directory exists, a working directory, state directory,
     --junit path or command-line argument that is not UTF-8: ``run.json`` records them as JSON
     text, which cannot hold such bytes. (The environment is saved byte-exact in ``env.sh``.)"""
-    checks = [("the working directory", os.getcwd()), ("--junit", junit_path or ""), ("swarm file", source)]
+    checks = [("the working directory", os.getcwd()), ("--junit", junit_path or ""), ("--joblog", joblog_path or ""),
+              ("swarm file", source)]
     checks += [(f"{n} (from {resolved.sources.get(n, 'default')})", str(v)) for n, v in resolved.values.items()]
     checks += [("command-line argument", a) for a in sys.argv]
     for what, value in checks:

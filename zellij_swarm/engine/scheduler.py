@@ -5,15 +5,16 @@ structures what to do next, so the rules are unit-testable on their own.
 
 - ``SlotPool``: a free slot is the smallest free number, so panes keep stable positions.
 - ``ReadyQueue``: a task is ready when it is pending and every ``after`` dependency
-  succeeded; ready tasks run by priority (higher first), then input order. A dependency
-  that ends any other way makes its dependents — transitively — skipped.
+  succeeded; ready tasks run by priority (higher first), then input order, as far as their
+  group's ``jobs`` and a pause allow. A dependency that ends any other way makes its
+  dependents — transitively — skipped.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 class SlotPool:
@@ -45,20 +46,35 @@ class SlotPool:
 
 
 class ReadyQueue:
-    """Tracks dependencies and hands out ready task ids in priority order."""
+    """Tracks dependencies and hands out ready task ids in priority order.
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, str]] = []
+    **Groups.** A task may belong to a group whose ``jobs`` bounds how many of its tasks are
+    out at once (handed out and not yet back: requeued for a retry, or finished); the default
+    group (``None``) is bounded by the slots alone. Each group has its own heap: a group that
+    is full, or paused, never holds back the ready tasks of the others. ``pause`` without a
+    group stops every hand-out (the tasks out go on).
+    """
+
+    def __init__(self, limits: Mapping[str, int] | None = None) -> None:
+        self._limits = dict(limits or {})
+        self._heaps: dict[str | None, list[tuple[int, int, str]]] = defaultdict(list)
+        self._group: dict[str, str | None] = {}
+        self._out: dict[str | None, int] = defaultdict(int)  # handed out and not back, by group
+        self._handed: set[str] = set()
+        self._paused: set[str | None] = set()
+        self._all_paused = False
         self._priority: dict[str, tuple[int, int]] = {}
         self._waiting_on: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = defaultdict(list)
         self._succeeded: set[str] = set()
         self._ended: set[str] = set()
 
-    def add(self, task: str, *, after: Iterable[str], priority: int, order: int) -> list[str]:
+    def add(self, task: str, *, after: Iterable[str], priority: int, order: int,
+            group: str | None = None) -> list[str]:
         """Register a task; returns tasks that must be skipped right away (a dependency
         already ended without succeeding: this one, and nothing else yet depends on it)."""
         self._priority[task] = (-priority, order)
+        self._group[task] = group
         deps = set(after) - self._succeeded
         if deps & (self._ended - self._succeeded):
             self._ended.add(task)
@@ -73,7 +89,7 @@ class ReadyQueue:
 
     def _push(self, task: str) -> None:
         p, order = self._priority[task]
-        heapq.heappush(self._heap, (p, order, task))
+        heapq.heappush(self._heaps[self._group.get(task)], (p, order, task))
 
     def settled(self, task: str, succeeded: bool) -> None:
         """A task already ended before this queue existed (resume): dependents added later
@@ -82,36 +98,91 @@ class ReadyQueue:
         if succeeded:
             self._succeeded.add(task)
 
-    def handed_out(self, task: str, *, priority: int, order: int) -> None:
-        """A task already running when this queue was made (resume): not ready, but known
-        with its rank, so a retry of it goes back where it belongs."""
+    def handed_out(self, task: str, *, priority: int, order: int, group: str | None = None) -> None:
+        """A task already running when this queue was made (resume): not ready, but out (it
+        counts against its group) with its rank, so a retry of it goes back where it belongs."""
         self._priority[task] = (-priority, order)
+        self._group[task] = group
+        self._take_out(task)
+
+    def _take_out(self, task: str) -> None:
+        self._handed.add(task)
+        self._out[self._group.get(task)] += 1
+
+    def _back(self, task: str) -> None:
+        if task in self._handed:
+            self._handed.remove(task)
+            self._out[self._group.get(task)] -= 1
+
+    def _open_groups(self) -> list[str | None]:
+        """Groups that may hand out a task now: ready tasks, not paused, room in the group."""
+        if self._all_paused:
+            return []
+        return [g for g, heap in self._heaps.items()
+                if heap and g not in self._paused and (g is None or self._out[g] < self._limits.get(g, 1 << 30))]
 
     def pop(self) -> str | None:
-        """The next ready task, or None."""
-        return heapq.heappop(self._heap)[2] if self._heap else None
+        """The next task that may run now (by priority, then input order, across the groups
+        that may hand one out), or None."""
+        groups = self._open_groups()
+        if not groups:
+            return None
+        best = min(groups, key=lambda g: self._heaps[g][0])
+        task = heapq.heappop(self._heaps[best])[2]
+        self._take_out(task)
+        return task
+
+    def has_ready(self) -> bool:
+        """Whether ``pop`` would hand out a task now."""
+        return bool(self._open_groups())
 
     def requeue(self, task: str) -> None:
         """A task that needs another generation goes back with its original rank."""
+        self._back(task)
         self._push(task)
 
     def discard(self, task: str) -> None:
         """Take a task out of the queue (cancelled before it ran); its dependents are
         handled by the ``finished`` call that follows."""
         self._waiting_on.pop(task, None)
-        kept = [entry for entry in self._heap if entry[2] != task]
-        if len(kept) != len(self._heap):
+        heap = self._heaps[self._group.get(task)]
+        kept = [entry for entry in heap if entry[2] != task]
+        if len(kept) != len(heap):
             heapq.heapify(kept)
-            self._heap = kept
+            self._heaps[self._group.get(task)] = kept
+
+    def pause(self, group: str | None = None) -> None:
+        """Hand out nothing more (of ``group``, or at all); what is out goes on."""
+        if group is None:
+            self._all_paused = True
+        else:
+            self._paused.add(group)
+
+    def unpause(self, group: str | None = None) -> None:
+        if group is None:
+            self._all_paused = False
+            self._paused.clear()
+        else:
+            self._paused.discard(group)
+
+    @property
+    def paused(self) -> tuple[bool, list[str]]:
+        """(the whole run is paused, the groups paused one by one)."""
+        return self._all_paused, sorted(g for g in self._paused if g is not None)
+
+    def out_in(self, group: str) -> int:
+        """Tasks of ``group`` out now."""
+        return self._out[group]
 
     def __contains__(self, task: object) -> bool:
         return task in self._priority
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return sum(len(heap) for heap in self._heaps.values())
 
     def finished(self, task: str, succeeded: bool) -> tuple[list[str], list[str]]:
         """Record a task's final outcome. Returns (newly ready, newly skipped)."""
+        self._back(task)
         self._ended.add(task)
         ready: list[str] = []
         skipped: list[str] = []
@@ -139,7 +210,8 @@ class ReadyQueue:
 
     def drain(self) -> list[str]:
         """Every task not yet handed out (ready or waiting), removed from the queue."""
-        left = [t for _, _, t in sorted(self._heap)] + sorted(self._waiting_on, key=self._priority.__getitem__)
-        self._heap.clear()
+        left = [t for _, _, t in sorted(e for heap in self._heaps.values() for e in heap)]
+        left += sorted(self._waiting_on, key=self._priority.__getitem__)
+        self._heaps.clear()
         self._waiting_on.clear()
         return left

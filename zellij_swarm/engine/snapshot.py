@@ -78,6 +78,8 @@ class RunView(Protocol):
     def usage(self) -> dict[str, Any] | None: ...  # the run's own CPU and memory, as the snapshot's "usage"
     @property
     def multiplexer(self) -> dict[str, Any] | None: ...  # where its panes are (Backend.place), for ``attach``
+    @property
+    def dispatching(self) -> dict[str, Any]: ...  # its groups and what is paused (Supervisor.dispatching)
 
 
 def state_name(run: RunView) -> str:
@@ -167,7 +169,7 @@ class Followed:
         if task.attempts == 0 and not task.history and not task.warnings and task.status == TaskStatus.PENDING and all(
                 v is None for v in (task.slot, task.generation, task.pid, task.pane_id, task.started_at,
                                     task.ended_at, task.exit_code, task.signal, task.reason)):
-            self.rows.add(snapshot_file.pending_line(task.name, task.id, task.shown_command))  # as it was added
+            self.rows.add(snapshot_file.pending_line(task.name, task.id, task.optional_fields))  # as it was added
         else:
             self.rows.add(snapshot_file.encode(task.row(now=None)))
 
@@ -260,6 +262,7 @@ def _snapshot(run: RunView, now: float, *, counts: dict[str, int], tasks: list[d
         snap["rows"] = rows
     if (place := run.multiplexer) is not None:
         snap["multiplexer"] = place
+    snap.update(run.dispatching)
     return snap
 
 

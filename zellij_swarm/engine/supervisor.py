@@ -55,8 +55,9 @@ from zellij_swarm.engine.watchdog import IdleWatchdog
 from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
+from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.states import TaskStatus
-from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, wrapper
 from zellij_swarm.worker.launcher import Launcher
@@ -77,6 +78,8 @@ class RunPlan:
     attach: bool = False  # attach to a session the backend creates, in the foreground (on a TTY)
     resume: Recovered | None = None  # continue this interrupted run instead of starting one
     run_dir: Path | None = None
+    groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N, as written
+    joblog: JobLog | None = None  # run --joblog: a line per task as it reaches its final status
 
 
 class Reporter(Protocol):
@@ -142,7 +145,10 @@ class Supervisor:
             self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
         self.tasks: dict[str, TaskRecord] = {}
         self.by_name: dict[str, TaskRecord] = {}
-        self.ready = ReadyQueue()
+        # A group may run at most as many tasks as the run has slots (more is capped, with a
+        # warning once the run's records exist: see run()).
+        self.groups = {name: min(jobs, self.jobs) for name, jobs in plan.groups.items()}
+        self.ready = ReadyQueue(self.groups)
         self.slots = Slots(self.jobs)
         self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
         self.stats = metrics.DispatchStats()
@@ -174,6 +180,17 @@ class Supervisor:
     @property
     def backend_name(self) -> str:
         return self.backend.name
+
+    @property
+    def dispatching(self) -> dict[str, Any]:
+        """The snapshot's ``paused`` (the run, and groups one by one) and, when the run has
+        groups, ``groups``: each one's jobs and how many of its tasks run."""
+        run_paused, groups_paused = self.ready.paused
+        out: dict[str, Any] = {"paused": {"run": run_paused, "groups": groups_paused}}
+        if self.groups:
+            out["groups"] = [{"name": name, "jobs": jobs, "running": self.ready.out_in(name)}
+                             for name, jobs in self.groups.items()]
+        return out
 
     @property
     def multiplexer(self) -> dict[str, Any] | None:
@@ -218,7 +235,8 @@ class Supervisor:
             added.append(rec)
         for rec in added if enqueue else ():
             after_ids = [self.by_name[d].id for d in rec.spec.after]
-            for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order):
+            for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order,
+                                          group=rec.spec.group):
                 self.skip(self.tasks[skipped])
         return added
 
@@ -235,6 +253,7 @@ class Supervisor:
             "backend": {"name": self.backend.name, "why": self.plan.backend_reason},
             "jobs": self.jobs,
             "settings": self.settings.as_record(),
+            "groups": self.plan.groups,
             "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
         })
 
@@ -250,6 +269,10 @@ class Supervisor:
                 self._write_run_json()
                 self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                                  backend=self.backend.name, pid=os.getpid())
+                for name, jobs in self.plan.groups.items():
+                    if jobs > self.jobs:
+                        self._warn("group_capped", f"group {name!r}: jobs {jobs} is more than the run's {self.jobs} "
+                                                   f"slots; at most {self.jobs} of its tasks run at once", None)
             else:
                 resume.restore(self, self.plan.resume)
             self.reporter.started(self.paths, len(self.tasks))
@@ -516,6 +539,12 @@ class Supervisor:
         if lg.in_pane and waiting is not None:
             self.backend.waiting(lg.request, lg.pane_id, waiting)
 
+    def pause(self, group: str | None, paused: bool) -> None:
+        """Stop (or resume) handing out new tasks of ``group`` (None: of the whole run); the
+        running ones go on. Recorded as an event, so a resumed run stays paused."""
+        (self.ready.pause if paused else self.ready.unpause)(group)
+        self.events.emit("paused" if paused else "unpaused", group=group)
+
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
@@ -688,6 +717,9 @@ class Supervisor:
                   gen: generation_files.GenPaths | None = None) -> None:
         """A task reached its final status: freeze it, release or skip its dependents."""
         task.finish(status, reason)
+        if self.plan.joblog is not None and (
+                problem := self.plan.joblog.task_finished(task.row(now=None), command_text(task.spec))):
+            self._warn("joblog_error", problem, task)
         if task.started_at is not None and task.ended_at is not None:
             self._ended_time[0] += 1
             self._ended_time[1] += task.ended_at - task.started_at

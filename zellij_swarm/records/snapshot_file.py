@@ -29,7 +29,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
@@ -49,11 +49,11 @@ def encode(row: dict[str, Any]) -> bytes:
     return (_dumps(row) + "\n").encode()
 
 
-def pending_line(name: str, task_id: str, command: str | None) -> bytes:
+def pending_line(name: str, task_id: str, optional: Mapping[str, Any]) -> bytes:
     """The line of a task that has not run yet — ``encode(task.row(...))`` of such a task, at
     a fraction of its cost: a run of 100,000 tasks writes 100,000 of them at its start.
-    ``command``: the row's, for a task whose name was generated (``TaskRecord.shown_command``)."""
-    tail = "}\n" if command is None else f',"command":{_dumps(command)}}}\n'
+    ``optional``: the row's ``TaskRecord.optional_fields``."""
+    tail = "".join(f",{_dumps(k)}:{_dumps(v)}" for k, v in optional.items()) + "}\n"
     return (f'{{"name":{_dumps(name)},"id":{_dumps(task_id)},"status":"pending","exit_code":null,'
             '"signal":null,"attempts":0,"slot":null,"generation":null,"pid":null,"pane_id":null,'
             '"started_at":null,"ended_at":null,"duration_s":null,"reason":null,"waiting_input":false,'

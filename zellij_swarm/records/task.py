@@ -178,11 +178,16 @@ class TaskRecord:
             "warnings": list(self.warnings),
             "history": [a.to_json() for a in self.history],
         }
-        if (command := self.shown_command) is not None:
-            row["command"] = command
+        row.update(self.optional_fields)
         return row
 
     @property
-    def shown_command(self) -> str | None:
-        """The command a row carries: only for a task whose name was generated."""
-        return command_text(self.spec) if GENERATED_NAME.fullmatch(self.name) else None
+    def optional_fields(self) -> dict[str, Any]:
+        """What a row carries only when there is something to say: the command of a task whose
+        name was generated, the group of a task that has one."""
+        out: dict[str, Any] = {}
+        if GENERATED_NAME.fullmatch(self.name):
+            out["command"] = command_text(self.spec)
+        if self.spec.group is not None:
+            out["group"] = self.spec.group
+        return out

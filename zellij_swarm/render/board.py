@@ -78,9 +78,19 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
         (terminal_text(state.get("name") or "swarm"), "1"),
         (" · ", None),
         (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
+        *_paused(state),
         (f" · {n_slots} slots · {duration(elapsed)} · {terminal_text(state.get('run_id') or '')}", None),
     ]
     return [join_parts(title, cols, color), *_counters(state, cols, color)]
+
+
+def _paused(state: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """`` · paused`` (the run) or `` · paused: gpu, io`` (groups), while the run goes on."""
+    paused = state.get("paused") if state.get("state") == "running" else None
+    if not isinstance(paused, dict) or not (paused.get("run") or paused.get("groups")):
+        return []
+    what = "paused" if paused.get("run") else "paused: " + ", ".join(map(terminal_text, paused.get("groups") or []))
+    return [(" · ", None), (what, "1;35")]
 
 
 def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:

@@ -1,0 +1,259 @@
+"""Groups bound how many of their tasks run at once, and pause stops new tasks (issue 15,
+parts 3 and 4): driven through the CLI, headless and in tmux."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from swarmtest import full, kill_run_processes, validate, wait_until
+
+GPU_SWARM = """
+[swarm]
+jobs = 4
+[group.gpu]
+jobs = 2
+[[task]]
+name = "g1"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+group = "gpu"
+priority = 5
+[[task]]
+name = "g2"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+group = "gpu"
+priority = 5
+[[task]]
+name = "g3"
+cmd = "true"
+group = "gpu"
+priority = 5
+[[task]]
+name = "c1"
+cmd = "true"
+[[task]]
+name = "c2"
+cmd = "true"
+"""
+
+
+def snapshot(swarm, run) -> dict[str, Any]:
+    try:
+        return json.loads(swarm("status", "--json", run.name).stdout)
+    except ValueError:
+        return {}
+
+
+def rows(snap: dict[str, Any]) -> dict[str, str]:
+    return {t["name"]: t["status"] for t in snap.get("tasks", [])}
+
+
+class Running:
+    """``zellij-swarm run ARGS`` in the background; on the way out its gates (``go``, ``go2``)
+    open, it is given time to end, and every process of it ends."""
+
+    def __init__(self, swarm, *args: str, env: dict[str, str] | None = None) -> None:
+        self.swarm, self.args, self.env = swarm, args, env
+
+    def __enter__(self) -> Running:
+        self.proc = self.swarm.popen("run", *self.args, env=self.env)
+        self.run = None
+        try:
+            self.run = wait_until(lambda: self.swarm.runs() and self.swarm.runs()[0], what="run dir")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for gate in ("go", "go2"):
+            (self.swarm.cwd / gate).touch()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self.run is not None:
+            kill_run_processes(self.run.name)
+
+
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+def test_a_full_group_holds_its_own_tasks_only(swarm, request, backend):
+    """gpu may run 2 at once: its third waits although slots are free, while the tasks of
+    no group (ranked lower) run at once."""
+    env = None
+    if backend == "tmux":
+        from tmuxtest import outside_env
+
+        env = outside_env(request.getfixturevalue("tmux"))
+    swarm.write("g.toml", GPU_SWARM)
+    with Running(swarm, "g.toml", "--backend", backend, "--output", "quiet", env=env) as r:
+        run = r.run
+        wait_until(lambda: rows(snapshot(swarm, run)) == {"g1": "running", "g2": "running", "g3": "pending",
+                                                        "c1": "succeeded", "c2": "succeeded"},
+                   what="two gpu tasks running, the third waiting, the others done")
+        snap = snapshot(swarm, run)
+        validate(snap, "status")
+        assert snap["groups"] == [{"name": "gpu", "jobs": 2, "running": 2}]
+        text = swarm("status", run.name).stdout
+        assert "group gpu 2/2 running" in text and " GROUP " in text.splitlines()[2]
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 0
+    done = {t["name"]: t for t in snapshot(swarm, run)["tasks"]}
+    assert done["g3"]["started_at"] >= min(done["g1"]["ended_at"], done["g2"]["ended_at"]) - 0.05
+
+
+def test_a_group_above_the_runs_jobs_is_capped_with_a_warning(swarm):
+    swarm.write("g.toml", "[swarm]\njobs = 2\n[group.io]\njobs = 8\n[[task]]\nname = \"a\"\ncmd = \"true\"\n"
+                          "group = \"io\"\n")
+    assert swarm("run", "g.toml", "--backend", "headless", "--output", "quiet").code == 0
+    snap = json.loads(swarm("status", "--json").stdout)
+    assert snap["groups"] == [{"name": "io", "jobs": 2, "running": 0}]
+    [warning] = [w for w in snap["warnings"] if w["code"] == "group_capped"]
+    assert "jobs 8 is more than the run's 2 slots" in warning["message"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[[task]]\nname = "a"\ncmd = "true"\ngroup = "gpu"\n', "t.toml:1: task 'a': unknown group 'gpu' "
+                                                            "(no [group.NAME] is defined)"),
+    ('[group.gpu]\njobs = 1\n[[task]]\nname = "a"\ncmd = "true"\ngroup = "gpx"\n',
+     "t.toml:3: task 'a': unknown group 'gpx' (did you mean 'gpu'?)"),
+    full('[group.gpu]\njobs = 0\n', "t.toml:1: [group.gpu]: jobs must be an integer ≥ 1"),
+    full('[group.gpu]\njob = 1\n', "[group.gpu]: unknown key 'job' (did you mean 'jobs'?)"),
+    ('[group.gpu]\njobs = 1\n[[task]]\nname = "a"\ncmd = "true"\ngroup = 3\n',
+     "task 'a': group must be the name of a [group.NAME] table"),
+])
+def test_bad_groups_are_one_line_errors_before_anything_runs(swarm, text, message):
+    swarm.write("t.toml", text)
+    res = swarm("run", "t.toml", "--backend", "headless")
+    assert res.code == 2 and res.stderr.count("\n") == 1 and message in res.stderr, res.stderr
+    assert swarm.runs() == []
+
+
+def test_an_addition_naming_an_unknown_group_is_refused(swarm):
+    swarm.write("g.toml", "[group.gpu]\njobs = 1\n[[task]]\nname = \"w\"\ncmd = \"while [ ! -e go ]; do sleep 0.05;"
+                          " done\"\n")
+    with Running(swarm, "g.toml", "--backend", "headless", "--output", "quiet") as r:
+        run = r.run
+        wait_until(lambda: rows(snapshot(swarm, run)).get("w") == "running", what="the worker")
+        swarm.write("more.toml", '[[task]]\nname = "x"\ncmd = "true"\ngroup = "nope"\n')
+        res = swarm("add", run.name, "more.toml")
+        assert res.code != 0 and "unknown group 'nope'" in res.stderr, res.stderr
+        swarm.write("ok.toml", '[[task]]\nname = "y"\ncmd = "true"\ngroup = "gpu"\n')
+        assert swarm("add", run.name, "ok.toml").code == 0
+    assert rows(snapshot(swarm, run)) == {"w": "succeeded", "y": "succeeded"}
+
+
+def test_pause_starts_nothing_new_survives_a_resume_and_unpause_goes_on(swarm):
+    import signal
+
+    from swarmtest import clean_env
+
+    swarm.write("p.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "b"\ncmd = "true"\n')
+    with Running(swarm, "p.toml", "--backend", "headless", "--output", "quiet") as r:
+        run = r.run
+        wait_until(lambda: rows(snapshot(swarm, run)).get("a") == "running", what="a running")
+        res = swarm("pause", run.name)
+        assert res.code == 0 and "paused run" in res.stderr, res.stderr
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: rows(snapshot(swarm, run)).get("a") == "succeeded", what="a done")
+        # an answered addition proves the loop turned (and would have started b) since a ended
+        assert swarm("add", run.name, "--name", "c", "--", "true").code == 0
+        snap = snapshot(swarm, run)
+        assert rows(snap) == {"a": "succeeded", "b": "pending", "c": "pending"}
+        assert snap["paused"] == {"run": True, "groups": []}
+        assert "paused: no new task starts" in swarm("status", run.name).stdout
+        board = swarm("board", run.name, "--once", env=clean_env(COLUMNS="80", LINES="10")).stdout
+        assert board.splitlines()[0].startswith("swarm · running · paused · ")
+        # killed while paused, resumed: still paused
+        r.proc.send_signal(signal.SIGKILL)
+        r.proc.wait(timeout=10)
+        r.proc = swarm.popen("resume", run.name, "--output", "quiet")
+        wait_until(lambda: snapshot(swarm, run).get("state") == "running", what="resumed")
+        assert swarm("add", run.name, "--name", "d", "--", "true").code == 0
+        assert rows(snapshot(swarm, run)) == {"a": "succeeded", "b": "pending", "c": "pending", "d": "pending"}
+        res = swarm("unpause", run.name)
+        assert res.code == 0, res.stderr
+        assert r.proc.wait(timeout=60) == 0
+    assert set(rows(snapshot(swarm, run)).values()) == {"succeeded"}
+
+
+def test_pause_of_one_group_holds_it_only(swarm):
+    swarm.write("p.toml", '[swarm]\njobs = 2\n[group.gpu]\njobs = 1\n'
+                          '[[task]]\nname = "w"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "g"\ncmd = "true"\ngroup = "gpu"\npriority = 9\n'
+                          '[[task]]\nname = "c"\ncmd = "while [ ! -e go2 ]; do sleep 0.05; done"\n')
+    with Running(swarm, "p.toml", "--backend", "headless", "--output", "quiet", "-j", "1") as r:
+        run = r.run
+        # -j 1: g (ranked first) runs first; then w
+        wait_until(lambda: rows(snapshot(swarm, run)).get("w") == "running", what="w running")
+        assert swarm("pause", run.name, "--group", "nope").code == 2
+        assert swarm("pause", run.name, "--group", "gpu").code == 0
+        swarm.write("more.toml", '[[task]]\nname = "g2"\ncmd = "true"\ngroup = "gpu"\npriority = 9\n')
+        assert swarm("add", run.name, "more.toml").code == 0
+        (swarm.cwd / "go").touch()
+        # w ends: c (no group) runs although g2 ranks higher, its group being paused
+        wait_until(lambda: rows(snapshot(swarm, run)).get("c") == "running", what="c running")
+        assert rows(snapshot(swarm, run))["g2"] == "pending"
+        assert snapshot(swarm, run)["paused"] == {"run": False, "groups": ["gpu"]}
+        assert swarm("unpause", run.name, "--group", "gpu").code == 0
+        (swarm.cwd / "go2").touch()
+        assert r.proc.wait(timeout=60) == 0
+
+
+def test_pause_of_an_ended_run_is_refused(swarm):
+    swarm.write("t.txt", "true\n")
+    swarm("run", "t.txt", "--backend", "headless", "--output", "quiet")
+    res = swarm("pause", swarm.latest().name)
+    assert res.code == 2 and "is finished: nothing to pause" in res.stderr, res.stderr
+
+
+FILTERED = """
+[swarm]
+jobs = 4
+[group.gpu]
+jobs = 2
+[[task]]
+name = "train"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+group = "gpu"
+tags = ["slow"]
+[[task]]
+name = "eval"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+group = "gpu"
+[[task]]
+name = "lint"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+tags = ["slow", "ci"]
+[[task]]
+name = "fmt"
+cmd = "while [ ! -e go ]; do sleep 0.05; done"
+tags = ["ci"]
+"""
+
+
+def test_status_cancel_and_logs_take_a_group_or_tags(swarm):
+    swarm.write("f.toml", FILTERED)
+    with Running(swarm, "f.toml", "--backend", "headless", "--output", "quiet") as r:
+        run = r.run
+        wait_until(lambda: set(rows(snapshot(swarm, run)).values()) == {"running"}, what="all four running")
+        listed = json.loads(swarm("status", run.name, "--json", "--group", "gpu").stdout)["tasks"]
+        assert [t["name"] for t in listed] == ["train", "eval"] and {t["group"] for t in listed} == {"gpu"}
+        text = swarm("status", run.name, "--tag", "slow").stdout
+        assert "train" in text and "lint" in text and "eval" not in text and "fmt" not in text
+        assert swarm("status", run.name, "--group", "cpu").code == 2
+        listing = swarm("logs", run.name, "--tag", "ci").stdout
+        assert "lint" in listing and "fmt" in listing and "train" not in listing
+        res = swarm("cancel", run.name, "--tag", "slow", "--group", "gpu")
+        assert res.code == 0 and "cancelled in run" in res.stderr and "train" in res.stderr, res.stderr
+        wait_until(lambda: rows(snapshot(swarm, run))["train"] == "cancelled", what="train cancelled")
+        res = swarm("cancel", run.name, "--tag", "none-such")
+        assert res.code == 2 and "has no task with tag 'none-such'" in res.stderr, res.stderr
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 1  # a task was cancelled
+    assert rows(snapshot(swarm, run)) == {"train": "cancelled", "eval": "succeeded", "lint": "succeeded",
+                                          "fmt": "succeeded"}

@@ -1,0 +1,134 @@
+"""The CLI's side of a run's control inbox: ``cancel``, ``pause``/``unpause`` and ``add``.
+
+Each sends one message and waits for the supervisor's answer while the supervisor lives; a
+message the run never read (it ended first) is taken back, so nothing is half done and no
+answer goes missing. A run without a supervisor (``interrupted``) gets the message too: its
+``resume`` applies it (and ``cancel`` also ends the recorded workers at once). Each returns
+the line to show the user; a refusal is an ``exc`` error (one line, its exit code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from zellij_swarm import exc, quoting
+from zellij_swarm.commands import status as views
+from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.records import inbox, runlock
+from zellij_swarm.records.rundir import RunPaths, read_json
+
+
+def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[str, Any] | None, int | None]:
+    """(the supervisor's answer, its pid). None as the answer: it took the message, but did
+    not answer within ``timeout``. Raises ``exc.SwarmError`` when the run ended before it
+    took the message (which is then withdrawn: nothing was done)."""
+    pid = runlock.holder(run)
+    msg_id = inbox.send(run, kind, **body)
+    answer = inbox.await_reply(run, msg_id, timeout=timeout, still_running=lambda: runlock.holder(run) is not None)
+    if answer is None and inbox.withdraw(run, msg_id):
+        raise exc.SwarmError(f"run {run.run_id} ended before the {kind} reached it; nothing was done")
+    if answer is None:  # taken while we gave up waiting: look once more for the answer
+        answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
+    return answer, pid
+
+
+def _active(run: RunPaths, verb: str) -> dict[str, Any]:
+    snap = views.load_status(run)
+    if snap["state"] not in ("running", "interrupted"):
+        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to {verb}")
+    return snap
+
+
+def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tags: Iterable[str] = ()) -> str:
+    """Cancel the whole run, or the named tasks, or those of ``group`` / with any of ``tags``."""
+    snap = _active(run, "cancel")
+    names, tags = list(names), list(tags)
+    specs = views.task_specs_of(run)
+    known = {s.name for s in specs} | {t["id"] for t in snap["tasks"]}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
+    if group is not None or tags:
+        views.check_group(run, group)
+        chosen = views.select(specs, group=group, tags=tags)
+        if not chosen:
+            raise exc.UsageError(f"run {run.run_id} has no task {views.selection_text(group, tags)}")
+        names += [n for n in chosen if n not in names]
+    if snap["state"] == "interrupted":
+        inbox.send(run, "cancel", tasks=names)  # a resume records it
+        return _cancel_unsupervised(run, snap, set(names))
+    answer, pid = ask(run, "cancel", timeout=30, tasks=names)
+    if answer is None:
+        return f"zellij-swarm: cancel delivered to run {run.run_id} (supervisor pid {pid}), no answer"
+    if not answer.get("ok"):
+        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} cancelled nothing")
+    what = quoting.terminal_text(", ".join(answer["cancelled"]))
+    return f"zellij-swarm: cancelled in run {run.run_id}: {what} (supervisor pid {pid})"
+
+
+def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -> str:
+    """No supervisor: end the recorded workers here through the supervisor's own ladder
+    (``stopping``), each generation's reason recorded first, so that a later `resume`
+    records them as cancelled. The grace is the run's own ``kill_grace``."""
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files
+
+    grace = settings.Resolved.from_record(snap.get("settings") or {}).kill_grace  # the table's default if older
+    ended = 0
+    for t in snap["tasks"]:
+        if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
+            continue
+        generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
+        ended += stopping.end_now(run.run_id, t["slot"], t["generation"], grace)
+    return (f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
+            f"`zellij-swarm resume {run.run_id}` records the cancellation")
+
+
+def set_paused(run: RunPaths, group: str | None, *, paused: bool) -> str:
+    """Stop (or start again) handing out new tasks of the run, or of one of its groups."""
+    verb = "pause" if paused else "unpause"
+    snap = _active(run, verb)
+    views.check_group(run, group)
+    what = f"group {group!r} of run {run.run_id}" if group else f"run {run.run_id}"
+    if snap["state"] == "interrupted":
+        inbox.send(run, "pause", group=group, paused=paused)
+        return f"zellij-swarm: {what} will be {verb}d when it is resumed"
+    answer, pid = ask(run, "pause", timeout=30, group=group, paused=paused)
+    if answer is None:
+        return f"zellij-swarm: {verb} delivered to {what} (supervisor pid {pid}), no answer"
+    if not answer.get("ok"):
+        raise exc.SwarmError(answer.get("error") or f"{what} was not {verb}d")
+    return f"zellij-swarm: {verb}d {what}" + (": running tasks go on" if paused else "")
+
+
+def add(run: RunPaths, *, file: str | None = None, tasks: list[dict[str, Any]] | None = None) -> str:
+    """Add the tasks of ``file`` (a swarm file or command lines), or ``tasks`` (mappings with
+    the ``[[task]]`` keys), to a running swarm."""
+    snap = views.load_status(run, rows=False)
+    if snap["state"] != "running":
+        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
+    if file is not None:
+        tasks = _tasks_of_file(file, run)
+    answer, _ = ask(run, "add", timeout=15, tasks=tasks)
+    if answer is None:
+        raise exc.RunNotActive(f"run {run.run_id} did not answer the addition in time")
+    if not answer.get("ok"):
+        raise exc.UsageError(answer.get("error") or "the supervisor refused the addition")
+    return f"zellij-swarm: added to run {run.run_id}: {quoting.terminal_text(', '.join(answer['added']))}"
+
+
+def _tasks_of_file(path: str, run: RunPaths) -> list[dict[str, Any]]:
+    """The ``[[task]]`` mappings of an ``add`` FILE, checked against the run's tasks and groups
+    (the supervisor checks them again, against the tasks it has when the message arrives)."""
+    groups = read_json(run.run_json).get("groups") or {}
+    source = swarmfile.load(path, known={s.name for s in views.task_specs_of(run)}, known_groups=groups)
+    if source.file_settings or source.groups:
+        raise exc.UsageError(f"{path}: [swarm] settings and [group.NAME] tables cannot change a running swarm; "
+                             "give only [[task]]s")
+    tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
+    if not path.endswith(".toml"):  # command lines are named by the supervisor, after the run's tasks
+        tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
+    if not tasks:
+        raise exc.UsageError(f"{path}: no tasks to add")
+    return tasks
