@@ -312,6 +312,16 @@ def cancel(run_id: str, tasks: tuple[str, ...], group: str | None, tags: tuple[s
 
 @cli.command()
 @click.argument("run_id")
+@click.argument("tasks", nargs=-1, required=True)
+@_state_dir_option
+def restart(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
+    """End the running TASKS' workers (as a cancel would) and start each again at once: a
+    new attempt, which does not count against its retries."""
+    click.echo(control.restart(_find_run(state_dir, run_id, writing=True), tasks), err=True)
+
+
+@cli.command()
+@click.argument("run_id")
 @click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
 @_state_dir_option
 def pause(run_id: str, group: str | None, state_dir: str | None) -> None:

@@ -1,4 +1,5 @@
-"""The CLI's side of a run's control inbox: ``cancel``, ``pause``/``unpause`` and ``add``.
+"""The CLI's side of a run's control inbox: ``cancel``, ``restart``, ``pause``/``unpause`` and
+``add``.
 
 Each sends one message and waits for the supervisor's answer while the supervisor lives; a
 message the run never read (it ended first) is taken back, so nothing is half done and no
@@ -65,6 +66,28 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
         raise exc.SwarmError(answer.get("error") or f"run {run.run_id} cancelled nothing")
     what = quoting.terminal_text(", ".join(answer["cancelled"]))
     return f"zellij-swarm: cancelled in run {run.run_id}: {what} (supervisor pid {pid})"
+
+
+def restart(run: RunPaths, names: Iterable[str]) -> str:
+    """End the named running tasks' generations and run them again at once (a new attempt
+    that does not count against their retries)."""
+    names = list(names)
+    snap = views.load_status(run, rows=False)
+    if snap["state"] != "running":
+        hint = f"; `zellij-swarm resume {run.run_id}` first" if snap["state"] == "interrupted" else ""
+        raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to restart{hint}")
+    known = {s.name for s in views.task_specs_of(run)}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
+    answer, pid = ask(run, "restart", timeout=30, tasks=names)
+    if answer is None:
+        return f"zellij-swarm: restart delivered to run {run.run_id} (supervisor pid {pid}), no answer"
+    if not answer.get("restarted"):
+        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} restarted nothing")
+    what = quoting.terminal_text(", ".join(answer["restarted"]))
+    also = f"; {quoting.terminal_text(answer['error'])}" if answer.get("error") else ""
+    return f"zellij-swarm: restarted in run {run.run_id}: {what} (supervisor pid {pid}){also}"
 
 
 def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -> str:

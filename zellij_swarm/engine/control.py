@@ -21,7 +21,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import TaskRecord
 
-_DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused"}
+_DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused", "restart": "restarted"}
 
 
 class ControlledRun(Protocol):
@@ -37,6 +37,7 @@ class ControlledRun(Protocol):
     def cancel_task(self, task: TaskRecord) -> bool: ...  # False: it had already ended
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]: ...
     def pause(self, group: str | None, paused: bool) -> None: ...
+    def restart_task(self, task: TaskRecord) -> bool: ...  # False: it was not running
 
 
 class Control:
@@ -95,6 +96,8 @@ class Control:
             inbox.reply(self.paths, msg, self._add(msg))
         elif kind == "cancel":
             inbox.reply(self.paths, msg, self._cancel(msg.body.get("tasks") or []))
+        elif kind == "restart":
+            inbox.reply(self.paths, msg, self._restart(msg.body.get("tasks") or []))
         elif kind == "pause":
             inbox.reply(self.paths, msg, self._pause(msg.body.get("group"), msg.body.get("paused") is not False))
         else:
@@ -135,3 +138,17 @@ class Control:
             return {"ok": False, "error": f"run {self.run_id} has no group {group!r} (its groups: {known})"}
         self.run.pause(group, paused)
         return {"ok": True, "paused": paused, "group": group}
+
+    def _restart(self, names: list[str]) -> dict[str, Any]:
+        """End the named tasks' running generations and run them again at once."""
+        restarted, idle = [], []
+        for name in names:
+            task = self.run.by_name.get(name) or self.run.tasks.get(name)
+            if task is None:
+                idle.append(name)
+            elif self.run.restart_task(task):
+                restarted.append(task.name)
+            else:
+                idle.append(f"{task.name} ({task.status})")
+        return {"ok": bool(restarted) and not idle, "restarted": restarted, "not_running": idle,
+                **({} if not idle else {"error": f"not running, so not restarted: {', '.join(idle)}"})}

@@ -45,6 +45,7 @@ from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
+from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.records import generation_files, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
@@ -260,6 +261,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                 to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
             else:
                 _replay(run, lg, gs)
+        task.restarts = sum(1 for a in task.history if a.reason == RESTARTED)
         if busy or (to_collect and to_collect[-1].task is task):
             task.restore(TaskStatus.RUNNING)
         else:
@@ -316,7 +318,7 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
 def _status_after(task: TaskRecord) -> None:
     """A restored task with only finished attempts: retry it, or end it as its last attempt."""
     last = task.history[-1]
-    again = last.reason == "multiplexer_lost" or (last.status.retryable and task.attempts_left)
+    again = last.reason in ("multiplexer_lost", RESTARTED) or (last.status.retryable and task.attempts_left)
     if again and last.status != TaskStatus.SUCCEEDED:
         task.restore(TaskStatus.PENDING)
     else:

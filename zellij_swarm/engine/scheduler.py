@@ -136,10 +136,14 @@ class ReadyQueue:
         """Whether ``pop`` would hand out a task now."""
         return bool(self._open_groups())
 
-    def requeue(self, task: str) -> None:
-        """A task that needs another generation goes back with its original rank."""
+    def requeue(self, task: str, *, first: bool = False) -> None:
+        """A task that needs another generation goes back with its original rank, or ahead
+        of every other of its group (``first``: restarted, it runs again at once)."""
         self._back(task)
-        self._push(task)
+        if first:
+            heapq.heappush(self._heaps[self._group.get(task)], (-(1 << 62), self._priority[task][1], task))
+        else:
+            self._push(task)
 
     def discard(self, task: str) -> None:
         """Take a task out of the queue (cancelled before it ran); its dependents are

@@ -33,6 +33,9 @@ from zellij_swarm.worker import procs
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
 
 
+RESTARTED = "restarted"  # the reason of a generation ended by `restart`: the task runs again at once
+
+
 def killed_status(reason: str) -> TaskStatus:
     """The status of a generation ended on purpose, by the reason it was ended for: a time
     limit is ``timed_out``, its multiplexer gone is ``lost`` (re-run headless), anything

@@ -49,7 +49,7 @@ from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.engine.stopping import Stopper, killed_status, names
+from zellij_swarm.engine.stopping import RESTARTED, Stopper, killed_status, names
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.engine.watchdog import IdleWatchdog
 from zellij_swarm.records import generation_files, inbox, rundir, runlock
@@ -706,7 +706,12 @@ class Supervisor:
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
                 self.kill(other, "multiplexer_lost")
-        if status.retryable and task.attempts_left and not self.is_stopping():
+        if reason == RESTARTED and not self.is_stopping():
+            task.restarts += 1  # SPEC §8: a restart does not use an attempt
+            task.move(TaskStatus.PENDING)
+            self.ready.requeue(task.id, first=True)
+            self.events.emit("task_restarted", task=task.name, attempt=task.attempts + 1)
+        elif status.retryable and task.attempts_left and not self.is_stopping():
             task.move(TaskStatus.PENDING)
             self.ready.requeue(task.id)
             self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
@@ -770,6 +775,14 @@ class Supervisor:
             self.kill(self.live[task.slot], "cancelled_by_user")
             return True
         return False
+
+    def restart_task(self, task: TaskRecord) -> bool:
+        """End a running task's generation through the one stopping path and run it again at
+        once (``RESTARTED``); False when it is not running."""
+        if task.status != TaskStatus.RUNNING or task.slot not in self.live:
+            return False
+        self.kill(self.live[task.slot], RESTARTED)
+        return True
 
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
         added = self.add_tasks(specs)

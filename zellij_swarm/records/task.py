@@ -70,6 +70,7 @@ class TaskRecord:
     idle_timeout: float | None
     status: TaskStatus = TaskStatus.PENDING
     attempts: int = 0
+    restarts: int = 0  # generations ended by `restart`: they do not use an attempt
     slot: int | None = None
     generation: int | None = None
     pid: int | None = None
@@ -99,7 +100,7 @@ class TaskRecord:
 
     @property
     def attempts_left(self) -> bool:
-        return self.attempts < self.retries + 1
+        return self.attempts < self.retries + 1 + self.restarts
 
     def start_generation(self, slot: int, gen: int) -> None:
         self.move(TaskStatus.RUNNING)
