@@ -337,7 +337,11 @@ class Driven:
 def test_panes_read_in_slot_order_and_live_ones_keep_a_minimum_width(tmux, tmp_path):
     """The board first, then slot 1, 2, …: a first batch out of order, a backfill of slot 2,
     and a window full at the live minimum width whose next pane overflows."""
-    from zellij_swarm.backends.tmux import LIVE_MIN_WIDTH, SESSION_SIZE, tile_capacity
+    from zellij_swarm.backends.tmux import SESSION_SIZE, tile_capacity
+    from zellij_swarm.config.settings import BY_NAME
+
+    min_width = BY_NAME["min_pane_width"].default()
+    assert min_width == 60
 
     d = Driven(tmux, tmp_path)
     board = f"zellij-swarm {d.paths.run_id} · board"
@@ -346,7 +350,7 @@ def test_panes_read_in_slot_order_and_live_ones_keep_a_minimum_width(tmux, tmp_p
     d.launch(d.request(2, "u2", "exec sleep 600"), d.request(5, "t5", "exec sleep 600"))
     assert d.titles() == [board, "slot 1 · t1 · running", "slot 2 · t2 · running", "slot 2 · u2 · running",
                           "slot 3 · t3 · running", "slot 5 · t5 · running"]
-    per_window = tile_capacity(*SESSION_SIZE, LIVE_MIN_WIDTH)
+    per_window = tile_capacity(*SESSION_SIZE, min_width)
     assert per_window == 12  # 3 columns × 4 rows of 79×14 at 240×60; a 4th column would be 59 wide
     last = per_window  # six panes so far, slots 6…last: the window fills up, one more goes to the next
     d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(6, last + 1)))
@@ -354,7 +358,25 @@ def test_panes_read_in_slot_order_and_live_ones_keep_a_minimum_width(tmux, tmp_p
     assert len(windows) == 2
     assert len(d.titles(windows[0])) == per_window and d.titles(windows[1]) == [f"slot {last} · t{last} · running"]
     widths = [int(v["size"].split("x")[0]) for v in d.tmux.panes().values()]
-    assert min(widths) >= LIVE_MIN_WIDTH
+    assert min(widths) >= min_width
+
+
+def test_min_pane_width_is_a_setting(swarm, tmux):
+    """--min-pane-width 120 in a 240-column session: the live panes do not all fit beside
+    the board and overflow to a further window, every one at least 120 columns wide."""
+    swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n" * 3)
+    proc = swarm.popen("run", "w.txt", "-j", "3", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
+                       "--min-pane-width", "120", "--output", "quiet", env=outside_env(tmux))
+    try:
+        wait_until(lambda: len([v for v in tmux.panes().values() if v["title"].startswith("slot ")]) == 3,
+                   what="three live panes")
+        live = [v for v in tmux.panes().values() if v["title"].startswith("slot ")]
+        assert min(int(v["size"].split("x")[0]) for v in live) >= 120
+        assert len({v["window"] for v in live}) >= 2  # they do not all fit beside the board
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.wait(timeout=60)
+        kill_run_processes(swarm.latest().name)
 
 
 def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task_succeeds(tmux, tmp_path):

@@ -4,7 +4,7 @@ Where panes go: inside tmux, a dedicated window of the current session; outside,
 session created with an explicit size (tmux 3.3a's default 80×24 cannot split more than a
 few panes) whose attach command is printed. A board pane anchors the first window. Panes are
 laid out ``tiled``; a window takes panes while every tile stays legible — a live worker's at
-least ``LIVE_MIN_WIDTH`` (60) columns wide, a renderer's ``MIN_TILE`` (20×3) — and panes
+least ``min_pane_width`` columns wide (a setting, default 60), a renderer's ``MIN_TILE`` (20×3) — and panes
 beyond that overflow into further windows, up to ``max_visible_panes``.
 
 Reading order: ``tiled`` lays panes out by their index, row by row from the top left
@@ -51,9 +51,6 @@ from zellij_swarm.worker.wrapper import PaneMode
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
-# A live worker is never made narrower than this: agents, compilers and test runners wrap or
-# truncate their output below it. Panes that would be narrower go to another window.
-LIVE_MIN_WIDTH = 60
 
 
 def title_text(text: str) -> str:
@@ -173,7 +170,9 @@ class TmuxBackend:
         # -q: a tmux before 3.3 has no such option, and prints its fixed "Pane is dead" line
         commands.append(["set-option", "-q", "-w", "-t", window_id, "remain-on-exit-format", ""])
         self._chain(commands)
-        min_width = LIVE_MIN_WIDTH if self.live else MIN_TILE[0]
+        # A live worker is never made narrower than min_pane_width: agents, compilers and test
+        # runners wrap or cut their output below it; panes that would be go to another window.
+        min_width = self.ctx.settings.min_pane_width if self.live else MIN_TILE[0]
         w = _Window(window_id, tile_capacity(width, height, min_width))
         self.windows.append(w)
         return w

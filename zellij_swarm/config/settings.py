@@ -182,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
             _int_between(0, None), lambda: 8, help="failed panes kept on screen"),
     Setting("max_visible_panes", "--max-visible-panes", ("ZELLIJ_SWARM_MAX_VISIBLE_PANES",),
             _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
+    Setting("min_pane_width", "--min-pane-width", ("ZELLIJ_SWARM_MIN_PANE_WIDTH",), _int_between(20, 1000),
+            lambda: 60, help="tmux: the narrowest a live worker's pane gets, in columns; more panes open "
+                             "in further windows"),
     Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _session, lambda: None,
             help="multiplexer session (default: current, else swarm-<run-id>)",
             default_text="the current session, else swarm-<run-id>"),
@@ -251,6 +254,7 @@ class Resolved:
     pane_hold: float
     keep_failed_panes: int
     max_visible_panes: int
+    min_pane_width: int
     session: str | None
     state_dir: str
     timeout: float | None
