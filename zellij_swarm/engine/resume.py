@@ -81,6 +81,9 @@ class Recovered:
     consumed_messages: set[str] = field(default_factory=set)
     stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)  # (group, paused), in the log's order
+    # `retry`: task id -> (attempts it is granted anew, attempts it had made): the tasks to run
+    # again, from the retry that started this supervisor or the last one since the run ended
+    retry: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def load_environment(path: Path) -> dict[str, str]:
@@ -121,13 +124,17 @@ def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarm
     return [swarmfile.TaskSpec.from_record(t) for t in records_]
 
 
-def load(run: RunPaths) -> Recovered:
+def load(run: RunPaths, *, ended: bool = False) -> Recovered:
+    """A run's records, for ``resume`` (an interrupted run) or, with ``ended``, for ``retry``
+    (a run that finished, or was interrupted)."""
     holder = runlock.holder(run)
     if holder is not None:
-        raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to resume")
+        what = "retry: `zellij-swarm restart RUN TASK` runs a running task again" if ended else "resume"
+        raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to {what}")
     meta = read_json(run.run_json)
-    if has_record(run.summary):
-        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume")
+    if not ended and has_record(run.summary):
+        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume (`zellij-swarm retry` runs "
+                               "its failures again)")
     events = records.read_events(run.events)
     specs = task_specs(meta, events)
     outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in generation_files.OUTCOME_EVENTS}
@@ -157,6 +164,11 @@ def load(run: RunPaths) -> Recovered:
         rec.gens.append(gs)
     rec.stats = metrics.DispatchStats.replay(events)
     rec.pauses = [(e.get("group"), e["event"] == "paused") for e in events if e["event"] in ("paused", "unpaused")]
+    for e in events:  # the retry under way: the last since the run last ended
+        if e["event"] == "run_finished":
+            rec.retry = {}
+        elif e["event"] == "run_retried" and isinstance(e.get("tasks"), dict):
+            rec.retry = {tid: (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
     for e in events:
         task = e.get("task")
         if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
@@ -262,12 +274,16 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             else:
                 _replay(run, lg, gs)
         task.restarts = sum(1 for a in task.history if a.reason == RESTARTED)
+        task.granted, before = rec.retry.get(task.id, (0, -1))
         if busy or (to_collect and to_collect[-1].task is task):
             task.restore(TaskStatus.RUNNING)
+        elif task.attempts == before:  # retried, and no attempt since: it runs again
+            task.restore(TaskStatus.PENDING)
         else:
             _status_after(task)
     for task in run.tasks.values():
-        if task.status == TaskStatus.PENDING and task.id in rec.settled:
+        again = rec.retry.get(task.id, (0, -1))[1] == task.attempts  # a retried task that never ran since
+        if task.status == TaskStatus.PENDING and task.id in rec.settled and not again:
             status, reason = rec.settled[task.id]
             task.finish(TaskStatus(status), reason)
         if task.status.terminal:

@@ -16,11 +16,13 @@ from zellij_swarm.backends.base import Backend
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
 from zellij_swarm.commands import junit
+from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine.resume import load, resolved_settings
+from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
-from zellij_swarm.records import rundir, snapshot_file
+from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.console import ConsoleReporter
@@ -101,6 +103,68 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+
+
+def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: Mapping[str, str],
+          json_output: bool = False) -> Outcome:
+    """Run again, in the same run record, the tasks of an ended run that did not succeed (and
+    those skipped because of them), or the named ones: new attempts, their history kept,
+    their retries given anew, under the run's recorded settings (``flags`` given here win)."""
+    rundir.require_trusted_run(run)
+    if runlock.holder(run) is not None:
+        raise exc.UsageError(f"run {run.run_id} is running: `zellij-swarm restart {run.run_id} TASK` runs a running "
+                             "task again")
+    rec = load(run, ended=True)
+    rec.retry = retry_selection(views.load_status(run), rec.specs, names, run.run_id)
+    resolved = _overridden(resolved_settings(rec.meta), flags)
+    choice = choose(resolved.backend, env)
+    backend = make_backend(choice, env, close_session=_truthy(env.get("CI")))
+    plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
+                   cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
+                   run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True)
+    sup = Supervisor(plan, backend, _reporter(resolved.output, json_output))
+    code = sup.run()
+    return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+
+
+RETRIED = frozenset({"failed", "timed_out", "cancelled", "lost"})
+
+
+def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],
+                    run_id: str) -> dict[str, tuple[int, int]]:
+    """The tasks a ``retry`` runs again — the named ones, else every one that ended without
+    succeeding (``RETRIED``) — with the tasks skipped because of them, transitively; each as
+    ``id: (attempts granted anew, attempts made)``: its retries start again from here, and
+    a restart, which used none, is not counted twice."""
+    rows = {t["name"]: t for t in snap["tasks"]}
+    for name in names:
+        if name not in rows:
+            raise exc.UsageError(f"run {run_id} has no task {name!r}")
+    chosen = set(names) if names else {n for n, t in rows.items() if t["status"] in RETRIED}
+    after = {s.name: set(s.after) for s in specs}
+    grew = True
+    while grew:  # the dependents skipped because of a chosen task get their chance again
+        more = {n for n, t in rows.items() if t["status"] == "skipped" and after.get(n, set()) & chosen} - chosen
+        chosen |= more
+        grew = bool(more)
+    if not chosen:
+        raise exc.UsageError(f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
+    selection = {}
+    for name in chosen:
+        t = rows[name]
+        restarts = sum(1 for a in t.get("history") or [] if a.get("reason") == RESTARTED)
+        selection[t["id"]] = ((t.get("attempts") or 0) - restarts, t.get("attempts") or 0)
+    return selection
+
+
+def _overridden(recorded: Resolved, flags: Mapping[str, object]) -> Resolved:
+    """The recorded settings, with those given as flags now instead (checked as ``run``
+    checks them)."""
+    given = settings.resolve(flags, {})
+    # each of its own setting's type, which Resolved checks again
+    now: dict[str, Any] = {name: value for name, value in given.values.items()
+                           if given.sources[name].startswith("flag")}
+    return replace(recorded, **now, sources={**recorded.sources, **{name: given.sources[name] for name in now}})
 
 
 def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, joblog_path: str | None = None) -> None:

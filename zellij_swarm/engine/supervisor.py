@@ -79,6 +79,7 @@ class RunPlan:
     resume: Recovered | None = None  # continue this interrupted run instead of starting one
     run_dir: Path | None = None
     groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N, as written
+    retrying: bool = False  # ``resume`` holds an ended run whose tasks ``retry`` runs again
     joblog: JobLog | None = None  # run --joblog: a line per task as it reaches its final status
 
 
@@ -240,6 +241,18 @@ class Supervisor:
                 self.skip(self.tasks[skipped])
         return added
 
+    def _start_retry(self, rec: Recovered) -> None:
+        """The run is running again: the retry, with what it grants each task, is in the log
+        before anything runs (a supervisor killed from here on is resumed into the same
+        retry), and the summary of the run's earlier end goes."""
+        self.events.emit("run_retried", run_id=self.run_id, pid=os.getpid(),
+                         tasks={tid: list(grant) for tid, grant in sorted(rec.retry.items())})
+        self.events.flush()
+        try:
+            self.paths.summary.unlink(missing_ok=True)
+        except OSError as e:
+            raise exc.StateDirError(f"cannot remove {self.paths.summary}: {e.strerror}") from e
+
     def _write_run_json(self) -> None:
         rundir.write_json_atomic(self.paths.run_json, {
             "run_id": self.run_id,
@@ -274,6 +287,8 @@ class Supervisor:
                         self._warn("group_capped", f"group {name!r}: jobs {jobs} is more than the run's {self.jobs} "
                                                    f"slots; at most {self.jobs} of its tasks run at once", None)
             else:
+                if self.plan.retrying:
+                    self._start_retry(self.plan.resume)
                 resume.restore(self, self.plan.resume)
             self.reporter.started(self.paths, len(self.tasks))
             if not self._open_backend():

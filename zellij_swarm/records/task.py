@@ -71,6 +71,7 @@ class TaskRecord:
     status: TaskStatus = TaskStatus.PENDING
     attempts: int = 0
     restarts: int = 0  # generations ended by `restart`: they do not use an attempt
+    granted: int = 0  # attempts made before a `retry` of the run: it gives the task its retries anew
     slot: int | None = None
     generation: int | None = None
     pid: int | None = None
@@ -100,7 +101,7 @@ class TaskRecord:
 
     @property
     def attempts_left(self) -> bool:
-        return self.attempts < self.retries + 1 + self.restarts
+        return self.attempts < self.granted + self.retries + 1 + self.restarts
 
     def start_generation(self, slot: int, gen: int) -> None:
         self.move(TaskStatus.RUNNING)

@@ -1,0 +1,110 @@
+"""`retry RUN [TASK…] [--failed]`: an ended run's failures run again in the same run record,
+with new attempts and their history kept (issue 15 part 1)."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+from swarmtest import kill_run_processes, validate, wait_until
+
+# flaky fails until the file `fixed` exists; each attempt of every task appends to the ledger
+SWARM = """
+[swarm]
+jobs = 2
+retries = 1
+[[task]]
+name = "ok"
+cmd = 'echo "ok $ZELLIJ_SWARM_ATTEMPT" >> ledger'
+[[task]]
+name = "flaky"
+cmd = 'echo "flaky $ZELLIJ_SWARM_ATTEMPT" >> ledger; [ -e fixed ] || exit 3; while [ ! -e go ]; do sleep 0.05; done'
+[[task]]
+name = "after-flaky"
+cmd = 'echo "after-flaky $ZELLIJ_SWARM_ATTEMPT" >> ledger'
+after = ["flaky"]
+[[task]]
+name = "slow"
+cmd = 'echo "slow $ZELLIJ_SWARM_ATTEMPT" >> ledger; sleep 30'
+timeout = "1s"
+"""
+
+
+def status(swarm, run) -> dict:
+    return json.loads(swarm("status", "--json", run.name).stdout)
+
+
+def ledger(swarm) -> list[str]:
+    path = swarm.cwd / "ledger"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def first_run(swarm):
+    swarm.write("s.toml", SWARM)
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet")
+    assert res.code == 1, res.stderr
+    run = swarm.latest()
+    rows = {t["name"]: t["status"] for t in status(swarm, run)["tasks"]}
+    assert rows == {"ok": "succeeded", "flaky": "failed", "after-flaky": "skipped", "slow": "timed_out"}
+    return run
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_retry_runs_the_failures_and_their_skipped_dependents_again(swarm, crash):
+    run = first_run(swarm)
+    (swarm.cwd / "fixed").touch()
+    (swarm.cwd / "s.toml").write_text(SWARM.replace("sleep 30", "true"))  # the record, not the file, is run
+    proc = swarm.popen("retry", run.name, "--output", "quiet", "--timeout", "1h")
+    try:
+        wait_until(lambda: "flaky 3" in ledger(swarm), what="flaky's new attempt")
+        if crash:  # every generation once across a kill -9 and a resume
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+            assert status(swarm, run)["state"] == "interrupted"
+            proc = swarm.popen("resume", run.name, "--output", "quiet")
+        (swarm.cwd / "go").touch()
+        code = proc.wait(timeout=60)
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        kill_run_processes(run.name)
+    snap = status(swarm, run)
+    validate(snap, "status")
+    rows = {t["name"]: t for t in snap["tasks"]}
+    # slow was retried under the recorded settings... and its own timeout key (1s) wins over --timeout
+    assert rows["slow"]["status"] == "timed_out" and code == 1
+    assert {n: rows[n]["status"] for n in ("ok", "flaky", "after-flaky")} == {
+        "ok": "succeeded", "flaky": "succeeded", "after-flaky": "succeeded"}
+    assert rows["flaky"]["attempts"] == 3 and [a["attempt"] for a in rows["flaky"]["history"]] == [1, 2, 3]
+    assert rows["ok"]["attempts"] == 1, "a task that succeeded is not run again"
+    assert sorted(ledger(swarm)) == sorted(["ok 1", "flaky 1", "flaky 2", "slow 1", "slow 2",
+                                            "flaky 3", "after-flaky 1", "slow 3", "slow 4"])
+    events = [json.loads(x)["event"] for x in (run / "events.jsonl").read_text().splitlines()]
+    assert events.count("run_retried") == 1 and events[-1] == "run_finished"
+
+
+def test_retry_of_named_tasks_and_refusals(swarm):
+    run = first_run(swarm)
+    res = swarm("retry", run.name, "ok", "--output", "quiet")
+    assert res.code == 1  # the run still has failures: they were not retried
+    rows = {t["name"]: t for t in status(swarm, run)["tasks"]}
+    assert rows["ok"]["attempts"] == 2 and rows["ok"]["status"] == "succeeded"
+    assert rows["flaky"]["attempts"] == 2, "not named, not run"
+    assert swarm("retry", run.name, "nope").code == 2
+    assert swarm("retry", run.name, "ok", "--failed").code == 2
+
+
+def test_retry_of_a_running_run_says_use_restart(swarm):
+    swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
+    proc = swarm.popen("run", "w.txt", "--backend", "headless", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "state.json").exists(), what="running")
+        res = swarm("retry", run.name)
+        assert res.code == 2 and "restart" in res.stderr, res.stderr
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.wait(timeout=60)
+        kill_run_processes(run.name)
