@@ -972,6 +972,8 @@ def play_concurrently(plays: list[Callable[[], _T]], *, workers: int = 3) -> lis
     thread hand-offs, the kernel tearing down its inotify watch): overlapping runs hides it.
     Afterwards no thread any run started is alive and no helper process is left."""
     before = set(threading.enumerate())
+    # a process another test of this worker has not reaped yet is not one the runs left
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def attempt(play: Callable[[], _T]) -> _T | BaseException:
         try:
@@ -986,6 +988,8 @@ def play_concurrently(plays: list[Callable[[], _T]], *, workers: int = 3) -> lis
         if time.monotonic() > deadline:
             raise AssertionError(f"threads left behind by the runs: {sorted(t.name for t in left)}")
         time.sleep(0.005)
-    if children := psutil.Process().children(recursive=True):
-        raise AssertionError(f"processes left behind by the runs: {[p.pid for p in children]}")
+    while children := [p for p in psutil.Process().children(recursive=True) if p.pid not in children_before]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"processes left behind by the runs: {[p.pid for p in children]}")
+        time.sleep(0.005)
     return results

@@ -100,8 +100,10 @@ class Swarm:
         return path
 
     def runs(self) -> list[Path]:
+        """The run directories: not the probe file ``run`` creates and removes in ``runs/``
+        to check it can (``rundir.check_can_create``), which a look at the wrong moment saw."""
         root = self.state_dir / "runs"
-        return sorted(root.iterdir()) if root.exists() else []
+        return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else []
 
     def latest(self) -> Path:
         runs = self.runs()
