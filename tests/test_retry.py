@@ -7,7 +7,7 @@ import json
 import signal
 
 import pytest
-from swarmtest import kill_run_processes, validate, wait_until
+from swarmtest import full, kill_run_processes, validate, wait_until
 
 # flaky fails until the file `fixed` exists; each attempt of every task appends to the ledger
 SWARM = """
@@ -50,12 +50,18 @@ def first_run(swarm):
     return run
 
 
-@pytest.mark.parametrize("crash", [False, True])
-def test_retry_runs_the_failures_and_their_skipped_dependents_again(swarm, crash):
+@pytest.mark.parametrize("crash,backend", [(False, "headless"), (True, "headless"), full(False, "tmux")])
+def test_retry_runs_the_failures_and_their_skipped_dependents_again(swarm, request, crash, backend):
+    env = None
+    if backend == "tmux":  # the retry runs where it is told to, in live panes
+        from tmuxtest import outside_env
+
+        env = outside_env(request.getfixturevalue("tmux"))
     run = first_run(swarm)
     (swarm.cwd / "fixed").touch()
     (swarm.cwd / "s.toml").write_text(SWARM.replace("sleep 30", "true"))  # the record, not the file, is run
-    proc = swarm.popen("retry", run.name, "--output", "quiet", "--timeout", "1h")
+    proc = swarm.popen("retry", run.name, "--output", "quiet", "--timeout", "1h", "--backend", backend,
+                       "--ui", "live", env=env)
     try:
         wait_until(lambda: "flaky 3" in ledger(swarm), what="flaky's new attempt")
         if crash:  # every generation once across a kill -9 and a resume
