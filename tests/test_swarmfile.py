@@ -112,7 +112,7 @@ def test_unknown_keys_suggest_the_closest_known_one(tmp_path, text, message):
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("key", ["flavour", "workers", "x"])
+@pytest.mark.parametrize("key", ["flavour", "threads", "x"])  # "workers" is like "worktree" now
 def test_no_suggestion_for_a_key_like_no_other(tmp_path, key):
     with pytest.raises(exc.UsageError) as e:
         parse(tmp_path, f'[swarm]\n{key} = 1\n')

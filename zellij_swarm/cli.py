@@ -38,6 +38,10 @@ def _setting_options(fn: _Command) -> _Command:
                               help="alias of --require-multiplexer (both, with opposite values: an error)")(fn)
             fn = click.option("--require-multiplexer/--no-require-multiplexer", default=None, help=help_text)(fn)
             continue
+        if spec.parse is settings.parse_bool:  # every boolean flag has a --no- form (SPEC §3)
+            fn = click.option(f"{spec.flag}/--no-{spec.flag.removeprefix('--')}", spec.name, default=None,
+                              help=help_text)(fn)
+            continue
         names = [spec.flag] + ([_SHORT[spec.name]] if spec.name in _SHORT else [])
         fn = click.option(*names, spec.name, default=None, metavar=_metavar(spec), help=help_text)(fn)
     return fn
@@ -500,19 +504,27 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
 @click.option("--older-than", default="7d", show_default=True, metavar="DURATION",
               help="remove the records of ended runs older than this")
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
+@click.option("--force", is_flag=True, help="also remove worktrees holding uncommitted work (it is lost)")
 @_state_dir_option
-def prune(older_than: str, dry_run: bool, state_dir: str | None) -> None:
+def prune(older_than: str, dry_run: bool, force: bool, state_dir: str | None) -> None:
     """Remove what ended runs left in tmux and Zellij — their swarm-<run-id> sessions, windows
-    and tabs — and the records of ended runs older than --older-than. Running runs are never
-    touched."""
+    and tabs — their git worktrees (not their branches with commits), and the records of
+    ended runs older than --older-than. Running runs are never touched; a worktree holding
+    uncommitted work is kept (exit 1) unless --force."""
     from zellij_swarm.commands.prune import prune as do_prune
 
     try:
         age = settings.parse_duration(older_than)
     except ValueError as e:
         raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
-    for line in do_prune(_state_dir(state_dir, writing=True), os.environ, older_than=age, dry_run=dry_run):
-        click.echo(line)
+    kept = 0
+    for line in do_prune(_state_dir(state_dir, writing=True), os.environ, older_than=age, dry_run=dry_run,
+                         force=force):
+        click.echo(line.text)
+        kept += line.kept_work
+    if kept and not dry_run:
+        raise exc.SwarmError(f"kept {kept} worktree{'' if kept == 1 else 's'} of ended runs (above) so as not to "
+                             "lose work; commit it, or prune --force to discard it")
 
 
 def main(argv: list[str] | None = None) -> None:

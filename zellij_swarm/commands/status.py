@@ -213,6 +213,7 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
+    lines += worktree_lines(tasks)
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")
@@ -225,6 +226,19 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
     for w in snap.get("warnings", []):
         lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
     return _shown(lines)
+
+
+def worktree_lines(tasks: Iterable[dict[str, Any]]) -> list[str]:
+    """The tasks' worktrees (``worktree = true``): branch, files changed against the run's
+    base commit (counted when the task ended: ``-`` until then) and where each one is."""
+    rows = [(t["name"], wt["branch"] or "(detached HEAD)",
+             "-" if wt.get("changed_files") is None else str(wt["changed_files"]), wt["path"])
+            for t in tasks if (wt := t.get("worktree"))]
+    if not rows:
+        return []
+    base = next(t["worktree"]["base"] for t in tasks if t.get("worktree"))
+    return [f"worktrees (from commit {base[:12]}; CHANGED: files that differ from it):",
+            *table(("TASK", "BRANCH", "CHANGED", "PATH"), rows)]
 
 
 def format_ls(rows: list[dict[str, Any]]) -> str:

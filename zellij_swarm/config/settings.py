@@ -1,7 +1,7 @@
 """Run settings: one table, one precedence rule, every value recorded with its source.
 
 Precedence (SPEC §3): flag > environment > swarm file > default. A task's own key
-(``timeout``, ``retries``, ``idle_timeout``) beats the run-wide value whatever its source;
+(``timeout``, ``retries``, ``idle_timeout``, ``worktree``) beats the run-wide value whatever its source;
 that is applied per task in ``swarmfile``. Invalid values raise ``exc.SettingError`` naming
 the setting, where the value came from and what is allowed, before anything runs.
 """
@@ -205,6 +205,9 @@ SETTINGS: tuple[Setting, ...] = (
             help="time between SIGTERM and SIGKILL when a worker is ended (default 2s)"),
     Setting("halt", "--halt", ("ZELLIJ_SWARM_HALT",), _choice(HaltMode), lambda: "never",
             help="after the first failure: never (keep going) | soon (stop dispatching) | now (cancel all)"),
+    Setting("worktree", "--worktree", ("ZELLIJ_SWARM_WORKTREE",), parse_bool, lambda: False,
+            help="run every task in a git worktree of its own, on a branch swarm/<run-id>/<task> made from HEAD "
+                 "(a task's own worktree key wins)"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -227,7 +230,7 @@ def default_text(name: str) -> str:
     ``the number of usable CPUs``."""
     spec = BY_NAME[name]
     return spec.default_text or shown(name, spec.default())
-TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout")
+TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout", "worktree")
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,7 @@ class Resolved:
     output: OutputMode | None
     kill_grace: float
     halt: HaltMode
+    worktree: bool
     sources: Mapping[str, str]
 
     def __post_init__(self) -> None:

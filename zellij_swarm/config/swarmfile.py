@@ -21,7 +21,7 @@ from zellij_swarm.config import settings
 
 TASK_KEYS = frozenset(
     {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags",
-     "group"}
+     "group", "worktree"}
 )
 GROUP_KEYS = frozenset({"jobs"})
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
@@ -90,6 +90,7 @@ class TaskSpec:
     priority: int = 0
     tags: tuple[str, ...] = ()
     group: str | None = None  # a [group.NAME] whose jobs bound how many of its tasks run at once
+    worktree: bool | None = None  # run in a git worktree of its own; None: as the run's ``worktree`` setting says
     origin: str = ""  # "file:line" for messages
 
     def to_record(self) -> dict[str, Any]:
@@ -106,6 +107,7 @@ class TaskSpec:
             "priority": self.priority,
             "tags": list(self.tags),
             "group": self.group,
+            "worktree": self.worktree,
         }
 
     @classmethod
@@ -123,6 +125,7 @@ class TaskSpec:
             priority=int(rec.get("priority") or 0),
             tags=tuple(rec.get("tags") or ()),
             group=rec.get("group"),
+            worktree=rec.get("worktree"),
         )
 
 

@@ -2,7 +2,8 @@
 started, in batches — headless ones through the launcher at once, those whose slot the
 backend shows once the backend's thread has said how each runs (its pane, or headless), so
 that a slow multiplexer never holds up a headless start. How each start went comes back
-through ``launched``.
+through ``launched``. A task with a worktree gets it (made, or its own again) at its
+reservation, and its worker runs in it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from zellij_swarm.records import rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import wrapper
+from zellij_swarm.worker.worktree import WorktreeError, Worktrees
 from zellij_swarm.worker.wrapper import PaneMode
 
 
@@ -30,7 +32,7 @@ class Dispatcher:
                  ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
                  headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
                  wallclock: Callable[[], float], stopping: Callable[[], bool],
-                 launched: Callable[[LiveGen, LaunchResult], None]) -> None:
+                 launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees) -> None:
         self._run_id = run_id
         self._paths = paths
         self._cwd = cwd
@@ -46,6 +48,7 @@ class Dispatcher:
         self._wallclock = wallclock
         self._stopping = stopping
         self._launched = launched
+        self._worktrees = worktrees
 
     def fill(self) -> None:
         """Fill every free slot a ready task can use. A launch that fails at once frees its
@@ -69,6 +72,8 @@ class Dispatcher:
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
                 continue
+            if self._worktrees.wanted(lg.task.spec) and not self._enter_worktree(lg):
+                continue
             batch.append(lg)
         shown: list[LiveGen] = []
         headless: list[LiveGen] = []
@@ -80,6 +85,19 @@ class Dispatcher:
                 lg.opening = True
             self._backend.pane_modes([lg.gen.slot for lg in shown],
                                      lambda modes: self._panes_decided(shown, modes, reserved_at))
+
+    def _enter_worktree(self, lg: LiveGen) -> bool:
+        """Give the generation its task's worktree: made on its first generation, the same
+        one for a retry. One that cannot be made fails the generation (before it could be
+        shown in a pane, so that it fails rather than fall back to headless)."""
+        try:
+            lg.task.worktree = self._worktrees.ready(lg.task.id, lg.task.spec, cwd=self._cwd,
+                                                     tasks=((t.id, t.spec) for t in self._tasks.values()))
+        except WorktreeError as e:
+            self._launched(lg, LaunchFailed("worktree_failed", f"cannot make the worktree of task {lg.task.name!r} "
+                                                               f"({self._worktrees.path(lg.task.id)}): {e}"))
+            return False
+        return True
 
     def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None], reserved_at: float) -> None:
         for lg, mode in zip(batch, modes, strict=True):
@@ -148,6 +166,8 @@ class Dispatcher:
         gen, task, spec = lg.gen, lg.task, lg.task.spec
         who = wrapper.WorkerIdentity(self._run_id, spec.name, task.id, gen.slot, gen.gen, task.attempts)
         cwd = spec.cwd or self._cwd
+        if task.worktree is not None:
+            cwd = task.worktree.workdir(cwd)
         if lg.pane is None:
             args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env)
             argv = wrapper.headless_argv(self._paths.worker_script, args)

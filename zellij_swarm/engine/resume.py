@@ -53,6 +53,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker.worktree import Worktrees
 
 START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
 
@@ -209,6 +210,7 @@ def resolved_settings(meta: dict[str, Any]) -> settings.Resolved:
 class ResumedRun(Protocol):
     run_id: str
     stats: metrics.DispatchStats  # replaced by the one replayed from the records
+    worktrees: Worktrees
 
     @property
     def tasks(self) -> Mapping[str, TaskRecord]: ...
@@ -241,6 +243,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     """Rebuild every task from the records of an interrupted run (read by ``load``):
     record exits that happened meanwhile, adopt live wrappers, queue the rest."""
     run.add_tasks(rec.specs, enqueue=False)
+    for task in run.tasks.values():  # before any row is frozen: a task's row shows its worktree
+        task.worktree = run.worktrees.existing(task.id)
     run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
     run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
     by_task: dict[str, list[GenState]] = {}

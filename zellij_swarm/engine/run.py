@@ -26,6 +26,7 @@ from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.console import ConsoleReporter
+from zellij_swarm.worker import worktree
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def execute(
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # before any run directory exists
+    base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
     if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = False
@@ -75,7 +77,8 @@ def execute(
     reporter = _reporter("quiet" if attach else resolved.output, json_output)
     joblog = JobLog.from_option(joblog_path) if joblog_path else None  # before the run: a bad path is exit 2
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
-                   backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog)
+                   backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog,
+                   worktree_base=base)
     sup = Supervisor(plan, backend, reporter)
     try:
         code = sup.run()
@@ -99,7 +102,8 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     reporter = _reporter(resolved.output, json_output)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
-                   resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}))
+                   resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
+                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")))
     sup = Supervisor(plan, HeadlessBackend(), reporter)
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
@@ -121,7 +125,8 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     backend = make_backend(choice, env, close_session=_truthy(env.get("CI")))
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
-                   run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True)
+                   run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
+                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")))
     sup = Supervisor(plan, backend, _reporter(resolved.output, json_output))
     code = sup.run()
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)

@@ -59,7 +59,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
-from zellij_swarm.worker import procs, wrapper
+from zellij_swarm.worker import procs, worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher
 
 
@@ -80,6 +80,7 @@ class RunPlan:
     run_dir: Path | None = None
     groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N, as written
     retrying: bool = False  # ``resume`` holds an ended run whose tasks ``retry`` runs again
+    worktree_base: worktree.Base | None = None  # what worktree tasks' worktrees are made from (plan_base)
     joblog: JobLog | None = None  # run --joblog: a line per task as it reaches its final status
 
 
@@ -173,6 +174,8 @@ class Supervisor:
         self._ended_time = [0, 0.0]  # tasks that ended having run, and their total duration: for the ETA
         self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
+        self.worktrees = worktree.Worktrees(plan.worktree_base, run_dir=self.paths.dir, run_id=self.run_id,
+                                            default=self.settings.worktree)
 
     @property
     def name(self) -> str | None:
@@ -267,6 +270,7 @@ class Supervisor:
             "jobs": self.jobs,
             "settings": self.settings.as_record(),
             "groups": self.plan.groups,
+            "worktree_base": None if self.plan.worktree_base is None else self.plan.worktree_base.to_record(),
             "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
         })
 
@@ -282,6 +286,9 @@ class Supervisor:
                 self._write_run_json()
                 self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                                  backend=self.backend.name, pid=os.getpid())
+                if self.plan.worktree_base is not None and (
+                        changes := worktree.source_changes(self.plan.worktree_base)) is not None:
+                    self._warn("worktree_base", changes, None)
                 for name, jobs in self.plan.groups.items():
                     if jobs > self.jobs:
                         self._warn("group_capped", f"group {name!r}: jobs {jobs} is more than the run's {self.jobs} "
@@ -297,7 +304,7 @@ class Supervisor:
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
                 events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self.is_stopping,
-                launched=self._launched)
+                launched=self._launched, worktrees=self.worktrees)
             self.dispatcher.fill()
             self._maybe_attach()
             while not self._done():

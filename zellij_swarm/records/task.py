@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.states import TaskStatus, transition
+
+if TYPE_CHECKING:
+    from zellij_swarm.worker.worktree import Worktree
 
 # The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
 # task's row also carries its command, which is what a person recognises it by.
@@ -85,6 +88,7 @@ class TaskRecord:
     # While it runs: waiting for input on its terminal; None when that cannot be known.
     waiting_input: bool | None = False
     history: list[Attempt] = field(default_factory=list)
+    worktree: Worktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
     # The frozen row of a terminal task no journal follows yet (the journal takes it over).
     _frozen: dict[str, Any] | None = field(default=None, repr=False)
     journal: Journal | None = field(default=None, repr=False, compare=False)
@@ -186,10 +190,13 @@ class TaskRecord:
     @property
     def optional_fields(self) -> dict[str, Any]:
         """What a row carries only when there is something to say: the command of a task whose
-        name was generated, the group of a task that has one."""
+        name was generated, the group of a task that has one, the worktree of a task that runs
+        in one (with its changed-files count once the task has ended)."""
         out: dict[str, Any] = {}
         if GENERATED_NAME.fullmatch(self.name):
             out["command"] = command_text(self.spec)
         if self.spec.group is not None:
             out["group"] = self.spec.group
+        if self.worktree is not None:
+            out["worktree"] = self.worktree.row(final=self.status.terminal)
         return out

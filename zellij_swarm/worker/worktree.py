@@ -1,0 +1,410 @@
+"""A worktree per agent (``worktree = true``): such a task runs in a git worktree of its own,
+on a branch of its own, so that agents changing the same code never see each other's
+half-done work, and each one's work ends up on a branch.
+
+- **The base** is the ``HEAD`` commit of the repository the run starts in, resolved once when
+  the run is planned (``plan_base``) and recorded in ``run.json``, so that a resumed or
+  retried run makes its worktrees from the same commit even if ``HEAD`` has moved since.
+  Uncommitted changes of the source checkout are not carried over (``source_changes`` says
+  so, once).
+- **A task's worktree** is ``<run dir>/worktrees/<task id>``, on the branch
+  ``swarm/<run id>/<task name>`` (``BranchNames``). It is made at the task's first dispatch
+  and every later generation of the task (a retry, a restart, ``retry``) continues in it.
+- **Its worker's cwd** is the place in the worktree where it would otherwise have run: the
+  task's ``cwd``, else the run's, taken relative to the repository's top.
+- **Its changed-files count** (against the base: committed or not, plus untracked files) is
+  taken when the task reaches its final status, for ``status``.
+
+Every git call goes through ``backends._cmd.run`` with a timeout, and every failure becomes
+a ``WorktreeError`` in git's own words; dispatch turns one into a failed generation
+(``worktree_failed``), planning into bad input (exit 2), ``prune`` into a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc
+from zellij_swarm.backends import _cmd
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.records import rundir
+
+QUERY_TIMEOUT = 30.0  # seconds: rev-parse, status, diff (a status of a big checkout takes a while)
+ADD_TIMEOUT = 300.0  # seconds: `worktree add` checks out the whole tree
+LOCK_TIMEOUT = ADD_TIMEOUT  # the longest another swarm's `worktree add` may hold the repository
+BRANCH_PREFIX = "swarm"
+COMPONENT_MAX = 64  # characters of a task name kept in its branch name
+_NOT_IN_BRANCH = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class WorktreeError(exc.SwarmError):
+    """A worktree that cannot be made, read or removed; the message is git's own words."""
+
+
+def wanted(spec: TaskSpec, default: bool) -> bool:
+    """Whether ``spec`` runs in a worktree: its own ``worktree`` key, else the run's setting."""
+    return spec.worktree if spec.worktree is not None else default
+
+
+@dataclass(frozen=True)
+class Base:
+    """What a run's worktrees are made from: the top of the source checkout and its ``HEAD``
+    commit when the run started."""
+
+    repo: str
+    commit: str
+
+    def to_record(self) -> dict[str, str]:
+        """``run.json``'s ``worktree_base``."""
+        return {"repo": self.repo, "commit": self.commit}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any] | None) -> Base | None:
+        return None if record is None else cls(repo=str(record["repo"]), commit=str(record["commit"]))
+
+    def relative(self, cwd: str) -> str | None:
+        """Where ``cwd`` is in the repository (``.`` at its top), or None outside it. Both
+        are made real first: a cwd reached through a symlink is still inside."""
+        rel = os.path.relpath(os.path.realpath(cwd), os.path.realpath(self.repo))
+        return None if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def plan_base(tasks: Sequence[TaskSpec], resolved: Resolved, cwd: str) -> Base | None:
+    """The base of a run's worktrees, resolved now, once — or None when no task wants one.
+    Bad input (exit 2), before anything runs: ``cwd`` outside a git repository, a repository
+    without a commit, a worktree task whose ``cwd`` is outside the repository."""
+    who = _who_wants(tasks, resolved)
+    if who is None:
+        return None
+    try:
+        top = _git(cwd, "rev-parse", "--show-toplevel", check=False)
+        if top.returncode != 0:
+            raise exc.UsageError(f"not a git repository: {cwd} ({who}, and worktrees are made from the repository "
+                                 "the run starts in)")
+        head = _git(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+    except WorktreeError as e:
+        raise exc.UsageError(f"{who}: {e}") from None
+    repo = top.stdout.strip()
+    if head.returncode != 0:
+        raise exc.UsageError(f"the git repository {repo} has no commit yet ({who}, and worktrees start from HEAD): "
+                             "commit something first")
+    base = Base(repo=repo, commit=head.stdout.strip())
+    for spec in tasks:
+        if wanted(spec, resolved.worktree) and spec.cwd is not None:
+            try:
+                place(base, spec.cwd)
+            except WorktreeError as e:
+                raise exc.InputError(f"task {spec.name!r}: {e}", path=spec.origin or None) from None
+    return base
+
+
+def place(base: Base, cwd: str) -> str:
+    """Where ``cwd`` is in the repository, relative to its top; a ``WorktreeError`` outside it."""
+    rel = base.relative(cwd)
+    if rel is None:
+        raise WorktreeError(f"cwd {cwd} is outside the git repository {base.repo}: a task with a worktree runs "
+                            "in it, so its cwd must be a place in the repository")
+    return rel
+
+
+def _who_wants(tasks: Sequence[TaskSpec], resolved: Resolved) -> str | None:
+    """Why the run needs a base, for messages: the setting, or the first task asking."""
+    if resolved.worktree and any(spec.worktree is not False for spec in tasks):
+        return f"worktree is on (from {resolved.sources['worktree']})"
+    asking = next((spec for spec in tasks if spec.worktree), None)
+    return None if asking is None else f"task {asking.name!r} has worktree = true"
+
+
+def source_changes(base: Base) -> str | None:
+    """The warning a run starting with uncommitted changes in its source checkout gets
+    (``worktree_base``): its worktrees start from the commit, without them."""
+    try:
+        dirty = uncommitted(base.repo)
+    except WorktreeError as e:
+        return f"cannot tell whether {base.repo} has uncommitted changes: {e}"
+    if not dirty:
+        return None
+    return (f"the checkout {base.repo} has uncommitted changes ({_count(dirty, 'file')}, untracked ones included): "
+            f"worktrees start from its HEAD commit {base.commit[:12]} and do not have them")
+
+
+# ----- branch names ----------------------------------------------------------------------
+
+
+def branch_component(name: str, task_id: str) -> str:
+    """A task name as one component of a branch name: every run of characters outside
+    ``[A-Za-z0-9._-]`` becomes ``-``, runs of ``-`` and of ``.`` become one, at most
+    ``COMPONENT_MAX`` characters are kept, then a leading ``.``/``-`` and a trailing ``.``,
+    ``-`` or ``.lock`` go (``git check-ref-format`` forbids them); nothing left: the task id.
+
+    >>> branch_component("fix: the bug!", "t3"), branch_component("../.lock", "t4"), branch_component("..", "t5")
+    ('fix-the-bug', 'lock', 't5')
+    """
+    text = re.sub(r"\.{2,}", ".", re.sub(r"-{2,}", "-", _NOT_IN_BRANCH.sub("-", name)))[:COMPONENT_MAX]
+    text = text.lstrip(".-")
+    while (trimmed := text.removesuffix(".lock").rstrip(".-")) != text:
+        text = trimmed
+    return text or task_id
+
+
+class BranchNames:
+    """Each worktree task's branch, ``swarm/<run id>/<component>``. Tasks take their names in
+    id order; one whose component an earlier task took gets its id appended
+    (``fix-bug-t7``), so that names stay the same while tasks are added to the run, and a
+    resumed run gives the same ones."""
+
+    def __init__(self, run_id: str) -> None:
+        self._prefix = f"{BRANCH_PREFIX}/{run_id}/"
+        self._given: dict[str, str] = {}  # task id -> component
+        self._taken: set[str] = set()
+
+    def of(self, task_id: str, tasks: Iterable[tuple[str, str]]) -> str:
+        """The branch of ``task_id``; ``tasks``: every worktree task as (id, name), in id order."""
+        for tid, name in tasks:
+            if tid not in self._given:
+                component = branch_component(name, tid)
+                while component in self._taken:
+                    component = f"{component}-{tid}"
+                self._given[tid] = component
+                self._taken.add(component)
+            if tid == task_id:
+                break
+        return self._prefix + self._given[task_id]
+
+
+# ----- a run's worktrees -------------------------------------------------------------------
+
+
+@dataclass
+class Worktree:
+    """One task's worktree, and what ``status`` says of it."""
+
+    path: Path
+    branch: str | None  # None: its HEAD is detached (the agent checked out a commit)
+    base: Base
+    changed_files: int | None = None
+    _counted: bool = field(default=False, repr=False)
+
+    def workdir(self, cwd: str) -> str:
+        """Where a worker that would have run in ``cwd`` (in the source checkout) runs."""
+        return os.path.normpath(self.path / place(self.base, cwd))
+
+    def new_attempt(self) -> None:
+        """Another generation works in it: its count is taken again when the task ends."""
+        self.changed_files, self._counted = None, False
+
+    def row(self, *, final: bool) -> dict[str, Any]:
+        """``{"path", "branch", "base", "changed_files"}``; the count is taken the first time
+        the row of the ended task is made (when it is frozen): about 10 ms of git, once per
+        task, so that ``status`` reads records and never runs git."""
+        if final and not self._counted:
+            self.changed_files, self._counted = changed_files(self.path, self.base.commit), True
+        return {"path": str(self.path), "branch": self.branch, "base": self.base.commit,
+                "changed_files": self.changed_files}
+
+
+def worktrees_dir(run_dir: Path) -> Path:
+    return run_dir / "worktrees"
+
+
+class Worktrees:
+    """The worktrees of one run: made at dispatch, one per task, reused by its later
+    generations. Made on the supervisor's loop: ``git worktree add`` takes 50–200 ms (more
+    in a big repository), once per task — for agents that run minutes, not for 2,000
+    one-second shards."""
+
+    def __init__(self, base: Base | None, *, run_dir: Path, run_id: str, default: bool) -> None:
+        self.base = base  # None: no task wanted a worktree when the run started
+        self.default = default
+        self._dir = worktrees_dir(run_dir)
+        self._names = BranchNames(run_id)
+        self._made: dict[str, Worktree] = {}
+
+    def wanted(self, spec: TaskSpec) -> bool:
+        return wanted(spec, self.default)
+
+    def path(self, task_id: str) -> Path:
+        return self._dir / task_id
+
+    def ready(self, task_id: str, spec: TaskSpec, *, cwd: str, tasks: Iterable[tuple[str, TaskSpec]]) -> Worktree:
+        """The worktree a new generation of ``task_id`` runs in: made from the base on the
+        task's first generation, the same one afterwards (also one made by an earlier
+        supervisor of the run). ``cwd``: the run's; ``tasks``: every task as (id, spec), in
+        id order, for its branch name."""
+        if self.base is None:
+            raise WorktreeError("the run has no base commit for worktrees: none of its tasks wanted one when it "
+                                "started (start a run with --worktree for that)")
+        place(self.base, spec.cwd or cwd)  # a cwd outside the repository fails before anything is made
+        wt = self._made.get(task_id) or self.existing(task_id)
+        if wt is None:
+            branch = self._names.of(task_id, ((tid, s.name) for tid, s in tasks if self.wanted(s)))
+            wt = self._add(self.base, self.path(task_id), branch)
+        wt.new_attempt()
+        self._made[task_id] = wt
+        return wt
+
+    def existing(self, task_id: str) -> Worktree | None:
+        """The worktree of ``task_id`` if an earlier generation made it (for ``resume``)."""
+        path = self.path(task_id)
+        if self.base is None or not (path / ".git").exists():
+            return None
+        return Worktree(path, current_branch(path), self.base)
+
+    def _add(self, base: Base, path: Path, branch: str) -> Worktree:
+        try:
+            rundir.make_private_dir(path.parent)
+        except OSError as e:
+            raise WorktreeError(f"cannot create {path.parent}: {e.strerror}") from None
+        with _repository_locked(base.repo):
+            # The branch exists when the run was pruned and then retried: the work goes on from it.
+            has_branch = _git(base.repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}",
+                              check=False).returncode == 0
+            where = [str(path), branch] if has_branch else ["-b", branch, str(path), base.commit]
+            _git(base.repo, "worktree", "add", "--quiet", *where, timeout=ADD_TIMEOUT)
+        return Worktree(path, branch, base)
+
+
+@contextlib.contextmanager
+def _repository_locked(repo: str) -> Iterator[None]:
+    """Hold the repository while a worktree is added. git takes lock files of its own for
+    it (the new branch, ``worktrees/<name>``) and fails at once, rather than wait, when
+    another git holds one: two swarms adding worktrees to one repository take turns here.
+    The lock is an ``flock`` on the repository's git directory itself, so that nothing is
+    written into the repository for it."""
+    common = _common_dir(repo)
+    fd = os.open(common, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WorktreeError(f"{common} stayed locked by another swarm adding a worktree for "
+                                        f"{LOCK_TIMEOUT:g}s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# ----- reading and removing ----------------------------------------------------------------
+
+
+def made(run_dir: Path) -> list[Path]:
+    """The worktrees a run made (its ``worktrees/<task id>`` directories), in id order."""
+    try:
+        names = os.listdir(worktrees_dir(run_dir))
+    except FileNotFoundError:
+        return []
+    return [worktrees_dir(run_dir) / n for n in sorted(names, key=_id_order) if not n.startswith(".")]
+
+
+def _id_order(name: str) -> tuple[int, str]:
+    digits = name[1:]
+    return (int(digits), name) if digits.isdigit() else (0, name)
+
+
+def current_branch(path: Path) -> str | None:
+    """The branch checked out in the worktree ``path``; None when its HEAD is detached."""
+    out = _git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def changed_files(path: Path, base: str) -> int | None:
+    """How many files of the worktree ``path`` differ from ``base``: changed by its commits
+    or not yet committed, plus untracked ones (not ignored ones); None when git cannot say."""
+    try:
+        differ = _git(path, "diff", "--name-only", "--no-renames", "-z", base, "--", env=_reading_env())
+        untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z", env=_reading_env())
+    except WorktreeError:
+        return None
+    return len({*_nul_list(differ.stdout), *_nul_list(untracked.stdout)})
+
+
+@dataclass(frozen=True)
+class Removed:
+    branch: str | None  # the branch its HEAD was on
+    commits: int | None  # commits on it beyond the base (None: unknown)
+    branch_deleted: bool  # it held none of them: nothing of the task's is lost with it
+
+
+def remove(path: Path, *, base: str | None, force: bool) -> Removed:
+    """Remove the worktree ``path`` (with ``force``, uncommitted work and all). Its branch
+    holds the task's commits and is kept — unless it has none beyond ``base``, when it is
+    deleted too (only if it still points at ``base``: ``update-ref`` checks)."""
+    common = _common_dir(path)
+    branch = current_branch(path)
+    commits = None
+    if branch is not None and base is not None:
+        counted = _git(path, "rev-list", "--count", f"{base}..refs/heads/{branch}", check=False)
+        commits = int(counted.stdout) if counted.returncode == 0 and counted.stdout.strip().isdigit() else None
+    _git(path, "worktree", "remove", *(["--force"] if force else []), str(path))
+    deleted = False
+    if branch is not None and base is not None and commits == 0 and branch.startswith(f"{BRANCH_PREFIX}/"):
+        deleted = _git(common, "update-ref", "-d", f"refs/heads/{branch}", base, check=False).returncode == 0
+    return Removed(branch, commits, deleted)
+
+
+# ----- git ---------------------------------------------------------------------------------
+
+
+def _git(where: str | Path, *args: str, timeout: float = QUERY_TIMEOUT, check: bool = True,
+         env: Mapping[str, str] | None = None) -> _cmd.CmdResult:
+    """``git -C where ARGS…`` with a timeout; a failure is a ``WorktreeError`` in git's words."""
+    try:
+        return _cmd.run(["git", "-C", str(where), *args], timeout=timeout, check=check, env=env)
+    except exc.BackendError as e:
+        raise WorktreeError(f"git {args[0]}: {_why(e, timeout)}") from None
+
+
+def _why(e: exc.BackendError, timeout: float) -> str:
+    if e.code == "multiplexer_missing":
+        return "git is not installed (not found on PATH)"
+    if e.code == "pane_call_timeout":
+        return f"no answer within {timeout:g}s"
+    lines = [ln.strip() for ln in e.stderr.splitlines() if ln.strip()]
+    return lines[0].removeprefix("fatal: ").removeprefix("error: ") if lines else e.message
+
+
+def _reading_env() -> dict[str, str]:
+    """For git calls that only read: without the optional index lock a ``status`` takes to
+    refresh the index, which could make an agent's own ``git commit`` fail meanwhile."""
+    return {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+
+def uncommitted(where: str | Path) -> list[str]:
+    """The files of the checkout ``where`` whose changes are not committed (untracked ones
+    included, ignored ones not): what removing it would lose."""
+    out = _git(where, "status", "--porcelain=v1", "-z", "--untracked-files=all", env=_reading_env())
+    paths: list[str] = []
+    entries = iter(_nul_list(out.stdout))
+    for entry in entries:
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy: its source path follows as an entry of its own
+            next(entries, None)
+    return paths
+
+
+def _common_dir(where: str | Path) -> Path:
+    """The repository's own git directory (shared by all its worktrees); git says it
+    relative to ``where`` unless it is elsewhere."""
+    return Path(where) / _git(where, "rev-parse", "--git-common-dir").stdout.strip()
+
+
+def _nul_list(text: str) -> list[str]:
+    return [item for item in text.split("\0") if item]
+
+
+def _count(items: Sequence[object], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
