@@ -18,6 +18,15 @@ from zellij_swarm.render.text import width
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def first_row(swarm, run) -> dict[str, Any]:
+    """The run's first task row, from ``status --json`` (empty until there is one)."""
+    try:
+        snap = json.loads(swarm("status", "--json", run.name).stdout)
+    except ValueError:
+        return {}
+    return snap["tasks"][0] if snap.get("tasks") else {}
+
+
 def facts(**over: Any) -> ProgressFacts:
     counts = {"pending": 10, "running": 2, "succeeded": 5, "failed": 1, "timed_out": 1, "cancelled": 0,
               "skipped": 2, "lost": 0}
@@ -133,11 +142,7 @@ def test_a_worker_that_says_it_waits_for_input_is_shown_waiting_until_it_writes(
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
 
         def waiting() -> Any:
-            try:
-                snap = json.loads(swarm("status", "--json", run.name).stdout)
-            except ValueError:
-                return None
-            return snap["tasks"][0].get("waiting_input") if snap.get("tasks") else None
+            return first_row(swarm, run).get("waiting_input")
 
         wait_until(lambda: waiting() is True, timeout=10, what="waiting_input true")
         assert "waiting for input" in swarm("status", run.name).stdout
@@ -174,11 +179,7 @@ def test_a_live_worker_blocked_reading_its_terminal_is_waiting_until_it_reads(sw
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
 
         def row() -> dict[str, Any]:
-            try:
-                snap = json.loads(swarm("status", "--json", run.name).stdout)
-            except ValueError:
-                return {}
-            return snap["tasks"][0] if snap.get("tasks") else {}
+            return first_row(swarm, run)
 
         wait_until(lambda: row().get("waiting_input") is True, timeout=15, what="waiting_input true")
         [pane] = [p for p, info in tmux.panes().items() if info["title"].startswith("slot 1")]
@@ -287,11 +288,7 @@ def test_a_live_zellij_worker_blocked_reading_is_waiting_until_it_reads(swarm, f
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
 
         def row() -> dict[str, Any]:
-            try:
-                snap = json.loads(swarm("status", "--json", run.name).stdout)
-            except ValueError:
-                return {}
-            return snap["tasks"][0] if snap.get("tasks") else {}
+            return first_row(swarm, run)
 
         wait_until(lambda: row().get("waiting_input") is True, timeout=20, what="waiting_input true")
         wait_until(lambda: any("waiting for input" in " ".join(c["argv"]) for c in fz.calls()

@@ -59,13 +59,20 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     if snap["state"] == "interrupted":
         inbox.send(run, "cancel", tasks=names)  # a resume records it
         return _cancel_unsupervised(run, snap, set(names))
-    answer, pid = ask(run, "cancel", timeout=30, tasks=names)
+    return _tell(run, "cancel", "cancelled", tasks=names)
+
+
+def _tell(run: RunPaths, kind: str, done: str, **body: Any) -> str:
+    """Ask the supervisor to ``kind`` some tasks; the line saying which it did (the reply's
+    ``done`` list) and, when it could not do them all, why. None done: an error."""
+    answer, pid = ask(run, kind, timeout=30, **body)
     if answer is None:
-        return f"zellij-swarm: cancel delivered to run {run.run_id} (supervisor pid {pid}), no answer"
-    if not answer.get("ok"):
-        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} cancelled nothing")
-    what = quoting.terminal_text(", ".join(answer["cancelled"]))
-    return f"zellij-swarm: cancelled in run {run.run_id}: {what} (supervisor pid {pid})"
+        return f"zellij-swarm: {kind} delivered to run {run.run_id} (supervisor pid {pid}), no answer"
+    if not answer.get(done):
+        raise exc.SwarmError(answer.get("error") or f"run {run.run_id}: nothing {done}")
+    what = quoting.terminal_text(", ".join(answer[done]))
+    also = f"; {quoting.terminal_text(answer['error'])}" if answer.get("error") else ""
+    return f"zellij-swarm: {done} in run {run.run_id}: {what} (supervisor pid {pid}){also}"
 
 
 def restart(run: RunPaths, names: Iterable[str]) -> str:
@@ -80,14 +87,7 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     missing = [n for n in names if n not in known]
     if missing:
         raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
-    answer, pid = ask(run, "restart", timeout=30, tasks=names)
-    if answer is None:
-        return f"zellij-swarm: restart delivered to run {run.run_id} (supervisor pid {pid}), no answer"
-    if not answer.get("restarted"):
-        raise exc.SwarmError(answer.get("error") or f"run {run.run_id} restarted nothing")
-    what = quoting.terminal_text(", ".join(answer["restarted"]))
-    also = f"; {quoting.terminal_text(answer['error'])}" if answer.get("error") else ""
-    return f"zellij-swarm: restarted in run {run.run_id}: {what} (supervisor pid {pid}){also}"
+    return _tell(run, "restart", "restarted", tasks=names)
 
 
 def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -> str:
