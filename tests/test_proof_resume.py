@@ -101,8 +101,8 @@ def all_dispatched(run: Path) -> bool:
     return files(run, "claim") == 20 and count(run, "slot_reserved") == 20
 
 
-@pytest.mark.parametrize("moment", [first_batch_launched, mid_run, all_dispatched],
-                         ids=["after-first-batch", "mid-run", "all-dispatched"])
+@pytest.mark.parametrize("moment", [first_batch_launched, pytest.param(mid_run, marks=pytest.mark.full),
+                                    all_dispatched], ids=["after-first-batch", "mid-run", "all-dispatched"])
 def test_proof_of_a_run_resumed_after_a_kill(swarm: Swarm, moment: Any) -> None:
     swarm.write("t.txt", TASKS)
     proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")

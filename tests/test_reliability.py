@@ -266,7 +266,7 @@ def _backend_args(backend: str, request) -> tuple[tuple[str, ...], dict[str, str
 
 
 @pytest.mark.parametrize("how,backend", [("timeout", "headless"), full("idle", "headless"), ("timeout", "tmux"),
-                                         ("timeout", "zellij-0.45.0"), ("idle", "zellij-0.40.1")])
+                                         full("timeout", "zellij-0.45.0"), ("idle", "zellij-0.40.1")])
 def test_time_limit_kills_a_term_ignoring_grandchild_before_the_slot_is_reused(swarm, how, backend, request):
     marker = f"zsw-ladder-{os.getpid()}-{how}-{backend}"
     swarm.write("s.toml", _stubborn(marker, how=how))

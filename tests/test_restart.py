@@ -35,7 +35,7 @@ def ledger(swarm) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-@pytest.mark.parametrize("crash,backend", [(False, "headless"), (True, "headless"), full(False, "tmux")])
+@pytest.mark.parametrize("crash,backend", [full(False, "headless"), (True, "headless"), full(False, "tmux")])
 def test_restart_ends_the_generation_and_runs_a_new_attempt_at_once(swarm, request, crash, backend):
     env = None
     if backend == "tmux":  # live panes: the restarted one closes, the new attempt gets a pane of its own

@@ -50,7 +50,7 @@ def first_run(swarm):
     return run
 
 
-@pytest.mark.parametrize("crash,backend", [(False, "headless"), (True, "headless"), full(False, "tmux")])
+@pytest.mark.parametrize("crash,backend", [full(False, "headless"), (True, "headless"), full(False, "tmux")])
 def test_retry_runs_the_failures_and_their_skipped_dependents_again(swarm, request, crash, backend):
     env = None
     if backend == "tmux":  # the retry runs where it is told to, in live panes

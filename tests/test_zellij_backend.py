@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, wait_until
+from swarmtest import clean_env, full, wait_until
 from zellijtest import FAST, check_calls
 
 SWARM = """
@@ -87,7 +87,7 @@ def test_headless_reference(swarm):
 
 @pytest.mark.parametrize("ui", ["live", "compact"])
 @pytest.mark.parametrize("where", ["inside", "outside"])
-@pytest.mark.parametrize("version", ["0.45.0", "0.44.3"])
+@pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
 def test_swarm_in_zellij(swarm, fz, version, where, ui):
     inside = None
     if where == "inside":
@@ -140,7 +140,7 @@ def test_swarm_in_zellij(swarm, fz, version, where, ui):
 
 @pytest.mark.parametrize("version,where,ui", [
     ("0.43.1", "inside", "live"), ("0.43.1", "inside", "compact"), ("0.43.1", "outside", "compact"),
-    ("0.41.2", "inside", "live"), ("0.41.2", "outside", "compact"),
+    full("0.41.2", "inside", "live"), ("0.41.2", "outside", "compact"),
 ])
 def test_before_044(swarm, fz, version, where, ui):
     """No pane ids from Zellij: ids come from the heartbeat; close-on-exit panes held by the wrapper."""

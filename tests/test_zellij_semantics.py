@@ -127,7 +127,7 @@ SLOW = ('[swarm]\njobs = 2\n' + "".join(f'[[task]]\nname = "t{i}"\ncmd = "sleep 
                                         for i in range(6)))
 
 
-@pytest.mark.parametrize("version,require", [("0.45.0", False), ("0.45.0", True), full("0.44.3", False)])
+@pytest.mark.parametrize("version,require", [full("0.45.0", False), ("0.45.0", True), full("0.44.3", False)])
 def test_first_panes_too_slow_is_said_once_and_they_still_settle(swarm, fz, version, require):
     """The session's panes show only after the backend stopped waiting for them: the first
     batch still runs in its panes (their heartbeats arrive in time) and settles; the rest of

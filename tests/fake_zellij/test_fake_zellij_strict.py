@@ -63,7 +63,7 @@ def test_over_long_session_name_says_zero_characters(fake, version):
 
 # the oldest and newest in CI; the versions between are neighbours (scripts/test-full)
 @pytest.mark.parametrize("version", ["0.40.1", *(pytest.param(v, marks=pytest.mark.full)
-                                                 for v in ("0.41.2", "0.43.1", "0.44.3")), "0.45.0"])
+                                                 for v in ("0.41.2", "0.43.1", "0.44.3", "0.45.0"))])
 def test_kill_session_returns_before_the_server_exits(fake, version):
     idle = make(fake, version)
     slow = "kill_delay_ms=6000"  # long enough for the checks below on a loaded machine
