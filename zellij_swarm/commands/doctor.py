@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from zellij_swarm import exc, quoting
-from zellij_swarm.backends import detect_zellij, run_command
+from zellij_swarm.backends._cmd import run as run_command
+from zellij_swarm.backends._zellij import detect as detect_zellij
 from zellij_swarm.backends.select import choose
 from zellij_swarm.config import settings
 
