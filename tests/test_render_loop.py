@@ -269,7 +269,8 @@ def test_once_prints_a_single_plain_frame(tmp_path: Path) -> None:
 _CHILD = """
 import sys
 from pathlib import Path
-from zellij_swarm.render import run_board, run_slot_view
+from zellij_swarm.render.board import run_board
+from zellij_swarm.render.slotview import run_slot_view
 from zellij_swarm.records.rundir import RunPaths
 run = RunPaths(Path(sys.argv[1]))
 raise SystemExit(run_board(run) if sys.argv[2] == "board" else run_slot_view(run, 1))

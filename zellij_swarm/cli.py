@@ -444,7 +444,7 @@ def board(run_id: str | None, once: bool, view_pane: bool, state_dir: str | None
     """One line per slot and the run's counters, redrawn as the run goes on (the pane that
     anchors a swarm's layout; works in any terminal)."""
     from zellij_swarm.engine.view_watch import Registration
-    from zellij_swarm.render import run_board
+    from zellij_swarm.render.board import run_board
 
     run = _find_run(state_dir, run_id)
     sys.exit(run_board(run, once=once, registration=Registration(run, "board") if view_pane else None))
@@ -458,7 +458,7 @@ def board(run_id: str | None, once: bool, view_pane: bool, state_dir: str | None
 def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str | None) -> None:
     """One slot: its task, state, times and the tail of its output, following the slot
     across generations (the pane of a slot in compact mode)."""
-    from zellij_swarm.render import run_slot_view
+    from zellij_swarm.render.slotview import run_slot_view
 
     if len(args) > 2:
         raise exc.UsageError("slot-view takes [RUN] SLOT")

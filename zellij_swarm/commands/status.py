@@ -15,7 +15,6 @@ from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
-from zellij_swarm.engine.view_watch import describe as describe_views
 from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES
@@ -221,6 +220,8 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
                         [(str(s["slot"]), SLOT_WORDS.get(s["state"], s["state"]), s["task"] or "") for s in slots])
     gone = [v["view"] for v in snap.get("views", []) if v["state"] == "gone"]
     if gone:
+        from zellij_swarm.engine.view_watch import describe as describe_views  # rare: loaded when needed
+
         lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "
                      f"`zellij-swarm board {snap['run_id']}` shows the run in any terminal")
     for w in snap.get("warnings", []):

@@ -3,16 +3,10 @@
 They only read a run directory (``state.json`` and the generation files, see ``snapshot``) and
 never touch processes. Entry points for the CLI::
 
-    run_board(run, *, once=False, out=None, **loop_options) -> int
-    run_slot_view(run, slot, *, once=False, out=None, **loop_options) -> int
+    render.board.run_board(run, *, once=False, out=None, **loop_options) -> int
+    render.slotview.run_slot_view(run, slot, *, once=False, out=None, **loop_options) -> int
 
-and the pure frame functions ``board_frame`` and ``slot_frame`` for tests. Importing this
-package costs no pyte import; it loads when first used.
+and the pure frame functions ``board_frame`` and ``slot_frame`` for tests. The package
+imports nothing itself: ``status`` and the console reporter (``render.console``) do not pay
+for the renderers, nor a renderer for pyte before it is first used.
 """
-
-from __future__ import annotations
-
-from zellij_swarm.render.board import board_frame, run_board
-from zellij_swarm.render.slotview import run_slot_view, slot_frame
-
-__all__ = ["board_frame", "run_board", "run_slot_view", "slot_frame"]
