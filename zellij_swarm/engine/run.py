@@ -25,6 +25,7 @@ from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, TaskStatus
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import worktree
 
@@ -132,7 +133,9 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
 
 
-RETRIED = frozenset({"failed", "timed_out", "cancelled", "lost"})
+# What `retry` runs again by default: every task that ended without succeeding, but a skipped
+# one only through the dependency it was skipped for (``retry_selection``).
+RETRIED = UNSUCCESSFUL_STATUSES - {TaskStatus.SKIPPED}
 
 
 def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],

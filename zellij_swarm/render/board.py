@@ -43,13 +43,15 @@ from zellij_swarm.quoting import terminal_text
 from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.render.console import COUNT_ORDER
 from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
 from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
 
 WAITING = "waiting_for_input"  # not a status: running tasks whose worker waits for a person
 WAITING_SGR = "1;45"
-COUNTERS = ("failed", "timed_out", "lost", "cancelled", "skipped", WAITING, "running", "pending", "succeeded")
+# the console's order (failures first), with who waits for a person before the running ones
+COUNTERS = (*COUNT_ORDER[:COUNT_ORDER.index("running")], WAITING, *COUNT_ORDER[COUNT_ORDER.index("running"):])
 ALWAYS_COUNTED = frozenset({"failed", "running", "pending", "succeeded"})
 COLUMNS = ("state", "task", "time", "exit", "output")
 STATUS_W = 9
