@@ -138,6 +138,7 @@ class Pane:
     fails: str | None = None  # the launch fails with this code (LaunchFailed)
     unstartable: bool = False  # ... as a backend that cannot start at all
     starts: bool = True  # False: the pane opens but its wrapper never runs (no heartbeat)
+    dies_claiming: bool = False  # its wrapper dies between creating its claim and writing its pid
     delay: float = 0.0  # from the launch to its wrapper's claim and heartbeat
     closed_after: float | None = None  # the user closes the pane this long after its start
     cancel_while_opening: bool = False  # a ``cancel`` of its task arrives while the pane opens
@@ -719,7 +720,9 @@ class FakeMux:
             if pane.fails is not None:
                 return LaunchFailed(pane.fails, f"{self.name}: {pane.fails}", unstartable=pane.unstartable)
             pane_id = f"fake_{next(self._ids)}"
-            if pane.starts:
+            if pane.dies_claiming:
+                self.world.after(pane.delay, req.gen.claim.touch)
+            elif pane.starts:
                 self.world.after(pane.delay, lambda: self._start(req, pane_id, pane))
             if pane.cancel_while_opening:
                 msg = self.world.send("cancel", (req.task_name,))

@@ -63,6 +63,51 @@ def test_supervisor_claim_round_trip(gen: gf.GenPaths) -> None:
     assert gf.claim_owner(gen) == gf.SUPERVISOR and gf.wrapper_pid(gen) is None
 
 
+def test_the_supervisor_claim_appears_whole_and_leaves_no_draft(gen: gf.GenPaths) -> None:
+    # A claim never exists empty on the supervisor's side: one killed midway leaves a draft
+    # beside it, which the next claim overwrites, and never an empty claim.
+    (gen.dir / gf.CLAIM_DRAFT).write_bytes(b"left by a killed supervisor")
+    assert gf.take_claim(gen) is True
+    assert sorted(p.name for p in gen.dir.iterdir()) == ["claim"]
+    assert gen.claim.read_bytes() == b"supervisor\n"
+
+
+def test_a_symlink_where_the_claim_goes_is_a_claim_and_never_followed(gen: gf.GenPaths, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    gen.claim.symlink_to(target)
+    assert gf.take_claim(gen) is False
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(("data", "taken"), [(b"", True), (b"garbled", True), (b"123\n", False),
+                                             (b"supervisor\n", False), (None, False)])
+def test_only_a_claim_naming_no_owner_is_taken_over(gen: gf.GenPaths, data: bytes | None, taken: bool) -> None:
+    if data is not None:
+        gen.claim.write_bytes(data)
+    assert gf.take_unwritten_claim(gen) is taken
+    assert gen.claim.exists() is (data is not None)
+    if taken:
+        assert gen.claim.read_bytes() == b"supervisor\n"
+        assert sorted(p.name for p in gen.dir.iterdir()) == ["claim"]
+
+
+def test_an_abandoned_claim_is_taken_only_when_no_process_runs_its_wrapper(gen: gf.GenPaths) -> None:
+    from zellij_swarm.worker import procs
+
+    gen.claim.write_bytes(b"")
+    # a headless wrapper has its generation's directory as an argument; a pane's, its wrapper file
+    for arg in (gen.dir, gen.wrapper):
+        writer = subprocess.Popen(["sh", "-c", "read _", str(arg)], stdin=subprocess.PIPE)
+        try:
+            assert procs.wrapper_process(gen) == writer.pid
+            assert procs.take_abandoned_claim(gen) is False
+        finally:
+            writer.communicate(b"\n", timeout=10)
+    assert procs.wrapper_process(gen) is None
+    assert procs.take_abandoned_claim(gen) is True
+    assert gf.read_claim(gen).by_supervisor  # type: ignore[union-attr]
+
+
 def test_exit_record_round_trip(gen: gf.GenPaths) -> None:
     gen.claim.write_text("4242\n")
     stamp(gen.claim, T0)

@@ -314,3 +314,15 @@ def test_a_span_only_one_side_measured_is_a_blocker_not_a_crash(tmp_path: Path) 
     report = proof_of(_consistent_run(tmp_path, first_batch_launch_span_ms=None))  # type: ignore[arg-type]
     assert codes(report) == ["metrics_inconsistent"]
     assert "first_batch_launch_span_ms none vs 2.5" in report["blockers"][0]["message"]
+
+
+@pytest.mark.parametrize("state", ["finished", "interrupted", "running"])
+def test_a_claim_that_names_no_pid_is_not_evidence(tmp_path: Path, state: str) -> None:
+    # A wrapper creates its claim, then writes its pid into it before it runs anything: killed
+    # in between, it leaves an empty claim and ran nothing. It is not a worker that runs on.
+    run = make_run(tmp_path, 1, [(1, 1, 0.0, 1.0, 101), (1, 2, 0.5, None, None), (1, 3, 1.0, 2.0, 103)],
+                   state=state, ended=3.0, metrics={"active_slot_time_ms": 2000.0, "wall_time_ms": 2000.0})
+    report = proof_of(run, now=T0 + 3.0)
+    assert report["ok"], report["blockers"]
+    assert report["max_concurrency"] == 1
+    assert report["generations"] == {"dirs": 3, "ran": 2, "not_started": 1, "running": 0, "ended_by_supervisor": 0}

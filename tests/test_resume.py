@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from swarmtest import GATE, clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, wait_until
 
 
 def ledger_swarm(swarm, n: int, seed: int) -> None:
@@ -219,3 +219,45 @@ def test_a_generation_the_log_never_named_is_forgotten(swarm, interrupted_run, c
     assert on_disk <= reserved, "every generation on disk is named by the log"
     assert [e["task"] for e in records if e["event"] == "slot_reserved"] == ["a", "b"]
     assert "ghost" not in swarm("logs", run.name, "b").stdout
+
+
+@pytest.mark.parametrize("writer", ["gone", full("alive")])
+def test_a_claim_that_names_no_pid_yet(swarm, writer):
+    """A claim is created, then its owner's pid is written into it: a wrapper — or a supervisor
+    taking a claim — killed in between leaves an empty one. Resume tells the cases apart by
+    looking for the process running the generation's wrapper: a live one is adopted; with none,
+    nothing ran there (the pid is written before anything runs), and its task runs again.
+    Either way the task runs once and the proof counts no worker that never was."""
+    import psutil
+
+    wait = "while [ ! -e go ]; do sleep 0.05; done; echo \"$ZELLIJ_SWARM_TASK\" >> ledger"
+    swarm.write("s.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "{name}"\ncmd = {json.dumps(wait)}\n' for name in ("a", "b")))
+    proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        claim = run / "slots/slot-2/gen-1/claim"
+        wait_until(lambda: claim.exists() and claim.read_text().strip(), what="the second worker started")
+        wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        wrapper = psutil.Process(int(claim.read_text()))
+        if writer == "gone":
+            doomed = [wrapper, *wrapper.children(recursive=True)]
+            for p in doomed:
+                p.kill()
+            psutil.wait_procs(doomed, timeout=10)
+        claim.write_text("")
+        proc = swarm.popen("resume", run.name, "--output", "quiet")
+        wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), what="the resume")
+        (swarm.cwd / "go").touch()  # the workers end after the resume read their claims
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b"], "each task ran once"
+        report = json.loads(swarm("proof", run.name, "--json").stdout)
+        assert report["ok"], report["blockers"]
+        assert report["generations"]["not_started"] == (1 if writer == "gone" else 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)

@@ -338,6 +338,11 @@ PANES: tuple[Case, ...] = (
                 "worker_completed a"),
          at={"heartbeat_missing a": 1.0, "worker_completed a": 2.0},
          mux_calls=(("launch", "a"), ("abandon", "fake_1"))),
+    # The pane closed as its wrapper created its claim: nothing ran, and nothing will.
+    Case("pane-gone-before-its-claim-named-it-falls-back-headless", (A,), {"a": Want("succeeded")},
+         warnings=("heartbeat_missing",), mux=Mux(panes={"a": (Pane(dies_claiming=True),)}),
+         order=("pane_opened a", "heartbeat_missing a", "worker_process_spawned a", "worker_completed a"),
+         at={"heartbeat_missing a": 1.0}),
     Case("heartbeat-missing-under-require-fails", (A,), {"a": Want("failed", "zellij_heartbeat_missing", code=None)},
          exit=1, flags=REQUIRE, mux=Mux(panes={"a": (Pane(starts=False),)}), warnings=(),
          order=("heartbeat_missing a", "worker_failed a")),

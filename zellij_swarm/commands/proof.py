@@ -6,7 +6,8 @@ Evidence, per generation directory ``slots/slot-<n>/gen-<m>/``:
 * start: the ``claim`` file's modification time (the wrapper creates or restamps it as its
   first act) and its content, the wrapper's pid. A claim that holds ``supervisor`` (a pane that
   never reported in and was abandoned) or no claim at all means no wrapper ran there: not
-  evidence.
+  evidence, nor is a claim that names no pid and no end (a wrapper killed between creating
+  its claim and writing its pid into it, which it does before running anything).
 * end: the ``exit`` sidecar's modification time (the wrapper's last durable act); when there is
   no sidecar, ``exit.json``'s ``ended_at`` (the supervisor's record for a wrapper that vanished).
   A generation with neither is still running and counts up to ``now`` (or, on a run that has
@@ -214,6 +215,9 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
             not_started += 1
             continue
         ended = generation_files.ended_at(g)
+        if ended is None and claim.unwritten:  # its wrapper writes its pid before running anything
+            not_started += 1
+            continue
         if ended is not None and ended[1]:
             supervisor_ended += 1
         end = open_until if ended is None else ended[0]

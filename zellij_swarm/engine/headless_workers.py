@@ -22,6 +22,7 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import procs
 from zellij_swarm.worker.launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
 
 MAX_IDLE_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
@@ -134,12 +135,13 @@ class HeadlessWorkers:
 
     def _reclaim(self, lg: LiveGen, *, tries: int) -> None:
         """A generation handed to a launcher that died before saying whether it started it:
-        its claim tells. Unclaimed (or held by this supervisor) it never ran — start it again,
-        claimed; claimed by a pid, its wrapper runs — follow it."""
+        its claim tells. Unclaimed (or held by this supervisor, or by a wrapper gone before it
+        wrote its pid) it never ran — start it again, claimed; claimed by a pid, its wrapper
+        runs — follow it."""
         if lg.collected:
             return
         owner = generation_files.claim_owner(lg.gen)
-        if owner is None and generation_files.take_claim(lg.gen):
+        if owner is None and (generation_files.take_claim(lg.gen) or procs.take_abandoned_claim(lg.gen)):
             owner = generation_files.SUPERVISOR
         if owner == generation_files.SUPERVISOR:
             lg.request = replace(lg.request, claimed=True)

@@ -14,8 +14,10 @@ resumed run's metrics are the whole run's). A generation is in one of four state
 - ``running``: its wrapper is alive — the same process, checked by pid **and** start time
   and command line, never a recycled pid — and is adopted;
 - ``vanished``: it ran but its wrapper is gone without an exit record → ``lost``;
-- ``unstarted``: nobody claimed it; the resuming supervisor takes the claim so that a late
-  pane cannot run it, and the task is dispatched again as a new generation.
+- ``unstarted``: nobody claimed it, or a claim names no pid and no process runs its wrapper
+  (a wrapper, or a supervisor taking a claim, killed between creating it and writing its
+  owner in); the resuming supervisor takes the claim so that a late pane cannot run it, and
+  the task is dispatched again as a new generation.
 
 Restoring: task history, adopted wrappers followed where they run, exits that happened
 meanwhile handled as if seen now, the ready queue rebuilt for the rest (tasks running at the
@@ -53,6 +55,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import procs
 from zellij_swarm.worker.worktree import Worktrees
 
 START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
@@ -192,7 +195,12 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     if launch:
         gs.pane_id = launch["pane_id"]
     gs.exit = generation_files.exit_facts(gen)
-    gs.pid = generation_files.wrapper_pid(gen)
+    claim = generation_files.read_claim(gen)
+    gs.pid = claim.pid if claim is not None else None
+    if gs.exit is None and claim is not None and claim.unwritten:
+        # created, its pid not written yet: its wrapper writes it now, or died before it ran
+        # anything — then no process runs the wrapper, and the generation stays unstarted
+        gs.pid = procs.wrapper_process(gen)
     if gs.exit is not None:
         gs.state = "ended"
     elif gs.pid is not None:
@@ -253,8 +261,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             continue  # nothing ever named it: its number is free again
         run.slots.seen(gs.gen.slot, gs.gen.gen)
         if gs.task_id not in run.tasks or gs.state == "unstarted":
-            with contextlib.suppress(FileNotFoundError):
-                generation_files.take_claim(gs.gen)  # it never ran, and now never will: a new generation runs instead
+            with contextlib.suppress(FileNotFoundError):  # it never ran, and now never will: a new generation runs
+                generation_files.take_claim(gs.gen) or procs.take_abandoned_claim(gs.gen)
         else:
             by_task.setdefault(gs.task_id, []).append(gs)
     to_collect: list[LiveGen] = []

@@ -48,6 +48,7 @@ status and any status above 128 also names the likely signal in ``signal``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -61,6 +62,7 @@ from typing import Any, TypeVar
 
 WRAPPER = "wrapper.sh"
 CLAIM = "claim"
+CLAIM_DRAFT = "claim.draft"  # the supervisor's claim, written whole before it is put in place
 HEARTBEAT = "heartbeat.jsonl"
 OUTPUT = "output.log"
 EXIT_SIDECAR = "exit"
@@ -192,15 +194,64 @@ class Claim:
     def by_supervisor(self) -> bool:
         return self.owner == SUPERVISOR
 
+    @property
+    def unwritten(self) -> bool:
+        """Created, but naming no owner: a wrapper between creating its claim and writing its
+        pid into it — or one killed in between, which ran nothing (the pid is written before
+        anything runs). A process scan tells which (``procs.take_abandoned_claim``)."""
+        return self.pid is None and not self.by_supervisor
+
+
+# Filesystems without hard links (vfat, some FUSE mounts) refuse link() with one of these.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
 
 def take_claim(gen: GenPaths) -> bool:
-    """The supervisor claims a generation (O_EXCL, no symlink follow); False if already claimed."""
+    """The supervisor claims a generation; False if already claimed. The claim appears whole:
+    written aside, then hard-linked into place (``link`` fails on an existing name as O_EXCL
+    does, and never follows a symlink there). A supervisor killed midway leaves no claim or
+    a complete one — never an empty file, which reads as a wrapper's claim still being
+    written (``Claim.unwritten``)."""
+    try:
+        return _install_supervisor_claim(gen, os.link)
+    except OSError as e:
+        if e.errno not in _NO_HARD_LINKS:
+            raise
     try:
         fd = os.open(gen.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        f.write(SUPERVISOR + "\n")
+    try:
+        os.write(fd, _SUPERVISOR_CLAIM)
+    finally:
+        os.close(fd)
+    return True
+
+
+def take_unwritten_claim(gen: GenPaths) -> bool:
+    """Replace, atomically, a claim that names no owner with the supervisor's — for a claim
+    whose wrapper is known to be gone (``procs.take_abandoned_claim`` makes sure). False
+    when the claim names an owner after all, or is not there."""
+    claim = read_claim(gen)
+    return claim is not None and claim.unwritten and _install_supervisor_claim(gen, os.replace)
+
+
+_SUPERVISOR_CLAIM = (SUPERVISOR + "\n").encode()
+
+
+def _install_supervisor_claim(gen: GenPaths, install: Callable[[str, str], None]) -> bool:
+    draft = plain(gen, CLAIM_DRAFT)
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, _SUPERVISOR_CLAIM)
+    finally:
+        os.close(fd)
+    try:
+        install(draft, plain(gen, CLAIM))
+    except FileExistsError:
+        return False
+    finally:
+        _remove(draft)
     return True
 
 
@@ -385,7 +436,7 @@ def fold(gen: GenPaths) -> None:
     output log and the artifacts directory when empty; the directory goes when nothing else is
     left in it (output, a heartbeat the worker wrote to, artifacts). Best effort: a file that
     cannot be removed stays, and readers still read it."""
-    for name in (CLAIM, EXIT_SIDECAR, EXIT_RECORD, KILL):
+    for name in (CLAIM, CLAIM_DRAFT, EXIT_SIDECAR, EXIT_RECORD, KILL):
         _remove(f"{gen.dir}/{name}")
     heartbeat = f"{gen.dir}/{HEARTBEAT}"
     try:
@@ -413,6 +464,7 @@ def discard_unstarted(gen: GenPaths) -> bool:
     took, an empty artifacts directory, then the directory. False when anything else is
     left in it."""
     _remove(f"{gen.dir}/{WRAPPER}")
+    _remove(f"{gen.dir}/{CLAIM_DRAFT}")
     claim = read_claim(gen)
     if claim is not None and claim.by_supervisor:
         _remove(f"{gen.dir}/{CLAIM}")

@@ -16,6 +16,9 @@ from collections.abc import Mapping
 
 import psutil
 
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.generation_files import GenPaths
+
 START_SLACK = 0.05  # seconds: process start times are rounded to clock ticks
 
 
@@ -114,6 +117,37 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
         except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
             continue
     return hit
+
+
+def wrapper_process(gen: GenPaths) -> int | None:
+    """The pid of a live process running ``gen``'s wrapper: one whose command line has the
+    generation's wrapper file (a pane's, before and after its pane leader's exec) or its
+    directory (a headless one's argument) as an argument. For the rare claim that names no
+    pid: one scan of every process's command line."""
+    names = {os.fsencode(str(gen.wrapper)), os.fsencode(str(gen.dir))}
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if names.intersection(args) and alive(int(name)):
+            return int(name)
+    return None
+
+
+def take_abandoned_claim(gen: GenPaths) -> bool:
+    """Take over, for the supervisor, a claim whose wrapper died between creating it and
+    writing its pid into it — before it ran anything. Call it once the claim is known to
+    exist (a ``take_claim`` that failed): its creator was then running, so a live one is
+    found by the scan. False when it names an owner or its wrapper still runs."""
+    claim = generation_files.read_claim(gen)
+    if claim is None or not claim.unwritten or wrapper_process(gen) is not None:
+        return False
+    return generation_files.take_unwritten_claim(gen)
 
 
 def alive(pid: int) -> bool:
