@@ -1,6 +1,8 @@
-"""The one way a backend runs a multiplexer command: with a timeout, and with every failure
-turned into a ``BackendError`` whose code is the SPEC §7 vocabulary (``multiplexer_missing``,
-``pane_call_timeout``, ``pane_call_failed``) and which carries the command's stderr."""
+"""The one way an external command runs — a multiplexer's, or Slurm's for the Slurm executor:
+with a timeout, and with every failure turned into a ``BackendError`` whose code is the SPEC §7
+vocabulary (``multiplexer_missing``, ``pane_call_timeout``, ``pane_call_failed``; for Slurm
+``executor_missing``, ``executor_call_timeout``, ``executor_call_failed``) and which carries the
+command's stderr."""
 
 from __future__ import annotations
 
@@ -27,22 +29,37 @@ class CmdResult:
         return [ln for ln in self.stdout.splitlines() if ln]
 
 
-def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True) -> CmdResult:
-    """Run ``argv``; raise ``BackendError`` when it cannot start, times out, or (``check``) fails."""
+@dataclass(frozen=True)
+class Faults:
+    """The codes a command's failures get, by kind of command."""
+
+    missing: str
+    timeout: str
+    failed: str
+
+
+MULTIPLEXER = Faults("multiplexer_missing", "pane_call_timeout", "pane_call_failed")
+EXECUTOR = Faults("executor_missing", "executor_call_timeout", "executor_call_failed")  # srun, squeue, scancel…
+
+
+def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True,
+        faults: Faults = MULTIPLEXER) -> CmdResult:
+    """Run ``argv``; raise ``BackendError`` (with a code of ``faults``) when it cannot start,
+    times out, or (``check``) fails."""
     what = f"{argv[0]} {_subcommand(argv)}".strip()
     try:
         p = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout,
                            env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise BackendError("multiplexer_missing", f"{argv[0]}: not found on PATH") from None
+        raise BackendError(faults.missing, f"{argv[0]}: not found on PATH") from None
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        raise BackendError("pane_call_timeout", f"{what}: no answer within {timeout:g}s", stderr=err) from None
+        raise BackendError(faults.timeout, f"{what}: no answer within {timeout:g}s", stderr=err) from None
     log.debug("%s -> %d", quoting.shell_line(argv), p.returncode)
     result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:
         first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
-        raise BackendError("pane_call_failed", f"{what}: {first}", stderr=p.stderr)
+        raise BackendError(faults.failed, f"{what}: {first}", stderr=p.stderr)
     return result
 
 

@@ -42,6 +42,8 @@ class LaunchRequest:
     argv: tuple[str, ...] = ()
     attempt: int = 1  # which attempt of the task this generation is
     attempts: int = 1  # how many attempts the task may have (1 + retries)
+    # What runs the wrapper somewhere else (the Slurm executor's srun), before ``argv``.
+    prefix: tuple[str, ...] = ()
 
     def title(self, state: str) -> str:
         """A worker pane's title: ``slot 6 · unit-2 · attempt 2/3 · failed (exit 3)``; the
@@ -54,8 +56,12 @@ class LaunchRequest:
         """``argv`` as the launcher starts it: with the mode ``claimed`` when the supervisor
         holds the claim (the wrapper's first argument either way)."""
         if not self.claimed:
-            return self.argv
-        return (*self.argv[:2], "claimed", *self.argv[3:])
+            return (*self.prefix, *self.argv)
+        return (*self.prefix, *self.argv[:2], "claimed", *self.argv[3:])
+
+    def pane_argv(self) -> list[str]:
+        """What a pane runs: the generation's own wrapper, through the executor's prefix."""
+        return [*self.prefix, "/bin/sh", str(self.gen.wrapper)]
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ class TmuxBackend:
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
         try:
-            opened = self._split([(r.slot, ["/bin/sh", str(r.gen.wrapper)]) for r in batch])
+            opened = self._split([(r.slot, r.pane_argv()) for r in batch])
             self._set_titles({pane: r.title("running") for (_, pane), r in zip(opened, batch, strict=True)})
         except BackendError as e:
             return [LaunchFailed(e.code, str(e)) for _ in batch]

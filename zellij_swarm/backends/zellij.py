@@ -209,7 +209,7 @@ class ZellijBackend:
         board = layout.PaneSpec(f"zellij-swarm {ctx.run_id} · board", _sh(ctx.renderer_argv("board")), focus=True)
         if self.live:
             close = not self.z.has("pane_id_target")
-            slots = [layout.PaneSpec(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close)
+            slots = [layout.PaneSpec(self._title(r, "running"), r.pane_argv(), close_on_exit=close)
                      for r in sorted(first, key=lambda r: r.slot)]
         else:
             slots = [layout.PaneSpec(f"slot {n}", _sh(ctx.renderer_argv("slot-view", str(n))))
@@ -370,7 +370,7 @@ class ZellijBackend:
         results: list[PaneResult] = []
         for r in batch:
             try:
-                pane = self._run_pane(self._title(r, "running"), ["/bin/sh", str(r.gen.wrapper)], close_on_exit=close,
+                pane = self._run_pane(self._title(r, "running"), r.pane_argv(), close_on_exit=close,
                                       slot=r.slot)
             except BackendError as e:
                 if e.code in ("pane_call_timeout", "session_missing"):

@@ -100,10 +100,11 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
         return
 
 
-def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float, int | None]]:
-    """(start, end, pid) of every generation the log records as ended by its wrapper — a
-    folded generation's only record (``generation_files.fold``); other lines are not parsed."""
-    out: dict[tuple[int, int], tuple[float, float, int | None]] = {}
+def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float, int | None, str | None]]:
+    """(start, end, pid, Slurm node) of every generation the log records as ended by its
+    wrapper — a folded generation's only record (``generation_files.fold``); other lines are
+    not parsed."""
+    out: dict[tuple[int, int], tuple[float, float, int | None, str | None]] = {}
     try:
         with open(run.events, "rb") as f:
             for line in f:
@@ -116,10 +117,18 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
                 slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
                 if (e.get("event") in generation_files.OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)
                         and isinstance(start, (int, float)) and isinstance(end, (int, float))):
-                    out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None)
+                    node = e.get("node")
+                    out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None,
+                                        node if isinstance(node, str) else None)
     except FileNotFoundError:
         pass
     return out
+
+
+def _node(gen: generation_files.GenPaths) -> str | None:
+    """The Slurm node a generation's launch heartbeat names (None: a local one)."""
+    hb = generation_files.heartbeat_started(gen)
+    return hb["node"] if hb is not None else None
 
 
 def _num(value: float | None) -> str:
@@ -203,13 +212,16 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     dirs = not_started = supervisor_ended = 0
     folded = _folded_outcomes(run)
     on_disk = run.generations_on_disk()
+    nodes: dict[str, int] = defaultdict(int)  # generations that ran on each Slurm node
     for slot, no in sorted(on_disk.keys() | folded.keys()):
         dirs += 1
         g = on_disk.get((slot, no))
         claim = generation_files.read_claim(g) if g is not None else None
         if claim is None and (slot, no) in folded:  # folded away: its outcome event is its record
-            start, end, pid = folded[(slot, no)]
+            start, end, pid, node = folded[(slot, no)]
             gens.append((slot, no, start, max(start, end), pid, False))
+            if node:
+                nodes[node] += 1
             continue
         if g is None or claim is None or claim.by_supervisor:
             not_started += 1
@@ -222,6 +234,9 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
             supervisor_ended += 1
         end = open_until if ended is None else ended[0]
         gens.append((slot, no, claim.at, max(claim.at, end), claim.pid, ended is None))
+        node = folded[(slot, no)][3] if (slot, no) in folded else _node(g)
+        if node:
+            nodes[node] += 1
     running = sum(1 for x in gens if x[5])
     if running and run_ended is not None:
         warnings.append({"code": "exit_record_missing",
@@ -334,6 +349,7 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
         "pids": {"unique": len(by_pid), "missing": missing_pid,
                  "reused_count": len(reused), "reused": reused[:_LIST_LIMIT],
                  "overlapping_count": len(overlapping), "overlapping": overlapping[:_LIST_LIMIT]},
+        "nodes": dict(sorted(nodes.items())),
         "max_concurrency": peak,
         "max_concurrency_at": peak_at,
         "tie_rule": TIE_RULE,
@@ -422,6 +438,8 @@ def format_proof(report: dict[str, Any]) -> str:
         pid_line += f", {p['overlapping_count']} in OVERLAPPING generations"
     lines.append(pid_line)
     lines.append(f"  max concurrency:  {r['max_concurrency']} (ends before starts at equal timestamps)")
+    if r["nodes"]:
+        lines.append("  slurm nodes:      " + ", ".join(f"{n} ({c})" for n, c in r["nodes"].items()))
     sp = "n/a" if r["speedup"] is None else f"{r['speedup']:.2f}×"
     lines.append(f"  speed-up:         {sp}  (sum of durations {r['active_ms'] / 1000:.3f} s / wall "
                  f"{r['wall_ms'] / 1000:.3f} s)")

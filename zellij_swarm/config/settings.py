@@ -17,6 +17,7 @@ from types import MappingProxyType, UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from zellij_swarm import exc
+from zellij_swarm.config import slurm
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -28,6 +29,7 @@ UiMode = Literal["live", "compact"]
 IdlePolicy = Literal["warn", "kill"]
 OutputMode = Literal["progress", "group", "tag", "quiet"]
 HaltMode = Literal["never", "soon", "now"]
+ExecutorName = Literal["local", "slurm"]
 
 MAX_JOBS = 1024
 
@@ -130,6 +132,24 @@ def check_session(resolved: Resolved, backend: str) -> None:
                                f"({backend} reads them as session:window.pane)")
 
 
+def _slurm_resource(key: str) -> Callable[[object], object]:
+    """A parser of one ``slurm`` resource (``config.slurm``) as a setting."""
+    parse = slurm.PARSERS[key]
+
+    def parse_setting(raw: object) -> object:
+        try:
+            return parse(raw)
+        except slurm.Invalid as e:
+            raise _Invalid(str(e)) from None
+
+    return parse_setting
+
+
+_SLURM_HELP = {"partition": "partition(s) to run in", "cpus": "CPUs per task", "mem": "memory per task's node (4G)",
+               "gres": "generic resources (gpu:1)", "time": "time limit per step (Slurm's form, or 30m)",
+               "constraint": "node features (intel&avx2)", "account": "account to charge", "qos": "quality of service"}
+
+
 def _path(raw: object) -> str:
     text = str(raw)
     if not text or "\0" in text:
@@ -208,6 +228,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("worktree", "--worktree", ("ZELLIJ_SWARM_WORKTREE",), parse_bool, lambda: False,
             help="run every task in a git worktree of its own, on a branch swarm/<run-id>/<task> made from HEAD "
                  "(a task's own worktree key wins)"),
+    Setting("executor", "--executor", ("ZELLIJ_SWARM_EXECUTOR",), _choice(ExecutorName), lambda: "local",
+            help="where workers run: local (this machine) | slurm (a job step each, through srun)"),
+    Setting("slurm_alloc", "--slurm-alloc", ("ZELLIJ_SWARM_SLURM_ALLOC",), parse_bool, lambda: False,
+            help="slurm: one allocation (salloc) for the whole swarm, every worker a step inside it"),
+    *(Setting(f"slurm_{key}", f"--slurm-{key}", (f"ZELLIJ_SWARM_SLURM_{key.upper()}",), _slurm_resource(key),
+              lambda: None, help=f"slurm: {_SLURM_HELP[key]} (a task's slurm.{key} wins)",
+              default_text="none (the cluster's default)") for key in slurm.KEYS),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -268,6 +295,16 @@ class Resolved:
     kill_grace: float
     halt: HaltMode
     worktree: bool
+    executor: ExecutorName
+    slurm_alloc: bool
+    slurm_partition: str | None
+    slurm_cpus: int | None
+    slurm_mem: str | None
+    slurm_gres: str | None
+    slurm_time: str | None
+    slurm_constraint: str | None
+    slurm_account: str | None
+    slurm_qos: str | None
     sources: Mapping[str, str]
 
     def __post_init__(self) -> None:
@@ -278,6 +315,11 @@ class Resolved:
         if missing := _FIELD_TYPES.keys() - self.sources.keys():
             raise TypeError(f"settings without a source: {', '.join(sorted(missing))}")
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    @property
+    def slurm(self) -> dict[str, Any]:
+        """The run's Slurm resources (``config.slurm`` keys) that are set."""
+        return {key: value for key in slurm.KEYS if (value := getattr(self, f"slurm_{key}")) is not None}
 
     @property
     def values(self) -> Mapping[str, object]:

@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
-from zellij_swarm.config import settings
+from zellij_swarm.config import settings, slurm
 
 TASK_KEYS = frozenset(
     {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags",
-     "group", "worktree"}
+     "group", "worktree", "slurm"}
 )
 GROUP_KEYS = frozenset({"jobs"})
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
-SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name"})
+SWARM_KEYS = frozenset({s.key for s in settings.SETTINGS} | {"name", "slurm"})
 _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -91,6 +91,7 @@ class TaskSpec:
     tags: tuple[str, ...] = ()
     group: str | None = None  # a [group.NAME] whose jobs bound how many of its tasks run at once
     worktree: bool | None = None  # run in a git worktree of its own; None: as the run's ``worktree`` setting says
+    slurm: dict[str, Any] = field(default_factory=dict)  # its own Slurm resources (config.slurm), over the run's
     origin: str = ""  # "file:line" for messages
 
     def to_record(self) -> dict[str, Any]:
@@ -108,6 +109,7 @@ class TaskSpec:
             "tags": list(self.tags),
             "group": self.group,
             "worktree": self.worktree,
+            **({"slurm": self.slurm} if self.slurm else {}),
         }
 
     @classmethod
@@ -126,6 +128,7 @@ class TaskSpec:
             tags=tuple(rec.get("tags") or ()),
             group=rec.get("group"),
             worktree=rec.get("worktree"),
+            slurm=dict(rec.get("slurm") or {}),
         )
 
 
@@ -239,8 +242,16 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
                 raise exc.InputError("[swarm]: name must be a non-empty string", path=path, line=line)
             name = raw
             continue
-        fv = settings.FileValue(raw, path, line)
         source = f"file {path}:{line}" if line else f"file {path}"
+        if key == "slurm":  # the run's resources: one setting each (slurm_partition, ...)
+            try:
+                table = slurm.parse_table(raw)
+            except slurm.Invalid as e:
+                raise exc.InputError(f"[swarm]: {e}", path=path, line=line) from None
+            for name in table:
+                file_settings[f"slurm_{name}"] = settings.FileValue(raw[name], path, line)
+            continue
+        fv = settings.FileValue(raw, path, line)
         if isinstance(raw, (dict, list)):
             raise exc.SettingError(key, raw, source, "a single value")
         settings.parse_as(key, raw, source)  # reject bad values now, with their line
@@ -406,9 +417,13 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     group = raw.get("group")
     if group is not None and not isinstance(group, str):
         raise fail("group must be the name of a [group.NAME] table", "group")
+    try:
+        resources = slurm.parse_table(raw.get("slurm", {}))
+    except slurm.Invalid as e:
+        raise fail(str(e), "slurm") from None
     return TaskSpec(
         name=name, cmd=cmd, argv=argv, cwd=cwd, env=clean_env, after=tuple(after), priority=priority,
-        tags=tuple(tags), group=group, origin=f"{path}:{header}" if header else path, **overrides,
+        tags=tuple(tags), group=group, slurm=resources, origin=f"{path}:{header}" if header else path, **overrides,
     )
 
 

@@ -17,6 +17,7 @@ from zellij_swarm.engine import metrics
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import rundir
@@ -32,7 +33,8 @@ class Dispatcher:
                  ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
                  headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
                  wallclock: Callable[[], float], stopping: Callable[[], bool],
-                 launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees) -> None:
+                 launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees,
+                 executor: SlurmExecutor | None = None, live_panes: bool = False) -> None:
         self._run_id = run_id
         self._paths = paths
         self._cwd = cwd
@@ -49,6 +51,8 @@ class Dispatcher:
         self._stopping = stopping
         self._launched = launched
         self._worktrees = worktrees
+        self._executor = executor  # the Slurm executor: every generation runs as a job step
+        self._live_panes = live_panes  # a pane shows its worker on a TTY (live UI), not a renderer
 
     def fill(self) -> None:
         """Fill every free slot a ready task can use. A launch that fails at once frees its
@@ -127,6 +131,9 @@ class Dispatcher:
         for lg in written:
             self._events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
         self._events.flush()
+        if self._executor is not None:
+            for lg in written:
+                self._executor.launched(lg)
         headless = [lg for lg in written if not lg.in_pane]
         for lg, result in zip(headless, self._headless.start([lg.request for lg in headless]), strict=True):
             lg.opening = False
@@ -172,7 +179,13 @@ class Dispatcher:
             args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env)
             argv = wrapper.headless_argv(self._paths.worker_script, args)
         else:
+            if self._executor is not None:
+                lg.pane = replace(lg.pane, step_env=True)
             text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env, pane=lg.pane)
             rundir.write_new(gen.wrapper, text, mode=0o700)
             argv = ("/bin/sh", str(gen.wrapper))
-        lg.request = replace(lg.request, argv=argv)
+        prefix: tuple[str, ...] = ()
+        if self._executor is not None:
+            lg.remote = True
+            prefix = self._executor.prefix(lg, pty=lg.pane is not None and self._live_panes)
+        lg.request = replace(lg.request, argv=argv, prefix=prefix)

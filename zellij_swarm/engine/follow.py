@@ -48,6 +48,9 @@ class GenerationWatch:
         if lg.files_followed:
             return
         lg.files_followed = True
+        if lg.remote:  # written on another host: no inotify event here (engine.remote)
+            self._timers.after(POLL_INTERVAL, lambda: self._poll(lg))
+            return
         try:
             self._watcher.add(lg.gen.dir)
         except OSError as e:

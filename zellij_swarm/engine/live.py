@@ -41,6 +41,13 @@ class LiveGen:
     files_followed: bool = False  # its directory is watched or polled
     collected: bool = False  # its exit was read; its outcome may still wait on the multiplexer
     done: bool = False  # its end is recorded
+    # The Slurm executor (engine.remote): its wrapper runs as a job step, maybe on another host
+    remote: bool = False
+    remote_since: float | None = None  # when it was handed to srun (monotonic)
+    job_id: str | None = None  # its step's job, once squeue has listed it
+    step_running: bool = False  # squeue has seen its step run
+    gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace
+    node: str | None = None  # the Slurm node its step ran on (its launch heartbeat says)
 
     @property
     def in_pane(self) -> bool:

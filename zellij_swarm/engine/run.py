@@ -19,6 +19,7 @@ from zellij_swarm.commands import junit
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import Resolved
+from zellij_swarm.engine import remote
 from zellij_swarm.engine.resume import load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
@@ -28,6 +29,7 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, TaskStatus
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import worktree
+from zellij_swarm.worker.slurm import Slurm
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ def execute(
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # before any run directory exists
     base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
+    if resolved.executor == "slurm":
+        remote.preflight(Slurm(env), resolved.slurm, specs)
     if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = False

@@ -24,6 +24,7 @@ import psutil
 
 from zellij_swarm.engine.calls import CallRunner
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records.states import TaskStatus
@@ -71,12 +72,16 @@ class Stopper:
         self.warn = warn
         self.released = released  # a held slot was given back
         self.stopping: dict[int, LiveGen] = {}  # slot -> ended generation whose tree is going away
+        self.remote: SlurmExecutor | None = None  # ends the generations that run as Slurm steps
 
     def end_tree(self, lg: LiveGen) -> None:
         """Start the ladder for ``lg`` (once)."""
         if lg.ending:
             return
         lg.ending = True
+        if lg.remote and self.remote is not None:
+            self.remote.end(lg, self.grace)  # scancel: TERM to the step, after the grace the step
+            return
         self._signal(lg, signal.SIGTERM)
         self.timers.after(self.grace, lambda: self._kill_tree(lg))
 
@@ -87,7 +92,9 @@ class Stopper:
             return False
         self.slots.stopping(lg.gen.slot)
         self.stopping[lg.gen.slot] = lg
-        if lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
+        if lg.remote and self.remote is not None:
+            self.remote.when_gone(lg, lambda: self._release(lg))
+        elif lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
             self._kill_tree(lg)
         else:  # given back now if nothing is left, else after the ladder's SIGKILL
             self._signal(lg, None, lambda left: None if left else self._release(lg))

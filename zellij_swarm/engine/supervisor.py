@@ -36,7 +36,7 @@ from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.config import swarmfile
 from zellij_swarm.config.settings import Resolved
-from zellij_swarm.engine import metrics, resume, snapshot, view_watch
+from zellij_swarm.engine import metrics, remote, resume, snapshot, view_watch
 from zellij_swarm.engine.calls import CallRunner
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.dispatch import Dispatcher
@@ -45,6 +45,7 @@ from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.progress import ProgressFacts
+from zellij_swarm.engine.remote import LOST_RERUNS, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
@@ -61,6 +62,7 @@ from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher
+from zellij_swarm.worker.slurm import Slurm
 
 
 @dataclass
@@ -174,6 +176,7 @@ class Supervisor:
         self._ended_time = [0, 0.0]  # tasks that ended having run, and their total duration: for the ETA
         self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
+        self._lost_reruns: dict[str, int] = {}  # task id -> executor_lost re-runs it had (engine.remote)
         self.worktrees = worktree.Worktrees(plan.worktree_base, run_dir=self.paths.dir, run_id=self.run_id,
                                             default=self.settings.worktree)
 
@@ -304,7 +307,8 @@ class Supervisor:
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
                 events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self.is_stopping,
-                launched=self._launched, worktrees=self.worktrees)
+                launched=self._launched, worktrees=self.worktrees, executor=self.executor,
+                live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
             self._maybe_attach()
             while not self._done():
@@ -381,6 +385,15 @@ class Supervisor:
         self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
                                timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
                                warn=self._warn, released=self._slot_released)
+        self.executor: SlurmExecutor | None = None
+        if self.settings.executor == "slurm":
+            stack.callback((slurm_calls := CallRunner("zellij-swarm slurm")).close)
+            sel.register(slurm_calls.fileno(), selectors.EVENT_READ, slurm_calls.drain)
+            self.executor = SlurmExecutor(
+                Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
+                timers=self.timers, live=self.live, clock=self.clock,
+                on=RemoteEvents(running=self._step_running, gone=self._step_gone, warn=self._warn))
+            self.stopper.remote = self.executor
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
             followers=Followers(started=self._follow_child, launched=self._launched, ended=self.collect,
@@ -531,7 +544,8 @@ class Supervisor:
         ``elapsed`` seconds (a resumed run's adopted workers have used some), its idle watch, and
         whether it waits for input."""
         lg.timeout_armed = True
-        self.input_watch.register(lg)
+        if not lg.remote:  # its processes are on another host: /proc here cannot tell
+            self.input_watch.register(lg)
         if lg.task.timeout is not None:
             left = max(0.0, lg.task.timeout - elapsed)
             lg.deadlines.append(self.timers.after(left, lambda: self.kill(lg, "timeout")))
@@ -586,8 +600,23 @@ class Supervisor:
         self._pane_opened(lg, pane_id)
         self.follow.watch(lg)
         self._running(lg)
-        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+        if not lg.remote or lg.step_running:  # a queued step is not a missing one: armed when it runs
+            self._arm_heartbeat_deadline(lg)
         self.follow.changed(lg)  # a fast pane may have reported before the watch existed
+
+    def _arm_heartbeat_deadline(self, lg: LiveGen) -> None:
+        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+
+    def _step_running(self, lg: LiveGen) -> None:
+        """Slurm runs a generation's step: a pane's launch heartbeat is due from now on."""
+        self.events.emit("step_running", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, job=lg.job_id)
+        if lg.in_pane and not lg.heartbeat_seen and not lg.opening and not lg.collected:
+            self._arm_heartbeat_deadline(lg)
+
+    def _step_gone(self, lg: LiveGen) -> None:
+        """Slurm let a generation's step go and its sidecar had its grace: collect it."""
+        self.follow.changed(lg)
+        self.collect(lg)
 
     def _pane_opened(self, lg: LiveGen, pane_id: str | None) -> None:
         lg.pane_id = lg.task.pane_id = pane_id or lg.pane_id  # before 0.44 only the heartbeat says
@@ -595,12 +624,13 @@ class Supervisor:
 
     def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
         lg.pid = lg.task.pid = hb.get("pid")
+        lg.node = hb.get("node")
         if isinstance(hb.get("pane_id"), str):
             lg.pane_id = lg.task.pane_id = hb["pane_id"]
         self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          pid=lg.pid, pane_id=lg.pane_id)
         self._running(lg)  # also when it reports before its pane's launch does
-        if isinstance(lg.pid, int):
+        if isinstance(lg.pid, int) and not lg.remote:  # a step's pid is on its node, not here
             self.follow.follow_pid(lg)
 
     def _heartbeat_deadline(self, lg: LiveGen) -> None:
@@ -648,9 +678,20 @@ class Supervisor:
         waits for the answer."""
         if lg.collected:
             return
+        if self.executor is not None and lg.remote and not lg.gone_seen and \
+                generation_files.read_sidecar(lg.gen) is None:
+            self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
+            return
         lg.collected = True
         self.follow.unwatch(lg)
-        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child else None)
+        if lg.remote and lg.node is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
+            lg.node = hb["node"]
+        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
+        if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal):
+            # an end the wrapper did not explain: Slurm's job state does (its time limit, a
+            # cancel from outside, a node lost)
+            self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict))
+            return
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
@@ -677,16 +718,36 @@ class Supervisor:
                                                        ended_at=self.wallclock())
         self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
 
+    def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None,
+                       verdict: tuple[str, str] | None) -> None:
+        """A step's end the wrapper did not record, or recorded as a death by signal, as
+        Slurm's job state explains it (``slurm.classify``; None: Slurm cannot say)."""
+        status, reason = verdict or ("lost", "executor_lost")
+        if rec is not None and status == "lost":
+            self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
+            return
+        if rec is None and status == "lost" and generation_files.read_claim(lg.gen) is None:
+            # its wrapper never started: srun refused the step, or could not reach Slurm
+            status, reason = "failed", "executor_failed"
+            self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
+                                          + remote.srun_error(lg.gen), lg.task)
+        if rec is None:
+            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=None,
+                                                       ended_at=self.wallclock())
+        self._end_generation(lg, rec, TaskStatus(status), reason)
+
     def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
                 session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
-        if reason in ("cwd_missing", "state_dir_error"):
+        if reason in ("cwd_missing", "state_dir_error", "executor_failed"):
             return TaskStatus.FAILED, reason
         if lg.kill_reason is not None:
             return killed_status(lg.kill_reason), lg.kill_reason
-        if reason in ("no_exit_record", "multiplexer_lost"):
+        if reason in ("no_exit_record", "multiplexer_lost", "executor_lost"):
             return TaskStatus.LOST, reason
+        if reason in ("timeout", "executor_cancelled"):  # a step's end as Slurm explained it
+            return (TaskStatus.TIMED_OUT if reason == "timeout" else TaskStatus.CANCELLED), reason
         if lg.in_pane and rec.signal == "SIGHUP":
             # SPEC §6: a pane closed under the worker, or the whole session went away.
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
@@ -720,9 +781,13 @@ class Supervisor:
             generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
+            **({"node": lg.node} if lg.node else {}),
         )
         if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.in_pane:
             self._ended.append(lg.gen)
+        if reason == "executor_lost" and self._lost_reruns.get(task.id, 0) < LOST_RERUNS:
+            self._lost_reruns[task.id] = self._lost_reruns.get(task.id, 0) + 1
+            task.attempts -= 1  # SPEC §11: Slurm lost it (its node): re-run without using an attempt
         if reason == "multiplexer_lost":
             task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
             # The session is gone for every pane: a worker that ignores the hang-up would run
@@ -873,6 +938,8 @@ class Supervisor:
         if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
             self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
+            if lg.remote:
+                self.stopper.end_tree(lg)  # its step may be queued or starting: Slurm lets it go
             self._end_generation(lg, None, killed_status(reason), reason)
             return
         if lg.pid is None and not lg.in_pane:
@@ -935,6 +1002,9 @@ class Supervisor:
             self.events.flush()
             self.reporter.finished(snap, 129)
             return 129
+        if self.executor is not None and (left := self.executor.close()):
+            self._warn("process_left_behind", f"slurm: {len(left)} step(s) of the run were still queued or running at "
+                                              f"its end; cancelled: {', '.join(left[:10])}", None)
         self.stopper.sweep(self.tasks.values(), session_alive=self.backend.session_alive_now(), found=self._left_behind)
         self.control.answer_late()
         self.ended_at = self.wallclock()

@@ -10,11 +10,29 @@ ends, the wrapper (which traps HUP) records its exit as 129, and the supervisor 
 it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``multiplexer_lost``).
 
 Run as ``python -I -S _paneleader.py CMD…``: stdlib only, no site, started in a few ms.
+
+``_paneleader.py --step-env PANE_VAR CMD…`` (a pane that runs as a Slurm step) also empties
+the environment for CMD itself — what the wrapper's ``env -i`` does otherwise — keeping the
+pane's id as ``_ZSW_PANE`` and, in ``_ZSW_STEP``, the variables the step gave its task
+(``STEP_VARIABLES``) as ``export NAME='value'`` lines quoted here, so that any value, newlines
+and quotes included, reads back exactly.
 """
 
 import os
 import signal
 import sys
+
+STEP_VARIABLES = ("SLURM", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")
+
+
+def step_environment(environ: dict[str, str], pane_var: str) -> dict[str, str]:
+    import re
+    import shlex  # only here: a plain pane's leader starts without them
+
+    kept = sorted((k, v) for k, v in environ.items() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
+                  and (k.startswith("SLURM") or k in STEP_VARIABLES[1:]))
+    return {"_ZSW_PANE": environ.get(pane_var, ""),
+            "_ZSW_STEP": "".join(f"export {k}={shlex.quote(v)}\n" for k, v in kept)}
 
 
 def descendants(root: int) -> list[int]:
@@ -38,6 +56,10 @@ def descendants(root: int) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
+    env = None
+    if argv[:1] == ["--step-env"]:
+        env, argv = step_environment(dict(os.environ), argv[1]), argv[2:]
+
     def forward(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_IGN)
         for pid in descendants(os.getpid()):
@@ -58,7 +80,9 @@ def main(argv: list[str]) -> int:
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; a worker must not
             signal.signal(sig, signal.SIG_DFL)
         try:
-            os.execv(argv[0], argv)
+            if env is None:
+                os.execv(argv[0], argv)
+            os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
     while True:

@@ -10,7 +10,8 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
    in a pane, the first stage (claim, heartbeat with the pane id, log set-up) runs with the
    multiplexer server's environment, then re-executes itself under ``env -i`` as ``restored``
    and loads the caller's saved environment — the only way to drop every server variable;
-2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}``;
+2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}`` (and ``"node"``,
+   the Slurm node, in a Slurm step);
 3. exports the worker environment (in a pane it first restores the caller's saved
    environment, because a multiplexer pane inherits the multiplexer server's);
 4. changes to the task's cwd itself and runs the command, output to ``output.log``;
@@ -69,7 +70,9 @@ _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
 
 # Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
 _CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
-_HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null}}\\n\' $$ >>{_HEARTBEAT}'
+# The node a Slurm step runs on (slurmd names it; node names are plain words), else nothing.
+_NODE = '"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\"}"'
+_HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,12 @@ class PaneMode:
     runner: str = ""
     # Shell run in the pane after the exit is recorded (a pane that must outlive its worker).
     hold: str = ""
+    # The pane runs as a Slurm step (engine.remote): what the step gave its task — SLURM_* and
+    # the devices it was bound to — survives the second stage's restore of the caller's
+    # environment. Never otherwise: a multiplexer server's SLURM_* are stale.
+    step_env: bool = False
+
+
 
 
 def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
@@ -203,6 +212,10 @@ def _headless_stage() -> list[str]:
 
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
+    leader = " ".join(q(a) for a in PANE_LEADER)
+    # the pane leader empties the environment for the second stage (a step's own variables kept)
+    leader = (f"{leader} --step-env {pane.pane_var}" if pane.step_env
+              else f'/usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {leader}')
     return [
         "_zsw_headless=",
         "case $_zsw_mode in",
@@ -214,13 +227,14 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         # the pane leader's (this stage's parent), which claimed the generation.
         '  case $_ZSW_PANE in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
         f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
-        f'  printf \'{{"event":"started","pid":%s,"pane_id":%s}}\\n\' "$PPID" "$_zsw_pj" >>{_HEARTBEAT}',
+        *(['  eval "$_ZSW_STEP"'] if pane.step_env else []),  # its node, for the heartbeat
+        f'  printf \'{{"event":"started","pid":%s,"pane_id":%s%s}}\\n\' "$PPID" "$_zsw_pj" {_NODE} >>{_HEARTBEAT}',
         f"  . {q(str(pane.saved_env))}",
+        *(['  eval "$_ZSW_STEP"; unset _ZSW_STEP'] if pane.step_env else []),  # over the caller's
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
         "*)  # first stage in the pane, with the multiplexer server's environment",
         f"  {_CLAIM_OR_LEAVE}",
         *([f"  {pane.log_setup}"] if pane.log_setup else []),
-        f'  exec /usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {" ".join(q(a) for a in PANE_LEADER)} '
-        '/bin/sh "$0" restored ;;',
+        f"  exec {leader} /bin/sh \"$0\" restored ;;",
         "esac",
     ]

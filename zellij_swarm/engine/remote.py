@@ -1,0 +1,229 @@
+"""The Slurm executor on the supervisor's side (SPEC §11): what changes when a generation's
+wrapper runs as a job step, possibly on another host.
+
+- **Start**: the wrapper's argv gets ``srun`` before it (``prefix``), with the task's resources
+  over the run's, and ``--pty`` in a live pane. A headless step's ``srun`` errors go to the
+  generation's ``executor.log`` (its output is the wrapper's business), so that a step Slurm
+  refused says why.
+- **Seeing it**: files written on another host raise no inotify event here, so a remote
+  generation's directory is polled (``follow``: every 0.25 s) — always, even on one host, so
+  the tests run the path a real cluster needs; a headless step's ``srun`` exiting wakes the
+  supervisor too. Every ``STATE_INTERVAL`` one ``squeue`` (off the loop) says which of the
+  run's steps are queued or running: a pane's launch-heartbeat deadline starts only once its
+  step runs (queued is not missing), and a step that left Slurm's queue without its wrapper's
+  exit is collected after ``SIDECAR_GRACE`` — the time a network filesystem may take to show a
+  file written on the node — spent re-reading its sidecar.
+- **Outcome**: the sidecar is the truth. An end it does not explain — no sidecar, or a death by
+  signal nobody here asked for — is read from the job's state (``slurm.classify``): its time
+  limit is ``timed_out``; a cancel from outside ``cancelled`` (``executor_cancelled``); anything
+  else ``lost`` (``executor_lost``), which runs again without using an attempt, up to
+  ``LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any fault).
+- **Ending**: ``scancel --signal=TERM`` of the step (the wrapper and worker run their traps), the
+  ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node). ``srun`` itself is
+  never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
+  Slurm no longer lists the step.
+- **Never run here**: a Slurm generation is never taken over and run on this machine: a pane
+  that never reported in runs again as a headless *step*.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zellij_swarm import exc
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.engine.calls import CallRunner, Done
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.timers import Timers
+from zellij_swarm.exc import BackendError
+from zellij_swarm.records import generation_files
+from zellij_swarm.worker import slurm
+from zellij_swarm.worker.slurm import Job, Slurm
+
+STATE_INTERVAL = 1.0  # seconds between two looks at the run's steps in squeue
+SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slurm let the step go
+SUBMIT_GRACE = 10.0  # seconds an srun may take to get its step into the queue before it is missed
+SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
+GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
+LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt
+EXECUTOR_LOG = "executor.log"  # srun's own errors, for a headless step
+
+
+@dataclass(frozen=True)
+class RemoteEvents:
+    """What the supervisor does with what Slurm says."""
+
+    running: Callable[[LiveGen], None]  # its step runs: the launch heartbeat is due now
+    gone: Callable[[LiveGen], None]  # its step left Slurm and its sidecar has had its grace
+    warn: Callable[[str, str, Any], None]
+
+
+def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[TaskSpec]) -> None:
+    """Before a Slurm run exists: the cluster answers, and every partition asked for is one
+    of its partitions (``exc.UsageError``, one line, otherwise)."""
+    try:
+        known = {p.rstrip("*") for p in cluster.partitions()}
+    except BackendError as e:
+        raise exc.UsageError(f"--executor slurm: cannot reach the Slurm cluster: {e}") from None
+    wanted = [("the run", resources.get("partition"))] + [(f"task {t.name!r}", t.slurm.get("partition"))
+                                                          for t in tasks]
+    for who, partitions in wanted:
+        for name in str(partitions).split(",") if partitions else ():
+            if name not in known:
+                raise exc.UsageError(f"--executor slurm: {who} asks for partition {name!r}, which the cluster does "
+                                     f"not have (it has: {', '.join(sorted(known)) or 'none'})")
+
+
+def srun_error(gen: generation_files.GenPaths) -> str:
+    """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
+    try:
+        with open(generation_files.plain(gen, EXECUTOR_LOG), "rb") as f:
+            lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()}" if lines else ""
+
+
+class SlurmExecutor:
+    def __init__(self, cluster: Slurm, *, run_id: str, settings: Resolved, calls: CallRunner, timers: Timers,
+                 live: dict[int, LiveGen], clock: Callable[[], float], on: RemoteEvents) -> None:
+        self.cluster = cluster
+        self.run_id = run_id
+        self.settings = settings
+        self.calls = calls
+        self.timers = timers
+        self.live = live
+        self.clock = clock
+        self.on = on
+        self.allocation: str | None = None
+        self._ticking = False
+        self._call_failed = False  # said once: squeue keeps failing
+
+    # ----- start ---------------------------------------------------------------------------
+
+    def allocate(self, tasks: int) -> None:
+        """``--slurm-alloc``: one allocation for the whole run, before anything starts
+        (blocking; raises ``BackendError``)."""
+        self.allocation = self.cluster.allocate(self.run_id, tasks, self.settings.slurm)
+
+    def prefix(self, lg: LiveGen, *, pty: bool) -> tuple[str, ...]:
+        resources = {**self.settings.slurm, **lg.task.spec.slurm}
+        name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)
+        srun = self.cluster.prefix(name, resources, pty=pty, allocation=self.allocation)
+        if pty:
+            return srun  # on the pane's terminal: srun's messages are the user's to see
+        return ("/bin/sh", "-c", 'exec "$@" 2>>"$0"', generation_files.plain(lg.gen, EXECUTOR_LOG), *srun)
+
+    def launched(self, lg: LiveGen) -> None:
+        """A generation was handed to srun: follow its step from now on."""
+        lg.remote_since = self.clock()
+        if not self._ticking:
+            self._ticking = True
+            self.timers.after(STATE_INTERVAL, self._tick)
+
+    # ----- following -----------------------------------------------------------------------
+
+    def _remote(self) -> list[LiveGen]:
+        return [lg for lg in self.live.values() if lg.remote and not lg.collected]
+
+    def _tick(self) -> None:
+        if not self._remote():
+            self._ticking = False
+            return
+        self.calls.submit(lambda: self.cluster.jobs(self.run_id, allocation=self.allocation), self._seen)
+
+    def _seen(self, done: Done[dict[tuple[int, int], Job]]) -> None:
+        self.timers.after(STATE_INTERVAL, self._tick)
+        if done.error is not None:
+            if not self._call_failed:
+                self._call_failed = True
+                self.on.warn("executor_call_failed", f"slurm: cannot list the run's steps ({done.error}); "
+                                                     "following them by their files only", None)
+            return
+        jobs = done.value or {}
+        now = self.clock()
+        for lg in self._remote():
+            job = jobs.get((lg.gen.slot, lg.gen.gen))
+            if job is not None:
+                lg.job_id = job.id
+                if job.running and not lg.step_running:
+                    lg.step_running = True
+                    self.on.running(lg)
+            elif lg.job_id is not None or now - (lg.remote_since or now) > SUBMIT_GRACE:
+                self.left_queue(lg)
+
+    def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:
+        """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE``."""
+        if lg.collected or lg.gone_seen:
+            return
+        if generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE:
+            lg.gone_seen = True
+            self.on.gone(lg)
+            return
+        self.timers.after(0.25, lambda: self.left_queue(lg, waited + 0.25))
+
+    def explain(self, lg: LiveGen, then: Callable[[tuple[str, str] | None], None]) -> None:
+        """(status, reason) of a step's end from Slurm's job state, off the loop; None when
+        Slurm cannot say (then the wrapper's record stands)."""
+        def ask() -> tuple[str, str] | None:
+            job_id = lg.job_id or self._find(lg)
+            state = self.cluster.state(job_id) if job_id else None
+            deadline = time.monotonic() + SETTLE_WAIT
+            while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
+                time.sleep(0.05)  # the wrapper has ended; Slurm is still winding its job down
+                state = self.cluster.state(job_id)
+            return slurm.classify(state)
+
+        self.calls.submit(ask, lambda done: then(done.value if done.error is None else None))
+
+    def _find(self, lg: LiveGen) -> str | None:
+        job = self.cluster.jobs(self.run_id, allocation=self.allocation).get((lg.gen.slot, lg.gen.gen))
+        return job.id if job else None
+
+    # ----- ending --------------------------------------------------------------------------
+
+    def end(self, lg: LiveGen, grace: float) -> None:
+        """SIGTERM to the step's processes now, ``scancel`` of it after ``grace``."""
+        def term() -> None:
+            lg.job_id = lg.job_id or self._find(lg)
+            if lg.job_id:
+                self.cluster.signal(lg.job_id, "TERM")
+
+        def kill() -> None:
+            lg.job_id = lg.job_id or self._find(lg)
+            if lg.job_id:
+                self.cluster.cancel(lg.job_id)
+
+        self.calls.submit(term)
+        self.timers.after(grace, lambda: self.calls.submit(kill))
+
+    def when_gone(self, lg: LiveGen, then: Callable[[], None], waited: float = 0.0) -> None:
+        """Call ``then`` once Slurm no longer lists the step (or after ``GONE_WAIT``)."""
+        def still() -> bool:
+            return (lg.gen.slot, lg.gen.gen) in self.cluster.jobs(self.run_id, allocation=self.allocation)
+
+        def seen(done: Done[bool]) -> None:
+            if done.error is None and done.value and waited < GONE_WAIT:
+                self.timers.after(0.2, lambda: self.when_gone(lg, then, waited + 0.2))
+            else:
+                then()
+
+        self.calls.submit(still, seen)
+
+    def close(self) -> list[str]:
+        """The run is over (blocking): cancel what is left of its steps, and its allocation.
+        Returns the job ids cancelled."""
+        try:
+            left = self.cluster.jobs(self.run_id, allocation=self.allocation)
+            for job in left.values():
+                self.cluster.cancel(job.id)
+            if self.allocation is not None:
+                self.cluster.cancel(self.allocation)
+        except BackendError as e:
+            self.on.warn(e.code, f"slurm: cannot end what is left of the run's steps: {e}", None)
+            return []
+        return [job.id for job in left.values()]

@@ -1,0 +1,148 @@
+"""Slurm, as the Slurm executor uses it (SPEC §11): how a generation's wrapper becomes a job
+step, and what the cluster says of the run's steps.
+
+Every generation is one ``srun`` with one task: its own job, whose name carries the run, the
+task and the generation (``zsw.<run-id>.<task-id>.<slot>.<gen>``, ``job_name``), so that a
+supervisor — a resumed one too — finds its steps with ``squeue`` by name, without accounting
+(``sacct``) being configured. With ``--slurm-alloc`` the steps run inside one allocation the
+supervisor makes first (``salloc --no-shell``), each ``srun --jobid=J --exact``: no scheduling
+round per task. Every call goes through ``_cmd.run`` (a timeout, typed errors:
+``executor_missing``, ``executor_call_timeout``, ``executor_call_failed``).
+
+What is never trusted: ``srun``'s own exit status (it can exit 0 after losing its step); the
+wrapper's exit sidecar is the outcome, and Slurm's job state only explains an end the wrapper
+did not record, or recorded as a death by signal (``classify``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zellij_swarm.backends import _cmd
+from zellij_swarm.config import slurm as resources_
+from zellij_swarm.exc import BackendError
+
+CALL_TIMEOUT = 10.0
+# A job Slurm still has: queued, starting, running or being ended. Anything else is over.
+ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING",
+                    "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT"})
+_NAME = re.compile(r"zsw\.(?P<run>[0-9A-Za-z-]+)\.(?P<task>t\d+)\.(?P<slot>\d+)\.(?P<gen>\d+)\Z")
+
+
+def job_name(run_id: str, task_id: str, slot: int, gen: int) -> str:
+    return f"zsw.{run_id}.{task_id}.{slot}.{gen}"
+
+
+def run_of(name: str) -> tuple[str, int, int] | None:
+    """(run id, slot, generation) of one of our job names; None for any other job."""
+    m = _NAME.match(name)
+    return (m["run"], int(m["slot"]), int(m["gen"])) if m else None
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str  # "1234", or "1234.5" for a step inside the swarm's allocation
+    name: str
+    state: str  # Slurm's: PENDING, RUNNING, ...
+    reason: str  # why it waits (Resources, Priority, ...), "None" when it does not
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("RUNNING", "COMPLETING", "SIGNALING")
+
+
+def classify(state: str | None) -> tuple[str, str]:
+    """(task status, reason) for a step whose wrapper did not record its exit, or recorded a
+    death by signal, from the job's end state: its time limit, a cancel from outside, or the
+    node — anything else Slurm lost."""
+    if state == "TIMEOUT":
+        return "timed_out", "timeout"
+    if state in ("CANCELLED", "REVOKED"):
+        return "cancelled", "executor_cancelled"
+    return "lost", "executor_lost"
+
+
+class Slurm:
+    """The cluster, through its commands (``SLURM_CONF`` and ``PATH`` from ``env``)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, timeout: float = CALL_TIMEOUT) -> None:
+        self.env = dict(env) if env is not None else None
+        self.timeout = timeout
+        self.user = getpass.getuser()
+
+    def _run(self, argv: Sequence[str], *, check: bool = True) -> _cmd.CmdResult:
+        return _cmd.run(argv, timeout=self.timeout, env=self.env, check=check, faults=_cmd.EXECUTOR)
+
+    def prefix(self, name: str, resources: Mapping[str, Any], *, pty: bool, allocation: str | None) -> tuple[str, ...]:
+        """``srun`` before a wrapper's argv: one task on one node, named, its resources, a
+        real TTY on the compute node when it is shown in a live pane."""
+        where = [f"--jobid={allocation}", "--exact"] if allocation else []
+        return ("srun", "--ntasks=1", "--nodes=1", f"--job-name={name}", "--quiet", "--kill-on-bad-exit=1",
+                *where, *resources_.srun_options(resources), *(["--pty"] if pty else []))
+
+    def jobs(self, run_id: str, *, allocation: str | None = None) -> dict[tuple[int, int], Job]:
+        """The run's jobs Slurm still has, by (slot, generation): one ``squeue`` (of the
+        allocation's steps with ``allocation``)."""
+        argv = ["squeue", "--noheader", f"--user={self.user}", "--format=%i|%j|%T|%r"]
+        if allocation:
+            argv = ["squeue", "--noheader", "--steps", f"--jobs={allocation}", "--format=%i|%j|RUNNING|None"]
+        out: dict[tuple[int, int], Job] = {}
+        for line in self._run(argv).lines:
+            parts = line.strip().split("|")
+            if len(parts) != 4:
+                continue
+            job = Job(*parts)
+            where = run_of(job.name)
+            if where is not None and where[0] == run_id:
+                out[(where[1], where[2])] = job
+        return out
+
+    def state(self, job_id: str) -> str | None:
+        """A job's state, ended ones included while Slurm remembers them (``MinJobAge``)."""
+        if "." in job_id:
+            return None  # a step of the allocation: Slurm keeps no end state of its own for it
+        res = self._run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
+        m = re.search(r"\bJobState=(\S+)", res.stdout)
+        return m.group(1) if m else None
+
+    def signal(self, job_id: str, sig: str) -> None:
+        """Send ``sig`` to every process of the job's steps (their traps run)."""
+        self._run(["scancel", f"--signal={sig}", job_id], check=False)
+
+    def cancel(self, job_id: str) -> None:
+        """End the job (or step): Slurm kills its whole process tree on the node."""
+        self._run(["scancel", job_id], check=False)
+
+    def allocate(self, run_id: str, tasks: int, resources: Mapping[str, Any]) -> str:
+        """One allocation for the whole swarm (``--slurm-alloc``): its job id."""
+        res = self._run(["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name=zsw.{run_id}.alloc",
+                         *resources_.srun_options(resources)])
+        m = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
+        if m is None:
+            raise BackendError("executor_call_failed", f"salloc: no job allocation in its answer: "
+                                                       f"{(res.stderr or res.stdout).strip()[:200]}")
+        return m.group(1)
+
+    def partitions(self) -> list[str]:
+        """The cluster's partitions (the default one marked ``*``)."""
+        return [line.strip() for line in self._run(["sinfo", "--noheader", "--format=%P"]).lines]
+
+    def describe(self) -> dict[str, Any]:
+        """For ``doctor``: version, cluster, partitions and nodes."""
+        version = self._run(["sinfo", "--version"]).stdout.strip()
+        cluster = self._run(["scontrol", "show", "config"]).stdout
+        m = re.search(r"^ClusterName\s*=\s*(\S+)", cluster, re.M)
+        parts = [line.split("|") for line in self._run(["sinfo", "--noheader", "--format=%P|%a|%D|%T"]).lines]
+        nodes = [line.split("|") for line in self._run(["sinfo", "--noheader", "--Node", "--format=%N|%T"]).lines]
+        return {"version": version, "cluster": m.group(1) if m else None,
+                "partitions": [{"name": p[0], "available": p[1], "nodes": p[2], "state": p[3]} for p in parts
+                               if len(p) == 4],
+                "nodes": sorted({(n[0], n[1]) for n in nodes if len(n) == 2})}
