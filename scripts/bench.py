@@ -355,6 +355,41 @@ def header(args: argparse.Namespace) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def slurm_rows(work: Path, rounds: int, n: int, j: int) -> list[Row]:
+    """``--executor slurm``: the Slurm executor's cost per task against the local one, with
+    and without one allocation for the swarm, and what a bare ``srun`` costs (``xargs -P``
+    starting ``srun -n1 true``). Per-task time at -j J is wall × J / N. Needs a cluster
+    (``SLURM_CONF``; ``scripts/slurm-local start`` brings one up)."""
+    if subprocess.run(["sinfo", "--noheader"], capture_output=True, timeout=30).returncode != 0:
+        sys.exit("bench: --executor slurm: no Slurm cluster answers (scripts/slurm-local start, then export the "
+                 "SLURM_CONF it prints)")
+    line = work / "true.txt"
+    line.write_text("true\n" * n)
+    walls: dict[str, list[float]] = {k: [] for k in ("local", "slurm", "slurm --slurm-alloc", "xargs srun")}
+    for r in range(rounds):
+        walls["local"].append(zsw_run(work / f"local-{r}", line, j).proc.wall)
+        walls["slurm"].append(zsw_run(work / f"slurm-{r}", line, j, "--executor", "slurm").proc.wall)
+        walls["slurm --slurm-alloc"].append(
+            zsw_run(work / f"alloc-{r}", line, j, "--executor", "slurm", "--slurm-alloc").proc.wall)
+        numbers = work / "numbers.txt"
+        numbers.write_text("".join(f"{i}\n" for i in range(n)))
+        (work / f"srun-{r}").mkdir()
+        walls["xargs srun"].append(timed(["xargs", "-P", str(j), "-n", "1", "srun", "--ntasks=1", "--quiet", "true"],
+                                         stdin_path=numbers, cwd=work / f"srun-{r}").wall)
+        print(f"slurm round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in walls.items()),
+              file=sys.stderr)
+    per = {k: med(v) * j / n * 1000 for k, v in walls.items()}
+    rows = [Row(f"{n:,} × `true` at -j {j}: wall, local executor", f"{med(walls['local']):.2f} s",
+                note=f"{per['local']:.1f} ms per task")]
+    for k in ("slurm", "slurm --slurm-alloc"):
+        rows.append(Row(f"same, --executor {k}", f"{med(walls[k]):.2f} s",
+                        note=f"{per[k]:.1f} ms per task, {per[k] - per['local']:+.1f} ms over local, "
+                             f"{med(walls[k]) / med(walls['local']):.1f}× its wall"))
+    rows.append(Row(f"bare `srun -n1 true` × {n:,} through `xargs -P {j}`", f"{med(walls['xargs srun']):.2f} s",
+                    note=f"{per['xargs srun']:.1f} ms per task: Slurm's own cost"))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; figures are their medians")
@@ -363,7 +398,20 @@ def main() -> None:
     ap.add_argument("--big", action="store_true", help="also the 100,000-task run, status on it and resume at 50 %%")
     ap.add_argument("--quick", action="store_true", help="1 round; skip the 10,000-task, tmux and zellij rows")
     ap.add_argument("--big-tasks", type=int, default=100_000, help=argparse.SUPPRESS)  # to try the --big path
+    ap.add_argument("--executor", choices=("local", "slurm"), default="local",
+                    help="slurm: only the Slurm executor's cost per task against local (a cluster must answer: "
+                         "scripts/slurm-local start); --tasks defaults to 200 and --jobs to 16 there")
     args = ap.parse_args()
+    if args.executor == "slurm":
+        work = Path(tempfile.mkdtemp(prefix="zsw-bench-slurm-"))
+        try:
+            print(header(args), file=sys.stderr)
+            n = args.tasks if args.tasks != 2000 else 200
+            j = args.jobs if args.jobs != 32 else 16
+            print_table(slurm_rows(work, 1 if args.quick else args.rounds, n, j))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.quick:
         args.rounds = 1
     n, j, big_n = args.tasks, args.jobs, args.big_tasks

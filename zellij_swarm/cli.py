@@ -474,13 +474,23 @@ def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str
 
 @cli.command()
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
-def doctor(json_output: bool) -> None:
+@click.option("--executor", type=click.Choice(get_args(settings.ExecutorName)), default=None,
+              help="slurm: also check the cluster — version, partitions, nodes — and that a step on every node "
+                   "can write into the state directory this machine reads (exit 1 if not)")
+@_state_dir_option
+def doctor(json_output: bool, executor: str | None, state_dir: str | None) -> None:
     """What `auto` would pick and why, Zellij and tmux versions and capabilities, and the
     settings this environment resolves to (with their sources)."""
-    from zellij_swarm.commands.doctor import format_report, report
+    from zellij_swarm.commands.doctor import format_report, format_slurm, report, slurm_report
 
     info = report(os.environ)
-    click.echo(json.dumps(info, indent=1) if json_output else "\n".join(format_report(info, os.environ)))
+    lines = format_report(info, os.environ)
+    if executor == "slurm":
+        info["slurm"] = slurm_report(os.environ, _state_dir(state_dir, writing=True))
+        lines += format_slurm(info["slurm"])
+    click.echo(json.dumps(info, indent=1) if json_output else "\n".join(lines))
+    if executor == "slurm" and not info["slurm"]["ok"]:
+        sys.exit(1)
 
 
 @cli.command()

@@ -54,7 +54,9 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
         raise BackendError(faults.missing, f"{argv[0]}: not found on PATH") from None
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        raise BackendError(faults.timeout, f"{what}: no answer within {timeout:g}s", stderr=err) from None
+        said = err.strip().splitlines()
+        raise BackendError(faults.timeout, f"{what}: no answer within {timeout:g}s"
+                           + (f" (it said: {said[0].strip()})" if said else ""), stderr=err) from None
     log.debug("%s -> %d", quoting.shell_line(argv), p.returncode)
     result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:

@@ -9,8 +9,12 @@ text shows the meaning instead of ``None``.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import secrets
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
@@ -18,6 +22,8 @@ from zellij_swarm.backends._cmd import run as run_command
 from zellij_swarm.backends._zellij import detect as detect_zellij
 from zellij_swarm.backends.select import choose
 from zellij_swarm.config import settings
+from zellij_swarm.records import rundir
+from zellij_swarm.worker.slurm import Slurm
 
 
 def _tmux_version(env: Mapping[str, str]) -> str | None:
@@ -98,3 +104,59 @@ def _origin(name: str, entry: Mapping[str, Any]) -> str:
     if spec is not None and spec.default_text and entry["value"] is not None:
         return f"default: {spec.default_text}"
     return "default"
+
+
+PROBE_TIMEOUT = 30.0  # seconds a probe step may take, queueing included
+
+
+def slurm_report(env: Mapping[str, str], state_dir: Path) -> dict[str, Any]:
+    """``doctor --executor slurm``: the cluster (Slurm version, cluster name, partitions,
+    nodes) and, for every node that is up, whether a step there can write a file into
+    ``state_dir`` that this machine then reads back — the run directory must be shared.
+    ``ok`` is False when Slurm cannot be reached or any node fails the probe."""
+    cluster = Slurm(env)
+    try:
+        info: dict[str, Any] = cluster.describe()
+    except exc.BackendError as e:
+        return {"ok": False, "error": str(e), "state_dir": str(state_dir), "probes": {}}
+    rundir.make_private_dir(state_dir, exist_ok=True)
+    up = [name for name, state in info["nodes"] if not state.rstrip("*~#!%$@^-").endswith(("down", "drain",
+                                                                                           "drained", "fail"))]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(up)))) as pool:
+        probes = dict(zip(up, pool.map(lambda node: _probe(cluster, node, state_dir), up), strict=True))
+    info.update(state_dir=str(state_dir), probes=probes, ok=bool(up) and all(p == "ok" for p in probes.values()))
+    if not up:
+        info["error"] = "no node of the cluster is up"
+    return info
+
+
+def _probe(cluster: Slurm, node: str, state_dir: Path) -> str:
+    """"ok", or what went wrong: a step on ``node`` writes a token into ``state_dir``."""
+    token = secrets.token_hex(8)
+    path = state_dir / f".probe-{node}-{token}"
+    try:
+        res = cluster.probe(node, ["/bin/sh", "-c", 'printf %s "$1" > "$2"', "sh", token, str(path)],
+                            timeout=PROBE_TIMEOUT)
+        if res:
+            return res
+        try:
+            seen = path.read_text()
+        except OSError as e:
+            return f"the step wrote nothing this machine can read at {path} ({e.strerror}): not a shared filesystem?"
+        return "ok" if seen == token else f"{path} holds something else than the step wrote"
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def format_slurm(info: dict[str, Any]) -> list[str]:
+    lines = [f"slurm: {info.get('version') or 'not reachable'}"
+             + (f", cluster {info['cluster']}" if info.get("cluster") else "")]
+    if info.get("error"):
+        lines.append(f"  error: {info['error']}")
+    for p in info.get("partitions", []):
+        lines.append(f"  partition {p['name']}: {p['available']}, {p['nodes']} node(s), {p['state']}")
+    for node, result in info.get("probes", {}).items():
+        lines.append(f"  node {node}: {'writes ' + info['state_dir'] if result == 'ok' else 'PROBLEM: ' + result}")
+    lines.append("  shared records: " + ("ok" if info.get("ok") else "NOT usable for --executor slurm"))
+    return [quoting.terminal_text(line) for line in lines]

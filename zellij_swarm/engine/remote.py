@@ -215,10 +215,15 @@ class SlurmExecutor:
         self.calls.submit(still, seen)
 
     def close(self) -> list[str]:
-        """The run is over (blocking): cancel what is left of its steps, and its allocation.
-        Returns the job ids cancelled."""
+        """The run is over (blocking): cancel what is left of its steps once those that ended
+        have had ``SETTLE_WAIT`` to leave Slurm's queue, then its allocation. Returns the job
+        ids cancelled."""
         try:
             left = self.cluster.jobs(self.run_id, allocation=self.allocation)
+            deadline = time.monotonic() + SETTLE_WAIT
+            while left and time.monotonic() < deadline:  # steps whose wrappers ended, still winding down
+                time.sleep(0.1)
+                left = self.cluster.jobs(self.run_id, allocation=self.allocation)
             for job in left.values():
                 self.cluster.cancel(job.id)
             if self.allocation is not None:

@@ -45,6 +45,7 @@ from zellij_swarm.engine import metrics
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import RESTARTED
@@ -56,6 +57,7 @@ from zellij_swarm.records.rundir import RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
+from zellij_swarm.worker.slurm import Job, Slurm
 from zellij_swarm.worker.worktree import Worktrees
 
 START_TOLERANCE = 1.0  # seconds: file mtimes are coarse, process start times are rounded
@@ -73,6 +75,7 @@ class GenState:
     pid: int | None = None
     pane_id: str | None = None
     followups_consumed: bool = False
+    job_id: str | None = None  # a Slurm run's: its step's job, still queued or running
 
 
 @dataclass
@@ -88,6 +91,7 @@ class Recovered:
     # `retry`: task id -> (attempts it is granted anew, attempts it had made): the tasks to run
     # again, from the retry that started this supervisor or the last one since the run ended
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)
+    allocation: str | None = None  # a Slurm run's allocation (--slurm-alloc), as the log names it
 
 
 def load_environment(path: Path) -> dict[str, str]:
@@ -128,9 +132,10 @@ def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarm
     return [swarmfile.TaskSpec.from_record(t) for t in records_]
 
 
-def load(run: RunPaths, *, ended: bool = False) -> Recovered:
+def load(run: RunPaths, *, ended: bool = False, cluster: Slurm | None = None) -> Recovered:
     """A run's records, for ``resume`` (an interrupted run) or, with ``ended``, for ``retry``
-    (a run that finished, or was interrupted)."""
+    (a run that finished, or was interrupted). A Slurm run's steps are found in ``cluster``'s
+    queue by name: one still queued or running is adopted, never started again."""
     holder = runlock.holder(run)
     if holder is not None:
         what = "retry: `zellij-swarm restart RUN TASK` runs a running task again" if ended else "resume"
@@ -149,6 +154,15 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     reserved = {(e.get("slot"), e.get("gen")): (names.get(str(e.get("task"))), e.get("attempt")) for e in events
                 if e["event"] == "slot_reserved"}
     on_disk = run.generations_on_disk()
+    allocations = [str(e["job"]) for e in events if e["event"] == "executor_allocated"]
+    rec.allocation = allocations[-1] if allocations else None
+    steps: dict[tuple[int, int], Job] = {}
+    if resolved_settings(meta).executor == "slurm":
+        try:
+            steps = (cluster or Slurm()).jobs(str(meta["run_id"]), allocation=rec.allocation)
+        except exc.BackendError as e:
+            raise exc.UsageError(f"run {run.run_id} runs on Slurm, and Slurm cannot say which of its steps still "
+                                 f"run ({e}); nothing was changed") from None
     for key in sorted(on_disk.keys() | outcome_events.keys()):
         gen = on_disk.get(key) or run.gen(*key)
         recorded = outcome_events.get(key)
@@ -163,7 +177,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
             gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded)
         else:
-            gs = _inspect(gen, task_id, attempt, recorded)
+            gs = _inspect(gen, task_id, attempt, recorded, steps.get(key))
         gs.followups_consumed = key in followups
         rec.gens.append(gs)
     rec.stats = metrics.DispatchStats.replay(events)
@@ -188,7 +202,8 @@ def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:
                                  "pid": outcome.get("pid")}) or ExitRecord(None, None, None, None, None)
 
 
-def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None) -> GenState:
+def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None,
+             step: Job | None = None) -> GenState:
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
     launch = generation_files.heartbeat_started(gen)
@@ -203,6 +218,9 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
         gs.pid = procs.wrapper_process(gen)
     if gs.exit is not None:
         gs.state = "ended"
+    elif step is not None and step.active:
+        # a Slurm step, queued or running (its wrapper's pid is on its node, not here)
+        gs.state, gs.pid, gs.job_id = "running", None, step.id
     elif gs.pid is not None:
         gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now
@@ -236,6 +254,8 @@ class ResumedRun(Protocol):
     def follow(self) -> GenerationWatch: ...
     @property
     def control(self) -> Control: ...
+    @property
+    def executor(self) -> SlurmExecutor | None: ...
 
     def wallclock(self) -> float: ...
     def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
@@ -278,7 +298,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                                     attempts=task.retries + 1)
             lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
-                         timeout_armed=True, kill_reason=gs.kill_reason)
+                         timeout_armed=True, kill_reason=gs.kill_reason, remote=run.executor is not None,
+                         job_id=gs.job_id)
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:
@@ -366,7 +387,9 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
     run.follow.changed(lg)  # it may have ended between the records' reading and now
     if lg.collected:
         return
-    if lg.pid is None:
+    if run.executor is not None:
+        run.executor.launched(lg)  # a Slurm step: followed in Slurm's queue and by its files
+    elif lg.pid is None:
         run.collect(lg)
     else:
         run.follow.follow_pid(lg)  # collected at once if already gone

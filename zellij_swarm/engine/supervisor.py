@@ -301,7 +301,7 @@ class Supervisor:
                     self._start_retry(self.plan.resume)
                 resume.restore(self, self.plan.resume)
             self.reporter.started(self.paths, len(self.tasks))
-            if not self._open_backend():
+            if not self._allocate() or not self._open_backend():
                 return self._finish()
             self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
@@ -433,6 +433,27 @@ class Supervisor:
             self.events.emit("view_gone", view=v.name, pid=v.pid)
         if gone and not any(w["code"] == "renderer_died" for w in self.warnings):
             self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
+
+    def _allocate(self) -> bool:
+        """``--slurm-alloc``: the run's one allocation (a resumed run's own, while Slurm still
+        has it). One that cannot be had fails the run before any task starts (False)."""
+        if self.executor is None or not self.settings.slurm_alloc:
+            return True
+        held = self.plan.resume.allocation if self.plan.resume is not None else None
+        try:
+            if held is not None and self.executor.cluster.state(held) == "RUNNING":
+                self.executor.allocation = held
+            else:
+                self.executor.allocate(self.jobs)
+                self.events.emit("executor_allocated", job=self.executor.allocation)
+        except exc.BackendError as e:
+            self.start_error = f"slurm: cannot allocate the swarm's nodes: {e.message}"
+            self._warn(e.code, self.start_error, None)
+            self.reporter.problem(f"error: {self.start_error}; no task runs")
+            self.events.emit("run_failed", reason=e.code, message=e.message)
+            self._cancel_pending(e.code)
+            return False
+        return True
 
     def _open_backend(self) -> bool:
         """Open the backend's session/window. A failure is a warning and the run goes on

@@ -78,8 +78,8 @@ class Slurm:
         self.timeout = timeout
         self.user = getpass.getuser()
 
-    def _run(self, argv: Sequence[str], *, check: bool = True) -> _cmd.CmdResult:
-        return _cmd.run(argv, timeout=self.timeout, env=self.env, check=check, faults=_cmd.EXECUTOR)
+    def _run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> _cmd.CmdResult:
+        return _cmd.run(argv, timeout=timeout or self.timeout, env=self.env, check=check, faults=_cmd.EXECUTOR)
 
     def prefix(self, name: str, resources: Mapping[str, Any], *, pty: bool, allocation: str | None) -> tuple[str, ...]:
         """``srun`` before a wrapper's argv: one task on one node, named, its resources, a
@@ -130,6 +130,15 @@ class Slurm:
             raise BackendError("executor_call_failed", f"salloc: no job allocation in its answer: "
                                                        f"{(res.stderr or res.stdout).strip()[:200]}")
         return m.group(1)
+
+    def probe(self, node: str, argv: Sequence[str], *, timeout: float) -> str | None:
+        """Run ``argv`` as a step on ``node`` (``doctor``); None when it ran, else why not."""
+        try:
+            res = self._run(["srun", f"--nodelist={node}", "--nodes=1", "--ntasks=1", "--job-name=zsw.doctor",
+                             "--quiet", *argv], check=False, timeout=timeout)
+        except BackendError as e:
+            return str(e)
+        return None if res.returncode == 0 else (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
 
     def partitions(self) -> list[str]:
         """The cluster's partitions (the default one marked ``*``)."""
