@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pyte
 import pytest
-from swarmtest import Swarm, clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import Swarm, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import Tmux, outside_env
 from zellijtest import FAST
 
@@ -151,7 +151,7 @@ def test_tmux_compact(tmp_path, tmux):
                        what="board's final frame")
 
 
-@pytest.mark.parametrize("version,ui", [("0.45.0", "live"), ("0.45.0", "compact"), ("0.43.1", "live")])
+@pytest.mark.parametrize("version,ui", [("0.45.0", "live"), full("0.45.0", "compact"), ("0.43.1", "live")])
 def test_zellij(tmp_path, fz, version, ui):
     s, extra = nasty_swarm(tmp_path)
     inside = None

@@ -145,7 +145,7 @@ def test_a_wrapper_writes_what_the_readers_read(gen: gf.GenPaths) -> None:
     assert proc.returncode == 3
     claim = gf.read_claim(gen)
     assert claim is not None and claim.pid is not None and gen.claim.read_bytes() == f"{claim.pid}\n".encode()
-    assert gf.heartbeat_started(gen) == {"pid": claim.pid, "pane_id": None, "node": None}
+    assert gf.heartbeat_started(gen) == {"pid": claim.pid, "pane_id": None, "node": None, "step": None}
     assert gen.heartbeat.read_text().splitlines() == [
         json.dumps({"event": "started", "pid": claim.pid, "pane_id": None}, separators=(",", ":")),
         '{"event":"exited","code":3}']
@@ -214,7 +214,7 @@ def test_a_garbled_launch_heartbeat_is_absent(gen: gf.GenPaths, data: bytes) -> 
 
 def test_launch_heartbeat_fields_of_the_wrong_type_read_as_none(gen: gf.GenPaths) -> None:
     gen.heartbeat.write_text('{"event":"started","pid":"12","pane_id":7}\n')
-    assert gf.heartbeat_started(gen) == {"pid": None, "pane_id": None, "node": None}
+    assert gf.heartbeat_started(gen) == {"pid": None, "pane_id": None, "node": None, "step": None}
 
 
 @pytest.mark.parametrize("data, owner, pid", [
@@ -285,7 +285,7 @@ def test_an_old_run_directory_still_reads(run: RunPaths) -> None:
     assert gf.read_wrapper_header(old) == ("t9", 2)
     claim = gf.read_claim(old)
     assert claim is not None and (claim.at, claim.pid) == (T0, 31337)
-    assert gf.heartbeat_started(old) == {"pid": 31337, "pane_id": "terminal_7", "node": None}
+    assert gf.heartbeat_started(old) == {"pid": 31337, "pane_id": "terminal_7", "node": None, "step": None}
     assert gf.read_sidecar(old) == (143, None)
     expected = gf.ExitRecord(143, "SIGTERM", T0, T0 + 9, 31337)
     before = old.exit_record.read_bytes()

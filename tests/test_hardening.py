@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 
 # ----- C: a run directory is trusted only when it is private ----------------------------------
@@ -27,7 +27,7 @@ def _plant(run: Path) -> None:
     (run / "run.json").write_text(json.dumps(meta))
 
 
-@pytest.mark.parametrize("how", ["chown", "chmod", "record-only"])
+@pytest.mark.parametrize("how", ["chown", full("chmod"), "record-only"])
 def test_resume_refuses_a_run_another_user_could_write(swarm, interrupted_run, how):
     run = interrupted_run
     _plant(run)

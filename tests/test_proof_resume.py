@@ -76,7 +76,9 @@ def assert_whole_run_metrics(swarm: Swarm, run: Path) -> None:
     batches = [e["size"] for e in events if e["event"] == "batch_dispatch_started"]
     assert m["batch_dispatch_count"] == len(batches)
     assert m["largest_batch_size"] == max(batches) == 4
-    assert m["backfill_count"] == count(run, "backfill") == 16
+    # every generation past a slot's first is a backfill: 16, and one more for each generation
+    # a killed supervisor had reserved but not yet started (it runs again in a new one)
+    assert m["backfill_count"] == count(run, "backfill") == count(run, "slot_reserved") - 4 >= 16
     report = proof_json(swarm, run)
     assert report["ok"], report["blockers"]
     c = report["consistency"]

@@ -265,7 +265,7 @@ def _backend_args(backend: str, request) -> tuple[tuple[str, ...], dict[str, str
     return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
 
 
-@pytest.mark.parametrize("how,backend", [("timeout", "headless"), full("idle", "headless"), ("timeout", "tmux"),
+@pytest.mark.parametrize("how,backend", [("timeout", "headless"), full("idle", "headless"), full("timeout", "tmux"),
                                          full("timeout", "zellij-0.45.0"), ("idle", "zellij-0.40.1")])
 def test_time_limit_kills_a_term_ignoring_grandchild_before_the_slot_is_reused(swarm, how, backend, request):
     marker = f"zsw-ladder-{os.getpid()}-{how}-{backend}"

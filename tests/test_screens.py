@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import Swarm, kill_run_processes, run_processes, wait_until
+from swarmtest import Swarm, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import Tmux, outside_env
 
 from zellij_swarm.records import snapshot_file
@@ -269,7 +269,7 @@ def _shows(*pairs: tuple[str, str]) -> Callable[[dict[str, list[str]]], bool]:
     return lambda panes: all(any(text in row for row in panes[title]) for title, text in pairs)
 
 
-@pytest.mark.parametrize("cols,rows", [(80, 24), (200, 50)])
+@pytest.mark.parametrize("cols,rows", [(80, 24), full(200, 50)])
 def test_golden_screens(swarm, tmux, cols, rows):
     screens = Screens(f"{cols}x{rows}")
     (swarm.cwd / "gates").mkdir()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, clean_env, full, kill_run_processes, wait_until
+from zellijtest import FakeZellij
 
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
@@ -167,6 +168,20 @@ def test_a_live_pane_is_a_tty_on_the_compute_node(swarm: Swarm, cluster: dict[st
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
 
 
+@pytest.mark.parametrize("version,ui", [("0.45.0", "live"), full("0.43.1", "compact")])
+def test_zellij_panes_run_as_steps(swarm: Swarm, cluster: dict[str, str], fz: FakeZellij, version: str,
+                                   ui: str) -> None:
+    swarm.write("z.toml", '[swarm]\njobs = 2\n[[task]]\nname = "a"\ncmd = "echo node=$SLURMD_NODENAME"\n'
+                          '[[task]]\nname = "b"\ncmd = "exit 3"\n')
+    env = fz.env(version, ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    res = swarm("run", "z.toml", "--backend", "zellij", "--ui", ui, "--executor", "slurm", "--output", "quiet",
+                env=env)
+    assert res.code == 1, res.stderr
+    assert rows(swarm) == {"a": ("succeeded", None, 0, 1), "b": ("failed", None, 3, 1)}
+    assert "node=n" in swarm("logs", swarm.latest().name, "a").stdout
+    assert queue(cluster) == []
+
+
 def test_a_queued_step_is_not_a_missing_pane(swarm: Swarm, cluster: dict[str, str], tmp_path: Path) -> None:
     """Steps that wait for CPUs wait longer than the launch-heartbeat deadline: their panes are
     not given up on, and nothing runs on this machine instead."""
@@ -215,6 +230,15 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
     report = json.loads(swarm("proof", run.name, "--json").stdout)
     assert report["ok"], report["blockers"]
     assert queue(cluster) == []
+
+
+@pytest.mark.full  # Slurm's smallest time limit is a minute, and it looks at limits every 30 s or so
+def test_slurms_own_time_limit_is_timed_out(swarm: Swarm, cluster: dict[str, str]) -> None:
+    swarm.write("t.toml", '[[task]]\nname = "long"\ncmd = "sleep 300"\nslurm = { time = 1 }\n')
+    res = swarm("run", "t.toml", "--executor", "slurm", "--backend", "headless", "--output", "quiet",
+                env=clean_env(**cluster), timeout=240)
+    assert res.code == 1, res.stderr
+    assert rows(swarm)["long"][:2] == ("timed_out", "timeout")
 
 
 def test_doctor_probes_every_node_and_bad_requests_are_refused_up_front(swarm: Swarm,
@@ -298,7 +322,8 @@ def test_the_swarm_file_table_and_a_tasks_own(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("state", "expected"), [
     ("TIMEOUT", ("timed_out", "timeout")), ("CANCELLED", ("cancelled", "executor_cancelled")),
-    ("NODE_FAIL", ("lost", "executor_lost")), ("COMPLETED", ("lost", "executor_lost")), (None, ("lost", "executor_lost")),
+    ("NODE_FAIL", ("lost", "executor_lost")), ("COMPLETED", ("lost", "executor_lost")),
+    (None, ("lost", "executor_lost")),
 ])
 def test_an_end_the_wrapper_did_not_record_is_read_from_the_job_state(state: str | None,
                                                                       expected: tuple[str, str]) -> None:

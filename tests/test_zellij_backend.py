@@ -171,7 +171,7 @@ def test_before_044(swarm, fz, version, where, ui):
     check_calls(fz.calls())
 
 
-@pytest.mark.parametrize("version", ["0.43.1", "0.41.2"])
+@pytest.mark.parametrize("version", ["0.43.1", full("0.41.2")])
 def test_before_044_outside_live_degrades(swarm, fz, version):
     swarm.write("sw.toml", SWARM)
     res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "live", env=fz.env(version, **FAST), timeout=60)

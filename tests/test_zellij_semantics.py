@@ -77,7 +77,8 @@ def test_a_stale_session_name_is_said_and_the_swarm_runs_outside(swarm, fz, vers
 def test_timeout_messages_name_the_action(swarm, fz):
     # long enough for the calls that answer (making the session) on a loaded machine
     env = fz.env("0.45.0", faults="hang:rename-pane", ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="3000", **FAST)
-    res = run_swarm(swarm, env, "--ui", "live")
+    swarm.write("one.toml", '[[task]]\nname = "bad"\ncmd = "exit 3"\n')  # each retitle hangs its 3 s
+    res = swarm("run", "one.toml", "--backend", "zellij", "--ui", "live", env=env, timeout=90)
     assert res.code == 1, res.stderr
     found = warnings(swarm.latest())
     assert found and {w["code"] for w in found} == {"pane_call_timeout"}

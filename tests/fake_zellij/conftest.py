@@ -153,6 +153,7 @@ def fake():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(params=VERSIONS)
+# 0.41.2 changes nothing the versions around it do not cover: a neighbour (scripts/test-full)
+@pytest.fixture(params=[v if v != "0.41.2" else pytest.param(v, marks=pytest.mark.full) for v in VERSIONS])
 def version(request):
     return request.param

@@ -213,6 +213,7 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     folded = _folded_outcomes(run)
     on_disk = run.generations_on_disk()
     nodes: dict[str, int] = defaultdict(int)  # generations that ran on each Slurm node
+    on_slurm = (meta.get("settings") or {}).get("executor", {}).get("value") == "slurm"
     for slot, no in sorted(on_disk.keys() | folded.keys()):
         dirs += 1
         g = on_disk.get((slot, no))
@@ -234,7 +235,7 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
             supervisor_ended += 1
         end = open_until if ended is None else ended[0]
         gens.append((slot, no, claim.at, max(claim.at, end), claim.pid, ended is None))
-        node = folded[(slot, no)][3] if (slot, no) in folded else _node(g)
+        node = folded[(slot, no)][3] if (slot, no) in folded else _node(g) if on_slurm else None
         if node:
             nodes[node] += 1
     running = sum(1 for x in gens if x[5])

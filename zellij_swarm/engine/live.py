@@ -48,6 +48,7 @@ class LiveGen:
     step_running: bool = False  # squeue has seen its step run
     gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace
     node: str | None = None  # the Slurm node its step ran on (its launch heartbeat says)
+    step: str | None = None  # its step's "job.step" id (its launch heartbeat says)
 
     @property
     def in_pane(self) -> bool:

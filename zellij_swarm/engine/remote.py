@@ -170,7 +170,9 @@ class SlurmExecutor:
         """(status, reason) of a step's end from Slurm's job state, off the loop; None when
         Slurm cannot say (then the wrapper's record stands)."""
         def ask() -> tuple[str, str] | None:
-            job_id = lg.job_id or self._find(lg)
+            step = self._step(lg)
+            # its own job's state; a step inside the allocation has none of its own
+            job_id = step.split(".")[0] if step and self.allocation is None else None
             state = self.cluster.state(job_id) if job_id else None
             deadline = time.monotonic() + SETTLE_WAIT
             while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
@@ -180,23 +182,30 @@ class SlurmExecutor:
 
         self.calls.submit(ask, lambda done: then(done.value if done.error is None else None))
 
-    def _find(self, lg: LiveGen) -> str | None:
-        job = self.cluster.jobs(self.run_id, allocation=self.allocation).get((lg.gen.slot, lg.gen.gen))
-        return job.id if job else None
+    def _step(self, lg: LiveGen) -> str | None:
+        """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,
+        off the loop, when not yet), else as squeue lists it; None while Slurm has not
+        started it."""
+        if lg.step is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
+            lg.step = hb["step"]
+        if lg.step is not None:
+            return lg.step
+        if lg.job_id is None:
+            job = self.cluster.jobs(self.run_id, allocation=self.allocation).get((lg.gen.slot, lg.gen.gen))
+            lg.job_id = job.id if job else None
+        return lg.job_id
 
     # ----- ending --------------------------------------------------------------------------
 
     def end(self, lg: LiveGen, grace: float) -> None:
         """SIGTERM to the step's processes now, ``scancel`` of it after ``grace``."""
         def term() -> None:
-            lg.job_id = lg.job_id or self._find(lg)
-            if lg.job_id:
-                self.cluster.signal(lg.job_id, "TERM")
+            if (step := self._step(lg)) is not None:
+                self.cluster.signal(step, "TERM")
 
         def kill() -> None:
-            lg.job_id = lg.job_id or self._find(lg)
-            if lg.job_id:
-                self.cluster.cancel(lg.job_id)
+            if (step := self._step(lg)) is not None:
+                self.cluster.cancel(step)
 
         self.calls.submit(term)
         self.timers.after(grace, lambda: self.calls.submit(kill))

@@ -160,9 +160,9 @@ def load(run: RunPaths, *, ended: bool = False, cluster: Slurm | None = None) ->
     if resolved_settings(meta).executor == "slurm":
         try:
             steps = (cluster or Slurm()).jobs(str(meta["run_id"]), allocation=rec.allocation)
-        except exc.BackendError as e:
+        except exc.BackendError as unreachable:
             raise exc.UsageError(f"run {run.run_id} runs on Slurm, and Slurm cannot say which of its steps still "
-                                 f"run ({e}); nothing was changed") from None
+                                 f"run ({unreachable}); nothing was changed") from None
     for key in sorted(on_disk.keys() | outcome_events.keys()):
         gen = on_disk.get(key) or run.gen(*key)
         recorded = outcome_events.get(key)

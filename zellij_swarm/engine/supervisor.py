@@ -645,7 +645,7 @@ class Supervisor:
 
     def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
         lg.pid = lg.task.pid = hb.get("pid")
-        lg.node = hb.get("node")
+        lg.node, lg.step = hb.get("node"), hb.get("step")
         if isinstance(hb.get("pane_id"), str):
             lg.pane_id = lg.task.pane_id = hb["pane_id"]
         self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
@@ -706,9 +706,11 @@ class Supervisor:
         lg.collected = True
         self.follow.unwatch(lg)
         if lg.remote and lg.node is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
-            lg.node = hb["node"]
+            lg.node, lg.step = hb["node"], hb["step"]
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
-        if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal):
+        pane_gone = lg.in_pane and (rec is None or rec.signal == "SIGHUP")  # its pane, or session, went away
+        if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
+                and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
             # cancel from outside, a node lost)
             self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict))
@@ -716,7 +718,7 @@ class Supervisor:
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
-        if lg.in_pane and lg.kill_reason is None and (rec is None or rec.signal == "SIGHUP"):
+        if pane_gone and lg.kill_reason is None:
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True)

@@ -289,7 +289,8 @@ def started_at(gen: GenPaths) -> float | None:
 
 def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
     """The launch heartbeat, once the wrapper has written it: ``{"pid": int | None,
-    "pane_id": str | None, "node": str | None}`` (node: the Slurm node of a step)."""
+    "pane_id": str | None, "node": str | None, "step": str | None}`` (a Slurm step's node, and
+    its ``job.step`` id)."""
     try:
         with open(gen.heartbeat, "rb") as f:
             first = f.readline(_LINE_LIMIT)
@@ -303,7 +304,8 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
         return None
     if not isinstance(line, dict) or line.get("event") != "started":
         return None
-    return {"pid": _int(line.get("pid")), "pane_id": _str(line.get("pane_id")), "node": _str(line.get("node"))}
+    return {"pid": _int(line.get("pid")), "pane_id": _str(line.get("pane_id")), "node": _str(line.get("node")),
+            "step": _str(line.get("step"))}
 
 
 # ----- exit, exit.json --------------------------------------------------------------------

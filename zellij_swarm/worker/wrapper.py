@@ -10,8 +10,8 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
    in a pane, the first stage (claim, heartbeat with the pane id, log set-up) runs with the
    multiplexer server's environment, then re-executes itself under ``env -i`` as ``restored``
    and loads the caller's saved environment — the only way to drop every server variable;
-2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}`` (and ``"node"``,
-   the Slurm node, in a Slurm step);
+2. appends the launch heartbeat ``{"event":"started","pid":…,"pane_id":…}`` (and, in a Slurm
+   step, ``"node"`` and ``"step"``, its ``job.step`` id);
 3. exports the worker environment (in a pane it first restores the caller's saved
    environment, because a multiplexer pane inherits the multiplexer server's);
 4. changes to the task's cwd itself and runs the command, output to ``output.log``;
@@ -70,8 +70,10 @@ _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
 
 # Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
 _CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
-# The node a Slurm step runs on (slurmd names it; node names are plain words), else nothing.
-_NODE = '"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\"}"'
+# The node a Slurm step runs on (slurmd names it; node names are plain words) and the step
+# itself (job.step, numbers), else nothing.
+_NODE = ('"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\",'
+         '\\"step\\":\\"${SLURM_JOB_ID-}.${SLURM_STEP_ID-}\\"}"')
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
 
