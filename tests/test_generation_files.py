@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from swarmtest import wait_until
 
 from zellij_swarm.records import generation_files as gf
 from zellij_swarm.records import rundir
@@ -98,8 +99,8 @@ def test_an_abandoned_claim_is_taken_only_when_no_process_runs_its_wrapper(gen: 
     # a headless wrapper has its generation's directory as an argument; a pane's, its wrapper file
     for arg in (gen.dir, gen.wrapper):
         writer = subprocess.Popen(["sh", "-c", "read _", str(arg)], stdin=subprocess.PIPE)
-        try:
-            assert procs.wrapper_process(gen) == writer.pid
+        try:  # found once it has exec'd (a wrapper creates its claim after that)
+            wait_until(lambda: procs.wrapper_process(gen) == writer.pid, what="the writer's exec")  # noqa: B023
             assert procs.take_abandoned_claim(gen) is False
         finally:
             writer.communicate(b"\n", timeout=10)

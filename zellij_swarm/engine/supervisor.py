@@ -605,6 +605,9 @@ class Supervisor:
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
+        if lg.remote:  # its exit sidecar may come before srun lets go of the step: its files are polled too
+            lg.heartbeat_seen = True  # the pid to follow is srun's, here; the heartbeat's is on the node
+            self.follow.watch(lg)
         self._running(lg)
         self.kill_pending(lg)  # cancelled while it was waiting to start: end it now
 
@@ -708,7 +711,9 @@ class Supervisor:
         if lg.remote and lg.node is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
             lg.node, lg.step = hb["node"], hb["step"]
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
-        pane_gone = lg.in_pane and (rec is None or rec.signal == "SIGHUP")  # its pane, or session, went away
+        # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
+        pane_gone = lg.in_pane and (rec is None or rec.signal == "SIGHUP") and not (
+            lg.remote and generation_files.read_claim(lg.gen) is None)
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
