@@ -17,7 +17,7 @@ def test_headless_workers_run_on_while_a_zellij_call_hangs(swarm, fz):
     # headless in slot 2 meanwhile, one after the other.
     tasks = "".join(f'[[task]]\nname = "q{i}"\ncmd = "true"\n' for i in range(QUICK))
     swarm.write("s.toml", f'[swarm]\njobs = 2\nmax_visible_panes = 1\n[[task]]\nname = "pane"\ncmd = "true"\n{tasks}')
-    env = fz.env("0.45.0", faults="hang:rename-pane", ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="6000", **FAST)
+    env = fz.env("0.45.0", faults="hang:rename-pane", ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="10000", **FAST)
     res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", env=env, timeout=120)
     assert res.code == 0, res.stderr
     events = [json.loads(line) for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]

@@ -41,18 +41,16 @@ class Invalid(ValueError):
     """A value outside what the key allows; its text says what is allowed."""
 
 
-def _name(raw: object) -> str:
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not _NAME.match(text):
-        raise Invalid("a name of letters, digits, '_', '.' and '-'")
-    return text
+def _word(pattern: re.Pattern[str], allowed: str, *, upper: bool = False) -> Callable[[object], str]:
+    """A parser of a value that is one word of ``pattern`` (a string or a number)."""
+    def parse(raw: object) -> str:
+        text = str(raw).strip()
+        text = text.upper() if upper else text
+        if isinstance(raw, bool) or not pattern.match(text):
+            raise Invalid(allowed)
+        return text
 
-
-def _partition(raw: object) -> str:
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not _NAMES.match(text):
-        raise Invalid("a partition name, or several separated by commas")
-    return text
+    return parse
 
 
 def _cpus(raw: object) -> int:
@@ -65,27 +63,6 @@ def _cpus(raw: object) -> int:
     if not 1 <= value <= 4096:
         raise Invalid("an integer 1–4096 (CPUs per task)")
     return value
-
-
-def _mem(raw: object) -> str:
-    text = str(raw).strip().upper()
-    if isinstance(raw, bool) or not _MEM.match(text):
-        raise Invalid("a memory size such as 512M, 4G or 2048 (megabytes)")
-    return text
-
-
-def _gres(raw: object) -> str:
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not _GRES.match(text):
-        raise Invalid("generic resources such as gpu:2 or gpu:a100:1")
-    return text
-
-
-def _constraint(raw: object) -> str:
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not _CONSTRAINT.match(text):
-        raise Invalid("node features such as intel&avx2")
-    return text
 
 
 def _time(raw: object) -> str:
@@ -107,9 +84,16 @@ def _time(raw: object) -> str:
     return text
 
 
+_ANY_NAME = _word(_NAME, "a name of letters, digits, '_', '.' and '-'")
 PARSERS: Mapping[str, Callable[[object], object]] = {
-    "partition": _partition, "cpus": _cpus, "mem": _mem, "gres": _gres, "time": _time,
-    "constraint": _constraint, "account": _name, "qos": _name,
+    "partition": _word(_NAMES, "a partition name, or several separated by commas"),
+    "cpus": _cpus,
+    "mem": _word(_MEM, "a memory size such as 512M, 4G or 2048 (megabytes)", upper=True),
+    "gres": _word(_GRES, "generic resources such as gpu:2 or gpu:a100:1"),
+    "time": _time,
+    "constraint": _word(_CONSTRAINT, "node features such as intel&avx2"),
+    "account": _ANY_NAME,
+    "qos": _ANY_NAME,
 }
 _OPTION = {"partition": "--partition", "cpus": "--cpus-per-task", "mem": "--mem", "gres": "--gres",
            "time": "--time", "constraint": "--constraint", "account": "--account", "qos": "--qos"}
