@@ -197,8 +197,12 @@ def test_a_queued_step_is_not_a_missing_pane(swarm: Swarm, cluster: dict[str, st
         assert res.code == 0, res.stderr
         summary = json.loads(res.stdout)
         assert summary["warnings"] == []
-        events = [json.loads(line)["event"] for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]
+        records = [json.loads(line) for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]
+        events = [e["event"] for e in records]
         assert "heartbeat_missing" not in events and "worker_process_spawned" not in events
+        # the wait is in the records, with Slurm's reason, and each row says where it ran
+        assert any(e["event"] == "step_state" and e["state"] == "PENDING" and e["reason"] for e in records)
+        assert {t["slurm"]["node"] for t in summary["tasks"]} <= {"n1", "n2"}
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
 

@@ -7,6 +7,7 @@ command's stderr."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
     result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:
         first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
+        first = first.removeprefix(f"{os.path.basename(argv[0])}: ")  # said once, by us
         raise BackendError(faults.failed, f"{what}: {first}", stderr=p.stderr)
     return result
 

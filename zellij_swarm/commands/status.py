@@ -168,11 +168,17 @@ def dispatching_text(snap: dict[str, Any]) -> str | None:
 
 
 def task_note(t: dict[str, Any]) -> str:
-    """What else a person needs to know of a task row: that it waits for them, why it ended
-    as it did, and the command of a task known only by a generated name."""
+    """What else a person needs to know of a task row: that it waits for them, or in Slurm's
+    queue (or the node it runs on), why it ended as it did, and the command of a task known
+    only by a generated name."""
     notes = []
     if t.get("status") == "running" and t.get("waiting_input"):
         notes.append("waiting for input")
+    step = t.get("slurm") or {}
+    if t.get("status") == "running" and step.get("state") == "PENDING":
+        notes.append(f"queued in Slurm ({step.get('reason') or 'waiting'})")
+    elif step.get("node"):
+        notes.append(f"on {step['node']}")
     if t.get("reason") and t.get("status") != "succeeded":
         notes.append(f"reason {t['reason']}")
     if t.get("command"):

@@ -58,6 +58,7 @@ class RemoteEvents:
     """What the supervisor does with what Slurm says."""
 
     running: Callable[[LiveGen], None]  # its step runs: the launch heartbeat is due now
+    seen: Callable[[LiveGen, Job], None]  # its step as squeue lists it
     gone: Callable[[LiveGen], None]  # its step left Slurm and its sidecar has had its grace
     warn: Callable[[str, str, Any], None]
 
@@ -150,6 +151,7 @@ class SlurmExecutor:
             job = jobs.get((lg.gen.slot, lg.gen.gen))
             if job is not None:
                 lg.job_id = job.id
+                self.on.seen(lg, job)
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)

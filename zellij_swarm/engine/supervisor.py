@@ -62,7 +62,7 @@ from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher
-from zellij_swarm.worker.slurm import Slurm
+from zellij_swarm.worker.slurm import Job, Slurm
 
 
 @dataclass
@@ -392,7 +392,8 @@ class Supervisor:
             self.executor = SlurmExecutor(
                 Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
                 timers=self.timers, live=self.live, clock=self.clock,
-                on=RemoteEvents(running=self._step_running, gone=self._step_gone, warn=self._warn))
+                on=RemoteEvents(running=self._step_running, seen=self._step_seen, gone=self._step_gone,
+                                warn=self._warn))
             self.stopper.remote = self.executor
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
@@ -633,9 +634,20 @@ class Supervisor:
 
     def _step_running(self, lg: LiveGen) -> None:
         """Slurm runs a generation's step: a pane's launch heartbeat is due from now on."""
-        self.events.emit("step_running", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, job=lg.job_id)
         if lg.in_pane and not lg.heartbeat_seen and not lg.opening and not lg.collected:
             self._arm_heartbeat_deadline(lg)
+
+    def _step_seen(self, lg: LiveGen, job: Job) -> None:
+        """A generation's step as squeue lists it: its task's row shows it (a queued one with
+        Slurm's reason); a change of state is an event, so the snapshot follows it."""
+        step = {"job": job.id, "state": job.state, "reason": None if job.reason == "None" else job.reason}
+        if lg.node is None and job.running and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
+            lg.node, lg.step = hb["node"], hb["step"]
+        if lg.node:
+            step["node"] = lg.node
+        if lg.task.slurm != step:
+            lg.task.slurm = step
+            self.events.emit("step_state", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, **step)
 
     def _step_gone(self, lg: LiveGen) -> None:
         """Slurm let a generation's step go and its sidecar had its grace: collect it."""
@@ -792,6 +804,8 @@ class Supervisor:
         lg.deadlines.clear()
         self.watchdog.unregister(lg.gen)
         self.input_watch.unregister(lg)
+        if lg.remote:  # what stays of its step in the row: where it ran
+            task.slurm = {"node": lg.node} if lg.node else None
         if reason in ("multiplexer_lost", "pane_closed"):
             # Its terminal is gone, but the worker may not be (a program that never writes
             # does not notice): end what is left of it before anything runs again.

@@ -89,6 +89,9 @@ class TaskRecord:
     waiting_input: bool | None = False
     history: list[Attempt] = field(default_factory=list)
     worktree: Worktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
+    # Under the Slurm executor: its step as Slurm last showed it — {"job", "state", "reason"} while
+    # it runs (a queued step is PENDING, with why), {"node"} once its wrapper said where it ran
+    slurm: dict[str, Any] | None = None
     # The frozen row of a terminal task no journal follows yet (the journal takes it over).
     _frozen: dict[str, Any] | None = field(default=None, repr=False)
     journal: Journal | None = field(default=None, repr=False, compare=False)
@@ -191,7 +194,7 @@ class TaskRecord:
     def optional_fields(self) -> dict[str, Any]:
         """What a row carries only when there is something to say: the command of a task whose
         name was generated, the group of a task that has one, the worktree of a task that runs
-        in one (with its changed-files count once the task has ended)."""
+        in one (with its changed-files count once the task has ended), its Slurm step."""
         out: dict[str, Any] = {}
         if GENERATED_NAME.fullmatch(self.name):
             out["command"] = command_text(self.spec)
@@ -199,4 +202,6 @@ class TaskRecord:
             out["group"] = self.spec.group
         if self.worktree is not None:
             out["worktree"] = self.worktree.row(final=self.status.terminal)
+        if self.slurm:
+            out["slurm"] = dict(self.slurm)
         return out
