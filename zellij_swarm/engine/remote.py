@@ -41,12 +41,12 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files
-from zellij_swarm.worker import slurm
+from zellij_swarm.worker import procs, slurm
 from zellij_swarm.worker.slurm import Job, Slurm
 
 STATE_INTERVAL = 1.0  # seconds between two looks at the run's steps in squeue
 SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slurm let the step go
-SUBMIT_GRACE = 10.0  # seconds an srun may take to get its step into the queue before it is missed
+SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its absence means anything
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
 LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt
@@ -155,7 +155,10 @@ class SlurmExecutor:
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)
-            elif lg.job_id is not None or now - (lg.remote_since or now) > SUBMIT_GRACE:
+            elif lg.job_id is not None or generation_files.read_claim(lg.gen) is not None or (
+                    now - (lg.remote_since or now) > SUBMIT_GRACE and procs.wrapper_process(lg.gen) is None):
+                # listed before, or its wrapper started, or no srun of it runs here any more: a
+                # step that waits where squeue does not list it (inside the allocation) is not gone
                 self.left_queue(lg)
 
     def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:

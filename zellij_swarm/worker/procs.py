@@ -122,8 +122,9 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
 def wrapper_process(gen: GenPaths) -> int | None:
     """The pid of a live process running ``gen``'s wrapper: one whose command line has the
     generation's wrapper file (a pane's, before and after its pane leader's exec) or its
-    directory (a headless one's argument) as an argument. For the rare claim that names no
-    pid: one scan of every process's command line."""
+    directory (a headless one's argument) as an argument — the ``srun`` that runs it as a
+    Slurm step too. For the rare claim that names no pid, or step Slurm does not list: one
+    scan of every process's command line."""
     names = {os.fsencode(str(gen.wrapper)), os.fsencode(str(gen.dir))}
     me = os.getpid()
     for name in os.listdir("/proc"):
