@@ -245,6 +245,33 @@ def test_slurms_own_time_limit_is_timed_out(swarm: Swarm, cluster: dict[str, str
     assert rows(swarm)["long"][:2] == ("timed_out", "timeout")
 
 
+def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, cluster: dict[str, str]) -> None:
+    swarm.write("c.toml", '[[task]]\nname = "long"\ncmd = "trap \'echo term > got; exit 5\' TERM; sleep 60 & wait"\n'
+                          '[[task]]\nname = "other"\ncmd = "sleep 60"\n')
+    env = clean_env(**cluster)
+    proc = swarm.popen("run", "c.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) == 2, timeout=60, what="both steps run")
+        wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        res = swarm("cancel", run.name, "long", env=env)
+        assert res.code == 0 and "ended 1 Slurm step(s)" in res.stdout + res.stderr, res.stderr
+        assert (swarm.cwd / "got").read_text() == "term\n", "the worker's TERM trap ran"
+        assert [q for q in queue(cluster) if ".t1." in q] == []
+        assert swarm("cancel", run.name, env=env).code == 0
+        assert queue(cluster) == []
+        res = swarm("resume", run.name, "--output", "quiet", env=env)
+        assert res.code == 130, res.stderr
+        assert {t[:2] for t in rows(swarm).values()} == {("cancelled", "cancelled_by_user")}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)
+
+
 def test_doctor_probes_every_node_and_bad_requests_are_refused_up_front(swarm: Swarm,
                                                                          cluster: dict[str, str]) -> None:
     env = clean_env(**cluster)

@@ -97,14 +97,27 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
     from zellij_swarm.engine import stopping
     from zellij_swarm.records import generation_files
 
-    grace = settings.Resolved.from_record(snap.get("settings") or {}).kill_grace  # the table's default if older
-    ended = 0
+    resolved = settings.Resolved.from_record(snap.get("settings") or {})  # the table's defaults if older
+    chosen = set()
     for t in snap["tasks"]:
         if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
             continue
         generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
-        ended += stopping.end_now(run.run_id, t["slot"], t["generation"], grace)
-    return (f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} worker process(es); "
+        chosen.add((t["slot"], t["generation"]))
+    if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
+        from zellij_swarm.engine import remote
+        from zellij_swarm.worker.slurm import Slurm
+
+        try:
+            ended = remote.end_steps_now(Slurm(), run.run_id, chosen, resolved.kill_grace)
+        except exc.BackendError as e:
+            raise exc.SwarmError(f"run {run.run_id} runs on Slurm, which cannot be reached to end its steps: "
+                                 f"{e}") from None
+        what = "Slurm step(s)"
+    else:
+        ended = sum(stopping.end_now(run.run_id, slot, gen, resolved.kill_grace) for slot, gen in chosen)
+        what = "worker process(es)"
+    return (f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}; "
             f"`zellij-swarm resume {run.run_id}` records the cancellation")
 
 

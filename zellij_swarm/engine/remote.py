@@ -79,6 +79,21 @@ def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[Task
                                      f"not have (it has: {', '.join(sorted(known)) or 'none'})")
 
 
+def end_steps_now(cluster: Slurm, run_id: str, generations: set[tuple[int, int]], grace: float) -> int:
+    """``cancel`` with no supervisor, blocking: the ladder for these (slot, generation) steps
+    of the run — TERM, ``grace`` for them to leave the queue, then ``scancel``. Returns how
+    many steps it ended."""
+    ids = [job.id for key, job in cluster.jobs(run_id).items() if key in generations]
+    for job_id in ids:
+        cluster.signal(job_id, "TERM")
+    deadline = time.monotonic() + grace
+    while ids and time.monotonic() < deadline and generations & cluster.jobs(run_id).keys():
+        time.sleep(0.1)
+    for job_id in ids:
+        cluster.cancel(job_id)  # gone already: scancel says so, and nothing happens
+    return len(ids)
+
+
 def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
     try:
