@@ -152,6 +152,31 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+@pytest.mark.parametrize(("sig", "want"), [
+    ("USR1", ("lost", "no_exit_record")),  # the wrapper itself dies, without its record
+    full("KILL", ("cancelled", "executor_cancelled")),  # Slurm takes it for a cancel
+])
+def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, str], sig: str,
+                                               want: tuple[str, str | None]) -> None:
+    swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
+    env = clean_env(**cluster)
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        job = wait_until(lambda: [q.split()[0] for q in queue(cluster) if "RUNNING" in q], timeout=60,
+                         what="the step runs")[0]
+        subprocess.run(["scancel", f"--signal={sig}", job], env=env, check=True, timeout=30)
+        assert proc.wait(timeout=60) == 1, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)
+    status, reason, _, attempts = rows(swarm)["target"]
+    assert (status, reason, attempts) == (*want, 1)
+    assert queue(cluster) == []
+
+
 def test_a_live_pane_is_a_tty_on_the_compute_node(swarm: Swarm, cluster: dict[str, str], tmp_path: Path) -> None:
     (tmp_path / "tm").mkdir()
     swarm.write("p.toml", '[swarm]\njobs = 2\n[[task]]\nname = "tty"\n'
@@ -353,8 +378,9 @@ def test_the_swarm_file_table_and_a_tasks_own(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("state", "expected"), [
     ("TIMEOUT", ("timed_out", "timeout")), ("CANCELLED", ("cancelled", "executor_cancelled")),
-    ("NODE_FAIL", ("lost", "executor_lost")), ("COMPLETED", ("lost", "executor_lost")),
-    (None, ("lost", "executor_lost")),
+    ("NODE_FAIL", ("lost", "executor_lost")), ("PREEMPTED", ("lost", "executor_lost")),
+    (None, ("lost", "executor_lost")), ("OUT_OF_MEMORY", ("failed", "out_of_memory")),
+    ("FAILED", ("lost", "no_exit_record")), ("COMPLETED", ("lost", "no_exit_record")),
 ])
 def test_an_end_the_wrapper_did_not_record_is_read_from_the_job_state(state: str | None,
                                                                       expected: tuple[str, str]) -> None:

@@ -763,7 +763,7 @@ class Supervisor:
         """A step's end the wrapper did not record, or recorded as a death by signal, as
         Slurm's job state explains it (``slurm.classify``; None: Slurm cannot say)."""
         status, reason = verdict or ("lost", "executor_lost")
-        if rec is not None and status == "lost":
+        if rec is not None and reason in ("executor_lost", "no_exit_record"):
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
             return
         if rec is None and status == "lost" and generation_files.read_claim(lg.gen) is None:
@@ -780,7 +780,7 @@ class Supervisor:
                 session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
-        if reason in ("cwd_missing", "state_dir_error", "executor_failed"):
+        if reason in ("cwd_missing", "state_dir_error", "executor_failed", "out_of_memory"):
             return TaskStatus.FAILED, reason
         if lg.kill_reason is not None:
             return killed_status(lg.kill_reason), lg.kill_reason

@@ -59,15 +59,25 @@ class Job:
         return self.state in ("RUNNING", "COMPLETING", "SIGNALING")
 
 
+# Job states in which Slurm, not the worker, ended the step: its node failed or went away, or
+# Slurm no longer knows the job (None) — the work was lost, not done badly.
+LOST_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", None})
+
+
 def classify(state: str | None) -> tuple[str, str]:
     """(task status, reason) for a step whose wrapper did not record its exit, or recorded a
-    death by signal, from the job's end state: its time limit, a cancel from outside, or the
-    node — anything else Slurm lost."""
+    death by signal, from the job's end state: its time limit, a cancel from outside, its
+    memory, its node — or, for a job that simply failed or completed, what a wrapper gone
+    without its record is on this machine (``no_exit_record``)."""
     if state == "TIMEOUT":
         return "timed_out", "timeout"
     if state in ("CANCELLED", "REVOKED"):
         return "cancelled", "executor_cancelled"
-    return "lost", "executor_lost"
+    if state == "OUT_OF_MEMORY":
+        return "failed", "out_of_memory"
+    if state in LOST_STATES:
+        return "lost", "executor_lost"
+    return "lost", "no_exit_record"
 
 
 class Slurm:
