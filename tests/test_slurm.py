@@ -57,6 +57,30 @@ def cluster() -> Iterator[dict[str, str]]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+class Headless:
+    """A headless Slurm run of ``file`` in the background, and everything it started ended
+    whatever the test's outcome: ``with Headless(swarm, "s.toml", env) as r: … r.proc … r.run``."""
+
+    def __init__(self, swarm: Swarm, file: str, env: dict[str, str], *flags: str) -> None:
+        self.proc = swarm.popen("run", file, "--backend", "headless", "--executor", "slurm", "--output", "quiet",
+                                *flags, env=env)
+        self.run: Path = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+
+    def __enter__(self) -> Headless:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        kill_run_processes(self.run.name)
+
+    def killed(self) -> None:
+        """``kill -9`` of its supervisor."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
 def queue(env: dict[str, str]) -> list[str]:
     out = subprocess.run(["squeue", "--noheader", "--format=%i %j %T"], env=clean_env(**env), capture_output=True,
                          text=True, timeout=30).stdout
@@ -125,25 +149,17 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
              '[[task]]\nname = "theirs"\ncmd = "sleep 60"']
     tasks += [f'[[task]]\nname = "w{i}"\ncmd = \'sleep 1; echo w{i} >> ledger\'' for i in range(8)]
     swarm.write("s.toml", "\n".join(tasks) + "\n")
-    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet",
-                       env=env)
-    try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    with Headless(swarm, "s.toml", env) as r:
         wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) >= 6, timeout=60, what="six steps run")
         slurmd = Path(cluster["ZSW_SLURM_DIR"]) / "pids" / "slurmd.n2"
         os.kill(int(slurmd.read_text()), signal.SIGKILL)
-        assert swarm("cancel", run.name, "mine").code == 0
+        assert swarm("cancel", r.run.name, "mine").code == 0
         theirs = next(q.split()[0] for q in queue(cluster) if ".t2." in q)
         subprocess.run(["scancel", theirs], env=env, check=True, timeout=30)
         time.sleep(1.0)  # n2 stays down a moment while steps run on and new ones are handed out
         subprocess.run([sys.executable, str(SLURM_LOCAL), "node-up", "n2", "--dir", cluster["ZSW_SLURM_DIR"]],
                        check=True, timeout=60)
-        assert proc.wait(timeout=120) == 1, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+        assert r.proc.wait(timeout=120) == 1
     got = rows(swarm)
     assert got["mine"][:2] == ("cancelled", "cancelled_by_user")
     assert got["theirs"][:2] == ("cancelled", "executor_cancelled")
@@ -160,18 +176,11 @@ def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, s
                                                want: tuple[str, str | None]) -> None:
     swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
-    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
+    with Headless(swarm, "s.toml", env) as r:
         job = wait_until(lambda: [q.split()[0] for q in queue(cluster) if "RUNNING" in q], timeout=60,
                          what="the step runs")[0]
         subprocess.run(["scancel", f"--signal={sig}", job], env=env, check=True, timeout=30)
-        assert proc.wait(timeout=60) == 1, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+        assert r.proc.wait(timeout=60) == 1
     status, reason, _, attempts = rows(swarm)["target"]
     assert (status, reason, attempts) == (*want, 1)
     assert queue(cluster) == []
@@ -240,20 +249,12 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
         for i in range(24)))
     env = clean_env(**cluster)
     flags = ["--slurm-alloc"] if alloc else []
-    proc = swarm.popen("run", "l.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet",
-                       *flags, env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
+    with Headless(swarm, "l.toml", env, *flags) as r:
         wait_until(lambda: (swarm.cwd / "ledger").exists(), timeout=60, what="a first task done")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        res = swarm("resume", run.name, "--output", "quiet", env=env)
+        r.killed()
+        res = swarm("resume", r.run.name, "--output", "quiet", env=env)
         assert res.code == 0, res.stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+    run = r.run
     ledger = (swarm.cwd / "ledger").read_text().split()
     assert sorted(ledger) == sorted(f"t{i:02d}" for i in range(24)), "every task ran exactly once"
     report = json.loads(swarm("proof", run.name, "--json").stdout)
@@ -274,13 +275,11 @@ def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, clu
     swarm.write("c.toml", '[[task]]\nname = "long"\ncmd = "trap \'echo term > got; exit 5\' TERM; sleep 60 & wait"\n'
                           '[[task]]\nname = "other"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
-    proc = swarm.popen("run", "c.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
+    with Headless(swarm, "c.toml", env) as r:
+        run = r.run
         wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) == 2, timeout=60, what="both steps run")
         wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them running")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        r.killed()
         res = swarm("cancel", run.name, "long", env=env)
         assert res.code == 0 and "ended 1 Slurm step(s)" in res.stdout + res.stderr, res.stderr
         assert (swarm.cwd / "got").read_text() == "term\n", "the worker's TERM trap ran"
@@ -290,11 +289,6 @@ def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, clu
         res = swarm("resume", run.name, "--output", "quiet", env=env)
         assert res.code == 130, res.stderr
         assert {t[:2] for t in rows(swarm).values()} == {("cancelled", "cancelled_by_user")}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
 
 
 def test_doctor_probes_every_node_and_bad_requests_are_refused_up_front(swarm: Swarm,
