@@ -103,7 +103,7 @@ name = "usr1"
 cmd = "kill -USR1 $$"
 [[task]]
 name = "slow"
-cmd = "trap 'exit 7' TERM; sleep 30 & wait"
+cmd = "trap 'exit 7' TERM; while :; do sleep 0.1; done"
 timeout = "1s"
 [[task]]
 name = "flaky"
@@ -121,6 +121,9 @@ after = ["ok-0"]
 
 
 def test_a_mixed_swarm_ends_as_it_does_locally_and_uses_both_nodes(swarm: Swarm, cluster: dict[str, str]) -> None:
+    # "slow" traps TERM in a loop of short sleeps: with `sleep 30 & wait`, a TERM that reaches
+    # the sleep before the shell makes `wait` return 0 and the shell exit 0 (seen once under
+    # CI load: Slurm signals a step's processes one by one, slower than our own ladder)
     swarm.write("mixed.toml", MIXED)
     local = swarm("run", "mixed.toml", "--backend", "headless", "--output", "quiet")
     assert local.code == 1, local.stderr
@@ -272,7 +275,8 @@ def test_slurms_own_time_limit_is_timed_out(swarm: Swarm, cluster: dict[str, str
 
 
 def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, cluster: dict[str, str]) -> None:
-    swarm.write("c.toml", '[[task]]\nname = "long"\ncmd = "trap \'echo term > got; exit 5\' TERM; sleep 60 & wait"\n'
+    swarm.write("c.toml", '[[task]]\nname = "long"\n'
+                          'cmd = "trap \'echo term > got; exit 5\' TERM; while :; do sleep 0.1; done"\n'
                           '[[task]]\nname = "other"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
     with Headless(swarm, "c.toml", env) as r:
