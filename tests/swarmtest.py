@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -145,3 +146,38 @@ def kill_run_processes(run_id: str) -> None:
 def full(*values: Any) -> Any:
     """A parameter set that CI skips: a neighbour of one it runs (``full`` marker, conftest)."""
     return pytest.param(*values, marks=pytest.mark.full)
+
+
+class Running:
+    """``zellij-swarm run ARGS`` in the background, as a context (``r.proc``, ``r.run``). On the
+    way out its gates (``go``, ``go2``) open, it has ``settle`` seconds to end (0: none, it is
+    killed), and every process of it ends whatever the test's outcome."""
+
+    def __init__(self, swarm: Swarm, *args: str, env: dict[str, str] | None = None, settle: float = 60.0) -> None:
+        self.swarm, self.args, self.env, self.settle = swarm, args, env, settle
+
+    def __enter__(self) -> Running:
+        self.proc = self.swarm.popen("run", *self.args, env=self.env)
+        self.run: Path | None = None
+        try:
+            self.run = wait_until(lambda: self.swarm.runs() and self.swarm.runs()[0], what="run dir")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for gate in ("go", "go2"):
+            (self.swarm.cwd / gate).touch()
+        try:
+            self.proc.wait(timeout=self.settle)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self.run is not None:
+            kill_run_processes(self.run.name)
+
+    def killed(self) -> None:
+        """``kill -9`` of its supervisor."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)

@@ -4,11 +4,10 @@ parts 3 and 4): driven through the CLI, headless and in tmux."""
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
-from swarmtest import full, kill_run_processes, validate, wait_until
+from swarmtest import Running, full, validate, wait_until
 
 GPU_SWARM = """
 [swarm]
@@ -48,35 +47,6 @@ def snapshot(swarm, run) -> dict[str, Any]:
 
 def rows(snap: dict[str, Any]) -> dict[str, str]:
     return {t["name"]: t["status"] for t in snap.get("tasks", [])}
-
-
-class Running:
-    """``zellij-swarm run ARGS`` in the background; on the way out its gates (``go``, ``go2``)
-    open, it is given time to end, and every process of it ends."""
-
-    def __init__(self, swarm, *args: str, env: dict[str, str] | None = None) -> None:
-        self.swarm, self.args, self.env = swarm, args, env
-
-    def __enter__(self) -> Running:
-        self.proc = self.swarm.popen("run", *self.args, env=self.env)
-        self.run = None
-        try:
-            self.run = wait_until(lambda: self.swarm.runs() and self.swarm.runs()[0], what="run dir")
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        for gate in ("go", "go2"):
-            (self.swarm.cwd / gate).touch()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        if self.run is not None:
-            kill_run_processes(self.run.name)
 
 
 @pytest.mark.parametrize("backend", ["headless", full("tmux")])

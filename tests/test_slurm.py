@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm, clean_env, full, kill_run_processes, wait_until
+from swarmtest import Running, Swarm, clean_env, full, wait_until
 from zellijtest import FakeZellij
 
 from zellij_swarm import exc
@@ -57,28 +57,11 @@ def cluster() -> Iterator[dict[str, str]]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-class Headless:
-    """A headless Slurm run of ``file`` in the background, and everything it started ended
-    whatever the test's outcome: ``with Headless(swarm, "s.toml", env) as r: … r.proc … r.run``."""
-
-    def __init__(self, swarm: Swarm, file: str, env: dict[str, str], *flags: str) -> None:
-        self.proc = swarm.popen("run", file, "--backend", "headless", "--executor", "slurm", "--output", "quiet",
-                                *flags, env=env)
-        self.run: Path = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-
-    def __enter__(self) -> Headless:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        kill_run_processes(self.run.name)
-
-    def killed(self) -> None:
-        """``kill -9`` of its supervisor."""
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
+def headless(swarm: Swarm, file: str, env: dict[str, str], *flags: str) -> Running:
+    """A headless Slurm run of ``file`` in the background (``swarmtest.Running``), killed at
+    once on the way out if it has not ended."""
+    return Running(swarm, file, "--backend", "headless", "--executor", "slurm", "--output", "quiet", *flags,
+                   env=env, settle=0)
 
 
 def queue(env: dict[str, str]) -> list[str]:
@@ -152,7 +135,7 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
              '[[task]]\nname = "theirs"\ncmd = "sleep 60"']
     tasks += [f'[[task]]\nname = "w{i}"\ncmd = \'sleep 1; echo w{i} >> ledger\'' for i in range(8)]
     swarm.write("s.toml", "\n".join(tasks) + "\n")
-    with Headless(swarm, "s.toml", env) as r:
+    with headless(swarm, "s.toml", env) as r:
         wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) >= 6, timeout=60, what="six steps run")
         slurmd = Path(cluster["ZSW_SLURM_DIR"]) / "pids" / "slurmd.n2"
         os.kill(int(slurmd.read_text()), signal.SIGKILL)
@@ -179,7 +162,7 @@ def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, s
                                                want: tuple[str, str | None]) -> None:
     swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
-    with Headless(swarm, "s.toml", env) as r:
+    with headless(swarm, "s.toml", env) as r:
         job = wait_until(lambda: [q.split()[0] for q in queue(cluster) if "RUNNING" in q], timeout=60,
                          what="the step runs")[0]
         subprocess.run(["scancel", f"--signal={sig}", job], env=env, check=True, timeout=30)
@@ -252,7 +235,7 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
         for i in range(24)))
     env = clean_env(**cluster)
     flags = ["--slurm-alloc"] if alloc else []
-    with Headless(swarm, "l.toml", env, *flags) as r:
+    with headless(swarm, "l.toml", env, *flags) as r:
         wait_until(lambda: (swarm.cwd / "ledger").exists(), timeout=60, what="a first task done")
         r.killed()
         res = swarm("resume", r.run.name, "--output", "quiet", env=env)
@@ -279,7 +262,7 @@ def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, clu
                           'cmd = "trap \'echo term > got; exit 5\' TERM; while :; do sleep 0.1; done"\n'
                           '[[task]]\nname = "other"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
-    with Headless(swarm, "c.toml", env) as r:
+    with headless(swarm, "c.toml", env) as r:
         run = r.run
         wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) == 2, timeout=60, what="both steps run")
         wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them running")
