@@ -25,6 +25,7 @@ from zellijtest import FakeZellij
 
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
+from zellij_swarm.records.states import REASON_STATUS
 from zellij_swarm.worker import slurm as slurm_cli
 
 SLURM_LOCAL = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local"
@@ -365,7 +366,8 @@ def test_the_swarm_file_table_and_a_tasks_own(tmp_path: Path) -> None:
 ])
 def test_an_end_the_wrapper_did_not_record_is_read_from_the_job_state(state: str | None,
                                                                       expected: tuple[str, str]) -> None:
-    assert slurm_cli.classify(state) == expected
+    reason = slurm_cli.classify(state)
+    assert (str(REASON_STATUS[reason]), reason) == expected
 
 
 def test_job_names_carry_run_task_and_generation() -> None:

@@ -186,10 +186,10 @@ class SlurmExecutor:
             return
         self.timers.after(0.25, lambda: self.left_queue(lg, waited + 0.25))
 
-    def explain(self, lg: LiveGen, then: Callable[[tuple[str, str] | None], None]) -> None:
-        """(status, reason) of a step's end from Slurm's job state, off the loop; None when
-        Slurm cannot say (then the wrapper's record stands)."""
-        def ask() -> tuple[str, str] | None:
+    def explain(self, lg: LiveGen, then: Callable[[str | None], None]) -> None:
+        """The reason of a step's end from Slurm's job state, off the loop; None when the
+        call failed (then it is ``executor_lost``)."""
+        def ask() -> str | None:
             step = self._step(lg)
             # its own job's state; a step inside the allocation has none of its own
             job_id = step.split(".")[0] if step and self.allocation is None else None

@@ -27,7 +27,7 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
-from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 
@@ -41,11 +41,7 @@ def killed_status(reason: str) -> TaskStatus:
     """The status of a generation ended on purpose, by the reason it was ended for: a time
     limit is ``timed_out``, its multiplexer gone is ``lost`` (re-run headless), anything
     else (cancel, halt, shutdown, a closed pane) ``cancelled``."""
-    if reason in ("timeout", "idle_timeout"):
-        return TaskStatus.TIMED_OUT
-    if reason == "multiplexer_lost":
-        return TaskStatus.LOST
-    return TaskStatus.CANCELLED
+    return REASON_STATUS.get(reason, TaskStatus.CANCELLED)
 
 
 def end_now(run_id: str, slot: int, gen: int, grace: float) -> int:

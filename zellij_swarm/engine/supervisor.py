@@ -57,7 +57,7 @@ from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus
 from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, worktree, wrapper
@@ -758,36 +758,35 @@ class Supervisor:
                                                        ended_at=self.wallclock())
         self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
 
-    def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None,
-                       verdict: tuple[str, str] | None) -> None:
+    def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
         """A step's end the wrapper did not record, or recorded as a death by signal, as
         Slurm's job state explains it (``slurm.classify``; None: Slurm cannot say)."""
-        status, reason = verdict or ("lost", "executor_lost")
-        if rec is not None and reason in ("executor_lost", "no_exit_record"):
+        reason = verdict or "executor_lost"
+        lost = REASON_STATUS[reason] == TaskStatus.LOST  # Slurm says nothing more than that it is gone
+        if rec is not None and lost:
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
             return
-        if rec is None and status == "lost" and generation_files.read_claim(lg.gen) is None:
+        if rec is None and lost and generation_files.read_claim(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
-            status, reason = "failed", "executor_failed"
+            reason = "executor_failed"
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
                                           + remote.srun_error(lg.gen), lg.task)
         if rec is None:
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=None,
                                                        ended_at=self.wallclock())
-        self._end_generation(lg, rec, TaskStatus(status), reason)
+        self._end_generation(lg, rec, REASON_STATUS[reason], reason)
 
     def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
                 session_alive: bool) -> tuple[TaskStatus, str | None]:
         """The task status and reason one generation's exit record stands for."""
         reason = rec.reason
-        if reason in ("cwd_missing", "state_dir_error", "executor_failed", "out_of_memory"):
-            return TaskStatus.FAILED, reason
+        recorded = REASON_STATUS.get(reason or "")
+        if recorded == TaskStatus.FAILED:  # it could not start, or Slurm ended it for its memory
+            return recorded, reason
         if lg.kill_reason is not None:
             return killed_status(lg.kill_reason), lg.kill_reason
-        if reason in ("no_exit_record", "multiplexer_lost", "executor_lost"):
-            return TaskStatus.LOST, reason
-        if reason in ("timeout", "executor_cancelled"):  # a step's end as Slurm explained it
-            return (TaskStatus.TIMED_OUT if reason == "timeout" else TaskStatus.CANCELLED), reason
+        if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
+            return recorded, reason
         if lg.in_pane and rec.signal == "SIGHUP":
             # SPEC §6: a pane closed under the worker, or the whole session went away.
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")

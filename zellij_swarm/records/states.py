@@ -46,6 +46,16 @@ UNSUCCESSFUL_STATUSES: Final = TERMINAL_STATUSES - {TaskStatus.SUCCEEDED}
 # The worker ran and failed — its exit, a time limit, or it vanished — as opposed to being
 # cancelled or skipped: what "failed" counts, and what is retried (SPEC §6).
 FAILED_STATUSES: Final = frozenset({TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST})
+# The status a generation's end stands for, by its reason, wherever the reason came from (a
+# kill's, the wrapper's record, Slurm's job state). A reason not here leaves it to the worker's
+# exit code (or, for a kill, makes it cancelled).
+REASON_STATUS: Final[dict[str, TaskStatus]] = {
+    "timeout": TaskStatus.TIMED_OUT, "idle_timeout": TaskStatus.TIMED_OUT,
+    "no_exit_record": TaskStatus.LOST, "multiplexer_lost": TaskStatus.LOST, "executor_lost": TaskStatus.LOST,
+    "cwd_missing": TaskStatus.FAILED, "state_dir_error": TaskStatus.FAILED, "executor_failed": TaskStatus.FAILED,
+    "out_of_memory": TaskStatus.FAILED,
+    "executor_cancelled": TaskStatus.CANCELLED,
+}
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})
 

@@ -64,20 +64,20 @@ class Job:
 LOST_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", None})
 
 
-def classify(state: str | None) -> tuple[str, str]:
-    """(task status, reason) for a step whose wrapper did not record its exit, or recorded a
-    death by signal, from the job's end state: its time limit, a cancel from outside, its
-    memory, its node — or, for a job that simply failed or completed, what a wrapper gone
-    without its record is on this machine (``no_exit_record``)."""
+def classify(state: str | None) -> str:
+    """The reason (``states.REASON_STATUS`` says its status) of a step whose wrapper did not
+    record its exit, or recorded a death by signal, from the job's end state: its time limit,
+    a cancel from outside, its memory, its node — or, for a job that simply failed or
+    completed, what a wrapper gone without its record is on this machine (``no_exit_record``)."""
     if state == "TIMEOUT":
-        return "timed_out", "timeout"
+        return "timeout"
     if state in ("CANCELLED", "REVOKED"):
-        return "cancelled", "executor_cancelled"
+        return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
-        return "failed", "out_of_memory"
+        return "out_of_memory"
     if state in LOST_STATES:
-        return "lost", "executor_lost"
-    return "lost", "no_exit_record"
+        return "executor_lost"
+    return "no_exit_record"
 
 
 class Slurm:
