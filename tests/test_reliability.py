@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, Running, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -206,6 +206,38 @@ def test_cmd_runs_as_sh_c_in_zellij_panes(swarm, fz):
     res = swarm("run", "c.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
                 env=fz.env("0.45.0", **FAST))
     _check_sh_c(swarm, res)
+
+
+def _heartbeat_pid(run: Path) -> int | None:
+    for beat in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"):
+        for line in beat.read_text().splitlines():
+            if '"started"' in line:
+                return int(json.loads(line)["pid"])
+    return None
+
+
+@pytest.mark.parametrize("sig,backend", [
+    ("USR1", "headless"), ("ALRM", "tmux"), ("QUIT", "zellij-0.45.0"),
+    full("USR2", "headless"), full("HUP", "headless"), full("TERM", "headless"), full("INT", "headless"),
+    full("USR1", "tmux"), full("TERM", "tmux"), full("USR2", "zellij-0.43.1"), full("HUP", "zellij-0.40.1"),
+])
+def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backend, request):
+    """``kill -SIG -- -PGID`` reaches the wrapper (and a pane's leader) too: they outlive every
+    signal aimed at the worker, so the record is always the worker's death by it, never a race
+    between the worker's end and the wrapper's."""
+    swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
+    args, env = _backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        run = r.run
+        leader = wait_until(lambda: _heartbeat_pid(run), what="the launch heartbeat")
+        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(leader).children(recursive=True)),
+                   what="the worker runs")
+        os.killpg(os.getpgid(leader), getattr(signal, f"SIG{sig}"))
+        assert r.proc.wait(timeout=60) == 1
+    row = swarm.tasks()["target"]
+    number = getattr(signal, f"SIG{sig}")
+    assert (row["status"], row["exit_code"], row["signal"], row["attempts"]) == ("failed", 128 + number, f"SIG{sig}", 1)
 
 
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------

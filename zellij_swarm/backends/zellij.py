@@ -37,16 +37,14 @@ attaches). ``close-tab`` cannot name a tab (it closes the client's current one),
 0.44 the tab stays, and ``leftover_hint`` says so. A held pane shows its last screen and
 Zellij's own ``EXIT CODE`` frame (contract §3.5), which covers no line of the screen.
 
-Live workers run on the pane's terminal through ``script`` (util-linux), which keeps them on a
-TTY and logs to ``output.log``; ``script`` frames the log with a "Script started"/"Script done"
-line, which one ``sed`` strips when the worker has ended (while it runs, ``logs -f`` shows the
-header line).
+Live workers run on the pane's terminal through the pty relay (``worker._ptyrelay``), which
+keeps them on a TTY of their own, logs to ``output.log`` as the output arrives and exits with
+the worker's exact status.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from collections.abc import Mapping
@@ -62,25 +60,15 @@ from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, 
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
-from zellij_swarm.worker.wrapper import PaneMode
+from zellij_swarm.worker.wrapper import PTY_RELAY, PaneMode
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
 
-# The worker on the pane's TTY, logged by script(1). script runs its command with $SHELL -c,
-# so SHELL is /bin/sh for script and the caller's value again for the worker.
-SCRIPT_RUNNER = (
-    '_ZSW_CMD={cmd} _ZSW_SHELL="${SHELL-}" SHELL=/bin/sh script -qfec '
-    + quoting.shell_word('if [ -n "$_ZSW_SHELL" ]; then SHELL=$_ZSW_SHELL; else unset SHELL; fi; '
-                         '_zsw_c=$_ZSW_CMD; unset _ZSW_SHELL _ZSW_CMD; eval "$_zsw_c"')
-    + ' "$_zsw_d/output.log"; _zsw_rc=$?; '
-    # drop script's header line and its "\nScript done on …" footer; the terminal's CRLF -> LF
-    + "sed -i -e 's/\\r$//' -e '1{/^Script started on /d}' -e '$!N' -e '$!{P;D}' "
-    + "-e 's/\\nScript done on [^\\n]*$//' -e '${/^$/d}' \"$_zsw_d/output.log\" 2>/dev/null; "
-    + '(exit $_zsw_rc)'
-)
+# The worker on a TTY of its own on the pane's terminal, logged (worker._ptyrelay).
+RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + ' "$_zsw_d/output.log"'
 _FOREVER = "2147483647"
 
 
@@ -160,12 +148,7 @@ class ZellijBackend:
                 self.z.call("delete-session", "--force", target, session=False, check=False)
             self.mode = "session"
         if self.live:
-            why = None
-            if not shutil.which("script", path=self.env.get("PATH")):
-                why = ("live_degraded_to_compact", "script(1) is not on PATH, so a live worker could not keep its "
-                                                   "terminal")
-            elif not caps["detached_actions"]:
-                why = self._no_client(target == own, caps["version"])
+            why = None if caps["detached_actions"] else self._no_client(target == own, caps["version"])
             if why:
                 code, msg = why[0], f"{why[1]}: live mode runs as compact"
                 if self.require:
@@ -173,9 +156,9 @@ class ZellijBackend:
                 ctx.warn(code, msg)
                 self.live = False
         if caps["pane_id_target"]:
-            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=SCRIPT_RUNNER)
+            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=RELAY_RUNNER)
         else:
-            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=SCRIPT_RUNNER,
+            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=RELAY_RUNNER,
                                             hold=_pre44_hold(s.pane_hold, ctx.run_id))
         if not self.live:
             self._start([])

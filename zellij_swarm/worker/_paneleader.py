@@ -68,13 +68,14 @@ def main(argv: list[str]) -> int:
             except OSError:
                 pass
 
-    def ignore(_signum: int, _frame: object) -> None:
-        """Ctrl-C and Ctrl-\\ reach the whole foreground group by themselves."""
+    def outlive(_signum: int, _frame: object) -> None:
+        """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by
+        themselves; the leader stays (a handler, not SIG_IGN, which the worker would inherit)."""
 
     signal.signal(signal.SIGHUP, forward)
     signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, ignore)
-    signal.signal(signal.SIGQUIT, ignore)
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
+        signal.signal(sig, outlive)
     child = os.fork()
     if child == 0:
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; a worker must not

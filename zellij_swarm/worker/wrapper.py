@@ -53,9 +53,15 @@ class WorkerIdentity:
     attempt: int
 
 
-# The pane's session leader after the first stage (see _paneleader): this interpreter,
-# isolated and without site packages, so it starts in a few milliseconds.
+# The signals that end a process by default and that someone may aim at a worker
+# (``kill -SIG -- -PGID``, ``scancel --signal``): the wrapper and a pane's leader outlive them.
+WORKER_SIGNALS = ("HUP", "INT", "QUIT", "TERM", "USR1", "USR2", "ALRM")
+
+# The pane's session leader after the first stage (see _paneleader), and the relay that gives a
+# worker a terminal of its own and logs it (see _ptyrelay): this interpreter, isolated and
+# without site packages, so they start in a few milliseconds.
 PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
+PTY_RELAY = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_ptyrelay.py")))
 
 
 def _in_gen_dir(name: str) -> str:
@@ -85,9 +91,9 @@ class PaneMode:
     pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
     saved_env: Path  # the caller's environment (records.save_environment)
     log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
-    # How the worker runs on the pane's terminal, when not directly: a shell template in which
-    # ``{cmd}`` stands for the command as one quoted word (Zellij: through ``script``, which
-    # keeps the worker on a TTY and logs it). It must leave the worker's status in ``$?``.
+    # How the worker runs on the pane's terminal, when not directly: shell words put before
+    # its command (Zellij: ``PTY_RELAY``, which keeps the worker on a TTY and logs it). The
+    # status they exit with is recorded as the worker's.
     runner: str = ""
     # Shell run in the pane after the exit is recorded (a pane that must outlive its worker).
     hold: str = ""
@@ -147,9 +153,6 @@ def render(
         generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
         'set -- "${1-}" ' + " ".join(q(a) for a in arguments(gen, who, cmd=cmd, argv=argv, cwd=cwd, env=env)),
     ]
-    if pane and pane.runner:
-        text = ("exec " + quoting.shell_line(argv)) if argv is not None else (cmd or ":")
-        lines.append(f"_zsw_text={q(text)}")
     return "\n".join(lines + _body(pane)) + "\n"
 
 
@@ -158,18 +161,21 @@ def _body(pane: PaneMode | None) -> list[str]:
     lines = [
         '_zsw_mode=$1 _zsw_d=$2 _zsw_cwd=$3 _zsw_kind=$4',
         "shift 4",
-        # Survive the signals aimed at the worker so the exit is still recorded.
-        "trap : HUP INT TERM",
+        # Outlive every signal aimed at the worker — also one sent to its whole process group
+        # or Slurm step, which reaches the wrapper too — so the record is always the worker's
+        # death by it, never a race between the two. ``trap :`` (not ``trap ''``): a handled
+        # signal is reset to its default for the worker, an ignored one would be inherited.
+        f"trap : {' '.join(WORKER_SIGNALS)}",
         *(_pane_stages(pane) if pane else _headless_stage()),
         'while [ "$1" != -- ]; do export "$1"; shift; done; shift',
         '[ "$_zsw_kind" = sh ] && set -- /bin/sh -c "$1" sh',
     ]
 
-    def run(redirects: str) -> str:
+    def run(redirects: str, runner: str = "") -> str:
         # The redirections sit inside the subshell, which execs the worker: the shell reports
         # a worker's death by signal ("Terminated") on its own stderr, with whatever
         # redirections it applied itself still in place — never into the worker's output.
-        return f'( exec "$@" {redirects} )'
+        return f'( exec {runner}"$@" {redirects} )'
 
     # Headless, the worker's output goes to the log; in a pane it stays on the pane's
     # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
@@ -178,9 +184,7 @@ def _body(pane: PaneMode | None) -> list[str]:
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.
-        in_pane = run("2>&3 3>&-")
-        if pane.runner:
-            in_pane = "{ " + pane.runner.replace("{cmd}", '"$_zsw_text"') + "; } 2>&3 3>&-"
+        in_pane = run("2>&3 3>&-", pane.runner + " " if pane.runner else "")
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
                   f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
     lines += [
