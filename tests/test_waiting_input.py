@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from swarmtest import wait_until
+from swarmtest import full, wait_until
 
 from zellij_swarm.worker import waiting
 from zellij_swarm.worker.waiting import QUIET_AFTER, TtyWait, scan_procs, tty_wait, waiting_input
-from zellij_swarm.worker.wrapper import PANE_LEADER
+from zellij_swarm.worker.wrapper import PANE_LEADER, PTY_RELAY
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="syscall numbers known")
 
@@ -174,11 +174,22 @@ def test_the_pane_leader_and_the_wrapper_shell_are_not_waiting(worker, verdict):
         stays(pid, verdict)
 
 
-@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1)")
 @pytest.mark.parametrize(("worker", "verdict"), [(f"'{PY}' -c 'input()'", TtyWait.READING),
                                                   ("while :; do :; done", TtyWait.BUSY)])
+def test_the_pty_relay_is_a_relay_its_inner_terminal_is_judged(worker, verdict, tmp_path):
+    """A Zellij pane: the relay always polls the pane's terminal; the worker is on its pty."""
+    relay = " ".join(f"'{w}'" for w in PTY_RELAY)
+    with on_pty(*PANE_LEADER, "/bin/sh", "-c", f"{relay} {tmp_path}/log /bin/sh -c \"{worker}\"") as (pid, _):
+        wait_until(lambda: len(_descendants(pid)) >= 3, timeout=TIMEOUT, what="the relay's worker to start")
+        becomes(pid, verdict)
+        stays(pid, verdict)
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1)")
+@pytest.mark.parametrize(("worker", "verdict"), [(f"'{PY}' -c 'input()'", TtyWait.READING),
+                                                  full("while :; do :; done", TtyWait.BUSY)])
 def test_script_is_a_relay_its_inner_terminal_is_judged(worker, verdict):
-    """A Zellij pane: script always polls the pane's terminal; the worker is on script's pty."""
+    """Any relay is known by its shape: script(1) polls the pane's terminal too."""
     with on_pty(*PANE_LEADER, "/bin/sh", "-c", f"script -qfec \"{worker}\" /dev/null") as (pid, _):
         wait_until(lambda: len(_descendants(pid)) >= 3, timeout=TIMEOUT, what="script's worker to start")
         becomes(pid, verdict)

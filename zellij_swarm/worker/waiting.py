@@ -11,11 +11,11 @@ foreground, and it is followed. The pane leader and the wrapper shell wait in ``
 on the terminal, so they need no exclusion by name (a name rule would also hide a worker that
 is itself ``sh`` or ``python``).
 
-*Relays.* In a Zellij pane the worker runs under ``script``, which always polls the pane's
-terminal (and its own pty) to copy bytes both ways: judged as it is, every worker would look
-like it is polling. A relay is recognised by its shape, not its name: a member of the
+*Relays.* In a Zellij pane the worker runs under the pty relay (``_ptyrelay``; ``script``
+is the same shape), which always polls the pane's terminal (and its own pty) to copy bytes
+both ways: judged as it is, every worker would look like it is polling. A relay is recognised by its shape, not its name: a member of the
 foreground group with a child that leads a session of its own on another terminal. Then that
-inner terminal is judged instead, recursively (``script`` inside ``script``), and the relay
+inner terminal is judged instead, recursively (a relay inside a relay), and the relay
 is not. The innermost terminal is the one the worker reads.
 
 *Finding the group's processes.* There is no index of processes by group: the kernel's

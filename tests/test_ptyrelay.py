@@ -1,0 +1,138 @@
+"""The pty relay a Zellij pane runs its worker through (zellij_swarm.worker._ptyrelay): the
+worker on a terminal of its own, logged, and its exact status — whatever signal reaches the
+relay. Real processes on real ptys; each test ends every process it started."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import signal
+import struct
+import subprocess
+import termios
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+from swarmtest import full, wait_until
+
+from zellij_swarm.worker import _ptyrelay
+from zellij_swarm.worker.wrapper import PTY_RELAY
+
+
+def test_the_log_turns_crlf_into_lf_even_split_between_two_reads(tmp_path: Path) -> None:
+    log = _ptyrelay.Log(str(tmp_path / "out"))
+    for chunk in (b"one\r", b"\ntwo\r", b"\r\n", b"lone\rcr\r"):
+        log.write(chunk)
+    log.close()
+    assert (tmp_path / "out").read_bytes() == b"one\ntwo\r\nlone\rcr\r"
+
+
+@contextmanager
+def relayed(log: Path, *argv: str, rows: int = 0, cols: int = 0) -> Iterator[tuple[int, int]]:
+    """The relay as the session leader of an outer pty (a pane): (its pid, the outer master)."""
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            if rows:
+                fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            os.execv(PTY_RELAY[0], [*PTY_RELAY, str(log), *argv])
+        finally:
+            os._exit(127)
+    try:
+        yield pid, master
+    finally:
+        try:
+            for p in psutil.Process(pid).children(recursive=True):
+                p.kill()
+            os.kill(pid, signal.SIGKILL)
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        os.close(master)
+
+
+def _status(pid: int, master: int) -> int:
+    """The relay's exit code, reading the pane meanwhile (a pane nobody reads would block it)."""
+    def ended() -> int | None:
+        try:
+            os.read(master, 65536)
+        except (BlockingIOError, OSError):
+            pass
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+
+    os.set_blocking(master, False)
+    return wait_until(lambda: (code := ended()) is not None and (code,), timeout=20, what="the relay ends")[0]
+
+
+def _worker(pid: int, name: str) -> psutil.Process:
+    return wait_until(lambda: next((c for c in psutil.Process(pid).children(recursive=True) if c.name() == name),
+                                   None), what=f"{name} runs")
+
+
+def test_output_reaches_the_log_and_the_status_is_the_workers(tmp_path: Path) -> None:
+    with relayed(tmp_path / "log", "/bin/sh", "-c", '[ -t 0 ] && [ -t 1 ] && echo "on a tty"; exit 3') as (pid, m):
+        assert _status(pid, m) == 3
+    assert (tmp_path / "log").read_text() == "on a tty\n"
+
+
+@pytest.mark.parametrize("sig", ["TERM", "USR1", full("INT"), full("QUIT"), full("HUP"), full("USR2"),
+                                  full("ALRM")])
+def test_a_signal_sent_to_the_relay_is_passed_on_and_the_workers_death_is_its_status(tmp_path: Path,
+                                                                                     sig: str) -> None:
+    """script(1) exits 0 on TERM, INT, QUIT and USR1 whatever became of its command."""
+    with relayed(tmp_path / "log", "sleep", "60") as (pid, m):
+        _worker(pid, "sleep")
+        os.kill(pid, getattr(signal, f"SIG{sig}"))
+        assert _status(pid, m) == 128 + getattr(signal, f"SIG{sig}")
+
+
+def test_a_worker_that_traps_the_signal_decides_its_status(tmp_path: Path) -> None:
+    script = "trap 'echo trapped; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
+    with relayed(tmp_path / "log", "/bin/sh", "-c", script) as (pid, m):
+        log = tmp_path / "log"
+        wait_until(lambda: log.exists() and "ready" in log.read_text(), what="the trap is armed")
+        os.kill(pid, signal.SIGTERM)
+        assert _status(pid, m) == 7
+    text = (tmp_path / "log").read_text()  # the group's sleep may be reported "Terminated" by sh
+    assert text.startswith("ready\n") and text.endswith("trapped\n")
+
+
+def test_a_background_process_holding_the_terminal_does_not_keep_the_relay(tmp_path: Path) -> None:
+    marker = f"sleep 59.{os.getpid()}"
+    with relayed(tmp_path / "log", "/bin/sh", "-c", f"({marker} &); echo last words") as (pid, m):
+        try:
+            assert _status(pid, m) == 0
+        finally:
+            subprocess.run(["pkill", "-f", marker], check=False)
+    assert (tmp_path / "log").read_text() == "last words\n"
+
+
+def test_keys_reach_the_worker_through_its_own_line_discipline(tmp_path: Path) -> None:
+    """Typed text is read by the worker; Ctrl-C is the worker's SIGINT (the pane is raw)."""
+    with relayed(tmp_path / "log", "/bin/sh", "-c", 'read line; echo "got:$line"; exec sleep 60') as (pid, m):
+        wait_until(lambda: _worker(pid, "sh").status() == psutil.STATUS_SLEEPING, what="the worker reads")
+        os.write(m, b"hello\r")
+        _worker(pid, "sleep")
+        os.write(m, b"\x03")
+        assert _status(pid, m) == 128 + signal.SIGINT
+    assert "got:hello\n" in (tmp_path / "log").read_text()
+
+
+def test_the_inner_terminal_has_the_panes_size(tmp_path: Path) -> None:
+    with relayed(tmp_path / "log", "stty", "size", rows=31, cols=97) as (pid, m):
+        assert _status(pid, m) == 0
+    assert (tmp_path / "log").read_text() == "31 97\n"
+
+
+def test_a_command_that_cannot_run_is_127_with_a_reason(tmp_path: Path) -> None:
+    with relayed(tmp_path / "log", str(tmp_path / "missing")) as (pid, m):
+        assert _status(pid, m) == 127
+    assert "cannot run" in (tmp_path / "log").read_text()
