@@ -136,3 +136,26 @@ def test_a_command_that_cannot_run_is_127_with_a_reason(tmp_path: Path) -> None:
     with relayed(tmp_path / "log", str(tmp_path / "missing")) as (pid, m):
         assert _status(pid, m) == 127
     assert "cannot run" in (tmp_path / "log").read_text()
+
+
+def test_keys_the_worker_never_reads_do_not_stop_its_output(tmp_path: Path) -> None:
+    """Typing (or a paste) into a pane whose worker reads nothing fills the worker's input; the
+    relay drops the rest, as a terminal does, and goes on copying output. Blocked on the
+    keys, it would stop reading the output, and the worker would wait on that forever."""
+    def typing_until_the_end() -> int | None:
+        try:
+            os.write(m, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        try:
+            os.read(m, 65536)
+        except (BlockingIOError, OSError):
+            pass
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+
+    with relayed(tmp_path / "log", "/bin/sh", "-c", "stty raw -echo; sleep 0.5; seq 1 20000") as (pid, m):
+        os.set_blocking(m, False)
+        code = wait_until(lambda: (c := typing_until_the_end()) is not None and (c,), timeout=20,
+                          what="the relay ends while keys keep coming")[0]
+    assert code == 0 and (tmp_path / "log").read_text().endswith("\n19999\n20000\n")

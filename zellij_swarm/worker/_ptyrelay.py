@@ -93,7 +93,9 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None) -> tuple
 def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
     """Copy both ways until CMD has exited and its output is drained: CMD's wait status."""
     wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
+    # Never blocked on the worker's input: keys typed while it reads nothing would stop its
+    # output from being copied, and it would wait on that output forever.
+    for fd in (wake_r, wake_w, master):
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(wake_w)
     screen = True  # the pane's terminal still takes output
@@ -122,13 +124,15 @@ def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
             if keys:
                 try:
                     write_all(master, keys)
-                except OSError:
+                except OSError:  # full (the worker reads nothing): dropped, as a terminal does
                     pass
             else:
                 stdin_open = False
         if master in ready:
             try:
                 data = os.read(master, CHUNK)
+            except BlockingIOError:
+                continue
             except OSError as e:  # EIO: every process has closed the terminal
                 if e.errno != errno.EIO:
                     raise
