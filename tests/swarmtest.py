@@ -181,3 +181,21 @@ class Running:
         """``kill -9`` of its supervisor."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
+
+
+def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
+    """Once the worker ``name`` runs under the first generation that wrote its launch
+    heartbeat: that heartbeat's pid (the wrapper's; a pane's leader)."""
+    import psutil
+
+    def launched() -> int | None:
+        for beat in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"):
+            for line in beat.read_text().splitlines():
+                if '"started"' in line:
+                    return int(json.loads(line)["pid"])
+        return None
+
+    pid: int = wait_until(launched, timeout=timeout, what="the launch heartbeat")
+    wait_until(lambda: any(c.name() == name for c in psutil.Process(pid).children(recursive=True)),
+               timeout=timeout, what=f"the worker {name} runs")
+    return pid

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import GATE, Running, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, Running, clean_env, full, kill_run_processes, run_processes, running_worker, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -208,14 +208,6 @@ def test_cmd_runs_as_sh_c_in_zellij_panes(swarm, fz):
     _check_sh_c(swarm, res)
 
 
-def _heartbeat_pid(run: Path) -> int | None:
-    for beat in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"):
-        for line in beat.read_text().splitlines():
-            if '"started"' in line:
-                return int(json.loads(line)["pid"])
-    return None
-
-
 @pytest.mark.parametrize("sig,backend", [
     ("USR1", "headless"), ("ALRM", "tmux"), ("QUIT", "zellij-0.45.0"),
     full("USR2", "headless"), full("HUP", "headless"), full("TERM", "headless"), full("INT", "headless"),
@@ -229,10 +221,7 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     args, env = _backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
-        run = r.run
-        leader = wait_until(lambda: _heartbeat_pid(run), what="the launch heartbeat")
-        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(leader).children(recursive=True)),
-                   what="the worker runs")
+        leader = running_worker(r.run, "sleep")
         os.killpg(os.getpgid(leader), getattr(signal, f"SIG{sig}"))
         assert r.proc.wait(timeout=60) == 1
     row = swarm.tasks()["target"]

@@ -19,9 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
-from swarmtest import Running, Swarm, clean_env, full, wait_until
+from swarmtest import Running, Swarm, clean_env, full, running_worker, wait_until
 from zellijtest import FakeZellij
 
 from zellij_swarm import exc
@@ -156,14 +155,6 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-def _wrapper_pid(run: Path) -> int | None:
-    for beat in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"):
-        for line in beat.read_text().splitlines():
-            if '"started"' in line:
-                return int(json.loads(line)["pid"])
-    return None
-
-
 @pytest.mark.parametrize(("how", "want"), [
     # scancel --signal reaches every process of the step, the wrapper too: it outlives the
     # signal and records the worker's death by it, as on this machine
@@ -181,13 +172,10 @@ def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, s
     env = clean_env(**cluster)
     with headless(swarm, "s.toml", env) as r:
         assert r.run is not None
-        run = r.run
         # the signal is sent once the worker runs: before the wrapper has armed its traps it
         # would end the step with no wrapper (executor_failed), after that and before the
         # worker starts it would be lost on the wrapper
-        wrapper = wait_until(lambda: _wrapper_pid(run), timeout=60, what="the launch heartbeat")
-        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(wrapper).children(recursive=True)),
-                   what="the worker runs")
+        wrapper = running_worker(r.run, "sleep")
         if how.startswith("scancel"):
             job = next(q.split()[0] for q in queue(cluster) if "RUNNING" in q)
             subprocess.run(["scancel", f"--signal={how.split()[1]}", job], env=env, check=True, timeout=30)

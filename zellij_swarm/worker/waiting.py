@@ -13,10 +13,11 @@ is itself ``sh`` or ``python``).
 
 *Relays.* In a Zellij pane the worker runs under the pty relay (``_ptyrelay``; ``script``
 is the same shape), which always polls the pane's terminal (and its own pty) to copy bytes
-both ways: judged as it is, every worker would look like it is polling. A relay is recognised by its shape, not its name: a member of the
-foreground group with a child that leads a session of its own on another terminal. Then that
-inner terminal is judged instead, recursively (a relay inside a relay), and the relay
-is not. The innermost terminal is the one the worker reads.
+both ways: judged as it is, every worker would look like it is polling. A relay is
+recognised by its shape, not its name: a member of the foreground group with a child that
+leads a session of its own on another terminal. Then that inner terminal is judged instead,
+recursively (a relay inside a relay), and the relay is not. The innermost terminal is the
+one the worker reads.
 
 *Finding the group's processes.* There is no index of processes by group: the kernel's
 ``/proc/PID/task/TID/children`` would give the descendants, but it needs
