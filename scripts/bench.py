@@ -361,8 +361,8 @@ def slurm_rows(work: Path, rounds: int, n: int, j: int) -> list[Row]:
     starting ``srun -n1 true``). Per-task time at -j J is wall × J / N. Needs a cluster
     (``SLURM_CONF``; ``scripts/slurm-local start`` brings one up)."""
     if subprocess.run(["sinfo", "--noheader"], capture_output=True, timeout=30).returncode != 0:
-        sys.exit("bench: --executor slurm: no Slurm cluster answers (scripts/slurm-local start, then export the "
-                 "SLURM_CONF it prints)")
+        sys.exit("bench: --executor slurm: no Slurm cluster answers (eval \"$(scripts/slurm-local start)\" "
+                 "exports the SLURM_CONF that names it)")
     line = work / "true.txt"
     line.write_text("true\n" * n)
     walls: dict[str, list[float]] = {k: [] for k in ("local", "slurm", "slurm --slurm-alloc", "xargs srun")}

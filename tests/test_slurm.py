@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -50,7 +51,7 @@ def cluster() -> Iterator[dict[str, str]]:
         subprocess.run([sys.executable, str(SLURM_LOCAL), "stop", *args], timeout=60)
         shutil.rmtree(d, ignore_errors=True)
         pytest.fail(f"the test cluster did not start: {start.stderr.strip()}")
-    env = {"SLURM_CONF": start.stdout.strip().split("=", 1)[1], "ZSW_SLURM_DIR": str(d)}
+    env = {"SLURM_CONF": shlex.split(start.stdout)[1].split("=", 1)[1], "ZSW_SLURM_DIR": str(d)}
     try:
         yield env
     finally:
