@@ -156,22 +156,36 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-@pytest.mark.parametrize(("how", "want"), [
+@pytest.mark.parametrize(("how", "backend", "want"), [
     # scancel --signal reaches every process of the step, the wrapper too: it outlives the
     # signal and records the worker's death by it, as on this machine
-    ("scancel USR1", ("failed", None, 128 + signal.SIGUSR1)),
-    full("scancel TERM", ("failed", None, 128 + signal.SIGTERM)),
-    full("scancel USR2", ("failed", None, 128 + signal.SIGUSR2)),
-    full("scancel KILL", ("cancelled", "executor_cancelled", ...)),  # Slurm takes it for a cancel
+    ("scancel USR1", "headless", ("failed", None, 128 + signal.SIGUSR1)),
+    full("scancel TERM", "headless", ("failed", None, 128 + signal.SIGTERM)),
+    full("scancel USR2", "headless", ("failed", None, 128 + signal.SIGUSR2)),
+    # in a pane the pane's leader (and in Zellij the pty relay) are in the step too
+    full("scancel USR1", "zellij", ("failed", None, 128 + signal.SIGUSR1)),
+    full("scancel QUIT", "zellij", ("failed", None, 128 + signal.SIGQUIT)),
+    full("scancel ALRM", "tmux", ("failed", None, 128 + signal.SIGALRM)),
+    full("scancel KILL", "headless", ("cancelled", "executor_cancelled", ...)),  # Slurm takes it for a cancel
     # the step ends without its record (the worker lives on: proctrack/linuxproc, which
     # slurm-local uses, loses an orphan; the end-of-run sweep ends it)
-    ("kill -9 the wrapper", ("lost", "no_exit_record", None)),
+    ("kill -9 the wrapper", "headless", ("lost", "no_exit_record", None)),
 ])
-def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, str], how: str,
-                                               want: tuple[str, str | None, object]) -> None:
+def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, str], how: str, backend: str,
+                                               want: tuple[str, str | None, object], request: pytest.FixtureRequest,
+                                               tmp_path: Path) -> None:
     swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
     env = clean_env(**cluster)
-    with headless(swarm, "s.toml", env) as r:
+    args: tuple[str, ...] = ("--backend", "headless")
+    if backend == "zellij":
+        env = request.getfixturevalue("fz").env("0.45.0", **cluster)
+        args = ("--backend", "zellij", "--ui", "live")
+    elif backend == "tmux":
+        (tmp_path / "tm").mkdir()
+        env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), **cluster)
+        args = ("--backend", "tmux", "--ui", "live")
+        request.addfinalizer(lambda: subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30))
+    with Running(swarm, "s.toml", *args, "--executor", "slurm", "--output", "quiet", env=env, settle=0) as r:
         assert r.run is not None
         # the signal is sent once the worker runs: before the wrapper has armed its traps it
         # would end the step with no wrapper (executor_failed), after that and before the
