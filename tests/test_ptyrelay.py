@@ -159,3 +159,29 @@ def test_keys_the_worker_never_reads_do_not_stop_its_output(tmp_path: Path) -> N
         code = wait_until(lambda: (c := typing_until_the_end()) is not None and (c,), timeout=20,
                           what="the relay ends while keys keep coming")[0]
     assert code == 0 and (tmp_path / "log").read_text().endswith("\n19999\n20000\n")
+
+
+def test_the_inner_terminal_follows_the_pane_when_it_is_resized(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    with relayed(tmp_path / "log", "/bin/sh", "-c", f"while [ ! -e '{go}' ]; do sleep 0.02; done; stty size",
+                 rows=24, cols=80) as (pid, m):
+        _worker(pid, "sh")
+        fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 41, 123, 0, 0))  # the kernel sends SIGWINCH
+        wait_until(lambda: _inner_size(pid) == (41, 123), what="the inner terminal is resized")
+        go.touch()
+        assert _status(pid, m) == 0
+    assert (tmp_path / "log").read_text() == "41 123\n"
+
+
+def _inner_size(pid: int) -> tuple[int, int] | None:
+    """The size of the worker's terminal, read through its stdin."""
+    try:
+        worker = _worker(pid, "sh")
+        tty = os.open(f"/proc/{worker.pid}/fd/0", os.O_RDONLY | os.O_NOCTTY)
+        try:
+            rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(tty, termios.TIOCGWINSZ, b"\0" * 8))
+        finally:
+            os.close(tty)
+        return rows, cols
+    except (OSError, psutil.NoSuchProcess):
+        return None
