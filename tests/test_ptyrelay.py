@@ -4,6 +4,7 @@ relay. Real processes on real ptys; each test ends every process it started."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -45,12 +46,12 @@ def relayed(log: Path, *argv: str, rows: int = 0, cols: int = 0) -> Iterator[tup
     try:
         yield pid, master
     finally:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             for p in psutil.Process(pid).children(recursive=True):
-                p.kill()
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except (psutil.NoSuchProcess, ProcessLookupError):
-            pass
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
