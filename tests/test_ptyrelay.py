@@ -117,9 +117,9 @@ def test_a_background_process_holding_the_terminal_does_not_keep_the_relay(tmp_p
 
 
 def test_keys_reach_the_worker_through_its_own_line_discipline(tmp_path: Path) -> None:
-    """Typed text is read by the worker; Ctrl-C is the worker's SIGINT (the pane is raw)."""
+    """Text typed ahead, before the relay runs, is read by the worker (making the pane raw
+    must not flush it); Ctrl-C is the worker's SIGINT (the pane is raw)."""
     with relayed(tmp_path / "log", "/bin/sh", "-c", 'read line; echo "got:$line"; exec sleep 60') as (pid, m):
-        wait_until(lambda: _worker(pid, "sh").status() == psutil.STATUS_SLEEPING, what="the worker reads")
         os.write(m, b"hello\r")
         _worker(pid, "sleep")
         os.write(m, b"\x03")

@@ -191,13 +191,13 @@ def main(argv: list[str]) -> int:
     child, master = start(argv[1:], outer, size)
     if outer is not None:
         signal.signal(signal.SIGWINCH, resize)
-        termios.tcsetattr(0, termios.TCSAFLUSH, raw(outer))
+        termios.tcsetattr(0, termios.TCSANOW, raw(outer))  # not FLUSH: keys typed ahead are the worker's
     try:
         status = relay(master, child, log, stdin_open=on_tty)
     finally:
         if outer is not None:
             try:
-                termios.tcsetattr(0, termios.TCSAFLUSH, outer)
+                termios.tcsetattr(0, termios.TCSADRAIN, outer)
             except termios.error:
                 pass
         log.close()
