@@ -197,7 +197,7 @@ def main(argv: list[str]) -> int:
     finally:
         if outer is not None:
             try:
-                termios.tcsetattr(0, termios.TCSADRAIN, outer)
+                termios.tcsetattr(0, termios.TCSANOW, outer)  # never waits on a pane nobody reads
             except termios.error:
                 pass
         log.close()
