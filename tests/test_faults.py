@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, kill_run_processes, run_processes, wait_until
+from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -59,6 +59,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, tmux):
         rows = swarm.tasks()
         assert (rows["t0"]["status"], rows["t0"]["reason"]) == ("cancelled", "pane_closed")
         assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
+        assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
         assert run_processes(run.name) == []
     finally:
         proc.kill()
@@ -125,3 +126,28 @@ def test_full_state_dir_fails_the_affected_task_and_nothing_crashes(tmp_path):
     rows = {t["name"]: t for t in summary["tasks"]}
     assert (rows["task-1"]["status"], rows["task-1"]["reason"]) == ("failed", "state_dir_error")
     assert [w["code"] for w in summary["warnings"]] == ["state_dir_error"]
+
+
+@pytest.mark.parametrize("version", ["0.44.3", full("0.45.0")])
+def test_user_closing_a_zellij_worker_pane_cancels_that_task(swarm, fz, version):
+    """In Zellij the worker is on the pty relay's terminal: the pane's hang-up reaches it through
+    the pane's leader and the relay, and its death by SIGHUP is recorded. Closed before the
+    swarm listed it (here at once), the pane still counts as opened: its worker's heartbeat
+    named it, and later tasks get panes."""
+    swarm.write("l.toml", LONG)
+    proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=fz.env(version, **FAST))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
+        fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version=version)
+        assert proc.wait(timeout=60) == 1
+        rows = swarm.tasks()
+        assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",
+                                                                                            129)
+        assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
+        assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)

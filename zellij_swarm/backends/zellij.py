@@ -224,7 +224,7 @@ class ZellijBackend:
             return [None] * len(first)
         names = [board.name] + [s.name for s in slots]
         try:
-            found = self._await_panes(names, deadline)
+            found = self._await_panes(names, deadline, {self._title(r, "running"): r for r in first if self.live})
         except BackendError as e:
             if not self.live:
                 raise
@@ -243,8 +243,11 @@ class ZellijBackend:
         if not self.require:
             self.ctx.warn(e.code, f"{e.message}; no more panes are opened: the rest of the swarm runs headless")
 
-    def _await_panes(self, names: list[str], deadline: float) -> dict[str, str]:
-        """Poll ``list-panes --json`` until every name shows (contract §6.4); learns our tab."""
+    def _await_panes(self, names: list[str], deadline: float,
+                     workers: Mapping[str, LaunchRequest]) -> dict[str, str]:
+        """Poll ``list-panes --json`` until every name shows (contract §6.4); learns our tab.
+        A worker pane also counts as shown once its launch heartbeat names it: one closed
+        before it was listed (by its user, at once) would otherwise never show."""
         while True:
             panes = self.z.list_panes()
             if panes is not None:
@@ -254,6 +257,10 @@ class ZellijBackend:
                 if self.tab_id is None and self.mode == "session" and mine:
                     self.tab_id = mine[0].get("tab_id")
                 found = {p["title"]: f"terminal_{p['id']}" for p in mine}
+                for name, req in workers.items():
+                    beat = None if name in found else generation_files.heartbeat_started(req.gen)
+                    if beat and beat["pane_id"]:
+                        found[name] = beat["pane_id"]
                 if all(n in found for n in names):
                     self.known.update(found.values())
                     return found
