@@ -48,16 +48,30 @@ def test_tmux_server_killed_mid_run(swarm, tmux):
         kill_run_processes(run.name)
 
 
-def test_user_closing_a_worker_pane_cancels_that_task(swarm, tmux):
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.44.3", full("zellij-0.45.0")])
+def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
+    """The pane's hang-up reaches the worker through the pane's leader (and in Zellij the pty
+    relay), and its death by SIGHUP is recorded. Closed at once — in Zellij before the swarm
+    listed it — the pane still counts as opened: later tasks get panes."""
     swarm.write("l.toml", LONG)
-    proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    if backend == "tmux":
+        tmux = request.getfixturevalue("tmux")
+        env = outside_env(tmux)
+    else:
+        fz, version = request.getfixturevalue("fz"), backend.split("-", 1)[1]
+        env = fz.env(version, **FAST)
+    proc = swarm.popen("run", "l.toml", "--backend", backend.split("-")[0], "--ui", "live", "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
-        tmux("kill-pane", "-t", pane)
+        if backend == "tmux":
+            tmux("kill-pane", "-t", pane)
+        else:
+            fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version=version)
         assert proc.wait(timeout=60) == 1
         rows = swarm.tasks()
-        assert (rows["t0"]["status"], rows["t0"]["reason"]) == ("cancelled", "pane_closed")
+        assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",
+                                                                                            129)
         assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
         assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
         assert run_processes(run.name) == []
@@ -126,28 +140,3 @@ def test_full_state_dir_fails_the_affected_task_and_nothing_crashes(tmp_path):
     rows = {t["name"]: t for t in summary["tasks"]}
     assert (rows["task-1"]["status"], rows["task-1"]["reason"]) == ("failed", "state_dir_error")
     assert [w["code"] for w in summary["warnings"]] == ["state_dir_error"]
-
-
-@pytest.mark.parametrize("version", ["0.44.3", full("0.45.0")])
-def test_user_closing_a_zellij_worker_pane_cancels_that_task(swarm, fz, version):
-    """In Zellij the worker is on the pty relay's terminal: the pane's hang-up reaches it through
-    the pane's leader and the relay, and its death by SIGHUP is recorded. Closed before the
-    swarm listed it (here at once), the pane still counts as opened: its worker's heartbeat
-    named it, and later tasks get panes."""
-    swarm.write("l.toml", LONG)
-    proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
-                       env=fz.env(version, **FAST))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
-        pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
-        fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version=version)
-        assert proc.wait(timeout=60) == 1
-        rows = swarm.tasks()
-        assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",
-                                                                                            129)
-        assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
-        assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
-        assert run_processes(run.name) == []
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
