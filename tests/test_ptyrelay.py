@@ -59,13 +59,15 @@ def relayed(log: Path, *argv: str, rows: int = 0, cols: int = 0) -> Iterator[tup
         os.close(master)
 
 
-def _status(pid: int, master: int) -> int:
-    """The relay's exit code, reading the pane meanwhile (a pane nobody reads would block it)."""
+def _status(pid: int, master: int, *, typing: bytes = b"") -> int:
+    """The relay's exit code, reading the pane meanwhile (a pane nobody reads would block it)
+    and, with ``typing``, typing it into the pane again and again."""
     def ended() -> int | None:
-        try:
+        with contextlib.suppress(BlockingIOError):
+            if typing:
+                os.write(master, typing)
+        with contextlib.suppress(OSError):  # BlockingIOError among them
             os.read(master, 65536)
-        except (BlockingIOError, OSError):
-            pass
         done, status = os.waitpid(pid, os.WNOHANG)
         return os.waitstatus_to_exitcode(status) if done else None
 
@@ -143,22 +145,8 @@ def test_keys_the_worker_never_reads_do_not_stop_its_output(tmp_path: Path) -> N
     """Typing (or a paste) into a pane whose worker reads nothing fills the worker's input; the
     relay drops the rest, as a terminal does, and goes on copying output. Blocked on the
     keys, it would stop reading the output, and the worker would wait on that forever."""
-    def typing_until_the_end() -> int | None:
-        try:
-            os.write(m, b"x" * 4096)
-        except BlockingIOError:
-            pass
-        try:
-            os.read(m, 65536)
-        except (BlockingIOError, OSError):
-            pass
-        done, status = os.waitpid(pid, os.WNOHANG)
-        return os.waitstatus_to_exitcode(status) if done else None
-
     with relayed(tmp_path / "log", "/bin/sh", "-c", "stty raw -echo; sleep 0.5; seq 1 20000") as (pid, m):
-        os.set_blocking(m, False)
-        code = wait_until(lambda: (c := typing_until_the_end()) is not None and (c,), timeout=20,
-                          what="the relay ends while keys keep coming")[0]
+        code = _status(pid, m, typing=b"x" * 4096)
     assert code == 0 and (tmp_path / "log").read_text().endswith("\n19999\n20000\n")
 
 
