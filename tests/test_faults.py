@@ -60,7 +60,8 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     else:
         fz, version = request.getfixturevalue("fz"), backend.split("-", 1)[1]
         env = fz.env(version, **FAST)
-    proc = swarm.popen("run", "l.toml", "--backend", backend.split("-")[0], "--ui", "live", "--output", "quiet", env=env)
+    proc = swarm.popen("run", "l.toml", "--backend", backend.split("-")[0], "--ui", "live", "--output", "quiet",
+                       env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
