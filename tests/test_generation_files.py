@@ -341,18 +341,23 @@ def test_folding_a_trivial_generation_leaves_nothing(run: RunPaths, gen: gf.GenP
     assert not gen.dir.exists()
 
 
-@pytest.mark.parametrize("keeps", ["output.log", "heartbeat.jsonl", "artifacts"])
+@pytest.mark.parametrize("keeps", ["output.log", "heartbeat.jsonl", "artifacts", "executor.log"])
 def test_folding_keeps_what_the_worker_wrote(gen: gf.GenPaths, keeps: str) -> None:
-    """Output, heartbeat lines of the worker's own and the artifacts it made stay; the claim,
-    sidecar, records and kill reason go (the event log has them), the claim first."""
+    """Output, heartbeat lines of the worker's own, the artifacts it made and what srun said
+    stay; the claim, sidecar, records and kill reason go (the event log has them), the claim
+    first, and so do empty logs (a headless Slurm step always opens its executor log)."""
     gen.claim.write_text("4242\n")
     gen.exit_sidecar.write_text("0\n")
     gen.exit_record.write_text("{}\n")
     gen.kill.write_text("timeout\n")
     gen.heartbeat.write_text('{"event":"started","pid":4242,"pane_id":null}\n{"event":"exited","code":0}\n')
     gen.output.write_bytes(b"")
+    executor_log = gen.dir / gf.EXECUTOR_LOG
+    executor_log.write_bytes(b"")
     gen.artifacts.mkdir()
-    if keeps == "output.log":
+    if keeps == "executor.log":
+        executor_log.write_text("srun: error: n1: task 0: Exited with exit code 3\n")
+    elif keeps == "output.log":
         gen.output.write_text("hello\n")
     elif keeps == "heartbeat.jsonl":
         gen.heartbeat.write_text('{"event":"started","pid":4242,"pane_id":null}\n{"event":"progress"}\n'

@@ -50,7 +50,6 @@ SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its abse
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
 LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt
-EXECUTOR_LOG = "executor.log"  # srun's own errors, for a headless step
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def end_steps_now(cluster: Slurm, run_id: str, generations: set[tuple[int, int]]
 def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
     try:
-        with open(generation_files.plain(gen, EXECUTOR_LOG), "rb") as f:
+        with open(generation_files.plain(gen, generation_files.EXECUTOR_LOG), "rb") as f:
             lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
@@ -132,7 +131,8 @@ class SlurmExecutor:
         srun = self.cluster.prefix(name, resources, pty=pty, allocation=self.allocation)
         if pty:
             return srun  # on the pane's terminal: srun's messages are the user's to see
-        return ("/bin/sh", "-c", 'exec "$@" 2>>"$0"', generation_files.plain(lg.gen, EXECUTOR_LOG), *srun)
+        log = generation_files.plain(lg.gen, generation_files.EXECUTOR_LOG)
+        return ("/bin/sh", "-c", 'exec "$@" 2>>"$0"', log, *srun)
 
     def launched(self, lg: LiveGen) -> None:
         """A generation was handed to srun: follow its step from now on."""

@@ -65,6 +65,7 @@ CLAIM = "claim"
 CLAIM_DRAFT = "claim.draft"  # the supervisor's claim, written whole before it is put in place
 HEARTBEAT = "heartbeat.jsonl"
 OUTPUT = "output.log"
+EXECUTOR_LOG = "executor.log"  # what runs a wrapper elsewhere (srun) said itself: a headless step's errors
 EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
 KILL = "kill"
@@ -435,7 +436,7 @@ def fold(gen: GenPaths) -> None:
     """Fold away an ended generation whose facts are durably in the run's event log (SPEC §7):
     its claim first — a reader that finds no claim takes the log's word for the generation —
     then its sidecar, records, the heartbeat when it holds only the wrapper's own lines, the
-    output log and the artifacts directory when empty; the directory goes when nothing else is
+    output and executor logs and the artifacts directory when empty; the directory goes when nothing else is
     left in it (output, a heartbeat the worker wrote to, artifacts). Best effort: a file that
     cannot be removed stays, and readers still read it."""
     for name in (CLAIM, CLAIM_DRAFT, EXIT_SIDECAR, EXIT_RECORD, KILL):
@@ -448,12 +449,8 @@ def fold(gen: GenPaths) -> None:
             _remove(heartbeat)
     except OSError:
         pass
-    output = f"{gen.dir}/{OUTPUT}"
-    try:
-        if os.stat(output).st_size == 0:
-            _remove(output)
-    except OSError:
-        pass
+    for log in (OUTPUT, EXECUTOR_LOG):
+        _remove_empty(f"{gen.dir}/{log}")
     try:
         os.rmdir(f"{gen.dir}/{ARTIFACTS}")
         os.rmdir(gen.dir)
@@ -463,10 +460,11 @@ def fold(gen: GenPaths) -> None:
 
 def discard_unstarted(gen: GenPaths) -> bool:
     """Remove a generation that never ran: its wrapper (a pane's), a claim the supervisor
-    took, an empty artifacts directory, then the directory. False when anything else is
-    left in it."""
+    took, an empty executor log and artifacts directory, then the directory. False when
+    anything else is left in it."""
     _remove(f"{gen.dir}/{WRAPPER}")
     _remove(f"{gen.dir}/{CLAIM_DRAFT}")
+    _remove_empty(f"{gen.dir}/{EXECUTOR_LOG}")
     claim = read_claim(gen)
     if claim is not None and claim.by_supervisor:
         _remove(f"{gen.dir}/{CLAIM}")
@@ -479,6 +477,14 @@ def discard_unstarted(gen: GenPaths) -> bool:
     except OSError:
         return False
     return True
+
+
+def _remove_empty(path: str) -> None:
+    try:
+        if os.stat(path).st_size == 0:
+            _remove(path)
+    except OSError:
+        pass
 
 
 def _wrapper_line(line: bytes) -> bool:
