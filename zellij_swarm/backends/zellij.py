@@ -495,12 +495,8 @@ def _end_hold(req: LaunchRequest) -> None:
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):
         return
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except OSError:
-        return
-    if os.path.basename(argv[0]) == b"sleep":
+    argv = procs.cmdline(pid)
+    if argv and os.path.basename(argv[0]) == b"sleep":
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:

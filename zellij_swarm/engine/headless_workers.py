@@ -141,7 +141,7 @@ class HeadlessWorkers:
         if lg.collected:
             return
         owner = generation_files.claim_owner(lg.gen)
-        if owner is None and (generation_files.take_claim(lg.gen) or procs.take_abandoned_claim(lg.gen)):
+        if owner is None and procs.claim_for_supervisor(lg.gen):
             owner = generation_files.SUPERVISOR
         if owner == generation_files.SUPERVISOR:
             lg.request = replace(lg.request, claimed=True)

@@ -116,13 +116,10 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
         created = proc.create_time()
-        cmdline = proc.cmdline()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     claimed = generation_files.started_at(gen)
-    # a pane's wrapper runs its own file; a headless one the run's, with its directory as an argument
-    return claimed is not None and created <= claimed + START_TOLERANCE and (
-        str(gen.wrapper) in cmdline or str(gen.dir) in cmdline)
+    return claimed is not None and created <= claimed + START_TOLERANCE and procs.runs_wrapper(gen, procs.cmdline(pid))
 
 
 def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
@@ -282,7 +279,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         run.slots.seen(gs.gen.slot, gs.gen.gen)
         if gs.task_id not in run.tasks or gs.state == "unstarted":
             with contextlib.suppress(FileNotFoundError):  # it never ran, and now never will: a new generation runs
-                generation_files.take_claim(gs.gen) or procs.take_abandoned_claim(gs.gen)
+                procs.claim_for_supervisor(gs.gen)
         else:
             by_task.setdefault(gs.task_id, []).append(gs)
     to_collect: list[LiveGen] = []

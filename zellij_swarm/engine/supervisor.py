@@ -674,7 +674,7 @@ class Supervisor:
         claim is taken and the pane closed (``_pane_fault``)."""
         if lg.collected or lg.heartbeat_seen or not lg.in_pane:
             return
-        if not generation_files.take_claim(lg.gen) and not procs.take_abandoned_claim(lg.gen):
+        if not procs.claim_for_supervisor(lg.gen):
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
             # (One gone before it wrote its pid ran nothing: its claim was taken over above.)
             pid = generation_files.wrapper_pid(lg.gen)

@@ -119,25 +119,37 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
     return hit
 
 
+def cmdline(pid: int) -> list[bytes]:
+    """``pid``'s arguments as /proc has them (none once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[:-1]
+    except OSError:
+        return []
+
+
+def runs_wrapper(gen: GenPaths, argv: list[bytes]) -> bool:
+    """A command line that runs ``gen``'s wrapper: it has the generation's wrapper file (a
+    pane's, before and after its pane leader's exec) or its directory (a headless one's
+    argument) as an argument — the ``srun`` that runs it as a Slurm step too."""
+    return not {os.fsencode(str(gen.wrapper)), os.fsencode(str(gen.dir))}.isdisjoint(argv)
+
+
 def wrapper_process(gen: GenPaths) -> int | None:
-    """The pid of a live process running ``gen``'s wrapper: one whose command line has the
-    generation's wrapper file (a pane's, before and after its pane leader's exec) or its
-    directory (a headless one's argument) as an argument — the ``srun`` that runs it as a
-    Slurm step too. For the rare claim that names no pid, or step Slurm does not list: one
-    scan of every process's command line."""
-    names = {os.fsencode(str(gen.wrapper)), os.fsencode(str(gen.dir))}
+    """The pid of a live process running ``gen``'s wrapper (``runs_wrapper``). For the rare
+    claim that names no pid, or step Slurm does not list: one scan of every process's
+    command line."""
     me = os.getpid()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if names.intersection(args) and alive(int(name)):
+        if name.isdigit() and int(name) != me and runs_wrapper(gen, cmdline(int(name))) and alive(int(name)):
             return int(name)
     return None
+
+
+def claim_for_supervisor(gen: GenPaths) -> bool:
+    """Take ``gen``'s claim for the supervisor: a free one, or one a wrapper died in before it
+    wrote its pid (``take_abandoned_claim``). False when a wrapper owns it."""
+    return generation_files.take_claim(gen) or take_abandoned_claim(gen)
 
 
 def take_abandoned_claim(gen: GenPaths) -> bool:
