@@ -27,6 +27,7 @@ from zellijtest import FakeZellij
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
 from zellij_swarm.records.states import REASON_STATUS
+from zellij_swarm.records.task import Attempt, TaskRecord
 from zellij_swarm.worker import slurm as slurm_cli
 
 SLURM_LOCAL = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local"
@@ -405,3 +406,18 @@ def test_job_names_carry_run_task_and_generation() -> None:
     name = slurm_cli.job_name("20261130-170301-8417ef", "t12", 3, 7)
     assert slurm_cli.run_of(name) == ("20261130-170301-8417ef", 3, 7)
     assert slurm_cli.run_of("zsw.doctor") is None and slurm_cli.run_of("interactive") is None
+
+
+@pytest.mark.parametrize(("reasons", "free"), [
+    (["executor_lost"] * 3, True), (["executor_lost"] * 4, False),
+    (["executor_lost", "timeout", "executor_lost"], True),
+    (["multiplexer_lost"] * 5, True), (["no_exit_record"], False), (["executor_lost", "no_exit_record"], False),
+])
+def test_which_ends_run_a_task_again_without_using_an_attempt(reasons: list[str], free: bool) -> None:
+    """One rule for the supervisor and for resume: a lost multiplexer always, a step Slurm lost
+    up to LOST_RERUNS times a task; counted from the task's history, which resume restores."""
+    task = TaskRecord(spec=swarmfile.TaskSpec(name="t", cmd="true"), id="t1", order=1, timeout=None, retries=0,
+                      idle_timeout=None)
+    task.history = [Attempt(1, 1, g, REASON_STATUS[r], None, None, r, None, None, None, None)
+                    for g, r in enumerate(reasons, 1)]
+    assert task.last_end_is_free is free

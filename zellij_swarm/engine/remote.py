@@ -17,7 +17,7 @@ wrapper runs as a job step, possibly on another host.
   signal nobody here asked for — is read from the job's state (``slurm.classify``): its time
   limit is ``timed_out``; a cancel from outside ``cancelled`` (``executor_cancelled``); anything
   else ``lost`` (``executor_lost``), which runs again without using an attempt, up to
-  ``LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any fault).
+  ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any fault).
 - **Ending**: ``scancel --signal=TERM`` of the step (the wrapper and worker run their traps), the
   ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node). ``srun`` itself is
   never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
@@ -49,7 +49,6 @@ SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slur
 SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its absence means anything
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
-LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt
 
 
 @dataclass(frozen=True)

@@ -364,7 +364,7 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
 def _status_after(task: TaskRecord) -> None:
     """A restored task with only finished attempts: retry it, or end it as its last attempt."""
     last = task.history[-1]
-    again = last.reason in ("multiplexer_lost", RESTARTED) or (last.status.retryable and task.attempts_left)
+    again = last.reason == RESTARTED or task.last_end_is_free or (last.status.retryable and task.attempts_left)
     if again and last.status != TaskStatus.SUCCEEDED:
         task.restore(TaskStatus.PENDING)
     else:

@@ -45,7 +45,7 @@ from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.progress import ProgressFacts
-from zellij_swarm.engine.remote import LOST_RERUNS, RemoteEvents, SlurmExecutor
+from zellij_swarm.engine.remote import RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
@@ -176,7 +176,6 @@ class Supervisor:
         self._ended_time = [0, 0.0]  # tasks that ended having run, and their total duration: for the ETA
         self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
-        self._lost_reruns: dict[str, int] = {}  # task id -> executor_lost re-runs it had (engine.remote)
         self.worktrees = worktree.Worktrees(plan.worktree_base, run_dir=self.paths.dir, run_id=self.run_id,
                                             default=self.settings.worktree)
 
@@ -826,11 +825,9 @@ class Supervisor:
         )
         if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.in_pane:
             self._ended.append(lg.gen)
-        if reason == "executor_lost" and self._lost_reruns.get(task.id, 0) < LOST_RERUNS:
-            self._lost_reruns[task.id] = self._lost_reruns.get(task.id, 0) + 1
-            task.attempts -= 1  # SPEC §11: Slurm lost it (its node): re-run without using an attempt
+        if task.last_end_is_free:
+            task.attempts -= 1
         if reason == "multiplexer_lost":
-            task.attempts -= 1  # SPEC §6: re-run headless without using an attempt
             # The session is gone for every pane: a worker that ignores the hang-up would run
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:

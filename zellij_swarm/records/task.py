@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 # The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
 # task's row also carries its command, which is what a person recognises it by.
 GENERATED_NAME = re.compile(r"task-[1-9][0-9]*")
+LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt (last_end_is_free)
 
 
 def command_text(spec: TaskSpec) -> str:
@@ -109,6 +110,16 @@ class TaskRecord:
     @property
     def attempts_left(self) -> bool:
         return self.attempts < self.granted + self.retries + 1 + self.restarts
+
+    @property
+    def last_end_is_free(self) -> bool:
+        """The last generation's end re-runs the task without using an attempt: its
+        multiplexer was lost (SPEC §6: it re-runs headless), or Slurm lost its step (SPEC §11:
+        its node), up to ``LOST_RERUNS`` times a task — a node that keeps failing then uses
+        attempts like any fault."""
+        reason = self.history[-1].reason if self.history else None
+        return reason == "multiplexer_lost" or (
+            reason == "executor_lost" and sum(a.reason == "executor_lost" for a in self.history) <= LOST_RERUNS)
 
     def start_generation(self, slot: int, gen: int) -> None:
         self.move(TaskStatus.RUNNING)
