@@ -271,7 +271,8 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
     with headless(swarm, "l.toml", env, *flags) as r:
         wait_until(lambda: (swarm.cwd / "ledger").exists(), timeout=60, what="a first task done")
         r.killed()
-        res = swarm("resume", r.run.name, "--output", "quiet", env=env)
+        # from a shell that has no SLURM_CONF: the run's own saved environment names its cluster
+        res = swarm("resume", r.run.name, "--output", "quiet", env=clean_env())
         assert res.code == 0, res.stderr
     run = r.run
     ledger = (swarm.cwd / "ledger").read_text().split()
@@ -300,7 +301,7 @@ def test_cancel_with_no_supervisor_ends_the_step_through_slurm(swarm: Swarm, clu
         wait_until(lambda: len([q for q in queue(cluster) if "RUNNING" in q]) == 2, timeout=60, what="both steps run")
         wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them running")
         r.killed()
-        res = swarm("cancel", run.name, "long", env=env)
+        res = swarm("cancel", run.name, "long", env=clean_env())  # the run's environment names its cluster
         assert res.code == 0 and "ended 1 Slurm step(s)" in res.stdout + res.stderr, res.stderr
         assert (swarm.cwd / "got").read_text() == "term\n", "the worker's TERM trap ran"
         assert [q for q in queue(cluster) if ".t1." in q] == []

@@ -129,10 +129,12 @@ def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarm
     return [swarmfile.TaskSpec.from_record(t) for t in records_]
 
 
-def load(run: RunPaths, *, ended: bool = False, cluster: Slurm | None = None) -> Recovered:
+def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     """A run's records, for ``resume`` (an interrupted run) or, with ``ended``, for ``retry``
-    (a run that finished, or was interrupted). A Slurm run's steps are found in ``cluster``'s
-    queue by name: one still queued or running is adopted, never started again."""
+    (a run that finished, or was interrupted). A Slurm run's steps are found in its cluster's
+    queue by name — asked with the run's own saved environment (``SLURM_CONF``, ``PATH``), as
+    the resumed supervisor asks — and one still queued or running is adopted, never started
+    again."""
     holder = runlock.holder(run)
     if holder is not None:
         what = "retry: `zellij-swarm restart RUN TASK` runs a running task again" if ended else "resume"
@@ -156,7 +158,7 @@ def load(run: RunPaths, *, ended: bool = False, cluster: Slurm | None = None) ->
     steps: dict[tuple[int, int], Job] = {}
     if resolved_settings(meta).executor == "slurm":
         try:
-            steps = (cluster or Slurm()).jobs(str(meta["run_id"]), allocation=rec.allocation)
+            steps = Slurm(rec.env or None).jobs(str(meta["run_id"]), allocation=rec.allocation)
         except exc.BackendError as unreachable:
             raise exc.UsageError(f"run {run.run_id} runs on Slurm, and Slurm cannot say which of its steps still "
                                  f"run ({unreachable}); nothing was changed") from None
