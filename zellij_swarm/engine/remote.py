@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zellij_swarm import exc
+from zellij_swarm.backends import _cmd
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine.calls import CallRunner, Done
@@ -156,8 +157,9 @@ class SlurmExecutor:
         if done.error is not None:
             if not self._call_failed:
                 self._call_failed = True
-                self.on.warn("executor_call_failed", f"slurm: cannot list the run's steps ({done.error}); "
-                                                     "following them by their files only", None)
+                code = done.error.code if isinstance(done.error, BackendError) else _cmd.EXECUTOR.failed
+                self.on.warn(code, f"slurm: cannot list the run's steps ({done.error}); following them by their files "
+                                   "only", None)
             return
         jobs = done.value or {}
         now = self.clock()

@@ -447,11 +447,8 @@ class Supervisor:
                 self.executor.allocate(self.jobs)
                 self.events.emit("executor_allocated", job=self.executor.allocation)
         except exc.BackendError as e:
-            self.start_error = f"slurm: cannot allocate the swarm's nodes: {e.message}"
-            self._warn(e.code, self.start_error, None)
-            self.reporter.problem(f"error: {self.start_error}; no task runs")
-            self.events.emit("run_failed", reason=e.code, message=e.message)
-            self._cancel_pending(e.code)
+            self._fail_before_start(f"slurm: cannot allocate the swarm's nodes: {e.message}", e.code, e.code,
+                                    e.message, why="")
             return False
         return True
 
@@ -477,11 +474,19 @@ class Supervisor:
         """Under require, a backend that cannot start fails the run before any task runs,
         whether that shows at ``open`` (compact) or at the first launch (live): every task
         still waiting ends ``cancelled`` with reason ``<backend>_<code>``, attempts 0."""
-        self.start_error = f"{name}: {message}"
-        self._warn(code, f"{self.start_error}; required, so no task runs", None)
-        self.reporter.problem(f"error: {self.start_error}; required (--require-multiplexer), so no task runs")
-        self.events.emit("run_failed", reason=f"{name}_{code}", message=message)
-        self._cancel_pending(f"{name}_{code}")
+        self._fail_before_start(f"{name}: {message}", code, f"{name}_{code}", message,
+                                why="required (--require-multiplexer)")
+
+    def _fail_before_start(self, error: str, code: str, reason: str, message: str, *, why: str) -> None:
+        """The run fails before any task runs: ``error`` is its start error (a warning
+        ``code``; ``why`` says what made it fatal), ``run_failed`` says ``reason``, and every
+        task still waiting ends ``cancelled`` with it, attempts 0."""
+        self.start_error = error
+        said = f"{error}; {why}, so no task runs" if why else f"{error}; no task runs"
+        self._warn(code, said, None)
+        self.reporter.problem(f"error: {said}")
+        self.events.emit("run_failed", reason=reason, message=message)
+        self._cancel_pending(reason)
 
     def _close_backend(self) -> None:
         """Once: at the end of a run (before its summary, so a closing fault is in it), or

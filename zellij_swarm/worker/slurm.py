@@ -137,7 +137,7 @@ class Slurm:
                          *resources_.srun_options(resources)])
         m = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
         if m is None:
-            raise BackendError("executor_call_failed", f"salloc: no job allocation in its answer: "
+            raise BackendError(_cmd.EXECUTOR.failed, f"salloc: no job allocation in its answer: "
                                                        f"{(res.stderr or res.stdout).strip()[:200]}")
         return m.group(1)
 
