@@ -49,6 +49,7 @@ STATE_INTERVAL = 1.0  # seconds between two looks at the run's steps in squeue
 SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slurm let the step go
 SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its absence means anything
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
+SETTLE_POLL = 0.2  # seconds between two looks at it meanwhile (one scontrol each; Slurm has no event for it)
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
 
 
@@ -197,7 +198,7 @@ class SlurmExecutor:
             state = self.cluster.state(job_id) if job_id else None
             deadline = time.monotonic() + SETTLE_WAIT
             while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
-                time.sleep(0.05)  # the wrapper has ended; Slurm is still winding its job down
+                time.sleep(SETTLE_POLL)  # the wrapper has ended; Slurm is still winding its job down
                 state = self.cluster.state(job_id)
             return slurm.classify(state)
 
