@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.engine.timers import Timer
+from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker.wrapper import PaneMode
@@ -54,3 +55,9 @@ class LiveGen:
     def in_pane(self) -> bool:
         """Running (or about to run) in a pane, as opposed to headless or fallen back."""
         return self.request.pane and not self.request.claimed
+
+    def read_step(self) -> None:
+        """Where its Slurm step runs (``node``, ``step``), from its launch heartbeat once it is
+        written; nothing before."""
+        if self.node is None and (hb := generation_files.heartbeat_started(self.gen)) is not None:
+            self.node, self.step = hb["node"], hb["step"]

@@ -208,8 +208,7 @@ class SlurmExecutor:
         """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,
         off the loop, when not yet), else as squeue lists it; None while Slurm has not
         started it."""
-        if lg.step is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
-            lg.step = hb["step"]
+        lg.read_step()
         if lg.step is not None:
             return lg.step
         if lg.job_id is None:

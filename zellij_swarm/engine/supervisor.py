@@ -645,8 +645,8 @@ class Supervisor:
         """A generation's step as squeue lists it: its task's row shows it (a queued one with
         Slurm's reason); a change of state is an event, so the snapshot follows it."""
         step = {"job": job.id, "state": job.state, "reason": None if job.reason == "None" else job.reason}
-        if lg.node is None and job.running and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
-            lg.node, lg.step = hb["node"], hb["step"]
+        if job.running:
+            lg.read_step()
         if lg.node:
             step["node"] = lg.node
         if lg.task.slurm != step:
@@ -724,8 +724,8 @@ class Supervisor:
             return
         lg.collected = True
         self.follow.unwatch(lg)
-        if lg.remote and lg.node is None and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
-            lg.node, lg.step = hb["node"], hb["step"]
+        if lg.remote:
+            lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
         pane_gone = lg.in_pane and (rec is None or rec.signal == "SIGHUP") and not (
