@@ -116,9 +116,8 @@ class Slurm:
         return out
 
     def state(self, job_id: str) -> str | None:
-        """A job's state, ended ones included while Slurm remembers them (``MinJobAge``)."""
-        if "." in job_id:
-            return None  # a step of the allocation: Slurm keeps no end state of its own for it
+        """A job's state, ended ones included while Slurm remembers them (``MinJobAge``). A
+        job's, never a step's: Slurm keeps no end state of a step's own."""
         res = self._run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
         m = re.search(r"\bJobState=(\S+)", res.stdout)
         return m.group(1) if m else None
