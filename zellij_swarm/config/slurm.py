@@ -26,8 +26,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-KEYS = ("partition", "cpus", "mem", "gres", "time", "constraint", "account", "qos")
-
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 _NAMES = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(,[A-Za-z0-9_][A-Za-z0-9_.-]*)*\Z")
 _MEM = re.compile(r"[1-9][0-9]{0,12}[KMGT]?\Z")
@@ -95,8 +93,8 @@ PARSERS: Mapping[str, Callable[[object], object]] = {
     "account": _ANY_NAME,
     "qos": _ANY_NAME,
 }
-_OPTION = {"partition": "--partition", "cpus": "--cpus-per-task", "mem": "--mem", "gres": "--gres",
-           "time": "--time", "constraint": "--constraint", "account": "--account", "qos": "--qos"}
+KEYS = tuple(PARSERS)  # in srun options' order
+_OPTION = {key: "--cpus-per-task" if key == "cpus" else f"--{key}" for key in KEYS}
 
 
 def parse_table(raw: object) -> dict[str, Any]:
