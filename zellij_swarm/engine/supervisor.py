@@ -745,7 +745,9 @@ class Supervisor:
             self._classify(lg, rec, sig, session_alive=True)
 
     def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
-                  session_alive: bool) -> None:
+                  session_alive: bool, missing: str = "no_exit_record") -> None:
+        """A generation's end from its exit record; without one, the reason is ours (a kill),
+        the state directory's, the lost session's, or ``missing`` (what else is known)."""
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us, or by someone else.
             if lg.kill_reason:
@@ -757,7 +759,7 @@ class Supervisor:
             elif not session_alive:
                 reason = "multiplexer_lost"
             else:
-                reason = "no_exit_record"
+                reason = missing
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
                                                        ended_at=self.wallclock())
         self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
@@ -776,9 +778,9 @@ class Supervisor:
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
                                           + remote.srun_error(lg.gen), lg.task)
         if rec is None:
-            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=None,
-                                                       ended_at=self.wallclock())
-        self._end_generation(lg, rec, REASON_STATUS[reason], reason)
+            self._classify(lg, None, None, session_alive=True, missing=reason)
+        else:
+            self._end_generation(lg, rec, REASON_STATUS[reason], reason)
 
     def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
                 session_alive: bool) -> tuple[TaskStatus, str | None]:
