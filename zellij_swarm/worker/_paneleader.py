@@ -22,6 +22,10 @@ import os
 import signal
 import sys
 
+# The signals that end a process by default and that someone may aim at a worker (``kill -SIG
+# -- -PGID``, ``scancel --signal``): the wrapper, the pane leader and the pty relay outlive
+# them, so that the worker's death by one is what is recorded (the relay passes them on).
+WORKER_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM")
 STEP_VARIABLES = ("SLURM", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")
 
 
@@ -55,6 +59,13 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def worker_defaults() -> None:
+    """In a worker's process, before its exec: Python ignores SIGPIPE and SIGXFSZ; a worker
+    must not."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def main(argv: list[str]) -> int:
     env = None
     if argv[:1] == ["--step-env"]:
@@ -72,14 +83,11 @@ def main(argv: list[str]) -> int:
         """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by
         themselves; the leader stays (a handler, not SIG_IGN, which the worker would inherit)."""
 
-    signal.signal(signal.SIGHUP, forward)
-    signal.signal(signal.SIGTERM, forward)
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM):
-        signal.signal(sig, outlive)
+    for name in WORKER_SIGNALS:
+        signal.signal(getattr(signal, name), forward if name in ("SIGHUP", "SIGTERM") else outlive)
     child = os.fork()
     if child == 0:
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; a worker must not
-            signal.signal(sig, signal.SIG_DFL)
+        worker_defaults()
         try:
             if env is None:
                 os.execv(argv[0], argv)

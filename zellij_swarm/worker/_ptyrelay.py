@@ -32,12 +32,16 @@ import sys
 import termios
 import time
 
+if __package__:
+    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, worker_defaults
+else:  # run as a script under -I, which keeps the script's own directory off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _paneleader import WORKER_SIGNALS, worker_defaults  # type: ignore[import-not-found,no-redef]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
     from typing import Any
 
-# The signals the wrapper and the pane leader outlive (wrapper.WORKER_SIGNALS): passed on.
-FORWARDED = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM")
 DRAIN = 0.2  # seconds of silence after the worker's exit before a held-open pty is given up
 CHUNK = 65536
 
@@ -79,8 +83,7 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None) -> tuple
         try:
             os.close(master)
             os.login_tty(slave)
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; a worker must not
-                signal.signal(sig, signal.SIG_DFL)
+            worker_defaults()
             os.execvp(argv[0], argv)
         except OSError as e:
             os.write(2, f"zellij-swarm: cannot run {argv[0]}: {e.strerror}\n".encode())
@@ -185,7 +188,7 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
 
-    for name in FORWARDED:
+    for name in WORKER_SIGNALS:
         signal.signal(getattr(signal, name), forward)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd sees it
     child, master = start(argv[1:], outer, size)

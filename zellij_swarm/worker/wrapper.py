@@ -41,6 +41,7 @@ from pathlib import Path
 from zellij_swarm import quoting
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.worker._paneleader import WORKER_SIGNALS
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,6 @@ class WorkerIdentity:
     generation: int
     attempt: int
 
-
-# The signals that end a process by default and that someone may aim at a worker
-# (``kill -SIG -- -PGID``, ``scancel --signal``): the wrapper and a pane's leader outlive them.
-WORKER_SIGNALS = ("HUP", "INT", "QUIT", "TERM", "USR1", "USR2", "ALRM")
 
 # The pane's session leader after the first stage (see _paneleader), and the relay that gives a
 # worker a terminal of its own and logs it (see _ptyrelay): this interpreter, isolated and
@@ -165,7 +162,7 @@ def _body(pane: PaneMode | None) -> list[str]:
         # or Slurm step, which reaches the wrapper too — so the record is always the worker's
         # death by it, never a race between the two. ``trap :`` (not ``trap ''``): a handled
         # signal is reset to its default for the worker, an ignored one would be inherited.
-        f"trap : {' '.join(WORKER_SIGNALS)}",
+        "trap : " + " ".join(name.removeprefix("SIG") for name in WORKER_SIGNALS),
         *(_pane_stages(pane) if pane else _headless_stage()),
         'while [ "$1" != -- ]; do export "$1"; shift; done; shift',
         '[ "$_zsw_kind" = sh ] && set -- /bin/sh -c "$1" sh',
