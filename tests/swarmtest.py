@@ -199,3 +199,18 @@ def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
     wait_until(lambda: any(c.name() == name for c in psutil.Process(pid).children(recursive=True)),
                timeout=timeout, what=f"the worker {name} runs")
     return pid
+
+
+def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[str, ...], dict[str, str] | None]:
+    """Flags and environment for a run on ``backend``: headless, tmux (live) or zellij-<version>
+    (live, against the fake zellij); the multiplexer's fixture is taken from ``request``."""
+    from tmuxtest import outside_env
+    from zellijtest import FAST
+
+    if backend == "headless":
+        return (), None
+    if backend == "tmux":
+        return ("--backend", "tmux", "--ui", "live"), outside_env(request.getfixturevalue("tmux"))
+    version = backend.split("-", 1)[1]
+    return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
+

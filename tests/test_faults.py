@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import backend_args, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -54,21 +54,16 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     relay), and its death by SIGHUP is recorded. Closed at once — in Zellij before the swarm
     listed it — the pane still counts as opened: later tasks get panes."""
     swarm.write("l.toml", LONG)
-    if backend == "tmux":
-        tmux = request.getfixturevalue("tmux")
-        env = outside_env(tmux)
-    else:
-        fz, version = request.getfixturevalue("fz"), backend.split("-", 1)[1]
-        env = fz.env(version, **FAST)
-    proc = swarm.popen("run", "l.toml", "--backend", backend.split("-")[0], "--ui", "live", "--output", "quiet",
-                       env=env)
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "l.toml", *args, "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
         if backend == "tmux":
-            tmux("kill-pane", "-t", pane)
+            request.getfixturevalue("tmux")("kill-pane", "-t", pane)
         else:
-            fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version=version)
+            request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
+                                                 "--pane-id", pane, version=backend.split("-", 1)[1])
         assert proc.wait(timeout=60) == 1
         rows = swarm.tasks()
         assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",

@@ -18,7 +18,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import GATE, Running, clean_env, full, kill_run_processes, run_processes, running_worker, wait_until
+from swarmtest import (
+    GATE,
+    Running,
+    backend_args,
+    clean_env,
+    full,
+    kill_run_processes,
+    run_processes,
+    running_worker,
+    wait_until,
+)
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -218,7 +228,7 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     signal aimed at the worker, so the record is always the worker's death by it, never a race
     between the worker's end and the wrapper's."""
     swarm.write("s.toml", '[[task]]\nname = "target"\ncmd = "sleep 60"\n')
-    args, env = _backend_args(backend, request)
+    args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
         leader = running_worker(r.run, "sleep")
@@ -276,22 +286,12 @@ def _check_ladder(swarm, proc, run: Path, marker: str, status: str, reason: str,
     assert "process_left_behind" not in json.dumps(swarm.summary()["warnings"])
 
 
-def _backend_args(backend: str, request) -> tuple[tuple[str, ...], dict[str, str] | None]:
-    """Flags and environment for a run on ``backend``: headless, tmux (live) or zellij-<version> (live)."""
-    if backend == "headless":
-        return (), None
-    if backend == "tmux":
-        return ("--backend", "tmux", "--ui", "live"), outside_env(request.getfixturevalue("tmux"))
-    version = backend.split("-", 1)[1]
-    return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
-
-
 @pytest.mark.parametrize("how,backend", [("timeout", "headless"), full("idle", "headless"), full("timeout", "tmux"),
                                          full("timeout", "zellij-0.45.0"), ("idle", "zellij-0.40.1")])
 def test_time_limit_kills_a_term_ignoring_grandchild_before_the_slot_is_reused(swarm, how, backend, request):
     marker = f"zsw-ladder-{os.getpid()}-{how}-{backend}"
     swarm.write("s.toml", _stubborn(marker, how=how))
-    args, env = _backend_args(backend, request)
+    args, env = backend_args(backend, request)
     proc = swarm.popen("run", "s.toml", "--output", "quiet", *args, env=env)
     run = _run_dir(swarm)
     try:
@@ -374,7 +374,7 @@ def test_very_long_durations_resume(swarm, where):
 @pytest.mark.parametrize("backend", ["headless", full("tmux"), "zellij-0.44.3"])
 def test_status_shows_a_running_worker_within_the_snapshot_interval(swarm, backend, request):
     swarm.write("s.txt", "sleep 30\n")
-    args, env = _backend_args(backend, request)
+    args, env = backend_args(backend, request)
     proc = swarm.popen("run", "s.txt", "--output", "quiet", *args, env=env)
     run = _run_dir(swarm)
     try:
