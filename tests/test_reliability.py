@@ -239,6 +239,27 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     assert (row["status"], row["exit_code"], row["signal"], row["attempts"]) == ("failed", 128 + number, f"SIG{sig}", 1)
 
 
+@pytest.mark.parametrize("backend", ["headless", "zellij-0.45.0", full("tmux"), full("zellij-0.44.3")])
+def test_a_killed_wrapper_or_pane_leader_leaves_no_worker_behind(swarm, backend, request):
+    """``kill -9`` of the process the launch heartbeat names: a headless wrapper (its record is
+    lost with it), or a pane's leader (the wrapper's second stage lives on and records the
+    hang-up, as for a closed pane). Either way the worker is ended before its slot runs the
+    next task, and nothing is left for the end-of-run sweep."""
+    swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "sleep 30; echo late >> ledger"\n'
+                          '[[task]]\nname = "b"\ncmd = "true"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        psutil.Process(running_worker(r.run, "sleep")).kill()
+        assert r.proc.wait(timeout=60) == 1
+        assert run_processes(r.run.name) == []
+    rows = swarm.tasks()
+    want = ("lost", "no_exit_record") if backend == "headless" else ("cancelled", "pane_closed")
+    assert (rows["a"]["status"], rows["a"]["reason"]) == want and rows["b"]["status"] == "succeeded"
+    assert swarm.summary()["warnings"] == [], "no process_left_behind"
+    assert not (swarm.cwd / "ledger").exists()
+
+
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------
 
 

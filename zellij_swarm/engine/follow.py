@@ -21,6 +21,7 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Watcher
+from zellij_swarm.worker import procs
 
 POLL_INTERVAL = 0.25  # seconds between looks at a directory that cannot be watched
 
@@ -74,13 +75,14 @@ class GenerationWatch:
             os.close(lg.pidfd)
             lg.pidfd = None
 
-    def follow_pid(self, lg: LiveGen) -> None:
-        """Notice the wrapper's end by a pidfd; one already gone has ended."""
+    def follow_pid(self, lg: LiveGen, pid: int | None = None) -> None:
+        """Notice the wrapper's end by a pidfd on ``pid`` (its heartbeat's); one already gone
+        has ended."""
         assert lg.pid is not None
         try:
-            lg.pidfd = os.pidfd_open(lg.pid)
+            lg.pidfd = os.pidfd_open(pid or lg.pid)
         except ProcessLookupError:
-            self._seen.ended(lg)
+            self._pid_gone(lg)
             return
         self._sel.register(lg.pidfd, selectors.EVENT_READ, lambda: self._pid_gone(lg))
 
@@ -106,5 +108,16 @@ class GenerationWatch:
             self._timers.after(POLL_INTERVAL, lambda: self._poll(lg))
 
     def _pid_gone(self, lg: LiveGen) -> None:
-        if not lg.done:  # else its exit sidecar was collected earlier in this loop turn
-            self._seen.ended(lg)
+        if lg.done:  # its exit sidecar was collected earlier in this loop turn
+            return
+        if lg.pidfd is not None:
+            self._sel.unregister(lg.pidfd)
+            os.close(lg.pidfd)
+            lg.pidfd = None
+        # A pane's heartbeat names its leader, which can die (kill -9) before the wrapper's
+        # second stage, its child, has recorded anything: while that still runs, follow it.
+        if lg.in_pane and generation_files.read_sidecar(lg.gen) is None and (
+                stage := procs.wrapper_process(lg.gen)) is not None:
+            self.follow_pid(lg, stage)
+            return
+        self._seen.ended(lg)

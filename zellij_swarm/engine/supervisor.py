@@ -811,9 +811,11 @@ class Supervisor:
         self.input_watch.unregister(lg)
         if lg.remote:  # what stays of its step in the row: where it ran
             task.slurm = {"node": lg.node} if lg.node else None
-        if reason in ("multiplexer_lost", "pane_closed"):
-            # Its terminal is gone, but the worker may not be (a program that never writes
-            # does not notice): end what is left of it before anything runs again.
+        if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
+                                                            generation_files.committed_by_wrapper(rec)):
+            # Its terminal or its wrapper is gone, but the worker may not be (a program that
+            # never writes does not notice; a killed wrapper leaves its child running): end
+            # what is left of it before anything runs again.
             self.stopper.end_tree(lg)
         if not self.stopper.hold_slot(lg):
             self.slots.free(slot)
