@@ -342,3 +342,18 @@ def test_a_full_picture_scrolls_on_leaving_only_outside_a_pane_of_the_run(in_pan
     assert (screen.display[0].rstrip() == "line 1") is in_pane
     if in_pane:
         assert (screen.cursor.y, screen.cursor.x) == (0, 0)
+
+
+def test_a_signal_handler_can_set_the_wake_while_its_own_thread_holds_it() -> None:
+    """The renderers' stop and resize handlers set ``wake`` in the main thread, maybe while that
+    thread is inside ``clear``/``wait`` holding its lock; a ``threading.Event`` then waits for
+    itself forever (a board renderer was left running so). In a child, with a deadline."""
+    code = ("import os, signal\n"
+            "from zellij_swarm import watch\n"
+            "wake = watch.Wake()\n"
+            "signal.signal(signal.SIGHUP, lambda *_: wake.set())\n"
+            "with wake._cond:\n"
+            "    os.kill(os.getpid(), signal.SIGHUP)\n"
+            "print(wake.is_set())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr

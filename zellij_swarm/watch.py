@@ -34,7 +34,7 @@ IN_Q_OVERFLOW = 0x4000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
-WAKE_CHECK = 0.05  # seconds between looks at ``follow``'s ``wake``, an Event no selector can wait on
+WAKE_CHECK = 0.05  # seconds between looks at ``follow``'s ``wake``, a flag no selector can wait on
 
 # A file that is complete: created (O_EXCL claims), closed after writing, or renamed into place.
 COMPLETED = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE
@@ -112,7 +112,37 @@ class Inotify:
             self._fd = -1
 
 
-def follow(paths: Iterable[Path], wake: threading.Event, *, tick: float = 1.0) -> Iterator[list[Change]]:
+class Wake:
+    """What ends a watcher: ``threading.Event``'s interface, safe to set from a signal handler.
+    A handler runs in the main thread, maybe while that thread holds the event's lock (inside
+    ``clear`` or ``wait``). ``threading.Event``'s lock is not re-entrant, so its ``set`` would
+    then wait for itself forever: a board renderer hung so on SIGHUP and outlived its run.
+    This one's lock is re-entrant."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        with self._cond:
+            self._flag = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        with self._cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            if not self._flag:
+                self._cond.wait(timeout)
+            return self._flag
+
+
+def follow(paths: Iterable[Path], wake: Wake, *, tick: float = 1.0) -> Iterator[list[Change]]:
     """Watches ``paths`` (not recursively) for any change; yields each batch of changes, or an
     empty list after ``tick`` seconds without one, until ``wake`` is set.
 

@@ -18,7 +18,6 @@ snapshots change when it does). Ctrl-C ends the waiting quietly.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import GENERATED_NAME, command_text
-from zellij_swarm.watch import follow
+from zellij_swarm.watch import Wake, follow
 
 MIN_INTERVAL = 0.05  # seconds between two looks: a worker writing nonstop is read in batches
 
@@ -163,7 +162,7 @@ def _changes(path: Path) -> Iterator[None]:
     and at least once a second (a supervisor that died changes no file), never twice within
     ``MIN_INTERVAL``. Ctrl-C ends it, quietly: the following is over."""
     try:
-        for _ in follow([path], threading.Event()):
+        for _ in follow([path], Wake()):
             looked = time.monotonic()
             yield None
             rest = MIN_INTERVAL - (time.monotonic() - looked)

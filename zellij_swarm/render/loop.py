@@ -44,14 +44,14 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from zellij_swarm.render.text import width as text_width
-from zellij_swarm.watch import follow
+from zellij_swarm.watch import Wake, follow
 
 if TYPE_CHECKING:
     from zellij_swarm.engine.view_watch import Registration
 
 POLL_INTERVAL = 1.0
 MAX_RATE = 10.0
-Watcher = Callable[[Sequence[Path], threading.Event], Iterable[object]]
+Watcher = Callable[[Sequence[Path], Wake], Iterable[object]]
 """``watcher(paths, wake)`` yields once per batch of changes (or per tick, possibly empty) and
 ends when ``wake`` is set."""
 
@@ -70,7 +70,7 @@ class View(Protocol):
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame: ...
 
 
-def poll_watcher(paths: Sequence[Path], wake: threading.Event, interval: float = POLL_INTERVAL) -> Iterator[None]:
+def poll_watcher(paths: Sequence[Path], wake: Wake, interval: float = POLL_INTERVAL) -> Iterator[None]:
     """The fallback: one tick per ``interval`` until ``wake`` is set."""
     while not wake.wait(interval):
         yield None
@@ -184,7 +184,7 @@ class Loop:
         self.handle_signals = handle_signals
         self.registration = registration
         self.notice: str | None = None
-        self.wake = threading.Event()
+        self.wake = Wake()  # set by the signal handlers
         self.stopping = False
         self.resized = False
         self.frames = 0
