@@ -36,12 +36,13 @@ that vanished without a sidecar. Ended helpers stay unreaped zombies until the s
 (see ``FakeWrapper.reap``). A helper costs about a millisecond and keeps every pid path of
 the supervisor real; with a fake pid, those paths would see every wrapper as gone.
 
-Signals. The kill ladder finds a generation's processes in ``/proc`` (descendants and
-markers). The helpers carry neither, so its SIGTERM reaches nothing. The supervisor writes
-the generation's ``kill`` file before its first signal (SPEC §5.7), so the harness takes that
-file as the SIGTERM. A worker then reacts as scripted: it dies with 143 at once, or it
-ignores the signal and dies with 137 one ``kill_grace`` later, when the ladder's SIGKILL would
-reach it.
+Signals. The kill ladder's signals go through the supervisor's ``signaller``; the harness's
+(``FakeSignaller``) delivers them to the scripted worker of the generation, on the
+supervisor's procs thread as the real one does. A signal reaches a worker only while it runs
+(its exit not yet written): then it is *sent* at that virtual moment, else it reaches
+nothing, as a real one finds no process left. A worker reacts to SIGTERM as scripted: it dies
+with 143 at once, traps it and exits 0, or ignores it and dies with 137 when the ladder's
+SIGKILL reaches it.
 
 Fakes. ``FakeLauncher`` has ``launcher.Launcher``'s interface and replies (``Started``,
 ``NotStarted``, ``Ended`` with a wait status, pings, ``lost``). It can be scripted to die,
@@ -86,7 +87,7 @@ from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.config import settings, swarmfile
-from zellij_swarm.engine import resume
+from zellij_swarm.engine import resume, stopping
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import inbox, snapshot_file
 from zellij_swarm.records import log as records
@@ -122,7 +123,8 @@ class Work:
     code: int = 0  # its exit status; 128+n for a worker that died of signal n
     after: float = 1.0  # from its start to its exit
     start_delay: float = 0.0  # headless: from submission to the launcher's start
-    term: str = "dies"  # on SIGTERM: "dies" (143 at once) | "ignores" (137 at the ladder's SIGKILL)
+    term: str = "dies"  # on SIGTERM: "dies" (143) | "traps" (exits 0) | "ignores" (137 at the ladder's SIGKILL)
+    term_takes: float = 0.0  # how long it takes to die, or to exit 0, after SIGTERM reached it
     vanishes: bool = False  # at ``after`` the wrapper itself is SIGKILLed: no exit sidecar
     spawn_error: str | None = None  # the launcher cannot start its wrapper (NotStarted)
     cwd_missing: bool = False  # the wrapper finds no cwd: ``- cwd_missing``, status 1
@@ -237,6 +239,12 @@ class World:
     def after(self, delay: float, fn: Callable[[], None]) -> None:
         self.at(self.clock.elapsed() + max(0.0, delay), fn)
 
+    def pass_unseen(self, seconds: float) -> None:
+        """From a happening: ``seconds`` go by before the supervisor's next look (it was
+        stopped); what falls due meanwhile happens in this same ``fire_due``."""
+        with self.lock:
+            self.clock.now += seconds
+
     def next_due(self) -> float | None:
         return self._heap[0][0] if self._heap else None
 
@@ -256,8 +264,8 @@ class World:
             self.notice()
 
     def notice(self) -> None:
-        """What the supervisor did since the last look: a ``kill`` file is its SIGTERM, a
-        helper it SIGKILLed is a wrapper that vanished."""
+        """What the supervisor did since the last look: a helper it SIGKILLed is a wrapper
+        that vanished."""
         with self.lock:
             for w in self.wrappers:
                 w.notice()
@@ -338,7 +346,7 @@ class FakeWrapper:
         self.pid: int | None = None
         self.exited = False  # its helper has ended (a zombie until the world closes)
         self.running = False
-        self.reacting = False  # its SIGTERM (the kill file) has been seen
+        self.reacting = False  # its SIGTERM has reached it
         world.wrappers.append(self)
 
     def _write(self, name: str, text: str, *, append: bool = True, exclusive: bool = False,
@@ -386,16 +394,21 @@ class FakeWrapper:
         self.world.after(every, tick)
 
     def notice(self) -> None:
-        if not self.running:
-            return
-        if self._helper_gone():  # the supervisor SIGKILLed the wrapper itself
+        if self.running and self._helper_gone():  # the supervisor SIGKILLed the wrapper itself
             self.vanish(signal.SIGKILL)
-        elif not self.reacting and self.gen.kill.exists():
+
+    def signalled(self, sig: signal.Signals) -> bool:
+        """A signal of the ladder reaches the worker; False once it has ended (nothing left
+        to reach)."""
+        if not self.running:
+            return False
+        if sig == signal.SIGKILL:
+            self.world.after(0.0, lambda: self.exit(KILL))
+        elif not self.reacting:
             self.reacting = True
-            if self.work.term == "ignores":
-                self.world.after(self.world.kill_grace, lambda: self.exit(KILL))
-            else:
-                self.world.after(0.0, lambda: self.exit(TERM))
+            if self.work.term != "ignores":
+                self.world.after(self.work.term_takes, lambda: self.exit(0 if self.work.term == "traps" else TERM))
+        return True
 
     def exit(self, code: int, *, sidecar: str | None = None) -> None:
         """The worker ended with ``code``: follow-ups, the sidecar (the commit marker), the
@@ -445,6 +458,25 @@ class FakeWrapper:
         if self.pid is not None:
             os.waitpid(self.pid, 0)
             self.pid = None
+
+
+class FakeSignaller:
+    """The ladder's signals (``stopping.Signaller``) as the scripted workers take them."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def deliver(self, gen: GenPaths, sig: signal.Signals | None,
+                find: Callable[[], list[psutil.Process]]) -> stopping.Delivery:
+        with self.world.lock:
+            if sig is None:
+                return stopping.Delivery([], None)
+            at = self.now()
+            reached = [w.signalled(sig) for w in self.world.wrappers if w.gen.dir == gen.dir]
+            return stopping.Delivery([], at if any(reached) else None)
+
+    def now(self) -> float:
+        return self.world.clock.wall()
 
 
 # ----- the launcher -------------------------------------------------------------------------
@@ -883,12 +915,16 @@ class Harness:
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def run(self, tasks: list[swarmfile.TaskSpec], *, messages: tuple[Message, ...] = (),
-            crash_at: float | None = None) -> Result:
+            crash_at: float | None = None, stopped: tuple[float, float] | None = None) -> Result:
         """Run ``tasks`` to the end, or until virtual second ``crash_at``, when the supervisor
-        vanishes (its records stay as its last loop turn left them; its workers run on)."""
+        vanishes (its records stay as its last loop turn left them; its workers run on).
+        ``stopped=(at, seconds)``: the supervisor is stopped (SIGSTOP, Ctrl-Z) at virtual second
+        ``at`` for ``seconds``: the world goes on, and it sees all that happened at once."""
         plan = RunPlan(tasks=tasks, settings=self.resolved, cwd=str(self.state_dir), env={}, argv=["harness"])
         self.mux = FakeMux(self.world, self.mux_spec) if self.mux_spec else None
         self._send(messages, since=0.0)
+        if stopped is not None:
+            self.world.at(stopped[0], lambda: self.world.pass_unseen(stopped[1]))
         return self._supervise(plan, self.mux or HeadlessBackend(), crash_at)
 
     def resume(self, *, after: float = 0.0, messages: tuple[Message, ...] = ()) -> Result:
@@ -920,7 +956,7 @@ class Harness:
 
         sup = Supervisor(plan, backend, reporter, clock=world.clock.monotonic, wallclock=world.clock.wall,
                          watcher=world.watcher, selector=lambda: FakeSelector(world, busy),
-                         launcher=world.new_launcher, handle_signals=False)
+                         launcher=world.new_launcher, signaller=FakeSignaller(world), handle_signals=False)
         code: int | None = None
         try:
             code = sup.run()

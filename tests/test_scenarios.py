@@ -58,12 +58,13 @@ class Case:
     crash_at: float | None = None
     gap: float = 0.0
     resume_messages: tuple[Message, ...] = ()
+    stopped: tuple[float, float] | None = None  # the supervisor is stopped at (second, for seconds)
 
 
 def play(case: Case) -> Result:
     with Harness(works=case.works, launches=case.launches, mux=case.mux, watch_fails=case.watch_fails,
                  **case.flags) as h:
-        result = h.run(list(case.tasks), messages=case.messages, crash_at=case.crash_at)
+        result = h.run(list(case.tasks), messages=case.messages, crash_at=case.crash_at, stopped=case.stopped)
         if case.crash_at is not None:
             assert result.exit_code is None and result.summary is None, "the supervisor should have vanished"
             result = h.resume(after=case.gap, messages=case.resume_messages)
@@ -321,6 +322,50 @@ CANCEL: tuple[Case, ...] = (
 )
 
 
+# ----- a kill against a worker's own end (SPEC §5.7, the outcome rule) ---------------------------
+# A kill changes an outcome only when its first signal reached the worker and the worker ended
+# at or after that moment. A message sent at the second a worker exits is read in the same turn
+# as its exit (the message is scheduled first): the kill is requested, then the exit collected.
+
+OUTCOME_RULE: tuple[Case, ...] = (
+    Case("exit-0-then-cancel-requested-then-collected", (A, B),
+         {"a": Want("succeeded", code=0), "b": Want("cancelled", "cancelled_by_user", code=143)}, exit=130,
+         works=works(a=Work(after=1), b=Work(after=30)), messages=(Message(1, "cancel"),),
+         order=("inbox_consumed", "worker_completed a", "kill_sent b", "worker_failed b", "run_finished")),
+    Case("exit-1-then-cancel-of-the-task", (A,), {"a": Want("failed", code=1)}, exit=1,
+         works=works(a=Work(after=1, code=1)), messages=(Message(1, "cancel", ("a",)),),
+         order=("inbox_consumed", "worker_failed a", "run_finished")),
+    Case("TERM-sent-trapped-exit-0", (A,), {"a": Want("cancelled", "cancelled_by_user", code=0, signal=None)},
+         exit=130, works=works(a=Work(after=30, term="traps")), messages=(Message(1, "cancel"),),
+         order=("inbox_consumed", "kill_sent a", "worker_failed a", "task_cancelled a"),
+         at={"kill_sent a": 1.0}),
+    Case("TERM-sent-trapped-exit-0-at-its-timeout", (task("a", timeout=3),),
+         {"a": Want("timed_out", "timeout", code=0)}, exit=1, works=works(a=Work(after=30, term="traps")),
+         order=("kill_sent a", "worker_failed a", "task_timed_out a")),
+    Case("exit-0-at-its-timeout", (task("a", timeout=3),), {"a": Want("succeeded", code=0)},
+         works=works(a=Work(after=3))),
+    Case("halt-now-as-another-exits-0", (A, B), {"a": Want("failed", code=1), "b": Want("succeeded", code=0)}, exit=1,
+         works=works(a=Work(after=1, code=1), b=Work(after=1)), flags={"halt": "now"}, warnings=("halted",)),
+    Case("restart-requested-as-it-exits-0", (A,), {"a": Want("succeeded", code=0)},
+         works=works(a=Work(after=1)), messages=(Message(1, "restart", ("a",)),)),
+    Case("stopped-supervisor-wakes-after-the-limit", (task("a", timeout=4),), {"a": Want("succeeded", code=0)},
+         works=works(a=Work(after=2)), stopped=(1, 5)),
+    Case("stopped-supervisor-wakes-after-a-failure", (task("a", timeout=4),), {"a": Want("failed", code=3)},
+         exit=1, works=works(a=Work(after=2, code=3)), stopped=(1, 5)),
+    Case("stopped-supervisor-still-times-out-a-worker-over-its-limit", (task("a", timeout=4),),
+         {"a": Want("timed_out", "timeout", code=143)}, exit=1, works=works(a=Work(after=30)), stopped=(1, 5),
+         at={"kill_sent a": 6.0}),
+    Case("a-kill-sent-before-the-crash-decides-after-resume", (A,),
+         {"a": Want("cancelled", "cancelled_by_user", code=0)}, exit=1,
+         works=works(a=Work(after=30, term="traps", term_takes=1)), messages=(Message(1, "cancel", ("a",)),),
+         crash_at=1.5, gap=1, order=("kill_sent a", "run_resumed", "worker_failed a", "task_cancelled a")),
+    Case("a-task-cancelled-before-it-started-stays-cancelled-after-resume", (A,),
+         {"a": Want("cancelled", "cancelled_by_user", attempts=0)}, exit=1,
+         works=works(a=Work(after=30, start_delay=3)), messages=(Message(1, "cancel", ("a",)),),
+         crash_at=1.5, gap=1, order=("inbox_consumed", "run_resumed", "run_finished")),
+)
+
+
 # ----- panes and their faults (SPEC §2 "Require-multiplexer", §6 SIGHUP) ----------------------
 
 REQUIRE = {"require_multiplexer": True}
@@ -499,8 +544,8 @@ RESUME: tuple[Case, ...] = (
 
 
 TABLES = {"classification": CLASSIFICATION, "retries": RETRIES, "halt": HALT, "time-limits": TIME_LIMITS,
-          "scheduling": SCHEDULING, "cancel": CANCEL, "panes": PANES, "launcher": LAUNCHER, "additions": ADDITIONS,
-          "resume": RESUME}
+          "scheduling": SCHEDULING, "cancel": CANCEL, "outcome-rule": OUTCOME_RULE, "panes": PANES,
+          "launcher": LAUNCHER, "additions": ADDITIONS, "resume": RESUME}
 
 
 @pytest.fixture(scope="module")

@@ -117,7 +117,7 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
                                  f"{e}") from None
         what = "Slurm step(s)"
     else:
-        ended = sum(stopping.end_now(run.run_id, slot, gen, resolved.kill_grace) for slot, gen in chosen)
+        ended = sum(stopping.end_now(run.run_id, run.gen(slot, gen), resolved.kill_grace) for slot, gen in chosen)
         what = "worker process(es)"
     return (f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}; "
             f"`zellij-swarm resume {run.run_id}` records the cancellation")

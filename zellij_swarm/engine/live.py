@@ -33,7 +33,11 @@ class LiveGen:
     heartbeat_seen: bool = False
     watching_dir: bool = False
     timeout_armed: bool = False
-    kill_reason: str | None = None
+    kill_reason: str | None = None  # a kill was requested, for this reason
+    kill_sent_at: float | None = None  # ... and reached the worker at this wall time (stopping.Delivery)
+    signalling: int = 0  # signals of the ladder sent and not yet answered: its outcome waits for them
+    collect_waiting: bool = False  # its end was noticed while signals were in flight
+    wait_status: int | None = None  # ... with this wait status (the launcher's), if known
     ending: bool = False  # its process tree is being ended (SIGTERM sent)
     tree_killed: bool = False  # ... and past SIGKILL
     deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers

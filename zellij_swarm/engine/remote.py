@@ -218,18 +218,41 @@ class SlurmExecutor:
 
     # ----- ending --------------------------------------------------------------------------
 
-    def end(self, lg: LiveGen, grace: float) -> None:
-        """SIGTERM to the step's processes now, ``scancel`` of it after ``grace``."""
-        def term() -> None:
-            if (step := self._step(lg)) is not None:
-                self.cluster.signal(step, "TERM")
+    def end(self, lg: LiveGen, grace: float, now: Callable[[], float],
+            delivered: Callable[[float | None], None]) -> None:
+        """SIGTERM to the step's processes now, ``scancel`` of it after ``grace``; a step
+        still queued is withdrawn at once with a plain ``scancel`` (Slurm refuses to signal
+        it, and nothing of it runs). ``delivered`` hears, on the loop, when the TERM was sent
+        to a step that runs (None: it was not). A failing Slurm call is a warning: the step
+        is followed to its end as before, and the grace's ``scancel`` comes all the same."""
+        def term() -> float | None:
+            step = self._step(lg)
+            if step is None:
+                return None
+            if lg.step is None and not lg.step_running:  # listed, never seen running: queued
+                self.cluster.cancel(step)
+                return None
+            at = now()
+            self.cluster.signal(step, "TERM")
+            return at
 
         def kill() -> None:
             if (step := self._step(lg)) is not None:
                 self.cluster.cancel(step)
 
-        self.calls.submit(term)
-        self.timers.after(grace, lambda: self.calls.submit(kill))
+        def answered(done: Done[float | None]) -> None:
+            if done.error is not None:
+                self.on.warn(_cmd.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
+                                                   f"({done.error}); it is cancelled after the grace", lg.task)
+            delivered(done.value)
+
+        def cancelled(done: Done[None]) -> None:
+            if done.error is not None:
+                self.on.warn(_cmd.EXECUTOR.failed, f"slurm: cannot cancel the step of task {lg.task.name!r} "
+                                                   f"({done.error})", lg.task)
+
+        self.calls.submit(term, answered)
+        self.timers.after(grace, lambda: self.calls.submit(kill, cancelled))
 
     def when_gone(self, lg: LiveGen, then: Callable[[], None], waited: float = 0.0) -> None:
         """Call ``then`` once Slurm no longer lists the step (or after ``GONE_WAIT``)."""

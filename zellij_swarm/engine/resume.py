@@ -48,7 +48,7 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.engine.stopping import RESTARTED
+from zellij_swarm.engine.stopping import RESTARTED, killed_status
 from zellij_swarm.records import generation_files, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
@@ -72,6 +72,7 @@ class GenState:
     exit: ExitRecord | None = None
     recorded: dict[str, Any] | None = None  # the worker_completed/failed event, if the old supervisor saw it
     kill_reason: str | None = None
+    kill_sent_at: float | None = None  # when that kill reached the worker (the outcome rule)
     pid: int | None = None
     pane_id: str | None = None
     followups_consumed: bool = False
@@ -205,6 +206,7 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
              step: Job | None = None) -> GenState:
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
+    gs.kill_sent_at = generation_files.kill_sent_at(gen)
     launch = generation_files.heartbeat_started(gen)
     if launch:
         gs.pane_id = launch["pane_id"]
@@ -282,6 +284,9 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         if gs.task_id not in run.tasks or gs.state == "unstarted":
             with contextlib.suppress(FileNotFoundError):  # it never ran, and now never will: a new generation runs
                 procs.claim_for_supervisor(gs.gen)
+            if gs.task_id in run.tasks and gs.kill_reason not in (None, RESTARTED):
+                # ended before it started (a cancel, a halt): no new generation runs either
+                rec.settled.setdefault(gs.task_id, (str(killed_status(gs.kill_reason)), gs.kill_reason))
         else:
             by_task.setdefault(gs.task_id, []).append(gs)
     to_collect: list[LiveGen] = []
@@ -297,8 +302,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                                     attempts=task.retries + 1)
             lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
-                         timeout_armed=True, kill_reason=gs.kill_reason, remote=run.executor is not None,
-                         job_id=gs.job_id)
+                         timeout_armed=True, kill_reason=gs.kill_reason, kill_sent_at=gs.kill_sent_at,
+                         remote=run.executor is not None, job_id=gs.job_id)
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:
@@ -352,8 +357,10 @@ def _forget(gen: GenPaths) -> bool:
 
 def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     """Put a generation that ended before this supervisor into its task's history."""
-    exit_rec = gs.exit or generation_files.record_missing_exit(lg.gen, reason=gs.kill_reason or "no_exit_record",
-                                                       code=None, signal=None, ended_at=run.wallclock())
+    # our kill's reason when it reached the worker, or when nothing ever ran (SPEC §5.7)
+    ours = gs.kill_reason if gs.kill_sent_at is not None or gs.state == "unstarted" else None
+    exit_rec = gs.exit or generation_files.record_missing_exit(lg.gen, reason=ours or "no_exit_record",
+                                                               code=None, signal=None, ended_at=run.wallclock())
     if gs.recorded is not None:
         status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
     else:

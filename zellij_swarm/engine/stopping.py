@@ -10,6 +10,12 @@ reads all of ``/proc``: so every find-and-signal runs on a ``CallRunner`` thread
 the loop. Its slot stays ``stopping`` until the whole tree is gone, so a slot never runs two
 generations at once.
 
+When a signal of the ladder first reaches a process of the worker's own (running, not a
+zombie, not the pane's relay), the generation's kill is *sent* (``Delivery.sent_at``): the
+outcome rule (``outcome.by_kill``) keeps a worker's own outcome when it ended before that moment,
+whatever was requested. A kill that finds nothing running changes nothing: the worker had
+already ended on its own.
+
 With no supervisor (``cancel`` of a run whose supervisor is gone), ``end_now`` walks the
 same ladder in the caller, blocking.
 """
@@ -19,14 +25,18 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 import psutil
 
-from zellij_swarm.engine.calls import CallRunner
+from zellij_swarm.engine.calls import CallRunner, Done
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.states import REASON_STATUS, TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
@@ -44,11 +54,65 @@ def killed_status(reason: str) -> TaskStatus:
     return REASON_STATUS.get(reason, TaskStatus.CANCELLED)
 
 
-def end_now(run_id: str, slot: int, gen: int, grace: float) -> int:
-    """The ladder without a supervisor, blocking: returns how many processes it ended."""
-    found = procs.generation_tree(None, procs.generation_markers(run_id, slot, gen))
-    procs.end_all(found, grace)
+def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
+    """The outcome rule (SPEC §5.7): a generation a kill was asked for was ended by it only
+    if the kill's first signal reached the worker (``kill_sent_at``) and the worker ended at
+    or after that moment — then it is ``cancelled``/``timed_out``/…, keeping the code and
+    signal it reported (an agent that traps SIGTERM, saves and exits 0 was ended by it). A
+    worker that ended before keeps its own outcome, whatever was requested: finished work is
+    never recorded as unfinished, and so never run again."""
+    return lg.kill_sent_at is not None and (rec.ended_at is None or rec.ended_at >= lg.kill_sent_at)
+
+
+def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
+    """The ladder without a supervisor, blocking: returns how many processes it ended. The
+    moment it reached a worker's process is recorded with the kill's reason (the caller wrote
+    that first), for the ``resume`` that records the outcome."""
+    found = procs.generation_tree(None, procs.generation_markers(run_id, gen.slot, gen.gen))
+    sent = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found).sent_at
+    procs.end_all(found, grace, termed=True)
+    if sent is not None and (reason := generation_files.kill_reason(gen)) is not None:
+        generation_files.write_kill_reason(gen, reason, sent_at=sent)
     return len(found)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one signal of the ladder came to."""
+
+    processes: list[psutil.Process]  # those signalled (or, with no signal, found)
+    sent_at: float | None  # when it reached a running process of the worker's own; None: none ran
+
+
+class Signaller(Protocol):
+    """How the ladder's signals reach a generation's processes (a test replaces it)."""
+
+    def deliver(self, gen: GenPaths, sig: signal.Signals | None,
+                find: Callable[[], list[psutil.Process]]) -> Delivery:
+        """On the procs thread: send ``sig`` to what ``find`` finds of ``gen``'s processes
+        (None: only look)."""
+        ...
+
+    def now(self) -> float:
+        """The moment a signal sent now is recorded at (comparable with exit records' ends)."""
+        ...
+
+
+class ProcessSignaller:
+    """The real one: signals through ``/proc``, moments on the files' coarse clock."""
+
+    def deliver(self, gen: GenPaths, sig: signal.Signals | None,
+                find: Callable[[], list[psutil.Process]]) -> Delivery:
+        found = find()
+        if sig is None:
+            return Delivery(found, None)
+        workers = {p.pid for p in found if procs.is_worker_process(p)}
+        at = self.now()  # before sending: a worker's end caused by it cannot look earlier
+        hit = procs.send(found, sig)
+        return Delivery(hit, at if any(p.pid in workers for p in hit) else None)
+
+    def now(self) -> float:
+        return procs.coarse_wallclock()
 
 
 Warn = Callable[[str, str, TaskRecord | None], None]
@@ -57,7 +121,10 @@ Warn = Callable[[str, str, TaskRecord | None], None]
 class Stopper:
     def __init__(self, *, run_id: str, grace: float, slots: Slots, timers: Timers, calls: CallRunner,
                  clock: Callable[[], float], wallclock: Callable[[], float], warn: Warn,
-                 released: Callable[[LiveGen], None]) -> None:
+                 released: Callable[[LiveGen], None], delivered: Callable[[LiveGen, float | None], None],
+                 signaller: Signaller) -> None:
+        """``delivered`` hears, on the loop, how each signal aimed at a generation that has not
+        ended came out (its ``sent_at``), and after the last one in flight, that none is."""
         self.run_id = run_id
         self.grace = grace
         self.slots = slots
@@ -67,6 +134,8 @@ class Stopper:
         self.wallclock = wallclock
         self.warn = warn
         self.released = released  # a held slot was given back
+        self.delivered = delivered
+        self.signaller = signaller
         self.stopping: dict[int, LiveGen] = {}  # slot -> ended generation whose tree is going away
         self.remote: SlurmExecutor | None = None  # ends the generations that run as Slurm steps
 
@@ -76,7 +145,13 @@ class Stopper:
             return
         lg.ending = True
         if lg.remote and self.remote is not None:
-            self.remote.end(lg, self.grace)  # scancel: TERM to the step, after the grace the step
+            # scancel: TERM to the step, after the grace the step; a queued one is withdrawn
+            lg.signalling += 1
+            self.remote.end(lg, self.grace, self.signaller.now, lambda at: self._answered(lg, at))
+            return
+        if lg.kill_sent_at is not None:  # an earlier supervisor's ladder sent its SIGTERM: carry it on
+            due = self.grace - (self.wallclock() - lg.kill_sent_at)
+            self.timers.after(max(0.0, due), lambda: self._kill_tree(lg))
             return
         self._signal(lg, signal.SIGTERM)
         self.timers.after(self.grace, lambda: self._kill_tree(lg))
@@ -123,10 +198,12 @@ class Stopper:
 
     def _kill_wrapper(self, lg: LiveGen) -> None:
         if not lg.done and lg.pid:
+            at = self.signaller.now()
             try:
                 os.kill(lg.pid, signal.SIGKILL)
             except ProcessLookupError:
-                pass
+                return
+            self.delivered(lg, at)  # the generation ends here, by our hand
 
     def _signal(self, lg: LiveGen, sig: signal.Signals | None,
                 then: Callable[[list[psutil.Process]], None] | None = None) -> None:
@@ -144,8 +221,21 @@ class Stopper:
 
             def find() -> list[psutil.Process]:
                 return [p for p in procs.marked(markers, sessions) if p.pid != pid]
-        self.calls.submit(lambda: find() if sig is None else procs.send(find(), sig),
-                          None if then is None else lambda done: then(done.value or []))
+        counted = sig is not None and not lg.done  # its outcome waits for the answer
+        if counted:
+            lg.signalling += 1
+
+        def answered(done: Done[Delivery]) -> None:
+            if counted:
+                self._answered(lg, done.value.sent_at if done.value is not None else None)
+            if then is not None:
+                then(done.value.processes if done.value is not None else [])
+
+        self.calls.submit(lambda: self.signaller.deliver(lg.gen, sig, find), answered)
+
+    def _answered(self, lg: LiveGen, sent_at: float | None) -> None:
+        lg.signalling -= 1
+        self.delivered(lg, sent_at)
 
     def _release_when_gone(self, lg: LiveGen, *, deadline: float) -> None:
         if self.stopping.get(lg.gen.slot) is not lg:

@@ -50,7 +50,15 @@ from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.engine.stopping import RESTARTED, Stopper, killed_status, names
+from zellij_swarm.engine.stopping import (
+    RESTARTED,
+    ProcessSignaller,
+    Signaller,
+    Stopper,
+    ended_by_kill,
+    killed_status,
+    names,
+)
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.engine.watchdog import IdleWatchdog
 from zellij_swarm.records import generation_files, inbox, rundir, runlock
@@ -100,6 +108,7 @@ class Reporter(Protocol):
 
 
 MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
+TIMEOUT_RECHECK = 1.0  # seconds: how often a timeout looks again for a start that has not come (a queued step)
 
 
 def new_run_id(now: float) -> str:
@@ -118,11 +127,12 @@ class Supervisor:
         watcher: Watcher | None = None,
         selector: Callable[[], selectors.BaseSelector] = selectors.DefaultSelector,
         launcher: Callable[[dict[str, str]], Launcher] = Launcher,
+        signaller: Signaller | None = None,
         handle_signals: bool = True,
     ) -> None:
-        """``clock``, ``wallclock``, ``watcher``, ``selector`` and ``launcher`` are what a
-        test replaces to run the loop in virtual time without processes (tests/harness.py);
-        ``handle_signals=False`` leaves the process's signal handlers alone."""
+        """``clock``, ``wallclock``, ``watcher``, ``selector``, ``launcher`` and ``signaller``
+        are what a test replaces to run the loop in virtual time without processes
+        (tests/harness.py); ``handle_signals=False`` leaves the process's signal handlers alone."""
         self.plan = plan
         self.settings = plan.settings
         self.chosen_backend = backend  # run() makes every call to it on a thread of its own
@@ -132,6 +142,7 @@ class Supervisor:
         self.watcher: Watcher = watcher or Inotify()
         self._new_selector = selector
         self._new_launcher = launcher
+        self.signaller: Signaller = signaller or ProcessSignaller()
         self._handle_signals = handle_signals
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.jobs: int = self.settings.jobs
@@ -383,7 +394,8 @@ class Supervisor:
         stack.callback(self._close_backend)
         self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
                                timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
-                               warn=self._warn, released=self._slot_released)
+                               warn=self._warn, released=self._slot_released, delivered=self._delivered,
+                               signaller=self.signaller)
         self.executor: SlurmExecutor | None = None
         if self.settings.executor == "slurm":
             stack.callback((slurm_calls := CallRunner("zellij-swarm slurm")).close)
@@ -574,10 +586,29 @@ class Supervisor:
             self.input_watch.register(lg)
         if lg.task.timeout is not None:
             left = max(0.0, lg.task.timeout - elapsed)
-            lg.deadlines.append(self.timers.after(left, lambda: self.kill(lg, "timeout")))
+            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, lg.task.timeout or 0.0)))
         if lg.task.idle_timeout is not None:
             self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence),
                                    since=self.wallclock() - elapsed)
+
+    def _time_limit(self, lg: LiveGen, limit: float) -> None:
+        """Its timeout is due by this supervisor's clock. It is judged on the worker's own
+        start (its claim's time) and end (its sidecar's): a supervisor that was stopped
+        (Ctrl-Z, SIGSTOP) wakes late, a worker that ended meanwhile within its limit is not
+        timed out, and a Slurm step's time in the queue, before its wrapper started, is not
+        charged."""
+        if lg.done or lg.collected:
+            return
+        started = generation_files.started_at(lg.gen)
+        if generation_files.ended_at(lg.gen) is not None:
+            return  # it has ended: its end is on the way to ``collect``, which judges it
+        if started is None:  # not started yet (a queued step): looked at again until it has
+            lg.deadlines.append(self.timers.after(min(limit, TIMEOUT_RECHECK), lambda: self._time_limit(lg, limit)))
+            return
+        if (left := limit - (self.wallclock() - started)) > 0:
+            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, limit)))
+            return
+        self.kill(lg, "timeout")
 
     def _on_idle(self, lg: LiveGen, silence: float) -> None:
         """The watchdog found a worker silent for longer than its idle_timeout."""
@@ -718,6 +749,9 @@ class Supervisor:
         waits for the answer."""
         if lg.collected:
             return
+        if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
+            lg.collect_waiting, lg.wait_status = True, wait_status
+            return
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
             self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
@@ -749,8 +783,9 @@ class Supervisor:
         """A generation's end from its exit record; without one, the reason is ours (a kill),
         the state directory's, the lost session's, or ``missing`` (what else is known)."""
         if rec is None:
-            # The wrapper is gone without committing its exit: killed by us, or by someone else.
-            if lg.kill_reason:
+            # The wrapper is gone without committing its exit: killed by us (our kill reached
+            # it, or it never ran), or by someone else.
+            if lg.kill_reason and (lg.kill_sent_at is not None or generation_files.read_claim(lg.gen) is None):
                 reason = lg.kill_reason
             elif rundir.unwritable(self.paths.dir):
                 reason = "state_dir_error"  # its wrapper could not write its claim or its exit
@@ -789,7 +824,7 @@ class Supervisor:
         recorded = REASON_STATUS.get(reason or "")
         if recorded == TaskStatus.FAILED:  # it could not start, or Slurm ended it for its memory
             return recorded, reason
-        if lg.kill_reason is not None:
+        if lg.kill_reason is not None and ended_by_kill(lg, rec):
             return killed_status(lg.kill_reason), lg.kill_reason
         if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
             return recorded, reason
@@ -992,6 +1027,23 @@ class Supervisor:
         if lg.pid is None and not lg.in_pane:
             return  # handed to the launcher, not started yet: ended the moment it starts
         self.stopper.end_tree(lg)
+
+    def _delivered(self, lg: LiveGen, sent_at: float | None) -> None:
+        """A signal of a generation's ladder came out. The first that reached the worker is
+        the moment its kill was *sent* (recorded with the kill's reason, and in the event
+        log); an end noticed while signals were in flight is read once none is."""
+        if sent_at is not None and lg.kill_sent_at is None and not lg.done:
+            lg.kill_sent_at = sent_at
+            reason = lg.kill_reason or "ended"
+            try:
+                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at)
+            except OSError as e:
+                self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
+            self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
+                             at=sent_at)
+        if not lg.signalling and lg.collect_waiting:
+            lg.collect_waiting = False
+            self.collect(lg, lg.wait_status)
 
     def _slot_released(self, lg: LiveGen) -> None:
         self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)

@@ -500,16 +500,38 @@ def _remove(path: str) -> None:
 
 # ----- kill -------------------------------------------------------------------------------
 
-def write_kill_reason(gen: GenPaths, reason: str) -> None:
-    rundir.write_atomic(gen.kill, reason + "\n")
+# ``kill``: why the generation is being ended (written when that is decided, before any
+# signal), then, once a signal reached a process of the worker's own, a second line
+# ``sent <wall time>``: the moment the outcome rule compares the worker's end with.
+_SENT = "sent "
+
+
+def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None) -> None:
+    rundir.write_atomic(gen.kill, reason + "\n" + (f"{_SENT}{sent_at!r}\n" if sent_at is not None else ""))
+
+
+def _kill_lines(gen: GenPaths) -> list[str]:
+    try:
+        with open(gen.kill, "rb") as f:
+            return f.read(_LINE_LIMIT).decode("utf-8", "replace").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def kill_reason(gen: GenPaths) -> str | None:
-    try:
-        with open(gen.kill, "rb") as f:
-            return f.read(_LINE_LIMIT).decode("utf-8", "replace").strip() or None
-    except FileNotFoundError:
-        return None
+    lines = _kill_lines(gen)
+    return (lines[0].strip() or None) if lines else None
+
+
+def kill_sent_at(gen: GenPaths) -> float | None:
+    """When the kill's first signal reached the worker, if it did."""
+    for line in _kill_lines(gen)[1:]:
+        if line.startswith(_SENT):
+            try:
+                return float(line[len(_SENT):])
+            except ValueError:
+                return None
+    return None
 
 
 # ----- the renderers' reading -------------------------------------------------------------

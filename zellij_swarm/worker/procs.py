@@ -119,6 +119,32 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
     return hit
 
 
+# A pane's pty relay (worker/_ptyrelay.py) runs between the wrapper and the worker: it only
+# passes signals on, and outlives its worker by the moment it takes to report the status.
+_RELAY = b"_ptyrelay.py"
+
+
+def is_worker_process(p: psutil.Process) -> bool:
+    """Whether ``p`` is a running process of the worker's own — not a zombie (it has ended
+    already: a signal changes nothing) and not the pty relay that carries a pane's worker."""
+    try:
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.NoSuchProcess:
+        return False
+    return not any(arg.endswith(_RELAY) for arg in cmdline(p.pid))
+
+
+def coarse_wallclock() -> float:
+    """The wall clock as file modification times read it: the kernel stamps files with its
+    coarse clock (a tick behind the precise one on many systems), so a moment taken with it
+    before something happens is never later than the mtime of a file written after."""
+    return time.clock_gettime(_CLOCK_REALTIME_COARSE)
+
+
+_CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)  # Linux's id; the module may not name it
+
+
 def cmdline(pid: int) -> list[bytes]:
     """``pid``'s arguments as /proc has them (none once it is gone)."""
     try:
@@ -181,9 +207,11 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
         time.sleep(0.01)
 
 
-def end_all(procs: list[psutil.Process], grace: float) -> list[psutil.Process]:
-    """SIGTERM, wait up to ``grace``, SIGKILL the rest (blocking; for shutdown paths)."""
-    send(procs, signal.SIGTERM)
+def end_all(procs: list[psutil.Process], grace: float, *, termed: bool = False) -> list[psutil.Process]:
+    """SIGTERM (unless the caller has sent it: ``termed``), wait up to ``grace``, SIGKILL the
+    rest (blocking; for shutdown paths)."""
+    if not termed:
+        send(procs, signal.SIGTERM)
     survivors = _wait_gone(procs, grace)
     send(survivors, signal.SIGKILL)
     return _wait_gone(survivors, grace)
