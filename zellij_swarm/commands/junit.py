@@ -3,6 +3,11 @@
 ``failed``/``timed_out`` → ``<failure>``, ``lost`` → ``<error>``, ``skipped``/``cancelled`` →
 ``<skipped>``. Each case carries the last 64 KB of its final attempt's output, with the
 characters XML 1.0 forbids removed (worker output may be binary).
+
+Until a run has finished, its report file holds one failing case, ``run <id> did not finish``
+(``mark_unfinished``, written as the run, a ``resume`` or a ``retry`` starts): a report an
+earlier run left at the same path — green, perhaps — is never read as this run's, whatever
+becomes of its supervisor. The supervisor that finishes the run replaces it with the report.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +79,19 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
     return xml
 
 
+def unfinished(run_id: str) -> bytes:
+    """The report of a run that has not finished (module docstring)."""
+    suite = ET.Element("testsuite", {"name": f"zellij-swarm {run_id}", "tests": "1", "failures": "1", "errors": "0",
+                                     "skipped": "0", "time": "0.000"})
+    case = ET.SubElement(suite, "testcase", {"name": f"run {run_id} did not finish",
+                                             "classname": f"zellij-swarm.{run_id}", "time": "0.000"})
+    ET.SubElement(case, "failure", {"type": "unfinished", "message": (
+        f"run {run_id} has not finished: its supervisor runs, or was stopped before the end; "
+        f"`zellij-swarm resume {run_id}` finishes it and writes this report")})
+    xml: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return xml
+
+
 def _where(path: Path) -> tuple[str, Path]:
     """How the report reaches ``path`` — the one rule for ``check_writable`` and ``write``:
 
@@ -114,11 +133,23 @@ def check_writable(path: Path) -> None:
 def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> str | None:
     """Write the report; returns a one-line warning instead if that fails (the directory went
     away, the disk filled, a FIFO has no reader): the run is over and its outcome stands."""
+    return _put(path, run, lambda: build(run, snapshot))
+
+
+def mark_unfinished(path: Path, run: RunPaths) -> str | None:
+    """Replace the report file with ``unfinished``; a one-line warning if that fails. A
+    device, FIFO or pipe gets one report only, at the end: nothing is left in it to go stale."""
+    if _where(path)[0] == "through":
+        return None
+    return _put(path, run, lambda: unfinished(run.run_id))
+
+
+def _put(path: Path, run: RunPaths, report: Callable[[], bytes]) -> str | None:
     try:
         how, target = _where(path)
         if how == "directory":
             raise IsADirectoryError(errno.EISDIR, "Is a directory")
-        data = build(run, snapshot)
+        data = report()
         if how == "through":
             _write_through(target, data)
         else:

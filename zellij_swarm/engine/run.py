@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from zellij_swarm import exc
 from zellij_swarm.backends.base import Backend
@@ -25,6 +25,7 @@ from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
+from zellij_swarm.records.outputs import Outputs
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, TaskStatus
 from zellij_swarm.render.console import ConsoleReporter
@@ -68,7 +69,8 @@ def execute(
     groups: Mapping[str, int] | None = None,
 ) -> Outcome:
     _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
-    if junit_path:
+    _require_names(junit_path=junit_path, joblog_path=joblog_path)
+    if junit_path is not None:
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # before any run directory exists
@@ -79,21 +81,14 @@ def execute(
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
-    reporter = _reporter("quiet" if attach else resolved.output, json_output)
-    joblog = JobLog.from_option(joblog_path) if joblog_path else None  # before the run: a bad path is exit 2
+    outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
+    reporter = _reporter("quiet" if attach else resolved.output, json_output, record=outputs)
+    # before the run: a bad path is exit 2
+    joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog,
                    worktree_base=base)
-    sup = Supervisor(plan, backend, reporter)
-    try:
-        code = sup.run()
-    finally:
-        if joblog is not None:
-            joblog.close()
-    outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
-    if junit_path and (problem := junit.write(Path(junit_path), sup.paths, outcome.summary)):
-        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
-    return outcome
+    return _supervise(Supervisor(plan, backend, reporter), None if junit_path is None else Path(junit_path))
 
 
 def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False) -> Outcome:
@@ -104,14 +99,14 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     resolved = resolved_settings(rec.meta)
     if output:
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
-    reporter = _reporter(resolved.output, json_output)
+    reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
+    outputs = Outputs.load(run)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
                    resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
-                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")))
-    sup = Supervisor(plan, HeadlessBackend(), reporter)
-    code = sup.run()
-    return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
+                   joblog=_continued_joblog(outputs))
+    return _supervise(Supervisor(plan, HeadlessBackend(), reporter), outputs.junit)
 
 
 def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: Mapping[str, str],
@@ -126,15 +121,46 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     rec = load(run, ended=True)
     rec.retry = retry_selection(views.load_status(run), rec.specs, names, run.run_id)
     resolved = _overridden(resolved_settings(rec.meta), flags)
+    outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
-    backend = make_backend(choice, env, close_session=_truthy(env.get("CI")))
+    backend = make_backend(choice, env, close_session=outputs.close_session or _truthy(env.get("CI")))
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
                    run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
-                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")))
-    sup = Supervisor(plan, backend, _reporter(resolved.output, json_output))
-    code = sup.run()
-    return Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+                   worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
+                   joblog=_continued_joblog(outputs))
+    reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
+    return _supervise(Supervisor(plan, backend, reporter), outputs.junit)
+
+
+def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
+    """Run ``sup`` to its end and complete the run's outputs: until then its JUnit report says
+    that it has not finished (a stale one, green perhaps, never passes for this run's); a
+    supervisor that detaches leaves it so, for ``resume`` to write."""
+    if report is not None and (problem := junit.mark_unfinished(report, sup.paths)):
+        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+    try:
+        code = sup.run()
+    finally:
+        if sup.plan.joblog is not None:
+            sup.plan.joblog.close()
+    outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+    if report is not None and outcome.snapshot["state"] != "interrupted" and (
+            problem := junit.write(report, sup.paths, outcome.summary)):
+        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+    return outcome
+
+
+def _continued_joblog(outputs: Outputs) -> JobLog | None:
+    """The run's joblog, for the supervisor that goes on with the run (``JobLog.continued``);
+    none, with a warning, when it cannot be written any more: the run goes on without it."""
+    if outputs.joblog is None:
+        return None
+    try:
+        return JobLog.continued(outputs.joblog)
+    except exc.UsageError as e:
+        print(f"zellij-swarm: warning: {e.message}; the run goes on without it", file=sys.stderr)
+        return None
 
 
 # What `retry` runs again by default: every task that ended without succeeding, but a skipped
@@ -195,11 +221,42 @@ def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, jo
                                  "use a UTF-8 name") from None
 
 
-def _reporter(output: str | None, json_output: bool) -> ConsoleReporter:
+def _require_names(**paths: str | None) -> None:
+    """Refuse (exit 2) ``--junit ''`` and ``--joblog ''`` (or ``+``): no file to write."""
+    for option, value in paths.items():
+        if value is not None and not value.removeprefix("+" if option == "joblog_path" else ""):
+            raise exc.UsageError(f"--{option.removesuffix('_path')}: an empty file name; name the file to write")
+
+
+def _reporter(output: str | None, json_output: bool, *, run_id: str = "",
+              record: Outputs | None = None) -> ConsoleReporter:
     """The output mode (default: progress on a terminal, group elsewhere); with --json the
-    workers' output goes to stderr so that stdout is one JSON document."""
+    workers' output goes to stderr so that stdout is one JSON document. ``run_id``: a run
+    that goes on, whose hints name it before it says it started; ``record``: a new run's
+    outputs, recorded in its directory as it starts."""
     mode = output or ("progress" if sys.stderr.isatty() else "group")
-    return ConsoleReporter(mode, out=sys.stderr.buffer if json_output else None)
+    out = sys.stderr.buffer if json_output else None
+    if record is not None:
+        return _RecordingReporter(mode, record, out=out)
+    return ConsoleReporter(mode, out=out, run_id=run_id)
+
+
+class _RecordingReporter(ConsoleReporter):
+    """A new run's reporter that records its outputs (``records.outputs``) the moment its
+    directory exists — ``started``, before any task runs — so that whoever finishes the run
+    completes them."""
+
+    def __init__(self, mode: str, outputs: Outputs, *, out: IO[bytes] | None) -> None:
+        super().__init__(mode, out=out)
+        self.outputs = outputs
+
+    def started(self, run: RunPaths, total: int) -> None:
+        try:
+            self.outputs.save(run)
+        except OSError as e:
+            self.problem(f"warning: cannot record the run's outputs in {run.dir}: {e.strerror}; a resume of this "
+                         "run would not complete its JUnit report and joblog")
+        super().started(run, total)
 
 
 def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool, here: bool = False) -> Backend:

@@ -30,6 +30,11 @@ The file is opened before anything runs, so a path that cannot be written is a u
 (exit 2). As in parallel, ``FILE`` is truncated and starts with the header, and ``+FILE``
 appends (the header too when the file is empty, which parallel omits: ``--retry-failed``
 always takes the first line for the header).
+
+The run records its joblog (``records.outputs``): a ``resume`` or ``retry`` appends to it
+(``JobLog.continued``) — a retried task's new line after its old one, as parallel's
+``--resume-failed`` does — and never writes a line the file already has (the killed
+supervisor wrote it just before its end, the outcome not yet in its event log).
 """
 
 from __future__ import annotations
@@ -84,6 +89,11 @@ class JobLine:
         return cls(int(seq.group(1)), float(start), float(start if end is None else end), str(last.get("status")),
                    last.get("exit_code"), last.get("signal"), command)
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells this line from every other: its ``Seq`` and ``Starttime`` columns."""
+        return str(self.seq), f"{self.started_at:.3f}"
+
     def line(self) -> str:
         exitval, signo = exit_columns(self.status, self.exit_code, self.signal)
         runtime = int(max(0.0, self.ended_at - self.started_at) * 1000) / 1000  # truncated, as parallel does
@@ -123,6 +133,7 @@ class JobLog:
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
+        self.written: set[tuple[str, str]] = set()  # the keys of the lines it holds, when continued
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (0 if append else os.O_TRUNC)
         try:
             self._fd: int | None = os.open(path, flags, 0o644)
@@ -142,12 +153,27 @@ class JobLog:
             return cls(Path(value[1:]), append=True)
         return cls(Path(value))
 
+    @classmethod
+    def continued(cls, path: Path) -> JobLog:
+        """The joblog of a run another supervisor began, appended to (module docstring)."""
+        log = cls(path, append=True)
+        try:
+            with open(path, "rb") as f:
+                for line in f:
+                    columns = line.split(b"\t", 3)
+                    if len(columns) > 2:
+                        log.written.add((columns[0].decode("ascii", "replace"), columns[2].decode("ascii", "replace")))
+        except OSError as e:
+            log.close()
+            raise exc.UsageError(f"joblog {path}: cannot read it: {e.strerror}") from None
+        return log
+
     def task_finished(self, row: Mapping[str, Any], command: str) -> str | None:
         """Write the line of a task that reached its final status (nothing if it never
         started). A failed write returns a one-line warning, once: the joblog then stops, and
         the run goes on."""
         job = JobLine.of_row(row, command)
-        if job is None or self._fd is None:
+        if job is None or self._fd is None or job.key in self.written:
             return None
         try:
             self._write(job.line())

@@ -119,14 +119,16 @@ def progress_line(f: ProgressFacts, width: int) -> str:
 
 
 class ConsoleReporter:
-    def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None) -> None:
+    def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None,
+                 run_id: str = "") -> None:
+        """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says it started."""
         self.mode = mode
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
         self._line_shown = False
-        self._run_id = ""
+        self._run_id = run_id
 
     def started(self, run: RunPaths, total: int) -> None:
         self._run_id = run.run_id

@@ -1,0 +1,122 @@
+"""What a run writes besides its records — ``--junit``, ``--joblog`` — survives a killed
+supervisor (issue 22.4): the run records them, ``resume`` and ``retry`` complete them, and a
+report from an earlier run never passes for this one's while it has not finished."""
+
+from __future__ import annotations
+
+import signal
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from swarmtest import GATE, Running, wait_until
+
+GREEN = '<?xml version="1.0"?><testsuite name="old" tests="1" failures="0"><testcase name="x"/></testsuite>'
+
+
+def cases(report: Path) -> dict[str, str | None]:
+    """Each testcase's name and the element that says it did not pass (None: it passed)."""
+    suite = ET.parse(report).getroot()
+    return {c.get("name", ""): next((e.tag for e in c if e.tag in ("failure", "error", "skipped")), None)
+            for c in suite.iter("testcase")}
+
+
+def joblog_lines(path: Path) -> list[list[str]]:
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("Seq\t"), lines
+    return [line.split("\t") for line in lines[1:]]
+
+
+@pytest.mark.parametrize("option", ["--junit", "--joblog"])
+def test_an_empty_report_path_is_a_usage_error(swarm, option):
+    swarm.write("t.txt", "true\n")
+    res = swarm("run", "t.txt", option, "")
+    assert res.code == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"zellij-swarm: error: {option}: an empty file name; "
+                                               "name the file to write"]
+    assert swarm.runs() == []
+
+
+def test_resume_completes_the_junit_report_and_the_joblog(swarm):
+    """kill -9 of the supervisor while a task runs: the stale green report is already gone (the
+    run says it has not finished), and ``resume`` writes the whole report and the rest of the
+    joblog — each task's line once."""
+    (swarm.cwd / "r.xml").write_text(GREEN)
+    swarm.write("t.txt", f"echo quick\n{GATE}; echo a\n{GATE}; exit 3\n")
+    with Running(swarm, "t.txt", "-j", "2", "--output", "quiet", "--junit", "r.xml", "--joblog", "jl",
+                 settle=0) as r:
+        assert r.run is not None
+        wait_until(lambda: len(joblog_lines(swarm.cwd / "jl")) == 1, what="the quick task's joblog line")
+        wait_until(lambda: (r.run / "slots/slot-1/gen-2/claim").exists()
+                   or (r.run / "slots/slot-2/gen-2/claim").exists(), what="the third task started")
+        assert cases(swarm.cwd / "r.xml") == {f"run {r.run.name} did not finish": "failure"}
+        r.killed()
+        assert cases(swarm.cwd / "r.xml") == {f"run {r.run.name} did not finish": "failure"}
+        swarm.open_gate()
+        res = swarm("resume", r.run.name, "--output", "quiet")
+        assert res.code == 1, res.stderr
+    assert cases(swarm.cwd / "r.xml") == {"task-1": None, "task-2": None, "task-3": "failure"}
+    lines = joblog_lines(swarm.cwd / "jl")
+    assert sorted((int(f[0]), f[6], f[8]) for f in lines) == [
+        (1, "0", "echo quick"), (2, "0", f"{GATE}; echo a"), (3, "3", f"{GATE}; exit 3")]
+
+
+def test_retry_rewrites_the_report_and_appends_to_the_joblog(swarm):
+    (swarm.cwd / "r.xml").write_text(GREEN)
+    swarm.write("t.txt", "echo fine\n[ -e fixed ]\n")
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", "r.xml", "--joblog", "jl")
+    assert res.code == 1, res.stderr
+    assert cases(swarm.cwd / "r.xml") == {"task-1": None, "task-2": "failure"}
+    (swarm.cwd / "fixed").touch()
+    run = swarm.latest().name
+    res = swarm("retry", run, "--output", "quiet")
+    assert res.code == 0, res.stderr
+    assert cases(swarm.cwd / "r.xml") == {"task-1": None, "task-2": None}
+    # parallel --resume-failed's rule: the retried task's new line comes after its old one
+    assert [(f[0], f[6]) for f in joblog_lines(swarm.cwd / "jl")] == [("1", "0"), ("2", "1"), ("2", "0")]
+
+
+def test_a_run_killed_before_its_end_leaves_a_failing_report(swarm):
+    """Nothing resumes it: whoever reads the report sees a run that did not finish."""
+    (swarm.cwd / "r.xml").write_text(GREEN)
+    swarm.write("t.txt", f"{GATE}\n")
+    with Running(swarm, "t.txt", "--output", "quiet", "--junit", "r.xml", settle=0) as r:
+        assert r.run is not None
+        wait_until(lambda: (r.run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
+        r.proc.send_signal(signal.SIGKILL)
+        r.proc.wait(timeout=10)
+    suite = ET.parse(swarm.cwd / "r.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "1")
+    failure = suite.find("testcase/failure")
+    assert failure is not None and f"zellij-swarm resume {r.run.name}" in (failure.get("message") or "")
+
+
+def test_the_log_hint_of_a_task_that_ended_while_no_supervisor_ran_names_the_run(swarm):
+    """Issue 21.7: such a task's end is taken as ``resume`` starts, before it says which run."""
+    swarm.write("t.txt", f"{GATE}; exit 3\n")
+    with Running(swarm, "t.txt", "--output", "quiet", settle=0) as r:
+        assert r.run is not None
+        wait_until(lambda: (r.run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
+        r.killed()
+        swarm.open_gate()
+        wait_until(lambda: (r.run / "slots/slot-1/gen-1/exit").exists(), what="the worker's exit")
+        res = swarm("resume", r.run.name, "--output", "group")
+    assert res.code == 1, res.stderr
+    assert "task-1: FAILED (exit 3" in res.stderr and f"zellij-swarm logs {r.run.name} task-1" in res.stderr
+
+
+def test_a_continued_joblog_never_writes_a_line_it_already_holds(tmp_path):
+    """A supervisor killed after writing a task's line, before its event log held the outcome:
+    the resumed one ends the task again, and the line stays one."""
+    from test_joblog import row
+
+    from zellij_swarm.records.joblog import JobLog
+
+    first = JobLog(tmp_path / "jl")
+    assert first.task_finished(row(1, "succeeded", code=0, start=10.0, end=11.0), "echo a") is None
+    first.close()
+    again = JobLog.continued(tmp_path / "jl")
+    assert again.task_finished(row(1, "succeeded", code=0, start=10.0, end=11.0), "echo a") is None
+    assert again.task_finished(row(1, "succeeded", code=0, start=20.0, end=21.0), "echo a") is None  # a retry's
+    again.close()
+    assert [f[2] for f in joblog_lines(tmp_path / "jl")] == ["10.000", "20.000"]

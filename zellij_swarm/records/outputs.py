@@ -1,0 +1,52 @@
+"""What a run makes besides its own records — its JUnit report (``--junit``), its joblog
+(``--joblog``) — and whether it closes its session at the end (``--close-session``): recorded
+in the run's directory as ``outputs.json`` before any task runs, so that the supervisor that
+finishes the run, ``resume`` or ``retry``, completes them as the one that started it would
+have (SPEC §8).
+
+Paths are recorded absolute (``resume`` may run from another directory), not resolved: a
+symlink is followed when the report is written, as at the first end.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from zellij_swarm.records.rundir import RunPaths, read_json, write_json_atomic
+
+FILE = "outputs.json"
+
+
+@dataclass(frozen=True)
+class Outputs:
+    junit: Path | None = None
+    joblog: Path | None = None  # the file itself: ``+FILE`` is recorded as FILE
+    close_session: bool = False
+
+    @classmethod
+    def of_options(cls, *, junit: str | None, joblog: str | None, close_session: bool) -> Outputs:
+        return cls(junit=None if junit is None else Path(os.path.abspath(junit)),
+                   joblog=None if joblog is None else Path(os.path.abspath(joblog.removeprefix("+"))),
+                   close_session=close_session)
+
+    def save(self, run: RunPaths) -> None:
+        write_json_atomic(run.dir / FILE, {"junit": _text(self.junit), "joblog": _text(self.joblog),
+                                           "close_session": self.close_session})
+
+    @classmethod
+    def load(cls, run: RunPaths) -> Outputs:
+        """A run's outputs; none for a run recorded before they were (or that had none)."""
+        try:
+            rec = read_json(run.dir / FILE)
+        except FileNotFoundError:
+            return cls()
+        junit, joblog = rec.get("junit"), rec.get("joblog")
+        return cls(junit=Path(junit) if isinstance(junit, str) else None,
+                   joblog=Path(joblog) if isinstance(joblog, str) else None,
+                   close_session=rec.get("close_session") is True)
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
