@@ -196,7 +196,7 @@ cmd = "true"
         "no commits",
         f"kept run {rid} ({rundir}): its worktrees are in it"]
     assert res.stderr == ("zellij-swarm: error: kept 1 worktree of ended runs (above) so as not to lose work; "
-                          "commit it, or prune --force to discard it\n")
+                          "save it as its line says, or prune --force to discard it\n")
     assert [p.exists() for p in wt.values()] == [False, True, False]
     assert swarm_branches(swarm) == [f"swarm/{rid}/dirty", f"swarm/{rid}/kept"]
     forced = swarm("prune", "--older-than", "1ms", "--force", env=git_env(swarm))

@@ -515,12 +515,14 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
               help="remove the records of ended runs older than this")
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
 @click.option("--force", is_flag=True, help="also remove worktrees holding uncommitted work (it is lost)")
+@click.option("--drop-ignored", is_flag=True, help="also remove worktrees whose only leftovers are files git ignores")
 @_state_dir_option
-def prune(older_than: str, dry_run: bool, force: bool, state_dir: str | None) -> None:
-    """Remove what ended runs left in tmux and Zellij — their swarm-<run-id> sessions, windows
-    and tabs — their git worktrees (not their branches with commits), and the records of
-    ended runs older than --older-than. Running runs are never touched; a worktree holding
-    uncommitted work is kept (exit 1) unless --force."""
+def prune(older_than: str, dry_run: bool, force: bool, drop_ignored: bool, state_dir: str | None) -> None:
+    """Remove what ended runs left in tmux and Zellij — their swarm-<run-id> sessions (and those
+    they created under a --session name), windows and tabs — their git worktrees (not their
+    branches with commits), and the records of ended runs older than --older-than. Running
+    runs are never touched; a worktree holding uncommitted work, commits on no branch or files
+    git ignores is kept (exit 1) unless --force (--drop-ignored: unless all it holds is ignored)."""
     from zellij_swarm.commands.prune import prune as do_prune
 
     try:
@@ -529,12 +531,12 @@ def prune(older_than: str, dry_run: bool, force: bool, state_dir: str | None) ->
         raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
     kept = 0
     for line in do_prune(_state_dir(state_dir, writing=True), os.environ, older_than=age, dry_run=dry_run,
-                         force=force):
+                         force=force, drop_ignored=drop_ignored):
         click.echo(line.text)
         kept += line.kept_work
     if kept and not dry_run:
         raise exc.SwarmError(f"kept {kept} worktree{'' if kept == 1 else 's'} of ended runs (above) so as not to "
-                             "lose work; commit it, or prune --force to discard it")
+                             "lose work; save it as its line says, or prune --force to discard it")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,8 +3,11 @@
 A run names what it opens after its id: tmux sessions and windows ``swarm-<run-id>`` (a
 window beyond the first ``swarm-<run-id>-N``), Zellij sessions ``swarm-<run-id>`` and tabs
 ``swarm:<run-id>``. Names are all there is: a run's records need not say where its panes
-went, and a run that ended long ago is found all the same. Sessions are found on the tmux
-server and in the Zellij socket directory the caller's environment points at.
+went, and a run that ended long ago is found all the same. A session a run created under a
+name of the user's (``--session NAME``) is known from its record instead (``NamedSession``):
+it is removed only while it is the one the run created (tmux: the same session id). Sessions
+are found on the tmux server and in the Zellij socket directory the caller's environment
+points at.
 
 A Zellij tab is removed by closing its panes by id (``list-panes --json`` gives each pane's
 tab name, from 0.44): ``close-tab`` only closes the client's current tab (contract §2.16).
@@ -36,10 +39,23 @@ class Leftover:
     why: str = ""
 
 
-def find(env: Mapping[str, str], run_ids: Collection[str]) -> list[Leftover]:
-    """Every session, window and tab of the runs ``run_ids``; sessions first."""
+@dataclass(frozen=True)
+class NamedSession:
+    """A session a run created under a name it was given, as its record says."""
+
+    run_id: str
+    backend: str  # "tmux" or "zellij"
+    name: str
+    tmux_id: str | None = None  # tmux's ``$N``: a session made again under the name is not the run's
+
+
+def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[NamedSession] = ()) -> list[Leftover]:
+    """Every session, window and tab of the runs ``run_ids``, and the ``named`` sessions; sessions first."""
     ids = set(run_ids)
-    return _tmux(env, ids) + _zellij(env, ids) if ids else []
+    if not ids and not named:
+        return []
+    by_name = {(n.backend, n.name): n for n in named}
+    return _tmux(env, ids, by_name) + _zellij(env, ids, by_name)
 
 
 def _run_of(name: str, prefix: str, ids: set[str]) -> str | None:
@@ -50,7 +66,7 @@ def _run_of(name: str, prefix: str, ids: set[str]) -> str | None:
     return rest if rest in ids else (base if (base := _OVERFLOW.sub("", rest)) in ids else None)
 
 
-def _tmux(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
+def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
     if not shutil.which("tmux", path=env.get("PATH")):
         return []
 
@@ -67,7 +83,7 @@ def _tmux(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
     windows: list[Leftover] = []
     for line in res.lines:
         session_id, session, window_id, window = line.split("\t", 3)
-        if (run := _run_of(session, "swarm-", ids)) is not None and session == f"swarm-{run}":
+        if (run := _own_session(session, ids, named.get(("tmux", session)), session_id)) is not None:
             sessions.setdefault(session_id, Leftover(run, f"tmux session {session}",
                                                      partial(_quiet, tmux, "kill-session", "-t", session_id)))
         elif (run := _run_of(window, "swarm-", ids)) is not None:
@@ -76,7 +92,16 @@ def _tmux(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
     return [*sessions.values(), *windows]
 
 
-def _zellij(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
+def _own_session(name: str, ids: set[str], named: NamedSession | None, tmux_id: str | None = None) -> str | None:
+    """The run that created the session ``name``, if one of ``ids`` did (``swarm-<id>``) or it is ``named``."""
+    if (run := _run_of(name, "swarm-", ids)) is not None and name == f"swarm-{run}":
+        return run
+    if named is not None and named.tmux_id in (None, tmux_id):
+        return named.run_id
+    return None
+
+
+def _zellij(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
     if not shutil.which("zellij", path=env.get("PATH")):
         return []
     z = Zellij(env, timeout=CALL_TIMEOUT)
@@ -88,8 +113,7 @@ def _zellij(env: Mapping[str, str], ids: set[str]) -> list[Leftover]:
     out: list[Leftover] = []
     live: list[str] = []
     for name, row in sessions.items():
-        run = _run_of(name, "swarm-", ids)
-        if run is not None and name == f"swarm-{run}":
+        if (run := _own_session(name, ids, named.get(("zellij", name)))) is not None:
             out.append(Leftover(run, f"zellij session {name}", partial(_delete_session, env, name)))
         elif row.live:
             live.append(name)

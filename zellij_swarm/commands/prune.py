@@ -21,14 +21,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from zellij_swarm import exc
+from zellij_swarm import exc, quoting
 from zellij_swarm.backends import leftovers
 from zellij_swarm.commands import status as views
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
 from zellij_swarm.worker import worktree
 
 ENDED = ("finished", "cancelled")
-SHOWN_FILES = 3  # of a worktree's uncommitted files, the ones a refusal names
+SHOWN_FILES = 3  # of a worktree's uncommitted or ignored files, the ones a refusal names
 
 
 class Line(NamedTuple):
@@ -36,12 +36,22 @@ class Line(NamedTuple):
     kept_work: bool = False  # a worktree kept because removing it would lose work
 
 
-def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool,
-          force: bool) -> Iterator[Line]:
+def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool, force: bool,
+          drop_ignored: bool = False) -> Iterator[Line]:
+    """What prune did (``dry_run``: would do), a line each, safe to print: a name in them
+    (a file's, a task's, a session's) may hold anything, a terminal's escapes included."""
+    for line in _prune(state_dir, env, older_than=older_than, dry_run=dry_run, force=force,
+                       drop_ignored=drop_ignored):
+        yield line._replace(text=quoting.terminal_text(line.text))
+
+
+def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool, force: bool,
+           drop_ignored: bool) -> Iterator[Line]:
     verb = "would remove" if dry_run else "removed"
-    ended = list(_ended_runs(state_dir))
+    runs = list(_runs(state_dir))
+    ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
-    for left in leftovers.find(env, [run.run_id for run, _ in ended]):
+    for left in leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs)):
         found.setdefault(left.run_id, []).append(left)
     now = time.time()
     for run, snap in ended:
@@ -53,7 +63,7 @@ def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run
                 left.remove()
             yield Line(f"{verb} {left.what}")
         kept = False
-        for line in _worktrees(run, snap, dry_run=dry_run, force=force):
+        for line in _worktrees(run, snap, dry_run=dry_run, force=force, drop_ignored=drop_ignored):
             kept = kept or line.kept_work
             yield line
         ended_at = snap.get("ended_at") or snap.get("started_at") or now
@@ -66,35 +76,101 @@ def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run
             yield Line(f"{verb} run {run.run_id} ({run.dir})")
 
 
-def _worktrees(run: RunPaths, snap: dict[str, Any], *, dry_run: bool, force: bool) -> Iterator[Line]:
-    """Remove the run's worktrees, each one only if it holds no uncommitted work (``force``:
-    whatever it holds); each line names the worktree, its task and what became of its branch."""
+def _named_sessions(runs: list[tuple[RunPaths, dict[str, Any]]]) -> list[leftovers.NamedSession]:
+    """The sessions ended runs created under a name of the user's (``--session NAME``): each
+    one the run that last used its name (``runs`` is newest first) created — a name a later
+    run, or a running one, uses is its."""
+    named: list[leftovers.NamedSession] = []
+    seen: set[tuple[str, str]] = set()
+    for run, snap in runs:
+        place = snap.get("multiplexer") or {}
+        name, backend = place.get("session"), place.get("backend")
+        if not isinstance(name, str) or not isinstance(backend, str) or (backend, name) in seen:
+            continue
+        seen.add((backend, name))
+        if place.get("created_session") is True and snap["state"] in ENDED and name != f"swarm-{run.run_id}":
+            tmux_id = place.get("session_id")
+            named.append(leftovers.NamedSession(run.run_id, backend, name,
+                                                tmux_id if isinstance(tmux_id, str) else None))
+    return named
+
+
+def _worktrees(run: RunPaths, snap: dict[str, Any], *, dry_run: bool, force: bool,
+               drop_ignored: bool) -> Iterator[Line]:
+    """Remove the run's worktrees, each one only if removing it loses nothing but what
+    ``drop_ignored`` lets go (``force``: whatever it holds); each line names the worktree, its
+    task and what became of its branch."""
     names = {t["id"]: t["name"] for t in snap["tasks"]}
+    branches = {t["id"]: (t.get("worktree") or {}).get("branch") for t in snap["tasks"]}
     base = _base_commit(run)
     for path in worktree.made(run.dir):
         what = f"worktree {path} (task {names.get(path.name, path.name)!r} of run {run.run_id})"
         try:
-            dirty = [] if force else worktree.uncommitted(path)
-            if dirty:
-                shown = ", ".join(dirty[:SHOWN_FILES]) + (", …" if len(dirty) > SHOWN_FILES else "")
-                yield Line(f"{'would keep' if dry_run else 'kept'} {what}: uncommitted work in {len(dirty)} "
-                           f"file{'' if len(dirty) == 1 else 's'} ({shown}); commit it there, or prune --force "
-                           "to discard it", kept_work=True)
-            elif dry_run:
-                yield Line(f"would remove {what}")
+            held = None if force else worktree.unsaved(path)
+            if held is not None and (held.work or (held.ignored and not drop_ignored)):
+                yield Line(f"{'would keep' if dry_run else 'kept'} {what}: {_kept_because(held)}", kept_work=True)
+                continue
+            dropped = f" with {_ignored(held)}" if held is not None and held.ignored else ""
+            if dry_run:
+                yield Line(f"would remove {what}{dropped}")
             else:
-                yield Line(f"removed {what}; {_branch_fate(worktree.remove(path, base=base, force=force))}")
+                removed = worktree.remove(path, base=base, force=force, task_branch=branches.get(path.name))
+                yield Line(f"removed {what}{dropped}; {_branch_fate(removed)}")
         except worktree.WorktreeError as e:
             yield Line(f"cannot remove {what}: {e}", kept_work=True)
 
 
+def _kept_because(held: worktree.Unsaved) -> str:
+    """What a kept worktree holds, and how to save it or let it go."""
+    what, save = [], []
+    if held.uncommitted:
+        what.append(f"uncommitted work in {_plural(len(held.uncommitted), 'file')} ({_shown(held.uncommitted)})")
+        save.append("commit it")
+    if held.stray_commits:
+        what.append(f"{_plural(held.stray_commits, 'commit')} on no branch (its HEAD is detached at "
+                    f"{held.head[:12]})")
+        save.append("make a branch of it")
+    if held.ignored:
+        what.append(f"{_plural(held.ignored_files, 'file')} git ignores ({_size(held.ignored_bytes)}: "
+                    f"{_shown(held.ignored)})")
+    if not save:
+        return f"{what[0]}; move them out, or prune --drop-ignored to discard them"
+    branch = " (git branch NAME)" if held.stray_commits else ""
+    return f"{', and '.join(what)}; {' and '.join(save)} there{branch}, or prune --force to discard it"
+
+
+def _ignored(held: worktree.Unsaved) -> str:
+    return f"{_plural(held.ignored_files, 'file')} git ignores ({_size(held.ignored_bytes)})"
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:SHOWN_FILES]) + (", …" if len(names) > SHOWN_FILES else "")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _size(n: int) -> str:
+    """Bytes as people read them, in SI units (as ``du --si``): ``17 B``, ``1.2 kB``."""
+    size, unit = float(n), "B"
+    for bigger in ("kB", "MB", "GB", "TB"):
+        if size < 1000:
+            break
+        size, unit = size / 1000, bigger
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
 def _branch_fate(removed: worktree.Removed) -> str:
+    detached = "its HEAD was on no branch (detached)"
     if removed.branch is None:
-        return "it was on no branch (a detached HEAD)"
+        return detached
     if removed.branch_deleted:
-        return f"deleted its branch {removed.branch}, which held no commits"
-    commits = "" if removed.commits is None else f" ({removed.commits} commit{'' if removed.commits == 1 else 's'})"
-    return f"kept its branch {removed.branch}{commits}"
+        fate = f"deleted its branch {removed.branch}, which held no commits"
+    else:
+        commits = "" if removed.commits is None else f" ({_plural(removed.commits, 'commit')})"
+        fate = f"kept its branch {removed.branch}{commits}"
+    return f"{detached}; {fate}" if removed.detached else fate
 
 
 def _base_commit(run: RunPaths) -> str | None:
@@ -106,11 +182,10 @@ def _base_commit(run: RunPaths) -> str | None:
     return base.commit if base is not None else None
 
 
-def _ended_runs(state_dir: Path) -> Iterator[tuple[RunPaths, dict[str, Any]]]:
+def _runs(state_dir: Path) -> Iterator[tuple[RunPaths, dict[str, Any]]]:
+    """Every run that can be read, with its status; newest first."""
     for run in all_runs(state_dir):
         try:
-            snap = views.load_status(run)
+            yield run, views.load_status(run)
         except (exc.SwarmError, OSError, ValueError, KeyError):
             continue
-        if snap["state"] in ENDED:
-            yield run, snap

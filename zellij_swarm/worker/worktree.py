@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -334,17 +335,20 @@ def changed_files(path: Path, base: str) -> int | None:
 
 @dataclass(frozen=True)
 class Removed:
-    branch: str | None  # the branch its HEAD was on
+    branch: str | None  # the branch its HEAD was on, else the task's own (``remove``)
     commits: int | None  # commits on it beyond the base (None: unknown)
     branch_deleted: bool  # it held none of them: nothing of the task's is lost with it
+    detached: bool = False  # its HEAD was on no branch
 
 
-def remove(path: Path, *, base: str | None, force: bool) -> Removed:
+def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None = None) -> Removed:
     """Remove the worktree ``path`` (with ``force``, uncommitted work and all). Its branch
     holds the task's commits and is kept — unless it has none beyond ``base``, when it is
-    deleted too (only if it still points at ``base``: ``update-ref`` checks)."""
+    deleted too (only if it still points at ``base``: ``update-ref`` checks). A detached HEAD
+    is on no branch: then ``task_branch``, the one the task was given, is that branch."""
     common = _common_dir(path)
-    branch = current_branch(path)
+    on = current_branch(path)
+    branch = on or task_branch
     commits = None
     if branch is not None and base is not None:
         counted = _git(path, "rev-list", "--count", f"{base}..refs/heads/{branch}", check=False)
@@ -353,7 +357,7 @@ def remove(path: Path, *, base: str | None, force: bool) -> Removed:
     deleted = False
     if branch is not None and base is not None and commits == 0 and branch.startswith(f"{BRANCH_PREFIX}/"):
         deleted = _git(common, "update-ref", "-d", f"refs/heads/{branch}", base, check=False).returncode == 0
-    return Removed(branch, commits, deleted)
+    return Removed(branch, commits, deleted, detached=on is None)
 
 
 # ----- git ---------------------------------------------------------------------------------
@@ -385,15 +389,80 @@ def _reading_env() -> dict[str, str]:
 
 def uncommitted(where: str | Path) -> list[str]:
     """The files of the checkout ``where`` whose changes are not committed (untracked ones
-    included, ignored ones not): what removing it would lose."""
-    out = _git(where, "status", "--porcelain=v1", "-z", "--untracked-files=all", env=_reading_env())
-    paths: list[str] = []
+    included, ignored ones not)."""
+    return [path for _, path in _status(where, ignored=False)]
+
+
+@dataclass(frozen=True)
+class Unsaved:
+    """What removing a worktree would lose beyond its branch (``unsaved``)."""
+
+    uncommitted: list[str]  # files whose changes are not committed, untracked ones included
+    ignored: list[str]  # what git ignores: files, and whole directories (``node_modules/``)
+    ignored_files: int  # the files in ``ignored``, and their size in bytes (links not followed)
+    ignored_bytes: int
+    stray_commits: int  # commits its HEAD reaches that no ref does: a detached HEAD's, a rebase's under way
+    head: str  # its HEAD commit
+
+    @property
+    def work(self) -> bool:
+        """Removing it would lose work that is not in ignored files."""
+        return bool(self.uncommitted or self.stray_commits)
+
+
+# Refs of one worktree of its own (gitrepository-layout): they go with it, so they save nothing.
+_PER_WORKTREE_REFS = ("refs/bisect/*", "refs/worktree/*", "refs/rewritten/*")
+
+
+def unsaved(path: Path) -> Unsaved:
+    """What the worktree ``path`` holds that removing it would lose: uncommitted and ignored
+    files, and commits reachable from its HEAD alone. A branch (or tag, or any other ref of the
+    repository) reaching a commit keeps it; ``--ignore-missing``: a HEAD on a branch without a
+    commit yet (``checkout --orphan``) reaches none."""
+    entries = _status(path, ignored=True)
+    ignored = [p for mark, p in entries if mark == "!!"]
+    stray = _git(path, "rev-list", "--count", "--ignore-missing", "HEAD", "--not",
+                 *(f"--exclude={ref}" for ref in _PER_WORKTREE_REFS), "--glob=refs/*", env=_reading_env())
+    head = _git(path, "rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip()
+    files, size = _disk_use(path, ignored)
+    return Unsaved([p for mark, p in entries if mark != "!!"], ignored, files, size, int(stray.stdout.strip() or 0),
+                   head)
+
+
+def _disk_use(top: Path, names: Iterable[str]) -> tuple[int, int]:
+    """How many files ``names`` (relative to ``top``; a directory: every file under it) hold,
+    and their size. Links are counted, never followed; a name that is gone counts as nothing."""
+    files = size = 0
+    for name in names:
+        try:
+            st = os.lstat(top / name)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            files, size = files + 1, size + st.st_size
+            continue
+        for where, dirs, leaves in os.walk(top / name):
+            for leaf in (*leaves, *(d for d in dirs if os.path.islink(os.path.join(where, d)))):
+                try:
+                    files, size = files + 1, size + os.lstat(os.path.join(where, leaf)).st_size
+                except OSError:
+                    pass
+    return files, size
+
+
+def _status(where: str | Path, *, ignored: bool) -> list[tuple[str, str]]:
+    """``git status`` of the checkout ``where``: (its two-letter mark, path) per file that is
+    not committed, untracked ones each; with ``ignored``, ignored ones too (mark ``!!``), a
+    directory ignored as a whole as one, its name ending in ``/``."""
+    out = _git(where, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+               *(["--ignored=matching"] if ignored else []), env=_reading_env())
+    found: list[tuple[str, str]] = []
     entries = iter(_nul_list(out.stdout))
     for entry in entries:
-        paths.append(entry[3:])
+        found.append((entry[:2], entry[3:]))
         if entry[0] in "RC":  # a rename or copy: its source path follows as an entry of its own
             next(entries, None)
-    return paths
+    return found
 
 
 def _common_dir(where: str | Path) -> Path:

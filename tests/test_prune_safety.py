@@ -1,0 +1,137 @@
+"""``prune`` destroys nothing a task made (issue 22, items 6 and 7): a worktree whose HEAD
+reaches commits no ref reaches (a detached HEAD, a rebase under way) is kept like
+uncommitted work, and so is one holding files git ignores (``.env``, results, ``node_modules/``)
+unless ``--drop-ignored``; what ``prune`` prints of a file name is safe for the terminal. Every
+repository is made in the test's own directory; every run ends every process it started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from swarmtest import Swarm
+from test_worktrees import git, git_env, repo, run
+
+KEPT = "commit it there, or prune --force to discard it"
+
+
+def one_task(swarm: Swarm, cmd: str, *, ignore: str = "") -> tuple[Path, str, str]:
+    """A repository (with ``.gitignore`` = ``ignore``) and an ended run of one worktree task
+    running ``cmd``; its worktree, the run id and the base commit."""
+    files = {"s.toml": f'[swarm]\nworktree = true\n\n[[task]]\nname = "agent"\ncmd = """{cmd}"""\n', "a": "a\n"}
+    if ignore:
+        files[".gitignore"] = ignore
+    head = repo(swarm, files)
+    code, err, rundir = run(swarm, "s.toml")
+    assert code == 0, err
+    return rundir / "worktrees" / "t1", rundir.name, head
+
+
+def prune(swarm: Swarm, *args: str) -> tuple[int, list[str], str]:
+    res = swarm("prune", "--older-than", "1ms", *args, env=git_env(swarm))
+    return res.code, res.stdout.splitlines(), res.stderr
+
+
+def test_a_commit_on_a_detached_head_is_kept_until_it_is_on_a_branch(swarm: Swarm) -> None:
+    wt, rid, head = one_task(swarm, "git checkout -q --detach && echo x > x && git add x && git commit -qm x")
+    lost = git(swarm, "rev-parse", "HEAD", where=wt)
+    code, out, _ = prune(swarm, "--dry-run")
+    assert (code, out[0]) == (0, f"would keep worktree {wt} (task 'agent' of run {rid}): 1 commit on no branch "
+                                 f"(its HEAD is detached at {lost[:12]}); make a branch of it there "
+                                 f"(git branch NAME), or prune --force to discard it")
+    code, out, _ = prune(swarm)
+    assert code == 1 and out[0].startswith(f"kept worktree {wt} (task 'agent' of run {rid}): 1 commit on no branch")
+    assert wt.is_dir() and git(swarm, "cat-file", "-t", lost) == "commit"
+    git(swarm, "branch", "saved", where=wt)  # what the line says to do
+    code, out, _ = prune(swarm)
+    assert (code, out[0]) == (0, f"removed worktree {wt} (task 'agent' of run {rid}); its HEAD was on no branch "
+                                 f"(detached); deleted its branch swarm/{rid}/agent, which held no commits")
+    assert git(swarm, "rev-parse", "saved") == lost and head != lost
+
+
+def test_a_detached_head_without_a_commit_of_its_own_loses_nothing_and_goes(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "git checkout -q --detach")
+    code, out, _ = prune(swarm)
+    assert (code, out[0]) == (0, f"removed worktree {wt} (task 'agent' of run {rid}); its HEAD was on no branch "
+                                 f"(detached); deleted its branch swarm/{rid}/agent, which held no commits")
+    assert not wt.exists() and git(swarm, "branch", "--list", "swarm/*") == ""
+
+
+def test_a_rebase_under_way_keeps_the_commits_it_made(swarm: Swarm) -> None:
+    # two commits, then a rebase that rewrites the first (its exec amends it) and stops there
+    # (the exec fails): the rewritten commit is on no branch; the branch still has the old ones
+    wt, rid, _ = one_task(swarm, """
+echo 1 > one && git add one && git commit -qm one
+echo 2 > two && git add two && git commit -qm two
+git rebase -q --exec 'git commit -q --amend -m rewritten && false' HEAD~2 2>/dev/null || true
+""")
+    assert Path(git(swarm, "rev-parse", "--path-format=absolute", "--git-path", "rebase-merge", where=wt)).is_dir()
+    rewritten = git(swarm, "rev-parse", "HEAD", where=wt)
+    code, out, _ = prune(swarm)
+    assert code == 1
+    assert out[0].startswith(f"kept worktree {wt} (task 'agent' of run {rid}): 1 commit on no branch "
+                             f"(its HEAD is detached at {rewritten[:12]})")
+    assert wt.is_dir()
+
+
+def test_a_detached_head_with_uncommitted_work_names_both(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "git checkout -q --detach && echo x > x && git add x && git commit -qm x "
+                                 "&& echo y > y")
+    code, out, _ = prune(swarm)
+    assert code == 1
+    assert out[0].startswith(f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (y), "
+                             "and 1 commit on no branch")
+    assert out[0].endswith("; commit it and make a branch of it there (git branch NAME), or prune --force to "
+                           "discard it")
+
+
+IGNORE = "node_modules/\n.env\nout/*.csv\n"
+
+
+def test_ignored_files_an_agent_wrote_are_kept_and_counted(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "echo SECRET=1 > .env && mkdir out && printf 'a,b\\n1,2\\n' > out/data.csv",
+                          ignore=IGNORE)
+    code, out, err = prune(swarm)
+    assert code == 1
+    assert out[0] == (f"kept worktree {wt} (task 'agent' of run {rid}): 2 files git ignores (17 B: .env, "
+                      "out/data.csv); move them out, or prune --drop-ignored to discard them")
+    assert (wt / ".env").read_text() == "SECRET=1\n" and (wt / "out/data.csv").exists()
+    assert err.startswith("zellij-swarm: error: kept 1 worktree of ended runs (above) so as not to lose work")
+    code, out, err = prune(swarm, "--drop-ignored")
+    assert (code, out[0]) == (0, f"removed worktree {wt} (task 'agent' of run {rid}) with 2 files git ignores "
+                                 f"(17 B); deleted its branch swarm/{rid}/agent, which held no commits")
+    assert not wt.exists()
+
+
+def test_an_ignored_directory_counts_its_files_and_drop_ignored_removes_it(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "mkdir -p node_modules/p/q && printf 1234 > node_modules/p/q/i.js && "
+                                 "printf 12 > node_modules/x.js && ln -s /etc/passwd node_modules/link",
+                          ignore=IGNORE)
+    code, out, _ = prune(swarm, "--dry-run")
+    assert out[0] == (f"would keep worktree {wt} (task 'agent' of run {rid}): 3 files git ignores "
+                      f"({6 + len('/etc/passwd')} B: node_modules/); move them out, or prune --drop-ignored to "
+                      "discard them")
+    code, out, _ = prune(swarm, "--drop-ignored", "--dry-run")
+    assert out[0] == f"would remove worktree {wt} (task 'agent' of run {rid}) with 3 files git ignores (17 B)"
+    code, out, _ = prune(swarm, "--drop-ignored")
+    assert code == 0 and not wt.exists()
+    assert Path("/etc/passwd").exists()  # a link is removed, never followed
+
+
+def test_drop_ignored_does_not_discard_uncommitted_work(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "echo S=1 > .env && echo notes > notes.txt", ignore=IGNORE)
+    code, out, _ = prune(swarm, "--drop-ignored")
+    assert code == 1
+    assert out[0] == (f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (notes.txt), "
+                      f"and 1 file git ignores (4 B: .env); {KEPT}")
+    assert (wt / ".env").exists()
+
+
+@pytest.mark.parametrize("name", ["evil\x1b]0;pwned\x07.txt", "new\nline.txt", "\u009b2J.txt"])
+def test_file_names_prune_shows_are_safe_for_the_terminal(swarm: Swarm, name: str) -> None:
+    wt, rid, _ = one_task(swarm, "true")
+    (wt / name).write_text("x")  # as the task could have
+    code, out, _ = prune(swarm)
+    assert code == 1 and len(out) == 2, out  # its line, and the run's: a newline in a name ends no line
+    assert out[0].startswith(f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (")
+    assert not any(ch in out[0] for ch in "\x1b\x07\u009b\n"), out
