@@ -60,15 +60,18 @@ from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, 
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
-from zellij_swarm.worker.wrapper import PTY_RELAY, PaneMode
+from zellij_swarm.worker.wrapper import PTY_RELAY, RELAY_RECORD, PaneMode
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
 
-# The worker on a TTY of its own on the pane's terminal, logged (worker._ptyrelay).
-RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + ' "$_zsw_d/output.log"'
+# The worker on a TTY of its own on the pane's terminal, logged (worker._ptyrelay); a relay
+# killed before its worker ended leaves its record, and the worker's session is ended before
+# the exit is recorded.
+RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + f' --record "$_zsw_d/{RELAY_RECORD}" "$_zsw_d/output.log"'
+RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
 _FOREVER = "2147483647"
 
 
@@ -156,10 +159,11 @@ class ZellijBackend:
                 ctx.warn(code, msg)
                 self.live = False
         if caps["pane_id_target"]:
-            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=RELAY_RUNNER)
+            self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=RELAY_RUNNER,
+                                            after_runner=RELAY_END)
         else:
             self.pane_mode_value = PaneMode("ZELLIJ_PANE_ID", "terminal_", ctx.paths.saved_env, runner=RELAY_RUNNER,
-                                            hold=_pre44_hold(s.pane_hold, ctx.run_id))
+                                            after_runner=RELAY_END, hold=_pre44_hold(s.pane_hold, ctx.run_id))
         if not self.live:
             self._start([])
 

@@ -1,7 +1,8 @@
 """A worker on a terminal of its own, its output logged: how a Zellij pane runs its worker
 (Zellij has nothing like tmux's ``pipe-pane``).
 
-Run as ``python -I -S _ptyrelay.py LOG CMD…``: stdlib only, no site, started in a few ms.
+Run as ``python -I -S _ptyrelay.py [--record FILE] LOG CMD…``: stdlib only, no site, started
+in a few ms.
 
 CMD runs as the session leader of a new pty, so it sees a TTY. What it writes is copied to
 this process's stdout (the pane) and appended to LOG, with the terminal's CRLF turned back
@@ -19,6 +20,15 @@ the worker's fate is the record.
 Once CMD has exited, what it left in the pty is drained and the relay exits, even while a
 background process still holds the terminal (the kernel hangs it up: its session leader is
 gone); the drain ends at the pty's end of file, or after ``DRAIN`` seconds without output.
+
+A relay killed outright (SIGKILL, the OOM killer) cannot pass anything on, and its worker, a
+session leader on a terminal of its own, may ignore the hang-up the terminal's end sends it:
+it would run on unrecorded while its slot runs the next task. So with ``--record FILE`` the
+relay writes the worker's pid and session to FILE before the worker starts (the forked child
+waits for it), and removes FILE once it has the worker's status. FILE left behind means the
+relay died first: ``_ptyrelay.py --end FILE``, which the wrapper runs before it records the
+exit, kills every process of that session and waits until they are gone. A session's id is
+never reused while a process of it lives, so nothing else is killed.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
 
 DRAIN = 0.2  # seconds of silence after the worker's exit before a held-open pty is given up
 CHUNK = 65536
+END_WAIT = 10.0  # seconds ``--end`` waits for a killed session's processes to be gone
 
 
 class Log:
@@ -71,18 +82,24 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def start(argv: list[str], outer: list[Any] | None, size: bytes | None) -> tuple[int, int]:
-    """Fork CMD on a new pty: (its pid, the master's fd)."""
+def start(argv: list[str], outer: list[Any] | None, size: bytes | None, record: str | None) -> tuple[int, int]:
+    """Fork CMD on a new pty: (its pid, the master's fd). With ``record``, CMD starts only once
+    its pid and session are in that file; a relay killed before then starts nothing."""
     master, slave = os.openpty()
     if outer is not None:
         termios.tcsetattr(slave, termios.TCSANOW, outer)
     if size is not None:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
+    go_r, go_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(master)
-            os.login_tty(slave)
+            os.close(go_w)
+            os.login_tty(slave)  # a session of its own: its id is this pid
+            if os.read(go_r, 1) != b"1":
+                os._exit(127)  # the relay is gone
+            os.close(go_r)
             worker_defaults()
             os.execvp(argv[0], argv)
         except OSError as e:
@@ -90,7 +107,53 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None) -> tuple
         finally:
             os._exit(127)
     os.close(slave)
+    os.close(go_r)
+    if record is not None:
+        draft = f"{record}.draft"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            write_all(fd, f"{pid} {pid}\n".encode())
+        finally:
+            os.close(fd)
+        os.rename(draft, record)
+    os.write(go_w, b"1")
+    os.close(go_w)
     return pid, master
+
+
+def session_of(pid: str) -> tuple[int, bool] | None:
+    """A process's session id, and whether it is a zombie (ended, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[3]), fields[0] == b"Z"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def end_session(record: str) -> None:
+    """``--end``: kill every process of the session ``record`` names, wait (up to
+    ``END_WAIT``) until none runs, then remove the record."""
+    try:
+        with open(record, "rb") as f:
+            session = int(f.read().split()[1])
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, IndexError):
+        session = 0  # garbled: nothing is known to end
+    deadline = time.monotonic() + END_WAIT
+    while session > 1:
+        alive = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+                 and (seen := session_of(pid)) is not None and seen[0] == session and not seen[1]]
+        if not alive or time.monotonic() > deadline:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    os.unlink(record)
 
 
 def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
@@ -166,8 +229,14 @@ def raw(attrs: list[Any]) -> list[Any]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--end"] and len(argv) == 2:
+        end_session(argv[1])
+        return 0
+    record = None
+    if argv[:1] == ["--record"]:
+        record, argv = argv[1], argv[2:]
     if len(argv) < 2:
-        sys.stderr.write("usage: _ptyrelay.py LOG CMD...\n")
+        sys.stderr.write("usage: _ptyrelay.py [--record FILE] LOG CMD... | _ptyrelay.py --end FILE\n")
         return 2
     log = Log(argv[0])
     on_tty = os.isatty(0)
@@ -191,7 +260,7 @@ def main(argv: list[str]) -> int:
     for name in WORKER_SIGNALS:
         signal.signal(getattr(signal, name), forward)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd sees it
-    child, master = start(argv[1:], outer, size)
+    child, master = start(argv[1:], outer, size, record)
     if outer is not None:
         signal.signal(signal.SIGWINCH, resize)
         termios.tcsetattr(0, termios.TCSANOW, raw(outer))  # not FLUSH: keys typed ahead are the worker's
@@ -204,6 +273,8 @@ def main(argv: list[str]) -> int:
             except termios.error:
                 pass
         log.close()
+    if record is not None:
+        os.unlink(record)  # the worker's status is known: nothing of it is left to end
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 

@@ -59,6 +59,7 @@ class WorkerIdentity:
 # without site packages, so they start in a few milliseconds.
 PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
 PTY_RELAY = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_ptyrelay.py")))
+RELAY_RECORD = "worker-session"  # in a generation's directory: the relay's worker, while it runs it
 
 
 def _in_gen_dir(name: str) -> str:
@@ -92,6 +93,9 @@ class PaneMode:
     # its command (Zellij: ``PTY_RELAY``, which keeps the worker on a TTY and logs it). The
     # status they exit with is recorded as the worker's.
     runner: str = ""
+    # Shell run once the runner has returned, before the exit is recorded: it ends what a
+    # runner killed outright left running (Zellij: the relay's ``--end``).
+    after_runner: str = ""
     # Shell run in the pane after the exit is recorded (a pane that must outlive its worker).
     hold: str = ""
     # The pane runs as a Slurm step (engine.remote): what the step gave its task — SLURM_* and
@@ -188,6 +192,7 @@ def _body(pane: PaneMode | None) -> list[str]:
         'if cd -- "$_zsw_cwd" 2>/dev/null; then',
         launch,
         "  _zsw_rc=$?",
+        *([f"  {pane.after_runner}"] if pane and pane.after_runner else []),
         f"  printf '%s\\n' \"$_zsw_rc\" >{_EXIT_SIDECAR}",
         "else",
         f"  printf 'zellij-swarm: cwd does not exist: %s\\n' \"$_zsw_cwd\" >>{_OUTPUT}",
