@@ -17,6 +17,8 @@ import pytest
 from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 
+from zellij_swarm.records import envfile
+
 # ----- C: a run directory is trusted only when it is private ----------------------------------
 
 def _plant(run: Path) -> None:
@@ -53,12 +55,12 @@ def test_resume_refuses_a_run_another_user_could_write(swarm, interrupted_run, h
         assert len(warnings) == 1 and needle in warnings[0], (args, res.stderr)
 
 
-def test_resume_refuses_a_planted_env_sh_or_inbox(swarm, interrupted_run):
+def test_resume_refuses_a_planted_environ_or_inbox(swarm, interrupted_run):
     run = interrupted_run
-    os.chmod(run / "env.sh", 0o622)
+    os.chmod(run / "environ", 0o622)
     res = swarm("resume", run.name)
-    assert res.code == 2 and "env.sh is writable by group or others" in res.stderr, res
-    os.chmod(run / "env.sh", 0o600)
+    assert res.code == 2 and "environ is writable by group or others" in res.stderr, res
+    os.chmod(run / "environ", 0o600)
     os.chown(run / "inbox", 4242, 4242)
     res = swarm("resume", run.name)
     assert res.code == 2 and "inbox belongs to uid 4242" in res.stderr, res
@@ -151,9 +153,7 @@ def test_a_non_utf8_environment_reaches_the_worker_byte_exact(swarm):
     res = swarm("run", "t.txt", "--backend", "headless", "--output", "quiet", env=clean_env(FOO=RAW))
     assert res.code == 0 and "Traceback" not in res.stderr, res
     assert (swarm.cwd / "got").read_bytes() == os.fsencode(RAW)
-    back = subprocess.run(["sh", "-c", '. "$1"; printf %s "$FOO"', "sh", str(swarm.latest() / "env.sh")],
-                          capture_output=True, env={}, timeout=10)
-    assert back.stdout == os.fsencode(RAW)  # env.sh gives back the very bytes
+    assert envfile.load(swarm.latest() / "environ")["FOO"] == RAW  # the saved file gives back the very bytes
 
 
 def test_a_non_utf8_environment_reaches_a_tmux_pane_byte_exact(swarm, tmux):

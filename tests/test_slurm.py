@@ -422,3 +422,24 @@ def test_which_ends_run_a_task_again_without_using_an_attempt(reasons: list[str]
     task.history = [Attempt(1, 1, g, REASON_STATUS[r], None, None, r, None, None, None, None)
                     for g, r in enumerate(reasons, 1)]
     assert task.last_end_is_free is free
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_every_variable_reaches_a_step_byte_exact(swarm: Swarm, cluster: dict[str, str], tmp_path: Path,
+                                                  backend: str) -> None:
+    """Issue 22.9/22.14 on Slurm: a newline, non-UTF-8 bytes and names no shell can export
+    reach a step's worker, headless and in a live pane (test_envfile has the local backends)."""
+    from test_envfile import DUMP, SAVED, got_env
+
+    (tmp_path / "tm").mkdir()
+    swarm.write("e.toml", f'[[task]]\nname = "dump"\n{DUMP}\n')
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster, **SAVED)
+    flags = ("--backend", "headless") if backend == "headless" else ("--backend", "tmux", "--ui", "live")
+    try:
+        res = swarm("run", "e.toml", *flags, "--executor", "slurm", "--require-multiplexer", "--output", "quiet",
+                    env=env)
+        assert res.code == 0, res.stderr
+        got = got_env(swarm.cwd)
+        assert {k: got.get(k) for k in SAVED} == SAVED and got.get("SLURM_JOB_ID")
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)

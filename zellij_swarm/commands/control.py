@@ -106,11 +106,11 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
         chosen.add((t["slot"], t["generation"]))
     if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
         from zellij_swarm.engine import remote
-        from zellij_swarm.engine.resume import load_environment
+        from zellij_swarm.records import envfile
         from zellij_swarm.worker.slurm import Slurm
 
         try:  # with the run's own environment (its SLURM_CONF), whatever the caller's shell has
-            cluster = Slurm(load_environment(run.saved_env) or None)
+            cluster = Slurm(envfile.load(run.saved_env) or None)
             ended = remote.end_steps_now(cluster, run.run_id, chosen, resolved.kill_grace)
         except exc.BackendError as e:
             raise exc.SwarmError(f"run {run.run_id} runs on Slurm, which cannot be reached to end its steps: "

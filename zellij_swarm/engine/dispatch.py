@@ -20,7 +20,7 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.records import rundir
+from zellij_swarm.records import envfile, rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import wrapper
@@ -53,6 +53,8 @@ class Dispatcher:
         self._worktrees = worktrees
         self._executor = executor  # the Slurm executor: every generation runs as a job step
         self._live_panes = live_panes  # a pane shows its worker on a TTY (live UI), not a renderer
+        # the saved environment, when some of its variables need an exec to reach a worker
+        self._unexportable_env = paths.saved_env if envfile.unexportable(envfile.load(paths.saved_env)) else None
 
     def fill(self) -> None:
         """Fill every free slot a ready task can use. A launch that fails at once frees its
@@ -176,12 +178,14 @@ class Dispatcher:
         if task.worktree is not None:
             cwd = task.worktree.workdir(cwd)
         if lg.pane is None:
-            args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env)
+            args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env,
+                                     unexportable_env=self._unexportable_env)
             argv = wrapper.headless_argv(self._paths.worker_script, args)
         else:
             if self._executor is not None:
                 lg.pane = replace(lg.pane, step_env=True)
-            text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env, pane=lg.pane)
+            text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env, pane=lg.pane,
+                                  unexportable_env=self._unexportable_env)
             rundir.write_new(gen.wrapper, text, mode=0o700)
             argv = ("/bin/sh", str(gen.wrapper))
         prefix: tuple[str, ...] = ()

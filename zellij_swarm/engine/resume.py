@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
@@ -49,7 +47,7 @@ from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import RESTARTED, killed_status
-from zellij_swarm.records import generation_files, runlock
+from zellij_swarm.records import envfile, generation_files, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.log import EventLog
@@ -95,21 +93,6 @@ class Recovered:
     allocation: str | None = None  # a Slurm run's allocation (--slurm-alloc), as the log names it
 
 
-def load_environment(path: Path) -> dict[str, str]:
-    """Parse the ``export K='v'`` lines written by ``records.save_environment``."""
-    env: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    except FileNotFoundError:
-        return env
-    for line in text.splitlines():
-        words = shlex.split(line)
-        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
-            key, _, value = words[1].partition("=")
-            env[key] = value
-    return env
-
-
 def wrapper_alive(gen: GenPaths, pid: int) -> bool:
     """The wrapper that claimed ``gen`` is still this very process (not a recycled pid)."""
     try:
@@ -148,7 +131,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     specs = task_specs(meta, events)
     outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in generation_files.OUTCOME_EVENTS}
     followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
-    rec = Recovered(meta, load_environment(run.saved_env), specs, [])
+    rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
     rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
     reserved = {(e.get("slot"), e.get("gen")): (names.get(str(e.get("task"))), e.get("attempt")) for e in events

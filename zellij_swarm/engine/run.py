@@ -208,7 +208,7 @@ def _overridden(recorded: Resolved, flags: Mapping[str, object]) -> Resolved:
 def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, joblog_path: str | None = None) -> None:
     """Refuse (exit 2), before a run directory exists, a working directory, state directory,
     --junit path or command-line argument that is not UTF-8: ``run.json`` records them as JSON
-    text, which cannot hold such bytes. (The environment is saved byte-exact in ``env.sh``.)"""
+    text, which cannot hold such bytes. (The environment is saved byte-exact: ``envfile``.)"""
     checks = [("the working directory", os.getcwd()), ("--junit", junit_path or ""), ("--joblog", joblog_path or ""),
               ("swarm file", source)]
     checks += [(f"{n} (from {resolved.sources.get(n, 'default')})", str(v)) for n, v in resolved.values.items()]

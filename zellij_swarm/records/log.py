@@ -13,15 +13,16 @@ import json
 import os
 import time
 from bisect import insort
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import quoting
-from zellij_swarm.config.swarmfile import is_env_name
-from zellij_swarm.records import snapshot_file
+from zellij_swarm.records import envfile, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, write_atomic
 from zellij_swarm.records.snapshot_file import RowsFile
+
+# The caller's environment, saved in its one format (the supervisor calls it by this name).
+save_environment = envfile.save
 
 
 class EventLog:
@@ -217,15 +218,6 @@ class _Durations:
                 p50 = key
                 break
         return {"p50": p50, "max": round(self._max, 2), "count": self.count}
-
-
-def save_environment(path: Path, env: Mapping[str, str]) -> None:
-    """The caller's environment as a sourceable ``sh`` file (0600): a multiplexer pane gets
-    the server's environment, and the wrapper restores this one instead."""
-    lines = [f"export {k}={quoting.shell_word(v)}" for k, v in sorted(env.items()) if is_env_name(k)]
-    # Byte-exact: os.environ holds bytes that are not UTF-8 as lone surrogates
-    # (surrogateescape); they are written back as the very bytes they came from.
-    write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"), mode=0o600)
 
 
 class SpaceReserve:

@@ -5,7 +5,7 @@ Layout (SPEC §5, §7)::
 
     <state-dir>/.gitignore                     ignores everything
     <state-dir>/runs/<run-id>/                 every directory mode 0700, owned by the user
-        run.json  events.jsonl  state.json  summary.json  env.sh (0600)  lock
+        run.json  events.jsonl  state.json  summary.json  environ (0600)  lock
         worker.sh                              the run's headless wrapper (generation_files)
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
@@ -158,7 +158,8 @@ class RunPaths:
 
     @property
     def saved_env(self) -> Path:
-        return self.dir / "env.sh"
+        """The caller's environment (``envfile``)."""
+        return self.dir / "environ"
 
     @property
     def lock(self) -> Path:

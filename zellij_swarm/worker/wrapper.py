@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zellij_swarm import quoting
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import envfile, generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker._paneleader import WORKER_SIGNALS
 
@@ -87,7 +87,7 @@ class PaneMode:
 
     pane_var: str  # set by the multiplexer for this very pane: TMUX_PANE, ZELLIJ_PANE_ID
     pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
-    saved_env: Path  # the caller's environment (records.save_environment)
+    saved_env: Path  # the caller's environment (records.envfile)
     log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
     # How the worker runs on the pane's terminal, when not directly: shell words put before
     # its command (Zellij: ``PTY_RELAY``, which keeps the worker on a TTY and logs it). The
@@ -107,9 +107,11 @@ class PaneMode:
 
 
 def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
-              env: dict[str, str]) -> tuple[str, ...]:
+              env: dict[str, str], unexportable_env: Path | None = None) -> tuple[str, ...]:
     """What one generation is, as the wrapper's arguments after its mode:
-    ``GEN-DIR CWD sh|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as ``/bin/sh -c``)."""
+    ``GEN-DIR CWD sh|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as ``/bin/sh -c``).
+    With ``unexportable_env`` (the run's saved environment, when it has variables no shell can
+    carry) the command runs under ``envfile``'s exec, which adds them back."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -122,8 +124,11 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
         **env,
     }
     command = argv if argv is not None else (cmd or ":",)
-    return (str(gen.dir), cwd, "argv" if argv is not None else "sh", *(f"{k}={v}" for k, v in exports.items()),
-            "--", *command)
+    kind = "argv" if argv is not None else "sh"
+    if unexportable_env is not None:
+        shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
+        command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), "argv"
+    return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
 
 
 def run_script(run_id: str) -> str:
@@ -145,6 +150,7 @@ def render(
     cwd: str,
     env: dict[str, str],
     pane: PaneMode | None = None,
+    unexportable_env: Path | None = None,
 ) -> str:
     """A wrapper of one generation's own, with its arguments inside: what a pane runs (a
     multiplexer's command line has a size limit, and the pane's second stage runs the file
@@ -152,7 +158,8 @@ def render(
     q = quoting.shell_word
     lines = [
         generation_files.wrapper_header(who.run_id, who.task_id, who.slot, who.generation, who.attempt),
-        'set -- "${1-}" ' + " ".join(q(a) for a in arguments(gen, who, cmd=cmd, argv=argv, cwd=cwd, env=env)),
+        'set -- "${1-}" ' + " ".join(q(a) for a in arguments(gen, who, cmd=cmd, argv=argv, cwd=cwd, env=env,
+                                                                  unexportable_env=unexportable_env)),
     ]
     return "\n".join(lines + _body(pane)) + "\n"
 
@@ -221,9 +228,11 @@ def _headless_stage() -> list[str]:
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
     leader = " ".join(q(a) for a in PANE_LEADER)
-    # the pane leader empties the environment for the second stage (a step's own variables kept)
+    # the pane leader empties the environment for the second stage (a step's own variables
+    # kept), which starts with the caller's saved one restored under them
     leader = (f"{leader} --step-env {pane.pane_var}" if pane.step_env
               else f'/usr/bin/env -i _ZSW_PANE="${{{pane.pane_var}-}}" {leader}')
+    restore = " ".join(q(a) for a in envfile.exec_argv("restore", pane.saved_env))
     return [
         "_zsw_headless=",
         "case $_zsw_mode in",
@@ -237,12 +246,11 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
         *(['  eval "$_ZSW_STEP"'] if pane.step_env else []),  # its node, for the heartbeat
         f'  printf \'{{"event":"started","pid":%s,"pane_id":%s%s}}\\n\' "$PPID" "$_zsw_pj" {_NODE} >>{_HEARTBEAT}',
-        f"  . {q(str(pane.saved_env))}",
         *(['  eval "$_ZSW_STEP"; unset _ZSW_STEP'] if pane.step_env else []),  # over the caller's
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
         "*)  # first stage in the pane, with the multiplexer server's environment",
         f"  {_CLAIM_OR_LEAVE}",
         *([f"  {pane.log_setup}"] if pane.log_setup else []),
-        f"  exec {leader} /bin/sh \"$0\" restored ;;",
+        f"  exec {leader} {restore} /bin/sh \"$0\" restored ;;",
         "esac",
     ]
