@@ -10,9 +10,13 @@ changed, and ``--raw`` shows it byte for byte. The rule is the same for every ge
 or not: a headless worker that wrote CRLF itself is shown with LF too (``--raw`` has it).
 
 **Following** waits on file events (``watch.follow``: an inotify watch on the generation
-directory) and stops once the attempt's exit is committed and everything written has been
-printed. Following a task that is still pending first waits for it to start (the run's
-snapshots change when it does). Ctrl-C ends the waiting quietly.
+directory; where none can be had, a look every ``POLL_INTERVAL``, said once) and stops once
+the attempt's exit is committed and everything written has been printed (exit 0) — which the
+wrapper writes with or without a supervisor: a supervisor that dies ends nothing while the
+generation's wrapper lives. When the supervisor is gone and so is the wrapper, without an
+exit, ``logs -f`` says the run is interrupted and exits 1 (``_AttemptEnd``). Following a task
+that is still pending first waits for it to start (the run's snapshots change when it does);
+the run interrupted meanwhile is exit 1 too. Ctrl-C ends the waiting quietly.
 """
 
 from __future__ import annotations
@@ -25,13 +29,16 @@ from typing import Any, BinaryIO
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.commands import status as views
+from zellij_swarm.engine import pid_end
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.watch import Wake, follow
+from zellij_swarm.worker import procs
 
 MIN_INTERVAL = 0.05  # seconds between two looks: a worker writing nonstop is read in batches
+POLL_INTERVAL = 0.25  # seconds between two looks when the directory cannot be watched
 
 
 class LineEnds:
@@ -93,19 +100,26 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
         print(f"zellij-swarm: task {task['name']!r} is pending; waiting for it to start", file=sys.stderr)
         snap, task = _wait_for_start(run, snap, task)
         gen = _attempt_gen(run, task, attempt)
+        if gen is None and snap["state"] == "interrupted":
+            return _interrupted(run, f"before task {task['name']!r} started")
     if gen is None:
         print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
               f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),
               file=sys.stderr)
         return 0
     offset = _copy_from(gen, 0, writer)
-    if follow and snap["state"] == "running" and gen.dir.is_dir():
+    end = "over"
+    if follow and snap["state"] in ("running", "interrupted") and gen.dir.is_dir():
+        attempt_ends = _AttemptEnd(run, gen, task["id"])
         for _ in _changes(gen.dir):
             offset = _copy_from(gen, offset, writer)
-            if _over(run, gen, task["id"]):
+            if (end := attempt_ends.look()) != "following":
                 _copy_from(gen, offset, writer)
                 break
     writer.end()
+    if end == "interrupted":
+        return _interrupted(run, f"and task {task['name']!r}'s attempt ended without recording its exit: its output "
+                                 "may stop short")
     return 0
 
 
@@ -133,16 +147,44 @@ def _commands(run: RunPaths) -> dict[str, str]:
     return {s.name: command_text(s) for s in views.task_specs_of(run)}
 
 
-def _over(run: RunPaths, gen: GenPaths, task_id: str) -> bool:
-    """The generation followed has ended, or its run has: its exit is committed, it was folded
-    away (its outcome is in the log, its directory gone or left with its output only), or the
-    run's status no longer shows it running."""
-    if generation_files.ended_at(gen) is not None or not gen.dir.is_dir():
-        return True
-    snap = views.load_status(run)
-    task = views.find_task(snap, task_id)
-    return (snap["state"] != "running" or task["status"] != "running"
-            or (task["slot"], task["generation"]) != (gen.slot, gen.gen))
+class _AttemptEnd:
+    """Whether the attempt followed is over. It is when its exit is committed — the wrapper
+    writes it, supervisor or not — or it was folded away (its outcome is in the log, its
+    directory gone or left with its output only), or the run's supervisor says the task no
+    longer runs this attempt (the run ended, a restart). A supervisor that is gone (the run
+    is ``interrupted``) ends nothing: the worker may go on writing, and is followed while the
+    generation's wrapper lives; once it is gone too, without an exit, the run is interrupted
+    for this attempt."""
+
+    def __init__(self, run: RunPaths, gen: GenPaths, task_id: str) -> None:
+        self.run, self.gen, self.task_id = run, gen, task_id
+        self.wrapper: tuple[int, int | None] | None = None  # (pid, start ticks), once looked for
+
+    def look(self) -> str:
+        """``over``, ``following`` or ``interrupted``."""
+        if generation_files.ended_at(self.gen) is not None or not self.gen.dir.is_dir():
+            return "over"
+        snap = views.load_status(self.run, rows=False)
+        if snap["state"] == "interrupted":
+            return "following" if self._wrapper_lives() else "interrupted"
+        task = next((t for t in snap["tasks"] if t["id"] == self.task_id), None)
+        if snap["state"] != "running" or task is None:
+            return "over"
+        return "following" if (task["slot"], task["generation"]) == (self.gen.slot, self.gen.gen) else "over"
+
+    def _wrapper_lives(self) -> bool:
+        if self.wrapper is None:
+            pid = procs.wrapper_process(self.gen)  # one scan of /proc: then its pid is watched
+            if pid is None:
+                return False
+            self.wrapper = (pid, pid_end.start_ticks(pid))
+        return not pid_end.ended(*self.wrapper)
+
+
+def _interrupted(run: RunPaths, what: str) -> int:
+    print(f"zellij-swarm: run {run.run_id} is interrupted (its supervisor is gone) {what}; "
+          f"`zellij-swarm resume {run.run_id}` goes on with it", file=sys.stderr)
+    return 1
 
 
 def _wait_for_start(run: RunPaths, snap: dict[str, Any], task: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -160,14 +202,23 @@ def _wait_for_start(run: RunPaths, snap: dict[str, Any], task: dict[str, Any]) -
 def _changes(path: Path) -> Iterator[None]:
     """Yields once the watch on ``path`` is in place, then on every change of a file in it
     and at least once a second (a supervisor that died changes no file), never twice within
-    ``MIN_INTERVAL``. Ctrl-C ends it, quietly: the following is over."""
+    ``MIN_INTERVAL``. Where ``path`` cannot be watched (no inotify instance or watch to be had)
+    it says so once and yields every ``POLL_INTERVAL`` instead. Ctrl-C ends it, quietly: the
+    following is over."""
     try:
-        for _ in follow([path], Wake()):
-            looked = time.monotonic()
-            yield None
-            rest = MIN_INTERVAL - (time.monotonic() - looked)
-            if rest > 0:
-                time.sleep(rest)
+        try:
+            for _ in follow([path], Wake()):
+                looked = time.monotonic()
+                yield None
+                rest = MIN_INTERVAL - (time.monotonic() - looked)
+                if rest > 0:
+                    time.sleep(rest)
+        except OSError as e:
+            print(f"zellij-swarm: warning: cannot watch {quoting.terminal_text(str(path))} ({e.strerror}); "
+                  f"looking every {POLL_INTERVAL:g}s instead", file=sys.stderr)
+            while True:
+                yield None
+                time.sleep(POLL_INTERVAL)
     except KeyboardInterrupt:
         return
 
