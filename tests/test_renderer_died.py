@@ -24,7 +24,7 @@ from swarmtest import full, validate, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
-from zellij_swarm.engine import view_watch
+from zellij_swarm.engine import pid_end, view_watch
 from zellij_swarm.engine.view_watch import Registration, ViewWatch
 from zellij_swarm.records.rundir import RunPaths, make_private_dir
 from zellij_swarm.render.loop import Frame, Loop
@@ -109,7 +109,7 @@ def test_a_reused_pid_or_a_dead_registrant_is_gone_at_once(run, sleeper):
         # a registration naming a live pid whose start time is not the registrant's
         view_watch.rundir.write_json_atomic(run.dir / "views" / "board.json", {
             "view": "board", "kind": "board", "slot": None, "pid": other.pid,
-            "start": view_watch.start_ticks(other.pid) + 1, "at": time.time()})
+            "start": pid_end.start_ticks(other.pid) + 1, "at": time.time()})
         assert read_until(w, "board gone") == [view_watch.Gone("board", "board", None, other.pid)]
     finally:
         w.close()
@@ -186,7 +186,7 @@ def test_a_renderer_registers_before_its_first_frame_and_only_when_asked(run):
              registration=Registration(run, "slot-view", 3)).run()
         assert seen == [False, True]
         rec = json.loads((run.dir / "views" / "slot-3.json").read_text())
-        assert rec["pid"] == os.getpid() and rec["start"] == view_watch.start_ticks(os.getpid())
+        assert rec["pid"] == os.getpid() and rec["start"] == pid_end.start_ticks(os.getpid())
 
 
 def test_no_views_dir_no_registration(tmp_path):

@@ -72,18 +72,26 @@ class Inotify:
     def __init__(self, *, mask: int = COMPLETED) -> None:
         self._libc = _libc()
         self._mask = mask
+        self._dirs: dict[int, Path] = {}
+        self._wds: dict[Path, int] = {}
+        # Without an inotify instance (EMFILE: 128 per user by default, and every renderer
+        # takes one; ENOSYS, EPERM: a kernel or a seccomp filter without inotify) every
+        # ``add`` fails with that cause, as one the system's watches cannot hold (ENOSPC)
+        # does, and each user polls what it wanted watched; the fd then never wakes.
+        self._unavailable: OSError | None = None
         fd: int = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         if fd < 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+            self._unavailable = OSError(err, f"no inotify instance: {os.strerror(err)}")
+            fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._fd = fd
-        self._dirs: dict[int, Path] = {}
-        self._wds: dict[Path, int] = {}
 
     def fileno(self) -> int:
         return self._fd
 
     def add(self, directory: Path) -> None:
+        if self._unavailable is not None:
+            raise OSError(self._unavailable.errno, self._unavailable.strerror, str(directory))
         wd: int = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), self._mask)
         if wd < 0:
             err = ctypes.get_errno()

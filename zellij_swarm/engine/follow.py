@@ -3,8 +3,10 @@ one whose launcher died: file events on the generation's directory bring its lau
 and its exit sidecar, and once the heartbeat names its pid, a pidfd in the loop's selector
 notices it vanishing.
 
-When no inotify watch can be added (the user's watches are used up: ENOSPC) the directory is
-polled instead, with one ``watch_failed`` warning: slower, never lost.
+When no inotify watch can be added (the user's watches are used up: ENOSPC; no inotify
+instance: EMFILE) the directory is polled instead, with one ``watch_failed`` warning: slower,
+never lost. Where the kernel gives no pidfd (``pid_end``) a followed pid is looked for in
+``/proc`` every ``POLL_INTERVAL`` instead, with one ``pidfd_unavailable`` warning.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zellij_swarm.engine import pid_end
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
@@ -23,7 +26,7 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Watcher
 from zellij_swarm.worker import procs
 
-POLL_INTERVAL = 0.25  # seconds between looks at a directory that cannot be watched
+POLL_INTERVAL = 0.25  # seconds between looks at a directory that cannot be watched (or a pid, in /proc)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class GenerationWatch:
         self._seen = seen
         self._by_dir: dict[Path, LiveGen] = {}
         self._watch_failed = False  # one cause, one warning: the rest are polled quietly
+        self._pidfd_failed = False  # the same for pids
+        self._polled_pids: dict[int, tuple[LiveGen, int]] = {}  # id(lg) -> (lg, pid): pids looked for in /proc
 
     def watch(self, lg: LiveGen) -> None:
         """Follow the generation's directory (once, until ``unwatch``)."""
@@ -70,21 +75,50 @@ class GenerationWatch:
             self._watcher.remove(lg.gen.dir)
             self._by_dir.pop(lg.gen.dir, None)
             lg.watching_dir = False
+        self._polled_pids.pop(id(lg), None)
         if lg.pidfd is not None:
             self._sel.unregister(lg.pidfd)
             os.close(lg.pidfd)
             lg.pidfd = None
 
     def follow_pid(self, lg: LiveGen, pid: int | None = None) -> None:
-        """Notice the wrapper's end by a pidfd on ``pid`` (its heartbeat's); one already gone
-        has ended."""
+        """Notice the wrapper's end by a pidfd on ``pid`` (its heartbeat's), or by looks at
+        /proc where there is no pidfd; one already gone has ended."""
         assert lg.pid is not None
+        target = pid or lg.pid
         try:
-            lg.pidfd = os.pidfd_open(pid or lg.pid)
-        except ProcessLookupError:
+            fd = pid_end.open_pidfd(target)
+        except pid_end.PidfdUnavailable as e:
+            self._follow_in_proc(lg, target, e)
+            return
+        if fd is None:
             self._pid_gone(lg)
             return
+        lg.pidfd = fd
         self._sel.register(lg.pidfd, selectors.EVENT_READ, lambda: self._pid_gone(lg))
+
+    def _follow_in_proc(self, lg: LiveGen, pid: int, error: OSError) -> None:
+        if not self._pidfd_failed:
+            self._pidfd_failed = True
+            self._seen.warn("pidfd_unavailable", f"cannot open a pidfd ({error.strerror}: a kernel before Linux 5.3, "
+                                                 f"or a seccomp filter); looking for followed workers in /proc every "
+                                                 f"{POLL_INTERVAL:g}s instead", lg.task)
+        start = pid_end.start_ticks(pid)
+        if start is None:
+            self._pid_gone(lg)
+            return
+        self._polled_pids[id(lg)] = (lg, pid)
+
+        def look() -> None:
+            if self._polled_pids.get(id(lg)) != (lg, pid):
+                return  # unfollowed, or following another pid of it now
+            if pid_end.ended(pid, start):
+                del self._polled_pids[id(lg)]
+                self._pid_gone(lg)
+            else:
+                self._timers.after(POLL_INTERVAL, look)
+
+        self._timers.after(POLL_INTERVAL, look)
 
     def on_changes(self, dirs: Iterable[Path]) -> None:
         for d in dirs:

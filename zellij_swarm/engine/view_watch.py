@@ -23,7 +23,9 @@ How, the same for tmux and Zellij and with no polling of the multiplexer:
   ``read()`` then says which views are gone (each once). A process that is gone before its
   pidfd is open (or whose start time differs) is gone too. When ``views/`` cannot be watched
   (no inotify instance or watch to be had) it is scanned every ``POLL_INTERVAL`` through the
-  supervisor's timers, which wake the epoll through an eventfd.
+  supervisor's timers, which wake the epoll through an eventfd; where the kernel gives no
+  pidfd (``pid_end``), each scan looks for the views' processes in ``/proc`` instead, quietly
+  (the generations' own followers say it once, ``pidfd_unavailable``).
 - **A view that comes back.** A renderer re-run in its pane (Zellij's held pane, ENTER)
   registers again under the same name: the view is ``alive`` again with the new pid. Only
   the newest registration of a name is followed.
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zellij_swarm.engine import pid_end
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify, Watcher
@@ -66,15 +69,6 @@ def views_dir(run: RunPaths) -> Path:
 
 def view_name(kind: str, slot: int | None) -> str:
     return "board" if kind == "board" else f"slot-{slot}"
-
-
-def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (None if there is none)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 # ----- the renderer's side ------------------------------------------------------------------
@@ -104,8 +98,8 @@ class Registration:
         """Register process ``pid`` (default: this one) as this view; False when it cannot
         be (no ``views/``: the run's supervisor follows no views; or the state dir refuses)."""
         pid = os.getpid() if pid is None else pid
-        record = {"view": self.name, "kind": self.kind, "slot": self.slot, "pid": pid, "start": start_ticks(pid),
-                  "at": time.time() if now is None else now}
+        record = {"view": self.name, "kind": self.kind, "slot": self.slot, "pid": pid,
+                  "start": pid_end.start_ticks(pid), "at": time.time() if now is None else now}
         try:
             rundir.write_json_atomic(self.path, record)
         except OSError:
@@ -135,6 +129,7 @@ class _View:
     start: int | None
     registered_at: float
     pidfd: int | None = None
+    polled: bool = False  # followed by a look at /proc on each scan: the kernel gives no pidfd
     gone_at: float | None = None
 
     def row(self) -> dict[str, Any]:
@@ -229,6 +224,9 @@ class ViewWatch:
 
     def _scan(self, gone: list[Gone], *, startup: bool = False) -> None:
         """Look at every registration in ``views/``; follow the new ones."""
+        for view in self._views.values():
+            if view.polled and pid_end.ended(view.pid, view.start):
+                self._ended(view, gone)
         try:
             names = sorted(os.listdir(self.dir))
         except OSError:
@@ -244,15 +242,36 @@ class ViewWatch:
                 continue
             if cur is not None:
                 self._unfollow(cur)  # superseded: the newest registration of a view counts
-            reg.pidfd = _pidfd(reg.pid, reg.start)
-            if reg.pidfd is None and startup:
+            alive = self._follow(reg)
+            if not alive and startup:
                 (self.dir / file).unlink(missing_ok=True)  # from the run's earlier life, ended with it
                 continue
             self._views[reg.name] = reg
-            if reg.pidfd is None:
+            if not alive:
                 self._gone(reg, gone)
-            else:
-                self._sel.register(reg.pidfd, selectors.EVENT_READ, reg)
+
+    def _follow(self, view: _View) -> bool:
+        """Follow the view's process — by a pidfd, or where the kernel gives none by a look
+        at /proc on each scan (every ``POLL_INTERVAL``); False when it is gone (or its pid
+        names another process now: checked after opening, so the pidfd is the registrant's)."""
+        try:
+            fd = pid_end.open_pidfd(view.pid)
+        except pid_end.PidfdUnavailable:
+            if pid_end.ended(view.pid, view.start):
+                return False
+            view.polled = True
+            if not self.polling:
+                self.polling = True
+                self._schedule(POLL_INTERVAL, self._poll)
+            return True
+        if fd is None:
+            return False
+        if view.start is not None and pid_end.start_ticks(view.pid) != view.start:
+            os.close(fd)
+            return False
+        view.pidfd = fd
+        self._sel.register(fd, selectors.EVENT_READ, view)
+        return True
 
     def _ended(self, view: _View, gone: list[Gone]) -> None:
         self._unfollow(view)
@@ -263,6 +282,7 @@ class ViewWatch:
         gone.append(Gone(view.name, view.kind, view.slot, view.pid))
 
     def _unfollow(self, view: _View) -> None:
+        view.polled = False
         if view.pidfd is not None:
             self._sel.unregister(view.pidfd)
             os.close(view.pidfd)
@@ -285,19 +305,6 @@ def _read(path: Path) -> _View | None:
         return None
     return _View(view_name(kind, slot), kind, slot if kind == "slot-view" else None, pid, start,
                  float(at) if isinstance(at, (int, float)) else 0.0)
-
-
-def _pidfd(pid: int, start: int | None) -> int | None:
-    """A pidfd on the registered process, or None when it is gone (or its pid now names
-    another process: checked after opening, so the pidfd is the registrant's)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (ProcessLookupError, OSError):
-        return None
-    if start is not None and start_ticks(pid) != start:
-        os.close(fd)
-        return None
-    return fd
 
 
 def describe(names: Iterable[str]) -> str:
