@@ -120,3 +120,23 @@ def test_a_continued_joblog_never_writes_a_line_it_already_holds(tmp_path):
     assert again.task_finished(row(1, "succeeded", code=0, start=20.0, end=21.0), "echo a") is None  # a retry's
     again.close()
     assert [f[2] for f in joblog_lines(tmp_path / "jl")] == ["10.000", "20.000"]
+
+
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0"])
+def test_resume_closes_the_session_a_close_session_run_created(swarm, backend, request):
+    from swarmtest import backend_args
+
+    from zellij_swarm.backends import leftovers
+
+    swarm.write("t.txt", f"{GATE}\n")
+    args, env = backend_args(backend, request)
+    assert env is not None
+    with Running(swarm, "t.txt", "--output", "quiet", "--close-session", *args, env=env, settle=0) as r:
+        assert r.run is not None
+        wait_until(lambda: (r.run / "slots/slot-1/gen-1/heartbeat.jsonl").exists(), what="the worker's pane")
+        wait_until(lambda: leftovers.find(env, [r.run.name]), what="the run's session")
+        r.killed()
+        swarm.open_gate()
+        res = swarm("resume", r.run.name, "--output", "quiet", env=env)
+        assert res.code == 0, res.stderr
+        assert [left.what for left in leftovers.find(env, [r.run.name])] == []

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from zellij_swarm import exc
+from zellij_swarm.backends import leftovers
 from zellij_swarm.backends.base import Backend
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
@@ -101,12 +102,30 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
     reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
     outputs = Outputs.load(run)
+    place = views.load_status(run, rows=False).get("multiplexer")  # where its panes were; a resumed run has none
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
                    resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
                    joblog=_continued_joblog(outputs))
-    return _supervise(Supervisor(plan, HeadlessBackend(), reporter), outputs.junit)
+    outcome = _supervise(Supervisor(plan, HeadlessBackend(), reporter), outputs.junit)
+    if outcome.snapshot["state"] != "interrupted" and (outputs.close_session or _truthy(rec.env.get("CI"))):
+        _close_session(run.run_id, place, rec.env)
+    return outcome
+
+
+def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:
+    """``--close-session`` (or ``CI``) at the end of a resumed run, which has no backend of
+    its own: what the run left in its multiplexer goes, found as ``prune`` finds it — its
+    ``swarm-<run-id>`` session, windows and tabs, and the session it created under a name."""
+    named = []
+    if isinstance(place, dict) and place.get("created_session") is True and isinstance(place.get("session"), str):
+        session_id = place.get("session_id")
+        named.append(leftovers.NamedSession(run_id, str(place.get("backend")), place["session"],
+                                            session_id if isinstance(session_id, str) else None))
+    for left in leftovers.find(env, [run_id], named):
+        if left.remove is not None:
+            left.remove()
 
 
 def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: Mapping[str, str],
