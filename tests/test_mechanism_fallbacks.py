@@ -12,6 +12,7 @@ import os
 import select
 import selectors
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,10 @@ def test_logs_follow_without_inotify(swarm, injected):
     finally:
         (swarm.cwd / "go").touch()
         run.wait(timeout=60)
+
+
+def test_not_linux_is_one_line(swarm):
+    res = subprocess.run([sys.executable, "-c", "import sys; sys.platform = 'darwin'; "
+                          "from zellij_swarm.cli import main; sys.exit(main(['status']))"],
+                         capture_output=True, text=True, timeout=60, cwd=swarm.cwd, env=clean_env())
+    assert res.returncode == 2 and res.stderr == "zellij-swarm: error: zellij-swarm needs Linux (this is darwin)\n", res

@@ -541,6 +541,8 @@ def prune(older_than: str, dry_run: bool, force: bool, drop_ignored: bool, state
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run click without its own error printing, and print every error as one line."""
+    if not sys.platform.startswith("linux"):  # inotify, pidfds, /proc, OFD locks: SPEC §1
+        _fail(f"zellij-swarm needs Linux (this is {sys.platform})", 2)
     try:
         cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False,
                  obj={"argv": argv if argv is not None else sys.argv[1:]})

@@ -223,14 +223,27 @@ def make_private_dir(path: Path, *, exist_ok: bool = True) -> None:
         os.mkdir(path, 0o700)
     except FileNotFoundError:
         make_private_dir(path.parent)  # missing parents are made private too
-        make_private_dir(path, exist_ok=exist_ok)
-        return
+        try:
+            os.mkdir(path, 0o700)
+        except FileNotFoundError:  # a parent that is there and still holds nothing: said, not tried again
+            raise FileNotFoundError(errno.ENOENT, _holds_nothing(path.parent), str(path)) from None
+        except FileExistsError:
+            if not exist_ok:
+                raise
+            return
     except FileExistsError:  # also: created meanwhile, by another run starting in the same state dir
         if not exist_ok:
             raise
         return
     if _UMASK & 0o700:
         os.chmod(path, 0o700)
+
+
+def _holds_nothing(directory: Path) -> str:
+    """Why no directory can be made in ``directory``, which ``mkdir`` finds there."""
+    if directory.is_symlink() and not directory.exists():
+        return f"{directory} is a symbolic link to {os.readlink(directory)}, which does not exist"
+    return f"no directory can be made in {directory}"
 
 
 def _read_umask() -> int:
