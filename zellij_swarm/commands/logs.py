@@ -21,6 +21,7 @@ the run interrupted meanwhile is exit 1 too. Ctrl-C ends the waiting quietly.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from typing import Any, BinaryIO
 from zellij_swarm import exc, quoting
 from zellij_swarm.commands import status as views
 from zellij_swarm.engine import pid_end
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import GENERATED_NAME, command_text
@@ -227,7 +228,7 @@ def _copy_from(gen: GenPaths, offset: int, out: LineEnds) -> int:
     """Write ``gen``'s output from byte ``offset`` on; returns the offset after it (of the
     file as stored: ``out`` may show fewer bytes)."""
     try:
-        with open(gen.output, "rb") as f:
+        with os.fdopen(rundir.open_record(gen.output), "rb") as f:  # never through a planted symlink
             f.seek(offset)
             while chunk := f.read(1 << 16):
                 out.write(chunk)

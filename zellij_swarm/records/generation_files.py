@@ -137,8 +137,9 @@ def plain(gen: GenPaths, name: str) -> str:
 
 
 def _mtime(path: str | os.PathLike[str]) -> float | None:
+    """A file's modification time; a symlink's own, never its target's (``lstat``)."""
     try:
-        return os.stat(path).st_mtime
+        return os.lstat(path).st_mtime
     except OSError:
         return None
 
@@ -171,10 +172,10 @@ def worker_script_header(run_id: str) -> str:
 def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
     """(task id, attempt) from the wrapper's first line; None without a wrapper."""
     try:
-        with open(gen.wrapper, encoding="utf-8", errors="replace") as f:
-            m = _HEADER_FIELDS.match(f.readline(_LINE_LIMIT))
+        first = rundir.read_record(gen.wrapper, _LINE_LIMIT).split(b"\n", 1)[0]
     except FileNotFoundError:
         return None
+    m = _HEADER_FIELDS.match(first.decode("utf-8", "replace"))
     return (m.group(2), int(m.group(5))) if m else None
 
 
@@ -259,7 +260,7 @@ def _install_supervisor_claim(gen: GenPaths, install: Callable[[str, str], None]
 def read_claim(gen: GenPaths) -> Claim | None:
     """The claim, or None while nobody has claimed the generation."""
     try:
-        fd = os.open(plain(gen, CLAIM), os.O_RDONLY | os.O_CLOEXEC)
+        fd = rundir.open_record(plain(gen, CLAIM))
     except FileNotFoundError:
         return None
     try:
@@ -293,14 +294,13 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
     "pane_id": str | None, "node": str | None, "step": str | None}`` (a Slurm step's node, and
     its ``job.step`` id)."""
     try:
-        with open(gen.heartbeat, "rb") as f:
-            first = f.readline(_LINE_LIMIT)
+        first = rundir.read_record(gen.heartbeat, _LINE_LIMIT).partition(b"\n")
     except FileNotFoundError:
         return None
-    if not first.endswith(b"\n"):
+    if not first[1]:
         return None
     try:
-        line = json.loads(first)
+        line = json.loads(first[0])
     except ValueError:
         return None
     if not isinstance(line, dict) or line.get("event") != "started":
@@ -348,6 +348,10 @@ def signal_name(code: int | None) -> str | None:
 
 
 SIDECAR_REASONS = (None, "cwd_missing")  # what a wrapper's own ``- <reason>`` sidecar may say
+# The reason of a generation whose exit sidecar holds what no wrapper writes (garbled, or a
+# symlink planted in its place): it ended, and how is not known. Never the sidecar's own text.
+EXIT_GARBLED = "exit_garbled"
+_SIDECAR = re.compile(rb"(?:(-?[0-9]{1,9})|- (cwd_missing))\n")
 
 
 def committed_by_wrapper(rec: ExitRecord) -> bool:
@@ -356,23 +360,25 @@ def committed_by_wrapper(rec: ExitRecord) -> bool:
 
 
 def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
-    """``(code, reason)`` from a complete ``exit`` sidecar, else None."""
+    """``(code, reason)`` from a complete ``exit`` sidecar, else None; ``(None, EXIT_GARBLED)``
+    from one holding what no wrapper writes, or a symlink (never followed)."""
     try:
-        with open(gen.exit_sidecar, "rb") as f:
-            return _parse_sidecar(f.read(_LINE_LIMIT))
+        return _parse_sidecar(rundir.read_record(gen.exit_sidecar, _LINE_LIMIT))
     except FileNotFoundError:
         return None
+    except rundir.UnsafeRecord:
+        return None, EXIT_GARBLED
 
 
 def _parse_sidecar(raw: bytes) -> tuple[int | None, str | None] | None:
+    """What the wrapper writes: its status, or ``- cwd_missing`` (the worker never ran), one
+    line; incomplete until the newline is there."""
     if not raw.endswith(b"\n"):
         return None
-    head, _, reason = raw.decode("ascii", "replace").strip().partition(" ")
-    try:
-        code = int(head)
-    except ValueError:  # "-": the worker never ran (the reason says why); anything else is garbled
-        code = None
-    return code, reason or None
+    m = _SIDECAR.fullmatch(raw)
+    if m is None:
+        return None, EXIT_GARBLED
+    return (int(m.group(1)), None) if m.group(1) is not None else (None, m.group(2).decode())
 
 
 def read_exit_record(gen: GenPaths) -> ExitRecord | None:
@@ -388,7 +394,7 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
     that vanished without its sidecar); None while it runs. One ``stat`` of the sidecar — a
     non-empty one has had the ``printf`` that writes it whole; exit.json is read only without one."""
     try:
-        st = os.stat(plain(gen, EXIT_SIDECAR))
+        st = os.lstat(plain(gen, EXIT_SIDECAR))  # a symlink there is a garbled sidecar: ended
         if st.st_size > 0:
             return st.st_mtime, False
     except FileNotFoundError:
@@ -404,15 +410,19 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     None while the wrapper has not committed its exit. ``pid``, when the caller knows the
     wrapper's, saves reading it from the claim. The supervisor reads this once per task: three
     system calls when the pid is known."""
+    side: tuple[int | None, str | None] | None
     try:
-        fd = os.open(plain(gen, EXIT_SIDECAR), os.O_RDONLY | os.O_CLOEXEC)
+        fd = rundir.open_record(plain(gen, EXIT_SIDECAR))
     except FileNotFoundError:
         return read_exit_record(gen)
-    try:
-        ended = os.fstat(fd).st_mtime
-        side = _parse_sidecar(os.read(fd, _LINE_LIMIT))
-    finally:
-        os.close(fd)
+    except rundir.UnsafeRecord:  # planted in its place: the generation ended, how is not known
+        ended, side = os.lstat(plain(gen, EXIT_SIDECAR)).st_mtime, (None, EXIT_GARBLED)
+    else:
+        try:
+            ended = os.fstat(fd).st_mtime
+            side = _parse_sidecar(os.read(fd, _LINE_LIMIT))
+        finally:
+            os.close(fd)
     if side is None:
         return read_exit_record(gen)
     code, reason = side
@@ -443,8 +453,7 @@ def fold(gen: GenPaths) -> None:
         _remove(f"{gen.dir}/{name}")
     heartbeat = f"{gen.dir}/{HEARTBEAT}"
     try:
-        with open(heartbeat, "rb") as f:
-            lines = f.read(_LINE_LIMIT + 1).splitlines()
+        lines = rundir.read_record(heartbeat, _LINE_LIMIT + 1).splitlines()
         if len(lines) <= 2 and all(_wrapper_line(line) for line in lines):
             _remove(heartbeat)
     except OSError:
@@ -512,8 +521,7 @@ def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = Non
 
 def _kill_lines(gen: GenPaths) -> list[str]:
     try:
-        with open(gen.kill, "rb") as f:
-            return f.read(_LINE_LIMIT).decode("utf-8", "replace").splitlines()
+        return rundir.read_record(gen.kill, _LINE_LIMIT).decode("utf-8", "replace").splitlines()
     except FileNotFoundError:
         return []
 

@@ -105,12 +105,43 @@ class DamagedRecord(exc.SwarmError, ValueError):
     ``SwarmError``, so one that reaches the CLI is one line, never a traceback."""
 
 
+class UnsafeRecord(exc.SwarmError, OSError):
+    """A record or log of a run that is a symbolic link where a file should be: never read
+    through (another user could have planted it to have us read or write their target). Also
+    an ``OSError``, so readers that skip an unreadable record skip it, and a ``SwarmError``,
+    so one that reaches the CLI is one line naming it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        where = Path(path)
+        run = next((p for p in where.parents if p.parent.name == "runs"), where.parent)
+        super().__init__(f"{where} is a symbolic link: a run's records are never read through one (another user "
+                         f"could have planted it); remove it, or the run ({run})")
+        self.errno, self.filename = errno.ELOOP, str(where)
+
+
+def open_record(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of a record or log inside a run directory, opened without
+    following a symlink (``UnsafeRecord``); ``FileNotFoundError`` when there is none."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeRecord(path) from None
+        raise
+
+
+def read_record(path: str | os.PathLike[str], limit: int = -1) -> bytes:
+    """The bytes of a record (at most ``limit``), opened as ``open_record`` does."""
+    with os.fdopen(open_record(path), "rb") as f:
+        return f.read(limit)
+
+
 def read_json(path: Path) -> Any:
     """A JSON record. A zero-length file counts as absent (``FileNotFoundError``): it is what
     a crash between creating a file and writing it leaves, as for sidecars (SPEC §7); a
-    record that does not parse raises ``DamagedRecord``, naming the file."""
-    with open(path, "rb") as f:
-        data = f.read()
+    record that does not parse raises ``DamagedRecord``, naming the file; a symlink,
+    ``UnsafeRecord``."""
+    data = read_record(path)
     if not data:
         raise FileNotFoundError(errno.ENOENT, "empty record (counts as absent)", str(path))
     try:
@@ -261,13 +292,14 @@ def untrusted(state_dir: Path) -> str | None:
     The rule ssh applies to ``~/.ssh``: the state directory and its ``runs/`` must belong to
     the current user and be writable by nobody else. Otherwise another user could replace a
     run's ``run.json`` and have ``resume`` run their commands as this user. A directory that
-    does not exist yet is not a problem (it will be created private)."""
+    does not exist yet is not a problem (it will be created private) — unless a directory
+    above it lets anyone replace it (``_open_parent``)."""
     me = os.geteuid()
     for path in (state_dir, runs_root(state_dir)):
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            return None
+            return _open_parent(state_dir)
         except OSError as e:
             return f"cannot check state directory {path}: {e.strerror}"
         if not stat.S_ISDIR(st.st_mode):
@@ -278,40 +310,74 @@ def untrusted(state_dir: Path) -> str | None:
         if st.st_mode & 0o022:
             return (f"state directory {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
                     f"another user could change its run records; make it private: chmod 700 {path}")
+    return _open_parent(state_dir)
+
+
+def _open_parent(state_dir: Path) -> str | None:
+    """A directory above ``state_dir`` that anyone may write and that has no sticky bit: there,
+    anyone can rename the state directory away and put one of theirs in its place (ssh refuses
+    such a directory above ``~/.ssh``). ``/tmp``, world-writable but sticky, is fine. The path
+    is checked as given and as resolved: a symlink on the way is in a directory too."""
+    given, real = Path(state_dir).absolute(), Path(os.path.realpath(state_dir))
+    for parent in dict.fromkeys([*given.parents, *real.parents]):
+        try:
+            mode = os.stat(parent).st_mode
+        except OSError:
+            continue  # not made yet: it will be made private
+        if mode & 0o002 and not mode & stat.S_ISVTX:
+            return (f"state directory {state_dir} is in {parent}, which anyone may write (mode "
+                    f"{stat.S_IMODE(mode):04o}, no sticky bit): another user could put a state directory of theirs "
+                    f"in its place; use a --state-dir elsewhere")
     return None
 
 
-def untrusted_run(run: RunPaths) -> str | None:
+def untrusted_run(run: RunPaths, *, generations: bool = False) -> str | None:
     """Why a run's own records could have been written by someone else, or None: the rule of
     ``untrusted`` for the run directory and the records a writer acts on (``run.json`` holds
-    the commands ``resume`` runs, ``env.sh`` the environment they get, ``events.jsonl`` the
-    tasks added since, ``inbox/`` the messages the supervisor obeys). Each must belong to the
-    current user and be writable by nobody else; a symlink among them is refused too (``lstat``).
-    A record that does not exist yet is not a problem."""
+    the commands ``resume`` runs, ``environ`` the environment they get, ``events.jsonl`` the
+    tasks added since, ``inbox/`` the messages the supervisor obeys, ``slots/`` and its slot
+    directories the generations whose records ``resume`` reads and whose wrappers write
+    there). Each must belong to the current user and be writable by nobody else; a symlink
+    among them is refused too (``lstat``). With ``generations``, every generation directory
+    too (a few thousand ``lstat`` calls: for the commands that act on the run). A record that
+    does not exist yet is not a problem."""
+    slots = [run.slot_dir(n) for n in run.slot_numbers()]
+    for path in (run.dir, run.run_json, run.events, run.saved_env, run.inbox, run.slots, *slots):
+        if problem := _untrusted_record(run, path):
+            return problem
+    if generations:
+        for slot in run.slot_numbers():
+            for gen in run.generations(slot):
+                if problem := _untrusted_record(run, gen.dir):
+                    return problem
+    return None
+
+
+def _untrusted_record(run: RunPaths, path: Path) -> str | None:
     me = os.geteuid()
-    for path in (run.dir, run.run_json, run.events, run.saved_env, run.inbox):
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return f"cannot check run record {path}: {e.strerror}"
-        if stat.S_ISLNK(st.st_mode):
-            return (f"run record {path} is a symbolic link: another user could have planted it; "
-                    f"remove the run ({run.dir}) or check it by hand")
-        if st.st_uid != me:
-            return (f"run record {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
-                    f"change what this run runs; remove the run ({run.dir}) or check it and chown it to yourself")
-        if st.st_mode & 0o022:
-            return (f"run record {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
-                    f"another user could change what this run runs; check it, then make it private: "
-                    f"chmod -R go-w {run.dir}")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot check run record {path}: {e.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        return (f"run record {path} is a symbolic link: another user could have planted it; "
+                f"remove the run ({run.dir}) or check it by hand")
+    if st.st_uid != me:
+        return (f"run record {path} belongs to uid {st.st_uid}, not to you (uid {me}): another user could "
+                f"change what this run runs; remove the run ({run.dir}) or check it and chown it to yourself")
+    if st.st_mode & 0o022:
+        return (f"run record {path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                f"another user could change what this run runs; check it, then make it private: "
+                f"chmod -R go-w {run.dir}")
     return None
 
 
 def require_trusted_run(run: RunPaths) -> None:
-    """Refuse (exit 2) a run whose records another user could have written (``untrusted_run``)."""
-    problem = untrusted_run(run)
+    """Refuse (exit 2) a run whose records another user could have written (``untrusted_run``,
+    its generation directories included: the caller acts on the run)."""
+    problem = untrusted_run(run, generations=True)
     if problem:
         raise exc.UsageError(problem)
 
@@ -369,8 +435,7 @@ def _started_at(run: RunPaths) -> tuple[float, str]:
     """A run's recorded start, read from the head of its run.json: the record holds every
     task's spec (tens of MB for 100,000 tasks) after the few fields it starts with."""
     try:
-        with open(run.run_json, "rb") as f:
-            m = _STARTED_AT.search(f.read(4096))
+        m = _STARTED_AT.search(read_record(run.run_json, 4096))
         if m is not None:
             return float(m.group(1)), run.run_id
         return float(read_json(run.run_json).get("started_at") or 0.0), run.run_id
