@@ -5,21 +5,18 @@ is gone too) ``logs -f`` says the run is interrupted and exits 1."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import subprocess
+from collections.abc import Iterator
 
 from swarmtest import Running, clean_env, run_processes, wait_until
 
 WORKER = 'echo one; until [ -e go ]; do sleep 0.02; done; echo two'
 # the first gate opens once the supervisor is gone; the second once ``logs`` has shown "two"
 TWO_GATES = WORKER + '; until [ -e go2 ]; do sleep 0.02; done; echo three'
-
-
-def _follow(swarm, run, task: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(swarm.cmd("logs", run.name, task, "-f"), cwd=swarm.cwd, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _kill_wrapper_and_worker(run) -> None:
@@ -45,54 +42,49 @@ def _output(run) -> bytes:
     return path.read_bytes() if path.exists() else b""
 
 
-def test_following_outlives_the_supervisor_while_the_worker_writes(swarm):
-    swarm.write("t.toml", f'[[task]]\nname = "w"\ncmd = "{TWO_GATES}"\n')
+@contextlib.contextmanager
+def following(swarm, toml: str, task: str, *, shown: str) -> Iterator[tuple[Running, subprocess.Popen[bytes]]]:
+    """A headless run of ``toml`` whose first worker has printed its first line, and
+    ``logs -f`` of ``task`` once it has shown something on ``shown`` (stdout or stderr)."""
+    swarm.write("t.toml", toml)
     with Running(swarm, "t.toml", "--backend", "headless", "--output", "quiet", settle=0) as r:
         wait_until(lambda: b"one" in _output(r.run), what="the worker's first line")
-        logs = _follow(swarm, r.run, "w")
+        logs = subprocess.Popen(swarm.cmd("logs", r.run.name, task, "-f"), cwd=swarm.cwd, env=clean_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            assert logs.stdout is not None
-            wait_until(lambda: _readable(logs.stdout), what="logs printed the first line")
-            r.killed()
-            (swarm.cwd / "go").touch()  # the worker goes on without its supervisor
-            shown = logs.stdout.read(len(b"one\ntwo\n"))
-            (swarm.cwd / "go2").touch()
-            out, err = logs.communicate(timeout=60)
+            wait_until(lambda: _readable(getattr(logs, shown)), what=f"logs showed something on {shown}")
+            yield r, logs
         finally:
             logs.kill()
+            logs.wait()
+
+
+def test_following_outlives_the_supervisor_while_the_worker_writes(swarm):
+    with following(swarm, f'[[task]]\nname = "w"\ncmd = "{TWO_GATES}"\n', "w", shown="stdout") as (r, logs):
+        r.killed()
+        (swarm.cwd / "go").touch()  # the worker goes on without its supervisor
+        shown = logs.stdout.read(len(b"one\ntwo\n"))
+        (swarm.cwd / "go2").touch()
+        out, err = logs.communicate(timeout=60)
     assert logs.returncode == 0 and shown + out == b"one\ntwo\nthree\n", (shown, out, err)
 
 
 def test_following_an_attempt_that_can_no_longer_end_says_the_run_is_interrupted(swarm):
-    swarm.write("t.toml", f'[[task]]\nname = "w"\ncmd = "{WORKER}"\n')
-    with Running(swarm, "t.toml", "--backend", "headless", "--output", "quiet", settle=0) as r:
-        wait_until(lambda: b"one" in _output(r.run), what="the worker's first line")
-        logs = _follow(swarm, r.run, "w")
-        try:
-            wait_until(lambda: _readable(logs.stdout), what="logs printed the first line")
-            r.killed()
-            _kill_wrapper_and_worker(r.run)  # the wrapper and its worker too: no exit is ever written
-            out, err = logs.communicate(timeout=60)
-        finally:
-            logs.kill()
+    with following(swarm, f'[[task]]\nname = "w"\ncmd = "{WORKER}"\n', "w", shown="stdout") as (r, logs):
+        r.killed()
+        _kill_wrapper_and_worker(r.run)  # the wrapper and its worker too: no exit is ever written
+        out, err = logs.communicate(timeout=60)
     assert logs.returncode == 1 and out == b"one\n", (out, err)
     lines = err.decode().splitlines()
     assert len(lines) == 1 and "interrupted" in lines[0] and f"zellij-swarm resume {r.run.name}" in lines[0], err
 
 
 def test_following_a_pending_task_of_a_run_that_was_interrupted(swarm):
-    swarm.write("t.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "w"\ncmd = "{WORKER}"\n'
-                          '[[task]]\nname = "later"\ncmd = "echo later"\n')
-    with Running(swarm, "t.toml", "--backend", "headless", "--output", "quiet", settle=0) as r:
-        wait_until(lambda: b"one" in _output(r.run), what="the worker's first line")
-        logs = _follow(swarm, r.run, "later")
-        try:
-            wait_until(lambda: _readable(logs.stderr), what="logs says it waits")
-            r.killed()
-            _kill_wrapper_and_worker(r.run)
-            out, err = logs.communicate(timeout=60)
-        finally:
-            logs.kill()
+    toml = f'[swarm]\njobs = 1\n[[task]]\nname = "w"\ncmd = "{WORKER}"\n[[task]]\nname = "later"\ncmd = "echo later"\n'
+    with following(swarm, toml, "later", shown="stderr") as (r, logs):
+        r.killed()
+        _kill_wrapper_and_worker(r.run)
+        out, err = logs.communicate(timeout=60)
     assert logs.returncode == 1 and out == b"", (out, err)
     lines = err.decode().splitlines()
     assert lines[0].endswith("is pending; waiting for it to start") and len(lines) == 2, err
