@@ -90,6 +90,18 @@ def write_new(path: Path, data: str, *, mode: int) -> None:
         f.write(data)
 
 
+ROOM = 256 << 10  # bytes: free space a full state directory needs again before new tasks start
+
+
+def has_room(path: Path) -> bool:
+    """The filesystem holding ``path`` is writable and has ``ROOM`` free again."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return not st.f_flag & os.ST_RDONLY and st.f_bavail * st.f_frsize >= ROOM
+
+
 def unwritable(path: Path) -> bool:
     """The filesystem holding ``path`` is full or read-only."""
     try:
@@ -345,18 +357,23 @@ def untrusted_run(run: RunPaths, *, generations: bool = False) -> str | None:
     for path in (run.dir, run.run_json, run.events, run.saved_env, run.inbox, run.slots, *slots):
         if problem := _untrusted_record(run, path):
             return problem
-    if generations:
-        for slot in run.slot_numbers():
-            for gen in run.generations(slot):
-                if problem := _untrusted_record(run, gen.dir):
-                    return problem
+    for slot in slots if generations else []:
+        try:
+            with os.scandir(slot) as entries:  # one lstat each, no path objects: 10,000 of them
+                gens = [(Path(e.path), e.stat(follow_symlinks=False)) for e in entries if _GEN_DIR.match(e.name)]
+        except FileNotFoundError:
+            continue
+        for path, st in gens:
+            if problem := _untrusted_record(run, path, st):
+                return problem
     return None
 
 
-def _untrusted_record(run: RunPaths, path: Path) -> str | None:
+def _untrusted_record(run: RunPaths, path: Path, st: os.stat_result | None = None) -> str | None:
+    """The rule of ``untrusted_run`` for one record (``st``: its ``lstat``, when known)."""
     me = os.geteuid()
     try:
-        st = os.lstat(path)
+        st = st or os.lstat(path)
     except FileNotFoundError:
         return None
     except OSError as e:
