@@ -89,7 +89,7 @@ from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.engine import resume, stopping
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
-from zellij_swarm.records import inbox, snapshot_file
+from zellij_swarm.records import inbox, rundir, snapshot_file
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
@@ -126,6 +126,10 @@ class Work:
     term: str = "dies"  # on SIGTERM: "dies" (143) | "traps" (exits 0) | "ignores" (137 at the ladder's SIGKILL)
     term_takes: float = 0.0  # how long it takes to die, or to exit 0, after SIGTERM reached it
     vanishes: bool = False  # at ``after`` the wrapper itself is SIGKILLed: no exit sidecar
+    unrecorded: bool = False  # at ``after`` the wrapper exits with ``code`` but cannot write its sidecar (disk full)
+    # while the state directory is full (``rundir.unwritable``, which a test patches), its wrapper
+    # creates its claim but cannot write its pid into it, and exits 0 having run nothing
+    claim_fails_when_full: bool = False
     spawn_error: str | None = None  # the launcher cannot start its wrapper (NotStarted)
     cwd_missing: bool = False  # the wrapper finds no cwd: ``- cwd_missing``, status 1
     output_every: float | None = None  # prints a line this often (the idle watchdog's input)
@@ -370,6 +374,11 @@ class FakeWrapper:
         """Claim, then the launch heartbeat. False when the claim was taken: a wrapper that
         finds it taken exits 0 without running anything (SPEC §5.1)."""
         self.pid = self.world.spawn_helper(self.gen)
+        if self.work.claim_fails_when_full and rundir.unwritable(self.gen.dir) and \
+                self._write("claim", "", append=False, exclusive=True):
+            self.running = True
+            self.world.after(0.0, lambda: self._ended(0))  # ran nothing
+            return True
         if not self._write("claim", f"{self.pid}\n", append=False, exclusive=not self.claimed):
             self.end_helper()
             return False
@@ -383,7 +392,8 @@ class FakeWrapper:
         for every, name in ((w.output_every, "output.log"), (w.beat_every, "heartbeat.jsonl")):
             if every:
                 self._repeat(every, name)
-        self.world.after(w.after, lambda: self.vanish(signal.SIGKILL) if w.vanishes else self.exit(w.code))
+        self.world.after(w.after, lambda: self.vanish(signal.SIGKILL) if w.vanishes else
+                         self._ended(w.code << 8) if w.unrecorded else self.exit(w.code))
         return True
 
     def _repeat(self, every: float, name: str) -> None:

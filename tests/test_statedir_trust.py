@@ -69,7 +69,7 @@ def test_a_planted_exit_sidecar_is_neither_followed_nor_taken_as_a_reason(swarm:
     res = swarm("resume", interrupted_run.name)
     assert res.code == 1, res.stderr
     row = swarm.tasks(interrupted_run)["a"]
-    assert (row["status"], row["reason"], row["exit_code"]) == ("failed", "exit_garbled", None)
+    assert (row["status"], row["reason"], row["exit_code"]) == ("unknown", "exit_garbled", None)
     assert victim.read_text() == "- precious words\n" and victim.stat().st_mtime == 1
     assert "precious" not in (interrupted_run / "events.jsonl").read_text()
     assert swarm.tasks(interrupted_run)["b"]["status"] == "succeeded"

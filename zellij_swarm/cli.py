@@ -318,14 +318,18 @@ def cancel(run_id: str, tasks: tuple[str, ...], group: str | None, tags: tuple[s
 @click.argument("run_id")
 @click.argument("tasks", nargs=-1)
 @click.option("--failed", is_flag=True, help="the tasks that did not succeed (what RUN alone retries)")
+@click.option("--unknown", is_flag=True,
+              help="also the tasks whose outcome is unknown (they ran, and may have finished)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @_setting_options
-def retry(run_id: str, tasks: tuple[str, ...], failed: bool, json_output: bool, require_multiplexer: bool | None,
-          require_zellij: bool | None, **flags: object) -> None:
+def retry(run_id: str, tasks: tuple[str, ...], failed: bool, unknown: bool, json_output: bool,
+          require_multiplexer: bool | None, require_zellij: bool | None, **flags: object) -> None:
     """Run again, in the same run record, the tasks of a finished or interrupted run that did
     not succeed (failed, timed out, cancelled, lost) and those skipped because of them — or
-    the named TASKS. New attempts, with their retries given anew; history kept; the run's
-    recorded settings, unless given here. A running run: exit 2 (use restart).
+    the named TASKS. A task whose outcome is unknown (its exit could not be recorded) runs
+    again only when named or with --unknown. New attempts, with their retries given anew;
+    history kept; the run's recorded settings, unless given here. A running run: exit 2
+    (use restart).
 
     \b
     Exit codes: as run's: 0 every task of the run succeeded; 1 some did not; 2 bad input."""
@@ -336,7 +340,7 @@ def retry(run_id: str, tasks: tuple[str, ...], failed: bool, json_output: bool, 
     state_dir = flags.pop("state_dir", None)  # where the run is: not a setting a retry can change
     run = _find_run(state_dir if isinstance(state_dir, str) else None, run_id, writing=True)
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
-    outcome = retry_run(run, list(tasks), flags=flags, env=os.environ, json_output=json_output)
+    outcome = retry_run(run, list(tasks), flags=flags, env=os.environ, json_output=json_output, unknown=unknown)
     if json_output:
         click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)

@@ -30,7 +30,7 @@ TAIL_BYTES = 64 * 1024
 _FORBIDDEN = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # The element a task's status adds to its testcase; a succeeded one adds none.
 _ELEMENT = {TaskStatus.FAILED: "failure", TaskStatus.TIMED_OUT: "failure", TaskStatus.LOST: "error",
-            TaskStatus.SKIPPED: "skipped", TaskStatus.CANCELLED: "skipped"}
+            TaskStatus.UNKNOWN: "error", TaskStatus.SKIPPED: "skipped", TaskStatus.CANCELLED: "skipped"}
 
 
 def clean(text: str) -> str:

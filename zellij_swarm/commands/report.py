@@ -35,7 +35,7 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.console import COUNT_ORDER, counts_text
 
 # An outcome's colour: what went wrong is warm, what ended quietly is grey, what still runs is blue.
-COLOURS = {"succeeded": "#2f9e44", "failed": "#e03131", "timed_out": "#f08c00", "lost": "#7048e8",
+COLOURS = {"succeeded": "#2f9e44", "failed": "#e03131", "timed_out": "#f08c00", "lost": "#7048e8", "unknown": "#c2255c",
            "cancelled": "#868e96", "running": "#1c7ed6"}
 _OTHER_COLOUR = "#495057"  # a status this version does not know (records of a newer one)
 SVG_NS = "http://www.w3.org/2000/svg"

@@ -70,7 +70,7 @@ class Dispatcher:
         a generation ``resume`` knows never ran)."""
         reserved_at = self._wallclock()
         batch: list[LiveGen] = []
-        while self._slots.free_count and (task_id := self._ready.pop()) is not None:
+        while not self._stopping() and self._slots.free_count and (task_id := self._ready.pop()) is not None:
             lg = self._reserve(self._tasks[task_id])
             try:
                 rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation

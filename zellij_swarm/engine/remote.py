@@ -79,13 +79,23 @@ def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[Task
                                      f"not have (it has: {', '.join(sorted(known)) or 'none'})")
 
 
-def end_steps_now(cluster: Slurm, run_id: str, generations: set[tuple[int, int]], grace: float) -> int:
-    """``cancel`` with no supervisor, blocking: the ladder for these (slot, generation) steps
-    of the run — TERM, ``grace`` for them to leave the queue, then ``scancel``. Returns how
-    many steps it ended."""
-    ids = [job.id for key, job in cluster.jobs(run_id).items() if key in generations]
-    for job_id in ids:
-        cluster.signal(job_id, "TERM")
+def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPaths], grace: float) -> int:
+    """``cancel`` with no supervisor, blocking: the ladder for these generations' steps —
+    TERM to a running one (the moment recorded with its kill's reason, which the caller
+    wrote: the outcome rule), a queued one withdrawn, ``grace`` for them to leave the queue,
+    then ``scancel``. Returns how many steps it ended."""
+    by_key = {(gen.slot, gen.gen): gen for gen in gens}
+    generations = set(by_key)
+    jobs = [(by_key[key], job) for key, job in cluster.jobs(run_id).items() if key in generations]
+    for gen, job in jobs:
+        if not job.running:
+            cluster.cancel(job.id)
+            continue
+        at = procs.coarse_wallclock()
+        cluster.signal(job.id, "TERM")
+        if (reason := generation_files.kill_reason(gen)) is not None:
+            generation_files.write_kill_reason(gen, reason, sent_at=at)
+    ids = [job.id for _, job in jobs]
     deadline = time.monotonic() + grace
     while ids and time.monotonic() < deadline and generations & cluster.jobs(run_id).keys():
         time.sleep(0.1)

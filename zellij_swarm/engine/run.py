@@ -129,16 +129,24 @@ def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:
 
 
 def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: Mapping[str, str],
-          json_output: bool = False) -> Outcome:
+          json_output: bool = False, unknown: bool = False) -> Outcome:
     """Run again, in the same run record, the tasks of an ended run that did not succeed (and
     those skipped because of them), or the named ones: new attempts, their history kept,
-    their retries given anew, under the run's recorded settings (``flags`` given here win)."""
+    their retries given anew, under the run's recorded settings (``flags`` given here win).
+    A task whose outcome is ``unknown`` runs again only when named, or with ``unknown``: it
+    may have finished; the caller is told in one line which were left out."""
     rundir.require_trusted_run(run)
     if runlock.holder(run) is not None:
         raise exc.UsageError(f"run {run.run_id} is running: `zellij-swarm restart {run.run_id} TASK` runs a running "
                              "task again")
     rec = load(run, ended=True)
-    rec.retry = retry_selection(views.load_status(run), rec.specs, names, run.run_id)
+    snap = views.load_status(run)
+    rec.retry = retry_selection(snap, rec.specs, names, run.run_id, unknown=unknown)
+    left_out = sorted(t["name"] for t in snap["tasks"]
+                      if t["status"] == TaskStatus.UNKNOWN and t["id"] not in rec.retry)
+    if left_out:
+        print(f"zellij-swarm: not run again, as they may have finished (outcome unknown): {', '.join(left_out)}; "
+              f"name them, or add --unknown", file=sys.stderr)
     resolved = _overridden(resolved_settings(rec.meta), flags)
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
@@ -183,12 +191,13 @@ def _continued_joblog(outputs: Outputs) -> JobLog | None:
 
 
 # What `retry` runs again by default: every task that ended without succeeding, but a skipped
-# one only through the dependency it was skipped for (``retry_selection``).
-RETRIED = UNSUCCESSFUL_STATUSES - {TaskStatus.SKIPPED}
+# one only through the dependency it was skipped for (``retry_selection``), and one whose
+# outcome is unknown only when asked: it may have finished (an agent that pushed).
+RETRIED = UNSUCCESSFUL_STATUSES - {TaskStatus.SKIPPED, TaskStatus.UNKNOWN}
 
 
 def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],
-                    run_id: str) -> dict[str, tuple[int, int]]:
+                    run_id: str, *, unknown: bool = False) -> dict[str, tuple[int, int]]:
     """The tasks a ``retry`` runs again — the named ones, else every one that ended without
     succeeding (``RETRIED``) — with the tasks skipped because of them, transitively; each as
     ``id: (attempts granted anew, attempts made)``: its retries start again from here, and
@@ -197,7 +206,8 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
     for name in names:
         if name not in rows:
             raise exc.UsageError(f"run {run_id} has no task {name!r}")
-    chosen = set(names) if names else {n for n, t in rows.items() if t["status"] in RETRIED}
+    retried = RETRIED | {TaskStatus.UNKNOWN} if unknown else RETRIED
+    chosen = set(names) if names else {n for n, t in rows.items() if t["status"] in retried}
     after = {s.name: set(s.after) for s in specs}
     grew = True
     while grew:  # the dependents skipped because of a chosen task get their chance again
@@ -205,7 +215,10 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
         chosen |= more
         grew = bool(more)
     if not chosen:
-        raise exc.UsageError(f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
+        unknowns = sum(1 for t in rows.values() if t["status"] == TaskStatus.UNKNOWN)
+        raise exc.UsageError(f"run {run_id}: {unknowns} task(s) of unknown outcome and no other to retry; add "
+                             "--unknown or name them" if unknowns else
+                             f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
     selection = {}
     for name in chosen:
         t = rows[name]

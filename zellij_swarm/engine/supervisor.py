@@ -108,6 +108,8 @@ class Reporter(Protocol):
 
 
 MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
+ROOM_RECHECK = 1.0  # seconds: how often a full state directory is looked at again
+FULL_GIVE_UP = 60.0  # seconds with nothing running and still no room: the run ends interrupted
 TIMEOUT_RECHECK = 1.0  # seconds: how often a timeout looks again for a start that has not come (a queued step)
 
 
@@ -180,6 +182,8 @@ class Supervisor:
         self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
         self._state_dir_said = False  # the user was told the state dir cannot be written
+        self.state_dir_full = False  # no new task starts until the state dir has room again
+        self._idle_full_since: float | None = None  # when the last worker ended while it was full
         self._backend_closed = False
         self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
@@ -316,7 +320,7 @@ class Supervisor:
             self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
-                events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self.is_stopping,
+                events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self._holding_dispatch,
                 launched=self._launched, worktrees=self.worktrees, executor=self.executor,
                 live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
@@ -546,6 +550,9 @@ class Supervisor:
         elif isinstance(result, LaunchFailed):
             if lg.in_pane:
                 self._pane_fault(lg, result.code, result.message, claimed=False)
+            elif result.code == "state_dir_error":
+                self._state_dir_full(result.message)
+                self._requeue_unstarted(lg)
             else:
                 self._warn(result.code, result.message, lg.task)
                 self._end_generation(lg, None, TaskStatus.FAILED, result.code)
@@ -776,21 +783,37 @@ class Supervisor:
         if pane_gone and lg.kill_reason is None:
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
-            self._classify(lg, rec, sig, session_alive=True)
+            self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
 
     def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
-                  session_alive: bool, missing: str = "no_exit_record") -> None:
+                  session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:
         """A generation's end from its exit record; without one, the reason is ours (a kill),
         the state directory's, the lost session's, or ``missing`` (what else is known)."""
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us (our kill reached
-            # it, or it never ran), or by someone else.
-            if lg.kill_reason and (lg.kill_sent_at is not None or generation_files.read_claim(lg.gen) is None):
+            # it, or it never ran), or by someone else, or it could not write.
+            claim = generation_files.read_claim(lg.gen)
+            # A headless wrapper that ended by itself, its claim its own or never written: it
+            # could not write its claim, or ran to its end and could not write its sidecar.
+            exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
+                claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
+            if lg.kill_reason and (lg.kill_sent_at is not None or claim is None):
                 reason = lg.kill_reason
-            elif rundir.unwritable(self.paths.dir):
-                reason = "state_dir_error"  # its wrapper could not write its claim or its exit
-                self._records_unwritable(f"the state directory {self.paths.dir} is full or read-only: the wrapper "
-                                         f"of task {lg.task.name!r} could not record its start or its exit", lg.task)
+            elif exited or rundir.unwritable(self.paths.dir):
+                self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
+                                         f"wrapper of task {lg.task.name!r} could not record its start or its exit",
+                                         lg.task)
+                if claim is None or claim.unwritten:  # it could not claim the generation: nothing ran
+                    self._requeue_unstarted(lg)
+                    return
+                if exited:  # the launcher waited for it, and a wrapper exits with its worker's status
+                    code = os.WEXITSTATUS(wait_status or 0)
+                    rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
+                                                               signal=generation_files.signal_name(code),
+                                                               ended_at=self.wallclock())
+                    self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
+                    return
+                reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
             elif not session_alive:
                 reason = "multiplexer_lost"
             else:
@@ -906,7 +929,7 @@ class Supervisor:
         _, skipped = self.ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
         for tid in skipped:
             self.skip(self.tasks[tid])
-        if status != TaskStatus.SUCCEEDED and status != TaskStatus.CANCELLED:
+        if status not in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.UNKNOWN):  # unknown: maybe fine
             self._on_failure()
 
     def skip(self, task: TaskRecord) -> None:
@@ -1089,18 +1112,75 @@ class Supervisor:
 
     def _records_unwritable(self, message: str, task: TaskRecord | None) -> None:
         """The state directory cannot be written: one ``state_dir_error`` warning a run,
-        whoever noticed first (the supervisor's own writes, or a wrapper's)."""
+        whoever noticed first (the supervisor's own writes, or a wrapper's); no new task
+        starts until it can be again."""
         if not self._records_warned:
             self._records_warned = True
             self._warn("state_dir_error", message, task)
+        self._state_dir_full(message)
+
+    # ----- a full state directory (SPEC §5.8) ------------------------------------------------
+
+    def _holding_dispatch(self) -> bool:
+        return self.is_stopping() or self.state_dir_full
+
+    def _state_dir_full(self, why: str) -> None:
+        """The state directory cannot take a generation's records: no new task starts —
+        none is turned into a failure for it — until there is room again; running ones go
+        on. Said once each time it fills."""
+        if self.state_dir_full:
+            return
+        self.state_dir_full = True
+        self.reporter.problem(f"warning: the state directory {self.state_dir} is full or cannot be written: "
+                              "no new task starts until it has room again")
+        self.events.emit("dispatch_held", reason="state_dir_full", why=why)
+        self.timers.after(ROOM_RECHECK, self._look_for_room)
+
+    def _look_for_room(self) -> None:
+        if not self.state_dir_full:
+            return
+        if rundir.has_room(self.paths.dir):
+            self.state_dir_full = False
+            self._idle_full_since = None
+            self.reporter.problem(f"the state directory {self.state_dir} has room again: new tasks start")
+            self.events.emit("dispatch_resumed", reason="state_dir_full")
+            return
+        if self.live or self.stopper.stopping or self.is_stopping():
+            self._idle_full_since = None
+        elif self._idle_full_since is None:
+            self._idle_full_since = self.clock()
+        elif self.clock() - self._idle_full_since >= FULL_GIVE_UP:
+            # Nothing runs and nothing can start: the run stops here, resumable as it is.
+            self.reporter.problem(f"error: the state directory {self.state_dir} has had no room for "
+                                  f"{FULL_GIVE_UP:g}s: run {self.run_id} is interrupted; "
+                                  f"`zellij-swarm resume {self.run_id}` goes on once there is room")
+            self.detached = True
+            return
+        self.timers.after(ROOM_RECHECK, self._look_for_room)
+
+    def _requeue_unstarted(self, lg: LiveGen) -> None:
+        """A generation that never started because the state directory was full: its task
+        waits for a slot again, first in line, as if it had never been given one."""
+        lg.done = True
+        del self.live[lg.gen.slot]
+        self.slots.free(lg.gen.slot)
+        for timer in lg.deadlines:
+            self.timers.cancel(timer)
+        lg.deadlines.clear()
+        self.follow.unwatch(lg)
+        lg.task.withdraw_generation()
+        lg.task.move(TaskStatus.PENDING)
+        self.ready.requeue(lg.task.id, first=True)
+        self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
 
     def _finish(self) -> int:
         if self.detached:
             snap = self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
-            self.reporter.finished(snap, 129)
-            return 129
+            code = 1 if self.state_dir_full else 129  # gave up on a full state dir; else detached (SIGHUP)
+            self.reporter.finished(snap, code)
+            return code
         if self.executor is not None and (left := self.executor.close()):
             self._warn("process_left_behind", f"slurm: {len(left)} step(s) of the run were still queued or running at "
                                               f"its end; cancelled: {', '.join(left[:10])}", None)

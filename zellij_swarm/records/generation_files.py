@@ -429,7 +429,7 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), ended, pid or wrapper_pid(gen), reason)
 
 
-def record_missing_exit(gen: GenPaths, *, reason: str, code: int | None, signal: str | None,
+def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, signal: str | None,
                         ended_at: float) -> ExitRecord:
     """The supervisor's record for a wrapper that is gone without committing its exit, written
     durably at once (rare: a wrapper killed from outside, a lost session). A full or read-only

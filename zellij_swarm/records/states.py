@@ -21,6 +21,9 @@ class TaskStatus(enum.StrEnum):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     LOST = "lost"
+    # It ran, and how it ended cannot be known: its wrapper could not record its exit (a full
+    # state directory) and nothing else saw it. Never re-run by itself: it may have finished.
+    UNKNOWN = "unknown"
 
     @property
     def terminal(self) -> bool:
@@ -52,9 +55,10 @@ FAILED_STATUSES: Final = frozenset({TaskStatus.FAILED, TaskStatus.TIMED_OUT, Tas
 REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "timeout": TaskStatus.TIMED_OUT, "idle_timeout": TaskStatus.TIMED_OUT,
     "no_exit_record": TaskStatus.LOST, "multiplexer_lost": TaskStatus.LOST, "executor_lost": TaskStatus.LOST,
-    "cwd_missing": TaskStatus.FAILED, "state_dir_error": TaskStatus.FAILED, "executor_failed": TaskStatus.FAILED,
+    "cwd_missing": TaskStatus.FAILED, "state_dir_error": TaskStatus.UNKNOWN, "executor_failed": TaskStatus.FAILED,
     "out_of_memory": TaskStatus.FAILED,
     "executor_cancelled": TaskStatus.CANCELLED,
+    "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says
 }
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})

@@ -33,7 +33,7 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.text import duration
 
 _MARK = {"succeeded": "ok", "failed": "FAILED", "timed_out": "TIMED OUT", "cancelled": "cancelled",
-         "skipped": "skipped", "lost": "LOST"}
+         "skipped": "skipped", "lost": "LOST", "unknown": "UNKNOWN"}
 
 
 def describe(row: dict[str, Any], *, named: bool = True) -> str:
@@ -56,7 +56,7 @@ def describe(row: dict[str, Any], *, named: bool = True) -> str:
 
 
 # Counters in the order a person reads them: what went wrong first.
-COUNT_ORDER = ("failed", "timed_out", "lost", "cancelled", "skipped", "running", "pending", "succeeded")
+COUNT_ORDER = ("failed", "timed_out", "lost", "unknown", "cancelled", "skipped", "running", "pending", "succeeded")
 
 
 def counts_text(counts: dict[str, int]) -> str:

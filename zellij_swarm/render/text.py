@@ -23,6 +23,7 @@ STATUS_SGR = {
     "failed": "1;31",
     "timed_out": "1;31",
     "lost": "1;35",
+    "unknown": "1;35",
     "cancelled": "35",
     "skipped": "2",
     "pending": "2",

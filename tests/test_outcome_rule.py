@@ -1,0 +1,63 @@
+"""The outcome rule end to end (SPEC §5.7): a swarm stopped mid-run by each way of stopping it,
+then ``retry``, runs every task's last command exactly once. A task whose worker had finished
+before the kill reached it keeps its own outcome and is not run again; only work the kill
+really ended runs again. The interleavings themselves are harness scenarios
+(tests/test_scenarios.py, table ``outcome-rule``)."""
+
+from __future__ import annotations
+
+import collections
+import signal
+from pathlib import Path
+
+import pytest
+from swarmtest import kill_run_processes, wait_until
+
+TASKS = 300
+
+
+def _ledger_counts(ledger: Path) -> collections.Counter[str]:
+    return collections.Counter(ledger.read_text().split()) if ledger.exists() else collections.Counter()
+
+
+def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
+    lines = []
+    for i in range(TASKS):
+        tail = "; exit 3" if i == failing else ""
+        lines.append(f"echo start; sleep 0.0{i % 10}; echo t{i} >> {ledger}{tail}")
+    return swarm.write("tasks.txt", "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "cancel", "halt-now"])
+def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how):
+    ledger = swarm.cwd / "ledger"
+    tasks = _swarm_file(swarm, ledger, failing=120 if how == "halt-now" else None)
+    extra = ["--halt", "now"] if how == "halt-now" else []
+    proc = swarm.popen("run", str(tasks), "-j", "8", "--backend", "headless", "--output", "quiet", *extra)
+    try:
+        wait_until(lambda: sum(_ledger_counts(ledger).values()) >= 60, what="60 tasks at their end")
+        if how in ("SIGTERM", "SIGINT"):
+            proc.send_signal(getattr(signal, how))
+        elif how == "cancel":
+            run_id = swarm.latest().name
+            assert swarm("cancel", run_id).code == 0
+        proc.wait(timeout=60)
+        run_id = swarm.latest().name
+        first = swarm.tasks()
+        # a task whose last command wrote its line and whose worker then ended on its own is not unfinished
+        for name, t in first.items():
+            if t["status"] in ("cancelled", "failed", "lost", "timed_out") and t.get("exit_code") == 0:
+                raise AssertionError(f"{name} ran to exit 0 and is recorded {t['status']} ({t.get('reason')})")
+        # (after a halt, the retry must not halt again at the same failure, to run all the rest)
+        retried = swarm("retry", run_id, "--output", "quiet", *(["--halt", "never"] if extra else []))
+        assert retried.code in (0, 1), retried.stderr
+        counts = _ledger_counts(ledger)
+        if how == "halt-now":
+            assert counts.pop("t120") == 2  # it failed: retry runs it again, as it should
+        twice = sorted(k for k, n in counts.items() if n > 1)
+        assert not twice, f"ran to their end twice: {twice}"
+        assert set(counts) == {f"t{i}" for i in range(TASKS)} - ({"t120"} if how == "halt-now" else set())
+        assert retried.code == (1 if how == "halt-now" else 0), retried.stderr
+    finally:
+        proc.kill()
+        kill_run_processes(swarm.latest().name)
