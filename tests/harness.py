@@ -432,6 +432,13 @@ class FakeWrapper:
         self._write("heartbeat.jsonl", f'{{"event":"exited","code":{code}}}\n')
         self._ended(code << 8)
 
+    def hang_up(self) -> None:
+        """Its pane's terminal hangs up: the pane leader leaves its mark and forwards the
+        hang-up; the worker dies of it, and the wrapper records 129."""
+        if self.running:
+            self._write("hangup", "", append=False, notify=False)
+            self.exit(HUP)
+
     def vanish(self, sig: int) -> None:
         """The wrapper dies without recording anything."""
         if self.running:
@@ -787,13 +794,13 @@ class FakeMux:
             return  # its pane is gone before its wrapper ran
         w = FakeWrapper(self.world, req.gen, claimed=False, pane_id=pane_id)
         if w.start() and pane.closed_after is not None:
-            self.world.after(pane.closed_after, lambda: w.exit(HUP))
+            self.world.after(pane.closed_after, w.hang_up)
 
     def _lose_session(self) -> None:
         self.session_up = False
         for w in self.world.wrappers:
             if w.pane_id is not None:
-                w.exit(HUP)  # the pane leader forwards the hang-up; the wrapper records 129
+                w.hang_up()
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         with self.world.lock:

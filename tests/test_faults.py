@@ -76,6 +76,20 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("zellij-0.43.1")])
+@pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129"])
+def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, backend, how, request):
+    """Exit 129, or a SIGHUP the worker sent itself, in a live pane: no pane went away, so it is
+    the worker's failure (retried, as headless), never ``pane_closed``."""
+    swarm.write("h.toml", f'[[task]]\nname = "h"\nretries = 1\ncmd = "[ -e again ] || {{ touch again; {how}; }}"\n')
+    args, env = backend_args(backend, request)
+    res = swarm("run", "h.toml", *args, "--ui", "live", "--output", "quiet", env=env)
+    assert res.code == 0, res.stderr
+    row = swarm.tasks()["h"]
+    assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
+        ("failed", None, 129), ("succeeded", None, 0)]
+
+
 def test_zellij_session_killed_mid_run(swarm, fz):
     swarm.write("l.toml", LONG)
     env = fz.env("0.45.0", **FAST)

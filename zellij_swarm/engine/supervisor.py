@@ -769,8 +769,8 @@ class Supervisor:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
-        pane_gone = lg.in_pane and (rec is None or rec.signal == "SIGHUP") and not (
-            lg.remote and generation_files.read_claim(lg.gen) is None)
+        hung_up = rec is None or (rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen))
+        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.read_claim(lg.gen) is None)
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
@@ -851,8 +851,9 @@ class Supervisor:
             return killed_status(lg.kill_reason), lg.kill_reason
         if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
             return recorded, reason
-        if lg.in_pane and rec.signal == "SIGHUP":
-            # SPEC §6: a pane closed under the worker, or the whole session went away.
+        if lg.in_pane and rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen):
+            # SPEC §6: a pane closed under the worker, or the whole session went away — its
+            # leader saw the terminal hang up; a worker's own SIGHUP or exit 129 is its failure.
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
         return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
 

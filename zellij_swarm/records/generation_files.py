@@ -19,7 +19,10 @@ Its wrapper writes most of it::
     exit.json        ``{"code","signal","started_at","ended_at","pid"}`` (and ``reason``),
                      written by the supervisor only for a wrapper that vanished without its
                      sidecar; every other exit record lives in the event log alone
-    kill             why the supervisor ended the generation, written before its first signal
+    kill             why the supervisor ended the generation, written before its first signal,
+                     and when that kill reached the worker (``sent <time>``), if it did
+    hangup           made by a pane's leader when its terminal hung up (the pane closed, or
+                     the session went): a worker's SIGHUP of its own leaves none
     artifacts/       the worker's own files (``$ZELLIJ_SWARM_ARTIFACT_DIR``; ``followups.jsonl``).
                      Made with the directory: workers append to it without making it first
 
@@ -69,6 +72,7 @@ EXECUTOR_LOG = "executor.log"  # what runs a wrapper elsewhere (srun) said itsel
 EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
 KILL = "kill"
+HANGUP = "hangup"
 ARTIFACTS = "artifacts"
 
 # The events that record a generation's outcome, and carry its exit record: all there is of a
@@ -449,7 +453,7 @@ def fold(gen: GenPaths) -> None:
     output and executor logs and the artifacts directory when empty; the directory goes when nothing else is
     left in it (output, a heartbeat the worker wrote to, artifacts). Best effort: a file that
     cannot be removed stays, and readers still read it."""
-    for name in (CLAIM, CLAIM_DRAFT, EXIT_SIDECAR, EXIT_RECORD, KILL):
+    for name in (CLAIM, CLAIM_DRAFT, EXIT_SIDECAR, EXIT_RECORD, KILL, HANGUP):
         _remove(f"{gen.dir}/{name}")
     heartbeat = f"{gen.dir}/{HEARTBEAT}"
     try:
@@ -529,6 +533,11 @@ def _kill_lines(gen: GenPaths) -> list[str]:
 def kill_reason(gen: GenPaths) -> str | None:
     lines = _kill_lines(gen)
     return (lines[0].strip() or None) if lines else None
+
+
+def hung_up(gen: GenPaths) -> bool:
+    """Its pane's terminal hung up (``_paneleader --hangup``)."""
+    return os.path.lexists(plain(gen, HANGUP))
 
 
 def kill_sent_at(gen: GenPaths) -> float | None:

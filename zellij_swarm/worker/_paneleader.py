@@ -9,7 +9,10 @@ in sessions of their own, like the worker ``script`` runs on its own terminal: t
 ends, the wrapper (which traps HUP) records its exit as 129, and the supervisor classifies
 it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``multiplexer_lost``).
 
-Run as ``python -I -S _paneleader.py CMD…``: stdlib only, no site, started in a few ms.
+Run as ``python -I -S _paneleader.py [--hangup FILE] CMD…``: stdlib only, no site, started in
+a few ms. With ``--hangup``, a SIGHUP — its terminal hung up: the pane closed, or the whole
+session went — first creates FILE: the evidence that tells a closed pane from a worker that
+exits 129 or dies of a SIGHUP of its own (SPEC §6).
 
 ``_paneleader.py --step-env PANE_VAR CMD…`` (a pane that runs as a Slurm step) also empties
 the environment for CMD itself — what the wrapper's ``env -i`` does otherwise — keeping the
@@ -68,11 +71,21 @@ def worker_defaults() -> None:
 
 def main(argv: list[str]) -> int:
     env = None
-    if argv[:1] == ["--step-env"]:
-        env, argv = step_environment(dict(os.environ), argv[1]), argv[2:]
+    hangup = None
+    while argv[:1] in (["--step-env"], ["--hangup"]):
+        if argv[0] == "--hangup":
+            hangup = argv[1]
+        else:
+            env = step_environment(dict(os.environ), argv[1])
+        argv = argv[2:]
 
     def forward(signum: int, _frame: object) -> None:
         signal.signal(signum, signal.SIG_IGN)
+        if signum == signal.SIGHUP and hangup is not None:
+            try:  # before the worker can end and its exit be recorded
+                os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            except OSError:
+                pass
         for pid in descendants(os.getpid()):
             try:
                 os.kill(pid, signum)

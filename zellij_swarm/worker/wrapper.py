@@ -71,6 +71,7 @@ _CLAIM = _in_gen_dir(generation_files.CLAIM)
 _HEARTBEAT = _in_gen_dir(generation_files.HEARTBEAT)
 _OUTPUT = _in_gen_dir(generation_files.OUTPUT)
 _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
+_HANGUP = _in_gen_dir(generation_files.HANGUP)
 
 # Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
 _CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
@@ -227,7 +228,7 @@ def _headless_stage() -> list[str]:
 
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
-    leader = " ".join(q(a) for a in PANE_LEADER)
+    leader = " ".join(q(a) for a in PANE_LEADER) + f" --hangup {_HANGUP}"
     # the pane leader empties the environment for the second stage (a step's own variables
     # kept), which starts with the caller's saved one restored under them
     leader = (f"{leader} --step-env {pane.pane_var}" if pane.step_env
