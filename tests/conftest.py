@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, kill_run_processes, scrub, wait_until
+from realzellij import RealZellij, versions
 from tmuxtest import Tmux, private_tmux
 from zellijtest import FakeZellij
 
@@ -42,6 +43,26 @@ def fz() -> Iterator[FakeZellij]:
 
 
 @pytest.fixture
+def rz() -> Iterator[RealZellij]:
+    """The real Zellij of CI's version (scripts/zellij-versions), private to one test."""
+    z = RealZellij(versions()["ci"])
+    try:
+        yield z
+    finally:
+        z.cleanup()
+
+
+@pytest.fixture
+def rz_pre044() -> Iterator[RealZellij]:
+    """The real Zellij before 0.44 (built on demand by scripts/zellij-matrix), private to one test."""
+    z = RealZellij(versions()["pre044"])
+    try:
+        yield z
+    finally:
+        z.cleanup()
+
+
+@pytest.fixture
 def interrupted_run(swarm: Swarm) -> Iterator[Path]:
     """A run whose supervisor was killed (-9) while its first task ran and its second waited."""
     swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
@@ -62,9 +83,28 @@ def interrupted_run(swarm: Swarm) -> Iterator[Path]:
         kill_run_processes(run.name)
 
 
+def _tier(item: pytest.Item) -> str | None:
+    """The tier a test runs in besides the fast one (scripts/test): ``real_zellij`` (it uses
+    the real Zellij), ``slurm`` (the real local cluster), ``fake`` (the fake Zellij's own
+    tests and the replays of the real one's transcripts)."""
+    path = Path(str(item.fspath))
+    fixtures = getattr(item, "fixturenames", ())
+    if "rz" in fixtures or "rz_pre044" in fixtures or "real-zellij" in item.name:
+        return "real_zellij"
+    if path.name == "test_slurm.py":
+        return "slurm"
+    if path.parent.name == "fake_zellij" or path.name == "test_zellij_transcripts.py":
+        return "fake"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``full`` (more versions, signals, sources of a case CI already runs) run
-    only with ZSW_FULL_MATRIX=1, so that CI stays within its time on 2 cores."""
+    """Each test gets the marker of its tier (``_tier``; none: the fast tier). Tests marked
+    ``full`` (more versions, signals, sources of a case CI already runs) run only with
+    ZSW_FULL_MATRIX=1, so that CI stays within its time on 2 cores."""
+    for item in items:
+        if (tier := _tier(item)) is not None:
+            item.add_marker(getattr(pytest.mark, tier))
     if os.environ.get("ZSW_FULL_MATRIX"):
         return
     skip = pytest.mark.skip(reason="a neighbour of a case CI runs: ZSW_FULL_MATRIX=1 (scripts/test-full) runs it")

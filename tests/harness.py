@@ -146,6 +146,8 @@ class Pane:
     starts: bool = True  # False: the pane opens but its wrapper never runs (no heartbeat)
     dies_claiming: bool = False  # its wrapper dies between creating its claim and writing its pid
     delay: float = 0.0  # from the launch to its wrapper's claim and heartbeat
+    # it comes up so late that the supervisor's close (``abandon``) missed it: its wrapper starts anyway
+    outlives_abandon: bool = False
     closed_after: float | None = None  # the user closes the pane this long after its start
     cancel_while_opening: bool = False  # a ``cancel`` of its task arrives while the pane opens
 
@@ -351,6 +353,7 @@ class FakeWrapper:
         self.exited = False  # its helper has ended (a zombie until the world closes)
         self.running = False
         self.reacting = False  # its SIGTERM has reached it
+        self.ran = False  # it claimed the generation and ran its worker
         world.wrappers.append(self)
 
     def _write(self, name: str, text: str, *, append: bool = True, exclusive: bool = False,
@@ -384,7 +387,7 @@ class FakeWrapper:
             return False
         pane = json.dumps(self.pane_id) if self.pane_id is not None else "null"
         self._write("heartbeat.jsonl", f'{{"event":"started","pid":{self.pid},"pane_id":{pane}}}\n')
-        self.running = True
+        self.running = self.ran = True
         w = self.work
         if w.cwd_missing:
             self.world.after(0.0, lambda: self.exit(1, sidecar="- cwd_missing"))
@@ -790,7 +793,7 @@ class FakeMux:
             time.sleep(0.001)
 
     def _start(self, req: LaunchRequest, pane_id: str, pane: Pane) -> None:
-        if not self.session_up or ("abandon", pane_id) in self.calls:
+        if not self.session_up or (("abandon", pane_id) in self.calls and not pane.outlives_abandon):
             return  # its pane is gone before its wrapper ran
         w = FakeWrapper(self.world, req.gen, claimed=False, pane_id=pane_id)
         if w.start() and pane.closed_after is not None:

@@ -202,8 +202,9 @@ def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
 
 
 def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[str, ...], dict[str, str] | None]:
-    """Flags and environment for a run on ``backend``: headless, tmux (live) or zellij-<version>
-    (live, against the fake zellij); the multiplexer's fixture is taken from ``request``."""
+    """Flags and environment for a run on ``backend``: headless, tmux (live), zellij-<version>
+    (live, against the fake zellij) or real-zellij (live, the real binary); the multiplexer's
+    fixture is taken from ``request``."""
     from tmuxtest import outside_env
     from zellijtest import FAST
 
@@ -211,6 +212,8 @@ def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[st
         return (), None
     if backend == "tmux":
         return ("--backend", "tmux", "--ui", "live"), outside_env(request.getfixturevalue("tmux"))
+    if backend == "real-zellij":  # the real binary of CI's version (tests/realzellij.py)
+        return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("rz").env(**FAST)
     version = backend.split("-", 1)[1]
     return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
 

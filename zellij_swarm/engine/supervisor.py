@@ -891,7 +891,10 @@ class Supervisor:
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
             **({"node": lg.node} if lg.node else {}),
         )
-        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.in_pane:
+        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.request.pane:
+            # Folded once its outcome is durable — never one that was ever handed to a pane,
+            # also when it ran headless after all: a pane that comes up late must find its
+            # claim taken and run nothing (a generation runs at most once).
             self._ended.append(lg.gen)
         if task.last_end_is_free:
             task.attempts -= 1

@@ -1,0 +1,142 @@
+"""The real Zellij for the real-Zellij tier: the binary scripts/setup built (scripts/build-zellij,
+versions in scripts/zellij-versions), and a private installation of it per test.
+
+Each ``RealZellij`` has its own short ``ZELLIJ_SOCKET_DIR``, ``HOME`` and config directory
+(startup tips, release notes and session serialisation off: nothing of one test shows in
+another's ``list-sessions``), and shares one plugin cache per version (``XDG_CACHE_HOME``:
+0.41–0.43 compile the built-in plugins into it on first start). Its teardown kills every
+session of its socket dir, then every process whose environment names that socket dir, and
+asserts that none is left. ``CI`` stays out of the runs' environment (``clean_env``), so local
+and CI runs mean the same.
+
+Missing binary: under ``CI=true`` the test fails (the tier is never skipped there, unless
+``ZSW_NO_REAL_ZELLIJ=1``); elsewhere it is skipped, saying how to build it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from fakeprocs import alive, kill_all, processes_of
+from swarmtest import clean_env
+
+REPO = Path(__file__).resolve().parent.parent
+# Read at import, before the tests' environment is scrubbed of CI (conftest).
+UNDER_CI = os.environ.get("CI") == "true"
+NO_REAL_ZELLIJ = os.environ.get("ZSW_NO_REAL_ZELLIJ") == "1"
+# Waits, as multiples of what an idle machine takes (docs/zellij-contract.md, "Provenance"):
+# a session up in ~0.15 s, a CLI call in ~0.02 s; at least 5× that under CI's load.
+CALL_TIMEOUT = 20.0
+SESSION_TIMEOUT = 30.0
+CONFIG = "show_startup_tips false\nshow_release_notes false\nsession_serialization false\n"
+
+
+def versions() -> dict[str, str]:
+    """``{"ci": "0.45.0", "pre044": "0.43.1"}`` from scripts/zellij-versions."""
+    out = {}
+    for line in (REPO / "scripts" / "zellij-versions").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def cache_root() -> Path:
+    base = os.environ.get("ZSW_ZELLIJ_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zellij-swarm")
+    return Path(base)
+
+
+def binary(version: str) -> Path | None:
+    path = cache_root() / f"zellij-{version}" / "bin" / "zellij"
+    return path if os.access(path, os.X_OK) else None
+
+
+def required(version: str) -> Path:
+    """The binary of ``version``, or the test skips (fails under CI) saying how to build it."""
+    path = binary(version)
+    if path is not None:
+        return path
+    why = f"no real Zellij {version} built (scripts/build-zellij {version})"
+    if NO_REAL_ZELLIJ:
+        pytest.skip(f"{why}; ZSW_NO_REAL_ZELLIJ=1")
+    if UNDER_CI:
+        pytest.fail(f"{why}: under CI=true the real-Zellij tier is never skipped (ZSW_NO_REAL_ZELLIJ=1 to skip it)")
+    pytest.skip(why)
+
+
+class RealZellij:
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.binary = required(version)
+        self.root = Path(tempfile.mkdtemp(dir="/tmp", prefix="rz"))  # short: socket paths are limited to 107 bytes
+        self.sockdir = str(self.root / "s")
+        config = self.root / "config"
+        for d in (self.sockdir, config, self.root / "home"):
+            os.makedirs(d)
+        (config / "config.kdl").write_text(CONFIG)
+        plugin_cache = cache_root() / f"zellij-{version}" / "plugin-cache"
+        plugin_cache.mkdir(parents=True, exist_ok=True)
+        self.base = clean_env(
+            PATH=f"{self.binary.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            ZELLIJ_SOCKET_DIR=self.sockdir,
+            ZELLIJ_CONFIG_DIR=str(config),
+            HOME=str(self.root / "home"),
+            XDG_CACHE_HOME=str(plugin_cache),
+            XDG_CONFIG_HOME=str(self.root / "xdg-config"),
+            XDG_DATA_HOME=str(self.root / "data"),
+            SHELL="/bin/sh",
+            TERM="xterm-256color",
+        )
+
+    def env(self, *, inside: str | None = None, **extra: str) -> dict[str, str]:
+        """The environment of ``zellij-swarm``: outside Zellij, or as if in session ``inside``."""
+        env = dict(self.base)
+        if inside:
+            env.update(ZELLIJ="0", ZELLIJ_SESSION_NAME=inside)
+        env.update(extra)
+        return env
+
+    def zellij(self, *args: str, check: bool = True, timeout: float = CALL_TIMEOUT) -> subprocess.CompletedProcess:
+        p = subprocess.run([str(self.binary), *args], env=self.base, cwd=self.root, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=timeout)
+        if check:
+            assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
+        return p
+
+    def session_names(self) -> list[str]:
+        """The live sessions (``list-sessions --short``; none: the server answers 1)."""
+        p = self.zellij("list-sessions", "--short", "--no-formatting", check=False)
+        return [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
+
+    def host(self, name: str) -> None:
+        """A detached session of the user's own, to run a swarm 'inside'."""
+        self.zellij("attach", "--create-background", name)
+        deadline = time.monotonic() + SESSION_TIMEOUT
+        while name not in self.session_names():
+            assert time.monotonic() < deadline, f"session {name} never came up"
+            time.sleep(0.05)
+
+    def panes(self, session: str) -> list[dict]:
+        """``list-panes --json`` (from 0.44)."""
+        import json
+
+        return json.loads(self.zellij("--session", session, "action", "list-panes", "--json").stdout)
+
+    def processes(self) -> list[psutil.Process]:
+        return processes_of(self.sockdir)
+
+    def cleanup(self) -> None:
+        self.zellij("kill-all-sessions", "--yes", check=False)
+        kill_all(self.processes())
+        deadline = time.monotonic() + 5
+        while (left := [p for p in self.processes() if alive(p)]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        shutil.rmtree(self.root, ignore_errors=True)
+        assert not left, f"real zellij processes of {self.sockdir} outlived the test: {[p.pid for p in left]}"

@@ -1,0 +1,19 @@
+"""A pane that comes up after its generation ran headless instead (SPEC §5.1, issue 21 §3.1):
+the first batch's panes appear after both the readiness timeout and the launch heartbeat's
+deadline, their tasks run headless, and then the late panes' wrappers start. Each must find
+the claim taken and run nothing: a generation runs at most once, whatever arrives late."""
+
+from __future__ import annotations
+
+from harness import Harness, Mux, Pane, Work, task
+
+
+def test_a_late_pane_runs_nothing_after_its_generation_ran_headless():
+    works = {"a": (Work(after=1),), "b": (Work(after=20),)}
+    late = Mux(panes={"a": (Pane(delay=8, outlives_abandon=True),), "b": (Pane(),)})
+    with Harness(works=works, mux=late, heartbeat_timeout=1.0) as h:
+        r = h.run([task("a"), task("b")])
+        ran = [w for w in h.world.wrappers if w.name == "a" and w.ran]
+    assert (r.tasks["a"].status, r.tasks["a"].attempts) == ("succeeded", 1)
+    assert len(ran) == 1 and ran[0].pane_id is None, "only the headless fallback ran task a"
+    assert r.warnings() == ["heartbeat_missing"]
