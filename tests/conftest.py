@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm, kill_run_processes, scrub, wait_until
 from realzellij import RealZellij, versions
+from swarmtest import Swarm, kill_run_processes, scrub, wait_until
 from tmuxtest import Tmux, private_tmux
 from zellijtest import FakeZellij
 
