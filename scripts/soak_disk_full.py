@@ -1,0 +1,138 @@
+"""The disk-full phase of scripts/soak (issue 22, item 2; SPEC §5.8): the state directory is
+a small tmpfs, mounted in the soak's private mount namespace, that another process fills at
+a random moment of the run and frees 0.5–2 s later. A full disk must turn nothing into a
+failure: the run exits 0, every task succeeded with its ledger line exactly once, and the
+run said that the state directory was full and then that it had room again."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from soak_swarm import SoakError, SoakSwarm, ledger_problems, recorded_wrong
+
+TMPFS_SIZE = "16m"  # a 300-task run's records take about 3 MB
+FILLER_BYTES = 64 << 20  # more than the tmpfs holds: the filler stops at ENOSPC
+ROOM = 256 << 10  # the free space the supervisor waits for before it starts tasks again (SPEC §5.8)
+SUPERVISOR_DEADLINE = 300.0
+FULL_SAID = "is full or cannot be written"
+ROOM_SAID = "has room again"
+
+
+@dataclass
+class DiskFullRound:
+    number: int
+    moment: str
+    missed: bool = False  # the run ended before the filler ran: the round proved nothing
+    problems: list[str] = field(default_factory=list)
+    facts: str = ""
+    tally: collections.Counter[str] = field(default_factory=collections.Counter)  # summed over the phase
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def private_mounts_problem() -> str | None:
+    """Why this process cannot mount a tmpfs of its own, or None when it can: the soak runs
+    in a private mount namespace of its own (``unshare -m``), so its mounts are no one else's."""
+    probe = Path("/tmp") / f"zsw-soak-probe-{os.getpid()}"
+    probe.mkdir(exist_ok=True)
+    try:
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True,
+                             text=True, timeout=30)
+        if res.returncode != 0:
+            return res.stderr.strip() or f"mount exited {res.returncode}"
+        subprocess.run(["umount", str(probe)], capture_output=True, timeout=30)
+        return None
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    finally:
+        probe.rmdir()
+
+
+def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) -> tuple[DiskFullRound, SoakSwarm]:
+    rng = random.Random(f"{seed}/disk-full/{number}")
+    swarm = SoakSwarm(backend)
+    swarm.state_dir = swarm.dir / "state"
+    swarm.state_dir.mkdir()
+    commands = {f"t{i:04d}": f'echo start; sleep 0.0{rng.randint(1, 9)}; echo "$ZELLIJ_SWARM_TASK" >> ledger'
+                for i in range(tasks)}
+    swarm.write_swarm(commands, jobs)
+    fill_line, fill_delay, free_after = rng.randrange(jobs, tasks * 2 // 3), rng.uniform(0, 0.1), rng.uniform(0.5, 2)
+    result = DiskFullRound(number, f"filled at ledger line {fill_line} + {fill_delay * 1000:.0f} ms, "
+                                   f"freed {free_after:.2f}s later")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=700", "tmpfs", str(swarm.state_dir)],
+                   check=True, capture_output=True, timeout=30)
+    proc = swarm.start("run", "soak.toml", "--state-dir", str(swarm.state_dir), "--output", "quiet",
+                       *swarm.backend_args, log="run.err")
+    try:
+        swarm.wait_for_run(proc)
+        if swarm.wait_for_ledger(fill_line, proc):
+            time.sleep(fill_delay)
+            _fill_and_free(result, swarm.state_dir, free_after)
+        else:
+            result.missed = True
+        code = proc.wait(SUPERVISOR_DEADLINE)
+        _check(result, swarm, code, expected=list(commands))
+    except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+        result.problems.append(f"the round could not go on: {e}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return result, swarm
+
+
+def unmount(swarm: SoakSwarm, *, keep: bool) -> None:
+    """The tmpfs goes with the round; a failed round's records are copied out first (the
+    namespace, and the tmpfs with it, end with the soak)."""
+    if keep:
+        subprocess.run(["cp", "-a", str(swarm.state_dir), str(swarm.dir / "state-kept")], capture_output=True,
+                       timeout=60)
+    if subprocess.run(["umount", str(swarm.state_dir)], capture_output=True, timeout=30).returncode != 0:
+        subprocess.run(["umount", "-l", str(swarm.state_dir)], capture_output=True, timeout=30)
+
+
+def _fill_and_free(result: DiskFullRound, state: Path, free_after: float) -> None:
+    """Another process fills the state dir to its last byte; the soak frees it ``free_after``
+    seconds later."""
+    filler = state / "filler"
+    subprocess.run(["sh", "-c", 'head -c "$1" /dev/zero > "$2"', "sh", str(FILLER_BYTES), str(filler)],
+                   capture_output=True, timeout=60)
+    fs = os.statvfs(state)
+    if fs.f_bavail * fs.f_frsize >= ROOM:
+        result.problems.append(f"the filler left {fs.f_bavail * fs.f_frsize} bytes free: not full")
+    time.sleep(free_after)
+    filler.unlink()
+
+
+def _check(result: DiskFullRound, swarm: SoakSwarm, code: int, expected: list[str]) -> None:
+    summary = swarm.summary()
+    if code != 0:
+        result.problems.append(f"the run exited {code}, not 0")
+    wrong = {t["name"]: f"{t['status']} ({t['reason']})" for t in summary["tasks"] if t["status"] != "succeeded"}
+    if wrong:
+        shown = ", ".join(f"{n} {s}" for n, s in list(wrong.items())[:8])
+        result.problems.append(f"{len(wrong)} tasks did not succeed: {shown}")
+    result.problems += recorded_wrong(summary)
+    twice, missing, unexpected = ledger_problems(swarm.ledger(), expected)
+    if twice or missing or unexpected:
+        result.problems.append(f"ledger: twice {twice[:8]}, missing {missing[:8]}, not expected {unexpected[:8]}")
+    said = (swarm.dir / "run.err").read_text()
+    if not result.missed and not (FULL_SAID in said and ROOM_SAID in said):
+        result.problems.append(f"the run did not say the state dir was full and then had room: {said[-400:]!r}")
+    if left := swarm.left():
+        result.problems.append(f"{len(left)} processes of the run left: {[p.pid for p in left]}")
+    events = swarm.events()
+    result.tally.update({"dispatch held": events["dispatch_held"], "dispatch resumed": events["dispatch_resumed"],
+                         "generations requeued": events["task_requeued"]})
+    attempts = sum(t["attempts"] for t in summary["tasks"])
+    result.facts = (f"exit {code}, {attempts} attempts for {len(expected)} tasks, "
+                    f"dispatch held {events['dispatch_held']}× and resumed {events['dispatch_resumed']}×, "
+                    f"{events['task_requeued']} generations requeued, ledger {len(swarm.ledger())} lines")

@@ -1,0 +1,130 @@
+"""One soak swarm: a private directory holding its swarm file and the ledger its tasks write,
+the environment and backend flags its commands run with, and the checks every phase makes
+at the end — each task's ledger line exactly once, no attempt that exited 0 recorded as
+anything but succeeded, no process of the run left."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from zellij_swarm.worker import procs
+
+ZSW = [sys.executable, "-m", "zellij_swarm"]
+BACKENDS = ("headless", "tmux")
+START_DEADLINE = 30.0  # seconds for a run to write its run.json: far beyond a loaded machine's start-up
+
+
+class SoakError(Exception):
+    """Something a round cannot go on from (a run that never started): a violation."""
+
+
+class SoakSwarm:
+    def __init__(self, backend: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="zsw-soak-"))
+        self.backend = backend
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ZELLIJ", "TMUX")) and k != "CI"}
+        self.backend_args: list[str] = []
+        if backend == "tmux":  # a private tmux server, killed at the end: never the user's
+            (self.dir / "tmux").mkdir()
+            self.env["TMUX_TMPDIR"] = str(self.dir / "tmux")
+            self.backend_args = ["--backend", "tmux", "--ui", "live", "--max-visible-panes", "8"]
+        self.state_dir = self.dir / ".zellij-swarm"
+        self.run_id = ""
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "runs" / self.run_id
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.dir / "ledger"
+
+    def write_swarm(self, commands: dict[str, str], jobs: int) -> None:
+        """soak.toml: one task per name; a command holds no single quote (a TOML literal string)."""
+        lines = [f"[swarm]\njobs = {jobs}\n"]
+        lines += [f"[[task]]\nname = \"{name}\"\ncmd = '{cmd}'\n" for name, cmd in commands.items()]
+        (self.dir / "soak.toml").write_text("".join(lines))
+
+    def start(self, *args: str, log: str, new_session: bool = False) -> subprocess.Popen[bytes]:
+        """A zellij-swarm command in the swarm's directory, its stderr kept in ``log``."""
+        with open(self.dir / log, "ab") as err:
+            return subprocess.Popen([*ZSW, *args], cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                    stderr=err, start_new_session=new_session)
+
+    def command(self, *args: str, log: str) -> int:
+        with open(self.dir / log, "ab") as err:
+            return subprocess.run([*ZSW, *args], cwd=self.dir, env=self.env, stdout=subprocess.DEVNULL,
+                                  stderr=err, timeout=120).returncode
+
+    def wait_for_run(self, proc: subprocess.Popen[bytes]) -> None:
+        """Sets run_id once the run has recorded what was asked (its run.json)."""
+        runs = self.state_dir / "runs"
+        deadline = time.monotonic() + START_DEADLINE
+        while not (runs.exists() and any(r.joinpath("run.json").exists() for r in runs.iterdir())):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SoakError(f"the run never started (see {self.dir})")
+            time.sleep(0.01)
+        self.run_id = next(runs.iterdir()).name
+
+    def ledger(self) -> list[str]:
+        try:
+            return self.ledger_path.read_text().split()
+        except FileNotFoundError:
+            return []
+
+    def wait_for_ledger(self, lines: int, proc: subprocess.Popen[bytes]) -> bool:
+        """Polls until the ledger holds ``lines`` lines; False if the run ended first."""
+        while len(self.ledger()) < lines:
+            if proc.poll() is not None:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        summary: dict[str, Any] = json.loads((self.run_dir / "summary.json").read_text())
+        return summary
+
+    def events(self) -> collections.Counter[str]:
+        """How many times each event is in the run's event log."""
+        with open(self.run_dir / "events.jsonl") as f:
+            return collections.Counter(json.loads(line)["event"] for line in f if line.strip())
+
+    def left(self) -> list[psutil.Process]:
+        return procs.marked(procs.run_markers(self.run_id)) if self.run_id else []
+
+    def close(self, *, keep: bool) -> None:
+        """Ends what is left of the run and its tmux server; removes the directory unless kept."""
+        if self.run_id:
+            procs.end_all(self.left(), 1.0)
+        if self.backend == "tmux":
+            subprocess.run(["tmux", "kill-server"], env=self.env, capture_output=True, timeout=30)
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def recorded_wrong(summary: dict[str, Any]) -> list[str]:
+    """Attempts that exited 0 (no signal) but are recorded as anything but succeeded: a soak
+    task traps nothing, so an exit 0 means it ran to its end."""
+    return [f"{t['name']} attempt {h['attempt']} exited 0 but is recorded {h['status']}"
+            for t in summary["tasks"] for h in t.get("history") or []
+            if h["exit_code"] == 0 and h["signal"] is None and h["status"] != "succeeded"]
+
+
+def ledger_problems(ledger: Iterable[str], expected: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+    """(written twice or more, never written, written but not expected)."""
+    counts = collections.Counter(ledger)
+    wanted = set(expected)
+    return (sorted(n for n, c in counts.items() if c > 1 and n in wanted), sorted(wanted - set(counts)),
+            sorted(set(counts) - wanted))
