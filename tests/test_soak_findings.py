@@ -1,0 +1,101 @@
+"""Defects scripts/soak found, each as the smallest real run that shows it (issue 22's soak
+phases: a cancel race, a state directory filled mid-run)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from harness import Harness, Mux, Pane, Work, task
+from test_faults import _in_private_mount, _needs_unshare
+
+from zellij_swarm.records import generation_files, rundir
+
+
+@pytest.fixture
+def full(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """The state directory is full while ``state["full"]``: rundir says so, and the two writes
+    a pane generation needs from the supervisor fail as on a full disk — its wrapper script
+    and the supervisor's claim. (Patched in: run these scenarios one at a time.)"""
+    state = {"full": True}
+    monkeypatch.setattr(rundir, "unwritable", lambda path: state["full"])
+    monkeypatch.setattr(rundir, "has_room", lambda path: not state["full"])
+
+    def enospc_while_full(real: Callable[..., Any]) -> Callable[..., Any]:
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if state["full"]:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(*args, **kwargs)
+        return write
+
+    monkeypatch.setattr(rundir, "write_new", enospc_while_full(rundir.write_new))
+    monkeypatch.setattr(generation_files, "take_claim", enospc_while_full(generation_files.take_claim))
+    return state
+
+
+def test_a_pane_generation_whose_wrapper_cannot_be_written_waits_for_room(full):
+    """SPEC §5.8: a generation that could not be made is withdrawn and its task waits, first
+    in line, for room — in a pane as headless. A pane's went to the pane-fault path instead,
+    which takes the generation's claim to run it headless: on a full disk that write fails
+    too, and the OSError ends the supervisor (an internal error, the run left interrupted)."""
+    with Harness(works={"a": (Work(after=1),)}, mux=Mux()) as h:
+        h.world.at(3, lambda: full.update(full=False))
+        r = h.run([task("a")])
+    a = r.tasks["a"]
+    assert (a.status, a.attempts, [str(x.status) for x in a.history]) == ("succeeded", 1, ["succeeded"])
+    r.assert_order("dispatch_held", "task_requeued a", "dispatch_resumed", "worker_completed a")
+    assert r.exit_code == 0
+
+
+def test_a_pane_that_never_reported_while_the_state_dir_is_full_is_taken_back_once_there_is_room(full):
+    """A pane whose wrapper never reported (it could not write its claim on the full disk)
+    reaches its launch-heartbeat deadline while the disk is still full: the supervisor's own
+    claim cannot be written either. That must hold the run until there is room — not raise
+    OSError out of the event loop, as it did (found by the soak's disk-full phase on tmux)."""
+    full["full"] = False
+    with Harness(works={"a": (Work(after=1),)}, mux=Mux(panes={"a": (Pane(starts=False),)})) as h:
+        h.world.at(0.5, lambda: full.update(full=True))
+        h.world.at(3, lambda: full.update(full=False))
+        r = h.run([task("a")])
+    a = r.tasks["a"]
+    assert (a.status, a.attempts) == ("succeeded", 1)
+    assert "state_dir_error" in r.warnings() and r.exit_code == 0
+    assert r.at("worker_completed a") >= 3.0, "nothing ran while the state dir was full"
+
+
+def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_instead_of_crashing_the_run(tmp_path, tmux):
+    """The disk-full soak with --backend tmux (SPEC §5.8): a live pane's generation whose
+    wrapper cannot be written while the state directory is full must be withdrawn and wait
+    for room, as a headless one is. It went to the pane-fault path instead, whose supervisor
+    claim could not be written either: `internal error: OSError: [Errno 28] No space left on
+    device`, the run left interrupted with its panes running."""
+    _needs_unshare(tmp_path)
+    tasks = 40
+    ledger = tmp_path / "ledger"
+    (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
+    env = f"TMUX_TMPDIR={tmux.tmpdir} ZELLIJ_SWARM_PANE_HOLD_MS=300 ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS=5000"
+    zsw = f"{env} {sys.executable} -m zellij_swarm"
+    def lines_at_least(n: int) -> str:  # or the run has ended
+        return f'[ "$(cat ledger 2>/dev/null | wc -l)" -ge {n} ] || ! kill -0 $run 2>/dev/null'
+
+    script = (f"{zsw} run -j 4 --backend tmux --ui live --state-dir state t.txt --json --output quiet > summary.json "
+              f"& run=$!; until {lines_at_least(8)}; do sleep 0.02; done; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
+              f"until {lines_at_least(12)}; do sleep 0.02; done; "  # panes that were running end while it is full
+              "sleep 1; rm state/filler; wait $run")
+    res = _in_private_mount(tmp_path, "size=1m", script)
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert res.returncode in (0, 1), res.stderr
+    assert "is full or cannot be written" in res.stderr and "has room again" in res.stderr, res.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    outcomes = Counter((t["status"], t["reason"]) for t in summary["tasks"])
+    # a pane worker whose end nobody could record is unknown; every other task succeeded
+    assert set(outcomes) <= {("succeeded", None), ("unknown", "state_dir_error")}, outcomes
+    assert (res.returncode == 1) == (("unknown", "state_dir_error") in outcomes)
+    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran once"
