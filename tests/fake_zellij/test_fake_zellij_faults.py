@@ -36,7 +36,8 @@ def test_init_delay_drops_actions(fake):
     r = fake.run("-s", "f", "run", "--", "/bin/sleep", "30")
     assert (r.rc, r.out, r.err) == (0, "", "")  # dropped: no id, no pane
     r = fake.run("-s", "f", "action", "list-panes", "--json")
-    assert (r.rc, r.out, r.err) == (2, "", "Timeout listing panes\n")
+    # the layout's panes are not built yet (tests/zellij-transcripts/0.45.0/attach-create-background-layout)
+    assert (r.rc, r.out, r.err) == (0, "[]\n", "")
     assert fake.session("f")["initialising"] is True
     assert "f [Created" in fake.run("ls", "-n").out  # live while initialising
     fake.wait_for(lambda: not fake.session("f")["initialising"], timeout=5)

@@ -329,8 +329,9 @@ class Server:
         faults = req.get("faults") or {}
         if time.time() < self.init_until:
             if self.version >= (0, 44, 0):
-                if name == "list-panes":
-                    return self.reply(conn, stderr="Timeout listing panes\n", exit=2)
+                if name == "list-panes" and req["opts"].get("json"):
+                    # the screen answers before it has built the layout's tabs (verified on 0.45.0)
+                    return self.reply(conn, stdout="[]\n")
                 return self.reply(conn)
             # <0.44: the CLI waits for a later unblock; the action itself is dropped
             return self.defer(self.init_until - time.time(), lambda: self.reply(conn))
@@ -888,6 +889,14 @@ class Server:
         }
 
     @staticmethod
+    def _collapsed(p):
+        """A stack member that is not the expanded one: ``list-panes`` calls it suppressed
+        (verified on 0.45.0)."""
+        node = tiling.find(p.tab.root, p) if p.tab is not None else None
+        return node is not None and node.parent is not None and node.parent.kind == "stack" \
+            and node.parent.expanded is not p
+
+    @staticmethod
     def _expanded(p):
         node = tiling.find(p.tab.root, p)
         return node is not None and node.parent is not None and node.parent.kind == "stack" \
@@ -1020,6 +1029,9 @@ class Server:
         p = self._target_pane(req)
         if p is not None:
             p.name = req["opts"]["name"]
+        elif req.get("pane_id") is not None:  # unlike close-pane, an unknown id is an error (0.45.0)
+            kind, num = req["pane_id"]
+            return {"stderr": f"Pane with id {kind.capitalize()}({num}) not found\n", "exit": 2}
         return {}
 
     def act_undo_rename_pane(self, req, conn):
@@ -1122,14 +1134,15 @@ class Server:
     def pane_info(self, p, tab, pos, index, with_proc):
         x, y, rows, cols = p.geom
         cx, cy, crows, ccols = p.content_geom()
-        focused = bool(self.clients) and self.client_tab() is tab and tab.focused is p
+        # each tab's focused pane, with or without a client (verified on 0.45.0)
+        focused = tab.focused is p
         info = {
             "id": p.id,
             "is_plugin": p.kind == "plugin",
             "is_focused": focused,
             "is_fullscreen": False,
             "is_floating": p.floating,
-            "is_suppressed": p.suppressed,
+            "is_suppressed": p.suppressed or self._collapsed(p),
             "title": p.title(index),
             "exited": p.exited,
             "exit_status": p.exit_status,
