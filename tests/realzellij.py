@@ -15,6 +15,7 @@ Missing binary: under ``CI=true`` the test fails (the tier is never skipped ther
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +26,7 @@ import psutil
 import pytest
 from fakeprocs import alive, kill_all, processes_of
 from swarmtest import clean_env
+from tmuxtest import Tmux
 
 REPO = Path(__file__).resolve().parent.parent
 # Read at import, before the tests' environment is scrubbed of CI (conftest).
@@ -115,13 +117,32 @@ class RealZellij:
         p = self.zellij("list-sessions", "--short", "--no-formatting", check=False)
         return [ln.strip() for ln in p.stdout.splitlines() if ln.strip()]
 
-    def host(self, name: str) -> None:
-        """A detached session of the user's own, to run a swarm 'inside'."""
-        self.zellij("attach", "--create-background", name)
+    def host(self, name: str, tmux: Tmux | None = None, *, size: str = "200x50") -> None:
+        """A session of the user's own, to run a swarm 'inside': with a client on a real
+        terminal (a private tmux server's pane of ``size``), as a user has — the real Zellij
+        answers some actions only with a client — or, without ``tmux``, detached."""
+        if tmux is None:
+            self.zellij("attach", "--create-background", name)
+        else:
+            cols, rows = size.split("x")
+            env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.base.items())
+            tmux("new-session", "-d", "-s", name, "-x", cols, "-y", rows,
+                 f"env -i {env} {self.binary} attach --create {name}")
+            # No action before the client's first frame: one sent while a session starts can
+            # leave it listing no pane for seconds (docs/zellij-contract.md, "Provenance").
+            deadline = time.monotonic() + SESSION_TIMEOUT
+            while f"Zellij ({name})" not in tmux("capture-pane", "-p", "-t", name, check=False):
+                assert time.monotonic() < deadline, f"the client of session {name} never drew its screen"
+                time.sleep(0.05)
         deadline = time.monotonic() + SESSION_TIMEOUT
-        while name not in self.session_names():
+        while not self._has_terminal_pane(name):
             assert time.monotonic() < deadline, f"session {name} never came up"
             time.sleep(0.05)
+
+    def _has_terminal_pane(self, session: str) -> bool:
+        """The session answers, and has made its panes (just after it starts it lists none)."""
+        p = self.zellij("--session", session, "action", "list-panes", "--json", check=False)
+        return p.returncode == 0 and '"is_plugin": false' in p.stdout
 
     def panes(self, session: str) -> list[dict]:
         """``list-panes --json`` (from 0.44)."""

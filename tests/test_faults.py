@@ -48,7 +48,7 @@ def test_tmux_server_killed_mid_run(swarm, tmux):
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend", ["tmux", "zellij-0.44.3", full("zellij-0.45.0")])
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.44.3", full("zellij-0.45.0"), "real-zellij"])
 def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     """The pane's hang-up reaches the worker through the pane's leader (and in Zellij the pty
     relay), and its death by SIGHUP is recorded. Closed at once — in Zellij before the swarm
@@ -61,6 +61,9 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
         if backend == "tmux":
             request.getfixturevalue("tmux")("kill-pane", "-t", pane)
+        elif backend == "real-zellij":
+            request.getfixturevalue("rz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
+                                                 "--pane-id", pane)
         else:
             request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
                                                  "--pane-id", pane, version=backend.split("-", 1)[1])
@@ -76,7 +79,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("zellij-0.43.1")])
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("zellij-0.43.1"), "real-zellij"])
 @pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129"])
 def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, backend, how, request):
     """Exit 129, or a SIGHUP the worker sent itself, in a live pane: no pane went away, so it is
@@ -90,14 +93,26 @@ def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, b
         ("failed", None, 129), ("succeeded", None, 0)]
 
 
-def test_zellij_session_killed_mid_run(swarm, fz):
+@pytest.mark.parametrize("zellij", ["fake", "real", "real-SIGKILL"])
+def test_zellij_session_killed_mid_run(swarm, zellij, request):
+    """The swarm's session killed (``kill-session``, or its server SIGKILLed): its panes'
+    workers are lost and run again headless, without using an attempt."""
     swarm.write("l.toml", LONG)
-    env = fz.env("0.45.0", **FAST)
+    z = request.getfixturevalue("fz" if zellij == "fake" else "rz")
+    env = z.env("0.45.0", **FAST) if zellij == "fake" else z.env(**FAST)
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
-        fz.zellij("kill-session", f"swarm-{run.name}", version="0.45.0")
+        if zellij == "fake":
+            z.zellij("kill-session", f"swarm-{run.name}", version="0.45.0")
+        elif zellij == "real":
+            z.zellij("kill-session", f"swarm-{run.name}")
+        else:  # the server itself, with no chance to close anything
+            servers = [p for p in z.processes() if "--server" in " ".join(p.cmdline())]
+            assert servers, "no zellij server found"
+            for p in servers:
+                p.kill()
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
         check_lost_and_rerun(swarm, run)
     finally:

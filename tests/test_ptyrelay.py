@@ -174,3 +174,37 @@ def _inner_size(pid: int) -> tuple[int, int] | None:
         return rows, cols
     except (OSError, psutil.NoSuchProcess):
         return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_a_signal_that_comes_while_the_worker_is_being_started_still_ends_it(tmp_path: Path, sig) -> None:
+    """A pane closed the moment it opened: the relay gets the hang-up while it forks its
+    worker (before its pid is known, or before the worker has its own session). The worker
+    must die of it, not run on to the end. The signal is sent at once, and then after each
+    step of a short start-up, so that one of them lands in that window."""
+    for attempt in range(8):
+        with relayed(tmp_path / f"log{attempt}", "sh", "-c", "sleep 5") as (pid, master):
+            while not _catches(pid, sig):  # its handler is in place: the fork is a moment away
+                pass
+            for _ in range(attempt):  # a few more steps of its start-up
+                os.sched_yield()
+            os.kill(pid, sig)
+            drain = os.fork()
+            if drain == 0:  # read the outer terminal so the relay never blocks writing to it
+                with contextlib.suppress(OSError):
+                    while os.read(master, 4096):
+                        pass
+                os._exit(0)
+            try:
+                _, status = os.waitpid(pid, 0)
+            finally:
+                os.kill(drain, signal.SIGKILL)
+                os.waitpid(drain, 0)
+            assert os.waitstatus_to_exitcode(status) in (128 + sig, -sig), f"attempt {attempt}: {status}"
+
+
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether ``pid`` has a handler for ``sig`` (its /proc status's SigCgt mask)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(caught >> (sig - 1) & 1)

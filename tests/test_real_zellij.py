@@ -25,10 +25,10 @@ def swarm_panes(rz: RealZellij, session: str, run_id: str) -> list[dict]:
 @pytest.mark.parametrize("require", [True, False], ids=["require", "no-require"])
 @pytest.mark.parametrize("ui", ["live", "compact"])
 @pytest.mark.parametrize("where", ["inside", "outside"])
-def test_a_swarm_in_the_real_zellij(swarm, rz, where, ui, require):
+def test_a_swarm_in_the_real_zellij(swarm, rz, tmux, where, ui, require):
     inside = None
-    if where == "inside":
-        rz.host("host")
+    if where == "inside":  # started from a shell of a session a user is attached to
+        rz.host("host", tmux)
         inside = "host"
     swarm.write("sw.toml", SWARM)
     res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", ui, *(["--require-zellij"] if require else []),

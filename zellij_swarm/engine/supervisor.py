@@ -780,7 +780,7 @@ class Supervisor:
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
-        if pane_gone and lg.kill_reason is None:
+        if pane_gone and lg.kill_sent_at is None:  # not our kill's doing: the pane's, or the session's
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)

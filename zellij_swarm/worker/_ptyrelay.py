@@ -82,18 +82,26 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def start(argv: list[str], outer: list[Any] | None, size: bytes | None, record: str | None) -> tuple[int, int]:
-    """Fork CMD on a new pty: (its pid, the master's fd). With ``record``, CMD starts only once
-    its pid and session are in that file; a relay killed before then starts nothing."""
+def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
+          record: str | None) -> tuple[int, int, set[int]]:
+    """Fork CMD on a new pty: (its pid, the master's fd, the signal mask to restore once the
+    pid is known — the worker's signals are blocked until then). With ``record``, CMD starts
+    only once its pid and session are in that file; a relay killed before then starts nothing."""
     master, slave = os.openpty()
     if outer is not None:
         termios.tcsetattr(slave, termios.TCSANOW, outer)
     if size is not None:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, size)
     go_r, go_w = os.pipe()
+    # A signal aimed at the worker while it is being started (the pane closed at once) must
+    # not be lost: blocked across the fork, then the parent's handler passes it on to the
+    # child, which holds it, at its default, until it execs — and dies of it then.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, name) for name in WORKER_SIGNALS])
     pid = os.fork()
     if pid == 0:
         try:
+            for name in WORKER_SIGNALS:
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
             os.close(master)
             os.close(go_w)
             os.login_tty(slave)  # a session of its own: its id is this pid
@@ -101,6 +109,7 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None, record: 
                 os._exit(127)  # the relay is gone
             os.close(go_r)
             worker_defaults()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             os.execvp(argv[0], argv)
         except OSError as e:
             os.write(2, f"zellij-swarm: cannot run {argv[0]}: {e.strerror}\n".encode())
@@ -118,7 +127,7 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None, record: 
         os.rename(draft, record)
     os.write(go_w, b"1")
     os.close(go_w)
-    return pid, master
+    return pid, master, held
 
 
 def session_of(pid: str) -> tuple[int, bool] | None:
@@ -243,11 +252,17 @@ def main(argv: list[str]) -> int:
     outer = termios.tcgetattr(0) if on_tty else None
     size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8) if on_tty else None
     child = 0
+    early: list[int] = []  # signals that came before the worker was forked: passed on once it is
 
     def forward(signum: int, _frame: object) -> None:
-        if child:  # 0 until forked, and in the child itself until it execs
+        if not child:  # 0 until forked
+            early.append(signum)
+            return
+        try:
+            os.killpg(child, signum)
+        except OSError:  # its own session not made yet: it holds the signal until its exec
             try:
-                os.killpg(child, signum)
+                os.kill(child, signum)
             except OSError:
                 pass
 
@@ -260,7 +275,10 @@ def main(argv: list[str]) -> int:
     for name in WORKER_SIGNALS:
         signal.signal(getattr(signal, name), forward)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd sees it
-    child, master = start(argv[1:], outer, size, record)
+    child, master, held = start(argv[1:], outer, size, record)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)  # what came meanwhile is passed on now
+    for signum in early:
+        forward(signum, None)
     if outer is not None:
         signal.signal(signal.SIGWINCH, resize)
         termios.tcsetattr(0, termios.TCSANOW, raw(outer))  # not FLUSH: keys typed ahead are the worker's

@@ -201,6 +201,10 @@ def _body(pane: PaneMode | None) -> list[str]:
         launch,
         "  _zsw_rc=$?",
         *([f"  {pane.after_runner}"] if pane and pane.after_runner else []),
+        # A pane's terminal that hung up (the pane closed, the session went) is marked before
+        # the exit is recorded: the kernel's SIGHUP reaches the worker as soon as the pane
+        # leader's, which marks it too but may come second (SPEC §6).
+        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || : >{_HANGUP}'] if pane else []),
         f"  printf '%s\\n' \"$_zsw_rc\" >{_EXIT_SIDECAR}",
         "else",
         f"  printf 'zellij-swarm: cwd does not exist: %s\\n' \"$_zsw_cwd\" >>{_OUTPUT}",
