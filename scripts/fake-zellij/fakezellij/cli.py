@@ -419,7 +419,7 @@ ALIASES = {"ls": "list-sessions", "a": "attach", "k": "kill-session", "d": "dele
 
 HELP = """zellij (fake) {ver}
 A TEST DOUBLE of the Zellij CLI (scripts/fake-zellij). It models the CLI contract of
-shared/research/zellij-cli-contract.md: sessions, panes running real processes on PTYs,
+docs/zellij-contract.md: sessions, panes running real processes on PTYs,
 layouts (KDL v1), list/dump/write actions, version gating via FAKE_ZELLIJ_VERSION.
 It does NOT model: rendering, pane frames, real geometry/resizing, plugin behaviour,
 interactive clients, the web server, subscribe/watch, exact resurrection geometry.
