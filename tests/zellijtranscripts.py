@@ -127,6 +127,19 @@ def _fill(argv: list[str], root: str) -> list[str]:
     return [a.replace(ROOT, root) for a in argv]
 
 
+def _await(install: RealInstall | FakeInstall, argv: list[str], env: dict[str, str], step: dict[str, Any]) -> None:
+    """Repeat a set-up call until its stdout holds every ``until`` string and no ``until_not`` one."""
+    last = ""
+
+    def ready() -> bool:
+        nonlocal last
+        last = install.call(argv, env)[1]
+        return all(s in last for s in step.get("until", ())) and not any(s in last for s in step.get("until_not", ()))
+
+    _wait(ready, lambda: f"zellij {shlex.join(argv)} to show {step.get('until')} and not {step.get('until_not')}; "
+                         f"it last printed {last!r}")
+
+
 def play(transcript: dict[str, Any], install: RealInstall | FakeInstall) -> list[dict[str, Any]]:
     """Run a transcript's steps on ``install``; the recorded steps with what this installation
     answered (normalised), in the transcript's shape."""
@@ -141,15 +154,8 @@ def play(transcript: dict[str, Any], install: RealInstall | FakeInstall) -> list
         argv = _fill(step["argv"], install.root)
         env = step.get("env") or {}
         if "until" in step or "until_not" in step:
-            last = [""]
-
-            def ready(argv: list[str] = argv, step: dict[str, Any] = step) -> bool:
-                last[0] = stdout = install.call(argv, env)[1]
-                return (all(s in stdout for s in step.get("until", ()))
-                        and not any(s in stdout for s in step.get("until_not", ())))
-            _wait(ready, lambda: f"zellij {shlex.join(argv)} to show {step.get('until')} and not "
-                                 f"{step.get('until_not')}; it last printed {last[0]!r}")
-            out.append({k: v for k, v in step.items()})
+            _await(install, argv, env, step)
+            out.append(dict(step))
             continue
         rc, stdout, stderr = install.call(argv, env, step.get("timeout", CALL_TIMEOUT))
         done = {k: v for k, v in step.items() if k not in ("exit", "stdout", "stderr")}
