@@ -107,7 +107,10 @@ def _check_stopped(result: CancelRound, swarm: SoakSwarm, summary: dict[str, Any
     counts: dict[str, int] = {}
     for t in summary["tasks"]:
         counts[t["status"]] = counts.get(t["status"], 0) + 1
-    result.facts = f"stopped run exit {code} " + " ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    ended = sum(t["status"] == "cancelled" and bool(t["history"]) for t in summary["tasks"])
+    result.tally["running tasks ended by the stop"] += ended
+    result.facts = (f"stopped run exit {code}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                    + f" ({ended} of them ended running)")
 
 
 def _check_finished(result: CancelRound, swarm: SoakSwarm, first: dict[str, Any], retry_code: int | None,

@@ -41,7 +41,17 @@ class SoakSwarm:
             self.env["TMUX_TMPDIR"] = str(self.dir / "tmux")
             self.backend_args = ["--backend", "tmux", "--ui", "live", "--max-visible-panes", "8"]
         self.state_dir = self.dir / ".zellij-swarm"
+        self.mounted = False
         self.run_id = ""
+
+    def mount_state_dir(self, size: str) -> None:
+        """The state directory becomes a tmpfs of ``size`` (in the soak's private mount
+        namespace: no other process sees it)."""
+        self.state_dir = self.dir / "state"
+        self.state_dir.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=700", "tmpfs", str(self.state_dir)],
+                       check=True, capture_output=True, timeout=30)
+        self.mounted = True
 
     @property
     def run_dir(self) -> Path:
@@ -96,20 +106,40 @@ class SoakSwarm:
         summary: dict[str, Any] = json.loads((self.run_dir / "summary.json").read_text())
         return summary
 
+    def event_log(self) -> tuple[list[dict[str, Any]], int]:
+        """The events of the run's log, and how many of its lines do not parse (torn)."""
+        events, torn = [], 0
+        with open(self.run_dir / "events.jsonl", "rb") as f:
+            for line in f:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    torn += 1
+        return events, torn
+
     def events(self) -> collections.Counter[str]:
         """How many times each event is in the run's event log."""
-        with open(self.run_dir / "events.jsonl") as f:
-            return collections.Counter(json.loads(line)["event"] for line in f if line.strip())
+        return collections.Counter(e["event"] for e in self.event_log()[0])
 
     def left(self) -> list[psutil.Process]:
         return procs.marked(procs.run_markers(self.run_id)) if self.run_id else []
 
     def close(self, *, keep: bool) -> None:
-        """Ends what is left of the run and its tmux server; removes the directory unless kept."""
+        """Ends what is left of the run and its tmux server; removes the directory unless kept.
+        A mounted state dir goes with the namespace, so a kept one is copied out first (and
+        ``run_dir`` then names the copy)."""
         if self.run_id:
             procs.end_all(self.left(), 1.0)
         if self.backend == "tmux":
             subprocess.run(["tmux", "kill-server"], env=self.env, capture_output=True, timeout=30)
+        if self.mounted:
+            mount = self.state_dir
+            if keep:
+                self.state_dir = self.dir / "state-kept"
+                subprocess.run(["cp", "-a", str(mount), str(self.state_dir)], capture_output=True, timeout=60)
+            if subprocess.run(["umount", str(mount)], capture_output=True, timeout=30).returncode != 0:
+                subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=30)
+            self.mounted = False
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -15,7 +15,7 @@ import pytest
 from harness import Harness, Mux, Pane, Work, task
 from test_faults import _in_private_mount, _needs_unshare
 
-from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.records import generation_files, log, rundir
 
 
 @pytest.fixture
@@ -67,6 +67,53 @@ def test_a_pane_that_never_reported_while_the_state_dir_is_full_is_taken_back_on
     assert (a.status, a.attempts) == ("succeeded", 1)
     assert "state_dir_error" in r.warnings() and r.exit_code == 0
     assert r.at("worker_completed a") >= 3.0, "nothing ran while the state dir was full"
+
+
+class _LogFileOnAFullDisk:
+    """The event log's file as a full disk makes it: every flush is refused with ENOSPC
+    while ``state["full"]`` (its lines stay in the buffer, as a refused write leaves them)."""
+
+    def __init__(self, real: Any, state: dict[str, bool]) -> None:
+        self._real, self._state = real, state
+
+    def write(self, text: str) -> int:
+        return int(self._real.write(text))
+
+    def flush(self) -> None:
+        if self._state["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_an_event_log_refused_on_a_full_disk_writes_again_once_there_is_room(full, monkeypatch):
+    """The disk-full soak, headless: when the event log's own flush met the full disk, the
+    log was replaced with /dev/null for the rest of the run, so (1) no event after the fill
+    reached events.jsonl — every later exit record, run_finished, a torn last line — and
+    (2) its error, kept for good, made every loop turn declare the state directory full
+    again: after the room came back dispatch was held and resumed once a second (18 times
+    in a 300-task round that took 20 s instead of 4). SPEC §5.8: held once, until there is
+    room; §7: the event log holds every exit record."""
+    opened = log.EventLog.__init__
+
+    def on_full_disk(self: log.EventLog, *args: Any, **kwargs: Any) -> None:
+        opened(self, *args, **kwargs)
+        self._file = _LogFileOnAFullDisk(self._file, full)  # type: ignore[assignment]
+
+    monkeypatch.setattr(log.EventLog, "__init__", on_full_disk)
+    full["full"] = False
+    names = [f"t{i}" for i in range(6)]
+    with Harness(works={n: (Work(after=1),) for n in names}, jobs=1) as h:
+        h.world.at(1.5, lambda: full.update(full=True))
+        h.world.at(3, lambda: full.update(full=False))
+        r = h.run([task(n) for n in names])
+    assert r.exit_code == 0 and {str(t.status) for t in r.tasks.values()} == {"succeeded"}
+    assert sum("is full or cannot be written" in p for p in r.problems) == 1, r.problems
+    assert sum("has room again" in p for p in r.problems) == 1, r.problems
+    assert sorted(e["task"] for e in r.events if e["event"] == "worker_completed") == names, r.labels
+    assert r.labels[-1] == "run_finished"
 
 
 def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_instead_of_crashing_the_run(tmp_path, tmux):
