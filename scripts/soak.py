@@ -106,14 +106,12 @@ def round_phase(phase: str, rounds: int, run_round: Callable[..., tuple[Any, Soa
         verdict = "FAIL" if not result.ok else "MISSED" if result.missed else "PASS"
         print(f"soak {phase} {number}/{rounds} ({result.moment}): {verdict} in {time.monotonic() - t0:.1f}s: "
               f"{result.facts}", flush=True)
+        swarm.close(keep=not result.ok)
         if not result.ok:
             for problem in result.problems:
                 print(f"    {problem}", flush=True)
             print(f"    run dir {swarm.run_dir}; replay: scripts/soak --phase {phase} --seed {seed} --round {number} "
                   f"--tasks {args.tasks} --jobs {jobs} --backend {args.backend}", flush=True)
-        if phase == "disk-full":
-            soak_disk_full.unmount(swarm, keep=not result.ok)
-        swarm.close(keep=not result.ok)
         passed += result.ok and not result.missed
         missed += result.ok and result.missed
         tally.update(result.tally)
