@@ -6,14 +6,20 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from harness import Harness, Mux, Pane, Work, task
+from swarmtest import GATE, kill_run_processes, wait_until
 from test_faults import _in_private_mount, _needs_unshare
+from tmuxtest import outside_env
 
 from zellij_swarm.records import generation_files, log, rundir
 
@@ -88,14 +94,7 @@ class _LogFileOnAFullDisk:
         return getattr(self._real, name)
 
 
-def test_an_event_log_refused_on_a_full_disk_writes_again_once_there_is_room(full, monkeypatch):
-    """The disk-full soak, headless: when the event log's own flush met the full disk, the
-    log was replaced with /dev/null for the rest of the run, so (1) no event after the fill
-    reached events.jsonl — every later exit record, run_finished, a torn last line — and
-    (2) its error, kept for good, made every loop turn declare the state directory full
-    again: after the room came back dispatch was held and resumed once a second (18 times
-    in a 300-task round that took 20 s instead of 4). SPEC §5.8: held once, until there is
-    room; §7: the event log holds every exit record."""
+def _refuse_the_event_log(monkeypatch: pytest.MonkeyPatch, full: dict[str, bool]) -> None:
     opened = log.EventLog.__init__
 
     def on_full_disk(self: log.EventLog, *args: Any, **kwargs: Any) -> None:
@@ -103,6 +102,30 @@ def test_an_event_log_refused_on_a_full_disk_writes_again_once_there_is_room(ful
         self._file = _LogFileOnAFullDisk(self._file, full)  # type: ignore[assignment]
 
     monkeypatch.setattr(log.EventLog, "__init__", on_full_disk)
+
+
+def _refuse_the_snapshot(monkeypatch: pytest.MonkeyPatch, full: dict[str, bool]) -> None:
+    real = log.write_atomic
+
+    def write_atomic(*args: Any, **kwargs: Any) -> None:
+        if full["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(log, "write_atomic", write_atomic)
+
+
+@pytest.mark.parametrize("refuse", [_refuse_the_event_log, _refuse_the_snapshot], ids=["event_log", "snapshot"])
+def test_a_record_refused_on_a_full_disk_holds_dispatch_once_and_is_written_again_once_there_is_room(
+        full, monkeypatch, refuse):
+    """The disk-full soak, headless. When the full disk refused a write of the run's own
+    records, the error was kept for the rest of the run, and every loop turn declared the
+    state directory full again: after the room came back, dispatch was held and resumed
+    once a second (up to 35 times; a 4 s round took 36 s). When it was the event log, it
+    was also replaced with /dev/null for good: no event after the fill reached
+    events.jsonl — every later exit record, run_finished — and it ended in a torn line.
+    SPEC §5.8: held once, until there is room; §7: the event log holds every exit record."""
+    refuse(monkeypatch, full)
     full["full"] = False
     names = [f"t{i}" for i in range(6)]
     with Harness(works={n: (Work(after=1),) for n in names}, jobs=1) as h:
@@ -110,8 +133,8 @@ def test_an_event_log_refused_on_a_full_disk_writes_again_once_there_is_room(ful
         h.world.at(3, lambda: full.update(full=False))
         r = h.run([task(n) for n in names])
     assert r.exit_code == 0 and {str(t.status) for t in r.tasks.values()} == {"succeeded"}
-    assert sum("is full or cannot be written" in p for p in r.problems) == 1, r.problems
-    assert sum("has room again" in p for p in r.problems) == 1, r.problems
+    assert sum("is full or cannot be written: no new task starts" in p for p in r.problems) == 1, r.problems
+    assert sum("has room again: new tasks start" in p for p in r.problems) == 1, r.problems
     assert sorted(e["task"] for e in r.events if e["event"] == "worker_completed") == names, r.labels
     assert r.labels[-1] == "run_finished"
 
@@ -133,10 +156,10 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
 
     script = (f"{zsw} run -j 4 --backend tmux --ui live --state-dir state t.txt --json --output quiet > summary.json "
               f"& run=$!; until {lines_at_least(8)}; do sleep 0.02; done; "
-              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
-              f"until {lines_at_least(12)}; do sleep 0.02; done; "  # panes that were running end while it is full
-              "sleep 1; rm state/filler; wait $run")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+              "head -c 16M /dev/zero > state/filler 2>/dev/null; "
+              # full for a while: panes that could not claim wait for room with the rest
+              "sleep 1.5; rm state/filler; wait $run")
+    res = _in_private_mount(tmp_path, "size=8m", script)
     assert "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
     assert "is full or cannot be written" in res.stderr and "has room again" in res.stderr, res.stderr
@@ -146,3 +169,68 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
     assert set(outcomes) <= {("succeeded", None), ("unknown", "state_dir_error")}, outcomes
     assert (res.returncode == 1) == (("unknown", "state_dir_error") in outcomes)
     assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran once"
+
+
+def _pane_wrapper(gen: Path) -> psutil.Process | None:
+    """The shell that records the exit of the pane generation in ``gen`` — its own
+    wrapper.sh at its second stage, under the pane leader — once its worker runs."""
+    for p in psutil.process_iter(["cmdline"]):
+        if (p.info["cmdline"] or [])[1:3] == [str(gen / "wrapper.sh"), "restored"]:
+            try:
+                if p.children():
+                    return p
+            except psutil.NoSuchProcess:
+                continue
+    return None
+
+
+def _termed(p: psutil.Process) -> bool:
+    """SIGTERM is pending at ``p`` (stopped, it cannot act on it yet)."""
+    with open(f"/proc/{p.pid}/status") as f:
+        pending = [int(v, 16) for k, v in (line.split(":\t", 1) for line in f) if k in ("SigPnd", "ShdPnd")]
+    return any(mask & (1 << (signal.SIGTERM - 1)) for mask in pending)
+
+
+LADDER_ROUND = 5.0  # seconds: far more than one round of the kill ladder takes (a /proc scan and the signals)
+
+
+def test_a_pane_worker_that_ended_before_a_cancel_keeps_its_success_while_its_wrapper_writes_its_exit(swarm, tmux):
+    """The cancel-race soak with --backend tmux (SPEC §5.7, issue 22.1): a pane worker that
+    exited 0 just before a halt was recorded `cancelled`, exit 0, and `retry` ran it again
+    (its ledger line twice). Between its worker's exit and its exit sidecar a pane's wrapper
+    — the second-stage shell under the pane leader — still runs; the ladder's SIGTERM
+    reaches it and was counted as reaching the worker (the pid the supervisor follows is
+    the pane leader's, so the wrapper looked like one of the worker's processes): the kill
+    was `sent` before the sidecar's time. Here that moment is held open: the wrapper is
+    stopped from before its worker's exit until the cancel's first round of signals is
+    done (the SIGTERM pending at it; or, had the ladder spared it as it spares a headless
+    wrapper, a round's time after the kill reason is written)."""
+    swarm.write("t.toml", f"[[task]]\nname = \"t\"\ncmd = '{GATE}; echo t >> ledger'\n")
+    proc = swarm.popen("run", "t.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
+                       "--kill-grace", "60s", env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    gen = run / "slots/slot-1/gen-1"
+    wrapper = None
+    try:
+        wrapper = wait_until(lambda: _pane_wrapper(gen), what="its wrapper")
+        [worker] = wrapper.children()
+        wrapper.suspend()
+        swarm.open_gate()
+        wait_until(lambda: worker.status() == psutil.STATUS_ZOMBIE, what="the worker's exit")
+        assert swarm("cancel", run.name, env=outside_env(tmux)).code == 0
+        wait_until(lambda: (gen / "kill").exists(), what="the kill reason")
+        termed_by = time.monotonic() + LADDER_ROUND
+        while not _termed(wrapper) and time.monotonic() < termed_by:
+            time.sleep(0.02)
+        wrapper.resume()
+        proc.wait(60)
+        t = swarm.tasks(run)["t"]
+        assert (t["status"], t["exit_code"], t["signal"]) == ("succeeded", 0, None), t
+        assert (swarm.cwd / "ledger").read_text() == "t\n"
+    finally:
+        if wrapper is not None and wrapper.is_running():
+            wrapper.resume()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        kill_run_processes(run.name)

@@ -106,7 +106,7 @@ class ProcessSignaller:
         found = find()
         if sig is None:
             return Delivery(found, None)
-        workers = {p.pid for p in found if procs.is_worker_process(p)}
+        workers = {p.pid for p in found if procs.is_worker_process(p, gen)}
         at = self.now()  # before sending: a worker's end caused by it cannot look earlier
         hit = procs.send(found, sig)
         return Delivery(hit, at if any(p.pid in workers for p in hit) else None)

@@ -183,6 +183,8 @@ class Supervisor:
         self._records_warned = False
         self._state_dir_said = False  # the user was told the state dir cannot be written
         self.state_dir_full = False  # no new task starts until the state dir has room again
+        self._full_said = False  # the user was told it filled and had room again
+        self._full_seen_at: float | None = None  # when it was last found full (wall clock)
         self._idle_full_since: float | None = None  # when the last worker ended while it was full
         self._backend_closed = False
         self.attached: subprocess.Popen[bytes] | None = None
@@ -547,12 +549,13 @@ class Supervisor:
             if self.start_error is None:
                 self._backend_unstartable(self.backend.name, result.code, result.message)
             self._withdraw(lg, f"{self.backend.name}_{result.code}")
+        elif isinstance(result, LaunchFailed) and result.code == "state_dir_error":
+            # its files could not be made (in a pane as headless): it waits for room (SPEC §5.8)
+            self._records_unwritable(result.message, lg.task)
+            self._requeue_unstarted(lg)
         elif isinstance(result, LaunchFailed):
             if lg.in_pane:
                 self._pane_fault(lg, result.code, result.message, claimed=False)
-            elif result.code == "state_dir_error":
-                self._state_dir_full(result.message)
-                self._requeue_unstarted(lg)
             else:
                 self._warn(result.code, result.message, lg.task)
                 self._end_generation(lg, None, TaskStatus.FAILED, result.code)
@@ -716,7 +719,13 @@ class Supervisor:
         claim is taken and the pane closed (``_pane_fault``)."""
         if lg.collected or lg.heartbeat_seen or not lg.in_pane:
             return
-        if not procs.claim_for_supervisor(lg.gen):
+        try:
+            taken = procs.claim_for_supervisor(lg.gen)
+        except OSError as e:  # no room for our claim: the pane's fate is decided once there is
+            self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
+            lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
+            return
+        if not taken:
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
             # (One gone before it wrote its pid ran nothing: its claim was taken over above.)
             pid = generation_files.wrapper_pid(lg.gen)
@@ -799,7 +808,7 @@ class Supervisor:
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
             if lg.kill_reason and (lg.kill_sent_at is not None or claim is None):
                 reason = lg.kill_reason
-            elif exited or rundir.unwritable(self.paths.dir):
+            elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
                 self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
                                          f"wrapper of task {lg.task.name!r} could not record its start or its exit",
                                          lg.task)
@@ -1125,6 +1134,12 @@ class Supervisor:
 
     # ----- a full state directory (SPEC §5.8) ------------------------------------------------
 
+    def _full_while_it_ran(self, lg: LiveGen) -> bool:
+        """The state directory was found full since this generation started: a record it
+        lacks may be one it could not write, even if there is room again now."""
+        started = lg.task.started_at
+        return self._full_seen_at is not None and (started is None or started <= self._full_seen_at)
+
     def _holding_dispatch(self) -> bool:
         return self.is_stopping() or self.state_dir_full
 
@@ -1135,18 +1150,23 @@ class Supervisor:
         if self.state_dir_full:
             return
         self.state_dir_full = True
-        self.reporter.problem(f"warning: the state directory {self.state_dir} is full or cannot be written: "
-                              "no new task starts until it has room again")
+        self._full_seen_at = self.wallclock()
+        if not self._full_said:  # the first time; a disk that fills again is in the event log
+            self.reporter.problem(f"warning: the state directory {self.state_dir} is full or cannot be written: "
+                                  "no new task starts until it has room again")
         self.events.emit("dispatch_held", reason="state_dir_full", why=why)
         self.timers.after(ROOM_RECHECK, self._look_for_room)
 
     def _look_for_room(self) -> None:
         if not self.state_dir_full:
             return
-        if rundir.has_room(self.paths.dir):
+        self.events.flush()  # the log goes first: it is whole again once there is room
+        if rundir.has_room(self.paths.dir) and self.events.error is None:
             self.state_dir_full = False
             self._idle_full_since = None
-            self.reporter.problem(f"the state directory {self.state_dir} has room again: new tasks start")
+            if not self._full_said:
+                self._full_said = True
+                self.reporter.problem(f"the state directory {self.state_dir} has room again: new tasks start")
             self.events.emit("dispatch_resumed", reason="state_dir_full")
             return
         if self.live or self.stopper.stopping or self.is_stopping():

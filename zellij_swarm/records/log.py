@@ -15,7 +15,7 @@ import time
 from bisect import insort
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from zellij_swarm.records import envfile, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, write_atomic
@@ -26,11 +26,20 @@ save_environment = envfile.save
 
 
 class EventLog:
+    """The run's event log, appended through a buffer that every loop turn flushes. A full or
+    read-only disk does not end it: the lines that did not reach the file are kept, and each
+    later flush cuts whatever part of them did reach it and writes them again, so that the log
+    is whole once there is room (SPEC §5.8). ``error`` is the failure of the last write, None
+    once the log is whole again."""
+
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
                  on_emit: Callable[[], None] = lambda: None) -> None:
+        self._path = path
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         _end_torn_line(fd)
-        self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+        self._good = os.fstat(fd).st_size  # the length known to be on disk, whole lines only
+        self._file: TextIO | None = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+        self._unflushed: list[str] = []  # the lines since ``_good``
         self._clock = clock
         self._on_emit = on_emit
         self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -38,32 +47,66 @@ class EventLog:
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"ts": round(self._clock(), 6), "event": event, **fields}
-        try:
-            self._file.write(self._dumps(record) + "\n")
-        except OSError as e:
-            self._failed(e)
+        line = self._dumps(record) + "\n"
+        self._unflushed.append(line)
+        if self._file is not None:
+            try:
+                self._file.write(line)
+            except OSError as e:
+                self._failed(e)
         self._on_emit()
         return record
 
     def flush(self) -> None:
+        if self._file is None:
+            self._rewrite()
+            return
         try:
             self._file.flush()
         except OSError as e:
             self._failed(e)
+            return
+        self._good += sum(len(line.encode()) for line in self._unflushed)
+        self._unflushed.clear()
 
     def _failed(self, e: OSError) -> None:
-        """The disk is full or went read-only: keep running; the caller reports ``error``."""
-        self.error = self.error or e
+        """The disk is full or went read-only: keep running (the caller reports ``error``), the
+        lines not written kept for ``_rewrite``."""
+        self.error = e
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # its buffer is lost with it: the lines are in ``_unflushed``
+            self._file = None
+
+    def _rewrite(self) -> None:
+        """Put back what did not reach the file: cut a part that did, write it all again."""
         try:
-            self._file.close()
-        except OSError:
-            pass
-        self._file = open(os.devnull, "w")  # noqa: SIM115 - replaces the dead log for good
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            self._failed(e)
+            return
+        try:
+            os.ftruncate(fd, self._good)
+            data = "".join(self._unflushed).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as e:
+            os.close(fd)
+            self._failed(e)
+            return
+        self._good += len(data)
+        self._unflushed.clear()
+        self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+        self.error = None
 
     def close(self) -> None:
-        if not self._file.closed:
-            self.flush()
+        self.flush()
+        if self._file is not None:
             self._file.close()
+            self._file = None
 
 
 def _end_torn_line(fd: int) -> None:
@@ -154,15 +197,17 @@ class SnapshotWriter:
         if summary is not None:
             snapshot_file.make_durable(self._run.dir, snap)
         data = self._encode(snap)
+        error = None  # the state of this write only: a disk that has room again is fine again
         if summary is not None:
             try:
                 write_atomic(summary, (_compact(snapshot_file.merge(snap, self._run.dir)) + "\n").encode())
             except OSError as e:
-                self._error = self._error or e
+                error = e
         try:
             write_atomic(self._run.state, data)
         except OSError as e:
-            self._error = self._error or e
+            error = error or e
+        self._error = error
         self._took.add((time.perf_counter() - began) * 1000)
         self._last = self._clock()
         self.dirty = False

@@ -134,6 +134,7 @@ class RowsFile:
                 self._queued_bytes = 0
             if durable:
                 os.fsync(fd)
+            self.error = None  # whole again: a disk that has room again is fine again
         except OSError as e:
             self.error = self.error or e
         finally:

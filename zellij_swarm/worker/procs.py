@@ -124,15 +124,18 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
 _RELAY = b"_ptyrelay.py"
 
 
-def is_worker_process(p: psutil.Process) -> bool:
-    """Whether ``p`` is a running process of the worker's own — not a zombie (it has ended
-    already: a signal changes nothing) and not the pty relay that carries a pane's worker."""
+def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
+    """Whether ``p`` is a running process of ``gen``'s worker's own — not a zombie (it has
+    ended already: a signal changes nothing), not the generation's wrapper (a pane's second
+    stage runs below the pane leader, and outlives its worker by the moment it takes to record
+    its exit) and not the pty relay that carries a pane's worker."""
     try:
         if p.status() == psutil.STATUS_ZOMBIE:
             return False
     except psutil.NoSuchProcess:
         return False
-    return not any(arg.endswith(_RELAY) for arg in cmdline(p.pid))
+    argv = cmdline(p.pid)
+    return not (runs_wrapper(gen, argv) or any(arg.endswith(_RELAY) for arg in argv))
 
 
 def coarse_wallclock() -> float:
