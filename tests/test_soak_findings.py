@@ -151,14 +151,13 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
     (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
     env = f"TMUX_TMPDIR={tmux.tmpdir} ZELLIJ_SWARM_PANE_HOLD_MS=300 ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS=5000"
     zsw = f"{env} {sys.executable} -m zellij_swarm"
-    def lines_at_least(n: int) -> str:  # or the run has ended
-        return f'[ "$(cat ledger 2>/dev/null | wc -l)" -ge {n} ] || ! kill -0 $run 2>/dev/null'
-
+    held = "no new task starts until it has room again"
     script = (f"{zsw} run -j 4 --backend tmux --ui live --state-dir state t.txt --json --output quiet > summary.json "
-              f"& run=$!; until {lines_at_least(8)}; do sleep 0.02; done; "
+              "2> err & run=$!; "
+              f'until [ "$(cat ledger 2>/dev/null | wc -l)" -ge 8 ] || ! kill -0 $run; do sleep 0.02; done; '
               "head -c 16M /dev/zero > state/filler 2>/dev/null; "
-              # full for a while: panes that could not claim wait for room with the rest
-              "sleep 1.5; rm state/filler; wait $run")
+              f"until grep -q '{held}' err || ! kill -0 $run; do sleep 0.02; done; "  # it noticed, or ended
+              "sleep 1; rm state/filler; wait $run; code=$?; cat err >&2; exit $code")
     res = _in_private_mount(tmp_path, "size=8m", script)
     assert "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
