@@ -1,8 +1,10 @@
 """The disk-full phase of scripts/soak (issue 22, item 2; SPEC §5.8): the state directory is
 a small tmpfs, mounted in the soak's private mount namespace, that another process fills at
 a random moment of the run and frees 0.5–2 s later. A full disk must turn nothing into a
-failure: the run exits 0, every task succeeded with its ledger line exactly once, and the
-run said that the state directory was full and then that it had room again."""
+failure: the run exits 0, every task succeeded with its ledger line exactly once (in tmux
+panes a worker whose end could not be recorded is `unknown` instead, and the run exits 1),
+the run said once that the state directory was full and once that it had room again, and
+its event log holds every outcome."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ ROOM = 256 << 10  # the free space the supervisor waits for before it starts tas
 SUPERVISOR_DEADLINE = 300.0
 FULL_SAID = "is full or cannot be written: no new task starts"
 ROOM_SAID = "has room again: new tasks start"
+UNSEEN = ("unknown", "state_dir_error")
 
 
 @dataclass
@@ -101,9 +104,16 @@ def _fill_and_free(result: DiskFullRound, state: Path, free_after: float) -> Non
 
 def _check(result: DiskFullRound, swarm: SoakSwarm, code: int, expected: list[str]) -> None:
     summary = swarm.summary()
-    if code != 0:
-        result.problems.append(f"the run exited {code}, not 0")
-    wrong = {t["name"]: f"{t['status']} ({t['reason']})" for t in summary["tasks"] if t["status"] != "succeeded"}
+    # A pane's worker whose wrapper could not write its exit sidecar ended unseen: `unknown`
+    # (SPEC §5.8), and the run exits 1. Headless, the launcher saw every end: all succeed.
+    unseen = [t["name"] for t in summary["tasks"] if (t["status"], t["reason"]) == UNSEEN]
+    if swarm.backend == "headless" and unseen:
+        result.problems.append(f"{len(unseen)} headless tasks unknown, though the launcher saw their ends")
+    if code != (1 if unseen else 0):
+        result.problems.append(f"the run exited {code}, not {1 if unseen else 0}")
+    result.tally["unknown (a pane's end unseen)"] += len(unseen)
+    wrong = {t["name"]: f"{t['status']} ({t['reason']})" for t in summary["tasks"]
+             if t["status"] != "succeeded" and t["name"] not in unseen}
     if wrong:
         shown = ", ".join(f"{n} {s}" for n, s in list(wrong.items())[:8])
         result.problems.append(f"{len(wrong)} tasks did not succeed: {shown}")
@@ -130,7 +140,7 @@ def _check(result: DiskFullRound, swarm: SoakSwarm, code: int, expected: list[st
                                f"and ends with {last}, not run_finished")
     result.tally.update({"dispatch held": counts["dispatch_held"], "dispatch resumed": counts["dispatch_resumed"],
                          "generations requeued": counts["task_requeued"]})
-    result.facts = (f"exit {code}, {attempts} attempts for {len(expected)} tasks, "
+    result.facts = (f"exit {code}, {attempts} attempts for {len(expected)} tasks ({len(unseen)} unknown), "
                     f"dispatch held {counts['dispatch_held']}× and resumed {counts['dispatch_resumed']}×, "
                     f"{counts['task_requeued']} generations requeued, {outcomes} outcomes in the event log, "
                     f"ledger {len(swarm.ledger())} lines")
