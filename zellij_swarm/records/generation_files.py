@@ -520,6 +520,9 @@ _SENT = "sent "
 
 
 def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None) -> None:
+    """Record why the generation is being ended; a moment its kill was already sent (an
+    earlier supervisor's, an earlier ``cancel``'s) is kept: the first signal is what counts."""
+    sent_at = kill_sent_at(gen) if sent_at is None else sent_at
     rundir.write_atomic(gen.kill, reason + "\n" + (f"{_SENT}{sent_at!r}\n" if sent_at is not None else ""))
 
 
