@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("--disk-full-rounds", type=int, default=10, help="disk-full phase: rounds")
     ap.add_argument("--round", type=int, default=None, help="run only this round of each round phase (a replay)")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--keep", action="store_true", help="keep every round's directory (a failed one is always kept)")
     ap.add_argument("--backend", default="headless", choices=BACKENDS)
     args = ap.parse_args()
     phases = args.phase or list(PHASES)
@@ -106,10 +107,10 @@ def round_phase(phase: str, rounds: int, run_round: Callable[..., tuple[Any, Soa
         verdict = "FAIL" if not result.ok else "MISSED" if result.missed else "PASS"
         print(f"soak {phase} {number}/{rounds} ({result.moment}): {verdict} in {time.monotonic() - t0:.1f}s: "
               f"{result.facts}", flush=True)
-        swarm.close(keep=not result.ok)
-        if not result.ok:
-            for problem in result.problems:
-                print(f"    {problem}", flush=True)
+        swarm.close(keep=not result.ok or args.keep)
+        for problem in result.problems:
+            print(f"    {problem}", flush=True)
+        if not result.ok or args.keep:
             print(f"    run dir {swarm.run_dir}; replay: scripts/soak --phase {phase} --seed {seed} --round {number} "
                   f"--tasks {args.tasks} --jobs {jobs} --backend {args.backend}", flush=True)
         passed += result.ok and not result.missed

@@ -25,6 +25,10 @@ SUPERVISOR_DEADLINE = 300.0
 FULL_SAID = "is full or cannot be written: no new task starts"
 ROOM_SAID = "has room again: new tasks start"
 UNSEEN = ("unknown", "state_dir_error")
+# Holds one fill may cause: the fill itself, and a write refused then but noticed after the room
+# came back (a pane's missing exit record, at its heartbeat deadline). A run that held dispatch
+# once a second until its end (each loop turn taking an old error for a full disk) did 12–40.
+FLAPPING = 3
 
 
 @dataclass
@@ -138,6 +142,9 @@ def _check(result: DiskFullRound, swarm: SoakSwarm, code: int, expected: list[st
         last = events[-1]["event"] if events else None
         result.problems.append(f"the event log holds {outcomes} outcomes for {attempts} attempts, {torn} torn lines, "
                                f"and ends with {last}, not run_finished")
+    if counts["dispatch_held"] > FLAPPING:
+        result.problems.append(f"dispatch was held {counts['dispatch_held']} times for one fill: held again while "
+                               f"there was room")
     result.tally.update({"dispatch held": counts["dispatch_held"], "dispatch resumed": counts["dispatch_resumed"],
                          "generations requeued": counts["task_requeued"]})
     result.facts = (f"exit {code}, {attempts} attempts for {len(expected)} tasks ({len(unseen)} unknown), "
