@@ -140,7 +140,11 @@ class RealZellij:
             time.sleep(0.05)
 
     def _has_terminal_pane(self, session: str) -> bool:
-        """The session answers, and has made its panes (just after it starts it lists none)."""
+        """The session answers, and has made its panes (just after it starts it lists none;
+        before 0.44, which has no list-panes, its layout dump names none)."""
+        if tuple(int(x) for x in self.version.split(".")) < (0, 44):
+            p = self.zellij("--session", session, "action", "dump-layout", check=False)
+            return p.returncode == 0 and "pane" in p.stdout
         p = self.zellij("--session", session, "action", "list-panes", "--json", check=False)
         return p.returncode == 0 and '"is_plugin": false' in p.stdout
 

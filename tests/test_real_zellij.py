@@ -60,3 +60,25 @@ def test_a_swarm_in_the_real_zellij(swarm, rz, tmux, where, ui, require):
     finally:
         kill_run_processes(swarm.latest().name)
     assert run_processes(run_id) == []
+
+
+@pytest.mark.parametrize("ui", ["live", "compact"])
+@pytest.mark.full  # scripts/zellij-matrix builds 0.43.1 and runs it
+def test_a_swarm_in_the_real_zellij_before_044(swarm, rz_pre044, tmux, ui):
+    """The path before 0.44 (no pane ids from Zellij, no list-panes): inside a session a
+    client is attached to, the same outcomes, the live panes named by their heartbeats."""
+    rz_pre044.host("host", tmux)
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", ui, "--require-zellij",
+                env=rz_pre044.env(inside="host", **FAST), timeout=120)
+    try:
+        run = check_outcomes(swarm, res)
+        assert swarm.summary()["warnings"] == [], res.stderr
+        hbs = heartbeats(run)
+        if ui == "live":
+            assert all(re.fullmatch(r"terminal_\d+", hb["pane_id"]) for hb in hbs.values()), hbs
+            assert output(run, WEIRD) == "tty\n"
+        else:
+            assert output(run, WEIRD) == "notty\n"
+    finally:
+        kill_run_processes(swarm.latest().name)

@@ -66,6 +66,7 @@ READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
+_PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane it no longer has
 
 # The worker on a TTY of its own on the pane's terminal, logged (worker._ptyrelay); a relay
 # killed before its worker ended leaves its record, and the worker's session is ended before
@@ -402,14 +403,19 @@ class ZellijBackend:
                           self._title(req, "waiting for input" if waiting else "running"))
 
     def _pane_action(self, *args: str) -> None:
-        """An action on one of our panes (rename, close). Contract §2.9: an unknown pane id
-        exits 0, so a non-zero exit or no answer is a real fault: a ``pane_call_failed`` /
-        ``pane_call_timeout`` warning, and the pane lifecycle goes on. A session that is gone
-        is not warned about pane by pane: its workers end ``multiplexer_lost``."""
+        """An action on one of our panes (rename, close). A pane the user closed is no fault:
+        the real Zellij (0.45.0) answers an action on a pane id it no longer has with exit 2
+        and "Pane with id Terminal(N) not found" (contract §2.9) — the pane is forgotten,
+        never again an anchor for new panes. Any other non-zero exit or no answer is a
+        ``pane_call_failed`` / ``pane_call_timeout`` warning, and the pane lifecycle goes on.
+        A session that is gone is not warned about pane by pane: its workers end
+        ``multiplexer_lost``."""
         try:
             self.z.call("action", *args)
         except BackendError as e:
-            if e.code != "session_missing":
+            if _PANE_GONE in e.message and "--pane-id" in args:
+                self.open_panes.pop(args[args.index("--pane-id") + 1], None)
+            elif e.code != "session_missing":
                 self.ctx.warn(e.code, e.message)
 
     def _release(self, w: _Worker) -> None:

@@ -298,4 +298,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Exit with the worker's status, not the interpreter's: flushing the standard streams at
+    # exit on a pane that is gone fails, and Python then exits 120 (seen with a Zellij server
+    # SIGKILLed under its panes).
+    status = main(sys.argv[1:])
+    os._exit(status)
