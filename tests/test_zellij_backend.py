@@ -335,3 +335,15 @@ def test_a_kept_session_says_how_to_delete_it_with_the_socket_directory_it_lives
     b.started, b.created_session, b.z.session = True, True, "swarm-1"
     assert b.leftover_hint() == ("zellij session 'swarm-1' stays: close it with ZELLIJ_SOCKET_DIR='/tmp/my socks' "
                                  "zellij delete-session --force swarm-1 (or zellij-swarm prune)")
+
+
+def test_a_version_above_the_tested_range_runs_with_one_warning_and_doctor_says_where_zellij_is(swarm, fz):
+    swarm.write("a.toml", '[[task]]\nname = "a"\ncmd = "echo a"\n')
+    res = swarm("run", "a.toml", "--backend", "zellij", "--close-session", env=fz.env("0.46.0", **FAST))
+    assert res.code == 0, res.stderr
+    assert [w["code"] for w in swarm.summary()["warnings"]] == ["zellij_untested"]
+    doctor = swarm("doctor", env=fz.env("0.46.0")).stdout.splitlines()[1]
+    assert doctor.startswith("zellij: 0.46.0 at ") and "(the tests' fake zellij)" in doctor
+    assert "untested version" in doctor
+    doctor = swarm("doctor", env=fz.env("0.44.3")).stdout.splitlines()[1]
+    assert "untested" not in doctor and "fake" in doctor

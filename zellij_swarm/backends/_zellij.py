@@ -12,6 +12,7 @@ target session). Failures become ``BackendError`` with the SPEC §7 codes, carry
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import time
@@ -24,6 +25,10 @@ from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
 TESTED = ((0, 40, 0), (0, 45, 99))  # versions outside are reported as untested
+# Run by the tests against a real binary built from its crate (scripts/zellij-versions); the
+# others of the range are covered by the contract and the fake only.
+VERIFIED_REAL = ("0.43.1", "0.45.0")
+FAKE_MARK = "fake-zellij"  # in the path of the test fake (scripts/fake-zellij/zellij)
 _VERSION = re.compile(r"^zellij (\d+)\.(\d+)\.(\d+)")
 _PANE_ID = re.compile(r"^terminal_(\d+)$")
 _NO_SESSION = ("Session '", "Please specify the session name", "There is no active session")
@@ -68,6 +73,7 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
     binary = shutil.which("zellij", path=env.get("PATH"))
     out: dict[str, Any] = {
         "binary": binary, "version": None, "capabilities": None, "tested": False, "error": None,
+        "verified_on_real": False, "fake": False,
         "inside_session": "ZELLIJ" in env, "session": env.get("ZELLIJ_SESSION_NAME") or None,
         "pane_id": env.get("ZELLIJ_PANE_ID") or None,
     }
@@ -83,7 +89,8 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
     if caps["version"] is None:
         out["error"] = f"cannot read the version from {res.stdout.strip()!r}"
         return out
-    out.update(version=caps["version"], capabilities=caps, tested=caps["tested"])
+    out.update(version=caps["version"], capabilities=caps, tested=caps["tested"],
+               verified_on_real=caps["version"] in VERIFIED_REAL, fake=FAKE_MARK in os.path.realpath(binary))
     return out
 
 

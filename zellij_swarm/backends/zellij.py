@@ -133,6 +133,9 @@ class ZellijBackend:
         self.panes: PaneLifecycle[_Worker] = PaneLifecycle.for_run(ctx, close=self._close, release=self._release)
         self.require = bool(s.require_multiplexer)
         caps = self.z.version()
+        if not caps["tested"]:
+            ctx.warn("zellij_untested", f"zellij {caps['version']} is outside the versions zellij-swarm is tested "
+                                        "with (0.40–0.45): it runs, untested")
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
         sessions = self.z.sessions()
         if own and not s.session and not (own in sessions and sessions[own].live):

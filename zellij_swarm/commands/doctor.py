@@ -19,6 +19,7 @@ from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.backends._cmd import run as run_command
+from zellij_swarm.backends._zellij import VERIFIED_REAL
 from zellij_swarm.backends._zellij import detect as detect_zellij
 from zellij_swarm.backends.select import choose
 from zellij_swarm.config import settings
@@ -61,10 +62,15 @@ def format_report(info: dict[str, Any], env: Mapping[str, str]) -> list[str]:
     lines = [f"backend (auto): {info['backend']['name']} — {info['backend']['why']}"]
     z = info["zellij"]
     line = f"zellij: {z['version'] or 'not usable'}"
+    if z.get("binary"):
+        line += f" at {z['binary']}" + (" (the tests' fake zellij)" if z.get("fake") else "")
     if z.get("error"):
         line += f" ({z['error']})"
     elif not z.get("tested"):
-        line += " (untested version: zellij-swarm is tested with 0.40–0.45)"
+        line += " (untested version: zellij-swarm is tested with 0.40–0.45; it runs, with this warning)"
+    elif not z.get("fake"):
+        line += (" (verified on a real binary)" if z.get("verified_on_real") else
+                 f" (covered by the contract; verified on a real binary: {', '.join(VERIFIED_REAL)})")
     if z.get("inside_session"):
         line += f"; inside session {z.get('session')!r}"
     lines.append(line)
