@@ -347,3 +347,20 @@ def test_a_version_above_the_tested_range_runs_with_one_warning_and_doctor_says_
     assert "untested version" in doctor
     doctor = swarm("doctor", env=fz.env("0.44.3")).stdout.splitlines()[1]
     assert "untested" not in doctor and "fake" in doctor
+
+
+@pytest.mark.parametrize("version", ["0.43.1", full("0.41.2")])
+def test_before_044_panes_the_swarm_means_to_close_are_closed(swarm, fz, version):
+    """Before 0.44 a pane closes when its wrapper's hold (a ``sleep``, the pane leader's
+    child) ends: with --keep-failed-panes 0 the failed pane goes too, and no hold is left."""
+    from zellij_swarm.worker import procs
+
+    fz.host("host", version, client=True)
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--keep-failed-panes", "0",
+                env=fz.env(version, inside="host", **FAST), timeout=60)
+    run = check_outcomes(swarm, res)
+    titles = wait_until(lambda: (t := [p["title"] for p in fz.tab(version, run.name, "host")["panes"]]) and
+                        len(t) == 1 and t, what="every worker pane closed")
+    assert titles == [f"zellij-swarm {run.name} · board"]
+    assert procs.marked(procs.hold_markers(run.name)) == []

@@ -502,15 +502,17 @@ class ZellijBackend:
 
 
 def _end_hold(req: LaunchRequest) -> None:
-    """Before 0.44: end the ``sleep`` a wrapper holds its pane with (close-on-exit closes it).
-    The pid comes from the launch heartbeat and must still be that sleep."""
+    """Before 0.44: end the ``sleep`` a wrapper holds its pane with; the pane leader then
+    exits and close-on-exit closes the pane. The launch heartbeat names the pane leader; its
+    hold is the leader's child, the wrapper's second stage that exec'd into that sleep."""
     hb = generation_files.heartbeat_started(req.gen)
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):
         return
-    argv = procs.cmdline(pid)
-    if argv and os.path.basename(argv[0]) == b"sleep":
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    for child in procs.children(pid):
+        argv = procs.cmdline(child)
+        if argv and os.path.basename(argv[0]) == b"sleep":
+            try:
+                os.kill(child, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

@@ -148,6 +148,14 @@ def coarse_wallclock() -> float:
 _CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)  # Linux's id; the module may not name it
 
 
+def children(pid: int) -> list[int]:
+    """``pid``'s children (none once it is gone)."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def cmdline(pid: int) -> list[bytes]:
     """``pid``'s arguments as /proc has them (none once it is gone)."""
     try:
