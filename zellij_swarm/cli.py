@@ -21,6 +21,7 @@ from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile, template
+from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths, find_run
 
@@ -142,7 +143,19 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     ctx = click.get_current_context()
     after_separator = ctx.meta.get(template.SEPARATOR)
-    if after_separator is not None or template_text is not None or null:
+    stream = None
+    if words == ("-",) and after_separator is None and (template_text is not None or not null):
+        # from stdin: the run starts at the first task; the rest is read as it comes (SPEC §4.6)
+        if template_text is not None:
+            template.parse(template_text, 1)  # the template is checked before anything is read
+        try:
+            fd = sys.stdin.fileno()
+        except (OSError, ValueError) as e:  # closed, or not a file (io.UnsupportedOperation)
+            raise exc.UsageError(f"cannot read standard input: {e}") from None
+        stream = (InputStream.of_lines(fd) if template_text is None else
+                  InputStream.of_arguments(fd, template_text, null=null))
+        source = swarmfile.SwarmInput(stream.first(read_ahead(1)), {}, None, stream.source)
+    elif after_separator is not None or template_text is not None or null:
         source = template.load(words, after_separator, template_text, null=null)
     elif len(words) == 1:
         source = swarmfile.load(words[0])
@@ -160,7 +173,7 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
         return
     outcome = execute(source.tasks, resolved, name=name or source.name, source=source.source, env=os.environ,
                       json_output=json_output, junit_path=junit_path, joblog_path=joblog_path,
-                      close_session=close_session, here=here, attach=attach, groups=source.groups)
+                      close_session=close_session, here=here, attach=attach, groups=source.groups, stream=stream)
     if json_output:
         click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)

@@ -20,10 +20,12 @@ from zellij_swarm.commands import junit
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import Resolved
+from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.resume import load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
+from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs
@@ -68,7 +70,9 @@ def execute(
     here: bool = False,
     attach: bool = False,
     groups: Mapping[str, int] | None = None,
+    stream: InputStream | None = None,
 ) -> Outcome:
+    """Run ``specs`` (and, with ``stream``, the tasks still to come from it) as a new run."""
     _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
     _require_names(junit_path=junit_path, joblog_path=joblog_path)
     if junit_path is not None:
@@ -88,7 +92,7 @@ def execute(
     joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog,
-                   worktree_base=base)
+                   worktree_base=base, stream=stream)
     return _supervise(Supervisor(plan, backend, reporter), None if junit_path is None else Path(junit_path))
 
 
@@ -108,10 +112,18 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
                    resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
                    joblog=_continued_joblog(outputs))
+    if rec.meta.get("streamed") and not _input_ended(run):
+        print(f"zellij-swarm: run {run.run_id} was reading its tasks from standard input when it stopped: it goes on "
+              f"with the {len(rec.specs)} it read; the rest of that input was never read", file=sys.stderr)
     outcome = _supervise(Supervisor(plan, HeadlessBackend(), reporter), outputs.junit)
     if outcome.snapshot["state"] != "interrupted" and (outputs.close_session or _truthy(rec.env.get("CI"))):
         _close_session(run.run_id, place, rec.env)
     return outcome
+
+
+def _input_ended(run: RunPaths) -> bool:
+    """Whether a run that read its tasks from stdin saw that input end (SPEC §4.6)."""
+    return any(e.get("event") == "input_ended" for e in records.read_events(run.events))
 
 
 def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:

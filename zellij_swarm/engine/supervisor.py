@@ -36,6 +36,7 @@ from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.config import swarmfile
 from zellij_swarm.config.settings import Resolved
+from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.engine import metrics, remote, resume, snapshot, view_watch
 from zellij_swarm.engine.calls import CallRunner
 from zellij_swarm.engine.control import Control
@@ -92,6 +93,7 @@ class RunPlan:
     retrying: bool = False  # ``resume`` holds an ended run whose tasks ``retry`` runs again
     worktree_base: worktree.Base | None = None  # what worktree tasks' worktrees are made from (plan_base)
     joblog: JobLog | None = None  # run --joblog: a line per task as it reaches its final status
+    stream: InputStream | None = None  # the rest of the tasks, read from stdin as they come (``tasks``: the first)
 
 
 class Reporter(Protocol):
@@ -185,6 +187,8 @@ class Supervisor:
         self.state_dir_full = False  # no new task starts until the state dir has room again
         self._full_said = False  # the user was told it filled and had room again
         self._full_seen_at: float | None = None  # when it was last found full (wall clock)
+        self._input_watched = False  # the input stream's descriptor is in the selector
+        self._input_ended_said = False
         self._idle_full_since: float | None = None  # when the last worker ended while it was full
         self._backend_closed = False
         self.attached: subprocess.Popen[bytes] | None = None
@@ -281,6 +285,7 @@ class Supervisor:
             "name": self.plan.name,
             "started_at": self.started_at,
             "source": self.plan.source,
+            "streamed": self.plan.stream is not None,  # more tasks came as task_added events (SPEC §4.6)
             "cwd": self.plan.cwd,
             "argv": self.plan.argv,
             "pid": os.getpid(),
@@ -326,6 +331,7 @@ class Supervisor:
                 launched=self._launched, worktrees=self.worktrees, executor=self.executor,
                 live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
+            self._follow_input()
             self._maybe_attach()
             while not self._done():
                 self._turn()
@@ -348,6 +354,7 @@ class Supervisor:
         if self.detached:
             return
         self.dispatcher.fill()
+        self._follow_input()
         self._maybe_attach()
         self.events.flush()
         if self._ended:
@@ -531,7 +538,55 @@ class Supervisor:
             self.attached = subprocess.Popen(argv, env=env)
 
     def _done(self) -> bool:
-        return not self.live and not self.stopper.stopping and (self.is_stopping() or len(self.ready) == 0)
+        return not self.live and not self.stopper.stopping and (
+            self.is_stopping() or (len(self.ready) == 0 and not self._input_open()))
+
+    # ----- tasks read from stdin as they come (SPEC §4.6) ------------------------------------
+
+    def _input_open(self) -> bool:
+        """More tasks may still come from the input stream."""
+        return self.plan.stream is not None and not self.plan.stream.ended
+
+    def _follow_input(self) -> None:
+        """Take tasks from the input while it is open, the run goes on and fewer than the
+        read-ahead wait for a slot — from what was read, then by reading the descriptor when it
+        is readable; else leave the pipe unread (its writer blocks)."""
+        stream = self.plan.stream
+        if stream is None:
+            return
+        self._input_end_seen()  # also an input that ended before the run began
+        room = read_ahead(self.jobs) - len(self.ready) if self._input_open() and not self.is_stopping() else 0
+        if room > 0 and stream.buffered:
+            self._take_input(stream.take(room))
+            room = read_ahead(self.jobs) - len(self.ready) if self._input_open() else 0
+        wanted = room > 0 and not stream.buffered
+        if wanted and not self._input_watched:
+            self._sel.register(stream.fd, selectors.EVENT_READ, self._read_input)
+        elif not wanted and self._input_watched:
+            self._sel.unregister(stream.fd)
+        self._input_watched = wanted
+
+    def _read_input(self) -> None:
+        stream = self.plan.stream
+        assert stream is not None
+        stream.read()
+        self._follow_input()
+
+    def _take_input(self, specs: list[swarmfile.TaskSpec]) -> None:
+        if specs:
+            self.add_live(specs, source="stdin")
+        self._input_end_seen()
+
+    def _input_end_seen(self) -> None:
+        """The input has ended (or its reading stopped): recorded once, for ``resume``."""
+        stream = self.plan.stream
+        if stream is None or not stream.ended or self._input_ended_said:
+            return
+        self._input_ended_said = True
+        self.events.emit("input_ended", tasks=stream.tasks_read,
+                         problem=stream.problem.message if stream.problem else None)
+        if stream.problem is not None:
+            self._warn("input_error", f"{stream.problem.message}: the rest of the input is not read", None)
 
     # ----- starts ---------------------------------------------------------------------------
 
@@ -1208,6 +1263,12 @@ class Supervisor:
         if self.executor is not None and (left := self.executor.close()):
             self._warn("process_left_behind", f"slurm: {len(left)} step(s) of the run were still queued or running at "
                                               f"its end; cancelled: {', '.join(left[:10])}", None)
+        if self._input_open():  # stopped (a cancel, a halt) before the end of its input
+            stream = self.plan.stream
+            assert stream is not None
+            self.events.emit("input_unread", tasks=stream.tasks_read)
+            self.reporter.problem(f"the run ended before the end of {stream.source}: {stream.tasks_read} task(s) were "
+                                  "read, the rest never was")
         self.stopper.sweep(self.tasks.values(), session_alive=self.backend.session_alive_now(), found=self._left_behind)
         self.control.answer_late()
         self.ended_at = self.wallclock()

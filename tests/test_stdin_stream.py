@@ -1,0 +1,115 @@
+"""Tasks from standard input as they arrive (SPEC §4.6, issue 22.12): the first runs while the
+producer still writes, the pipe is read no further than the read-ahead (the producer blocks),
+and a run stopped or killed before the end of its input says that the rest was never read."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from swarmtest import clean_env, kill_run_processes, wait_until
+
+from zellij_swarm.config.stream import InputStream, read_ahead
+
+PRODUCER = r"""
+import os, sys, time
+marker, deadline = sys.argv[1], time.monotonic() + 30
+print("touch " + marker, flush=True)
+while not os.path.exists(marker):  # the first task ran while its input is still open
+    if time.monotonic() > deadline:
+        sys.exit("the first task never ran before the end of the input")
+    time.sleep(0.01)
+print("echo second >> ledger", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["lines", "template", "null"])
+def test_the_first_task_runs_while_the_producer_still_writes(swarm, mode):
+    marker = swarm.cwd / "first-ran"
+    args = {"lines": ["-"], "template": ["--template", "{}", "-"], "null": ["-0", "--template", "{}", "-"]}[mode]
+    producer = PRODUCER if mode != "null" else PRODUCER.replace('flush=True)', 'end="\\0", flush=True)')
+    script = f"{sys.executable} -c '{producer}' {marker} | {' '.join(swarm.cmd('run', '-j', '2', *args))}"
+    res = subprocess.run(["sh", "-c", script], cwd=swarm.cwd, env=clean_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert (swarm.cwd / "ledger").read_text() == "second\n"
+    assert [t["status"] for t in swarm.tasks().values()] == ["succeeded", "succeeded"]
+
+
+def test_an_endless_producer_is_read_no_further_than_the_read_ahead(swarm):
+    run_stdin = " ".join(swarm.cmd("run", "-j", "2", "-", "--output", "quiet"))
+    proc = subprocess.Popen(["sh", "-c", f"yes 'sleep 30' | {run_stdin}"],
+                            cwd=swarm.cwd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    try:
+        events = run / "events.jsonl"
+
+        def added() -> int:  # the tasks of the run's start, then those added as they were read
+            if not (run / "run.json").exists() or not events.exists():
+                return 0
+            return len(json.loads((run / "run.json").read_text())["tasks"]) + events.read_text().count(
+                '"event":"task_added"')
+
+        wait_until(lambda: added() >= read_ahead(2), what="the read-ahead filled")
+        supervisor = _supervisor(proc.pid)
+        settled = added()
+        deadline = time.monotonic() + 1.0  # reading on would add thousands within this second
+        while time.monotonic() < deadline:
+            assert added() == settled
+            time.sleep(0.05)
+        assert settled <= read_ahead(2) + 2  # what waits, and what runs
+        assert supervisor.memory_info().rss < 100 << 20
+        supervisor.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
+        assert "the rest never was" in proc.stderr.read()
+        assert '"event":"input_unread"' in events.read_text()
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_resume_of_a_run_killed_while_reading_stdin_says_the_rest_was_never_read(swarm):
+    run_stdin = " ".join(swarm.cmd("run", "-j", "2", "-", "--output", "quiet"))
+    proc = subprocess.Popen(["sh", "-c", f"yes 'true' | {run_stdin}"],
+                            cwd=swarm.cwd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    try:
+        wait_until(lambda: (run / "run.json").exists() and (run / "events.jsonl").exists() and
+                   (run / "events.jsonl").read_text().count("worker_completed") >= 10, what="some tasks done")
+        _supervisor(proc.pid).kill()
+        proc.wait(timeout=30)
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 0, res.stderr
+        assert "the rest of that input was never read" in res.stderr
+        assert {t["status"] for t in swarm.tasks().values()} == {"succeeded"}
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_a_bad_record_after_the_first_stops_the_reading_with_a_warning(tmp_path):
+    r, w = __import__("os").pipe()
+    __import__("os").write(w, b"echo a\n\xff\xfe\necho c\n")
+    __import__("os").close(w)
+    stream = InputStream.of_lines(r)
+    assert [t.cmd for t in stream.first(1000)] == ["echo a"]
+    assert stream.ended and stream.problem is not None and "not valid UTF-8" in stream.problem.message
+    json.dumps(stream.problem.message)  # a plain line, for the warning
+
+
+def _supervisor(shell: int) -> psutil.Process:
+    """The ``zellij-swarm run`` below the test's shell (its launcher is a child of its own)."""
+    for p in psutil.Process(shell).children():
+        try:
+            if "zellij_swarm" in " ".join(p.cmdline()):
+                return p
+        except psutil.NoSuchProcess:
+            continue
+    raise AssertionError("no supervisor")
