@@ -83,17 +83,22 @@ def interrupted_run(swarm: Swarm) -> Iterator[Path]:
         kill_run_processes(run.name)
 
 
+_FAKE_ZELLIJ_SUITES = frozenset({"test_zellij_transcripts.py", "test_zellij_matrix.py", "test_zellij_semantics.py",
+                                 "test_zellij_faults.py", "test_zellij_backend.py", "test_zellij_layout.py"})
+
+
 def _tier(item: pytest.Item) -> str | None:
     """The tier a test runs in besides the fast one (scripts/test): ``real_zellij`` (it uses
-    the real Zellij), ``slurm`` (the real local cluster), ``fake`` (the fake Zellij's own
-    tests and the replays of the real one's transcripts)."""
+    the real Zellij), ``slurm`` (the real local cluster), ``fake`` (the fake Zellij: its own
+    tests, the Zellij backend's suites against it, and the replays of the real one's
+    transcripts)."""
     path = Path(str(item.fspath))
     fixtures = getattr(item, "fixturenames", ())
     if "rz" in fixtures or "rz_pre044" in fixtures or "real-zellij" in item.name:
         return "real_zellij"
     if path.name == "test_slurm.py":
         return "slurm"
-    if path.parent.name == "fake_zellij" or path.name == "test_zellij_transcripts.py":
+    if path.parent.name == "fake_zellij" or path.name in _FAKE_ZELLIJ_SUITES:
         return "fake"
     return None
 
