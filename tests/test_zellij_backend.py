@@ -270,6 +270,21 @@ def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path
     assert d.warnings == []
 
 
+def test_a_close_at_the_end_that_fails_leaves_the_tab_and_the_hint_says_so(fz, tmp_path):
+    """Issue 21 §3.6: the backend marked itself closed whatever its close calls answered, so a
+    tab left behind came with no hint. Every close of a pane fails here: the tab stays, said."""
+    d = Driven(fz, tmp_path, "0.45.0")
+    run_id = d.paths.run_id
+    d.env["FAKE_ZELLIJ_FAULTS"] = "fail:close-pane:1:boom"
+    d.backend.env = d.env
+    d.backend.z.env = d.env
+    d.backend.close(cancelled=False, failed=False)
+    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
+                                         "close it with zellij-swarm prune")
+    assert {c for c, _ in d.warnings} == {"pane_call_failed"}
+
+
 def test_before_044_the_tab_stays_and_the_hint_says_so(fz, tmp_path):
     from zellij_swarm.backends import leftovers
 

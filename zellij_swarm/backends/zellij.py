@@ -415,21 +415,24 @@ class ZellijBackend:
         self._pane_action("rename-pane", "--pane-id", pane_id,
                           self._title(req, "waiting for input" if waiting else "running"))
 
-    def _pane_action(self, *args: str) -> None:
+    def _pane_action(self, *args: str) -> bool:
         """An action on one of our panes (rename, close). A pane the user closed is no fault:
         the real Zellij (0.45.0) answers an action on a pane id it no longer has with exit 2
         and "Pane with id Terminal(N) not found" (contract §2.9) — the pane is forgotten,
         never again an anchor for new panes. Any other non-zero exit or no answer is a
         ``pane_call_failed`` / ``pane_call_timeout`` warning, and the pane lifecycle goes on.
         A session that is gone is not warned about pane by pane: its workers end
-        ``multiplexer_lost``."""
+        ``multiplexer_lost``. Returns whether the pane is as asked (acted on, or gone)."""
         try:
             self.z.call("action", *args)
         except BackendError as e:
             if _PANE_GONE in e.message and "--pane-id" in args:
                 self.open_panes.pop(args[args.index("--pane-id") + 1], None)
-            elif e.code != "session_missing":
+                return True
+            if e.code != "session_missing":
                 self.ctx.warn(e.code, e.message)
+            return False
+        return True
 
     def _release(self, w: _Worker) -> None:
         """A held pane's time is up: close it by id from 0.44; before, the wrapper's own hold
@@ -471,9 +474,10 @@ class ZellijBackend:
         self.panes.finish(cancelled=cancelled)
         if self.created_session:  # kept for the user to attach and look (SPEC §2)
             if self.close_session_at_end and self.z.session:
-                self.z.call("kill-session", self.z.session, session=False, check=False)
-                self.z.call("delete-session", "--force", self.z.session, session=False, check=False)
-                self.closed = True
+                killed = self._session_call("kill-session", self.z.session)
+                self._session_call("delete-session", "--force", self.z.session)
+                # closed only if it is: a kill that failed leaves the session, and the hint says so
+                self.closed = killed or not self.session_alive()
         elif (self.close_session_at_end or not failed) and self.z.has("pane_id_target"):
             self._close_ours()
 
@@ -483,9 +487,17 @@ class ZellijBackend:
         panes = self.z.list_panes()
         ours = ({f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")} & self.known
                 if panes is not None else self.known)
-        for pane in sorted(ours, key=lambda p: _zellij.pane_number(p) or 0):
-            self._pane_action("close-pane", "--pane-id", pane)
-        self.closed = True
+        closed = [self._pane_action("close-pane", "--pane-id", pane)
+                  for pane in sorted(ours, key=lambda p: _zellij.pane_number(p) or 0)]
+        self.closed = all(closed)  # one that would not close leaves the tab: the hint says how to close it
+
+    def _session_call(self, *args: str) -> bool:
+        """A session command at the end of the run (kill, delete): whether it went through."""
+        try:
+            return self.z.call(*args, session=False, check=False).returncode == 0
+        except BackendError as e:
+            self.ctx.warn(e.code, e.message)
+            return False
 
     def _as_typed(self, argv: list[str]) -> str:
         """A zellij command for the user to type: with our socket directory, when not the default."""
