@@ -132,7 +132,8 @@ def test_pause_starts_nothing_new_survives_a_resume_and_unpause_goes_on(swarm):
         wait_until(lambda: rows(snapshot(swarm, run)).get("a") == "succeeded", what="a done")
         # an answered addition proves the loop turned (and would have started b) since a ended
         assert swarm("add", run.name, "--name", "c", "--", "true").code == 0
-        snap = snapshot(swarm, run)
+        # the snapshot follows within its interval
+        snap = wait_until(lambda: _listing(snapshot(swarm, run), "c"), what="c in the snapshot")
         assert rows(snap) == {"a": "succeeded", "b": "pending", "c": "pending"}
         assert snap["paused"] == {"run": True, "groups": []}
         assert "paused: no new task starts" in swarm("status", run.name).stdout
@@ -144,7 +145,8 @@ def test_pause_starts_nothing_new_survives_a_resume_and_unpause_goes_on(swarm):
         r.proc = swarm.popen("resume", run.name, "--output", "quiet")
         wait_until(lambda: snapshot(swarm, run).get("state") == "running", what="resumed")
         assert swarm("add", run.name, "--name", "d", "--", "true").code == 0
-        assert rows(snapshot(swarm, run)) == {"a": "succeeded", "b": "pending", "c": "pending", "d": "pending"}
+        snap = wait_until(lambda: _listing(snapshot(swarm, run), "d"), what="d in the snapshot")
+        assert rows(snap) == {"a": "succeeded", "b": "pending", "c": "pending", "d": "pending"}
         res = swarm("unpause", run.name)
         assert res.code == 0, res.stderr
         assert r.proc.wait(timeout=60) == 0
@@ -227,3 +229,8 @@ def test_status_cancel_and_logs_take_a_group_or_tags(swarm):
         assert r.proc.wait(timeout=60) == 1  # a task was cancelled
     assert rows(snapshot(swarm, run)) == {"train": "cancelled", "eval": "succeeded", "lint": "succeeded",
                                           "fmt": "succeeded"}
+
+
+def _listing(snap, task: str):
+    """``snap`` once it lists ``task`` (None before)."""
+    return snap if task in rows(snap) else None

@@ -256,16 +256,15 @@ class ZellijBackend:
         """Poll ``list-panes --json`` until every name shows (contract §6.4); learns our tab.
         A worker pane also counts as shown once its launch heartbeat names it: one closed
         before it was listed (by its user, at once) would otherwise never show."""
-        answered = False
         while True:
             try:
                 panes = self.z.list_panes()
-                answered = True
             except BackendError as e:
-                # a session just made is listed live a moment before it answers actions
-                # ("There is no active session!", seen on 0.45.0): not yet, until the deadline;
-                # once it has answered, it is gone
-                if e.code != "session_missing" or answered or time.monotonic() > deadline:
+                # A session just made is listed live a little before it answers actions for
+                # good: 0.45.0 says "There is no active session!" now and then meanwhile. Not
+                # yet, until the deadline — unless it is no longer listed live: then it is gone.
+                row = self.z.sessions().get(self.z.session or "") if e.code == "session_missing" else None
+                if row is None or not row.live or time.monotonic() > deadline:
                     raise
                 panes = None
             if panes is not None:
