@@ -101,6 +101,9 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
         time.sleep(0.1)
     for job_id in ids:
         cluster.cancel(job_id)  # gone already: scancel says so, and nothing happens
+    settled = time.monotonic() + SETTLE_WAIT  # and they leave the queue before this returns
+    while ids and time.monotonic() < settled and generations & cluster.jobs(run_id).keys():
+        time.sleep(SETTLE_POLL)
     return len(ids)
 
 
