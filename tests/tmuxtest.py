@@ -70,5 +70,8 @@ def private_tmux() -> Iterator[Tmux]:
     finally:
         subprocess.run(["tmux", "-S", str(t.socket), "kill-server"], capture_output=True, timeout=10)
         for pid in t.server_pids():
-            psutil.Process(pid).kill()
+            try:
+                psutil.Process(pid).kill()
+            except psutil.NoSuchProcess:  # it ended between the listing and the kill
+                pass
         shutil.rmtree(tmpdir, ignore_errors=True)
