@@ -8,16 +8,15 @@ but succeeded, and no process of the run is left."""
 
 from __future__ import annotations
 
-import collections
 import os
 import random
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from soak_swarm import SoakError, SoakSwarm, ledger_problems, recorded_wrong
+from soak_swarm import Round, SoakError, SoakSwarm, ledger_problems, recorded_wrong
 
 MODES = ("sigterm", "sigint", "cancel", "halt")
 STOPPED_EXIT = {"sigterm": 143, "sigint": 130, "cancel": 130, "halt": 1}
@@ -25,19 +24,9 @@ FAILING_EXIT = 7  # the task that sets off --halt now
 SUPERVISOR_DEADLINE = 300.0  # seconds for a run or retry to end: a kill ladder is 2 s, 300 tasks far less
 
 
-@dataclass
-class CancelRound:
-    number: int
-    mode: str
-    moment: str
-    missed: bool = False  # the run ended before the stop reached it: the round proved nothing
-    problems: list[str] = field(default_factory=list)
-    facts: str = ""
-    tally: collections.Counter[str] = field(default_factory=collections.Counter)  # summed over the phase
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
+@dataclass(kw_only=True)
+class CancelRound(Round):
+    mode: str  # how the run was stopped
 
 
 def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) -> tuple[CancelRound, SoakSwarm]:
@@ -53,7 +42,7 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
     swarm.write_swarm(commands, jobs)
     stop_line, stop_delay = rng.randrange(0, tasks * 2 // 3), rng.uniform(0, 0.1)
     moment = f"{failing} fails" if failing else f"at ledger line {stop_line} + {stop_delay * 1000:.0f} ms"
-    result = CancelRound(number, mode, f"{mode} {moment}")
+    result = CancelRound(number=number, mode=mode, moment=f"{mode} {moment}")
     result.tally[f"{mode} rounds"] += 1
     halt = ["--halt", "now"] if failing else []
     started = time.monotonic()

@@ -13,10 +13,9 @@ import os
 import random
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from soak_swarm import SoakError, SoakSwarm, ledger_problems, recorded_wrong
+from soak_swarm import Round, SoakError, SoakSwarm, ledger_problems, recorded_wrong
 
 TMPFS_SIZE = "16m"  # a 300-task run's records take about 3 MB
 FILLER_BYTES = 64 << 20  # more than the tmpfs holds: the filler stops at ENOSPC
@@ -31,18 +30,6 @@ UNSEEN = ("unknown", "state_dir_error")
 FLAPPING = 3
 
 
-@dataclass
-class DiskFullRound:
-    number: int
-    moment: str
-    missed: bool = False  # the run ended before the filler ran: the round proved nothing
-    problems: list[str] = field(default_factory=list)
-    facts: str = ""
-    tally: collections.Counter[str] = field(default_factory=collections.Counter)  # summed over the phase
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 def private_mounts_problem() -> str | None:
@@ -63,7 +50,7 @@ def private_mounts_problem() -> str | None:
         probe.rmdir()
 
 
-def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) -> tuple[DiskFullRound, SoakSwarm]:
+def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) -> tuple[Round, SoakSwarm]:
     rng = random.Random(f"{seed}/disk-full/{number}")
     swarm = SoakSwarm(backend)
     swarm.mount_state_dir(TMPFS_SIZE)
@@ -71,7 +58,7 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
                 for i in range(tasks)}
     swarm.write_swarm(commands, jobs)
     fill_line, fill_delay, free_after = rng.randrange(jobs, tasks * 2 // 3), rng.uniform(0, 0.1), rng.uniform(0.5, 2)
-    result = DiskFullRound(number, f"filled at ledger line {fill_line} + {fill_delay * 1000:.0f} ms, "
+    result = Round(number, f"filled at ledger line {fill_line} + {fill_delay * 1000:.0f} ms, "
                                    f"freed {free_after:.2f}s later")
     proc = swarm.start("run", "soak.toml", "--state-dir", str(swarm.state_dir), "--output", "quiet",
                        *swarm.backend_args, log="run.err")
@@ -93,7 +80,7 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
     return result, swarm
 
 
-def _fill_and_free(result: DiskFullRound, state: Path, free_after: float) -> None:
+def _fill_and_free(result: Round, state: Path, free_after: float) -> None:
     """Another process fills the state dir to its last byte; the soak frees it ``free_after``
     seconds later."""
     filler = state / "filler"
@@ -106,7 +93,7 @@ def _fill_and_free(result: DiskFullRound, state: Path, free_after: float) -> Non
     filler.unlink()
 
 
-def _check(result: DiskFullRound, swarm: SoakSwarm, code: int, expected: list[str]) -> None:
+def _check(result: Round, swarm: SoakSwarm, code: int, expected: list[str]) -> None:
     summary = swarm.summary()
     # A pane's worker whose wrapper could not write its exit sidecar ended unseen: `unknown`
     # (SPEC §5.8), and the run exits 1. Headless, the launcher saw every end: all succeed.

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,22 @@ class SoakSwarm:
             self.mounted = False
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class Round:
+    """One round of a phase (cancel, disk-full): what it did and what went wrong."""
+
+    number: int
+    moment: str
+    missed: bool = False  # the run ended before the fault reached it: the round proved nothing
+    problems: list[str] = field(default_factory=list)
+    facts: str = ""
+    tally: collections.Counter[str] = field(default_factory=collections.Counter)  # summed over the phase
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
 
 
 def recorded_wrong(summary: dict[str, Any]) -> list[str]:

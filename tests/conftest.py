@@ -42,24 +42,24 @@ def fz() -> Iterator[FakeZellij]:
         f.cleanup()
 
 
-@pytest.fixture
-def rz() -> Iterator[RealZellij]:
-    """The real Zellij of CI's version (scripts/zellij-versions), private to one test."""
-    z = RealZellij(versions()["ci"])
+def _real_zellij(which: str) -> Iterator[RealZellij]:
+    z = RealZellij(versions()[which])
     try:
         yield z
     finally:
         z.cleanup()
+
+
+@pytest.fixture
+def rz() -> Iterator[RealZellij]:
+    """The real Zellij of CI's version (scripts/zellij-versions), private to one test."""
+    yield from _real_zellij("ci")
 
 
 @pytest.fixture
 def rz_pre044() -> Iterator[RealZellij]:
     """The real Zellij before 0.44 (built on demand by scripts/zellij-matrix), private to one test."""
-    z = RealZellij(versions()["pre044"])
-    try:
-        yield z
-    finally:
-        z.cleanup()
+    yield from _real_zellij("pre044")
 
 
 @pytest.fixture

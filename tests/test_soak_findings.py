@@ -19,6 +19,7 @@ import pytest
 from harness import Harness, Mux, Pane, Work, task
 from swarmtest import GATE, kill_run_processes, wait_until
 from test_faults import _in_private_mount, _needs_unshare
+from test_state_dir_full import patch_full
 from tmuxtest import outside_env
 
 from zellij_swarm.records import generation_files, log, rundir
@@ -29,9 +30,7 @@ def full(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     """The state directory is full while ``state["full"]``: rundir says so, and the two writes
     a pane generation needs from the supervisor fail as on a full disk — its wrapper script
     and the supervisor's claim. (Patched in: run these scenarios one at a time.)"""
-    state = {"full": True}
-    monkeypatch.setattr(rundir, "unwritable", lambda path: state["full"])
-    monkeypatch.setattr(rundir, "has_room", lambda path: not state["full"])
+    state = patch_full(monkeypatch)
 
     def enospc_while_full(real: Callable[..., Any]) -> Callable[..., Any]:
         def write(*args: Any, **kwargs: Any) -> Any:

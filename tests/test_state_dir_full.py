@@ -18,6 +18,11 @@ from zellij_swarm.records import rundir
 @pytest.fixture
 def full(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
     """The state directory is full while ``state["full"]``; a test frees it by setting False."""
+    return patch_full(monkeypatch)
+
+
+def patch_full(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """``rundir`` says the state directory is full while the returned ``state["full"]``."""
     state = {"full": True}
     monkeypatch.setattr(rundir, "unwritable", lambda path: state["full"])
     monkeypatch.setattr(rundir, "has_room", lambda path: not state["full"])
