@@ -146,14 +146,13 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     stream = None
     if words == ("-",) and after_separator is None and (template_text is not None or not null):
         # from stdin: the run starts at the first task; the rest is read as it comes (SPEC §4.6)
-        if template_text is not None:
-            template.parse(template_text, 1)  # the template is checked before anything is read
+        # the template is checked before anything is read
+        parsed = None if template_text is None else template.parse(template_text, 1)
         try:
             fd = sys.stdin.fileno()
         except (OSError, ValueError) as e:  # closed, or not a file (io.UnsupportedOperation)
             raise exc.UsageError(f"cannot read standard input: {e}") from None
-        stream = (InputStream.of_lines(fd) if template_text is None else
-                  InputStream.of_arguments(fd, template_text, null=null))
+        stream = InputStream.of_lines(fd) if parsed is None else InputStream.of_arguments(fd, parsed, null=null)
         source = swarmfile.SwarmInput(stream.first(read_ahead(1)), {}, None, stream.source)
     elif after_separator is not None or template_text is not None or null:
         source = template.load(words, after_separator, template_text, null=null)

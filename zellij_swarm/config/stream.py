@@ -71,10 +71,9 @@ class InputStream:
         return cls(fd, source, separator=b"\n", make=make)
 
     @classmethod
-    def of_arguments(cls, fd: int, template_text: str, *, null: bool, source: str = "<stdin>") -> InputStream:
+    def of_arguments(cls, fd: int, template: templates.Template, *, null: bool,
+                     source: str = "<stdin>") -> InputStream:
         """``run --template TEMPLATE -`` (``-0``: NUL-separated): TEMPLATE once per argument."""
-        template = templates.parse(template_text, 1)
-
         def make(text: str, record: int) -> TaskSpec | None:
             if "\0" in text:
                 raise exc.InputError(f"argument {record} contains a NUL byte (-0 reads NUL-separated arguments)",

@@ -628,11 +628,21 @@ class Supervisor:
         if not claimed and not generation_files.take_claim(lg.gen):
             self._follow_pane(lg, None)
             return
-        del self.live[lg.gen.slot]
+        self._let_go(lg)
         self.slots.free(lg.gen.slot)
-        lg.done = True
         lg.task.withdraw_generation()
         self._finalise(lg.task, TaskStatus.CANCELLED, reason)
+
+    def _let_go(self, lg: LiveGen) -> None:
+        """A generation is over for this supervisor: out of ``live``, its timers, idle watch
+        and input watch gone (its slot is the caller's to free or hold)."""
+        lg.done = True
+        del self.live[lg.gen.slot]
+        for timer in lg.deadlines:
+            self.timers.cancel(timer)
+        lg.deadlines.clear()
+        self.watchdog.unregister(lg.gen)
+        self.input_watch.unregister(lg)
 
     def _running(self, lg: LiveGen) -> None:
         freed = self._freed_at.pop(lg.gen.slot, None)
@@ -923,15 +933,9 @@ class Supervisor:
 
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
-        lg.done = True
         task, slot = lg.task, lg.gen.slot
-        del self.live[slot]
+        self._let_go(lg)
         self._freed_at[slot] = self.clock()
-        for timer in lg.deadlines:
-            self.timers.cancel(timer)
-        lg.deadlines.clear()
-        self.watchdog.unregister(lg.gen)
-        self.input_watch.unregister(lg)
         if lg.remote:  # what stays of its step in the row: where it ran
             task.slurm = {"node": lg.node} if lg.node else None
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
@@ -1240,12 +1244,8 @@ class Supervisor:
     def _requeue_unstarted(self, lg: LiveGen) -> None:
         """A generation that never started because the state directory was full: its task
         waits for a slot again, first in line, as if it had never been given one."""
-        lg.done = True
-        del self.live[lg.gen.slot]
+        self._let_go(lg)
         self.slots.free(lg.gen.slot)
-        for timer in lg.deadlines:
-            self.timers.cancel(timer)
-        lg.deadlines.clear()
         self.follow.unwatch(lg)
         lg.task.withdraw_generation()
         lg.task.move(TaskStatus.PENDING)

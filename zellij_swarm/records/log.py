@@ -63,10 +63,10 @@ class EventLog:
             return
         try:
             self._file.flush()
+            self._good = os.fstat(self._file.fileno()).st_size  # its only writer: whole lines
         except OSError as e:
             self._failed(e)
             return
-        self._good += sum(len(line.encode()) for line in self._unflushed)
         self._unflushed.clear()
 
     def _failed(self, e: OSError) -> None:
