@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from swarmtest import kill_run_processes, wait_until
+from swarmtest import backend_args, full, kill_run_processes, wait_until
 
 TASKS = 300
 
@@ -28,19 +28,24 @@ def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
     return swarm.write("tasks.txt", "\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "cancel", "halt-now"])
-def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how):
+@pytest.mark.parametrize("how, backend", [("SIGTERM", "headless"), ("SIGINT", "headless"), ("cancel", "headless"),
+                                          ("halt-now", "headless"), ("cancel", "tmux"), full("SIGTERM", "tmux")])
+def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how, backend, request):
+    """In live tmux panes too: there the pane's wrapper runs below the pane leader, and a
+    signal reaching it is not one reaching the worker."""
     ledger = swarm.cwd / "ledger"
     tasks = _swarm_file(swarm, ledger, failing=120 if how == "halt-now" else None)
     extra = ["--halt", "now"] if how == "halt-now" else []
-    proc = swarm.popen("run", str(tasks), "-j", "8", "--backend", "headless", "--output", "quiet", *extra)
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", str(tasks), "-j", "8", *(args or ("--backend", "headless")), "--output", "quiet",
+                       *extra, env=env)
     try:
         wait_until(lambda: sum(_ledger_counts(ledger).values()) >= 60, what="60 tasks at their end")
         if how in ("SIGTERM", "SIGINT"):
             proc.send_signal(getattr(signal, how))
         elif how == "cancel":
             run_id = swarm.latest().name
-            assert swarm("cancel", run_id).code == 0
+            assert swarm("cancel", run_id, env=env).code == 0
         proc.wait(timeout=60)
         run_id = swarm.latest().name
         first = swarm.tasks()
@@ -49,7 +54,8 @@ def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how):
             if t["status"] in ("cancelled", "failed", "lost", "timed_out") and t.get("exit_code") == 0:
                 raise AssertionError(f"{name} ran to exit 0 and is recorded {t['status']} ({t.get('reason')})")
         # (after a halt, the retry must not halt again at the same failure, to run all the rest)
-        retried = swarm("retry", run_id, "--output", "quiet", *(["--halt", "never"] if extra else []))
+        retried = swarm("retry", run_id, "--output", "quiet", *(["--halt", "never"] if extra else []), env=env,
+                        timeout=300)
         assert retried.code in (0, 1), retried.stderr
         counts = _ledger_counts(ledger)
         if how == "halt-now":

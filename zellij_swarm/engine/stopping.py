@@ -11,10 +11,10 @@ the loop. Its slot stays ``stopping`` until the whole tree is gone, so a slot ne
 generations at once.
 
 When a signal of the ladder first reaches a process of the worker's own (running, not a
-zombie, not the pane's relay), the generation's kill is *sent* (``Delivery.sent_at``): the
-outcome rule (``outcome.by_kill``) keeps a worker's own outcome when it ended before that moment,
-whatever was requested. A kill that finds nothing running changes nothing: the worker had
-already ended on its own.
+zombie, not the generation's wrapper or pty relay: ``procs.is_worker_process``), the
+generation's kill is *sent* (``Delivery.sent_at``): the outcome rule (``ended_by_kill``)
+keeps a worker's own outcome when it ended before that moment, whatever was requested. A
+kill that finds nothing running changes nothing: the worker had already ended on its own.
 
 With no supervisor (``cancel`` of a run whose supervisor is gone), ``end_now`` walks the
 same ladder in the caller, blocking.
