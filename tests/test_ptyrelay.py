@@ -184,8 +184,7 @@ def test_a_signal_that_comes_while_the_worker_is_being_started_still_ends_it(tmp
     step of a short start-up, so that one of them lands in that window."""
     for attempt in range(8):
         with relayed(tmp_path / f"log{attempt}", "sh", "-c", "sleep 5") as (pid, master):
-            while not _catches(pid, sig):  # its handler is in place: the fork is a moment away
-                pass
+            wait_until(lambda: _catches(pid, sig), interval=0, what="the relay's handler")  # the fork is next
             for _ in range(attempt):  # a few more steps of its start-up
                 os.sched_yield()
             os.kill(pid, sig)
