@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from realzellij import RealZellij, versions
+from slurmtest import cluster  # noqa: F401  (the real-cluster fixture of every test_slurm*.py)
 from swarmtest import Swarm, kill_run_processes, scrub, wait_until
 from tmuxtest import Tmux, private_tmux
 from zellijtest import FakeZellij
@@ -96,7 +97,7 @@ def _tier(item: pytest.Item) -> str | None:
     fixtures = getattr(item, "fixturenames", ())
     if "rz" in fixtures or "rz_pre044" in fixtures or "real-zellij" in item.name:
         return "real_zellij"
-    if path.name == "test_slurm.py":
+    if path.name.startswith("test_slurm"):
         return "slurm"
     if path.parent.name == "fake_zellij" or path.name in _FAKE_ZELLIJ_SUITES:
         return "fake"
