@@ -339,6 +339,21 @@ def print_table(rows: list[Row]) -> None:
         print(f"| {label:<{w0}} | {now:<{w1}} | {sign:<2} | {note}".rstrip())
 
 
+BUSY_LOAD = 0.5  # load average per core above which other work skews the wall ratios
+
+
+def load_warning(when: str) -> str | None:
+    """One line when the machine is busy ``when`` (the 1-minute load average above
+    ``BUSY_LOAD`` per core): wall ratios then mean less than the CPU rows, which come from the
+    processes' own rusage and grow little with load."""
+    load1 = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    if load1 <= BUSY_LOAD * cores:
+        return None
+    return (f"bench: warning: load average {load1:.2f} on {cores} cores {when}: other work is running; "
+            f"trust the CPU rows over the wall ratios, or run again on a quiet machine")
+
+
 def header(args: argparse.Namespace) -> str:
     def git(*a: str) -> str:
         r = subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True)
@@ -418,6 +433,7 @@ def main() -> None:
     have_tmux = bool(shutil.which("tmux")) and not args.quick
     title = header(args)
     print(title, file=sys.stderr)
+    busy_before = load_warning("before the runs")
 
     work = Path(tempfile.mkdtemp(prefix="zsw-bench-"))
     try:
@@ -645,6 +661,9 @@ def main() -> None:
         if big is not None:
             rows.append(Row(f"snapshot cost, {big_n:,} tasks", snapshot_cost([big])))
         print_table(rows)
+        for warning in (busy_before, load_warning("after the runs")):
+            if warning:
+                print(warning)
     finally:
         # after the report: removing a 100,000-task tree takes minutes
         print("bench: removing the runs' directories", file=sys.stderr)
