@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -21,9 +22,12 @@ from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile, template
+from zellij_swarm.config.state_dir import StateDir
+from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths, find_run
+from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES
 
 _SHORT = {"jobs": "-j"}
 _Command = TypeVar("_Command", bound=Callable[..., object])
@@ -55,14 +59,24 @@ def _metavar(spec: settings.Setting) -> str:
 
 def _state_dir_option(fn: _Command) -> _Command:
     return click.option("--state-dir", default=None, metavar="DIR",
-                        help="where run records live [env: ZELLIJ_SWARM_STATE_DIR; default ./.zellij-swarm]")(fn)
+                        help="where run records live [env: ZELLIJ_SWARM_STATE_DIR; default: the nearest "
+                             ".zellij-swarm here or above, up to the git top level]")(fn)
+
+
+def _found_state_dir(flag: str | None) -> StateDir:
+    """The state directory by the one rule of ``config.state_dir``; a candidate owned by
+    someone else that the walk skipped is said once."""
+    found = find_state_dir(flag, os.environ)
+    if found.skipped is not None:
+        click.echo(f"zellij-swarm: warning: {found.skipped}", err=True)
+    return found
 
 
 def _state_dir(flag: str | None, *, writing: bool = False) -> Path:
     """The state directory a command works in. One another user could have written
     (``rundir.untrusted``) is refused to commands that change a run or run its commands
     (``resume``, ``cancel``, ``add``, ``prune``); commands that only read get a warning."""
-    path = Path(flag or os.environ.get("ZELLIJ_SWARM_STATE_DIR") or "./.zellij-swarm").absolute()
+    path = _found_state_dir(flag).path
     if writing:
         rundir.require_trusted(path)
     elif problem := rundir.untrusted(path):
@@ -70,16 +84,97 @@ def _state_dir(flag: str | None, *, writing: bool = False) -> Path:
     return path
 
 
+def _runs_under(flag: str | None, *, writing: bool = False) -> tuple[Path, list[RunPaths]]:
+    """The state directory and its runs, newest first; none is a usage error that says where
+    the state directory was looked for and how to point elsewhere."""
+    found = _found_state_dir(flag)
+    path = _state_dir(str(found.path), writing=writing)
+    runs = rundir.all_runs(path)
+    if not runs:
+        raise exc.UsageError(found.no_runs())
+    return path, runs
+
+
 def _find_run(flag: str | None, run_id: str | None, *, writing: bool = False) -> RunPaths:
-    """The run a command acts on, under the same trust rule as its state directory: a run
-    directory or record another user could have written (``rundir.untrusted_run``) is refused
-    to ``resume``, ``cancel`` and ``add``, and read with one warning by the other commands."""
-    run = find_run(_state_dir(flag, writing=writing), run_id)
+    """The run a command acts on (none named: the newest), under the same trust rule as its
+    state directory: a run directory or record another user could have written
+    (``rundir.untrusted_run``) is refused to ``resume``, ``cancel`` and ``add``, and read with
+    one warning by the other commands."""
+    if run_id is None:
+        run = _runs_under(flag, writing=writing)[1][0]
+    else:
+        run = find_run(_state_dir(flag, writing=writing), run_id)
+    return _trusted(run, writing=writing)
+
+
+def _trusted(run: RunPaths, *, writing: bool) -> RunPaths:
     if writing:
         rundir.require_trusted_run(run)
     elif problem := rundir.untrusted_run(run):
         click.echo(f"zellij-swarm: warning: {problem}", err=True)
     return run
+
+
+# Which runs a command that acts may take by default (SPEC §3.9): it takes one only when exactly
+# one qualifies; a read-only command takes the newest run.
+_QUALIFIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
+    "retry": ("ended with tasks that did not succeed",
+              lambda s: s["state"] != "running" and any(v for k, v in (s.get("counts") or {}).items()
+                                                         if k in UNSUCCESSFUL_STATUSES)),
+    "resume": ("interrupted", lambda s: s["state"] == "interrupted"),
+    **{command: ("running", lambda s: s["state"] == "running")
+       for command in ("cancel", "restart", "pause", "unpause", "add", "collect")},
+}
+
+
+def _acting_run(flag: str | None, command: str, run_id: str | None) -> RunPaths:
+    """The run an acting command works on: the one named, else the only run that qualifies
+    for ``command`` (``_QUALIFIES``); none or several is a usage error naming the candidates."""
+    if run_id is not None:
+        return _find_run(flag, run_id, writing=True)
+    what, qualifies = _QUALIFIES[command]
+    path, runs = _runs_under(flag, writing=True)
+    candidates = []
+    for run in runs:
+        try:
+            if qualifies(views.load_status(run, rows=False)):
+                candidates.append(run)
+        except (exc.SwarmError, OSError, ValueError, KeyError):
+            continue
+    if len(candidates) == 1:
+        return _trusted(candidates[0], writing=True)
+    if not candidates:
+        raise exc.UsageError(f"no run under {path} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
+    shown = ", ".join(r.run_id for r in candidates[:5]) + (", …" if len(candidates) > 5 else "")
+    raise exc.UsageError(f"{len(candidates)} runs are {what} ({shown}): name the RUN to {command}")
+
+
+def _run_then(flag: str | None, command: str, args: tuple[str, ...]) -> tuple[RunPaths, tuple[str, ...]]:
+    """``[RUN] REST...``: the first argument is the run when it names one (its id, or a unique
+    prefix of it that is not a task of the run the command would take by default: a task
+    never hides behind a run); otherwise the run is the default (``_acting_run``) and every
+    argument is the command's."""
+    if args:
+        try:
+            named = find_run(_state_dir(flag, writing=True), args[0])
+        except exc.UsageError:
+            named = None
+        if named is not None and named.run_id != args[0] and _has_task(_default_or_none(flag, command), args[0]):
+            named = None  # a prefix of a run id that is also a task's name: the task wins
+        if named is not None:
+            return _trusted(named, writing=True), args[1:]
+    return _acting_run(flag, command, None), args
+
+
+def _default_or_none(flag: str | None, command: str) -> RunPaths | None:
+    try:
+        return _acting_run(flag, command, None)
+    except exc.UsageError:
+        return None
+
+
+def _has_task(run: RunPaths | None, key: str) -> bool:
+    return run is not None and any(key in (t["name"], t["id"]) for t in views.load_status(run)["tasks"])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -164,6 +259,8 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
         raise exc.UsageError(f"run takes one FILE, not {len(words)} arguments (a template takes its arguments "
                              "after :::, or from --template TEMPLATE FILE)")
     resolved = settings.resolve(flags, os.environ, source.file_settings)
+    if resolved.sources["state_dir"] == "default":  # no flag, variable or file setting: the one rule finds it
+        resolved = replace(resolved, state_dir=str(_found_state_dir(None).path))
     if here and resolved.backend in ("tmux", "headless"):
         raise exc.UsageError(f"--here conflicts with backend {resolved.backend!r} "
                              f"(from {resolved.sources['backend']}): --here places Zellij panes; drop one of them")
@@ -191,7 +288,7 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
 
 
 @cli.command()
-@click.argument("run_id", required=False)
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @click.option("--all", "show_all", is_flag=True, help="also show idle and closed slots")
 @click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
@@ -298,59 +395,60 @@ def attach(args: tuple[str, ...], state_dir: str | None) -> None:
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--output", type=click.Choice(get_args(settings.OutputMode)), default=None,
               help="output mode (default: the run's own)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @_state_dir_option
 def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, state_dir: str | None) -> None:
     """Continue an interrupted run (its supervisor died or was detached): adopt workers still
-    running, record exits that happened meanwhile, run what is left — no generation twice."""
+    running, record exits that happened meanwhile, run what is left — no generation twice.
+    Without RUN: the one interrupted run (several: name one)."""
     from zellij_swarm.engine.run import resume as resume_run
 
-    outcome = resume_run(_find_run(state_dir, run_id, writing=True), output=output, json_output=json_output)
+    outcome = resume_run(_acting_run(state_dir, "resume", run_id), output=output, json_output=json_output)
     if json_output:
         click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)
 
 
 @cli.command()
-@click.argument("run_id")
-@click.argument("tasks", nargs=-1)
+@click.argument("args", nargs=-1, metavar="[RUN] [TASK]...")
 @click.option("--group", default=None, metavar="GROUP", help="the tasks of this [group.NAME]")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="the tasks with this tag (repeatable: any of them)")
 @_state_dir_option
-def cancel(run_id: str, tasks: tuple[str, ...], group: str | None, tags: tuple[str, ...],
-           state_dir: str | None) -> None:
-    """Cancel a running swarm, or only the named TASKS of it (or those of --group / --tag)."""
-    click.echo(control.cancel(_find_run(state_dir, run_id, writing=True), tasks, group=group, tags=tags), err=True)
+def cancel(args: tuple[str, ...], group: str | None, tags: tuple[str, ...], state_dir: str | None) -> None:
+    """Cancel a running swarm, or only the named TASKS of it (or those of --group / --tag).
+    Without RUN: the one running run (several: name one)."""
+    run, tasks = _run_then(state_dir, "cancel", args)
+    click.echo(control.cancel(run, tasks, group=group, tags=tags), err=True)
 
 
 @cli.command()
-@click.argument("run_id")
-@click.argument("tasks", nargs=-1)
+@click.argument("args", nargs=-1, metavar="[RUN] [TASK]...")
 @click.option("--failed", is_flag=True, help="the tasks that did not succeed (what RUN alone retries)")
 @click.option("--unknown", is_flag=True,
               help="also the tasks whose outcome is unknown (they ran, and may have finished)")
 @click.option("--json", "json_output", is_flag=True, help="print the run summary as JSON on stdout")
 @_setting_options
-def retry(run_id: str, tasks: tuple[str, ...], failed: bool, unknown: bool, json_output: bool,
+def retry(args: tuple[str, ...], failed: bool, unknown: bool, json_output: bool,
           require_multiplexer: bool | None, require_zellij: bool | None, **flags: object) -> None:
     """Run again, in the same run record, the tasks of a finished or interrupted run that did
     not succeed (failed, timed out, cancelled, lost) and those skipped because of them — or
     the named TASKS. A task whose outcome is unknown (its exit could not be recorded) runs
     again only when named or with --unknown. New attempts, with their retries given anew;
     history kept; the run's recorded settings, unless given here. A running run: exit 2
-    (use restart).
+    (use restart). Without RUN: the one ended run with tasks that did not succeed (several:
+    name one).
 
     \b
     Exit codes: as run's: 0 every task of the run succeeded; 1 some did not; 2 bad input."""
     from zellij_swarm.engine.run import retry as retry_run
 
+    state_dir = flags.pop("state_dir", None)  # where the run is: not a setting a retry can change
+    run, tasks = _run_then(state_dir if isinstance(state_dir, str) else None, "retry", args)
     if failed and tasks:
         raise exc.UsageError("--failed retries the tasks that did not succeed; give it or TASKS, not both")
-    state_dir = flags.pop("state_dir", None)  # where the run is: not a setting a retry can change
-    run = _find_run(state_dir if isinstance(state_dir, str) else None, run_id, writing=True)
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     outcome = retry_run(run, list(tasks), flags=flags, env=os.environ, json_output=json_output, unknown=unknown)
     if json_output:
@@ -359,52 +457,67 @@ def retry(run_id: str, tasks: tuple[str, ...], failed: bool, unknown: bool, json
 
 
 @cli.command()
-@click.argument("run_id")
-@click.argument("tasks", nargs=-1, required=True)
+@click.argument("args", nargs=-1, required=True, metavar="[RUN] TASK...")
 @_state_dir_option
-def restart(run_id: str, tasks: tuple[str, ...], state_dir: str | None) -> None:
-    """End the running TASKS' workers (as a cancel would) and start each again at once: a
-    new attempt, which does not count against its retries."""
-    click.echo(control.restart(_find_run(state_dir, run_id, writing=True), tasks), err=True)
+def restart(args: tuple[str, ...], state_dir: str | None) -> None:
+    """End the running TASKS' workers (as a cancel would) and start each again at once, even
+    in a paused run: a new attempt, which does not count against its retries. Without RUN:
+    the one running run (several: name one)."""
+    run, tasks = _run_then(state_dir, "restart", args)
+    if not tasks:
+        raise exc.UsageError(f"restart needs the TASK(s) to run again: zellij-swarm restart {run.run_id} TASK...")
+    click.echo(control.restart(run, tasks), err=True)
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
 @_state_dir_option
-def pause(run_id: str, group: str | None, state_dir: str | None) -> None:
+def pause(run_id: str | None, group: str | None, state_dir: str | None) -> None:
     """Start no new task of a running swarm (or of one group of it) until `unpause`; the
-    running ones go on. A paused run stays paused when it is resumed."""
-    click.echo(control.set_paused(_find_run(state_dir, run_id, writing=True), group, paused=True), err=True)
+    running ones go on. A paused run stays paused when it is resumed. Without RUN: the one
+    running run (several: name one)."""
+    click.echo(control.set_paused(_acting_run(state_dir, "pause", run_id), group, paused=True), err=True)
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--group", default=None, metavar="GROUP", help="only this group (a paused run stays paused)")
 @_state_dir_option
-def unpause(run_id: str, group: str | None, state_dir: str | None) -> None:
-    """Start new tasks again, after `pause`: of the whole run (and every group), or of one group."""
-    click.echo(control.set_paused(_find_run(state_dir, run_id, writing=True), group, paused=False), err=True)
+def unpause(run_id: str | None, group: str | None, state_dir: str | None) -> None:
+    """Start new tasks again, after `pause`: of the whole run (and every group), or of one group.
+    Without RUN: the one running run (several: name one)."""
+    click.echo(control.set_paused(_acting_run(state_dir, "unpause", run_id), group, paused=False), err=True)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("run_id")
-@click.argument("what", nargs=-1, required=True, metavar="FILE | -- CMD...")
+@click.argument("args", nargs=-1, required=True, metavar="[RUN] FILE | [RUN] -- CMD...")
 @click.option("--name", default=None, help="-- CMD: the task's name (default: task-<n>)")
 @click.option("--after", multiple=True, metavar="TASK", help="-- CMD: run after TASK succeeded (repeatable)")
 @click.option("--priority", type=int, default=None, help="-- CMD: higher runs first (default 0)")
 @_state_dir_option
 @click.pass_context
-def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None, after: tuple[str, ...],
+def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tuple[str, ...],
         priority: int | None, state_dir: str | None) -> None:
     """Add tasks to a running swarm: the tasks of FILE (a swarm file or one command per
     line), or one task that runs CMD... directly (after --). Either may run after tasks
-    already in the run, those added while it runs included."""
+    already in the run, those added while it runs included. Without RUN: the one running
+    run (several: name one)."""
     raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
-    from_file = len(what) == 1 and "--" not in raw_args
+    command = len(raw_args) - raw_args.index("--") - 1 if "--" in raw_args else 0  # the words after --
+    if command:
+        before = args[:len(args) - command]
+        if len(before) > 1:
+            raise exc.UsageError(f"add takes [RUN] before --, not {len(before)} arguments")
+        run = _acting_run(state_dir, "add", before[0] if before else None)
+        what = args[len(args) - command:]
+    else:
+        run, what = _run_then(state_dir, "add", args)
+        if not what:
+            raise exc.UsageError(f"add needs a FILE or -- CMD: zellij-swarm add {run.run_id} FILE")
+    from_file = len(what) == 1 and not command
     if from_file and (name is not None or after or priority is not None):
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
-    run = _find_run(state_dir, run_id, writing=True)
     if from_file:
         click.echo(control.add(run, file=what[0]), err=True)
     else:
@@ -413,7 +526,7 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @click.option("--min-concurrency", type=click.IntRange(min=1), default=None,
               help="fail below this many workers at once")
@@ -421,12 +534,12 @@ def add(ctx: click.Context, run_id: str, what: tuple[str, ...], name: str | None
 @click.option("--max-launch-span", type=click.FloatRange(min=0), default=None, metavar="MS",
               help="fail if the first batch took longer than this to start")
 @_state_dir_option
-def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speedup: float | None,
+def proof(run_id: str | None, json_output: bool, min_concurrency: int | None, min_speedup: float | None,
           max_launch_span: float | None, state_dir: str | None) -> None:
     """Prove a run's parallelism from OS evidence (the wrappers' pids and file times): max
     concurrency, speed-up, first-batch launch span, and a check against the scheduler's own
     metrics. Always fails if concurrency ever exceeded the slot count; thresholds are opt-in.
-    Exit 0 when the proof holds, 1 when it does not."""
+    Exit 0 when the proof holds, 1 when it does not. Default RUN: the newest."""
     from zellij_swarm.commands.proof import format_proof, prove
 
     report = prove(_find_run(state_dir, run_id), min_concurrency=min_concurrency,
@@ -436,13 +549,13 @@ def proof(run_id: str, json_output: bool, min_concurrency: int | None, min_speed
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--html", "html_path", required=True, metavar="FILE", help="write the page to FILE")
 @_state_dir_option
-def report(run_id: str, html_path: str, state_dir: str | None) -> None:
+def report(run_id: str | None, html_path: str, state_dir: str | None) -> None:
     """Write one self-contained HTML page of a run: a timeline with a lane per slot and a bar
     per attempt, coloured by outcome, the run's counts and its proof of parallelism. A running
-    run shows what has happened so far."""
+    run shows what has happened so far. Default RUN: the newest."""
     from zellij_swarm.commands.report import write_report
 
     write_report(_find_run(state_dir, run_id), Path(html_path))
@@ -452,7 +565,7 @@ _VIEW_PANE_HELP = "(used by run) this is one of the run's own panes: register it
 
 
 @cli.command()
-@click.argument("run_id", required=False)
+@click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--once", is_flag=True, help="print one frame and exit")
 @click.option("--view-pane", is_flag=True, hidden=True, help=_VIEW_PANE_HELP)
 @_state_dir_option
@@ -499,7 +612,7 @@ def doctor(json_output: bool, executor: str | None, state_dir: str | None) -> No
     settings this environment resolves to (with their sources)."""
     from zellij_swarm.commands.doctor import format_report, format_slurm, report, slurm_report
 
-    info = report(os.environ)
+    info = report(os.environ, {"executor": executor})
     lines = format_report(info, os.environ)
     if executor == "slurm":
         info["slurm"] = slurm_report(os.environ, _state_dir(state_dir, writing=True))

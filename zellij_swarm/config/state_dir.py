@@ -1,0 +1,102 @@
+"""Which state directory a command works in: one rule for every command, ``run`` included
+(SPEC §3.9).
+
+1. ``--state-dir DIR``;
+2. ``$ZELLIJ_SWARM_STATE_DIR``;
+3. the nearest ``.zellij-swarm`` in the current directory or one of its ancestors. The walk
+   stops after the git top level (the directory holding ``.git``), ``$HOME``, or the last
+   directory before a filesystem boundary: a state directory never comes from another
+   repository, another user's home or another mount;
+4. failing that, ``.zellij-swarm`` at the git top level (inside a repository) or in the
+   current directory — where ``run`` creates it.
+
+So ``status`` from ``src/`` or from a new tmux window in the project finds the run ``run``
+started at the top. A candidate not owned by the current user is skipped, with one warning:
+another user's records are never read by accident. The git top level is found by looking
+for ``.git`` (a directory, or the file of a worktree), not by running git: every command
+does this first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = ".zellij-swarm"
+ENV = "ZELLIJ_SWARM_STATE_DIR"
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """The state directory found, and how: ``source`` is ``flag --state-dir``, ``env
+    ZELLIJ_SWARM_STATE_DIR``, ``found`` (an existing one, by the walk) or ``default`` (none
+    found: where a run would create it). ``looked`` are the directories the walk checked, in
+    order; ``skipped`` the warning about a candidate owned by someone else, if any."""
+
+    path: Path
+    source: str
+    looked: tuple[Path, ...] = ()
+    skipped: str | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.source not in ("found", "default")
+
+    def no_runs(self) -> str:
+        """The one-line error of a command that found no run: where it looked and how to
+        point it elsewhere."""
+        if self.explicit:
+            return f"no runs under {self.path} (from {self.source})"
+        where = ", ".join(str(d) for d in self.looked) or str(self.path.parent)
+        return (f"no runs under {self.path}: looked for {NAME} in {where}; run from the project a swarm ran in, "
+                f"or give --state-dir DIR (or set {ENV})")
+
+
+def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> StateDir:
+    """The state directory by the rule above."""
+    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
+    if flag:
+        return StateDir(_absolute(Path(flag), here), "flag --state-dir")
+    if env.get(ENV):
+        return StateDir(_absolute(Path(env[ENV]), here), f"env {ENV}")
+    home = env.get("HOME")
+    home_dir = Path(os.path.abspath(home)) if home else None
+    looked: list[Path] = []
+    skipped: str | None = None
+    top: Path | None = None
+    me = os.geteuid()
+    directory = here
+    while True:
+        looked.append(directory)
+        candidate = directory / NAME
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            st = None
+        if st is not None and os.path.isdir(candidate):
+            if st.st_uid == me:
+                return StateDir(candidate, "found", tuple(looked), skipped)
+            if skipped is None:
+                skipped = (f"skipped {candidate}: it belongs to uid {st.st_uid}, not to you (uid {me}); "
+                           f"give --state-dir DIR to use another")
+        if os.path.lexists(directory / ".git"):
+            top = directory
+            break
+        parent = directory.parent
+        if directory == home_dir or parent == directory or not _same_filesystem(directory, parent):
+            break
+        directory = parent
+    return StateDir((top or here) / NAME, "default", tuple(looked), skipped)
+
+
+def _absolute(path: Path, cwd: Path) -> Path:
+    return Path(os.path.abspath(cwd / path.expanduser()))
+
+
+def _same_filesystem(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return False
