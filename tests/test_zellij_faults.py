@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from swarmtest import GATE, wait_until
 from zellijtest import FAST
 
 TASKS = 5
@@ -96,3 +97,80 @@ def test_no_zellij_on_path(swarm, fz, require):
         assert res.code == 0, res.stderr
         assert ledger(swarm) == sorted(f"t{i}" for i in range(TASKS))
         assert [e["code"] for e in events(swarm.latest()) if e["event"] == "warning"] == ["multiplexer_missing"]
+
+
+ANCHOR_SWARM = f"""[swarm]
+jobs = 2
+[[task]]
+name = "bad"
+cmd = "exit 3"
+[[task]]
+name = "holder"
+cmd = "touch holder.up; {GATE}"
+[[task]]
+name = "next"
+cmd = "echo next >> ledger.txt"
+after = ["holder"]
+"""
+
+
+def _panes_closed_by_hand(swarm, fz, *titles: str, args: tuple[str, ...] = ()) -> tuple[object, str]:
+    """A live swarm inside session ``host`` (a client on it): once ``bad`` failed (its pane
+    kept) and ``holder`` waits at the gate, the user closes the panes whose titles start with
+    ``titles``; then ``next`` is backfilled. The run's result and its id."""
+    fz.host("host", "0.45.0", client=True)
+    swarm.write("sw.toml", ANCHOR_SWARM)
+    proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", *args,
+                       env=fz.env("0.45.0", inside="host", **FAST))
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+        def panes() -> list[dict]:
+            tabs = fz.session("0.45.0", "host")["tabs"]
+            return [p for t in tabs if t["name"] == f"swarm:{run.name}" for p in t["panes"]]
+
+        wait_until(lambda: any("bad · failed" in p["title"] for p in panes()), what="bad's pane kept")
+        wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
+        for p in panes():
+            if any(t in p["title"] for t in titles):
+                fz.zellij("--session", "host", "action", "close-pane", "--pane-id", p["pane_id"], version="0.45.0")
+        swarm.open_gate()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, err
+    finally:
+        proc.kill()
+    return run, run.name
+
+
+def test_a_backfill_never_goes_next_to_a_kept_pane_the_user_closed(swarm, fz):
+    """The backfill's anchor would be bad's kept pane (slot 1), which the user closed: the
+    real Zellij places a pane anchored on a pane that is gone nowhere (its worker runs unseen,
+    close-pane cannot reach it). It goes next to a pane of ours that is there."""
+    run, run_id = _panes_closed_by_hand(swarm, fz, "bad · failed")
+    rows = swarm.tasks()
+    assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"], rows["next"]
+    assert fz.session("0.45.0", "host")["orphan_panes"] == []
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    assert ledger(swarm) == ["next"]
+
+
+@pytest.mark.parametrize("require", [False, True], ids=["warn", "require"])
+def test_with_every_pane_of_the_swarm_closed_the_rest_runs_headless_with_one_warning(swarm, fz, require):
+    """The board and the kept pane closed by hand (slot 2 beyond --max-visible-panes runs
+    headless): no pane of ours is left to place one next to. No pane opens anywhere — not in
+    the user's tab, not unplaced — and one warning says the rest runs headless; under require
+    the task fails saying why."""
+    run, run_id = _panes_closed_by_hand(swarm, fz, "bad · failed", "· board",
+                                        args=("--max-visible-panes", "1", *(["--require-zellij"] if require else [])))
+    rows = swarm.tasks()
+    session = fz.session("0.45.0", "host")
+    assert session["orphan_panes"] == []
+    assert [t["name"] for t in session["tabs"]] == ["Tab #1"]
+    assert [p["pane_id"] for p in session["tabs"][0]["panes"] if p["kind"] == "terminal"] == ["terminal_0"]
+    warnings = [e["code"] for e in events(run) if e["event"] == "warning"]
+    if require:
+        assert (rows["next"]["status"], rows["next"]["reason"]) == ("failed", "zellij_tab_gone"), rows["next"]
+        assert ledger(swarm) == []
+    else:
+        assert sorted(warnings) == ["renderer_died", "tab_gone"]  # the board closed; the rest runs headless
+        assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"] is None, rows["next"]
+        assert ledger(swarm) == ["next"]

@@ -307,6 +307,8 @@ class ZellijBackend:
         anchor = self._stack_anchor(slot)
         if anchor is not None and self.mode != "here":
             return ["--stacked", *flags], anchor
+        if anchor is None and self.board_pane is None and self.mode != "here":
+            raise _tab_gone(self.z.session)  # making room closed the last pane of ours (_anchor_exists)
         return flags, anchor or self.board_pane
 
     def _stack_anchor(self, slot: int) -> str | None:
@@ -358,7 +360,34 @@ class ZellijBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
+        if self.started and self.broken is None and not self._anchor_exists():
+            self._break(_tab_gone(self.z.session))
+            if not self.require:  # under require its launch fails, saying why
+                self.panes.launched(1)  # the reservation is not used: no pane is opened
+                return None
         return self.pane_mode_value
+
+    def _anchor_exists(self) -> bool:
+        """Whether a backfill pane has a pane of ours to go next to, now (from 0.44). The real
+        Zellij (0.45.0) places a ``--near-current-pane`` pane whose anchor is gone nowhere: it
+        prints its id and runs its command, but no tab lists it and ``close-pane`` cannot
+        reach it (contract §3.10). So the panes of ours Zellij no longer lists — closed by
+        the user, the board too — are forgotten before each backfill, and an anchor is only
+        one it lists. With ``--here`` the caller's own pane is one too. Before 0.44 nothing
+        names an anchor (``_placement``); a list that does not answer changes nothing."""
+        if not self.z.has("near_current_pane"):
+            return True
+        panes = self.z.list_panes()
+        if panes is None:
+            return True
+        listed = {f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")}
+        for pane in [p for p in self.open_panes if p not in listed]:
+            del self.open_panes[pane]
+        if self.board_pane not in listed:
+            self.board_pane = None
+        own = self.env.get("ZELLIJ_PANE_ID")
+        here = self.mode == "here" and own is not None and f"terminal_{own}" in listed
+        return bool(self.open_panes) or self.board_pane is not None or here
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
@@ -380,7 +409,7 @@ class ZellijBackend:
                 pane = self._run_pane(self._title(r, "running"), r.pane_argv(), close_on_exit=close,
                                       slot=r.slot)
             except BackendError as e:
-                if e.code in ("pane_call_timeout", "session_missing"):
+                if e.code in ("pane_call_timeout", "session_missing", "tab_gone"):
                     self._break(e)  # do not hang on every later call
                 results.append(LaunchFailed(e.code, str(e)))
                 continue
@@ -520,6 +549,11 @@ class ZellijBackend:
             return "the swarm's panes stay in this tab: close them as any pane"
         how = "zellij-swarm prune" if self.z.has("list_panes") else "Zellij's tab mode (Ctrl t, x)"
         return f"tab swarm:{self.ctx.run_id} stays in zellij session {session!r}: close it with {how}"
+
+
+def _tab_gone(session: str | None) -> BackendError:
+    return BackendError("tab_gone", f"zellij: every pane of the swarm in session {session!r} was closed "
+                                    "(its tab is gone)")
 
 
 def _end_hold(req: LaunchRequest) -> None:

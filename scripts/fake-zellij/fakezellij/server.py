@@ -947,6 +947,11 @@ class Server:
             not ver44 and o.get("stacked"))
         if near and caller is not None:
             return caller.tab, caller, False
+        if near and ver44 and req.get("caller_pane"):
+            # 0.45.0 (verified): a $ZELLIJ_PANE_ID naming a pane that is gone places the pane
+            # nowhere — its id is printed, its command runs, no tab lists it and close-pane
+            # cannot reach it
+            return None, None, False
         tab = self.client_tab() if self.clients else None
         if tab is None and ver44:
             tab = self.tabs[0] if self.tabs else self.new_tab()
@@ -1003,7 +1008,7 @@ class Server:
                 pane.replaced = replaced
             self.relayout(tab)
         if pane.orphan:
-            return {}
+            return {"stdout": f"{pane.label}\n"} if ver44 and not req.get("faults", {}).get("silent_new_pane") else {}
         block = o.get("block")
         if block and ver44:
             if block != "close" and pane.state == "held" and pane.exited and (
