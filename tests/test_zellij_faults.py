@@ -174,3 +174,43 @@ def test_with_every_pane_of_the_swarm_closed_the_rest_runs_headless_with_one_war
         assert sorted(warnings) == ["renderer_died", "tab_gone"]  # the board closed; the rest runs headless
         assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"] is None, rows["next"]
         assert ledger(swarm) == ["next"]
+
+
+DETACH_SWARM = f"""[swarm]
+jobs = 1
+[[task]]
+name = "holder"
+cmd = "touch holder.up; {GATE}"
+[[task]]
+name = "ok"
+cmd = "echo ok >> ledger.txt"
+[[task]]
+name = "bad"
+cmd = "echo bad >> ledger.txt; exit 3"
+"""
+
+
+@pytest.mark.parametrize("version", ["0.43.1", "0.42.0"])
+def test_a_client_that_detaches_mid_run_before_044_is_said_once_and_the_rest_runs_headless(swarm, fz, version):
+    """Before 0.44 a ``run`` in a session no client is attached to places no pane, yet its
+    command runs (an unplaced pane; a failed worker's hold would sleep there for good). The
+    client goes while the first task runs: the next backfill finds no client, says so once,
+    and every later task runs headless — no pane outside any tab."""
+    fz.host("host", version, client=True)
+    swarm.write("sw.toml", DETACH_SWARM)
+    proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=fz.env(version, inside="host", **FAST))
+    try:
+        wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
+        fz.zellij("__fake-detach", "host", version=version)
+        swarm.open_gate()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, err
+    finally:
+        proc.kill()
+    rows = swarm.tasks()
+    assert rows["holder"]["pane_id"] and rows["ok"]["pane_id"] is None and rows["bad"]["pane_id"] is None, rows
+    assert (rows["ok"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
+    assert fz.session(version, "host")["orphan_panes"] == []
+    assert [e["code"] for e in events(swarm.latest()) if e["event"] == "warning"] == ["client_detached"]
+    assert ledger(swarm) == ["bad", "ok"]

@@ -360,12 +360,30 @@ class ZellijBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
-        if self.started and self.broken is None and not self._anchor_exists():
-            self._break(_tab_gone(self.z.session))
+        why = self._no_place() if self.started and self.broken is None else None
+        if why is not None:
+            self._break(why)
             if not self.require:  # under require its launch fails, saying why
                 self.panes.launched(1)  # the reservation is not used: no pane is opened
                 return None
         return self.pane_mode_value
+
+    def _no_place(self) -> BackendError | None:
+        """Why a backfill pane cannot be placed now, or None. Before 0.44 a ``run`` in a session
+        no client is attached to places no pane (contract §2.7): the real 0.43.1, its client
+        gone mid-run, answers exit 0 and spawns the command in a pane no tab holds — a failed
+        worker's hold would sleep there for good. So a client is looked for before each such
+        backfill (a probe that fails is not taken for "no client"). From 0.44 the anchor must
+        be a pane of ours that exists (``_anchor_exists``)."""
+        if self.z.has("detached_actions"):
+            return None if self._anchor_exists() else _tab_gone(self.z.session)
+        if not self.z.has("list_clients"):
+            return None
+        res = self.z.call("action", "list-clients", check=False)
+        if res.returncode == 0 and len(res.lines) <= 1:
+            return BackendError("client_detached", f"zellij {self.z.caps['version']}: no client is attached to session "
+                                                   f"{self.z.session!r} any more, and before 0.44 a pane needs one")
+        return None
 
     def _anchor_exists(self) -> bool:
         """Whether a backfill pane has a pane of ours to go next to, now (from 0.44). The real
