@@ -37,7 +37,8 @@ from zellij_swarm.quoting import terminal_text
 # Each would create the file $PWNED if a shell or tmux ever ran it.
 INJECT = "$(touch ${PWNED}) `touch ${PWNED}` #(touch ${PWNED})"
 CWD = f"c'{INJECT}'d \"dq\" #{{pane_id}} #[x] ##[y] #x é日本\nnl;"
-STATE = f"st'{INJECT}'\n#{{pane_id}};"
+# `%d %%`: tmux runs strftime over a `pipe-pane` command before it format-expands it
+STATE = f"st'{INJECT}'\n#{{pane_id}} %d %%;"
 ESCAPES = "\x1b]2;HACKED\x07\x1b[2J\x9b31m\x7f\rcr"
 NAME = f"n'{INJECT}' \"dq\" #{{pane_id}}#[fg=red] é\nline{ESCAPES};"
 PAYLOAD = f"p'{INJECT}' \"dq\" #{{pane_id}} #[fg=red] é日本\nline2;"
@@ -251,7 +252,7 @@ def test_tmux_reads_back_what_the_encoders_give_it(tmp_path, tmux):
     """Against the real tmux: an encoded argument arrives unchanged (also before a ``;``
     separator), encoded format text expands to itself, an encoded title draws as itself, and
     nothing runs."""
-    from zellij_swarm.quoting import tmux_arg, tmux_drawn, tmux_expanded
+    from zellij_swarm.quoting import tmux_arg, tmux_drawn, tmux_expanded, tmux_time_expanded
 
     pwned = tmp_path / "pwned"
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "q", "-x", "200", "-y", "10", "sleep 60", ";",
@@ -262,6 +263,9 @@ def test_tmux_reads_back_what_the_encoders_give_it(tmp_path, tmux):
         tmux("set-option", "-p", "-t", "q:", "@v", tmux_arg(text), ";", "set-option", "-p", "-t", "q:", "@w", "x")
         assert tmux("show-options", "-p", "-v", "-t", "q:", "@v")[:-1] == text
         assert tmux("display-message", "-p", "-t", "q:", "--", tmux_arg(tmux_expanded(text)))[:-1] == text
+    for text in [*TRICKY, "%d", "%%", "100%", "a%Yb#{pane_id}%"]:
+        # display-message, like pipe-pane, runs strftime over its text first
+        assert tmux("display-message", "-p", "-t", "q:", "--", tmux_arg(tmux_time_expanded(text)))[:-1] == text
     # every title on one border line, separated by |
     tmux("set-option", "-w", "-t", "q:", "pane-border-format",
          "<" + "|".join(f"#{{@t{i}}}" for i in range(len(TRICKY))) + ">", ";",

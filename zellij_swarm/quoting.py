@@ -76,6 +76,13 @@ def tmux_expanded(text: str) -> str:
     return _HASH_NOT_STYLE.sub("##", text)
 
 
+def tmux_time_expanded(text: str) -> str:
+    """``text`` where tmux runs ``strftime`` over it and then format-expands it (``pipe-pane``,
+    ``display-message``), so that both yield ``text`` itself: a ``%d`` in a state directory's
+    path would otherwise become the day of the month and the output go to another file."""
+    return tmux_expanded(text).replace("%", "%%")
+
+
 def tmux_drawn(text: str) -> str:
     """``text`` where tmux draws it through a format (a pane title), so that it shows as is."""
     return text.replace("#", "##")

@@ -44,7 +44,7 @@ from typing import Any
 from zellij_swarm import quoting
 from zellij_swarm.backends import _cmd
 from zellij_swarm.backends._lifecycle import PaneLifecycle
-from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.backends.base import WHERE_PANES_ARE, LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
@@ -151,13 +151,12 @@ class TmuxBackend:
         self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
-        where = f"tmux session {self.session_name!r}, window {name}"
         self.socket_path = socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
-        if self.created_session:
+        if self.inside:  # --attach moves this client to the swarm's window (in whichever session it is)
+            self.attach_argv = ["tmux", "-S", socket, "switch-client", "-t", window]
+        elif self.created_session:
             self.attach_argv = ["tmux", "-S", socket, "attach", "-t", self.session_name]
-            ctx.notice(f"panes in {where}; attach with: {quoting.shell_line(self.attach_argv)}")
-        else:
-            ctx.notice(f"panes in {where} (tmux select-window -t {window})")
+        ctx.notice(WHERE_PANES_ARE.format("tmux"))
         if not self.live:
             self._open_renderers(min(ctx.settings.jobs, self.panes.cap))
 
@@ -262,13 +261,13 @@ class TmuxBackend:
 
     def _log_setup(self, slot: int) -> str:
         """The wrapper's first-stage shell that copies the pane's output to the generation's
-        ``output.log``. tmux format-expands a ``pipe-pane`` command, then runs it with
-        ``sh -c``: the path is encoded for that shell, then for tmux, and the whole argument
+        ``output.log``. tmux runs strftime over a ``pipe-pane`` command, format-expands it,
+        then runs it with ``sh -c``: the path is encoded for that shell, then for tmux, and the whole argument
         for the wrapper's own shell. Only the slot's directory is known here; the wrapper
         appends the generation's directory name (``gen-N``, which needs no encoding) from
         ``$_zsw_d``."""
         slot_dir = quoting.shell_word(str(self.ctx.paths.slot_dir(slot)))
-        command = quoting.shell_word(quoting.tmux_expanded(f"exec cat >>{slot_dir}/"))
+        command = quoting.shell_word(quoting.tmux_time_expanded(f"exec cat >>{slot_dir}/"))
         return f'tmux pipe-pane -t "$TMUX_PANE" {command}"${{_zsw_d##*/}}/output.log"'
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
