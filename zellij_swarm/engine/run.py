@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -71,8 +71,13 @@ def execute(
     attach: bool = False,
     groups: Mapping[str, int] | None = None,
     stream: InputStream | None = None,
+    handle_signals: bool = True,
+    on_started: Callable[[RunPaths], None] | None = None,
 ) -> Outcome:
-    """Run ``specs`` (and, with ``stream``, the tasks still to come from it) as a new run."""
+    """Run ``specs`` (and, with ``stream``, the tasks still to come from it) as a new run.
+    ``handle_signals=False`` leaves the process's signal handlers alone (the Python API: a
+    host program keeps its own); ``on_started`` is told the run's directory once it exists
+    and its control inbox is watched (the API's handles talk to the run through it)."""
     _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
     _require_names(junit_path=junit_path, joblog_path=joblog_path)
     if junit_path is not None:
@@ -87,13 +92,15 @@ def execute(
         attach = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
-    reporter = _reporter("quiet" if attach else resolved.output, json_output, record=outputs)
+    reporter = _reporter("quiet" if attach else resolved.output, json_output, record=outputs,
+                         on_started=on_started)
     # before the run: a bad path is exit 2
     joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog,
                    worktree_base=base, stream=stream)
-    return _supervise(Supervisor(plan, backend, reporter), None if junit_path is None else Path(junit_path))
+    return _supervise(Supervisor(plan, backend, reporter, handle_signals=handle_signals),
+                      None if junit_path is None else Path(junit_path))
 
 
 def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False) -> Outcome:
@@ -272,16 +279,16 @@ def _require_names(**paths: str | None) -> None:
             raise exc.UsageError(f"--{option.removesuffix('_path')}: an empty file name; name the file to write")
 
 
-def _reporter(output: str | None, json_output: bool, *, run_id: str = "",
-              record: Outputs | None = None) -> ConsoleReporter:
+def _reporter(output: str | None, json_output: bool, *, run_id: str = "", record: Outputs | None = None,
+              on_started: Callable[[RunPaths], None] | None = None) -> ConsoleReporter:
     """The output mode (default: progress on a terminal, group elsewhere); with --json the
     workers' output goes to stderr so that stdout is one JSON document. ``run_id``: a run
     that goes on, whose hints name it before it says it started; ``record``: a new run's
-    outputs, recorded in its directory as it starts."""
+    outputs, recorded in its directory as it starts (and ``on_started`` told it)."""
     mode = output or ("progress" if sys.stderr.isatty() else "group")
     out = sys.stderr.buffer if json_output else None
     if record is not None:
-        return _RecordingReporter(mode, record, out=out)
+        return _RecordingReporter(mode, record, out=out, on_started=on_started)
     return ConsoleReporter(mode, out=out, run_id=run_id)
 
 
@@ -290,9 +297,11 @@ class _RecordingReporter(ConsoleReporter):
     directory exists — ``started``, before any task runs — so that whoever finishes the run
     completes them."""
 
-    def __init__(self, mode: str, outputs: Outputs, *, out: IO[bytes] | None) -> None:
+    def __init__(self, mode: str, outputs: Outputs, *, out: IO[bytes] | None,
+                 on_started: Callable[[RunPaths], None] | None = None) -> None:
         super().__init__(mode, out=out)
         self.outputs = outputs
+        self.on_started = on_started
 
     def started(self, run: RunPaths, total: int) -> None:
         try:
@@ -301,6 +310,8 @@ class _RecordingReporter(ConsoleReporter):
             self.problem(f"warning: cannot record the run's outputs in {run.dir}: {e.strerror}; a resume of this "
                          "run would not complete its JUnit report and joblog")
         super().started(run, total)
+        if self.on_started is not None:
+            self.on_started(run)
 
 
 def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool, here: bool = False) -> Backend:
