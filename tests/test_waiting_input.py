@@ -111,14 +111,13 @@ def test_python_input_is_reading():
         becomes(pid, TtyWait.READING)
 
 
-def test_readline_input_is_polling_and_waits_only_after_silence():
+def test_readline_input_polls_the_terminal_alone_and_waits_at_once():
     pytest.importorskip("readline")
     with on_pty(PY, "-c", "import readline; input('> ')") as (pid, master):
         read_until(master, b"> ")
         becomes(pid, TtyWait.POLLING)
         stays(pid, TtyWait.POLLING)
-        assert waiting_input(TtyWait.POLLING, silent_for=0.5) is False
-        assert waiting_input(TtyWait.POLLING, silent_for=QUIET_AFTER) is True
+        assert waiting_input(TtyWait.POLLING, silent_for=0.0) is True
 
 
 EVENT_LOOPS = {  # each registers its fds, says "ready", then waits on them forever
@@ -133,8 +132,19 @@ WAITS = CALLS.epolls | CALLS.polls | CALLS.selects
 
 
 @pytest.mark.parametrize("loop", EVENT_LOOPS)
-def test_an_event_loop_on_stdin_is_polling(loop):
+def test_an_event_loop_on_stdin_and_a_socket_is_shared(loop):
     program = f"import select, socket\na, b = socket.socketpair()\nfds = [a.fileno(), 0]\n{EVENT_LOOPS[loop]}"
+    with on_pty(PY, "-c", program) as (pid, master):
+        read_until(master, b"ready")
+        becomes(pid, TtyWait.SHARED)
+        stays(pid, TtyWait.SHARED)
+
+
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_an_event_loop_on_stdin_and_its_own_timer_and_file_is_polling(loop):
+    """A pipe or socket another process may write; an eventfd (or timer) of its own it wakes itself."""
+    program = ("import select, os\nf = os.eventfd(0)\nfds = [f, 0]\n"
+               f"{EVENT_LOOPS[loop]}")
     with on_pty(PY, "-c", program) as (pid, master):
         read_until(master, b"ready")
         becomes(pid, TtyWait.POLLING)
@@ -251,9 +261,10 @@ def test_without_ptrace_access_it_is_unknown():
 
 @pytest.mark.parametrize(("wait", "silent_for", "expected"), [
     (TtyWait.READING, 0.0, True),
-    (TtyWait.POLLING, 0.0, False),
-    (TtyWait.POLLING, QUIET_AFTER - 0.1, False),
-    (TtyWait.POLLING, QUIET_AFTER, True),
+    (TtyWait.POLLING, 0.0, True),
+    (TtyWait.SHARED, 0.0, False),
+    (TtyWait.SHARED, QUIET_AFTER - 0.1, False),
+    (TtyWait.SHARED, QUIET_AFTER, True),
     (TtyWait.BUSY, 3600.0, False),
     (TtyWait.UNKNOWN, 3600.0, None),
 ])
@@ -262,5 +273,11 @@ def test_waiting_input(wait, silent_for, expected):
 
 
 def test_a_quiet_after_of_ones_own():
-    assert waiting_input(TtyWait.POLLING, silent_for=1.0, quiet_after=0.5) is True
-    assert waiting_input(TtyWait.POLLING, silent_for=1.0, quiet_after=2.0) is False
+    assert waiting_input(TtyWait.SHARED, silent_for=1.0, quiet_after=0.5) is True
+    assert waiting_input(TtyWait.SHARED, silent_for=1.0, quiet_after=2.0) is False
+
+
+@pytest.mark.parametrize(("wait", "expected"), [(TtyWait.SHARED, True), (TtyWait.UNKNOWN, True),
+                                                (TtyWait.BUSY, False), (TtyWait.POLLING, True)])
+def test_a_prompt_on_the_screen_weighs_less_than_the_kernel(wait, expected):
+    assert waiting_input(wait, silent_for=0.0, prompt=True) is expected

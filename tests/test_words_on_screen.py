@@ -251,7 +251,7 @@ def test_one_look_that_cannot_tell_changes_nothing_two_do(tmp_path, monkeypatch)
     from zellij_swarm.worker.waiting import TtyWait
 
     looks = iter([TtyWait.READING, TtyWait.UNKNOWN, TtyWait.READING, TtyWait.UNKNOWN, TtyWait.UNKNOWN])
-    monkeypatch.setattr(input_watch.waiting, "tty_wait", lambda pid, procs: next(looks))
+    monkeypatch.setattr(input_watch.waiting, "look", lambda pid, procs: input_watch.waiting.Look(next(looks)))
     monkeypatch.setattr(input_watch.waiting, "scan_procs", lambda: {})
     now = [0.0]
     timers = Timers(lambda: now[0])

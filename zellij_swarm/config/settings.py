@@ -1,8 +1,8 @@
 """Run settings: one table, one precedence rule, every value recorded with its source.
 
 Precedence (SPEC §3): flag > environment > swarm file > default. A task's own key
-(``timeout``, ``retries``, ``idle_timeout``, ``worktree``) beats the run-wide value whatever its source;
-that is applied per task in ``swarmfile``. Invalid values raise ``exc.SettingError`` naming
+(``timeout``, ``retries``, ``idle_timeout``, ``worktree``, ``waiting_pattern``) beats the run-wide
+value whatever its source; that is applied per task in ``swarmfile``. Invalid values raise ``exc.SettingError`` naming
 the setting, where the value came from and what is allowed, before anything runs.
 """
 
@@ -105,6 +105,18 @@ def _text(raw: object) -> str:
     text = str(raw)
     if not text.strip() or "\n" in text or "\0" in text:
         raise _Invalid("a non-empty single-line name")
+    return text
+
+
+def _regex(raw: object) -> str:
+    """A Python regular expression (``""``: none at all)."""
+    text = str(raw)
+    if "\0" in text:
+        raise _Invalid("a regular expression")
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise _Invalid(f"a regular expression ({e})") from None
     return text
 
 
@@ -216,6 +228,10 @@ SETTINGS: tuple[Setting, ...] = (
             help="extra attempts for failed, timed-out or lost tasks"),
     Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
             help="limit on silence (no output, no heartbeat) per task", default_text="none (no limit)"),
+    Setting("waiting_pattern", "--waiting-pattern", ("ZELLIJ_SWARM_WAITING_PATTERN",), _regex, lambda: None,
+            help="a regex that, found on a live worker's screen, says it waits for input ('' for none; "
+                 "a task's own waiting_pattern wins)",
+            default_text="the common agent prompts (Proceed?, [y/N], Do you want to, ...)"),
     Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice(IdlePolicy),
             lambda: "kill", help="what an idle timeout does: warn|kill"),
     Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice(OutputMode),
@@ -257,7 +273,7 @@ def default_text(name: str) -> str:
     ``the number of usable CPUs``."""
     spec = BY_NAME[name]
     return spec.default_text or shown(name, spec.default())
-TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout", "worktree")
+TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout", "worktree", "waiting_pattern")
 
 
 @dataclass(frozen=True)
@@ -290,6 +306,7 @@ class Resolved:
     timeout: float | None
     retries: int
     idle_timeout: float | None
+    waiting_pattern: str | None
     idle_policy: IdlePolicy
     output: OutputMode | None
     kill_grace: float

@@ -21,7 +21,7 @@ from zellij_swarm.config import settings, slurm
 
 TASK_KEYS = frozenset(
     {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags",
-     "group", "worktree", "slurm"}
+     "group", "worktree", "waiting_pattern", "slurm"}
 )
 GROUP_KEYS = frozenset({"jobs"})
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
@@ -91,6 +91,7 @@ class TaskSpec:
     tags: tuple[str, ...] = ()
     group: str | None = None  # a [group.NAME] whose jobs bound how many of its tasks run at once
     worktree: bool | None = None  # run in a git worktree of its own; None: as the run's ``worktree`` setting says
+    waiting_pattern: str | None = None  # what on its screen says it waits (worker.prompts); None: the run's
     slurm: dict[str, Any] = field(default_factory=dict)  # its own Slurm resources (config.slurm), over the run's
     origin: str = ""  # "file:line" for messages
 
@@ -109,6 +110,7 @@ class TaskSpec:
             "tags": list(self.tags),
             "group": self.group,
             "worktree": self.worktree,
+            **({"waiting_pattern": self.waiting_pattern} if self.waiting_pattern is not None else {}),
             **({"slurm": self.slurm} if self.slurm else {}),
         }
 
@@ -128,6 +130,7 @@ class TaskSpec:
             tags=tuple(rec.get("tags") or ()),
             group=rec.get("group"),
             worktree=rec.get("worktree"),
+            waiting_pattern=rec.get("waiting_pattern"),
             slurm=dict(rec.get("slurm") or {}),
         )
 

@@ -4,33 +4,47 @@ One shared timer, running only while workers run, looks at each of them every ``
 
 - A worker can say it itself: a ``{"event":"waiting_input"}`` line in its heartbeat file. It
   counts until the worker writes anything after it (output, another heartbeat line).
-- A worker in a live pane is judged from its terminal (``worker.waiting``): certain when the
-  terminal's foreground job is blocked reading it; when it polls a set that includes the
-  terminal, only after ``waiting.QUIET_AFTER`` seconds without output; unknown (``None``)
-  when the system does not let us look.
+- A worker in a live pane is judged from its terminal (``worker.waiting``) and its screen
+  (``worker.prompts``): waiting when the terminal's foreground job is blocked reading it or
+  polls it with nothing else that could wake it, however it repaints meanwhile; when it
+  polls the terminal among sockets or pipes, only once its screen shows a prompt
+  (``waiting_pattern``) or its output has been silent for ``waiting.QUIET_AFTER`` seconds;
+  when the system does not let us look (no ptrace access), when its screen shows a prompt,
+  else unknown (``None``) — and the task's record says why (``waiting_evidence``).
+- Marking is at once; unmarking takes two looks in a row (one ``TICK`` more): a look that
+  catches a waiting program repainting its screen does not unmark it.
 - A worker without a terminal (headless, compact: its stdin is ``/dev/null``) cannot wait
   for a person, unless it says so.
 
 A tick costs one ``stat`` of the heartbeat and one of the output per worker, the heartbeat's
 tail only when it grew, and, while any worker runs in a live pane, one pass over
-``/proc/*/stat`` (a few ms) plus a few small ``/proc`` reads per live pane.
+``/proc/*/stat`` (a few ms) plus a few small ``/proc`` reads per live pane; a pane's screen
+is rendered (its output's new bytes fed to pyte) only when the kernel's word is not enough.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import struct
+import termios
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timer, Timers
-from zellij_swarm.worker import waiting
+from zellij_swarm.records import rundir
+from zellij_swarm.render.screen import TailScreen
+from zellij_swarm.worker import prompts, waiting
 
 TICK = 0.5  # seconds: a waiting worker is shown within two ticks, well inside 2 s
 _TAIL = 4096  # bytes of a grown heartbeat read for its last line
 _SAYS_WAITING = "waiting_input"
+_SCREEN = (80, 24)  # columns, rows a pane's screen is rendered at when its terminal's size cannot be read
+_WINSIZE = struct.Struct("HHHH")
 
 
 @dataclass
@@ -38,8 +52,10 @@ class _Watched:
     lg: LiveGen
     heartbeat_size: int = 0
     said_waiting_at: float | None = None  # mtime of its heartbeat when it last said it waits
+    pattern: re.Pattern[str] | None = None  # what on its screen says it waits (worker.prompts)
+    screen: TailScreen = field(default_factory=TailScreen)
     verdict: bool | None = False
-    unknown_once: bool = False  # the last look could not tell: one such look changes nothing
+    doubted_once: bool = False  # the last look unmarked or could not tell: one such look changes nothing
 
 
 class InputWatch:
@@ -49,12 +65,13 @@ class InputWatch:
         self._now = wallclock
         self._changed = changed
         self._watched: dict[int, _Watched] = {}  # by slot: one generation runs in a slot at a time
+        self._run_patterns: dict[Path, str | None] = {}  # the run-wide waiting_pattern, by run directory
         self._tick_timer: Timer | None = None  # only while a worker is watched: none left behind
 
     def register(self, lg: LiveGen) -> None:
         """Follow a worker that runs (from its start, or its adoption by ``resume``)."""
         if lg.gen.slot not in self._watched or self._watched[lg.gen.slot].lg is not lg:
-            self._watched[lg.gen.slot] = _Watched(lg)
+            self._watched[lg.gen.slot] = _Watched(lg, pattern=prompts.compiled(self._pattern(lg)))
         if self._tick_timer is None:
             self._tick_timer = self._timers.after(TICK, self._tick)
 
@@ -72,11 +89,13 @@ class InputWatch:
         procs = waiting.scan_procs() if any(w.lg.in_pane for w in self._watched.values()) else {}
         for w in list(self._watched.values()):
             verdict = self._judge(w, procs)
-            if verdict is None and w.verdict is not None and not w.unknown_once:
-                # a process or thread that ended between two reads of /proc: look again
-                w.unknown_once = True
+            doubt = (w.verdict is True and verdict is not True) or (verdict is None and w.verdict is not None)
+            if doubt and not w.doubted_once:
+                # a waiting program caught repainting, or a process that ended between two
+                # reads of /proc: look again
+                w.doubted_once = True
                 continue
-            w.unknown_once = False
+            w.doubted_once = False
             if verdict != w.verdict:
                 w.verdict = verdict
                 self._changed(w.lg, verdict)
@@ -95,8 +114,27 @@ class InputWatch:
             return False
         if lg.pid is None:
             return False  # its wrapper has not said who it is yet: its worker has not started
+        look = waiting.look(lg.pid, procs=procs)
+        if look.wait is not waiting.TtyWait.UNKNOWN or look.closed is not None:
+            lg.task.waiting_evidence = look.closed  # why the kernel will not say, while it will not
         silent_for = self._now() - max(output_at or 0.0, _mtime(lg.gen.heartbeat) or 0.0)
-        return waiting.waiting_input(waiting.tty_wait(lg.pid, procs=procs), silent_for=silent_for)
+        prompt = False
+        if look.wait in (waiting.TtyWait.SHARED, waiting.TtyWait.UNKNOWN):  # the screen has a say
+            prompt = prompts.asks(w.screen.render(lg.gen.output, *_screen_size(lg.pid)), w.pattern)
+        return waiting.waiting_input(look.wait, silent_for=silent_for, prompt=prompt)
+
+    def _pattern(self, lg: LiveGen) -> str | None:
+        """The task's own ``waiting_pattern``, else the run's, as its ``run.json`` records it."""
+        if lg.task.spec.waiting_pattern is not None:
+            return lg.task.spec.waiting_pattern
+        run_dir = lg.gen.dir.parent.parent.parent  # <run>/slots/slot-N/gen-M
+        if run_dir not in self._run_patterns:
+            try:
+                recorded = rundir.read_json(run_dir / "run.json")["settings"]["waiting_pattern"]["value"]
+            except (OSError, ValueError, KeyError, TypeError):
+                recorded = None
+            self._run_patterns[run_dir] = recorded if isinstance(recorded, str) else None
+        return self._run_patterns[run_dir]
 
     def _says_waiting(self, w: _Watched) -> bool:
         """Whether the worker's last heartbeat line says it waits for input (read only when
@@ -128,6 +166,21 @@ def _last_event(path: Path, size: int) -> str | None:
             event = record.get("event") if isinstance(record, dict) else None
             return event if isinstance(event, str) else None
     return None
+
+
+def _screen_size(pid: int) -> tuple[int, int]:
+    """The columns and rows of the terminal of ``pid`` (its pane's wrapper: fd 0 is the pane)."""
+    try:
+        fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return _SCREEN
+    try:
+        rows, cols, _, _ = _WINSIZE.unpack(fcntl.ioctl(fd, termios.TIOCGWINSZ, bytes(_WINSIZE.size)))
+    except OSError:
+        return _SCREEN
+    finally:
+        os.close(fd)
+    return (cols, rows) if cols and rows else _SCREEN
 
 
 def _mtime(path: Path) -> float | None:

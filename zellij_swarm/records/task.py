@@ -88,6 +88,8 @@ class TaskRecord:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     # While it runs: waiting for input on its terminal; None when that cannot be known.
     waiting_input: bool | None = False
+    # Why the kernel will not say whether it waits (no ptrace access): then only its screen does.
+    waiting_evidence: str | None = None
     history: list[Attempt] = field(default_factory=list)
     worktree: Worktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
     # Under the Slurm executor: its step as Slurm last showed it — {"job", "state", "reason"} while
@@ -205,7 +207,8 @@ class TaskRecord:
     def optional_fields(self) -> dict[str, Any]:
         """What a row carries only when there is something to say: the command of a task whose
         name was generated, the group of a task that has one, the worktree of a task that runs
-        in one (with its changed-files count once the task has ended), its Slurm step."""
+        in one (with its changed-files count once the task has ended), its Slurm step, why its
+        waiting for input cannot be seen (``waiting_evidence``)."""
         out: dict[str, Any] = {}
         if GENERATED_NAME.fullmatch(self.name):
             out["command"] = command_text(self.spec)
@@ -215,4 +218,6 @@ class TaskRecord:
             out["worktree"] = self.worktree.row(final=self.status.terminal)
         if self.slurm:
             out["slurm"] = dict(self.slurm)
+        if self.waiting_evidence is not None:
+            out["waiting_evidence"] = self.waiting_evidence
         return out

@@ -36,19 +36,30 @@ own), from ``/proc/PID/task/TID/syscall``: the syscall it is blocked in and its 
 - ``poll``/``ppoll``: the ``pollfd`` array is read from ``/proc/PID/mem``;
   ``select``/``pselect6``: the read ``fd_set``; ``epoll_wait``/``epoll_pwait``/``epoll_pwait2``:
   the ``tfd:`` lines of ``/proc/PID/fdinfo/EPFD`` (exact, nested epoll sets followed). If
-  the terminal is in the set, for reading: POLLING. This is a heuristic (readline prompts,
-  TUI agents, but also an event loop idle on the network that happens to watch the
-  terminal), so ``waiting_input`` asks for silence on top. If the memory cannot be read, a
-  process that has the terminal on fd 0–2 and polls counts as POLLING.
+  the terminal is in the set, for reading, the rest of the set decides. Only the terminal,
+  or the terminal with descriptors only the process itself can make ready (timerfd,
+  eventfd, signalfd, inotify, files): POLLING — a readline prompt, a curses program waiting
+  for a key with a timeout to repaint its clock. The terminal among sockets or pipes:
+  SHARED — something else may end the wait first, and an agent CLI on Node keeps the
+  terminal and its connections to the model in one epoll set whether it waits for the model
+  or for the person; ``waiting_input`` asks for more (silence, or a prompt on its screen).
+  If the memory cannot be read, a process that has the terminal on fd 0–2 and polls counts
+  as SHARED.
 - ``running``, any other syscall, or a set without the terminal: BUSY. So is a stopped
   process, and a poll restarted after a signal (``restart_syscall`` hides its arguments; the
   next look, 0.5 s later, sees the poll again).
+
+*The input queue* needs no look of its own: a process cannot stay blocked on a terminal that
+holds input for it. A read takes what has arrived (a non-canonical read waiting for more than
+one byte has already copied the first), and a poll reports the terminal readable as soon as a
+whole line (canonical mode) or a byte (raw mode) is there; a half-typed line is not input yet.
 
 An fd is the terminal when ``stat`` of ``/proc/PID/task/TID/fd/N`` is a character device
 with the ``tty_nr`` device number, or is ``/dev/tty`` (5, 0) of a process on that terminal.
 
 Several members: any READING makes the group READING, else any POLLING makes it POLLING,
-else a member that could not be read makes it UNKNOWN, else BUSY.
+else any SHARED makes it SHARED, else a member that could not be read makes it UNKNOWN, else
+BUSY.
 
 *UNKNOWN* — cannot be known: the process is gone or has no terminal, no member of the
 foreground group is found, the architecture is not x86_64 or aarch64 (the syscall numbers
@@ -58,6 +69,10 @@ or ``/proc/PID/syscall`` cannot be read. That file needs ptrace access
 Yama's ``kernel.yama.ptrace_scope`` is 1 or more (then only ancestors, or root, may read it; the
 supervisor is not the pane's ancestor — the multiplexer server is). Here it runs as root and
 the sysctl is absent. ``/proc/PID/mem`` and ``fdinfo`` need no more than ``syscall`` does.
+A worker that made itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``, as setuid programs
+are) closes them to any user but root. ``syscall_evidence`` says which of these holds, for
+``doctor`` and the task's record: without it, only the worker's screen (``worker.prompts``)
+and its own heartbeat line tell that it waits.
 
 Failures are data: nothing here raises for a process that vanished or a file that could not
 be read.
@@ -75,7 +90,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-QUIET_AFTER = 3.0  # seconds of silent output before a POLLING worker counts as waiting
+QUIET_AFTER = 3.0  # seconds of silent output before a SHARED worker counts as waiting
 PROC = Path("/proc")
 
 
@@ -83,23 +98,60 @@ class TtyWait(enum.Enum):
     """What the terminal's foreground job is doing."""
 
     READING = "reading"  # blocked in read(2)/readv/pread on the tty: certainly waiting
-    POLLING = "polling"  # in poll/ppoll/select/pselect6/epoll_wait/epoll_pwait(2) on a set with the tty
+    POLLING = "polling"  # in poll/select/epoll on the tty, with nothing in the set another process could wake
+    SHARED = "shared"  # in poll/select/epoll on the tty among sockets or pipes: a peer may answer first
     BUSY = "busy"  # running, sleeping on something else, or polling a set without the tty
     UNKNOWN = "unknown"  # cannot be known: see the module docstring
 
 
-def waiting_input(wait: TtyWait, *, silent_for: float, quiet_after: float = QUIET_AFTER) -> bool | None:
-    """Whether to show the worker as waiting for input, given how long its output has been
-    silent. A blocking read is certain; a poll on the terminal only once the output has been
-    quiet for ``quiet_after`` seconds (default 3 s): an event loop that also watches the
-    network looks the same while it is still printing. None when it cannot be known."""
-    if wait is TtyWait.READING:
+def waiting_input(wait: TtyWait, *, silent_for: float, prompt: bool = False,
+                  quiet_after: float = QUIET_AFTER) -> bool | None:
+    """Whether to show the worker as waiting for input. The kernel's word weighs most: a
+    blocking read of the terminal, or a poll on it that nothing but the person can end, is
+    waiting however the screen repaints meanwhile (a curses clock); a process busy elsewhere
+    is not, whatever its screen says. A poll on the terminal among sockets or pipes (an agent
+    that may be waiting for its model) is waiting when its screen shows a prompt (``prompt``:
+    ``worker.prompts``) or its output has been quiet for ``quiet_after`` seconds (default 3 s;
+    a spinner keeps it from that). Without the kernel's word, the prompt alone decides; None
+    when nothing can be known."""
+    if wait in (TtyWait.READING, TtyWait.POLLING):
         return True
-    if wait is TtyWait.POLLING:
-        return silent_for >= quiet_after
+    if wait is TtyWait.SHARED:
+        return prompt or silent_for >= quiet_after
     if wait is TtyWait.BUSY:
         return False
+    return True if prompt else None
+
+
+def syscall_evidence(pid: int, proc: Path = PROC) -> str | None:
+    """Why the kernel will not say what ``pid`` waits in (None: it will): what ``doctor``
+    prints and a task's record keeps, so that an unmarked worker is not read as a busy one."""
+    if platform.machine() not in _SYSCALLS:
+        return f"the syscall numbers of {platform.machine()} are not known here"
+    try:
+        _read(f"{proc}/{pid}/syscall")
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM):
+            scope = _ptrace_scope(proc)
+            return ("/proc/PID/syscall is closed to this user (ptrace access" +
+                    (f"; kernel.yama.ptrace_scope is {scope})" if scope not in (None, "0") else ")"))
+        return None  # gone: nothing to say about the others
     return None
+
+
+def _ptrace_scope(proc: Path) -> str | None:
+    try:
+        return _read(f"{proc}/sys/kernel/yama/ptrace_scope").decode().strip()
+    except OSError:
+        return None
+
+
+@dataclass(slots=True)
+class _Watched:
+    """What a poll, select or epoll set waits on, as far as the verdict goes."""
+
+    tty: bool  # the terminal is in it
+    peers: bool  # a socket or pipe in it, for reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,24 +230,44 @@ def scan_procs(proc: Path = PROC) -> dict[int, ProcStat]:
     return table
 
 
+@dataclass(frozen=True, slots=True)
+class Look:
+    """A verdict, and why the kernel would not give one (``syscall_evidence``'s words) when
+    a process could not be looked at for lack of access."""
+
+    wait: TtyWait
+    closed: str | None = None
+
+
 def tty_wait(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = None) -> TtyWait:
     """What the foreground job of ``pid``'s terminal is doing. ``pid``: any process on the
     terminal (the supervisor passes the pane leader's). ``procs``: a ``scan_procs`` table to
     share between the panes of one tick; scanned here when not given. ``proc``: the /proc
     to read (tests point it elsewhere)."""
+    return look(pid, proc=proc, procs=procs).wait
+
+
+def look(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = None) -> Look:
+    """``tty_wait``, with why it is UNKNOWN when access was refused."""
     calls = _SYSCALLS.get(platform.machine())
     top = read_stat(pid, proc)
-    if calls is None or top is None or top.tty == 0 or top.tpgid <= 0 or top.state in "ZX":
-        return TtyWait.UNKNOWN
+    if calls is None:
+        return Look(TtyWait.UNKNOWN, syscall_evidence(pid, proc))
+    if top is None or top.tty == 0 or top.tpgid <= 0 or top.state in "ZX":
+        return Look(TtyWait.UNKNOWN)
     table = procs if procs is not None else scan_procs(proc)
-    return _Judge(str(proc), table, calls).terminal(top.tty, top.tpgid, top.session, 0)
+    judge = _Judge(str(proc), table, calls)
+    wait = judge.terminal(top.tty, top.tpgid, top.session, 0)
+    refused = judge.refused
+    return Look(wait, syscall_evidence(refused, proc) if wait is TtyWait.UNKNOWN and refused else None)
 
 
-_RANK = (TtyWait.READING, TtyWait.POLLING, TtyWait.UNKNOWN, TtyWait.BUSY)
+_RANK = (TtyWait.READING, TtyWait.POLLING, TtyWait.SHARED, TtyWait.UNKNOWN, TtyWait.BUSY)
 
 
 def _strongest(verdicts: Iterable[TtyWait]) -> TtyWait | None:
-    """The verdict that speaks for a group: READING, else POLLING, else UNKNOWN, else BUSY."""
+    """The verdict that speaks for a group: READING, else POLLING, else SHARED, else UNKNOWN,
+    else BUSY."""
     found = set(verdicts)
     return next((v for v in _RANK if v in found), None)
 
@@ -205,6 +277,7 @@ class _Judge:
         self.proc = proc
         self.table = table
         self.calls = calls
+        self.refused: int | None = None  # a process whose syscall file access was refused for
 
     def terminal(self, tty: int, tpgid: int, session: int, depth: int) -> TtyWait:
         members = [p for p, st in self.table.items()
@@ -236,6 +309,8 @@ class _Judge:
         try:
             words = _read(f"{task}/syscall").split()
         except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                self.refused = int(task.rsplit("/", 3)[-3])
             return TtyWait.BUSY if e.errno in _GONE else TtyWait.UNKNOWN
         try:  # "NR ARG1..ARG6 SP PC" (NR decimal, the rest hex), "-1 SP PC", or "running"
             nr, args = int(words[0]), [int(w, 16) for w in words[1:7]]
@@ -243,7 +318,7 @@ class _Judge:
             return TtyWait.BUSY
         if nr in self.calls.reads:
             return TtyWait.READING if self._is_tty(task, args[0], st, tty) else TtyWait.BUSY
-        watched: bool | None = None
+        watched: _Watched | None
         if nr in self.calls.polls:
             watched = self._poll_watches(task, args[0], args[1], st, tty)
         elif nr in self.calls.selects:
@@ -253,8 +328,18 @@ class _Judge:
         else:
             return TtyWait.BUSY
         if watched is None:  # the set could not be read: the terminal on a standard fd will do
-            watched = any(self._is_tty(task, fd, st, tty) for fd in (0, 1, 2))
-        return TtyWait.POLLING if watched else TtyWait.BUSY
+            watched = _Watched(tty=any(self._is_tty(task, fd, st, tty) for fd in (0, 1, 2)), peers=True)
+        if not watched.tty:
+            return TtyWait.BUSY
+        return TtyWait.SHARED if watched.peers else TtyWait.POLLING
+
+    def _peer(self, task: str, fd: int) -> bool:
+        """A socket or a pipe: another process may make it ready before the person does."""
+        try:
+            mode = os.stat(f"{task}/fd/{fd}").st_mode
+        except OSError:
+            return False
+        return stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)
 
     def _is_tty(self, task: str, fd: int, st: ProcStat, tty: int) -> bool:
         try:
@@ -278,29 +363,39 @@ class _Judge:
             os.close(fd)
         return data if len(data) == size else None
 
-    def _poll_watches(self, task: str, address: int, nfds: int, st: ProcStat, tty: int) -> bool | None:
+    def _set_of(self, task: str, fds: Iterable[int], st: ProcStat, tty: int) -> _Watched:
+        watched = _Watched(tty=False, peers=False)
+        for fd in fds:
+            if self._is_tty(task, fd, st, tty):
+                watched.tty = True
+            elif not watched.peers and self._peer(task, fd):
+                watched.peers = True
+        return watched
+
+    def _poll_watches(self, task: str, address: int, nfds: int, st: ProcStat, tty: int) -> _Watched | None:
         nfds = min(nfds, _MAX_POLLFDS)
         data = self._memory(task, address, nfds * _POLLFD.size) if nfds else b""
         if data is None:
             return None
-        return any(fd >= 0 and events & _POLL_READ and self._is_tty(task, fd, st, tty)
-                   for fd, events, _ in _POLLFD.iter_unpack(data))
+        return self._set_of(task, (fd for fd, events, _ in _POLLFD.iter_unpack(data)
+                                   if fd >= 0 and events & _POLL_READ), st, tty)
 
-    def _select_watches(self, task: str, nfds: int, readfds: int, st: ProcStat, tty: int) -> bool | None:
+    def _select_watches(self, task: str, nfds: int, readfds: int, st: ProcStat, tty: int) -> _Watched | None:
         if not readfds or not nfds:
-            return False
+            return _Watched(tty=False, peers=False)
         nfds = min(nfds, _MAX_POLLFDS)
         data = self._memory(task, readfds, (nfds + 63) // 64 * 8)  # an array of 64-bit longs
         if data is None:
             return None
         bits = int.from_bytes(data, "little")  # fd N is bit N on little-endian x86_64 and aarch64
-        return any(bits >> fd & 1 and self._is_tty(task, fd, st, tty) for fd in range(nfds))
+        return self._set_of(task, (fd for fd in range(nfds) if bits >> fd & 1), st, tty)
 
-    def _epoll_watches(self, task: str, epfd: int, st: ProcStat, tty: int, depth: int) -> bool | None:
+    def _epoll_watches(self, task: str, epfd: int, st: ProcStat, tty: int, depth: int) -> _Watched | None:
         try:
             info = _read(f"{task}/fdinfo/{epfd}", 1 << 16)
         except OSError:
             return None
+        watched = _Watched(tty=False, peers=False)
         for line in info.splitlines():
             # "tfd:        0 events:       19 data: ... pos:0 ino:3 sdev:18"
             words = line.split()
@@ -310,11 +405,18 @@ class _Judge:
                 fd, events = int(words[1]), int(words[3], 16)
             except ValueError:
                 continue
-            if events & _EPOLL_READ and self._is_tty(task, fd, st, tty):
-                return True
-            if depth < _MAX_NESTING and self._is_epoll(task, fd) and self._epoll_watches(task, fd, st, tty, depth + 1):
-                return True  # an epoll set inside this one
-        return False
+            if not events & _EPOLL_READ:
+                continue
+            if depth < _MAX_NESTING and self._is_epoll(task, fd):  # an epoll set inside this one
+                inner = self._epoll_watches(task, fd, st, tty, depth + 1)
+                if inner is not None:
+                    watched.tty = watched.tty or inner.tty
+                    watched.peers = watched.peers or inner.peers
+                continue
+            found = self._set_of(task, (fd,), st, tty)
+            watched.tty = watched.tty or found.tty
+            watched.peers = watched.peers or found.peers
+        return watched
 
     def _is_epoll(self, task: str, fd: int) -> bool:
         try:
