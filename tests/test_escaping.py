@@ -92,15 +92,15 @@ def check_run(s: Swarm, tmp_path: Path, res, *, live: bool) -> Path:
     assert output(ARGV_NAME) == f"{PAYLOAD}\n"
     # the end-of-task lines, and every other line the run printed
     shown_on_one_line(res.stderr)
-    assert f"{terminal_text(NAME)}: FAILED (exit 3" in res.stderr
+    assert f"{terminal_text(NAME)}: failed (exit 3" in res.stderr
     # status: one line per row, the names shown safely; --json keeps them exact
     status = s("status", "--state-dir", str(s.state_dir), env=clean_env())
     assert status.code == 0, status.stderr
     shown_on_one_line(status.stdout)
     lines = status.stdout.splitlines()
     assert len(lines) == 4, lines  # the run, the table's header, then one line per task
-    assert any(re.match(rf"  {re.escape(terminal_text(NAME))}\s+FAILED \(exit 3", ln) for ln in lines), lines
-    assert any(re.match(rf"  {re.escape(terminal_text(ARGV_NAME))}\s+ok", ln) for ln in lines), lines
+    assert any(re.match(rf"  {re.escape(terminal_text(NAME))}\s+failed \(exit 3", ln) for ln in lines), lines
+    assert any(re.match(rf"  {re.escape(terminal_text(ARGV_NAME))}\s+succeeded", ln) for ln in lines), lines
     js = json.loads(s("status", "--json", "--state-dir", str(s.state_dir), env=clean_env()).stdout)
     assert sorted(t["name"] for t in js["tasks"]) == sorted([NAME, ARGV_NAME])
     return run
@@ -189,7 +189,7 @@ def test_follow_ups_run_names_and_views_show_escapes_safely(swarm):
     res = swarm("run", "e.toml", "--backend", "headless", "--name", "two\nlines\x1b[31m", "--output", "tag")
     assert res.code == 0, res.stderr
     shown_on_one_line(res.stderr)
-    assert f"t{terminal_text(ESCAPES)}: ok" in res.stderr and f"fu{terminal_text(ESCAPES)}: ok" in res.stderr
+    assert f"t{terminal_text(ESCAPES)}: succeeded" in res.stderr and f"fu{terminal_text(ESCAPES)}: succeeded" in res.stderr
     # --output tag: the prefix is shown safely, the task's own bytes follow unchanged
     assert f"[t{terminal_text(ESCAPES)}] \x1b]0;RAW\x07 out\n" in res.stdout
     assert f"[fu{terminal_text(ESCAPES)}] fu-out\n" in res.stdout

@@ -104,7 +104,7 @@ def test_the_log_hint_of_a_task_that_ended_while_no_supervisor_ran_names_the_run
         wait_until(lambda: (r.run / "slots/slot-1/gen-1/exit").exists(), what="the worker's exit")
         res = swarm("resume", r.run.name, "--output", "group")
     assert res.code == 1, res.stderr
-    assert "task-1: FAILED (exit 3" in res.stderr and f"zellij-swarm logs {r.run.name} task-1" in res.stderr
+    assert "task-1: failed (exit 3" in res.stderr and f"zellij-swarm logs {r.run.name} task-1" in res.stderr
 
 
 def test_a_continued_joblog_never_writes_a_line_it_already_holds(tmp_path):

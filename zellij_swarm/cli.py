@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -293,12 +294,19 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
 @click.option("--all", "show_all", is_flag=True, help="also show idle and closed slots")
 @click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="only the tasks with this tag (repeatable: any)")
+@click.option("--waiting", is_flag=True, help="only the tasks waiting for input, each with the command that shows it")
 @_state_dir_option
 def status(run_id: str | None, json_output: bool, show_all: bool, group: str | None, tags: tuple[str, ...],
-           state_dir: str | None) -> None:
-    """Tasks and slots of a run (default: the latest); --group and --tag show some tasks only."""
+           waiting: bool, state_dir: str | None) -> None:
+    """Tasks and slots of a run (default: the latest); --group and --tag show some tasks only.
+    On a terminal every line fits its width (cut, never wrapped)."""
     run = _find_run(state_dir, run_id)
     snap = views.load_status(run)
+    if waiting:
+        snap = {**snap, "tasks": views.waiting_tasks(snap)}
+        if not json_output:
+            click.echo(views.format_waiting(snap, latest=run_id is None))
+            return
     if group is not None or tags:
         views.check_group(run, group)
         chosen = set(views.select(views.task_specs_of(run), group=group, tags=tags))
@@ -308,7 +316,8 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
         snap = {**snap, "slots": views.visible_slots(snap, show_all)}
         click.echo(views.snapshot_json(snap))
     else:
-        click.echo(views.format_status(snap, show_all))
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
+        click.echo(views.format_status(snap, show_all, width))
 
 
 @cli.command(name="ls")

@@ -29,6 +29,10 @@ from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.worker.wrapper import PaneMode
 
+# The line that says where a run's panes are: short enough for 80 columns after ``zellij-swarm: ``,
+# and naming the one command that shows them from any terminal (it finds the run's window or tab).
+WHERE_PANES_ARE = "panes in {}; see them from any terminal: zellij-swarm attach"
+
 
 @dataclass(frozen=True)
 class LaunchRequest:

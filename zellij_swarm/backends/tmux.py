@@ -341,8 +341,8 @@ class TmuxBackend:
     def leftover_hint(self) -> str | None:
         if not self.started or self.closed or not self.alive or not self.windows:
             return None
-        if self.attach_argv is not None:
-            kill = [*self.attach_argv[:3], "kill-session", "-t", self.session_name]
+        if self.created_session:
+            kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", self.session_name]
             return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
                    " (or zellij-swarm prune)"
         staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed

@@ -56,7 +56,7 @@ from zellij_swarm.backends import _zellij
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends._zellij import Zellij
-from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.backends.base import WHERE_PANES_ARE, LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
@@ -221,13 +221,14 @@ class ZellijBackend:
             self.created_session = True
             self.z.wait_live(deadline)
             self.attach_argv = ["zellij", "attach", session]
-            attach = self._as_typed(self.attach_argv)
-            ctx.notice(f"panes in zellij session {session!r}; attach with: {attach}")
+            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         else:
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
                 self.tab_id = int(res.lines[0])
-            ctx.notice(f"panes in zellij session {session!r}, tab swarm:{ctx.run_id}")
+            if self.inside and session == self.z.own:  # --attach moves this client to the swarm's tab
+                self.attach_argv = ["zellij", "action", "go-to-tab-name", f"swarm:{ctx.run_id}"]
+            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         if not self.z.has("list_panes"):
             return [None] * len(first)
         names = [board.name] + [s.name for s in slots]
@@ -512,7 +513,10 @@ class ZellijBackend:
         return self.alive
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
-        return (self.attach_argv, _zellij.scrubbed(self.env)) if self.attach_argv else None
+        if not self.attach_argv or (self.inside and self.mode == "session"):  # a client in a pane would nest
+            return None
+        # an action moves the client of the session we are in; a new client must not think it is inside one
+        return self.attach_argv, (self.env if self.attach_argv[1] == "action" else _zellij.scrubbed(self.env))
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():

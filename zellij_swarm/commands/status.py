@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -74,9 +75,9 @@ def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
 
 
 def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
-    """One row per run, newest first: its name, state, start, and how many tasks it has in
-    each status (``failed`` counts the tasks that failed, timed out or were lost — a
-    cancelled or skipped task did not fail)."""
+    """One row per run, newest first: its name, state, start, how many tasks it has in each
+    status (``failed`` counts the tasks that failed, timed out or were lost — a cancelled or
+    skipped task did not fail) and how many wait for input (the snapshot's running rows say)."""
     rows = []
     for run in all_runs(state_dir):
         try:
@@ -86,7 +87,8 @@ def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
         counts = _counts(snap)
         rows.append({"run_id": run.run_id, "name": snap.get("name"), "state": snap["state"],
                      "started_at": snap["started_at"], "tasks": sum(counts.values()),
-                     "failed": sum(v for k, v in counts.items() if k in FAILED_STATUSES), "counts": counts})
+                     "failed": sum(v for k, v in counts.items() if k in FAILED_STATUSES), "counts": counts,
+                     "waiting": len(waiting_tasks(snap))})
     return rows
 
 
@@ -147,6 +149,27 @@ def when(ts: float | None) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
+def short_when(ts: float | None, now: float) -> str:
+    """``19:05:49`` today, ``2026-11-30 19:05`` another day."""
+    if not ts:
+        return "-"
+    at = _dt.datetime.fromtimestamp(ts)
+    return at.strftime("%H:%M:%S") if at.date() == _dt.datetime.fromtimestamp(now).date() else at.strftime(
+        "%Y-%m-%d %H:%M")
+
+
+def waiting_tasks(snap: dict[str, Any]) -> list[dict[str, Any]]:
+    """The running tasks whose workers wait for input, in plan order."""
+    return [t for t in snap["tasks"] if t.get("status") == "running" and t.get("waiting_input")]
+
+
+def fit(line: str, width: int | None) -> str:
+    """A line cut to ``width`` columns with ``…`` (None: whole): a table never wraps."""
+    if width is None or len(line) <= width:
+        return line
+    return line[:max(width - 1, 0)] + "…"
+
+
 # A slot's state as a person says it: one whose generation is starting is not "reserved".
 SLOT_WORDS = {"reserved": "starting"}
 NAME_COLUMN_MAX = 40
@@ -202,11 +225,12 @@ def _attempts(t: dict[str, Any]) -> str:
     return str(t.get("attempts") or "-")
 
 
-def format_status(snap: dict[str, Any], show_all: bool) -> str:
-    """The run's line, then a table of its tasks (one line each, with a header) and of its
-    slots that can still do work (all with ``show_all``), its views and warnings."""
-    lines = [f"run {snap['run_id']}{' (' + snap['name'] + ')' if snap.get('name') else ''}: {snap['state']}, "
-             f"started {when(snap['started_at'])}; {counts_text(snap.get('counts') or {})}"]
+def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None) -> str:
+    """The run's line (its counts, and how many wait for input), then a table of its tasks
+    (one line each, with a header) and of its slots that can still do work (all with
+    ``show_all``), its worktrees, views and warnings. With ``width`` (a terminal's), every
+    line is cut to it: the run id is in the header, never repeated on a row."""
+    lines = header_lines(snap, width)
     if (dispatching := dispatching_text(snap)) is not None:
         lines.append(dispatching)
     tasks = snap["tasks"]
@@ -218,7 +242,7 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
-    lines += worktree_lines(tasks)
+    lines += worktree_lines(tasks, snap["run_id"])
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")
@@ -232,27 +256,69 @@ def format_status(snap: dict[str, Any], show_all: bool) -> str:
                      f"`zellij-swarm board {snap['run_id']}` shows the run in any terminal")
     for w in snap.get("warnings", []):
         lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
-    return _shown(lines)
+    return "\n".join(fit(quoting.terminal_text(line), width) for line in lines)
 
 
-def worktree_lines(tasks: Iterable[dict[str, Any]]) -> list[str]:
-    """The tasks' worktrees (``worktree = true``): branch, files changed against the run's
-    base commit (counted when the task ended: ``-`` until then) and where each one is."""
-    rows = [(t["name"], wt["branch"] or "(detached HEAD)",
-             "-" if wt.get("changed_files") is None else str(wt["changed_files"]), wt["path"])
-            for t in tasks if (wt := t.get("worktree"))]
-    if not rows:
+def header_lines(snap: dict[str, Any], width: int | None) -> list[str]:
+    """``run ID (name): running, started 19:05:49; 2 running, 1 failed; 1 waiting for input``
+    — the counts on a line of their own when the one line would not fit ``width``."""
+    name = f" ({snap['name']})" if snap.get("name") else ""
+    head = f"run {snap['run_id']}{name}: {snap['state']}, started {short_when(snap['started_at'], time.time())}"
+    tail = counts_text(snap.get("counts") or {})
+    if waiting := len(waiting_tasks(snap)):
+        tail += f"; {waiting} waiting for input (status --waiting)"
+    if width is not None and len(quoting.terminal_text(f"{head}; {tail}")) > width:
+        return [head, f"  {tail}"]
+    return [f"{head}; {tail}"]
+
+
+def format_waiting(snap: dict[str, Any], latest: bool) -> str:
+    """``status --waiting``: the tasks waiting for input, each with the command that shows its
+    pane (the run named unless it is the latest, which ``attach`` takes by default)."""
+    waiting = waiting_tasks(snap)
+    if not waiting:
+        return _shown([f"run {snap['run_id']}: no task waits for input"])
+    run = "" if latest else f"{snap['run_id']} "
+    return _shown(table(("TASK", "SLOT", "ATTACH"),
+                        [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
+                          f"zellij-swarm attach {run}{quoting.shell_line([t['name']])}") for t in waiting], indent=""))
+
+
+def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str) -> list[str]:
+    """The tasks' worktrees (``worktree = true``): branch (``swarm/…/TASK`` when it is the run's
+    ``swarm/<run-id>/TASK``), files changed against the run's base commit (counted when the
+    task ended: ``-`` until then) and where each one is, relative to the directory that holds
+    them all, named once above the table."""
+    mine = [(t, wt) for t in tasks if (wt := t.get("worktree"))]
+    if not mine:
         return []
-    base = next(t["worktree"]["base"] for t in tasks if t.get("worktree"))
-    return [f"worktrees (from commit {base[:12]}; CHANGED: files that differ from it):",
+    paths = [str(wt["path"]) for _, wt in mine]
+    holder = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
+    prefix = f"swarm/{run_id}/"
+    rows = [(t["name"], "(detached HEAD)" if not wt["branch"] else
+             "swarm/…/" + wt["branch"][len(prefix):] if wt["branch"].startswith(prefix) else wt["branch"],
+             "-" if wt.get("changed_files") is None else str(wt["changed_files"]),
+             os.path.relpath(wt["path"], holder)) for t, wt in mine]
+    base = mine[0][1]["base"]
+    return [f"worktrees (from {base[:7]}) in {_near(holder)}/:",
             *table(("TASK", "BRANCH", "CHANGED", "PATH"), rows)]
+
+
+def _near(path: str) -> str:
+    """``path`` relative to the current directory when it is under it, else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def format_ls(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs"
-    return _shown(table(("RUN", "NAME", "STATE", "STARTED", "TASKS"),
+    return _shown(table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
                          [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
+                           str(r.get("waiting") or 0) if r["state"] == "running" else "-",
                            f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
                           for r in rows], indent=""))
 

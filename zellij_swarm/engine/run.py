@@ -87,13 +87,17 @@ def execute(
     base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
     if resolved.executor == "slurm":
         remote.preflight(Slurm(env), resolved.slurm, specs)
-    if attach and not (sys.stdin.isatty() and sys.stdout.isatty()):
+    # --attach inside the multiplexer moves this client to the swarm's window or tab; outside, the
+    # session's client takes this terminal (and the run's own output would be drawn over: quiet)
+    takes_terminal = attach and not _inside(choice, env)
+    if takes_terminal and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
-        attach = False
+        attach = takes_terminal = False
     backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
-    reporter = _reporter("quiet" if attach else resolved.output, json_output, record=outputs,
+    reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,
                          on_started=on_started)
+    reporter.panes = choice.name != "headless"
     # before the run: a bad path is exit 2
     joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
@@ -176,6 +180,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
                    joblog=_continued_joblog(outputs))
     reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
+    reporter.panes = choice.name != "headless"
     return _supervise(Supervisor(plan, backend, reporter), outputs.junit)
 
 
@@ -185,6 +190,10 @@ def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
     supervisor that detaches leaves it so, for ``resume`` to write."""
     if report is not None and (problem := junit.mark_unfinished(report, sup.paths)):
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+    if sup.plan.joblog is not None:
+        sup.plan.joblog.run = sup.paths  # its Receive column reads each task's output there
+    if isinstance(sup.reporter, ConsoleReporter):  # its warnings said as they happen, its waiting workers named
+        sup.reporter.observe(sup)
     try:
         code = sup.run()
     finally:
@@ -324,6 +333,11 @@ def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool,
 
         return ZellijBackend(env, close_session=close_session, here=here)
     return HeadlessBackend()
+
+
+def _inside(choice: Choice, env: Mapping[str, str]) -> bool:
+    """Whether this terminal is a client of the multiplexer the run's panes go to."""
+    return bool(env.get("TMUX")) if choice.name == "tmux" else choice.name == "zellij" and "ZELLIJ" in env
 
 
 def _truthy(value: str | None) -> bool:

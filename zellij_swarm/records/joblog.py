@@ -10,8 +10,10 @@ The format, as GNU parallel 20221122 writes it (``print_joblog``, checked agains
 
 * ``Seq``: the task's place in the run (its id ``tN`` → N), so a task keeps its number whatever
   order the tasks end in.
-* ``Host``: ``:``, parallel's name for this machine. ``Send``/``Receive``: 0 (nothing is
-  transferred to another host).
+* ``Host``: ``:``, parallel's name for this machine. ``Send``: 0 (nothing is sent to another
+  host). ``Receive``: the bytes of the final attempt's output — its stdout alone where stdout
+  and stderr are kept apart (headless and compact workers), as parallel counts a job's stdout;
+  a pane's one terminal holds both. 0 when the output is not on disk (a folded generation).
 * ``Starttime``: Unix seconds with 3 decimals (``%.3f``); ``JobRuntime``: seconds truncated to
   milliseconds, right-aligned in 10 columns (``%10.3f``). Both are the final attempt's.
 * ``Exitval``/``Signal`` (``exit_columns``): a normal exit is its code and signal 0; a death by
@@ -43,11 +45,12 @@ import os
 import re
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
+from zellij_swarm.records.rundir import RunPaths
 
 HEADER = "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\tSignal\tCommand\n"
 _SEQ = re.compile(r"t([1-9][0-9]*)\Z")
@@ -67,6 +70,7 @@ class JobLine:
     exit_code: int | None
     signal: str | None  # a name, "SIGTERM"
     command: str
+    received: int = 0  # bytes of its output (``Receive``)
 
     @classmethod
     def of_row(cls, row: Mapping[str, Any], command: str) -> JobLine | None:
@@ -98,7 +102,8 @@ class JobLine:
         exitval, signo = exit_columns(self.status, self.exit_code, self.signal)
         runtime = int(max(0.0, self.ended_at - self.started_at) * 1000) / 1000  # truncated, as parallel does
         command = self.command.replace("\n", "\0")
-        return f"{self.seq}\t:\t{self.started_at:.3f}\t{runtime:10.3f}\t0\t0\t{exitval}\t{signo}\t{command}\n"
+        return (f"{self.seq}\t:\t{self.started_at:.3f}\t{runtime:10.3f}\t0\t{self.received}\t{exitval}\t{signo}"
+                f"\t{command}\n")
 
 
 def signal_number(name: str | None) -> int:
@@ -133,6 +138,7 @@ class JobLog:
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
+        self.run: RunPaths | None = None  # the run whose tasks it logs, told once it exists: Receive reads it
         self.written: set[tuple[str, str]] = set()  # the keys of the lines it holds, when continued
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (0 if append else os.O_TRUNC)
         try:
@@ -175,12 +181,24 @@ class JobLog:
         job = JobLine.of_row(row, command)
         if job is None or self._fd is None or job.key in self.written:
             return None
+        job = replace(job, received=self._received(row))
         try:
             self._write(job.line())
         except OSError as e:
             self.close()
             return f"cannot write the joblog {self.path}: {e.strerror}; it stops at the tasks before {row['name']!r}"
         return None
+
+    def _received(self, row: Mapping[str, Any]) -> int:
+        """The bytes of the final attempt's output (its stdout where it is kept apart)."""
+        last = (row.get("history") or [{}])[-1]
+        slot, gen = last.get("slot"), last.get("generation")
+        if self.run is None or not isinstance(slot, int) or not isinstance(gen, int):
+            return 0
+        try:
+            return os.stat(self.run.gen(slot, gen).output).st_size
+        except OSError:
+            return 0
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

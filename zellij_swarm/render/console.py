@@ -1,12 +1,17 @@
 """What ``run`` prints while a swarm goes on (SPEC §3 ``output``).
 
 - ``progress``: one line on stderr, redrawn in place on a terminal (``progress_line``);
-  elsewhere one line per finished task. Worker output stays in the logs; a task that did not
+  elsewhere one line per finished task. Headless, with stdout a terminal, each task's output
+  is copied to stdout in one piece as it ends (as ``group`` does); with panes the panes show
+  it, and the end-of-run line says how to read any task's output. A task that did not
   succeed gets a ``zellij-swarm logs RUN TASK`` hint.
 - ``group``: each task's output copied to stdout in one piece when it finishes (as GNU
   parallel's ``--group``), its status line on stderr.
 - ``tag``: like ``group`` with every output line prefixed by ``[task-name] ``.
-- ``quiet``: nothing but errors.
+- ``quiet``: nothing but errors, and one line at the end when the run had warnings.
+
+The run's warnings (``observe``) are said on stderr as they are recorded, one line each, in
+every mode but ``quiet``; ``--json`` carries them in the summary.
 
 Outputs are streamed from ``output.log`` in chunks, so a 50 MB log costs no memory. With
 ``--json`` the task output goes to stderr so that stdout stays one JSON document.
@@ -22,7 +27,8 @@ import re
 import shlex
 import shutil
 import sys
-from typing import IO, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any, Protocol
 
 from zellij_swarm import quoting
 from zellij_swarm.engine.progress import ProgressFacts
@@ -31,9 +37,6 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import FAILED_STATUSES
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.text import duration
-
-_MARK = {"succeeded": "ok", "failed": "FAILED", "timed_out": "TIMED OUT", "cancelled": "cancelled",
-         "skipped": "skipped", "lost": "LOST", "unknown": "UNKNOWN"}
 
 
 def describe(row: dict[str, Any], *, named: bool = True) -> str:
@@ -51,8 +54,14 @@ def describe(row: dict[str, Any], *, named: bool = True) -> str:
     if named and (row.get("attempts") or 0) > 1:
         bits.append(f"{row['attempts']} attempts")
     tail = f" ({', '.join(bits)})" if bits else ""
-    shown = f"{_MARK.get(row['status'], row['status'])}{tail}"
+    shown = f"{status_word(row['status'])}{tail}"
     return f"{row['name']}: {shown}" if named else shown
+
+
+def status_word(status: str) -> str:
+    """A task's status as every view says it, the counters included: the word of the records
+    and ``--json`` (``succeeded``, never ``ok``), ``timed_out`` read as ``timed out``."""
+    return status.replace("_", " ")
 
 
 # Counters in the order a person reads them: what went wrong first.
@@ -62,36 +71,38 @@ COUNT_ORDER = ("failed", "timed_out", "lost", "unknown", "cancelled", "skipped",
 def counts_text(counts: dict[str, int]) -> str:
     """``1 failed, 2 running, 7 succeeded``: the statuses that have tasks, failures first."""
     order = [k for k in COUNT_ORDER if k in counts] + [k for k in counts if k not in COUNT_ORDER]
-    return ", ".join(f"{counts[k]} {k.replace('_', ' ')}" for k in order if counts[k]) or "no tasks"
+    return ", ".join(f"{counts[k]} {status_word(k)}" for k in order if counts[k]) or "no tasks"
 
 
-# What a program prints when its stdin gives end-of-file at once (Python's EOFError, C's
-# "end of file", "not a tty" checks): a heuristic, only for the failure hint below.
-_STDIN_EOF = re.compile(rb"\bEOF\b|EOFError|end[ -]of[ -]file|not an? (tty|terminal)|inappropriate ioctl",
-                        re.IGNORECASE)
+# What a program prints when it needs a terminal and has none: end-of-file at once on its
+# stdin (Python's EOFError, C's "end of file", "not a tty" checks), a terminal ioctl that
+# fails, curses that cannot start (setupterm, "Error opening terminal", a call that returned
+# ERR). A heuristic, only for the failure hint below.
+_NEEDS_TERMINAL = re.compile(
+    rb"\bEOF\b|EOFError|end[ -]of[ -]file|not an? (tty|terminal)|inappropriate ioctl|setupterm"
+    rb"|error opening terminal|_curses\.error|returned ERR|\bERR\b", re.IGNORECASE)
 _TAIL_BYTES = 2048
-STDIN_HINT = "stdin is closed in compact/headless mode; --ui live gives it a terminal"
+STDIN_HINT = "it has no terminal in compact/headless mode (stdin closed); --ui live gives it one"
 
 
-def read_stdin_eof(gen: GenPaths) -> bool:
-    """Whether the end of a generation's output reads like a program that met end-of-file
-    on its stdin."""
+def reads_as_needing_a_terminal(gen: GenPaths) -> bool:
+    """Whether the end of a generation's output reads like a program that needed a terminal:
+    it met end-of-file on its stdin, or could not set one up."""
     try:
         with open(gen.output, "rb") as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - _TAIL_BYTES))
-            return _STDIN_EOF.search(f.read()) is not None
+            return _NEEDS_TERMINAL.search(f.read()) is not None
     except OSError:
         return False
 
 
-def progress_line(f: ProgressFacts, width: int) -> str:
+def progress_line(f: ProgressFacts, width: int, waiting: Sequence[str] = ()) -> str:
     """``12/40 done · 3 running · 2 failed · 1 skipped · 1 waiting for input · 1m04s · ETA 2m10s
     · longest build-17 45s``, fitted to ``width``: the least needed parts go first when it
     is too long (longest task, ETA, elapsed). ``done`` counts every task that ended except the
-    skipped ones, which are counted apart; ETA is the work left (pending tasks at the mean
-    duration, running ones for what their mean leaves) spread over the slots, shown while
-    tasks are pending (once only running ones are left, nothing says how long they take)."""
+    skipped ones, which are counted apart; ``waiting`` names the workers waiting for input
+    (given their names; else their number). ETA: see ``_eta``."""
     c = f.counts
     total = sum(c.values())
     done = total - c.get("pending", 0) - c.get("running", 0) - c.get("skipped", 0)
@@ -101,12 +112,13 @@ def progress_line(f: ProgressFacts, width: int) -> str:
         parts.append(f"{bad} failed")
     if c.get("skipped"):
         parts.append(f"{c['skipped']} skipped")
-    if f.waiting:
+    if waiting:
+        parts.append("waiting: " + ", ".join(quoting.terminal_text(name) for name in waiting))
+    elif f.waiting:
         parts.append(f"{f.waiting} waiting for input")
     optional = [duration(f.elapsed)]
-    if f.mean_duration is not None and c.get("pending"):  # the running ones alone: nothing to go by
-        left = c.get("pending", 0) * f.mean_duration + sum(max(f.mean_duration - ran, 0.0) for _, ran in f.running)
-        optional.append(f"ETA {duration(left / max(f.jobs, 1))}")
+    if (eta := _eta(f)) is not None:
+        optional.append(f"ETA {eta}")
     if f.running:
         name, ran = max(f.running, key=lambda r: r[1])
         optional.append(f"longest {quoting.terminal_text(name)} {duration(ran)}")
@@ -118,17 +130,78 @@ def progress_line(f: ProgressFacts, width: int) -> str:
         optional.pop()
 
 
+def _eta(f: ProgressFacts) -> str | None:
+    """The work left — pending tasks at the mean duration of those that ended, running ones
+    for what that mean leaves of them — spread over the slots, and never less than the
+    longest a running one has left: it stays to the end. None before a first task ended
+    (nothing to go by); ``<1s`` once the running ones have outlasted the mean."""
+    if f.mean_duration is None or not (f.counts.get("pending") or f.running):
+        return None
+    mean = f.mean_duration
+    left_each = [max(mean - ran, 0.0) for _, ran in f.running]
+    left = max((f.counts.get("pending", 0) * mean + sum(left_each)) / max(f.jobs, 1), max(left_each, default=0.0))
+    return duration(left) if left > 0 else "<1s"
+
+
+class AnnouncedList(list[dict[str, Any]]):
+    """The run's warnings list that tells the reporter of each warning as it is recorded."""
+
+    def __init__(self, items: list[dict[str, Any]], announce: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(items)
+        self._announce = announce
+
+    def append(self, item: dict[str, Any]) -> None:
+        super().append(item)
+        self._announce(item)
+
+
+class Observed(Protocol):
+    """What the reporter reads of a running supervisor (``ConsoleReporter.observe``)."""
+
+    warnings: list[dict[str, Any]]
+
+    @property
+    def live(self) -> Mapping[int, Any]:  # slot -> its live generation (``.task.name``, ``.task.waiting_input``)
+        ...
+
+
 class ConsoleReporter:
     def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None,
-                 run_id: str = "") -> None:
-        """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says it started."""
+                 run_id: str = "", panes: bool = False) -> None:
+        """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says
+        it started. ``panes``: the workers are shown in panes (a multiplexer's), so their
+        output is not copied in ``progress`` mode; without panes it is, to a terminal."""
         self.mode = mode
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
+        self.panes = panes
         self._line_shown = False
         self._run_id = run_id
+        self._observed: Observed | None = None
+        self._warnings = 0
+
+    @property
+    def copies_output(self) -> bool:
+        """Whether each task's output is copied to stdout as it ends: in ``group`` and ``tag``,
+        and in ``progress`` on a terminal when no pane shows it (as GNU parallel groups it)."""
+        return self.mode in ("group", "tag") or (self.wants_progress and not self.panes and _isatty(self.out))
+
+    def observe(self, run: Observed) -> None:
+        """Follow a running supervisor: its warnings are said as they are recorded (one line
+        each, or counted for the end in ``quiet``), and the progress line names the workers
+        waiting for input."""
+        self._observed = run
+        run.warnings = AnnouncedList(run.warnings, self.warning)
+
+    def warning(self, w: dict[str, Any]) -> None:
+        """One warning of the run: its line on stderr as it happens; in ``quiet``, counted for
+        the one line at the end. A full state directory is said by ``problem`` already."""
+        self._warnings += 1
+        if self.mode != "quiet" and w.get("code") != "state_dir_error":
+            task = f" {w['task']}:" if w.get("task") else ""
+            self._say(f"zellij-swarm: warning [{w.get('code')}]{task} {w.get('message')}")
 
     def started(self, run: RunPaths, total: int) -> None:
         self._run_id = run.run_id
@@ -147,19 +220,19 @@ class ConsoleReporter:
         if self.mode == "quiet":
             return
         row = task.row(now=None)
-        if gen is not None and self.mode in ("group", "tag"):
+        if gen is not None and self.copies_output:
             tag = f"[{quoting.terminal_text(task.name)}] ".encode() if self.mode == "tag" else None
             self._copy_output(gen, tag)
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
             self._say(describe(row) + self._hint(task, row, gen))
 
     def _hint(self, task: TaskRecord, row: dict[str, Any], gen: GenPaths | None) -> str:
-        """Where to look at a task that did not succeed (and why, when its stdin is the likely
-        cause); nothing for one that did, or never ran."""
+        """Where to look at a task that did not succeed (and why, when the lack of a terminal
+        is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
             return ""
         hint = f" — zellij-swarm logs {self._run_id} {shlex.quote(task.name)}"
-        if row["status"] == "failed" and task.pane_id is None and read_stdin_eof(gen):
+        if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
 
@@ -179,7 +252,9 @@ class ConsoleReporter:
     def progress(self, facts: ProgressFacts) -> None:
         if not self.wants_progress:
             return
-        self.err.write("\r\033[K" + progress_line(facts, self._width()))
+        waiting = [] if self._observed is None else sorted(
+            lg.task.name for lg in self._observed.live.values() if lg.task.waiting_input)
+        self.err.write("\r\033[K" + progress_line(facts, self._width(), waiting))
         self.err.flush()
         self._line_shown = True
 
@@ -192,15 +267,20 @@ class ConsoleReporter:
         return max((columns or 80) - 1, 20)  # a terminal that says 0 columns has not been sized
 
     def finished(self, snapshot: dict[str, Any], exit_code: int) -> None:
+        run_id = snapshot["run_id"]
         if self.mode == "quiet":
+            if self._warnings:
+                self._say(f"zellij-swarm: {self._warnings} warning(s); read them with: zellij-swarm status {run_id}")
             return
         counts = {k: v for k, v in snapshot["counts"].items() if v}
         wall = (snapshot["metrics"].get("wall_time_ms") or 0) / 1000
         summary = counts_text(counts)
         verb = {"finished": "finished", "cancelled": "cancelled", "interrupted": "detached"}[snapshot["state"]]
-        self._say(f"zellij-swarm: run {snapshot['run_id']} {verb} in {wall:.1f}s: {summary} (exit {exit_code})")
+        self._say(f"zellij-swarm: run {run_id} {verb} in {wall:.1f}s: {summary} (exit {exit_code})")
         if snapshot["state"] == "interrupted":
-            self._say(f"zellij-swarm: workers keep running; continue with: zellij-swarm resume {snapshot['run_id']}")
+            self._say(f"zellij-swarm: workers keep running; continue with: zellij-swarm resume {run_id}")
+        elif not self.copies_output:  # the output was in panes, or only in the logs
+            self._say("zellij-swarm: read any task's output with: zellij-swarm logs TASK")
 
     def _clear_line(self) -> None:
         if self._line_shown:
@@ -211,3 +291,10 @@ class ConsoleReporter:
         self._clear_line()
         self.err.write(quoting.terminal_text(text) + "\n")
         self.err.flush()
+
+
+def _isatty(stream: IO[bytes]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
