@@ -99,7 +99,7 @@ def test_ls_names_the_run_and_counts_by_status(swarm) -> None:
     assert rows[0]["name"] == "nightly"
     assert rows[0]["counts"] == {"timed_out": 1, "succeeded": 1} and rows[0]["failed"] == 1
     text = swarm("ls").stdout.splitlines()
-    assert text[0].split() == ["RUN", "NAME", "STATE", "STARTED", "TASKS"]
+    assert text[0].split() == ["RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"]
     assert "nightly" in text[1] and "1 timed out, 1 succeeded" in text[1]
 
 
@@ -120,7 +120,7 @@ def test_a_task_that_meets_eof_on_stdin_gets_a_hint_and_every_failure_a_logs_hin
     res = swarm("run", "s.toml", "--backend", "headless")
     assert res.code == 1
     run = swarm.latest().name
-    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("asks: FAILED")]
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("asks: failed")]
     assert f"zellij-swarm logs {run} asks" in line
     assert STDIN_HINT in line
 
@@ -128,7 +128,7 @@ def test_a_task_that_meets_eof_on_stdin_gets_a_hint_and_every_failure_a_logs_hin
 def test_a_failure_that_is_not_about_stdin_gets_no_stdin_hint(swarm) -> None:
     swarm.write("s.toml", '[[task]]\nname = "x y"\ncmd = "echo compile error; exit 2"\n')
     res = swarm("run", "s.toml", "--backend", "headless")
-    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("x y: FAILED")]
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("x y: failed")]
     assert line.endswith(f"zellij-swarm logs {swarm.latest().name} 'x y'") and STDIN_HINT not in line
 
 
