@@ -250,13 +250,14 @@ def test_without_ptrace_access_it_is_unknown():
             try:
                 os.setgid(65534)
                 os.setuid(65534)
-                os.write(w, tty_wait(pid).value.encode())
+                look = waiting.look(pid)
+                os.write(w, f"{look.wait.value} {look.closed}".encode())
             finally:
                 os._exit(0)
         os.close(w)
         os.waitpid(child, 0)
         with os.fdopen(r, "rb") as f:
-            assert f.read() == b"unknown"
+            assert f.read() == b"unknown /proc/PID/syscall is closed to this user (ptrace access)"
 
 
 @pytest.mark.parametrize(("wait", "silent_for", "expected"), [
@@ -281,3 +282,18 @@ def test_a_quiet_after_of_ones_own():
                                                 (TtyWait.BUSY, False), (TtyWait.POLLING, True)])
 def test_a_prompt_on_the_screen_weighs_less_than_the_kernel(wait, expected):
     assert waiting_input(wait, silent_for=0.0, prompt=True) is expected
+
+
+@pytest.mark.parametrize(("scope", "euid", "closed"), [(None, 1000, False), ("0", 1000, False), ("1", 1000, True),
+                                                       ("1", 0, False), ("3", 0, True)])
+def test_doctor_says_when_the_kernel_will_not_tell(tmp_path, monkeypatch, scope, euid, closed):
+    """Yama's ptrace_scope 1 lets a process read only its descendants' syscall files; the
+    supervisor is not a pane's ancestor. Root passes every scope but 3."""
+    if scope is not None:
+        (tmp_path / "sys" / "kernel" / "yama").mkdir(parents=True)
+        (tmp_path / "sys" / "kernel" / "yama" / "ptrace_scope").write_text(scope + "\n")
+    monkeypatch.setattr(waiting.os, "geteuid", lambda: euid)
+    said = waiting.evidence_here(tmp_path)
+    assert (said is not None) is closed
+    if closed:
+        assert f"ptrace_scope is {scope}" in said

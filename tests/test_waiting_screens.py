@@ -9,14 +9,24 @@ pane's size, here 80×24) before the patterns look.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
+from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.engine import input_watch
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import SettingError
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.screen import TailScreen
-from zellij_swarm.worker import prompts
+from zellij_swarm.worker import prompts, waiting
+from zellij_swarm.worker.waiting import TtyWait
 
 SCREENS = Path(__file__).parent / "screens" / "prompts"
 
@@ -70,3 +80,52 @@ def test_a_pattern_of_ones_own_replaces_the_defaults_and_empty_looks_for_nothing
 def test_a_bad_pattern_is_a_setting_error_naming_where() -> None:
     with pytest.raises(SettingError, match="waiting_pattern"):
         settings.parse_as("waiting_pattern", "Proceed? [y/N", "file s.toml:3")
+
+
+def _watch_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, *, task_pattern: str | None,
+               run_pattern: str | None, closed: str | None) -> tuple[list[bool | None], TaskRecord]:
+    """One input watch over one pane worker whose screen is ``screen`` and whose processes the
+    kernel will not show (``closed``: why) or shows polling among sockets (None)."""
+    run = tmp_path / "run"
+    gen = GenPaths(run / "slots" / "slot-1" / "gen-1", 1, 1)
+    gen.dir.mkdir(parents=True)
+    gen.output.write_text(screen)
+    (run / "run.json").write_text(json.dumps({"settings": {"waiting_pattern": {"value": run_pattern,
+                                                                             "source": "flag"}}}))
+    wait = TtyWait.UNKNOWN if closed else TtyWait.SHARED
+    monkeypatch.setattr(input_watch.waiting, "look", lambda pid, procs: waiting.Look(wait, closed))
+    monkeypatch.setattr(input_watch.waiting, "scan_procs", lambda: {})
+    now = [0.0]
+    timers = Timers(lambda: now[0])
+    seen: list[bool | None] = []
+    # output written "now": never silent long enough for the quiet rule
+    watch = input_watch.InputWatch(timers, lambda: gen.output.stat().st_mtime, lambda lg, v: seen.append(v))
+    task = TaskRecord(spec=TaskSpec(name="agent", cmd="agent", waiting_pattern=task_pattern), id="t1", order=1,
+                      timeout=None, retries=0, idle_timeout=None)
+    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "agent", pane=True), backfill=False, pid=os.getpid())
+    watch.register(lg)
+    for _ in range(3):
+        now[0] += input_watch.TICK
+        timers.run_due()
+    watch.unregister(lg)
+    return seen, task
+
+
+@pytest.mark.parametrize("closed", [None, "/proc/PID/syscall is closed to this user (ptrace access)"])
+def test_the_input_watch_marks_a_worker_whose_screen_asks(tmp_path, monkeypatch, closed) -> None:
+    seen, task = _watch_one(tmp_path, monkeypatch, "working...\nApply the patch? [y/N] ", task_pattern=None,
+                            run_pattern=None, closed=closed)
+    assert seen == [True]
+    assert task.waiting_evidence == closed
+    assert (task.optional_fields.get("waiting_evidence")) == closed
+
+
+def test_the_tasks_pattern_wins_over_the_runs_and_the_runs_over_the_defaults(tmp_path, monkeypatch) -> None:
+    closed = "closed"
+    asks = "Apply the patch? [y/N] "
+    assert _watch_one(tmp_path / "1", monkeypatch, asks, task_pattern=None, run_pattern="", closed=closed)[0] \
+        == [None]
+    assert _watch_one(tmp_path / "2", monkeypatch, "Approve? ", task_pattern=None, run_pattern="Approve",
+                      closed=closed)[0] == [True]
+    assert _watch_one(tmp_path / "3", monkeypatch, asks, task_pattern="Approve", run_pattern=None,
+                      closed=closed)[0] == [None]

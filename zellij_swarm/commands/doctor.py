@@ -24,6 +24,7 @@ from zellij_swarm.backends._zellij import detect as detect_zellij
 from zellij_swarm.backends.select import choose
 from zellij_swarm.config import settings
 from zellij_swarm.records import rundir
+from zellij_swarm.worker import waiting
 from zellij_swarm.worker.slurm import Slurm
 
 
@@ -54,6 +55,7 @@ def report(env: Mapping[str, str]) -> dict[str, Any]:
         info["error"] = str(e)
         choice = choose("auto", env)
     info["backend"] = {"name": choice.name, "why": choice.why}
+    info["waiting_input"] = {"syscall_evidence": waiting.evidence_here() or "available"}
     return info
 
 
@@ -79,6 +81,9 @@ def format_report(info: dict[str, Any], env: Mapping[str, str]) -> list[str]:
         lines.append(f"  capabilities: {', '.join(on) or 'none'}")
     t = info["tmux"]
     lines.append(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
+    evidence = info["waiting_input"]["syscall_evidence"]
+    lines.append("waiting for input: " + ("seen from the kernel and the screen" if evidence == "available" else
+                                          f"seen from the screen only (waiting_pattern): {evidence}"))
     if info.get("error"):
         lines.append(f"settings: error: {info['error']}")
     for name, entry in info["settings"].items():

@@ -1,4 +1,4 @@
-"""What on a worker's screen says it asks a person something (SPEC §9.3).
+"""What on a worker's screen says it asks a person something (SPEC §2, Waiting for input).
 
 The kernel tells when a program reads its terminal or polls nothing else (``worker.waiting``),
 but an agent CLI that polls its terminal among its connections to the model looks the same

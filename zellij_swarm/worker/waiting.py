@@ -139,6 +139,20 @@ def syscall_evidence(pid: int, proc: Path = PROC) -> str | None:
     return None
 
 
+def evidence_here(proc: Path = PROC) -> str | None:
+    """Why a supervisor run by this user cannot read what a pane's worker waits in (None: it
+    can, for workers of its own user that stay dumpable) — ``doctor``'s answer, before a run.
+    The supervisor is not the pane's ancestor (the multiplexer's server is), so Yama's
+    ptrace_scope 1 ("only descendants") already closes it; root is let through by every scope
+    but 3."""
+    if platform.machine() not in _SYSCALLS:
+        return f"the syscall numbers of {platform.machine()} are not known here"
+    scope = _ptrace_scope(proc)
+    if scope is not None and scope != "0" and (os.geteuid() != 0 or scope == "3"):
+        return f"kernel.yama.ptrace_scope is {scope}: /proc/PID/syscall of a pane's worker is closed to this user"
+    return None
+
+
 def _ptrace_scope(proc: Path) -> str | None:
     try:
         return _read(f"{proc}/sys/kernel/yama/ptrace_scope").decode().strip()
