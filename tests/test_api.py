@@ -1,0 +1,186 @@
+"""The Python API as a library user calls it (issue 25 §5): typed keywords that are the settings
+table and the swarm file's task keys, typed results, unknown names that say the closest one,
+a blocking run() that leaves the host's signal handlers alone and turns Ctrl-C into a cancel,
+and start() with a handle that talks to the run through its directory."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from swarmtest import kill_run_processes, validate, wait_until
+
+from zellij_swarm import Run, Swarm, SwarmResult, Task, TaskResult, TaskStatus, errors, open_run
+from zellij_swarm.api import SlurmResources, check_settings_keywords
+from zellij_swarm.config import settings, slurm, swarmfile
+
+# ----- the keywords are the swarm file's keys and the settings table ------------------------------
+
+
+def test_task_has_every_key_a_swarm_file_task_has():
+    assert {f.name for f in dataclasses.fields(Task)} == swarmfile.TASK_KEYS
+    keywords = set(inspect.signature(Task).parameters) - {"unknown"}
+    assert keywords == swarmfile.TASK_KEYS
+    assert set(SlurmResources.__annotations__) == set(slurm.KEYS)
+
+
+def test_swarm_keywords_are_the_settings_table_and_cannot_drift_from_it():
+    keywords = [p.name for p in inspect.signature(Swarm).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert keywords == ["name", "groups", *(s.name for s in settings.SETTINGS)]
+    check_settings_keywords(Swarm.__init__)  # what the import did
+    added = (*settings.SETTINGS, dataclasses.replace(settings.SETTINGS[0], name="brand_new"))
+    with pytest.raises(TypeError, match=r"missing \['brand_new'\]"):
+        check_settings_keywords(Swarm.__init__, added)
+    with pytest.raises(TypeError, match=r"not settings \['jobs'\]"):
+        check_settings_keywords(Swarm.__init__, settings.SETTINGS[1:])
+
+    def narrow(*, jobs: int) -> None: ...
+
+    with pytest.raises(TypeError, match=r"keyword jobs: .* does not accept None"):
+        check_settings_keywords(narrow, settings.SETTINGS[:1])
+    assert "kill_grace: time between SIGTERM and SIGKILL" in (Swarm.__init__.__doc__ or "")
+
+
+def test_unknown_names_say_the_closest_one():
+    with pytest.raises(errors.UnknownName, match=r"unknown task key 'comand' \(did you mean 'cmd'\?\)"):
+        Task(comand="make")
+    with pytest.raises(errors.UnknownName, match=r"unknown setting 'job' \(did you mean 'jobs'\?\)") as caught:
+        Swarm([Task("true")], job=2)
+    assert isinstance(caught.value, errors.UsageError) and caught.value.name == "job"
+    with pytest.raises(errors.SettingError, match=r"invalid jobs 0 \(from api\)"):
+        Swarm([Task("true")], jobs=0)  # before anything runs
+    with pytest.raises(errors.InputError, match=r"unknown group 'gpus' \(did you mean 'gpu'\?\)"):
+        Swarm([Task("true", group="gpus")], groups={"gpu": 1}).run()
+    with pytest.raises(errors.InputError, match="jobs must be an integer"):
+        Swarm(groups={"gpu": 0})
+
+
+# ----- a blocking run -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_run_returns_typed_results(here: Path, monkeypatch: pytest.MonkeyPatch):
+    calls: list[str] = []  # the run may not touch the host's signal handlers
+    monkeypatch.setattr(signal, "signal", lambda *a: calls.append(f"signal{a}"))
+    monkeypatch.setattr(signal, "set_wakeup_fd", lambda *a, **k: calls.append("set_wakeup_fd"))
+    (here / "sub").mkdir()
+    result = Swarm([
+        Task("echo built", name="build"),
+        Task(argv=["sh", "-c", "echo try; exit 3"], name="test", after="build", retries=1),
+        Task("true", name="deploy", after=["test"]),
+        Task('echo "$WHO in $(basename "$PWD")"', name="env", cwd="sub", env={"WHO": "me"}, tags=["x"],
+             group="small", priority=5, timeout="1m", worktree=False),
+    ], jobs=2, groups={"small": 1}).run()
+    assert calls == []
+    assert isinstance(result, SwarmResult) and (result.ok, result.exit_code, result.state) == (False, 1, "finished")
+    assert [t.name for t in result.tasks] == ["build", "test", "deploy", "env"] == [t.name for t in result]
+    test = result["test"]
+    assert isinstance(test, TaskResult) and result["t2"] == test
+    assert (test.status, test.exit_code, test.signal, test.attempts) == (TaskStatus.FAILED, 3, None, 2)
+    assert test.duration is not None and test.duration >= 0
+    assert (test.output(), test.output(1), test.output(raw=True)) == ("try\n", "try\n", "try\n")
+    assert result["deploy"].status is TaskStatus.SKIPPED and result["deploy"].output() == ""
+    assert result["build"].ok and result["env"].output() == "me in sub\n"
+    assert result.counts == {TaskStatus.SUCCEEDED: 2, TaskStatus.FAILED: 1, TaskStatus.SKIPPED: 1}
+    assert "test" in result and "nope" not in result and len(result) == 4
+    with pytest.raises(KeyError, match=r"has no task 'biuld' \(did you mean 'build'\?\)"):
+        result["biuld"]
+    with pytest.raises(errors.UsageError, match="no attempt 3"):
+        test.output(3)
+    assert result.run_dir == here / ".zellij-swarm" / "runs" / result.run_id
+    validate(dict(result.record), "status")
+
+
+def test_summary_is_kept_for_one_release_deprecated(here: Path):
+    result = Swarm([Task("exit 4", name="u")]).run()
+    with pytest.warns(DeprecationWarning, match="result.tasks"):
+        summary = result.summary
+    assert summary == result.record and summary["tasks"][0]["exit_code"] == 4
+
+
+def test_ctrl_c_cancels_the_run_through_the_ladder_then_is_raised(here: Path):
+    """Ctrl-C in run() (a KeyboardInterrupt on the main thread: run() installs no handler) ends
+    the workers as `cancel` does — a worker that ignores SIGTERM gets SIGKILL after the grace —
+    waits for the run's end, and is raised again."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    seen: dict[str, object] = {}
+
+    def interrupt() -> None:
+        seen["pid"] = int(wait_until(lambda: (here / "started").exists() and (here / "started").read_text(),
+                                     what="the worker to start"))
+        seen["handlers"] = {s: signal.getsignal(s) for s in before}
+        os.kill(os.getpid(), signal.SIGINT)
+
+    ctrl_c = threading.Thread(target=interrupt)
+    ctrl_c.start()
+    with pytest.raises(KeyboardInterrupt):
+        Swarm([Task("trap '' TERM; echo $$ > started; sleep 60", name="stubborn"),
+               Task("true", name="later", after=["stubborn"])], kill_grace=0.2).run()
+    ctrl_c.join()
+    assert seen["handlers"] == before == {s: signal.getsignal(s) for s in before}
+    assert not [t for t in threading.enumerate() if t.name == "zellij-swarm supervisor"], "the run had ended"
+    [run_id] = os.listdir(here / ".zellij-swarm" / "runs")
+    result = open_run(run_id).wait(timeout=5)
+    assert (result.state, result.exit_code) == ("cancelled", 130)
+    stubborn = result["stubborn"]
+    assert (stubborn.status, stubborn.reason, stubborn.signal) == (TaskStatus.CANCELLED, "cancelled_by_user", "SIGKILL")
+    assert result["later"].status is TaskStatus.CANCELLED
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(str(seen["pid"])), 0)
+
+
+# ----- start() and the handle ---------------------------------------------------------------------
+
+
+def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path):
+    swarm = Swarm([Task("echo early", name="early"),
+                   Task("while [ ! -e go ]; do sleep 0.02; done; echo gate", name="gated")], jobs=2)
+    run = swarm.start()
+    try:
+        assert isinstance(run, Run) and run.pid is not None
+        assert os.getsid(run.pid) == run.pid != os.getsid(0), "its own session: the host's Ctrl-C does not reach it"
+        status = run.status()
+        assert status.state == "running" and [t.name for t in status.tasks] == ["early", "gated"]
+        same = open_run(run.run_id, state_dir=here / ".zellij-swarm")
+        assert same.run_dir == run.run_dir and same.pid == run.pid
+        wait_until(lambda: run.status()["early"].ok, what="early to end")
+        assert run.logs("early") == "early\n"
+        with pytest.raises(errors.WaitTimeout):
+            run.wait(timeout=0.1)
+        run.pause()
+        run.add(Task("echo added", name="added", after=["early"]))
+        added = wait_until(lambda: "added" in (now := run.status()) and now, what="the snapshot to show it")
+        assert added["added"].status is TaskStatus.PENDING and added.record["paused"]["run"]  # paused: it waits
+        run.unpause()
+        wait_until(lambda: run.status()["added"].ok, what="the added task to run")
+        run.cancel()
+        result = run.wait(timeout=30)
+        assert (result.state, result.exit_code, result["gated"].status) == ("cancelled", 130, TaskStatus.CANCELLED)
+        assert same.wait(timeout=5).exit_code == 130  # a run started elsewhere: its recorded exit code
+        with pytest.raises(errors.RunNotActive):
+            run.cancel()
+    finally:
+        if run.pid is not None:
+            os.killpg(run.pid, signal.SIGKILL)
+        kill_run_processes(run.run_id)
+        run.wait(timeout=30)  # its supervisor collected
+
+
+def test_start_refuses_what_cannot_run(here: Path):
+    with pytest.raises(errors.InputError, match="after names unknown task 'nope'"):
+        Swarm([Task("true", after=["nope"])]).start()  # checked here: nothing started
+    assert not (here / ".zellij-swarm").exists()
+    with pytest.raises(errors.UsageError, match="worktree"):
+        Swarm([Task("true")], worktree=True).start()  # the supervisor's refusal: not a git repository
+    with pytest.raises(errors.RunNotFound):
+        open_run("nope", state_dir=here)

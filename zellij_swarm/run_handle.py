@@ -1,0 +1,185 @@
+"""``Run``: a handle on a run that goes on without the caller — one ``Swarm.start()`` began, or
+any other (``open_run``) — that talks to it as the control commands do, through the run's
+directory: its records for ``status``, ``wait`` and ``logs``, its control inbox for
+``cancel``, ``add`` and ``pause``. Nothing of the run lives in the handle: dropping it, or the
+program that made it ending, leaves the run going, and ``open_run`` finds it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zellij_swarm import errors
+from zellij_swarm.commands import control
+from zellij_swarm.commands import status as views
+from zellij_swarm.config import settings
+from zellij_swarm.engine import pid_end
+from zellij_swarm.records import rundir, runlock
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.results import RunStatus, SwarmResult
+
+if TYPE_CHECKING:
+    from zellij_swarm.api import Task
+
+__all__ = ["Run", "open_run"]
+
+PROC_LOOK = 0.05  # seconds between two looks at /proc where the kernel gives no pidfd
+EVENTS_TAIL = 1 << 16  # bytes of the event log read for the run's last word: its end is among its last lines
+
+
+class Run:
+    """A run, by its directory. ``process`` is its supervisor when this program started it
+    (``Swarm.start()``): then ``wait`` has the supervisor's own exit status."""
+
+    def __init__(self, run: RunPaths, *, process: subprocess.Popen[bytes] | None = None) -> None:
+        self._run = run
+        self._process = process
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def run_dir(self) -> Path:
+        return self._run.dir
+
+    @property
+    def pid(self) -> int | None:
+        """The supervisor's pid while it runs (None once the run has no supervisor)."""
+        if self._process is not None:
+            return self._process.pid if self._process.poll() is None else None
+        holder = runlock.holder(self._run)
+        return holder if holder is not None and holder > 0 else None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.run_id} in {self.run_dir.parent.parent.parent}>"
+
+    def status(self) -> RunStatus:
+        """The run now: its state, its tasks and their statuses (``zellij-swarm status``)."""
+        return RunStatus(self.run_dir, views.load_status(self._run))
+
+    def wait(self, timeout: float | None = None) -> SwarmResult:
+        """Wait until the run has no supervisor — it ended, or was interrupted — and return
+        its result, as ``Swarm.run()`` does. ``errors.WaitTimeout`` after ``timeout``
+        seconds; the run goes on. Ctrl-C here leaves the run going (``cancel`` ends it)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._process is not None:
+            try:
+                code = self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise errors.WaitTimeout(self.run_id, timeout or 0.0) from None
+            exit_code = 128 - code if code < 0 else code  # a supervisor killed by signal N: as a shell says it
+        else:
+            while (holder := runlock.holder(self._run)) is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise errors.WaitTimeout(self.run_id, timeout or 0.0)
+                _wait_for_end(holder, left)
+            exit_code = recorded_exit_code(self._run)
+        return SwarmResult(exit_code, self.run_dir, views.load_status(self._run))
+
+    def cancel(self, *tasks: str) -> None:
+        """Cancel the whole run, or the named tasks (names or ids), as ``zellij-swarm cancel``
+        does: the workers end through the kill ladder. ``errors.RunNotActive`` when the run
+        has ended."""
+        control.cancel(self._writable(), tasks)
+
+    def add(self, *tasks: Task) -> None:
+        """Add tasks to the running swarm (``zellij-swarm add``); they may run after any of its
+        tasks. The supervisor checks them: a bad one is an ``errors.UsageError``."""
+        control.add(self._writable(), tasks=[task.as_record(Path.cwd()) for task in tasks])
+
+    def pause(self, group: str | None = None) -> None:
+        """Start no new task of the run (or of ``group``) until ``unpause``; running ones go on."""
+        control.set_paused(self._writable(), group, paused=True)
+
+    def unpause(self, group: str | None = None) -> None:
+        control.set_paused(self._writable(), group, paused=False)
+
+    def logs(self, task: str, *, attempt: int | None = None, raw: bool = False) -> str:
+        """What ``task`` printed in its latest attempt (or ``attempt``) so far."""
+        return self.status()[task].output(attempt, raw=raw)
+
+    def _writable(self) -> RunPaths:
+        """The run, once its records are found to be the caller's alone: a command that
+        changes a run acts on no records another user could have written (SPEC §7)."""
+        rundir.require_trusted(self.run_dir.parent.parent)
+        rundir.require_trusted_run(self._run)
+        return self._run
+
+
+def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) -> Run:
+    """A handle on the run ``run_id`` (or a unique prefix of it) under ``state_dir`` (default:
+    as for the commands, ``$ZELLIJ_SWARM_STATE_DIR`` or ``./.zellij-swarm``), started by
+    anyone: ``zellij-swarm run``, a ``Swarm.start()`` of another program. ``errors.RunNotFound``
+    when there is none."""
+    spec = settings.BY_NAME["state_dir"]
+    if state_dir is None:
+        state_dir = next((os.environ[name] for name in spec.envs if os.environ.get(name)), str(spec.default()))
+    return Run(rundir.find_run(Path(state_dir).absolute(), run_id))
+
+
+def recorded_exit_code(run: RunPaths) -> int:
+    """What ``zellij-swarm run`` exited with for ``run``, from its event log: the last
+    ``run_finished`` since the run last (re)started, 129 after ``run_detached``. A supervisor
+    that vanished without a word: 1 (its records say the run is interrupted)."""
+    for event in reversed(_last_events(run)):
+        name = event.get("event")
+        if name == "run_finished" and isinstance(event.get("exit_code"), int):
+            return int(event["exit_code"])
+        if name == "run_detached":
+            return 129
+        if name in ("run_started", "run_resumed", "run_retried"):
+            break
+    return 1
+
+
+def _last_events(run: RunPaths) -> list[dict[str, Any]]:
+    """The complete lines of the last ``EVENTS_TAIL`` bytes of the run's event log."""
+    try:
+        with open(run.events, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - EVENTS_TAIL))
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return []
+    if size > EVENTS_TAIL:
+        lines = lines[1:]  # begins mid-line
+    events = []
+    for line in lines[:-1]:  # the last is empty, or torn
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _wait_for_end(pid: int, timeout: float | None) -> None:
+    """Return when process ``pid`` (not our child: a supervisor started elsewhere) has
+    ended, or after ``timeout``: a pidfd, readable at its end; else a look at /proc now and
+    then. ``pid`` -1 (the supervisor still writing its pid) is looked at again shortly."""
+    if pid <= 0:
+        time.sleep(PROC_LOOK)
+        return
+    try:
+        fd = pid_end.open_pidfd(pid)
+    except pid_end.PidfdUnavailable:
+        start = pid_end.start_ticks(pid)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not pid_end.ended(pid, start) and (deadline is None or time.monotonic() < deadline):
+            time.sleep(PROC_LOOK)
+        return
+    if fd is None:
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
