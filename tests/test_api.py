@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -180,7 +181,12 @@ def test_start_refuses_what_cannot_run(here: Path):
     with pytest.raises(errors.InputError, match="after names unknown task 'nope'"):
         Swarm([Task("true", after=["nope"])]).start()  # checked here: nothing started
     assert not (here / ".zellij-swarm").exists()
-    with pytest.raises(errors.UsageError, match="worktree"):
+    with pytest.raises(errors.UsageError, match="worktree") as refused:
         Swarm([Task("true")], worktree=True).start()  # the supervisor's refusal: not a git repository
+    with pytest.raises(errors.UsageError, match=re.escape(str(refused.value))):
+        Swarm([Task("true")], worktree=True).run()  # run()'s, raised on the caller's thread
+    with pytest.raises(errors.RunStartError, match="exited with status 1 before its run began") as crashed:
+        Swarm([Task("true")]).start(env={"PYTHONHOME": str(here / "nowhere")})  # a Python that cannot start
+    assert crashed.value.exit_code == 1
     with pytest.raises(errors.RunNotFound):
         open_run("nope", state_dir=here)

@@ -58,7 +58,7 @@ class Run:
         return holder if holder is not None and holder > 0 else None
 
     def __repr__(self) -> str:
-        return f"<Run {self.run_id} in {self.run_dir.parent.parent.parent}>"
+        return f"<Run {self.run_id} under {self.run_dir.parent.parent}>"
 
     def status(self) -> RunStatus:
         """The run now: its state, its tasks and their statuses (``zellij-swarm status``)."""
