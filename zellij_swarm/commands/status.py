@@ -285,23 +285,23 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
 
 
 def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str) -> list[str]:
-    """The tasks' worktrees (``worktree = true``): branch (``swarm/…/TASK`` when it is the run's
-    ``swarm/<run-id>/TASK``), files changed against the run's base commit (counted when the
-    task ended: ``-`` until then) and where each one is, relative to the directory that holds
-    them all, named once above the table."""
+    """The tasks' worktrees (``worktree = true``): files changed against the run's base commit
+    (counted when the task ended: ``-`` until then), where each one is, relative to the
+    directory that holds them all, named once above the table, and its branch last (the
+    column a narrow terminal cuts: ``swarm/…/TASK`` when it is the run's ``swarm/<run-id>/TASK``)."""
     mine = [(t, wt) for t in tasks if (wt := t.get("worktree"))]
     if not mine:
         return []
     paths = [str(wt["path"]) for _, wt in mine]
     holder = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
     prefix = f"swarm/{run_id}/"
-    rows = [(t["name"], "(detached HEAD)" if not wt["branch"] else
-             "swarm/…/" + wt["branch"][len(prefix):] if wt["branch"].startswith(prefix) else wt["branch"],
-             "-" if wt.get("changed_files") is None else str(wt["changed_files"]),
-             os.path.relpath(wt["path"], holder)) for t, wt in mine]
+    rows = [(t["name"], "-" if wt.get("changed_files") is None else str(wt["changed_files"]),
+             os.path.relpath(wt["path"], holder), "(detached HEAD)" if not wt["branch"] else
+             "swarm/…/" + wt["branch"][len(prefix):] if wt["branch"].startswith(prefix) else wt["branch"])
+            for t, wt in mine]
     base = mine[0][1]["base"]
     return [f"worktrees (from {base[:7]}) in {_near(holder)}/:",
-            *table(("TASK", "BRANCH", "CHANGED", "PATH"), rows)]
+            *table(("TASK", "CHANGED", "PATH", "BRANCH"), rows)]
 
 
 def _near(path: str) -> str:

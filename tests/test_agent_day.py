@@ -1,0 +1,238 @@
+"""The agent user's day (issue 24): what ``run``, ``status``, ``ls`` and the joblog show, as
+a person meets them — the words and widths in-process, and in a real tmux (its own server,
+80x24, read with capture-pane) where the terminal matters: ``run --attach`` inside tmux,
+headless output on a terminal, ``status`` of a run with failures."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from swarmtest import Swarm, kill_run_processes, wait_until
+from tmuxtest import Tmux, outside_env
+
+from zellij_swarm.commands import status as views
+from zellij_swarm.engine.progress import ProgressFacts
+from zellij_swarm.render.console import STDIN_HINT, describe, progress_line
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (scripts/setup installs it)")
+needs_script = pytest.mark.skipif(shutil.which("script") is None, reason="script (util-linux) is not installed")
+RUN_ID = "20261201-190549-1c110c"
+
+
+def facts(**over: Any) -> ProgressFacts:
+    base: dict[str, Any] = dict(counts={"pending": 0, "running": 2, "succeeded": 5}, elapsed=64.0, jobs=2,
+                                mean_duration=30.0, running=[("agent-2", 12.0), ("agent-6", 3.0)], waiting=2)
+    return ProgressFacts(**{**base, **over})
+
+
+# ----- words and widths, in-process --------------------------------------------------------------------
+
+
+def test_the_progress_line_names_the_waiting_tasks():
+    line = progress_line(facts(), 200, ["agent-2", "agent-6"])
+    assert "waiting: agent-2, agent-6" in line and "waiting for input" not in line
+    assert "2 waiting for input" in progress_line(facts(), 200)  # names not known: the count
+
+
+def test_the_eta_stays_to_the_end_from_the_running_tasks():
+    # nothing pending: what the mean leaves of the running ones (the longest left, agent-6's 27s)
+    assert "ETA 27s" in progress_line(facts(), 200)
+    overdue = facts(running=[("agent-2", 45.0)], counts={"running": 1, "succeeded": 5})
+    assert "ETA <1s" in progress_line(overdue, 200)
+    assert "ETA" not in progress_line(facts(mean_duration=None), 200)  # no task ended: nothing to go by
+
+
+def test_one_word_per_outcome():
+    row = {"name": "a", "status": "succeeded", "exit_code": 0, "duration_s": 1.0}
+    assert describe(row) == "a: succeeded (1.0s)"
+    assert describe({**row, "status": "timed_out", "exit_code": None}) == "a: timed out (1.0s)"
+
+
+def status_snapshot() -> dict[str, Any]:
+    def task(n: int, status: str, code: int | None, **more: Any) -> dict[str, Any]:
+        name = f"agent-{n}" if n != 4 else "agent-4-refactors-the-parser-and-its-tests"
+        wt = {"branch": f"swarm/{RUN_ID}/{name}", "base": "45cbef07ee5e0000", "changed_files": n,
+              "path": f"/home/u/proj/.zellij-swarm/runs/{RUN_ID}/worktrees/t{n}"}
+        return {"name": name, "id": f"t{n}", "status": status, "exit_code": code, "signal": None, "attempts": 1,
+                "slot": n, "duration_s": 12.5, "reason": None, "worktree": wt, **more}
+
+    return {"run_id": RUN_ID, "name": "agents", "state": "running", "started_at": 1796051483.0,
+            "counts": {"failed": 2, "running": 2, "succeeded": 2},
+            "tasks": [task(1, "succeeded", 0), task(2, "failed", 3), task(3, "running", None, waiting_input=True),
+                      task(4, "failed", 1, command="claude -p 'refactor the parser, then its tests, then docs'"),
+                      task(5, "running", None), task(6, "succeeded", 0)],
+            "slots": [], "warnings": []}
+
+
+def test_status_fits_80_columns_with_short_branches_and_relative_worktrees(monkeypatch):
+    monkeypatch.chdir("/")
+    text = views.format_status(status_snapshot(), False, 80)
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), text
+    assert sum(RUN_ID in line for line in lines) <= 2, "the run id: in the header and the worktrees' place only"
+    assert lines[0].startswith(f"run {RUN_ID} (agents): running")
+    assert "1 waiting for input (status --waiting)" in text
+    assert re.search(r"^  agent-2 +failed \(exit 3, 12\.5s\)", text, re.M)
+    assert re.search(r"^  agent-1 +1 +t1 +swarm/…/agent-1$", text, re.M)
+    assert "ok" not in text.split()
+    assert any(line.endswith("…") for line in lines), "a long row is cut, not wrapped"
+
+
+def test_status_waiting_lists_them_with_the_attach_command():
+    text = views.format_waiting(status_snapshot(), latest=True)
+    assert text.splitlines()[1].split() == ["agent-3", "3", "zellij-swarm", "attach", "agent-3"]
+    assert f"attach {RUN_ID} agent-3" in views.format_waiting(status_snapshot(), latest=False)
+
+
+# ----- as a person meets it: real runs -------------------------------------------------------------------
+
+
+def test_a_waiting_task_is_counted_in_ls_and_status_and_listed_by_status_waiting(swarm):
+    cmd = ('echo \'{"event":"waiting_input"}\' >> "$ZELLIJ_SWARM_HEARTBEAT"; '
+           'while [ ! -e done ]; do sleep 0.05; done')
+    swarm.write("s.toml", "[[task]]\nname = \"agent-2\"\ncmd = '''" + cmd + "'''\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet")
+    run = None
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        wait_until(lambda: "waiting for input" in swarm("status").stdout, what="the task waiting")
+        assert json.loads(swarm("ls", "--json").stdout)[0]["waiting"] == 1
+        assert swarm("ls").stdout.splitlines()[1].split()[5] == "1"  # RUN NAME STATE STARTED (2 words) WAITING
+        assert swarm("status", "--waiting").stdout.splitlines()[1].split() == [
+            "agent-2", "1", "zellij-swarm", "attach", "agent-2"]
+    finally:
+        (swarm.cwd / "done").touch()
+        proc.wait(timeout=30)
+        if run is not None:
+            kill_run_processes(run.name)
+
+
+def test_a_task_that_needs_a_terminal_gets_the_hint(swarm):
+    swarm.write("s.toml", "[[task]]\nname = \"tui\"\ncmd = '''python3 -c \"import curses; "
+                          "curses.setupterm('no-such-terminal')\"'''\n")
+    res = swarm("run", "s.toml", "--backend", "headless")
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("tui: failed")]
+    assert STDIN_HINT in line and "--ui live" in line
+
+
+def git_repo_with_a_change(path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.email=a@b", "-c", "user.name=n", "commit", "-q",
+                    "--allow-empty", "-m", "init"], check=True)
+    (path / "draft.txt").write_text("not committed\n")
+
+
+def test_warnings_are_said_as_they_happen_or_counted_at_the_end_in_quiet(swarm):
+    git_repo_with_a_change(swarm.cwd)
+    res = swarm("run", "--worktree", "--backend", "headless", "--output", "group", "true", ":::", "a")
+    warned = [ln for ln in res.stderr.splitlines() if ln.startswith("zellij-swarm: warning [worktree_base]")]
+    assert len(warned) == 1 and "uncommitted changes" in warned[0], res.stderr
+    assert res.stderr.index(warned[0]) < res.stderr.index("finished in"), "said as it happened"
+    quiet = swarm("run", "--worktree", "--backend", "headless", "--output", "quiet", "--json", "true", ":::", "a")
+    run = swarm.latest().name
+    assert quiet.stderr == f"zellij-swarm: 1 warning(s); read them with: zellij-swarm status {run}\n"
+    assert [w["code"] for w in json.loads(quiet.stdout)["warnings"]] == ["worktree_base"]
+
+
+def test_the_joblog_receive_column_is_the_outputs_byte_count(swarm):
+    res = swarm("run", "--backend", "headless", "--joblog", "jl", "echo {}", ":::", "hello", "")
+    assert res.code == 0, res
+    rows = [line.split("\t") for line in (swarm.cwd / "jl").read_text().splitlines()[1:]]
+    assert {r[8]: r[5] for r in rows} == {"echo hello": "6", "echo ''": "1"}  # as GNU parallel counts them
+
+
+# ----- in a real tmux at 80x24 ------------------------------------------------------------------------------
+
+
+class Terminal:
+    """A shell in an 80x24 tmux pane on the test's own server, with a client attached (through
+    ``script``) as a person's terminal would be; commands are typed into it."""
+
+    def __init__(self, tmux: Tmux, cwd: Path) -> None:
+        self.tmux = tmux
+        bin_dir = Path(sys.executable).parent
+        env = outside_env(tmux, TERM="xterm", PATH=f"{bin_dir}:/usr/bin:/bin", HOME=str(cwd), PS1="$ ")
+        shell = ["env", *(f"{k}={env[k]}" for k in ("PATH", "HOME", "PS1", "TMUX_TMPDIR")), "bash", "--norc",
+                 "--noprofile"]
+        tmux("new-session", "-d", "-s", "host", "-x", "80", "-y", "24", "-c", str(cwd), shlex.join(shell))
+        self.pane = tmux("display-message", "-p", "-t", "host:", "#{pane_id}").strip()
+        attach = f"stty rows 24 cols 80; tmux -S {tmux.socket} attach -t host"
+        self.client = subprocess.Popen(["script", "-qfec", attach, "/dev/null"], env=env, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # script forwards the end of its stdin as ^D, which would end the shell: a pipe held open
+        wait_until(lambda: tmux("list-clients", "-F", "#{client_width}x#{client_height}", check=False).split()
+                   == ["80x24"] or self.client.poll() is not None, what="an 80x24 client on session host")
+        assert self.client.poll() is None, self.client.communicate(timeout=30)
+
+    def type(self, command: str) -> str:
+        """Type ``command`` and return the screen once it has finished (its exit code is shown)."""
+        self.tmux("send-keys", "-t", self.pane, "clear", "Enter")
+        wait_until(lambda: "clear" not in self.screen(), what="a clear screen")
+        self.tmux("send-keys", "-t", self.pane, "-l", f"{command}; echo \"[exit $?]\"")
+        self.tmux("send-keys", "-t", self.pane, "Enter")
+        def finished() -> str | None:
+            screen = self.screen()
+            return screen if re.search(r"^\[exit \d+\]$", screen, re.M) else None
+
+        return wait_until(finished, timeout=60, what=f"{command} to finish")
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.pane)
+
+    def close(self) -> None:
+        self.client.kill()
+        self.client.communicate(timeout=30)
+
+
+@pytest.fixture
+def terminal(tmux: Tmux, swarm: Swarm) -> Iterator[Terminal]:
+    t = Terminal(tmux, swarm.cwd)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def check_80(screen: str) -> None:
+    rows = screen.splitlines()
+    assert len(rows) <= 24 and all(len(row) <= 80 for row in rows), screen
+
+
+@needs_tmux
+@needs_script
+def test_run_attach_inside_tmux_keeps_its_output_and_switches_to_the_swarm(swarm, tmux, terminal):
+    command = shlex.join(["zellij-swarm", "run", "--backend", "tmux", "--ui", "live", "--attach", "--pane-hold",
+                          "100ms", "echo out-{}; exit {}", ":::", "0", "3"])
+    screen = terminal.type(command)
+    assert swarm.runs(), screen
+    run = swarm.latest().name
+    check_80(screen)
+    assert "zellij-swarm: panes in tmux; see them from any terminal: zellij-swarm attach" in screen
+    assert "task-2: failed (exit 3" in screen and "[exit 1]" in screen
+    assert tmux("list-clients", "-F", "#{window_name}").split() == [f"swarm-{run}"], "the client shows the swarm"
+    kill_run_processes(run)
+
+
+@needs_tmux
+@needs_script
+def test_headless_on_a_terminal_shows_each_tasks_output_and_status_fits(swarm, tmux, terminal):
+    screen = terminal.type(shlex.join(["zellij-swarm", "run", "--backend", "headless", "-j", "1",
+                                       "echo out-{}; exit {}", ":::", "0", "3", "0"]))
+    check_80(screen)
+    lines = screen.splitlines()
+    assert [ln for ln in lines if ln.startswith("out-")] == ["out-0", "out-3", "out-0"], screen
+    assert "task-2: failed (exit 3" in screen
+    screen = terminal.type("zellij-swarm status")
+    check_80(screen)
+    assert re.search(r"^  task-2 +failed \(exit 3, ", screen, re.M), screen
+    assert re.search(r"^  task-1 +succeeded ", screen, re.M), screen
