@@ -403,6 +403,22 @@ def attach(args: tuple[str, ...], state_dir: str | None) -> None:
     sys.exit(attach_run(run, snap, views.find_task(snap, task) if task is not None else None, os.environ))
 
 
+@cli.command(name="wait")
+@click.argument("run_id", required=False, metavar="[RUN]")
+@click.option("--for-input", "for_input", is_flag=True, help="wait until a task waits for input (required)")
+@click.option("--new", is_flag=True, help="only a wait that begins after this command starts")
+@_state_dir_option
+def wait_(run_id: str | None, for_input: bool, new: bool, state_dir: str | None) -> None:
+    """Block until a task of a run (default: the latest) waits for input, then print the
+    command that shows it, one line per waiting task: wire it to any notifier. Exit 1 when the
+    run ends with none waiting."""
+    from zellij_swarm.commands import wait
+
+    if not for_input:
+        raise exc.UsageError("wait: say what to wait for: --for-input")
+    sys.exit(wait.for_input(_find_run(state_dir, run_id), latest=run_id is None, new=new))
+
+
 @cli.command()
 @click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--output", type=click.Choice(get_args(settings.OutputMode)), default=None,

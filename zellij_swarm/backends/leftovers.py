@@ -1,9 +1,12 @@
 """What ended runs left in the multiplexers, found by name, and how to remove it (``prune``).
 
-A run names what it opens after its id: tmux sessions and windows ``swarm-<run-id>`` (a
-window beyond the first ``swarm-<run-id>-N``), Zellij sessions ``swarm-<run-id>`` and tabs
-``swarm:<run-id>``. Names are all there is: a run's records need not say where its panes
-went, and a run that ended long ago is found all the same. A session a run created under a
+A run names what it opens after its id (``names``): tmux sessions and windows
+``swarm-<run-id>`` (a window beyond the first ``swarm-<run-id>-N``), Zellij sessions
+``swarm-<run-id>`` and tabs ``swarm:<run-id>``, a window or tab marked while tasks wait
+``swarm-<run-id> (2 waiting)``. A tmux window is known first by its ``@zsw_run`` option, which
+no rename changes; a window without it (an older run's), and every Zellij session and tab, by
+its name. A run's records need not say where its panes went, and a run that ended long ago
+is found all the same. A session a run created under a
 name of the user's (``--session NAME``) is known from its record instead (``NamedSession``):
 it is removed only while it is the one the run created (tmux: the same session id). Sessions
 are found on the tmux server and in the Zellij socket directory the caller's environment
@@ -17,18 +20,17 @@ timeout; a multiplexer that is missing or does not answer has nothing to prune.
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from zellij_swarm import names
 from zellij_swarm.backends import _cmd
 from zellij_swarm.backends._zellij import Zellij
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
-_OVERFLOW = re.compile(r"-\d+$")
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,11 @@ def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[Nam
     return _tmux(env, ids, by_name) + _zellij(env, ids, by_name)
 
 
-def _run_of(name: str, prefix: str, ids: set[str]) -> str | None:
-    """The run id a name was made from (``swarm-<id>`` or ``swarm-<id>-N``), if one of ``ids``."""
-    if not name.startswith(prefix):
-        return None
-    rest = name[len(prefix):]
-    return rest if rest in ids else (base if (base := _OVERFLOW.sub("", rest)) in ids else None)
+def _run_of(name: str, kind: str, ids: set[str]) -> str | None:
+    """The run id a name was made from (``swarm-<id>``, ``swarm-<id>-N``, ``swarm:<id>``, marked
+    or not), if one of ``ids``; ``kind``: ``-`` or ``:``."""
+    parsed = names.parse(name, ids)
+    return parsed.run_id if parsed is not None and parsed.kind == kind else None
 
 
 def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
@@ -74,7 +75,8 @@ def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str],
         return _cmd.run(["tmux", *args], timeout=CALL_TIMEOUT, env=env, check=False)
 
     try:
-        res = tmux("list-windows", "-a", "-F", "#{session_id}\t#{session_name}\t#{window_id}\t#{window_name}")
+        res = tmux("list-windows", "-a", "-F",
+                   f"#{{session_id}}\t#{{session_name}}\t#{{window_id}}\t#{{{names.RUN_OPTION}}}\t#{{window_name}}")
     except BackendError:
         return []
     if res.returncode != 0:  # no server: nothing of ours
@@ -82,19 +84,27 @@ def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str],
     sessions: dict[str, Leftover] = {}
     windows: list[Leftover] = []
     for line in res.lines:
-        session_id, session, window_id, window = line.split("\t", 3)
+        session_id, session, window_id, option, window = line.split("\t", 4)
         if (run := _own_session(session, ids, named.get(("tmux", session)), session_id)) is not None:
             sessions.setdefault(session_id, Leftover(run, f"tmux session {session}",
                                                      partial(_quiet, tmux, "kill-session", "-t", session_id)))
-        elif (run := _run_of(window, "swarm-", ids)) is not None:
+        elif (run := _window_run(option, window, ids)) is not None:
             windows.append(Leftover(run, f"tmux window {window} ({window_id}) in session {session}",
                                     partial(_quiet, tmux, "kill-window", "-t", window_id)))
     return [*sessions.values(), *windows]
 
 
+def _window_run(option: str, name: str, ids: set[str]) -> str | None:
+    """The run of ``ids`` a tmux window belongs to: its ``@zsw_run`` option says, else (a window
+    an older run made) its name."""
+    if option:
+        return option if option in ids else None
+    return _run_of(name, "-", ids)
+
+
 def _own_session(name: str, ids: set[str], named: NamedSession | None, tmux_id: str | None = None) -> str | None:
     """The run that created the session ``name``, if one of ``ids`` did (``swarm-<id>``) or it is ``named``."""
-    if (run := _run_of(name, "swarm-", ids)) is not None and name == f"swarm-{run}":
+    if (run := _run_of(name, "-", ids)) is not None and name == names.session(run):
         return run
     if named is not None and named.tmux_id in (None, tmux_id):
         return named.run_id
@@ -129,7 +139,7 @@ def _zellij_tabs(env: Mapping[str, str], z: Zellij, session: str, ids: set[str])
     try:
         if not z.has("list_panes"):
             res = z.call("action", "query-tab-names", check=False)
-            tabs = {_run_of(t, "swarm:", ids) for t in res.lines} - {None}
+            tabs = {_run_of(t, ":", ids) for t in res.lines} - {None}
             return [Leftover(run, f"zellij tab swarm:{run} in session {session}", None,
                              f"zellij {z.caps['version']} cannot close a tab it is not in: close it in Zellij")
                     for run in sorted(r for r in tabs if r)]
@@ -138,7 +148,7 @@ def _zellij_tabs(env: Mapping[str, str], z: Zellij, session: str, ids: set[str])
         return []
     by_run: dict[str, list[str]] = {}
     for p in panes:
-        run = _run_of(str(p.get("tab_name") or ""), "swarm:", ids)
+        run = _run_of(str(p.get("tab_name") or ""), ":", ids)
         if run is not None and not p.get("is_plugin"):
             by_run.setdefault(run, []).append(f"terminal_{p.get('id')}")
     for run, pane_ids in by_run.items():

@@ -20,6 +20,15 @@ scroll a renderer's first line (the board's counters, a slot view's title) out o
 the end of a run inside the user's own session, the swarm's windows close unless something
 failed (``close``); what stays, and how to close it, is ``leftover_hint``.
 
+Finding and marking the run's windows: each window carries the window option ``@zsw_run``
+(``names.RUN_OPTION``) with the run's id, set when it is made, so that ``attach``, ``prune``
+and the leftover hints find it whatever its name says. While tasks wait for input, a window
+is renamed: the first, the run's, ``swarm-<run-id> (2 waiting)`` with all the run's waiting
+tasks, an overflow window with those of its own panes (``names``), back to its name when none
+waits; each new wait rings the bell in the board's pane (a BEL written to its
+terminal), which sets the window's bell flag in the status bar of a client looking elsewhere
+— the board's, not the worker's, so that the worker's output and idle clock stay its own.
+
 Titles live in a pane user option (``@zsw_title``) shown by ``pane-border-format``: a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
@@ -37,11 +46,12 @@ tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands �
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zellij_swarm import quoting
+from zellij_swarm import names, quoting
 from zellij_swarm.backends import _cmd
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import WHERE_PANES_ARE, LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
@@ -86,9 +96,11 @@ def tile_capacity(width: int, height: int, min_width: int = MIN_TILE[0]) -> int:
 @dataclass
 class _Window:
     id: str
+    name: str  # as made: ``swarm-<run-id>`` or ``swarm-<run-id>-N``
     capacity: int
     panes: set[str] = field(default_factory=set)
     placeholder: str | None = None  # an overflow window's first pane, until real panes arrive
+    shown_waiting: int = 0  # the count its name shows
 
 
 class TmuxBackend:
@@ -110,6 +122,8 @@ class TmuxBackend:
         self.alive = True
         self.closed = False  # close() closed the session or the windows
         self.unresponsive: BackendError | None = None  # the call that timed out, once one did
+        self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
+        self.board_pane = ""
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -124,7 +138,7 @@ class TmuxBackend:
         # ``new-session`` racing that exit fails ("server exited unexpectedly"); new-session
         # starts its own server, and the other calls need one that already runs.
         self.started = True
-        name = f"swarm-{ctx.run_id}"
+        name = names.window(ctx.run_id)
         board = quoting.shell_line(ctx.renderer_argv("board"))
         if self.inside and not s.session:
             pane = self.env.get("TMUX_PANE", "")
@@ -146,8 +160,8 @@ class TmuxBackend:
                 board).lines[0].split()
             self.created_session = True
         self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
-        self._add_window(window, first=True)
-        board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
+        self._add_window(window, name)
+        self.board_pane = board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
         self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
@@ -160,11 +174,12 @@ class TmuxBackend:
         if not self.live:
             self._open_renderers(min(ctx.settings.jobs, self.panes.cap))
 
-    def _add_window(self, window_id: str, *, first: bool = False) -> _Window:
+    def _add_window(self, window_id: str, name: str) -> _Window:
         size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
         width, height = (int(v) for v in size.split())
         options = [("pane-border-status", "top"), ("pane-border-format", " #{@zsw_title} "),
-                   ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off")]
+                   ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off"),
+                   (names.RUN_OPTION, self.ctx.run_id)]
         commands = [["set-option", "-w", "-t", window_id, key, value] for key, value in options]
         # -q: a tmux before 3.3 has no such option, and prints its fixed "Pane is dead" line
         commands.append(["set-option", "-q", "-w", "-t", window_id, "remain-on-exit-format", ""])
@@ -172,7 +187,7 @@ class TmuxBackend:
         # A live worker is never made narrower than min_pane_width: agents, compilers and test
         # runners wrap or cut their output below it; panes that would be go to another window.
         min_width = self.ctx.settings.min_pane_width if self.live else MIN_TILE[0]
-        w = _Window(window_id, tile_capacity(width, height, min_width))
+        w = _Window(window_id, name, tile_capacity(width, height, min_width))
         self.windows.append(w)
         return w
 
@@ -190,10 +205,10 @@ class TmuxBackend:
         for w in self.windows:
             if len(w.panes) < w.capacity:
                 return w
-        name = f"swarm-{self.ctx.run_id}-{len(self.windows) + 1}"
+        name = names.window(self.ctx.run_id, len(self.windows) + 1)
         wid = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
                          "-n", quoting.tmux_expanded(name), "sleep 2147483647").lines[0]
-        w = self._add_window(wid)
+        w = self._add_window(wid, name)
         w.placeholder = self._tmux("display-message", "-p", "-t", wid, "#{pane_id}").lines[0]
         return w
 
@@ -282,6 +297,8 @@ class TmuxBackend:
         return [PaneOpened(pane) for _, pane in opened]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        if pane_id in self.waiting_panes:
+            self._mark_waiting(pane_id, False)
         pane = self.panes.pop(pane_id) if pane_id is not None else None
         if pane is None:
             if status == "succeeded":
@@ -301,9 +318,43 @@ class TmuxBackend:
             self._set_titles({pane_id: req.title("waiting for input" if waiting else "running")})
         except BackendError:
             pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
+        self._mark_waiting(pane_id, waiting)
+
+    def _mark_waiting(self, pane_id: str, waiting: bool) -> None:
+        """Rename the windows to show how many tasks wait — the first window, the run's, all of
+        the run's; an overflow window its own — and ring on a new wait."""
+        if (pane_id in self.waiting_panes) == waiting:
+            return
+        (self.waiting_panes.add if waiting else self.waiting_panes.discard)(pane_id)
+        try:
+            for i, w in enumerate(self.windows):
+                count = len(self.waiting_panes) if i == 0 else len(w.panes & self.waiting_panes)
+                if count != w.shown_waiting:
+                    self._tmux("rename-window", "-t", w.id, quoting.tmux_expanded(names.marked(w.name, count)))
+                    w.shown_waiting = count
+            if waiting:
+                self._ring()
+        except BackendError:
+            pass  # a mark is not worth a warning; a server that is gone is noticed elsewhere
+
+    def _ring(self) -> None:
+        """A BEL on the board's terminal: tmux sets the bell flag of its window."""
+        tty = self._tmux("display-message", "-p", "-t", self.board_pane, "#{pane_tty}").lines[0]
+        try:
+            fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            os.write(fd, b"\a")
+        except OSError:
+            pass  # its output is full: the name still says it
+        finally:
+            os.close(fd)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
         if pane_id is not None:
+            if pane_id in self.waiting_panes:
+                self._mark_waiting(pane_id, False)
             self.panes.pop(pane_id)
             self._kill_pane(pane_id)
 

@@ -39,13 +39,12 @@ then on.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from zellij_swarm import exc, quoting
+from zellij_swarm import exc, names, quoting
 from zellij_swarm.backends import _cmd, _zellij
 from zellij_swarm.backends._zellij import Zellij
 from zellij_swarm.records.rundir import RunPaths, read_json
@@ -174,21 +173,23 @@ def _tmux_attach_argv(server: str | None, window: _Window) -> list[str]:
 
 
 def _tmux_windows(tmux: Callable[..., _cmd.CmdResult], run_id: str, recorded: Mapping[str, Any]) -> list[_Window]:
-    """The run's windows still open, its first (the board's) first: those recorded, else
-    those named ``swarm-<run-id>`` and ``swarm-<run-id>-N``. None when no server answers."""
-    res = tmux("list-windows", "-a", "-F", "#{session_id}\t#{session_name}\t#{window_id}\t#{window_name}",
+    """The run's windows still open, its first (the board's) first: those recorded, else those
+    whose ``@zsw_run`` option names the run, else (an older run's) those named ``swarm-<run-id>``
+    and ``swarm-<run-id>-N``, marked or not (``names``). None when no server answers."""
+    res = tmux("list-windows", "-a", "-F",
+               f"#{{session_id}}\t#{{session_name}}\t#{{window_id}}\t#{{{names.RUN_OPTION}}}\t#{{window_name}}",
                check=False)
     if res.returncode != 0:  # no server running: nothing of the run is left
         return []
-    rows = [line.split("\t", 3) for line in res.lines if line.count("\t") >= 3]
+    rows = [line.split("\t", 4) for line in res.lines if line.count("\t") >= 4]
     ids = recorded.get("windows")
     if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
         by_id = {r[2]: r for r in rows}
         return [_Window(by_id[i][0], by_id[i][1], i) for i in ids if i in by_id]
-    base = f"swarm-{run_id}"
-    overflow = re.compile(re.escape(base) + r"-\d+\Z")
-    mine = [r for r in rows if r[3] == base or overflow.match(r[3])]
-    mine.sort(key=lambda r: r[3] != base)  # stable: the first window, then the overflow ones in order
+    parsed = {r[2]: names.parse(r[4], [run_id]) for r in rows}
+    mine = [r for r in rows if r[3] == run_id or (not r[3] and parsed[r[2]] is not None)]
+    # stable: the first window, then the overflow ones in order
+    mine.sort(key=lambda r: (p := parsed[r[2]]) is not None and p.overflow is not None)
     return [_Window(r[0], r[1], r[2]) for r in mine]
 
 
