@@ -236,3 +236,49 @@ def test_headless_on_a_terminal_shows_each_tasks_output_and_status_fits(swarm, t
     check_80(screen)
     assert re.search(r"^  task-2 +failed \(exit 3, ", screen, re.M), screen
     assert re.search(r"^  task-1 +succeeded ", screen, re.M), screen
+
+
+# ----- restart on a paused run (item 10) ----------------------------------------------------------------
+
+
+def test_a_restarted_task_is_handed_out_through_a_pause_and_nothing_else_is():
+    from zellij_swarm.engine.scheduler import ReadyQueue
+
+    q = ReadyQueue({"gpu": 1})
+    for order, (task, group) in enumerate([("a", "gpu"), ("b", "gpu"), ("c", None)]):
+        q.add(task, after=[], priority=0, order=order, group=group)
+    assert q.pop() == "a"
+    q.pause()
+    q.run_through_pause("a")
+    q.requeue("a", first=True)  # its generation ended (restart): back first in line
+    assert q.pop() == "a" and q.pop() is None, "b and c wait for the unpause"
+
+
+def test_restart_in_a_paused_run_runs_the_task_again_at_once(swarm):
+    swarm.write("p.toml", '[swarm]\njobs = 2\n[[task]]\nname = "agent"\n'
+                          'cmd = "echo $ZELLIJ_SWARM_ATTEMPT >> attempts; while [ ! -e go ]; do sleep 0.05; done"\n'
+                          '[[task]]\nname = "later"\ncmd = "true"\nafter = ["agent"]\n')
+    proc = swarm.popen("run", "p.toml", "--backend", "headless", "--output", "quiet")
+    run = None
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        attempts = swarm.cwd / "attempts"
+        wait_until(lambda: attempts.exists() and attempts.read_text() == "1\n", what="the first attempt")
+        assert swarm("pause").code == 0
+        res = swarm("restart", "agent")
+        assert res.code == 0 and "restarted in run" in res.stderr, res.stderr
+        wait_until(lambda: attempts.read_text() == "1\n2\n", what="the second attempt, while paused")
+        (swarm.cwd / "go").touch()
+        snap = wait_until(lambda: (s := json.loads(swarm("status", "--json").stdout))["counts"].get("succeeded") and s,
+                          what="agent done")
+        assert {t["name"]: t["status"] for t in snap["tasks"]} == {"agent": "succeeded", "later": "pending"}
+        assert snap["paused"]["run"] is True
+        assert swarm("unpause").code == 0
+        assert proc.wait(timeout=60) == 0
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+        if run is not None:
+            kill_run_processes(run.name)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from zellij_swarm import exc
 from zellij_swarm.config import additions, swarmfile
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.records import generation_files, inbox
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
@@ -38,6 +39,8 @@ class ControlledRun(Protocol):
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]: ...
     def pause(self, group: str | None, paused: bool) -> None: ...
     def restart_task(self, task: TaskRecord) -> bool: ...  # False: it was not running
+    @property
+    def ready(self) -> ReadyQueue: ...
 
 
 class Control:
@@ -140,13 +143,15 @@ class Control:
         return {"ok": True, "paused": paused, "group": group}
 
     def _restart(self, names: list[str]) -> dict[str, Any]:
-        """End the named tasks' running generations and run them again at once."""
+        """End the named tasks' running generations and run them again at once, in a paused
+        run (or group) too."""
         restarted, idle = [], []
         for name in names:
             task = self.run.by_name.get(name) or self.run.tasks.get(name)
             if task is None:
                 idle.append(name)
             elif self.run.restart_task(task):
+                self.run.ready.run_through_pause(task.id)  # an explicit request: at once, paused or not
                 restarted.append(task.name)
             else:
                 idle.append(f"{task.name} ({task.status})")

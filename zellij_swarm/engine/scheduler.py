@@ -63,6 +63,7 @@ class ReadyQueue:
         self._handed: set[str] = set()
         self._paused: set[str | None] = set()
         self._all_paused = False
+        self._through_pause: set[str] = set()  # restarted: handed out at once, paused or not
         self._priority: dict[str, tuple[int, int]] = {}
         self._waiting_on: dict[str, set[str]] = {}
         self._dependents: dict[str, list[str]] = defaultdict(list)
@@ -115,11 +116,11 @@ class ReadyQueue:
             self._out[self._group.get(task)] -= 1
 
     def _open_groups(self) -> list[str | None]:
-        """Groups that may hand out a task now: ready tasks, not paused, room in the group."""
-        if self._all_paused:
-            return []
+        """Groups that may hand out a task now: ready tasks, room in the group, and not paused
+        — or, paused, a restarted task first in line (``run_through_pause``)."""
         return [g for g, heap in self._heaps.items()
-                if heap and g not in self._paused and (g is None or self._out[g] < self._limits.get(g, 1 << 30))]
+                if heap and (g is None or self._out[g] < self._limits.get(g, 1 << 30))
+                and (heap[0][2] in self._through_pause or not (self._all_paused or g in self._paused))]
 
     def pop(self) -> str | None:
         """The next task that may run now (by priority, then input order, across the groups
@@ -129,6 +130,7 @@ class ReadyQueue:
             return None
         best = min(groups, key=lambda g: self._heaps[g][0])
         task = heapq.heappop(self._heaps[best])[2]
+        self._through_pause.discard(task)
         self._take_out(task)
         return task
 
@@ -145,10 +147,17 @@ class ReadyQueue:
         else:
             self._push(task)
 
+    def run_through_pause(self, task: str) -> None:
+        """``restart`` is an explicit request: the task's next hand-out does not wait for an
+        ``unpause`` (as pueue restarts a task in a paused group). It is requeued first in line
+        (``requeue(first=True)``), so it is what its group hands out next."""
+        self._through_pause.add(task)
+
     def discard(self, task: str) -> None:
         """Take a task out of the queue (cancelled before it ran); its dependents are
         handled by the ``finished`` call that follows."""
         self._waiting_on.pop(task, None)
+        self._through_pause.discard(task)
         heap = self._heaps[self._group.get(task)]
         kept = [entry for entry in heap if entry[2] != task]
         if len(kept) != len(heap):
@@ -156,7 +165,7 @@ class ReadyQueue:
             self._heaps[self._group.get(task)] = kept
 
     def pause(self, group: str | None = None) -> None:
-        """Hand out nothing more (of ``group``, or at all); what is out goes on."""
+        """Hand out nothing more (of ``group``, or at all) but restarted tasks; what is out goes on."""
         if group is None:
             self._all_paused = True
         else:
