@@ -8,12 +8,14 @@ whatever the host (engine.remote), so these tests run the path a real cluster ne
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -309,6 +311,61 @@ def test_a_step_slurm_refuses_fails_its_task_saying_why(swarm: Swarm, cluster: d
     assert tasks["fine"]["status"] == "succeeded"
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if w["code"] == "executor_failed"]
     assert "srun: error" in warning["message"], warning
+
+
+@contextlib.contextmanager
+def busy(env: dict[str, str]) -> Iterator[str]:
+    """The whole cluster held by an exclusive batch job (its id): every step queues behind it
+    until it is cancelled, as on a real cluster most of the time."""
+    job = subprocess.run(["sbatch", "--parsable", "--exclusive", "--nodes=2", "--job-name=blocker",
+                          "--output=/dev/null", "--wrap", "sleep 600"], env=env, check=True, capture_output=True,
+                         text=True, timeout=30).stdout.strip()
+    try:
+        wait_until(lambda: f"{job} blocker RUNNING" in queue(env), timeout=30, what="the blocker job runs")
+        yield job
+    finally:
+        subprocess.run(["scancel", job], env=env, capture_output=True, timeout=30)
+
+
+def queued(env: dict[str, str], run: Path) -> list[str]:
+    """The run's steps that wait in Slurm's queue."""
+    return [q for q in queue(env) if f"zsw.{run.name}." in q and q.endswith("PENDING")]
+
+
+LEDGER = "[swarm]\njobs = 2\n" + "".join(
+    f'[[task]]\nname = "q{i}"\ncmd = \'sleep 0.5; echo "$ZELLIJ_SWARM_TASK" >> ledger\'\n' for i in range(2))
+
+
+def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: dict[str, str],
+                                                                        tmp_path: Path) -> None:
+    """Steps that wait behind another job: a 2 s timeout is not charged while they wait;
+    `cancel` and SIGTERM of the supervisor withdraw them — no crash, the tasks `cancelled`,
+    nothing left in the queue."""
+    env = clean_env(**cluster)
+    swarms = {name: Swarm(tmp_path / name) for name in ("timeout", "cancel", "term")}
+    for s in swarms.values():
+        s.cwd.mkdir()
+        s.write("q.toml", LEDGER)
+    with busy(env) as blocker, headless(swarms["timeout"], "q.toml", env, "--timeout", "2s") as timed, \
+            headless(swarms["cancel"], "q.toml", env) as cancelled, headless(swarms["term"], "q.toml", env) as termed:
+        for r in (timed, cancelled, termed):
+            wait_until(lambda r=r: len(queued(env, r.run)) == 2, timeout=60, what="two steps queued")
+        waiting_since = time.monotonic()
+        assert swarms["cancel"]("cancel", cancelled.run.name).code == 0
+        assert cancelled.proc.wait(timeout=60) == 130
+        termed.proc.send_signal(signal.SIGTERM)
+        assert termed.proc.wait(timeout=60) == 128 + signal.SIGTERM
+        time.sleep(max(0.0, waiting_since + 3.0 - time.monotonic()))  # longer in the queue than the timeout
+        status = json.loads(swarms["timeout"]("status", timed.run.name, "--json").stdout)
+        assert {t["status"] for t in status["tasks"]} == {"running"}
+        assert len(queued(env, timed.run)) == 2
+        subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)
+        assert timed.proc.wait(timeout=60) == 0
+    assert sorted((swarms["timeout"].cwd / "ledger").read_text().split()) == ["q0", "q1"]
+    assert {t[:2] for t in rows(swarms["cancel"]).values()} == {("cancelled", "cancelled_by_user")}
+    assert {t[:2] for t in rows(swarms["term"]).values()} == {("cancelled", "cancelled_by_user")}
+    assert not (swarms["cancel"].cwd / "ledger").exists() and not (swarms["term"].cwd / "ledger").exists()
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
 # ----- no cluster needed -------------------------------------------------------------------------

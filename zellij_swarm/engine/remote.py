@@ -242,7 +242,9 @@ class SlurmExecutor:
             step = self._step(lg)
             if step is None:
                 return None
-            if lg.step is None and not lg.step_running:  # listed, never seen running: queued
+            if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
+                # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
+                # claim taken and runs nothing
                 self.cluster.cancel(step)
                 return None
             at = now()

@@ -871,7 +871,8 @@ class Supervisor:
             # could not write its claim, or ran to its end and could not write its sidecar.
             exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
-            if lg.kill_reason and (lg.kill_sent_at is not None or claim is None):
+            ran = claim is not None and not claim.by_supervisor  # the wrapper claimed it: its worker may have run
+            if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
                 reason = lg.kill_reason
             elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
                 self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
@@ -921,7 +922,8 @@ class Supervisor:
         recorded = REASON_STATUS.get(reason or "")
         if recorded == TaskStatus.FAILED:  # it could not start, or Slurm ended it for its memory
             return recorded, reason
-        if lg.kill_reason is not None and ended_by_kill(lg, rec):
+        if lg.kill_reason is not None and (ended_by_kill(lg, rec) or reason == lg.kill_reason):
+            # ended by our kill, or withdrawn by it before anything ran (``_classify`` wrote its reason)
             return killed_status(lg.kill_reason), lg.kill_reason
         if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
             return recorded, reason
