@@ -221,6 +221,8 @@ def test_run_attach_inside_tmux_keeps_its_output_and_switches_to_the_swarm(swarm
     assert "task-2: failed (exit 3" in screen and "[exit 1]" in screen
     assert tmux("list-clients", "-F", "#{window_name}").split() == [f"swarm-{run}"], "the client shows the swarm"
     kill_run_processes(run)
+    pane = swarm("logs", "--stderr", "task-1")  # a pane's one terminal held both streams
+    assert pane.code == 2 and "ran in a pane, whose one terminal held its stdout and stderr" in pane.stderr, pane
 
 
 @needs_tmux
@@ -282,3 +284,30 @@ def test_restart_in_a_paused_run_runs_the_task_again_at_once(swarm):
         proc.communicate(timeout=30)
         if run is not None:
             kill_run_processes(run.name)
+
+
+# ----- a worker's stderr kept apart (item 9) -------------------------------------------------------------
+
+
+def test_group_and_tag_send_a_workers_stderr_to_stderr_and_logs_shows_both_or_one(swarm):
+    res = swarm("run", "--backend", "headless", "--output", "group", "echo out-{}; echo err-{} >&2", ":::", "a")
+    assert res.stdout == "out-a\n" and "err-a\n" in res.stderr, res
+    tagged = swarm("run", "--backend", "headless", "--output", "tag", "echo out-{}; echo err-{} >&2", ":::", "b")
+    assert tagged.stdout == "[task-1] out-b\n" and "[task-1] err-b\n" in tagged.stderr, tagged
+    both = swarm("logs", "task-1")
+    assert (both.stdout, both.stderr) == ("out-b\n", "err-b\n")
+    assert (swarm("logs", "--stdout", "task-1").stdout, swarm("logs", "--stdout", "task-1").stderr) == ("out-b\n", "")
+    assert (swarm("logs", "--stderr", "task-1").stdout, swarm("logs", "--stderr", "task-1").stderr) == ("", "err-b\n")
+
+
+def test_a_worker_that_writes_only_to_stderr_is_not_idle(swarm):
+    cmd = "for i in 1 2 3 4 5 6 7 8; do echo tick-{} >&2; sleep 0.25; done"
+    res = swarm("run", "--backend", "headless", "--output", "quiet", "--idle-timeout", "1s", cmd, ":::", "x")
+    assert res.code == 0, res
+    assert swarm.tasks()["task-1"]["status"] == "succeeded"
+
+
+def test_the_joblog_receive_column_counts_stdout_as_parallel_does(swarm):
+    assert swarm("run", "--backend", "headless", "--joblog", "jl", "echo {}; echo err >&2", ":::", "hello").code == 0
+    [row] = [line.split("\t") for line in (swarm.cwd / "jl").read_text().splitlines()[1:]]
+    assert row[5] == "6"

@@ -335,7 +335,7 @@ def test_folding_a_trivial_generation_leaves_nothing(run: RunPaths, gen: gf.GenP
     run.worker_script.write_text(wrapper.run_script("r"))
     args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd="/", env={})
     assert subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30).returncode == 0
-    assert {p.name for p in gen.dir.iterdir()} == {"claim", "heartbeat.jsonl", "output.log", "exit"}
+    assert {p.name for p in gen.dir.iterdir()} == {"claim", "heartbeat.jsonl", "output.log", "stderr.log", "exit"}
     gen.artifacts.mkdir()
     gf.fold(gen)
     assert not gen.dir.exists()

@@ -365,11 +365,14 @@ def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) ->
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
 @click.option("--raw", is_flag=True, help="the output as stored, byte for byte (a pane's CRLF line ends included)")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="without TASK: list only the tasks with this tag")
+@click.option("--stdout", "stream", flag_value="stdout", help="only the worker's stdout")
+@click.option("--stderr", "stream", flag_value="stderr", help="only the worker's stderr (headless and compact workers)")
 @_state_dir_option
 def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, tags: tuple[str, ...],
-         state_dir: str | None) -> None:
-    """The output of TASK (a name or id) in RUN (default: the latest run); without TASK, the
-    run's tasks (--tag: those with the tag). A terminal's CRLF line ends are shown as LF
+         stream: str | None, state_dir: str | None) -> None:
+    """The output of TASK (a name or id) in RUN (default: the latest run): the worker's stdout
+    on stdout, its stderr on stderr (a pane's one terminal: both on stdout); without TASK,
+    the run's tasks (--tag: those with the tag). A terminal's CRLF line ends are shown as LF
     (--raw: as stored)."""
     from zellij_swarm.commands.logs import show, task_list
 
@@ -377,9 +380,10 @@ def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, ta
     if task is not None:
         if tags:
             raise exc.UsageError("--tag lists tasks: give it without a TASK")
-        sys.exit(show(run, task, attempt=attempt, follow=follow, raw=raw, snap=snap))
-    if follow or attempt is not None:
-        raise exc.UsageError(f"{'-f' if follow else '--attempt'} needs a task: zellij-swarm logs [RUN] TASK")
+        sys.exit(show(run, task, attempt=attempt, follow=follow, raw=raw, snap=snap, stream=stream or "both"))
+    if follow or attempt is not None or stream:
+        given = "-f" if follow else "--attempt" if attempt is not None else f"--{stream}"
+        raise exc.UsageError(f"{given} needs a task: zellij-swarm logs [RUN] TASK")
     if tags:
         chosen = set(views.select(views.task_specs_of(run), group=None, tags=tags))
         snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen]}

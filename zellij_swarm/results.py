@@ -73,7 +73,7 @@ class TaskResult:
             return ""
         out = io.BytesIO()
         snap = {"run_id": self.run.run_id, "state": "finished", "tasks": [self.record]}
-        logs.show(self.run, self.id, attempt=attempt, follow=False, raw=raw, out=out, snap=snap)
+        logs.show(self.run, self.id, attempt=attempt, follow=False, raw=raw, out=out, err=out, snap=snap)  # both
         return out.getvalue().decode("utf-8", "replace")
 
 

@@ -72,8 +72,10 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
         elif element is not None:
             ET.SubElement(case, element, {"type": status, "message": clean(f"{status}: {detail}")})
         if t["slot"] is not None and t["generation"] is not None:
-            out = ET.SubElement(case, "system-out")
-            out.text = output_tail(run.gen(t["slot"], t["generation"]).output)
+            gen = run.gen(t["slot"], t["generation"])
+            ET.SubElement(case, "system-out").text = output_tail(gen.output)
+            if errors := output_tail(gen.stderr):  # a headless or compact worker's stderr, kept apart
+                ET.SubElement(case, "system-err").text = errors
     # Any encoding but "unicode" gives bytes (typeshed types a named one as Any).
     xml: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return xml

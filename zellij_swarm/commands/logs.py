@@ -1,6 +1,12 @@
 """``zellij-swarm logs``: one attempt's output, optionally followed as it grows; or, with no
 task named, the run's tasks, to pick one from.
 
+**Streams.** A headless or compact worker's stdout (``output.log``) is shown on stdout and
+its stderr (``stderr.log``) on stderr, as the worker wrote them; ``--stdout``/``--stderr``
+show one. A worker in a pane had one terminal for both: its ``output.log`` holds them
+together, and ``--stderr`` says so (exit 2). A run recorded before the streams were kept
+apart has its stderr in ``output.log`` too.
+
 **Line ends.** A live worker's output is copied from its pane's terminal, which ends every
 line with CRLF (the tty's ``onlcr``); a compact or headless worker's output has the bare LF
 the worker wrote. ``logs`` shows both alike: every ``\\r\\n`` is shown as ``\\n``, in ``-f``
@@ -74,50 +80,61 @@ class LineEnds:
         self.out.flush()
 
 
-def _attempt_gen(run: RunPaths, task: dict[str, Any], attempt: int | None) -> GenPaths | None:
+def _attempt_gen(run: RunPaths, task: dict[str, Any], attempt: int | None) -> tuple[GenPaths | None, bool]:
+    """The attempt's generation (None: it never started), and whether it ran in a pane."""
     history = task.get("history") or []
     if attempt is not None:
         for a in history:
             if a["attempt"] == attempt:
-                return run.gen(a["slot"], a["generation"])
+                return run.gen(a["slot"], a["generation"]), a.get("pane_id") is not None
         if task["status"] == "running" and attempt == task["attempts"]:
-            return run.gen(task["slot"], task["generation"])
+            return run.gen(task["slot"], task["generation"]), task.get("pane_id") is not None
         raise exc.UsageError(f"task {task['name']!r} has no attempt {attempt} (it has {task['attempts']})")
     if task["slot"] is None:
-        return None
-    return run.gen(task["slot"], task["generation"])
+        return None, False
+    return run.gen(task["slot"], task["generation"]), task.get("pane_id") is not None
 
 
 def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: bool = False,
-         out: BinaryIO | None = None, snap: dict[str, Any] | None = None) -> int:
-    """Print the output of task ``key`` (a name or id) of ``run``; ``snap``: its status,
-    when the caller has just read it. An unknown task is a usage error (exit 2) naming the
-    run and the task."""
-    writer = LineEnds(out or sys.stdout.buffer, raw=raw)
+         out: BinaryIO | None = None, err: BinaryIO | None = None, snap: dict[str, Any] | None = None,
+         stream: str = "both") -> int:
+    """Print the output of task ``key`` (a name or id) of ``run``: its stdout to ``out`` and
+    its stderr to ``err`` (``stream``: one of them only); ``snap``: its status, when the
+    caller has just read it. An unknown task is a usage error (exit 2) naming the run and the
+    task; so is ``--stderr`` of an attempt that ran in a pane, whose one terminal held both."""
+    streams = {"stdout": [(LineEnds(out or sys.stdout.buffer, raw=raw), "output")],
+               "stderr": [(LineEnds(err or sys.stderr.buffer, raw=raw), "stderr")]}
+    writers = streams["stdout"] + streams["stderr"] if stream == "both" else streams[stream]
     snap = snap or views.load_status(run)
     task = views.find_task(snap, key)
-    gen = _attempt_gen(run, task, attempt)
+    gen, in_pane = _attempt_gen(run, task, attempt)
     if gen is None and follow and snap["state"] == "running":
         print(f"zellij-swarm: task {task['name']!r} is pending; waiting for it to start", file=sys.stderr)
         snap, task = _wait_for_start(run, snap, task)
-        gen = _attempt_gen(run, task, attempt)
+        gen, in_pane = _attempt_gen(run, task, attempt)
         if gen is None and snap["state"] == "interrupted":
             return _interrupted(run, f"before task {task['name']!r} started")
+    if in_pane and stream == "stderr":
+        raise exc.UsageError(f"task {task['name']!r} ran in a pane, whose one terminal held its stdout and stderr "
+                             f"together: `zellij-swarm logs {quoting.shell_line([task['name']])}` shows both")
     if gen is None:
         print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
               f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),
               file=sys.stderr)
         return 0
-    offset = _copy_from(gen, 0, writer)
+    paths = [(writer, getattr(gen, log)) for writer, log in writers]
+    offsets = [_copy_from(path, 0, writer) for writer, path in paths]
     end = "over"
     if follow and snap["state"] in ("running", "interrupted") and gen.dir.is_dir():
         attempt_ends = _AttemptEnd(run, gen, task["id"])
         for _ in _changes(gen.dir):
-            offset = _copy_from(gen, offset, writer)
+            offsets = [_copy_from(path, at, writer) for (writer, path), at in zip(paths, offsets, strict=True)]
             if (end := attempt_ends.look()) != "following":
-                _copy_from(gen, offset, writer)
+                for (writer, path), at in zip(paths, offsets, strict=True):
+                    _copy_from(path, at, writer)
                 break
-    writer.end()
+    for writer, _ in paths:
+        writer.end()
     if end == "interrupted":
         return _interrupted(run, f"and task {task['name']!r}'s attempt ended without recording its exit: its output "
                                  "may stop short")
@@ -224,11 +241,11 @@ def _changes(path: Path) -> Iterator[None]:
         return
 
 
-def _copy_from(gen: GenPaths, offset: int, out: LineEnds) -> int:
-    """Write ``gen``'s output from byte ``offset`` on; returns the offset after it (of the
+def _copy_from(path: Path, offset: int, out: LineEnds) -> int:
+    """Write the log at ``path`` from byte ``offset`` on; returns the offset after it (of the
     file as stored: ``out`` may show fewer bytes)."""
     try:
-        with os.fdopen(rundir.open_record(gen.output), "rb") as f:  # never through a planted symlink
+        with os.fdopen(rundir.open_record(path), "rb") as f:  # never through a planted symlink
             f.seek(offset)
             while chunk := f.read(1 << 16):
                 out.write(chunk)

@@ -106,7 +106,7 @@ class InputWatch:
         lg = w.lg
         if lg.done or lg.collected:
             return False
-        output_at = _mtime(lg.gen.output)
+        output_at = max((t for t in (_mtime(lg.gen.output), _mtime(lg.gen.stderr)) if t is not None), default=None)
         if self._says_waiting(w) and (output_at is None or w.said_waiting_at is None
                                       or output_at <= w.said_waiting_at):
             return True

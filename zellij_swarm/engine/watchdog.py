@@ -45,7 +45,7 @@ class IdleWatchdog:
 
     def silence(self, w: _Watched) -> float:
         latest = w.since
-        for path in (w.gen.output, w.gen.heartbeat):
+        for path in (w.gen.output, w.gen.stderr, w.gen.heartbeat):
             try:
                 latest = max(latest, os.stat(path).st_mtime)
             except FileNotFoundError:

@@ -67,7 +67,8 @@ WRAPPER = "wrapper.sh"
 CLAIM = "claim"
 CLAIM_DRAFT = "claim.draft"  # the supervisor's claim, written whole before it is put in place
 HEARTBEAT = "heartbeat.jsonl"
-OUTPUT = "output.log"
+OUTPUT = "output.log"  # a worker's stdout (a pane's: its one terminal, stderr included)
+STDERR = "stderr.log"  # a headless or compact worker's stderr, kept apart from its stdout
 EXECUTOR_LOG = "executor.log"  # what runs a wrapper elsewhere (srun) said itself: a headless step's errors
 EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
@@ -113,6 +114,10 @@ class GenPaths:
     @cached_property
     def output(self) -> Path:
         return self.dir / OUTPUT
+
+    @cached_property
+    def stderr(self) -> Path:
+        return self.dir / STDERR
 
     @cached_property
     def exit_sidecar(self) -> Path:
@@ -462,7 +467,7 @@ def fold(gen: GenPaths) -> None:
             _remove(heartbeat)
     except OSError:
         pass
-    for log in (OUTPUT, EXECUTOR_LOG):
+    for log in (OUTPUT, STDERR, EXECUTOR_LOG):
         _remove_empty(f"{gen.dir}/{log}")
     try:
         os.rmdir(f"{gen.dir}/{ARTIFACTS}")

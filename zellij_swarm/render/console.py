@@ -5,8 +5,9 @@
   is copied to stdout in one piece as it ends (as ``group`` does); with panes the panes show
   it, and the end-of-run line says how to read any task's output. A task that did not
   succeed gets a ``zellij-swarm logs RUN TASK`` hint.
-- ``group``: each task's output copied to stdout in one piece when it finishes (as GNU
-  parallel's ``--group``), its status line on stderr.
+- ``group``: each task's output copied in one piece when it finishes (as GNU parallel's
+  ``--group``): the worker's stdout to stdout, its stderr to stderr (a pane's one terminal:
+  both in stdout); its status line on stderr.
 - ``tag``: like ``group`` with every output line prefixed by ``[task-name] ``.
 - ``quiet``: nothing but errors, and one line at the end when the run had warnings.
 
@@ -28,6 +29,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from zellij_swarm import quoting
@@ -86,15 +88,18 @@ STDIN_HINT = "it has no terminal in compact/headless mode (stdin closed); --ui l
 
 
 def reads_as_needing_a_terminal(gen: GenPaths) -> bool:
-    """Whether the end of a generation's output reads like a program that needed a terminal:
-    it met end-of-file on its stdin, or could not set one up."""
-    try:
-        with open(gen.output, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - _TAIL_BYTES))
-            return _NEEDS_TERMINAL.search(f.read()) is not None
-    except OSError:
-        return False
+    """Whether the end of a generation's output (its stderr, then its stdout) reads like a
+    program that needed a terminal: it met end-of-file on its stdin, or could not set one up."""
+    for path in (gen.stderr, gen.output):
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - _TAIL_BYTES))
+                if _NEEDS_TERMINAL.search(f.read()) is not None:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def progress_line(f: ProgressFacts, width: int, waiting: Sequence[str] = ()) -> str:
@@ -174,6 +179,8 @@ class ConsoleReporter:
         self.mode = mode
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr
+        # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
+        self.err_bytes: IO[bytes] = getattr(self.err, "buffer", None) or sys.stderr.buffer
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
         self.panes = panes
@@ -222,7 +229,9 @@ class ConsoleReporter:
         row = task.row(now=None)
         if gen is not None and self.copies_output:
             tag = f"[{quoting.terminal_text(task.name)}] ".encode() if self.mode == "tag" else None
-            self._copy_output(gen, tag)
+            self._clear_line()
+            self._copy(gen.output, self.out, tag)
+            self._copy(gen.stderr, self.err_bytes, tag)
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
             self._say(describe(row) + self._hint(task, row, gen))
 
@@ -236,18 +245,19 @@ class ConsoleReporter:
             hint += f" ({STDIN_HINT})"
         return hint
 
-    def _copy_output(self, gen: GenPaths, prefix: bytes | None) -> None:
-        self._clear_line()
+    @staticmethod
+    def _copy(path: Path, to: IO[bytes], prefix: bytes | None) -> None:
+        """A worker's log copied to ``to`` in one piece (each line after ``prefix``, if any)."""
         try:
-            with open(gen.output, "rb") as f:
+            with open(path, "rb") as f:
                 if prefix is None:
-                    shutil.copyfileobj(f, self.out, 1 << 16)
+                    shutil.copyfileobj(f, to, 1 << 16)
                 else:
                     for line in f:
-                        self.out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
+                        to.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
         except FileNotFoundError:
             return
-        self.out.flush()
+        to.flush()
 
     def progress(self, facts: ProgressFacts) -> None:
         if not self.wants_progress:

@@ -14,7 +14,9 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
    step, ``"node"`` and ``"step"``, its ``job.step`` id);
 3. exports the worker environment (in a pane it first restores the caller's saved
    environment, because a multiplexer pane inherits the multiplexer server's);
-4. changes to the task's cwd itself and runs the command, output to ``output.log``;
+4. changes to the task's cwd itself and runs the command: headless (and compact), its stdout
+   to ``output.log`` and its stderr to ``stderr.log``, kept apart as GNU parallel keeps them;
+   in a pane both are the pane's one terminal, copied to ``output.log``;
 5. writes the ``exit`` sidecar — one line, ``<code>`` or ``- cwd_missing`` — as its last
    durable act (the commit marker); its modification time is the end time;
 6. appends ``{"event":"exited","code":…}`` and exits with the worker's code.
@@ -70,6 +72,7 @@ def _in_gen_dir(name: str) -> str:
 _CLAIM = _in_gen_dir(generation_files.CLAIM)
 _HEARTBEAT = _in_gen_dir(generation_files.HEARTBEAT)
 _OUTPUT = _in_gen_dir(generation_files.OUTPUT)
+_STDERR = _in_gen_dir(generation_files.STDERR)
 _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
 _HANGUP = _in_gen_dir(generation_files.HANGUP)
 
@@ -186,9 +189,9 @@ def _body(pane: PaneMode | None) -> list[str]:
         # redirections it applied itself still in place — never into the worker's output.
         return f'( exec {runner}"$@" {redirects} )'
 
-    # Headless, the worker's output goes to the log; in a pane it stays on the pane's
-    # terminal (the worker sees a TTY) and the first stage's log set-up copies it.
-    redirect = f">>{_OUTPUT} 2>&1"
+    # Headless, the worker's stdout and stderr go to their logs; in a pane they stay on the
+    # pane's terminal (the worker sees a TTY) and the first stage's log set-up copies it.
+    redirect = f">>{_OUTPUT} 2>>{_STDERR}"
     launch = f"  {run(redirect)}"
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
@@ -224,7 +227,7 @@ def _headless_stage() -> list[str]:
         f"else {_CLAIM_OR_LEAVE}",
         "fi",
         # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
-        # death by signal there); only the worker's output goes to output.log.
+        # death by signal there); only the worker's output goes to its logs.
         "exec </dev/null",
         _HEADLESS_HEARTBEAT,
     ]
