@@ -37,17 +37,18 @@ def _tmux_version(env: Mapping[str, str]) -> str | None:
         return None
 
 
-def report(env: Mapping[str, str]) -> dict[str, Any]:
+def report(env: Mapping[str, str], flags: Mapping[str, object] | None = None) -> dict[str, Any]:
     """The doctor's findings, as ``--json`` prints them. ``settings`` is ``{name: {"value",
     "source", "default"}}``: the first two as ``run.json`` records them, ``default`` what the
-    setting is when nothing sets it, in words (``"5s"``, ``"none (no limit)"``)."""
+    setting is when nothing sets it, in words (``"5s"``, ``"none (no limit)"``). ``flags``:
+    the settings doctor itself was given (``--executor``), over the environment's."""
     info: dict[str, Any] = {
         "zellij": detect_zellij(env),
         "tmux": {"version": _tmux_version(env), "inside_session": bool(env.get("TMUX"))},
         "settings": {},
     }
     try:
-        resolved = settings.resolve({}, env)
+        resolved = settings.resolve(flags or {}, env)
         info["settings"] = {name: {**entry, "default": settings.default_text(name)}
                             for name, entry in resolved.as_record().items()}
         choice = choose(resolved.backend, env)

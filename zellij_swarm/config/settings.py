@@ -159,7 +159,8 @@ def _slurm_resource(key: str) -> Callable[[object], object]:
 
 _SLURM_HELP = {"partition": "partition(s) to run in", "cpus": "CPUs per task", "mem": "memory per task's node (4G)",
                "gres": "generic resources (gpu:1)", "time": "time limit per step (Slurm's form, or 30m)",
-               "constraint": "node features (intel&avx2)", "account": "account to charge", "qos": "quality of service"}
+               "constraint": "node features (intel&avx2)", "account": "account to charge", "qos": "quality of service",
+               "extra": "further srun options, after the table's ('--exclusive --cpu-bind=cores')"}
 
 
 def _path(raw: object) -> str:
@@ -184,6 +185,7 @@ class Setting:
     # What the default is, in words, where its value does not say it: a ``None`` default (no
     # limit, decided later) or one computed here (the CPUs). ``doctor`` shows it.
     default_text: str = ""
+    metavar: str = ""  # what --help shows as the flag's value, where the parser does not say it
 
     @property
     def key(self) -> str:
@@ -216,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
             _int_between(0, MAX_JOBS), lambda: 16, help="slot panes shown; further slots run headless"),
     Setting("min_pane_width", "--min-pane-width", ("ZELLIJ_SWARM_MIN_PANE_WIDTH",), _int_between(20, 1000),
             lambda: 60, help="tmux: the narrowest a live worker's pane gets, in columns; more panes open "
-                             "in further windows"),
+                             "in further windows", metavar="COLUMNS"),
     Setting("session", "--session", ("ZELLIJ_SWARM_SESSION",), _session, lambda: None,
             help="multiplexer session (default: current, else swarm-<run-id>)",
             default_text="the current session, else swarm-<run-id>"),
@@ -250,7 +252,7 @@ SETTINGS: tuple[Setting, ...] = (
             help="slurm: one allocation (salloc) for the whole swarm, every worker a step inside it"),
     *(Setting(f"slurm_{key}", f"--slurm-{key}", (f"ZELLIJ_SWARM_SLURM_{key.upper()}",), _slurm_resource(key),
               lambda: None, help=f"slurm: {_SLURM_HELP[key]} (a task's slurm.{key} wins)",
-              default_text="none (the cluster's default)") for key in slurm.KEYS),
+              default_text="none (the cluster's default)", metavar=slurm.METAVARS[key]) for key in slurm.KEYS),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -322,6 +324,7 @@ class Resolved:
     slurm_constraint: str | None
     slurm_account: str | None
     slurm_qos: str | None
+    slurm_extra: str | None
     sources: Mapping[str, str]
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ from zellij_swarm.backends.select import Choice, choose
 from zellij_swarm.commands import junit
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config import slurm as slurm_config
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
@@ -32,7 +33,7 @@ from zellij_swarm.records.outputs import Outputs
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, TaskStatus
 from zellij_swarm.render.console import ConsoleReporter
-from zellij_swarm.worker import worktree
+from zellij_swarm.worker import slurm_nodes, worktree
 from zellij_swarm.worker.slurm import Slurm
 
 
@@ -87,6 +88,11 @@ def execute(
     base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
     if resolved.executor == "slurm":
         remote.preflight(Slurm(env), resolved.slurm, specs)
+        slurm_nodes.preflight(Slurm(env), resolved.slurm, specs)
+    elif note := slurm_config.ignored({name: resolved.sources[name] for name in settings.BY_NAME if
+                                       name.startswith("slurm_") and resolved.sources[name] != "default"},
+                                      [spec.name for spec in specs if spec.slurm]):
+        print(f"zellij-swarm: warning: {note}", file=sys.stderr)
     # --attach inside the multiplexer moves this client to the swarm's window or tab; outside, the
     # session's client takes this terminal (and the run's own output would be drawn over: quiet)
     takes_terminal = attach and not _inside(choice, env)

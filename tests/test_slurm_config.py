@@ -1,0 +1,48 @@
+"""What a Slurm run asks of the cluster, against the real local one (issue 23 §8, §10): requests
+no node can grant are refused before the run, naming the task and what no node has; free-form
+``srun`` options reach the step, a task's over the run's; a step Slurm refuses to launch keeps
+Slurm's words. (The parsing alone, without a cluster: tests/test_executor_options.py.)"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from swarmtest import Swarm, clean_env
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (("--slurm-cpus", "64"), "every task (2) asks for cpus=64 (the most a node has: 8): no node of partition debug"),
+    (("--slurm-mem", "9G"), "mem=9G (the most a node has: 4096M)"),
+    (("--slurm-gres", "gpu:1"), "gres=gpu:1 (nodes have: none)"),
+    (("--slurm-constraint", "avx512"), "constraint=avx512 (node features: none)"),
+])
+def test_a_request_no_node_can_grant_is_refused_before_the_run(swarm: Swarm, cluster: dict[str, str],
+                                                               flags: tuple[str, ...], said: str) -> None:
+    res = swarm("run", "--executor", "slurm", "--backend", "headless", *flags, "true {}", ":::", "a", "b",
+                env=clean_env(**cluster))
+    assert res.code == 2 and res.stderr.count("\n") == 1 and said in res.stderr, res.stderr
+    assert not swarm.runs()
+
+
+def test_extra_options_reach_the_step_and_a_launch_failure_keeps_slurms_words(swarm: Swarm,
+                                                                             cluster: dict[str, str]) -> None:
+    swarm.write("x.toml", "[swarm]\njobs = 4\n"
+                + "".join(f'[[task]]\nname = "r{i}"\ncmd = "echo on=$SLURMD_NODENAME"\n' for i in range(2))
+                + '[[task]]\nname = "own"\ncmd = "echo on=$SLURMD_NODENAME"\nslurm = { extra = ["--nodelist=n1"] }\n'
+                  '[[task]]\nname = "nowhere"\ncmd = "true"\nslurm = { extra = "--nodelist=nosuch" }\n'
+                  '[[task]]\nname = "big"\ncmd = "true"\nslurm = { cpus = 64 }\n')
+    env = clean_env(**cluster)
+    res = swarm("run", "x.toml", "--executor", "slurm", "--backend", "headless", env=env)
+    assert res.code == 2 and "task 'big' asks for cpus=64" in res.stderr and not swarm.runs(), res.stderr
+    swarm.write("x.toml", swarm.cwd.joinpath("x.toml").read_text().replace("cpus = 64", "cpus = 8"))
+    res = swarm("run", "x.toml", "--executor", "slurm", "--backend", "headless", "--slurm-extra=--nodelist=n2",
+                "--output", "quiet", "--json", env=env)
+    assert res.code == 1, res.stderr
+    tasks = {t["name"]: t for t in json.loads(res.stdout)["tasks"]}
+    logs = {name: swarm("logs", name).stdout.strip() for name in ("r0", "r1", "own")}
+    assert logs == {"r0": "on=n2", "r1": "on=n2", "own": "on=n1"}
+    assert tasks["big"]["status"] == "succeeded"
+    assert (tasks["nowhere"]["status"], tasks["nowhere"]["reason"]) == ("failed", "executor_failed")
+    [warning] = [w for w in json.loads(res.stdout)["warnings"] if w["task"] == "nowhere"]
+    assert "srun: error: Unable to allocate resources: Invalid node name specified" in warning["message"]
