@@ -60,6 +60,7 @@ class SlurmResources(TypedDict, total=False):
     constraint: str
     account: str
     qos: str
+    extra: str | Sequence[str]
 
 
 @dataclass(init=False)
@@ -179,6 +180,7 @@ class Swarm:
         slurm_constraint: str | None = None,
         slurm_account: str | None = None,
         slurm_qos: str | None = None,
+        slurm_extra: str | Sequence[str] | None = None,
         **unknown: Never,
     ) -> None:
         given = dict(locals())  # first: the parameters, and nothing else yet
