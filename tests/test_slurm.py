@@ -338,7 +338,8 @@ LEDGER = "[swarm]\njobs = 2\n" + "".join(
 
 def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: dict[str, str],
                                                                         tmp_path: Path) -> None:
-    """Steps that wait behind another job: a 2 s timeout is not charged while they wait;
+    """Steps that wait behind another job: a 2 s timeout and idle timeout are not charged
+    while they wait, and the time queued is recorded;
     `cancel` and SIGTERM of the supervisor withdraw them — no crash, the tasks `cancelled`,
     nothing left in the queue."""
     env = clean_env(**cluster)
@@ -346,7 +347,8 @@ def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: 
     for s in swarms.values():
         s.cwd.mkdir()
         s.write("q.toml", LEDGER)
-    with busy(env) as blocker, headless(swarms["timeout"], "q.toml", env, "--timeout", "2s") as timed, \
+    with busy(env) as blocker, headless(swarms["timeout"], "q.toml", env, "--timeout", "2s",
+                                                   "--idle-timeout", "2s") as timed, \
             headless(swarms["cancel"], "q.toml", env) as cancelled, headless(swarms["term"], "q.toml", env) as termed:
         for r in (timed, cancelled, termed):
             wait_until(lambda r=r: len(queued(env, r.run)) == 2, timeout=60, what="two steps queued")
@@ -362,6 +364,11 @@ def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: 
         subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)
         assert timed.proc.wait(timeout=60) == 0
     assert sorted((swarms["timeout"].cwd / "ledger").read_text().split()) == ["q0", "q1"]
+    timed_rows = swarms["timeout"].tasks(timed.run)
+    assert {t["status"] for t in timed_rows.values()} == {"succeeded"}
+    # the time queued is the row's, apart from its run time (which the time limits count)
+    assert all(t["slurm"]["queued_s"] >= 3.0 and t["duration_s"] < 2.0 for t in timed_rows.values()), timed_rows
+    assert "queued" in swarms["timeout"]("status", timed.run.name).stdout
     assert {t[:2] for t in rows(swarms["cancel"]).values()} == {("cancelled", "cancelled_by_user")}
     assert {t[:2] for t in rows(swarms["term"]).values()} == {("cancelled", "cancelled_by_user")}
     assert not (swarms["cancel"].cwd / "ledger").exists() and not (swarms["term"].cwd / "ledger").exists()

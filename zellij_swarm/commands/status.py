@@ -202,6 +202,8 @@ def task_note(t: dict[str, Any]) -> str:
         notes.append(f"queued in Slurm ({step.get('reason') or 'waiting'})")
     elif step.get("node"):
         notes.append(f"on {step['node']}")
+    if step.get("queued_s"):
+        notes.append(f"queued {step['queued_s']:.1f}s")
     if t.get("reason") and t.get("status") != "succeeded":
         notes.append(f"reason {t['reason']}")
     if t.get("command"):

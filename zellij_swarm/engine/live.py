@@ -49,6 +49,7 @@ class LiveGen:
     # The Slurm executor (engine.remote): its wrapper runs as a job step, maybe on another host
     remote: bool = False
     remote_since: float | None = None  # when it was handed to srun (monotonic)
+    submitted_at: float | None = None  # ... (wall clock): its time in Slurm's queue runs from here
     job_id: str | None = None  # its step's job, once squeue has listed it
     step_running: bool = False  # squeue has seen its step run
     gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace

@@ -119,7 +119,8 @@ def srun_error(gen: generation_files.GenPaths) -> str:
 
 class SlurmExecutor:
     def __init__(self, cluster: Slurm, *, run_id: str, settings: Resolved, calls: CallRunner, timers: Timers,
-                 live: dict[int, LiveGen], clock: Callable[[], float], on: RemoteEvents) -> None:
+                 live: dict[int, LiveGen], clock: Callable[[], float], wallclock: Callable[[], float],
+                 on: RemoteEvents) -> None:
         self.cluster = cluster
         self.run_id = run_id
         self.settings = settings
@@ -127,6 +128,7 @@ class SlurmExecutor:
         self.timers = timers
         self.live = live
         self.clock = clock
+        self.wallclock = wallclock
         self.on = on
         self.allocation: str | None = None
         self._ticking = False
@@ -150,10 +152,21 @@ class SlurmExecutor:
 
     def launched(self, lg: LiveGen) -> None:
         """A generation was handed to srun: follow its step from now on."""
-        lg.remote_since = self.clock()
+        lg.remote_since, lg.submitted_at = self.clock(), self.wallclock()
         if not self._ticking:
             self._ticking = True
             self.timers.after(STATE_INTERVAL, self._tick)
+
+    @staticmethod
+    def where(lg: LiveGen, *, ended_at: float | None = None) -> dict[str, Any]:
+        """What a task's row keeps of its step: the node it ran on, and how long it waited in
+        Slurm's queue (``queued_s``: from its ``srun`` to its wrapper's start, or to
+        ``ended_at`` for one that never started) — not charged to its time limits."""
+        out: dict[str, Any] = {"node": lg.node} if lg.node else {}
+        started = generation_files.started_at(lg.gen)
+        if lg.submitted_at is not None and (until := started if started is not None else ended_at) is not None:
+            out["queued_s"] = round(max(0.0, until - lg.submitted_at), 3)
+        return out
 
     # ----- following -----------------------------------------------------------------------
 

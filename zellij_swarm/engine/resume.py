@@ -378,6 +378,7 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
         return
     if run.executor is not None:
         run.executor.launched(lg)  # a Slurm step: followed in Slurm's queue and by its files
+        lg.submitted_at = None  # handed to srun before this supervisor: how long it queued is not known
     elif lg.pid is None:
         run.collect(lg)
     else:

@@ -112,7 +112,7 @@ class Reporter(Protocol):
 MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
 ROOM_RECHECK = 1.0  # seconds: how often a full state directory is looked at again
 FULL_GIVE_UP = 60.0  # seconds with nothing running and still no room: the run ends interrupted
-TIMEOUT_RECHECK = 1.0  # seconds: how often a timeout looks again for a start that has not come (a queued step)
+TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 
 def new_run_id(now: float) -> str:
@@ -415,7 +415,7 @@ class Supervisor:
             sel.register(slurm_calls.fileno(), selectors.EVENT_READ, slurm_calls.drain)
             self.executor = SlurmExecutor(
                 Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
-                timers=self.timers, live=self.live, clock=self.clock,
+                timers=self.timers, live=self.live, clock=self.clock, wallclock=self.wallclock,
                 on=RemoteEvents(running=self._step_running, seen=self._step_seen, gone=self._step_gone,
                                 warn=self._warn))
             self.stopper.remote = self.executor
@@ -663,8 +663,19 @@ class Supervisor:
             left = max(0.0, lg.task.timeout - elapsed)
             lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, lg.task.timeout or 0.0)))
         if lg.task.idle_timeout is not None:
-            self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence),
-                                   since=self.wallclock() - elapsed)
+            self._watch_idle(lg, since=self.wallclock() - elapsed)
+
+    def _watch_idle(self, lg: LiveGen, *, since: float) -> None:
+        """Its idle watch: silence counts from ``since`` — for a Slurm step, from its wrapper's
+        start (its claim), looked for until it has come: time in the queue is not silence."""
+        if lg.done or lg.collected or lg.task.idle_timeout is None:
+            return
+        if lg.remote:
+            if (started := generation_files.started_at(lg.gen)) is None:
+                lg.deadlines.append(self.timers.after(TIMEOUT_RECHECK, lambda: self._watch_idle(lg, since=since)))
+                return
+            since = max(since, started)
+        self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence), since=since)
 
     def _time_limit(self, lg: LiveGen, limit: float) -> None:
         """Its timeout is due by this supervisor's clock. It is judged on the worker's own
@@ -753,8 +764,7 @@ class Supervisor:
         step = {"job": job.id, "state": job.state, "reason": None if job.reason == "None" else job.reason}
         if job.running:
             lg.read_step()
-        if lg.node:
-            step["node"] = lg.node
+        step.update(remote.SlurmExecutor.where(lg))
         if lg.task.slurm != step:
             lg.task.slurm = step
             self.events.emit("step_state", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, **step)
@@ -938,8 +948,8 @@ class Supervisor:
         task, slot = lg.task, lg.gen.slot
         self._let_go(lg)
         self._freed_at[slot] = self.clock()
-        if lg.remote:  # what stays of its step in the row: where it ran
-            task.slurm = {"node": lg.node} if lg.node else None
+        if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
+            task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
                                                             generation_files.committed_by_wrapper(rec)):
             # Its terminal or its wrapper is gone, but the worker may not be (a program that
@@ -959,7 +969,7 @@ class Supervisor:
             generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
             task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
-            **({"node": lg.node} if lg.node else {}),
+            **(task.slurm if lg.remote and task.slurm else {}),
         )
         if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.request.pane:
             # Folded once its outcome is durable — never one that was ever handed to a pane,
