@@ -54,7 +54,7 @@ def _setting_options(fn: _Command) -> _Command:
 
 
 def _metavar(spec: settings.Setting) -> str:
-    return spec.metavar or {"jobs": "N", "keep_failed_panes": "N", "max_visible_panes": "N", "retries": "N", "session": "NAME",
+    return {"jobs": "N", "keep_failed_panes": "N", "max_visible_panes": "N", "retries": "N", "session": "NAME",
             "state_dir": "DIR"}.get(spec.name, "DURATION" if spec.parse is settings.parse_duration else "MODE")
 
 
@@ -116,7 +116,7 @@ def _trusted(run: RunPaths, *, writing: bool) -> RunPaths:
     return run
 
 
-# Which runs a command that acts may take by default (SPEC §3.9): it takes one only when exactly
+# Which runs a command that acts may take by default (SPEC §8.3): it takes one only when exactly
 # one qualifies; a read-only command takes the newest run.
 _QUALIFIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
     "retry": ("ended with tasks that did not succeed",

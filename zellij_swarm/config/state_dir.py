@@ -1,5 +1,5 @@
 """Which state directory a command works in: one rule for every command, ``run`` included
-(SPEC §3.9).
+(SPEC §3.1).
 
 1. ``--state-dir DIR``;
 2. ``$ZELLIJ_SWARM_STATE_DIR``;
