@@ -149,10 +149,19 @@ class RealZellij:
         return p.returncode == 0 and '"is_plugin": false' in p.stdout
 
     def panes(self, session: str) -> list[dict]:
-        """``list-panes --json`` (from 0.44)."""
+        """``list-panes --json`` (from 0.44). A server busy for more than 1 s answers nothing
+        (exit 0, contract §2.0): asked again, until the call deadline."""
         import json
 
-        return json.loads(self.zellij("--session", session, "action", "list-panes", "--json").stdout)
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while True:
+            p = self.zellij("--session", session, "action", "list-panes", "--json", check=False)
+            if p.returncode == 0 and (out := p.stdout.strip()):
+                break
+            assert time.monotonic() < deadline, f"session {session} never answered list-panes: {p}"
+            print(f"list-panes: exit {p.returncode}, {p.stderr.strip()!r}; live: {self.session_names()}")
+            time.sleep(0.05)
+        return json.loads(out)
 
     def processes(self) -> list[psutil.Process]:
         return processes_of(self.sockdir)

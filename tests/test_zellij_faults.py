@@ -171,7 +171,8 @@ def test_with_every_pane_of_the_swarm_closed_the_rest_runs_headless_with_one_war
         assert (rows["next"]["status"], rows["next"]["reason"]) == ("failed", "zellij_tab_gone"), rows["next"]
         assert ledger(swarm) == []
     else:
-        assert sorted(warnings) == ["renderer_died", "tab_gone"]  # the board closed; the rest runs headless
+        # said once; the board's renderer, closed with it, may be seen to die before the run ends
+        assert warnings.count("tab_gone") == 1 and set(warnings) <= {"renderer_died", "tab_gone"}, warnings
         assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"] is None, rows["next"]
         assert ledger(swarm) == ["next"]
 

@@ -231,3 +231,53 @@ def test_nothing_is_left_running_when_the_session_dies(swarm, fz, version, how):
     finally:
         proc.kill()
         kill_run_processes(run.name)
+
+
+def _zellij(fz, env: dict[str, str]):
+    from zellij_swarm.backends._zellij import Zellij
+
+    z = Zellij(env, timeout=5)
+    z.version()
+    z.session = "host"
+    return z
+
+
+def test_an_empty_answer_is_no_answer_not_no_panes_nor_no_client(fz):
+    """The real 0.45.0, busy, now and then closes an action at once with nothing printed and
+    exit 0: ``list-panes`` so answered is not "no pane" (every anchor would be forgotten), nor
+    is ``list-clients`` "no client" (before 0.44 the rest would go headless)."""
+    fz.host("host", "0.45.0")
+    z = _zellij(fz, fz.env("0.45.0", faults="fail:list-panes:0:,fail:list-clients:0:"))
+    assert z.list_panes() is None
+    assert z.clients(z.call("action", "list-clients", check=False)) is None
+    z = _zellij(fz, fz.env("0.45.0"))
+    assert z.list_panes() and z.clients(z.call("action", "list-clients", check=False)) == 0
+    fz.zellij("__fake-attach", "host", version="0.45.0")
+    assert z.clients(z.call("action", "list-clients", check=False)) == 1
+
+
+def test_no_active_session_from_a_session_listed_live_is_asked_again(fz, tmp_path):
+    """The real 0.45.0 answered a ``run`` in the middle of a swarm with "There is no active
+    session!" (exit 1), its session listed live before and after: the CLI's probe of the
+    sockets failed, nothing was sent. The call is made again; a session that is not listed
+    live is missing at once."""
+    fz.host("host", "0.45.0")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    count = tmp_path / "refused"
+    (shim / "zellij").write_text(  # refuses the first two actions, as the busy real one did
+        "#!/bin/sh\ncase \"$*\" in *query-tab-names*) n=$(cat %s 2>/dev/null || echo 0)\n"
+        "  if [ \"$n\" -lt 2 ]; then echo $((n + 1)) > %s; echo 'There is no active session!' >&2; exit 1; fi;;\n"
+        "esac\nexec %s/zellij \"$@\"\n" % (count, count, str(fz.base["PATH"]).split(":")[0]))
+    (shim / "zellij").chmod(0o755)
+    env = fz.env("0.45.0")
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    z = _zellij(fz, env)
+    assert z.call("action", "query-tab-names").stdout.strip() == "Tab #1"
+    assert count.read_text().strip() == "2"
+    z.session = "gone"
+    from zellij_swarm.exc import BackendError
+
+    with pytest.raises(BackendError) as e:
+        z.call("action", "query-tab-names")
+    assert e.value.code == "session_missing"

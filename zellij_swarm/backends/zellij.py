@@ -183,12 +183,13 @@ class ZellijBackend:
         if not self.z.has("list_clients"):
             return None if own else no_client
         res = self.z.call("action", "list-clients", check=False)
-        if res.returncode != 0:
-            first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+        clients = self.z.clients(res)
+        if clients is None:
+            first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}, no answer"])[0]
             return ("pane_call_failed", f"zellij {version}: cannot tell whether a client is attached to session "
                                         f"{self.z.session!r} (action list-clients failed: {first}); before 0.44 a "
                                         "pane needs one")
-        return None if len(res.lines) > 1 else no_client
+        return None if clients else no_client
 
     def _title(self, req: LaunchRequest, state: str) -> str:
         return layout.title(req.title(state))
@@ -380,8 +381,7 @@ class ZellijBackend:
             return None if self._anchor_exists() else _tab_gone(self.z.session)
         if not self.z.has("list_clients"):
             return None
-        res = self.z.call("action", "list-clients", check=False)
-        if res.returncode == 0 and len(res.lines) <= 1:
+        if self.z.clients(self.z.call("action", "list-clients", check=False)) == 0:
             return BackendError("client_detached", f"zellij {self.z.caps['version']}: no client is attached to session "
                                                    f"{self.z.session!r} any more, and before 0.44 a pane needs one")
         return None
