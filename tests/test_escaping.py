@@ -189,7 +189,8 @@ def test_follow_ups_run_names_and_views_show_escapes_safely(swarm):
     res = swarm("run", "e.toml", "--backend", "headless", "--name", "two\nlines\x1b[31m", "--output", "tag")
     assert res.code == 0, res.stderr
     shown_on_one_line(res.stderr)
-    assert f"t{terminal_text(ESCAPES)}: succeeded" in res.stderr and f"fu{terminal_text(ESCAPES)}: succeeded" in res.stderr
+    assert f"t{terminal_text(ESCAPES)}: succeeded" in res.stderr
+    assert f"fu{terminal_text(ESCAPES)}: succeeded" in res.stderr
     # --output tag: the prefix is shown safely, the task's own bytes follow unchanged
     assert f"[t{terminal_text(ESCAPES)}] \x1b]0;RAW\x07 out\n" in res.stdout
     assert f"[fu{terminal_text(ESCAPES)}] fu-out\n" in res.stdout

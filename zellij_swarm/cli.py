@@ -54,8 +54,9 @@ def _setting_options(fn: _Command) -> _Command:
 
 
 def _metavar(spec: settings.Setting) -> str:
-    return spec.metavar or {"jobs": "N", "keep_failed_panes": "N", "max_visible_panes": "N", "retries": "N", "session": "NAME",
-            "state_dir": "DIR"}.get(spec.name, "DURATION" if spec.parse is settings.parse_duration else "MODE")
+    return spec.metavar or {"jobs": "N", "keep_failed_panes": "N", "max_visible_panes": "N", "retries": "N",
+                            "session": "NAME", "state_dir": "DIR"}.get(
+        spec.name, "DURATION" if spec.parse is settings.parse_duration else "MODE")
 
 
 def _state_dir_option(fn: _Command) -> _Command:
