@@ -37,12 +37,15 @@ def test_extra_options_reach_the_step_and_a_launch_failure_keeps_slurms_words(sw
     assert res.code == 2 and "task 'big' asks for cpus=64" in res.stderr and not swarm.runs(), res.stderr
     swarm.write("x.toml", swarm.cwd.joinpath("x.toml").read_text().replace("cpus = 64", "cpus = 8"))
     res = swarm("run", "x.toml", "--executor", "slurm", "--backend", "headless", "--slurm-extra=--nodelist=n2",
-                "--output", "quiet", "--json", env=env)
+                "--json", env=env)
     assert res.code == 1, res.stderr
+    refused = "srun: error: Unable to allocate resources: Invalid node name specified"
+    assert refused in res.stderr  # said as it happens
+    assert refused in swarm("logs", "nowhere").stderr  # and kept with its attempt
     tasks = {t["name"]: t for t in json.loads(res.stdout)["tasks"]}
     logs = {name: swarm("logs", name).stdout.strip() for name in ("r0", "r1", "own")}
     assert logs == {"r0": "on=n2", "r1": "on=n2", "own": "on=n1"}
     assert tasks["big"]["status"] == "succeeded"
     assert (tasks["nowhere"]["status"], tasks["nowhere"]["reason"]) == ("failed", "executor_failed")
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if w["task"] == "nowhere"]
-    assert "srun: error: Unable to allocate resources: Invalid node name specified" in warning["message"]
+    assert refused in warning["message"]

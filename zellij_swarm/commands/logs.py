@@ -103,7 +103,9 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
     caller has just read it. An unknown task is a usage error (exit 2) naming the run and the
     task; so is ``--stderr`` of an attempt that ran in a pane, whose one terminal held both."""
     streams = {"stdout": [(LineEnds(out or sys.stdout.buffer, raw=raw), "output")],
-               "stderr": [(LineEnds(err or sys.stderr.buffer, raw=raw), "stderr")]}
+               # then what srun said of a Slurm step (why it never started, how Slurm ended it)
+               "stderr": [(LineEnds(err or sys.stderr.buffer, raw=raw), "stderr"),
+                          (LineEnds(err or sys.stderr.buffer, raw=raw), "executor_log")]}
     writers = streams["stdout"] + streams["stderr"] if stream == "both" else streams[stream]
     snap = snap or views.load_status(run)
     task = views.find_task(snap, key)

@@ -120,6 +120,10 @@ class GenPaths:
         return self.dir / STDERR
 
     @cached_property
+    def executor_log(self) -> Path:
+        return self.dir / EXECUTOR_LOG
+
+    @cached_property
     def exit_sidecar(self) -> Path:
         return self.dir / EXIT_SIDECAR
 
