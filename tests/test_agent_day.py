@@ -311,3 +311,21 @@ def test_the_joblog_receive_column_counts_stdout_as_parallel_does(swarm):
     assert swarm("run", "--backend", "headless", "--joblog", "jl", "echo {}; echo err >&2", ":::", "hello").code == 0
     [row] = [line.split("\t") for line in (swarm.cwd / "jl").read_text().splitlines()[1:]]
     assert row[5] == "6"
+
+
+def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(swarm, fz):
+    from zellijtest import FAST, check_calls
+
+    version = "0.45.0"
+    fz.host("host", version, client=True)
+    res = swarm("run", "--backend", "zellij", "--ui", "live", "--attach", "echo {}; exit {}", ":::", "0", "3",
+                env=fz.env(version, inside="host", **FAST), timeout=60)
+    assert res.code == 1, res
+    run = swarm.latest().name
+    assert "zellij-swarm: panes in Zellij; see them from any terminal: zellij-swarm attach" in res.stderr
+    assert "task-2: failed (exit 3" in res.stderr, "the output is as without --attach"
+    assert all(len(line) <= 80 for line in res.stderr.splitlines() if "panes in" in line)
+    assert fz.session(version, "host")["clients"][0]["tab_id"] == fz.tab(version, run, "host")["id"]
+    actions = [c["argv"] for c in fz.calls() if c["subcommand"] == "go-to-tab-name"]
+    assert actions == [["--session", "host", "action", "go-to-tab-name", f"swarm:{run}"]]
+    check_calls(fz.calls())

@@ -228,7 +228,7 @@ class ZellijBackend:
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
                 self.tab_id = int(res.lines[0])
             if self.inside and session == self.z.own:  # --attach moves this client to the swarm's tab
-                self.attach_argv = ["zellij", "action", "go-to-tab-name", f"swarm:{ctx.run_id}"]
+                self.attach_argv = ["zellij", "--session", session, "action", "go-to-tab-name", f"swarm:{ctx.run_id}"]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         if not self.z.has("list_panes"):
             return [None] * len(first)
@@ -516,7 +516,7 @@ class ZellijBackend:
         if not self.attach_argv or (self.inside and self.mode == "session"):  # a client in a pane would nest
             return None
         # an action moves the client of the session we are in; a new client must not think it is inside one
-        return self.attach_argv, (self.env if self.attach_argv[1] == "action" else _zellij.scrubbed(self.env))
+        return self.attach_argv, (self.env if "action" in self.attach_argv else _zellij.scrubbed(self.env))
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():
