@@ -70,14 +70,14 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_run_returns_typed_results(here: Path, monkeypatch: pytest.MonkeyPatch):
+def test_run_returns_typed_results(here: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]):
     calls: list[str] = []  # the run may not touch the host's signal handlers
     monkeypatch.setattr(signal, "signal", lambda *a: calls.append(f"signal{a}"))
     monkeypatch.setattr(signal, "set_wakeup_fd", lambda *a, **k: calls.append("set_wakeup_fd"))
     (here / "sub").mkdir()
     result = Swarm([
         Task("echo built", name="build"),
-        Task(argv=["sh", "-c", "echo try; exit 3"], name="test", after="build", retries=1),
+        Task(argv=["sh", "-c", "echo try; echo broke >&2; exit 3"], name="test", after="build", retries=1),
         Task("true", name="deploy", after=["test"]),
         Task('echo "$WHO in $(basename "$PWD")"', name="env", cwd="sub", env={"WHO": "me"}, tags=["x"],
              group="small", priority=5, timeout="1m", worktree=False),
@@ -90,6 +90,7 @@ def test_run_returns_typed_results(here: Path, monkeypatch: pytest.MonkeyPatch):
     assert (test.status, test.exit_code, test.signal, test.attempts) == (TaskStatus.FAILED, 3, None, 2)
     assert test.duration is not None and test.duration >= 0
     assert (test.output(), test.output(1), test.output(raw=True)) == ("try\n", "try\n", "try\n")
+    assert test.output(stream="stderr") == "broke\n" and capfd.readouterr() == ("", ""), "the host's streams untouched"
     assert result["deploy"].status is TaskStatus.SKIPPED and result["deploy"].output() == ""
     assert result["build"].ok and result["env"].output() == "me in sub\n"
     assert result.counts == {TaskStatus.SUCCEEDED: 2, TaskStatus.FAILED: 1, TaskStatus.SKIPPED: 1}

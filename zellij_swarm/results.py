@@ -23,9 +23,10 @@ from zellij_swarm.records import snapshot_file
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TaskStatus
 
-__all__ = ["RunState", "RunStatus", "RunWarning", "SwarmResult", "TaskResult"]
+__all__ = ["OutputStream", "RunState", "RunStatus", "RunWarning", "SwarmResult", "TaskResult"]
 
 RunState = Literal["running", "finished", "cancelled", "interrupted"]
+OutputStream = Literal["stdout", "stderr"]
 
 
 @dataclass(frozen=True)
@@ -53,27 +54,30 @@ class TaskResult:
     duration: float | None
     reason: str | None
     record: Mapping[str, Any] = field(repr=False, compare=False)  # the row of `status --json`
-    run: RunPaths = field(repr=False, compare=False)
+    _run: RunPaths = field(repr=False, compare=False)
 
     @classmethod
     def of_row(cls, row: Mapping[str, Any], run: RunPaths) -> TaskResult:
         return cls(name=row["name"], id=row["id"], status=TaskStatus(row["status"]), exit_code=row["exit_code"],
                    signal=row["signal"], attempts=row["attempts"], duration=row["duration_s"], reason=row["reason"],
-                   record=row, run=run)
+                   record=row, _run=run)
 
     @property
     def ok(self) -> bool:
         return self.status is TaskStatus.SUCCEEDED
 
-    def output(self, attempt: int | None = None, *, raw: bool = False) -> str:
-        """What the worker printed in its last attempt (or ``attempt``, from 1), as
-        ``zellij-swarm logs`` shows it: a pane's CRLF line ends as LF unless ``raw``; bytes
-        that are not UTF-8 replaced. A task that never started printed nothing (``""``)."""
+    def output(self, attempt: int | None = None, *, stream: OutputStream = "stdout", raw: bool = False) -> str:
+        """What the worker wrote to ``stream`` in its last attempt (or ``attempt``, from 1), as
+        ``zellij-swarm logs --stdout`` / ``--stderr`` shows it: a pane's CRLF line ends as LF
+        unless ``raw``; bytes that are not UTF-8 replaced. A worker in a pane had one terminal
+        for both: its stdout holds all it wrote, and its stderr is a ``UsageError``. A task
+        that never started wrote nothing (``""``)."""
         if attempt is None and self.record["slot"] is None:
             return ""
         out = io.BytesIO()
-        snap = {"run_id": self.run.run_id, "state": "finished", "tasks": [self.record]}
-        logs.show(self.run, self.id, attempt=attempt, follow=False, raw=raw, out=out, err=out, snap=snap)  # both
+        snap = {"run_id": self._run.run_id, "state": "finished", "tasks": [self.record]}
+        logs.show(self._run, self.id, attempt=attempt, follow=False, raw=raw, out=out, err=out, snap=snap,
+                  stream=stream)
         return out.getvalue().decode("utf-8", "replace")
 
 

@@ -22,7 +22,7 @@ from zellij_swarm.config import settings
 from zellij_swarm.engine import pid_end
 from zellij_swarm.records import rundir, runlock
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.results import RunStatus, SwarmResult
+from zellij_swarm.results import OutputStream, RunStatus, SwarmResult
 
 if TYPE_CHECKING:
     from zellij_swarm.api import Task
@@ -102,9 +102,10 @@ class Run:
     def unpause(self, group: str | None = None) -> None:
         control.set_paused(self._writable(), group, paused=False)
 
-    def logs(self, task: str, *, attempt: int | None = None, raw: bool = False) -> str:
-        """What ``task`` printed in its latest attempt (or ``attempt``) so far."""
-        return self.status()[task].output(attempt, raw=raw)
+    def logs(self, task: str, *, attempt: int | None = None, stream: OutputStream = "stdout", raw: bool = False) -> str:
+        """What ``task`` wrote to ``stream`` in its latest attempt (or ``attempt``) so far
+        (``TaskResult.output``)."""
+        return self.status()[task].output(attempt, stream=stream, raw=raw)
 
     def _writable(self) -> RunPaths:
         """The run, once its records are found to be the caller's alone: a command that
