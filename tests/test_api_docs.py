@@ -51,7 +51,8 @@ def report(result: SwarmResult) -> int:
     for task in failed:
         code: int | None = task.exit_code
         seconds: float | None = task.duration
-        print(task.name, task.status.value, code, task.signal, task.attempts, seconds, task.output()[-200:])
+        print(task.name, task.status.value, code, task.signal, task.attempts, seconds, task.output()[-200:],
+              task.output(1, stream="stderr", raw=True))
     print(result["test"].ok, result.counts.get(TaskStatus.FAILED, 0), result.state, result.run_dir)
     return result.exit_code
 
@@ -61,7 +62,7 @@ def watch() -> None:
     run.pause(group=None)
     run.add(Task("true", name="more"))
     run.unpause()
-    print(run.status().state, run.logs("more"), run.pid)
+    print(run.status().state, run.logs("more", stream="stderr"), run.pid)
     try:
         result = open_run(run.run_id, state_dir=".zellij-swarm").wait(timeout=10.0)
     except errors.WaitTimeout:
@@ -82,6 +83,7 @@ result = Swarm([Task("true")]).run()
 name: int = result.tasks[0].name  # E: a name is a str
 result.tasks[0].status == "succeeded" or result.ok.upper()  # E: ok is a bool
 Swarm([Task("true")]).start().wait(timeout="10s")  # E: seconds are a number
+result["true"].output(stream="err")  # E: stdout or stderr
 '''
 
 
