@@ -4,12 +4,17 @@ misused), and the package ships its ``py.typed`` marker."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from swarmtest import kill_run_processes
+
+from zellij_swarm.records import rundir, runlock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +30,13 @@ def readme_example() -> str:
 def test_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]):
     monkeypatch.chdir(tmp_path)
-    exec(compile(readme_example(), "README.md", "exec"), {"__name__": "readme"})
+    try:
+        exec(compile(readme_example(), "README.md", "exec"), {"__name__": "readme"})
+    finally:  # what the example started ends with it, whatever became of it
+        for run in rundir.all_runs(tmp_path / ".zellij-swarm"):
+            if (pid := runlock.holder(run)) is not None and pid > 0:
+                os.kill(pid, signal.SIGKILL)
+            kill_run_processes(run.run_id)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "1 False" and printed[-2:] == ["130", "unknown setting 'job' (did you mean 'jobs'?)"]
     assert printed[-3].endswith(" running")
