@@ -29,7 +29,8 @@ waits; each new wait rings the bell in the board's pane (a BEL written to its
 terminal), which sets the window's bell flag in the status bar of a client looking elsewhere
 — the board's, not the worker's, so that the worker's output and idle clock stay its own.
 
-Titles live in a pane user option (``@zsw_title``) shown by ``pane-border-format``: a worker
+Titles live in a pane user option (``@zsw_title``, and the board's shorter ``@zsw_short``)
+shown by ``pane-border-format`` (``BORDER_FORMAT``): a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
 set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
@@ -61,6 +62,11 @@ from zellij_swarm.worker.wrapper import PaneMode
 CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
+# A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
+# one (the board's: ``board · <run-id>``), that, and where neither fits, ``board``: tmux would
+# cut the title at the border's end, and a run id cut short names no run.
+BORDER_FORMAT = (" #{?#{&&:#{@zsw_short},#{e|<:#{pane_width},#{e|+:#{n:@zsw_title},2}}},"
+                 "#{?#{e|<:#{pane_width},#{e|+:#{n:@zsw_short},2}},board,#{@zsw_short}},#{@zsw_title}} ")
 
 
 def title_text(text: str) -> str:
@@ -163,6 +169,7 @@ class TmuxBackend:
         self._add_window(window, name)
         self.board_pane = board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
         self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
+        self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(f"board · {ctx.run_id}"))
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
         self.socket_path = socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
@@ -177,7 +184,7 @@ class TmuxBackend:
     def _add_window(self, window_id: str, name: str) -> _Window:
         size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
         width, height = (int(v) for v in size.split())
-        options = [("pane-border-status", "top"), ("pane-border-format", " #{@zsw_title} "),
+        options = [("pane-border-status", "top"), ("pane-border-format", BORDER_FORMAT),
                    ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off"),
                    (names.RUN_OPTION, self.ctx.run_id)]
         commands = [["set-option", "-w", "-t", window_id, key, value] for key, value in options]

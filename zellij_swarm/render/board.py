@@ -10,7 +10,9 @@ Layout::
       4 idle
 
 A row shows the slot's newest generation: state, task, elapsed time, exit code and, while it
-runs, the last line of its output (escapes stripped, ``\\r`` progress resolved). A finished row
+runs, the last line of its output that says something, as the slot view shows it: the
+worker's output rendered through a terminal screen (``render.screen``), so a TUI's cursor
+moves, charset switches and box borders leave no debris. A finished row
 shows only what was recorded when it finished (§9). When every slot fits and rows are left
 over, attempts that did not succeed in a slot that has since been reused get a line each
 (``  failed  lint  12s  2  slot 3 gen 1``), so the final picture names every failure.
@@ -27,6 +29,11 @@ Fitting many slots (e.g. 100 slots in 80×24), in three steps:
    folded as above. At 80×24 that is 5 columns × 21 rows: 100 running slots, all visible. If a
    terminal is too small even for that, the summary line counts the busy slots not shown.
 
+Whatever the step, every task that failed is named before any line goes to idle or closed
+slots: when their rows do not fit, the rows after the busy ones name them, ``failed:
+agent-2 (exit 3) · agent-4 (exit 1)``, names never cut. The title drops the run's id rather
+than cut it, and a run that has ended counts no zero ``running`` or ``pending``.
+
 No paging or scrolling: the picture is a stable function of the run's state, so the final
 frame left on screen at the end of the run is complete and readable.
 """
@@ -42,11 +49,12 @@ from typing import IO, Any
 from zellij_swarm.quoting import terminal_text
 from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.states import TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.records.states import FAILED_STATUSES, TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
 from zellij_swarm.render.console import COUNT_ORDER
 from zellij_swarm.render.loop import Frame, run_view
-from zellij_swarm.render.reader import LastLines, SlotRow, StateReader, describe_slot, gen_records, slot_entries
-from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges
+from zellij_swarm.render.reader import SlotRow, StateReader, describe_slot, gen_records, slot_entries
+from zellij_swarm.render.screen import LastScreenLines
+from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges, width
 
 WAITING = "waiting_for_input"  # not a status: running tasks whose worker waits for a person
 WAITING_SGR = "1;45"
@@ -81,8 +89,11 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
         (" · ", None),
         (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
         *_paused(state),
-        (f" · {n_slots} slots · {duration(elapsed)} · {terminal_text(state.get('run_id') or '')}", None),
+        (f" · {n_slots} slots · {duration(elapsed)}", None),
     ]
+    run_id = f" · {terminal_text(state.get('run_id') or '')}"
+    if sum(width(text) for text, _ in title) + width(run_id) <= cols:  # a run id cut short names no run
+        title.append((run_id, None))
     return [join_parts(title, cols, color), *_counters(state, cols, color)]
 
 
@@ -102,9 +113,10 @@ def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:
     waiting = sum(1 for t in state.get("tasks") or [] if isinstance(t, dict) and t.get("status") == "running"
                   and t.get("waiting_input"))
     parts: list[tuple[str, str | None]] = []
+    ended = state.get("state") != "running"
     for name in COUNTERS:
         n = (waiting if name == WAITING else counts.get(name)) or 0
-        if n or name in ALWAYS_COUNTED:
+        if n or (name in ALWAYS_COUNTED and not (ended and name in ("running", "pending"))):
             code = (WAITING_SGR if name == WAITING else STATUS_SGR.get(name)) if n else None
             parts.append((f"{n} {name.replace('_', ' ')}", code))
     lines: list[list[tuple[str, str | None]]] = [[]]
@@ -175,13 +187,72 @@ def _short(seconds: float | None) -> str:
     return f"{s}s"
 
 
+CELL_STATES = {"running": "run", "waiting": "wait", "starting": "start", "reserved": "rsrv"}
+CELL_STATE_W = 5
+CELL_NAME_W = 6  # the narrowest name a cell keeps next to its state word; narrower, a letter
+
+
+def _cell_state_w(sw: int, cell_w: int) -> int:
+    """The columns a grid cell gives its state: the short word, or its first letter."""
+    return CELL_STATE_W if cell_w - sw - 1 - CELL_STATE_W - 1 - 1 - 3 - 1 >= CELL_NAME_W else 1
+
+
 def _cell(row: SlotRow, sw: int, cell_w: int, now: float, color: bool, strip: str = "") -> str:
-    name_w = max(cell_w - sw - 1 - 1 - 3 - 1, 1)
+    """``12 wait  agent-7  3m``: a busy slot in the grid, its state kept (short: a letter in
+    narrow cells)."""
+    state_w = _cell_state_w(sw, cell_w)
+    name_w = max(cell_w - sw - 1 - state_w - 1 - 1 - 3 - 1, 1)
     name = terminal_text(row.task or row.status)
     name = clip_middle(name[len(strip) :] if strip and name.startswith(strip) else name, name_w)
-    text = f"{row.slot:>{sw}} {name:<{name_w}} {_short(row.elapsed(now)):>3}"
-    mark = STATUS_SGR.get(row.status) if row.status != "running" else None
-    return join_parts([(text, mark)], cell_w - 1, color)
+    state = _state_word(row)
+    parts = [(f"{row.slot:>{sw}} ", None),
+             (f"{CELL_STATES.get(state, state):<{state_w}.{state_w}}",
+              WAITING_SGR if row.waiting else STATUS_SGR.get(row.status)),
+             (f" {name:<{name_w}} {_short(row.elapsed(now)):>3}", None)]
+    return join_parts(parts, cell_w - 1, color)
+
+
+def _failed_tasks(state: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Every task that failed (failed, timed out, lost), in plan order, with how:
+    ``("agent-2", "exit 3")``."""
+    out = []
+    for t in (state or {}).get("tasks") or []:
+        if isinstance(t, dict) and t.get("status") in FAILED_STATUSES:
+            code = t.get("exit_code")
+            how = f"exit {code}" if t["status"] == "failed" and isinstance(code, int) else str(t["status"])
+            out.append((terminal_text(str(t.get("name"))), how.replace("_", " ")))
+    return out
+
+
+def _names_failures(body: list[str], failed: list[tuple[str, str]]) -> bool:
+    """Whether every failed task's name stands whole on a line of ``body``."""
+    words = {w for line in body for w in line.split()}
+    return all(name in words for name, _ in failed)
+
+
+def _failure_lines(failed: list[tuple[str, str]], cols: int, room: int, color: bool) -> list[str]:
+    """``failed: agent-2 (exit 3) · agent-4 (exit 1)``, wrapped over at most ``room`` lines
+    without cutting a name; the names that do not fit are counted (``+3 more``)."""
+    if room <= 0 or not failed:
+        return []
+    words = [f"{name} ({how})" for name, how in failed]
+
+    def text(i: int, row: list[str]) -> str:
+        return ("failed: " if i == 0 else "") + " · ".join(row)
+
+    rows: list[list[str]] = [[]]
+    for word in words:
+        if rows[-1] and width(text(len(rows) - 1, [*rows[-1], word])) > cols:
+            rows.append([])
+        rows[-1].append(word)
+    if len(rows) > room:
+        rows = rows[:room]
+        shown = sum(map(len, rows))
+        while rows[-1] and width(text(room - 1, [*rows[-1], f"+{len(words) - shown} more"])) > cols:
+            rows[-1].pop()
+            shown -= 1
+        rows[-1].append(f"+{len(words) - shown} more")
+    return [join_parts([(text(i, row), "1;31")], cols, color) for i, row in enumerate(rows)]
 
 
 def _common_prefix(names: list[str], keep: int) -> str:
@@ -300,12 +371,16 @@ def board_frame(
         lines += _unlucky_tasks(records, shown, sw, tw, cols, room - 1 - len(lines), color)
         return [_column_header(sw, tw, cols, color), *lines] if lines else []
 
+    busy = [r for r in slots if r.live]
+    hidden_busy, strip, fold = 0, "", True
     if len(slots) < room:
         body = full(slots, room)
+        busy_part = full(busy, len(busy) + 1) if busy else []
+        chosen, fold = {r.slot for r in slots}, False
     elif room == 0:
-        body = []
+        body = busy_part = []
+        chosen = set()
     else:
-        busy = [r for r in slots if r.live]
         unlucky = sorted(
             (r for r in slots if r.status in UNSUCCESSFUL_STATUSES),
             key=lambda r: -(r.ended_at or 0.0),
@@ -313,7 +388,7 @@ def board_frame(
         if len(busy) <= room - 2:  # a column header, the busy rows, the fold line
             chosen = {r.slot for r in busy} | {r.slot for r in unlucky[: room - 2 - len(busy)]}
             body = full([r for r in slots if r.slot in chosen], room - 1)
-            hidden_busy, strip = 0, ""
+            busy_part = full(busy, len(busy) + 1) if busy else []
         else:
             grid_rows = room - 1
             ncols = max(math.ceil(len(busy) / grid_rows), 1) if grid_rows else 1
@@ -326,17 +401,25 @@ def board_frame(
             used_rows = math.ceil(len(visible) / ncols) if visible else 0
             body = []
             names = [terminal_text(r.task or r.status) for r in visible]
-            name_w = cell_w - sw - 6
+            name_w = cell_w - sw - 6 - _cell_state_w(sw, cell_w) - 1
             strip = _common_prefix(names, 3) if max(map(len, names), default=0) > name_w else ""
             for y in range(used_rows):
                 # Column-major, like ``ls``: slot numbers run down each column.
                 cells = [visible[x * used_rows + y] for x in range(ncols) if x * used_rows + y < len(visible)]
                 body.append("".join(_cell(r, sw, cell_w, now, color, strip) + " " for r in cells).rstrip())
+            busy_part = list(body)
             chosen = {r.slot for r in visible}
             hidden_busy = len(hidden)
-        rest = [r for r in slots if r.slot not in chosen]
-        if rest or strip:
-            body.append(_fold_line(rest, hidden_busy, cols, strip))
+    failed = _failed_tasks(state)
+    if room and failed and not _names_failures(body, failed):
+        # the busy rows, then every failure by name, then (a row left) what the other slots do
+        named = _failure_lines(failed, cols, room - len(busy_part), color)
+        body = busy_part + named
+        chosen &= {r.slot for r in busy}
+        fold = len(body) < room
+    rest = [r for r in slots if r.slot not in chosen]
+    if fold and (rest or strip or hidden_busy):
+        body.append(_fold_line(rest, hidden_busy, cols, strip))
     return (lines + body + footer)[:rows]
 
 
@@ -346,7 +429,7 @@ class BoardView:
     def __init__(self, run: RunPaths) -> None:
         self.run = run
         self.states = StateReader(run)
-        self.last_lines = LastLines()
+        self.last_lines = LastScreenLines()
         self.gens = GenReader(run)
 
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame:

@@ -9,12 +9,18 @@ Colours are kept: each line is re-emitted with SGR codes from pyte's cell attrib
 redraw loop rewrites whole lines in place, so colour adds no flicker). ``color=False`` gives
 plain text.
 
-pyte is imported when the first ``TailScreen`` renders, never by the board.
+``LastScreenLines`` gives the board its output column: the last line of each live worker's
+rendered screen that says something (a letter or a digit, box borders trimmed), recomputed
+only when the file changed, scanning only the screen rows the output touched.
+
+pyte is imported when the first ``TailScreen`` renders: by the board only once a slot has
+output.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,8 +30,16 @@ if TYPE_CHECKING:
     from pyte.screens import Char
 
 TAIL_BYTES = 64 * 1024
+LAST_LINE_SCREEN = (160, 50)  # columns, rows a board's output line is rendered at: wider than most panes
+# Box drawing, block elements and bars around what a TUI line says
+_BORDERS = "".join(chr(c) for c in range(0x2500, 0x25A0)) + "| \t"
+_SAYS = re.compile(r"\w")
 
 _screen_class: type[pyte.Screen] | None = None
+_stream_class: type[pyte.ByteStream] | None = None
+# What a line-drawing span is cut at: an escape sequence is passed on whole, never translated
+_DRAWING_TOKENS = re.compile(r"\x1b[()][0-~]|\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+                             r"|\x1b.|[\x0e\x0f]", re.DOTALL)
 _sgr_maps: tuple[dict[str, int], dict[str, int]] | None = None
 
 
@@ -44,6 +58,47 @@ def _pyte_screen(cols: int, rows: int) -> pyte.Screen:
 
         _screen_class = _LogScreen
     return _screen_class(cols, rows)
+
+
+def _pyte_stream(screen: pyte.Screen) -> pyte.ByteStream:
+    global _stream_class
+    if _stream_class is None:
+        import pyte
+        from pyte.charsets import VT100_MAP
+
+        class _LogStream(pyte.ByteStream):
+            """UTF-8, with the DEC line-drawing set all the same: xterm and tmux honour ``ESC ( 0``
+            (ncurses' ``smacs``) and SO/SI in UTF-8, where pyte drops them — a curses box would
+            read ``lqqqk``."""
+
+            def __init__(self, screen: pyte.Screen) -> None:
+                super().__init__(screen)
+                self.sets = ["B", "B"]  # G0, G1
+                self.shifted = 0  # SO selects G1, SI G0
+                self.held = ""  # an escape sequence cut by the end of a chunk
+
+            def feed(self, data: bytes) -> None:  # type: ignore[override]
+                text = self.held + self.utf8_decoder.decode(data)
+                cut = text.rfind("\x1b")
+                self.held, text = (text[cut:], text[:cut]) if cut >= 0 and len(text) - cut < 3 else ("", text)
+                out, at = [], 0
+                for m in _DRAWING_TOKENS.finditer(text):
+                    out.append(self._drawn(text[at:m.start()]))
+                    token, at = m.group(), m.end()
+                    if token in ("\x0e", "\x0f"):
+                        self.shifted = token == "\x0e"
+                    elif token[:2] in ("\x1b(", "\x1b)"):
+                        self.sets[token[1] == ")"] = token[2]
+                    else:
+                        out.append(token)
+                out.append(self._drawn(text[at:]))
+                pyte.Stream.feed(self, "".join(out))
+
+            def _drawn(self, text: str) -> str:
+                return text.translate(VT100_MAP) if self.sets[self.shifted] == "0" else text
+
+        _stream_class = _LogStream
+    return _stream_class(screen)
 
 
 def _colour_maps() -> tuple[dict[str, int], dict[str, int]]:
@@ -129,13 +184,35 @@ class TailScreen:
         """The ``rows`` lines of the screen (``cols`` wide) after feeding the file's new bytes."""
         if cols <= 0 or rows <= 0:
             return []
+        screen = self._fed(path, cols, rows)
+        if screen is None:
+            return [""] * rows
+        return [_line_text(screen.buffer[y], cols, color) for y in range(rows)]
+
+    def last_line(self, path: Path | None, cols: int, rows: int) -> str:
+        """The lowest line of the screen that says something (a letter or a digit), without
+        the borders around it; only the rows the output wrote to are looked at."""
+        screen = self._fed(path, cols, rows)
+        if screen is None:
+            return ""
+        for y in sorted(screen.buffer.keys(), reverse=True):
+            row = screen.buffer[y]
+            if not row or y >= rows:
+                continue
+            text = "".join(row[x].data for x in range(min(max(row) + 1, cols)))
+            if _SAYS.search(text):
+                return text.strip(_BORDERS)
+        return ""
+
+    def _fed(self, path: Path | None, cols: int, rows: int) -> pyte.Screen | None:
+        """The screen after feeding the file's new bytes; None when there is no file."""
         try:
             st = os.stat(path) if path is not None else None
         except OSError:
             st = None
         if path is None or st is None:
             self._path = None
-            return [""] * rows
+            return None
         screen, stream = self._screen, self._stream
         if (
             screen is None
@@ -149,14 +226,12 @@ class TailScreen:
             screen = self._rebuild(path, cols, rows, st.st_size, st.st_ino)
         elif st.st_size > self._offset:
             self._feed_from(stream, path, self._offset)
-        return [_line_text(screen.buffer[y], cols, color) for y in range(rows)]
+        return screen
 
     def _rebuild(self, path: Path, cols: int, rows: int, size: int, ino: int) -> pyte.Screen:
-        import pyte
-
         self._path, self._size, self._ino = path, (cols, rows), ino
         self._screen = screen = _pyte_screen(cols, rows)
-        self._stream = stream = pyte.ByteStream(screen)
+        self._stream = stream = _pyte_stream(screen)
         start = max(0, size - self.tail_bytes)
         self._feed_from(stream, path, start, skip_partial=start > 0)
         return screen
@@ -177,3 +252,30 @@ class TailScreen:
                 cut = data.find(b"\r")
             data = data[cut + 1 :] if cut >= 0 else data
         stream.feed(data)
+
+
+class LastScreenLines:
+    """``TailScreen.last_line`` of each file, at ``LAST_LINE_SCREEN``, recomputed only when the
+    file changed (its size or its mtime)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, tuple[tuple[int, int], TailScreen, str]] = {}
+
+    def get(self, path: Path) -> str:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return ""
+        key = (st.st_size, st.st_mtime_ns)
+        seen = self._seen.get(path)
+        if seen is not None and seen[0] == key:
+            return seen[2]
+        screen = seen[1] if seen is not None else TailScreen()
+        line = screen.last_line(path, *LAST_LINE_SCREEN)
+        self._seen[path] = (key, screen, line)
+        return line
+
+    def forget_except(self, keep: set[Path]) -> None:
+        for path in list(self._seen):
+            if path not in keep:
+                del self._seen[path]
