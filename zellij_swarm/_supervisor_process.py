@@ -22,6 +22,7 @@ from typing import IO, Any, cast
 
 from zellij_swarm import errors, exc
 from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.engine.run import execute
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify
 
@@ -86,8 +87,6 @@ def _give(process: subprocess.Popen[bytes], plan: bytes) -> None:
 def main(tell_fd: int) -> int:
     """The supervisor's side: run the plan on stdin and say on ``tell_fd`` where its run is,
     or why there is none; exit as ``zellij-swarm run`` exits."""
-    from zellij_swarm.engine.run import execute
-
     os.set_inheritable(tell_fd, False)  # the run's workers never hold it: its end says the process ended
     tell = os.fdopen(tell_fd, "w")
     plan = json.loads(sys.stdin.buffer.read())
@@ -102,7 +101,7 @@ def main(tell_fd: int) -> int:
 
     try:
         outcome = execute([swarmfile.TaskSpec.from_record(t) for t in plan["tasks"]],
-                          settings.Resolved.from_record(plan["settings"]), name=plan["name"], source="<api>",
+                          settings.Resolved.from_record(plan["settings"]), name=plan["name"], source=plan["source"],
                           env=os.environ, groups=plan["groups"], on_started=lambda run: say({"run_dir": str(run.dir)}))
     except exc.SwarmError as e:
         if tell.closed:  # the run had begun: said as `run` says it
@@ -113,10 +112,10 @@ def main(tell_fd: int) -> int:
 
 
 def plan_record(specs: list[swarmfile.TaskSpec], resolved: settings.Resolved, *, name: str | None,
-                groups: Mapping[str, int]) -> dict[str, Any]:
+                groups: Mapping[str, int], source: str) -> dict[str, Any]:
     """What ``main`` reads: the tasks and settings as the run records them (``run.json``)."""
     return {"tasks": [spec.to_record() for spec in specs], "settings": resolved.as_record(), "name": name,
-            "groups": dict(groups)}
+            "groups": dict(groups), "source": source}
 
 
 if __name__ == "__main__":

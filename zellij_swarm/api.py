@@ -210,7 +210,8 @@ class Swarm:
         run's messages go where this program's stdout and stderr go."""
         plan = self._plan(output, env)
         process, run_dir = _supervisor_process.spawn(
-            _supervisor_process.plan_record(plan.specs, plan.resolved, name=plan.name, groups=plan.groups),
+            _supervisor_process.plan_record(plan.specs, plan.resolved, name=plan.name, groups=plan.groups,
+                                            source=SOURCE),
             env=plan.env)
         return Run(RunPaths(run_dir), process=process)
 
