@@ -375,6 +375,41 @@ def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: 
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+# one process, which a SIGTERM ends by that signal: what it began and what it finished are in two ledgers
+TWO_LEDGERS = ('argv = ["python3", "-c", "import os, time; t = os.environ[\'ZELLIJ_SWARM_TASK\']; '
+               'open(\'began\', \'a\').write(t + chr(10)); time.sleep({secs}); open(\'ledger\', \'a\').write(t + chr(10))"]')
+
+
+def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """`scontrol update state=down` of a node whose steps run: Slurm ends them NODE_FAIL (slurmd's
+    SIGTERM is what their wrappers see) — recorded `lost (executor_lost)` and run again once,
+    without using an attempt; every task finishes exactly once (the ledger)."""
+    env = clean_env(**cluster)
+    swarm.write("n.toml", "[swarm]\njobs = 4\nslurm = { cpus = 4 }\n" + "".join(
+        f'[[task]]\nname = "n{i}"\n{TWO_LEDGERS.format(secs=4)}\n' for i in range(6)))
+    try:
+        with headless(swarm, "n.toml", env) as r:
+            assert r.run is not None
+            wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
+                       else False, timeout=60, what="four workers run, two on each node")
+            subprocess.run(["scontrol", "update", "nodename=n2", "state=down", "reason=zsw-test"], env=env, check=True,
+                           timeout=30)
+            assert r.proc.wait(timeout=120) == 0, r.proc.stderr.read() if r.proc.stderr else ""
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n2", "state=resume"], env=env, capture_output=True, timeout=30)
+    tasks = swarm.tasks()
+    lost = sorted(name for name, t in tasks.items() if any(a["reason"] == "executor_lost" for a in t["history"]))
+    assert len(lost) == 2, {n: t["history"] for n, t in tasks.items()}
+    for name in lost:
+        assert [(a["status"], a["reason"]) for a in tasks[name]["history"]] == [("lost", "executor_lost"),
+                                                                                ("succeeded", None)]
+        assert tasks[name]["attempts"] == 1, "a lost step's re-run uses no attempt"
+    assert {t["status"] for t in tasks.values()} == {"succeeded"}
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
+    assert sorted((swarm.cwd / "began").read_text().split()) == sorted([*tasks, *lost])
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
 # ----- no cluster needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("table", "error"), [
@@ -432,7 +467,19 @@ def test_the_swarm_file_table_and_a_tasks_own(tmp_path: Path) -> None:
 def test_an_end_the_wrapper_did_not_record_is_read_from_the_job_state(state: str | None,
                                                                       expected: tuple[str, str]) -> None:
     reason = slurm_cli.classify(state)
-    assert (str(REASON_STATUS[reason]), reason) == expected
+    assert reason is not None and (str(REASON_STATUS[reason]), reason) == expected
+
+
+@pytest.mark.parametrize(("state", "expected"), [
+    ("NODE_FAIL", "executor_lost"), ("PREEMPTED", "executor_lost"), ("BOOT_FAIL", "executor_lost"),
+    ("TIMEOUT", "timeout"), ("CANCELLED", "executor_cancelled"),
+    (None, None), ("FAILED", None), ("COMPLETED", None),
+])
+def test_a_death_by_signal_the_wrapper_recorded_stands_unless_slurm_ended_the_step(state: str | None,
+                                                                                  expected: str | None) -> None:
+    """slurmd ends a failed node's steps with SIGTERM: the wrapper's record of it is Slurm's
+    doing, and the step was lost; a job Slurm forgot, or one that just failed, says nothing more."""
+    assert slurm_cli.classify(state, recorded_signal=True) == expected
 
 
 def test_job_names_carry_run_task_and_generation() -> None:

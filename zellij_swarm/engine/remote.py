@@ -15,9 +15,11 @@ wrapper runs as a job step, possibly on another host.
   file written on the node — spent re-reading its sidecar.
 - **Outcome**: the sidecar is the truth. An end it does not explain — no sidecar, or a death by
   signal nobody here asked for — is read from the job's state (``slurm.classify``): its time
-  limit is ``timed_out``; a cancel from outside ``cancelled`` (``executor_cancelled``); anything
-  else ``lost`` (``executor_lost``), which runs again without using an attempt, up to
-  ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any fault).
+  limit is ``timed_out``; a cancel from outside ``cancelled`` (``executor_cancelled``); its node
+  failed, or it was preempted, ``lost`` (``executor_lost``) — also over a death by signal the
+  wrapper recorded (slurmd's SIGTERM) — which runs again without using an attempt, up to
+  ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any
+  fault). A code the worker exited with stands.
 - **Ending**: ``scancel --signal=TERM`` of the step (the wrapper and worker run their traps), the
   ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node). ``srun`` itself is
   never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
@@ -214,9 +216,10 @@ class SlurmExecutor:
             return
         self.timers.after(0.25, lambda: self.left_queue(lg, waited + 0.25))
 
-    def explain(self, lg: LiveGen, then: Callable[[str | None], None]) -> None:
-        """The reason of a step's end from Slurm's job state, off the loop; None when the
-        call failed (then it is ``executor_lost``)."""
+    def explain(self, lg: LiveGen, then: Callable[[str | None], None], *, recorded_signal: bool) -> None:
+        """The reason of a step's end from Slurm's job state, off the loop (``slurm.classify``;
+        None: the wrapper's record of a death by signal stands). A failed call says nothing:
+        the record stands, and a step with none is ``executor_lost``."""
         def ask() -> str | None:
             step = self._step(lg)
             # its own job's state; a step inside the allocation has none of its own
@@ -226,9 +229,10 @@ class SlurmExecutor:
             while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
                 time.sleep(SETTLE_POLL)  # the wrapper has ended; Slurm is still winding its job down
                 state = self.cluster.state(job_id)
-            return slurm.classify(state)
+            return slurm.classify(state, recorded_signal=recorded_signal)
 
-        self.calls.submit(ask, lambda done: then(done.value if done.error is None else None))
+        unknown = None if recorded_signal else "executor_lost"
+        self.calls.submit(ask, lambda done: then(done.value if done.error is None else unknown))
 
     def _step(self, lg: LiveGen) -> str | None:
         """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,

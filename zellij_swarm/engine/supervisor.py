@@ -859,7 +859,8 @@ class Supervisor:
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
             # cancel from outside, a node lost)
-            self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict))
+            self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict),
+                                  recorded_signal=rec is not None)
             return
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
@@ -909,13 +910,12 @@ class Supervisor:
 
     def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
         """A step's end the wrapper did not record, or recorded as a death by signal, as
-        Slurm's job state explains it (``slurm.classify``; None: Slurm cannot say)."""
-        reason = verdict or "executor_lost"
-        lost = REASON_STATUS[reason] == TaskStatus.LOST  # Slurm says nothing more than that it is gone
-        if rec is not None and lost:
+        Slurm's job state explains it (``slurm.classify``; None: the record stands)."""
+        if verdict is None:
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
             return
-        if rec is None and lost and generation_files.read_claim(lg.gen) is None:
+        reason = verdict
+        if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and generation_files.read_claim(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
             reason = "executor_failed"
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"

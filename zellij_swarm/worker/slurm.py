@@ -11,7 +11,8 @@ round per task. Every call goes through ``_cmd.run`` (a timeout, typed errors:
 
 What is never trusted: ``srun``'s own exit status (it can exit 0 after losing its step); the
 wrapper's exit sidecar is the outcome, and Slurm's job state only explains an end the wrapper
-did not record, or recorded as a death by signal (``classify``).
+did not record, or recorded as a death by signal (``classify``): a code the worker exited with
+stands whatever became of its node.
 """
 
 from __future__ import annotations
@@ -60,24 +61,30 @@ class Job:
 
 
 # Job states in which Slurm, not the worker, ended the step: its node failed or went away, or
-# Slurm no longer knows the job (None) — the work was lost, not done badly.
-LOST_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", None})
+# another job took its place — the work was lost, not done badly, whatever the wrapper saw
+# (slurmd ends the step's processes with SIGTERM first).
+NODE_LOST = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"})
 
 
-def classify(state: str | None) -> str:
+def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
     """The reason (``states.REASON_STATUS`` says its status) of a step whose wrapper did not
-    record its exit, or recorded a death by signal, from the job's end state: its time limit,
-    a cancel from outside, its memory, its node — or, for a job that simply failed or
-    completed, what a wrapper gone without its record is on this machine (``no_exit_record``)."""
+    record its exit, or recorded a death by signal (``recorded_signal``), from the job's end
+    state: its time limit, a cancel from outside, its memory, its node. Otherwise a death by
+    signal the wrapper recorded stands (None: Slurm says no more than the wrapper did); with
+    no record, a job Slurm no longer knows was lost with it (``executor_lost``), and one that
+    simply failed or completed is what a wrapper gone without its record is on this machine
+    (``no_exit_record``)."""
     if state == "TIMEOUT":
         return "timeout"
     if state in ("CANCELLED", "REVOKED"):
         return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
         return "out_of_memory"
-    if state in LOST_STATES:
+    if state in NODE_LOST:
         return "executor_lost"
-    return "no_exit_record"
+    if recorded_signal:
+        return None
+    return "executor_lost" if state is None else "no_exit_record"
 
 
 class Slurm:
