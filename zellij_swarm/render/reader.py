@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from zellij_swarm.records.generation_files import GenInfo
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.snapshot_file import RowsReader
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES
-from zellij_swarm.render.text import plain_last_line
-
-LAST_LINE_BYTES = 4096
 
 
 def _num(value: Any) -> float | None:
@@ -114,36 +110,6 @@ def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
         for s in (state or {}).get("slots") or []
         if isinstance(s, dict) and isinstance(s.get("slot"), int)
     }
-
-
-class LastLines:
-    """The last visible output line of each file, re-read only when the file changed."""
-
-    def __init__(self, tail: int = LAST_LINE_BYTES) -> None:
-        self.tail = tail
-        self._cache: dict[Path, tuple[int, int, str]] = {}
-
-    def get(self, path: Path) -> str:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return ""
-        hit = self._cache.get(path)
-        if hit and hit[:2] == (st.st_size, st.st_mtime_ns):
-            return hit[2]
-        try:
-            with open(path, "rb") as f:
-                f.seek(max(0, st.st_size - self.tail))
-                line = plain_last_line(f.read(self.tail))
-        except OSError:
-            line = ""
-        self._cache[path] = (st.st_size, st.st_mtime_ns, line)
-        return line
-
-    def forget_except(self, keep: set[Path]) -> None:
-        for path in list(self._cache):
-            if path not in keep:
-                del self._cache[path]
 
 
 LIVE = frozenset({"running", "starting"})

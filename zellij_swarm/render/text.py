@@ -1,18 +1,14 @@
 """Small text helpers shared by the renderers: display width, clipping, durations, colour.
 
 Everything here is pure and stdlib-only (``wcwidth`` is imported lazily, and only for text that
-is not plain ASCII), so the board never pays for pyte.
+is not plain ASCII). A worker's output is read through a terminal screen (``render.screen``),
+never by stripping escapes here.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
-
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), and any other two-byte escape.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 RESET = "\x1b[0m"
 STATUS_SGR = {
@@ -79,21 +75,6 @@ def clip_middle(text: str, cols: int) -> str:
         return clip(text, cols)
     tail = (cols - 1) // 2
     return text[: cols - 1 - tail] + "…" + text[len(text) - tail :]
-
-
-def plain_last_line(data: bytes) -> str:
-    """The last visible line of a chunk of raw terminal output, without escapes.
-
-    A ``\\r`` progress bar keeps only what the terminal would show last: the final non-empty
-    carriage-return segment of the final non-empty line.
-    """
-    text = _ESCAPES.sub("", data.decode("utf-8", "replace"))
-    for line in reversed(text.split("\n")):
-        for seg in reversed(line.split("\r")):
-            seg = _CONTROLS.sub("", seg.replace("\t", " ")).rstrip()
-            if seg:
-                return seg
-    return ""
 
 
 def duration(seconds: float | None) -> str:
