@@ -11,7 +11,7 @@ import: a setting without its keyword, or the reverse, fails), ranked like a fla
 environment, below a task's own key. ``Task`` takes every key of a ``[[task]]`` table. A name
 that does not exist is an ``errors.UnknownName`` saying the closest one (and, under mypy, a
 type error). ``run()`` blocks and returns a ``SwarmResult``; ``start()`` starts the run's
-supervisor as a process of its own and returns a ``Run`` handle at once.
+supervisor as a process of its own and returns a ``Run`` handle once the run has begun.
 
 ``run()`` installs no signal handler: the run is supervised on a thread of this process, and
 the host program keeps its own. Ctrl-C (``KeyboardInterrupt``), or any exception that
