@@ -108,12 +108,13 @@ cmd = "pwd -P > where-here"
     status = swarm("status")
     assert status.code == 0
     lines = status.stdout.splitlines()
-    at = lines.index(f"worktrees (from commit {head[:12]}; CHANGED: files that differ from it):")
+    # paths under the directory named once above them; the run's branches short (issue 24 item 12)
+    at = lines.index(f"worktrees from commit {head[:7]}, in .zellij-swarm/runs/{rid}/worktrees/:")
     assert [ln.split() for ln in lines[at + 1:at + 5]] == [
-        ["TASK", "BRANCH", "CHANGED", "PATH"],
-        ["fix:", "the", "bug!", f"swarm/{rid}/fix-the-bug", "5", str(wt["t1"])],
-        ["fix/the", "bug", f"swarm/{rid}/fix-the-bug-t2", "1", str(wt["t2"])],
-        ["../.lock", f"swarm/{rid}/lock", "1", str(wt["t3"])]]
+        ["TASK", "CHANGED", "PATH", "BRANCH"],
+        ["fix:", "the", "bug!", "5", "t1", "swarm/…/fix-the-bug"],
+        ["fix/the", "bug", "1", "t2", "swarm/…/fix-the-bug-t2"],
+        ["../.lock", "1", "t3", "swarm/…/lock"]]
     assert git(swarm, "status", "--porcelain") == "?? where-here"  # the source checkout: only what "here" did
 
 

@@ -192,8 +192,8 @@ def dispatching_text(snap: dict[str, Any]) -> str | None:
 
 def task_note(t: dict[str, Any]) -> str:
     """What else a person needs to know of a task row: that it waits for them, or in Slurm's
-    queue (or the node it runs on), why it ended as it did, and the command of a task known
-    only by a generated name."""
+    queue (or the node it runs on), and the command of a task known only by a generated name
+    (why it ended as it did is in its status, ``describe``)."""
     notes = []
     if t.get("status") == "running" and t.get("waiting_input"):
         notes.append("waiting for input")
@@ -204,8 +204,6 @@ def task_note(t: dict[str, Any]) -> str:
         notes.append(f"on {step['node']}")
     if step.get("queued_s"):
         notes.append(f"queued {step['queued_s']:.1f}s")
-    if t.get("reason") and t.get("status") != "succeeded":
-        notes.append(f"reason {t['reason']}")
     if t.get("command"):
         notes.append(t["command"])
     return " · ".join(notes)
@@ -244,7 +242,7 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
-    lines += worktree_lines(tasks, snap["run_id"])
+    lines += worktree_lines(tasks, snap["run_id"], width)
     slots = visible_slots(snap, show_all)
     if slots:
         lines.append("slots:")
@@ -286,11 +284,12 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
                           f"zellij-swarm attach {run}{quoting.shell_line([t['name']])}") for t in waiting], indent=""))
 
 
-def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str) -> list[str]:
+def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str, width: int | None = None) -> list[str]:
     """The tasks' worktrees (``worktree = true``): files changed against the run's base commit
     (counted when the task ended: ``-`` until then), where each one is, relative to the
-    directory that holds them all, named once above the table, and its branch last (the
-    column a narrow terminal cuts: ``swarm/…/TASK`` when it is the run's ``swarm/<run-id>/TASK``)."""
+    directory that holds them all, named once above the table (on a line of its own when
+    ``width`` is too narrow for both), and its branch last (the column a narrow terminal cuts:
+    ``swarm/…/TASK`` when it is the run's ``swarm/<run-id>/TASK``)."""
     mine = [(t, wt) for t in tasks if (wt := t.get("worktree"))]
     if not mine:
         return []
@@ -302,7 +301,9 @@ def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str) -> list[str]:
              "swarm/…/" + wt["branch"][len(prefix):] if wt["branch"].startswith(prefix) else wt["branch"])
             for t, wt in mine]
     base = mine[0][1]["base"]
-    return [f"worktrees (from {base[:7]}) in {_near(holder)}/:",
+    head, where = f"worktrees from commit {base[:7]}, in", f"{_near(holder)}/:"
+    fits = width is None or len(quoting.terminal_text(f"{head} {where}")) <= width
+    return [*([f"{head} {where}"] if fits else [head, f"  {where}"]),
             *table(("TASK", "CHANGED", "PATH", "BRANCH"), rows)]
 
 

@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -46,10 +47,13 @@ def describe(row: dict[str, Any], *, named: bool = True) -> str:
     ``failed (exit 3, 1.2s)`` (for a table that has the name and attempts in columns)."""
     bits = []
     if row.get("signal"):
-        bits.append(f"exit {row['exit_code']} ({row['signal']})" if row.get("exit_code") is not None else row["signal"])
+        code = row.get("exit_code")
+        # a death by signal N is the shell's status 128+N: the signal alone says it
+        bits.append(row["signal"] if code is None or code == 128 + _signal_number(row["signal"])
+                    else f"exit {code} ({row['signal']})")
     elif row.get("exit_code") not in (None, 0):
         bits.append(f"exit {row['exit_code']}")
-    if row.get("reason"):
+    if row.get("reason") and _RESTATES.get(row["status"]) != row["reason"]:
         bits.append(row["reason"])
     if row.get("duration_s") is not None:
         bits.append(f"{row['duration_s']:.1f}s")
@@ -58,6 +62,17 @@ def describe(row: dict[str, Any], *, named: bool = True) -> str:
     tail = f" ({', '.join(bits)})" if bits else ""
     shown = f"{status_word(row['status'])}{tail}"
     return f"{row['name']}: {shown}" if named else shown
+
+
+# A reason that only says again what the status says.
+_RESTATES = {"timed_out": "timeout"}
+
+
+def _signal_number(name: str) -> int:
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        return 0
 
 
 def status_word(status: str) -> str:
