@@ -10,7 +10,13 @@ Every attempt of every task is a bar: the ended ones from the rows' ``history``,
 task's current attempt up to the moment the page is made (marked ``running``), so a report of
 a run that is still going shows what has happened so far. A bar's colour is its outcome; its
 ``<title>`` (the hover text) says the task, the attempt, the exit code or signal, the reason
-and the duration.
+and the duration. An attempt that did not succeed is drawn over its neighbours and at least
+``_MIN_FAILED_W`` wide, so a failure of 0 seconds in a long run still shows.
+
+Time a worker spent waiting for input (its ``worker_waiting_input`` events) is hatched on its
+bar, diagonal strokes drawn as one path (the page uses no ``url()``: no pattern), with a title
+saying how long it waited. Under the timeline, the tasks that failed (failed, timed out,
+lost): name, exit, duration, command.
 
 Whatever a task or run name holds, it is data: shown the way ``quoting.terminal_text`` shows
 it (a newline as ``\\n``, an escape character as ``\\x1b``), then HTML-escaped, with the
@@ -30,8 +36,11 @@ from typing import Any
 from zellij_swarm import exc, quoting
 from zellij_swarm.commands.junit import clean
 from zellij_swarm.commands.proof import prove
-from zellij_swarm.commands.status import load_status, when
+from zellij_swarm.commands.status import load_status, task_specs_of, when
+from zellij_swarm.records import log as records
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import FAILED_STATUSES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.render.console import COUNT_ORDER, counts_text
 
 # An outcome's colour: what went wrong is warm, what ended quietly is grey, what still runs is blue.
@@ -48,6 +57,8 @@ _AXIS_H = 28  # the time axis above the lanes
 _LANE_H = 22
 _LANE_GAP = 4
 _MIN_BAR_W = 1.5  # an attempt of a few milliseconds is still visible
+_MIN_FAILED_W = 4.0  # a failure of no time at all is seen, not only hovered
+_HATCH = 5.0  # the spacing of the strokes that hatch time spent waiting for input
 _LABEL_CHAR_W = 6.5  # the width of a character of an 11-unit sans-serif label, on average
 _TICK_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 _MAX_TICKS = 10
@@ -60,6 +71,7 @@ class Bar:
     task: str
     attempt: int
     slot: int
+    generation: int | None
     start: float
     end: float
     status: str  # an attempt's status (SPEC §7.1), or "running"
@@ -78,12 +90,40 @@ def attempt_bars(tasks: Iterable[dict[str, Any]], now: float) -> list[Bar]:
             if end is None and start is None:
                 continue  # no time recorded: nothing to place
             start = end if start is None else start  # a worker never seen starting: a sliver at its end
-            bars.append(Bar(t["name"], a["attempt"], a["slot"], start, end if end is not None else now, a["status"],
-                            a.get("exit_code"), a.get("signal"), a.get("reason")))
+            bars.append(Bar(t["name"], a["attempt"], a["slot"], a.get("generation"), start,
+                            end if end is not None else now, a["status"], a.get("exit_code"), a.get("signal"),
+                            a.get("reason")))
         if t["status"] == "running" and t.get("slot") is not None and t.get("started_at") is not None:
-            bars.append(Bar(t["name"], t["attempts"], t["slot"], t["started_at"], max(now, t["started_at"]),
-                            "running", None, None, None))
+            bars.append(Bar(t["name"], t["attempts"], t["slot"], t.get("generation"), t["started_at"],
+                            max(now, t["started_at"]), "running", None, None, None))
     return bars
+
+
+Waits = dict[tuple[int, int], list[tuple[float, float]]]
+
+
+def waiting_spans(events: Iterable[dict[str, Any]], bars: Iterable[Bar]) -> Waits:
+    """The time each generation, by ``(slot, generation)``, waited for input: from a
+    ``worker_waiting_input`` event saying it waits to the next saying it does not (or cannot
+    be known), else to the end of its bar."""
+    ends = {(b.slot, b.generation): b.end for b in bars if b.generation is not None}
+    spans: Waits = {}
+    since: dict[tuple[int, int], float] = {}
+    for e in events:
+        if e.get("event") != "worker_waiting_input":
+            continue
+        key, ts = (e.get("slot"), e.get("gen")), e.get("ts")
+        if not isinstance(key[0], int) or not isinstance(key[1], int) or not isinstance(ts, (int, float)):
+            continue
+        gen = (key[0], key[1])
+        if e.get("waiting") is True:
+            since.setdefault(gen, ts)
+        elif gen in since:
+            spans.setdefault(gen, []).append((since.pop(gen), ts))
+    for gen, start in since.items():
+        if gen in ends:
+            spans.setdefault(gen, []).append((start, max(start, ends[gen])))
+    return spans
 
 
 def _shown(text: object) -> str:
@@ -116,8 +156,24 @@ def _offset(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
 
 
-def timeline_svg(bars: list[Bar], slots: int, t0: float, t1: float) -> str:
-    """The timeline: lanes ``slot 1`` … ``slot N`` top to bottom, time left to right."""
+def _hatch(x0: float, x1: float, y0: float, y1: float) -> str:
+    """The path data of 45° strokes every ``_HATCH`` units across the box, clipped to it."""
+    h = y1 - y0
+    out = []
+    a = x0 - h
+    while a < x1:  # a stroke from (a, y1) up to (a + h, y0)
+        sx, sy = (a, y1) if a >= x0 else (x0, y1 - (x0 - a))
+        ex, ey = (a + h, y0) if a + h <= x1 else (x1, y0 + (a + h - x1))
+        if ex > sx:
+            out.append(f"M{sx:.2f} {sy:.2f}L{ex:.2f} {ey:.2f}")
+        a += _HATCH
+    return "".join(out)
+
+
+def timeline_svg(bars: list[Bar], slots: int, t0: float, t1: float, waits: Waits | None = None) -> str:
+    """The timeline: lanes ``slot 1`` … ``slot N`` top to bottom, time left to right;
+    ``waits``: time spent waiting for input, hatched on the bars."""
+    waits = waits or {}
     span = max(t1 - t0, 1e-3)
     plot_w = _WIDTH - _LABEL_W - _RIGHT
     height = _AXIS_H + slots * (_LANE_H + _LANE_GAP) + _LANE_GAP
@@ -143,13 +199,22 @@ def timeline_svg(bars: list[Bar], slots: int, t0: float, t1: float) -> str:
         out.append(f'<g class="lane" data-slot="{slot}">')
         out.append(f'<text x="{_LABEL_W - 8}" y="{y + _LANE_H * 0.7:.1f}" text-anchor="end">slot {slot}</text>')
         out.append(f'<rect class="lane-bg" x="{_LABEL_W}" y="{y}" width="{plot_w}" height="{_LANE_H}" fill="#f8f9fa"/>')
-        for b in by_slot.get(slot, []):
+        # what did not succeed last: drawn over a neighbour that starts where it ended
+        for b in sorted(by_slot.get(slot, []), key=lambda b: b.status in UNSUCCESSFUL_STATUSES):
             bx = x(b.start)
-            bw = max(_MIN_BAR_W, x(b.end) - bx)
+            bw = max(_MIN_FAILED_W if b.status in UNSUCCESSFUL_STATUSES else _MIN_BAR_W, x(b.end) - bx)
             out.append(f'<rect class="bar" data-status="{_shown(b.status)}" data-task="{_shown(b.task)}" '
                        f'data-attempt="{b.attempt}" x="{bx:.2f}" y="{y + 2}" width="{bw:.2f}" height="{_LANE_H - 4}" '
                        f'fill="{COLOURS.get(b.status, _OTHER_COLOUR)}" stroke="#ffffff" stroke-width="0.5">'
                        f"<title>{_shown(bar_title(b))}</title></rect>")
+            for start, end in waits.get((b.slot, b.generation), []) if b.generation is not None else []:
+                wx0, wx1 = max(bx, x(start)), min(bx + bw, x(max(end, start)))
+                if wx1 - wx0 < 1:
+                    wx1 = min(bx + bw, wx0 + 1)
+                hatch = _hatch(wx0, wx1, y + 2, y + _LANE_H - 2)
+                out.append(f'<path class="waiting" data-task="{_shown(b.task)}" d="{hatch}" stroke="#ffffff" '
+                           f'stroke-width="1.5" stroke-opacity="0.8" fill="none">'
+                           f"<title>{_shown(f'{b.task} · waiting for input · {end - start:.1f} s')}</title></path>")
             if (label := _fitted(quoting.terminal_text(b.task), bw)) is not None:
                 out.append(f'<text class="label" x="{bx + 4:.2f}" y="{y + _LANE_H * 0.68:.1f}" fill="#ffffff" '
                            f'font-size="11" pointer-events="none">{_shown(label)}</text>')
@@ -186,6 +251,29 @@ def _proof_rows(proof: dict[str, Any]) -> list[tuple[str, str]]:
     ] + [(f"warning {w['code']}", w["message"]) for w in proof["warnings"]]
 
 
+def failed_rows(tasks: Iterable[dict[str, Any]], commands: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """The tasks that failed, in plan order: name, exit (or signal, or outcome), duration,
+    command (``commands``: by name, the task's as it was given)."""
+    out = []
+    for t in tasks:
+        if t.get("status") not in FAILED_STATUSES:
+            continue
+        code, signal = t.get("exit_code"), t.get("signal")
+        how = signal or (str(code) if code is not None else "-")
+        if t["status"] != "failed":
+            how = f"{t['status'].replace('_', ' ')}" + (f" ({how})" if how != "-" else "")
+        took = t.get("duration_s")
+        out.append((t["name"], how, "-" if took is None else f"{took:.3f} s",
+                    t.get("command") or commands.get(t["name"], "")))
+    return out
+
+
+def _grid(header: tuple[str, ...], rows: Iterable[tuple[str, ...]], css: str) -> str:
+    head = "".join(f"<th>{_shown(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_shown(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{css}"><tr>{head}</tr>{body}</table>'
+
+
 def _table(rows: Iterable[tuple[str, str]], css: str) -> str:
     cells = "".join(f"<tr><th>{_shown(k)}</th><td>{_shown(v)}</td></tr>" for k, v in rows)
     return f'<table class="{css}">{cells}</table>'
@@ -199,6 +287,8 @@ table { border-collapse: collapse; } th, td { text-align: left; padding: 2px 12p
 th { font-weight: normal; color: #495057; }
 .legend span { display: inline-block; margin-right: 14px; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
+.legend i.hatch { background: repeating-linear-gradient(-45deg, #1c7ed6 0 3px, #a5d8ff 3px 5px); }
+table.failed td { font-family: monospace; } table.failed th { color: #212529; }
 .columns { display: flex; gap: 48px; flex-wrap: wrap; }
 pre { font-size: 11px; background: #f8f9fa; padding: 8px; overflow: auto; }
 """
@@ -210,6 +300,9 @@ def render_report(run: RunPaths, *, now: float | None = None) -> str:
     snap = load_status(run)
     proof = prove(run, now=now)
     bars = attempt_bars(snap["tasks"], now)
+    waits = waiting_spans(records.read_events(run.events), bars)
+    failed = failed_rows(snap["tasks"], {spec.name: command_text(spec) for spec in task_specs_of(run)
+                                         if not GENERATED_NAME.fullmatch(spec.name)})
     slots = max([snap.get("jobs") or 0, proof["slots"], *(b.slot for b in bars)])
     t0 = min([snap["started_at"], *(b.start for b in bars)])
     ended = snap.get("ended_at")
@@ -228,8 +321,10 @@ def render_report(run: RunPaths, *, now: float | None = None) -> str:
         f'<div class="sub">{_shown(snap["state"])} · started {_shown(when(snap["started_at"]))}'
         f" · {slots} slot(s) · {_shown(counts_text(counts))} · report made {_shown(when(now))}</div>",
         "<h2>Timeline</h2>",
-        f'<div class="legend">{legend}</div>',
-        timeline_svg(bars, slots, t0, t1),
+        f'<div class="legend">{legend}<span><i class="hatch"></i>waiting for input (hatched)</span></div>',
+        timeline_svg(bars, slots, t0, t1, waits),
+        *([f"<h2>Failed tasks ({len(failed)})</h2>",
+           _grid(("task", "exit", "duration", "command"), failed, "failed")] if failed else []),
         '<div class="columns"><div><h2>Tasks</h2>',
         _table(count_rows or [("tasks", "none")], "counts"),
         "</div><div><h2>Proof of parallelism</h2>",
