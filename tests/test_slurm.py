@@ -410,6 +410,81 @@ def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+def forget_the_newest_jobs(cluster: dict[str, str]) -> None:
+    """Stop slurmctld, remove its job state (the newest save and the one before), start it
+    again: it has forgotten every job it had, and issues their ids again."""
+    d = Path(cluster["ZSW_SLURM_DIR"])
+    pidfile = d / "pids" / "slurmctld"
+    pid = int(pidfile.read_text())
+    os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(),
+               timeout=30, what="slurmctld stops")
+    for name in ("job_state", "job_state.old"):
+        (d / "state" / name).unlink(missing_ok=True)
+    with open(d / "log" / "slurmctld.out", "ab") as out:
+        ctld = subprocess.Popen(["slurmctld", "-D", "-i", "-f", cluster["SLURM_CONF"]], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out, start_new_session=True, env=clean_env(**cluster))
+    pidfile.write_text(f"{ctld.pid}\n")  # the cluster fixture ends it
+    wait_until(lambda: subprocess.run(["squeue"], env=clean_env(**cluster), capture_output=True,
+                                      timeout=30).returncode == 0, timeout=30, what="slurmctld answers again")
+
+
+# A worker that says when it started while an earlier copy of its task still ran (every node of
+# the test cluster is this host: that copy's pid is seen here), and what it finished.
+ONE_AT_A_TIME = """
+import os, sys, time
+task = os.environ["ZELLIJ_SWARM_TASK"]
+with open("began", "a") as f:
+    f.write(task + "\\n")
+try:
+    with open("live." + task) as f:
+        os.kill(int(f.read()), 0)
+    with open("overlap", "a") as f:
+        f.write(task + "\\n")
+except (OSError, ValueError):
+    pass
+with open("live." + task, "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(float(sys.argv[1]))
+with open("ledger", "a") as f:
+    f.write(task + "\\n")
+"""
+
+
+def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Swarm,
+                                                                      cluster: dict[str, str]) -> None:
+    """slurmctld restarted without its job state while steps run: Slurm no longer lists them
+    and issues their ids again. A step whose srun runs on is followed to its sidecar; one Slurm
+    then kills as an orphan is `lost` and runs again — never while it still runs: every task
+    finished exactly once, no two copies of one ever ran at once."""
+    env = clean_env(**cluster)
+    swarm.write("worker.py", ONE_AT_A_TIME)
+    swarm.write("c.toml", "[swarm]\njobs = 4\nslurm = { cpus = 2 }\n" + "".join(
+        f'[[task]]\nname = "c{i}"\nargv = ["python3", "worker.py", "8"]\n' for i in range(6)))
+    with headless(swarm, "c.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
+                   else False, timeout=60, what="four workers run")
+        first = {int(q.split()[0]) for q in queue(cluster) if f"zsw.{run.name}." in q}
+        forget_the_newest_jobs(cluster)
+        assert not [q for q in queue(cluster) if f"zsw.{run.name}." in q], "the controller forgot the run's jobs"
+        later = wait_until(lambda: {int(q.split()[0]) for q in queue(cluster) if f"zsw.{run.name}." in q},
+                           timeout=60, what="steps started since")
+        assert later & first or max(later) < min(first), f"job ids issued again: {first} then {later}"
+        assert r.proc.wait(timeout=120) == 0
+    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
+    tasks = swarm.tasks()
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
+    for name, t in tasks.items():
+        ends = [(a["status"], a["reason"]) for a in t["history"]]
+        assert ends in ([("succeeded", None)], [("lost", "executor_lost"), ("succeeded", None)]), (name, ends)
+        assert t["attempts"] == 1
+    assert sorted((swarm.cwd / "began").read_text().split()) == sorted(
+        name for name, t in tasks.items() for _ in t["history"]), "a generation is a start, and no more"
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
 # ----- no cluster needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("table", "error"), [

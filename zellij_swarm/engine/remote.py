@@ -200,11 +200,21 @@ class SlurmExecutor:
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)
-            elif lg.job_id is not None or generation_files.read_claim(lg.gen) is not None or (
-                    now - (lg.remote_since or now) > SUBMIT_GRACE and procs.wrapper_process(lg.gen) is None):
-                # listed before, or its wrapper started, or no srun of it runs here any more: a
-                # step that waits where squeue does not list it (inside the allocation) is not gone
+            elif (lg.job_id is not None or generation_files.read_claim(lg.gen) is not None
+                  or now - (lg.remote_since or now) > SUBMIT_GRACE) and not self._srun_alive(lg):
+                # listed before, or its wrapper started, or given time to be listed — and no srun
+                # of it runs here any more. Slurm not listing a step is no evidence it is gone: a
+                # controller that restarted may have forgotten its job while the step runs on,
+                # and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
+
+    @staticmethod
+    def _srun_alive(lg: LiveGen) -> bool:
+        """The generation's ``srun`` still runs here: our child (headless), else found by its
+        command line (in a pane; adopted by ``resume``)."""
+        if lg.child and lg.pid is not None:
+            return procs.alive(lg.pid)
+        return procs.wrapper_process(lg.gen) is not None
 
     def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:
         """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE``."""
@@ -224,11 +234,12 @@ class SlurmExecutor:
             step = self._step(lg)
             # its own job's state; a step inside the allocation has none of its own
             job_id = step.split(".")[0] if step and self.allocation is None else None
-            state = self.cluster.state(job_id) if job_id else None
+            name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
+            state = self.cluster.state(job_id, name=name) if job_id else None
             deadline = time.monotonic() + SETTLE_WAIT
             while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
                 time.sleep(SETTLE_POLL)  # the wrapper has ended; Slurm is still winding its job down
-                state = self.cluster.state(job_id)
+                state = self.cluster.state(job_id, name=name)
             return slurm.classify(state, recorded_signal=recorded_signal)
 
         unknown = None if recorded_signal else "executor_lost"
@@ -255,6 +266,9 @@ class SlurmExecutor:
         it, and nothing of it runs). ``delivered`` hears, on the loop, when the TERM was sent
         to a step that runs (None: it was not). A failing Slurm call is a warning: the step
         is followed to its end as before, and the grace's ``scancel`` comes all the same."""
+        # its own job is ended by id and name: a restarted controller may have issued its id again
+        name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen) if self.allocation is None else None
+
         def term() -> float | None:
             step = self._step(lg)
             if step is None:
@@ -262,15 +276,15 @@ class SlurmExecutor:
             if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
                 # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
                 # claim taken and runs nothing
-                self.cluster.cancel(step)
+                self.cluster.cancel(step, name=name)
                 return None
             at = now()
-            self.cluster.signal(step, "TERM")
+            self.cluster.signal(step, "TERM", name=name)
             return at
 
         def kill() -> None:
             if (step := self._step(lg)) is not None:
-                self.cluster.cancel(step)
+                self.cluster.cancel(step, name=name)
 
         def answered(done: Done[float | None]) -> None:
             if done.error is not None:

@@ -140,7 +140,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     allocations = [str(e["job"]) for e in events if e["event"] == "executor_allocated"]
     rec.allocation = allocations[-1] if allocations else None
     steps: dict[tuple[int, int], Job] = {}
-    if resolved_settings(meta).executor == "slurm":
+    on_slurm = resolved_settings(meta).executor == "slurm"
+    if on_slurm:
         try:
             steps = Slurm(rec.env or None).jobs(str(meta["run_id"]), allocation=rec.allocation)
         except exc.BackendError as unreachable:
@@ -160,7 +161,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
             gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded)
         else:
-            gs = _inspect(gen, task_id, attempt, recorded, steps.get(key))
+            gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm)
         gs.followups_consumed = key in followups
         rec.gens.append(gs)
     rec.stats = metrics.DispatchStats.replay(events)
@@ -186,7 +187,7 @@ def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:
 
 
 def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None,
-             step: Job | None = None) -> GenState:
+             step: Job | None = None, *, slurm: bool = False) -> GenState:
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
     gs.kill_sent_at = generation_files.kill_sent_at(gen)
@@ -205,6 +206,10 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     elif step is not None and step.active:
         # a Slurm step, queued or running (its wrapper's pid is on its node, not here)
         gs.state, gs.pid, gs.job_id = "running", None, step.id
+    elif slurm and gs.pid is not None and procs.wrapper_process(gen) is not None:
+        # a Slurm step its wrapper claimed, which Slurm does not list (a restarted controller
+        # forgets its newest jobs) while its srun still runs here: followed, never run again
+        gs.state, gs.pid = "running", None
     elif gs.pid is not None:
         gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now

@@ -122,20 +122,25 @@ class Slurm:
                 out[(where[1], where[2])] = job
         return out
 
-    def state(self, job_id: str) -> str | None:
+    def state(self, job_id: str, *, name: str | None = None) -> str | None:
         """A job's state, ended ones included while Slurm remembers them (``MinJobAge``). A
-        job's, never a step's: Slurm keeps no end state of a step's own."""
+        job's, never a step's: Slurm keeps no end state of a step's own. With ``name``: None
+        when the id is now another job's (``_named``)."""
         res = self._run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
         m = re.search(r"\bJobState=(\S+)", res.stdout)
+        if name is not None and re.search(rf"\bJobName={re.escape(name)}(\s|$)", res.stdout) is None:
+            return None
         return m.group(1) if m else None
 
-    def signal(self, job_id: str, sig: str) -> None:
-        """Send ``sig`` to every process of the job's steps (their traps run)."""
-        self._run(["scancel", f"--signal={sig}", job_id], check=False)
+    def signal(self, job_id: str, sig: str, *, name: str | None = None) -> None:
+        """Send ``sig`` to every process of the job's steps (their traps run); with ``name``,
+        only if the job still has that name (``_named``)."""
+        self._run(["scancel", f"--signal={sig}", *_named(name), job_id], check=False)
 
-    def cancel(self, job_id: str) -> None:
-        """End the job (or step): Slurm kills its whole process tree on the node."""
-        self._run(["scancel", job_id], check=False)
+    def cancel(self, job_id: str, *, name: str | None = None) -> None:
+        """End the job (or step): Slurm kills its whole process tree on the node (with
+        ``name``: only if the job still has that name)."""
+        self._run(["scancel", *_named(name), job_id], check=False)
 
     def allocate(self, run_id: str, tasks: int, resources: Mapping[str, Any]) -> str:
         """One allocation for the whole swarm (``--slurm-alloc``): its job id."""
@@ -171,3 +176,9 @@ class Slurm:
                 "partitions": [{"name": p[0], "available": p[1], "nodes": p[2], "state": p[3]} for p in parts
                                if len(p) == 4],
                 "nodes": sorted({(n[0], n[1]) for n in nodes if len(n) == 2})}
+
+
+def _named(name: str | None) -> list[str]:
+    """scancel's filter on the job's name: a controller that restarted and forgot its newest
+    jobs issues their ids again, and an id we knew may now be someone else's job."""
+    return [f"--name={name}"] if name else []
