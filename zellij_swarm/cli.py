@@ -425,6 +425,37 @@ def wait_(run_id: str | None, for_input: bool, new: bool, state_dir: str | None)
 
 
 @cli.command()
+@click.argument("args", nargs=-1, metavar="[RUN] [TASK]")
+@click.option("--stat", is_flag=True, help="git's --stat of the task's changes")
+@_state_dir_option
+def diff(args: tuple[str, ...], stat: bool, state_dir: str | None) -> None:
+    """What a worktree task changed against the commit it started from (default: the latest
+    run): its commits, then the diff of its files as they are, untracked ones included.
+    Without TASK: one line per worktree task of the run."""
+    from zellij_swarm.commands import diff as review
+
+    run, snap, task = _run_and_task(state_dir, args, "diff")
+    click.echo(review.show(run, snap, views.find_task(snap, task) if task is not None else None, stat=stat), nl=False)
+
+
+@cli.command()
+@click.argument("args", nargs=-1, required=True, metavar="[RUN] TASK...")
+@click.option("--verify", is_flag=True, help="run the repository's commit hooks (default: none runs)")
+@_state_dir_option
+def collect(args: tuple[str, ...], verify: bool, state_dir: str | None) -> None:
+    """Commit what worktree tasks left uncommitted onto their branches (ignored files left
+    out), ready to merge or push; prints each commit id. A running task is refused. RUN may
+    be left out only when exactly one run qualifies."""
+    from zellij_swarm.commands import collect as collecting
+
+    run, tasks = _run_then(state_dir, "collect", args)
+    if not tasks:
+        raise exc.UsageError("collect: name the TASK(s) whose work to commit")
+    for line in collecting.collect(run, views.load_status(run), tasks, verify=verify):
+        click.echo(line)
+
+
+@cli.command()
 @click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--output", type=click.Choice(get_args(settings.OutputMode)), default=None,
               help="output mode (default: the run's own)")

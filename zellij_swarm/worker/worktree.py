@@ -13,7 +13,10 @@ half-done work, and each one's work ends up on a branch.
 - **Its worker's cwd** is the place in the worktree where it would otherwise have run: the
   task's ``cwd``, else the run's, taken relative to the repository's top.
 - **Its changed-files count** (against the base: committed or not, plus untracked files) is
-  taken when the task reaches its final status, for ``status``.
+  taken when the task reaches its final status, for ``status`` and the board.
+- **Reviewing and collecting it** (``diff``, ``collect``): ``work_diff`` shows its commits and
+  its files as they are, read through a temporary index so that what the agent staged stays
+  as it is; ``collect`` commits what is not committed onto the task's branch.
 
 Every git call goes through ``backends._cmd.run`` with a timeout, and every failure becomes
 a ``WorktreeError`` in git's own words; dispatch turns one into a failed generation
@@ -27,6 +30,7 @@ import fcntl
 import os
 import re
 import stat
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -477,3 +481,110 @@ def _nul_list(text: str) -> list[str]:
 
 def _count(items: Sequence[object], noun: str) -> str:
     return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+# ----- reviewing and collecting a task's work ----------------------------------------------
+
+FALLBACK_NAME = "zellij-swarm"  # who commits when the repository names no one
+FALLBACK_EMAIL = "zellij-swarm@localhost"
+
+
+@contextlib.contextmanager
+def _whole_index(path: Path) -> Iterator[dict[str, str]]:
+    """An environment whose index holds the worktree as it is — commits, changes and untracked
+    files, ignored ones left out — in a temporary index file: the worktree's own index, and
+    what the agent staged in it, stay as they are."""
+    fd, index = tempfile.mkstemp(prefix="zsw-index-")
+    os.close(fd)
+    os.unlink(index)  # git makes it: an empty file is not an index
+    env = {**_reading_env(), "GIT_INDEX_FILE": index}
+    try:
+        _git(path, "read-tree", "HEAD", env=env, check=False)  # a head to start from: unchanged files cost nothing
+        _git(path, "add", "--all", "--", ".", env=env, timeout=ADD_TIMEOUT)
+        yield env
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(index)
+
+
+def work_diff(path: Path, base: str, *, stat: bool = False) -> str:
+    """What the worktree ``path`` changed against ``base``: its commits (one line each), then
+    the diff of its files as they are now (committed or not, untracked included, ignored
+    ones not) — or, with ``stat``, git's ``--stat`` of it."""
+    commits = _git(path, "log", "--oneline", "--no-decorate", f"{base}..HEAD", "--", env=_reading_env()).stdout
+    with _whole_index(path) as env:
+        diff = _git(path, "diff", "--cached", "--no-color", *(["--stat"] if stat else []), base, env=env,
+                    timeout=ADD_TIMEOUT).stdout
+    return commits + ("\n" if commits and diff else "") + diff
+
+
+def branch_diff(repo: str, base: str, branch: str, *, stat: bool = False) -> str:
+    """``work_diff`` of a task whose worktree is gone: what its branch holds."""
+    ref = f"refs/heads/{branch}"
+    commits = _git(repo, "log", "--oneline", "--no-decorate", f"{base}..{ref}", "--", env=_reading_env()).stdout
+    diff = _git(repo, "diff", "--no-color", *(["--stat"] if stat else []), base, ref, "--", env=_reading_env(),
+                timeout=ADD_TIMEOUT).stdout
+    return commits + ("\n" if commits and diff else "") + diff
+
+
+def work_summary(path: Path, base: str) -> str:
+    """One line: ``3 files changed, 10 insertions(+), 2 deletions(-); 2 commits``."""
+    with _whole_index(path) as env:
+        short = _git(path, "diff", "--cached", "--shortstat", base, env=env, timeout=ADD_TIMEOUT).stdout.strip()
+    count = _git(path, "rev-list", "--count", f"{base}..HEAD", env=_reading_env()).stdout.strip()
+    commits = int(count) if count.isdigit() else 0
+    return (short or "no change") + (f"; {_count(range(commits), 'commit')}" if commits else "")
+
+
+@dataclass(frozen=True)
+class Collected:
+    commit: str  # the commit the task's branch is at now
+    committed: bool  # False: there was nothing to commit
+    identity: str  # "Name <email>", and whether it is the fallback
+    fallback: bool
+    moved: str | None  # the branch moved to the commit (a detached HEAD's task branch)
+
+
+def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Collected:
+    """Commit everything the worktree ``path`` holds that is not committed (untracked files
+    included, ignored ones not) onto its branch. A detached HEAD is committed on and
+    ``branch``, the task's, moved to the new commit. The repository's identity commits, else
+    ``FALLBACK_NAME``; no hook runs unless ``verify``."""
+    identity = _identity(path)
+    env = dict(os.environ)
+    if identity is None:
+        env.update(GIT_AUTHOR_NAME=FALLBACK_NAME, GIT_AUTHOR_EMAIL=FALLBACK_EMAIL,
+                   GIT_COMMITTER_NAME=FALLBACK_NAME, GIT_COMMITTER_EMAIL=FALLBACK_EMAIL)
+    if not verify:  # no hook at all, post-commit ones included (--no-verify skips only two)
+        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull)
+    _git(path, "add", "--all", "--", ".", timeout=ADD_TIMEOUT, env=env)
+    staged = _git(path, "diff", "--cached", "--quiet", check=False).returncode != 0
+    if staged:
+        try:
+            _git(path, "commit", "--quiet", *([] if verify else ["--no-verify"]), "-m", message, timeout=ADD_TIMEOUT,
+                 env=env)
+        except WorktreeError as e:
+            if verify:  # the hooks ran: most likely one of them said no
+                raise WorktreeError(f"{e} (--verify ran the repository's commit hooks: one refused the commit?); "
+                                    "the changes stay staged in the worktree") from None
+            raise
+    head = _git(path, "rev-parse", "HEAD").stdout.strip()
+    moved = None
+    if current_branch(path) is None and branch is not None and staged:
+        _git(path, "update-ref", "-m", "zellij-swarm collect", f"refs/heads/{branch}", head)
+        moved = branch
+    who = identity or f"{FALLBACK_NAME} <{FALLBACK_EMAIL}>"
+    return Collected(head, staged, who, identity is None, moved)
+
+
+def _identity(path: Path) -> str | None:
+    """``Name <email>`` as the repository's configuration (or git's environment variables)
+    names its committer; None when it names no one."""
+    name = os.environ.get("GIT_COMMITTER_NAME") or _config(path, "user.name")
+    email = os.environ.get("GIT_COMMITTER_EMAIL") or _config(path, "user.email")
+    return f"{name} <{email}>" if name and email else None
+
+
+def _config(path: Path, key: str) -> str | None:
+    out = _git(path, "config", "--get", key, check=False)
+    return out.stdout.strip() or None if out.returncode == 0 else None

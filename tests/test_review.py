@@ -1,0 +1,125 @@
+"""Review each agent's work (issue 24 §16): ``diff`` shows what a worktree task changed against
+the commit it started from, commits and uncommitted files; ``collect`` commits what it left
+uncommitted onto its branch — refusing a running task, on a detached HEAD too, as the
+repository's identity or a named fallback, without hooks unless ``--verify``, ignored files
+left out — and prints the commit id."""
+
+from __future__ import annotations
+
+import re
+
+from swarmtest import Swarm, kill_run_processes, wait_until
+from test_worktrees import git, git_env, repo
+
+SWARM = """
+[swarm]
+worktree = true
+[[task]]
+name = "agent-1"
+cmd = 'echo edited >> README && git commit -qam "agent edit" && echo new > new.txt && echo junk > x.log'
+[[task]]
+name = "agent-2"
+cmd = 'git checkout -q --detach && echo detached > d.txt'
+[[task]]
+name = "plain"
+cmd = "true"
+worktree = false
+"""
+
+
+def anonymous_env(swarm: Swarm) -> dict[str, str]:
+    """git as on a machine where nobody configured an identity."""
+    return {k: v for k, v in git_env(swarm).items() if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
+
+
+def ran(swarm: Swarm) -> str:
+    """The swarm run in a fresh repository; then hooks that would refuse any commit and mark
+    that they ran. The base commit."""
+    base = repo(swarm, {"README": "hello\n", ".gitignore": "*.log\n", "s.toml": SWARM})
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    hooks = swarm.cwd / ".git" / "hooks"
+    for hook, body in (("pre-commit", "exit 1"), ("post-commit", f"touch {swarm.cwd}/post-commit-ran")):
+        (hooks / hook).write_text(f"#!/bin/sh\n{body}\n")
+        (hooks / hook).chmod(0o755)
+    return base
+
+
+def test_diff_shows_commits_and_uncommitted_files_and_leaves_the_index_alone(swarm: Swarm) -> None:
+    base = ran(swarm)
+    env = git_env(swarm)
+    run = swarm.latest().name
+    wt = swarm.cwd / ".zellij-swarm" / "runs" / run / "worktrees" / "t1"
+    before = git(swarm, "status", "--porcelain", where=wt)
+    out = swarm("diff", "agent-1", env=env)
+    assert out.code == 0, out.stderr
+    head, *body = out.stdout.splitlines()
+    assert head.startswith(f"task agent-1 (succeeded) · branch swarm/{run}/agent-1 · base {base[:12]}")
+    assert re.fullmatch(r"[0-9a-f]{7,} agent edit", body[0])
+    assert "+edited" in out.stdout and "+new" in out.stdout and "new.txt" in out.stdout
+    assert "x.log" not in out.stdout  # ignored
+    assert git(swarm, "status", "--porcelain", where=wt) == before  # nothing staged by the look
+    stat_all = swarm("diff", env=env).stdout.splitlines()
+    assert [line.split()[0] for line in stat_all] == ["agent-1", "agent-2"]
+    assert "2 files changed, 2 insertions(+); 1 commit" in stat_all[0]
+    assert "1 file changed, 1 insertion(+)" in stat_all[1]
+    assert f"detached HEAD (its branch swarm/{run}/agent-2)" in stat_all[1]
+    one = swarm("diff", "--stat", "agent-1", env=env).stdout
+    assert re.search(r"README\s+\|\s+1 \+", one) and re.search(r"new.txt\s+\|\s+1 \+", one)
+    res = swarm("diff", "plain", env=env)
+    assert res.code == 2 and "ran without a worktree" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_collect_commits_the_rest_onto_the_branch_detached_or_not(swarm: Swarm) -> None:
+    ran(swarm)
+    run = swarm.latest().name
+    res = swarm("collect", run, "agent-1", "agent-2", env=anonymous_env(swarm))
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 2
+    shas = [line.split()[0] for line in lines]
+    assert all(re.fullmatch(r"[0-9a-f]{40}", sha) for sha in shas)
+    assert lines[0].endswith(f"agent-1 · committed on swarm/{run}/agent-1 as zellij-swarm <zellij-swarm@localhost> "
+                             "(the repository names no one), no hooks run")
+    assert f"committed on swarm/{run}/agent-2 (moved to it)" in lines[1]
+    for sha, task in zip(shas, ("agent-1", "agent-2"), strict=True):
+        assert git(swarm, "rev-parse", f"refs/heads/swarm/{run}/{task}") == sha
+        assert git(swarm, "log", "-1", "--format=%an <%ae>%n%s", sha).splitlines() == [
+            "zellij-swarm <zellij-swarm@localhost>", f"{task}: work collected from zellij-swarm run {run}"]
+    files = git(swarm, "ls-tree", "-r", "--name-only", shas[0]).split()
+    assert "new.txt" in files and "x.log" not in files
+    assert "d.txt" in git(swarm, "ls-tree", "-r", "--name-only", shas[1]).split()
+    assert not (swarm.cwd / "post-commit-ran").exists()  # no hook ran, the failing pre-commit neither
+    again = swarm("collect", run, "agent-1", env=anonymous_env(swarm))
+    assert again.stdout == f"{shas[0]}  agent-1 · nothing uncommitted: its branch is at this commit\n"
+
+
+def test_collect_uses_the_repositorys_identity_and_runs_hooks_with_verify(swarm: Swarm) -> None:
+    ran(swarm)
+    git(swarm, "config", "user.name", "Repo Person")
+    git(swarm, "config", "user.email", "person@example.com")
+    run = swarm.latest().name
+    res = swarm("collect", run, "agent-1", "--verify", env=anonymous_env(swarm))
+    assert res.code == 1 and "--verify ran the repository's commit hooks" in res.stderr  # the pre-commit said no
+    (swarm.cwd / ".git" / "hooks" / "pre-commit").unlink()
+    res = swarm("collect", run, "agent-1", "--verify", env=anonymous_env(swarm))
+    assert res.code == 0, res.stderr
+    assert res.stdout.rstrip().endswith("as Repo Person <person@example.com>")
+    assert (swarm.cwd / "post-commit-ran").exists()
+
+
+def test_collect_refuses_a_running_task(swarm: Swarm) -> None:
+    repo(swarm, {"README": "hello\n"})
+    gate = f"until [ -e {swarm.cwd}/gate ]; do sleep 0.02; done"  # it runs in its worktree, not here
+    swarm.write("s.toml", f"[swarm]\nworktree = true\n[[task]]\nname = \"busy\"\ncmd = '{gate}'\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir").name
+        wait_until(lambda: '"status": "running"' in swarm("status", "--json", run).stdout, what="busy running")
+        res = swarm("collect", run, "busy", env=git_env(swarm))
+        assert res.code == 2 and res.stderr.startswith("zellij-swarm: error: task busy is running: its agent may")
+    finally:
+        swarm.open_gate()
+        proc.wait(timeout=30)
+        if swarm.runs():
+            kill_run_processes(swarm.runs()[0].name)

@@ -1,0 +1,86 @@
+"""``zellij-swarm diff [RUN] [TASK] [--stat]``: what a worktree task changed (SPEC §8.4).
+
+Against the commit its worktree started from (the run's base): the task's commits, one line
+each, then the diff of its files as they are now — committed or not, untracked files
+included, ignored ones left out (``worktree.work_diff``). Without TASK, or with ``--stat``
+alone, one line per worktree task of the run: its outcome, what changed, its branch. A task
+whose worktree ``prune`` removed is read from its branch, which keeps what it committed.
+
+A task that ran without a worktree, or a run with none, is bad input (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm import exc, quoting
+from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.worker import worktree
+
+
+def worktree_of(snap: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    """The task's worktree record (``path``, ``branch``, ``base``); exit 2 when it has none."""
+    record = task.get("worktree")
+    if not isinstance(record, dict) or not record.get("path") or not record.get("base"):
+        raise exc.UsageError(f"task {quoting.terminal_text(task['name'])} of run {snap['run_id']} ran without a "
+                             "worktree: nothing to compare (worktree = true gives a task one)")
+    return record
+
+
+def show(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, *, stat: bool) -> str:
+    """The text ``diff`` prints."""
+    if task is None:
+        return summary(snap)
+    record = worktree_of(snap, task)
+    path, base = Path(record["path"]), str(record["base"])
+    head = f"task {task['name']} ({task['status']}) · {_where(record)} · base {base[:12]} · {path}"
+    if (path / ".git").exists():
+        body = worktree.work_diff(path, base, stat=stat)
+    elif record.get("branch") and (repo := _repo_of(run)) is not None:
+        head += " (removed: its branch is shown)"
+        body = worktree.branch_diff(repo, base, str(record["branch"]), stat=stat)
+    else:
+        raise exc.UsageError(f"task {task['name']}: its worktree {path} is gone, and no branch of it is known")
+    return quoting.terminal_text(head) + "\n" + (body or "no change\n")
+
+
+def summary(snap: dict[str, Any]) -> str:
+    """One line per worktree task: ``agent-2  failed  3 files changed, … ; 2 commits  swarm/…``."""
+    rows = [t for t in snap["tasks"] if isinstance(t.get("worktree"), dict) and t["worktree"].get("base")]
+    if not rows:
+        raise exc.UsageError(f"run {snap['run_id']} ran no task in a worktree (worktree = true gives a task one)")
+    width = max(len(quoting.terminal_text(t["name"])) for t in rows)
+    lines = []
+    for t in rows:
+        record = t["worktree"]
+        path = Path(record["path"])
+        try:
+            what = worktree.work_summary(path, str(record["base"])) if (path / ".git").exists() else "worktree removed"
+        except worktree.WorktreeError as e:
+            what = f"cannot tell: {e}"
+        lines.append(f"{quoting.terminal_text(t['name']):<{width}}  {t['status']:<9}  {what}  "
+                     f"{quoting.terminal_text(_where(record))}")
+    return "\n".join(lines) + "\n"
+
+
+def _where(record: dict[str, Any]) -> str:
+    """``branch swarm/…``, as the worktree is now: an agent may have left its HEAD detached."""
+    path, branch = Path(record["path"]), record.get("branch")
+    try:
+        on = worktree.current_branch(path) if (path / ".git").exists() else branch
+    except worktree.WorktreeError:
+        on = branch
+    if on is not None:
+        return f"branch {on}"
+    return "detached HEAD" + (f" (its branch {branch})" if branch else "")
+
+
+def _repo_of(run: RunPaths) -> str | None:
+    """The repository the run's worktrees were made from, as its ``run.json`` records it."""
+    try:
+        base = read_json(run.run_json).get("worktree_base") or {}
+    except (OSError, ValueError):
+        return None
+    repo = base.get("repo") if isinstance(base, dict) else None
+    return repo if isinstance(repo, str) else None
