@@ -566,6 +566,9 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
     run (several: name one)."""
     raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
     command = len(raw_args) - raw_args.index("--") - 1 if "--" in raw_args else 0  # the words after --
+    describe_a_command = name is not None or after or priority is not None
+    if not command and len(args) <= 2 and describe_a_command:  # [RUN] FILE: checked before the run is looked for
+        raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
     if command:
         before = args[:len(args) - command]
         if len(before) > 1:
@@ -577,7 +580,7 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
         if not what:
             raise exc.UsageError(f"add needs a FILE or -- CMD: zellij-swarm add {run.run_id} FILE")
     from_file = len(what) == 1 and not command
-    if from_file and (name is not None or after or priority is not None):
+    if from_file and describe_a_command:
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
     if from_file:
         click.echo(control.add(run, file=what[0]), err=True)

@@ -65,6 +65,7 @@ def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> S
     home_dir = Path(os.path.abspath(home)) if home else None
     looked: list[Path] = []
     skipped: str | None = None
+    skipped_path: Path | None = None
     top: Path | None = None
     me = os.geteuid()
     directory = here
@@ -79,6 +80,7 @@ def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> S
             if st.st_uid == me:
                 return StateDir(candidate, "found", tuple(looked), skipped)
             if skipped is None:
+                skipped_path = candidate
                 skipped = (f"skipped {candidate}: it belongs to uid {st.st_uid}, not to you (uid {me}); "
                            f"give --state-dir DIR to use another")
         if os.path.lexists(directory / ".git"):
@@ -88,7 +90,10 @@ def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> S
         if directory == home_dir or parent == directory or not _same_filesystem(directory, parent):
             break
         directory = parent
-    return StateDir((top or here) / NAME, "default", tuple(looked), skipped)
+    fallback = (top or here) / NAME
+    if skipped is not None and skipped_path == fallback:
+        skipped = None  # it is where one would be made: using it is refused there, with the reason
+    return StateDir(fallback, "default", tuple(looked), skipped)
 
 
 def _absolute(path: Path, cwd: Path) -> Path:
