@@ -95,3 +95,18 @@ def test_busy_slots_in_the_grid_keep_their_state(tmp_path: Path) -> None:
     lines = plain(board_frame(state, gens, cols=39, rows=6, now=NOW))
     cells = " ".join(lines[3:])
     assert re.search(r"1 run\s+t-1\b", cells) and re.search(r"3 wait\s+t-3\b", cells), lines
+
+
+def test_an_ended_worktree_task_shows_how_many_files_it_changed(tmp_path: Path) -> None:
+    fake = FakeRun(tmp_path, jobs=2)
+    for slot, name in ((1, "agent-1"), (2, "agent-2")):
+        fake.start(slot, 1, name, at=NOW - 9)
+        fake.finish(slot, 1, name, code=0, at=NOW - 5)
+    fake.tasks["agent-1"]["worktree"] = {"path": "/x", "branch": "swarm/r/agent-1", "base": "abc",
+                                         "changed_files": 3}
+    fake.tasks["agent-2"]["worktree"] = {"path": "/y", "branch": "swarm/r/agent-2", "base": "abc",
+                                         "changed_files": 1}
+    fake.write()
+    lines = frames(fake, 80, 24)
+    assert re.fullmatch(r"1 succeeded\s+agent-1\s+4.0s\s+0  3 files changed · idle", lines[3]), lines
+    assert lines[4].endswith("0  1 file changed · idle")

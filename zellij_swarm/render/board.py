@@ -9,7 +9,8 @@ Layout::
       3 failed    lint              12s     1  idle · reason timeout
       4 idle
 
-A row shows the slot's newest generation: state, task, elapsed time, exit code and, while it
+A row shows the slot's newest generation: state, task, elapsed time, exit code (once a
+worktree task has ended, how many files it changed: ``3 files changed · idle``) and, while it
 runs, the last line of its output that says something, as the slot view shows it: the
 worker's output rendered through a terminal screen (``render.screen``), so a TUI's cursor
 moves, charset switches and box borders leave no debris. A finished row
@@ -133,7 +134,20 @@ def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:
     return [join_parts(line, cols, color) for line in lines]
 
 
-def _detail(row: SlotRow, last_line: str) -> str:
+def _changed_files(state: dict[str, Any] | None) -> dict[str, int]:
+    """A worktree task's changed-files count by task name, once it has one (when it ended)."""
+    out = {}
+    for t in (state or {}).get("tasks") or []:
+        wt = t.get("worktree") if isinstance(t, dict) else None
+        if isinstance(wt, dict) and isinstance(wt.get("changed_files"), int):
+            out[str(t.get("name"))] = wt["changed_files"]
+    return out
+
+
+def _detail(row: SlotRow, last_line: str, changed: int | None = None) -> str:
+    if row.status in TERMINAL_STATUSES and changed is not None:  # a worktree task's work, for review
+        files = f"{changed} file{'' if changed == 1 else 's'} changed"
+        return f"{files} · {_detail(row, last_line)}"
     if row.waiting:
         return f"waiting for input · {last_line}" if last_line else "waiting for input"
     if row.status == "starting":
@@ -162,7 +176,8 @@ def _column_header(sw: int, tw: int, cols: int, color: bool) -> str:
     return join_parts([(text, "2")], cols, color).rstrip()
 
 
-def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: str, color: bool) -> str:
+def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: str, color: bool,
+              changed: int | None = None) -> str:
     exit_text = "" if row.exit_code is None else str(row.exit_code)
     elapsed = row.elapsed(now)
     parts = [
@@ -171,7 +186,7 @@ def _row_line(row: SlotRow, sw: int, tw: int, cols: int, now: float, last_line: 
         (" " + pad(_task_text(row), tw), None),
         (" " + pad("" if elapsed is None else duration(elapsed), ELAPSED_W, right=True), None),
         (" " + pad(exit_text, EXIT_W, right=True), "1;31" if row.exit_code not in (None, 0) else None),
-        ("  " + terminal_text(_detail(row, last_line)), "2" if not row.live else None),
+        ("  " + terminal_text(_detail(row, last_line, changed)), "2" if not row.live else None),
     ]
     return join_parts(parts, cols, color).rstrip()
 
@@ -354,6 +369,7 @@ def board_frame(
     last_lines = last_lines or {}
     entries = slot_entries(state)
     records = gen_records(state)
+    changed = _changed_files(state)
     slots = [describe_slot(n, gens.get(n), entries.get(n), records) for n in _slot_numbers(state, gens)]
     lines = _header(state, len(slots), cols, now, color)
     footer = [join_parts([(notice, "33")], cols, color)] if notice else []
@@ -366,7 +382,8 @@ def board_frame(
     def full(selected: list[SlotRow], room: int) -> list[str]:
         """A column header, the rows of ``selected``, then the attempts that did not succeed
         and are no slot's newest any more, in the rows left of ``room``."""
-        lines = [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color) for r in selected]
+        lines = [_row_line(r, sw, tw, cols, now, last_lines.get(r.slot, ""), color, changed.get(r.task or ""))
+                 for r in selected]
         shown = {(r.slot, r.number) for r in selected if r.number is not None}
         lines += _unlucky_tasks(records, shown, sw, tw, cols, room - 1 - len(lines), color)
         return [_column_header(sw, tw, cols, color), *lines] if lines else []
