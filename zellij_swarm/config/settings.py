@@ -233,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("waiting_pattern", "--waiting-pattern", ("ZELLIJ_SWARM_WAITING_PATTERN",), _regex, lambda: None,
             help="a regex that, found on a live worker's screen, says it waits for input ('' for none; "
                  "a task's own waiting_pattern wins)",
-            default_text="the common agent prompts (Proceed?, [y/N], Do you want to, ...)"),
+            default_text="the common agent prompts (Proceed?, [y/N], Do you want to, ...)", metavar="REGEX"),
     Setting("idle_policy", "--idle-policy", ("ZELLIJ_SWARM_IDLE_POLICY",), _choice(IdlePolicy),
             lambda: "kill", help="what an idle timeout does: warn|kill"),
     Setting("output", "--output", ("ZELLIJ_SWARM_OUTPUT",), _choice(OutputMode),
