@@ -110,11 +110,12 @@ def test_mixed_swarm_outcomes_agree_everywhere(swarm):
     suite = ET.parse(swarm.cwd / "report.xml").getroot()
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert set(cases) == set(EXPECTED)
-    kinds = {n: [child.tag for child in c if child.tag != "system-out"] for n, c in cases.items()}
+    kinds = {n: [child.tag for child in c if child.tag not in ("system-out", "system-err")] for n, c in cases.items()}
     assert kinds == {"ok": [], "three": ["failure"], "sigterm": ["failure"], "slow": ["failure"], "after-ok": [],
                      "after-three": ["skipped"], "flaky": [], "missing": ["failure"]}
     assert suite.get("failures") == "4" and suite.get("skipped") == "1" and suite.get("errors") == "0"
     assert "three-out" in cases["three"].find("system-out").text
+    assert "not found" in cases["missing"].find("system-err").text  # a headless worker's stderr, kept apart
 
     for name, expected in [("ok", "ok-out\n"), ("three", "three-out\n"), ("sigterm", "sigterm-out\n"),
                            ("after-ok", "after-ok-out\n"), ("flaky", "flaky-out 2\n")]:
@@ -122,7 +123,7 @@ def test_mixed_swarm_outcomes_agree_everywhere(swarm):
         assert logs.code == 0 and logs.stdout == expected, (name, logs)
     assert swarm("logs", printed["run_id"], "flaky", "--attempt", "1").stdout == "flaky-out 1\n"
     assert "slow-out" in swarm("logs", printed["run_id"], "slow").stdout
-    assert "not found" in swarm("logs", printed["run_id"], "missing").stdout
+    assert "not found" in swarm("logs", printed["run_id"], "missing").stderr
     assert run_processes(printed["run_id"]) == []
 
 
