@@ -131,24 +131,21 @@ EVENT_LOOPS = {  # each registers its fds, says "ready", then waits on them fore
 WAITS = CALLS.epolls | CALLS.polls | CALLS.selects
 
 
-@pytest.mark.parametrize("loop", EVENT_LOOPS)
-def test_an_event_loop_on_stdin_and_a_socket_is_shared(loop):
-    program = f"import select, socket\na, b = socket.socketpair()\nfds = [a.fileno(), 0]\n{EVENT_LOOPS[loop]}"
-    with on_pty(PY, "-c", program) as (pid, master):
-        read_until(master, b"ready")
-        becomes(pid, TtyWait.SHARED)
-        stays(pid, TtyWait.SHARED)
+# What else a loop on its terminal waits on decides: a socket (or pipe) another process may
+# make ready first, or an eventfd (or timer) only it wakes itself.
+BESIDE_THE_TTY = {"a socket": ("import socket\na, b = socket.socketpair()\nf = a.fileno()", TtyWait.SHARED),
+                  "its own eventfd": ("import os\nf = os.eventfd(0)", TtyWait.POLLING)}
 
 
+@pytest.mark.parametrize("beside", BESIDE_THE_TTY)
 @pytest.mark.parametrize("loop", EVENT_LOOPS)
-def test_an_event_loop_on_stdin_and_its_own_timer_and_file_is_polling(loop):
-    """A pipe or socket another process may write; an eventfd (or timer) of its own it wakes itself."""
-    program = ("import select, os\nf = os.eventfd(0)\nfds = [f, 0]\n"
-               f"{EVENT_LOOPS[loop]}")
+def test_an_event_loop_on_stdin_and_something_else(loop, beside):
+    setup, verdict = BESIDE_THE_TTY[beside]
+    program = f"import select\n{setup}\nfds = [f, 0]\n{EVENT_LOOPS[loop]}"
     with on_pty(PY, "-c", program) as (pid, master):
         read_until(master, b"ready")
-        becomes(pid, TtyWait.POLLING)
-        stays(pid, TtyWait.POLLING)
+        becomes(pid, verdict)
+        stays(pid, verdict)
 
 
 @pytest.mark.parametrize("loop", EVENT_LOOPS)
