@@ -172,6 +172,8 @@ class Swarm:
         worktree: bool | None = None,
         executor: ExecutorName | None = None,
         slurm_alloc: bool | None = None,
+        slurm_alloc_wait: float | str | None = None,
+        slurm_max_queue: float | str | None = None,
         slurm_partition: str | None = None,
         slurm_cpus: int | None = None,
         slurm_mem: str | int | None = None,

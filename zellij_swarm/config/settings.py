@@ -250,6 +250,12 @@ SETTINGS: tuple[Setting, ...] = (
             help="where workers run: local (this machine) | slurm (a job step each, through srun)"),
     Setting("slurm_alloc", "--slurm-alloc", ("ZELLIJ_SWARM_SLURM_ALLOC",), parse_bool, lambda: False,
             help="slurm: one allocation (salloc) for the whole swarm, every worker a step inside it"),
+    Setting("slurm_alloc_wait", "--slurm-alloc-wait", ("ZELLIJ_SWARM_SLURM_ALLOC_WAIT",), parse_duration,
+            lambda: None, help="slurm: how long --slurm-alloc waits for its allocation in Slurm's queue before "
+                               "the run gives up", default_text="none (as long as it takes)"),
+    Setting("slurm_max_queue", "--slurm-max-queue", ("ZELLIJ_SWARM_SLURM_MAX_QUEUE",), parse_duration,
+            lambda: None, help="slurm: a step that waits in Slurm's queue longer is withdrawn, its task "
+                               "cancelled (queued_too_long)", default_text="none (as long as it takes)"),
     *(Setting(f"slurm_{key}", f"--slurm-{key}", (f"ZELLIJ_SWARM_SLURM_{key.upper()}",), _slurm_resource(key),
               lambda: None, help=f"slurm: {_SLURM_HELP[key]} (a task's slurm.{key} wins)",
               default_text="none (the cluster's default)", metavar=slurm.METAVARS[key]) for key in slurm.KEYS),
@@ -316,6 +322,8 @@ class Resolved:
     worktree: bool
     executor: ExecutorName
     slurm_alloc: bool
+    slurm_alloc_wait: float | None
+    slurm_max_queue: float | None
     slurm_partition: str | None
     slurm_cpus: int | None
     slurm_mem: str | None
