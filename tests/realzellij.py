@@ -148,20 +148,29 @@ class RealZellij:
         p = self.zellij("--session", session, "action", "list-panes", "--json", check=False)
         return p.returncode == 0 and '"is_plugin": false' in p.stdout
 
-    def panes(self, session: str) -> list[dict]:
-        """``list-panes --json`` (from 0.44). A server busy for more than 1 s answers nothing
-        (exit 0, contract §2.0): asked again, until the call deadline."""
-        import json
-
+    def act(self, session: str, *args: str, answer: str = "") -> str:
+        """``zellij --session SESSION action ARGS…``'s stdout, made again until the call deadline
+        while 0.45.0, busy, says "There is no active session!" of this live session (nothing was
+        sent), or — with ``answer`` — until stdout starts with it: busy, it may answer nothing
+        (exit 0, contract §2.0), or, a swarm's call made at the same moment, that call's answer."""
         deadline = time.monotonic() + CALL_TIMEOUT
         while True:
-            p = self.zellij("--session", session, "action", "list-panes", "--json", check=False)
-            if p.returncode == 0 and (out := p.stdout.strip()):
-                break
-            assert time.monotonic() < deadline, f"session {session} never answered list-panes: {p}"
-            print(f"list-panes: exit {p.returncode}, {p.stderr.strip()!r}; live: {self.session_names()}")
+            p = self.zellij("--session", session, "action", *args, check=False)
+            if p.returncode == 0 and p.stdout.startswith(answer):
+                return p.stdout
+            busy = "There is no active session" in p.stderr or p.returncode == 0
+            assert busy and time.monotonic() < deadline, f"session {session}: action {args} answered {p}"
             time.sleep(0.05)
-        return json.loads(out)
+
+    def panes(self, session: str) -> list[dict]:
+        """``list-panes --json`` (from 0.44)."""
+        import json
+
+        return json.loads(self.act(session, "list-panes", "--json", answer="["))
+
+    def clients(self, session: str) -> int:
+        """How many clients ``list-clients`` lists."""
+        return len(self.act(session, "list-clients", answer="CLIENT_ID").splitlines()) - 1
 
     def processes(self) -> list[psutil.Process]:
         return processes_of(self.sockdir)

@@ -15,7 +15,9 @@ of:
   every string (Zellij builds a session's panes after ``attach`` returned, contract §6.4);
   ``"until_not"`` waits for strings to go;
 - ``{"client": NAME}`` — a client attaches to session NAME: on the real Zellij ``zellij attach
-  NAME`` on a terminal of a private tmux server, on the fake ``__fake-attach``.
+  NAME`` on a terminal of a private tmux server, on the fake ``__fake-attach``;
+- ``{"detach": NAME}`` — that client goes: its tmux session is killed (the fake:
+  ``__fake-detach``), and the step ends once ``list-clients`` lists none.
 
 ``fake_faults`` (``FAKE_ZELLIJ_FAULTS``) opens on the fake a window the real one shows only
 by racing it: ``init_delay_ms`` for a call made right after ``attach --create-background``.
@@ -72,10 +74,13 @@ class RealInstall:
 
     def attach_client(self, session: str) -> None:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        self.tmux("new-session", "-d", "-x", "200", "-y", "50",
+        self.tmux("new-session", "-d", "-s", f"client-{session}", "-x", "200", "-y", "50",
                   f"env -i {env} {shlex.quote(str(self.rz.binary))} attach {shlex.quote(session)}")
-        _wait(lambda: len(self.call(["--session", session, "action", "list-clients"])[1].splitlines()) > 1,
-              lambda: f"a client attached to {session}")
+        _wait(lambda: _clients(self, session) > 0, lambda: f"a client attached to {session}")
+
+    def detach_client(self, session: str) -> None:
+        self.tmux("kill-session", "-t", f"client-{session}")
+        _wait(lambda: _clients(self, session) == 0, lambda: f"the client of {session} gone")
 
     def call(self, argv: list[str], env: dict[str, str] | None = None,
              timeout: float = CALL_TIMEOUT) -> tuple[int | None, str, str]:
@@ -97,12 +102,23 @@ class FakeInstall:
         rc, _, err = self.call(["__fake-attach", session])
         assert rc == 0, err
 
+    def detach_client(self, session: str) -> None:
+        rc, _, err = self.call(["__fake-detach", session])
+        assert rc == 0, err
+        _wait(lambda: _clients(self, session) == 0, lambda: f"the client of {session} gone")
+
     def call(self, argv: list[str], env: dict[str, str] | None = None,
              timeout: float = CALL_TIMEOUT) -> tuple[int | None, str, str]:
         return _run(["zellij", *argv], dict(self.env, **(env or {})), self.root, timeout)
 
     def cleanup(self) -> None:
         self.fz.cleanup()
+
+
+def _clients(install: RealInstall | FakeInstall, session: str) -> int:
+    """How many clients ``list-clients`` lists (-1: it gave no answer)."""
+    lines = install.call(["--session", session, "action", "list-clients"])[1].splitlines()
+    return len(lines) - 1 if lines and lines[0].startswith("CLIENT_ID") else -1
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: str, timeout: float) -> tuple[int | None, str, str]:
@@ -150,6 +166,10 @@ def play(transcript: dict[str, Any], install: RealInstall | FakeInstall) -> list
         if "client" in step:
             install.attach_client(step["client"])
             out.append({"client": step["client"]})
+            continue
+        if "detach" in step:
+            install.detach_client(step["detach"])
+            out.append({"detach": step["detach"]})
             continue
         argv = _fill(step["argv"], install.root)
         env = step.get("env") or {}

@@ -1,0 +1,169 @@
+"""Faults a real Zellij can show, while a live swarm runs inside a session a client in tmux is
+attached to: panes of the swarm closed by hand (a kept failed pane; the board too), and the
+client detaching — on CI's version and before 0.44. What Zellij lists decides: a pane the
+swarm opens shows in the swarm's tab (``list-panes --json``), or, when it cannot be placed
+there, the rest runs headless with one warning and no pane opens anywhere else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from realzellij import RealZellij
+from swarmtest import GATE, kill_run_processes, wait_until
+from zellijtest import FAST
+
+GATE2 = "until [ -e gate2 ]; do sleep 0.02; done"
+# bad fails in slot 1 (its pane kept), holder waits in slot 2, next (after holder) goes to slot 1
+ANCHOR_SWARM = f"""[swarm]
+jobs = 2
+[[task]]
+name = "bad"
+cmd = "exit 3"
+[[task]]
+name = "holder"
+cmd = "touch holder.up; {GATE}"
+[[task]]
+name = "next"
+cmd = "{GATE2}; echo next >> ledger.txt"
+after = ["holder"]
+"""
+DETACH_SWARM = f"""[swarm]
+jobs = 1
+[[task]]
+name = "holder"
+cmd = "touch holder.up; {GATE}"
+[[task]]
+name = "next"
+cmd = "{GATE2}; echo next >> ledger.txt"
+"""
+
+
+def warnings(run: Path) -> list[str]:
+    return [e["code"] for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())
+            if e["event"] == "warning"]
+
+
+def listed(rz: RealZellij, tab: str) -> dict[str, str]:
+    """pane id -> title of the terminal panes Zellij lists in ``tab``."""
+    return {f"terminal_{p['id']}": p["title"] for p in rz.panes("host") if not p["is_plugin"] and p["tab_name"] == tab}
+
+
+class LiveSwarm:
+    """A live swarm inside session ``host`` (a client in tmux attached to it), in the background."""
+
+    def __init__(self, swarm, rz: RealZellij, text: str, *args: str) -> None:
+        swarm.write("sw.toml", text)
+        self.swarm = swarm
+        self.proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", *args,
+                                env=rz.env(inside="host", **FAST))
+        if not wait_until(lambda: swarm.runs() or self.proc.poll() is not None, what="the run") or not swarm.runs():
+            raise AssertionError(f"the run ended before it began: {self.proc.communicate()}")
+        self.run = swarm.runs()[0]
+        self.tab = f"swarm:{self.run.name}"
+
+    def wait_holder(self) -> None:
+        wait_until(lambda: (self.swarm.cwd / "holder.up").exists(), what="holder running")
+
+    def finish(self, code: int) -> dict[str, dict]:
+        (self.swarm.cwd / "gate2").touch()
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == code, err
+        return self.swarm.tasks()
+
+    def end(self) -> None:
+        for gate in ("gate", "gate2"):
+            (self.swarm.cwd / gate).touch()
+        self.proc.kill()
+        self.proc.communicate()
+        kill_run_processes(self.run.name)
+
+
+def test_a_backfill_never_goes_next_to_a_kept_pane_the_user_closed(swarm, rz: RealZellij, tmux):
+    """What 0.45.0 does with a ``--near-current-pane`` anchor that is gone: it prints the new
+    pane's id and runs its command, but no tab lists the pane and ``close-pane`` cannot reach
+    it (tests/zellij-transcripts/0.45.0/run-near-gone-pane.json). The backfill whose anchor
+    would be bad's kept pane, closed by hand, goes next to a pane of ours that is there."""
+    rz.host("host", tmux)
+    s = LiveSwarm(swarm, rz, ANCHOR_SWARM)
+    try:
+        s.wait_holder()
+        kept = wait_until(lambda: [p for p, t in listed(rz, s.tab).items() if "bad · failed" in t], what="bad's pane")
+        rz.act("host", "close-pane", "--pane-id", kept[0])
+        swarm.open_gate()
+        wait_until(lambda: any(t.startswith("slot 1 · next · running") for t in listed(rz, s.tab).values()),
+                   what="next's pane in the swarm's tab", interval=0.2)
+        rows = s.finish(1)
+        assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"], rows["next"]
+        assert warnings(s.run) == []
+    finally:
+        s.end()
+
+
+@pytest.mark.parametrize("require", [False, True], ids=["warn", "require"])
+def test_with_every_pane_of_the_swarm_closed_the_rest_runs_headless(swarm, rz: RealZellij, tmux, require):
+    """The board and the kept pane closed by hand (Zellij closes the swarm's tab with its last
+    pane), slot 2 beyond ``--max-visible-panes``: no pane opens anywhere — the user's tab keeps
+    its one pane, no other tab appears — and one warning says the rest runs headless (under
+    require, the task fails saying why)."""
+    rz.host("host", tmux)
+    s = LiveSwarm(swarm, rz, ANCHOR_SWARM, "--max-visible-panes", "1", *(["--require-zellij"] if require else []))
+    try:
+        s.wait_holder()
+        ours = wait_until(lambda: (ps := listed(rz, s.tab)) and any("bad · failed" in t for t in ps.values()) and ps,
+                          what="bad's pane kept")
+        for pane in ours:
+            rz.act("host", "close-pane", "--pane-id", pane)
+        wait_until(lambda: rz.act("host", "query-tab-names", answer="Tab #1").split("\n")[:-1] == ["Tab #1"],
+                   what="the swarm's tab gone")
+        swarm.open_gate()
+        rows = s.finish(1)
+        assert [p["tab_name"] for p in rz.panes("host") if not p["is_plugin"]] == ["Tab #1"]
+        if require:
+            assert (rows["next"]["status"], rows["next"]["reason"]) == ("failed", "zellij_tab_gone"), rows["next"]
+        else:
+            assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"] is None, rows["next"]
+            found = warnings(s.run)
+            assert found.count("tab_gone") == 1 and set(found) <= {"renderer_died", "tab_gone"}, found
+    finally:
+        s.end()
+
+
+def test_a_client_that_detaches_mid_run_changes_nothing_from_044(swarm, rz: RealZellij, tmux):
+    """0.45.0 places a pane in a session no client is attached to: after the client goes,
+    the backfill still opens in the swarm's tab, next to a pane of ours, and nothing is said."""
+    rz.host("host", tmux)
+    s = LiveSwarm(swarm, rz, DETACH_SWARM)
+    try:
+        s.wait_holder()
+        tmux("kill-session", "-t", "host")  # the client goes; the session stays
+        wait_until(lambda: rz.clients("host") == 0, what="the client gone")
+        swarm.open_gate()
+        wait_until(lambda: any(t.startswith("slot 1 · next · running") for t in listed(rz, s.tab).values()),
+                   what="next's pane in the swarm's tab", interval=0.2)
+        rows = s.finish(0)
+        assert rows["next"]["pane_id"] and warnings(s.run) == []
+    finally:
+        s.end()
+
+
+@pytest.mark.full  # scripts/zellij-matrix builds 0.43.1 and runs it
+def test_a_client_that_detaches_mid_run_before_044_is_said_once(swarm, rz_pre044: RealZellij, tmux):
+    """0.43.1: with its client gone, a ``run`` answers exit 0 and spawns its command in a pane
+    no tab holds (tests/zellij-transcripts/0.43.1/run-after-client-detached.json). The next
+    backfill finds no client: one warning, and the rest runs headless."""
+    rz = rz_pre044
+    rz.host("host", tmux)
+    s = LiveSwarm(swarm, rz, DETACH_SWARM)
+    try:
+        s.wait_holder()
+        tmux("kill-session", "-t", "host")
+        wait_until(lambda: rz.clients("host") == 0, what="the client gone")
+        swarm.open_gate()
+        wait_until(lambda: "client_detached" in warnings(s.run), what="the warning")
+        rows = s.finish(0)
+        assert rows["holder"]["pane_id"] and rows["next"]["pane_id"] is None, rows
+        assert warnings(s.run) == ["client_detached"]
+    finally:
+        s.end()
