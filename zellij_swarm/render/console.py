@@ -187,10 +187,9 @@ class Observed(Protocol):
 
 class ConsoleReporter:
     def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None,
-                 run_id: str = "", panes: bool = False) -> None:
+                 run_id: str = "") -> None:
         """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says
-        it started. ``panes``: the workers are shown in panes (a multiplexer's), so their
-        output is not copied in ``progress`` mode; without panes it is, to a terminal."""
+        it started."""
         self.mode = mode
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr
@@ -198,7 +197,9 @@ class ConsoleReporter:
         self.err_bytes: IO[bytes] = getattr(self.err, "buffer", None) or sys.stderr.buffer
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
-        self.panes = panes
+        # the workers are shown in panes (the run's backend is a multiplexer): their output is
+        # not copied in ``progress`` mode; without panes it is, to a terminal
+        self.panes = False
         self._line_shown = False
         self._run_id = run_id
         self._observed: Observed | None = None
