@@ -5,6 +5,7 @@ commands the newest run, commands that act the only run that qualifies."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -126,3 +127,14 @@ def test_help_and_errors_call_the_run_RUN(swarm):
     for command in ("proof", "report", "retry", "cancel", "pause", "restart", "add", "resume", "status", "logs"):
         usage = swarm(command, "--help").stdout.splitlines()[0]
         assert "RUN" in usage and "RUN_ID" not in usage, usage
+
+
+def test_collect_takes_the_one_run_holding_worktrees(swarm):
+    subprocess.run(["git", "init", "-q", str(swarm.cwd)], check=True)
+    subprocess.run(["git", "-C", str(swarm.cwd), "-c", "user.email=a@b", "-c", "user.name=n", "commit", "-q",
+                    "--allow-empty", "-m", "init"], check=True)
+    swarm("run", "--backend", "headless", "--output", "quiet", "true", ":::", "plain")  # no worktree
+    assert swarm("run", "--worktree", "--backend", "headless", "--output", "quiet", "echo x > {}.txt", ":::",
+                 "a").code == 0
+    res = swarm("collect", "task-1")
+    assert res.code == 0 and re.search(r"\b[0-9a-f]{7,}\b", res.stdout), res

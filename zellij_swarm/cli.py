@@ -119,14 +119,25 @@ def _trusted(run: RunPaths, *, writing: bool) -> RunPaths:
 
 # Which runs a command that acts may take by default (SPEC §8.3): it takes one only when exactly
 # one qualifies; a read-only command takes the newest run.
-_QUALIFIES: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
+_QUALIFIES: dict[str, tuple[str, Callable[[RunPaths, dict[str, Any]], bool]]] = {
     "retry": ("ended with tasks that did not succeed",
-              lambda s: s["state"] != "running" and any(v for k, v in (s.get("counts") or {}).items()
-                                                         if k in UNSUCCESSFUL_STATUSES)),
-    "resume": ("interrupted", lambda s: s["state"] == "interrupted"),
-    **{command: ("running", lambda s: s["state"] == "running")
-       for command in ("cancel", "restart", "pause", "unpause", "add", "collect")},
+              lambda _, s: s["state"] != "running" and any(v for k, v in (s.get("counts") or {}).items()
+                                                            if k in UNSUCCESSFUL_STATUSES)),
+    "resume": ("interrupted", lambda _, s: s["state"] == "interrupted"),
+    "collect": ("holding worktrees", lambda run, _: _holds_worktrees(run)),  # its tasks' work, to commit
+    **{command: ("running", lambda _, s: s["state"] == "running")
+       for command in ("cancel", "restart", "pause", "unpause", "add")},
 }
+
+
+def _holds_worktrees(run: RunPaths) -> bool:
+    from zellij_swarm.worker.worktree import worktrees_dir
+
+    try:
+        with os.scandir(worktrees_dir(run.dir)) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
 
 
 def _acting_run(flag: str | None, command: str, run_id: str | None) -> RunPaths:
@@ -139,7 +150,7 @@ def _acting_run(flag: str | None, command: str, run_id: str | None) -> RunPaths:
     candidates = []
     for run in runs:
         try:
-            if qualifies(views.load_status(run, rows=False)):
+            if qualifies(run, views.load_status(run, rows=False)):
                 candidates.append(run)
         except (exc.SwarmError, OSError, ValueError, KeyError):
             continue
