@@ -294,3 +294,42 @@ def test_doctor_says_when_the_kernel_will_not_tell(tmp_path, monkeypatch, scope,
     assert (said is not None) is closed
     if closed:
         assert f"ptrace_scope is {scope}" in said
+
+
+WITHOUT_SYSCALLS = {  # as Yama's ptrace_scope 1 leaves it: wchan and the open files, not the syscall
+    "input()": (f"exec '{PY}' -c 'input()'", TtyWait.READING),
+    "sh read": ("read x", TtyWait.READING),
+    "readline": (f"exec '{PY}' -c 'import readline; input(\"> \")'", TtyWait.POLLING),
+    "select on the tty": (f"exec '{PY}' -c 'import select; select.select([0], [], [], 60)'", TtyWait.POLLING),
+    "epoll, tty and socket": (f"exec '{PY}' -c 'import select, socket; a, b = socket.socketpair(); e = select.epoll(); "
+                              "e.register(0, 1); e.register(a.fileno(), 1); e.poll()'", TtyWait.SHARED),
+    "epoll, socket only": (f"exec '{PY}' -c 'import select, socket; a, b = socket.socketpair(); e = select.epoll(); "
+                           "e.register(a.fileno(), 1); e.poll()'", TtyWait.BUSY),
+    "select, a socket open": (f"exec '{PY}' -c 'import select, socket; a, b = socket.socketpair(); "
+                              "select.select([0], [], [], 60)'", TtyWait.UNKNOWN),
+    "sleep": ("exec sleep 60", TtyWait.BUSY),
+}
+
+
+@pytest.mark.parametrize("case", WITHOUT_SYSCALLS)
+def test_without_the_syscall_file_wchan_and_the_open_files_tell(case, monkeypatch):
+    worker, verdict = WITHOUT_SYSCALLS[case]
+    real_read = waiting._read
+
+    def refused(path: str, size: int = 4096) -> bytes:
+        if path.endswith("/syscall"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_read(path, size)
+
+    # as in a pane: nothing open but the terminal (this test's process holds pipes of its own)
+    closed_fds = "import os, sys; os.closerange(3, 65536); os.execv('/bin/sh', ['sh', '-c', sys.argv[1]])"
+    with on_pty(PY, "-c", closed_fds, worker) as (pid, _):
+        wait_until(lambda: waiting.read_stat(pid) and waiting.read_stat(pid).state == "S"
+                   and Path(f"/proc/{pid}/wchan").read_text() not in ("", "0", "do_wait"), timeout=TIMEOUT)
+        monkeypatch.setattr(waiting, "_read", refused)
+        becomes(pid, verdict)
+        stays(pid, verdict)
+        look = waiting.look(pid)
+        assert look.closed is not None and "closed to this user" in look.closed
+        if verdict is not TtyWait.UNKNOWN:
+            assert look.closed.endswith("judged from /proc/PID/wchan and the open files instead")

@@ -84,7 +84,7 @@ def format_report(info: dict[str, Any], env: Mapping[str, str]) -> list[str]:
     lines.append(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
     evidence = info["waiting_input"]["syscall_evidence"]
     lines.append("waiting for input: " + ("seen from the kernel and the screen" if evidence == "available" else
-                                          f"seen from the screen only (waiting_pattern): {evidence}"))
+                                          f"{evidence}: seen from /proc/PID/wchan, the open files and the screen"))
     if info.get("error"):
         lines.append(f"settings: error: {info['error']}")
     for name, entry in info["settings"].items():

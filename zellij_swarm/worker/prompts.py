@@ -2,7 +2,8 @@
 
 The kernel tells when a program reads its terminal or polls nothing else (``worker.waiting``),
 but an agent CLI that polls its terminal among its connections to the model looks the same
-while it thinks, and without ptrace access the kernel tells nothing. Its screen then says it:
+while it thinks, and without ptrace access the kernel tells less, or nothing. Its screen
+then says it:
 ``waiting_pattern``, a regular expression looked for in the *rendered* screen (a pyte screen
 of the pane's size fed the pane's output, ``render.screen``), not in the raw bytes, where
 cursor moves and colours split the words.

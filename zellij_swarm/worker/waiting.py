@@ -68,7 +68,17 @@ or ``/proc/PID/syscall`` cannot be read. That file needs ptrace access
 (``PTRACE_MODE_ATTACH``): the supervisor runs as the workers' user, which is enough unless
 Yama's ``kernel.yama.ptrace_scope`` is 1 or more (then only ancestors, or root, may read it; the
 supervisor is not the pane's ancestor — the multiplexer server is). Here it runs as root and
-the sysctl is absent. ``/proc/PID/mem`` and ``fdinfo`` need no more than ``syscall`` does.
+the sysctl is absent. ``/proc/PID/mem`` needs as much as ``syscall`` does.
+
+*Without the syscall file* (refused: Yama, the default on Ubuntu and Debian), what a
+thread waits in is read from ``/proc/PID/task/TID/wchan`` and its open files (``fd/``,
+``fdinfo/``), which need only ptrace *read* access, which Yama leaves to the same user
+(``_by_wchan``): blocked in ``do_epoll_wait`` — the process's epoll sets are read as above;
+in ``poll_schedule_timeout`` (poll, select) — POLLING when it has the terminal open and no
+socket or pipe at all (the set can hold nothing else another process could make ready),
+UNKNOWN otherwise; in ``wait_woken`` (a terminal's read, but a TCP socket's too) — READING
+when it has the terminal open and no socket; anywhere else — BUSY. A kernel without symbols
+says ``0``: UNKNOWN.
 A worker that made itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``, as setuid programs
 are) closes them to any user but root. ``syscall_evidence`` says which of these holds, for
 ``doctor`` and the task's record: without it, only the worker's screen (``worker.prompts``)
@@ -140,8 +150,9 @@ def syscall_evidence(pid: int, proc: Path = PROC) -> str | None:
 
 
 def evidence_here(proc: Path = PROC) -> str | None:
-    """Why a supervisor run by this user cannot read what a pane's worker waits in (None: it
-    can, for workers of its own user that stay dumpable) — ``doctor``'s answer, before a run.
+    """Why a supervisor run by this user cannot read the syscall a pane's worker waits in
+    (None: it can, for workers of its own user that stay dumpable; when it cannot, ``wchan``
+    and the open files still tell most) — ``doctor``'s answer, before a run.
     The supervisor is not the pane's ancestor (the multiplexer's server is), so Yama's
     ptrace_scope 1 ("only descendants") already closes it; root is let through by every scope
     but 3."""
@@ -205,6 +216,10 @@ _POLLFD = struct.Struct("ihh")  # int fd; short events; short revents
 _MAX_POLLFDS = 4096  # a larger set is judged by its first entries
 _MAX_NESTING = 3  # relays inside relays, epoll sets inside epoll sets
 _GONE = (errno.ENOENT, errno.ESRCH)
+# Where a thread sleeps, as /proc/PID/task/TID/wchan names it (suffixes such as .constprop.0 cut)
+_WCHAN_EPOLLS = frozenset({"do_epoll_wait", "ep_poll"})
+_WCHAN_POLLS = frozenset({"poll_schedule_timeout", "do_sys_poll", "do_select", "core_sys_select"})
+_WCHAN_READS = frozenset({"wait_woken", "n_tty_read"})  # a terminal's read (and a TCP socket's)
 
 
 def _read(path: str, size: int = 4096) -> bytes:
@@ -246,8 +261,9 @@ def scan_procs(proc: Path = PROC) -> dict[int, ProcStat]:
 
 @dataclass(frozen=True, slots=True)
 class Look:
-    """A verdict, and why the kernel would not give one (``syscall_evidence``'s words) when
-    a process could not be looked at for lack of access."""
+    """A verdict, and why the kernel would not show a syscall (``syscall_evidence``'s words)
+    when a process's could not be read for lack of access: the verdict is then ``wchan``'s,
+    or UNKNOWN."""
 
     wait: TtyWait
     closed: str | None = None
@@ -272,8 +288,12 @@ def look(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = 
     table = procs if procs is not None else scan_procs(proc)
     judge = _Judge(str(proc), table, calls)
     wait = judge.terminal(top.tty, top.tpgid, top.session, 0)
-    refused = judge.refused
-    return Look(wait, syscall_evidence(refused, proc) if wait is TtyWait.UNKNOWN and refused else None)
+    if judge.refused is None:
+        return Look(wait)
+    closed = syscall_evidence(judge.refused, proc)
+    if closed is not None and wait is not TtyWait.UNKNOWN:
+        closed += "; judged from /proc/PID/wchan and the open files instead"
+    return Look(wait, closed)
 
 
 _RANK = (TtyWait.READING, TtyWait.POLLING, TtyWait.SHARED, TtyWait.UNKNOWN, TtyWait.BUSY)
@@ -325,6 +345,7 @@ class _Judge:
         except OSError as e:
             if e.errno in (errno.EACCES, errno.EPERM):
                 self.refused = int(task.rsplit("/", 3)[-3])
+                return self._by_wchan(task, st, tty)
             return TtyWait.BUSY if e.errno in _GONE else TtyWait.UNKNOWN
         try:  # "NR ARG1..ARG6 SP PC" (NR decimal, the rest hex), "-1 SP PC", or "running"
             nr, args = int(words[0]), [int(w, 16) for w in words[1:7]]
@@ -346,6 +367,39 @@ class _Judge:
         if not watched.tty:
             return TtyWait.BUSY
         return TtyWait.SHARED if watched.peers else TtyWait.POLLING
+
+    def _by_wchan(self, task: str, st: ProcStat, tty: int) -> TtyWait:
+        """What a thread whose syscall file is closed waits in, from its ``wchan`` and the
+        files it has open (module docstring)."""
+        try:
+            wchan = _read(f"{task}/wchan").decode(errors="replace").split(".")[0]
+            fds = [int(fd) for fd in os.listdir(f"{task}/fd")]
+        except (OSError, ValueError) as e:
+            return TtyWait.BUSY if isinstance(e, OSError) and e.errno in _GONE else TtyWait.UNKNOWN
+        if wchan in ("", "0"):  # running, or a kernel that does not say
+            return TtyWait.UNKNOWN
+        if wchan in _WCHAN_EPOLLS:
+            watched = _Watched(tty=False, peers=False)
+            for fd in fds:
+                inner = self._epoll_watches(task, fd, st, tty, 0) if self._is_epoll(task, fd) else None
+                if inner is not None:
+                    watched.tty, watched.peers = watched.tty or inner.tty, watched.peers or inner.peers
+            if not watched.tty:
+                return TtyWait.BUSY
+            return TtyWait.SHARED if watched.peers else TtyWait.POLLING
+        if wchan not in _WCHAN_POLLS and wchan not in _WCHAN_READS:
+            return TtyWait.BUSY
+        if not any(self._is_tty(task, fd, st, tty) for fd in fds):
+            return TtyWait.BUSY
+        if wchan in _WCHAN_READS:
+            return TtyWait.UNKNOWN if any(self._socket(task, fd) for fd in fds) else TtyWait.READING
+        return TtyWait.UNKNOWN if any(self._peer(task, fd) for fd in fds) else TtyWait.POLLING
+
+    def _socket(self, task: str, fd: int) -> bool:
+        try:
+            return stat.S_ISSOCK(os.stat(f"{task}/fd/{fd}").st_mode)
+        except OSError:
+            return False
 
     def _peer(self, task: str, fd: int) -> bool:
         """A socket or a pipe: another process may make it ready before the person does."""
