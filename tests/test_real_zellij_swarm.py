@@ -1,0 +1,239 @@
+"""A mixed swarm and the run commands against the real Zellij (CI's version), asserting on what
+Zellij reports (``list-panes --json``, ``dump-layout``, ``list-sessions``, ``list-clients``) and
+on the structure of the screen of a client in a private tmux at 80×24 and 200×50: the board with
+its rows, slot titles in order, failed panes kept, nothing left at the end. The screens of the
+mixed run are kept in ``tests/screens/real-zellij-<size>/`` (``ZSW_UPDATE_SCREENS=1`` writes
+them), run ids and times normalised."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from realzellij import RealZellij
+from swarmtest import GATE, kill_run_processes, run_processes, wait_until
+from zellijtest import FAST
+
+SCREENS = Path(__file__).resolve().parent / "screens"
+MIXED = f"""[swarm]
+name = "mixed"
+jobs = 2
+[[task]]
+name = "reader"
+cmd = "read line; echo \\"got $line\\""
+[[task]]
+name = "gate"
+cmd = "{GATE}"
+[[task]]
+name = "bad"
+cmd = "echo 'FAIL bad'; exit 3"
+[[task]]
+name = "sig"
+cmd = "kill -TERM $$"
+[[task]]
+name = "flaky"
+cmd = "if [ -e flaky.once ]; then echo again; else touch flaky.once; exit 3; fi"
+retries = 1
+[[task]]
+name = "slow"
+cmd = "sleep 30"
+timeout = "1s"
+[[task]]
+name = "ok"
+cmd = "echo fine"
+"""
+OUTCOMES = {"reader": "succeeded", "gate": "succeeded", "bad": "failed", "sig": "failed", "flaky": "succeeded",
+            "slow": "timed_out", "ok": "succeeded"}
+SLOW_KEPT = "slot 1 · slow · timed_out (exit 143)"  # the newest failure: the one pane --keep-failed-panes 1 keeps
+
+
+def normalised(screen: str, run_id: str) -> str:
+    screen = screen.replace(run_id, "RUN")
+    screen = re.sub(r"\d+(\.\d+)?(ms|s)\b", "T", screen)
+    screen = re.sub(r"\d{8}-\d{6}-[0-9a-f]*…", "RUN…", screen)  # a run id a narrow title cut
+    return "\n".join(line.rstrip() for line in screen.splitlines()).strip("\n") + "\n"
+
+
+def keep(size: str, name: str, screen: str) -> None:
+    if os.environ.get("ZSW_UPDATE_SCREENS"):
+        (SCREENS / f"real-zellij-{size}").mkdir(parents=True, exist_ok=True)
+        (SCREENS / f"real-zellij-{size}" / name).write_text(screen)
+
+
+def tab_panes(rz: RealZellij, session: str, tab: str) -> list[dict]:
+    """The terminal panes Zellij lists in ``tab``, in the order it lists them."""
+    return [p for p in rz.panes(session) if not p["is_plugin"] and p["tab_name"] == tab]
+
+
+def workers(panes: list[dict]) -> list[str]:
+    return [p["title"] for p in panes if p["title"].startswith("slot ")]
+
+
+@pytest.mark.parametrize("size", ["80x24", "200x50"])
+def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
+    """Exit 0 and 3, a worker that signals itself, one reading its terminal (typed into with
+    ``write-chars``), a timeout, a retry, backfill, ``--keep-failed-panes 1`` and
+    ``--max-visible-panes 3``, inside a session a client in tmux is attached to."""
+    cols, rows = (int(n) for n in size.split("x"))
+    rz.host("host", tmux, size=size)
+    swarm.write("sw.toml", MIXED)
+    proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       "--keep-failed-panes", "1", "--max-visible-panes", "3", env=rz.env(inside="host", **FAST, PATH="/tmp/h21/shim:" + rz.base["PATH"]))
+    if not wait_until(lambda: swarm.runs() or proc.poll() is not None, what="the run") or not swarm.runs():
+        raise AssertionError(f"the run ended before it began: {proc.communicate()}")
+    run = swarm.runs()[0]
+    tab = f"swarm:{run.name}"
+    most = 0
+
+    def panes() -> list[dict]:
+        nonlocal most
+        listed = tab_panes(rz, "host", tab)
+        most = max(most, len(workers(listed)))
+        return listed
+
+    def screen_with(*texts: str) -> str | None:
+        s = tmux("capture-pane", "-p", "-t", "host")
+        return s if all(t in s for t in texts) else None
+
+    try:
+        reader = wait_until(lambda: [p for p in panes() if p["title"] == "slot 1 · reader · running"],
+                            what="the reader's pane", interval=0.2)[0]
+        # the swarm's tab opens beside the user's, whose focus stays where it was: look at it
+        wait_until(lambda: rz.zellij("--session", "host", "action", "go-to-tab-name", tab, check=False).returncode == 0
+                   and screen_with("slot 1 · reader"), what="the swarm's tab")
+        rz.act("host", "write-chars", "--pane-id", f"terminal_{reader['id']}", "hello\n")
+        # slot 1 runs the rest while the gate holds slot 2: every one but the gate has ended
+        mid_panes = wait_until(lambda: (ps := panes()) and "slot 1 · ok · ok" in workers(ps) and ps,
+                               what="slot 1's tasks done", timeout=60, interval=0.2)
+        mid = wait_until(lambda: screen_with("mixed · running", "slot 2 · gate · running"), what="the mid-run screen")
+        titles = workers(mid_panes)
+        assert "slot 2 · gate · running" in titles, titles
+        assert [t for t in titles if "failed" in t or "timed_out" in t] == [SLOW_KEPT], titles
+        assert not [t for t in titles if "flaky" in t], titles  # its success closed the failed attempt's pane
+        assert sum(p["title"].endswith("· board") for p in mid_panes) == 1
+        layout = rz.act("host", "dump-layout", answer="layout {")
+        assert f'tab name="{tab}"' in layout and "stacked=true" in layout, layout
+        assert rz.clients("host") == 1
+        lines = mid.splitlines()
+        assert len(lines) <= rows and all(len(ln) <= cols for ln in lines), mid
+        keep(size, "mixed-mid.txt", normalised(mid, run.name))
+        swarm.open_gate()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, err
+        rows_ = swarm.tasks()
+        assert {n: r["status"] for n, r in rows_.items()} == OUTCOMES
+        assert rows_["flaky"]["attempts"] == 2 and rows_["bad"]["exit_code"] == 3
+        assert (run / "slots").exists() and "got hello" in "".join(
+            p.read_text() for p in run.glob("slots/slot-1/gen-*/output.log"))
+        end_panes = wait_until(lambda: (ps := panes()) and len(workers(ps)) == 1 and ps, what="the panes at the end", interval=0.2)
+        assert workers(end_panes) == [SLOW_KEPT]
+        assert most <= 3, most  # running, held and kept panes never above --max-visible-panes
+        end = wait_until(lambda: screen_with("mixed · finished"), what="the board's end")
+        assert "slot 1 · slow" in end and "slot 2 · gate" not in end, end
+        keep(size, "mixed-end.txt", normalised(end, run.name))
+        assert "host" in rz.session_names()
+    except AssertionError:
+        print(tmux("capture-pane", "-p", "-t", "host"))
+        proc.kill()
+        print(proc.communicate())
+        print(*[e for e in events(run) if e.get("task") == "slow" or e.get("slot") == 1], sep="\n")
+        raise
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+    assert run_processes(run.name) == []
+
+
+CONTROLS = f"""[swarm]
+name = "controls"
+jobs = 2
+[[task]]
+name = "a"
+cmd = "{GATE}"
+[[task]]
+name = "b"
+cmd = "{GATE}"
+[[task]]
+name = "c"
+cmd = "echo c"
+[[task]]
+name = "d"
+cmd = "echo d"
+"""
+
+
+def statuses(run: Path) -> dict[str, str]:
+    """task -> status, from the run's live snapshot ({} before its first one is written)."""
+    from zellij_swarm.records import snapshot_file
+
+    try:
+        return {t["name"]: t["status"] for t in snapshot_file.load(run / "state.json")["tasks"]}
+    except FileNotFoundError:
+        return {}
+
+
+def events(run: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (run / "events.jsonl").read_text().splitlines()]
+
+
+def test_attach_pause_restart_cancel_prune_and_close_session_in_the_real_zellij(swarm, rz: RealZellij, tmux):
+    """A swarm outside Zellij (it makes session swarm-<run>): ``attach`` from a terminal of
+    80×24 makes it a client of that session, showing the board and the slots; ``pause`` holds
+    the waiting tasks; ``restart`` gives a task a new pane (the old one closes); ``cancel`` ends
+    the run; the session stays for the user, until ``prune`` removes it. A run with
+    ``--close-session`` leaves no session."""
+    env = rz.env(**FAST)
+    swarm.write("sw.toml", CONTROLS)
+    proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    if not wait_until(lambda: swarm.runs() or proc.poll() is not None, what="the run") or not swarm.runs():
+        raise AssertionError(f"the run ended before it began: {proc.communicate()}")
+    run = swarm.runs()[0]
+    session = f"swarm-{run.name}"
+    try:
+        first = wait_until(lambda: (ps := {p["title"]: p["id"] for p in rz.panes(session) if not p["is_plugin"]})
+                           and {"slot 1 · a · running", "slot 2 · b · running"} <= set(ps) and ps,
+                           what="the first panes", interval=0.2)
+        # attach: this terminal becomes a client of the run's session
+        shell_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        tmux("new-session", "-d", "-s", "att", "-x", "80", "-y", "24", "-c", str(swarm.cwd),
+             f"env -i {shell_env} {shlex.join(swarm.cmd('attach', run.name))}")
+        wait_until(lambda: rz.clients(session) == 1, what="attach's client", interval=0.2)
+        screen = wait_until(lambda: (s := tmux("capture-pane", "-p", "-t", "att")) and "controls · running" in s
+                            and "slot 1 · a" in s and s, what="the attached screen")
+        assert "slot 2 · b" in screen, screen
+        assert swarm("pause", run.name, env=env).code == 0
+        wait_until(lambda: any(e["event"] == "paused" for e in events(run)), what="paused")
+        assert swarm("restart", run.name, "a", env=env).code == 0
+        again = wait_until(lambda: [i for t, i in {p["title"]: p["id"] for p in rz.panes(session)
+                                                   if not p["is_plugin"]}.items() if t.startswith("slot 1 · a")
+                                    and i != first["slot 1 · a · running"]],
+                           what="a's new pane", interval=0.2)
+        assert first["slot 1 · a · running"] not in [p["id"] for p in rz.panes(session)], again  # the old one closed
+        swarm.open_gate()
+        wait_until(lambda: {statuses(run).get(n) for n in ("a", "b")} == {"succeeded"}, what="a and b done")
+        assert {statuses(run)[n] for n in ("c", "d")} == {"pending"}  # paused: not handed out
+        assert swarm("cancel", run.name, env=env).code == 0
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert {statuses(run)[n] for n in ("c", "d")} == {"cancelled"}
+        assert session in rz.session_names()  # kept for the user to look at
+        assert rz.act(session, "query-tab-names", answer=f"swarm:{run.name}")
+        res = swarm("prune", env=env)
+        assert res.code == 0, res.stderr
+        wait_until(lambda: session not in rz.session_names(), what="prune removed the session")
+        # --close-session: nothing of the run is left in Zellij at its end
+        swarm.write("one.toml", '[[task]]\nname = "one"\ncmd = "echo one"\n')
+        res = swarm("run", "one.toml", "--backend", "zellij", "--ui", "live", "--close-session", env=env)
+        assert res.code == 0, res.stderr
+        assert f"swarm-{swarm.latest().name}" not in rz.session_names()
+    except AssertionError:
+        print(tmux("capture-pane", "-p", "-t", "att", check=False))
+        raise
+    finally:
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run.name)
