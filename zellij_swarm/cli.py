@@ -676,6 +676,25 @@ def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str
     sys.exit(run_slot_view(run, int(slot), once=once, registration=registration))
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("file", metavar="FILE")
+@click.argument("sbatch_options", nargs=-1, type=click.UNPROCESSED, metavar="[SBATCH OPTIONS]")
+@click.option("--in-job", "in_job", default=None, hidden=True, help="the batch job's part: run RUN")
+@_state_dir_option
+def submit(file: str, sbatch_options: tuple[str, ...], in_job: str | None, state_dir: str | None) -> None:
+    """Run the swarm FILE as a Slurm batch job, which survives logout: the supervisor runs in
+    the job, headless, every task a Slurm step. The run's id is printed now; follow it from
+    here with status, logs, proof and report (the state directory must be shared with the
+    nodes). A job Slurm requeues resumes its own run. Options after FILE go to sbatch
+    (--time=2:00:00 --partition=long ...)."""
+    from zellij_swarm.commands import submit as submitting
+
+    where = _state_dir(state_dir, writing=True)
+    if in_job is not None:
+        sys.exit(submitting.in_job(in_job, file, state_dir=where, env=os.environ))
+    click.echo(submitting.submit(file, list(sbatch_options), state_dir=where, env=os.environ))
+
+
 @cli.command()
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @click.option("--executor", type=click.Choice(get_args(settings.ExecutorName)), default=None,

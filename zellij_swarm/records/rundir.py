@@ -209,6 +209,12 @@ class RunPaths:
         return self.dir / "lock"
 
     @property
+    def alive(self) -> Path:
+        """Who supervises the run, from where, and when it last said so (``runlock``): what
+        another host, which cannot see the lock, judges the run by."""
+        return self.dir / "alive.json"
+
+    @property
     def inbox(self) -> Path:
         return self.dir / "inbox"
 

@@ -1,0 +1,76 @@
+"""``zellij-swarm submit`` against the real local cluster (issue 23 §7): the supervisor as a
+batch job, under the run id printed when it was submitted, followed from here; a job Slurm
+requeues resumes its own run — nothing runs twice — and nothing of the run is left in the queue.
+(The liveness stamp another host judges the run by: tests/test_liveness_stamp.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from swarmtest import Swarm, clean_env, wait_until
+
+
+def queue(env: dict[str, str]) -> list[str]:
+    out = subprocess.run(["squeue", "--noheader", "--format=%i %j %T"], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def submitted(swarm: Swarm, env: dict[str, str], *args: str) -> tuple[str, str, Path]:
+    """Submit; the job id, the run id and the run's directory (not there until the job runs)."""
+    res = swarm("submit", *args, env=env)
+    assert res.code == 0, res.stderr
+    m = re.search(r"run (\S+) submitted as Slurm job (\d+)", res.stdout)
+    assert m is not None, res.stdout
+    return m[2], m[1], swarm.cwd / ".zellij-swarm" / "runs" / m[1]
+
+
+def ended(env: dict[str, str], job: str, run_dir: Path) -> None:
+    wait_until(lambda: (run_dir / "summary.json").exists(), timeout=60, what="the run's summary")
+    wait_until(lambda: not [q for q in queue(env) if q.split()[0] == job], timeout=60, what="the job's end")
+
+
+def test_a_submitted_swarm_runs_in_a_batch_job_under_the_id_it_was_given(swarm: Swarm,
+                                                                         cluster: dict[str, str]) -> None:
+    env = clean_env(**cluster)
+    swarm.write("s.toml", '[swarm]\njobs = 3\n[[task]]\nname = "ok"\ncmd = "echo job=$SLURM_JOB_ID"\n'
+                          '[[task]]\nname = "three"\ncmd = "exit 3"\n')
+    res = swarm("submit", "s.toml", "--time=5", env=clean_env(ZELLIJ_SWARM_SLURM_CPUS="64", **cluster))
+    assert res.code == 2 and "cpus=64" in res.stderr and not queue(env), res.stderr  # checked before sbatch
+    job, run_id, run_dir = submitted(swarm, env, "s.toml", "--time=5")
+    ended(env, job, run_dir)
+    status = json.loads(swarm("status", run_id, "--json", env=env).stdout)
+    assert status["state"] == "finished"
+    assert {t["name"]: t["status"] for t in status["tasks"]} == {"ok": "succeeded", "three": "failed"}
+    step_job = swarm("logs", run_id, "ok").stdout.strip()
+    assert step_job.startswith("job=") and step_job != f"job={job}"  # a step of its own, not the batch job's
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["settings"]["executor"] == {"value": "slurm", "source": "submit"}
+    assert not (run_dir / "alive.json").exists() and queue(env) == []
+
+
+def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm, cluster: dict[str, str]) -> None:
+    env = clean_env(**cluster)
+    swarm.write("r.toml", "[swarm]\njobs = 3\n" + "".join(
+        f'[[task]]\nname = "w{i}"\ncmd = \'sleep 1.5; echo w{i} >> ledger\'\n' for i in range(6)))
+    job, run_id, run_dir = submitted(swarm, env, "r.toml")
+    ledger = swarm.cwd / "ledger"
+    wait_until(lambda: ledger.exists() and len(ledger.read_text().split()) >= 1, timeout=60, what="a task done")
+    subprocess.run(["scontrol", "requeue", job], env=env, check=True, timeout=30)
+    # Slurm holds a requeued job back a while (BeginTime) once it is pending again; let it start at once
+    wait_until(lambda: f"{job} zsw.{run_id}.supervisor PENDING" in queue(env), timeout=30, what="the job requeued")
+    subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, check=True, timeout=30)
+    ended(env, job, run_dir)
+    out = (swarm.cwd / ".zellij-swarm" / "batch" / f"{run_id}.out").read_text()
+    assert f"resuming run {run_id}" in out, out
+    done = ledger.read_text().split()
+    assert len(done) == len(set(done)), done  # nothing ran twice
+    rows = {t["name"]: (t["status"], t.get("reason")) for t in json.loads(
+        swarm("status", run_id, "--json", env=env).stdout)["tasks"]}
+    assert {name for name, (status, _) in rows.items() if status == "succeeded"} == set(done), rows
+    assert all(status == "lost" for name, (status, _) in rows.items() if name not in done), rows
+    assert [p.name for p in (swarm.cwd / ".zellij-swarm" / "runs").iterdir()] == [run_id]
+    assert queue(env) == []
