@@ -54,6 +54,7 @@ class _Watched:
     said_waiting_at: float | None = None  # mtime of its heartbeat when it last said it waits
     pattern: re.Pattern[str] | None = None  # what on its screen says it waits (worker.prompts)
     screen: TailScreen = field(default_factory=TailScreen)
+    asked: tuple[tuple[int, int, int, int], bool] | None = None  # (output size, mtime, cols, rows), prompt seen
     verdict: bool | None = False
     doubted_once: bool = False  # the last look unmarked or could not tell: one such look changes nothing
 
@@ -120,8 +121,21 @@ class InputWatch:
         silent_for = self._now() - max(output_at or 0.0, _mtime(lg.gen.heartbeat) or 0.0)
         prompt = False
         if look.wait in (waiting.TtyWait.SHARED, waiting.TtyWait.UNKNOWN):  # the screen has a say
-            prompt = prompts.asks(w.screen.render(lg.gen.output, *_screen_size(lg.pid)), w.pattern)
+            prompt = self._asks(w, lg.pid)
         return waiting.waiting_input(look.wait, silent_for=silent_for, prompt=prompt)
+
+    def _asks(self, w: _Watched, pid: int) -> bool:
+        """Whether its screen shows a prompt; rendered again only when its output or its size
+        changed."""
+        try:
+            st = os.stat(w.lg.gen.output)
+        except OSError:
+            return False
+        cols, rows = _screen_size(pid)
+        key = (st.st_size, st.st_mtime_ns, cols, rows)
+        if w.asked is None or w.asked[0] != key:
+            w.asked = key, prompts.asks(w.screen.render(w.lg.gen.output, cols, rows), w.pattern)
+        return w.asked[1]
 
     def _pattern(self, lg: LiveGen) -> str | None:
         """The task's own ``waiting_pattern``, else the run's, as its ``run.json`` records it."""
