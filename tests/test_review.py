@@ -120,6 +120,11 @@ def test_collect_refuses_a_running_task(swarm: Swarm) -> None:
         assert res.code == 2 and res.stderr.startswith("zellij-swarm: error: task busy is running: its agent may")
     finally:
         swarm.open_gate()
-        proc.wait(timeout=30)
-        if swarm.runs():
-            kill_run_processes(swarm.runs()[0].name)
+        try:
+            proc.wait(timeout=30)
+        finally:  # whatever happened: nothing of the run outlives the test
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            if swarm.runs():
+                kill_run_processes(swarm.runs()[0].name)
