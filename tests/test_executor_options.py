@@ -59,7 +59,7 @@ def test_a_time_limit_has_minutes_and_seconds_below_60(text: str, ok: bool) -> N
     if ok:
         assert slurm.parse_table({"time": text}) == {"time": text}
     else:
-        with pytest.raises(slurm.Invalid, match="slurm.time"):
+        with pytest.raises(slurm.Invalid, match=r"slurm\.time"):
             slurm.parse_table({"time": text})
 
 
