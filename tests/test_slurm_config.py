@@ -49,3 +49,12 @@ def test_extra_options_reach_the_step_and_a_launch_failure_keeps_slurms_words(sw
     assert (tasks["nowhere"]["status"], tasks["nowhere"]["reason"]) == ("failed", "executor_failed")
     [warning] = [w for w in json.loads(res.stdout)["warnings"] if w["task"] == "nowhere"]
     assert refused in warning["message"]
+
+
+def test_doctor_says_once_that_accounting_is_not_configured(swarm: Swarm, cluster: dict[str, str]) -> None:
+    env = clean_env(**cluster)
+    info = json.loads(swarm("doctor", "--executor", "slurm", "--json", env=env).stdout)["slurm"]
+    assert info["accounting"] == {"available": False, "why": "Slurm accounting storage is disabled"}
+    text = swarm("doctor", "--executor", "slurm", env=env).stdout
+    assert text.count("accounting: not configured (Slurm accounting storage is disabled)") == 1, text
+    assert "executor = slurm  (flag --executor)" in text

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
+from zellij_swarm.backends._cmd import EXECUTOR
 from zellij_swarm.backends._cmd import run as run_command
 from zellij_swarm.backends._zellij import VERIFIED_REAL
 from zellij_swarm.backends._zellij import detect as detect_zellij
@@ -136,10 +137,24 @@ def slurm_report(env: Mapping[str, str], state_dir: Path) -> dict[str, Any]:
                                                                                            "drained", "fail"))]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(16, len(up)))) as pool:
         probes = dict(zip(up, pool.map(lambda node: _probe(cluster, node, state_dir), up), strict=True))
-    info.update(state_dir=str(state_dir), probes=probes, ok=bool(up) and all(p == "ok" for p in probes.values()))
+    info.update(state_dir=str(state_dir), probes=probes, ok=bool(up) and all(p == "ok" for p in probes.values()),
+                accounting=_accounting(env))
     if not up:
         info["error"] = "no node of the cluster is up"
     return info
+
+
+def _accounting(env: Mapping[str, str]) -> dict[str, Any]:
+    """Whether Slurm's accounting answers (``sacct``): without it, what a run knows of a step
+    is what ``squeue`` showed while it ran and what its wrapper recorded."""
+    try:
+        res = run_command(["sacct", "--noheader", "-X", "--format=JobID", "--starttime=now"], timeout=PROBE_TIMEOUT,
+                          env=env, check=False, faults=EXECUTOR)
+    except exc.BackendError as e:
+        return {"available": False, "why": str(e)}
+    said = (res.stderr.strip() or res.stdout.strip()).splitlines()
+    return {"available": res.returncode == 0, "why": None if res.returncode == 0 else
+            (said[-1] if said else f"sacct exited {res.returncode}")}
 
 
 def _probe(cluster: Slurm, node: str, state_dir: Path) -> str:
@@ -168,6 +183,9 @@ def format_slurm(info: dict[str, Any]) -> list[str]:
         lines.append(f"  error: {info['error']}")
     for p in info.get("partitions", []):
         lines.append(f"  partition {p['name']}: {p['available']}, {p['nodes']} node(s), {p['state']}")
+    if (accounting := info.get("accounting")) and not accounting["available"]:
+        lines.append(f"  accounting: not configured ({accounting['why']}): what a run knows of a step is what squeue "
+                     "showed while it ran and what its wrapper recorded")
     for node, result in info.get("probes", {}).items():
         lines.append(f"  node {node}: {'writes ' + info['state_dir'] if result == 'ok' else 'PROBLEM: ' + result}")
     lines.append("  shared records: " + ("ok" if info.get("ok") else "NOT usable for --executor slurm"))
