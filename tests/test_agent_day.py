@@ -301,8 +301,9 @@ def test_group_and_tag_send_a_workers_stderr_to_stderr_and_logs_shows_both_or_on
 
 
 def test_a_worker_that_writes_only_to_stderr_is_not_idle(swarm):
-    cmd = "for i in 1 2 3 4 5 6 7 8; do echo tick-{} >&2; sleep 0.25; done"
-    res = swarm("run", "--backend", "headless", "--output", "quiet", "--idle-timeout", "1s", cmd, ":::", "x")
+    # 3.2 s of ticks on stderr alone, 0.2 s apart: silent for longer than the 2 s limit, were stderr not output
+    cmd = "for i in $(seq 16); do echo tick-{} >&2; sleep 0.2; done"
+    res = swarm("run", "--backend", "headless", "--output", "quiet", "--idle-timeout", "2s", cmd, ":::", "x")
     assert res.code == 0, res
     assert swarm.tasks()["task-1"]["status"] == "succeeded"
 
