@@ -63,7 +63,7 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
     remote.preflight(cluster, resolved.slurm, source.tasks)
     slurm_nodes.preflight(cluster, resolved.slurm, source.tasks)
     run_id = new_run_id(time.time())
-    where = Path(resolved.state_dir)
+    where = Path(resolved.state_dir).absolute()  # the job starts in --chdir, but says where it is by path
     rundir.prepare_state_dir(where)
     batch = where / "batch"
     rundir.make_private_dir(batch)
