@@ -300,19 +300,6 @@ def test_doctor_probes_every_node_and_bad_requests_are_refused_up_front(swarm: S
     assert res.stderr.count("\n") == 1 and not swarm.runs()
 
 
-def test_a_step_slurm_refuses_fails_its_task_saying_why(swarm: Swarm, cluster: dict[str, str]) -> None:
-    swarm.write("r.toml", '[[task]]\nname = "huge"\ncmd = "true"\nslurm = { mem = "900T" }\n'
-                          '[[task]]\nname = "fine"\ncmd = "true"\n')
-    res = swarm("run", "r.toml", "--executor", "slurm", "--backend", "headless", "--output", "quiet", "--json",
-                env=clean_env(**cluster))
-    assert res.code == 1, res.stderr
-    tasks = {t["name"]: t for t in json.loads(res.stdout)["tasks"]}
-    assert (tasks["huge"]["status"], tasks["huge"]["reason"]) == ("failed", "executor_failed")
-    assert tasks["fine"]["status"] == "succeeded"
-    [warning] = [w for w in json.loads(res.stdout)["warnings"] if w["code"] == "executor_failed"]
-    assert "srun: error" in warning["message"], warning
-
-
 @contextlib.contextmanager
 def busy(env: dict[str, str]) -> Iterator[str]:
     """The whole cluster held by an exclusive batch job (its id): every step queues behind it
@@ -330,6 +317,18 @@ def busy(env: dict[str, str]) -> Iterator[str]:
 def queued(env: dict[str, str], run: Path) -> list[str]:
     """The run's steps that wait in Slurm's queue."""
     return [q for q in queue(env) if f"zsw.{run.name}." in q and q.endswith("PENDING")]
+
+
+def clients(run: Path) -> list[str]:
+    """The run's srun and salloc processes still alive on this host."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["name", "cmdline", "status"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if p.info["name"] in ("srun", "salloc") and f"zsw.{run.name}." in cmd and p.info["status"] != "zombie":
+            out.append(cmd)
+    return out
 
 
 LEDGER = "[swarm]\njobs = 2\n" + "".join(
@@ -372,12 +371,104 @@ def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: 
     assert {t[:2] for t in rows(swarms["cancel"]).values()} == {("cancelled", "cancelled_by_user")}
     assert {t[:2] for t in rows(swarms["term"]).values()} == {("cancelled", "cancelled_by_user")}
     assert not (swarms["cancel"].cwd / "ledger").exists() and not (swarms["term"].cwd / "ledger").exists()
+    assert [clients(r.run) for r in (timed, cancelled, termed) if r.run] == [[], [], []]
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-# one process, which a SIGTERM ends by that signal: what it began and what it finished are in two ledgers
-TWO_LEDGERS = ('argv = ["python3", "-c", "import os, time; t = os.environ[\'ZELLIJ_SWARM_TASK\']; '
-               'open(\'began\', \'a\').write(t + chr(10)); time.sleep({secs}); open(\'ledger\', \'a\').write(t + chr(10))"]')
+def events(run: Path) -> list[dict[str, object]]:
+    """The run's events so far: its whole lines (the last may be being written)."""
+    whole = (run / "events.jsonl").read_text().rpartition("\n")[0]
+    return [json.loads(line) for line in whole.splitlines()]
+
+
+def test_a_busy_cluster_the_allocation_waits_and_queue_limits_give_up(cluster: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """Behind another job: `--slurm-alloc` waits for its allocation, saying it is queued in
+    Slurm and why, then runs (sized by min(-j, tasks)); `--slurm-alloc-wait` gives up and
+    `--slurm-max-queue` withdraws the steps (`cancelled (queued_too_long)`); SIGTERM while the
+    allocation waits ends the run — and nothing of any of them is left in Slurm's queue."""
+    env = clean_env(**cluster)
+    runs = {"alloc": ("--slurm-alloc",), "alloc-wait": ("--slurm-alloc", "--slurm-alloc-wait", "2s"),
+            "max-queue": ("--slurm-max-queue", "2s"), "alloc-term": ("--slurm-alloc",)}
+    swarms = {name: Swarm(tmp_path / name) for name in runs}
+    for s in swarms.values():
+        s.cwd.mkdir()
+        s.write("q.toml", LEDGER.replace("jobs = 2", "jobs = 4"))
+    with busy(env) as blocker, contextlib.ExitStack() as stack:
+        r = {name: stack.enter_context(headless(swarms[name], "q.toml", env, *flags)) for name, flags in runs.items()}
+        queued_alloc = wait_until(lambda: [e for e in events(r["alloc"].run)
+                                           if e["event"] == "executor_allocation_queued"], timeout=60,
+                                  what="the allocation said queued")
+        assert queued_alloc[0]["reason"] in ("Resources", "Priority"), queued_alloc
+        assert [e["tasks"] for e in events(r["alloc"].run) if e["event"] == "executor_allocating"] == [2]
+        wait_until(lambda: any(e["event"] == "executor_allocation_queued" for e in events(r["alloc-term"].run)),
+                   timeout=60, what="the other allocation said queued")
+        r["alloc-term"].proc.send_signal(signal.SIGTERM)
+        assert r["alloc-term"].proc.wait(timeout=60) == 128 + signal.SIGTERM
+        assert r["alloc-wait"].proc.wait(timeout=60) == 1
+        assert r["max-queue"].proc.wait(timeout=60) == 1
+        subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)
+        assert r["alloc"].proc.wait(timeout=60) == 0
+    assert sorted((swarms["alloc"].cwd / "ledger").read_text().split()) == ["q0", "q1"]
+    for name in ("alloc-wait", "max-queue"):
+        assert {t[:2] for t in rows(swarms[name]).values()} == {("cancelled", "queued_too_long")}, name
+        assert not (swarms[name].cwd / "ledger").exists()
+    assert {t[0] for t in rows(swarms["alloc-term"]).values()} == {"cancelled"}
+    assert [clients(x.run) for x in r.values() if x.run] == [[], [], [], []]
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
+@pytest.mark.parametrize("alloc", [False, True])
+def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm, cluster: dict[str, str],
+                                                                     alloc: bool) -> None:
+    """The supervisor killed while its steps (or its allocation) wait behind another job; `resume`
+    follows them to their end: every task runs once, and nothing of the run is left — no srun,
+    no salloc, nothing in the queue."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER.replace("range(2)", "range(3)").replace("jobs = 2", "jobs = 2") + "".join(
+        f'[[task]]\nname = "r{i}"\ncmd = \'echo "$ZELLIJ_SWARM_TASK" >> ledger\'\n' for i in range(2)))
+    flags = ["--slurm-alloc"] if alloc else []
+    with busy(env) as blocker, headless(swarm, "q.toml", env, *flags) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: [q for q in queue(env) if f"zsw.{run.name}." in q and q.endswith("PENDING")], timeout=60,
+                   what="the run waits in the queue")
+        r.killed()
+        resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        try:
+            wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), timeout=60, what="resumed")
+            subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)
+            assert resumed.wait(timeout=120) == 0, resumed.stderr.read() if resumed.stderr else ""
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+                resumed.wait(timeout=10)
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(swarm.tasks())
+    assert clients(run) == []
+    wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
+
+
+# One process, which a SIGTERM ends by that signal. What it began and what it finished are in two
+# ledgers; it says when it started while an earlier copy of its task still ran (every node of the
+# test cluster is this host: that copy's pid is seen here).
+ONE_AT_A_TIME = """
+import os, sys, time
+task = os.environ["ZELLIJ_SWARM_TASK"]
+with open("began", "a") as f:
+    f.write(task + "\\n")
+try:
+    with open("live." + task) as f:
+        os.kill(int(f.read()), 0)
+    with open("overlap", "a") as f:
+        f.write(task + "\\n")
+except (OSError, ValueError):
+    pass
+with open("live." + task, "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(float(sys.argv[1]))
+with open("ledger", "a") as f:
+    f.write(task + "\\n")
+"""
 
 
 def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm, cluster: dict[str, str]) -> None:
@@ -385,8 +476,9 @@ def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm
     SIGTERM is what their wrappers see) — recorded `lost (executor_lost)` and run again once,
     without using an attempt; every task finishes exactly once (the ledger)."""
     env = clean_env(**cluster)
+    swarm.write("worker.py", ONE_AT_A_TIME)
     swarm.write("n.toml", "[swarm]\njobs = 4\nslurm = { cpus = 4 }\n" + "".join(
-        f'[[task]]\nname = "n{i}"\n{TWO_LEDGERS.format(secs=4)}\n' for i in range(6)))
+        f'[[task]]\nname = "n{i}"\nargv = ["python3", "worker.py", "4"]\n' for i in range(6)))
     try:
         with headless(swarm, "n.toml", env) as r:
             assert r.run is not None
@@ -407,6 +499,7 @@ def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm
     assert {t["status"] for t in tasks.values()} == {"succeeded"}
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
     assert sorted((swarm.cwd / "began").read_text().split()) == sorted([*tasks, *lost])
+    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
@@ -427,28 +520,6 @@ def forget_the_newest_jobs(cluster: dict[str, str]) -> None:
     pidfile.write_text(f"{ctld.pid}\n")  # the cluster fixture ends it
     wait_until(lambda: subprocess.run(["squeue"], env=clean_env(**cluster), capture_output=True,
                                       timeout=30).returncode == 0, timeout=30, what="slurmctld answers again")
-
-
-# A worker that says when it started while an earlier copy of its task still ran (every node of
-# the test cluster is this host: that copy's pid is seen here), and what it finished.
-ONE_AT_A_TIME = """
-import os, sys, time
-task = os.environ["ZELLIJ_SWARM_TASK"]
-with open("began", "a") as f:
-    f.write(task + "\\n")
-try:
-    with open("live." + task) as f:
-        os.kill(int(f.read()), 0)
-    with open("overlap", "a") as f:
-        f.write(task + "\\n")
-except (OSError, ValueError):
-    pass
-with open("live." + task, "w") as f:
-    f.write(str(os.getpid()))
-time.sleep(float(sys.argv[1]))
-with open("ledger", "a") as f:
-    f.write(task + "\\n")
-"""
 
 
 def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Swarm,

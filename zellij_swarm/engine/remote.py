@@ -30,9 +30,14 @@ wrapper runs as a job step, possibly on another host.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
@@ -62,7 +67,17 @@ class RemoteEvents:
     running: Callable[[LiveGen], None]  # its step runs: the launch heartbeat is due now
     seen: Callable[[LiveGen, Job], None]  # its step as squeue lists it
     gone: Callable[[LiveGen], None]  # its step left Slurm and its sidecar has had its grace
+    queued_too_long: Callable[[LiveGen], None]  # its step waited longer than --slurm-max-queue
     warn: Callable[[str, str, Any], None]
+
+
+@dataclass(frozen=True)
+class AllocationEvents:
+    """What the supervisor does while the swarm's allocation (``--slurm-alloc``) waits."""
+
+    queued: Callable[[str, str], None]  # job id, why it waits (said again when that changes)
+    granted: Callable[[str], None]
+    gave_up: Callable[[str, str], None]  # a fault code, and why
 
 
 def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[TaskSpec]) -> None:
@@ -132,16 +147,58 @@ class SlurmExecutor:
         self.clock = clock
         self.wallclock = wallclock
         self.on = on
-        self.allocation: str | None = None
+        self.allocation: str | None = None  # granted
+        self.request: tuple[str, subprocess.Popen[bytes]] | None = None  # its job, and the salloc that asked
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
 
     # ----- start ---------------------------------------------------------------------------
 
-    def allocate(self, tasks: int) -> None:
-        """``--slurm-alloc``: one allocation for the whole run, before anything starts
-        (blocking; raises ``BackendError``)."""
-        self.allocation = self.cluster.allocate(self.run_id, tasks, self.settings.slurm)
+    def request_allocation(self, tasks: int, log: Path) -> str:
+        """``--slurm-alloc``: ask for one allocation for the whole run, before anything starts;
+        its job id (blocking, briefly; raises ``BackendError``). ``await_allocation`` follows it."""
+        self.request = self.cluster.request_allocation(self.run_id, tasks, self.settings.slurm, log)
+        return self.request[0]
+
+    @property
+    def allocating(self) -> bool:
+        """The allocation was asked for and not granted yet: nothing is dispatched."""
+        return self.request is not None and self.allocation is None
+
+    def await_allocation(self, limit: float | None, on: AllocationEvents) -> None:
+        """Follow the allocation asked for until Slurm grants it (``on.granted``); while it
+        waits, ``on.queued`` with Slurm's reason; ``on.gave_up`` when it waited ``limit``
+        seconds, or its job ended first. ``close`` cancels it, granted or not."""
+        deadline = None if limit is None else self.clock() + limit
+        said: list[str] = []
+
+        def look() -> None:
+            if self.request is not None and self.allocation is None:
+                job = self.request[0]
+                self.calls.submit(lambda: self.cluster.job_state(job), lambda done: answered(job, done))
+
+        def answered(job: str, done: Done[tuple[str, str] | None]) -> None:
+            if self.request is None or self.allocation is not None:
+                return
+            if done.error is None:
+                state, reason = done.value or ("", "")
+                if state == "RUNNING":
+                    self.allocation = job
+                    on.granted(job)
+                    return
+                if state not in slurm.ACTIVE:
+                    on.gave_up(_cmd.EXECUTOR.failed, f"its job {job} ended before Slurm granted it")
+                    return
+                if reason != (said[-1] if said else None):
+                    said.append(reason)
+                    on.queued(job, reason)
+            if deadline is not None and self.clock() >= deadline:
+                on.gave_up("queued_too_long", f"its job {job} waited in Slurm's queue for {limit:g}s "
+                                              "(--slurm-alloc-wait)")
+                return
+            self.timers.after(STATE_INTERVAL, look)
+
+        look()
 
     def prefix(self, lg: LiveGen, *, pty: bool) -> tuple[str, ...]:
         resources = {**self.settings.slurm, **lg.task.spec.slurm}
@@ -153,8 +210,11 @@ class SlurmExecutor:
         return ("/bin/sh", "-c", 'exec "$@" 2>>"$0"', log, *srun)
 
     def launched(self, lg: LiveGen) -> None:
-        """A generation was handed to srun: follow its step from now on."""
+        """A generation was handed to srun: follow its step from now on (and withdraw it
+        once it has waited ``--slurm-max-queue`` without starting)."""
         lg.remote_since, lg.submitted_at = self.clock(), self.wallclock()
+        if (limit := self.settings.slurm_max_queue) is not None:
+            lg.deadlines.append(self.timers.after(limit, lambda: self._queue_limit(lg)))
         if not self._ticking:
             self._ticking = True
             self.timers.after(STATE_INTERVAL, self._tick)
@@ -169,6 +229,10 @@ class SlurmExecutor:
         if lg.submitted_at is not None and (until := started if started is not None else ended_at) is not None:
             out["queued_s"] = round(max(0.0, until - lg.submitted_at), 3)
         return out
+
+    def _queue_limit(self, lg: LiveGen) -> None:
+        if not (lg.done or lg.collected) and lg.kill_reason is None and generation_files.started_at(lg.gen) is None:
+            self.on.queued_too_long(lg)
 
     # ----- following -----------------------------------------------------------------------
 
@@ -271,12 +335,17 @@ class SlurmExecutor:
 
         def term() -> float | None:
             step = self._step(lg)
-            if step is None:
-                return None
             if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
                 # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
-                # claim taken and runs nothing
-                self.cluster.cancel(step, name=name)
+                # claim taken and runs nothing. One squeue does not list (it waits inside the
+                # allocation) is withdrawn by its srun, our child, which nothing of it runs under
+                if step is not None:
+                    self.cluster.cancel(step, name=name)
+                elif lg.child and lg.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(lg.pid, signal.SIGTERM)
+                return None
+            if step is None:
                 return None
             at = now()
             self.cluster.signal(step, "TERM", name=name)
@@ -325,8 +394,11 @@ class SlurmExecutor:
                 left = self.cluster.jobs(self.run_id, allocation=self.allocation)
             for job in left.values():
                 self.cluster.cancel(job.id)
-            if self.allocation is not None:
-                self.cluster.cancel(self.allocation)
+            # the allocation, granted or still queued (its salloc exits once it is cancelled)
+            for job_id in {self.allocation, self.request[0] if self.request else None} - {None}:
+                self.cluster.cancel(str(job_id))
+            if self.request is not None:
+                slurm.end_process(self.request[1])
         except BackendError as e:
             self.on.warn(e.code, f"slurm: cannot end what is left of the run's steps: {e}", None)
             return []

@@ -46,7 +46,7 @@ from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.progress import ProgressFacts
-from zellij_swarm.engine.remote import RemoteEvents, SlurmExecutor
+from zellij_swarm.engine.remote import AllocationEvents, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
@@ -417,7 +417,7 @@ class Supervisor:
                 Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
                 timers=self.timers, live=self.live, clock=self.clock, wallclock=self.wallclock,
                 on=RemoteEvents(running=self._step_running, seen=self._step_seen, gone=self._step_gone,
-                                warn=self._warn))
+                                queued_too_long=self._queued_too_long, warn=self._warn))
             self.stopper.remote = self.executor
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
@@ -460,22 +460,44 @@ class Supervisor:
             self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
 
     def _allocate(self) -> bool:
-        """``--slurm-alloc``: the run's one allocation (a resumed run's own, while Slurm still
-        has it). One that cannot be had fails the run before any task starts (False)."""
+        """``--slurm-alloc``: the run's one allocation (a resumed run's own, while Slurm runs
+        it; one still queued was an earlier supervisor's request — maybe killed before it said
+        so — withdrawn, and asked anew), for as many tasks as may run at once: min(jobs, tasks
+        left). Nothing is dispatched while it waits in Slurm's queue (``_holding_dispatch``).
+        One that cannot be asked for fails the run before any task starts (False)."""
         if self.executor is None or not self.settings.slurm_alloc:
             return True
-        held = self.plan.resume.allocation if self.plan.resume is not None else None
+        cluster, name = self.executor.cluster, f"zsw.{self.run_id}.alloc"
+        left = sum(not t.status.terminal for t in self.tasks.values())
         try:
-            if held is not None and self.executor.cluster.state(held) == "RUNNING":
-                self.executor.allocation = held
-            else:
-                self.executor.allocate(self.jobs)
-                self.events.emit("executor_allocated", job=self.executor.allocation)
+            for job_id, state in cluster.named(name) if self.plan.resume is not None else []:
+                if state == "RUNNING" and self.executor.allocation is None:
+                    self.executor.allocation = job_id
+                else:
+                    cluster.cancel(job_id, name=name)
+            if self.executor.allocation is not None:
+                return True
+            tasks = self.jobs if self._input_open() else max(1, min(self.jobs, left))
+            job = self.executor.request_allocation(tasks, self.paths.dir / "salloc.log")
         except exc.BackendError as e:
-            self._fail_before_start(f"slurm: cannot allocate the swarm's nodes: {e.message}", e.code, e.code,
-                                    e.message, why="")
+            self._allocation_gave_up(e.code, e.message)
             return False
+        self.events.emit("executor_allocating", job=job, tasks=tasks)
+        self.executor.await_allocation(self.settings.slurm_alloc_wait, AllocationEvents(
+            queued=self._allocation_queued, granted=self._allocation_granted, gave_up=self._allocation_gave_up))
         return True
+
+    def _allocation_queued(self, job: str, reason: str) -> None:
+        self.events.emit("executor_allocation_queued", job=job, reason=reason)
+        self.reporter.notice(f"slurm: the swarm's allocation (job {job}) is queued in Slurm ({reason})")
+
+    def _allocation_granted(self, job: str) -> None:
+        self.events.emit("executor_allocated", job=job)
+
+    def _allocation_gave_up(self, code: str, why: str) -> None:
+        """The allocation cannot be had: the run fails before any task starts (its request
+        is cancelled at the end, with the rest of the run's jobs)."""
+        self._fail_before_start(f"slurm: cannot allocate the swarm's nodes: {why}", code, code, why, why="")
 
     def _open_backend(self) -> bool:
         """Open the backend's session/window. A failure is a warning and the run goes on
@@ -768,6 +790,14 @@ class Supervisor:
         if lg.task.slurm != step:
             lg.task.slurm = step
             self.events.emit("step_state", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, **step)
+
+    def _queued_too_long(self, lg: LiveGen) -> None:
+        """A step waited in Slurm's queue longer than ``--slurm-max-queue``: withdrawn, its
+        task ``cancelled (queued_too_long)``."""
+        limit = self.settings.slurm_max_queue or 0.0
+        self._warn("queued_too_long", f"slurm: the step of task {lg.task.name!r} waited in the queue for more than "
+                                      f"{limit:g}s (--slurm-max-queue); withdrawn", lg.task)
+        self.kill(lg, "queued_too_long")
 
     def _step_gone(self, lg: LiveGen) -> None:
         """Slurm let a generation's step go and its sidecar had its grace: collect it."""
@@ -1212,7 +1242,7 @@ class Supervisor:
         return self._full_seen_at is not None and (started is None or started <= self._full_seen_at)
 
     def _holding_dispatch(self) -> bool:
-        return self.is_stopping() or self.state_dir_full
+        return self.is_stopping() or self.state_dir_full or (self.executor is not None and self.executor.allocating)
 
     def _state_dir_full(self, why: str) -> None:
         """The state directory cannot take a generation's records: no new task starts —

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import getpass
 import re
+import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm.backends import _cmd
@@ -142,15 +145,43 @@ class Slurm:
         ``name``: only if the job still has that name)."""
         self._run(["scancel", *_named(name), job_id], check=False)
 
-    def allocate(self, run_id: str, tasks: int, resources: Mapping[str, Any]) -> str:
-        """One allocation for the whole swarm (``--slurm-alloc``): its job id."""
-        res = self._run(["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name=zsw.{run_id}.alloc",
-                         *resources_.srun_options(resources)])
-        m = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
-        if m is None:
-            raise BackendError(_cmd.EXECUTOR.failed, f"salloc: no job allocation in its answer: "
-                                                       f"{(res.stderr or res.stdout).strip()[:200]}")
-        return m.group(1)
+    def request_allocation(self, run_id: str, tasks: int, resources: Mapping[str, Any],
+                           log: Path) -> tuple[str, subprocess.Popen[bytes]]:
+        """Ask for one allocation for the whole swarm (``--slurm-alloc``): its job id, and the
+        ``salloc --no-shell`` that asked. salloc blocks until Slurm grants it, which on a busy
+        cluster takes as long as it takes: so it runs as a process of its own (its output in
+        ``log``), its job id read from its first line within the call timeout; ``job_state``
+        follows the job, ``cancel`` withdraws it (salloc then exits)."""
+        argv = ["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name=zsw.{run_id}.alloc",
+                *resources_.srun_options(resources)]
+        with open(log, "wb") as out:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env,
+                                        start_new_session=True)  # a Ctrl-C of the terminal is the supervisor's
+            except FileNotFoundError:
+                raise BackendError(_cmd.EXECUTOR.missing, "salloc: not found on PATH") from None
+        deadline = time.monotonic() + self.timeout
+        while (m := re.search(rb"(?:Pending|Granted) job allocation (\d+)", log.read_bytes())) is None:
+            exited = proc.poll() is not None
+            if exited or time.monotonic() > deadline:
+                end_process(proc, wait=0.0)
+                said = log.read_bytes().decode(errors="replace").strip().splitlines()
+                if exited:
+                    raise BackendError(_cmd.EXECUTOR.failed, said[-1] if said else f"salloc: exit {proc.returncode}")
+                raise BackendError(_cmd.EXECUTOR.timeout, f"salloc: no job allocation within {self.timeout:g}s")
+            time.sleep(0.05)
+        return m.group(1).decode(), proc
+
+    def named(self, name: str) -> list[tuple[str, str]]:
+        """Our jobs of that name Slurm lists: (id, state) each."""
+        res = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={name}", "--format=%i|%T"])
+        return [(parts[0], parts[1]) for line in res.lines if len(parts := line.strip().split("|")) == 2]
+
+    def job_state(self, job_id: str) -> tuple[str, str] | None:
+        """A job's state and why it waits (``None`` when it does not), while Slurm lists it."""
+        res = self._run(["squeue", "--noheader", f"--jobs={job_id}", "--format=%T|%r"], check=False)
+        parts = res.stdout.strip().split("|")
+        return (parts[0], parts[1]) if len(parts) == 2 else None
 
     def probe(self, node: str, argv: Sequence[str], *, timeout: float) -> str | None:
         """Run ``argv`` as a step on ``node`` (``doctor``); None when it ran, else why not."""
@@ -182,3 +213,13 @@ def _named(name: str | None) -> list[str]:
     """scancel's filter on the job's name: a controller that restarted and forgot its newest
     jobs issues their ids again, and an id we knew may now be someone else's job."""
     return [f"--name={name}"] if name else []
+
+
+def end_process(proc: subprocess.Popen[bytes], wait: float = 5.0) -> None:
+    """Wait ``wait`` seconds for one of our Slurm clients to exit (a cancelled salloc does),
+    then kill it."""
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
