@@ -263,6 +263,20 @@ def test_slot_view_object_reads_the_run_dir(fake: FakeRun) -> None:
     assert view.frame(60, 12, NOW, color=False, notice=None).done
 
 
+def test_a_compact_workers_stderr_shows_below_its_stdout(fake: FakeRun) -> None:
+    """A headless or compact worker's stderr is kept apart (stderr.log): its slot view shows
+    the stderr's tail under the stdout's, and nothing of stderr when it wrote none."""
+    paths = fake.start(1, 1, "build", at=NOW - 2, output=b"".join(b"step %d\n" % i for i in range(30)))
+    fake.write()
+    view = SlotView(fake.run, 1)
+    assert body_of(view.frame(60, 12, NOW, color=False, notice=None).lines)[-1] == "step 29"
+    paths.stderr.write_bytes(b"a.c:3: error: expected ';'\n\x1b[31mfatal\x1b[0m: 1 error\n")
+    body = body_of(view.frame(60, 12, NOW, color=False, notice=None).lines)
+    assert body[-3:] == ["── stderr " + "─" * 50, "a.c:3: error: expected ';'", "fatal: 1 error"]
+    assert body[-4] == "step 29"  # stdout keeps the rows above, its newest line last
+    assert all(len(line) <= 60 for line in plain(view.frame(60, 12, NOW, color=False, notice=None).lines))
+
+
 # -- board -------------------------------------------------------------------------------
 
 

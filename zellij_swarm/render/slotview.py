@@ -6,6 +6,8 @@ Layout (every line clipped to the pane width)::
     elapsed 1m23s · heartbeat seen, 2s ago · pid 4242
     ── output ─────────────────────────── run running ──
     <the tail of output.log through a pyte screen filling the remaining rows>
+    ── stderr ──────────────────────────────────────────
+    <the tail of stderr.log, when a headless or compact worker wrote to it: up to a third>
 
 The view follows the slot's newest generation directory for output (state.json may lag it by
 ~250 ms) and state.json for the task's identity and recorded status. Elapsed time counts from
@@ -32,6 +34,7 @@ from zellij_swarm.render.screen import TailScreen
 from zellij_swarm.render.text import STATUS_SGR, clip, clock_time, duration, join_parts
 
 Tail = Callable[[int, int], list[str]]
+STDERR_MIN_BODY = 4  # output rows below which a slot view shows stdout alone
 
 
 def _exit_text(code: int | None, signal: str | None) -> str:
@@ -123,13 +126,24 @@ class SlotView:
         self.states = StateReader(run)
         self.gens = GenReader(run)
         self.screen = TailScreen()
+        self.errors = TailScreen()  # a compact worker's stderr, kept apart from its stdout (stderr.log)
 
     def frame(self, cols: int, rows: int, now: float, *, color: bool, notice: str | None) -> Frame:
         state = self.states.load()
         gen = self.gens.newest(self.slot)
 
         def tail(c: int, r: int) -> list[str]:
-            return self.screen.render(gen.paths.output if gen else None, c, r, color=color)
+            if gen is None:
+                return []
+            # The stderr's own rows, as many as it wrote up to a third of the body: a compiler's
+            # error stays in sight under the output it interrupted.
+            err = self.errors.render(gen.paths.stderr, c, r // 3, color=color) if r >= STDERR_MIN_BODY else []
+            while err and not err[-1]:  # a blank row is "" (screen._line_text)
+                err.pop()
+            if not err:
+                return self.screen.render(gen.paths.output, c, r, color=color)
+            return [*self.screen.render(gen.paths.output, c, r - 1 - len(err), color=color),
+                    join_parts([(("── stderr " + "─" * c)[:c], "2")], c, color), *err]
 
         lines = slot_frame(
             self.slot, state, gen, cols=cols, rows=rows, now=now, tail=tail, color=color, notice=notice
