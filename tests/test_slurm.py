@@ -94,7 +94,7 @@ def test_a_mixed_swarm_ends_as_it_does_locally_and_uses_both_nodes(swarm: Swarm,
     report = json.loads(swarm("proof", run.name, "--json").stdout)
     assert report["ok"], report["blockers"]
     assert set(report["nodes"]) == {"n1", "n2"}, report["nodes"]
-    assert queue(cluster) == []
+    assert queue(cluster) == [] and clients(run) == []
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     assert all(e.get("node") in ("n1", "n2") for e in events if e["event"] in ("worker_completed", "worker_failed"))
 

@@ -281,10 +281,13 @@ class SlurmExecutor:
         return procs.wrapper_process(lg.gen) is not None
 
     def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:
-        """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE``."""
+        """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE`` — unless
+        it was withdrawn before its wrapper ran (its claim is ours): no sidecar will come."""
         if lg.collected or lg.gone_seen:
             return
-        if generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE:
+        claim = generation_files.read_claim(lg.gen)
+        withdrawn = claim is not None and claim.by_supervisor and not lg.request.claimed
+        if withdrawn or generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE:
             lg.gone_seen = True
             self.on.gone(lg)
             return
