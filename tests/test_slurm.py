@@ -30,11 +30,23 @@ from zellij_swarm.records.task import Attempt, TaskRecord
 from zellij_swarm.worker import slurm as slurm_cli
 
 
+class SlurmRunning(Running):
+    """``swarmtest.Running`` that also ends the run's srun and salloc processes on the way out
+    (they carry no marker of the run: a test that fails midway must not leave them waiting)."""
+
+    def __exit__(self, *exc_info: object) -> None:
+        super().__exit__(*exc_info)
+        if self.run is not None:
+            for pid in clients(self.run, pids=True):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+
 def headless(swarm: Swarm, file: str, env: dict[str, str], *flags: str) -> Running:
-    """A headless Slurm run of ``file`` in the background (``swarmtest.Running``), killed at
-    once on the way out if it has not ended."""
-    return Running(swarm, file, "--backend", "headless", "--executor", "slurm", "--output", "quiet", *flags,
-                   env=env, settle=0)
+    """A headless Slurm run of ``file`` in the background (``SlurmRunning``), killed at once on
+    the way out if it has not ended."""
+    return SlurmRunning(swarm, file, "--backend", "headless", "--executor", "slurm", "--output", "quiet", *flags,
+                        env=env, settle=0)
 
 
 def queue(env: dict[str, str]) -> list[str]:
@@ -319,15 +331,15 @@ def queued(env: dict[str, str], run: Path) -> list[str]:
     return [q for q in queue(env) if f"zsw.{run.name}." in q and q.endswith("PENDING")]
 
 
-def clients(run: Path) -> list[str]:
-    """The run's srun and salloc processes still alive on this host."""
+def clients(run: Path, *, pids: bool = False) -> list[str]:
+    """The run's srun and salloc processes still alive on this host (their pids with ``pids``)."""
     import psutil
 
     out = []
     for p in psutil.process_iter(["name", "cmdline", "status"]):
         cmd = " ".join(p.info["cmdline"] or [])
         if p.info["name"] in ("srun", "salloc") and f"zsw.{run.name}." in cmd and p.info["status"] != "zombie":
-            out.append(cmd)
+            out.append(str(p.pid) if pids else cmd)
     return out
 
 
