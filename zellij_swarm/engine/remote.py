@@ -12,7 +12,10 @@ wrapper runs as a job step, possibly on another host.
   run's steps are queued or running: a pane's launch-heartbeat deadline starts only once its
   step runs (queued is not missing), and a step that left Slurm's queue without its wrapper's
   exit is collected after ``SIDECAR_GRACE`` — the time a network filesystem may take to show a
-  file written on the node — spent re-reading its sidecar.
+  file written on the node — spent re-reading its sidecar. Left the queue means: not listed
+  *and* no ``srun`` of it runs here any more (a restarted controller forgets jobs whose steps
+  run on). Time in the queue is not charged to its time limits (the supervisor's timers look
+  at its claim); ``--slurm-max-queue`` withdraws a step that waits too long.
 - **Outcome**: the sidecar is the truth. An end it does not explain — no sidecar, or a death by
   signal nobody here asked for — is read from the job's state (``slurm.classify``): its time
   limit is ``timed_out``; a cancel from outside ``cancelled`` (``executor_cancelled``); its node
@@ -21,9 +24,15 @@ wrapper runs as a job step, possibly on another host.
   ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any
   fault). A code the worker exited with stands.
 - **Ending**: ``scancel --signal=TERM`` of the step (the wrapper and worker run their traps), the
-  ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node). ``srun`` itself is
-  never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
+  ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node), each by id and job
+  name (an id issued again is never ours). A step still queued is withdrawn: its claim taken
+  (nothing of it can run any more), then a plain ``scancel`` — or, one waiting inside the
+  allocation where squeue does not list it, SIGTERM to its ``srun``. Otherwise ``srun`` itself
+  is never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
   Slurm no longer lists the step.
+- **The allocation** (``--slurm-alloc``) is asked for by a ``salloc`` of its own and followed
+  in the queue until granted; nothing is dispatched meanwhile (``allocating``). ``close``
+  cancels it, granted or not.
 - **Never run here**: a Slurm generation is never taken over and run on this machine: a pane
   that never reported in runs again as a headless *step*.
 """
