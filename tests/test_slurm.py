@@ -412,6 +412,8 @@ def test_a_busy_cluster_the_allocation_waits_and_queue_limits_give_up(cluster: d
                                            if e["event"] == "executor_allocation_queued"], timeout=60,
                                   what="the allocation said queued")
         assert queued_alloc[0]["reason"] in ("Resources", "Priority"), queued_alloc
+        wait_until(lambda: "is queued in Slurm (" in swarms["alloc"]("status", r["alloc"].run.name).stdout,
+                   timeout=30, what="status saying the allocation is queued")
         assert [e["tasks"] for e in events(r["alloc"].run) if e["event"] == "executor_allocating"] == [2]
         wait_until(lambda: any(e["event"] == "executor_allocation_queued" for e in events(r["alloc-term"].run)),
                    timeout=60, what="the other allocation said queued")

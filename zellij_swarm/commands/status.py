@@ -267,6 +267,8 @@ def header_lines(snap: dict[str, Any], width: int | None) -> list[str]:
     tail = counts_text(snap.get("counts") or {})
     if waiting := len(waiting_tasks(snap)):
         tail += f"; {waiting} waiting for input (status --waiting)"
+    if alloc := snap.get("slurm_allocation"):
+        tail += f"; its allocation (job {alloc['job']}) is queued in Slurm ({alloc['reason']})"
     if width is not None and len(quoting.terminal_text(f"{head}; {tail}")) > width:
         return [head, f"  {tail}"]
     return [f"{head}; {tail}"]

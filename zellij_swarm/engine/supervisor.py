@@ -210,13 +210,16 @@ class Supervisor:
 
     @property
     def dispatching(self) -> dict[str, Any]:
-        """The snapshot's ``paused`` (the run, and groups one by one) and, when the run has
-        groups, ``groups``: each one's jobs and how many of its tasks run."""
+        """The snapshot's ``paused`` (the run, and groups one by one), when the run has
+        groups, ``groups``: each one's jobs and how many of its tasks run, and while its Slurm
+        allocation waits in the queue, ``slurm_allocation`` (``job``, ``reason``)."""
         run_paused, groups_paused = self.ready.paused
         out: dict[str, Any] = {"paused": {"run": run_paused, "groups": groups_paused}}
         if self.groups:
             out["groups"] = [{"name": name, "jobs": jobs, "running": self.ready.out_in(name)}
                              for name, jobs in self.groups.items()]
+        if self.allocation_queued is not None and self.executor is not None and self.executor.allocating:
+            out["slurm_allocation"] = self.allocation_queued  # nothing starts until Slurm grants it
         return out
 
     @property
@@ -410,6 +413,7 @@ class Supervisor:
                                warn=self._warn, released=self._slot_released, delivered=self._delivered,
                                signaller=self.signaller)
         self.executor: SlurmExecutor | None = None
+        self.allocation_queued: dict[str, str] | None = None  # --slurm-alloc: its job, and why Slurm makes it wait
         if self.settings.executor == "slurm":
             stack.callback((slurm_calls := CallRunner("zellij-swarm slurm")).close)
             sel.register(slurm_calls.fileno(), selectors.EVENT_READ, slurm_calls.drain)
@@ -488,6 +492,7 @@ class Supervisor:
         return True
 
     def _allocation_queued(self, job: str, reason: str) -> None:
+        self.allocation_queued = {"job": job, "reason": reason}
         self.events.emit("executor_allocation_queued", job=job, reason=reason)
         self.reporter.notice(f"slurm: the swarm's allocation (job {job}) is queued in Slurm ({reason})")
 
