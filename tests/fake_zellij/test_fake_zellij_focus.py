@@ -190,7 +190,7 @@ def test_focus_actions_in_a_detached_session_change_nothing(fake):
 
 @pytest.mark.parametrize("version", ["0.44.3", "0.45.0"])
 def test_new_pane_takes_focus_unless_no_focus(fake, version):
-    make(fake, version)
+    make(fake, version, attach=True)  # a client's focus: without one it stays (0.45.0, verified)
     run(fake, version, name="plain")
     assert tab(fake, version)["focused_pane"] == named(fake, version)["plain"]["pane_id"]
     if version >= "0.45":
@@ -207,6 +207,18 @@ def test_new_pane_takes_focus_unless_no_focus(fake, version):
     panes = named(fake, version)
     assert panes["plain"]["stacked"] and panes["onplain"]["stacked"]
     assert not panes["board"]["stacked"]
+
+
+@pytest.mark.parametrize("version", ["0.44.3", "0.45.0"])
+def test_without_a_client_a_new_pane_leaves_the_focus_where_it_was(fake, version):
+    """0.45.0 (verified, never attached and after its client detached): a ``run`` with no
+    client goes to the first tab and does not take its focus, split or not."""
+    make(fake, version)
+    focused = tab(fake, version)["focused_pane"]
+    run(fake, version, name="plain")
+    assert fake.run("-s", "s", "run", "--direction", "down", "--name", "below", "--", "/bin/sleep", "60",
+                    version=version).rc == 0
+    assert tab(fake, version)["focused_pane"] == focused
 
 
 @pytest.mark.parametrize("version", ["0.44.3", "0.45.0"])
@@ -243,7 +255,7 @@ def test_closing_a_focused_stack_member_focuses_its_neighbour(fake, version):
 
 @pytest.mark.parametrize("version", ["0.40.1", "0.41.2", "0.44.3", "0.45.0"])
 def test_direction_splits_the_focused_pane(fake, version):
-    make(fake, version)
+    make(fake, version, attach=True)
     r = fake.run("-s", "s", "run", "--direction", "down", "--name", "below", "--",
                  "/bin/sleep", "60", version=version)
     assert r.rc == 0
@@ -295,7 +307,7 @@ def test_dump_layout_is_shaped_like_zellijs(fake, version):
     work = fake.root / "work"
     (work / "sub").mkdir(parents=True)
     layout = DEFAULT_BARS.replace('pane name="main"', f'pane name="main" cwd="{work}"')
-    make(fake, version, layout=layout)
+    make(fake, version, layout=layout, attach=True)
     r = fake.run("-s", "s", "run", "--name", "new", "--cwd", str(work / "sub"), "--",
                  "/bin/sleep", "60", version=version)
     assert r.rc == 0

@@ -954,7 +954,9 @@ class Server:
             return None, None, False
         tab = self.client_tab() if self.clients else None
         if tab is None and ver44:
-            tab = self.tabs[0] if self.tabs else self.new_tab()
+            # no client: the first tab, and the focus stays where it was (0.45.0, verified
+            # after the client detached)
+            return (self.tabs[0] if self.tabs else self.new_tab()), None, False
         return tab, None, not o.get("no_focus")
 
     def act_new_pane(self, req, conn):
