@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from swarmtest import full
+from swarmtest import full, kill_run_processes, wait_until
 from zellijtest import FAST
 
 SWARM = ('[swarm]\njobs = 2\n[[task]]\nname = "ok1"\ncmd = "echo ok1"\n[[task]]\nname = "bad"\ncmd = "exit 3"\n'
@@ -281,3 +281,53 @@ def test_no_active_session_from_a_session_listed_live_is_asked_again(fz, tmp_pat
     with pytest.raises(BackendError) as e:
         z.call("action", "query-tab-names")
     assert e.value.code == "session_missing"
+
+
+AGENTS = "".join(f"[[task]]\nname = \"agent-{i}\"\ncmd = 'read answer; echo \"got $answer\"'\n" for i in (1, 2))
+
+
+@pytest.mark.parametrize("version", ["0.45.0", "0.43.1"])
+def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, version):
+    """Two agents wait for input: from 0.44 the swarm's tab, found by the id it was given
+    when made, is renamed ``swarm:<run> (2 waiting)``, then ``(1 waiting)`` once one is
+    answered (``rename-tab-by-id``); before 0.44 no call names a tab, and none is renamed."""
+    from zellij_swarm import names
+
+    fz.host("host", version, client=True)
+    swarm.write("a.toml", AGENTS)
+    proc = swarm.popen("run", "a.toml", "-j", "2", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=fz.env(version, inside="host", **FAST))
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run").name
+
+        def tabs() -> list[str]:
+            return [t["name"] for t in fz.session(version, "host")["tabs"]]
+
+        def agent_pane(i: int) -> str:
+            return next(p["pane_id"] for t in fz.session(version, "host")["tabs"] for p in t["panes"]
+                        if f"· agent-{i} ·" in p["title"])
+
+        if version >= "0.44":
+            wait_until(lambda: names.tab(run, 2) in tabs(), timeout=20, what="the tab marked 2 waiting")
+            fz.zellij("--session", "host", "action", "write-chars", "--pane-id", agent_pane(1), "yes\n",
+                      version=version)
+            wait_until(lambda: names.tab(run, 1) in tabs(), timeout=20, what="the mark down to 1")
+            fz.zellij("--session", "host", "action", "write-chars", "--pane-id", agent_pane(2), "yes\n",
+                      version=version)
+        else:
+            wait_until(lambda: len([e for e in map(json.loads, (swarm.runs()[0] / "events.jsonl").read_text()
+                                                   .splitlines()) if e["event"] == "worker_waiting_input" and e.get("waiting")]) == 2,
+                       timeout=20, what="both agents waiting")
+            assert tabs() == ["Tab #1", names.tab(run)]
+            assert not [c for c in fz.calls() if c["subcommand"] in ("rename-tab", "rename-tab-by-id")]
+            return
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        renames = [c["argv"][4:] for c in fz.calls() if c["subcommand"] in ("rename-tab", "rename-tab-by-id")]
+        assert [r[1] for r in renames] == [names.tab(run, 1), names.tab(run, 2), names.tab(run, 1), names.tab(run)]
+        assert not [c for c in fz.calls() if c["subcommand"] == "rename-tab"]  # never the focused tab
+    finally:
+        proc.kill()
+        proc.communicate()
+        if swarm.runs():
+            kill_run_processes(swarm.runs()[0].name)

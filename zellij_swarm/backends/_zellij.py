@@ -41,6 +41,7 @@ _SINCE: dict[str, tuple[int, int, int]] = {
     "pane_ids": (0, 44, 0),  # run/new-pane print terminal_N; new-tab prints the tab id
     "pane_id_target": (0, 44, 0),  # --pane-id on close-pane, rename-pane, …
     "list_panes": (0, 44, 0),
+    "rename_tab_by_id": (0, 44, 0),  # action rename-tab-by-id ID NAME (with list-tabs, go-to-tab-by-id)
     "detached_actions": (0, 44, 0),  # run/new-pane place panes in a session with no client
     "monotonic_ids": (0, 44, 0),
     "near_current_pane": (0, 44, 0),  # run/new-pane next to $ZELLIJ_PANE_ID, without focus

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm import quoting
+from zellij_swarm import names, quoting
 from zellij_swarm.backends import _zellij
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
@@ -121,6 +121,8 @@ class ZellijBackend:
         self.known: set[str] = set()  # pane ids we opened
         self.open_panes: dict[str, int] = {}  # our worker panes still open, oldest first -> slot
         self.board_pane: str | None = None
+        self.waiting_gens: set[object] = set()  # our generations whose workers wait for input
+        self.shown_waiting = 0  # the count our tab's name shows
         self.alive = True
         self.closed = False  # close() closed the session, or our tab's panes
 
@@ -273,8 +275,9 @@ class ZellijBackend:
                 mine = [p for p in panes if not p.get("is_plugin") and p.get("title") in names
                         and (self.tab_id is None or p.get("tab_id") == self.tab_id)
                         and f"terminal_{p.get('id')}" not in self.known]
-                if self.tab_id is None and self.mode == "session" and mine:
-                    self.tab_id = mine[0].get("tab_id")
+                if self.tab_id is None and self.mode != "here" and mine and (
+                        self.mode == "session" or mine[0].get("tab_name") == names.tab(self.ctx.run_id)):
+                    self.tab_id = mine[0].get("tab_id")  # new-tab's answer did not say it (contract §6.16)
                 found = {p["title"]: f"terminal_{p['id']}" for p in mine}
                 for name, req in workers.items():
                     beat = None if name in found else generation_files.heartbeat_started(req.gen)
@@ -442,6 +445,7 @@ class ZellijBackend:
             self.open_panes[pane] = req.slot
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        self._mark_waiting(req, False)
         w = self.panes.pop(req.gen.dir)
         if w is None:
             if status == "succeeded":
@@ -461,6 +465,27 @@ class ZellijBackend:
             return
         self._pane_action("rename-pane", "--pane-id", pane_id,
                           self._title(req, "waiting for input" if waiting else "running"))
+        self._mark_waiting(req, waiting)
+
+    def _mark_waiting(self, req: LaunchRequest, waiting: bool) -> None:
+        """Our tab's name says how many of our tasks wait for input — ``swarm:<run> (2 waiting)``
+        (``names.tab``), where the user looks from any tab. It is renamed by the tab id recorded
+        when the tab was made, never by name nor as the focused tab: ``rename-tab-by-id`` (from
+        0.44; an unknown id is a silent no-op, contract §2.16). Before 0.44 no call names a tab,
+        and with ``--here`` the tab is the user's own: it is never renamed (README). A mark is
+        not worth a warning."""
+        if (req.gen.dir in self.waiting_gens) == waiting:
+            return
+        (self.waiting_gens.add if waiting else self.waiting_gens.discard)(req.gen.dir)
+        count = len(self.waiting_gens)
+        if self.tab_id is None or self.mode == "here" or not self.z.has("rename_tab_by_id") \
+                or count == self.shown_waiting:
+            return
+        try:
+            self.z.call("action", "rename-tab-by-id", str(self.tab_id), names.tab(self.ctx.run_id, count))
+        except BackendError:
+            return
+        self.shown_waiting = count
 
     def _pane_action(self, *args: str) -> bool:
         """An action on one of our panes (rename, close). A pane the user closed is no fault:

@@ -938,6 +938,7 @@ ACTIONS = {
     "new-tab": (None, [], None, None),
     "close-tab": ([], [], None, None),
     "rename-tab": ([], [("name", True, False)], None, None),
+    "rename-tab-by-id": ([], [("id", True, False), ("name", True, False)], None, "0.44.0"),
     "go-to-tab-name": ([O("create", "--create", "-c")], [("name", True, False)], None, None),
     "go-to-tab": ([], [("index", True, False)], None, None),
     "focus-next-pane": ([], [], None, None),

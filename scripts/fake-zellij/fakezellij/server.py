@@ -1306,6 +1306,14 @@ class Server:
             t.name = req["opts"]["name"]
         return {}
 
+    def act_rename_tab_by_id(self, req, conn):
+        """An unknown id is a silent no-op, exit 0 (0.45.0, verified); no client needed."""
+        o = req["opts"]
+        t = self.find_tab(int(o["id"])) if str(o["id"]).isdigit() else None
+        if t is not None:
+            t.name = o["name"]
+        return {}
+
     def act_go_to_tab_name(self, req, conn):
         o = req["opts"]
         if not self.clients:
