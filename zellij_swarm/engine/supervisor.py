@@ -479,9 +479,9 @@ class Supervisor:
                     self.executor.allocation = job_id
                 else:
                     cluster.cancel(job_id, name=name)
-            if self.executor.allocation is not None:
-                return True
-            tasks = self.jobs if self._input_open() else max(1, min(self.jobs, left))
+            if self.executor.allocation is not None or not (left or self._input_open()):
+                return True  # adopted, or nothing is left to run in one
+            tasks = self.jobs if self._input_open() else min(self.jobs, left)
             job = self.executor.request_allocation(tasks, self.paths.dir / "salloc.log")
         except exc.BackendError as e:
             self._allocation_gave_up(e.code, e.message)
