@@ -8,7 +8,8 @@ there is to read, and they stop counting against ``keep_failed_panes``.
 Running, held and kept panes all count toward ``max_visible_panes``: before a new pane
 would exceed it, the oldest kept (then held) pane makes room; if none can, the generation
 runs headless. The backend says how to close and release a pane (``P`` is its own record
-of one) and retitles it itself.
+of one) and retitles it itself. A resumed run takes the panes its run left into the same
+lifecycle (``adopt``).
 """
 
 from __future__ import annotations
@@ -78,6 +79,20 @@ class PaneLifecycle(Generic[P]):
             self.kept.append((task, pane))
             while len(self.kept) > self.keep_failed:
                 self._close(self.kept.popleft()[1])
+
+    def adopt(self, key: Hashable, pane: P, task: str, status: str | None) -> None:
+        """A pane a resumed run finds its generation of ``task`` in: running (``status`` None:
+        no outcome recorded yet; ``settle`` follows), or settled as its recorded outcome says —
+        a success without a hold (its supervisor's hold died with it, and the success is no
+        longer news). Adopted in the order the generations ended, so that the oldest kept
+        pane is the first to close."""
+        if status is None:
+            self.running[key] = pane
+        elif status == "succeeded":
+            self.succeeded(task)
+            self._release(pane)
+        else:
+            self.settle(pane, status, task)
 
     def succeeded(self, task: str) -> None:
         """``task`` succeeded (in a pane or not): its earlier attempts' kept panes close."""

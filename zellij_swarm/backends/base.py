@@ -69,6 +69,18 @@ class LaunchRequest:
 
 
 @dataclass(frozen=True)
+class RunPane:
+    """A pane one of a run's generations ran in, as its records say (its launch heartbeat
+    names it): what a resumed run finds again (``backends.resumed``)."""
+
+    req: LaunchRequest
+    pane_id: str
+    # The outcome the run recorded before it was resumed; None while none is (the generation
+    # runs, or ended while no supervisor ran: the resumed one records it and says ``ended``).
+    status: str | None
+
+
+@dataclass(frozen=True)
 class Queued:
     token: str
 

@@ -55,7 +55,15 @@ from typing import Any
 from zellij_swarm import names, quoting
 from zellij_swarm.backends import _cmd
 from zellij_swarm.backends._lifecycle import PaneLifecycle
-from zellij_swarm.backends.base import WHERE_PANES_ARE, LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.backends.base import (
+    WHERE_PANES_ARE,
+    LaunchFailed,
+    LaunchRequest,
+    PaneOpened,
+    PaneResult,
+    RunContext,
+    RunPane,
+)
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
@@ -180,6 +188,58 @@ class TmuxBackend:
         ctx.notice(WHERE_PANES_ARE.format("tmux"))
         if not self.live:
             self._open_renderers(min(ctx.settings.jobs, self.panes.cap))
+
+    # ----- a resumed run's: the windows its run left, found again (SPEC §8 resume) ----------
+
+    @classmethod
+    def at(cls, place: Mapping[str, Any], env: Mapping[str, str], *, close_session: bool) -> TmuxBackend:
+        """The backend of a resumed run whose panes are where its snapshot recorded them
+        (``place``, as ``place()`` gave it): its server's socket and its session. No call is made
+        here (``session_alive`` asks the server), and nothing is ever opened (``adopt``)."""
+        backend = cls(env, inside=False, close_session=close_session)
+        backend.socket = backend.socket_path = str(place["socket"])
+        backend.session_id, backend.session_name = str(place["session_id"]), str(place["session"])
+        backend.created_session = place.get("created_session") is True
+        backend.started = True
+        return backend
+
+    def adopt(self, ctx: RunContext, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
+        """Find the run's windows again (those of ``place`` that still carry its ``@zsw_run``)
+        and take the panes of its generations they hold into the pane lifecycle: running ones
+        titled ``running`` and no window marked waiting (the input watch marks them again),
+        ended ones closed or kept as their outcome says. ``BackendError`` when the session or
+        every window is gone."""
+        self.ctx = ctx
+        self.live = ctx.settings.ui == "live"
+        self.panes = PaneLifecycle.for_run(ctx, close=self._kill_pane)
+        if not self.session_alive():
+            raise BackendError("session_missing", f"tmux: the run's session {self.session_name!r} is gone")
+        for i, window in enumerate(str(w) for w in place.get("windows") or []):
+            res = self._tmux("list-panes", "-t", window, "-F", "#{pane_id}\t#{@zsw_short}\t#{window_name}\t"
+                             f"#{{{names.RUN_OPTION}}}", check=False)
+            rows = [line.split("\t", 3) for line in res.lines]
+            if res.returncode != 0 or not rows or rows[0][3] != ctx.run_id:
+                continue  # closed, or another window under a recycled id (a new server)
+            shown = names.parse(rows[0][2], [ctx.run_id])
+            overflow = shown.overflow if shown else i + 1 if i else None  # a name the user changed: by place
+            w = _Window(window, names.window(ctx.run_id, overflow), capacity=0,
+                        panes={row[0] for row in rows}, shown_waiting=shown.waiting if shown else 0)
+            self.windows.append(w)
+            self.board_pane = self.board_pane or next((row[0] for row in rows if row[1]), "")
+        if not self.windows:
+            raise BackendError("tab_gone", f"tmux: the run's windows in session {self.session_name!r} are gone")
+        listed = set().union(*(w.panes for w in self.windows))
+        running = {}
+        for p in panes:
+            if p.pane_id in listed:
+                self.panes.adopt(p.pane_id, p.pane_id, p.req.task_name, p.status)
+                if p.status is None:
+                    running[p.pane_id] = p.req.title("running")
+        try:
+            self._set_titles(running)
+            self._show_waiting()
+        except BackendError:
+            pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
 
     def _add_window(self, window_id: str, name: str) -> _Window:
         size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
@@ -334,15 +394,19 @@ class TmuxBackend:
             return
         (self.waiting_panes.add if waiting else self.waiting_panes.discard)(pane_id)
         try:
-            for i, w in enumerate(self.windows):
-                count = len(self.waiting_panes) if i == 0 else len(w.panes & self.waiting_panes)
-                if count != w.shown_waiting:
-                    self._tmux("rename-window", "-t", w.id, quoting.tmux_expanded(names.marked(w.name, count)))
-                    w.shown_waiting = count
+            self._show_waiting()
             if waiting:
                 self._ring()
         except BackendError:
             pass  # a mark is not worth a warning; a server that is gone is noticed elsewhere
+
+    def _show_waiting(self) -> None:
+        """Each window's name with the count it should show, where it shows another."""
+        for i, w in enumerate(self.windows):
+            count = len(self.waiting_panes) if i == 0 else len(w.panes & self.waiting_panes)
+            if count != w.shown_waiting:
+                self._tmux("rename-window", "-t", w.id, quoting.tmux_expanded(names.marked(w.name, count)))
+                w.shown_waiting = count
 
     def _ring(self) -> None:
         """A BEL on the board's terminal: tmux sets the bell flag of its window."""

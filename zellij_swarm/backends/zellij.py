@@ -44,10 +44,12 @@ the worker's exact status.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +58,15 @@ from zellij_swarm.backends import _zellij
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends._zellij import Zellij
-from zellij_swarm.backends.base import WHERE_PANES_ARE, LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
+from zellij_swarm.backends.base import (
+    WHERE_PANES_ARE,
+    LaunchFailed,
+    LaunchRequest,
+    PaneOpened,
+    PaneResult,
+    RunContext,
+    RunPane,
+)
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
@@ -74,6 +84,7 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + f' --record "$_zsw_d/{RELAY_RECORD}" "$_zsw_d/output.log"'
 RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
 _FOREVER = "2147483647"
+_SLOT_VIEW = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 
 
 def _pre44_hold(hold: float, run_id: str) -> str:
@@ -172,6 +183,61 @@ class ZellijBackend:
                                             after_runner=RELAY_END, hold=_pre44_hold(s.pane_hold, ctx.run_id))
         if not self.live:
             self._start([])
+
+    # ----- a resumed run's: the panes its run left, found again (SPEC §8 resume) ----------
+
+    @classmethod
+    def at(cls, place: Mapping[str, Any], env: Mapping[str, str], *, close_session: bool) -> ZellijBackend:
+        """The backend of a resumed run whose panes are in the session (and tab) its snapshot
+        recorded (``place``, as ``place()`` gave it). No call is made here (``session_alive``
+        asks), and nothing is ever opened (``adopt``)."""
+        backend = cls(env, close_session=close_session, here=place.get("tab") is None)
+        backend.z.session = str(place["session"])
+        backend.created_session = place.get("created_session") is True
+        backend.mode = "session" if backend.created_session else "here" if backend.here else "tab"
+        backend.started = True
+        return backend
+
+    def adopt(self, ctx: RunContext, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
+        """Find the run's panes again — from 0.44 those Zellij lists in its tab: the board, the
+        slot views, its generations' by id; before, nothing lists them, and the records' are
+        taken as they are — and take its generations' into the pane lifecycle: running ones
+        titled ``running`` (the input watch marks them again), ended ones closed or kept as
+        their outcome says. ``BackendError`` when the session, or every pane of the run, is gone."""
+        self.ctx = ctx
+        self.panes = PaneLifecycle.for_run(ctx, close=self._close, release=self._release)
+        self.z.version()
+        if not self.session_alive():
+            raise BackendError("session_missing", f"zellij: the run's session {self.z.session!r} is gone")
+        listed = self.z.list_panes() if self.z.has("list_panes") else None
+        board = f"zellij-swarm {ctx.run_id} · board"
+        ids = {p.pane_id for p in panes}
+        tabs = {id(p): names.parse(str(p.get("tab_name") or ""), [ctx.run_id]) for p in listed or []}
+        ours = [p for p in listed or [] if not p.get("is_plugin") and (self.mode == "here" or (
+            (tab := tabs[id(p)]) is not None and tab.kind == ":"))]
+        titles = {f"terminal_{p.get('id')}": str(p.get("title")) for p in ours}
+        self.known = {pane for pane, title in titles.items() if pane in ids or title == board
+                      or _SLOT_VIEW.fullmatch(title)} if listed is not None else ids
+        if not self.known:
+            raise _tab_gone(self.z.session)
+        self.board_pane = next((pane for pane in self.known if titles.get(pane) == board), None)
+        if self.mode != "here" and ours and (tab := tabs[id(ours[0])]) is not None:
+            # its name may still count the waiting of the supervisor that died: none is known
+            # to wait until the input watch says so again
+            self.tab_id, self.shown_waiting = ours[0].get("tab_id"), tab.waiting
+            if tab.waiting and self.z.has("rename_tab_by_id"):
+                with contextlib.suppress(BackendError):
+                    self.z.call("action", "rename-tab-by-id", str(self.tab_id), names.tab(ctx.run_id))
+                    self.shown_waiting = 0
+        for p in panes:
+            if p.pane_id not in self.known:
+                continue  # closed by hand: its generation's end is its task's alone
+            self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
+            running = self._title(p.req, "running")
+            if p.status is None:
+                self.open_panes[p.pane_id] = p.req.slot
+                if titles.get(p.pane_id, running) != running and self.z.has("pane_id_target"):
+                    self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
 
     def _no_client(self, own: bool, version: str) -> tuple[str, str] | None:
         """Before 0.44 ``run`` places no pane in a session without a client: why live mode

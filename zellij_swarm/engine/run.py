@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from zellij_swarm import exc
-from zellij_swarm.backends import leftovers
-from zellij_swarm.backends.base import Backend
+from zellij_swarm.backends import leftovers, resumed
+from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
 from zellij_swarm.commands import junit
@@ -23,7 +23,7 @@ from zellij_swarm.config import slurm as slurm_config
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
-from zellij_swarm.engine.resume import load, resolved_settings
+from zellij_swarm.engine.resume import Recovered, load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.engine.supervisor import Reporter, RunPlan, Supervisor
 from zellij_swarm.records import log as records
@@ -134,8 +134,8 @@ class _NamedRun(Supervisor):
 def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False,
            handle_signals: bool = True) -> Outcome:
     """Continue an interrupted run. Adopted workers keep running where they are (a pane's
-    wrapper is followed in its pane); new generations run headless. ``handle_signals`` as
-    for ``execute``."""
+    wrapper is followed in its pane, which lives on as in a live run: ``backends.resumed``);
+    new generations run headless. ``handle_signals`` as for ``execute``."""
     rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
     rec = load(run)
     resolved = resolved_settings(rec.meta)
@@ -143,19 +143,40 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
     reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
     outputs = Outputs.load(run)
-    place = views.load_status(run, rows=False).get("multiplexer")  # where its panes were; a resumed run has none
+    place = views.load_status(run, rows=False).get("multiplexer")  # where its panes are
+    close_session = outputs.close_session or _truthy(rec.env.get("CI"))
+    backend = resumed.backend_for(place, rec.env, _run_panes(rec, resolved), close_session=close_session)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
-                   cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason="resumed: headless",
+                   cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv),
+                   backend_reason="resumed: its panes followed where they are, new generations headless",
                    resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
                    joblog=_continued_joblog(outputs))
     if rec.meta.get("streamed") and not _input_ended(run):
         print(f"zellij-swarm: run {run.run_id} was reading its tasks from standard input when it stopped: it goes on "
               f"with the {len(rec.specs)} it read; the rest of that input was never read", file=sys.stderr)
-    outcome = _supervise(Supervisor(plan, HeadlessBackend(), reporter, handle_signals=handle_signals), outputs.junit)
-    if outcome.snapshot["state"] != "interrupted" and (outputs.close_session or _truthy(rec.env.get("CI"))):
+    outcome = _supervise(Supervisor(plan, backend, reporter, handle_signals=handle_signals), outputs.junit)
+    if outcome.snapshot["state"] != "interrupted" and close_session:
         _close_session(run.run_id, place, rec.env)
     return outcome
+
+
+def _run_panes(rec: Recovered, resolved: Resolved) -> list[RunPane]:
+    """The panes the run's generations ran in (their launch heartbeats name them), in the order
+    they ended: those whose end was recorded first, by its time, then the others."""
+    specs = {f"t{n}": spec for n, spec in enumerate(rec.specs, 1)}  # task ids, as the supervisor gives them
+    panes = []
+    for gs in rec.gens:
+        spec = specs.get(gs.task_id)
+        if gs.pane_id is None or spec is None:
+            continue
+        retries = spec.retries if spec.retries is not None else resolved.retries
+        req = LaunchRequest(gs.gen, gs.gen.slot, spec.name, pane=True, attempt=gs.attempt, attempts=retries + 1)
+        status = gs.recorded.get("status") if gs.recorded is not None else None
+        status = status if isinstance(status, str) else None
+        ended = gs.exit.ended_at if gs.exit is not None else None
+        panes.append((status is None, ended or 0.0, RunPane(req, gs.pane_id, status)))
+    return [pane for *_, pane in sorted(panes, key=lambda p: p[:2])]
 
 
 def _input_ended(run: RunPaths) -> bool:
@@ -164,9 +185,10 @@ def _input_ended(run: RunPaths) -> bool:
 
 
 def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:
-    """``--close-session`` (or ``CI``) at the end of a resumed run, which has no backend of
-    its own: what the run left in its multiplexer goes, found as ``prune`` finds it — its
-    ``swarm-<run-id>`` session, windows and tabs, and the session it created under a name."""
+    """``--close-session`` (or ``CI``) at the end of a resumed run: what the run left in its
+    multiplexer and its backend did not close (its place found gone, a window the snapshot did
+    not record yet) goes, found as ``prune`` finds it — its ``swarm-<run-id>`` session,
+    windows and tabs, and the session it created under a name."""
     named = []
     if isinstance(place, dict) and place.get("created_session") is True and isinstance(place.get("session"), str):
         session_id = place.get("session_id")

@@ -3,8 +3,9 @@
 - ``progress``: one line on stderr, redrawn in place on a terminal (``progress_line``);
   elsewhere one line per finished task. Headless, with stdout a terminal, each task's output
   is copied to stdout in one piece as it ends (as ``group`` does); with panes the panes show
-  it, and the end-of-run line says how to read any task's output. A task that did not
-  succeed gets a ``zellij-swarm logs RUN TASK`` hint.
+  it, and the end-of-run line says how to read any task's output (``zellij-swarm logs RUN
+  TASK``: a resumed run is not always the newest). A task that did not succeed gets a
+  ``zellij-swarm logs RUN TASK`` hint.
 - ``group``: each task's output copied in one piece when it finishes (as GNU parallel's
   ``--group``): the worker's stdout to stdout, its stderr to stderr (a pane's one terminal:
   both in stdout); its status line on stderr.
@@ -306,7 +307,7 @@ class ConsoleReporter:
         if snapshot["state"] == "interrupted":
             self._say(f"zellij-swarm: workers keep running; continue with: zellij-swarm resume {run_id}")
         elif not self.copies_output:  # the output was in panes, or only in the logs
-            self._say("zellij-swarm: read any task's output with: zellij-swarm logs TASK")
+            self._say(f"zellij-swarm: read any task's output with: zellij-swarm logs {run_id} TASK")
 
     def _clear_line(self) -> None:
         if self._line_shown:

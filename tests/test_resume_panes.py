@@ -1,0 +1,431 @@
+"""``resume`` follows the panes its run left (SPEC §8 ``resume``, issue 21 §3.7): the
+generations it adopts in panes end there as in a live run — retitled with their outcome, a
+success closed after the hold, failures kept up to ``--keep-failed-panes`` — nothing new is
+opened (new generations run headless), and at the run's end what stays is what the policy
+keeps. A place that is gone (the server killed) makes it headless with one warning; a pane
+closed by hand is that task's end, not the run's.
+
+The supervisor is killed (-9) while four tasks wait at their gates in panes; ``go`` lets two of
+them end while no supervisor runs, ``go2`` the two others once the resumed one follows them.
+What is asserted is the multiplexer's own view of the panes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from swarmtest import Swarm, full, kill_run_processes, run_processes, wait_until
+from tmuxtest import Tmux, outside_env
+from zellijtest import FAST
+
+GATED = """
+[swarm]
+jobs = 4
+[[task]]
+name = "ok"
+cmd = "until [ -e go ]; do sleep 0.05; done; echo ok"
+[[task]]
+name = "bad"
+cmd = "until [ -e go ]; do sleep 0.05; done; echo bad; exit 3"
+[[task]]
+name = "late"
+cmd = "until [ -e go2 ]; do sleep 0.05; done; echo late"
+[[task]]
+name = "late-bad"
+cmd = "until [ -e go2 ]; do sleep 0.05; done; echo late-bad; exit 4"
+[[task]]
+name = "new"
+cmd = "echo new"
+after = ["ok"]
+"""
+
+Panes = Callable[[], dict[str, str]]  # the run's panes as the multiplexer lists them: pane id -> title
+
+
+def status(swarm: Swarm, run: Path) -> dict:
+    return json.loads(swarm("status", "--json", run.name).stdout)
+
+
+def events(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+
+
+def exits(run: Path) -> int:
+    return len(list(run.glob("slots/slot-*/gen-*/exit")))
+
+
+def tmux_panes(t: Tmux) -> Panes:
+    return lambda: {pane: row["title"] for pane, row in t.panes().items()}
+
+
+class Killed:
+    """The gated swarm run live, its supervisor killed (-9) while all four gated tasks run in
+    panes (``panes``: their ids by task), ``go`` opened and their ends recorded meanwhile."""
+
+    def __init__(self, swarm: Swarm, env: dict[str, str], args: tuple[str, ...], view: Panes) -> None:
+        self.swarm, self.env, self.view = swarm, env, view
+        swarm.write("s.toml", GATED)
+        proc = swarm.popen("run", "s.toml", *args, "--keep-failed-panes", "1", "--output", "group", env=env)
+        self.run: Path = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        try:
+            rows = wait_until(lambda: (t := {r["name"]: r for r in status(swarm, self.run)["tasks"]}) and all(
+                t[n]["status"] == "running" and t[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")) and t,
+                             timeout=60, what="four tasks running in panes")
+            self.panes: dict[str, str] = {n: rows[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")}
+            self.slots: dict[str, int] = {n: rows[n]["slot"] for n in self.panes}
+            wait_until(lambda: set(self.panes.values()) <= set(view()), timeout=30, what="the panes listed")
+            self.before = set(view())
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def title(self, task: str, state: str) -> str:
+        return f"slot {self.slots[task]} · {task} · {state}"
+
+    def resume(self) -> subprocess.Popen:
+        return self.swarm.popen("resume", self.run.name, "--output", "group", env=self.env)
+
+    def adopted(self) -> bool:
+        return any(e["event"] == "worker_adopted" for e in events(self.run))
+
+    def close(self, proc: subprocess.Popen | None) -> None:
+        for gate in ("go", "go2"):
+            (self.swarm.cwd / gate).touch()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(self.run.name)
+
+
+def follow_through(swarm: Swarm, killed: Killed, *, retitled: bool) -> str:
+    """Resume a ``Killed`` run with ``go`` open: the panes of its ended tasks settle as their
+    ends say (``retitled``: the multiplexer can rename a pane), then ``go2`` ends the rest under
+    the resumed supervisor. Returns its stderr, having asserted what every multiplexer shows."""
+    run, panes, view = killed.run, killed.panes, killed.view
+    (swarm.cwd / "go").touch()
+    wait_until(lambda: exits(run) == 2, what="ok and bad ended while no supervisor ran")
+    proc = killed.resume()
+    try:
+        wait_until(killed.adopted, what="the resumed supervisor adopted the late ones")
+        # the success that ended meanwhile closes; the failure is kept, retitled with its exit
+        bad = killed.title("bad", "failed (exit 3)" if retitled else "running")
+        wait_until(lambda: panes["ok"] not in view() and view().get(panes["bad"]) == bad, timeout=30,
+                   what=f"ok's pane closed, bad's titled {bad!r}: {view()}")
+        (swarm.cwd / "go2").touch()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, err
+    finally:
+        killed.close(proc)
+    rows = swarm.tasks(run)
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "ok": "succeeded", "bad": "failed", "late": "succeeded", "late-bad": "failed", "new": "succeeded"}
+    assert rows["new"]["pane_id"] is None, "a new generation of a resumed run runs headless"
+    # --keep-failed-panes 1: late-bad's failure closed bad's kept pane; late's success closed after the hold
+    late_bad = killed.title("late-bad", "failed (exit 4)" if retitled else "running")
+    left = wait_until(lambda: (v := view()) and panes["late"] not in v and panes["bad"] not in v and v,
+                      timeout=30, what="the held and the surplus kept panes closed")
+    assert left.get(panes["late-bad"]) == late_bad, left
+    assert set(left) <= killed.before, "nothing new was opened"
+    assert "bad: failed (exit 3" in err and f"— zellij-swarm logs {run.name} bad" in err, err
+    assert run_processes(run.name) == []
+    return err
+
+
+# ----- tmux: a real server on a private socket ---------------------------------------------------
+
+tmux_needed = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup)")
+
+
+@tmux_needed
+def test_tmux_resume_settles_the_adopted_panes(swarm, tmux):
+    env = outside_env(tmux)
+    view = tmux_panes(tmux)
+    killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
+    err = follow_through(swarm, killed, retitled=True)
+    board = [title for title in view().values() if title.endswith("· board")]
+    assert board == [f"zellij-swarm {killed.run.name} · board"]
+    assert set(view()) == {next(p for p, t in view().items() if t.endswith("· board")), killed.panes["late-bad"]}
+    # the session the run created stays, and the end says how to close it
+    assert f"tmux session 'swarm-{killed.run.name}' stays: close it with" in err, err
+    assert "warning" not in err, err
+
+
+@tmux_needed
+def test_tmux_resume_after_the_server_was_killed_runs_headless_with_one_warning(swarm, tmux):
+    """The session went, and took its panes' workers with it: they are lost (not cancelled)
+    and run again headless, without using an attempt."""
+    env = outside_env(tmux)
+    killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), tmux_panes(tmux))
+    tmux("kill-server")
+    wait_until(lambda: exits(killed.run) == 4, what="the four workers hung up")
+    (swarm.cwd / "go").touch()
+    (swarm.cwd / "go2").touch()
+    proc = killed.resume()
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        killed.close(proc)
+    assert proc.returncode == 1, err
+    rows = swarm.tasks(killed.run)
+    assert {n: (r["status"], r["attempts"]) for n, r in rows.items()} == {
+        "ok": ("succeeded", 1), "bad": ("failed", 1), "late": ("succeeded", 1), "late-bad": ("failed", 1),
+        "new": ("succeeded", 1)}
+    assert all(r["pane_id"] is None for r in rows.values()), "all ran again headless"
+    lost = [a["reason"] for r in rows.values() for a in r["history"] if a["status"] == "lost"]
+    assert lost == ["multiplexer_lost"] * 4
+    said = [ln for ln in err.splitlines() if "session_missing" in ln]
+    assert len(said) == 1 and "headless" in said[0], err
+    assert run_processes(killed.run.name) == []
+
+
+@tmux_needed
+def test_tmux_a_pane_closed_by_hand_before_resume_is_that_task_alone(swarm, tmux):
+    env = outside_env(tmux)
+    view = tmux_panes(tmux)
+    killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
+    tmux("kill-pane", "-t", killed.panes["late"])
+    proc = None
+    try:
+        wait_until(lambda: exits(killed.run) == 1, what="late's end recorded")
+        proc = killed.resume()
+        wait_until(killed.adopted, what="the others adopted")
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: view().get(killed.panes["bad"]) == killed.title("bad", "failed (exit 3)"),
+                   what="bad ended under the resumed supervisor")
+        (swarm.cwd / "go2").touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        killed.close(proc)
+    assert proc.returncode == 1, err
+    rows = swarm.tasks(killed.run)
+    assert (rows["late"]["status"], rows["late"]["reason"]) == ("cancelled", "pane_closed")
+    assert "warning" not in err, err
+    left = view()
+    assert killed.panes["late"] not in left and killed.panes["ok"] not in left and killed.panes["bad"] not in left
+    assert left[killed.panes["late-bad"]] == killed.title("late-bad", "failed (exit 4)")
+
+
+@tmux_needed
+def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
+    """The resumed supervisor marks an adopted worker waiting for input (its title and its
+    window's name) and takes the mark away when it reads."""
+    swarm.write("w.toml", '[swarm]\njobs = 1\n[[task]]\nname = "ask"\n'
+                          "cmd = 'read a; until [ -e go ]; do sleep 0.05; done; read b; echo $a$b'\n")
+    env = outside_env(tmux)
+    proc = swarm.popen("run", "w.toml", "--backend", "tmux", "--ui", "live", "--output", "group", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    window = f"swarm-{run.name}"
+
+    def shown() -> tuple[str, list[str]]:
+        return tmux_panes(tmux)().get(pane, ""), tmux("list-windows", "-a", "-F", "#{window_name}").splitlines()
+
+    def marks_since_resume() -> list[bool]:
+        evs = events(run)
+        resumed = max(i for i, e in enumerate(evs) if e["event"] == "run_resumed")
+        return [e["waiting"] for e in evs[resumed:] if e["event"] == "worker_waiting_input"]
+
+    try:
+        pane = wait_until(lambda: (t := status(swarm, run)["tasks"][0])["pane_id"] and t["waiting_input"] and
+                          t["pane_id"], timeout=60, what="ask waiting in its pane")
+        proc.kill()
+        proc.wait(timeout=10)
+        proc = swarm.popen("resume", run.name, "--output", "group", env=env)
+        wait_until(lambda: any(e["event"] == "run_resumed" for e in events(run)) and marks_since_resume() == [True],
+                   timeout=30, what="the resumed supervisor saw it waiting")
+        waiting = ("slot 1 · ask · waiting for input", [f"{window} (1 waiting)"])
+        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting: {shown()}")
+        tmux("send-keys", "-t", pane, "x", "Enter")
+        wait_until(lambda: shown() == ("slot 1 · ask · running", [window]), timeout=30,
+                   what=f"the mark taken away: {shown()}")
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting again: {shown()}")
+        tmux("send-keys", "-t", pane, "y", "Enter")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)
+    assert swarm.tasks(run)["ask"]["status"] == "succeeded"
+    wait_until(lambda: pane not in tmux_panes(tmux)(), timeout=30, what="its pane closed after the hold")
+
+
+# ----- Zellij: the fake (0.45.0 with pane ids, 0.43.1 without), then the real 0.45.0 ------------
+
+def fake_panes(fz, version: str, run_id: str, session: str) -> Panes:
+    def view() -> dict[str, str]:
+        try:
+            tab = fz.tab(version, run_id, session)
+        except AssertionError:  # the tab went with its last pane
+            return {}
+        return {p["pane_id"]: p["title"] for p in tab["panes"]}
+    return view
+
+
+@pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
+def test_zellij_resume_settles_the_adopted_panes(swarm, fz, version):
+    env = fz.env(version, **FAST)
+
+    def view() -> dict[str, str]:
+        runs = swarm.runs()
+        return fake_panes(fz, version, runs[0].name, f"swarm-{runs[0].name}")() if runs else {}
+
+    killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
+    before = len([c for c in fz.calls() if c["subcommand"] in ("run", "new-pane", "new-tab")])
+    follow_through(swarm, killed, retitled=True)
+    assert len([c for c in fz.calls() if c["subcommand"] in ("run", "new-pane", "new-tab")]) == before
+    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+                                              killed.title("late-bad", "failed (exit 4)")])
+
+
+def test_zellij_before_044_resume_ends_the_holds_the_policy_lets_go(swarm, fz):
+    """Before 0.44 a pane keeps the title it was made with and is held by its wrapper: a
+    success's hold ends by itself, a surplus failure's is ended by the resumed supervisor."""
+    version = "0.43.1"
+    fz.host("host", version, client=True)
+    env = fz.env(version, inside="host", **FAST)
+
+    def view() -> dict[str, str]:
+        runs = swarm.runs()
+        return fake_panes(fz, version, runs[0].name, "host")() if runs else {}
+
+    killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
+    follow_through(swarm, killed, retitled=False)
+    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+                                              killed.title("late-bad", "running")])
+
+
+def test_real_zellij_resume_settles_the_adopted_panes(swarm, rz):
+    env = rz.env(**FAST)
+
+    def view() -> dict[str, str]:
+        runs = swarm.runs()
+        if not runs or f"swarm-{runs[0].name}" not in rz.session_names():
+            return {}
+        return {f"terminal_{p['id']}": p["title"] for p in rz.panes(f"swarm-{runs[0].name}")
+                if not p["is_plugin"] and p.get("tab_name") == f"swarm:{runs[0].name}"}
+
+    killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
+    follow_through(swarm, killed, retitled=True)
+    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+                                              killed.title("late-bad", "failed (exit 4)")])
+
+
+# ----- in process: the lifecycle of adopted panes, and a resumed backend's order of calls --------
+
+def test_adopted_panes_settle_as_their_recorded_outcomes_say():
+    """Adopted in the order their generations ended: a success closes at once (its hold died
+    with its supervisor) and lets its task's earlier failures go; failures are kept up to
+    keep_failed, the oldest closing first; a running one waits for its end."""
+    from zellij_swarm.backends._lifecycle import PaneLifecycle
+
+    closed: list[str] = []
+    life: PaneLifecycle[str] = PaneLifecycle(cap=16, keep_failed=2, hold=5.0, schedule=lambda d, f: None,
+                                             close=closed.append)
+    for pane, task, status in [("%1", "a", "failed"), ("%2", "b", "failed"), ("%3", "a", "succeeded"),
+                               ("%4", "c", "failed"), ("%5", "d", "failed"), ("%6", "e", "cancelled"),
+                               ("%7", "f", None)]:
+        life.adopt(pane, pane, task, status)
+    assert closed == ["%1", "%3", "%2", "%6"]
+    assert [pane for _, pane in life.kept] == ["%4", "%5"] and life.running == {"%7": "%7"}
+
+
+class _Live:
+    """A stand-in live backend: what it was asked, in order."""
+
+    name = "tmux"
+
+    def __init__(self, gone: Exception | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.gone = gone
+
+    def adopt(self, ctx, place, panes) -> None:
+        self.calls.append(("adopt", [p.pane_id for p in panes]))
+        if self.gone is not None:
+            raise self.gone
+
+    def ended(self, req, pane_id, status, label) -> None:
+        self.calls.append(("ended", pane_id, status))
+
+    def session_alive(self) -> bool:
+        self.calls.append(("session_alive",))
+        return self.gone is None
+
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
+        self.calls.append(("close", cancelled, failed))
+
+    def leftover_hint(self) -> str | None:
+        return "the window stays"
+
+
+def _resumed(tmp_path: Path, live: _Live):
+    from zellij_swarm.backends.base import LaunchRequest, RunContext, RunPane
+    from zellij_swarm.backends.resumed import ResumedBackend
+    from zellij_swarm.config import settings
+    from zellij_swarm.records.rundir import RunPaths
+
+    paths = RunPaths(tmp_path / "20260101-000000-abcdef")
+    req = LaunchRequest(paths.gen(1, 1), 1, "a", pane=True)
+    warnings: list[tuple[str, str]] = []
+    ctx = RunContext(paths=paths, run_id=paths.run_id, settings=settings.resolve({"ui": "live"}, {}),
+                     schedule=lambda d, f: None, warn=lambda c, m: warnings.append((c, m)), notice=lambda t: None,
+                     renderer_argv=lambda *a: [])
+    backend = ResumedBackend(live, {"backend": "tmux", "socket": "/s", "session": "s", "session_id": "$0"},
+                             [RunPane(req, "%1", None)])
+    return backend, req, ctx, warnings
+
+
+def test_ends_told_before_the_backend_opens_are_settled_once_its_panes_are_adopted(tmp_path):
+    """resume records the ends that happened while no supervisor ran before it opens its
+    backend: they wait for the adoption; whether the session lives is answered at once."""
+    live = _Live()
+    backend, req, ctx, warnings = _resumed(tmp_path, live)
+    backend.ended(req, "%1", "succeeded", "ok")
+    assert backend.session_alive() is True
+    assert live.calls == [("session_alive",)]
+    backend.open(ctx)
+    assert live.calls[1:] == [("adopt", ["%1"]), ("ended", "%1", "succeeded")]
+    assert backend.shows(1) is False and backend.pane_mode(1) is None  # new generations run headless
+    backend.close(cancelled=False, failed=False)
+    assert live.calls[-1] == ("close", False, False) and backend.leftover_hint() == "the window stays"
+    assert backend.name == "tmux" and warnings == []
+
+
+def test_a_place_found_gone_leaves_the_run_headless_with_one_warning(tmp_path):
+    from zellij_swarm.exc import BackendError
+
+    live = _Live(gone=BackendError("session_missing", "tmux: the run's session 's' is gone"))
+    backend, req, ctx, warnings = _resumed(tmp_path, live)
+    backend.ended(req, "%1", "failed", "failed (exit 3)")
+    backend.open(ctx)
+    backend.close(cancelled=False)
+    assert live.calls == [("adopt", ["%1"])]  # nothing more is asked of a place that is gone
+    assert warnings == [("session_missing", "tmux: the run's session 's' is gone; the run goes on headless, its "
+                                            "panes no longer followed")]
+    assert backend.name == "headless" and backend.leftover_hint() is None
+    assert backend.session_alive() is False
+    assert backend.place() == {"backend": "tmux", "socket": "/s", "session": "s", "session_id": "$0"}
+
+
+def test_the_end_of_run_line_names_the_run_whose_logs_it_means():
+    """A resumed run is not always the newest, which ``logs TASK`` would take."""
+    import io
+
+    from zellij_swarm.render.console import ConsoleReporter
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    reporter = ConsoleReporter("progress", out=io.BytesIO(), err=err, run_id="20260101-000000-abcdef")
+    reporter.finished({"run_id": "20260101-000000-abcdef", "state": "finished", "counts": {"succeeded": 2},
+                       "metrics": {"wall_time_ms": 1500}}, 0)
+    assert err.getvalue().splitlines()[-1] == \
+        "zellij-swarm: read any task's output with: zellij-swarm logs 20260101-000000-abcdef TASK"

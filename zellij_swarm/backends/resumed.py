@@ -1,0 +1,127 @@
+"""A resumed run's backend (SPEC §8 ``resume``): its new generations run headless, and the
+panes its run left are followed where they are.
+
+The run's snapshot recorded where its panes are (``Backend.place``: the tmux server's socket,
+session and windows; the Zellij session and tab). The live backend of that multiplexer is
+made again at that place (``TmuxBackend.at``, ``ZellijBackend.at``) and, when the supervisor
+opens its backend, takes the panes of the run's generations into its own pane lifecycle
+(``adopt``) — nothing is opened: an adopted generation that ends is retitled with its outcome
+and its pane held, kept or closed as in a live run (``--keep-failed-panes``,
+``--max-visible-panes``), a waiting one marked, and at the run's end its window or tab closes,
+or stays, as a live run's would (``--close-session``, ``CI``). A place that is gone (the
+server killed, every window or pane closed) or a multiplexer that cannot be run leaves the
+run headless with one warning.
+
+Before its backend is opened, a resumed supervisor already records the ends that happened
+while no supervisor ran (``engine.resume.restore``), and tells the backend of them from its
+backend thread while its own thread opens it. So every method holds one lock, and the ends
+told before ``open`` wait for it (``_told``) and are settled right after the panes are
+adopted. Whether the session is alive is answered at any time: it decides between a pane
+closed and a session lost for a wrapper that hung up meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from zellij_swarm.backends.base import Backend, LaunchRequest, PaneResult, RunContext, RunPane
+from zellij_swarm.backends.headless import HeadlessBackend
+from zellij_swarm.exc import BackendError
+from zellij_swarm.worker.wrapper import PaneMode
+
+
+class Reattached(Backend, Protocol):
+    """A live backend made again at a run's recorded place."""
+
+    def adopt(self, ctx: RunContext, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
+        ...
+
+
+def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *, close_session: bool) -> Backend:
+    """The backend of a resumed run whose snapshot recorded ``place`` (None, or a place of no
+    multiplexer we know: headless). ``env`` is the run's own (its multiplexer's socket
+    directory and binary), ``panes`` its generations' panes, adopted in this order."""
+    if not isinstance(place, Mapping):
+        return HeadlessBackend()
+    where = ("socket", "session_id", "session")
+    if place.get("backend") == "tmux" and all(isinstance(place.get(key), str) for key in where):
+        from zellij_swarm.backends.tmux import TmuxBackend
+
+        return ResumedBackend(TmuxBackend.at(place, env, close_session=close_session), place, panes)
+    if place.get("backend") == "zellij" and isinstance(place.get("session"), str):
+        from zellij_swarm.backends.zellij import ZellijBackend
+
+        return ResumedBackend(ZellijBackend.at(place, env, close_session=close_session), place, panes)
+    return HeadlessBackend()
+
+
+class ResumedBackend:
+    def __init__(self, live: Reattached, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
+        self.name = live.name  # "headless" once its panes are found gone
+        self.live = live
+        self.recorded = dict(place)
+        self.panes = list(panes)
+        self.following = False  # open adopted the run's panes: the live backend's lifecycle is theirs
+        self._opened = False
+        self._told: list[Callable[[], None]] = []  # what the supervisor said of its panes before open
+        self._lock = threading.Lock()
+        self.headless = HeadlessBackend()
+
+    def open(self, ctx: RunContext) -> None:
+        with self._lock:
+            self._opened = True
+            try:
+                self.live.adopt(ctx, self.recorded, self.panes)
+                self.following = True
+            except BackendError as e:
+                self.name = "headless"
+                ctx.warn(e.code, f"{e.message}; the run goes on headless, its panes no longer followed")
+            told, self._told = self._told, []
+            if self.following:
+                for call in told:
+                    call()
+
+    def shows(self, slot: int) -> bool:
+        return False  # SPEC §8: new generations of a resumed run run headless
+
+    def pane_mode(self, slot: int) -> PaneMode | None:
+        return None
+
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        return self.headless.launch(batch)
+
+    def _follow(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._opened:
+                self._told.append(call)
+            elif self.following:
+                call()
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        self._follow(lambda: self.live.ended(req, pane_id, status, label))
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        self._follow(lambda: self.live.waiting(req, pane_id, waiting))
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        self._follow(lambda: self.live.abandon(pane_id, req))
+
+    def session_alive(self) -> bool:
+        with self._lock:
+            return self.live.session_alive()
+
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return None  # a resumed run has no --attach
+
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
+        self._follow(lambda: self.live.close(cancelled=cancelled, failed=failed))
+
+    def place(self) -> dict[str, Any] | None:
+        """As recorded, also when the panes are no longer followed: a later ``resume``,
+        ``attach`` or ``prune`` looks there."""
+        return dict(self.recorded)
+
+    def leftover_hint(self) -> str | None:
+        return self.live.leftover_hint() if self.following else None
