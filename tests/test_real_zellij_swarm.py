@@ -237,3 +237,39 @@ def test_attach_pause_restart_cancel_prune_and_close_session_in_the_real_zellij(
         proc.kill()
         proc.communicate()
         kill_run_processes(run.name)
+
+
+def test_waiting_agents_mark_the_swarms_tab_in_the_real_zellij(swarm, rz: RealZellij, tmux):
+    """Two agents wait for input inside a session a client is attached to: the swarm's tab is
+    renamed ``swarm:<run> (2 waiting)`` by its id, ``(1 waiting)`` once one is answered — what
+    the user sees in the tab bar, whichever tab they are on."""
+    from zellij_swarm import names
+
+    rz.host("host", tmux, size="200x50")
+    swarm.write("a.toml", "".join(f"[[task]]\nname = \"agent-{i}\"\ncmd = 'read answer; echo \"got $answer\"'\n"
+                                  for i in (1, 2)))
+    proc = swarm.popen("run", "a.toml", "-j", "2", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=rz.env(inside="host", **FAST))
+    if not wait_until(lambda: swarm.runs() or proc.poll() is not None, what="the run") or not swarm.runs():
+        raise AssertionError(f"the run ended before it began: {proc.communicate()}")
+    run = swarm.runs()[0]
+    try:
+        def tabs() -> list[str]:
+            return rz.act("host", "query-tab-names", answer="Tab #1").splitlines()
+
+        wait_until(lambda: names.tab(run.name, 2) in tabs(), timeout=30, interval=0.2, what="the tab marked")
+        # the user's own tab shows the tab bar (the swarm's tab is the run's layout, bars left out)
+        rz.act("host", "go-to-tab", "1")
+        wait_until(lambda: f"{run.name} (2 waiting)" in tmux("capture-pane", "-p", "-t", "host").splitlines()[0],
+                   what="the mark in the tab bar")
+        agent_1 = next(p["id"] for p in rz.panes("host") if "· agent-1 ·" in p["title"])
+        rz.act("host", "write-chars", "--pane-id", f"terminal_{agent_1}", "yes\n")
+        wait_until(lambda: names.tab(run.name, 1) in tabs(), timeout=30, interval=0.2, what="the mark down to 1")
+        agent_2 = next(p["id"] for p in rz.panes("host") if "· agent-2 ·" in p["title"])
+        rz.act("host", "write-chars", "--pane-id", f"terminal_{agent_2}", "yes\n")
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run.name)
