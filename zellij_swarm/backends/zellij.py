@@ -321,9 +321,9 @@ class ZellijBackend:
         if not self.require:
             self.ctx.warn(e.code, f"{e.message}; no more panes are opened: the rest of the swarm runs headless")
 
-    def _await_panes(self, names: list[str], deadline: float,
+    def _await_panes(self, titles: list[str], deadline: float,
                      workers: Mapping[str, LaunchRequest]) -> dict[str, str]:
-        """Poll ``list-panes --json`` until every name shows (contract §6.4); learns our tab.
+        """Poll ``list-panes --json`` until every title shows (contract §6.4); learns our tab.
         A worker pane also counts as shown once its launch heartbeat names it: one closed
         before it was listed (by its user, at once) would otherwise never show."""
         while True:
@@ -338,7 +338,7 @@ class ZellijBackend:
                     raise
                 panes = None
             if panes is not None:
-                mine = [p for p in panes if not p.get("is_plugin") and p.get("title") in names
+                mine = [p for p in panes if not p.get("is_plugin") and p.get("title") in titles
                         and (self.tab_id is None or p.get("tab_id") == self.tab_id)
                         and f"terminal_{p.get('id')}" not in self.known]
                 if self.tab_id is None and self.mode != "here" and mine and (
@@ -349,7 +349,7 @@ class ZellijBackend:
                     beat = None if name in found else generation_files.heartbeat_started(req.gen)
                     if beat and beat["pane_id"]:
                         found[name] = beat["pane_id"]
-                if all(n in found for n in names):
+                if all(n in found for n in titles):
                     self.known.update(found.values())
                     return found
             if time.monotonic() > deadline:
