@@ -68,7 +68,7 @@ class LiveSwarm:
 
     def finish(self, code: int) -> dict[str, dict]:
         (self.swarm.cwd / "gate2").touch()
-        out, err = self.proc.communicate(timeout=60)
+        _, err = self.proc.communicate(timeout=60)
         assert self.proc.returncode == code, err
         return self.swarm.tasks()
 

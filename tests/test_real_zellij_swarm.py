@@ -82,7 +82,7 @@ def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
     rz.host("host", tmux, size=size)
     swarm.write("sw.toml", MIXED)
     proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
-                       "--keep-failed-panes", "1", "--max-visible-panes", "3", env=rz.env(inside="host", **FAST, PATH="/tmp/h21/shim:" + rz.base["PATH"]))
+                       "--keep-failed-panes", "1", "--max-visible-panes", "3", env=rz.env(inside="host", **FAST))
     if not wait_until(lambda: swarm.runs() or proc.poll() is not None, what="the run") or not swarm.runs():
         raise AssertionError(f"the run ended before it began: {proc.communicate()}")
     run = swarm.runs()[0]
@@ -122,14 +122,15 @@ def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
         assert len(lines) <= rows and all(len(ln) <= cols for ln in lines), mid
         keep(size, "mixed-mid.txt", normalised(mid, run.name))
         swarm.open_gate()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 1, err
         rows_ = swarm.tasks()
         assert {n: r["status"] for n, r in rows_.items()} == OUTCOMES
         assert rows_["flaky"]["attempts"] == 2 and rows_["bad"]["exit_code"] == 3
         assert (run / "slots").exists() and "got hello" in "".join(
             p.read_text() for p in run.glob("slots/slot-1/gen-*/output.log"))
-        end_panes = wait_until(lambda: (ps := panes()) and len(workers(ps)) == 1 and ps, what="the panes at the end", interval=0.2)
+        end_panes = wait_until(lambda: (ps := panes()) and len(workers(ps)) == 1 and ps, what="the panes at the end",
+                               interval=0.2)
         assert workers(end_panes) == [SLOW_KEPT]
         assert most <= 3, most  # running, held and kept panes never above --max-visible-panes
         end = wait_until(lambda: screen_with("mixed · finished"), what="the board's end")
@@ -217,7 +218,7 @@ def test_attach_pause_restart_cancel_prune_and_close_session_in_the_real_zellij(
         wait_until(lambda: {statuses(run).get(n) for n in ("a", "b")} == {"succeeded"}, what="a and b done")
         assert {statuses(run)[n] for n in ("c", "d")} == {"pending"}  # paused: not handed out
         assert swarm("cancel", run.name, env=env).code == 0
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert {statuses(run)[n] for n in ("c", "d")} == {"cancelled"}
         assert session in rz.session_names()  # kept for the user to look at
@@ -267,7 +268,7 @@ def test_waiting_agents_mark_the_swarms_tab_in_the_real_zellij(swarm, rz: RealZe
         wait_until(lambda: names.tab(run.name, 1) in tabs(), timeout=30, interval=0.2, what="the mark down to 1")
         agent_2 = next(p["id"] for p in rz.panes("host") if "· agent-2 ·" in p["title"])
         rz.act("host", "write-chars", "--pane-id", f"terminal_{agent_2}", "yes\n")
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
     finally:
         proc.kill()

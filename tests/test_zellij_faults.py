@@ -114,10 +114,10 @@ after = ["holder"]
 """
 
 
-def _panes_closed_by_hand(swarm, fz, *titles: str, args: tuple[str, ...] = ()) -> tuple[object, str]:
+def _panes_closed_by_hand(swarm, fz, *titles: str, args: tuple[str, ...] = ()) -> Path:
     """A live swarm inside session ``host`` (a client on it): once ``bad`` failed (its pane
     kept) and ``holder`` waits at the gate, the user closes the panes whose titles start with
-    ``titles``; then ``next`` is backfilled. The run's result and its id."""
+    ``titles``; then ``next`` is backfilled. The run's directory."""
     fz.host("host", "0.45.0", client=True)
     swarm.write("sw.toml", ANCHOR_SWARM)
     proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", *args,
@@ -134,18 +134,18 @@ def _panes_closed_by_hand(swarm, fz, *titles: str, args: tuple[str, ...] = ()) -
             if any(t in p["title"] for t in titles):
                 fz.zellij("--session", "host", "action", "close-pane", "--pane-id", p["pane_id"], version="0.45.0")
         swarm.open_gate()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 1, err
     finally:
         proc.kill()
-    return run, run.name
+    return run
 
 
 def test_a_backfill_never_goes_next_to_a_kept_pane_the_user_closed(swarm, fz):
     """The backfill's anchor would be bad's kept pane (slot 1), which the user closed: the
     real Zellij places a pane anchored on a pane that is gone nowhere (its worker runs unseen,
     close-pane cannot reach it). It goes next to a pane of ours that is there."""
-    run, run_id = _panes_closed_by_hand(swarm, fz, "bad · failed")
+    run = _panes_closed_by_hand(swarm, fz, "bad · failed")
     rows = swarm.tasks()
     assert rows["next"]["status"] == "succeeded" and rows["next"]["pane_id"], rows["next"]
     assert fz.session("0.45.0", "host")["orphan_panes"] == []
@@ -159,7 +159,7 @@ def test_with_every_pane_of_the_swarm_closed_the_rest_runs_headless_with_one_war
     headless): no pane of ours is left to place one next to. No pane opens anywhere — not in
     the user's tab, not unplaced — and one warning says the rest runs headless; under require
     the task fails saying why."""
-    run, run_id = _panes_closed_by_hand(swarm, fz, "bad · failed", "· board",
+    run = _panes_closed_by_hand(swarm, fz, "bad · failed", "· board",
                                         args=("--max-visible-panes", "1", *(["--require-zellij"] if require else [])))
     rows = swarm.tasks()
     session = fz.session("0.45.0", "host")
@@ -205,7 +205,7 @@ def test_a_client_that_detaches_mid_run_before_044_is_said_once_and_the_rest_run
         wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
         fz.zellij("__fake-detach", "host", version=version)
         swarm.open_gate()
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 1, err
     finally:
         proc.kill()

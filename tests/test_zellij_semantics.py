@@ -265,10 +265,11 @@ def test_no_active_session_from_a_session_listed_live_is_asked_again(fz, tmp_pat
     shim = tmp_path / "bin"
     shim.mkdir()
     count = tmp_path / "refused"
+    fake = str(fz.base["PATH"]).split(":")[0]
     (shim / "zellij").write_text(  # refuses the first two actions, as the busy real one did
-        "#!/bin/sh\ncase \"$*\" in *query-tab-names*) n=$(cat %s 2>/dev/null || echo 0)\n"
-        "  if [ \"$n\" -lt 2 ]; then echo $((n + 1)) > %s; echo 'There is no active session!' >&2; exit 1; fi;;\n"
-        "esac\nexec %s/zellij \"$@\"\n" % (count, count, str(fz.base["PATH"]).split(":")[0]))
+        f"#!/bin/sh\ncase \"$*\" in *query-tab-names*) n=$(cat {count} 2>/dev/null || echo 0)\n"
+        f"  if [ \"$n\" -lt 2 ]; then echo $((n + 1)) > {count}; echo 'There is no active session!' >&2; exit 1; fi;;\n"
+        f"esac\nexec {fake}/zellij \"$@\"\n")
     (shim / "zellij").chmod(0o755)
     env = fz.env("0.45.0")
     env["PATH"] = f"{shim}:{env['PATH']}"
@@ -315,13 +316,15 @@ def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, versio
             fz.zellij("--session", "host", "action", "write-chars", "--pane-id", agent_pane(2), "yes\n",
                       version=version)
         else:
-            wait_until(lambda: len([e for e in map(json.loads, (swarm.runs()[0] / "events.jsonl").read_text()
-                                                   .splitlines()) if e["event"] == "worker_waiting_input" and e.get("waiting")]) == 2,
-                       timeout=20, what="both agents waiting")
+            def waiting() -> int:
+                lines = (swarm.runs()[0] / "events.jsonl").read_text().splitlines()
+                return len([e for e in map(json.loads, lines) if e["event"] == "worker_waiting_input" and e["waiting"]])
+
+            wait_until(lambda: waiting() == 2, timeout=20, what="both agents waiting")
             assert tabs() == ["Tab #1", names.tab(run)]
             assert not [c for c in fz.calls() if c["subcommand"] in ("rename-tab", "rename-tab-by-id")]
             return
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         renames = [c["argv"][4:] for c in fz.calls() if c["subcommand"] in ("rename-tab", "rename-tab-by-id")]
         assert [r[1] for r in renames] == [names.tab(run, 1), names.tab(run, 2), names.tab(run, 1), names.tab(run)]
