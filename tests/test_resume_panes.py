@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, full, kill_run_processes, run_processes, wait_until
-from tmuxtest import Tmux, outside_env
+from tmuxtest import Tmux, inside_env, outside_env
 from zellijtest import FAST
 
 GATED = """
@@ -154,13 +154,19 @@ def test_tmux_resume_settles_the_adopted_panes(swarm, tmux):
     assert "warning" not in err, err
 
 
-@tmux_needed
-def test_tmux_resume_after_the_server_was_killed_runs_headless_with_one_warning(swarm, tmux):
+@pytest.mark.parametrize("backend", [pytest.param("tmux", marks=tmux_needed), "zellij-0.45.0"])
+def test_resume_after_the_session_was_killed_runs_headless_with_one_warning(swarm, backend, request):
     """The session went, and took its panes' workers with it: they are lost (not cancelled)
     and run again headless, without using an attempt."""
-    env = outside_env(tmux)
-    killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), tmux_panes(tmux))
-    tmux("kill-server")
+    if backend == "tmux":
+        t = request.getfixturevalue("tmux")
+        env, args, view, kill = outside_env(t), ("--backend", "tmux"), tmux_panes(t), lambda run: t("kill-server")
+    else:
+        fz = request.getfixturevalue("fz")
+        env, args, view = fz.env("0.45.0", **FAST), ("--backend", "zellij"), fake_panes(swarm, fz, "0.45.0")
+        kill = lambda run: fz.zellij("kill-session", f"swarm-{run.name}", version="0.45.0")  # noqa: E731
+    killed = Killed(swarm, env, (*args, "--ui", "live"), view)
+    kill(killed.run)
     wait_until(lambda: exits(killed.run) == 4, what="the four workers hung up")
     (swarm.cwd / "go").touch()
     (swarm.cwd / "go2").touch()
@@ -256,13 +262,51 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
     wait_until(lambda: pane not in tmux_panes(tmux)(), timeout=30, what="its pane closed after the hold")
 
 
+@tmux_needed
+@pytest.mark.parametrize("ui", ["live", full("compact")])
+def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_succeeded(swarm, tmux, ui):
+    """Never the user's own session: the swarm's window goes, as at a live run's end."""
+    swarm.write("ok.toml", '[swarm]\njobs = 2\n[[task]]\nname = "a"\ncmd = "until [ -e go ]; do sleep 0.05; done"\n'
+                           '[[task]]\nname = "b"\ncmd = "until [ -e go2 ]; do sleep 0.05; done"\n')
+    env = inside_env(tmux)
+    proc = swarm.popen("run", "ok.toml", "--backend", "tmux", "--ui", ui, "--output", "group", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: [t["status"] for t in status(swarm, run)["tasks"]] == ["running", "running"],
+                   timeout=60, what="both running")
+        wait_until(lambda: f"swarm-{run.name}" in tmux("list-windows", "-a", "-F", "#{window_name}"), what="window")
+        proc.kill()
+        proc.wait(timeout=10)
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: exits(run) == 1, what="a ended while no supervisor ran")
+        proc = swarm.popen("resume", run.name, "--output", "group", env=env)
+        wait_until(lambda: any(e["event"] == "worker_adopted" for e in events(run)), what="b adopted")
+        (swarm.cwd / "go2").touch()
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        for gate in ("go", "go2"):
+            (swarm.cwd / gate).touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)
+    windows = tmux("list-windows", "-a", "-F", "#{session_name} #{window_name}").splitlines()
+    assert len(windows) == 1 and windows[0].startswith("host ") and "swarm" not in windows[0], windows
+    assert "stays" not in err, err
+
+
 # ----- Zellij: the fake (0.45.0 with pane ids, 0.43.1 without), then the real 0.45.0 ------------
 
-def fake_panes(fz, version: str, run_id: str, session: str) -> Panes:
+def fake_panes(swarm: Swarm, fz, version: str, session: str | None = None) -> Panes:
+    """The panes of the swarm's run's tab, in ``session`` (default: the run's own)."""
     def view() -> dict[str, str]:
+        runs = swarm.runs()
+        if not runs:
+            return {}
         try:
-            tab = fz.tab(version, run_id, session)
-        except AssertionError:  # the tab went with its last pane
+            tab = fz.tab(version, runs[0].name, session or f"swarm-{runs[0].name}")
+        except AssertionError:  # the tab went with its last pane, or its session
             return {}
         return {p["pane_id"]: p["title"] for p in tab["panes"]}
     return view
@@ -270,12 +314,7 @@ def fake_panes(fz, version: str, run_id: str, session: str) -> Panes:
 
 @pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
 def test_zellij_resume_settles_the_adopted_panes(swarm, fz, version):
-    env = fz.env(version, **FAST)
-
-    def view() -> dict[str, str]:
-        runs = swarm.runs()
-        return fake_panes(fz, version, runs[0].name, f"swarm-{runs[0].name}")() if runs else {}
-
+    env, view = fz.env(version, **FAST), fake_panes(swarm, fz, version)
     killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
     before = len([c for c in fz.calls() if c["subcommand"] in ("run", "new-pane", "new-tab")])
     follow_through(swarm, killed, retitled=True)
@@ -289,12 +328,7 @@ def test_zellij_before_044_resume_ends_the_holds_the_policy_lets_go(swarm, fz):
     success's hold ends by itself, a surplus failure's is ended by the resumed supervisor."""
     version = "0.43.1"
     fz.host("host", version, client=True)
-    env = fz.env(version, inside="host", **FAST)
-
-    def view() -> dict[str, str]:
-        runs = swarm.runs()
-        return fake_panes(fz, version, runs[0].name, "host")() if runs else {}
-
+    env, view = fz.env(version, inside="host", **FAST), fake_panes(swarm, fz, version, "host")
     killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
     follow_through(swarm, killed, retitled=False)
     assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
