@@ -848,9 +848,13 @@ class QuietReporter:
     def __init__(self, world: World) -> None:
         self.world = world
         self.problems: list[str] = []  # what every output mode shows, --output quiet included
+        self.warned: list[tuple[float, str]] = []  # (virtual second of the run, code) of each warning told
 
     def started(self, run: RunPaths, total: int) -> None:
         self.world.run = run
+
+    def warning(self, w: dict[str, Any]) -> None:
+        self.warned.append((self.world.clock.elapsed(), w["code"]))
 
     def notice(self, text: str) -> None:
         pass
@@ -878,6 +882,7 @@ class Result:
     mux_calls: list[tuple[Any, ...]]
     problems: list[str]  # the lines the reporter was asked to show whatever the output mode
     epoch: float  # the run's virtual wall time zero
+    warned: list[tuple[float, str]] = field(default_factory=list)  # the reporter's warnings: (when told, code)
 
     @property
     def labels(self) -> list[str]:
@@ -986,7 +991,8 @@ class Harness:
         events = records.read_events(world.run.events)
         summary = snapshot_file.load(world.run.summary) if world.run.summary.exists() else None
         return Result(code, {t.name: t for t in sup.tasks.values()}, events, summary, self._replies(),
-                      list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch)
+                      list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
+                      reporter.warned)
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

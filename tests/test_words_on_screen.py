@@ -31,19 +31,19 @@ def facts(**over: Any) -> ProgressFacts:
     counts = {"pending": 10, "running": 2, "succeeded": 5, "failed": 1, "timed_out": 1, "cancelled": 0,
               "skipped": 2, "lost": 0}
     base: dict[str, Any] = dict(counts=counts, elapsed=64.0, jobs=2, mean_duration=4.0,
-                                running=[("build-17", 45.0), ("lint", 1.0)], waiting=1)
+                                running=[("build-17", 45.0), ("lint", 1.0)], waiting=["lint"])
     return ProgressFacts(**{**base, **over})
 
 
 def test_the_progress_line_says_done_total_failed_skipped_waiting_eta_and_the_longest_task() -> None:
     line = progress_line(facts(), 200)
     # done: every task that ended except the skipped ones, counted apart
-    assert line == ("zellij-swarm: 7/21 done · 2 running · 2 failed · 2 skipped · 1 waiting for input · 1m04s"
+    assert line == ("zellij-swarm: 7/21 done · 2 running · 2 failed · 2 skipped · waiting: lint · 1m04s"
                     " · ETA 21s · longest build-17 45s")
 
 
 def test_the_progress_line_total_grows_and_eta_waits_for_a_first_duration() -> None:
-    more = facts(counts={"pending": 30, "running": 2, "succeeded": 0}, mean_duration=None, running=[], waiting=0)
+    more = facts(counts={"pending": 30, "running": 2, "succeeded": 0}, mean_duration=None, running=[], waiting=[])
     assert progress_line(more, 200) == "zellij-swarm: 0/32 done · 2 running · 1m04s"
 
 
@@ -52,7 +52,7 @@ def test_the_progress_line_fits_the_terminal_dropping_the_least_needed_parts(col
     line = progress_line(facts(), cols)
     assert len(line) <= cols
     if cols >= 80:
-        assert "1 waiting for input" in line and "2 failed" in line
+        assert "waiting: lint" in line and "2 failed" in line
 
 
 def _state(counts: dict[str, int], tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -15,4 +15,4 @@ class ProgressFacts:
     jobs: int
     mean_duration: float | None  # of the tasks that ended so far, for the ETA
     running: list[tuple[str, float]]  # (task name, seconds it has run) of each running worker
-    waiting: int  # workers waiting for input
+    waiting: list[str]  # the names of the tasks whose workers wait for input, sorted

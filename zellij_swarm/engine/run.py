@@ -240,8 +240,6 @@ def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
     if sup.plan.joblog is not None:
         sup.plan.joblog.run = sup.paths  # its Receive column reads each task's output there
-    if isinstance(sup.reporter, ConsoleReporter):  # its warnings said as they happen, its waiting workers named
-        sup.reporter.observe(sup)
     try:
         code = sup.run()
     finally:

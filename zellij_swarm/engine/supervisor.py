@@ -102,6 +102,7 @@ class Reporter(Protocol):
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
     def notice(self, text: str) -> None: ...
     def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
+    def warning(self, w: dict[str, Any]) -> None: ...  # one of the run's warnings, as it is recorded
     def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
@@ -1068,6 +1069,7 @@ class Supervisor:
         self.warnings.append(w)
         if task is not None:
             task.warnings.append(w)
+        self.reporter.warning(w)
         self.events.emit("warning", **w)
 
     # ----- what the control inbox does to the run ---------------------------------------------
@@ -1220,7 +1222,7 @@ class Supervisor:
                 mean_duration=took / ended if ended else None,
                 running=[(lg.task.name, wall - lg.task.started_at) for lg in self.live.values()
                          if lg.task.started_at is not None],
-                waiting=sum(1 for lg in self.live.values() if lg.task.waiting_input)))
+                waiting=sorted(lg.task.name for lg in self.live.values() if lg.task.waiting_input)))
 
     def _check_records(self) -> None:
         """A full or read-only state directory: say so once; the run itself goes on."""

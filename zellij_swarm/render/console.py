@@ -12,8 +12,8 @@
 - ``tag``: like ``group`` with every output line prefixed by ``[task-name] ``.
 - ``quiet``: nothing but errors, and one line at the end when the run had warnings.
 
-The run's warnings (``observe``) are said on stderr as they are recorded, one line each, in
-every mode but ``quiet``; ``--json`` carries them in the summary.
+The run's warnings (``warning``) are said on stderr as the supervisor records them, one line
+each, in every mode but ``quiet``; ``--json`` carries them in the summary.
 
 Outputs are streamed from ``output.log`` in chunks, so a 50 MB log costs no memory. With
 ``--json`` the task output goes to stderr so that stdout stays one JSON document.
@@ -30,9 +30,8 @@ import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from zellij_swarm import quoting
 from zellij_swarm.engine.progress import ProgressFacts
@@ -118,12 +117,12 @@ def reads_as_needing_a_terminal(gen: GenPaths) -> bool:
     return False
 
 
-def progress_line(f: ProgressFacts, width: int, waiting: Sequence[str] = ()) -> str:
+def progress_line(f: ProgressFacts, width: int) -> str:
     """``12/40 done · 3 running · 2 failed · 1 skipped · 1 waiting for input · 1m04s · ETA 2m10s
     · longest build-17 45s``, fitted to ``width``: the least needed parts go first when it
     is too long (longest task, ETA, elapsed). ``done`` counts every task that ended except the
-    skipped ones, which are counted apart; ``waiting`` names the workers waiting for input
-    (given their names; else their number). ETA: see ``_eta``."""
+    skipped ones, which are counted apart; ``waiting:`` names the tasks waiting for input.
+    ETA: see ``_eta``."""
     c = f.counts
     total = sum(c.values())
     done = total - c.get("pending", 0) - c.get("running", 0) - c.get("skipped", 0)
@@ -133,10 +132,8 @@ def progress_line(f: ProgressFacts, width: int, waiting: Sequence[str] = ()) -> 
         parts.append(f"{bad} failed")
     if c.get("skipped"):
         parts.append(f"{c['skipped']} skipped")
-    if waiting:
-        parts.append("waiting: " + ", ".join(quoting.terminal_text(name) for name in waiting))
-    elif f.waiting:
-        parts.append(f"{f.waiting} waiting for input")
+    if f.waiting:
+        parts.append("waiting: " + ", ".join(quoting.terminal_text(name) for name in f.waiting))
     optional = [duration(f.elapsed)]
     if (eta := _eta(f)) is not None:
         optional.append(f"ETA {eta}")
@@ -164,28 +161,6 @@ def _eta(f: ProgressFacts) -> str | None:
     return duration(left) if left > 0 else "<1s"
 
 
-class AnnouncedList(list[dict[str, Any]]):
-    """The run's warnings list that tells the reporter of each warning as it is recorded."""
-
-    def __init__(self, items: list[dict[str, Any]], announce: Callable[[dict[str, Any]], None]) -> None:
-        super().__init__(items)
-        self._announce = announce
-
-    def append(self, item: dict[str, Any]) -> None:
-        super().append(item)
-        self._announce(item)
-
-
-class Observed(Protocol):
-    """What the reporter reads of a running supervisor (``ConsoleReporter.observe``)."""
-
-    warnings: list[dict[str, Any]]
-
-    @property
-    def live(self) -> Mapping[int, Any]:  # slot -> its live generation (``.task.name``, ``.task.waiting_input``)
-        ...
-
-
 class ConsoleReporter:
     def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None,
                  run_id: str = "") -> None:
@@ -203,7 +178,6 @@ class ConsoleReporter:
         self.panes = False
         self._line_shown = False
         self._run_id = run_id
-        self._observed: Observed | None = None
         self._warnings = 0
 
     @property
@@ -212,15 +186,8 @@ class ConsoleReporter:
         and in ``progress`` on a terminal when no pane shows it (as GNU parallel groups it)."""
         return self.mode in ("group", "tag") or (self.wants_progress and not self.panes and _isatty(self.out))
 
-    def observe(self, run: Observed) -> None:
-        """Follow a running supervisor: its warnings are said as they are recorded (one line
-        each, or counted for the end in ``quiet``), and the progress line names the workers
-        waiting for input."""
-        self._observed = run
-        run.warnings = AnnouncedList(run.warnings, self.warning)
-
     def warning(self, w: dict[str, Any]) -> None:
-        """One warning of the run: its line on stderr as it happens; in ``quiet``, counted for
+        """One warning of the run, as the supervisor records it: its line on stderr; in ``quiet``, counted for
         the one line at the end. A full state directory is said by ``problem`` already."""
         self._warnings += 1
         if self.mode != "quiet" and w.get("code") != "state_dir_error":
@@ -279,9 +246,7 @@ class ConsoleReporter:
     def progress(self, facts: ProgressFacts) -> None:
         if not self.wants_progress:
             return
-        waiting = [] if self._observed is None else sorted(
-            lg.task.name for lg in self._observed.live.values() if lg.task.waiting_input)
-        self.err.write("\r\033[K" + progress_line(facts, self._width(), waiting))
+        self.err.write("\r\033[K" + progress_line(facts, self._width()))
         self.err.flush()
         self._line_shown = True
 
