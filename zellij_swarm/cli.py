@@ -140,9 +140,10 @@ def _holds_worktrees(run: RunPaths) -> bool:
         return False
 
 
-def _acting_run(flag: str | None, command: str, run_id: str | None) -> RunPaths:
+def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run: str | None = None) -> RunPaths:
     """The run an acting command works on: the one named, else the only run that qualifies
-    for ``command`` (``_QUALIFIES``); none or several is a usage error naming the candidates."""
+    for ``command`` (``_QUALIFIES``); none or several is a usage error naming the candidates —
+    and ``not_a_run``, the argument that named no run, when there was one."""
     if run_id is not None:
         return _find_run(flag, run_id, writing=True)
     what, qualifies = _QUALIFIES[command]
@@ -156,10 +157,12 @@ def _acting_run(flag: str | None, command: str, run_id: str | None) -> RunPaths:
             continue
     if len(candidates) == 1:
         return _trusted(candidates[0], writing=True)
+    given = f"no run {not_a_run!r} under {path}, and " if not_a_run is not None else ""
     if not candidates:
-        raise exc.UsageError(f"no run under {path} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
+        where = "none" if given else f"no run under {path}"
+        raise exc.UsageError(f"{given}{where} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
     shown = ", ".join(r.run_id for r in candidates[:5]) + (", …" if len(candidates) > 5 else "")
-    raise exc.UsageError(f"{len(candidates)} runs are {what} ({shown}): name the RUN to {command}")
+    raise exc.UsageError(f"{given}{len(candidates)} runs are {what} ({shown}): name the RUN to {command}")
 
 
 def _run_then(flag: str | None, command: str, args: tuple[str, ...]) -> tuple[RunPaths, tuple[str, ...]]:
@@ -176,7 +179,7 @@ def _run_then(flag: str | None, command: str, args: tuple[str, ...]) -> tuple[Ru
             named = None  # a prefix of a run id that is also a task's name: the task wins
         if named is not None:
             return _trusted(named, writing=True), args[1:]
-    return _acting_run(flag, command, None), args
+    return _acting_run(flag, command, None, not_a_run=args[0] if args else None), args
 
 
 def _default_or_none(flag: str | None, command: str) -> RunPaths | None:
