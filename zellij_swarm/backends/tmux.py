@@ -379,7 +379,10 @@ class TmuxBackend:
         self.panes.settle(pane, status, req.task_name)
 
     def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
-        if pane_id is None or pane_id not in self.panes.running:
+        if pane_id is None:  # a compact or headless worker: the run's window counts it, it has no title
+            self._mark_waiting(str(req.gen.dir), waiting)
+            return
+        if pane_id not in self.panes.running:
             return  # its worker ended: the title says how
         try:
             self._set_titles({pane_id: req.title("waiting for input" if waiting else "running")})

@@ -671,6 +671,8 @@ class Supervisor:
         lg.deadlines.clear()
         self.watchdog.unregister(lg.gen)
         self.input_watch.unregister(lg)
+        if lg.task.waiting_input and not lg.in_pane:  # a pane's mark goes with its end (``backend.ended``)
+            self.backend.waiting(lg.request, None, False)
 
     def _running(self, lg: LiveGen) -> None:
         freed = self._freed_at.pop(lg.gen.slot, None)
@@ -743,8 +745,8 @@ class Supervisor:
         lg.task.waiting_input = waiting
         self.events.emit("worker_waiting_input", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          waiting=waiting)
-        if lg.in_pane and waiting is not None:
-            self.backend.waiting(lg.request, lg.pane_id, waiting)
+        if waiting is not None:  # one without a pane is counted in the run's window too
+            self.backend.waiting(lg.request, lg.pane_id if lg.in_pane else None, waiting)
 
     def pause(self, group: str | None, paused: bool) -> None:
         """Stop (or resume) handing out new tasks of ``group`` (None: of the whole run); the
