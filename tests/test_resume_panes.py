@@ -47,7 +47,14 @@ Panes = Callable[[], dict[str, str]]  # the run's panes as the multiplexer lists
 
 
 def status(swarm: Swarm, run: Path) -> dict:
-    return json.loads(swarm("status", "--json", run.name).stdout)
+    """``status --json`` of the run; no task rows before its first snapshot."""
+    res = swarm("status", "--json", run.name)
+    return json.loads(res.stdout) if res.code == 0 else {"tasks": []}
+
+
+def waiting_pane(swarm: Swarm, run: Path) -> str | None:
+    """The pane of the run's task that waits for input, once its supervisor says one does."""
+    return next((t["pane_id"] for t in status(swarm, run)["tasks"] if t["pane_id"] and t["waiting_input"]), None)
 
 
 def events(run: Path) -> list[dict]:
@@ -73,8 +80,8 @@ class Killed:
         self.run: Path = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
         try:
             rows = wait_until(lambda: (t := {r["name"]: r for r in status(swarm, self.run)["tasks"]}) and all(
-                t[n]["status"] == "running" and t[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")) and t,
-                             timeout=60, what="four tasks running in panes")
+                n in t and t[n]["status"] == "running" and t[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad"))
+                and t, timeout=60, what="four tasks running in panes")
             self.panes: dict[str, str] = {n: rows[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")}
             self.slots: dict[str, int] = {n: rows[n]["slot"] for n in self.panes}
             wait_until(lambda: set(self.panes.values()) <= set(view()), timeout=30, what="the panes listed")
@@ -235,8 +242,7 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
         return [e["waiting"] for e in evs[resumed:] if e["event"] == "worker_waiting_input"]
 
     try:
-        pane = wait_until(lambda: (t := status(swarm, run)["tasks"][0])["pane_id"] and t["waiting_input"] and
-                          t["pane_id"], timeout=60, what="ask waiting in its pane")
+        pane = wait_until(lambda: waiting_pane(swarm, run), timeout=60, what="ask waiting in its pane")
         proc.kill()
         proc.wait(timeout=10)
         proc = swarm.popen("resume", run.name, "--output", "group", env=env)
@@ -463,3 +469,47 @@ def test_the_end_of_run_line_names_the_run_whose_logs_it_means():
                        "metrics": {"wall_time_ms": 1500}}, 0)
     assert err.getvalue().splitlines()[-1] == \
         "zellij-swarm: read any task's output with: zellij-swarm logs 20260101-000000-abcdef TASK"
+
+
+def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):
+    """From 0.44: the resumed supervisor renames an adopted worker's pane (and the swarm's
+    tab) while it waits for input, and takes the mark away when it reads."""
+    version = "0.45.0"
+    swarm.write("w.toml", '[swarm]\njobs = 1\n[[task]]\nname = "ask"\n'
+                          "cmd = 'read a; until [ -e go ]; do sleep 0.05; done; read b; echo $a$b'\n")
+    env = fz.env(version, **FAST)
+    proc = swarm.popen("run", "w.toml", "--backend", "zellij", "--ui", "live", "--output", "group", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    session = f"swarm-{run.name}"
+
+    def shown() -> tuple[str, str]:
+        tabs = [t for t in fz.session(version, session)["tabs"] if t["name"].startswith(f"swarm:{run.name}")]
+        return next(p["title"] for p in tabs[0]["panes"] if p["pane_id"] == pane), tabs[0]["name"]
+
+    def typed(text: str) -> None:
+        fz.zellij("--session", session, "action", "write-chars", "--pane-id", pane, text, version=version)
+
+    try:
+        pane = wait_until(lambda: waiting_pane(swarm, run), timeout=60, what="ask waiting in its pane")
+        wait_until(lambda: shown()[1] == f"swarm:{run.name} (1 waiting)", what="the tab marked")
+        proc.kill()
+        proc.wait(timeout=10)
+        proc = swarm.popen("resume", run.name, "--output", "group", env=env)
+        waiting = ("slot 1 · ask · waiting for input", f"swarm:{run.name} (1 waiting)")
+        wait_until(lambda: any(e["event"] == "run_resumed" for e in events(run)) and shown() == waiting, timeout=30,
+                   what=f"marked waiting: {shown()}")
+        typed("x\n")
+        wait_until(lambda: shown() == ("slot 1 · ask · running", f"swarm:{run.name}"), timeout=30,
+                   what=f"the mark taken away: {shown()}")
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting again: {shown()}")
+        typed("y\n")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        (swarm.cwd / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        kill_run_processes(run.name)
+    assert swarm.tasks(run)["ask"]["status"] == "succeeded"
