@@ -195,6 +195,9 @@ def test_attach_pause_restart_cancel_prune_and_close_session_in_the_real_zellij(
     run = swarm.runs()[0]
     session = f"swarm-{run.name}"
     try:
+        # nothing is asked of the session while it starts (an action then can leave it silent for
+        # seconds, tests/realzellij.py): its workers' heartbeats say it is up
+        wait_until(lambda: {statuses(run).get(n) for n in ("a", "b")} == {"running"}, what="a and b running")
         first = wait_until(lambda: (ps := {p["title"]: p["id"] for p in rz.panes(session) if not p["is_plugin"]})
                            and {"slot 1 · a · running", "slot 2 · b · running"} <= set(ps) and ps,
                            what="the first panes", interval=0.2)
