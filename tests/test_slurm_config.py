@@ -6,6 +6,8 @@ Slurm's words. (The parsing alone, without a cluster: tests/test_executor_option
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, clean_env
@@ -58,3 +60,33 @@ def test_doctor_says_once_that_accounting_is_not_configured(swarm: Swarm, cluste
     text = swarm("doctor", "--executor", "slurm", env=env).stdout
     assert text.count("accounting: not configured (Slurm accounting storage is disabled)") == 1, text
     assert "executor = slurm  (flag --executor)" in text
+
+
+def test_srun_only_extra_options_stay_out_of_the_allocation(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc``: salloc is asked with the table's options alone; the ``extra`` words
+    are srun's (salloc refuses ``--cpu-bind``) and reach each step."""
+    res = swarm("run", "--executor", "slurm", "--backend", "headless", "--slurm-alloc", "--slurm-extra=--cpu-bind=none",
+                "--output", "quiet", "echo on=$SLURMD_NODENAME", ":::", "a", "b", env=clean_env(**cluster))
+    assert res.code == 0, res.stderr + (swarm.latest() / "salloc.log").read_text()
+    assert "--cpu-bind" not in (swarm.latest() / "salloc.log").read_text()
+    assert all(t["status"] == "succeeded" for t in swarm.tasks().values())
+
+
+def test_a_live_panes_srun_lines_go_to_the_executor_log_not_the_workers_output(swarm: Swarm, cluster: dict[str, str],
+                                                                              tmp_path: Path) -> None:
+    """In a live pane srun runs with ``--pty``: the worker's output still reaches the pane (a
+    terminal on the node), and srun's own lines (``task 0: Exited with exit code 3`` here) are
+    the step's executor log, shown apart by ``logs`` on stderr — never mixed into the worker's
+    output."""
+    (tmp_path / "tm").mkdir()
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    try:
+        res = swarm("run", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+                    "[ -t 1 ] && echo tty-yes; exit 3", ":::", "a", env=env)
+        assert res.code == 1, res.stderr
+        logs = swarm("logs", swarm.latest().name, "task-1")
+        assert "tty-yes" in logs.stdout and "srun:" not in logs.stdout, logs.stdout
+        assert "Exited with exit code 3" in logs.stderr, logs.stderr
+        assert swarm.tasks()["task-1"]["exit_code"] == 3
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)

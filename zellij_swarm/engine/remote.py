@@ -213,8 +213,9 @@ class SlurmExecutor:
         resources = {**self.settings.slurm, **lg.task.spec.slurm}
         name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)
         srun = self.cluster.prefix(name, resources, pty=pty, allocation=self.allocation)
-        if pty:
-            return srun  # on the pane's terminal: srun's messages are the user's to see
+        # srun's own messages go to the step's executor log, in a pane too (with --pty the
+        # worker's output comes on srun's stdout, the pane's terminal): ``logs`` shows them
+        # apart, never mixed into the worker's output
         log = generation_files.plain(lg.gen, generation_files.EXECUTOR_LOG)
         return ("/bin/sh", "-c", 'exec "$@" 2>>"$0"', log, *srun)
 

@@ -153,7 +153,7 @@ class Slurm:
         ``log``), its job id read from its first line within the call timeout; ``job_state``
         follows the job, ``cancel`` withdraws it (salloc then exits)."""
         argv = ["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name=zsw.{run_id}.alloc",
-                *resources_.srun_options(resources)]
+                *resources_.allocation_options(resources)]  # the ``extra`` words are each step's
         with open(log, "wb") as out:
             try:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env,
