@@ -306,7 +306,8 @@ def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | N
 @cli.command()
 @click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
-@click.option("--all", "show_all", is_flag=True, help="also show idle and closed slots")
+@click.option("--all", "show_all", is_flag=True,
+              help="every task (a run of over 100 lists its running and failed ones), and idle and closed slots")
 @click.option("--group", default=None, metavar="GROUP", help="only the tasks of this [group.NAME]")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="only the tasks with this tag (repeatable: any)")
 @click.option("--waiting", is_flag=True, help="only the tasks waiting for input, each with the command that shows it")
@@ -316,23 +317,9 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
     """Tasks and slots of a run (default: the latest); --group and --tag show some tasks only.
     On a terminal every line fits its width (cut, never wrapped)."""
     run = _find_run(state_dir, run_id)
-    snap = views.load_status(run)
-    if waiting:
-        snap = {**snap, "tasks": views.waiting_tasks(snap)}
-        if not json_output:
-            click.echo(views.format_waiting(snap, latest=run_id is None))
-            return
-    if group is not None or tags:
-        views.check_group(run, group)
-        chosen = set(views.select(views.task_specs_of(run), group=group, tags=tags))
-        snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen],
-                "slots": [s for s in snap["slots"] if s["task"] is None or s["task"] in chosen]}
-    if json_output:
-        snap = {**snap, "slots": views.visible_slots(snap, show_all)}
-        click.echo(views.snapshot_json(snap))
-    else:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
-        click.echo(views.format_status(snap, show_all, width))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
+    click.echo(views.show_status(run, json_output=json_output, show_all=show_all, group=group, tags=tags,
+                                 waiting=waiting, latest=run_id is None, width=None if json_output else width))
 
 
 @cli.command(name="ls")

@@ -17,7 +17,7 @@ from typing import Any
 from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import runlock, snapshot_file
-from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
+from zellij_swarm.records.rundir import RunPaths, all_runs, has_record, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES
 from zellij_swarm.render.console import counts_text, describe
 
@@ -27,18 +27,40 @@ def load_status(run: RunPaths, *, rows: bool = True) -> dict[str, Any]:
     order); a ``running`` run whose supervisor is gone is ``interrupted``. ``rows=False``
     skips the rows file: ``tasks`` then holds only the rows the snapshot itself holds (the
     running ones), for a caller that needs the run's state or counts."""
+    snap = load_written(run)
+    whole = {k: v for k, v in snap.items() if k != "rows"}
+    if rows:
+        whole["tasks"] = rows_of(snap, run, None)
+    return whole
+
+
+def load_written(run: RunPaths) -> dict[str, Any]:
+    """The run's latest snapshot as written: every row in ``tasks`` (a summary, or a run
+    recorded before the rows file), or its own rows (the running ones) and ``rows`` naming
+    how much of the rows file stands for the rest (``rows_of`` reads them). The final
+    ``state.json`` is the summary without its rows, so a run that ended is read from it; a
+    summary newer than it (a kill between the two) is read whole. A ``running`` run whose
+    supervisor is gone is ``interrupted``; a running task's duration is taken now."""
     snap: dict[str, Any]  # a snapshot record: a JSON object (SPEC §7.1)
-    for path in (run.summary, run.state):
-        try:
-            snap = snapshot_file.load(path, rows=rows)
-            break
-        except FileNotFoundError:
-            continue
+    try:
+        state = read_json(run.state)
+    except FileNotFoundError:
+        state = None
+    if isinstance(state, dict) and isinstance(state.get("rows"), dict) and (
+            state.get("ended_at") is not None or not has_record(run.summary)):
+        snap = state
     else:
-        meta = read_json(run.run_json)
-        snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],
-                "ended_at": None, "settings": meta.get("settings", {}), "counts": {}, "tasks": [], "slots": [],
-                "metrics": {}, "warnings": []}
+        for path in (run.summary, run.state):
+            try:
+                snap = read_json(path)
+                break
+            except FileNotFoundError:
+                continue
+        else:
+            meta = read_json(run.run_json)
+            snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running",
+                    "started_at": meta["started_at"], "ended_at": None, "settings": meta.get("settings", {}),
+                    "counts": {}, "tasks": [], "slots": [], "metrics": {}, "warnings": []}
     if snap["state"] == "running" and runlock.holder(run) is None:
         snap["state"] = "interrupted"
     if snap["state"] in ("running", "interrupted"):
@@ -46,19 +68,73 @@ def load_status(run: RunPaths, *, rows: bool = True) -> dict[str, Any]:
     return snap
 
 
-_ROW = json.JSONEncoder(separators=(", ", ": ")).encode
+def rows_of(snap: dict[str, Any], run: RunPaths, statuses: frozenset[str] | None) -> list[dict[str, Any]]:
+    """The rows of ``snap`` (``load_written``'s) with one of ``statuses`` (None: every row),
+    in plan order: only those are read when the rows file's index can be trusted."""
+    return snapshot_file.rows_with(snap, run.dir, statuses)
 
 
-def snapshot_json(snap: dict[str, Any]) -> str:
+# A run of at most this many tasks shows every one; a bigger one only those that need a look
+# (running, failed, timed out, lost, unknown): `status --all` shows every one.
+EVERY_TASK_UP_TO = 100
+NOTEWORTHY = frozenset({"running", "unknown", *FAILED_STATUSES})
+
+
+def show_status(run: RunPaths, *, json_output: bool, show_all: bool, group: str | None, tags: Sequence[str],
+                waiting: bool, latest: bool, width: int | None) -> str:
+    """What ``status`` prints. Only what it shows is read: the snapshot's own rows for
+    ``--waiting``; in a run of more than ``EVERY_TASK_UP_TO`` tasks, the noteworthy rows
+    (through the rows file's index), unless ``--all``; ``--json`` every row, copied from the
+    rows file as written (SPEC §7.2)."""
+    snap = load_written(run)
+    view = {k: v for k, v in snap.items() if k != "rows"}
+    if waiting:
+        view["tasks"] = waiting_tasks(snap)  # running rows: the snapshot's own
+        if not json_output:
+            return format_waiting(view, latest)
+    hidden = 0
+    if group is not None or tags:
+        check_group(run, group)
+        chosen = set(select(task_specs_of(run), group=group, tags=tags))
+        view["tasks"] = [t for t in (view["tasks"] if waiting else rows_of(snap, run, None)) if t["name"] in chosen]
+        view["slots"] = [s for s in view["slots"] if s["task"] is None or s["task"] in chosen]
+    elif json_output and not waiting:
+        return snapshot_json({**view, "slots": visible_slots(view, show_all)}, json_row_lines(snap, run))
+    elif not waiting:
+        total = sum(_counts(view).values())
+        every = show_all or total <= EVERY_TASK_UP_TO
+        view["tasks"] = rows_of(snap, run, None if every else NOTEWORTHY)
+        hidden = max(0, total - len(view["tasks"]))
+    if json_output:
+        return snapshot_json({**view, "slots": visible_slots(view, show_all)})
+    return format_status(view, show_all, width, hidden=hidden)
+
+
+# a row as the rows file holds it: the lines copied from there and the rows encoded here are alike
+_ROW = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def snapshot_json(snap: dict[str, Any], row_lines: list[str] | None = None) -> str:
     """A snapshot as ``--json`` prints it: indented, each task row on a line of its own. The
     indenting encoder is pure Python; rows go through the C one, so 100,000 of them take a
-    fraction of a second rather than several."""
-    tasks = snap.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
+    fraction of a second rather than several. ``row_lines``: the rows already as JSON lines
+    (``json_row_lines``), in place of ``snap``'s ``tasks``."""
+    if row_lines is None:
+        tasks = snap.get("tasks")
+        row_lines = [_ROW(row) for row in tasks] if isinstance(tasks, list) else []
+    if not row_lines:
         return json.dumps(snap, indent=1)
     text = json.dumps({**snap, "tasks": []}, indent=1)
-    rows = ",\n".join(f"  {_ROW(row)}" for row in tasks)
+    rows = ",\n".join(f"  {line}" for line in row_lines)
     return text.replace('\n "tasks": []', '\n "tasks": [\n' + rows + "\n ]", 1)
+
+
+def json_row_lines(snap: dict[str, Any], run: RunPaths) -> list[str]:
+    """Every row of ``snap`` (``load_written``'s) as a line of JSON, in plan order: the rows
+    file's lines copied as they are through its index, never parsed (100,000 rows in a
+    fraction of a second); without a trusted index, every row read and encoded."""
+    lines = snapshot_file.every_row_line(snap, run.dir, _ROW)
+    return lines if lines is not None else [_ROW(row) for row in rows_of(snap, run, None)]
 
 
 def _running_durations_now(snap: dict[str, Any], now: float) -> None:
@@ -225,11 +301,12 @@ def _attempts(t: dict[str, Any]) -> str:
     return str(t.get("attempts") or "-")
 
 
-def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None) -> str:
+def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None, *, hidden: int = 0) -> str:
     """The run's line (its counts, and how many wait for input), then a table of its tasks
-    (one line each, with a header) and of its slots that can still do work (all with
-    ``show_all``), its worktrees, views and warnings. With ``width`` (a terminal's), every
-    line is cut to it: the run id is in the header, never repeated on a row."""
+    (one line each, with a header; ``hidden``: how many more the run has, said after it) and
+    of its slots that can still do work (all with ``show_all``), its worktrees, views and
+    warnings. With ``width`` (a terminal's), every line is cut to it: the run id is in the
+    header, never repeated on a row."""
     lines = header_lines(snap, width)
     if (dispatching := dispatching_text(snap)) is not None:
         lines.append(dispatching)
@@ -242,6 +319,9 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
+    if hidden:
+        lines.append(f"  … and {hidden:,} more {'task' if hidden == 1 else 'tasks'} (only running and failed ones are "
+                     f"listed in a run of over {EVERY_TASK_UP_TO}): `zellij-swarm status --all` lists every task")
     lines += worktree_lines(tasks, snap["run_id"], width)
     slots = visible_slots(snap, show_all)
     if slots:

@@ -29,10 +29,12 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
+from zellij_swarm.records import rows_index
+from zellij_swarm.records.rows_index import IndexWriter
 from zellij_swarm.records.rundir import read_json
 
 ROWS_FILE = "tasks.jsonl"
@@ -90,6 +92,7 @@ class RowsFile:
         self.committed: int | None = None  # unknown until the first commit looks at the file
         self._tail_dirty = False  # a failed write may have left part of itself past ``committed``
         self.error: OSError | None = None
+        self._index = IndexWriter(path)  # tasks.idx: where each task's newest line is (rows_index)
 
     @classmethod
     def of(cls, run_dir: Path) -> RowsFile:
@@ -121,6 +124,7 @@ class RowsFile:
         try:
             if self.committed is None:
                 self.committed = _end_torn_line(fd)
+                self._indexing(lambda: self._index.start(fd, self.committed or 0))
             elif self._tail_dirty:
                 os.ftruncate(fd, self.committed)
                 self._tail_dirty = False
@@ -129,17 +133,31 @@ class RowsFile:
                 self._tail_dirty = True
                 _write_all(fd, data)
                 self._tail_dirty = False
+                written = self.committed
                 self.committed += len(data)
+                self._index.note_lines((line[:-1] for line in self._queued), written)
                 self._queued.clear()
                 self._queued_bytes = 0
+                self._indexing(lambda: self._index.flush(self.committed or 0))
             if durable:
                 os.fsync(fd)
+                self._indexing(self._index.fsync)
             self.error = None  # whole again: a disk that has room again is fine again
         except OSError as e:
             self.error = self.error or e
         finally:
             os.close(fd)
         return self.committed or 0
+
+
+    @staticmethod
+    def _indexing(step: Callable[[], None]) -> None:
+        """The index is a shortcut for readers, never a record: a step of it that fails (a
+        full disk) leaves it behind the rows file, which readers then read instead."""
+        try:
+            step()
+        except OSError:
+            pass
 
 
 def _end_torn_line(fd: int) -> int:
@@ -374,3 +392,69 @@ def load(path: Path, *, rows: bool = True) -> dict[str, Any]:
     if not rows:
         return {k: v for k, v in snap.items() if k != "rows"}
     return merge(snap, path.parent)
+
+
+# ----- reading some rows: through the index ---------------------------------------------------
+
+
+def _index_of(snap: dict[str, Any], run_dir: Path) -> rows_index.NewestLines | None:
+    ref = snap.get("rows")
+    if not isinstance(ref, dict):
+        return None
+    name, upto = ref.get("file"), ref.get("bytes")
+    if not isinstance(name, str) or "/" in name or not isinstance(upto, int) or isinstance(upto, bool):
+        return None
+    return rows_index.newest_lines(run_dir, name, upto)
+
+
+def _own_rows(snap: dict[str, Any]) -> list[Any]:
+    own = snap.get("tasks")
+    return own if isinstance(own, list) else []
+
+
+def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | None) -> list[dict[str, Any]]:
+    """The rows of the whole snapshot ``snap`` (as written: its own rows, and ``rows`` naming
+    the rows file) stands for whose status is one of ``statuses`` (None: every row), in plan
+    order. Through the rows file's index (``rows_index``) only those rows are parsed; without
+    a trusted one, the rows file is read (``merge``), as before the index."""
+    def chosen(rows: Iterable[Any]) -> list[dict[str, Any]]:
+        return [r for r in rows if isinstance(r, dict) and (statuses is None or r.get("status") in statuses)]
+
+    index = _index_of(snap, run_dir)
+    lines = [] if index is None else [index.line(n) for n in index.numbers(statuses)]
+    if index is None or None in lines:
+        return chosen(merge(snap, run_dir)["tasks"])
+    reader = RowsReader()
+    for row in _parse(line for line in lines if line is not None):
+        reader._put(row)
+    return chosen(reader.merged(_own_rows(snap)))
+
+
+def every_row_line(snap: dict[str, Any], run_dir: Path,
+                   encode_own: Callable[[dict[str, Any]], str]) -> list[str] | None:
+    """Every row of the whole snapshot ``snap`` stands for, each as a line of JSON, in plan
+    order — the rows file's lines as they are (found through its index, never parsed), the
+    snapshot's own rows (newer) through ``encode_own``. None without a trusted index."""
+    index = _index_of(snap, run_dir)
+    if index is None:
+        return None
+    own: dict[int, dict[str, Any]] = {}
+    named = []
+    for row in _own_rows(snap):
+        if not isinstance(row, dict):
+            continue
+        number = _number(row["id"]) if isinstance(row.get("id"), str) else None
+        if number is None:
+            named.append(row)
+        else:
+            own[number] = row
+    out = []
+    for n in sorted(index.entries.keys() | own.keys()):
+        if n in own:
+            out.append(encode_own(own[n]))
+            continue
+        line = index.line(n)
+        if line is None:
+            return None
+        out.append(line.decode("utf-8", "replace"))
+    return out + [encode_own(row) for row in named]

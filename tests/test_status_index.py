@@ -1,0 +1,238 @@
+"""A 100,000-task run stays interactive (issue 26 §4, the ``status`` side): the rows file's
+writer keeps ``tasks.idx``, where each task's newest line is, so ``status`` parses only the
+rows it shows (the running and failed ones of a big run; ``--all`` every one) and
+``status --json`` copies every row without parsing it. Held here, in process: the index
+reads back as the rows file does on random histories; ``status`` reads only what it shows;
+a torn, garbled, stale, foreign or missing index is never believed (the rows file is read,
+the same answer); the next writer catches up or rebuilds it; a run recorded before it
+(no index, or every row in its summary) reads as it did."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_snapshot_incremental import FakeRun, _row, _step
+
+from zellij_swarm.commands import status as views
+from zellij_swarm.engine import snapshot
+from zellij_swarm.records import log as records
+from zellij_swarm.records import rows_index, snapshot_file
+from zellij_swarm.records.generation_files import ExitRecord
+from zellij_swarm.records.rows_index import INDEX_FILE
+from zellij_swarm.records.rundir import write_json_atomic
+from zellij_swarm.records.snapshot_file import ROWS_FILE, RowsFile
+from zellij_swarm.records.states import TaskStatus
+
+
+def _show(run: FakeRun, **how: Any) -> str:
+    options: dict[str, Any] = {"json_output": False, "show_all": False, "group": None, "tags": (), "waiting": False,
+                               "latest": True, "width": None}
+    return views.show_status(run.paths, **(options | how))
+
+
+def _whole(run: FakeRun) -> list[dict[str, Any]]:
+    """Every row as the rows file itself says (no index): the answer the index must give."""
+    written = json.loads(run.paths.state.read_bytes())
+    return snapshot_file.RowsReader().merge(written, run.paths.dir)["tasks"]  # type: ignore[no-any-return]
+
+
+def _big_run(tmp_path: Path, n: int = 300, failed: tuple[int, ...] = (7, 120, 299)) -> FakeRun:
+    """``n`` tasks: the first half ended (``failed`` failed, the others succeeded, each at
+    once), then two running, the rest pending."""
+    run = FakeRun(tmp_path / "big", jobs=4)
+    run.add(n)
+    for i in (*range(1, n // 2), *(f for f in failed if f >= n // 2)):
+        task = run.tasks[f"t{i}"]
+        run.start(task)
+        run.busy.pop(task.slot or 0)
+        status = TaskStatus.FAILED if i in failed else TaskStatus.SUCCEEDED
+        task.end_generation(status, ExitRecord(int(i in failed), None, run.now - 1, run.now, 4000), None,
+                            backfill=False, ended_at=run.now)
+        task.finish(status)
+    for i in (n // 2, n // 2 + 1):
+        run.start(run.tasks[f"t{i}"])
+    records.SnapshotWriter(run.paths, lambda: snapshot.build(run)).write()
+    return run
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_index_reads_back_as_the_rows_file_does(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    run = FakeRun(tmp_path / f"run-{seed}", jobs=rng.randint(1, 5))
+    run.add(rng.randint(1, 40))
+    writer = records.SnapshotWriter(run.paths, lambda: snapshot.build(run))
+    for _ in range(rng.randint(40, 250)):
+        _step(run, rng)
+        if rng.random() < 0.3:
+            written = writer.write(merged=False)
+            whole = _whole(run)
+            assert (run.paths.dir / INDEX_FILE).exists()
+            assert snapshot_file.rows_with(written, run.paths.dir, None) == whole
+            failed = frozenset({"failed", "cancelled"})
+            assert snapshot_file.rows_with(written, run.paths.dir, failed) == [t for t in whole
+                                                                                 if t["status"] in failed]
+            lines = snapshot_file.every_row_line(written, run.paths.dir, json.dumps)
+            assert lines is not None and [json.loads(line) for line in lines] == whole
+
+
+def test_status_parses_only_the_rows_it_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _big_run(tmp_path)
+    parsed: list[int] = []
+    real = snapshot_file._parse
+    monkeypatch.setattr(snapshot_file, "_parse", lambda lines: (parsed.append(len(lines := list(lines))),
+                                                                real(lines))[1])
+    text = _show(run)
+    assert parsed == [3]  # the failed rows; the running ones are the snapshot's own
+    shown = [line.split()[0] for line in text.splitlines()[2:] if line.startswith("  task")]
+    assert shown == ["task"] * 5 and "failed" in text and text.count(" running ") >= 2
+    assert "… and 295 more tasks" in text and "status --all" in text
+    parsed.clear()
+    every = _show(run, show_all=True)
+    assert "more tasks" not in every and sum(line.startswith("  task ") for line in every.splitlines()) == 300
+    parsed.clear()
+    got = json.loads(_show(run, json_output=True))
+    assert parsed == []  # every row copied as written, none parsed
+    assert got["tasks"] == views.load_status(run.paths)["tasks"] and len(got["tasks"]) == 300
+    assert got == {**views.load_status(run.paths), "slots": got["slots"], "tasks": got["tasks"]}
+
+
+def test_a_small_run_shows_every_task_as_before(tmp_path: Path) -> None:
+    run = FakeRun(tmp_path / "small")
+    run.add(3)
+    records.SnapshotWriter(run.paths, lambda: snapshot.build(run)).write()
+    assert sum(line.startswith("  task ") for line in _show(run).splitlines()) == 3
+
+
+def _damage(run_dir: Path, how: str) -> None:
+    index = run_dir / INDEX_FILE
+    data = index.read_bytes()
+    if how == "missing":
+        index.unlink()
+    elif how == "torn":  # a header cut short
+        index.write_bytes(data[:20])
+    elif how == "garbage":
+        index.write_bytes(os.urandom(len(data)))
+    elif how == "zeroed header":
+        index.write_bytes(bytes(32) + data[32:])
+    elif how == "entries past their header":  # a writer killed between its entries and its header
+        index.write_bytes(data + struct.pack("<QIB3x", 10 << 20, 100, 3))
+    elif how == "pointing at another task's line":
+        first = struct.unpack_from("<QIB3x", data, 32 + 16)
+        index.write_bytes(data[:32 + 32] + struct.pack("<QIB3x", *first) + data[32 + 48:])
+    elif how == "another file's":  # the rows file replaced: another inode
+        rows = run_dir / ROWS_FILE
+        copy = rows.read_bytes()
+        rows.unlink()
+        rows.write_bytes(copy)
+    elif how == "behind":  # a writer that appended and was killed before indexing
+        header = bytearray(data[:32])
+        covered = struct.unpack_from("<Q", header, 8)[0]
+        rows = (run_dir / ROWS_FILE).read_bytes()
+        back = rows.rfind(b"\n", 0, covered - 1) + 1
+        index.write_bytes(rows_index._header(back, (run_dir / ROWS_FILE).stat().st_ino) + data[32:])
+    else:
+        raise AssertionError(how)
+
+
+DAMAGES = ["missing", "torn", "garbage", "zeroed header", "entries past their header",
+           "pointing at another task's line", "another file's", "behind"]
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_damaged_index_is_never_believed(tmp_path: Path, how: str) -> None:
+    run = _big_run(tmp_path)
+    before = {flags: _show(run, **dict(flags)) for flags in
+              ((), (("show_all", True),), (("json_output", True),))}
+    _damage(run.paths.dir, how)
+    for flags, text in before.items():
+        got = _show(run, **dict(flags))
+        if ("json_output", True) in flags:
+            assert json.loads(got) == json.loads(text)
+        else:
+            assert got == text
+
+
+@pytest.mark.parametrize("how", DAMAGES)
+def test_the_next_writer_makes_the_index_whole_again(tmp_path: Path, how: str) -> None:
+    run = _big_run(tmp_path)
+    _damage(run.paths.dir, how)
+    rows = RowsFile(run.paths.dir / ROWS_FILE)  # a resumed supervisor's writer
+    rows.add(snapshot_file.encode(_row("t300", "failed", name="task 300 \"q\"\n")))
+    n = rows.commit()
+    written = {**json.loads(run.paths.state.read_bytes()), "rows": snapshot_file.reference(n), "tasks": []}
+    index = rows_index.newest_lines(run.paths.dir, ROWS_FILE, n)
+    assert index is not None and len(index.entries) == 298  # trusted again (the two running rows are the snapshot's)
+    assert snapshot_file.rows_with(written, run.paths.dir, None) == snapshot_file.merge(written, run.paths.dir)["tasks"]
+
+
+def test_a_torn_line_left_by_a_killed_writer_is_not_indexed(tmp_path: Path) -> None:
+    path = tmp_path / ROWS_FILE
+    path.write_bytes(snapshot_file.encode(_row("t1")) + b'{"name":"nt2","id":"t2","sta')
+    rows = RowsFile(path)
+    rows.add(snapshot_file.encode(_row("t3")))
+    n = rows.commit()
+    index = rows_index.newest_lines(tmp_path, ROWS_FILE, n)
+    assert index is not None and sorted(index.entries) == [1, 3]
+
+
+def test_a_row_the_index_cannot_hold_removes_it(tmp_path: Path) -> None:
+    rows = RowsFile(tmp_path / ROWS_FILE)
+    rows.add(snapshot_file.encode(_row("t1")))
+    rows.commit()
+    assert (tmp_path / INDEX_FILE).exists()
+    rows.add(snapshot_file.encode(_row("custom-id")))  # never written so today: readers read the file
+    n = rows.commit()
+    assert not (tmp_path / INDEX_FILE).exists()
+    assert [t["id"] for t in snapshot_file.rows_with(_snap_of(n), tmp_path, None)] == ["t1", "custom-id"]
+
+
+def _snap_of(n: int) -> dict[str, Any]:
+    return {"run_id": "r", "state": "running", "started_at": 1.0, "counts": {}, "tasks": [], "slots": [],
+            "metrics": {}, "warnings": [], "rows": snapshot_file.reference(n)}
+
+
+def test_the_index_is_fsynced_with_the_rows_it_indexes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = FakeRun(tmp_path / "d")
+    run.add(3)
+    writer = records.SnapshotWriter(run.paths, lambda: snapshot.build(run))
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    writer.write(summary=run.paths.summary)
+    assert [Path(p).name for p in synced][:2] == [ROWS_FILE, INDEX_FILE]  # before the summary
+
+
+def test_an_ended_run_is_read_from_its_final_state_not_its_whole_summary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _big_run(tmp_path)
+    run.ended_at = run.now
+    records.SnapshotWriter(run.paths, lambda: snapshot.build(run)).write(summary=run.paths.summary)
+    read: list[str] = []
+    real = views.read_json
+    monkeypatch.setattr(views, "read_json", lambda path: (read.append(Path(path).name), real(path))[1])
+    assert json.loads(_show(run, json_output=True))["tasks"] == json.loads(run.paths.summary.read_bytes())["tasks"]
+    assert read == ["state.json"]
+
+
+def test_a_run_recorded_before_the_index_reads_as_it_did(tmp_path: Path) -> None:
+    """Two older forms: a rows file without an index, and a summary with every row and no
+    rows file at all (the state.json beside it, of the same age, holds every row too)."""
+    run = _big_run(tmp_path)
+    expected = {flags: _show(run, **dict(flags)) for flags in ((), (("show_all", True),), (("json_output", True),))}
+    (run.paths.dir / INDEX_FILE).unlink()
+    for flags, text in expected.items():
+        assert _show(run, **dict(flags)) == text
+    whole = views.load_status(run.paths)
+    for name in (ROWS_FILE, "state.json"):
+        (run.paths.dir / name).unlink()
+    write_json_atomic(run.paths.summary, {**whole, "state": "finished", "ended_at": whole["started_at"] + 1})
+    got = json.loads(_show(run, json_output=True))
+    assert got["tasks"] == whole["tasks"] and got["state"] == "finished"
+    text = _show(run)
+    assert "… and 295 more tasks" in text and sum(line.startswith("  task ") for line in text.splitlines()) == 5

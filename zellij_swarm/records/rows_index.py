@@ -1,0 +1,264 @@
+"""The index of a run's rows file (SPEC §7.2): ``tasks.idx``, beside ``tasks.jsonl``, says
+where the newest line of each task is and what its status is, so that ``status`` reads only
+the rows it shows and ``status --json`` copies every row without parsing one.
+
+    header  32 bytes: b"ZSWIDX1\\n", covered (u64), the rows file's inode (u64), crc32 of
+            the 24 bytes before it (u32), 4 bytes of zeros
+    entry   16 bytes at 32 + 16·n for task ``t<n>``: offset (u64) and length (u32) of its
+            newest line, its status (u8, ``STATUSES``; 255 another word), 3 bytes of zeros;
+            all zeros: no line yet
+
+It is written by the rows file's one writer (``snapshot_file.RowsFile``) after the lines it
+indexes, entries before header, and fsynced with them. The header's ``covered`` is the
+length of the rows file the entries stand for. A reader trusts it only when it matches: the
+same file (inode), ``covered`` not beyond the snapshot's ``N`` (a stretch up to ``N`` it does
+not cover is read forwards from the file), every entry it uses inside ``covered`` and pointing
+at a whole line of its own task. Anything else — no index (a run recorded before it, a
+supervisor killed between the lines and their index), a torn or garbled one — and the reader
+returns None: the caller reads the rows file itself, as before. Nothing is ever wrong for a
+missing index, only slower.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+INDEX_FILE = "tasks.idx"
+STATUSES = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost", "unknown")
+OTHER = 255  # a status word not in STATUSES: the reader must parse the row to know it
+
+_MAGIC = b"ZSWIDX1\n"
+_HEADER = struct.Struct("<8sQQI4x")
+_ENTRY = struct.Struct("<QIB3x")
+_CODES = {s.encode(): i for i, s in enumerate(STATUSES)}
+_ID_KEY = b'","id":"t'
+_STATUS_KEY = b'","status":"'
+
+
+def line_key(line: bytes) -> tuple[int, int] | None:
+    """``(n, status code)`` of a row line as ``snapshot_file`` writes it (name, id ``t<n>``,
+    status first), None for any other (a torn line, an id not numbered). A name's own quotes
+    are escaped, so the first ``","id":"`` of such a line ends it."""
+    if not line.startswith(b'{"name":"'):
+        return None
+    at = line.find(_ID_KEY)
+    if at < 0:
+        return None
+    at += len(_ID_KEY)
+    end = line.find(b'"', at)
+    digits = line[at:end]
+    if not digits.isdigit() or len(digits) > 9 or not line.startswith(_STATUS_KEY, end):
+        return None
+    at = end + len(_STATUS_KEY)
+    word = line[at:line.find(b'"', at)]
+    return int(digits), _CODES.get(word, OTHER)
+
+
+# ----- writing ------------------------------------------------------------------------------
+
+
+class IndexWriter:
+    """The appending side: ``note`` each line as it is written to the rows file, ``flush``
+    after the write (and ``fsync`` with the rows file's). ``start`` at the writer's first
+    commit makes the index cover the file as it is (an index left by a supervisor killed
+    before it caught up is caught up from the file; a missing or garbled one is rebuilt).
+    A line that cannot be indexed (not as ``snapshot_file`` writes rows) removes the index:
+    readers then read the rows file, which is always right."""
+
+    def __init__(self, rows_path: Path) -> None:
+        self.path = rows_path.with_name(INDEX_FILE)
+        self._rows_path = rows_path
+        self._entries: dict[int, bytes] = {}
+        self._broken = False
+        self._inode: int | None = None  # the rows file's, once ``start`` has looked at it
+        self._covered = 0
+
+    def start(self, fd: int, size: int) -> None:
+        """Bring the index up to the rows file ``fd`` of ``size`` bytes (its torn line ended)."""
+        inode = os.fstat(fd).st_ino
+        covered = _covered(self.path, inode)
+        if covered is None or covered > size:
+            covered = 0
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+        self._inode = inode
+        at = covered
+        while at < size:
+            data = os.pread(fd, min(1 << 24, size - at), at)
+            cut = data.rfind(b"\n") + 1
+            if not cut:
+                break
+            self.note_lines(data[:cut].split(b"\n")[:-1], at, skip_torn=True)
+            at += cut
+        self._covered = covered
+        self.flush(at)
+
+    def note_lines(self, lines: Iterable[bytes], at: int, *, skip_torn: bool = False) -> None:
+        """Lines (without their newline) written at offset ``at`` of the rows file."""
+        entries = self._entries
+        for line in lines:
+            key = line_key(line)
+            if key is None:
+                if not skip_torn or _a_row(line):  # only a torn line, read back, is no row at all
+                    self._broken = True
+            else:
+                entries[key[0]] = _ENTRY.pack(at, len(line) + 1, key[1])
+            at += len(line) + 1
+
+    def flush(self, covered: int) -> None:
+        """Write the entries noted, then a header saying the index covers ``covered`` bytes."""
+        if self._broken or self._inode is None:  # never started: a failed start leaves it to readers
+            self._entries.clear()
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        if not self._entries and covered == self._covered:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            for first, run in _runs(sorted(self._entries)):
+                os.pwrite(fd, b"".join(self._entries[n] for n in run), _HEADER.size + _ENTRY.size * first)
+            self._entries.clear()
+            os.pwrite(fd, _header(covered, self._inode), 0)
+            self._covered = covered
+        finally:
+            os.close(fd)
+
+    def fsync(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _a_row(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _runs(numbers: Sequence[int]) -> Iterable[tuple[int, list[int]]]:
+    """Sorted numbers as runs of consecutive ones: one write per run."""
+    run: list[int] = []
+    for n in numbers:
+        if run and n != run[-1] + 1:
+            yield run[0], run
+            run = []
+        run.append(n)
+    if run:
+        yield run[0], run
+
+
+def _header(covered: int, inode: int) -> bytes:
+    head = struct.pack("<8sQQ", _MAGIC, covered, inode)
+    return _HEADER.pack(_MAGIC, covered, inode, zlib.crc32(head))
+
+
+def _covered(path: Path, inode: int) -> int | None:
+    """How much of the rows file of ``inode`` the index at ``path`` covers; None when it is
+    missing, garbled, another file's, or has entries past what it covers (a writer killed
+    between its entries and its header may have left them for lines that never reached the
+    disk)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    covered = _valid_header(data[:_HEADER.size], inode)
+    if covered is None or _entries(data, covered) is None:
+        return None
+    return covered
+
+
+def _valid_header(head: bytes, inode: int) -> int | None:
+    if len(head) != _HEADER.size:
+        return None
+    magic, covered, of, crc = _HEADER.unpack(head)
+    if magic != _MAGIC or of != inode or crc != zlib.crc32(head[:24]):
+        return None
+    return int(covered)
+
+
+# ----- reading ------------------------------------------------------------------------------
+
+
+def _entries(data: bytes, covered: int) -> dict[int, tuple[int, int, int]] | None:
+    """The index's entries (n -> offset, length, status code); None when one points past
+    ``covered`` (written after its header: a writer caught mid-way, or killed there)."""
+    entries: dict[int, tuple[int, int, int]] = {}
+    body = memoryview(data)[_HEADER.size:]
+    usable = len(body) - len(body) % _ENTRY.size
+    for n, (offset, length, code) in enumerate(_ENTRY.iter_unpack(body[:usable])):
+        if length:
+            if offset + length > covered:
+                return None
+            entries[n] = (offset, length, code)
+    return entries
+
+
+class NewestLines:
+    """Where each task's newest line is, as of ``upto`` bytes of the rows file: ``lines``
+    gives them (bytes, newline cut), checked."""
+
+    def __init__(self, rows: mmap.mmap | bytes, entries: dict[int, tuple[int, int, int]]) -> None:
+        self._rows = rows
+        self.entries = entries  # n -> (offset, length, status code)
+
+    def numbers(self, statuses: frozenset[str] | None = None) -> list[int]:
+        """The tasks' numbers in plan order; with ``statuses``, only the rows that may have one
+        of them (a word the index does not know is kept: its row says)."""
+        if statuses is None:
+            return sorted(self.entries)
+        codes = {i for i, s in enumerate(STATUSES) if s in statuses} | {OTHER}
+        return sorted(n for n, e in self.entries.items() if e[2] in codes)
+
+    def line(self, n: int) -> bytes | None:
+        """Task ``t<n>``'s newest line, None when the index does not point at a line of it."""
+        offset, length, _ = self.entries[n]
+        line = self._rows[offset:offset + length]
+        if len(line) != length or not line.endswith(b"\n"):
+            return None
+        key = line_key(line[:-1])
+        return line[:-1] if key is not None and key[0] == n else None
+
+
+def newest_lines(run_dir: Path, rows_file: str, upto: int) -> NewestLines | None:
+    """The newest line of every task in ``rows_file`` up to ``upto`` bytes, from its index;
+    None when the index cannot be trusted (the caller reads the rows file instead)."""
+    try:
+        with open(run_dir / INDEX_FILE, "rb") as f:
+            data = f.read()
+        with open(run_dir / rows_file, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            covered = _valid_header(data[:_HEADER.size], os.fstat(f.fileno()).st_ino)
+            if covered is None or covered > upto or size < upto or not upto:
+                return None
+            rows = mmap.mmap(f.fileno(), upto, access=mmap.ACCESS_READ)  # only the rows used are read
+    except (OSError, ValueError):
+        return None
+    entries = _entries(data, covered)
+    if entries is None:
+        return None
+    if covered < upto:  # lines the index does not cover yet: read them forwards
+        at = covered
+        for line in rows[covered:upto].split(b"\n")[:-1]:
+            key = line_key(line)
+            if key is not None:
+                entries[key[0]] = (at, len(line) + 1, key[1])
+            at += len(line) + 1
+    return NewestLines(rows, entries)
