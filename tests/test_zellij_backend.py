@@ -246,7 +246,11 @@ class Driven:
         return LaunchRequest(paths, slot, task, pane=True, attempt=attempt, attempts=attempts)
 
     def tab_titles(self) -> list[str] | None:
-        tabs = [t for t in self.fz.session(self.version, "host")["tabs"] if t["name"] == f"swarm:{self.paths.run_id}"]
+        """The titles of the swarm's tab, whose name may be marked (``swarm:<run> (1 waiting)``)."""
+        from zellij_swarm import names
+
+        tabs = [t for t in self.fz.session(self.version, "host")["tabs"]
+                if (parsed := names.parse(t["name"], [self.paths.run_id])) is not None and parsed.kind == ":"]
         return [p["title"] for p in tabs[0]["panes"]] if tabs else None
 
 
