@@ -65,6 +65,12 @@ def exits(run: Path) -> int:
     return len(list(run.glob("slots/slot-*/gen-*/exit")))
 
 
+def tmux_env(t: Tmux, *, inside: bool = False) -> dict[str, str]:
+    """A run's environment in the private tmux server, with a launch heartbeat deadline for a
+    loaded machine (a pane that misses it runs headless, and the test would see no pane)."""
+    return dict((inside_env if inside else outside_env)(t), ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="30000")
+
+
 def tmux_panes(t: Tmux) -> Panes:
     return lambda: {pane: row["title"] for pane, row in t.panes().items()}
 
@@ -84,7 +90,7 @@ class Killed:
                 and t, timeout=60, what="four tasks running in panes")
             self.panes: dict[str, str] = {n: rows[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")}
             self.slots: dict[str, int] = {n: rows[n]["slot"] for n in self.panes}
-            wait_until(lambda: set(self.panes.values()) <= set(view()), timeout=30, what="the panes listed")
+            wait_until(lambda: set(self.panes.values()) <= set(view()), timeout=60, what="the panes listed")
             self.before = set(view())
         finally:
             proc.kill()
@@ -117,10 +123,10 @@ def follow_through(swarm: Swarm, killed: Killed, *, retitled: bool) -> str:
     wait_until(lambda: exits(run) == 2, what="ok and bad ended while no supervisor ran")
     proc = killed.resume()
     try:
-        wait_until(killed.adopted, what="the resumed supervisor adopted the late ones")
+        wait_until(killed.adopted, timeout=60, what="the resumed supervisor adopted the late ones")
         # the success that ended meanwhile closes; the failure is kept, retitled with its exit
         bad = killed.title("bad", "failed (exit 3)" if retitled else "running")
-        wait_until(lambda: panes["ok"] not in view() and view().get(panes["bad"]) == bad, timeout=30,
+        wait_until(lambda: panes["ok"] not in view() and view().get(panes["bad"]) == bad, timeout=60,
                    what=f"ok's pane closed, bad's titled {bad!r}: {view()}")
         (swarm.cwd / "go2").touch()
         _, err = proc.communicate(timeout=120)
@@ -134,7 +140,7 @@ def follow_through(swarm: Swarm, killed: Killed, *, retitled: bool) -> str:
     # --keep-failed-panes 1: late-bad's failure closed bad's kept pane; late's success closed after the hold
     late_bad = killed.title("late-bad", "failed (exit 4)" if retitled else "running")
     left = wait_until(lambda: (v := view()) and panes["late"] not in v and panes["bad"] not in v and v,
-                      timeout=30, what="the held and the surplus kept panes closed")
+                      timeout=60, what="the held and the surplus kept panes closed")
     assert left.get(panes["late-bad"]) == late_bad, left
     assert set(left) <= killed.before, "nothing new was opened"
     assert "bad: failed (exit 3" in err and f"— zellij-swarm logs {run.name} bad" in err, err
@@ -149,7 +155,7 @@ tmux_needed = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is n
 
 @tmux_needed
 def test_tmux_resume_settles_the_adopted_panes(swarm, tmux):
-    env = outside_env(tmux)
+    env = tmux_env(tmux)
     view = tmux_panes(tmux)
     killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
     err = follow_through(swarm, killed, retitled=True)
@@ -167,7 +173,7 @@ def test_resume_after_the_session_was_killed_runs_headless_with_one_warning(swar
     and run again headless, without using an attempt."""
     if backend == "tmux":
         t = request.getfixturevalue("tmux")
-        env, args, view, kill = outside_env(t), ("--backend", "tmux"), tmux_panes(t), lambda run: t("kill-server")
+        env, args, view, kill = tmux_env(t), ("--backend", "tmux"), tmux_panes(t), lambda run: t("kill-server")
     else:
         fz = request.getfixturevalue("fz")
         env, args, view = fz.env("0.45.0", **FAST), ("--backend", "zellij"), fake_panes(swarm, fz, "0.45.0")
@@ -197,7 +203,7 @@ def test_resume_after_the_session_was_killed_runs_headless_with_one_warning(swar
 
 @tmux_needed
 def test_tmux_a_pane_closed_by_hand_before_resume_is_that_task_alone(swarm, tmux):
-    env = outside_env(tmux)
+    env = tmux_env(tmux)
     view = tmux_panes(tmux)
     killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
     tmux("kill-pane", "-t", killed.panes["late"])
@@ -205,10 +211,10 @@ def test_tmux_a_pane_closed_by_hand_before_resume_is_that_task_alone(swarm, tmux
     try:
         wait_until(lambda: exits(killed.run) == 1, what="late's end recorded")
         proc = killed.resume()
-        wait_until(killed.adopted, what="the others adopted")
+        wait_until(killed.adopted, timeout=60, what="the others adopted")
         (swarm.cwd / "go").touch()
         wait_until(lambda: view().get(killed.panes["bad"]) == killed.title("bad", "failed (exit 3)"),
-                   what="bad ended under the resumed supervisor")
+                   timeout=60, what="bad ended under the resumed supervisor")
         (swarm.cwd / "go2").touch()
         _, err = proc.communicate(timeout=120)
     finally:
@@ -228,7 +234,7 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
     window's name) and takes the mark away when it reads."""
     swarm.write("w.toml", '[swarm]\njobs = 1\n[[task]]\nname = "ask"\n'
                           "cmd = 'read a; until [ -e go ]; do sleep 0.05; done; read b; echo $a$b'\n")
-    env = outside_env(tmux)
+    env = tmux_env(tmux)
     proc = swarm.popen("run", "w.toml", "--backend", "tmux", "--ui", "live", "--output", "group", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     window = f"swarm-{run.name}"
@@ -247,14 +253,14 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
         proc.wait(timeout=10)
         proc = swarm.popen("resume", run.name, "--output", "group", env=env)
         wait_until(lambda: any(e["event"] == "run_resumed" for e in events(run)) and marks_since_resume() == [True],
-                   timeout=30, what="the resumed supervisor saw it waiting")
+                   timeout=60, what="the resumed supervisor saw it waiting")
         waiting = ("slot 1 · ask · waiting for input", [f"{window} (1 waiting)"])
-        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting: {shown()}")
+        wait_until(lambda: shown() == waiting, timeout=60, what=f"marked waiting: {shown()}")
         tmux("send-keys", "-t", pane, "x", "Enter")
-        wait_until(lambda: shown() == ("slot 1 · ask · running", [window]), timeout=30,
+        wait_until(lambda: shown() == ("slot 1 · ask · running", [window]), timeout=60,
                    what=f"the mark taken away: {shown()}")
         (swarm.cwd / "go").touch()
-        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting again: {shown()}")
+        wait_until(lambda: shown() == waiting, timeout=60, what=f"marked waiting again: {shown()}")
         tmux("send-keys", "-t", pane, "y", "Enter")
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -265,7 +271,7 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
             proc.wait(timeout=10)
         kill_run_processes(run.name)
     assert swarm.tasks(run)["ask"]["status"] == "succeeded"
-    wait_until(lambda: pane not in tmux_panes(tmux)(), timeout=30, what="its pane closed after the hold")
+    wait_until(lambda: pane not in tmux_panes(tmux)(), timeout=60, what="its pane closed after the hold")
 
 
 @tmux_needed
@@ -274,7 +280,7 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
     """Never the user's own session: the swarm's window goes, as at a live run's end."""
     swarm.write("ok.toml", '[swarm]\njobs = 2\n[[task]]\nname = "a"\ncmd = "until [ -e go ]; do sleep 0.05; done"\n'
                            '[[task]]\nname = "b"\ncmd = "until [ -e go2 ]; do sleep 0.05; done"\n')
-    env = inside_env(tmux)
+    env = tmux_env(tmux, inside=True)
     proc = swarm.popen("run", "ok.toml", "--backend", "tmux", "--ui", ui, "--output", "group", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
@@ -286,7 +292,7 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
         (swarm.cwd / "go").touch()
         wait_until(lambda: exits(run) == 1, what="a ended while no supervisor ran")
         proc = swarm.popen("resume", run.name, "--output", "group", env=env)
-        wait_until(lambda: any(e["event"] == "worker_adopted" for e in events(run)), what="b adopted")
+        wait_until(lambda: any(e["event"] == "worker_adopted" for e in events(run)), timeout=60, what="b adopted")
         (swarm.cwd / "go2").touch()
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -496,13 +502,13 @@ def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):
         proc.wait(timeout=10)
         proc = swarm.popen("resume", run.name, "--output", "group", env=env)
         waiting = ("slot 1 · ask · waiting for input", f"swarm:{run.name} (1 waiting)")
-        wait_until(lambda: any(e["event"] == "run_resumed" for e in events(run)) and shown() == waiting, timeout=30,
+        wait_until(lambda: any(e["event"] == "run_resumed" for e in events(run)) and shown() == waiting, timeout=60,
                    what=f"marked waiting: {shown()}")
         typed("x\n")
-        wait_until(lambda: shown() == ("slot 1 · ask · running", f"swarm:{run.name}"), timeout=30,
+        wait_until(lambda: shown() == ("slot 1 · ask · running", f"swarm:{run.name}"), timeout=60,
                    what=f"the mark taken away: {shown()}")
         (swarm.cwd / "go").touch()
-        wait_until(lambda: shown() == waiting, timeout=30, what=f"marked waiting again: {shown()}")
+        wait_until(lambda: shown() == waiting, timeout=60, what=f"marked waiting again: {shown()}")
         typed("y\n")
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
