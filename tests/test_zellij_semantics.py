@@ -310,6 +310,13 @@ def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, versio
 
         if version >= "0.44":
             wait_until(lambda: names.tab(run, 2) in tabs(), timeout=20, what="the tab marked 2 waiting")
+            # attach, from the user's own tab, finds the marked tab by its id
+            fz.zellij("--session", "host", "action", "go-to-tab", "1", version=version)
+            said = swarm("attach", run, env=fz.env(version, inside="host"))
+            assert said.code == 0, said.stderr
+            session = fz.session(version, "host")
+            ours = next(t["id"] for t in session["tabs"] if t["name"] == names.tab(run, 2))
+            assert [c["tab_id"] for c in session["clients"]] == [ours]
             fz.zellij("--session", "host", "action", "write-chars", "--pane-id", agent_pane(1), "yes\n",
                       version=version)
             wait_until(lambda: names.tab(run, 1) in tabs(), timeout=20, what="the mark down to 1")
@@ -317,7 +324,8 @@ def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, versio
                       version=version)
         else:
             def waiting() -> int:
-                lines = (swarm.runs()[0] / "events.jsonl").read_text().splitlines()
+                log = swarm.runs()[0] / "events.jsonl"
+                lines = log.read_text().splitlines() if log.exists() else []
                 return len([e for e in map(json.loads, lines) if e["event"] == "worker_waiting_input" and e["waiting"]])
 
             wait_until(lambda: waiting() == 2, timeout=20, what="both agents waiting")

@@ -648,8 +648,10 @@ class ZellijBackend:
     def place(self) -> dict[str, Any] | None:
         if not self.started:
             return None
+        # the tab's id (0.44+): found by it while its name is marked ``(2 waiting)`` (``_mark_waiting``)
+        tab_id = None if self.mode == "here" else self.tab_id
         return {"backend": "zellij", "session": self.z.session, "tab": None if self.mode == "here" else
-                f"swarm:{self.ctx.run_id}", "created_session": self.created_session}
+                f"swarm:{self.ctx.run_id}", "tab_id": tab_id, "created_session": self.created_session}
 
     def leftover_hint(self) -> str | None:
         if not self.started or self.closed or not self.alive:

@@ -17,8 +17,9 @@ found the way the backends name things:
   session. The terminal stays the client it is.
 - tmux, outside tmux: the same selection, then ``exec tmux attach -t SESSION``, so this
   terminal becomes the client and shows that window and pane.
-- Zellij, inside the run's own session: ``action go-to-tab-name swarm:<run-id>``, and with a
-  task, ``action focus-pane-id`` from 0.44.1 (contract §0, §2.18). Inside another Zellij
+- Zellij, inside the run's own session: ``action go-to-tab-by-id`` with the tab id the run
+  recorded (from 0.44: the tab's name may be marked ``(2 waiting)``), else ``go-to-tab-name
+  swarm:<run-id>``; with a task, ``action focus-pane-id`` from 0.44.1 (contract §0, §2.18). Inside another Zellij
   session it refuses: a client inside a pane nests one Zellij in another.
 - Zellij, outside: ``exec zellij attach SESSION``. No focus action exists for a client that
   has not attached yet (contract §2.18: focus acts for an attached client), so a task's pane
@@ -232,8 +233,12 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
     if own == session:  # our own client: move it (calls keep our session and pane variables)
         z.session = session
-        z.call("action", "go-to-tab-name", tab)
         version = _zellij.parse_version(f"zellij {caps['version']}")
+        tab_id = recorded.get("tab_id")
+        if isinstance(tab_id, int) and version is not None and version >= (0, 44, 0):
+            z.call("action", "go-to-tab-by-id", str(tab_id))  # its name may be marked "(2 waiting)"
+        else:
+            z.call("action", "go-to-tab-name", tab)
         if isinstance(pane, str) and version is not None and version >= FOCUS_PANE_ID_SINCE:
             z.call("action", "focus-pane-id", pane)
         return 0

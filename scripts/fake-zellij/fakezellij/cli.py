@@ -941,6 +941,7 @@ ACTIONS = {
     "rename-tab-by-id": ([], [("id", True, False), ("name", True, False)], None, "0.44.0"),
     "go-to-tab-name": ([O("create", "--create", "-c")], [("name", True, False)], None, None),
     "go-to-tab": ([], [("index", True, False)], None, None),
+    "go-to-tab-by-id": ([], [("id", True, False)], None, "0.44.0"),
     "focus-next-pane": ([], [], None, None),
     "focus-previous-pane": ([], [], None, None),
     "move-focus": ([], [("direction", True, False)], None, None),

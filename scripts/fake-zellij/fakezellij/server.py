@@ -1314,6 +1314,15 @@ class Server:
             t.name = o["name"]
         return {}
 
+    def act_go_to_tab_by_id(self, req, conn):
+        """The client's tab becomes tab ID; an unknown id, or no client, does nothing: exit 0,
+        no output (0.45.0, verified)."""
+        o = req["opts"]
+        t = self.find_tab(int(o["id"])) if str(o["id"]).isdigit() else None
+        if t is not None and self.clients:
+            self.clients[-1]["tab"] = t.id
+        return {}
+
     def act_go_to_tab_name(self, req, conn):
         o = req["opts"]
         if not self.clients:
