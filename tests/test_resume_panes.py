@@ -519,3 +519,24 @@ def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):
             proc.wait(timeout=10)
         kill_run_processes(run.name)
     assert swarm.tasks(run)["ask"]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("backend", ["tmux", "zellij"])
+def test_a_multiplexer_that_cannot_be_run_is_said_as_such(tmp_path, backend):
+    """The run's place cannot be looked at: the warning says the multiplexer is missing, not
+    that its session is gone."""
+    from zellij_swarm.backends.base import RunContext
+    from zellij_swarm.backends.resumed import backend_for
+    from zellij_swarm.config import settings
+    from zellij_swarm.records.rundir import RunPaths
+
+    paths = RunPaths(tmp_path / "20260101-000000-abcdef")
+    warnings: list[tuple[str, str]] = []
+    ctx = RunContext(paths=paths, run_id=paths.run_id, settings=settings.resolve({"ui": "live"}, {}),
+                     schedule=lambda d, f: None, warn=lambda c, m: warnings.append((c, m)), notice=lambda t: None,
+                     renderer_argv=lambda *a: [])
+    place = {"backend": backend, "socket": "/nowhere/default", "session": "swarm-x", "session_id": "$0",
+             "windows": ["@1"], "tab": "swarm:x", "created_session": True}
+    resumed = backend_for(place, {"PATH": str(tmp_path)}, [], close_session=False)
+    resumed.open(ctx)
+    assert [code for code, _ in warnings] == ["multiplexer_missing"] and resumed.name == "headless"

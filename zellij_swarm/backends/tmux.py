@@ -212,7 +212,9 @@ class TmuxBackend:
         self.ctx = ctx
         self.live = ctx.settings.ui == "live"
         self.panes = PaneLifecycle.for_run(ctx, close=self._kill_pane)
-        if not self.session_alive():
+        # asked here, not by session_alive(), so that a tmux that cannot be run says so itself
+        if self._tmux("has-session", "-t", self.session_id, check=False).returncode != 0:
+            self.alive = False
             raise BackendError("session_missing", f"tmux: the run's session {self.session_name!r} is gone")
         for i, window in enumerate(str(w) for w in place.get("windows") or []):
             res = self._tmux("list-panes", "-t", window, "-F", "#{pane_id}\t#{@zsw_short}\t#{window_name}\t"
