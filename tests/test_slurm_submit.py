@@ -45,8 +45,10 @@ def test_a_submitted_swarm_runs_in_a_batch_job_under_the_id_it_was_given(swarm: 
     status = json.loads(swarm("status", run_id, "--json", env=env).stdout)
     assert status["state"] == "finished"
     assert {t["name"]: t["status"] for t in status["tasks"]} == {"ok": "succeeded", "three": "failed"}
-    step_job = swarm("logs", run_id, "ok").stdout.strip()
-    assert step_job.startswith("job=") and step_job != f"job={job}"  # a step of its own, not the batch job's
+    # a step of the batch job itself: the job is the swarm's allocation, asked with its size
+    assert swarm("logs", run_id, "ok").stdout.strip() == f"job={job}"
+    out = (swarm.cwd / ".zellij-swarm" / "batch" / f"{run_id}.out").read_text()
+    assert "CANCELLED" not in out, out  # the run never cancels its own job: it ends with its script
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["settings"]["executor"] == {"value": "slurm", "source": "submit"}
     assert not (run_dir / "alive.json").exists() and queue(env) == []
@@ -55,10 +57,12 @@ def test_a_submitted_swarm_runs_in_a_batch_job_under_the_id_it_was_given(swarm: 
 def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm, cluster: dict[str, str]) -> None:
     env = clean_env(**cluster)
     swarm.write("r.toml", "[swarm]\njobs = 3\n" + "".join(
-        f'[[task]]\nname = "w{i}"\ncmd = \'sleep 1.5; echo w{i} >> ledger\'\n' for i in range(6)))
+        f'[[task]]\nname = "w{i}"\ncmd = \'echo w{i} >> started; sleep 1.5; echo w{i} >> ledger\'\n'
+        for i in range(6)))
     job, run_id, run_dir = submitted(swarm, env, "r.toml")
-    ledger = swarm.cwd / "ledger"
-    wait_until(lambda: ledger.exists() and len(ledger.read_text().split()) >= 1, timeout=60, what="a task done")
+    ledger, started = swarm.cwd / "ledger", swarm.cwd / "started"
+    wait_until(lambda: started.exists() and len(started.read_text().split()) >= 4, timeout=60,
+               what="a task of the second wave running")
     subprocess.run(["scontrol", "requeue", job], env=env, check=True, timeout=30)
     # Slurm holds a requeued job back a while (BeginTime) once it is pending again; let it start at once
     wait_until(lambda: f"{job} zsw.{run_id}.supervisor PENDING" in queue(env), timeout=30, what="the job requeued")
@@ -70,7 +74,14 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
     assert len(done) == len(set(done)), done  # nothing ran twice
     rows = {t["name"]: (t["status"], t.get("reason")) for t in json.loads(
         swarm("status", run_id, "--json", env=env).stdout)["tasks"]}
-    assert {name for name, (status, _) in rows.items() if status == "succeeded"} == set(done), rows
-    assert all(status == "lost" for name, (status, _) in rows.items() if name not in done), rows
+    # the tasks running when Slurm requeued the job went with it: lost (executor_lost), and run
+    # again without using an attempt (retries 0)
+    assert sorted(done) == [f"w{i}" for i in range(6)], done
+    assert all(status == "succeeded" for status, _ in rows.values()), rows
+    history = {t["name"]: [(a["status"], a.get("reason")) for a in t["history"]] for t in json.loads(
+        swarm("status", run_id, "--json", env=env).stdout)["tasks"]}
+    requeued = {name for name, h in history.items() if len(h) > 1}
+    assert requeued and all(history[name] == [("lost", "executor_lost"), ("succeeded", None)]
+                            for name in requeued), history
     assert [p.name for p in (swarm.cwd / ".zellij-swarm" / "runs").iterdir()] == [run_id]
     assert queue(env) == []

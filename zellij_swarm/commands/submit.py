@@ -1,17 +1,24 @@
 """``zellij-swarm submit FILE [sbatch options]``: a swarm that survives logout (SPEC §11.2).
 
 The supervisor itself runs as a Slurm batch job (``sbatch``), headless, its workers Slurm
-steps as in any ``--executor slurm`` run. The run's id is chosen here, when the job is
-submitted, and handed to the job: the login node can name the run at once, and a job that
-Slurm requeues (a node failure, a preemption, ``scontrol requeue``) finds its own run and
-resumes it — adopting the steps still queued or running, starting none twice — instead of
-starting over. From the login node, on the shared state directory, ``status``, ``logs``,
-``proof`` and ``report`` work as for any run; whether it is still supervised is judged by the
-supervisor's liveness stamp (``runlock``), as the kernel lock cannot be seen across hosts.
+steps of that job: the job is the swarm's allocation, sized as ``--slurm-alloc`` sizes one
+(min(jobs, tasks) tasks with the table's resources; sbatch options given here win), which the
+run's end leaves to Slurm to end with the batch script. Tasks ``add``ed later share it.
+
+The run's id is chosen here, when the job is submitted, and handed to the job: the login node
+can name the run at once, and a job that Slurm requeues (a node failure, a preemption,
+``scontrol requeue``) finds its own run and resumes it instead of starting over: the steps of
+its earlier run ended with it (Slurm ends a job's steps when it requeues it), and the tasks
+they ran are ``lost (executor_lost)`` and run again without using an attempt. From the login
+node, on the shared state directory, ``status``, ``logs``, ``proof`` and ``report`` work as for
+any run (its inbox is polled: inotify does not see what another host writes); whether it is
+still supervised is judged by the supervisor's liveness stamp (``runlock``), as the kernel lock
+cannot be seen across hosts.
 
 What runs in the job is ``zellij-swarm submit --in-job RUN FILE``. The job's own ``SLURM_*``
-variables are kept from the supervisor's steps (``SLURM_CONF`` excepted): ``srun`` would read
-``SLURM_JOB_ID`` as "a step of this job" and the job's sizes as its own options. The job's
+variables are kept from the supervisor's steps (``SLURM_CONF`` excepted): the executor names
+the job itself (``srun --jobid=JOB --exact``), and ``srun`` would read the job's sizes as its own
+options. The job's
 output (the run's group output) goes to ``<state-dir>/batch/<run-id>.out``.
 """
 
@@ -29,6 +36,7 @@ from pathlib import Path
 from zellij_swarm import exc
 from zellij_swarm.backends import _cmd
 from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config import slurm as slurm_config
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.supervisor import new_run_id
 from zellij_swarm.records import inbox, rundir
@@ -71,8 +79,11 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
     argv = [sys.executable, "-m", "zellij_swarm", "submit", "--in-job", run_id, "--state-dir", str(where), str(path)]
     rundir.write_atomic(script, f"#!/bin/sh\nexec {shlex.join(argv)}\n", mode=0o700)
     # ours first, the user's after: sbatch takes the last of an option given twice
+    # the job is the swarm's allocation: as many tasks at once as may run, each with the table's
+    # resources (as --slurm-alloc's salloc); the supervisor is its batch step
+    size = [f"--ntasks={min(resolved.jobs, len(source.tasks))}", *slurm_config.allocation_options(resolved.slurm)]
     res = _cmd.run(["sbatch", "--parsable", f"--job-name=zsw.{run_id}.supervisor", f"--output={batch}/{run_id}.out",
-                    f"--chdir={os.getcwd()}", "--requeue", *sbatch_options, str(script)],
+                    f"--chdir={os.getcwd()}", "--requeue", *size, *sbatch_options, str(script)],
                    timeout=CALL_TIMEOUT, env=env, check=False, faults=_cmd.EXECUTOR)
     job = res.stdout.strip().split(";")[0]
     if res.returncode != 0 or not job.isdigit():
@@ -101,7 +112,8 @@ def in_job(run_id: str, file: str, *, state_dir: Path, env: Mapping[str, str]) -
         return resume(run, output=None, handle_signals=False).exit_code
     steps_env = {name: value for name, value in env.items() if not name.startswith("SLURM_") or name in KEPT}
     return execute(source.tasks, resolved, name=source.name, source=source.source, env=steps_env,
-                   groups=source.groups, run_id=run_id, handle_signals=False).exit_code
+                   groups=source.groups, run_id=run_id, slurm_job=env.get("SLURM_JOB_ID"),
+                   handle_signals=False).exit_code
 
 
 def _on_signal(run: rundir.RunPaths, env: Mapping[str, str], signum: int) -> None:

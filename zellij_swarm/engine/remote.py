@@ -146,7 +146,9 @@ def srun_error(gen: generation_files.GenPaths) -> str:
 class SlurmExecutor:
     def __init__(self, cluster: Slurm, *, run_id: str, settings: Resolved, calls: CallRunner, timers: Timers,
                  live: dict[int, LiveGen], clock: Callable[[], float], wallclock: Callable[[], float],
-                 on: RemoteEvents) -> None:
+                 on: RemoteEvents, host_job: str | None = None) -> None:
+        """``host_job``: the batch job the supervisor runs in (``submit``), whose allocation
+        its steps run in; the run's end leaves it alone (the supervisor is its batch step)."""
         self.cluster = cluster
         self.run_id = run_id
         self.settings = settings
@@ -156,7 +158,10 @@ class SlurmExecutor:
         self.clock = clock
         self.wallclock = wallclock
         self.on = on
-        self.allocation: str | None = None  # granted
+        self.allocation: str | None = host_job  # granted, or the batch job's own
+        self.host_job = host_job
+        self.requeued = False  # the batch job runs again: its earlier run's steps ended with it
+        self.host_ending = False  # the batch job is being ended or requeued: nothing more starts
         self.request: tuple[str, subprocess.Popen[bytes]] | None = None  # its job, and the salloc that asked
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
@@ -170,8 +175,14 @@ class SlurmExecutor:
         return self.request[0]
 
     @property
+    def holding(self) -> bool:
+        """Nothing is dispatched: the allocation was asked for and not granted yet, or the
+        batch job the run is in is ending."""
+        return self.allocating or self.host_ending
+
+    @property
     def allocating(self) -> bool:
-        """The allocation was asked for and not granted yet: nothing is dispatched."""
+        """The allocation was asked for and not granted yet."""
         return self.request is not None and self.allocation is None
 
     def await_allocation(self, limit: float | None, on: AllocationEvents) -> None:
@@ -306,8 +317,19 @@ class SlurmExecutor:
     def explain(self, lg: LiveGen, then: Callable[[str | None], None], *, recorded_signal: bool) -> None:
         """The reason of a step's end from Slurm's job state, off the loop (``slurm.classify``;
         None: the wrapper's record of a death by signal stands). A failed call says nothing:
-        the record stands, and a step with none is ``executor_lost``."""
+        the record stands, and a step with none is ``executor_lost``. A step of a batch job's
+        run before Slurm requeued the job (``requeued``; adopted, so not ``submitted`` by this
+        supervisor) went with the job: ``executor_lost``, as a node's failure is."""
+        if self.requeued and lg.submitted_at is None:
+            then("executor_lost")
+            return
+
         def ask() -> str | None:
+            if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:
+                # Slurm ends (or requeues) the batch job whose steps these are: the step went
+                # with it, and nothing more is started in it
+                self.host_ending = True
+                return "executor_lost"
             step = self._step(lg)
             # its own job's state; a step inside the allocation has none of its own
             job_id = step.split(".")[0] if step and self.allocation is None else None
@@ -408,7 +430,7 @@ class SlurmExecutor:
             for job in left.values():
                 self.cluster.cancel(job.id)
             # the allocation, granted or still queued (its salloc exits once it is cancelled)
-            for job_id in {self.allocation, self.request[0] if self.request else None} - {None}:
+            for job_id in {self.allocation, self.request[0] if self.request else None} - {None, self.host_job}:
                 self.cluster.cancel(str(job_id))
             if self.request is not None:
                 slurm.end_process(self.request[1])

@@ -25,7 +25,7 @@ from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.resume import Recovered, load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
-from zellij_swarm.engine.supervisor import Reporter, RunPlan, Supervisor
+from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
@@ -75,9 +75,11 @@ def execute(
     handle_signals: bool = True,
     on_started: Callable[[RunPaths], None] | None = None,
     run_id: str | None = None,
+    slurm_job: str | None = None,
 ) -> Outcome:
     """Run ``specs`` (and, with ``stream``, the tasks still to come from it) as a new run
-    (``run_id``: under the id ``submit`` gave it when it submitted the batch job, else a new one).
+    (``run_id``: under the id ``submit`` gave it when it submitted the batch job, else a new one;
+    ``slurm_job``: that batch job, whose allocation its steps run in).
     ``handle_signals=False`` leaves the process's signal handlers alone (the Python API: a
     host program keeps its own); ``on_started`` is told the run's directory once it exists
     and its control inbox is watched (the API's handles talk to the run through it)."""
@@ -110,25 +112,9 @@ def execute(
     joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None
     plan = RunPlan(tasks=specs, settings=resolved, name=name, source=source, env=dict(env),
                    backend_reason=choice.why, attach=attach, groups=dict(groups or {}), joblog=joblog,
-                   worktree_base=base, stream=stream)
-    sup = Supervisor(plan, backend, reporter, handle_signals=handle_signals) if run_id is None else \
-        _NamedRun(plan, backend, reporter, run_id, handle_signals=handle_signals)
-    return _supervise(sup, None if junit_path is None else Path(junit_path))
-
-
-class _NamedRun(Supervisor):
-    """A new run under an id chosen before it started: ``submit`` names the run when it
-    submits the batch job, so that it can be followed — and a requeued job find it — before
-    the job runs. Only the id and what is derived from it (the run's directory, its
-    worktrees' names) differ from a run's own; nothing of the run exists yet."""
-
-    def __init__(self, plan: RunPlan, backend: Backend, reporter: Reporter, run_id: str, *,
-                 handle_signals: bool) -> None:
-        super().__init__(plan, backend, reporter, handle_signals=handle_signals)
-        self.run_id = run_id
-        self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / run_id)
-        self.worktrees = worktree.Worktrees(plan.worktree_base, run_dir=self.paths.dir, run_id=run_id,
-                                            default=self.settings.worktree)
+                   worktree_base=base, stream=stream, run_id=run_id, slurm_job=slurm_job)
+    return _supervise(Supervisor(plan, backend, reporter, handle_signals=handle_signals),
+                      None if junit_path is None else Path(junit_path))
 
 
 def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bool = False,

@@ -94,6 +94,11 @@ class RunPlan:
     worktree_base: worktree.Base | None = None  # what worktree tasks' worktrees are made from (plan_base)
     joblog: JobLog | None = None  # run --joblog: a line per task as it reaches its final status
     stream: InputStream | None = None  # the rest of the tasks, read from stdin as they come (``tasks``: the first)
+    run_id: str | None = None  # a new run's id chosen before it started (``submit``'s); None: made here
+    # the Slurm batch job this supervisor runs in (``submit``): its steps run in the job's own
+    # allocation, which the run never cancels, and its inbox is polled (written from other hosts);
+    # a resumed run's is its record's, when this process runs in that job again (a requeue)
+    slurm_job: str | None = None
 
 
 class Reporter(Protocol):
@@ -154,11 +159,15 @@ class Supervisor:
         if plan.resume is not None and plan.run_dir is not None:
             self.started_at = plan.resume.meta["started_at"]
             self.run_id = plan.resume.meta["run_id"]
+            # a submitted run that its batch job, requeued by Slurm (the same job id), resumes
+            job = plan.resume.meta.get("slurm_job")
+            self.slurm_job: str | None = job if job is not None and job == os.environ.get("SLURM_JOB_ID") else None
             self.paths = rundir.RunPaths(plan.run_dir)
             self.state_dir = plan.run_dir.parent.parent
         else:
             self.started_at = wallclock()
-            self.run_id = new_run_id(self.started_at)
+            self.run_id = plan.run_id or new_run_id(self.started_at)
+            self.slurm_job = plan.slurm_job
             self.state_dir = Path(self.settings.state_dir)
             if not self.state_dir.is_absolute():
                 self.state_dir = Path(plan.cwd) / self.state_dir
@@ -293,6 +302,7 @@ class Supervisor:
             "cwd": self.plan.cwd,
             "argv": self.plan.argv,
             "pid": os.getpid(),
+            "slurm_job": self.slurm_job,  # the batch job it runs in (``submit``): a requeued job resumes it
             "versions": {"zellij_swarm": __version__, "python": sys.version.split()[0]},
             "backend": {"name": self.backend.name, "why": self.plan.backend_reason},
             "jobs": self.jobs,
@@ -421,9 +431,11 @@ class Supervisor:
             self.executor = SlurmExecutor(
                 Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
                 timers=self.timers, live=self.live, clock=self.clock, wallclock=self.wallclock,
+                host_job=self.slurm_job,
                 on=RemoteEvents(running=self._step_running, seen=self._step_seen, gone=self._step_gone,
                                 queued_too_long=self._queued_too_long, warn=self._warn))
             self.stopper.remote = self.executor
+            self.executor.requeued = self.slurm_job is not None and self.plan.resume is not None
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
             followers=Followers(started=self._follow_child, launched=self._launched, ended=self.collect,
@@ -438,7 +450,11 @@ class Supervisor:
 
     def _watch_inbox(self) -> None:
         """``cancel`` and ``add`` arrive as files in the inbox: watched, or polled (with one
-        ``watch_failed`` warning) when no inotify watch can be had."""
+        ``watch_failed`` warning) when no inotify watch can be had. In a batch job they are
+        written from another host (the login node), which inotify does not see: polled."""
+        if self.slurm_job is not None:
+            self._poll_inbox()
+            return
         try:
             self.watcher.add(self.paths.inbox)
         except OSError as e:
@@ -470,8 +486,8 @@ class Supervisor:
         so — withdrawn, and asked anew), for as many tasks as may run at once: min(jobs, tasks
         left). Nothing is dispatched while it waits in Slurm's queue (``_holding_dispatch``).
         One that cannot be asked for fails the run before any task starts (False)."""
-        if self.executor is None or not self.settings.slurm_alloc:
-            return True
+        if self.executor is None or not self.settings.slurm_alloc or self.slurm_job is not None:
+            return True  # in a batch job, the job is the allocation
         cluster, name = self.executor.cluster, f"zsw.{self.run_id}.alloc"
         left = sum(not t.status.terminal for t in self.tasks.values())
         try:
@@ -1251,7 +1267,7 @@ class Supervisor:
         return self._full_seen_at is not None and (started is None or started <= self._full_seen_at)
 
     def _holding_dispatch(self) -> bool:
-        return self.is_stopping() or self.state_dir_full or (self.executor is not None and self.executor.allocating)
+        return self.is_stopping() or self.state_dir_full or (self.executor is not None and self.executor.holding)
 
     def _state_dir_full(self, why: str) -> None:
         """The state directory cannot take a generation's records: no new task starts —

@@ -67,6 +67,9 @@ class Job:
 # another job took its place — the work was lost, not done badly, whatever the wrapper saw
 # (slurmd ends the step's processes with SIGTERM first).
 NODE_LOST = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"})
+# States of a batch job that is ending or being requeued while its batch step still runs: the
+# steps Slurm ends meanwhile go with the job
+JOB_ENDING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "PENDING", *NODE_LOST})
 
 
 def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
