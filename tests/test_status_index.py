@@ -91,7 +91,7 @@ def test_status_parses_only_the_rows_it_shows(tmp_path: Path, monkeypatch: pytes
     assert parsed == [3]  # the failed rows; the running ones are the snapshot's own
     shown = [line.split()[0] for line in text.splitlines()[2:] if line.startswith("  task")]
     assert shown == ["task"] * 5 and "failed" in text and text.count(" running ") >= 2
-    assert "… and 295 more tasks" in text and "status --all" in text
+    assert "(295 tasks not listed" in text and "status --all" in text
     parsed.clear()
     every = _show(run, show_all=True)
     assert "more tasks" not in every and sum(line.startswith("  task ") for line in every.splitlines()) == 300
@@ -235,4 +235,12 @@ def test_a_run_recorded_before_the_index_reads_as_it_did(tmp_path: Path) -> None
     got = json.loads(_show(run, json_output=True))
     assert got["tasks"] == whole["tasks"] and got["state"] == "finished"
     text = _show(run)
-    assert "… and 295 more tasks" in text and sum(line.startswith("  task ") for line in text.splitlines()) == 5
+    assert "(295 tasks not listed" in text and sum(line.startswith("  task ") for line in text.splitlines()) == 5
+
+
+def test_a_big_run_that_nothing_failed_in_reads_no_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _big_run(tmp_path, failed=())
+    (run.paths.dir / INDEX_FILE).unlink()  # not even the index is needed: the counts say it
+    monkeypatch.setattr(snapshot_file, "RowsReader", None)
+    text = _show(run)
+    assert sum(line.startswith("  task ") for line in text.splitlines()) == 2 and "(298 tasks not listed" in text

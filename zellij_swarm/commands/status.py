@@ -101,9 +101,13 @@ def show_status(run: RunPaths, *, json_output: bool, show_all: bool, group: str 
     elif json_output and not waiting:
         return snapshot_json({**view, "slots": visible_slots(view, show_all)}, json_row_lines(snap, run))
     elif not waiting:
-        total = sum(_counts(view).values())
+        counts = _counts(view)
+        total = sum(counts.values())
         every = show_all or total <= EVERY_TASK_UP_TO
-        view["tasks"] = rows_of(snap, run, None if every else NOTEWORTHY)
+        if every or any(counts.get(s) for s in NOTEWORTHY - {"running"}):
+            view["tasks"] = rows_of(snap, run, None if every else NOTEWORTHY)
+        else:  # none ended badly, the counts say: the running rows are the snapshot's own
+            view["tasks"] = [t for t in view["tasks"] if t.get("status") == "running"]
         hidden = max(0, total - len(view["tasks"]))
     if json_output:
         return snapshot_json({**view, "slots": visible_slots(view, show_all)})
@@ -320,8 +324,8 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
     if hidden:
-        lines.append(f"  … and {hidden:,} more {'task' if hidden == 1 else 'tasks'} (only running and failed ones are "
-                     f"listed in a run of over {EVERY_TASK_UP_TO}): `zellij-swarm status --all` lists every task")
+        lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: a run of over {EVERY_TASK_UP_TO} "
+                     "lists its running and failed ones; `zellij-swarm status --all` lists every task)")
     lines += worktree_lines(tasks, snap["run_id"], width)
     slots = visible_slots(snap, show_all)
     if slots:
