@@ -65,6 +65,16 @@ def exits(run: Path) -> int:
     return len(list(run.glob("slots/slot-*/gen-*/exit")))
 
 
+def stop(swarm: Swarm, proc: subprocess.Popen | None, run: Path) -> None:
+    """Whatever the test came to: every gate open, the supervisor and every process of the run ended."""
+    for gate in ("go", "go2"):
+        (swarm.cwd / gate).touch()
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+    kill_run_processes(run.name)
+
+
 def tmux_env(t: Tmux, *, inside: bool = False) -> dict[str, str]:
     """A run's environment in the private tmux server, with a launch heartbeat deadline for a
     loaded machine (a pane that misses it runs headless, and the test would see no pane)."""
@@ -106,12 +116,7 @@ class Killed:
         return any(e["event"] == "worker_adopted" for e in events(self.run))
 
     def close(self, proc: subprocess.Popen | None) -> None:
-        for gate in ("go", "go2"):
-            (self.swarm.cwd / gate).touch()
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(self.run.name)
+        stop(self.swarm, proc, self.run)
 
 
 def follow_through(swarm: Swarm, killed: Killed, *, retitled: bool) -> str:
@@ -265,11 +270,7 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
     finally:
-        (swarm.cwd / "go").touch()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+        stop(swarm, proc, run)
     assert swarm.tasks(run)["ask"]["status"] == "succeeded"
     wait_until(lambda: pane not in tmux_panes(tmux)(), timeout=60, what="its pane closed after the hold")
 
@@ -297,12 +298,7 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
     finally:
-        for gate in ("go", "go2"):
-            (swarm.cwd / gate).touch()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+        stop(swarm, proc, run)
     windows = tmux("list-windows", "-a", "-F", "#{session_name} #{window_name}").splitlines()
     assert len(windows) == 1 and windows[0].startswith("host ") and "swarm" not in windows[0], windows
     assert "stays" not in err, err
@@ -513,11 +509,7 @@ def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
     finally:
-        (swarm.cwd / "go").touch()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        kill_run_processes(run.name)
+        stop(swarm, proc, run)
     assert swarm.tasks(run)["ask"]["status"] == "succeeded"
 
 
