@@ -244,3 +244,13 @@ def test_a_big_run_that_nothing_failed_in_reads_no_row(tmp_path: Path, monkeypat
     monkeypatch.setattr(snapshot_file, "RowsReader", None)
     text = _show(run)
     assert sum(line.startswith("  task ") for line in text.splitlines()) == 2 and "(298 tasks not listed" in text
+
+
+def test_a_summary_newer_than_the_state_it_follows_is_read_whole(tmp_path: Path) -> None:
+    """A supervisor killed between writing the summary and the final state.json: the summary
+    says how the run ended."""
+    run = _big_run(tmp_path)
+    whole = views.load_status(run.paths)
+    write_json_atomic(run.paths.summary, {**whole, "state": "finished", "ended_at": whole["started_at"] + 1})
+    got = json.loads(_show(run, json_output=True))
+    assert got["state"] == "finished" and got["tasks"] == whole["tasks"]
