@@ -109,6 +109,9 @@ def test_a_mixed_swarm_ends_as_it_does_locally_and_uses_both_nodes(swarm: Swarm,
     assert queue(cluster) == [] and clients(run) == []
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     assert all(e.get("node") in ("n1", "n2") for e in events if e["event"] in ("worker_completed", "worker_failed"))
+    # every attempt in status --json says the node and the job it ran on (issue 23 §9)
+    history = [a for t in json.loads(swarm("status", run.name, "--json").stdout)["tasks"] for a in t["history"]]
+    assert history and all(a["slurm"]["node"] in ("n1", "n2") and a["slurm"]["job"] for a in history), history
 
 
 def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: dict[str, str]) -> None:
@@ -510,6 +513,16 @@ def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm
         assert [(a["status"], a["reason"]) for a in tasks[name]["history"]] == [("lost", "executor_lost"),
                                                                                 ("succeeded", None)]
         assert tasks[name]["attempts"] == 1, "a lost step's re-run uses no attempt"
+        # each attempt says where it ran (issue 23 §9): the lost one on the node set down
+        first, again = (a["slurm"] for a in tasks[name]["history"])
+        assert first["node"] == "n2" and again["node"] in ("n1", "n2"), tasks[name]["history"]
+        assert first["job"] and again["job"] and first["job"] != again["job"]
+    report = swarm("report", swarm.latest().name, "--html", str(swarm.cwd / "r.html"))
+    assert report.code == 0, report.stderr
+    page = (swarm.cwd / "r.html").read_text()
+    for name in lost:  # every bar's title names its node and job
+        job = tasks[name]["history"][0]["slurm"]["job"]
+        assert f"{name} · attempt 1 · lost" in page and f"node n2 · job {job}</title>" in page, page
     assert {t["status"] for t in tasks.values()} == {"succeeded"}
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
     assert sorted((swarm.cwd / "began").read_text().split()) == sorted([*tasks, *lost])

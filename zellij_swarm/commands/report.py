@@ -10,8 +10,9 @@ Every attempt of every task is a bar: the ended ones from the rows' ``history``,
 task's current attempt up to the moment the page is made (marked ``running``), so a report of
 a run that is still going shows what has happened so far. A bar's colour is its outcome; its
 ``<title>`` (the hover text) says the task, the attempt, the exit code or signal, the reason
-and the duration. An attempt that did not succeed is drawn over its neighbours and at least
-``_MIN_FAILED_W`` wide, so a failure of 0 seconds in a long run still shows.
+and the duration, and for a Slurm step the node and job it ran on. An attempt that did not
+succeed is drawn over its neighbours and at least ``_MIN_FAILED_W`` wide, so a failure of 0
+seconds in a long run still shows.
 
 Time a worker spent waiting for input (its ``worker_waiting_input`` events) is hatched on its
 bar, diagonal strokes drawn as one path (the page uses no ``url()``: no pattern), with a title
@@ -78,6 +79,7 @@ class Bar:
     exit_code: int | None
     signal: str | None
     reason: str | None
+    slurm: dict[str, Any] | None = None  # a Slurm step's node, job and time queued (``Attempt.slurm``)
 
 
 def attempt_bars(tasks: Iterable[dict[str, Any]], now: float) -> list[Bar]:
@@ -92,10 +94,10 @@ def attempt_bars(tasks: Iterable[dict[str, Any]], now: float) -> list[Bar]:
             start = end if start is None else start  # a worker never seen starting: a sliver at its end
             bars.append(Bar(t["name"], a["attempt"], a["slot"], a.get("generation"), start,
                             end if end is not None else now, a["status"], a.get("exit_code"), a.get("signal"),
-                            a.get("reason")))
+                            a.get("reason"), a.get("slurm")))
         if t["status"] == "running" and t.get("slot") is not None and t.get("started_at") is not None:
             bars.append(Bar(t["name"], t["attempts"], t["slot"], t.get("generation"), t["started_at"],
-                            max(now, t["started_at"]), "running", None, None, None))
+                            max(now, t["started_at"]), "running", None, None, None, t.get("slurm")))
     return bars
 
 
@@ -141,7 +143,10 @@ def bar_title(bar: Bar) -> str:
     if bar.reason:
         outcome += f", reason {bar.reason}"
     so_far = " so far" if bar.status == "running" else ""
-    return f"{bar.task} · attempt {bar.attempt} · {outcome} · {bar.end - bar.start:.3f} s{so_far} · slot {bar.slot}"
+    slurm = bar.slurm or {}
+    where = "".join(f" · {key} {slurm[key]}" for key in ("node", "job") if slurm.get(key))
+    return (f"{bar.task} · attempt {bar.attempt} · {outcome} · {bar.end - bar.start:.3f} s{so_far} · slot {bar.slot}"
+            f"{where}")
 
 
 def _tick_step(span: float) -> float:

@@ -242,10 +242,13 @@ class SlurmExecutor:
 
     @staticmethod
     def where(lg: LiveGen, *, ended_at: float | None = None) -> dict[str, Any]:
-        """What a task's row keeps of its step: the node it ran on, and how long it waited in
-        Slurm's queue (``queued_s``: from its ``srun`` to its wrapper's start, or to
+        """What a task's row keeps of its step: the node it ran on, its job (``job``: as squeue
+        listed it — inside an allocation its "job.step" id —, else as its wrapper saw it), and how long it
+        waited in Slurm's queue (``queued_s``: from its ``srun`` to its wrapper's start, or to
         ``ended_at`` for one that never started) — not charged to its time limits."""
         out: dict[str, Any] = {"node": lg.node} if lg.node else {}
+        if job := lg.job_id or lg.step:
+            out["job"] = job
         started = generation_files.started_at(lg.gen)
         if lg.submitted_at is not None and (until := started if started is not None else ended_at) is not None:
             out["queued_s"] = round(max(0.0, until - lg.submitted_at), 3)

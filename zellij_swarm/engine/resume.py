@@ -354,7 +354,10 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     else:
         # no backend is open yet: a hang-up is read as its pane's, as it was while it ran
         status, reason = run.outcome(lg, exit_rec, session_alive=True)
-    lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock())
+    # where a Slurm step ran, as its outcome event says (``Attempt.slurm``)
+    slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
+        if gs.recorded else None
+    lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
     if not gs.followups_consumed:
         run.control.followups(lg)
 

@@ -1012,7 +1012,8 @@ class Supervisor:
             self.stopper.end_tree(lg)
         if not self.stopper.hold_slot(lg):
             self.slots.free(slot)
-        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock())
+        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock(),
+                                      slurm=task.slurm if lg.remote else None)
         if lg.idle_message:
             task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
         self.control.followups(lg)

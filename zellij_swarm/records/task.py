@@ -47,13 +47,18 @@ class Attempt:
     pid: int | None
     pane_id: str | None
     backfill: bool = False  # started in a slot the moment its previous worker ended
+    # a Slurm step's: where it ran (``node``, ``job``: its "job.step" id) and ``queued_s``
+    slurm: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "attempt": self.attempt, "slot": self.slot, "generation": self.generation, "status": str(self.status),
             "exit_code": self.exit_code, "signal": self.signal, "reason": self.reason,
             "started_at": self.started_at, "ended_at": self.ended_at, "pid": self.pid, "pane_id": self.pane_id,
         }
+        if self.slurm:
+            out["slurm"] = self.slurm
+        return out
 
 
 class Journal(Protocol):
@@ -136,14 +141,15 @@ class TaskRecord:
         self.slot = self.generation = None
 
     def end_generation(self, status: TaskStatus, rec: ExitRecord | None, reason: str | None,
-                       *, backfill: bool, ended_at: float) -> Attempt:
-        """Record a generation's end; the task's status becomes ``status`` (or pending for a retry)."""
+                       *, backfill: bool, ended_at: float, slurm: dict[str, Any] | None = None) -> Attempt:
+        """Record a generation's end; the task's status becomes ``status`` (or pending for a
+        retry). ``slurm``: where its Slurm step ran (``Attempt.slurm``)."""
         assert self.slot is not None and self.generation is not None
         attempt = Attempt(
             self.attempts, self.slot, self.generation, status,
             rec.code if rec else None, rec.signal if rec else None, reason,
             rec.started_at if rec else self.started_at, (rec.ended_at if rec and rec.ended_at else ended_at),
-            (rec.pid if rec and rec.pid else self.pid), self.pane_id, backfill,
+            (rec.pid if rec and rec.pid else self.pid), self.pane_id, backfill, slurm or None,
         )
         self.history.append(attempt)
         self.waiting_input = False
