@@ -940,12 +940,14 @@ class Harness:
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def run(self, tasks: list[swarmfile.TaskSpec], *, messages: tuple[Message, ...] = (),
-            crash_at: float | None = None, stopped: tuple[float, float] | None = None) -> Result:
+            crash_at: float | None = None, stopped: tuple[float, float] | None = None,
+            slurm_job: str | None = None) -> Result:
         """Run ``tasks`` to the end, or until virtual second ``crash_at``, when the supervisor
         vanishes (its records stay as its last loop turn left them; its workers run on).
         ``stopped=(at, seconds)``: the supervisor is stopped (SIGSTOP, Ctrl-Z) at virtual second
         ``at`` for ``seconds``: the world goes on, and it sees all that happened at once."""
-        plan = RunPlan(tasks=tasks, settings=self.resolved, cwd=str(self.state_dir), env={}, argv=["harness"])
+        plan = RunPlan(tasks=tasks, settings=self.resolved, cwd=str(self.state_dir), env={}, argv=["harness"],
+                       slurm_job=slurm_job)  # ``slurm_job``: the supervisor runs in that batch job (``submit``)
         self.mux = FakeMux(self.world, self.mux_spec) if self.mux_spec else None
         self._send(messages, since=0.0)
         if stopped is not None:

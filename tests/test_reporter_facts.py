@@ -47,3 +47,4 @@ def test_the_progress_facts_name_the_tasks_waiting_for_input(monkeypatch):
                 4: Live(Task("agent-3", None))}  # None: it cannot be known
     Supervisor._maybe_progress(sup)
     assert [f.waiting for f in told] == [["agent-2", "agent-6"]]
+
