@@ -10,7 +10,8 @@ Every attempt of every task is a bar: the ended ones from the rows' ``history``,
 task's current attempt up to the moment the page is made (marked ``running``), so a report of
 a run that is still going shows what has happened so far. A bar's colour is its outcome; its
 ``<title>`` (the hover text) says the task, the attempt, the exit code or signal, the reason
-and the duration, and for a Slurm step the node and job it ran on. An attempt that did not
+and the duration, and for a Slurm step the node and job it ran on (and, where Slurm accounting
+is configured, its state and elapsed time as ``sacct`` recorded them). An attempt that did not
 succeed is drawn over its neighbours and at least ``_MIN_FAILED_W`` wide, so a failure of 0
 seconds in a long run still shows.
 
@@ -28,9 +29,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,7 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import FAILED_STATUSES, UNSUCCESSFUL_STATUSES
 from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.render.console import COUNT_ORDER, counts_text
+from zellij_swarm.worker.slurm import Slurm
 
 # An outcome's colour: what went wrong is warm, what ended quietly is grey, what still runs is blue.
 COLOURS = {"succeeded": "#2f9e44", "failed": "#e03131", "timed_out": "#f08c00", "lost": "#7048e8", "unknown": "#c2255c",
@@ -101,6 +104,22 @@ def attempt_bars(tasks: Iterable[dict[str, Any]], now: float) -> list[Bar]:
     return bars
 
 
+def with_accounting(bars: list[Bar], cluster: Slurm) -> list[Bar]:
+    """Each Slurm attempt's bar with what Slurm accounting recorded of its job — its end state
+    and elapsed time (``sacct``, one call for the page) — where accounting is configured; the
+    bars as they are otherwise."""
+    jobs = [str(b.slurm["job"]) for b in bars if b.slurm and b.slurm.get("job")]
+    accounted = cluster.accounting(jobs) if jobs else None
+    if not accounted:
+        return bars
+    out = []
+    for b in bars:
+        got = accounted.get(str(b.slurm.get("job"))) if b.slurm else None
+        out.append(b if got is None or b.slurm is None else
+                   replace(b, slurm={**b.slurm, "sacct": {"state": got[0], "elapsed_s": got[1]}}))
+    return out
+
+
 Waits = dict[tuple[int, int], list[tuple[float, float]]]
 
 
@@ -145,6 +164,8 @@ def bar_title(bar: Bar) -> str:
     so_far = " so far" if bar.status == "running" else ""
     slurm = bar.slurm or {}
     where = "".join(f" · {key} {slurm[key]}" for key in ("node", "job") if slurm.get(key))
+    if accounted := slurm.get("sacct"):  # Slurm accounting's word, where it is configured
+        where += f" · sacct {accounted['state']}, {accounted['elapsed_s']:g} s"
     return (f"{bar.task} · attempt {bar.attempt} · {outcome} · {bar.end - bar.start:.3f} s{so_far} · slot {bar.slot}"
             f"{where}")
 
@@ -304,7 +325,7 @@ def render_report(run: RunPaths, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     snap = load_status(run)
     proof = prove(run, now=now)
-    bars = attempt_bars(snap["tasks"], now)
+    bars = with_accounting(attempt_bars(snap["tasks"], now), Slurm(os.environ))
     waits = waiting_spans(records.read_events(run.events), bars)
     failed = failed_rows(snap["tasks"], {spec.name: command_text(spec) for spec in task_specs_of(run)
                                          if not GENERATED_NAME.fullmatch(spec.name)})

@@ -21,7 +21,7 @@ import getpass
 import re
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,27 @@ class Slurm:
                 raise BackendError(_cmd.EXECUTOR.timeout, f"salloc: no job allocation within {self.timeout:g}s")
             time.sleep(0.05)
         return m.group(1).decode(), proc
+
+    def accounting(self, jobs: Iterable[str]) -> dict[str, tuple[str, float]] | None:
+        """What Slurm accounting recorded of ``jobs`` (``job`` or ``job.step`` ids), by id: each
+        one's end state and elapsed seconds, from one ``sacct``; None when accounting is not
+        configured or does not answer (``doctor`` says which)."""
+        wanted = sorted({job.split(".")[0] for job in jobs})
+        if not wanted:
+            return {}
+        try:
+            res = self._run(["sacct", "--noheader", "--parsable2", "--allusers", "--format=JobID,State,ElapsedRaw",
+                             f"--jobs={','.join(wanted)}"], check=False)
+        except BackendError:
+            return None
+        if res.returncode != 0:
+            return None
+        out = {}
+        for line in res.lines:
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1] and parts[2].isdigit():
+                out[parts[0]] = (parts[1].split()[0], float(parts[2]))  # "CANCELLED by 0": its word
+        return out
 
     def named(self, name: str) -> list[tuple[str, str]]:
         """Our jobs of that name Slurm lists: (id, state) each."""
