@@ -108,7 +108,10 @@ class ProcessSignaller:
             return Delivery(found, None)
         workers = {p.pid for p in found if procs.is_worker_process(p, gen)}
         at = self.now()  # before sending: a worker's end caused by it cannot look earlier
-        hit = procs.send(found, sig)
+        # The worker's own processes first: a pane's pty relay passes a signal on and reaps
+        # its worker at once, so a worker signalled after it could be gone already — ended by
+        # this very signal, yet not reached by it, and its end taken for its own.
+        hit = procs.send(sorted(found, key=lambda p: p.pid not in workers), sig)
         return Delivery(hit, at if any(p.pid in workers for p in hit) else None)
 
     def now(self) -> float:

@@ -1,0 +1,45 @@
+"""The ladder's real signaller (engine/stopping.py ``ProcessSignaller``) against real
+processes: a signal counts as sent to a generation when it reached a running process of the
+worker's own, whatever passes it on first."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from zellij_swarm.engine.stopping import ProcessSignaller
+from zellij_swarm.records.generation_files import GenPaths
+
+
+class ForwardingRelay(psutil.Process):
+    """A pane's pty relay as the ladder meets it at its worst: the moment it gets a signal it
+    passes it on to its worker and reaps it (the real relay does both within a few ms)."""
+
+    def __init__(self, pid: int, worker: subprocess.Popen[bytes]) -> None:
+        super().__init__(pid)
+        self.worker = worker
+
+    def send_signal(self, sig: int) -> None:
+        super().send_signal(sig)
+        self.worker.send_signal(sig)
+        self.worker.wait()
+
+
+def test_a_worker_behind_a_relay_that_reaps_it_first_still_counts_as_reached(tmp_path: Path) -> None:
+    script = tmp_path / "_ptyrelay.py"  # the relay is known by its program's name
+    script.write_text("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n")
+    relay = subprocess.Popen([sys.executable, str(script)])
+    worker = subprocess.Popen(["sleep", "60"])
+    try:
+        found = [ForwardingRelay(relay.pid, worker), psutil.Process(worker.pid)]  # parents first, as a tree lists them
+        delivery = ProcessSignaller().deliver(GenPaths(tmp_path / "gen-1", 1, 1), signal.SIGTERM, lambda: found)
+        assert delivery.sent_at is not None, "the worker was ended by this signal: it was sent"
+        assert worker.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        for p in (relay, worker):
+            p.kill()
+            p.wait()
