@@ -421,13 +421,20 @@ def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | No
         return [r for r in rows if isinstance(r, dict) and (statuses is None or r.get("status") in statuses)]
 
     index = _index_of(snap, run_dir)
-    lines = [] if index is None else [index.line(n) for n in index.numbers(statuses)]
-    if index is None or None in lines:
+    numbers = [] if index is None else index.numbers(statuses)
+    lines = [] if index is None else [index.line(n) for n in numbers]
+    parsed = [] if None in lines else _parse(line for line in lines if line is not None)
+    if index is None or len(parsed) != len(numbers):  # a line not as the index says
         return chosen(merge(snap, run_dir)["tasks"])
-    reader = RowsReader()
-    for row in _parse(line for line in lines if line is not None):
-        reader._put(row)
-    return chosen(reader.merged(_own_rows(snap)))
+    by_number = dict(zip(numbers, parsed, strict=True))
+    named = []
+    for row in _own_rows(snap):  # newer than the file's
+        number = _number(row["id"]) if isinstance(row, dict) and isinstance(row.get("id"), str) else None
+        if number is None:
+            named.append(row)
+        else:
+            by_number[number] = row
+    return chosen([by_number[n] for n in sorted(by_number)] + named)
 
 
 def every_row_line(snap: dict[str, Any], run_dir: Path,
