@@ -292,17 +292,24 @@ class ZellijBackend:
             self.attach_argv = ["zellij", "attach", session]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         else:
+            home = self._home_tab()
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
                 self.tab_id = int(res.lines[0])
+            if home is not None:
+                # Zellij moves the client to a tab just made: back to the tab the user was on,
+                # as a tmux window is made beside theirs (--attach moves it to ours, below).
+                self.z.call("action", "go-to-tab-by-id", str(home), check=False)
             if self.inside and session == self.z.own:  # --attach moves this client to the swarm's tab
-                self.attach_argv = ["zellij", "--session", session, "action", "go-to-tab-name", f"swarm:{ctx.run_id}"]
+                self.attach_argv = ["zellij", "--session", session, "action",
+                                    *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
+                                      else ["go-to-tab-name", names.tab(ctx.run_id)])]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         if not self.z.has("list_panes"):
             return [None] * len(first)
-        names = [board.name] + [s.name for s in slots]
+        titles = [board.name] + [s.name for s in slots]
         try:
-            found = self._await_panes(names, deadline, {self._title(r, "running"): r for r in first if self.live})
+            found = self._await_panes(titles, deadline, {self._title(r, "running"): r for r in first if self.live})
         except BackendError as e:
             if not self.live:
                 raise
@@ -313,6 +320,20 @@ class ZellijBackend:
             return [None] * len(first)
         self.board_pane = found.get(board.name)
         return [found.get(self._title(r, "running")) for r in first]
+
+    def _home_tab(self) -> int | None:
+        """The tab of the pane zellij-swarm was started from, in its own session (0.44+): the
+        user's, to give the client back once ``new-tab`` has moved it. None otherwise, or with
+        no answer. (``current-tab-info`` cannot tell it: it answers for the CLI's own client.)"""
+        pane = self.env.get("ZELLIJ_PANE_ID", "")
+        if not (self.inside and self.z.session == self.z.own and pane.isdigit() and self.z.has("list_panes")):
+            return None
+        try:
+            panes = self.z.list_panes() or []
+        except BackendError:
+            return None
+        tab = next((p.get("tab_id") for p in panes if not p.get("is_plugin") and str(p.get("id")) == pane), None)
+        return tab if isinstance(tab, int) else None
 
     def _break(self, e: BackendError) -> None:
         """No pane is opened from now on: later tasks run headless — said once, here — or,
