@@ -33,7 +33,8 @@ from zellij_swarm.records.states import TaskStatus
 def _show(run: FakeRun, **how: Any) -> str:
     options: dict[str, Any] = {"json_output": False, "show_all": False, "group": None, "tags": (), "waiting": False,
                                "latest": True, "width": None}
-    return views.show_status(run.paths, **(options | how))
+    shown = views.show_status(run.paths, **(options | how))
+    return shown if isinstance(shown, str) else b"".join(shown).decode()
 
 
 def _whole(run: FakeRun) -> list[dict[str, Any]]:
@@ -77,7 +78,7 @@ def test_the_index_reads_back_as_the_rows_file_does(tmp_path: Path, seed: int) -
             failed = frozenset({"failed", "cancelled"})
             assert snapshot_file.rows_with(written, run.paths.dir, failed) == [t for t in whole
                                                                                  if t["status"] in failed]
-            lines = snapshot_file.every_row_line(written, run.paths.dir, json.dumps)
+            lines = snapshot_file.every_row_line(written, run.paths.dir, lambda row: json.dumps(row).encode())
             assert lines is not None and [json.loads(line) for line in lines] == whole
 
 

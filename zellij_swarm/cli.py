@@ -318,8 +318,12 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
     On a terminal every line fits its width (cut, never wrapped)."""
     run = _find_run(state_dir, run_id)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
-    click.echo(views.show_status(run, json_output=json_output, show_all=show_all, group=group, tags=tags,
-                                 waiting=waiting, latest=run_id is None, width=None if json_output else width))
+    shown = views.show_status(run, json_output=json_output, show_all=show_all, group=group, tags=tags,
+                              waiting=waiting, latest=run_id is None, width=None if json_output else width)
+    if isinstance(shown, str):
+        click.echo(shown)
+    else:  # a big document, in pieces
+        sys.stdout.buffer.writelines(shown)
 
 
 @cli.command(name="ls")

@@ -7,10 +7,11 @@ through ``quoting.terminal_text``. ``--json`` and ``logs`` give the exact record
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +82,23 @@ NOTEWORTHY = frozenset({"running", "unknown", *FAILED_STATUSES})
 
 
 def show_status(run: RunPaths, *, json_output: bool, show_all: bool, group: str | None, tags: Sequence[str],
-                waiting: bool, latest: bool, width: int | None) -> str:
+                waiting: bool, latest: bool, width: int | None) -> str | Iterator[bytes]:
     """What ``status`` prints. Only what it shows is read: the snapshot's own rows for
     ``--waiting``; in a run of more than ``EVERY_TASK_UP_TO`` tasks, the noteworthy rows
     (through the rows file's index), unless ``--all``; ``--json`` every row, copied from the
-    rows file as written (SPEC §7.2)."""
+    rows file as written (SPEC §7.2), in pieces of UTF-8 to be written in turn."""
+    collecting = gc.isenabled()
+    gc.disable()  # rows and the lines made of them hold no cycles: collecting over 100,000 rows only costs time
+    try:
+        return _status_of(run, json_output=json_output, show_all=show_all, group=group, tags=tags,
+                          waiting=waiting, latest=latest, width=width)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str | None, tags: Sequence[str],
+               waiting: bool, latest: bool, width: int | None) -> str | Iterator[bytes]:
     snap = load_written(run)
     view = {k: v for k, v in snap.items() if k != "rows"}
     if waiting:
@@ -99,7 +112,7 @@ def show_status(run: RunPaths, *, json_output: bool, show_all: bool, group: str 
         view["tasks"] = [t for t in (view["tasks"] if waiting else rows_of(snap, run, None)) if t["name"] in chosen]
         view["slots"] = [s for s in view["slots"] if s["task"] is None or s["task"] in chosen]
     elif json_output and not waiting:
-        return snapshot_json({**view, "slots": visible_slots(view, show_all)}, json_row_lines(snap, run))
+        return json_document({**view, "slots": visible_slots(view, show_all)}, json_row_lines(snap, run))
     elif not waiting:
         counts = _counts(view)
         total = sum(counts.values())
@@ -114,31 +127,56 @@ def show_status(run: RunPaths, *, json_output: bool, show_all: bool, group: str 
     return format_status(view, show_all, width, hidden=hidden)
 
 
-# a row as the rows file holds it: the lines copied from there and the rows encoded here are alike
-_ROW = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ROW = json.JSONEncoder(separators=(",", ":")).encode  # ASCII: any name, a lone surrogate too, is printable
 
 
-def snapshot_json(snap: dict[str, Any], row_lines: list[str] | None = None) -> str:
+def snapshot_json(snap: dict[str, Any]) -> str:
     """A snapshot as ``--json`` prints it: indented, each task row on a line of its own. The
     indenting encoder is pure Python; rows go through the C one, so 100,000 of them take a
-    fraction of a second rather than several. ``row_lines``: the rows already as JSON lines
-    (``json_row_lines``), in place of ``snap``'s ``tasks``."""
-    if row_lines is None:
-        tasks = snap.get("tasks")
-        row_lines = [_ROW(row) for row in tasks] if isinstance(tasks, list) else []
-    if not row_lines:
+    fraction of a second rather than several."""
+    tasks = snap.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
         return json.dumps(snap, indent=1)
-    text = json.dumps({**snap, "tasks": []}, indent=1)
-    rows = ",\n".join(f"  {line}" for line in row_lines)
-    return text.replace('\n "tasks": []', '\n "tasks": [\n' + rows + "\n ]", 1)
+    head, tail = _around_tasks(snap)
+    return head + "\n \"tasks\": [\n" + ",\n".join(f"  {_ROW(row)}" for row in tasks) + "\n ]" + tail
 
 
-def json_row_lines(snap: dict[str, Any], run: RunPaths) -> list[str]:
+def json_document(snap: dict[str, Any], row_lines: list[bytes]) -> Iterator[bytes]:
+    """``snapshot_json`` of ``snap`` with ``row_lines`` (``json_row_lines``) as its rows, in
+    pieces to be written one after another: 100,000 rows are never joined into one string."""
+    if not row_lines:
+        yield json.dumps({**snap, "tasks": []}, indent=1).encode() + b"\n"
+        return
+    head, tail = _around_tasks(snap)
+    yield head.encode() + b'\n "tasks": [\n  '
+    yield from _between(row_lines, b",\n  ")
+    yield b"\n ]" + tail.encode() + b"\n"
+
+
+def _around_tasks(snap: dict[str, Any]) -> tuple[str, str]:
+    """The indented document of ``snap`` before and after its top-level ``tasks`` (its own
+    line: a newline inside a string is escaped)."""
+    head, tail = json.dumps({**snap, "tasks": []}, indent=1).split('\n "tasks": []', 1)
+    return head, tail
+
+
+def _between(items: list[bytes], separator: bytes) -> Iterator[bytes]:
+    for i, item in enumerate(items):
+        if i:
+            yield separator
+        yield item
+
+
+def json_row_lines(snap: dict[str, Any], run: RunPaths) -> list[bytes]:
     """Every row of ``snap`` (``load_written``'s) as a line of JSON, in plan order: the rows
     file's lines copied as they are through its index, never parsed (100,000 rows in a
     fraction of a second); without a trusted index, every row read and encoded."""
-    lines = snapshot_file.every_row_line(snap, run.dir, _ROW)
-    return lines if lines is not None else [_ROW(row) for row in rows_of(snap, run, None)]
+    lines = snapshot_file.every_row_line(snap, run.dir, _row_bytes)
+    return lines if lines is not None else [_row_bytes(row) for row in rows_of(snap, run, None)]
+
+
+def _row_bytes(row: dict[str, Any]) -> bytes:
+    return _ROW(row).encode()
 
 
 def _running_durations_now(snap: dict[str, Any], now: float) -> None:

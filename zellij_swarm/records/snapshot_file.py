@@ -415,12 +415,12 @@ def _own_rows(snap: dict[str, Any]) -> list[Any]:
 def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | None) -> list[dict[str, Any]]:
     """The rows of the whole snapshot ``snap`` (as written: its own rows, and ``rows`` naming
     the rows file) stands for whose status is one of ``statuses`` (None: every row), in plan
-    order. Through the rows file's index (``rows_index``) only those rows are parsed; without
-    a trusted one, the rows file is read (``merge``), as before the index."""
+    order. Through the rows file's index (``rows_index``) only those rows are parsed; for
+    every row, or without a trusted index, the rows file is read (``merge``)."""
     def chosen(rows: Iterable[Any]) -> list[dict[str, Any]]:
         return [r for r in rows if isinstance(r, dict) and (statuses is None or r.get("status") in statuses)]
 
-    index = _index_of(snap, run_dir)
+    index = None if statuses is None else _index_of(snap, run_dir)  # every row: one backward read is quicker
     numbers = [] if index is None else index.numbers(statuses)
     lines = [] if index is None else [index.line(n) for n in numbers]
     parsed = [] if None in lines else _parse(line for line in lines if line is not None)
@@ -438,7 +438,7 @@ def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | No
 
 
 def every_row_line(snap: dict[str, Any], run_dir: Path,
-                   encode_own: Callable[[dict[str, Any]], str]) -> list[str] | None:
+                   encode_own: Callable[[dict[str, Any]], bytes]) -> list[bytes] | None:
     """Every row of the whole snapshot ``snap`` stands for, each as a line of JSON, in plan
     order — the rows file's lines as they are (found through its index, never parsed), the
     snapshot's own rows (newer) through ``encode_own``. None without a trusted index."""
@@ -463,5 +463,5 @@ def every_row_line(snap: dict[str, Any], run_dir: Path,
         line = index.line(n)
         if line is None:
             return None
-        out.append(line.decode("utf-8", "replace"))
+        out.append(line)
     return out + [encode_own(row) for row in named]
