@@ -12,7 +12,7 @@ from test_render_frames import NOW, FakeRun, plain
 
 from zellij_swarm.records.generation_files import read_gen
 from zellij_swarm.render.board import BoardView, board_frame
-from zellij_swarm.render.screen import LastScreenLines
+from zellij_swarm.worker.screen import LastScreenLines
 
 E = "\x1b"
 # What a curses agent wrote: charsets designated (ESC ( B, ESC ) 0), the alternate screen, a

@@ -10,11 +10,11 @@ import pytest
 from realzellij import SESSION_TIMEOUT, RealZellij
 from swarmtest import wait_until
 
-from zellij_swarm.backends import _zellij, zellij_layout
+from zellij_swarm.backends import zellij_cli, zellij_layout
 
 
 def test_detection_reads_the_real_version_and_capabilities(rz: RealZellij) -> None:
-    found = _zellij.detect(rz.env())
+    found = zellij_cli.detect(rz.env())
     assert found["error"] is None, found
     assert found["binary"] == str(rz.binary)
     assert found["version"] == rz.version

@@ -13,9 +13,9 @@ import pytest
 from zellij_swarm.records.generation_files import GenPaths, read_gen
 from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.render.board import BoardView, board_frame
-from zellij_swarm.render.screen import TailScreen
 from zellij_swarm.render.slotview import SlotView, slot_frame
 from zellij_swarm.render.text import width
+from zellij_swarm.worker.screen import TailScreen
 
 NOW = 1_800_000_000.0
 SGR = re.compile(r"\x1b\[[0-9;]*m")

@@ -10,7 +10,7 @@ import pytest
 from harness import Harness, Mux, Work, task
 
 from zellij_swarm import exc
-from zellij_swarm.engine import run as run_command
+from zellij_swarm.commands import run as run_command
 from zellij_swarm.engine import supervisor
 from zellij_swarm.records import rundir
 

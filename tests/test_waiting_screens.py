@@ -3,7 +3,7 @@
 
 The recordings in tests/screens/prompts/ are what a program wrote to its terminal, as a
 pane's ``output.log`` keeps it: colours, in-place redraws, an Ink TUI erasing its spinner to
-draw a dialog. They are rendered as the input watch renders them (``render.screen`` at the
+draw a dialog. They are rendered as the input watch renders them (``worker.screen`` at the
 pane's size, here 80×24) before the patterns look.
 """
 
@@ -24,8 +24,8 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import SettingError
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
-from zellij_swarm.render.screen import TailScreen
 from zellij_swarm.worker import prompts, waiting
+from zellij_swarm.worker.screen import TailScreen
 from zellij_swarm.worker.waiting import TtyWait
 
 SCREENS = Path(__file__).parent / "screens" / "prompts"

@@ -19,7 +19,7 @@ from swarmtest import clean_env, wait_until
 from zellijtest import FAKE_DIR
 
 from zellij_swarm.backends import zellij_layout as layout
-from zellij_swarm.backends._zellij import capabilities
+from zellij_swarm.backends.zellij_cli import capabilities
 from zellij_swarm.cli import cli
 
 REPO = Path(__file__).resolve().parent.parent

@@ -234,7 +234,7 @@ def test_nothing_is_left_running_when_the_session_dies(swarm, fz, version, how):
 
 
 def _zellij(fz, env: dict[str, str]):
-    from zellij_swarm.backends._zellij import Zellij
+    from zellij_swarm.backends.zellij_cli import Zellij
 
     z = Zellij(env, timeout=5)
     z.version()

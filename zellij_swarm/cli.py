@@ -249,7 +249,7 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     Exit codes: 0 all tasks succeeded; 1 some task did not; 2 bad input;
     130 Ctrl-C or cancel; 143 SIGTERM; 129 SIGHUP (workers keep running).
     """
-    from zellij_swarm.engine.run import execute
+    from zellij_swarm.commands.run import execute
 
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     ctx = click.get_current_context()
@@ -470,7 +470,7 @@ def resume(run_id: str, output: settings.OutputMode | None, json_output: bool, s
     """Continue an interrupted run (its supervisor died or was detached): adopt workers still
     running, record exits that happened meanwhile, run what is left — no generation twice.
     Without RUN: the one interrupted run (several: name one)."""
-    from zellij_swarm.engine.run import resume as resume_run
+    from zellij_swarm.commands.run import resume as resume_run
 
     outcome = resume_run(_acting_run(state_dir, "resume", run_id), output=output, json_output=json_output)
     if json_output:
@@ -509,7 +509,7 @@ def retry(args: tuple[str, ...], failed: bool, unknown: bool, json_output: bool,
 
     \b
     Exit codes: as run's: 0 every task of the run succeeded; 1 some did not; 2 bad input."""
-    from zellij_swarm.engine.run import retry as retry_run
+    from zellij_swarm.commands.run import retry as retry_run
 
     state_dir = flags.pop("state_dir", None)  # where the run is: not a setting a retry can change
     run, tasks = _run_then(state_dir if isinstance(state_dir, str) else None, "retry", args)

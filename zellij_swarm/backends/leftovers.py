@@ -14,7 +14,7 @@ points at.
 
 A Zellij tab is removed by closing its panes by id (``list-panes --json`` gives each pane's
 tab name, from 0.44): ``close-tab`` only closes the client's current tab (contract §2.16).
-Before 0.44 such a tab is reported, not removed. Every call goes through ``_cmd`` with a
+Before 0.44 such a tab is reported, not removed. Every call goes through ``external`` with a
 timeout; a multiplexer that is missing or does not answer has nothing to prune.
 """
 
@@ -25,9 +25,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from zellij_swarm import names
-from zellij_swarm.backends import _cmd
-from zellij_swarm.backends._zellij import Zellij
+from zellij_swarm import external, names
+from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
@@ -71,8 +70,8 @@ def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str],
     if not shutil.which("tmux", path=env.get("PATH")):
         return []
 
-    def tmux(*args: str) -> _cmd.CmdResult:
-        return _cmd.run(["tmux", *args], timeout=CALL_TIMEOUT, env=env, check=False)
+    def tmux(*args: str) -> external.CmdResult:
+        return external.run(["tmux", *args], timeout=CALL_TIMEOUT, env=env, check=False)
 
     try:
         res = tmux("list-windows", "-a", "-F",
@@ -174,7 +173,7 @@ def _close_panes(env: Mapping[str, str], session: str, panes: tuple[str, ...]) -
             return
 
 
-def _quiet(tmux: Callable[..., _cmd.CmdResult], *args: str) -> None:
+def _quiet(tmux: Callable[..., external.CmdResult], *args: str) -> None:
     try:
         tmux(*args)
     except BackendError:

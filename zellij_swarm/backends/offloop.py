@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
-from zellij_swarm.engine.calls import CallRunner, Done
+from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.worker.wrapper import PaneMode
 
 CLOSE_TIMEOUT = 30.0  # seconds the end of a run waits for the backend's last calls

@@ -35,7 +35,7 @@ printing its own title escape changes ``pane_title``, which we never display, so
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
 set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
 
-Every tmux call goes through ``_chain`` and ``_cmd.run`` (a timeout, typed errors): the
+Every tmux call goes through ``_chain`` and ``external.run`` (a timeout, typed errors): the
 whole backend is a dozen tmux commands, so it speaks to tmux directly rather than through a
 client library whose command runner would have to be replaced to get a timeout. A batch of
 panes is one tmux invocation per window it goes to (commands chained with ``;``), after one
@@ -52,8 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zellij_swarm import names, quoting
-from zellij_swarm.backends import _cmd
+from zellij_swarm import external, names, quoting
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
     WHERE_PANES_ARE,
@@ -481,10 +480,10 @@ class TmuxBackend:
         windows = "window stays" if len(staying) == 1 else "windows stay"
         return f"the swarm's {windows}: close with {quoting.shell_line(kill)} (or zellij-swarm prune)"
 
-    def _tmux(self, *args: str, check: bool = True) -> _cmd.CmdResult:
+    def _tmux(self, *args: str, check: bool = True) -> external.CmdResult:
         return self._chain([args], check=check)
 
-    def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> _cmd.CmdResult:
+    def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> external.CmdResult:
         """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
         argument is encoded so that tmux's parser reads it back unchanged."""
         assert self.started
@@ -494,7 +493,7 @@ class TmuxBackend:
         for i, command in enumerate(commands):
             argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
         try:
-            return _cmd.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
+            return external.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
         except BackendError as e:
             if e.code == "pane_call_timeout":
                 # A server that does not answer (stopped, stuck) would cost every later call

@@ -9,7 +9,7 @@ The first batch goes in as one layout: compact mode creates the tab at ``open`` 
 and every visible ``slot-view``; live mode creates it at the first ``launch`` with the board and
 that batch's worker panes. Backfill panes are single ``zellij run`` calls placed next to a
 pane of ours (``--stacked`` and ``--near-current-pane``, ``--no-focus`` where the version has
-them; never ``--tab-id``, see ``_placement``). Every call goes through ``_zellij.Zellij.call``
+them; never ``--tab-id``, see ``_placement``). Every call goes through ``zellij_cli.Zellij.call``
 on the one thread the supervisor gives its backend (``offloop``), so pane operations are
 serialised, never block the supervisor's loop, and nothing ever focuses a pane. The launch
 heartbeat is awaited by the supervisor, outside this path.
@@ -54,10 +54,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from zellij_swarm import names, quoting
-from zellij_swarm.backends import _zellij
+from zellij_swarm.backends import zellij_cli
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
-from zellij_swarm.backends._zellij import Zellij
 from zellij_swarm.backends.base import (
     WHERE_PANES_ARE,
     LaunchFailed,
@@ -67,6 +66,7 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
 )
+from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
@@ -118,7 +118,7 @@ class ZellijBackend:
         self.here = here
         if call_timeout is None:
             raw = env.get(TIMEOUT_ENV, "")
-            call_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else _zellij.CALL_TIMEOUT
+            call_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else zellij_cli.CALL_TIMEOUT
         self.z = Zellij(env, timeout=call_timeout)
         raw = env.get(READY_ENV, "")
         self.ready_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else READY_TIMEOUT
@@ -422,7 +422,7 @@ class ZellijBackend:
         res = self.z.call(*args, cmd=argv, from_pane=near)
         if not self.z.has("pane_ids"):
             return None
-        pane = next((ln.strip() for ln in res.lines if _zellij.pane_number(ln.strip()) is not None), None)
+        pane = next((ln.strip() for ln in res.lines if zellij_cli.pane_number(ln.strip()) is not None), None)
         pane = pane or self._find_by_name(name)
         if pane is None:
             raise BackendError("pane_id_missing", f"zellij run printed no pane id and no pane {name!r} was found")
@@ -628,7 +628,7 @@ class ZellijBackend:
         if not self.attach_argv or (self.inside and self.mode == "session"):  # a client in a pane would nest
             return None
         # an action moves the client of the session we are in; a new client must not think it is inside one
-        return self.attach_argv, (self.env if "action" in self.attach_argv else _zellij.scrubbed(self.env))
+        return self.attach_argv, (self.env if "action" in self.attach_argv else zellij_cli.scrubbed(self.env))
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():
@@ -650,7 +650,7 @@ class ZellijBackend:
         ours = ({f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")} & self.known
                 if panes is not None else self.known)
         closed = [self._pane_action("close-pane", "--pane-id", pane)
-                  for pane in sorted(ours, key=lambda p: _zellij.pane_number(p) or 0)]
+                  for pane in sorted(ours, key=lambda p: zellij_cli.pane_number(p) or 0)]
         self.closed = all(closed)  # one that would not close leaves the tab: the hint says how to close it
 
     def _session_call(self, *args: str) -> bool:

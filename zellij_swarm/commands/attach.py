@@ -32,7 +32,7 @@ that pane; else the run's first window, with a note saying the task has no pane.
 **Nothing to attach to** — a headless run, or a run whose session or windows are gone — is a
 one-line error pointing at ``status`` and ``logs``, exit 1; so are no terminal to attach
 (stdin and stdout must be one) and a client that would nest. An unknown run or task is a
-usage error, exit 2. The calls before attaching go through ``backends._cmd`` with a timeout;
+usage error, exit 2. The calls before attaching go through ``external`` with a timeout;
 only the final ``attach`` is an ``exec``, with no timeout: it is the user's terminal from
 then on.
 """
@@ -45,9 +45,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from zellij_swarm import exc, names, quoting
-from zellij_swarm.backends import _cmd, _zellij
-from zellij_swarm.backends._zellij import Zellij
+from zellij_swarm import exc, external, names, quoting
+from zellij_swarm.backends import zellij_cli
+from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.records.rundir import RunPaths, read_json
 
 CALL_TIMEOUT = 10.0
@@ -133,10 +133,10 @@ def _tmux(run: RunPaths, task: dict[str, Any] | None, recorded: Mapping[str, Any
     inside = env.get("TMUX", "").split(",")[0] or None
     server = _text(recorded, "socket") or inside  # None: tmux's default server
 
-    def tmux(*args: str, check: bool = True) -> _cmd.CmdResult:
+    def tmux(*args: str, check: bool = True) -> external.CmdResult:
         argv = ["tmux", *(["-S", server] if server else []), *args]
         try:
-            return _cmd.run(argv, timeout=CALL_TIMEOUT, env=env, check=check)
+            return external.run(argv, timeout=CALL_TIMEOUT, env=env, check=check)
         except exc.BackendError as e:
             raise exc.SwarmError(f"run {run.run_id} is shown in tmux, but {e}") from None
 
@@ -173,7 +173,7 @@ def _tmux_attach_argv(server: str | None, window: _Window) -> list[str]:
     return ["tmux", *(["-S", server] if server else []), "attach", "-t", window.session_id]
 
 
-def _tmux_windows(tmux: Callable[..., _cmd.CmdResult], run_id: str, recorded: Mapping[str, Any]) -> list[_Window]:
+def _tmux_windows(tmux: Callable[..., external.CmdResult], run_id: str, recorded: Mapping[str, Any]) -> list[_Window]:
     """The run's windows still open, its first (the board's) first: those recorded, else those
     whose ``@zsw_run`` option names the run, else (an older run's) those named ``swarm-<run-id>``
     and ``swarm-<run-id>-N``, marked or not (``names``). None when no server answers."""
@@ -194,7 +194,7 @@ def _tmux_windows(tmux: Callable[..., _cmd.CmdResult], run_id: str, recorded: Ma
     return [_Window(r[0], r[1], r[2]) for r in mine]
 
 
-def _tmux_target(tmux: Callable[..., _cmd.CmdResult], windows: list[_Window],
+def _tmux_target(tmux: Callable[..., external.CmdResult], windows: list[_Window],
                  task: dict[str, Any] | None) -> tuple[_Window, str | None]:
     """The window to show and the pane to select in it (None: leave the window's own)."""
     if task is None:
@@ -233,7 +233,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
     if own == session:  # our own client: move it (calls keep our session and pane variables)
         z.session = session
-        version = _zellij.parse_version(f"zellij {caps['version']}")
+        version = zellij_cli.parse_version(f"zellij {caps['version']}")
         tab_id = recorded.get("tab_id")
         if isinstance(tab_id, int) and version is not None and version >= (0, 44, 0):
             z.call("action", "go-to-tab-by-id", str(tab_id))  # its name may be marked "(2 waiting)"
@@ -253,7 +253,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     if task is not None:
         where = f"pane {pane}" if isinstance(pane, str) else "no pane of its own"
         _note(f"task {task['name']} is {where} in tab {tab} (Zellij can focus a pane only once you are attached)")
-    _exec(argv, _zellij.scrubbed(env))
+    _exec(argv, zellij_cli.scrubbed(env))
 
 
 def _zellij_session(z: Zellij, run_id: str, snap: Mapping[str, Any], recorded: Mapping[str, Any]) -> str | None:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
-from zellij_swarm.backends._cmd import EXECUTOR
-from zellij_swarm.backends._cmd import run as run_command
-from zellij_swarm.backends._zellij import VERIFIED_REAL
-from zellij_swarm.backends._zellij import detect as detect_zellij
 from zellij_swarm.backends.select import choose
+from zellij_swarm.backends.zellij_cli import VERIFIED_REAL
+from zellij_swarm.backends.zellij_cli import detect as detect_zellij
 from zellij_swarm.config import settings
+from zellij_swarm.external import EXECUTOR
+from zellij_swarm.external import run as run_command
 from zellij_swarm.records import rundir
 from zellij_swarm.worker import waiting
 from zellij_swarm.worker.slurm import Slurm

@@ -33,8 +33,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from zellij_swarm import exc
-from zellij_swarm.backends import _cmd
+from zellij_swarm import exc, external
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config import slurm as slurm_config
 from zellij_swarm.engine import remote
@@ -82,9 +81,9 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
     # the job is the swarm's allocation: as many tasks at once as may run, each with the table's
     # resources (as --slurm-alloc's salloc); the supervisor is its batch step
     size = [f"--ntasks={min(resolved.jobs, len(source.tasks))}", *slurm_config.allocation_options(resolved.slurm)]
-    res = _cmd.run(["sbatch", "--parsable", f"--job-name=zsw.{run_id}.supervisor", f"--output={batch}/{run_id}.out",
+    res = external.run(["sbatch", "--parsable", f"--job-name=zsw.{run_id}.supervisor", f"--output={batch}/{run_id}.out",
                     f"--chdir={os.getcwd()}", "--requeue", *size, *sbatch_options, str(script)],
-                   timeout=CALL_TIMEOUT, env=env, check=False, faults=_cmd.EXECUTOR)
+                   timeout=CALL_TIMEOUT, env=env, check=False, faults=external.EXECUTOR)
     job = res.stdout.strip().split(";")[0]
     if res.returncode != 0 or not job.isdigit():
         script.unlink(missing_ok=True)
@@ -97,7 +96,7 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
 def in_job(run_id: str, file: str, *, state_dir: Path, env: Mapping[str, str]) -> int:
     """The batch job's part: the run under its given id, or — the job was requeued, and its
     run exists — that run resumed. Returns the run's exit code."""
-    from zellij_swarm.engine.run import execute, resume
+    from zellij_swarm.commands.run import execute, resume
 
     source, resolved = _load(file, state_dir, env)
     run = rundir.RunPaths(rundir.runs_root(Path(resolved.state_dir)) / run_id)
@@ -132,8 +131,8 @@ def _requeued(env: Mapping[str, str]) -> bool:
     (``Restarts`` above the ``SLURM_RESTART_COUNT`` this run of it started with). When Slurm
     cannot say, the run is left resumable: that loses nothing."""
     try:
-        res = _cmd.run(["scontrol", "--oneliner", "show", "job", env.get("SLURM_JOB_ID", "")], timeout=CALL_TIMEOUT,
-                       env=env, check=False, faults=_cmd.EXECUTOR)
+        res = external.run(["scontrol", "--oneliner", "show", "job", env.get("SLURM_JOB_ID", "")], timeout=CALL_TIMEOUT,
+                       env=env, check=False, faults=external.EXECUTOR)
     except exc.BackendError:
         return True
     m = re.search(r"\bRestarts=(\d+)", res.stdout)

@@ -37,8 +37,8 @@ from pathlib import Path
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timer, Timers
 from zellij_swarm.records import rundir
-from zellij_swarm.render.screen import TailScreen
 from zellij_swarm.worker import prompts, waiting
+from zellij_swarm.worker.screen import TailScreen
 
 TICK = 0.5  # seconds: a waiting worker is shown within two ticks, well inside 2 s
 _TAIL = 4096  # bytes of a grown heartbeat read for its last line

@@ -49,11 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc
-from zellij_swarm.backends import _cmd
+from zellij_swarm import exc, external
+from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
-from zellij_swarm.engine.calls import CallRunner, Done
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import BackendError
@@ -207,7 +206,7 @@ class SlurmExecutor:
                     on.granted(job)
                     return
                 if state not in slurm.ACTIVE:
-                    on.gave_up(_cmd.EXECUTOR.failed, f"its job {job} ended before Slurm granted it")
+                    on.gave_up(external.EXECUTOR.failed, f"its job {job} ended before Slurm granted it")
                     return
                 if reason != (said[-1] if said else None):
                     said.append(reason)
@@ -274,7 +273,7 @@ class SlurmExecutor:
         if done.error is not None:
             if not self._call_failed:
                 self._call_failed = True
-                code = done.error.code if isinstance(done.error, BackendError) else _cmd.EXECUTOR.failed
+                code = done.error.code if isinstance(done.error, BackendError) else external.EXECUTOR.failed
                 self.on.warn(code, f"slurm: cannot list the run's steps ({done.error}); following them by their files "
                                    "only", None)
             return
@@ -395,13 +394,13 @@ class SlurmExecutor:
 
         def answered(done: Done[float | None]) -> None:
             if done.error is not None:
-                self.on.warn(_cmd.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
+                self.on.warn(external.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
                                                    f"({done.error}); it is cancelled after the grace", lg.task)
             delivered(done.value)
 
         def cancelled(done: Done[None]) -> None:
             if done.error is not None:
-                self.on.warn(_cmd.EXECUTOR.failed, f"slurm: cannot cancel the step of task {lg.task.name!r} "
+                self.on.warn(external.EXECUTOR.failed, f"slurm: cannot cancel the step of task {lg.task.name!r} "
                                                    f"({done.error})", lg.task)
 
         self.calls.submit(term, answered)

@@ -30,7 +30,7 @@ from typing import Protocol
 
 import psutil
 
-from zellij_swarm.engine.calls import CallRunner, Done
+from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots

@@ -34,11 +34,11 @@ from zellij_swarm import __version__, exc
 from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchResult, PaneOpened, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
+from zellij_swarm.calls import CallRunner
 from zellij_swarm.config import swarmfile
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.engine import metrics, remote, resume, snapshot, view_watch
-from zellij_swarm.engine.calls import CallRunner
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.dispatch import Dispatcher
 from zellij_swarm.engine.follow import POLL_INTERVAL, GenerationWatch, Seen

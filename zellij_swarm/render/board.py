@@ -12,7 +12,7 @@ Layout::
 A row shows the slot's newest generation: state, task, elapsed time, exit code (once a
 worktree task has ended, how many files it changed: ``3 files changed · idle``) and, while it
 runs, the last line of its output that says something, as the slot view shows it: the
-worker's output rendered through a terminal screen (``render.screen``), so a TUI's cursor
+worker's output rendered through a terminal screen (``worker.screen``), so a TUI's cursor
 moves, charset switches and box borders leave no debris. A finished row
 shows only what was recorded when it finished (§9). When every slot fits and rows are left
 over, attempts that did not succeed in a slot that has since been reused get a line each
@@ -54,8 +54,8 @@ from zellij_swarm.records.states import FAILED_STATUSES, TERMINAL_STATUSES, UNSU
 from zellij_swarm.render.console import COUNT_ORDER
 from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import SlotRow, StateReader, describe_slot, gen_records, slot_entries
-from zellij_swarm.render.screen import LastScreenLines
 from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges, width
+from zellij_swarm.worker.screen import LastScreenLines
 
 WAITING = "waiting_for_input"  # not a status: running tasks whose worker waits for a person
 WAITING_SGR = "1;45"

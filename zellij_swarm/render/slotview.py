@@ -30,8 +30,8 @@ from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import StateReader, describe_slot, gen_records, slot_entries
-from zellij_swarm.render.screen import TailScreen
 from zellij_swarm.render.text import STATUS_SGR, clip, clock_time, duration, join_parts
+from zellij_swarm.worker.screen import TailScreen
 
 Tail = Callable[[int, int], list[str]]
 STDERR_MIN_BODY = 4  # output rows below which a slot view shows stdout alone

@@ -1,7 +1,7 @@
 """Small text helpers shared by the renderers: display width, clipping, durations, colour.
 
 Everything here is pure and stdlib-only (``wcwidth`` is imported lazily, and only for text that
-is not plain ASCII). A worker's output is read through a terminal screen (``render.screen``),
+is not plain ASCII). A worker's output is read through a terminal screen (``worker.screen``),
 never by stripping escapes here.
 """
 

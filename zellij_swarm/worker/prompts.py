@@ -5,7 +5,7 @@ but an agent CLI that polls its terminal among its connections to the model look
 while it thinks, and without ptrace access the kernel tells less, or nothing. Its screen
 then says it:
 ``waiting_pattern``, a regular expression looked for in the *rendered* screen (a pyte screen
-of the pane's size fed the pane's output, ``render.screen``), not in the raw bytes, where
+of the pane's size fed the pane's output, ``worker.screen``), not in the raw bytes, where
 cursor moves and colours split the words.
 
 Only the bottom of the screen counts, the last ``LOOKED_AT`` lines that are not blank: a

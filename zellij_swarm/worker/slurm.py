@@ -6,7 +6,7 @@ task and the generation (``zsw.<run-id>.<task-id>.<slot>.<gen>``, ``job_name``),
 supervisor — a resumed one too — finds its steps with ``squeue`` by name, without accounting
 (``sacct``) being configured. With ``--slurm-alloc`` the steps run inside one allocation the
 supervisor makes first (``salloc --no-shell``), each ``srun --jobid=J --exact``: no scheduling
-round per task. Every call goes through ``_cmd.run`` (a timeout, typed errors:
+round per task. Every call goes through ``external.run`` (a timeout, typed errors:
 ``executor_missing``, ``executor_call_timeout``, ``executor_call_failed``).
 
 What is never trusted: ``srun``'s own exit status (it can exit 0 after losing its step); the
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm.backends import _cmd
+from zellij_swarm import external
 from zellij_swarm.config import slurm as resources_
 from zellij_swarm.exc import BackendError
 
@@ -101,8 +101,8 @@ class Slurm:
         self.timeout = timeout
         self.user = getpass.getuser()
 
-    def _run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> _cmd.CmdResult:
-        return _cmd.run(argv, timeout=timeout or self.timeout, env=self.env, check=check, faults=_cmd.EXECUTOR)
+    def _run(self, argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> external.CmdResult:
+        return external.run(argv, timeout=timeout or self.timeout, env=self.env, check=check, faults=external.EXECUTOR)
 
     def prefix(self, name: str, resources: Mapping[str, Any], *, pty: bool, allocation: str | None) -> tuple[str, ...]:
         """``srun`` before a wrapper's argv: one task on one node, named, its resources, a
@@ -162,7 +162,7 @@ class Slurm:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=self.env,
                                         start_new_session=True)  # a Ctrl-C of the terminal is the supervisor's
             except FileNotFoundError:
-                raise BackendError(_cmd.EXECUTOR.missing, "salloc: not found on PATH") from None
+                raise BackendError(external.EXECUTOR.missing, "salloc: not found on PATH") from None
         deadline = time.monotonic() + self.timeout
         while (m := re.search(rb"(?:Pending|Granted) job allocation (\d+)", log.read_bytes())) is None:
             exited = proc.poll() is not None
@@ -170,8 +170,9 @@ class Slurm:
                 end_process(proc, wait=0.0)
                 said = log.read_bytes().decode(errors="replace").strip().splitlines()
                 if exited:
-                    raise BackendError(_cmd.EXECUTOR.failed, said[-1] if said else f"salloc: exit {proc.returncode}")
-                raise BackendError(_cmd.EXECUTOR.timeout, f"salloc: no job allocation within {self.timeout:g}s")
+                    raise BackendError(external.EXECUTOR.failed,
+                                       said[-1] if said else f"salloc: exit {proc.returncode}")
+                raise BackendError(external.EXECUTOR.timeout, f"salloc: no job allocation within {self.timeout:g}s")
             time.sleep(0.05)
         return m.group(1).decode(), proc
 

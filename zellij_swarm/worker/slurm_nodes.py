@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm import exc
-from zellij_swarm.backends import _cmd
+from zellij_swarm import exc, external
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.slurm import Slurm
@@ -44,8 +43,8 @@ class Node:
 
 def nodes(cluster: Slurm) -> tuple[list[Node], str | None]:
     """Every node of the cluster, and the default partition (None when none is marked)."""
-    res = _cmd.run(["sinfo", "--noheader", "--Node", f"--format={_FORMAT}"], timeout=cluster.timeout,
-                   env=cluster.env, faults=_cmd.EXECUTOR)
+    res = external.run(["sinfo", "--noheader", "--Node", f"--format={_FORMAT}"], timeout=cluster.timeout,
+                   env=cluster.env, faults=external.EXECUTOR)
     return parse_sinfo(res.lines)
 
 

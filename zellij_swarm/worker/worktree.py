@@ -18,7 +18,7 @@ half-done work, and each one's work ends up on a branch.
   its files as they are, read through a temporary index so that what the agent staged stays
   as it is; ``collect`` commits what is not committed onto the task's branch.
 
-Every git call goes through ``backends._cmd.run`` with a timeout, and every failure becomes
+Every git call goes through ``external.run`` with a timeout, and every failure becomes
 a ``WorktreeError`` in git's own words; dispatch turns one into a failed generation
 (``worktree_failed``), planning into bad input (exit 2), ``prune`` into a line.
 """
@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc
-from zellij_swarm.backends import _cmd
+from zellij_swarm import exc, external
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import rundir
@@ -368,10 +367,10 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
 
 
 def _git(where: str | Path, *args: str, timeout: float = QUERY_TIMEOUT, check: bool = True,
-         env: Mapping[str, str] | None = None) -> _cmd.CmdResult:
+         env: Mapping[str, str] | None = None) -> external.CmdResult:
     """``git -C where ARGS…`` with a timeout; a failure is a ``WorktreeError`` in git's words."""
     try:
-        return _cmd.run(["git", "-C", str(where), *args], timeout=timeout, check=check, env=env)
+        return external.run(["git", "-C", str(where), *args], timeout=timeout, check=check, env=env)
     except exc.BackendError as e:
         raise WorktreeError(f"git {args[0]}: {_why(e, timeout)}") from None
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zellij_swarm import errors
+from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings
 from zellij_swarm.engine import pid_end
 from zellij_swarm.records import rundir, runlock
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.results import OutputStream, RunStatus, SwarmResult
 
 if TYPE_CHECKING:
     from zellij_swarm.api import Task

@@ -1,9 +1,9 @@
 """The supervisor process ``Swarm.start()`` starts: both of its sides.
 
-``spawn`` (the caller's side) starts ``python -m zellij_swarm._supervisor_process FD`` in a
+``spawn`` (the caller's side) starts ``python -m zellij_swarm.api._supervisor_process FD`` in a
 session of its own — so the caller's Ctrl-C and terminal do not reach it, and the caller may
 end while the run goes on — and gives it the run's plan, checked already, on its stdin. The
-process runs the plan as ``zellij-swarm run`` runs one (``engine.run.execute``, its signals
+process runs the plan as ``zellij-swarm run`` runs one (``commands.run.execute``, its signals
 handled as ``run`` handles them: SIGTERM cancels, SIGHUP detaches) and says on the pipe FD,
 once, either where its run is (its directory exists and its control inbox is watched) or why
 there is none. ``spawn`` returns when it has said.
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from zellij_swarm import errors, exc
+from zellij_swarm.commands.run import execute
 from zellij_swarm.config import settings, swarmfile
-from zellij_swarm.engine.run import execute
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify
 
@@ -36,7 +36,7 @@ def spawn(plan: Mapping[str, Any], *, env: Mapping[str, str]) -> tuple[subproces
     said, tell = os.pipe2(os.O_CLOEXEC)
     with os.fdopen(said, "rb") as answers:
         try:
-            process = subprocess.Popen([sys.executable, "-m", "zellij_swarm._supervisor_process", str(tell)],
+            process = subprocess.Popen([sys.executable, "-m", "zellij_swarm.api._supervisor_process", str(tell)],
                                        stdin=subprocess.PIPE, env=dict(env), pass_fds=(tell,),
                                        start_new_session=True)
         finally:

@@ -32,15 +32,16 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Never, TypedDict, Union, get_args, get_origin, get_type_hints
 
-from zellij_swarm import _supervisor_process, errors, exc
+from zellij_swarm import errors, exc
+from zellij_swarm.api import _supervisor_process
+from zellij_swarm.api.results import RunState, RunStatus, RunWarning, SwarmResult, TaskResult
+from zellij_swarm.api.run_handle import Run, open_run
 from zellij_swarm.commands import control
+from zellij_swarm.commands.run import Outcome, execute
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import BackendName, ExecutorName, HaltMode, IdlePolicy, OutputMode, UiMode
-from zellij_swarm.engine.run import Outcome, execute
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TaskStatus
-from zellij_swarm.results import RunState, RunStatus, RunWarning, SwarmResult, TaskResult
-from zellij_swarm.run_handle import Run, open_run
 
 __all__ = ["Run", "RunState", "RunStatus", "RunWarning", "SlurmResources", "Swarm", "SwarmResult", "Task",
            "TaskResult", "TaskStatus", "open_run"]

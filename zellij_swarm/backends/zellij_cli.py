@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm.backends import _cmd
+from zellij_swarm import external
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
@@ -82,7 +82,7 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
         out["error"] = "no zellij binary on PATH"
         return out
     try:
-        res = _cmd.run([binary, "--version"], timeout=timeout, env=scrubbed(env))
+        res = external.run([binary, "--version"], timeout=timeout, env=scrubbed(env))
     except BackendError as e:
         out["error"] = str(e)
         return out
@@ -143,7 +143,7 @@ class Zellij:
         return bool(self.caps.get(capability))
 
     def call(self, *args: str, cmd: Sequence[str] | None = None, session: bool = True, check: bool = True,
-             timeout: float | None = None, top: Sequence[str] = (), from_pane: str | None = None) -> _cmd.CmdResult:
+             timeout: float | None = None, top: Sequence[str] = (), from_pane: str | None = None) -> external.CmdResult:
         """``zellij [TOP…] [--session S] ARGS… [-- CMD…]``. ``session=False`` for the session
         commands that name their session themselves (attach, ls, kill-session, …).
         ``from_pane`` (``terminal_7``): the call is made as if from that pane of the target
@@ -164,7 +164,7 @@ class Zellij:
         limit = timeout or self.timeout
         deadline = time.monotonic() + limit
         while True:
-            res = _cmd.run(argv, timeout=limit, env=env, check=False)
+            res = external.run(argv, timeout=limit, env=env, check=False)
             limit = max(deadline - time.monotonic(), 0.1)
             if not (session and res.stderr.startswith(_NO_SESSION)):
                 break
@@ -191,7 +191,7 @@ class Zellij:
         return parse_ls(res.stdout)
 
     @staticmethod
-    def clients(res: _cmd.CmdResult) -> int | None:
+    def clients(res: external.CmdResult) -> int | None:
         """How many clients ``action list-clients`` lists (contract §2.14): the lines after its
         header; None when it gave no answer — it failed, or printed nothing at all (0.45.0 does,
         exit 0, when the server took more than 1 s, §2.0): that is not "no client"."""
