@@ -12,19 +12,25 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.states import TaskStatus, transition
 
-if TYPE_CHECKING:
-    from zellij_swarm.worker.worktree import Worktree
-
 # The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
 # task's row also carries its command, which is what a person recognises it by.
 GENERATED_NAME = re.compile(r"task-[1-9][0-9]*")
 LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt (last_end_is_free)
+
+
+class TaskWorktree(Protocol):
+    """What a task's record and its dispatch need of the git worktree it runs in
+    (``worker.worktree.Worktree``, a layer above: records never run git themselves)."""
+
+    def workdir(self, cwd: str) -> str: ...
+
+    def row(self, *, final: bool) -> dict[str, Any]: ...
 
 
 def command_text(spec: TaskSpec) -> str:
@@ -96,7 +102,7 @@ class TaskRecord:
     # Why the kernel will not say whether it waits (no ptrace access): then only its screen does.
     waiting_evidence: str | None = None
     history: list[Attempt] = field(default_factory=list)
-    worktree: Worktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
+    worktree: TaskWorktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
     # Under the Slurm executor: its step as Slurm last showed it — {"job", "state", "reason"} while
     # it runs (a queued step is PENDING, with why), {"node"} once its wrapper said where it ran
     slurm: dict[str, Any] | None = None
