@@ -63,9 +63,9 @@ from zellij_swarm import exc
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.states import RunState
 
 TIMELINE_LIMIT = 200
-RUN_STATES = ("running", "finished", "cancelled", "interrupted")
 TOLERANCE_MS = 20.0
 TOLERANCE_FRACTION = 0.05
 _LIST_LIMIT = 20  # reused / overlapping pids listed in full up to this many
@@ -191,15 +191,16 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
         raise exc.UsageError(f"{run.dir} is not a run directory (no readable run.json)")
     final = _load(run.summary)
     snapshot = final or _load(run.state)
-    state = (snapshot or {}).get("state")
-    if state not in RUN_STATES:
-        state = "running"  # no snapshot yet: a supervisor that has not written one (or was killed first)
+    try:
+        state = RunState(str((snapshot or {}).get("state")))
+    except ValueError:
+        state = RunState.RUNNING  # no snapshot yet: a supervisor that has not written one (or was killed first)
     jobs = meta.get("jobs")
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise exc.UsageError(f"{run.run_json} records no slot count (jobs): cannot check concurrency against it")
     # Ended: its supervisor finished (or was cancelled) and wrote its end. An interrupted run's
     # workers may still be going, so, like a running one, its open generations count up to now.
-    run_ended = (snapshot or {}).get("ended_at") if state in ("finished", "cancelled") else None
+    run_ended = (snapshot or {}).get("ended_at") if state.ended else None
     if not isinstance(run_ended, (int, float)):
         run_ended = None
     open_until = run_ended if run_ended is not None else now

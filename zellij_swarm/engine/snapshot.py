@@ -28,7 +28,7 @@ from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import generation_files, snapshot_file
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
-from zellij_swarm.records.states import SlotState, TaskStatus
+from zellij_swarm.records.states import RunState, SlotState, TaskStatus
 from zellij_swarm.records.task import Attempt, TaskRecord
 
 if TYPE_CHECKING:
@@ -82,12 +82,12 @@ class RunView(Protocol):
     def dispatching(self) -> dict[str, Any]: ...  # its groups and what is paused (Supervisor.dispatching)
 
 
-def state_name(run: RunView) -> str:
+def state_name(run: RunView) -> RunState:
     if run.ended_at is None or run.detached:
-        return "interrupted" if run.detached else "running"
+        return RunState.INTERRUPTED if run.detached else RunState.RUNNING
     if run.stop_signal is not None or run.cancelled:
-        return "cancelled"
-    return "finished"
+        return RunState.CANCELLED
+    return RunState.FINISHED
 
 
 def counts(tasks: Mapping[str, TaskRecord]) -> dict[str, int]:

@@ -43,6 +43,20 @@ class SlotState(enum.StrEnum):
     CLOSED = "closed"
 
 
+class RunState(enum.StrEnum):
+    """A run's state, as ``state.json``, ``summary.json`` and ``ls`` say it (SPEC §7.1)."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # every task reached an end of its own (it may have failed)
+    CANCELLED = "cancelled"  # stopped by ``cancel``, a signal or ``--halt``
+    INTERRUPTED = "interrupted"  # its supervisor is gone before the end (``resume`` goes on)
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more will run unless someone retries it."""
+        return self in (RunState.FINISHED, RunState.CANCELLED)
+
+
 TERMINAL_STATUSES: Final = frozenset(s for s in TaskStatus if s.terminal)
 # Ended without succeeding, for whatever reason: what a run's "not succeeded" counts.
 UNSUCCESSFUL_STATUSES: Final = TERMINAL_STATUSES - {TaskStatus.SUCCEEDED}
