@@ -15,17 +15,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from zellij_swarm import errors
 from zellij_swarm.commands import logs
 from zellij_swarm.records import snapshot_file
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.states import RunState, TaskStatus
 
 __all__ = ["OutputStream", "RunState", "RunStatus", "RunWarning", "SwarmResult", "TaskResult"]
 
-RunState = Literal["running", "finished", "cancelled", "interrupted"]
 OutputStream = Literal["stdout", "stderr"]
 
 
@@ -92,7 +91,7 @@ class RunStatus:
         self.run_dir = run_dir
         self.run_id: str = snapshot["run_id"]
         self.name: str | None = snapshot.get("name")
-        self.state = cast(RunState, snapshot["state"])
+        self.state = RunState(snapshot["state"])
         self._snapshot = snapshot
 
     @cached_property

@@ -6,15 +6,13 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zellij_swarm.config.settings import truthy
+
 
 @dataclass(frozen=True)
 class Choice:
     name: str  # zellij | tmux | headless
     why: str
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def choose(requested: str, env: Mapping[str, str]) -> Choice:
@@ -26,7 +24,7 @@ def choose(requested: str, env: Mapping[str, str]) -> Choice:
         return Choice("zellij", "inside a Zellij session (ZELLIJ is set) with a zellij binary on PATH")
     if in_tmux:
         return Choice("tmux", "inside a tmux session (TMUX is set)")
-    if _truthy(env.get("CI")):
+    if truthy(env.get("CI")):
         return Choice("headless", "CI=true outside a multiplexer session")
     if in_zellij:
         return Choice("headless", "inside Zellij but no zellij binary on PATH")

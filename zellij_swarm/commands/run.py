@@ -103,7 +103,7 @@ def execute(
     if takes_terminal and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = takes_terminal = False
-    backend = make_backend(choice, env, close_session=close_session or _truthy(env.get("CI")), here=here)
+    backend = make_backend(choice, env, close_session=close_session or settings.truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
     reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,
                          on_started=on_started)
@@ -130,7 +130,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
     outputs = Outputs.load(run)
     place = views.load_status(run, rows=False).get("multiplexer")  # where its panes are
-    close_session = outputs.close_session or _truthy(rec.env.get("CI"))
+    close_session = outputs.close_session or settings.truthy(rec.env.get("CI"))
     backend = resumed.backend_for(place, rec.env, _run_panes(rec, resolved), close_session=close_session)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv),
@@ -207,7 +207,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     resolved = _overridden(resolved_settings(rec.meta), flags)
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
-    backend = make_backend(choice, env, close_session=outputs.close_session or _truthy(env.get("CI")))
+    backend = make_backend(choice, env, close_session=outputs.close_session or settings.truthy(env.get("CI")))
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
                    run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
@@ -371,6 +371,3 @@ def _inside(choice: Choice, env: Mapping[str, str]) -> bool:
     """Whether this terminal is a client of the multiplexer the run's panes go to."""
     return bool(env.get("TMUX")) if choice.name == "tmux" else choice.name == "zellij" and "ZELLIJ" in env
 
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")

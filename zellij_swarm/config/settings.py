@@ -54,6 +54,12 @@ def parse_duration(raw: object) -> float:
     return seconds
 
 
+def truthy(value: str | None) -> bool:
+    """An environment flag such as ``CI``: set to one of the true words (unset, empty or
+    anything else is false)."""
+    return (value or "").strip().lower() in _TRUE
+
+
 def parse_bool(raw: object) -> bool:
     if isinstance(raw, bool):
         return raw

@@ -66,7 +66,7 @@ from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.states import REASON_STATUS, TaskStatus
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus, all_succeeded, own_end
 from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, worktree, wrapper
@@ -565,7 +565,7 @@ class Supervisor:
         self._backend_closed = True
         stopped = self.stop_signal is not None or self.cancelled
         counts = snapshot.counts_of(self)
-        failed = stopped or counts.get("succeeded", 0) != sum(counts.values())
+        failed = stopped or not all_succeeded(counts)
         try:
             self.backend.close(cancelled=stopped, failed=failed)
         except exc.BackendError as e:
@@ -995,7 +995,7 @@ class Supervisor:
             # SPEC §6: a pane closed under the worker, or the whole session went away — its
             # leader saw the terminal hang up; a worker's own SIGHUP or exit 129 is its failure.
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
-        return (TaskStatus.SUCCEEDED if rec.code == 0 else TaskStatus.FAILED), reason
+        return own_end(rec.code, rec.signal), reason
 
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
@@ -1364,8 +1364,7 @@ class Supervisor:
             return 130
         if self.start_error:
             return 1
-        counts = snap["counts"]
-        return 0 if counts.get("succeeded", 0) == sum(counts.values()) else 1
+        return 0 if all_succeeded(snap["counts"]) else 1
 
 
 def _pane_label(a: Any) -> str:

@@ -9,6 +9,7 @@ strings read back from JSON (``"failed" in FAILED_STATUSES``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Final, TypeVar
 
 
@@ -33,6 +34,19 @@ class TaskStatus(enum.StrEnum):
     def retryable(self) -> bool:
         """Outcomes that earn a new generation while attempts remain (SPEC §6)."""
         return self in FAILED_STATUSES
+
+
+def own_end(code: int | None, signal: str | None) -> TaskStatus:
+    """What a worker's own end says when nothing else is known of it (SPEC §5.7): exit 0 with no
+    signal succeeded; any other code, a death by signal or no code at all failed. The
+    supervisor's outcome weighs more evidence (a kill it sent, a pane that closed, Slurm's
+    verdict) before it falls back to this; the renderers use it for an end not yet recorded."""
+    return TaskStatus.SUCCEEDED if code == 0 and signal is None else TaskStatus.FAILED
+
+
+def all_succeeded(counts: Mapping[str, int]) -> bool:
+    """Every task of a run (its counts by status) succeeded: what exit 0 means."""
+    return counts.get(TaskStatus.SUCCEEDED, 0) == sum(counts.values())
 
 
 class SlotState(enum.StrEnum):

@@ -18,7 +18,7 @@ from typing import Any
 from zellij_swarm.records.generation_files import GenInfo
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.snapshot_file import RowsReader
-from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES, own_end
 
 
 def _num(value: Any) -> float | None:
@@ -188,7 +188,7 @@ def describe_slot(
         status = str(recorded)
     elif gen.done:
         # exit.json is there but state.json has not caught up yet.
-        status = "succeeded" if gen.exit_code == 0 and not gen.signal else "failed"
+        status = str(own_end(gen.exit_code, gen.signal))
     else:
         status = "running" if gen.heartbeat_seen else "starting"
     if status in LIVE and slot_state == "idle":
