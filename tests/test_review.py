@@ -6,6 +6,7 @@ left out — and prints the commit id."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from swarmtest import Swarm, kill_run_processes, wait_until
@@ -115,7 +116,8 @@ def test_collect_refuses_a_running_task(swarm: Swarm) -> None:
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
     try:
         run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir").name
-        wait_until(lambda: '"status": "running"' in swarm("status", "--json", run).stdout, what="busy running")
+        wait_until(lambda: [t["status"] for t in json.loads(swarm("status", "--json", run).stdout)["tasks"]]
+                   == ["running"], what="busy running")
         res = swarm("collect", run, "busy", env=git_env(swarm))
         assert res.code == 2 and res.stderr.startswith("zellij-swarm: error: task busy is running: its agent may")
     finally:

@@ -28,7 +28,7 @@ from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths, find_run
-from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES
+from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState
 
 _SHORT = {"jobs": "-j"}
 _Command = TypeVar("_Command", bound=Callable[..., object])
@@ -121,11 +121,11 @@ def _trusted(run: RunPaths, *, writing: bool) -> RunPaths:
 # one qualifies; a read-only command takes the newest run.
 _QUALIFIES: dict[str, tuple[str, Callable[[RunPaths, dict[str, Any]], bool]]] = {
     "retry": ("ended with tasks that did not succeed",
-              lambda _, s: s["state"] != "running" and any(v for k, v in (s.get("counts") or {}).items()
+              lambda _, s: s["state"] != RunState.RUNNING and any(v for k, v in (s.get("counts") or {}).items()
                                                             if k in UNSUCCESSFUL_STATUSES)),
-    "resume": ("interrupted", lambda _, s: s["state"] == "interrupted"),
+    "resume": ("interrupted", lambda _, s: s["state"] == RunState.INTERRUPTED),
     "collect": ("holding worktrees", lambda run, _: _holds_worktrees(run)),  # its tasks' work, to commit
-    **{command: ("running", lambda _, s: s["state"] == "running")
+    **{command: ("running", lambda _, s: s["state"] == RunState.RUNNING)
        for command in ("cancel", "restart", "pause", "unpause", "add")},
 }
 

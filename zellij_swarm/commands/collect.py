@@ -20,6 +20,7 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.commands.diff import worktree_of
 from zellij_swarm.commands.status import find_task, task_specs_of
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.states import RunState
 from zellij_swarm.worker import worktree
 
 
@@ -36,7 +37,7 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
     for t in chosen:
         shown = quoting.terminal_text(t["name"])
         record = worktree_of(snap, t)
-        if t["status"] == "running" or (t["status"] == "pending" and snap["state"] == "running"):
+        if t["status"] == "running" or (t["status"] == "pending" and snap["state"] == RunState.RUNNING):
             raise exc.UsageError(f"task {shown} is {t['status']}: its agent may still write; collect it once it has "
                                  f"ended (zellij-swarm cancel {snap['run_id']} {quoting.shell_line([t['name']])} "
                                  "ends it)")

@@ -18,6 +18,7 @@ from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.records import inbox, runlock
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.states import RunState
 
 
 def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[str, Any] | None, int | None]:
@@ -36,7 +37,7 @@ def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[
 
 def _active(run: RunPaths, verb: str) -> dict[str, Any]:
     snap = views.load_status(run)
-    if snap["state"] not in ("running", "interrupted"):
+    if snap["state"] not in (RunState.RUNNING, RunState.INTERRUPTED):
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to {verb}")
     return snap
 
@@ -56,7 +57,7 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
         if not chosen:
             raise exc.UsageError(f"run {run.run_id} has no task {views.selection_text(group, tags)}")
         names += [n for n in chosen if n not in names]
-    if snap["state"] == "interrupted":
+    if snap["state"] == RunState.INTERRUPTED:
         inbox.send(run, "cancel", tasks=names)  # a resume records it
         return _cancel_unsupervised(run, snap, set(names))
     return _tell(run, "cancel", "cancelled", tasks=names)
@@ -80,8 +81,8 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     that does not count against their retries)."""
     names = list(names)
     snap = views.load_status(run, rows=False)
-    if snap["state"] != "running":
-        hint = f"; `zellij-swarm resume {run.run_id}` first" if snap["state"] == "interrupted" else ""
+    if snap["state"] != RunState.RUNNING:
+        hint = f"; `zellij-swarm resume {run.run_id}` first" if snap["state"] == RunState.INTERRUPTED else ""
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to restart{hint}")
     known = {s.name for s in views.task_specs_of(run)}
     missing = [n for n in names if n not in known]
@@ -130,7 +131,7 @@ def set_paused(run: RunPaths, group: str | None, *, paused: bool) -> str:
     snap = _active(run, verb)
     views.check_group(run, group)
     what = f"group {group!r} of run {run.run_id}" if group else f"run {run.run_id}"
-    if snap["state"] == "interrupted":
+    if snap["state"] == RunState.INTERRUPTED:
         inbox.send(run, "pause", group=group, paused=paused)
         return f"zellij-swarm: {what} will be {verb}d when it is resumed"
     answer, pid = ask(run, "pause", timeout=30, group=group, paused=paused)
@@ -145,7 +146,7 @@ def add(run: RunPaths, *, file: str | None = None, tasks: list[dict[str, Any]] |
     """Add the tasks of ``file`` (a swarm file or command lines), or ``tasks`` (mappings with
     the ``[[task]]`` keys), to a running swarm."""
     snap = views.load_status(run, rows=False)
-    if snap["state"] != "running":
+    if snap["state"] != RunState.RUNNING:
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
     if file is not None:
         tasks = _tasks_of_file(file, run)

@@ -40,6 +40,7 @@ from zellij_swarm.engine import pid_end
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import RunState
 from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.watch import Wake, follow
 from zellij_swarm.worker import procs
@@ -114,7 +115,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
         print(f"zellij-swarm: task {task['name']!r} is pending; waiting for it to start", file=sys.stderr)
         snap, task = _wait_for_start(run, snap, task)
         gen, in_pane = _attempt_gen(run, task, attempt)
-        if gen is None and snap["state"] == "interrupted":
+        if gen is None and snap["state"] == RunState.INTERRUPTED:
             return _interrupted(run, f"before task {task['name']!r} started")
     if in_pane and stream == "stderr":
         raise exc.UsageError(f"task {task['name']!r} ran in a pane, whose one terminal held its stdout and stderr "
@@ -127,7 +128,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
     paths = [(writer, getattr(gen, log)) for writer, log in writers]
     offsets = [_copy_from(path, 0, writer) for writer, path in paths]
     end = "over"
-    if follow and snap["state"] in ("running", "interrupted") and gen.dir.is_dir():
+    if follow and snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED) and gen.dir.is_dir():
         attempt_ends = _AttemptEnd(run, gen, task["id"])
         for _ in _changes(gen.dir):
             offsets = [_copy_from(path, at, writer) for (writer, path), at in zip(paths, offsets, strict=True)]
@@ -137,7 +138,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
                 break
     for writer, _ in paths:
         writer.end()
-    if end == "interrupted":
+    if end == RunState.INTERRUPTED:
         return _interrupted(run, f"and task {task['name']!r}'s attempt ended without recording its exit: its output "
                                  "may stop short")
     return 0
@@ -185,7 +186,7 @@ class _AttemptEnd:
         if generation_files.ended_at(self.gen) is not None or not self.gen.dir.is_dir():
             return "over"
         snap = views.load_status(self.run, rows=False)
-        if snap["state"] == "interrupted":
+        if snap["state"] == RunState.INTERRUPTED:
             return "following" if self._wrapper_lives() else "interrupted"
         task = next((t for t in snap["tasks"] if t["id"] == self.task_id), None)
         if snap["state"] != "running" or task is None:

@@ -25,9 +25,10 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.backends import leftovers
 from zellij_swarm.commands import status as views
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
+from zellij_swarm.records.states import RunState
 from zellij_swarm.worker import worktree
 
-ENDED = ("finished", "cancelled")
+ENDED = tuple(s for s in RunState if s.ended)
 SHOWN_FILES = 3  # of a worktree's uncommitted or ignored files, the ones a refusal names
 
 

@@ -31,7 +31,7 @@ from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, TaskStatus
+from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import slurm_nodes, worktree
 from zellij_swarm.worker.slurm import Slurm
@@ -142,7 +142,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
         print(f"zellij-swarm: run {run.run_id} was reading its tasks from standard input when it stopped: it goes on "
               f"with the {len(rec.specs)} it read; the rest of that input was never read", file=sys.stderr)
     outcome = _supervise(Supervisor(plan, backend, reporter, handle_signals=handle_signals), outputs.junit)
-    if outcome.snapshot["state"] != "interrupted" and close_session:
+    if outcome.snapshot["state"] != RunState.INTERRUPTED and close_session:
         _close_session(run.run_id, place, rec.env)
     return outcome
 
@@ -232,7 +232,7 @@ def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
         if sup.plan.joblog is not None:
             sup.plan.joblog.close()
     outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
-    if report is not None and outcome.snapshot["state"] != "interrupted" and (
+    if report is not None and outcome.snapshot["state"] != RunState.INTERRUPTED and (
             problem := junit.write(report, sup.paths, outcome.summary)):
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
     return outcome

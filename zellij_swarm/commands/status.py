@@ -19,7 +19,7 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, all_runs, has_record, read_json
-from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
 from zellij_swarm.render.console import counts_text, describe
 
 
@@ -62,9 +62,9 @@ def load_written(run: RunPaths) -> dict[str, Any]:
             snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running",
                     "started_at": meta["started_at"], "ended_at": None, "settings": meta.get("settings", {}),
                     "counts": {}, "tasks": [], "slots": [], "metrics": {}, "warnings": []}
-    if snap["state"] == "running" and runlock.holder(run) is None:
-        snap["state"] = "interrupted"
-    if snap["state"] in ("running", "interrupted"):
+    if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
+        snap["state"] = RunState.INTERRUPTED
+    if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
         _running_durations_now(snap, time.time())
     return snap
 
@@ -302,7 +302,7 @@ def dispatching_text(snap: dict[str, Any]) -> str | None:
         return None
     parts = ["paused: no new task starts until `zellij-swarm unpause`"] if paused.get("run") else []
     held = set(paused.get("groups") or [])
-    running = snap.get("state") == "running"
+    running = snap.get("state") == RunState.RUNNING
     parts += [f"group {g['name']} " + (f"{g['running']}/{g['jobs']} running" if running else f"jobs {g['jobs']}")
               + (" (paused)" if g["name"] in held else "") for g in groups]
     return " · ".join(parts)
@@ -445,7 +445,7 @@ def format_ls(rows: list[dict[str, Any]]) -> str:
         return "no runs"
     return _shown(table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
                          [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
-                           str(r.get("waiting") or 0) if r["state"] == "running" else "-",
+                           str(r.get("waiting") or 0) if r["state"] == RunState.RUNNING else "-",
                            f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
                           for r in rows], indent=""))
 

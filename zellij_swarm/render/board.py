@@ -50,7 +50,7 @@ from typing import IO, Any
 from zellij_swarm.quoting import terminal_text
 from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.states import FAILED_STATUSES, TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES
+from zellij_swarm.records.states import FAILED_STATUSES, TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES, RunState
 from zellij_swarm.render.console import COUNT_ORDER
 from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import SlotRow, StateReader, describe_slot, gen_records, slot_entries
@@ -88,7 +88,7 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
     title = [
         (terminal_text(state.get("name") or "swarm"), "1"),
         (" · ", None),
-        (run_state, "1;33" if run_state == "running" else ("32" if run_state == "finished" else "1;31")),
+        (run_state, "1;33" if run_state == RunState.RUNNING else ("32" if run_state == RunState.FINISHED else "1;31")),
         *_paused(state),
         (f" · {n_slots} slots · {duration(elapsed)}", None),
     ]
@@ -100,7 +100,7 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
 
 def _paused(state: dict[str, Any]) -> list[tuple[str, str | None]]:
     """`` · paused`` (the run) or `` · paused: gpu, io`` (groups), while the run goes on."""
-    paused = state.get("paused") if state.get("state") == "running" else None
+    paused = state.get("paused") if state.get("state") == RunState.RUNNING else None
     if not isinstance(paused, dict) or not (paused.get("run") or paused.get("groups")):
         return []
     what = "paused" if paused.get("run") else "paused: " + ", ".join(map(terminal_text, paused.get("groups") or []))
@@ -114,7 +114,7 @@ def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:
     waiting = sum(1 for t in state.get("tasks") or [] if isinstance(t, dict) and t.get("status") == "running"
                   and t.get("waiting_input"))
     parts: list[tuple[str, str | None]] = []
-    ended = state.get("state") != "running"
+    ended = state.get("state") != RunState.RUNNING
     for name in COUNTERS:
         n = (waiting if name == WAITING else counts.get(name)) or 0
         if n or (name in ALWAYS_COUNTED and not (ended and name in ("running", "pending"))):
@@ -457,7 +457,7 @@ class BoardView:
         last = {n: self.last_lines.get(p) for p, n in live_paths.items()}
         self.last_lines.forget_except(set(live_paths))
         lines = board_frame(state, gens, cols=cols, rows=rows, now=now, last_lines=last, color=color, notice=notice)
-        done = state is not None and state.get("state") != "running"
+        done = state is not None and state.get("state") != RunState.RUNNING
         watch = [self.run.dir, self.run.slots]
         watch += [self.run.slot_dir(n) for n in gens]
         watch += [g.paths.dir for g in gens.values() if g is not None and not g.done]

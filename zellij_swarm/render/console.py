@@ -37,7 +37,7 @@ from zellij_swarm import quoting
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.states import FAILED_STATUSES
+from zellij_swarm.records.states import FAILED_STATUSES, RunState
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.text import duration
 
@@ -267,9 +267,9 @@ class ConsoleReporter:
         counts = {k: v for k, v in snapshot["counts"].items() if v}
         wall = (snapshot["metrics"].get("wall_time_ms") or 0) / 1000
         summary = counts_text(counts)
-        verb = {"finished": "finished", "cancelled": "cancelled", "interrupted": "detached"}[snapshot["state"]]
+        verb = "detached" if snapshot["state"] == RunState.INTERRUPTED else str(snapshot["state"])
         self._say(f"zellij-swarm: run {run_id} {verb} in {wall:.1f}s: {summary} (exit {exit_code})")
-        if snapshot["state"] == "interrupted":
+        if snapshot["state"] == RunState.INTERRUPTED:
             self._say(f"zellij-swarm: workers keep running; continue with: zellij-swarm resume {run_id}")
         elif not self.copies_output:  # the output was in panes, or only in the logs
             self._say(f"zellij-swarm: read any task's output with: zellij-swarm logs {run_id} TASK")

@@ -28,6 +28,7 @@ from zellij_swarm import exc
 from zellij_swarm.quoting import terminal_text
 from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import RunState
 from zellij_swarm.render.loop import Frame, run_view
 from zellij_swarm.render.reader import StateReader, describe_slot, gen_records, slot_entries
 from zellij_swarm.render.text import STATUS_SGR, clip, clock_time, duration, join_parts
@@ -148,7 +149,7 @@ class SlotView:
         lines = slot_frame(
             self.slot, state, gen, cols=cols, rows=rows, now=now, tail=tail, color=color, notice=notice
         )
-        done = state is not None and state.get("state") != "running"
+        done = state is not None and state.get("state") != RunState.RUNNING
         watch = [self.run.dir, self.run.slots, self.run.slot_dir(self.slot)]
         if gen is not None:
             watch.append(gen.paths.dir)
