@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,7 @@ def interrupted_run(swarm: Swarm) -> Iterator[Path]:
         kill_run_processes(run.name)
 
 
+_VERSION = re.compile(r"0\.\d+\.\d+")
 _FAKE_ZELLIJ_SUITES = frozenset({"test_zellij_transcripts.py", "test_zellij_matrix.py", "test_zellij_semantics.py",
                                  "test_zellij_faults.py", "test_zellij_backend.py", "test_zellij_layout.py"})
 
@@ -91,17 +93,27 @@ _FAKE_ZELLIJ_SUITES = frozenset({"test_zellij_transcripts.py", "test_zellij_matr
 def _tier(item: pytest.Item) -> str | None:
     """The tier a test runs in besides the fast one (scripts/test): ``real_zellij`` (it uses
     the real Zellij), ``slurm`` (the real local cluster), ``fake`` (the fake Zellij: its own
-    tests, the Zellij backend's suites against it, and the replays of the real one's
-    transcripts)."""
+    tests, the Zellij backend's suites against it, every other test's Zellij cases, and the
+    replays of the real one's transcripts)."""
     path = Path(str(item.fspath))
     fixtures = getattr(item, "fixturenames", ())
     if "rz" in fixtures or "rz_pre044" in fixtures or "real-zellij" in item.name:
         return "real_zellij"
     if path.name.startswith("test_slurm"):
         return "slurm"
-    if path.parent.name == "fake_zellij" or path.name in _FAKE_ZELLIJ_SUITES:
+    if path.parent.name == "fake_zellij" or path.name in _FAKE_ZELLIJ_SUITES or _on_the_fake(item, fixtures):
         return "fake"
     return None
+
+
+def _on_the_fake(item: pytest.Item, fixtures: Sequence[str]) -> bool:
+    """The test drives the fake Zellij: it takes the ``fz`` fixture, or is the Zellij case
+    (a ``zellij…`` backend, a Zellij version) of a test parametrised over backends."""
+    if "fz" in fixtures:
+        return True
+    callspec = getattr(item, "callspec", None)
+    values = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and (v.startswith("zellij") or _VERSION.fullmatch(v) is not None) for v in values)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
