@@ -19,13 +19,13 @@ def test_an_attempts_record_says_where_its_step_ran_and_a_local_one_nothing() ->
     assert "slurm" not in _attempt(None).to_json()
 
 
-def test_every_bar_of_a_slurm_attempt_names_its_node_and_job() -> None:
+def test_every_bar_of_a_slurm_attempt_names_its_node_job_and_time_queued() -> None:
     row = {"name": "build", "status": "running", "slot": 2, "attempts": 2, "generation": 4, "started_at": 13.0,
            "slurm": {"job": "42", "state": "RUNNING", "reason": None, "node": "n1"},
            "history": [_attempt({"node": "n2", "job": "41", "queued_s": 0.2}).to_json()]}
     ended, running = attempt_bars([row], now=20.0)
     assert bar_title(ended) == ("build · attempt 1 · lost, SIGTERM (exit 143), reason executor_lost · 2.500 s · "
-                                "slot 2 · node n2 · job 41")
+                                "slot 2 · node n2 · job 41 · queued 0.2 s")  # its queue time, not charged
     assert bar_title(running).endswith("· slot 2 · node n1 · job 42")
     local = attempt_bars([{**row, "slurm": None, "history": [_attempt(None).to_json()]}], now=20.0)
     assert all("node" not in bar_title(b) for b in local)

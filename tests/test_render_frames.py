@@ -263,6 +263,19 @@ def test_slot_view_object_reads_the_run_dir(fake: FakeRun) -> None:
     assert view.frame(60, 12, NOW, color=False, notice=None).done
 
 
+def test_a_slurm_step_waiting_in_the_queue_shows_queued_not_starting(fake: FakeRun) -> None:
+    """A step Slurm has not started (squeue says PENDING, no launch heartbeat) is ``queued``
+    on the board and in its slot view: its time there is not charged (issue 23 §2)."""
+    fake.start(1, 1, "big", at=NOW - 40, heartbeat=False)
+    fake.tasks["big"]["slurm"] = {"state": "PENDING", "reason": "Resources"}
+    fake.start(2, 1, "small", at=NOW - 5, heartbeat=False)
+    fake.write()
+    board = plain(board_lines(fake))
+    assert any(re.fullmatch(r"1 queued\s+big\s+40s\s+Slurm's queue: time not charged", line) for line in board), board
+    assert any(re.fullmatch(r"2 starting\s+small\s+5\.0s\s+\(no launch heartbeat yet\)", line) for line in board), board
+    assert plain(slot_lines(fake, 1))[0] == "slot 1 · big · queued · attempt 1"
+
+
 def test_a_compact_workers_stderr_shows_below_its_stdout(fake: FakeRun) -> None:
     """A headless or compact worker's stderr is kept apart (stderr.log): its slot view shows
     the stderr's tail under the stdout's, and nothing of stderr when it wrote none."""

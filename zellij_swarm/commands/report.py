@@ -164,6 +164,8 @@ def bar_title(bar: Bar) -> str:
     so_far = " so far" if bar.status == "running" else ""
     slurm = bar.slurm or {}
     where = "".join(f" · {key} {slurm[key]}" for key in ("node", "job") if slurm.get(key))
+    if slurm.get("queued_s"):  # time in Slurm's queue, not in the bar: it was not charged
+        where += f" · queued {slurm['queued_s']:g} s"
     if accounted := slurm.get("sacct"):  # Slurm accounting's word, where it is configured
         where += f" · sacct {accounted['state']}, {accounted['elapsed_s']:g} s"
     return (f"{bar.task} · attempt {bar.attempt} · {outcome} · {bar.end - bar.start:.3f} s{so_far} · slot {bar.slot}"

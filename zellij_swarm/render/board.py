@@ -152,6 +152,8 @@ def _detail(row: SlotRow, last_line: str, changed: int | None = None) -> str:
         return f"waiting for input · {last_line}" if last_line else "waiting for input"
     if row.status == "starting":
         return last_line or "(no launch heartbeat yet)"
+    if row.status == "queued":
+        return "Slurm's queue: time not charged"
     if row.live:
         return last_line or (row.command or "")
     if row.status in TERMINAL_STATUSES:
@@ -202,7 +204,7 @@ def _short(seconds: float | None) -> str:
     return f"{s}s"
 
 
-CELL_STATES = {"running": "run", "waiting": "wait", "starting": "start", "reserved": "rsrv"}
+CELL_STATES = {"running": "run", "waiting": "wait", "starting": "start", "queued": "queue", "reserved": "rsrv"}
 CELL_STATE_W = 5
 CELL_NAME_W = 6  # the narrowest name a cell keeps next to its state word; narrower, a letter
 

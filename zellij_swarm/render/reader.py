@@ -89,8 +89,16 @@ def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str,
                 "pane_id": task.get("pane_id"),
                 "command": task.get("command"),
                 "waiting_input": task.get("waiting_input") if task.get("status") == "running" else False,
+                "slurm": task.get("slurm"),
             }
     return out
+
+
+def _not_started(rec: dict[str, Any]) -> str:
+    """A generation with no launch heartbeat yet: ``queued`` while its Slurm step waits in the
+    queue (the supervisor's last ``squeue``), else ``starting``."""
+    step = rec.get("slurm")
+    return "queued" if isinstance(step, dict) and step.get("state") == "PENDING" else "starting"
 
 
 def _recorded_row(slot: int, slot_state: str, rec: dict[str, Any]) -> SlotRow:
@@ -112,7 +120,7 @@ def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
     }
 
 
-LIVE = frozenset({"running", "starting"})
+LIVE = frozenset({"running", "starting", "queued"})  # queued: a Slurm step waiting for its node
 
 
 @dataclass(frozen=True)
@@ -190,7 +198,7 @@ def describe_slot(
         # exit.json is there but state.json has not caught up yet.
         status = str(own_end(gen.exit_code, gen.signal))
     else:
-        status = "running" if gen.heartbeat_seen else "starting"
+        status = "running" if gen.heartbeat_seen else _not_started(rec)
     if status in LIVE and slot_state == "idle":
         slot_state = "running"  # state.json lags the generation's own files
     ended_at = gen.ended_at if gen.done else None

@@ -14,6 +14,7 @@ RESET = "\x1b[0m"
 STATUS_SGR = {
     "running": "1;33",
     "starting": "33",
+    "queued": "33",
     "reserved": "33",
     "succeeded": "32",
     "failed": "1;31",
