@@ -391,8 +391,11 @@ def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task
     # more panes open and the window re-tiles: the kept pane still shows its last lines, and
     # nothing of tmux's own ("Pane is dead") pushed them up
     d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(2, 8)))
-    screen = d.tmux("capture-pane", "-p", "-t", kept).rstrip("\n").splitlines()
-    assert [ln for ln in screen if ln.strip()][-1] == "50", screen
+    # (tmux redraws a re-tiled dead pane from its history: wait for it rather than catch it blank)
+    def last_line() -> list[str]:
+        return [ln for ln in d.tmux("capture-pane", "-p", "-t", kept).splitlines() if ln.strip()][-1:]
+
+    wait_until(lambda: last_line() == ["50"], what="the kept pane's last line after the re-tiling")
     assert "dead" not in d.tmux.capture(kept)
     # a second attempt fails, a third succeeds: the earlier attempts' panes close
     second = d.request(8, "unit-2", "exit 3", attempt=2, attempts=3)
