@@ -180,6 +180,9 @@ class Mux:
     visible: int = 16  # slots 1..visible get panes
     open_error: str | None = None  # ``open`` raises BackendError with this code
     session_lost_at: float | None = None  # the whole session dies (virtual seconds into the run)
+    # ... its workers dying of the server's own SIGHUP before a pane leader could leave its
+    # hang-up mark (a killed tmux server signals its panes' process groups)
+    lost_unmarked: bool = False
     # a whole-run cancel is sent when the supervisor first asks whether the session lives: in a
     # run without a hang-up, that is as the run ends (before its end-of-run sweep)
     cancel_while_ending: bool = False
@@ -803,7 +806,7 @@ class FakeMux:
         self.session_up = False
         for w in self.world.wrappers:
             if w.pane_id is not None:
-                w.hang_up()
+                w.exit(HUP) if self.spec.lost_unmarked else w.hang_up()
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         with self.world.lock:

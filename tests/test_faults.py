@@ -41,7 +41,9 @@ def test_tmux_server_killed_mid_run(swarm, tmux):
     try:
         wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
         tmux("kill-server")
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        code = proc.wait(timeout=60)
+        assert code == 0, (proc.stderr.read(), swarm.summary()["warnings"],  # what a failure needs to be read
+                           {n: (r["status"], r["reason"], r["history"]) for n, r in swarm.tasks().items()})
         check_lost_and_rerun(swarm, run)
     finally:
         proc.kill()

@@ -919,7 +919,10 @@ class Supervisor:
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
-        if pane_gone and lg.kill_sent_at is None:  # not our kill's doing: the pane's, or the session's
+        # A pane's worker dead of SIGHUP with no mark of its leader's (yet): the multiplexer may
+        # have signalled it before it closed the terminal (a killed tmux server does): ask it too.
+        unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
+        if (pane_gone or unmarked_hangup) and lg.kill_sent_at is None:  # not our kill's doing
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
@@ -995,6 +998,9 @@ class Supervisor:
             # SPEC §6: a pane closed under the worker, or the whole session went away — its
             # leader saw the terminal hang up; a worker's own SIGHUP or exit 129 is its failure.
             return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
+        if lg.in_pane and rec.signal == "SIGHUP" and not session_alive:
+            # the multiplexer no longer lists the session: it went, and its SIGHUP came first
+            return TaskStatus.LOST, "multiplexer_lost"
         return own_end(rec.code, rec.signal), reason
 
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
