@@ -12,6 +12,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 
+import psutil
 from swarmtest import Running, clean_env, run_processes, wait_until
 
 WORKER = 'echo one; until [ -e go ]; do sleep 0.02; done; echo two'
@@ -29,7 +30,8 @@ def _kill_wrapper_and_worker(run) -> None:
     assert wrapper is not None
     os.kill(wrapper, signal.SIGKILL)
     for p in procs.marked(procs.run_markers(run.name)):
-        p.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):  # it may end between the scan and the kill
+            p.kill()
     wait_until(lambda: run_processes(run.name) == [], what="the run's processes gone")
 
 

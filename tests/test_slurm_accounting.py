@@ -61,5 +61,5 @@ def test_with_accounting_doctor_says_so_and_each_bar_says_what_sacct_recorded(sw
 
     # slurmctld tells slurmdbd of a job's end a moment after it
     text = wait_until(lambda: (t := page()).count(" · sacct ") == 2 and t, timeout=30, what="both jobs accounted")
-    assert re.search(r"· job \d+ · sacct COMPLETED, [12] s</title>", text), text
-    assert re.search(r"· job \d+ · sacct FAILED, [12] s</title>", text), text
+    assert re.search(r"· job \d+( · queued [0-9.]+ s)? · sacct COMPLETED, [12] s</title>", text), text
+    assert re.search(r"· job \d+( · queued [0-9.]+ s)? · sacct FAILED, [12] s</title>", text), text
