@@ -48,7 +48,7 @@ cmd = "echo fine"
 """
 OUTCOMES = {"reader": "succeeded", "gate": "succeeded", "bad": "failed", "sig": "failed", "flaky": "succeeded",
             "slow": "timed_out", "ok": "succeeded"}
-SLOW_KEPT = "slot 1 · slow · timed_out (exit 143)"  # the newest failure: the one pane --keep-failed-panes 1 keeps
+SLOW_KEPT = "slot 1 · slow · timed out (exit 143)"  # the newest failure: the one pane --keep-failed-panes 1 keeps
 
 
 def normalised(screen: str, run_id: str) -> str:
@@ -107,12 +107,12 @@ def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
                    and screen_with("slot 1 · reader"), what="the swarm's tab")
         rz.act("host", "write-chars", "--pane-id", f"terminal_{reader['id']}", "hello\n")
         # slot 1 runs the rest while the gate holds slot 2: every one but the gate has ended
-        mid_panes = wait_until(lambda: (ps := panes()) and "slot 1 · ok · ok" in workers(ps) and ps,
+        mid_panes = wait_until(lambda: (ps := panes()) and "slot 1 · ok · succeeded" in workers(ps) and ps,
                                what="slot 1's tasks done", timeout=60, interval=0.2)
         mid = wait_until(lambda: screen_with("mixed · running", "slot 2 · gate · running"), what="the mid-run screen")
         titles = workers(mid_panes)
         assert "slot 2 · gate · running" in titles, titles
-        assert [t for t in titles if "failed" in t or "timed_out" in t] == [SLOW_KEPT], titles
+        assert [t for t in titles if "failed" in t or "timed out" in t] == [SLOW_KEPT], titles
         assert not [t for t in titles if "flaky" in t], titles  # its success closed the failed attempt's pane
         assert sum(p["title"].endswith("· board") for p in mid_panes) == 1
         layout = rz.act("host", "dump-layout", answer="layout {")

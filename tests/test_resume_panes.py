@@ -428,7 +428,7 @@ def test_ends_told_before_the_backend_opens_are_settled_once_its_panes_are_adopt
     backend: they wait for the adoption; whether the session lives is answered at once."""
     live = _Live()
     backend, req, ctx, warnings = _resumed(tmp_path, live)
-    backend.ended(req, "%1", "succeeded", "ok")
+    backend.ended(req, "%1", "succeeded", "succeeded")
     assert backend.session_alive() is True
     assert live.calls == [("session_alive",)]
     backend.open(ctx)

@@ -85,7 +85,7 @@ def test_live_panes_with_require(swarm, tmux, headless_outcomes, where):
     assert all(r["pane_id"] and r["pane_id"].startswith("%") for n, r in rows.items() if r["attempts"])
     # failed panes stay (dead, titled failed); successful ones close after the hold
     panes = wait_until(lambda: (p := tmux.panes()) and not any(
-        "· ok" in v["title"] for v in p.values()) and p, what="held panes closed")
+        "· succeeded" in v["title"] for v in p.values()) and p, what="held panes closed")
     failed = sorted(v["title"] for v in panes.values() if v["dead"] == "1" and "board" not in v["title"])
     e1, e2 = rows["e"]["history"]
     assert failed == sorted([f"slot {rows['b']['slot']} · b · failed (exit 3)",
@@ -409,7 +409,7 @@ def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task
     d.backend.ended(third, ok, "succeeded", "ok")
     panes = d.tmux.panes()
     assert kept not in panes and kept2 not in panes and not d.backend.panes.kept
-    assert panes[ok]["title"] == "slot 9 · unit-2 · attempt 3/3 · ok"
+    assert panes[ok]["title"] == "slot 9 · unit-2 · attempt 3/3 · succeeded"
     # a task with one attempt has no attempt in its title
     single = d.request(2, "once", "exit 1")
     [pane] = d.launch(single)

@@ -1374,9 +1374,7 @@ class Supervisor:
 
 
 def _pane_label(a: Any) -> str:
-    """The state part of a finished pane's title."""
-    if a.status == TaskStatus.SUCCEEDED:
-        return "ok"
-    if a.exit_code is not None:
-        return f"{a.status} (exit {a.exit_code})"
-    return str(a.status)
+    """The state part of a finished pane's title, in the words every other view uses for an
+    outcome (``succeeded``, ``timed out``)."""
+    word = str(a.status).replace("_", " ")
+    return f"{word} (exit {a.exit_code})" if a.exit_code is not None and a.status != TaskStatus.SUCCEEDED else word
