@@ -406,7 +406,7 @@ def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task
     third = d.request(9, "unit-2", "exit 0", attempt=3, attempts=3)
     [ok] = d.launch(third)
     d.dead(ok)
-    d.backend.ended(third, ok, "succeeded", "ok")
+    d.backend.ended(third, ok, "succeeded", "succeeded")
     panes = d.tmux.panes()
     assert kept not in panes and kept2 not in panes and not d.backend.panes.kept
     assert panes[ok]["title"] == "slot 9 · unit-2 · attempt 3/3 · succeeded"
@@ -424,7 +424,7 @@ def test_a_headless_success_releases_the_kept_panes_of_earlier_attempts(tmux, tm
     [kept] = d.launch(first)
     d.dead(kept)
     d.backend.ended(first, kept, "failed", "failed (exit 3)")
-    d.backend.ended(d.request(1, "flaky", "true", attempt=2, attempts=2), None, "succeeded", "ok")
+    d.backend.ended(d.request(1, "flaky", "true", attempt=2, attempts=2), None, "succeeded", "succeeded")
     assert kept not in d.tmux.panes()
 
 
@@ -459,7 +459,7 @@ def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_p
     req = d.request(1, "t", "exit 0")
     [pane] = d.launch(req)
     d.dead(pane)
-    d.backend.ended(req, pane, "succeeded", "ok")
+    d.backend.ended(req, pane, "succeeded", "succeeded")
     d.backend.close(cancelled=False, failed=failed)
     names = tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
     if not failed:
