@@ -170,11 +170,13 @@ def test_a_state_dir_filled_mid_run_then_freed_turns_nothing_into_a_failure(tmp_
     (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
     zsw = f"{sys.executable} -m zellij_swarm"
     lines = "$(cat ledger 2>/dev/null | wc -l)"
-    script = (f"{zsw} run -j 4 --state-dir state t.txt --json --output quiet > summary.json & run=$!; "
+    # Full until the run has said so, and a second more: the workers running then end while it
+    # is full (however many were running: waiting for a count of ledger lines could wait for ever)
+    script = (f"{zsw} run -j 4 --state-dir state t.txt --json --output quiet > summary.json 2> run.err & run=$!; "
               f"until [ {lines} -ge 8 ]; do sleep 0.02; done; "
               "head -c 4M /dev/zero > state/filler 2>/dev/null; "
-              f"until [ {lines} -ge 12 ]; do sleep 0.02; done; "  # workers that were running end while it is full
-              "sleep 1; rm state/filler; wait $run")
+              "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; "
+              "sleep 1; rm state/filler; wait $run; status=$?; cat run.err >&2; exit $status")
     res = _in_private_mount(tmp_path, "size=1m", script)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
