@@ -994,13 +994,11 @@ class Supervisor:
             return killed_status(lg.kill_reason), lg.kill_reason
         if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
             return recorded, reason
-        if lg.in_pane and rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen):
-            # SPEC §6: a pane closed under the worker, or the whole session went away — its
-            # leader saw the terminal hang up; a worker's own SIGHUP or exit 129 is its failure.
-            return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
-        if lg.in_pane and rec.signal == "SIGHUP" and not session_alive:
-            # the multiplexer no longer lists the session: it went, and its SIGHUP came first
-            return TaskStatus.LOST, "multiplexer_lost"
+        if lg.in_pane and rec.signal == "SIGHUP":  # SPEC §6, SIGHUP: the multiplexer's doing, or its own
+            if not session_alive:  # the session went (its own SIGHUP may come before the hang-up mark)
+                return TaskStatus.LOST, "multiplexer_lost"
+            if generation_files.hung_up(lg.gen):  # its leader saw the terminal hang up: the pane closed
+                return TaskStatus.CANCELLED, "pane_closed"
         return own_end(rec.code, rec.signal), reason
 
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
