@@ -106,13 +106,16 @@ class ProcessSignaller:
         found = find()
         if sig is None:
             return Delivery(found, None)
-        workers = {p.pid for p in found if procs.is_worker_process(p, gen)}
+        workers = [p for p in found if procs.is_worker_process(p, gen)]
+        others = [p for p in found if p not in workers]
         at = self.now()  # before sending: a worker's end caused by it cannot look earlier
         # The worker's own processes first: a pane's pty relay passes a signal on and reaps
         # its worker at once, so a worker signalled after it could be gone already — ended by
-        # this very signal, yet not reached by it, and its end taken for its own.
-        hit = procs.send(sorted(found, key=lambda p: p.pid not in workers), sig)
-        return Delivery(hit, at if any(p.pid in workers for p in hit) else None)
+        # this very signal, yet not reached by it, and its end taken for its own. Each is
+        # looked at again just before its signal: one that ended on its own since the scan
+        # (a zombie takes a signal without a word) was not reached by it.
+        reached = [p for p in workers if procs.running(p) and procs.send([p], sig)]
+        return Delivery(reached + procs.send(others, sig), at if reached else None)
 
     def now(self) -> float:
         return procs.coarse_wallclock()

@@ -124,15 +124,20 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
 _RELAY = b"_ptyrelay.py"
 
 
-def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
-    """Whether ``p`` is a running process of ``gen``'s worker's own — not a zombie (it has
-    ended already: a signal changes nothing), not the generation's wrapper (a pane's second
-    stage runs below the pane leader, and outlives its worker by the moment it takes to record
-    its exit) and not the pty relay that carries a pane's worker."""
+def running(p: psutil.Process) -> bool:
+    """``p`` exists and is not a zombie (one that has ended already: a signal changes nothing)."""
     try:
-        if p.status() == psutil.STATUS_ZOMBIE:
-            return False
+        return p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
+        return False
+
+
+def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
+    """Whether ``p`` is a running process of ``gen``'s worker's own (``running``) — not the
+    generation's wrapper (a pane's second stage runs below the pane leader, and outlives its
+    worker by the moment it takes to record its exit) and not the pty relay that carries a
+    pane's worker."""
+    if not running(p):
         return False
     argv = cmdline(p.pid)
     return not (runs_wrapper(gen, argv) or any(arg.endswith(_RELAY) for arg in argv))
