@@ -158,7 +158,7 @@ class ZellijBackend:
                                         f"the swarm runs outside it, in session swarm-{ctx.run_id}")
             own = self.z.own = None
             self.inside = False
-        target = s.session or own or f"swarm-{ctx.run_id}"
+        target = s.session or own or names.session(ctx.run_id)
         self.z.session = target
         row = sessions.get(target)
         if row is not None and row.live:
@@ -280,7 +280,7 @@ class ZellijBackend:
             ids = {spec.name: self._run_pane(spec.name, list(spec.argv), close_on_exit=spec.close_on_exit)
                    for spec in slots}  # in slot order; a batch's titles are unique
             return [ids[self._title(r, "running")] for r in first] if self.live else []
-        text = layout.document(board, slots, tab_name=f"swarm:{ctx.run_id}", style="swarm")
+        text = layout.document(board, slots, tab_name=names.tab(ctx.run_id), style="swarm")
         path = ctx.paths.dir / "layout.kdl"
         rundir.write_atomic(path, text, mode=0o600)
         deadline = time.monotonic() + self.ready_timeout
@@ -672,7 +672,7 @@ class ZellijBackend:
         # the tab's id (0.44+): found by it while its name is marked ``(2 waiting)`` (``_mark_waiting``)
         tab_id = None if self.mode == "here" else self.tab_id
         return {"backend": "zellij", "session": self.z.session, "tab": None if self.mode == "here" else
-                f"swarm:{self.ctx.run_id}", "tab_id": tab_id, "created_session": self.created_session}
+                names.tab(self.ctx.run_id), "tab_id": tab_id, "created_session": self.created_session}
 
     def leftover_hint(self) -> str | None:
         if not self.started or self.closed or not self.alive:

@@ -228,7 +228,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     if session is None:
         raise NothingToAttach(f"run {run.run_id}'s zellij session is gone (it ended, or was closed): there is "
                               f"nothing to attach to; {_look_instead(run)}")
-    tab = _text(recorded, "tab") or f"swarm:{run.run_id}"
+    tab = _text(recorded, "tab") or names.tab(run.run_id)
     pane = task.get("pane_id") if task is not None else None
     own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
     if own == session:  # our own client: move it (calls keep our session and pane variables)
@@ -266,10 +266,10 @@ def _zellij_session(z: Zellij, run_id: str, snap: Mapping[str, Any], recorded: M
         named = setting.get("value") if isinstance(setting.get("value"), str) else None
     if named is not None:
         return named if named in live else None
-    if f"swarm-{run_id}" in live:
-        return f"swarm-{run_id}"
+    if names.session(run_id) in live:
+        return names.session(run_id)
     for name in live:
         z.session = name
-        if f"swarm:{run_id}" in z.call("action", "query-tab-names", check=False).lines:
+        if names.tab(run_id) in z.call("action", "query-tab-names", check=False).lines:
             return name
     return None

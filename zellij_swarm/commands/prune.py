@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from zellij_swarm import exc, quoting
+from zellij_swarm import exc, names, quoting
 from zellij_swarm.backends import leftovers
 from zellij_swarm.commands import status as views
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
@@ -89,7 +89,7 @@ def _named_sessions(runs: list[tuple[RunPaths, dict[str, Any]]]) -> list[leftove
         if not isinstance(name, str) or not isinstance(backend, str) or (backend, name) in seen:
             continue
         seen.add((backend, name))
-        if place.get("created_session") is True and snap["state"] in ENDED and name != f"swarm-{run.run_id}":
+        if place.get("created_session") is True and snap["state"] in ENDED and name != names.session(run.run_id):
             tmux_id = place.get("session_id")
             named.append(leftovers.NamedSession(run.run_id, backend, name,
                                                 tmux_id if isinstance(tmux_id, str) else None))
