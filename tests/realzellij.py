@@ -15,6 +15,7 @@ Missing binary: under ``CI=true`` the test fails (the tier is never skipped ther
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -183,3 +184,22 @@ class RealZellij:
             time.sleep(0.02)
         shutil.rmtree(self.root, ignore_errors=True)
         assert not left, f"real zellij processes of {self.sockdir} outlived the test: {[p.pid for p in left]}"
+
+
+SCREENS = Path(__file__).resolve().parent / "screens"
+
+
+def normalised_screen(screen: str, run_id: str) -> str:
+    """A real client's screen with what changes from run to run (the run id, durations) made
+    fixed, to keep as a fixture."""
+    screen = screen.replace(run_id, "RUN")
+    screen = re.sub(r"\d+(\.\d+)?(ms|s)\b", "T", screen)
+    screen = re.sub(r"\d{8}-\d{6}-[0-9a-f]*…", "RUN…", screen)  # a run id a narrow title cut
+    return "\n".join(line.rstrip() for line in screen.splitlines()).strip("\n") + "\n"
+
+
+def keep_screen(size: str, name: str, screen: str) -> None:
+    """Write ``screen`` as ``tests/screens/real-zellij-<size>/<name>`` when ZSW_UPDATE_SCREENS is set."""
+    if os.environ.get("ZSW_UPDATE_SCREENS"):
+        (SCREENS / f"real-zellij-{size}").mkdir(parents=True, exist_ok=True)
+        (SCREENS / f"real-zellij-{size}" / name).write_text(screen)

@@ -8,12 +8,11 @@ times normalised."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
-from realzellij import RealZellij
+from realzellij import RealZellij, keep_screen, normalised_screen
 from swarmtest import GATE, kill_run_processes, wait_until
 from zellijtest import FAST
 
@@ -31,19 +30,6 @@ cmd = "echo 'FAIL lint'; exit 3"
 name = "unit"
 cmd = "echo 'PASS unit'"
 """
-
-
-def _normalised(screen: str, run_id: str) -> str:
-    screen = screen.replace(run_id, "RUN")
-    screen = re.sub(r"\d+(\.\d+)?(ms|s)\b", "T", screen)
-    screen = re.sub(r"\d{8}-\d{6}-[0-9a-f]*…", "RUN…", screen)  # a run id a narrow title cut
-    return "\n".join(line.rstrip() for line in screen.splitlines()).strip("\n") + "\n"
-
-
-def _keep(name: str, screen: str) -> None:
-    if os.environ.get("ZSW_UPDATE_SCREENS"):
-        SCREENS.mkdir(parents=True, exist_ok=True)
-        (SCREENS / name).write_text(screen)
 
 
 def test_a_live_swarm_at_80x24_in_the_real_zellij(swarm, rz: RealZellij, tmux):
@@ -65,14 +51,14 @@ def test_a_live_swarm_at_80x24_in_the_real_zellij(swarm, rz: RealZellij, tmux):
                                              "1 succeeded"), what="both slots' panes titled", timeout=15)
         assert "screens · running · 2 slots" in mid, mid  # the board's title line
         assert "1 failed · 1 running" in mid, mid
-        _keep("mid.txt", _normalised(mid, run.name))
+        keep_screen("80x24", "mid.txt", normalised_screen(mid, run.name))
         swarm.open_gate()
         assert proc.wait(timeout=60) == 1
         end = wait_until(lambda: screen_with("finished"), what="the board's end")
         assert "screens · finished" in end and "1 failed" in end, end
         assert re.search(r"slot \d · lint · failed", end), end  # the failed pane is kept (its title cut at 80)
         assert "slot 1 · agent" not in end  # succeeded panes closed
-        _keep("end.txt", _normalised(end, run.name))
+        keep_screen("80x24", "end.txt", normalised_screen(end, run.name))
     except AssertionError:
         print(tmux("capture-pane", "-p", "-t", "host"))
         raise

@@ -8,17 +8,14 @@ them), run ids and times normalised."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import shlex
 from pathlib import Path
 
 import pytest
-from realzellij import RealZellij
+from realzellij import RealZellij, keep_screen, normalised_screen
 from swarmtest import GATE, kill_run_processes, run_processes, wait_until
 from zellijtest import FAST
 
-SCREENS = Path(__file__).resolve().parent / "screens"
 MIXED = f"""[swarm]
 name = "mixed"
 jobs = 2
@@ -49,19 +46,6 @@ cmd = "echo fine"
 OUTCOMES = {"reader": "succeeded", "gate": "succeeded", "bad": "failed", "sig": "failed", "flaky": "succeeded",
             "slow": "timed_out", "ok": "succeeded"}
 SLOW_KEPT = "slot 1 · slow · timed out (exit 143)"  # the newest failure: the one pane --keep-failed-panes 1 keeps
-
-
-def normalised(screen: str, run_id: str) -> str:
-    screen = screen.replace(run_id, "RUN")
-    screen = re.sub(r"\d+(\.\d+)?(ms|s)\b", "T", screen)
-    screen = re.sub(r"\d{8}-\d{6}-[0-9a-f]*…", "RUN…", screen)  # a run id a narrow title cut
-    return "\n".join(line.rstrip() for line in screen.splitlines()).strip("\n") + "\n"
-
-
-def keep(size: str, name: str, screen: str) -> None:
-    if os.environ.get("ZSW_UPDATE_SCREENS"):
-        (SCREENS / f"real-zellij-{size}").mkdir(parents=True, exist_ok=True)
-        (SCREENS / f"real-zellij-{size}" / name).write_text(screen)
 
 
 def tab_panes(rz: RealZellij, session: str, tab: str) -> list[dict]:
@@ -120,7 +104,7 @@ def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
         assert rz.clients("host") == 1
         lines = mid.splitlines()
         assert len(lines) <= rows and all(len(ln) <= cols for ln in lines), mid
-        keep(size, "mixed-mid.txt", normalised(mid, run.name))
+        keep_screen(size, "mixed-mid.txt", normalised_screen(mid, run.name))
         swarm.open_gate()
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 1, err
@@ -135,7 +119,7 @@ def test_a_mixed_swarm_in_the_real_zellij(swarm, rz: RealZellij, tmux, size):
         assert most <= 3, most  # running, held and kept panes never above --max-visible-panes
         end = wait_until(lambda: screen_with("mixed · finished"), what="the board's end")
         assert "slot 1 · slow" in end and "slot 2 · gate" not in end, end
-        keep(size, "mixed-end.txt", normalised(end, run.name))
+        keep_screen(size, "mixed-end.txt", normalised_screen(end, run.name))
         assert "host" in rz.session_names()
     except AssertionError:
         print(tmux("capture-pane", "-p", "-t", "host"))
