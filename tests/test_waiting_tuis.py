@@ -149,6 +149,18 @@ def events(run: Path, name: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, text.splitlines()) if e.get("event") == name]
 
 
+def _what_the_run_shows(run: Path, socket_path: Path) -> str:
+    """What a failed wait reports: the run's events and its panes' screens."""
+    tmux = ["tmux", "-S", str(socket_path)]
+    panes = subprocess.run([*tmux, "list-panes", "-a", "-F", "#{pane_id}"], capture_output=True, text=True,
+                           timeout=10).stdout.split()
+    screens = [subprocess.run([*tmux, "capture-pane", "-p", "-t", pane], capture_output=True, text=True,
+                              timeout=10).stdout.rstrip() for pane in panes]
+    log = run / "events.jsonl"
+    return "events:\n" + (log.read_text()[-4000:] if log.exists() else "(none)") + "\nscreens:\n" + \
+        "\n----\n".join(screens)
+
+
 def waits(run: Path, task: str) -> list[tuple[float, bool | None]]:
     return [(e["ts"], e["waiting"]) for e in events(run, "worker_waiting_input") if e["task"] == task]
 
@@ -188,8 +200,12 @@ def test_a_thinking_agent_is_never_waiting_a_clock_waiting_for_a_key_is(workdir:
             run = wait_until(lambda: runs.exists() and next((p for p in runs.iterdir()
                                                               if not p.name.startswith(".")), None),
                              timeout=20, what="the run's directory")
-            painted = wait_until(lambda: (workdir / "painted").exists() and (workdir / "painted").read_text(),
-                                 timeout=20, what="the clock's first paint")
+            try:
+                painted = wait_until(lambda: ((workdir / "painted").exists() and (workdir / "painted").read_text())
+                                     or proc.poll() is not None, timeout=60, what="the clock's first paint")
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n{_what_the_run_shows(run, socket_path)}") from None
+            assert isinstance(painted, str), f"the run ended first: {proc.communicate(timeout=30)}"
             marked = wait_until(lambda: next((ts for ts, w in waits(run, "clock") if w), None),
                                 timeout=MARKED_WITHIN + 5, what="the clock marked waiting")
             assert marked - float(painted) < MARKED_WITHIN

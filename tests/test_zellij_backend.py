@@ -386,3 +386,55 @@ def test_before_044_panes_the_swarm_means_to_close_are_closed(swarm, fz, version
                         len(t) == 1 and t, what="every worker pane closed")
     assert titles == [f"zellij-swarm {run.name} · board"]
     assert procs.marked(procs.hold_markers(run.name)) == []
+
+
+@pytest.mark.parametrize("reached", [False, True], ids=["before-its-hold", "in-its-hold"])
+def test_before_044_a_failed_pane_closed_before_its_wrapper_reached_its_hold_holds_nothing(tmp_path, reached):
+    """The exit is recorded before the wrapper reaches its hold: on a loaded machine the swarm
+    closed such a pane (``--keep-failed-panes 0``) while no hold ran yet, and its wrapper then
+    held it for good. The swarm's close marks the generation released; a wrapper that has not
+    looked yet holds nothing, and one already holding has its sleep ended."""
+    import subprocess
+    import threading
+
+    from zellij_swarm.backends.zellij import _end_hold, _pre44_hold
+    from zellij_swarm.records import generation_files
+
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    go = tmp_path / "go"
+    # the wrapper's second stage, a child of its pane leader: its worker failed (exit recorded),
+    # and it is held up on its way to the hold until the test says go
+    stage = (f'_zsw_d={gen.dir}; _zsw_rc=3; while [ ! -e {go} ]; do sleep 0.01; done; '
+             + _pre44_hold(0.2, "run-x"))
+    leader = subprocess.Popen(["sh", "-c", 'sh -c "$1"; exit 0', "leader", stage])
+    try:
+        gen.heartbeat.write_text(json.dumps({"event": "started", "pid": leader.pid}) + "\n")
+        gen.exit_sidecar.write_text("3\n")
+        if reached:
+            go.touch()
+            wait_until(lambda: any(Path(f"/proc/{c}/cmdline").read_bytes().startswith(b"sleep")
+                                   for c in _children(leader.pid)), what="the hold's sleep")
+            _end_hold(gen)
+        else:
+            closing = threading.Thread(target=_end_hold, args=(gen,))
+            closing.start()
+            wait_until(lambda: (gen.dir / "released").exists(), what="the released mark")
+            go.touch()
+            closing.join(timeout=30)
+            assert not closing.is_alive()
+        assert leader.wait(timeout=30) == 0
+    finally:
+        for child in _children(leader.pid):
+            subprocess.run(["kill", str(child)], check=False)
+        leader.kill()
+        leader.wait()
+
+
+def _children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []

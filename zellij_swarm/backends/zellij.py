@@ -84,15 +84,19 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + f' --record "$_zsw_d/{RELAY_RECORD}" "$_zsw_d/output.log"'
 RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
 _FOREVER = "2147483647"
+_HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec
+_RELEASED = "released"  # in a generation's directory (before 0.44): the swarm closed its pane
 _SLOT_VIEW = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 
 
 def _pre44_hold(hold: float, run_id: str) -> str:
     """The wrapper keeps its pane (before 0.44) by a ``sleep`` in a fresh environment, so it
     is not taken for a process the run left behind — except for one marker, by which the
-    end-of-run sweep ends the holds when their session is gone (``procs.hold_markers``)."""
+    end-of-run sweep ends the holds when their session is gone (``procs.hold_markers``).
+    A pane the swarm closed before its wrapper came this far holds nothing (``_end_hold``)."""
     sleep = f"exec /usr/bin/env -i {quoting.shell_word(procs.HOLD_MARKER + '=' + run_id)} sleep"
-    return (f'if [ "$_zsw_rc" = 0 ]; then {sleep} {hold:.3f}; fi; '
+    return (f'[ ! -e "$_zsw_d/{_RELEASED}" ] || exit "$_zsw_rc"; '
+            f'if [ "$_zsw_rc" = 0 ]; then {sleep} {hold:.3f}; fi; '
             "printf '\\n[zellij-swarm] exit %s: this pane stays until you close it\\n' \"$_zsw_rc\"; "
             f"{sleep} {_FOREVER}")
 
@@ -602,7 +606,7 @@ class ZellijBackend:
     def _close(self, w: _Worker) -> None:
         """Close a worker's pane: by id from 0.44; before, by ending the wrapper's hold."""
         if not self.z.has("pane_id_target"):
-            _end_hold(w.req)
+            _end_hold(w.req.gen)
         elif w.pane_id:
             self.open_panes.pop(w.pane_id, None)
             self._pane_action("close-pane", "--pane-id", w.pane_id)
@@ -692,18 +696,29 @@ def _tab_gone(session: str | None) -> BackendError:
                                     "(its tab is gone)")
 
 
-def _end_hold(req: LaunchRequest) -> None:
+def _end_hold(gen: generation_files.GenPaths) -> None:
     """Before 0.44: end the ``sleep`` a wrapper holds its pane with; the pane leader then
     exits and close-on-exit closes the pane. The launch heartbeat names the pane leader; its
-    hold is the leader's child, the wrapper's second stage that exec'd into that sleep."""
-    hb = generation_files.heartbeat_started(req.gen)
+    hold is the leader's child, the wrapper's second stage that exec'd into that sleep.
+
+    The exit is recorded before the wrapper reaches its hold, so the swarm may close a pane
+    whose wrapper has not: the ``released`` mark tells that wrapper to hold nothing. One that
+    looked for the mark just before it was made is in the instant before its ``exec``: once
+    its exit is recorded, its sleep is waited for, briefly (a loaded machine once left such a
+    pane open for good). A wrapper whose worker still runs comes to the mark later."""
+    with contextlib.suppress(OSError):  # a generation's directory that is gone has no wrapper left
+        (gen.dir / _RELEASED).touch()
+    hb = generation_files.heartbeat_started(gen)
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):
         return
-    for child in procs.children(pid):
-        argv = procs.cmdline(child)
-        if argv and os.path.basename(argv[0]) == b"sleep":
-            try:
+    deadline = time.monotonic() + _HOLD_EXEC_WAIT
+    while True:
+        stages = procs.children(pid)
+        holds = [child for child in stages if os.path.basename((procs.cmdline(child) or [b""])[0]) == b"sleep"]
+        for child in holds:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        if holds or not stages or not gen.exit_sidecar.exists() or time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
