@@ -88,6 +88,7 @@ from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, 
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.engine import resume, stopping
+from zellij_swarm.engine.live import GEN_TRANSITIONS, GenPhase, LiveGen
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import inbox, rundir, snapshot_file
 from zellij_swarm.records import log as records
@@ -875,6 +876,28 @@ class QuietReporter:
         pass
 
 
+class EveryGeneration(dict[int, LiveGen]):
+    """The supervisor's generations in flight, by slot, remembering every one it ever had:
+    each move of theirs went through ``LiveGen.move``, which raises on one its table forbids,
+    so a scenario that makes an illegal move fails; ``check_ended`` asserts that every
+    generation of a run that returned went all the way, with each move in its history."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[LiveGen] = []
+
+    def __setitem__(self, slot: int, lg: LiveGen) -> None:
+        self.seen.append(lg)
+        super().__setitem__(slot, lg)
+
+    def check_ended(self) -> None:
+        for lg in self.seen:
+            assert lg.phase is GenPhase.DONE, f"{lg.task.name} gen {lg.gen.gen}: left {lg.phase} ({lg.history})"
+            moves = [(src, dst) for src, dst in lg.history if isinstance(dst, GenPhase)]
+            for (_, before), (src, dst) in itertools.pairwise(moves):
+                assert src is before and dst in GEN_TRANSITIONS[GenPhase][src], (lg.task.name, lg.history)
+
+
 @dataclass
 class Result:
     exit_code: int | None  # None: the supervisor vanished (``crash_at``)
@@ -886,6 +909,7 @@ class Result:
     problems: list[str]  # the lines the reporter was asked to show whatever the output mode
     epoch: float  # the run's virtual wall time zero
     warned: list[tuple[float, str]] = field(default_factory=list)  # the reporter's warnings: (when told, code)
+    generations: list[LiveGen] = field(default_factory=list)  # every generation the supervisor had in flight
 
     @property
     def labels(self) -> list[str]:
@@ -987,17 +1011,20 @@ class Harness:
         sup = Supervisor(plan, backend, reporter, clock=world.clock.monotonic, wallclock=world.clock.wall,
                          watcher=world.watcher, selector=lambda: FakeSelector(world, busy),
                          launcher=world.new_launcher, signaller=FakeSignaller(world), handle_signals=False)
+        sup.live = generations = EveryGeneration()
         code: int | None = None
         try:
             code = sup.run()
         except SupervisorGone:
             pass
+        if code is not None:
+            generations.check_ended()
         assert world.run is not None
         events = records.read_events(world.run.events)
         summary = snapshot_file.load(world.run.summary) if world.run.summary.exists() else None
         return Result(code, {t.name: t for t in sup.tasks.values()}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
-                      reporter.warned)
+                      reporter.warned, generations.seen)
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

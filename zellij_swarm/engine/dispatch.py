@@ -16,7 +16,7 @@ from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.engine import metrics
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
-from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
@@ -88,7 +88,7 @@ class Dispatcher:
         self._start_generations(headless, reserved_at)
         if shown:
             for lg in shown:
-                lg.opening = True
+                lg.move(GenPhase.OPENING)
             self._backend.pane_modes([lg.gen.slot for lg in shown],
                                      lambda modes: self._panes_decided(shown, modes, reserved_at))
 
@@ -122,7 +122,6 @@ class Dispatcher:
                 self._write_generation(lg)
                 written.append(lg)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
-                lg.opening = False
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
         if not written:
             return
@@ -138,12 +137,10 @@ class Dispatcher:
                 self._executor.launched(lg)
         headless = [lg for lg in written if not lg.in_pane]
         for lg, result in zip(headless, self._headless.start([lg.request for lg in headless]), strict=True):
-            lg.opening = False
             self._launched(lg, result)
-        in_panes = [lg for lg in written if lg.in_pane]
+        in_panes = [lg for lg in written if lg.in_pane]  # OPENING since their pane modes were asked for
         if in_panes:
             for lg in in_panes:
-                lg.opening = True
                 self._follow.watch(lg)  # a pane's wrapper may report before its launch does
             self._backend.launch([lg.request for lg in in_panes],
                                 lambda results: self._panes_launched(in_panes, results))
@@ -152,7 +149,6 @@ class Dispatcher:
 
     def _panes_launched(self, batch: list[LiveGen], results: list[PaneResult]) -> None:
         for lg, result in zip(batch, results, strict=True):
-            lg.opening = False
             self._launched(lg, result)
 
     def _reserve(self, task: TaskRecord) -> LiveGen:

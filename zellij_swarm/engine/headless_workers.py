@@ -149,6 +149,7 @@ class HeadlessWorkers:
             self._on.launched(lg, result)
         elif owner is not None and owner.isdigit():
             lg.pid = lg.task.pid = int(owner)
+            lg.started()
             self._on.follow_pid(lg)
             if lg.kill_reason is not None and not lg.collected:  # ended while its start was unknown
                 self._on.end_tree(lg)

@@ -42,11 +42,12 @@ from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
-from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.live import GenPhase, LiveGen
+from zellij_swarm.engine.outcome import killed_status, outcome
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.engine.stopping import RESTARTED, killed_status
+from zellij_swarm.engine.stopping import RESTARTED
 from zellij_swarm.records import envfile, generation_files, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
@@ -249,8 +250,6 @@ class ResumedRun(Protocol):
     def wallclock(self) -> float: ...
     def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
     def skip(self, task: TaskRecord) -> None: ...
-    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
-                session_alive: bool) -> tuple[TaskStatus, str | None]: ...
     def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None: ...
     def collect(self, lg: LiveGen, wait_status: int | None = None) -> None: ...
     def kill_pending(self, lg: LiveGen) -> None: ...
@@ -290,8 +289,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                                     attempts=task.retries + 1)
             lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
-                         timeout_armed=True, kill_reason=gs.kill_reason, kill_sent_at=gs.kill_sent_at,
-                         remote=run.executor is not None, job_id=gs.job_id)
+                         phase=GenPhase.STARTED, timeout_armed=True, kill_reason=gs.kill_reason,
+                         kill_sent_at=gs.kill_sent_at, remote=run.executor is not None, job_id=gs.job_id)
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:
@@ -353,7 +352,7 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
         status, reason = TaskStatus(gs.recorded["status"]), gs.recorded.get("reason")
     else:
         # no backend is open yet: a hang-up is read as its pane's, as it was while it ran
-        status, reason = run.outcome(lg, exit_rec, session_alive=True)
+        status, reason = outcome(lg, exit_rec, session_alive=True)
     # where a Slurm step ran, as its outcome event says (``Attempt.slurm``)
     slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
         if gs.recorded else None

@@ -12,7 +12,7 @@ generations at once.
 
 When a signal of the ladder first reaches a process of the worker's own (running, not a
 zombie, not the generation's wrapper or pty relay: ``procs.is_worker_process``), the
-generation's kill is *sent* (``Delivery.sent_at``): the outcome rule (``ended_by_kill``)
+generation's kill is *sent* (``Delivery.sent_at``): the outcome rule (``engine.outcome``)
 keeps a worker's own outcome when it ended before that moment, whatever was requested. A
 kill that finds nothing running changes nothing: the worker had already ended on its own.
 
@@ -31,13 +31,12 @@ from typing import Protocol
 import psutil
 
 from zellij_swarm.calls import CallRunner, Done
-from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.live import Ladder, LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
-from zellij_swarm.records.generation_files import ExitRecord, GenPaths
-from zellij_swarm.records.states import REASON_STATUS, TaskStatus
+from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 
@@ -45,23 +44,6 @@ SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until 
 
 
 RESTARTED = "restarted"  # the reason of a generation ended by `restart`: the task runs again at once
-
-
-def killed_status(reason: str) -> TaskStatus:
-    """The status of a generation ended on purpose, by the reason it was ended for: a time
-    limit is ``timed_out``, its multiplexer gone is ``lost`` (re-run headless), anything
-    else (cancel, halt, shutdown, a closed pane) ``cancelled``."""
-    return REASON_STATUS.get(reason, TaskStatus.CANCELLED)
-
-
-def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
-    """The outcome rule (SPEC §5.7): a generation a kill was asked for was ended by it only
-    if the kill's first signal reached the worker (``kill_sent_at``) and the worker ended at
-    or after that moment — then it is ``cancelled``/``timed_out``/…, keeping the code and
-    signal it reported (an agent that traps SIGTERM, saves and exits 0 was ended by it). A
-    worker that ended before keeps its own outcome, whatever was requested: finished work is
-    never recorded as unfinished, and so never run again."""
-    return lg.kill_sent_at is not None and (rec.ended_at is None or rec.ended_at >= lg.kill_sent_at)
 
 
 def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
@@ -149,7 +131,7 @@ class Stopper:
         """Start the ladder for ``lg`` (once)."""
         if lg.ending:
             return
-        lg.ending = True
+        lg.move(Ladder.TERM)
         if lg.remote and self.remote is not None:
             # scancel: TERM to the step, after the grace the step; a queued one is withdrawn
             lg.signalling += 1
@@ -171,7 +153,7 @@ class Stopper:
         self.stopping[lg.gen.slot] = lg
         if lg.remote and self.remote is not None:
             self.remote.when_gone(lg, lambda: self._release(lg))
-        elif lg.tree_killed:  # the ladder is past SIGKILL: what is left was forked since
+        elif lg.ladder is Ladder.KILL:  # the ladder is past SIGKILL: what is left was forked since
             self._kill_tree(lg)
         else:  # given back now if nothing is left, else after the ladder's SIGKILL
             self._signal(lg, None, lambda left: None if left else self._release(lg))
@@ -195,7 +177,7 @@ class Stopper:
             left = procs.marked(procs.run_markers(self.run_id), sessions)
 
     def _kill_tree(self, lg: LiveGen) -> None:
-        lg.tree_killed = True
+        lg.move(Ladder.KILL)
         self._signal(lg, signal.SIGKILL)
         if lg.done:
             self._release_when_gone(lg, deadline=self.clock() + self.grace)

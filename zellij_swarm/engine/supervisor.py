@@ -44,7 +44,8 @@ from zellij_swarm.engine.dispatch import Dispatcher
 from zellij_swarm.engine.follow import POLL_INTERVAL, GenerationWatch, Seen
 from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
-from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
+from zellij_swarm.engine.outcome import killed_status, outcome
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.engine.remote import AllocationEvents, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
@@ -56,8 +57,6 @@ from zellij_swarm.engine.stopping import (
     ProcessSignaller,
     Signaller,
     Stopper,
-    ended_by_kill,
-    killed_status,
     names,
 )
 from zellij_swarm.engine.timers import Timers
@@ -66,7 +65,7 @@ from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.states import REASON_STATUS, TaskStatus, all_succeeded, own_end
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus, all_succeeded
 from zellij_swarm.records.task import TaskRecord, command_text
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import procs, worktree, wrapper
@@ -641,6 +640,7 @@ class Supervisor:
             if isinstance(result, PaneOpened):
                 self._pane_opened(lg, result.pane_id)
             return
+        lg.launched()
         if isinstance(result, LaunchFailed) and result.code == "launcher_lost":
             # no launcher can be had any more: like the tasks still waiting, it never ran
             self._withdraw(lg, "launcher_lost", claimed=lg.request.claimed)
@@ -680,7 +680,7 @@ class Supervisor:
     def _let_go(self, lg: LiveGen) -> None:
         """A generation is over for this supervisor: out of ``live``, its timers, idle watch
         and input watch gone (its slot is the caller's to free or hold)."""
-        lg.done = True
+        lg.move(GenPhase.DONE)
         del self.live[lg.gen.slot]
         for timer in lg.deadlines:
             self.timers.cancel(timer)
@@ -772,6 +772,7 @@ class Supervisor:
 
     def _follow_child(self, lg: LiveGen, pid: int) -> None:
         lg.pid = lg.task.pid = pid
+        lg.started()
         self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
         if lg.remote:  # its exit sidecar may come before srun lets go of the step: its files are polled too
             lg.heartbeat_seen = True  # the pid to follow is srun's, here; the heartbeat's is on the node
@@ -833,6 +834,7 @@ class Supervisor:
         self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
 
     def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
+        lg.started()
         lg.pid = lg.task.pid = hb.get("pid")
         lg.node, lg.step = hb.get("node"), hb.get("step")
         if isinstance(hb.get("pane_id"), str):
@@ -895,13 +897,14 @@ class Supervisor:
         if lg.collected:
             return
         if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
-            lg.collect_waiting, lg.wait_status = True, wait_status
+            lg.move(GenPhase.END_SEEN)
+            lg.wait_status = wait_status
             return
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
             self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
             return
-        lg.collected = True
+        lg.move(GenPhase.COLLECTED)
         self.follow.unwatch(lg)
         if lg.remote:
             lg.read_step()
@@ -954,7 +957,7 @@ class Supervisor:
                     rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
                                                                signal=generation_files.signal_name(code),
                                                                ended_at=self.wallclock())
-                    self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
+                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
             elif not session_alive:
@@ -963,7 +966,7 @@ class Supervisor:
                 reason = missing
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
                                                        ended_at=self.wallclock())
-        self._end_generation(lg, rec, *self.outcome(lg, rec, session_alive=session_alive))
+        self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
 
     def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
         """A step's end the wrapper did not record, or recorded as a death by signal, as
@@ -981,25 +984,6 @@ class Supervisor:
             self._classify(lg, None, None, session_alive=True, missing=reason)
         else:
             self._end_generation(lg, rec, REASON_STATUS[reason], reason)
-
-    def outcome(self, lg: LiveGen, rec: generation_files.ExitRecord, *,
-                session_alive: bool) -> tuple[TaskStatus, str | None]:
-        """The task status and reason one generation's exit record stands for."""
-        reason = rec.reason
-        recorded = REASON_STATUS.get(reason or "")
-        if recorded == TaskStatus.FAILED:  # it could not start, or Slurm ended it for its memory
-            return recorded, reason
-        if lg.kill_reason is not None and (ended_by_kill(lg, rec) or reason == lg.kill_reason):
-            # ended by our kill, or withdrawn by it before anything ran (``_classify`` wrote its reason)
-            return killed_status(lg.kill_reason), lg.kill_reason
-        if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
-            return recorded, reason
-        if lg.in_pane and rec.signal == "SIGHUP":  # SPEC §6, SIGHUP: the multiplexer's doing, or its own
-            if not session_alive:  # the session went (its own SIGHUP may come before the hang-up mark)
-                return TaskStatus.LOST, "multiplexer_lost"
-            if generation_files.hung_up(lg.gen):  # its leader saw the terminal hang up: the pane closed
-                return TaskStatus.CANCELLED, "pane_closed"
-        return own_end(rec.code, rec.signal), reason
 
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
@@ -1175,9 +1159,18 @@ class Supervisor:
         it is ended the moment it starts. In a pane that never started its wrapper: the
         claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
         (``stopping``)."""
-        if lg.collected or lg.kill_reason is not None:
+        if lg.collected or lg.kill is not KillState.NONE:
             return
-        lg.kill_reason = reason
+        lg.request_kill(reason)
+        self._carry_out_kill(lg, reason)
+
+    def kill_pending(self, lg: LiveGen) -> None:
+        """A kill asked for before the generation could be ended — while it waited to start,
+        while its pane opened, or by a supervisor that was killed — is carried out now."""
+        if lg.kill_reason is not None and not lg.collected:
+            self._carry_out_kill(lg, lg.kill_reason)
+
+    def _carry_out_kill(self, lg: LiveGen, reason: str) -> None:
         if lg.opening:
             return  # ended as soon as the backend says how it starts (``_launched``)
         try:
@@ -1199,8 +1192,8 @@ class Supervisor:
         """A signal of a generation's ladder came out. The first that reached the worker is
         the moment its kill was *sent* (recorded with the kill's reason, and in the event
         log); an end noticed while signals were in flight is read once none is."""
-        if sent_at is not None and lg.kill_sent_at is None and not lg.done:
-            lg.kill_sent_at = sent_at
+        if sent_at is not None and lg.kill is not KillState.SENT and not lg.done:
+            lg.kill_reached_worker(sent_at)
             reason = lg.kill_reason or "ended"
             try:
                 generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at)
@@ -1208,19 +1201,11 @@ class Supervisor:
                 self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
             self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
                              at=sent_at)
-        if not lg.signalling and lg.collect_waiting:
-            lg.collect_waiting = False
+        if not lg.signalling and lg.phase is GenPhase.END_SEEN:
             self.collect(lg, lg.wait_status)
 
     def _slot_released(self, lg: LiveGen) -> None:
         self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
-
-    def kill_pending(self, lg: LiveGen) -> None:
-        """A kill asked for before the generation could be ended — while it waited to start,
-        while its pane opened, or by a supervisor that was killed — is carried out now."""
-        if lg.kill_reason is not None and not (lg.collected or lg.done):
-            reason, lg.kill_reason = lg.kill_reason, None
-            self.kill(lg, reason)
 
     def _left_behind(self, found: list[psutil.Process]) -> None:
         self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "

@@ -1,0 +1,72 @@
+"""The generation's three state machines (``engine.live``): the moves their tables allow,
+and that any other raises — the harness's scenarios then fail on an illegal one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zellij_swarm.backends.base import LaunchRequest
+from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.engine.live import GEN_TRANSITIONS, GenPhase, KillState, Ladder, LiveGen
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.states import InvalidTransition
+from zellij_swarm.records.task import TaskRecord
+
+
+def _gen(**kw: object) -> LiveGen:
+    gen = GenPaths(Path("/nonexistent/slot-1/gen-1"), 1, 1)
+    task = TaskRecord(spec=TaskSpec(name="t", cmd="true"), id="t1", order=1, timeout=None, retries=0,
+                      idle_timeout=None)
+    return LiveGen(task, gen, LaunchRequest(gen, 1, "t"), backfill=False, **kw)  # type: ignore[arg-type]
+
+
+def test_a_headless_generation_that_was_cancelled_while_running_goes_the_whole_way() -> None:
+    lg = _gen()
+    for step in (GenPhase.LAUNCHED, GenPhase.STARTED):
+        lg.move(step)
+    lg.request_kill("cancelled_by_user")
+    lg.move(Ladder.TERM)
+    lg.kill_reached_worker(12.5)
+    lg.move(GenPhase.END_SEEN)  # its end noticed while the SIGTERM's answer was on its way
+    lg.move(GenPhase.COLLECTED)
+    lg.move(GenPhase.DONE)
+    assert (lg.phase, lg.kill, lg.ladder, lg.kill_sent_at) == (GenPhase.DONE, KillState.SENT, Ladder.TERM, 12.5)
+    assert [dst for _, dst in lg.history] == [
+        GenPhase.LAUNCHED, GenPhase.STARTED, KillState.REQUESTED, Ladder.TERM, KillState.SENT,
+        GenPhase.END_SEEN, GenPhase.COLLECTED, GenPhase.DONE]
+
+
+@pytest.mark.parametrize(("steps", "illegal"), [
+    ((GenPhase.LAUNCHED, GenPhase.STARTED, GenPhase.COLLECTED, GenPhase.DONE), GenPhase.STARTED),
+    ((GenPhase.LAUNCHED, GenPhase.STARTED), GenPhase.OPENING),
+    ((GenPhase.LAUNCHED, GenPhase.COLLECTED), GenPhase.END_SEEN),
+    ((), GenPhase.STARTED),  # a reserved generation has not been handed to anything yet
+    ((KillState.REQUESTED, KillState.SENT), KillState.REQUESTED),
+    ((KillState.REQUESTED,), KillState.REQUESTED),  # one kill per generation
+    ((), Ladder.KILL),  # SIGKILL comes after SIGTERM
+    ((Ladder.TERM,), Ladder.TERM),
+], ids=str)
+def test_a_move_the_tables_do_not_allow_raises(steps: tuple[object, ...], illegal: object) -> None:
+    lg = _gen()
+    for step in steps:
+        lg.move(step)  # type: ignore[type-var]
+    with pytest.raises(InvalidTransition, match="illegal transition"):
+        lg.move(illegal)  # type: ignore[type-var]
+
+
+def test_a_resumed_generation_carries_the_kill_its_first_supervisor_recorded() -> None:
+    assert _gen(kill_reason="timeout").kill is KillState.REQUESTED
+    assert _gen(kill_reason="timeout", kill_sent_at=3.0).kill is KillState.SENT
+    assert _gen().kill is KillState.NONE
+
+
+def test_every_state_of_every_machine_has_its_row_and_done_is_final() -> None:
+    for machine in (GenPhase, KillState, Ladder):
+        table = GEN_TRANSITIONS[machine]
+        assert set(table) == set(machine)
+        assert all(isinstance(dst, machine) for dsts in table.values() for dst in dsts)
+    assert GEN_TRANSITIONS[GenPhase][GenPhase.DONE] == frozenset()
+    assert all(GenPhase.DONE in dsts for phase, dsts in GEN_TRANSITIONS[GenPhase].items()
+               if phase is not GenPhase.DONE)

@@ -1,0 +1,58 @@
+"""The outcome rule (SPEC §5.7): what one generation's end stands for — the one place that
+says what happens when a worker exits 0 while a cancel, a timeout or a halt is in flight.
+
+A generation a kill was asked for (``LiveGen.kill_reason``) was ended by it only if the
+kill's first signal reached a process of the worker (``KillState.SENT``, at
+``kill_sent_at``: ``stopping`` records that moment) and the worker ended at or after it. Then
+it is ``cancelled``/``timed_out``/… (``killed_status``), keeping the code and signal it
+reported — an agent that traps SIGTERM, saves and exits 0 was ended by it. A worker that
+ended before that moment keeps its own outcome (``own_end`` of its code and signal),
+whatever was requested: finished work is never recorded as unfinished, and so never run
+again. A kill requested but not yet sent when the end is read (the ladder's signal still on
+its way) holds the reading back until the signal's delivery is answered
+(``GenPhase.END_SEEN``), so the rule always compares two known moments.
+
+Without a kill, the wrapper's exit record says it: a reason a vanished wrapper or Slurm's
+job state left (``REASON_STATUS``), else the worker's own code and signal — except a death by
+SIGHUP in a pane, which is the multiplexer's doing when its session is gone (``lost``) or its
+pane's leader saw the terminal hang up (``cancelled (pane_closed)``).
+"""
+
+from __future__ import annotations
+
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.records import generation_files
+from zellij_swarm.records.generation_files import ExitRecord
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus, own_end
+
+
+def killed_status(reason: str) -> TaskStatus:
+    """The status of a generation ended on purpose, by the reason it was ended for: a time
+    limit is ``timed_out``, its multiplexer gone is ``lost`` (re-run headless), anything
+    else (cancel, halt, shutdown, a closed pane) ``cancelled``."""
+    return REASON_STATUS.get(reason, TaskStatus.CANCELLED)
+
+
+def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
+    """Whether the kill's first signal reached the worker, and the worker ended at or after
+    that moment (an end of unknown time counts as after)."""
+    return lg.kill_sent_at is not None and (rec.ended_at is None or rec.ended_at >= lg.kill_sent_at)
+
+
+def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
+    """The task status and reason one generation's exit record stands for."""
+    reason = rec.reason
+    recorded = REASON_STATUS.get(reason or "")
+    if recorded == TaskStatus.FAILED:  # it could not start, or Slurm ended it for its memory
+        return recorded, reason
+    if lg.kill_reason is not None and (ended_by_kill(lg, rec) or reason == lg.kill_reason):
+        # ended by our kill, or withdrawn by it before anything ran (the supervisor wrote its reason)
+        return killed_status(lg.kill_reason), lg.kill_reason
+    if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
+        return recorded, reason
+    if lg.in_pane and rec.signal == "SIGHUP":  # SPEC §6, SIGHUP: the multiplexer's doing, or its own
+        if not session_alive:  # the session went (its own SIGHUP may come before the hang-up mark)
+            return TaskStatus.LOST, "multiplexer_lost"
+        if generation_files.hung_up(lg.gen):  # its leader saw the terminal hang up: the pane closed
+            return TaskStatus.CANCELLED, "pane_closed"
+    return own_end(rec.code, rec.signal), reason
