@@ -110,7 +110,7 @@ def test_a_window_is_found_by_its_option_whatever_its_name(tmux: Tmux, waiting: 
 
 
 def test_attach_without_a_record_of_the_windows_finds_the_marked_ones_first_window_first(tmux: Tmux) -> None:
-    from zellij_swarm import external
+    from zellij_swarm.backends.tmux_client import TmuxClient
     from zellij_swarm.commands import attach
 
     env = outside_env(tmux)
@@ -123,10 +123,7 @@ def test_attach_without_a_record_of_the_windows_finds_the_marked_ones_first_wind
         if option:
             tmux("set-option", "-w", "-t", made[name], names.RUN_OPTION, option)
 
-    def call(*args: str, check: bool = True) -> external.CmdResult:
-        return external.run(["tmux", *args], timeout=10, env=env, check=check)
-
-    found = [w.id for w in attach._tmux_windows(call, run, {})]
+    found = [w.id for w in attach._tmux_windows(TmuxClient(env), run, {})]
     assert found[0] == made[names.window(run, waiting=3)]
     assert sorted(found[1:]) == sorted([made[names.window(run, 2, waiting=1)], made[names.window(run, 3)]])
 

@@ -1,32 +1,44 @@
 """Helpers for the tmux backend tests: a private tmux server (``TMUX_TMPDIR`` points tmux's
 default socket into a short temp dir), its panes, and the environments of a run outside and
-inside a tmux session. The ``tmux`` fixture in conftest.py starts and ends one per test."""
+inside a tmux session. The ``tmux`` fixture in conftest.py starts and ends one per test.
+
+The test talks to its server through the project's own tmux client (libtmux under a
+deadline, ``zellij_swarm.backends.tmux_client``). Not libtmux's pytest plugin: its ``server``
+fixture names a socket (``-L``) in the real tmux directory, where a run outside tmux looks
+for the default one; ours is the default socket of a private ``TMUX_TMPDIR``, so that a run
+finds it as it would find the user's, and nothing of the user's is ever touched."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 from swarmtest import clean_env
+
+from zellij_swarm.backends.tmux_client import TmuxClient
+from zellij_swarm.exc import BackendError
 
 
 @dataclass
 class Tmux:
     tmpdir: Path
     socket: Path
+    client: TmuxClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = TmuxClient(clean_env(), str(self.socket), timeout=10)
 
     def __call__(self, *args: str, check: bool = True) -> str:
-        p = subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10)
-        if check and p.returncode != 0:
-            raise AssertionError(f"tmux {args}: {p.stderr}")
-        return p.stdout
+        res = self.client.call(*args, check=False)
+        if check and res.returncode != 0:
+            raise AssertionError(f"tmux {args}: {res.stderr}")
+        return res.stdout
 
     def panes(self) -> dict[str, dict[str, str]]:
         out = self("list-panes", "-a", "-F", "#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t#{@zsw_title}\t"
@@ -68,7 +80,10 @@ def private_tmux() -> Iterator[Tmux]:
     try:
         yield t
     finally:
-        subprocess.run(["tmux", "-S", str(t.socket), "kill-server"], capture_output=True, timeout=10)
+        try:
+            t("kill-server", check=False)
+        except BackendError:
+            pass  # it does not answer: killed below
         for pid in t.server_pids():
             try:
                 psutil.Process(pid).kill()

@@ -14,8 +14,9 @@ points at.
 
 A Zellij tab is removed by closing its panes by id (``list-panes --json`` gives each pane's
 tab name, from 0.44): ``close-tab`` only closes the client's current tab (contract §2.16).
-Before 0.44 such a tab is reported, not removed. Every call goes through ``external`` with a
-timeout; a multiplexer that is missing or does not answer has nothing to prune.
+Before 0.44 such a tab is reported, not removed. Every call has a timeout (tmux's through the
+tmux client, Zellij's through ``external``); a multiplexer that is missing or does not answer
+has nothing to prune.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from zellij_swarm import external, names
+from zellij_swarm import names
+from zellij_swarm.backends.tmux_client import TmuxClient
 from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.exc import BackendError
 
@@ -67,29 +69,22 @@ def _run_of(name: str, kind: str, ids: set[str]) -> str | None:
 
 
 def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
-    if not shutil.which("tmux", path=env.get("PATH")):
+    tmux = TmuxClient(env, timeout=CALL_TIMEOUT)
+    if tmux.binary is None:
         return []
-
-    def tmux(*args: str) -> external.CmdResult:
-        return external.run(["tmux", *args], timeout=CALL_TIMEOUT, env=env, check=False)
-
     try:
-        res = tmux("list-windows", "-a", "-F",
-                   f"#{{session_id}}\t#{{session_name}}\t#{{window_id}}\t#{{{names.RUN_OPTION}}}\t#{{window_name}}")
+        rows = tmux.windows()  # none without a server: nothing of ours
     except BackendError:
-        return []
-    if res.returncode != 0:  # no server: nothing of ours
         return []
     sessions: dict[str, Leftover] = {}
     windows: list[Leftover] = []
-    for line in res.lines:
-        session_id, session, window_id, option, window = line.split("\t", 4)
-        if (run := _own_session(session, ids, named.get(("tmux", session)), session_id)) is not None:
-            sessions.setdefault(session_id, Leftover(run, f"tmux session {session}",
-                                                     partial(_quiet, tmux, "kill-session", "-t", session_id)))
-        elif (run := _window_run(option, window, ids)) is not None:
-            windows.append(Leftover(run, f"tmux window {window} ({window_id}) in session {session}",
-                                    partial(_quiet, tmux, "kill-window", "-t", window_id)))
+    for w in rows:
+        if (run := _own_session(w.session_name, ids, named.get(("tmux", w.session_name)), w.session_id)) is not None:
+            sessions.setdefault(w.session_id, Leftover(run, f"tmux session {w.session_name}",
+                                                       partial(_quiet, tmux, "kill-session", "-t", w.session_id)))
+        elif (run := _window_run(w.run, w.name, ids)) is not None:
+            windows.append(Leftover(run, f"tmux window {w.name} ({w.id}) in session {w.session_name}",
+                                    partial(_quiet, tmux, "kill-window", "-t", w.id)))
     return [*sessions.values(), *windows]
 
 
@@ -173,8 +168,8 @@ def _close_panes(env: Mapping[str, str], session: str, panes: tuple[str, ...]) -
             return
 
 
-def _quiet(tmux: Callable[..., external.CmdResult], *args: str) -> None:
+def _quiet(tmux: TmuxClient, *args: str) -> None:
     try:
-        tmux(*args)
+        tmux.call(*args, check=False)
     except BackendError:
         pass

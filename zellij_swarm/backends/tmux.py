@@ -35,11 +35,13 @@ printing its own title escape changes ``pane_title``, which we never display, so
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
 set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
 
-Every tmux call goes through ``_chain`` and ``external.run`` (a timeout, typed errors): the
-whole backend is a dozen tmux commands, so it speaks to tmux directly rather than through a
-client library whose command runner would have to be replaced to get a timeout. A batch of
-panes is one tmux invocation per window it goes to (commands chained with ``;``), after one
-that reads the window's pane order, plus one for their titles. Every argument is encoded for
+Every tmux call goes through the one tmux client (``tmux_client.TmuxClient``, a timeout and
+typed errors on every call): what makes and changes panes and windows through its ``chain``,
+one tmux invocation for many commands — a batch of panes is one invocation per window it goes
+to (commands chained with ``;``), after one that reads the window's pane order, plus one for
+their titles, which libtmux cannot batch — and what finds things (a resumed run's windows,
+whether a session is there) and the version, checked once when the run opens its panes,
+through libtmux. Every argument is encoded for
 tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands — the
 ``pipe-pane`` command, new session and window names — for its formats
 (``quoting.tmux_expanded``), and titles for the border that draws them (``quoting.tmux_drawn``).
@@ -63,10 +65,10 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
 )
+from zellij_swarm.backends.tmux_client import WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
-CALL_TIMEOUT = 10.0
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
@@ -134,7 +136,8 @@ class TmuxBackend:
         self.socket_path = ""
         self.alive = True
         self.closed = False  # close() closed the session or the windows
-        self.unresponsive: BackendError | None = None  # the call that timed out, once one did
+        self.client = TmuxClient(self.env)  # its socket: set once known (open, at)
+        self.version = TmuxVersion("", None)  # the server's tmux, asked by open()
         self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
         self.board_pane = ""
 
@@ -146,7 +149,8 @@ class TmuxBackend:
         self.live = s.ui == "live"
         self.panes: PaneLifecycle[str] = PaneLifecycle.for_run(ctx, close=self._kill_pane)
         if self.inside:
-            self.socket = self.env.get("TMUX", "").split(",")[0] or None
+            self.socket = self.client.socket = self.env.get("TMUX", "").split(",")[0] or None
+        self.version = self._checked_version(ctx)
         # No ``start-server`` first: a server with no session exits at once, and a
         # ``new-session`` racing that exit fails ("server exited unexpectedly"); new-session
         # starts its own server, and the other calls need one that already runs.
@@ -196,7 +200,7 @@ class TmuxBackend:
         (``place``, as ``place()`` gave it): its server's socket and its session. No call is made
         here (``session_alive`` asks the server), and nothing is ever opened (``adopt``)."""
         backend = cls(env, inside=False, close_session=close_session)
-        backend.socket = backend.socket_path = str(place["socket"])
+        backend.socket = backend.socket_path = backend.client.socket = str(place["socket"])
         backend.session_id, backend.session_name = str(place["session_id"]), str(place["session"])
         backend.created_session = place.get("created_session") is True
         backend.started = True
@@ -212,21 +216,19 @@ class TmuxBackend:
         self.live = ctx.settings.ui == "live"
         self.panes = PaneLifecycle.for_run(ctx, close=self._kill_pane)
         # asked here, not by session_alive(), so that a tmux that cannot be run says so itself
-        if self._tmux("has-session", "-t", self.session_id, check=False).returncode != 0:
+        if not self.client.has_session(self.session_id):
             self.alive = False
             raise BackendError("session_missing", f"tmux: the run's session {self.session_name!r} is gone")
         for i, window in enumerate(str(w) for w in place.get("windows") or []):
-            res = self._tmux("list-panes", "-t", window, "-F", "#{pane_id}\t#{@zsw_short}\t#{window_name}\t"
-                             f"#{{{names.RUN_OPTION}}}", check=False)
-            rows = [line.split("\t", 3) for line in res.lines]
-            if res.returncode != 0 or not rows or rows[0][3] != ctx.run_id:
+            rows = self.client.panes(window)
+            if not rows or rows[0].run != ctx.run_id:
                 continue  # closed, or another window under a recycled id (a new server)
-            shown = names.parse(rows[0][2], [ctx.run_id])
+            shown = names.parse(rows[0].window_name, [ctx.run_id])
             overflow = shown.overflow if shown else i + 1 if i else None  # a name the user changed: by place
             w = _Window(window, names.window(ctx.run_id, overflow), capacity=0,
-                        panes={row[0] for row in rows}, shown_waiting=shown.waiting if shown else 0)
+                        panes={row.id for row in rows}, shown_waiting=shown.waiting if shown else 0)
             self.windows.append(w)
-            self.board_pane = self.board_pane or next((row[0] for row in rows if row[1]), "")
+            self.board_pane = self.board_pane or next((row.id for row in rows if row.short), "")
         if not self.windows:
             raise BackendError("tab_gone", f"tmux: the run's windows in session {self.session_name!r} are gone")
         listed = set().union(*(w.panes for w in self.windows))
@@ -249,8 +251,8 @@ class TmuxBackend:
                    ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off"),
                    (names.RUN_OPTION, self.ctx.run_id)]
         commands = [["set-option", "-w", "-t", window_id, key, value] for key, value in options]
-        # -q: a tmux before 3.3 has no such option, and prints its fixed "Pane is dead" line
-        commands.append(["set-option", "-q", "-w", "-t", window_id, "remain-on-exit-format", ""])
+        if self.version.has_remain_on_exit_format:  # else tmux prints its fixed "Pane is dead" line
+            commands.append(["set-option", "-w", "-t", window_id, "remain-on-exit-format", ""])
         self._chain(commands)
         # A live worker is never made narrower than min_pane_width: agents, compilers and test
         # runners wrap or cut their output below it; panes that would be go to another window.
@@ -260,7 +262,20 @@ class TmuxBackend:
         return w
 
     def _has_session(self, name: str) -> bool:
-        return self._tmux("has-session", "-t", f"={name}", check=False).returncode == 0
+        return self.client.has_session(f"={name}")
+
+    def _checked_version(self, ctx: RunContext) -> TmuxVersion:
+        """The tmux this run uses, asked once: too old to work (``BackendError``), or old
+        enough for one warning."""
+        version = self.client.version()
+        if version.too_old:
+            need = ".".join(map(str, WORKS_SINCE))
+            raise BackendError("multiplexer_too_old", f"tmux {version.text} is too old: zellij-swarm needs tmux "
+                                                      f"{need} or later (its pane titles are pane options)")
+        if version.untested_old:
+            ctx.warn("tmux_untested", f"tmux {version.text} is older than 3.2 (zellij-swarm is tested with tmux 3.3): "
+                                      "it runs, untested, and a pane that ended shows tmux's \"Pane is dead\" line")
+        return version
 
     def _open_renderers(self, count: int) -> None:
         """Compact mode: one ``slot-view`` pane per visible slot, for the whole run."""
@@ -436,7 +451,7 @@ class TmuxBackend:
     def session_alive(self) -> bool:
         if self.alive and self.started:
             try:
-                self.alive = self._tmux("has-session", "-t", self.session_id, check=False).returncode == 0
+                self.alive = self.client.has_session(self.session_id)
             except BackendError:
                 self.alive = False
         return self.alive
@@ -484,19 +499,5 @@ class TmuxBackend:
         return self._chain([args], check=check)
 
     def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> external.CmdResult:
-        """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
-        argument is encoded so that tmux's parser reads it back unchanged."""
         assert self.started
-        if self.unresponsive is not None:  # one timeout is enough: never wait on it again
-            raise self.unresponsive
-        argv = ["tmux"] + ([f"-S{self.socket}"] if self.socket else [])
-        for i, command in enumerate(commands):
-            argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
-        try:
-            return external.run(argv, timeout=CALL_TIMEOUT, env=self.env, check=check)
-        except BackendError as e:
-            if e.code == "pane_call_timeout":
-                # A server that does not answer (stopped, stuck) would cost every later call
-                # its whole timeout — a run's end or a Ctrl-C would take minutes.
-                self.unresponsive = e
-            raise
+        return self.client.chain(commands, check=check)

@@ -32,21 +32,22 @@ that pane; else the run's first window, with a note saying the task has no pane.
 **Nothing to attach to** — a headless run, or a run whose session or windows are gone — is a
 one-line error pointing at ``status`` and ``logs``, exit 1; so are no terminal to attach
 (stdin and stdout must be one) and a client that would nest. An unknown run or task is a
-usage error, exit 2. The calls before attaching go through ``external`` with a timeout;
-only the final ``attach`` is an ``exec``, with no timeout: it is the user's terminal from
-then on.
+usage error, exit 2. The calls before attaching have a timeout (tmux's through the tmux
+client, ``backends.tmux_client``; Zellij's through ``external``); only the final ``attach``
+is an ``exec``, with no timeout: it is the user's terminal from then on.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from zellij_swarm import exc, external, names, quoting
+from zellij_swarm import exc, names, quoting
 from zellij_swarm.backends import zellij_cli
+from zellij_swarm.backends.tmux_client import TmuxClient
 from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.records.rundir import RunPaths, read_json
 
@@ -132,14 +133,16 @@ class _Window:
 def _tmux(run: RunPaths, task: dict[str, Any] | None, recorded: Mapping[str, Any], env: Mapping[str, str]) -> int:
     inside = env.get("TMUX", "").split(",")[0] or None
     server = _text(recorded, "socket") or inside  # None: tmux's default server
+    client = TmuxClient(env, server, timeout=CALL_TIMEOUT)
+    try:
+        return _tmux_attach(run, task, recorded, env, client, inside)
+    except exc.BackendError as e:
+        raise exc.SwarmError(f"run {run.run_id} is shown in tmux, but {e}") from None
 
-    def tmux(*args: str, check: bool = True) -> external.CmdResult:
-        argv = ["tmux", *(["-S", server] if server else []), *args]
-        try:
-            return external.run(argv, timeout=CALL_TIMEOUT, env=env, check=check)
-        except exc.BackendError as e:
-            raise exc.SwarmError(f"run {run.run_id} is shown in tmux, but {e}") from None
 
+def _tmux_attach(run: RunPaths, task: dict[str, Any] | None, recorded: Mapping[str, Any], env: Mapping[str, str],
+                 tmux: TmuxClient, inside: str | None) -> int:
+    server = tmux.socket
     windows = _tmux_windows(tmux, run.run_id, recorded)
     if not windows:
         on = f"the tmux server at {server}" if server else "tmux's default server"
@@ -152,57 +155,43 @@ def _tmux(run: RunPaths, task: dict[str, Any] | None, recorded: Mapping[str, Any
                              f"a terminal outside tmux run `zellij-swarm attach {run.run_id}`, or "
                              f"`tmux -S {server} attach -t {window.session_name}`")
     if not same_server and not _terminal():
-        shown = [*_tmux_attach_argv(server, window)[:-1], window.session_name]
+        shown = [*tmux.attach_argv(window.session_id)[:-1], window.session_name]
         raise exc.SwarmError(f"attaching needs a terminal on stdin and stdout; from one, run: "
                              f"{quoting.shell_line(shown)}")
-    tmux("select-window", "-t", window.id)
+    tmux.call("select-window", "-t", window.id)
     if pane is not None:
-        tmux("select-pane", "-t", pane)
+        tmux.call("select-pane", "-t", pane)
     if same_server:
         here = env.get("TMUX_PANE")
-        current = tmux("display-message", "-p", *(["-t", here] if here else []), "#{session_id}").stdout.strip()
+        current = tmux.call("display-message", "-p", *(["-t", here] if here else []), "#{session_id}").stdout.strip()
         if current != window.session_id:
-            tmux("switch-client", "-t", window.session_id)
+            tmux.call("switch-client", "-t", window.session_id)
         return 0
-    _exec(_tmux_attach_argv(server, window), env)
+    _exec(tmux.attach_argv(window.session_id), env)
 
 
-def _tmux_attach_argv(server: str | None, window: _Window) -> list[str]:
-    """``tmux attach`` to the window's session by its id: a name may hold what a target
-    would read as ``session:window.pane``, an id never does."""
-    return ["tmux", *(["-S", server] if server else []), "attach", "-t", window.session_id]
-
-
-def _tmux_windows(tmux: Callable[..., external.CmdResult], run_id: str, recorded: Mapping[str, Any]) -> list[_Window]:
+def _tmux_windows(tmux: TmuxClient, run_id: str, recorded: Mapping[str, Any]) -> list[_Window]:
     """The run's windows still open, its first (the board's) first: those recorded, else those
     whose ``@zsw_run`` option names the run, else (an older run's) those named ``swarm-<run-id>``
     and ``swarm-<run-id>-N``, marked or not (``names``). None when no server answers."""
-    res = tmux("list-windows", "-a", "-F",
-               f"#{{session_id}}\t#{{session_name}}\t#{{window_id}}\t#{{{names.RUN_OPTION}}}\t#{{window_name}}",
-               check=False)
-    if res.returncode != 0:  # no server running: nothing of the run is left
-        return []
-    rows = [line.split("\t", 4) for line in res.lines if line.count("\t") >= 4]
+    rows = tmux.windows()
     ids = recorded.get("windows")
     if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids):
-        by_id = {r[2]: r for r in rows}
-        return [_Window(by_id[i][0], by_id[i][1], i) for i in ids if i in by_id]
-    parsed = {r[2]: names.parse(r[4], [run_id]) for r in rows}
-    mine = [r for r in rows if r[3] == run_id or (not r[3] and parsed[r[2]] is not None)]
+        by_id = {r.id: r for r in rows}
+        return [_Window(by_id[i].session_id, by_id[i].session_name, i) for i in ids if i in by_id]
+    parsed = {r.id: names.parse(r.name, [run_id]) for r in rows}
+    mine = [r for r in rows if r.run == run_id or (not r.run and parsed[r.id] is not None)]
     # stable: the first window, then the overflow ones in order
-    mine.sort(key=lambda r: (p := parsed[r[2]]) is not None and p.overflow is not None)
-    return [_Window(r[0], r[1], r[2]) for r in mine]
+    mine.sort(key=lambda r: (p := parsed[r.id]) is not None and p.overflow is not None)
+    return [_Window(r.session_id, r.session_name, r.id) for r in mine]
 
 
-def _tmux_target(tmux: Callable[..., external.CmdResult], windows: list[_Window],
-                 task: dict[str, Any] | None) -> tuple[_Window, str | None]:
+def _tmux_target(tmux: TmuxClient, windows: list[_Window], task: dict[str, Any] | None) -> tuple[_Window, str | None]:
     """The window to show and the pane to select in it (None: leave the window's own)."""
     if task is None:
         return windows[0], None
-    res = tmux("list-panes", "-a", "-F", "#{pane_id}\t#{window_id}\t#{@zsw_title}", check=False)
     by_window = {w.id: w for w in windows}
-    panes = {p[0]: (by_window[p[1]], p[2]) for line in res.lines
-             if len(p := line.split("\t", 2)) == 3 and p[1] in by_window}
+    panes = {p.id: (by_window[p.window_id], p.title) for p in tmux.panes() or [] if p.window_id in by_window}
     own = task.get("pane_id")
     if isinstance(own, str) and own in panes:
         return panes[own][0], own

@@ -12,13 +12,13 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import secrets
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.backends.select import choose
+from zellij_swarm.backends.tmux_client import TESTED, WORKS_SINCE, TmuxClient
 from zellij_swarm.backends.zellij_cli import VERIFIED_REAL
 from zellij_swarm.backends.zellij_cli import detect as detect_zellij
 from zellij_swarm.config import settings
@@ -29,13 +29,33 @@ from zellij_swarm.worker import waiting
 from zellij_swarm.worker.slurm import Slurm
 
 
-def _tmux_version(env: Mapping[str, str]) -> str | None:
-    if not shutil.which("tmux", path=env.get("PATH")):
-        return None
+def _tmux(env: Mapping[str, str]) -> dict[str, Any]:
+    """The tmux found: its version (``tmux 3.3a``, None when there is none that answers),
+    whether it is the tested one, old enough to warn (below 3.2), too old to use."""
+    info: dict[str, Any] = {"version": None, "tested": False, "old": False, "too_old": False,
+                            "inside_session": bool(env.get("TMUX"))}
+    client = TmuxClient(env, timeout=5)
+    if client.binary is None:
+        return info
     try:
-        return run_command(["tmux", "-V"], timeout=5, env=env).stdout.strip() or None
+        version = client.version()
     except exc.BackendError:
-        return None
+        return info
+    info.update(version=f"tmux {version.text}", tested=version.tested, too_old=version.too_old,
+                old=version.untested_old)
+    return info
+
+
+def _tmux_line(t: Mapping[str, Any]) -> str:
+    line = f"tmux: {t['version'] or 'not found'}"
+    if t["version"] and t["tested"]:
+        line += " (tested)"
+    elif t["version"] and t["too_old"]:
+        line += f" (too old: zellij-swarm needs tmux {'.'.join(map(str, WORKS_SINCE))} or later)"
+    elif t["version"]:
+        line += f" (untested: zellij-swarm is tested with tmux {'.'.join(map(str, TESTED))}; it runs" + (
+            ", and a pane that ended shows tmux's \"Pane is dead\" line)" if t.get("old") else ")")
+    return line + ("; inside a session" if t.get("inside_session") else "")
 
 
 def report(env: Mapping[str, str], flags: Mapping[str, object] | None = None) -> dict[str, Any]:
@@ -45,7 +65,7 @@ def report(env: Mapping[str, str], flags: Mapping[str, object] | None = None) ->
     the settings doctor itself was given (``--executor``), over the environment's."""
     info: dict[str, Any] = {
         "zellij": detect_zellij(env),
-        "tmux": {"version": _tmux_version(env), "inside_session": bool(env.get("TMUX"))},
+        "tmux": _tmux(env),
         "settings": {},
     }
     try:
@@ -81,8 +101,7 @@ def format_report(info: dict[str, Any], env: Mapping[str, str]) -> list[str]:
     if z.get("capabilities"):
         on = [k for k, v in z["capabilities"].items() if v is True and k != "tested"]
         lines.append(f"  capabilities: {', '.join(on) or 'none'}")
-    t = info["tmux"]
-    lines.append(f"tmux: {t['version'] or 'not found'}" + ("; inside a session" if t.get("inside_session") else ""))
+    lines.append(_tmux_line(info["tmux"]))
     evidence = info["waiting_input"]["syscall_evidence"]
     lines.append("waiting for input: " + ("seen from the kernel and the screen" if evidence == "available" else
                                           f"{evidence}: seen from /proc/PID/wchan, the open files and the screen"))

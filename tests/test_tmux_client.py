@@ -1,0 +1,126 @@
+"""The one tmux client (``zellij_swarm.backends.tmux_client``): libtmux only when tmux is
+talked to, every libtmux call under a deadline, the rows it reads, and the version rules."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from swarmtest import clean_env
+from test_tmux import Driven
+from tmuxtest import Tmux, outside_env
+
+from zellij_swarm import names
+from zellij_swarm.backends.tmux_client import TmuxClient, parse_version
+from zellij_swarm.exc import BackendError
+
+
+def test_the_command_line_and_every_command_import_without_libtmux() -> None:
+    """libtmux costs ~0.1 s of CPU to import: a command that never talks to tmux never pays it."""
+    probe = ("import sys, pkgutil, importlib, zellij_swarm.cli, zellij_swarm.commands as c\n"
+             "for m in pkgutil.iter_modules(c.__path__): importlib.import_module(f'zellij_swarm.commands.{m.name}')\n"
+             "import zellij_swarm.backends.tmux, zellij_swarm.backends.leftovers\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'libtmux'))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=clean_env())
+    assert (out.returncode, out.stdout, out.stderr) == (0, "[]\n", "")
+
+
+@pytest.mark.parametrize(("text", "number", "tested", "old", "too_old", "format_option"), [
+    ("3.3a", (3, 3), True, False, False, True),
+    ("3.4", (3, 4), False, False, False, True),
+    ("3.2a", (3, 2), False, False, False, False),  # runs quietly; a dead pane says "Pane is dead"
+    ("3.1c", (3, 1), False, True, False, False),
+    ("2.9a", (2, 9), False, False, True, False),
+    ("next-3.6", (3, 6), False, False, False, True),
+    ("master", None, False, False, False, True),
+])
+def test_what_a_version_can_do(text: str, number: tuple[int, int] | None, tested: bool, old: bool, too_old: bool,
+                               format_option: bool) -> None:
+    v = parse_version(text)
+    assert (v.number, v.tested, v.untested_old, v.too_old, v.has_remain_on_exit_format) == (
+        number, tested, old, too_old, format_option)
+
+
+def test_windows_and_panes_are_read_with_the_run_they_belong_to(tmux: Tmux) -> None:
+    client = TmuxClient(outside_env(tmux))
+    assert (client.windows(), client.panes(), client.running()) == ([], None, False)  # no server yet
+    tmux("new-session", "-d", "-s", "host", "-x", "80", "-y", "24")
+    made = tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", "host:", "-n", "swarm-r1 (2 waiting)").strip()
+    tmux("set-option", "-w", "-t", made, names.RUN_OPTION, "r1")
+    pane = tmux("display-message", "-p", "-t", made, "#{pane_id}").strip()
+    tmux("set-option", "-p", "-t", pane, "@zsw_title", "slot 1 · a\tb · running")
+    rows = {w.id: w for w in client.windows()}
+    assert rows[made].run == "r1" and rows[made].name == "swarm-r1 (2 waiting)"
+    assert rows[made].session_name == "host" and len(rows) == 2 and {w.run for w in rows.values()} == {"r1", ""}
+    [row] = client.panes(made) or []
+    assert (row.id, row.window_id, row.run, row.title, row.short) == (pane, made, "r1", "slot 1 · a\tb · running", "")
+    assert client.has_session("=host") and not client.has_session("=other")
+    assert client.running()
+
+
+def test_a_server_that_does_not_answer_costs_one_deadline_and_leaves_no_client_behind(tmux: Tmux) -> None:
+    tmux("new-session", "-d", "-s", "host")
+    server = int(tmux("display-message", "-p", "#{pid}").strip())
+    client = TmuxClient(outside_env(tmux), timeout=0.5)
+    os.kill(server, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        with pytest.raises(BackendError) as e:
+            client.windows()
+        assert e.value.code == "pane_call_timeout" and "no answer within 0.5s" in str(e.value)
+        assert time.monotonic() - began < 3
+        left = [p for p in psutil.Process().children() if p.name() == "tmux"]
+        assert left == []
+        began = time.monotonic()
+        with pytest.raises(BackendError):  # never waited on again
+            client.has_session("=host")
+        assert time.monotonic() - began < 0.2
+    finally:
+        os.kill(server, signal.SIGCONT)
+
+
+def test_no_tmux_on_path_is_multiplexer_missing(tmp_path: Path) -> None:
+    client = TmuxClient(clean_env(PATH=str(tmp_path)))
+    for call in (client.version, client.windows):
+        with pytest.raises(BackendError) as e:
+            call()
+        assert e.value.code == "multiplexer_missing"
+
+
+def fake_tmux(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, version: str) -> None:
+    """A ``tmux`` first on PATH that says it is ``version`` and is the real one otherwise."""
+    real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
+    bin_dir = tmp_path / f"bin-{version}"
+    bin_dir.mkdir()
+    (bin_dir / "tmux").write_text(f'#!/bin/sh\n[ "$1" = -V ] && {{ echo "tmux {version}"; exit 0; }}\n'
+                                  f'exec {real} "$@"\n')
+    (bin_dir / "tmux").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_a_tmux_too_old_to_work_is_said_before_anything_is_opened(tmux: Tmux, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tmux(monkeypatch, tmp_path, "2.9a")
+    with pytest.raises(BackendError) as e:
+        Driven(tmux, tmp_path)
+    assert e.value.code == "multiplexer_too_old"
+    assert str(e.value) == "tmux 2.9a is too old: zellij-swarm needs tmux 3.0 or later (its pane titles are pane " \
+                           "options)"
+    assert tmux("list-sessions", check=False) == ""  # no session made
+
+
+def test_an_old_tmux_runs_with_one_warning_and_no_format_it_lacks(tmux: Tmux, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_tmux(monkeypatch, tmp_path, "3.1c")
+    d = Driven(tmux, tmp_path)
+    assert [code for code, _ in d.warnings] == ["tmux_untested"]
+    assert d.warnings[0][1].startswith("tmux 3.1c is older than 3.2 (zellij-swarm is tested with tmux 3.3)")
+    window = d.backend.windows[0].id
+    local = tmux("show-options", "-w", "-t", window)  # the window's own options, those the backend set
+    assert "remain-on-exit on" in local and "remain-on-exit-format" not in local  # 3.1 has no such option
