@@ -64,6 +64,10 @@ class Launcher:
         os.close(req_r)
         os.close(rep_w)
         os.set_blocking(self._rep_r, False)
+        # The wrappers' environment goes down the pipe, not through the launcher's own: the
+        # interpreter it runs in adds LC_CTYPE to its own under the C locale (PEP 538).
+        self._write(b"E\0%d\0" % len(env) + b"".join(f"{k}={v}\0".encode("utf-8", "surrogateescape")
+                                                      for k, v in env.items()))
         self._partial = b""
         self.lost = False  # its reply pipe reached end-of-file: the launcher is gone
         self.submitted = self.started = 0  # wrappers asked for, and reported started

@@ -1,0 +1,184 @@
+"""The launcher (worker/_launcher.py) through its supervisor-side handle (worker/launcher.py),
+against real processes: what every wrapper it starts gets (its own session, stdio on
+/dev/null, every signal at its default, no descriptor of the launcher's, the launcher's
+environment), the exact wait status it reports, its replies to a batch, and how it ends."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from swarmtest import wait_until
+
+from zellij_swarm.worker.launcher import Ended, Launcher, NotStarted, Reply, Started
+
+ENV = {"PATH": "/usr/bin:/bin", "LAUNCHER_TEST": "a value with spaces"}
+
+
+@pytest.fixture
+def launcher() -> Iterator[Launcher]:
+    handle = Launcher(ENV)
+    yield handle
+    for pid in _alive_children(handle.pid):
+        os.kill(pid, signal.SIGKILL)
+    handle.close(wait=True)
+
+
+@pytest.fixture
+def said(launcher: Launcher) -> Replies:
+    return Replies(launcher)
+
+
+def _alive_children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+class Replies:
+    """What a launcher said, taken in order: each ``take`` waits for as many as it wants."""
+
+    def __init__(self, handle: Launcher) -> None:
+        self.handle = handle
+        self.backlog: list[Reply] = []
+
+    def take(self, want: int, *, timeout: float = 30.0) -> list[Reply]:
+        def enough() -> bool:
+            if select.select([self.handle.fileno()], [], [], 0.05)[0]:
+                self.backlog.extend(self.handle.read())
+            return len(self.backlog) >= want or self.handle.lost
+        wait_until(enough, timeout=timeout, interval=0, what=f"{want} replies from the launcher")
+        taken, self.backlog = self.backlog[:want], self.backlog[want:]
+        return taken
+
+    def start(self, *argv: str) -> int:
+        self.handle.submit([("t", argv)])
+        (reply,) = self.take(1)
+        assert isinstance(reply, Started), reply
+        return reply.pid
+
+    def ended(self, pid: int) -> int:
+        (reply,) = self.take(1)
+        assert isinstance(reply, Ended) and reply.pid == pid, reply
+        return reply.status
+
+
+def at_eof(handle: Launcher) -> bool:
+    handle.read()
+    return handle.lost
+
+
+def _inheritable(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:  # the listing's own descriptor, closed since
+        return False
+
+
+def status_field(pid: int, name: str) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == name:
+            return value.strip()
+    raise AssertionError(f"no {name} in /proc/{pid}/status")
+
+
+def test_a_wrapper_runs_in_its_own_session_on_dev_null_with_default_signals_and_no_inherited_fd(said):
+    pid = said.start("/bin/sleep", "60")
+    assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+    # the launcher's own pipes stay behind; what the caller handed down inheritable passes
+    # through, as it does to the supervisor (GNU make's jobserver, for one)
+    handed_down = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in map(int, os.listdir("/proc/self/fd"))
+                   if fd > 2 and _inheritable(fd)}
+    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert fds == {0: "/dev/null", 1: "/dev/null", 2: "/dev/null", **handed_down}
+    # the launcher ignores SIGPIPE and handles SIGCHLD: neither reaches the wrapper (signals
+    # the C library keeps for itself, 32 and 33, are not ours to reset: the caller's pass)
+    ours = sum(1 << (s - 1) for s in signal.valid_signals())
+    for field in ("SigIgn", "SigCgt", "SigBlk"):
+        assert int(status_field(pid, field), 16) & ours == 0, field
+    environ = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_text().split("\0") if e)
+    assert environ == ENV
+    os.kill(pid, signal.SIGTERM)
+    status = said.ended(pid)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
+@pytest.mark.parametrize(("script", "code"), [("exit 0", 0), ("exit 3", 3), ("exit 255", 255)])
+def test_the_wait_status_reported_is_the_wrappers_exact_one(said, script, code):
+    pid = said.start("/bin/sh", "-c", script)
+    status = said.ended(pid)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == code
+
+
+def test_a_wrapper_killed_by_a_signal_is_reported_with_that_signal(said):
+    pid = said.start("/bin/sh", "-c", "kill -USR1 $$")
+    status = said.ended(pid)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGUSR1
+
+
+def test_a_wrapper_that_cannot_start_is_reported_with_its_errno(launcher, said):
+    launcher.submit([("missing", ("/nonexistent/wrapper",))])
+    (reply,) = said.take(1)
+    assert isinstance(reply, NotStarted) and reply.token == "missing"
+    assert reply.message.startswith("2 "), reply.message  # ENOENT, then its text
+
+
+def test_arguments_reach_the_wrapper_byte_for_byte(said, tmp_path):
+    out = tmp_path / "out"
+    odd = "a line\nand another\udcff with an undecodable byte"  # no NUL: the protocol's separator
+    pid = said.start("/bin/sh", "-c", 'printf %s "$1" > "$2"', "sh", odd, str(out))
+    assert said.ended(pid) == 0
+    assert out.read_bytes() == b"a line\nand another\xff with an undecodable byte"
+
+
+def test_a_batch_is_started_at_once_and_its_starts_come_back_in_one_reply(launcher, said):
+    """One write of requests (under PIPE_BUF: read whole) is answered by one write: the
+    supervisor wakes once for the batch, not once per wrapper."""
+    launcher.submit([(f"b{i}", ("/bin/sh", "-c", "exit 0")) for i in range(20)])
+    select.select([launcher.fileno()], [], [], 30)
+    first = launcher.read()
+    assert [r.token for r in first if isinstance(r, Started)] == [f"b{i}" for i in range(20)]
+    rest = said.take(20 - sum(isinstance(r, Ended) for r in first))
+    assert launcher.started == 20 and not any(isinstance(r, Started) for r in rest)
+
+
+def test_a_ping_is_answered(launcher, said):
+    launcher.ping()
+    wait_until(lambda: select.select([launcher.fileno()], [], [], 0.05)[0] and not launcher.read()
+               and not launcher.ping_unanswered, what="the ping's answer")
+
+
+def test_with_its_input_closed_it_reaps_its_last_wrapper_then_exits_saying_its_usage(launcher, said, tmp_path):
+    """The supervisor gone (its end of the pipe closed): wrappers still running finish and
+    are reaped; only then does the launcher exit, its CPU and peak RSS its last words."""
+    go = tmp_path / "go"
+    pid = said.start("/bin/sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.01; done', "sh", str(go))
+    os.close(launcher._req_w)  # what the supervisor's death does to it
+    launcher._req_w = -1
+    assert os.waitpid(launcher.pid, os.WNOHANG) == (0, 0)  # still there for its wrapper
+    go.touch()
+    status = said.ended(pid)
+    assert status == 0
+    wait_until(lambda: at_eof(launcher), what="the launcher's end of file")
+    assert launcher.usage is not None and launcher.usage["cpu_s"] > 0 and launcher.usage["peak_rss_mb"] > 0
+    assert os.waitstatus_to_exitcode(os.waitpid(launcher.pid, 0)[1]) == 0
+
+
+def test_a_killed_launcher_reads_as_lost_and_its_wrapper_lives_on(launcher, said):
+    pid = said.start("/bin/sleep", "60")
+    os.kill(launcher.pid, signal.SIGKILL)
+    wait_until(lambda: at_eof(launcher), what="the launcher's end of file")
+    assert launcher.end_status() == "killed by SIGKILL"
+    pidfd = os.pidfd_open(pid)
+    try:
+        assert not select.select([pidfd], [], [], 0)[0]  # its own session: the kill did not reach it
+        os.kill(pid, signal.SIGKILL)
+        assert select.select([pidfd], [], [], 30)[0]
+    finally:
+        os.close(pidfd)
