@@ -2,17 +2,21 @@
 it as *now / goal* with ✓ or ✗.
 
 Each round runs, in an order rotated from round to round: N trivial tasks at -j J through
-zellij-swarm (headless), bare xargs, xargs running the same wrapper, and GNU parallel; 1,000
-and 10,000 trivial tasks through zellij-swarm (snapshot cost, peak RSS); 100 × `sleep 1` at
--j 100 (first batch's launch span); 200 × `sleep 0.2` at -j 8 (refill latency); and 32 live
-tmux panes. Every figure is the median over the rounds. `--big` then adds one 100,000-task
-run, `status` on it, and `resume` of a second one killed at 50 %.
+zellij-swarm (headless), bare xargs, xargs running the same wrapper, and GNU parallel (these
+four one after another, which of them first turning too); 1,000 and 10,000 trivial tasks
+through zellij-swarm (snapshot cost, peak RSS); 100 × `sleep 1` at -j 100 (first batch's
+launch span); 200 × `sleep 0.2` at -j 8 (refill latency); and 32 live tmux panes. Every
+figure is the median over the rounds; a wall ratio is the median of each round's own ratio
+(the runs it compares are seconds apart, so load that comes and goes shifts both). `--big`
+then adds one 100,000-task run, `status` on it, and `resume` of a second one killed at 50 %.
 
 CPU and memory of "our processes" are the supervisor's own figures (summary.json "usage":
-supervisor, launcher, any helper; workers excluded) when it reports them; otherwise the old
-estimates, labelled as such. Every timed run gets a fresh directory; directories are removed
-only after all runs, because deleting a large tree just before a run slows that run's file
-I/O 2–3× here.
+supervisor, launcher, any helper; workers excluded) when it reports them — each process's own
+rusage, which other work on the machine inflates little; otherwise the old estimates,
+labelled as such. A load average above BUSY_LOAD per core before, during or after the runs
+gets a warning line under the table. Every timed run gets a fresh directory; directories are
+removed only after all runs, because deleting a large tree just before a run slows that
+run's file I/O 2–3× here.
 """
 
 from __future__ import annotations
@@ -286,6 +290,11 @@ def skipped(label: str, goal: str, why: str) -> Row:
     return Row(label, f"skipped ({why})", goal, None)
 
 
+def spread(values: list[float], unit: str) -> str:
+    """The rounds' lowest and highest, beside their median."""
+    return f"rounds {min(values):.3f}–{max(values):.3f}{unit}" if len(values) > 1 else ""
+
+
 def ms(v: float) -> str:
     return f"{v:.1f} ms"
 
@@ -342,15 +351,18 @@ def print_table(rows: list[Row]) -> None:
 BUSY_LOAD = 0.5  # load average per core above which other work skews the wall ratios
 
 
-def load_warning(when: str) -> str | None:
-    """One line when the machine is busy ``when`` (the 1-minute load average above
-    ``BUSY_LOAD`` per core): wall ratios then mean less than the CPU rows, which come from the
-    processes' own rusage and grow little with load."""
-    load1 = os.getloadavg()[0]
+def load_warning(when: str, load1: float | None = None) -> str | None:
+    """One line when the machine is busy ``when`` (the 1-minute load average, now unless
+    given — the highest seen after a round —, above ``BUSY_LOAD`` per core): wall ratios then
+    mean less than the CPU rows, which come from the processes' own rusage and grow little
+    with load."""
+    if load1 is None:
+        load1 = os.getloadavg()[0]
     cores = os.cpu_count() or 1
     if load1 <= BUSY_LOAD * cores:
         return None
-    return (f"bench: warning: load average {load1:.2f} on {cores} cores {when}: other work is running; "
+    peak = "up to " if when == "during the runs" else ""
+    return (f"bench: warning: load average {peak}{load1:.2f} on {cores} cores {when}: other work is running; "
             f"trust the CPU rows over the wall ratios, or run again on a quiet machine")
 
 
@@ -516,11 +528,15 @@ def main() -> None:
             jobs["zsw-10k"] = run_10k
         if have_tmux:
             jobs["tmux-32"] = run_tmux
-        names = list(jobs)
+        versus = list(walls)  # the runs the wall ratios compare: kept next to each other
+        rest = [name for name in jobs if name not in versus]
+        loads: list[float] = []  # the 1-minute load average after each round
         for r in range(args.rounds):
             t0 = time.perf_counter()
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            group = versus[r % len(versus):] + versus[:r % len(versus)]
+            for name in rest[r % len(rest):] + group + rest[:r % len(rest)]:
                 jobs[name](work / f"round-{r}-{name}")
+            loads.append(os.getloadavg()[0])
             print(f"round {r + 1}/{args.rounds} ({time.perf_counter() - t0:.0f} s): "
                   + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in walls.items()), file=sys.stderr)
 
@@ -564,6 +580,10 @@ def main() -> None:
         # -------------------------------------------------------------------------- report
         m = {k: med(v) for k, v in walls.items()}
         mc = {k: med(v) for k, v in cpu.items()}
+
+        def ratios(other: str) -> list[float]:
+            """zellij-swarm's wall over ``other``'s, one per round: their median is the row."""
+            return [z / o for z, o in zip(walls["zellij-swarm"], walls[other], strict=True)]
         print(f"\n{title}\n")
         print(f"{n:,} trivial tasks at -j {j}, median of {args.rounds} alternating round(s):")
         for k in walls:
@@ -572,14 +592,20 @@ def main() -> None:
 
         rows: list[Row] = []
         rows.append(check(f"{n:,} × `true` at -j {j}, headless, wall vs bare `xargs -P {j} sh -c true`",
-                          [m["zellij-swarm"] / m["xargs"]], 1.8, ratio, "≤ 1.8×"))
-        rows.append(check(f"same, vs `xargs -P {j}` running the same wrapper", [m["zellij-swarm"] / m["xargs+wrapper"]],
-                          1.15, ratio, "≤ 1.15×"))
+                          ratios("xargs"), 1.8, ratio, "≤ 1.8×", note=spread(ratios("xargs"), "×")))
+        rows.append(check(f"same, vs `xargs -P {j}` running the same wrapper", ratios("xargs+wrapper"),
+                          1.15, ratio, "≤ 1.15×", note=spread(ratios("xargs+wrapper"), "×")))
         estimate = (mc["zellij-swarm"] - mc["xargs+wrapper"]) / n * 1000
         if all(r.usage and "cpu_s" in r.usage for r in zsw_n):
             cpu_ms = [float(r.usage["cpu_s"]) / n * 1000 for r in zsw_n if r.usage]
             rows.append(check("CPU per task of all our processes (supervisor, launcher, any helper) beyond the wrapper",
                               cpu_ms, 0.3, lambda v: f"{v:.3f} ms", "≤ 0.3 ms", note="summary usage"))
+            for process in ("supervisor", "launcher"):
+                own = [float(u["cpu_s"]) / n * 1000 for r in zsw_n
+                       if isinstance(u := ((r.usage or {}).get("processes") or {}).get(process), dict)]
+                if own:
+                    rows.append(Row(f"  of which the {process}'s own (its rusage)", f"{med(own):.3f} ms",
+                                    note=spread(own, " ms")))
         else:
             rows.append(check("CPU per task of all our processes (supervisor, launcher, any helper) beyond the wrapper",
                               [estimate], 0.3, lambda v: f"{v:.3f} ms", "≤ 0.3 ms",
@@ -642,7 +668,7 @@ def main() -> None:
 
         # informational rows, no goal
         rows.append(Row(f"zellij-swarm / GNU parallel, {n:,} × `true` at -j {j}",
-                        ratio(m["zellij-swarm"] / m["parallel"])))
+                        ratio(med(ratios("parallel"))), note=spread(ratios("parallel"), "×")))
         rows.append(Row("wrapper's own cost per task (xargs+wrapper − xargs)",
                         f"{(m['xargs+wrapper'] - m['xargs']) / n * 1000:.3f} ms wall, "
                         f"{(mc['xargs+wrapper'] - mc['xargs']) / n * 1000:.3f} ms CPU"))
@@ -661,7 +687,8 @@ def main() -> None:
         if big is not None:
             rows.append(Row(f"snapshot cost, {big_n:,} tasks", snapshot_cost([big])))
         print_table(rows)
-        for warning in (busy_before, load_warning("after the runs")):
+        during = load_warning("during the runs", max(loads)) if loads else None
+        for warning in (busy_before, during, load_warning("after the runs")):
             if warning:
                 print(warning)
     finally:
