@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import full, validate, wait_until
+from swarmtest import GATE, full, validate, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -209,18 +209,21 @@ needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (scripts/setup installs it)")
 
 # Each task first waits (up to 10 s) until the run's views have registered, so that a slow
-# machine cannot end the run before the test looks at them.
-def swarm_file(tasks: int, seconds: float, views: tuple[str, ...] = ("board", "slot-1", "slot-2")) -> str:
+# machine cannot end the run before the test looks at them; then it works for ``then``: a
+# moment, or until the test opens the gate — a run whose views the test kills one after another
+# must still be going when the last is killed, however slow the machine (a sleep was outlasted
+# under load: the run ended first, and a view that ends with its run is no death).
+def swarm_file(tasks: int, then: str, views: tuple[str, ...] = ("board", "slot-1", "slot-2")) -> str:
     up = " -a ".join(f"-e $d/{v}.json" for v in views)
     wait = f"d=$ZELLIJ_SWARM_ARTIFACT_DIR/../../../../views; i=0; while [ $i -lt 200 ] && ! [ {up} ]; " \
            "do sleep 0.05; i=$((i+1)); done; "
     return "[swarm]\njobs = 2\n" + "".join(
-        f"[[task]]\nname = 't{i}'\ncmd = '{wait}sleep {seconds}; echo t{i}'\n" for i in range(tasks))
+        f"[[task]]\nname = 't{i}'\ncmd = '{wait}{then}; echo t{i}'\n" for i in range(tasks))
 
 
-LONG = swarm_file(4, 1.5)
-SHORT = swarm_file(3, 0.4)
-LIVE = swarm_file(4, 1.5, views=("board",))
+GATED = swarm_file(4, GATE)
+SHORT = swarm_file(3, "sleep 0.4")
+LIVE = swarm_file(4, GATE, views=("board",))
 
 
 def renderer(run_id: str, *view: str) -> psutil.Process:
@@ -260,7 +263,7 @@ def gone_views(snap: dict) -> set[str]:
     return {v["view"] for v in snap.get("views", []) if v["state"] == "gone"}
 
 
-def start(swarm, env, ui: str = "compact", text: str = LONG, backend: str = "tmux"):
+def start(swarm, env, ui: str = "compact", text: str = GATED, backend: str = "tmux"):
     swarm.write("s.toml", text)
     proc = swarm.popen("run", "s.toml", "--backend", backend, "--ui", ui, env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
@@ -268,6 +271,7 @@ def start(swarm, env, ui: str = "compact", text: str = LONG, backend: str = "tmu
 
 
 def ended(swarm, proc, run: Path) -> dict:
+    swarm.open_gate()
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
@@ -297,6 +301,7 @@ def test_tmux_compact_killed_renderer_and_closed_board_pane(swarm, tmux):
         wait_until(lambda: gone_views(status_json(swarm, run)) == {"slot-1", "board"}, what="board gone")
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert len(died(run)) == 1 and died(run)[0]["message"].startswith("slot view 1 ended")
     assert [w["code"] for w in summary["warnings"]] == ["renderer_died"]
@@ -311,8 +316,10 @@ def test_tmux_compact_session_killed(swarm, tmux):
     try:
         registered(run, "board", "slot-1", "slot-2")
         tmux("kill-session", "-t", f"swarm-{run.name}")
+        wait_until(lambda: gone_views(status_json(swarm, run)) == {"board", "slot-1", "slot-2"}, what="views gone")
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert len(died(run)) == 1 and [w["code"] for w in summary["warnings"]] == ["renderer_died"]
     assert gone_views(summary) == {"board", "slot-1", "slot-2"}
@@ -324,8 +331,10 @@ def test_tmux_live_board_killed(swarm, tmux):
     try:
         registered(run, "board")
         renderer(run.name, "board").terminate()
+        wait_until(lambda: gone_views(status_json(swarm, run)) == {"board"}, what="board gone")
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert len(died(run)) == 1 and gone_views(summary) == {"board"}
     assert [v["view"] for v in summary["views"]] == ["board"]
@@ -337,6 +346,7 @@ def test_tmux_normal_run_has_no_renderer_died(swarm, tmux):
     try:
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert summary["warnings"] == []
     assert [(v["view"], v["state"]) for v in summary["views"]] == [
@@ -359,6 +369,7 @@ def test_zellij_compact_killed_renderer(swarm, fz, version):
         assert "view: slot view 2 gone" in swarm("status", run.name).stdout
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert len(died(run)) == 1
     assert [w["code"] for w in summary["warnings"]] == ["renderer_died"]
@@ -371,8 +382,10 @@ def test_zellij_compact_session_killed(swarm, fz, version):
     try:
         registered(run, "board", "slot-1", "slot-2")
         fz.zellij("kill-session", f"swarm-{run.name}", version=version)
+        wait_until(lambda: gone_views(status_json(swarm, run)) == {"board", "slot-1", "slot-2"}, what="views gone")
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert len(died(run)) == 1 and [w["code"] for w in summary["warnings"]] == ["renderer_died"], summary["warnings"]
     assert gone_views(summary) == {"board", "slot-1", "slot-2"}
@@ -384,6 +397,7 @@ def test_zellij_compact_normal_run_has_no_renderer_died(swarm, fz, version):
     try:
         summary = ended(swarm, proc, run)
     finally:
+        swarm.open_gate()  # a failed test's workers end too
         proc.kill()
     assert summary["warnings"] == []
     assert [(v["view"], v["state"]) for v in summary["views"]] == [
