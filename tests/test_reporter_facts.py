@@ -4,6 +4,7 @@ in the progress facts — the reporter reads nothing of the supervisor itself.""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from harness import Harness, Work, task
@@ -42,7 +43,8 @@ def test_the_progress_facts_name_the_tasks_waiting_for_input(monkeypatch):
 
     sup: Any = Supervisor.__new__(Supervisor)  # only what _maybe_progress reads
     sup.reporter, sup.clock, sup.wallclock = Reporter(), lambda: 10.0, lambda: 10.0
-    sup._last_progress, sup._ended_time, sup.started_at, sup.jobs = 0.0, [0, 0.0], 0.0, 3
+    sup._last_progress, sup.started_at, sup.jobs = 0.0, 0.0, 3
+    sup.policy = SimpleNamespace(ended_count=0, ended_took=0.0)
     sup.live = {1: Live(Task("agent-6", True)), 2: Live(Task("agent-1", False)), 3: Live(Task("agent-2", True)),
                 4: Live(Task("agent-3", None))}  # None: it cannot be known
     Supervisor._maybe_progress(sup)

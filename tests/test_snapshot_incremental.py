@@ -12,7 +12,6 @@ import json
 import math
 import os
 import random
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from zellij_swarm.config import settings
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics, snapshot
+from zellij_swarm.engine.policy import RunStop
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import log as records
 from zellij_swarm.records import snapshot_file
@@ -120,8 +120,8 @@ class FakeRun:
         self.run_id, self.name, self.backend_name, self.jobs = run_dir.name, None, "headless", jobs
         self.settings = settings.resolve({}, {})
         self.started_at, self.ended_at = 1000.0, None
-        self.detached = self.cancelled = False
-        self.stop_signal: signal.Signals | None = None
+        self.detached = False
+        self.stop = RunStop()
         self.tasks: dict[str, TaskRecord] = {}
         self.live: dict[int, Any] = {}
         self.slots = Slots(jobs)

@@ -42,8 +42,10 @@ from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
+from zellij_swarm.engine.generations import Generations
 from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.outcome import killed_status, outcome
+from zellij_swarm.engine.policy import TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
@@ -249,10 +251,10 @@ class ResumedRun(Protocol):
 
     def wallclock(self) -> float: ...
     def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
-    def skip(self, task: TaskRecord) -> None: ...
-    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None: ...
-    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None: ...
-    def kill_pending(self, lg: LiveGen) -> None: ...
+    @property
+    def policy(self) -> TaskPolicy: ...
+    @property
+    def gens(self) -> Generations: ...
 
 
 def restore(run: ResumedRun, rec: Recovered) -> None:
@@ -319,10 +321,10 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             after = [run.by_name[d].id for d in task.spec.after]
             for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order,
                                          group=task.spec.group):
-                run.skip(run.tasks[skipped])
+                run.policy.skip(run.tasks[skipped])
     for lg in to_collect:
         _adopt(run, lg)
-        run.collect(lg)
+        run.gens.collect(lg)
     for lg in to_adopt:
         _adopt(run, lg)
     for group, paused in rec.pauses:  # a paused run stays paused
@@ -379,7 +381,7 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
     run.events.emit("worker_adopted", task=lg.task.name, slot=slot, gen=lg.gen.gen, pid=lg.pid)
     run.follow.watch(lg)
     started = generation_files.started_at(lg.gen)
-    run.arm_limits(lg, elapsed=run.wallclock() - started if started is not None else 0.0)
+    run.gens.arm_limits(lg, elapsed=run.wallclock() - started if started is not None else 0.0)
     run.follow.changed(lg)  # it may have ended between the records' reading and now
     if lg.collected:
         return
@@ -387,7 +389,7 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
         run.executor.launched(lg)  # a Slurm step: followed in Slurm's queue and by its files
         lg.submitted_at = None  # handed to srun before this supervisor: how long it queued is not known
     elif lg.pid is None:
-        run.collect(lg)
+        run.gens.collect(lg)
     else:
         run.follow.follow_pid(lg)  # collected at once if already gone
-    run.kill_pending(lg)  # the old supervisor had begun ending it
+    run.gens.kill_pending(lg)  # the old supervisor had begun ending it

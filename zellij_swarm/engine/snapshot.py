@@ -15,7 +15,6 @@ from scratch, every row in it: what ``snapshot_file.load`` reads back.
 
 from __future__ import annotations
 
-import signal
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine import metrics
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.policy import RunStop
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import generation_files, snapshot_file
 from zellij_swarm.records.rundir import RunPaths
@@ -55,9 +55,7 @@ class RunView(Protocol):
     @property
     def detached(self) -> bool: ...
     @property
-    def cancelled(self) -> bool: ...
-    @property
-    def stop_signal(self) -> signal.Signals | None: ...
+    def stop(self) -> RunStop: ...
     @property
     def tasks(self) -> Mapping[str, TaskRecord]: ...
     @property
@@ -85,7 +83,7 @@ class RunView(Protocol):
 def state_name(run: RunView) -> RunState:
     if run.ended_at is None or run.detached:
         return RunState.INTERRUPTED if run.detached else RunState.RUNNING
-    if run.stop_signal is not None or run.cancelled:
+    if run.stop.cancelled_by_user:
         return RunState.CANCELLED
     return RunState.FINISHED
 

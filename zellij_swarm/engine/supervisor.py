@@ -24,28 +24,29 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
 from zellij_swarm import __version__, exc
-from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchResult, PaneOpened, RunContext
+from zellij_swarm.backends.base import Backend, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.calls import CallRunner
 from zellij_swarm.config import swarmfile
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.stream import InputStream, read_ahead
-from zellij_swarm.engine import metrics, remote, resume, snapshot, view_watch
+from zellij_swarm.engine import metrics, resume, snapshot, view_watch
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.dispatch import Dispatcher
 from zellij_swarm.engine.follow import POLL_INTERVAL, GenerationWatch, Seen
+from zellij_swarm.engine.generations import Generations
 from zellij_swarm.engine.headless_workers import Followers, HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
-from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
-from zellij_swarm.engine.outcome import killed_status, outcome
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.engine.remote import AllocationEvents, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
@@ -53,7 +54,6 @@ from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import (
-    RESTARTED,
     ProcessSignaller,
     Signaller,
     Stopper,
@@ -65,12 +65,12 @@ from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.states import REASON_STATUS, TaskStatus, all_succeeded
-from zellij_swarm.records.task import TaskRecord, command_text
+from zellij_swarm.records.states import TaskStatus, all_succeeded
+from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
-from zellij_swarm.worker import procs, worktree, wrapper
+from zellij_swarm.worker import worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher
-from zellij_swarm.worker.slurm import Job, Slurm
+from zellij_swarm.worker.slurm import Slurm
 
 
 @dataclass
@@ -183,14 +183,11 @@ class Supervisor:
         self.warnings: list[dict[str, Any]] = []
         self.timers = Timers(clock)
         self.watchdog = IdleWatchdog(self.timers.after, wallclock)
-        self.input_watch = InputWatch(self.timers, wallclock, self._waiting_changed)
-        self.stop_signal: signal.Signals | None = None
-        self.cancelled = False
-        self.halted = False
-        self.launcher_failed = False  # the launcher died and could not be replaced
+        self.input_watch = InputWatch(self.timers, wallclock,
+                                      lambda lg, waiting: self.gens.waiting_changed(lg, waiting))
+        self.stop = RunStop()
         self.detached = False
         self.ended_at: float | None = None
-        self.start_error: str | None = None  # the backend could not start under require
         self._records_warned = False
         self._state_dir_said = False  # the user was told the state dir cannot be written
         self.state_dir_full = False  # no new task starts until the state dir has room again
@@ -203,9 +200,6 @@ class Supervisor:
         self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
         self._last_progress = 0.0
-        self._ended_time = [0, 0.0]  # tasks that ended having run, and their total duration: for the ETA
-        self._ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
-        self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
         self.worktrees = worktree.Worktrees(plan.worktree_base, run_dir=self.paths.dir, run_id=self.run_id,
                                             default=self.settings.worktree)
 
@@ -276,7 +270,7 @@ class Supervisor:
             after_ids = [self.by_name[d].id for d in rec.spec.after]
             for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order,
                                           group=rec.spec.group):
-                self.skip(self.tasks[skipped])
+                self.policy.skip(self.tasks[skipped])
         return added
 
     def _start_retry(self, rec: Recovered) -> None:
@@ -334,6 +328,7 @@ class Supervisor:
                 if self.plan.retrying:
                     self._start_retry(self.plan.resume)
                 resume.restore(self, self.plan.resume)
+                self.gens.stats = self.stats  # replayed from the records: the whole run's
             self.reporter.started(self.paths, len(self.tasks))
             if not self._allocate() or not self._open_backend():
                 return self._finish()
@@ -341,7 +336,7 @@ class Supervisor:
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
                 events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self._holding_dispatch,
-                launched=self._launched, worktrees=self.worktrees, executor=self.executor,
+                launched=self.gens.launched, worktrees=self.worktrees, executor=self.executor,
                 live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
             self._follow_input()
@@ -370,10 +365,10 @@ class Supervisor:
         self._follow_input()
         self._maybe_attach()
         self.events.flush()
-        if self._ended:
+        if self.gens.ended:
             if self.events.error is None:  # a log that could not be written holds no outcome
-                self.commit.submit(self._ended)
-            self._ended = []
+                self.commit.submit(self.gens.ended)
+            self.gens.ended = []
         self.snapshots.maybe_write()
         self._check_records()
         self._maybe_progress()
@@ -395,6 +390,10 @@ class Supervisor:
         stack.callback(self.events.close)
         self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
                                warn=self._warn, applied=self.applied_messages)
+        self.policy = TaskPolicy(tasks=self.tasks, ready=self.ready, live=self.live, stop=self.stop,
+                                 halt=self.settings.halt, joblog=self.plan.joblog, events=self.events,
+                                 reporter=self.reporter, warn=self._warn,
+                                 kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
         self.commit = LogCommit(self.paths.events)  # the log made durable off the loop, then folding
         stack.callback(self.commit.close)
@@ -405,7 +404,8 @@ class Supervisor:
         watcher = self.watcher
         stack.callback(watcher.close)
         self.follow = GenerationWatch(watcher=watcher, selector=sel, timers=self.timers,
-                                      seen=Seen(heartbeat=self._heartbeat, ended=self.collect, warn=self._warn))
+                                      seen=Seen(heartbeat=lambda lg, hb: self.gens.heartbeat(lg, hb),
+                                                ended=lambda lg: self.gens.collect(lg), warn=self._warn))
         self._watch_inbox()
         sel.register(watcher.fileno(), selectors.EVENT_READ, lambda: self._on_files(watcher.read()))
         self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
@@ -420,7 +420,8 @@ class Supervisor:
         stack.callback(self._close_backend)
         self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
                                timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
-                               warn=self._warn, released=self._slot_released, delivered=self._delivered,
+                               warn=self._warn, released=lambda lg: self.gens.slot_released(lg),
+                               delivered=lambda lg, at: self.gens.delivered(lg, at),
                                signaller=self.signaller)
         self.executor: SlurmExecutor | None = None
         self.allocation_queued: dict[str, str] | None = None  # --slurm-alloc: its job, and why Slurm makes it wait
@@ -431,16 +432,29 @@ class Supervisor:
                 Slurm(self.plan.env), run_id=self.run_id, settings=self.settings, calls=slurm_calls,
                 timers=self.timers, live=self.live, clock=self.clock, wallclock=self.wallclock,
                 host_job=self.slurm_job,
-                on=RemoteEvents(running=self._step_running, seen=self._step_seen, gone=self._step_gone,
-                                queued_too_long=self._queued_too_long, warn=self._warn))
+                on=RemoteEvents(running=lambda lg: self.gens.step_running(lg),
+                                seen=lambda lg, job: self.gens.step_seen(lg, job),
+                                gone=lambda lg: self.gens.step_gone(lg),
+                                queued_too_long=lambda lg: self.gens.queued_too_long(lg), warn=self._warn))
             self.stopper.remote = self.executor
             self.executor.requeued = self.slurm_job is not None and self.plan.resume is not None
         self.headless = HeadlessWorkers(
             worker_env(self.plan.env), selector=sel, timers=self.timers, new_launcher=self._new_launcher,
-            followers=Followers(started=self._follow_child, launched=self._launched, ended=self.collect,
+            followers=Followers(started=lambda lg, pid: self.gens.follow_child(lg, pid),
+                                launched=lambda lg, result: self.gens.launched(lg, result),
+                                ended=lambda lg, status: self.gens.collect(lg, status),
                                 follow_pid=self.follow.follow_pid, end_tree=self.stopper.end_tree, warn=self._warn,
                                 gave_up=self._no_launcher))
         stack.callback(lambda: self.headless.close(wait=not self.detached))
+        # the collaborators above report to it (their callbacks look it up when they fire)
+        self.gens = Generations(
+            settings=self.settings, paths=self.paths, state_dir=self.state_dir, live=self.live, slots=self.slots,
+            ready=self.ready, timers=self.timers, clock=self.clock, wallclock=self.wallclock, events=self.events,
+            follow=self.follow, backend=self.backend, executor=self.executor, stopper=self.stopper,
+            headless=self.headless, control=self.control, stats=self.stats, watchdog=self.watchdog,
+            input_watch=self.input_watch, policy=self.policy, stop=self.stop, warn=self._warn,
+            records_unwritable=self._records_unwritable, backend_unstartable=self._backend_unstartable,
+            full_seen_at=lambda: self._full_seen_at)
         if self._handle_signals:
             wakeup = SignalWakeup()
             stack.callback(wakeup.close)
@@ -531,7 +545,7 @@ class Supervisor:
             return True
         except exc.BackendError as e:
             name = self.backend.name
-            self.backend = OffLoopBackend(HeadlessBackend(), self.calls)
+            self.backend = self.gens.backend = OffLoopBackend(HeadlessBackend(), self.calls)
             if not self.settings.require_multiplexer:
                 self._warn(e.code, f"{name}: {e.message}; running headless", None)
                 return True
@@ -549,12 +563,12 @@ class Supervisor:
         """The run fails before any task runs: ``error`` is its start error (a warning
         ``code``; ``why`` says what made it fatal), ``run_failed`` says ``reason``, and every
         task still waiting ends ``cancelled`` with it, attempts 0."""
-        self.start_error = error
+        self.stop.start_error = error
         said = f"{error}; {why}, so no task runs" if why else f"{error}; no task runs"
         self._warn(code, said, None)
         self.reporter.problem(f"error: {said}")
         self.events.emit("run_failed", reason=reason, message=message)
-        self._cancel_pending(reason)
+        self.policy.cancel_pending(reason)
 
     def _close_backend(self) -> None:
         """Once: at the end of a run (before its summary, so a closing fault is in it), or
@@ -562,7 +576,7 @@ class Supervisor:
         if self._backend_closed:
             return
         self._backend_closed = True
-        stopped = self.stop_signal is not None or self.cancelled
+        stopped = self.stop.cancelled_by_user
         counts = snapshot.counts_of(self)
         failed = stopped or not all_succeeded(counts)
         try:
@@ -633,152 +647,11 @@ class Supervisor:
 
     # ----- starts ---------------------------------------------------------------------------
 
-    def _launched(self, lg: LiveGen, result: LaunchResult) -> None:
-        """How a generation's start went. A pane's wrapper may have reported its exit
-        before its launch did: then there is nothing left to follow but the pane's record."""
-        if lg.collected:
-            if isinstance(result, PaneOpened):
-                self._pane_opened(lg, result.pane_id)
-            return
-        lg.launched()
-        if isinstance(result, LaunchFailed) and result.code == "launcher_lost":
-            # no launcher can be had any more: like the tasks still waiting, it never ran
-            self._withdraw(lg, "launcher_lost", claimed=lg.request.claimed)
-        elif isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
-            if self.start_error is None:
-                self._backend_unstartable(self.backend.name, result.code, result.message)
-            self._withdraw(lg, f"{self.backend.name}_{result.code}")
-        elif isinstance(result, LaunchFailed) and result.code == "state_dir_error":
-            # its files could not be made (in a pane as headless): it waits for room (SPEC §5.8)
-            self._records_unwritable(result.message, lg.task)
-            self._requeue_unstarted(lg)
-        elif isinstance(result, LaunchFailed):
-            if lg.in_pane:
-                self._pane_fault(lg, result.code, result.message, claimed=False)
-            else:
-                self._warn(result.code, result.message, lg.task)
-                self._end_generation(lg, None, TaskStatus.FAILED, result.code)
-        elif isinstance(result, PaneOpened):
-            self._follow_pane(lg, result.pane_id)
-        else:
-            self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
-        if lg.in_pane:
-            self.kill_pending(lg)  # ended while its pane was opening
-
-    def _withdraw(self, lg: LiveGen, reason: str, *, claimed: bool = False) -> None:
-        """Take back a reserved generation that was never started, its claim first (unless
-        this supervisor holds it) so a pane that appears late runs nothing; one whose pane
-        claimed it already is followed."""
-        if not claimed and not generation_files.take_claim(lg.gen):
-            self._follow_pane(lg, None)
-            return
-        self._let_go(lg)
-        self.slots.free(lg.gen.slot)
-        lg.task.withdraw_generation()
-        self._finalise(lg.task, TaskStatus.CANCELLED, reason)
-
-    def _let_go(self, lg: LiveGen) -> None:
-        """A generation is over for this supervisor: out of ``live``, its timers, idle watch
-        and input watch gone (its slot is the caller's to free or hold)."""
-        lg.move(GenPhase.DONE)
-        del self.live[lg.gen.slot]
-        for timer in lg.deadlines:
-            self.timers.cancel(timer)
-        lg.deadlines.clear()
-        self.watchdog.unregister(lg.gen)
-        self.input_watch.unregister(lg)
-        if lg.task.waiting_input and not lg.in_pane:  # a pane's mark goes with its end (``backend.ended``)
-            self.backend.waiting(lg.request, None, False)
-
-    def _running(self, lg: LiveGen) -> None:
-        freed = self._freed_at.pop(lg.gen.slot, None)
-        if freed is not None and lg.backfill:
-            self.stats.seen_refill.add((self.clock() - freed) * 1000)
-        self.slots.running(lg.gen.slot)
-        if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
-            self.arm_limits(lg, elapsed=0.0)
-
-    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
-        """The task's time limits for this generation: what is left of its timeout after
-        ``elapsed`` seconds (a resumed run's adopted workers have used some), its idle watch, and
-        whether it waits for input."""
-        lg.timeout_armed = True
-        if not lg.remote:  # its processes are on another host: /proc here cannot tell
-            self.input_watch.register(lg)
-        if lg.task.timeout is not None:
-            left = max(0.0, lg.task.timeout - elapsed)
-            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, lg.task.timeout or 0.0)))
-        if lg.task.idle_timeout is not None:
-            self._watch_idle(lg, since=self.wallclock() - elapsed)
-
-    def _watch_idle(self, lg: LiveGen, *, since: float) -> None:
-        """Its idle watch: silence counts from ``since`` — for a Slurm step, from its wrapper's
-        start (its claim), looked for until it has come: time in the queue is not silence."""
-        if lg.done or lg.collected or lg.task.idle_timeout is None:
-            return
-        if lg.remote:
-            if (started := generation_files.started_at(lg.gen)) is None:
-                lg.deadlines.append(self.timers.after(TIMEOUT_RECHECK, lambda: self._watch_idle(lg, since=since)))
-                return
-            since = max(since, started)
-        self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence), since=since)
-
-    def _time_limit(self, lg: LiveGen, limit: float) -> None:
-        """Its timeout is due by this supervisor's clock. It is judged on the worker's own
-        start (its claim's time) and end (its sidecar's): a supervisor that was stopped
-        (Ctrl-Z, SIGSTOP) wakes late, a worker that ended meanwhile within its limit is not
-        timed out, and a Slurm step's time in the queue, before its wrapper started, is not
-        charged."""
-        if lg.done or lg.collected:
-            return
-        started = generation_files.started_at(lg.gen)
-        if generation_files.ended_at(lg.gen) is not None:
-            return  # it has ended: its end is on the way to ``collect``, which judges it
-        if started is None:  # not started yet (a queued step): looked at again until it has
-            lg.deadlines.append(self.timers.after(min(limit, TIMEOUT_RECHECK), lambda: self._time_limit(lg, limit)))
-            return
-        if (left := limit - (self.wallclock() - started)) > 0:
-            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, limit)))
-            return
-        self.kill(lg, "timeout")
-
-    def _on_idle(self, lg: LiveGen, silence: float) -> None:
-        """The watchdog found a worker silent for longer than its idle_timeout."""
-        if lg.done:
-            return
-        limit = lg.task.idle_timeout
-        message = f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
-        self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
-                         silence_s=round(silence, 3), policy=self.settings.idle_policy)
-        if self.settings.idle_policy == "warn":
-            self._warn("idle_timeout", message, lg.task)
-        else:
-            lg.idle_message = message
-            self.kill(lg, "idle_timeout")
-
-    def _waiting_changed(self, lg: LiveGen, waiting: bool | None) -> None:
-        """A worker started or stopped waiting for input (None: it cannot be known)."""
-        lg.task.waiting_input = waiting
-        self.events.emit("worker_waiting_input", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
-                         waiting=waiting)
-        if waiting is not None:  # one without a pane is counted in the run's window too
-            self.backend.waiting(lg.request, lg.pane_id if lg.in_pane else None, waiting)
-
     def pause(self, group: str | None, paused: bool) -> None:
         """Stop (or resume) handing out new tasks of ``group`` (None: of the whole run); the
         running ones go on. Recorded as an event, so a resumed run stays paused."""
         (self.ready.pause if paused else self.ready.unpause)(group)
         self.events.emit("paused" if paused else "unpaused", group=group)
-
-    def _follow_child(self, lg: LiveGen, pid: int) -> None:
-        lg.pid = lg.task.pid = pid
-        lg.started()
-        self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
-        if lg.remote:  # its exit sidecar may come before srun lets go of the step: its files are polled too
-            lg.heartbeat_seen = True  # the pid to follow is srun's, here; the heartbeat's is on the node
-            self.follow.watch(lg)
-        self._running(lg)
-        self.kill_pending(lg)  # cancelled while it was waiting to start: end it now
 
     # ----- panes ---------------------------------------------------------------------------
 
@@ -788,284 +661,10 @@ class Supervisor:
             self.control.read_inbox()
         self.follow.on_changes(touched)
 
-    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
-        """A pane opened for ``lg``: its wrapper must send its launch heartbeat in time."""
-        self._pane_opened(lg, pane_id)
-        self.follow.watch(lg)
-        self._running(lg)
-        if not lg.remote or lg.step_running:  # a queued step is not a missing one: armed when it runs
-            self._arm_heartbeat_deadline(lg)
-        self.follow.changed(lg)  # a fast pane may have reported before the watch existed
-
-    def _arm_heartbeat_deadline(self, lg: LiveGen) -> None:
-        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
-
-    def _step_running(self, lg: LiveGen) -> None:
-        """Slurm runs a generation's step: a pane's launch heartbeat is due from now on."""
-        if lg.in_pane and not lg.heartbeat_seen and not lg.opening and not lg.collected:
-            self._arm_heartbeat_deadline(lg)
-
-    def _step_seen(self, lg: LiveGen, job: Job) -> None:
-        """A generation's step as squeue lists it: its task's row shows it (a queued one with
-        Slurm's reason); a change of state is an event, so the snapshot follows it."""
-        step = {"job": job.id, "state": job.state, "reason": None if job.reason == "None" else job.reason}
-        if job.running:
-            lg.read_step()
-        step.update(remote.SlurmExecutor.where(lg))
-        if lg.task.slurm != step:
-            lg.task.slurm = step
-            self.events.emit("step_state", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, **step)
-
-    def _queued_too_long(self, lg: LiveGen) -> None:
-        """A step waited in Slurm's queue longer than ``--slurm-max-queue``: withdrawn, its
-        task ``cancelled (queued_too_long)``."""
-        limit = self.settings.slurm_max_queue or 0.0
-        self._warn("queued_too_long", f"slurm: the step of task {lg.task.name!r} waited in the queue for more than "
-                                      f"{limit:g}s (--slurm-max-queue); withdrawn", lg.task)
-        self.kill(lg, "queued_too_long")
-
-    def _step_gone(self, lg: LiveGen) -> None:
-        """Slurm let a generation's step go and its sidecar had its grace: collect it."""
-        self.follow.changed(lg)
-        self.collect(lg)
-
-    def _pane_opened(self, lg: LiveGen, pane_id: str | None) -> None:
-        lg.pane_id = lg.task.pane_id = pane_id or lg.pane_id  # before 0.44 only the heartbeat says
-        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
-
-    def _heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
-        lg.started()
-        lg.pid = lg.task.pid = hb.get("pid")
-        lg.node, lg.step = hb.get("node"), hb.get("step")
-        if isinstance(hb.get("pane_id"), str):
-            lg.pane_id = lg.task.pane_id = hb["pane_id"]
-        self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
-                         pid=lg.pid, pane_id=lg.pane_id)
-        self._running(lg)  # also when it reports before its pane's launch does
-        if isinstance(lg.pid, int) and not lg.remote:  # a step's pid is on its node, not here
-            self.follow.follow_pid(lg)
-
-    def _heartbeat_deadline(self, lg: LiveGen) -> None:
-        """No launch heartbeat in time: unless the pane claimed the generation after all, the
-        claim is taken and the pane closed (``_pane_fault``)."""
-        if lg.collected or lg.heartbeat_seen or not lg.in_pane:
-            return
-        try:
-            taken = procs.claim_for_supervisor(lg.gen)
-        except OSError as e:  # no room for our claim: the pane's fate is decided once there is
-            self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
-            lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
-            return
-        if not taken:
-            # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
-            # (One gone before it wrote its pid ran nothing: its claim was taken over above.)
-            pid = generation_files.wrapper_pid(lg.gen)
-            if pid is not None and not procs.alive(pid):
-                self.collect(lg)
-            else:
-                lg.deadlines.append(
-                    self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
-            return
-        t = self.settings.heartbeat_timeout
-        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
-        self.backend.abandon(lg.pane_id, lg.request)
-        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
-                         claimed=True)
-
-    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
-        """A multiplexer fault for one generation: a warning and the generation runs headless,
-        or, under require, the task fails with the fault as its reason."""
-        self.follow.unwatch(lg)
-        if not claimed and not generation_files.take_claim(lg.gen):
-            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
-            return
-        lg.request = replace(lg.request, claimed=True)
-        if self.settings.require_multiplexer:
-            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
-            return
-        self._warn(code, message, lg.task)
-        [result] = self.headless.start([lg.request])
-        self._launched(lg, result)
-
     # ----- exits ---------------------------------------------------------------------------
 
-    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
-        """Read how a generation's wrapper ended (once, whoever notices first). A pane's
-        wrapper gone without an exit record, or hung up, ended with its pane or with the
-        whole session: the backend's thread asks the multiplexer which, and the outcome
-        waits for the answer."""
-        if lg.collected:
-            return
-        if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
-            lg.move(GenPhase.END_SEEN)
-            lg.wait_status = wait_status
-            return
-        if self.executor is not None and lg.remote and not lg.gone_seen and \
-                generation_files.read_sidecar(lg.gen) is None:
-            self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
-            return
-        lg.move(GenPhase.COLLECTED)
-        self.follow.unwatch(lg)
-        if lg.remote:
-            lg.read_step()
-        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
-        # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
-        hung_up = rec is None or (rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen))
-        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.read_claim(lg.gen) is None)
-        if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
-                and not pane_gone:
-            # an end the wrapper did not explain: Slurm's job state does (its time limit, a
-            # cancel from outside, a node lost)
-            self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict),
-                                  recorded_signal=rec is not None)
-            return
-        sig = None
-        if wait_status is not None and os.WIFSIGNALED(wait_status):
-            sig = signal.Signals(os.WTERMSIG(wait_status)).name
-        # A pane's worker dead of SIGHUP with no mark of its leader's (yet): the multiplexer may
-        # have signalled it before it closed the terminal (a killed tmux server does): ask it too.
-        unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
-        if (pane_gone or unmarked_hangup) and lg.kill_sent_at is None:  # not our kill's doing
-            self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
-        else:
-            self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
-
-    def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
-                  session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:
-        """A generation's end from its exit record; without one, the reason is ours (a kill),
-        the state directory's, the lost session's, or ``missing`` (what else is known)."""
-        if rec is None:
-            # The wrapper is gone without committing its exit: killed by us (our kill reached
-            # it, or it never ran), or by someone else, or it could not write.
-            claim = generation_files.read_claim(lg.gen)
-            # A headless wrapper that ended by itself, its claim its own or never written: it
-            # could not write its claim, or ran to its end and could not write its sidecar.
-            exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
-                claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
-            ran = claim is not None and not claim.by_supervisor  # the wrapper claimed it: its worker may have run
-            if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
-                reason = lg.kill_reason
-            elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
-                self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
-                                         f"wrapper of task {lg.task.name!r} could not record its start or its exit",
-                                         lg.task)
-                if claim is None or claim.unwritten:  # it could not claim the generation: nothing ran
-                    self._requeue_unstarted(lg)
-                    return
-                if exited:  # the launcher waited for it, and a wrapper exits with its worker's status
-                    code = os.WEXITSTATUS(wait_status or 0)
-                    rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
-                                                               signal=generation_files.signal_name(code),
-                                                               ended_at=self.wallclock())
-                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
-                    return
-                reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
-            elif not session_alive:
-                reason = "multiplexer_lost"
-            else:
-                reason = missing
-            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
-                                                       ended_at=self.wallclock())
-        self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
-
-    def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
-        """A step's end the wrapper did not record, or recorded as a death by signal, as
-        Slurm's job state explains it (``slurm.classify``; None: the record stands)."""
-        if verdict is None:
-            self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
-            return
-        reason = verdict
-        if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and generation_files.read_claim(lg.gen) is None:
-            # its wrapper never started: srun refused the step, or could not reach Slurm
-            reason = "executor_failed"
-            self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
-                                          + remote.srun_error(lg.gen), lg.task)
-        if rec is None:
-            self._classify(lg, None, None, session_alive=True, missing=reason)
-        else:
-            self._end_generation(lg, rec, REASON_STATUS[reason], reason)
-
-    def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
-                        reason: str | None) -> None:
-        task, slot = lg.task, lg.gen.slot
-        self._let_go(lg)
-        self._freed_at[slot] = self.clock()
-        if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
-            task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
-        if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
-                                                            generation_files.committed_by_wrapper(rec)):
-            # Its terminal or its wrapper is gone, but the worker may not be (a program that
-            # never writes does not notice; a killed wrapper leaves its child running): end
-            # what is left of it before anything runs again.
-            self.stopper.end_tree(lg)
-        if not self.stopper.hold_slot(lg):
-            self.slots.free(slot)
-        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock(),
-                                      slurm=task.slurm if lg.remote else None)
-        if lg.idle_message:
-            task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
-        self.control.followups(lg)
-        if lg.in_pane or (status == TaskStatus.SUCCEEDED and task.attempts > 1):
-            # a success after failed attempts also lets their kept panes go
-            self.backend.ended(lg.request, lg.pane_id if lg.in_pane else None, str(status), _pane_label(attempt))
-        self.events.emit(
-            generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
-            task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
-            signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
-            **(task.slurm if lg.remote and task.slurm else {}),
-        )
-        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.request.pane:
-            # Folded once its outcome is durable — never one that was ever handed to a pane,
-            # also when it ran headless after all: a pane that comes up late must find its
-            # claim taken and run nothing (a generation runs at most once).
-            self._ended.append(lg.gen)
-        if task.last_end_is_free:
-            task.attempts -= 1
-        if reason == "multiplexer_lost":
-            # The session is gone for every pane: a worker that ignores the hang-up would run
-            # on unseen, holding its slot. All of them go through the ladder and re-run headless.
-            for other in [o for o in self.live.values() if o.in_pane]:
-                self.kill(other, "multiplexer_lost")
-        if reason == RESTARTED and not self.is_stopping():
-            task.restarts += 1  # SPEC §8: a restart does not use an attempt
-            task.move(TaskStatus.PENDING)
-            self.ready.requeue(task.id, first=True)
-            self.events.emit("task_restarted", task=task.name, attempt=task.attempts + 1)
-        elif status.retryable and task.attempts_left and not self.is_stopping():
-            task.move(TaskStatus.PENDING)
-            self.ready.requeue(task.id)
-            self.events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
-        else:
-            self._finalise(task, status, reason, lg.gen)
-
-    def _finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None,
-                  gen: generation_files.GenPaths | None = None) -> None:
-        """A task reached its final status: freeze it, release or skip its dependents."""
-        task.finish(status, reason)
-        if self.plan.joblog is not None and (
-                problem := self.plan.joblog.task_finished(task.row(now=None), command_text(task.spec))):
-            self._warn("joblog_error", problem, task)
-        if task.started_at is not None and task.ended_at is not None:
-            self._ended_time[0] += 1
-            self._ended_time[1] += task.ended_at - task.started_at
-        self.reporter.task_ended(task, gen)
-        if status == TaskStatus.TIMED_OUT:
-            self.events.emit("task_timed_out", task=task.name, reason=reason)
-        elif status == TaskStatus.CANCELLED:
-            self.events.emit("task_cancelled", task=task.name, reason=reason)
-        _, skipped = self.ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
-        for tid in skipped:
-            self.skip(self.tasks[tid])
-        if status not in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.UNKNOWN):  # unknown: maybe fine
-            self._on_failure()
-
-    def skip(self, task: TaskRecord) -> None:
-        task.finish(TaskStatus.SKIPPED, "dependency_failed")
-        self.events.emit("task_skipped", task=task.name, reason="dependency_failed")
-        self.reporter.task_ended(task, None)
-
     def is_stopping(self) -> bool:
-        return bool(self.stop_signal or self.cancelled or self.halted or self.launcher_failed or self.start_error)
+        return self.stop.stopping
 
     def _warn(self, code: str, message: str, task: TaskRecord | None) -> None:
         if code == "state_dir_error" and not self._state_dir_said:
@@ -1082,34 +681,20 @@ class Supervisor:
     # ----- what the control inbox does to the run ---------------------------------------------
 
     def cancel_all(self) -> None:
-        self.cancelled = True
+        self.stop.cancelled = True
         self._stop_everything("cancelled_by_user")
 
     def cancel_task(self, task: TaskRecord) -> bool:
-        """Cancel one task: a waiting one ends now, a running one through the ladder. False
-        when it had already ended."""
-        if task.status == TaskStatus.PENDING:
-            self.ready.discard(task.id)
-            self._finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
-            return True
-        if task.status == TaskStatus.RUNNING and task.slot in self.live:
-            self.kill(self.live[task.slot], "cancelled_by_user")
-            return True
-        return False
+        return self.policy.cancel_task(task)
 
     def restart_task(self, task: TaskRecord) -> bool:
-        """End a running task's generation through the one stopping path and run it again at
-        once (``RESTARTED``); False when it is not running."""
-        if task.status != TaskStatus.RUNNING or task.slot not in self.live:
-            return False
-        self.kill(self.live[task.slot], RESTARTED)
-        return True
+        return self.policy.restart_task(task)
 
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
         added = self.add_tasks(specs)
         for t in added:
             self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
-        self.snapshots.dirty = True
+        self.snapshots.touch()
         return added
 
     # ----- stopping: signals, halt, cancel ---------------------------------------------------
@@ -1120,92 +705,23 @@ class Supervisor:
                 self.detached = True  # the workers go on; ``resume`` picks the run up
                 self._warn("detached", "received SIGHUP: supervisor detached", None)
                 return
-            if self.stop_signal is None:
-                self.stop_signal = sig
+            if self.stop.signal is None:
+                self.stop.signal = sig
                 self._warn("cancelled_by_user", f"received {sig.name}", None)
                 self._stop_everything("cancelled_by_user")
 
-    def _on_failure(self) -> None:
-        mode = self.settings.halt
-        if mode == "never" or self.halted:
-            return
-        self.halted = True
-        self._warn("halted", f"--halt {mode}: stopping after the first failure", None)
-        self._cancel_pending("halted")
-        if mode == "now":
-            for lg in list(self.live.values()):
-                self.kill(lg, "halted")
-
     def _stop_everything(self, reason: str) -> None:
         self.slots.close()
-        self._cancel_pending(reason)
+        self.policy.cancel_pending(reason)
         for lg in list(self.live.values()):
-            self.kill(lg, reason)
+            self.gens.kill(lg, reason)
         self.headless.follow_all()
 
     def _no_launcher(self) -> None:
         """Launchers keep dying with work given and none of it started: nothing more is
         dispatched; the tasks still waiting end ``cancelled`` with reason ``launcher_lost``."""
-        self.launcher_failed = True
-        self._cancel_pending("launcher_lost")
-
-    def _cancel_pending(self, reason: str) -> None:
-        for tid in self.ready.drain():
-            self._finalise(self.tasks[tid], TaskStatus.CANCELLED, reason)
-        self.snapshots.dirty = True
-
-    def kill(self, lg: LiveGen, reason: str) -> None:
-        """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
-        it is ended the moment it starts. In a pane that never started its wrapper: the
-        claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
-        (``stopping``)."""
-        if lg.collected or lg.kill is not KillState.NONE:
-            return
-        lg.request_kill(reason)
-        self._carry_out_kill(lg, reason)
-
-    def kill_pending(self, lg: LiveGen) -> None:
-        """A kill asked for before the generation could be ended — while it waited to start,
-        while its pane opened, or by a supervisor that was killed — is carried out now."""
-        if lg.kill_reason is not None and not lg.collected:
-            self._carry_out_kill(lg, lg.kill_reason)
-
-    def _carry_out_kill(self, lg: LiveGen, reason: str) -> None:
-        if lg.opening:
-            return  # ended as soon as the backend says how it starts (``_launched``)
-        try:
-            generation_files.write_kill_reason(lg.gen, reason)
-        except OSError as e:
-            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
-        if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
-            self.follow.unwatch(lg)
-            self.backend.abandon(lg.pane_id, lg.request)
-            if lg.remote:
-                self.stopper.end_tree(lg)  # its step may be queued or starting: Slurm lets it go
-            self._end_generation(lg, None, killed_status(reason), reason)
-            return
-        if lg.pid is None and not lg.in_pane:
-            return  # handed to the launcher, not started yet: ended the moment it starts
-        self.stopper.end_tree(lg)
-
-    def _delivered(self, lg: LiveGen, sent_at: float | None) -> None:
-        """A signal of a generation's ladder came out. The first that reached the worker is
-        the moment its kill was *sent* (recorded with the kill's reason, and in the event
-        log); an end noticed while signals were in flight is read once none is."""
-        if sent_at is not None and lg.kill is not KillState.SENT and not lg.done:
-            lg.kill_reached_worker(sent_at)
-            reason = lg.kill_reason or "ended"
-            try:
-                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at)
-            except OSError as e:
-                self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
-            self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
-                             at=sent_at)
-        if not lg.signalling and lg.phase is GenPhase.END_SEEN:
-            self.collect(lg, lg.wait_status)
-
-    def _slot_released(self, lg: LiveGen) -> None:
-        self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+        self.stop.launcher_failed = True
+        self.policy.cancel_pending("launcher_lost")
 
     def _left_behind(self, found: list[psutil.Process]) -> None:
         self._warn("process_left_behind", f"{len(found)} process(es) of this run still running, ending them: "
@@ -1224,7 +740,7 @@ class Supervisor:
         if self.reporter.wants_progress and now - self._last_progress >= 0.2:
             self._last_progress = now
             wall = self.wallclock()
-            ended, took = self._ended_time
+            ended, took = self.policy.ended_count, self.policy.ended_took
             self.reporter.progress(ProgressFacts(
                 counts=snapshot.counts_of(self), elapsed=wall - self.started_at, jobs=self.jobs,
                 mean_duration=took / ended if ended else None,
@@ -1249,12 +765,6 @@ class Supervisor:
         self._state_dir_full(message)
 
     # ----- a full state directory (SPEC §5.8) ------------------------------------------------
-
-    def _full_while_it_ran(self, lg: LiveGen) -> bool:
-        """The state directory was found full since this generation started: a record it
-        lacks may be one it could not write, even if there is room again now."""
-        started = lg.task.started_at
-        return self._full_seen_at is not None and (started is None or started <= self._full_seen_at)
 
     def _holding_dispatch(self) -> bool:
         return self.is_stopping() or self.state_dir_full or (self.executor is not None and self.executor.holding)
@@ -1298,17 +808,6 @@ class Supervisor:
             return
         self.timers.after(ROOM_RECHECK, self._look_for_room)
 
-    def _requeue_unstarted(self, lg: LiveGen) -> None:
-        """A generation that never started because the state directory was full: its task
-        waits for a slot again, first in line, as if it had never been given one."""
-        self._let_go(lg)
-        self.slots.free(lg.gen.slot)
-        self.follow.unwatch(lg)
-        lg.task.withdraw_generation()
-        lg.task.move(TaskStatus.PENDING)
-        self.ready.requeue(lg.task.id, first=True)
-        self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
-
     def _finish(self) -> int:
         if self.detached:
             snap = self.final_snapshot = self.snapshots.write(merged=False)
@@ -1335,7 +834,7 @@ class Supervisor:
         self.reserve.release()
         self.headless.close(wait=True)  # every worker has ended; its usage is the summary's
         self.events.flush()
-        self.commit.submit(self._ended if self.events.error is None else [])
+        self.commit.submit(self.gens.ended if self.events.error is None else [])
         self.commit.close()  # every outcome is durable before the summary says the run ended
         snap = self.snapshots.write(summary=self.paths.summary, merged=False)
         self._check_records()
@@ -1347,11 +846,11 @@ class Supervisor:
         return code
 
     def exit_code(self, snap: dict[str, Any]) -> int:
-        if self.stop_signal is not None:
-            return EXIT_CODES[self.stop_signal]
-        if self.cancelled:
+        if self.stop.signal is not None:
+            return EXIT_CODES[self.stop.signal]
+        if self.stop.cancelled:
             return 130
-        if self.start_error:
+        if self.stop.start_error:
             return 1
         return 0 if all_succeeded(snap["counts"]) else 1
 

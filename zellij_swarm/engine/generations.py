@@ -1,0 +1,560 @@
+"""The generations in flight, from launch to recorded end: the generation tracker.
+
+A generation is reserved and written by the dispatcher (``engine.dispatch``); from then on
+it is followed here. Its launch is reported (``launched``: handed to the launcher, its pane
+opened, or a fault that runs it headless); its wrapper's start is seen (``follow_child``, a
+pane's launch ``heartbeat``, a Slurm step running); its time limits and idle watch are armed
+(``arm_limits``); a kill asked for (``kill``) is carried out as soon as it can be and goes
+through the one ladder (``engine.stopping``), which tells when its first signal reached the
+worker (``delivered``); its end is noticed — by the launcher, a pidfd, its files, Slurm —
+and read once (``collect``), classified (a missing record explained by our kill, the state
+directory, the multiplexer or Slurm) and judged by the outcome rule (``engine.outcome``);
+then it is let go, its slot freed or held while its tree goes, and its task handed to the
+task policy (``engine.policy``) to run again or end. Each step moves the generation's state
+machines (``engine.live``).
+
+What happens when a worker exits 0 while a cancel is in flight: ``kill`` requested it;
+``collect`` sees the end; if the ladder's signal is still on its way the reading waits for
+its answer (``END_SEEN``); ``outcome`` then keeps ``succeeded`` unless that signal reached
+the worker before it ended.
+
+The tracker takes its collaborators in its constructor and knows nothing of the supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from zellij_swarm.backends.base import LaunchFailed, LaunchResult, PaneOpened
+from zellij_swarm.backends.offloop import OffLoopBackend
+from zellij_swarm.config.settings import Resolved
+from zellij_swarm.engine import metrics, remote
+from zellij_swarm.engine.control import Control
+from zellij_swarm.engine.follow import GenerationWatch
+from zellij_swarm.engine.headless_workers import HeadlessWorkers
+from zellij_swarm.engine.input_watch import InputWatch
+from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
+from zellij_swarm.engine.outcome import killed_status, outcome
+from zellij_swarm.engine.policy import RunStop, TaskPolicy
+from zellij_swarm.engine.remote import SlurmExecutor
+from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.slots import Slots
+from zellij_swarm.engine.stopping import Stopper
+from zellij_swarm.engine.timers import Timers
+from zellij_swarm.engine.watchdog import IdleWatchdog
+from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import REASON_STATUS, TaskStatus
+from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import procs
+from zellij_swarm.worker.slurm import Job
+
+ROOM_RECHECK = 1.0  # seconds: how often a full state directory is looked at again
+TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
+
+Warn = Callable[[str, str, TaskRecord | None], None]
+
+
+class Generations:
+    def __init__(self, *, settings: Resolved, paths: RunPaths, state_dir: Path, live: dict[int, LiveGen],
+                 slots: Slots, ready: ReadyQueue, timers: Timers, clock: Callable[[], float],
+                 wallclock: Callable[[], float], events: EventLog, follow: GenerationWatch,
+                 backend: OffLoopBackend, executor: SlurmExecutor | None, stopper: Stopper,
+                 headless: HeadlessWorkers, control: Control, stats: metrics.DispatchStats,
+                 watchdog: IdleWatchdog, input_watch: InputWatch, policy: TaskPolicy, stop: RunStop, warn: Warn,
+                 records_unwritable: Callable[[str, TaskRecord | None], None],
+                 backend_unstartable: Callable[[str, str, str], None],
+                 full_seen_at: Callable[[], float | None]) -> None:
+        """``records_unwritable`` is told when a generation's files could not be written (the
+        run holds dispatch until there is room), ``backend_unstartable`` when a backend that
+        is required cannot start, and ``full_seen_at`` says when the state directory was last
+        found full."""
+        self.settings = settings
+        self.paths = paths
+        self.state_dir = state_dir
+        self.live = live
+        self.slots = slots
+        self.ready = ready
+        self.timers = timers
+        self.clock = clock
+        self.wallclock = wallclock
+        self.events = events
+        self.follow = follow
+        self.backend = backend
+        self.executor = executor
+        self.stopper = stopper
+        self.headless = headless
+        self.control = control
+        self.stats = stats
+        self.watchdog = watchdog
+        self.input_watch = input_watch
+        self.policy = policy
+        self.stop = stop
+        self._warn = warn
+        self._records_unwritable = records_unwritable
+        self._backend_unstartable = backend_unstartable
+        self._full_seen_at = full_seen_at
+        self.ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
+        self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
+
+    def launched(self, lg: LiveGen, result: LaunchResult) -> None:
+        """How a generation's start went. A pane's wrapper may have reported its exit
+        before its launch did: then there is nothing left to follow but the pane's record."""
+        if lg.collected:
+            if isinstance(result, PaneOpened):
+                self._pane_opened(lg, result.pane_id)
+            return
+        lg.launched()
+        if isinstance(result, LaunchFailed) and result.code == "launcher_lost":
+            # no launcher can be had any more: like the tasks still waiting, it never ran
+            self._withdraw(lg, "launcher_lost", claimed=lg.request.claimed)
+        elif isinstance(result, LaunchFailed) and result.unstartable and self.settings.require_multiplexer:
+            if self.stop.start_error is None:
+                self._backend_unstartable(self.backend.name, result.code, result.message)
+            self._withdraw(lg, f"{self.backend.name}_{result.code}")
+        elif isinstance(result, LaunchFailed) and result.code == "state_dir_error":
+            # its files could not be made (in a pane as headless): it waits for room (SPEC §5.8)
+            self._records_unwritable(result.message, lg.task)
+            self._requeue_unstarted(lg)
+        elif isinstance(result, LaunchFailed):
+            if lg.in_pane:
+                self._pane_fault(lg, result.code, result.message, claimed=False)
+            else:
+                self._warn(result.code, result.message, lg.task)
+                self._end_generation(lg, None, TaskStatus.FAILED, result.code)
+        elif isinstance(result, PaneOpened):
+            self._follow_pane(lg, result.pane_id)
+        else:
+            self.headless.wait_for(result.token, lg)  # a kill while it waited is applied when it starts
+        if lg.in_pane:
+            self.kill_pending(lg)  # ended while its pane was opening
+
+    def _withdraw(self, lg: LiveGen, reason: str, *, claimed: bool = False) -> None:
+        """Take back a reserved generation that was never started, its claim first (unless
+        this supervisor holds it) so a pane that appears late runs nothing; one whose pane
+        claimed it already is followed."""
+        if not claimed and not generation_files.take_claim(lg.gen):
+            self._follow_pane(lg, None)
+            return
+        self._let_go(lg)
+        self.slots.free(lg.gen.slot)
+        lg.task.withdraw_generation()
+        self.policy.finalise(lg.task, TaskStatus.CANCELLED, reason)
+
+    def _let_go(self, lg: LiveGen) -> None:
+        """A generation is over for this supervisor: out of ``live``, its timers, idle watch
+        and input watch gone (its slot is the caller's to free or hold)."""
+        lg.move(GenPhase.DONE)
+        del self.live[lg.gen.slot]
+        for timer in lg.deadlines:
+            self.timers.cancel(timer)
+        lg.deadlines.clear()
+        self.watchdog.unregister(lg.gen)
+        self.input_watch.unregister(lg)
+        if lg.task.waiting_input and not lg.in_pane:  # a pane's mark goes with its end (``backend.ended``)
+            self.backend.waiting(lg.request, None, False)
+
+    def _running(self, lg: LiveGen) -> None:
+        freed = self._freed_at.pop(lg.gen.slot, None)
+        if freed is not None and lg.backfill:
+            self.stats.seen_refill.add((self.clock() - freed) * 1000)
+        self.slots.running(lg.gen.slot)
+        if not lg.timeout_armed:  # a fallback after a pane fault: the same generation, the same clocks
+            self.arm_limits(lg, elapsed=0.0)
+
+    def arm_limits(self, lg: LiveGen, *, elapsed: float) -> None:
+        """The task's time limits for this generation: what is left of its timeout after
+        ``elapsed`` seconds (a resumed run's adopted workers have used some), its idle watch, and
+        whether it waits for input."""
+        lg.timeout_armed = True
+        if not lg.remote:  # its processes are on another host: /proc here cannot tell
+            self.input_watch.register(lg)
+        if lg.task.timeout is not None:
+            left = max(0.0, lg.task.timeout - elapsed)
+            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, lg.task.timeout or 0.0)))
+        if lg.task.idle_timeout is not None:
+            self._watch_idle(lg, since=self.wallclock() - elapsed)
+
+    def _watch_idle(self, lg: LiveGen, *, since: float) -> None:
+        """Its idle watch: silence counts from ``since`` — for a Slurm step, from its wrapper's
+        start (its claim), looked for until it has come: time in the queue is not silence."""
+        if lg.done or lg.collected or lg.task.idle_timeout is None:
+            return
+        if lg.remote:
+            if (started := generation_files.started_at(lg.gen)) is None:
+                lg.deadlines.append(self.timers.after(TIMEOUT_RECHECK, lambda: self._watch_idle(lg, since=since)))
+                return
+            since = max(since, started)
+        self.watchdog.register(lg.gen, lg.task.idle_timeout, lambda silence: self._on_idle(lg, silence), since=since)
+
+    def _time_limit(self, lg: LiveGen, limit: float) -> None:
+        """Its timeout is due by this supervisor's clock. It is judged on the worker's own
+        start (its claim's time) and end (its sidecar's): a supervisor that was stopped
+        (Ctrl-Z, SIGSTOP) wakes late, a worker that ended meanwhile within its limit is not
+        timed out, and a Slurm step's time in the queue, before its wrapper started, is not
+        charged."""
+        if lg.done or lg.collected:
+            return
+        started = generation_files.started_at(lg.gen)
+        if generation_files.ended_at(lg.gen) is not None:
+            return  # it has ended: its end is on the way to ``collect``, which judges it
+        if started is None:  # not started yet (a queued step): looked at again until it has
+            lg.deadlines.append(self.timers.after(min(limit, TIMEOUT_RECHECK), lambda: self._time_limit(lg, limit)))
+            return
+        if (left := limit - (self.wallclock() - started)) > 0:
+            lg.deadlines.append(self.timers.after(left, lambda: self._time_limit(lg, limit)))
+            return
+        self.kill(lg, "timeout")
+
+    def _on_idle(self, lg: LiveGen, silence: float) -> None:
+        """The watchdog found a worker silent for longer than its idle_timeout."""
+        if lg.done:
+            return
+        limit = lg.task.idle_timeout
+        message = f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
+        self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         silence_s=round(silence, 3), policy=self.settings.idle_policy)
+        if self.settings.idle_policy == "warn":
+            self._warn("idle_timeout", message, lg.task)
+        else:
+            lg.idle_message = message
+            self.kill(lg, "idle_timeout")
+
+    def waiting_changed(self, lg: LiveGen, waiting: bool | None) -> None:
+        """A worker started or stopped waiting for input (None: it cannot be known)."""
+        lg.task.waiting_input = waiting
+        self.events.emit("worker_waiting_input", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         waiting=waiting)
+        if waiting is not None:  # one without a pane is counted in the run's window too
+            self.backend.waiting(lg.request, lg.pane_id if lg.in_pane else None, waiting)
+
+    def follow_child(self, lg: LiveGen, pid: int) -> None:
+        lg.pid = lg.task.pid = pid
+        lg.started()
+        self.events.emit("worker_process_spawned", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pid=pid)
+        if lg.remote:  # its exit sidecar may come before srun lets go of the step: its files are polled too
+            lg.heartbeat_seen = True  # the pid to follow is srun's, here; the heartbeat's is on the node
+            self.follow.watch(lg)
+        self._running(lg)
+        self.kill_pending(lg)  # cancelled while it was waiting to start: end it now
+
+    def _follow_pane(self, lg: LiveGen, pane_id: str | None) -> None:
+        """A pane opened for ``lg``: its wrapper must send its launch heartbeat in time."""
+        self._pane_opened(lg, pane_id)
+        self.follow.watch(lg)
+        self._running(lg)
+        if not lg.remote or lg.step_running:  # a queued step is not a missing one: armed when it runs
+            self._arm_heartbeat_deadline(lg)
+        self.follow.changed(lg)  # a fast pane may have reported before the watch existed
+
+    def _arm_heartbeat_deadline(self, lg: LiveGen) -> None:
+        lg.deadlines.append(self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+
+    def step_running(self, lg: LiveGen) -> None:
+        """Slurm runs a generation's step: a pane's launch heartbeat is due from now on."""
+        if lg.in_pane and not lg.heartbeat_seen and not lg.opening and not lg.collected:
+            self._arm_heartbeat_deadline(lg)
+
+    def step_seen(self, lg: LiveGen, job: Job) -> None:
+        """A generation's step as squeue lists it: its task's row shows it (a queued one with
+        Slurm's reason); a change of state is an event, so the snapshot follows it."""
+        step = {"job": job.id, "state": job.state, "reason": None if job.reason == "None" else job.reason}
+        if job.running:
+            lg.read_step()
+        step.update(remote.SlurmExecutor.where(lg))
+        if lg.task.slurm != step:
+            lg.task.slurm = step
+            self.events.emit("step_state", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, **step)
+
+    def queued_too_long(self, lg: LiveGen) -> None:
+        """A step waited in Slurm's queue longer than ``--slurm-max-queue``: withdrawn, its
+        task ``cancelled (queued_too_long)``."""
+        limit = self.settings.slurm_max_queue or 0.0
+        self._warn("queued_too_long", f"slurm: the step of task {lg.task.name!r} waited in the queue for more than "
+                                      f"{limit:g}s (--slurm-max-queue); withdrawn", lg.task)
+        self.kill(lg, "queued_too_long")
+
+    def step_gone(self, lg: LiveGen) -> None:
+        """Slurm let a generation's step go and its sidecar had its grace: collect it."""
+        self.follow.changed(lg)
+        self.collect(lg)
+
+    def _pane_opened(self, lg: LiveGen, pane_id: str | None) -> None:
+        lg.pane_id = lg.task.pane_id = pane_id or lg.pane_id  # before 0.44 only the heartbeat says
+        self.events.emit("pane_opened", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+
+    def heartbeat(self, lg: LiveGen, hb: dict[str, Any]) -> None:
+        lg.started()
+        lg.pid = lg.task.pid = hb.get("pid")
+        lg.node, lg.step = hb.get("node"), hb.get("step")
+        if isinstance(hb.get("pane_id"), str):
+            lg.pane_id = lg.task.pane_id = hb["pane_id"]
+        self.events.emit("worker_heartbeat_seen", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                         pid=lg.pid, pane_id=lg.pane_id)
+        self._running(lg)  # also when it reports before its pane's launch does
+        if isinstance(lg.pid, int) and not lg.remote:  # a step's pid is on its node, not here
+            self.follow.follow_pid(lg)
+
+    def _heartbeat_deadline(self, lg: LiveGen) -> None:
+        """No launch heartbeat in time: unless the pane claimed the generation after all, the
+        claim is taken and the pane closed (``_pane_fault``)."""
+        if lg.collected or lg.heartbeat_seen or not lg.in_pane:
+            return
+        try:
+            taken = procs.claim_for_supervisor(lg.gen)
+        except OSError as e:  # no room for our claim: the pane's fate is decided once there is
+            self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
+            lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
+            return
+        if not taken:
+            # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
+            # (One gone before it wrote its pid ran nothing: its claim was taken over above.)
+            pid = generation_files.wrapper_pid(lg.gen)
+            if pid is not None and not procs.alive(pid):
+                self.collect(lg)
+            else:
+                lg.deadlines.append(
+                    self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
+            return
+        t = self.settings.heartbeat_timeout
+        self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
+                         claimed=True)
+
+    def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
+        """A multiplexer fault for one generation: a warning and the generation runs headless,
+        or, under require, the task fails with the fault as its reason."""
+        self.follow.unwatch(lg)
+        if not claimed and not generation_files.take_claim(lg.gen):
+            self._follow_pane(lg, None)  # the pane exists after all and already claimed it
+            return
+        lg.request = replace(lg.request, claimed=True)
+        if self.settings.require_multiplexer:
+            self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
+            return
+        self._warn(code, message, lg.task)
+        [result] = self.headless.start([lg.request])
+        self.launched(lg, result)
+
+    def collect(self, lg: LiveGen, wait_status: int | None = None) -> None:
+        """Read how a generation's wrapper ended (once, whoever notices first). A pane's
+        wrapper gone without an exit record, or hung up, ended with its pane or with the
+        whole session: the backend's thread asks the multiplexer which, and the outcome
+        waits for the answer."""
+        if lg.collected:
+            return
+        if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
+            lg.move(GenPhase.END_SEEN)
+            lg.wait_status = wait_status
+            return
+        if self.executor is not None and lg.remote and not lg.gone_seen and \
+                generation_files.read_sidecar(lg.gen) is None:
+            self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
+            return
+        lg.move(GenPhase.COLLECTED)
+        self.follow.unwatch(lg)
+        if lg.remote:
+            lg.read_step()
+        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
+        # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
+        hung_up = rec is None or (rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen))
+        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.read_claim(lg.gen) is None)
+        if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
+                and not pane_gone:
+            # an end the wrapper did not explain: Slurm's job state does (its time limit, a
+            # cancel from outside, a node lost)
+            self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict),
+                                  recorded_signal=rec is not None)
+            return
+        sig = None
+        if wait_status is not None and os.WIFSIGNALED(wait_status):
+            sig = signal.Signals(os.WTERMSIG(wait_status)).name
+        # A pane's worker dead of SIGHUP with no mark of its leader's (yet): the multiplexer may
+        # have signalled it before it closed the terminal (a killed tmux server does): ask it too.
+        unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
+        if (pane_gone or unmarked_hangup) and lg.kill_sent_at is None:  # not our kill's doing
+            self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
+        else:
+            self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
+
+    def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
+                  session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:
+        """A generation's end from its exit record; without one, the reason is ours (a kill),
+        the state directory's, the lost session's, or ``missing`` (what else is known)."""
+        if rec is None:
+            # The wrapper is gone without committing its exit: killed by us (our kill reached
+            # it, or it never ran), or by someone else, or it could not write.
+            claim = generation_files.read_claim(lg.gen)
+            # A headless wrapper that ended by itself, its claim its own or never written: it
+            # could not write its claim, or ran to its end and could not write its sidecar.
+            exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
+                claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
+            ran = claim is not None and not claim.by_supervisor  # the wrapper claimed it: its worker may have run
+            if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
+                reason = lg.kill_reason
+            elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
+                self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
+                                         f"wrapper of task {lg.task.name!r} could not record its start or its exit",
+                                         lg.task)
+                if claim is None or claim.unwritten:  # it could not claim the generation: nothing ran
+                    self._requeue_unstarted(lg)
+                    return
+                if exited:  # the launcher waited for it, and a wrapper exits with its worker's status
+                    code = os.WEXITSTATUS(wait_status or 0)
+                    rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
+                                                               signal=generation_files.signal_name(code),
+                                                               ended_at=self.wallclock())
+                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+                    return
+                reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
+            elif not session_alive:
+                reason = "multiplexer_lost"
+            else:
+                reason = missing
+            rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
+                                                       ended_at=self.wallclock())
+        self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+
+    def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
+        """A step's end the wrapper did not record, or recorded as a death by signal, as
+        Slurm's job state explains it (``slurm.classify``; None: the record stands)."""
+        if verdict is None:
+            self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
+            return
+        reason = verdict
+        if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and generation_files.read_claim(lg.gen) is None:
+            # its wrapper never started: srun refused the step, or could not reach Slurm
+            reason = "executor_failed"
+            self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
+                                          + remote.srun_error(lg.gen), lg.task)
+        if rec is None:
+            self._classify(lg, None, None, session_alive=True, missing=reason)
+        else:
+            self._end_generation(lg, rec, REASON_STATUS[reason], reason)
+
+    def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
+                        reason: str | None) -> None:
+        task, slot = lg.task, lg.gen.slot
+        self._let_go(lg)
+        self._freed_at[slot] = self.clock()
+        if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
+            task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
+        if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
+                                                            generation_files.committed_by_wrapper(rec)):
+            # Its terminal or its wrapper is gone, but the worker may not be (a program that
+            # never writes does not notice; a killed wrapper leaves its child running): end
+            # what is left of it before anything runs again.
+            self.stopper.end_tree(lg)
+        if not self.stopper.hold_slot(lg):
+            self.slots.free(slot)
+        attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock(),
+                                      slurm=task.slurm if lg.remote else None)
+        if lg.idle_message:
+            task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
+        self.control.followups(lg)
+        if lg.in_pane or (status == TaskStatus.SUCCEEDED and task.attempts > 1):
+            # a success after failed attempts also lets their kept panes go
+            self.backend.ended(lg.request, lg.pane_id if lg.in_pane else None, str(status), _pane_label(attempt))
+        self.events.emit(
+            generation_files.WORKER_COMPLETED if status == TaskStatus.SUCCEEDED else generation_files.WORKER_FAILED,
+            task=task.name, slot=slot, gen=lg.gen.gen, pid=attempt.pid, status=str(status), code=attempt.exit_code,
+            signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
+            **(task.slurm if lg.remote and task.slurm else {}),
+        )
+        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.request.pane:
+            # Folded once its outcome is durable — never one that was ever handed to a pane,
+            # also when it ran headless after all: a pane that comes up late must find its
+            # claim taken and run nothing (a generation runs at most once).
+            self.ended.append(lg.gen)
+        if task.last_end_is_free:
+            task.attempts -= 1
+        if reason == "multiplexer_lost":
+            # The session is gone for every pane: a worker that ignores the hang-up would run
+            # on unseen, holding its slot. All of them go through the ladder and re-run headless.
+            for other in [o for o in self.live.values() if o.in_pane]:
+                self.kill(other, "multiplexer_lost")
+        self.policy.generation_ended(task, status, reason, lg.gen)
+
+    def kill(self, lg: LiveGen, reason: str) -> None:
+        """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
+        it is ended the moment it starts. In a pane that never started its wrapper: the
+        claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
+        (``stopping``)."""
+        if lg.collected or lg.kill is not KillState.NONE:
+            return
+        lg.request_kill(reason)
+        self._carry_out_kill(lg, reason)
+
+    def kill_pending(self, lg: LiveGen) -> None:
+        """A kill asked for before the generation could be ended — while it waited to start,
+        while its pane opened, or by a supervisor that was killed — is carried out now."""
+        if lg.kill_reason is not None and not lg.collected:
+            self._carry_out_kill(lg, lg.kill_reason)
+
+    def _carry_out_kill(self, lg: LiveGen, reason: str) -> None:
+        if lg.opening:
+            return  # ended as soon as the backend says how it starts (``_launched``)
+        try:
+            generation_files.write_kill_reason(lg.gen, reason)
+        except OSError as e:
+            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+        if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
+            self.follow.unwatch(lg)
+            self.backend.abandon(lg.pane_id, lg.request)
+            if lg.remote:
+                self.stopper.end_tree(lg)  # its step may be queued or starting: Slurm lets it go
+            self._end_generation(lg, None, killed_status(reason), reason)
+            return
+        if lg.pid is None and not lg.in_pane:
+            return  # handed to the launcher, not started yet: ended the moment it starts
+        self.stopper.end_tree(lg)
+
+    def delivered(self, lg: LiveGen, sent_at: float | None) -> None:
+        """A signal of a generation's ladder came out. The first that reached the worker is
+        the moment its kill was *sent* (recorded with the kill's reason, and in the event
+        log); an end noticed while signals were in flight is read once none is."""
+        if sent_at is not None and lg.kill is not KillState.SENT and not lg.done:
+            lg.kill_reached_worker(sent_at)
+            reason = lg.kill_reason or "ended"
+            try:
+                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at)
+            except OSError as e:
+                self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
+            self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
+                             at=sent_at)
+        if not lg.signalling and lg.phase is GenPhase.END_SEEN:
+            self.collect(lg, lg.wait_status)
+
+    def slot_released(self, lg: LiveGen) -> None:
+        self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+
+    def _full_while_it_ran(self, lg: LiveGen) -> bool:
+        """The state directory was found full since this generation started: a record it
+        lacks may be one it could not write, even if there is room again now."""
+        started, full_at = lg.task.started_at, self._full_seen_at()
+        return full_at is not None and (started is None or started <= full_at)
+
+    def _requeue_unstarted(self, lg: LiveGen) -> None:
+        """A generation that never started because the state directory was full: its task
+        waits for a slot again, first in line, as if it had never been given one."""
+        self._let_go(lg)
+        self.slots.free(lg.gen.slot)
+        self.follow.unwatch(lg)
+        lg.task.withdraw_generation()
+        lg.task.move(TaskStatus.PENDING)
+        self.ready.requeue(lg.task.id, first=True)
+        self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
+
+
+def _pane_label(a: Any) -> str:
+    """The state part of a finished pane's title, in the words every other view uses for an
+    outcome (``succeeded``, ``timed out``)."""
+    word = str(a.status).replace("_", " ")
+    return f"{word} (exit {a.exit_code})" if a.exit_code is not None and a.status != TaskStatus.SUCCEEDED else word

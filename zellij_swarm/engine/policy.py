@@ -1,0 +1,154 @@
+"""The run's task policy (SPEC §8): what becomes of a task when one of its generations has
+ended — it runs again (a ``restart``, a retry while attempts are left and the run goes on) or
+takes its final status, and then its dependents are released or skipped, its joblog row is
+written and, after a failure, ``--halt`` stops the run — and of the tasks still waiting
+when the run is told to stop. ``RunStop`` holds every reason the run stops starting tasks.
+
+Both take their collaborators in their constructors; neither knows the supervisor. Ending a
+running generation is not decided here: a cancel, a halt or a restart asks ``kill``, and
+the generation's own end comes back through ``generation_ended`` with the outcome the
+outcome rule (``engine.outcome``) gave it.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.stopping import RESTARTED
+from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.joblog import JobLog
+from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.task import TaskRecord, command_text
+
+
+@dataclass
+class RunStop:
+    """Why the run starts no more tasks; none of them set: it goes on."""
+
+    signal: signal.Signals | None = None  # SIGINT or SIGTERM reached the supervisor
+    cancelled: bool = False  # ``cancel RUN``
+    halted: bool = False  # ``--halt`` after a failure
+    launcher_failed: bool = False  # launchers kept dying with work given and none started
+    start_error: str | None = None  # the backend could not start under require
+
+    @property
+    def stopping(self) -> bool:
+        return bool(self.signal or self.cancelled or self.halted or self.launcher_failed or self.start_error)
+
+    @property
+    def cancelled_by_user(self) -> bool:
+        """The run was stopped by its user (a signal, ``cancel``): its state is ``cancelled``."""
+        return self.signal is not None or self.cancelled
+
+
+class TaskReporter(Protocol):
+    def task_ended(self, task: TaskRecord, gen: GenPaths | None) -> None: ...
+
+
+class TaskPolicy:
+    def __init__(self, *, tasks: Mapping[str, TaskRecord], ready: ReadyQueue, live: Mapping[int, LiveGen],
+                 stop: RunStop, halt: str, joblog: JobLog | None, events: EventLog, reporter: TaskReporter,
+                 warn: Callable[[str, str, TaskRecord | None], None], kill: Callable[[LiveGen, str], None],
+                 changed: Callable[[], None]) -> None:
+        """``kill`` ends a running generation on purpose; ``changed`` marks the run's
+        snapshot stale."""
+        self._tasks = tasks
+        self._ready = ready
+        self._live = live
+        self.stop = stop
+        self._halt = halt
+        self._joblog = joblog
+        self._events = events
+        self._reporter = reporter
+        self._warn = warn
+        self._kill = kill
+        self._changed = changed
+        self.ended_count = 0  # tasks that ended having run, and their total duration: for the ETA
+        self.ended_took = 0.0
+
+    def generation_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths) -> None:
+        """One of ``task``'s generations ended with ``status`` (its attempt is recorded): it
+        runs again, or this is its final status."""
+        if reason == RESTARTED and not self.stop.stopping:
+            task.restarts += 1  # SPEC §8: a restart does not use an attempt
+            task.move(TaskStatus.PENDING)
+            self._ready.requeue(task.id, first=True)
+            self._events.emit("task_restarted", task=task.name, attempt=task.attempts + 1)
+        elif status.retryable and task.attempts_left and not self.stop.stopping:
+            task.move(TaskStatus.PENDING)
+            self._ready.requeue(task.id)
+            self._events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
+        else:
+            self.finalise(task, status, reason, gen)
+
+    def finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths | None = None) -> None:
+        """A task reached its final status: freeze it, release or skip its dependents."""
+        task.finish(status, reason)
+        if self._joblog is not None and (
+                problem := self._joblog.task_finished(task.row(now=None), command_text(task.spec))):
+            self._warn("joblog_error", problem, task)
+        if task.started_at is not None and task.ended_at is not None:
+            self.ended_count += 1
+            self.ended_took += task.ended_at - task.started_at
+        self._reporter.task_ended(task, gen)
+        if status == TaskStatus.TIMED_OUT:
+            self._events.emit("task_timed_out", task=task.name, reason=reason)
+        elif status == TaskStatus.CANCELLED:
+            self._events.emit("task_cancelled", task=task.name, reason=reason)
+        _, skipped = self._ready.finished(task.id, succeeded=status == TaskStatus.SUCCEEDED)
+        for tid in skipped:
+            self.skip(self._tasks[tid])
+        if status not in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.UNKNOWN):  # unknown: maybe fine
+            self._failed()
+
+    def skip(self, task: TaskRecord) -> None:
+        task.finish(TaskStatus.SKIPPED, "dependency_failed")
+        self._events.emit("task_skipped", task=task.name, reason="dependency_failed")
+        self._reporter.task_ended(task, None)
+
+    def cancel_pending(self, reason: str) -> None:
+        """Every task still waiting ends ``cancelled`` with ``reason``."""
+        for tid in self._ready.drain():
+            self.finalise(self._tasks[tid], TaskStatus.CANCELLED, reason)
+        self._changed()
+
+    def cancel_task(self, task: TaskRecord) -> bool:
+        """Cancel one task: a waiting one ends now, a running one through the ladder. False
+        when it had already ended."""
+        if task.status == TaskStatus.PENDING:
+            self._ready.discard(task.id)
+            self.finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+            return True
+        if task.status == TaskStatus.RUNNING and (lg := self._running(task)) is not None:
+            self._kill(lg, "cancelled_by_user")
+            return True
+        return False
+
+    def restart_task(self, task: TaskRecord) -> bool:
+        """End a running task's generation through the one stopping path and run it again at
+        once (``RESTARTED``); False when it is not running."""
+        if task.status != TaskStatus.RUNNING or (lg := self._running(task)) is None:
+            return False
+        self._kill(lg, RESTARTED)
+        return True
+
+    def _running(self, task: TaskRecord) -> LiveGen | None:
+        return self._live.get(task.slot) if task.slot is not None else None
+
+    def _failed(self) -> None:
+        """A task failed: under ``--halt soon`` nothing more starts, under ``--halt now`` the
+        running ones are ended too."""
+        if self._halt == "never" or self.stop.halted:
+            return
+        self.stop.halted = True
+        self._warn("halted", f"--halt {self._halt}: stopping after the first failure", None)
+        self.cancel_pending("halted")
+        if self._halt == "now":
+            for lg in list(self._live.values()):
+                self._kill(lg, "halted")
