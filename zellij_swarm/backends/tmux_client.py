@@ -161,14 +161,19 @@ class TmuxClient:
     # ----- libtmux: one command at a time -------------------------------------------------
 
     def call(self, *args: str, check: bool = True) -> external.CmdResult:
-        """One tmux command through libtmux, under the deadline; a failure (``check``) is a
-        ``BackendError`` with tmux's first line, as ``external.run`` gives it."""
-        encoded = [quoting.tmux_arg(a) for a in args]
-        what = f"tmux {args[0]}" if args else "tmux"
+        """One tmux command, each argument encoded so that tmux reads it back unchanged."""
+        return self.argv([quoting.tmux_arg(a) for a in args], check=check)
+
+    def argv(self, words: Sequence[str], *, check: bool = True) -> external.CmdResult:
+        """tmux run with ``words`` as they are (a ``;`` word separates commands), through
+        libtmux, under the deadline; a failure (``check``) is a ``BackendError`` with tmux's
+        first line, as ``external.run`` gives it."""
+        encoded = list(words)
+        what = f"tmux {encoded[0]}" if encoded else "tmux"
         proc = self._bounded(what, lambda: self.server().cmd(*encoded))
         # as tmux printed them: libtmux gives lines, its trailing empty ones dropped
         stdout, stderr = "".join(f"{ln}\n" for ln in proc.stdout), "".join(f"{ln}\n" for ln in proc.stderr)
-        if args and args[0] == "has-session" and proc.returncode != 0:
+        if encoded[:1] == ["has-session"] and proc.returncode != 0:
             stdout = ""  # libtmux puts has-session's complaint in its stdout too
         result = external.CmdResult(("tmux", *encoded), proc.returncode, stdout, stderr)
         if check and proc.returncode != 0:
