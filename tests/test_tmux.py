@@ -494,3 +494,41 @@ def test_prune_removes_the_windows_ended_runs_left_in_the_users_session(swarm, t
     res = swarm("prune", env=env)
     assert res.stdout == f"removed tmux window swarm-{run.name} ({ours}) in session host\n", res.stderr
     assert f"swarm-{run.name}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}")
+
+
+def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_until_it_ended(tmux, tmp_path,
+                                                                                            monkeypatch):
+    """Each pane's split, title, pipe-pane and re-tiling go in one tmux invocation; the panes'
+    wrappers wait at the start gate until it has ended (their leaders would take the CPU it
+    needs), and the log has the pane's output from its first byte."""
+    import psutil
+
+    d = Driven(tmux, tmp_path)
+    calls: list[list[str]] = []
+    chain = d.backend._chain
+
+    def observed(commands, *, check=True):
+        calls.append([c[0] for c in commands])
+        res = chain(commands, check=check)
+        opened = res.lines if calls[-1][0] == "split-window" else []
+        for pane in opened:  # each of the batch's panes: held at the gate
+            shell = psutil.Process(int(d.tmux("display-message", "-p", "-t", pane, "#{pane_pid}")))
+            wait_until(lambda shell=shell: any(p.name() == "flock" for p in shell.children()),
+                       what=f"{pane} at the gate")
+            assert not list(tmp_path.glob("started-*"))
+        return res
+
+    monkeypatch.setattr(d.backend, "_chain", observed)
+    reqs = []
+    for slot in (1, 2, 3):
+        gate = d.backend.pane_mode(slot).before_leader
+        reqs.append(d.request(slot, f"t{slot}", f"{gate}; touch {tmp_path}/started-{slot}; printf 'first %s' {slot}; "
+                                               "exec sleep 600"))
+    panes = [r.pane_id for r in d.backend.launch(reqs)]
+    assert all(panes) and calls == [["list-panes"], ["split-window", "set-option", "pipe-pane", "select-layout"] * 3
+                                    + ["select-pane"]]
+    for slot, req in zip((1, 2, 3), reqs, strict=True):
+        wait_until(lambda req=req, slot=slot: req.gen.output.exists() and req.gen.output.read_text() == f"first {slot}",
+                   what=f"slot {slot}'s output in its log")
+    assert [t.split(" · ")[-1] for t in d.titles()[1:]] == ["running"] * 3
+    assert d.tmux("display-message", "-p", "-t", d.backend.windows[0].id, "#{pane_id}").strip() == d.backend.board_pane

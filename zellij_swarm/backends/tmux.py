@@ -33,15 +33,15 @@ Titles live in a pane user option (``@zsw_title``, and the board's shorter ``@zs
 shown by ``pane-border-format`` (``BORDER_FORMAT``): a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
-set up by the wrapper before the worker starts, so the worker keeps the pane's TTY.
+set up in the invocation that opens the pane, so the worker keeps the pane's TTY.
 
 Every tmux call goes through the one tmux client (``tmux_client.TmuxClient``, a timeout and
 typed errors on every call): what makes and changes panes and windows through its ``chain``,
 one tmux invocation for many commands — a batch of panes is one invocation per window it goes
-to (commands chained with ``;``), after one that reads the window's pane order, plus one for
-their titles, which libtmux cannot batch — and what finds things (a resumed run's windows,
-whether a session is there) and the version, checked once when the run opens its panes,
-through libtmux. Every argument is encoded for
+to (commands chained with ``;``: each pane's split, title, ``pipe-pane`` and the re-tiling),
+after one that reads the window's pane order or makes the window, which libtmux cannot batch
+— and what finds things (a resumed run's windows, whether a session is there) and the version,
+checked once when the run opens its panes, through libtmux. Every argument is encoded for
 tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands — the
 ``pipe-pane`` command, new session and window names — for its formats
 (``quoting.tmux_expanded``), and titles for the border that draws them (``quoting.tmux_drawn``).
@@ -49,9 +49,11 @@ tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands �
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm import external, names, quoting
@@ -108,6 +110,14 @@ def tile_capacity(width: int, height: int, min_width: int = MIN_TILE[0]) -> int:
     return best
 
 
+@dataclass(frozen=True)
+class _NewPane:
+    slot: int
+    argv: list[str]
+    title: str
+    log: Path | None = None  # a worker's: its output copied there (``pipe-pane``)
+
+
 @dataclass
 class _Window:
     id: str
@@ -115,6 +125,7 @@ class _Window:
     capacity: int
     panes: set[str] = field(default_factory=set)
     placeholder: str | None = None  # an overflow window's first pane, until real panes arrive
+    setup: list[list[str]] = field(default_factory=list)  # its options, sent with its first panes
     shown_waiting: int = 0  # the count its name shows
 
 
@@ -244,20 +255,26 @@ class TmuxBackend:
         except BackendError:
             pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
 
-    def _add_window(self, window_id: str, name: str) -> _Window:
-        size = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
-        width, height = (int(v) for v in size.split())
+    def _add_window(self, window_id: str, name: str, size: tuple[int, int] | None = None) -> _Window:
+        """Take the window ``window_id`` on: its options set now, or (its ``size`` given: an
+        overflow window, made for panes) in the invocation that opens its first panes."""
+        if size is None:
+            shown = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
+            width, height = (int(v) for v in shown.split())
+        else:
+            width, height = size
         options = [("pane-border-status", "top"), ("pane-border-format", BORDER_FORMAT),
                    ("remain-on-exit", "on"), ("automatic-rename", "off"), ("allow-rename", "off"),
                    (names.RUN_OPTION, self.ctx.run_id)]
         commands = [["set-option", "-w", "-t", window_id, key, value] for key, value in options]
         if self.version.has_remain_on_exit_format:  # else tmux prints its fixed "Pane is dead" line
             commands.append(["set-option", "-w", "-t", window_id, "remain-on-exit-format", ""])
-        self._chain(commands)
+        if size is None:
+            self._chain(commands)
         # A live worker is never made narrower than min_pane_width: agents, compilers and test
         # runners wrap or cut their output below it; panes that would be go to another window.
         min_width = self.ctx.settings.min_pane_width if self.live else MIN_TILE[0]
-        w = _Window(window_id, name, tile_capacity(width, height, min_width))
+        w = _Window(window_id, name, tile_capacity(width, height, min_width), setup=[] if size is None else commands)
         self.windows.append(w)
         return w
 
@@ -279,8 +296,8 @@ class TmuxBackend:
 
     def _open_renderers(self, count: int) -> None:
         """Compact mode: one ``slot-view`` pane per visible slot, for the whole run."""
-        panes = self._split([(slot, self.ctx.renderer_argv("slot-view", str(slot))) for slot in range(1, count + 1)])
-        self._set_titles({pane: f"slot {slot}" for slot, pane in panes})
+        self._split([_NewPane(slot, self.ctx.renderer_argv("slot-view", str(slot)), f"slot {slot}")
+                     for slot in range(1, count + 1)])
 
     # ----- panes -------------------------------------------------------------------------
 
@@ -289,51 +306,70 @@ class TmuxBackend:
             if len(w.panes) < w.capacity:
                 return w
         name = names.window(self.ctx.run_id, len(self.windows) + 1)
-        wid = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
-                         "-n", quoting.tmux_expanded(name), "sleep 2147483647").lines[0]
-        w = self._add_window(wid, name)
-        w.placeholder = self._tmux("display-message", "-p", "-t", wid, "#{pane_id}").lines[0]
+        wid, placeholder, width, height = self._tmux(
+            "new-window", "-d", "-P", "-F", "#{window_id} #{pane_id} #{window_width} #{window_height}",
+            "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep 2147483647").lines[0].split()
+        w = self._add_window(wid, name, (int(width), int(height)))
+        w.placeholder = placeholder
         return w
 
-    def _split(self, items: list[tuple[int, list[str]]]) -> list[tuple[int, str]]:
+    def _split(self, items: list[_NewPane]) -> list[str]:
         """Open one pane per item, in slot order (module docstring), with two tmux
-        invocations per window touched; returns (slot, pane id) in the order of ``items``."""
+        invocations per window touched (one that reads its panes' order, or the one that made
+        it), the second opening the window's panes whole — each pane's title and log set right
+        after its split; returns the pane ids in the order of ``items``.
+
+        A ``split-window`` without ``-d`` makes its pane the current one for the commands
+        that follow it in the same invocation, so those set its title and its ``pipe-pane``
+        without its id, and (tmux reads a pane's output only between invocations) the log
+        has all of it; then the pane that was active is again."""
         opened: dict[int, str] = {}  # index in items -> pane id
         pending = list(range(len(items)))
         while pending:
             w = self._window_with_room()
             group = pending[:w.capacity - len(w.panes)]
             pending = pending[len(group):]
-            # tmux's own order, not ours: the user may have closed or moved panes meanwhile
-            order = self._tmux("list-panes", "-t", w.id, "-F", "#{pane_id}").lines
-            commands: list[list[str]] = []
+            if w.setup:  # a window just made: its placeholder is all it holds
+                listed = [[w.placeholder or "", "1"]]
+            else:  # tmux's own order, not ours: the user may have closed or moved panes meanwhile
+                listed = [ln.split() for ln in self._tmux("list-panes", "-t", w.id, "-F",
+                                                          "#{pane_id} #{pane_active}").lines]
+            order = [pane for pane, _ in listed]
+            active = next((pane for pane, on in listed if on == "1"), None)
+            commands, w.setup = w.setup, []
             placed: list[int] = []  # the item each split-window of ``commands`` opens
             appended: list[int] = []
-            for i in sorted(group, key=lambda i: items[i][0]):
-                slot = items[i][0]
-                later = next((p for p in order if self.slot_of.get(p, 0) > slot), None)
+            for i in sorted(group, key=lambda i: items[i].slot):
+                later = next((p for p in order if self.slot_of.get(p, 0) > items[i].slot), None)
                 if later is None:
                     appended.append(i)
                     continue
-                commands += [["split-window", "-d", "-b", "-t", later, "-P", "-F", "#{pane_id}", *items[i][1]],
-                             ["select-layout", "-t", w.id, "tiled"]]
+                commands += self._split_commands(items[i], w, "-b", "-t", later)
                 placed.append(i)
             for i in reversed(appended):  # each right after the last pane: the first one last
-                commands += [["split-window", "-d", "-t", order[-1], "-P", "-F", "#{pane_id}", *items[i][1]],
-                             ["select-layout", "-t", w.id, "tiled"]]
+                commands += self._split_commands(items[i], w, "-t", order[-1])
                 placed.append(i)
             if w.placeholder:
                 commands += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
+                active = None if active == w.placeholder else active
                 w.placeholder = None
+            commands.append(["select-pane", "-t", active or f"{w.id}.{{top-left}}"])
             ids = [ln for ln in self._chain(commands).lines if ln.startswith("%")]
             if len(ids) != len(placed):
                 raise BackendError("pane_id_missing",
                                    f"tmux split-window printed {len(ids)} pane ids for {len(placed)} panes")
             for i, pane in zip(placed, ids, strict=True):
                 w.panes.add(pane)
-                self.slot_of[pane] = items[i][0]
+                self.slot_of[pane] = items[i].slot
                 opened[i] = pane
-        return [(items[i][0], opened[i]) for i in range(len(items))]
+        return [opened[i] for i in range(len(items))]
+
+    def _split_commands(self, item: _NewPane, w: _Window, *where: str) -> list[list[str]]:
+        """The commands that open ``item``'s pane in ``w`` (split at ``where``) and set it up."""
+        return [["split-window", *where, "-P", "-F", "#{pane_id}", *item.argv],
+                ["set-option", "-p", "@zsw_title", title_text(item.title)],
+                *([["pipe-pane", self._pipe_command(item.log)]] if item.log is not None else []),
+                ["select-layout", "-t", w.id, "tiled"]]
 
     def _set_titles(self, titles: Mapping[str, str]) -> None:
         if titles:
@@ -355,29 +391,46 @@ class TmuxBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
-        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, log_setup=self._log_setup(slot))
+        # no flock (or a filesystem without it): the pane goes on at once, only sooner
+        gate = quoting.shell_word(str(self.gate_path))
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=f"flock -s {gate} true 2>/dev/null")
 
-    def _log_setup(self, slot: int) -> str:
-        """The wrapper's first-stage shell that copies the pane's output to the generation's
-        ``output.log``. tmux runs strftime over a ``pipe-pane`` command, format-expands it,
-        then runs it with ``sh -c``: the path is encoded for that shell, then for tmux, and the whole argument
-        for the wrapper's own shell. Only the slot's directory is known here; the wrapper
-        appends the generation's directory name (``gen-N``, which needs no encoding) from
-        ``$_zsw_d``."""
-        slot_dir = quoting.shell_word(str(self.ctx.paths.slot_dir(slot)))
-        command = quoting.shell_word(quoting.tmux_time_expanded(f"exec cat >>{slot_dir}/"))
-        return f'tmux pipe-pane -t "$TMUX_PANE" {command}"${{_zsw_d##*/}}/output.log"'
+    @property
+    def gate_path(self) -> Path:
+        """The start gate of a batch's panes: ``launch`` holds it (``flock``, exclusive) while
+        it opens them, and each pane's wrapper waits for it (shared) before it starts its pane
+        leader — a Python process, whose start would take the CPU the tmux invocations still
+        opening the batch need (two cores: 32 of them made a batch take twice as long). A
+        lock, not a FIFO: it cannot be missed by a pane that reaches it late, and it is
+        released by the kernel if the supervisor dies holding it."""
+        return self.ctx.paths.dir / "panes.gate"
+
+    @staticmethod
+    def _pipe_command(log: Path) -> str:
+        """The ``pipe-pane`` command that copies a pane's output to ``log``. tmux runs
+        strftime over it, format-expands it, then runs it with ``sh -c``: the path is encoded
+        for that shell, then for tmux."""
+        return quoting.tmux_time_expanded(f"exec cat >>{quoting.shell_word(str(log))}")
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
+        try:  # the gate (``gate_path``); without it the panes only start sooner
+            gate: int | None = os.open(self.gate_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                                       0o600)
+        except OSError:
+            gate = None
+        if gate is not None:
+            fcntl.flock(gate, fcntl.LOCK_EX)
         try:
-            opened = self._split([(r.slot, r.pane_argv()) for r in batch])
-            self._set_titles({pane: r.title("running") for (_, pane), r in zip(opened, batch, strict=True)})
+            opened = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output) for r in batch])
         except BackendError as e:
             return [LaunchFailed(e.code, str(e)) for _ in batch]
-        for _, pane in opened:
+        finally:
+            if gate is not None:
+                os.close(gate)
+        for pane in opened:
             self.panes.opened(pane, pane)
-        return [PaneOpened(pane) for _, pane in opened]
+        return [PaneOpened(pane) for pane in opened]
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         if pane_id in self.waiting_panes:

@@ -92,7 +92,9 @@ class PaneMode:
     pane_var: str  # set by the multiplexer for this very pane: TMUX_PANE, ZELLIJ_PANE_ID
     pane_prefix: str  # recorded pane id = prefix + value ("terminal_" for Zellij, "" for "%12")
     saved_env: Path  # the caller's environment (records.envfile)
-    log_setup: str = ""  # shell run in the first stage to copy the pane's output to output.log
+    # Shell run in the first stage, before the pane leader starts (tmux: wait at the gate the
+    # backend holds until the invocation that opened the pane has ended).
+    before_leader: str = ""
     # How the worker runs on the pane's terminal, when not directly: shell words put before
     # its command (Zellij: ``PTY_RELAY``, which keeps the worker on a TTY and logs it). The
     # status they exit with is recorded as the worker's.
@@ -258,7 +260,7 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
         "*)  # first stage in the pane, with the multiplexer server's environment",
         f"  {_CLAIM_OR_LEAVE}",
-        *([f"  {pane.log_setup}"] if pane.log_setup else []),
+        *([f"  {pane.before_leader}"] if pane.before_leader else []),
         f"  exec {leader} {restore} /bin/sh \"$0\" restored ;;",
         "esac",
     ]
