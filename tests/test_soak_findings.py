@@ -169,16 +169,19 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
     assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran once"
 
 
-def _pane_wrapper(gen: Path) -> psutil.Process | None:
+def _pane_wrapper(gen: Path) -> tuple[psutil.Process, psutil.Process] | None:
     """The shell that records the exit of the pane generation in ``gen`` — its own
-    wrapper.sh at its second stage, under the pane leader — once its worker runs."""
+    wrapper.sh at its second stage, under the pane leader — and its worker (the command that
+    appends to the ledger), once that runs: a child met before it (a subshell on its way to
+    its exec) may be gone by the time it is looked at."""
     for p in psutil.process_iter(["cmdline"]):
         if (p.info["cmdline"] or [])[1:3] == [str(gen / "wrapper.sh"), "restored"]:
             try:
-                if p.children():
-                    return p
+                workers = [c for c in p.children() if "ledger" in " ".join(c.cmdline())]
             except psutil.NoSuchProcess:
                 continue
+            if workers:
+                return p, workers[0]
     return None
 
 
@@ -210,8 +213,7 @@ def test_a_pane_worker_that_ended_before_a_cancel_keeps_its_success_while_its_wr
     gen = run / "slots/slot-1/gen-1"
     wrapper = None
     try:
-        wrapper = wait_until(lambda: _pane_wrapper(gen), what="its wrapper")
-        [worker] = wrapper.children()
+        wrapper, worker = wait_until(lambda: _pane_wrapper(gen), what="its wrapper and its worker")
         wrapper.suspend()
         swarm.open_gate()
         wait_until(lambda: worker.status() == psutil.STATUS_ZOMBIE, what="the worker's exit")

@@ -11,7 +11,7 @@ from harness import Harness, Mux, Work, task
 
 from zellij_swarm import exc
 from zellij_swarm.commands import run as run_command
-from zellij_swarm.engine import supervisor
+from zellij_swarm.engine import room
 from zellij_swarm.records import rundir
 
 
@@ -71,7 +71,7 @@ def test_a_generation_that_could_not_be_claimed_never_ran_and_runs_once_there_is
 
 
 def test_a_state_dir_that_never_has_room_again_ends_the_run_interrupted(full, monkeypatch):
-    monkeypatch.setattr(supervisor, "FULL_GIVE_UP", 5.0)
+    monkeypatch.setattr(room, "FULL_GIVE_UP", 5.0)
     with Harness(works={"a": (Work(after=1, unrecorded=True),)}, jobs=1) as h:
         r = h.run([task("a"), task("b")])
     assert r.exit_code == 1 and r.summary is None  # interrupted: `resume` goes on

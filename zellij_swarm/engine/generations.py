@@ -42,6 +42,7 @@ from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
 from zellij_swarm.engine.outcome import killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
+from zellij_swarm.engine.room import ROOM_RECHECK
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import Stopper
@@ -55,7 +56,6 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job
 
-ROOM_RECHECK = 1.0  # seconds: how often a full state directory is looked at again
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 Warn = Callable[[str, str, TaskRecord | None], None]

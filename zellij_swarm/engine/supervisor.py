@@ -50,6 +50,7 @@ from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.engine.remote import AllocationEvents, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.resume import Recovered
+from zellij_swarm.engine.room import StateDirRoom
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
 from zellij_swarm.engine.slots import Slots
@@ -115,9 +116,6 @@ class Reporter(Protocol):
 
 
 MAX_WAIT = 3600.0  # seconds: the longest single wait of the loop (see ``run``)
-ROOM_RECHECK = 1.0  # seconds: how often a full state directory is looked at again
-FULL_GIVE_UP = 60.0  # seconds with nothing running and still no room: the run ends interrupted
-TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 
 def new_run_id(now: float) -> str:
@@ -188,14 +186,9 @@ class Supervisor:
         self.stop = RunStop()
         self.detached = False
         self.ended_at: float | None = None
-        self._records_warned = False
         self._state_dir_said = False  # the user was told the state dir cannot be written
-        self.state_dir_full = False  # no new task starts until the state dir has room again
-        self._full_said = False  # the user was told it filled and had room again
-        self._full_seen_at: float | None = None  # when it was last found full (wall clock)
         self._input_watched = False  # the input stream's descriptor is in the selector
         self._input_ended_said = False
-        self._idle_full_since: float | None = None  # when the last worker ended while it was full
         self._backend_closed = False
         self.attached: subprocess.Popen[bytes] | None = None
         self.views: view_watch.ViewWatch | None = None  # the run's view panes, followed from run()
@@ -370,7 +363,7 @@ class Supervisor:
                 self.commit.submit(self.gens.ended)
             self.gens.ended = []
         self.snapshots.maybe_write()
-        self._check_records()
+        self.room.records_failed(self.events.error or self.snapshots.error)
         self._maybe_progress()
 
     def _open(self, stack: contextlib.ExitStack[Any]) -> None:
@@ -390,6 +383,10 @@ class Supervisor:
         stack.callback(self.events.close)
         self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
                                warn=self._warn, applied=self.applied_messages)
+        self.room = StateDirRoom(run_id=self.run_id, run_dir=self.paths.dir, state_dir=self.state_dir,
+                                 events=self.events, timers=self.timers, clock=self.clock, wallclock=self.wallclock,
+                                 warn=self._warn, problem=self.reporter.problem, busy=self._busy,
+                                 give_up=self._interrupt)
         self.policy = TaskPolicy(tasks=self.tasks, ready=self.ready, live=self.live, stop=self.stop,
                                  halt=self.settings.halt, joblog=self.plan.joblog, events=self.events,
                                  reporter=self.reporter, warn=self._warn,
@@ -453,8 +450,8 @@ class Supervisor:
             follow=self.follow, backend=self.backend, executor=self.executor, stopper=self.stopper,
             headless=self.headless, control=self.control, stats=self.stats, watchdog=self.watchdog,
             input_watch=self.input_watch, policy=self.policy, stop=self.stop, warn=self._warn,
-            records_unwritable=self._records_unwritable, backend_unstartable=self._backend_unstartable,
-            full_seen_at=lambda: self._full_seen_at)
+            records_unwritable=self.room.unwritable, backend_unstartable=self._backend_unstartable,
+            full_seen_at=lambda: self.room.full_seen_at)
         if self._handle_signals:
             wakeup = SignalWakeup()
             stack.callback(wakeup.close)
@@ -661,7 +658,7 @@ class Supervisor:
             self.control.read_inbox()
         self.follow.on_changes(touched)
 
-    # ----- exits ---------------------------------------------------------------------------
+    # ----- warnings ------------------------------------------------------------------------
 
     def is_stopping(self) -> bool:
         return self.stop.stopping
@@ -748,72 +745,22 @@ class Supervisor:
                          if lg.task.started_at is not None],
                 waiting=sorted(lg.task.name for lg in self.live.values() if lg.task.waiting_input)))
 
-    def _check_records(self) -> None:
-        """A full or read-only state directory: say so once; the run itself goes on."""
-        error = self.events.error or self.snapshots.error
-        if error is not None:
-            self._records_unwritable(f"cannot write the run's records in {self.paths.dir}: {error.strerror}; "
-                                     "outcomes are still tracked in memory", None)
+    def _busy(self) -> bool:
+        """Something still runs, is being ended, or the run is stopping."""
+        return bool(self.live) or bool(self.stopper.stopping) or self.is_stopping()
 
-    def _records_unwritable(self, message: str, task: TaskRecord | None) -> None:
-        """The state directory cannot be written: one ``state_dir_error`` warning a run,
-        whoever noticed first (the supervisor's own writes, or a wrapper's); no new task
-        starts until it can be again."""
-        if not self._records_warned:
-            self._records_warned = True
-            self._warn("state_dir_error", message, task)
-        self._state_dir_full(message)
-
-    # ----- a full state directory (SPEC §5.8) ------------------------------------------------
+    def _interrupt(self) -> None:
+        self.detached = True  # the run stops here, resumable as it is
 
     def _holding_dispatch(self) -> bool:
-        return self.is_stopping() or self.state_dir_full or (self.executor is not None and self.executor.holding)
-
-    def _state_dir_full(self, why: str) -> None:
-        """The state directory cannot take a generation's records: no new task starts —
-        none is turned into a failure for it — until there is room again; running ones go
-        on. Said once each time it fills."""
-        if self.state_dir_full:
-            return
-        self.state_dir_full = True
-        self._full_seen_at = self.wallclock()
-        if not self._full_said:  # the first time; a disk that fills again is in the event log
-            self.reporter.problem(f"warning: the state directory {self.state_dir} is full or cannot be written: "
-                                  "no new task starts until it has room again")
-        self.events.emit("dispatch_held", reason="state_dir_full", why=why)
-        self.timers.after(ROOM_RECHECK, self._look_for_room)
-
-    def _look_for_room(self) -> None:
-        if not self.state_dir_full:
-            return
-        self.events.flush()  # the log goes first: it is whole again once there is room
-        if rundir.has_room(self.paths.dir) and self.events.error is None:
-            self.state_dir_full = False
-            self._idle_full_since = None
-            if not self._full_said:
-                self._full_said = True
-                self.reporter.problem(f"the state directory {self.state_dir} has room again: new tasks start")
-            self.events.emit("dispatch_resumed", reason="state_dir_full")
-            return
-        if self.live or self.stopper.stopping or self.is_stopping():
-            self._idle_full_since = None
-        elif self._idle_full_since is None:
-            self._idle_full_since = self.clock()
-        elif self.clock() - self._idle_full_since >= FULL_GIVE_UP:
-            # Nothing runs and nothing can start: the run stops here, resumable as it is.
-            self.reporter.problem(f"error: the state directory {self.state_dir} has had no room for "
-                                  f"{FULL_GIVE_UP:g}s: run {self.run_id} is interrupted; "
-                                  f"`zellij-swarm resume {self.run_id}` goes on once there is room")
-            self.detached = True
-            return
-        self.timers.after(ROOM_RECHECK, self._look_for_room)
+        return self.is_stopping() or self.room.full or (self.executor is not None and self.executor.holding)
 
     def _finish(self) -> int:
         if self.detached:
             snap = self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
-            code = 1 if self.state_dir_full else 129  # gave up on a full state dir; else detached (SIGHUP)
+            code = 1 if self.room.full else 129  # gave up on a full state dir; else detached (SIGHUP)
             self.reporter.finished(snap, code)
             return code
         if self.executor is not None and (left := self.executor.close()):
@@ -837,7 +784,7 @@ class Supervisor:
         self.commit.submit(self.gens.ended if self.events.error is None else [])
         self.commit.close()  # every outcome is durable before the summary says the run ended
         snap = self.snapshots.write(summary=self.paths.summary, merged=False)
-        self._check_records()
+        self.room.records_failed(self.events.error or self.snapshots.error)
         self.final_snapshot = snap
         code = self.exit_code(snap)
         self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])
