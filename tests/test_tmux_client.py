@@ -124,3 +124,21 @@ def test_an_old_tmux_runs_with_one_warning_and_no_format_it_lacks(tmux: Tmux, tm
     window = d.backend.windows[0].id
     local = tmux("show-options", "-w", "-t", window)  # the window's own options, those the backend set
     assert "remain-on-exit on" in local and "remain-on-exit-format" not in local  # 3.1 has no such option
+
+
+@pytest.mark.parametrize(("version", "said"), [
+    ("3.3a", "tmux: tmux 3.3a (tested)"),
+    ("3.4", "tmux: tmux 3.4 (untested: zellij-swarm is tested with tmux 3.3; it runs)"),
+    ("3.1c", "tmux: tmux 3.1c (untested: zellij-swarm is tested with tmux 3.3; it runs, and a pane that ended "
+             "shows tmux's \"Pane is dead\" line)"),
+    ("2.9a", "tmux: tmux 2.9a (too old: zellij-swarm needs tmux 3.0 or later)"),
+])
+def test_doctor_says_whether_the_tmux_found_is_the_tested_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              version: str, said: str) -> None:
+    from zellij_swarm.commands import doctor
+
+    fake_tmux(monkeypatch, tmp_path, version)
+    env = clean_env()
+    info = doctor.report(env)
+    assert info["tmux"]["version"] == f"tmux {version}"
+    assert said in doctor.format_report(info, env)
