@@ -532,3 +532,22 @@ def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_unt
                    what=f"slot {slot}'s output in its log")
     assert [t.split(" · ")[-1] for t in d.titles()[1:]] == ["running"] * 3
     assert d.tmux("display-message", "-p", "-t", d.backend.windows[0].id, "#{pane_id}").strip() == d.backend.board_pane
+
+
+def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monkeypatch):
+    """A wrapper stopped while it passes the gate holds it shared: a batch waits for it a
+    moment, then opens its panes without it."""
+    import fcntl
+    import os
+
+    from zellij_swarm.backends import tmux as backend
+
+    d = Driven(tmux, tmp_path)
+    monkeypatch.setattr(backend, "GATE_WAIT", 0.2)
+    held = os.open(d.backend.gate_path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(held, fcntl.LOCK_SH)
+        [pane] = d.launch(d.request(1, "t", "exec sleep 600"))
+        assert pane in tmux.panes()
+    finally:
+        os.close(held)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ from zellij_swarm.backends.tmux_client import WORKS_SINCE, TmuxClient, TmuxVersi
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
+GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
@@ -405,6 +407,25 @@ class TmuxBackend:
         released by the kernel if the supervisor dies holding it."""
         return self.ctx.paths.dir / "panes.gate"
 
+    def _close_gate(self) -> int | None:
+        """The gate held (``gate_path``), as a descriptor to close to open it again; None when
+        it cannot be had within ``GATE_WAIT`` (a wrapper stopped at it, holding it shared):
+        without it the batch's panes only start sooner."""
+        try:
+            fd = os.open(self.gate_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            return None
+        deadline = time.monotonic() + GATE_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return None
+                time.sleep(0.005)  # a wrapper passing the gate holds it for the start of a `true`
+
     @staticmethod
     def _pipe_command(log: Path) -> str:
         """The ``pipe-pane`` command that copies a pane's output to ``log``. tmux runs
@@ -414,13 +435,7 @@ class TmuxBackend:
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
-        try:  # the gate (``gate_path``); without it the panes only start sooner
-            gate: int | None = os.open(self.gate_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                                       0o600)
-        except OSError:
-            gate = None
-        if gate is not None:
-            fcntl.flock(gate, fcntl.LOCK_EX)
+        gate = self._close_gate()
         try:
             opened = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output) for r in batch])
         except BackendError as e:
