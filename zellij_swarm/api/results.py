@@ -20,6 +20,7 @@ from typing import Any, Literal
 from zellij_swarm import errors
 from zellij_swarm.commands import logs
 from zellij_swarm.records import snapshot_file
+from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import RunState, TaskStatus
 
@@ -52,11 +53,11 @@ class TaskResult:
     attempts: int
     duration: float | None
     reason: str | None
-    record: Mapping[str, Any] = field(repr=False, compare=False)  # the row of `status --json`
+    record: TaskRow = field(repr=False, compare=False)  # the row of `status --json`
     _run: RunPaths = field(repr=False, compare=False)
 
     @classmethod
-    def of_row(cls, row: Mapping[str, Any], run: RunPaths) -> TaskResult:
+    def of_row(cls, row: TaskRow, run: RunPaths) -> TaskResult:
         return cls(name=row["name"], id=row["id"], status=TaskStatus(row["status"]), exit_code=row["exit_code"],
                    signal=row["signal"], attempts=row["attempts"], duration=row["duration_s"], reason=row["reason"],
                    record=row, _run=run)

@@ -11,13 +11,14 @@ import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import runlock, snapshot_file
+from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.rundir import RunPaths, all_runs, has_record, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
 from zellij_swarm.render.console import counts_text, describe
@@ -69,7 +70,7 @@ def load_written(run: RunPaths) -> dict[str, Any]:
     return snap
 
 
-def rows_of(snap: dict[str, Any], run: RunPaths, statuses: frozenset[str] | None) -> list[dict[str, Any]]:
+def rows_of(snap: dict[str, Any], run: RunPaths, statuses: frozenset[str] | None) -> list[TaskRow]:
     """The rows of ``snap`` (``load_written``'s) with one of ``statuses`` (None: every row),
     in plan order: only those are read when the rows file's index can be trusted."""
     return snapshot_file.rows_with(snap, run.dir, statuses)
@@ -175,7 +176,7 @@ def json_row_lines(snap: dict[str, Any], run: RunPaths) -> list[bytes]:
     return lines if lines is not None else [_row_bytes(row) for row in rows_of(snap, run, None)]
 
 
-def _row_bytes(row: dict[str, Any]) -> bytes:
+def _row_bytes(row: Mapping[str, object]) -> bytes:
     return _ROW(row).encode()
 
 

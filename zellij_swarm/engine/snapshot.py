@@ -26,6 +26,7 @@ from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.policy import RunStop
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import generation_files, snapshot_file
+from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import RunState, SlotState, TaskStatus
@@ -65,7 +66,7 @@ class RunView(Protocol):
     @property
     def stats(self) -> metrics.DispatchStats: ...
     @property
-    def warnings(self) -> list[dict[str, Any]]: ...
+    def warnings(self) -> list[WarningRow]: ...
     @property
     def views(self) -> ViewWatch | None: ...
     @property
@@ -236,7 +237,7 @@ def _attempts(run: RunView) -> Iterator[Attempt]:
     return (a for t in run.tasks.values() for a in t.history)
 
 
-def _snapshot(run: RunView, now: float, *, counts: dict[str, int], tasks: list[dict[str, Any]],
+def _snapshot(run: RunView, now: float, *, counts: dict[str, int], tasks: list[TaskRow],
               metrics: dict[str, Any], rows: dict[str, Any] | None) -> dict[str, Any]:
     snap = {
         "run_id": run.run_id,

@@ -66,6 +66,7 @@ from zellij_swarm.records import generation_files, inbox, rundir, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
+from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
@@ -107,7 +108,7 @@ class Reporter(Protocol):
     def started(self, run: rundir.RunPaths, total: int) -> None: ...
     def notice(self, text: str) -> None: ...
     def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
-    def warning(self, w: dict[str, Any]) -> None: ...  # one of the run's warnings, as it is recorded
+    def warning(self, w: WarningRow) -> None: ...  # one of the run's warnings, as it is recorded
     def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
@@ -178,7 +179,7 @@ class Supervisor:
         self.slots = Slots(self.jobs)
         self.live: dict[int, LiveGen] = {}  # slot -> generation in flight
         self.stats = metrics.DispatchStats()
-        self.warnings: list[dict[str, Any]] = []
+        self.warnings: list[WarningRow] = []
         self.timers = Timers(clock)
         self.watchdog = IdleWatchdog(self.timers.after, wallclock)
         self.input_watch = InputWatch(self.timers, wallclock,
@@ -668,7 +669,7 @@ class Supervisor:
             # A full or read-only state dir is said once, whatever the output mode.
             self._state_dir_said = True
             self.reporter.problem(f"warning: {message}")
-        w = {"code": code, "message": message, "task": task.name if task else None}
+        w: WarningRow = {"code": code, "message": message, "task": task.name if task else None}
         self.warnings.append(w)
         if task is not None:
             task.warnings.append(w)

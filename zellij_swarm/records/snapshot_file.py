@@ -31,9 +31,10 @@ import re
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar
+from typing import Any, BinaryIO, ClassVar, cast
 
 from zellij_swarm.records import rows_index
+from zellij_swarm.records.rows import Snapshot, TaskRow
 from zellij_swarm.records.rows_index import IndexWriter
 from zellij_swarm.records.rundir import read_json
 
@@ -46,7 +47,7 @@ _CHUNK = 1 << 20  # bytes of the rows file read at a time
 _BATCH = 1 << 20  # bytes of queued rows written without waiting for the next snapshot
 
 
-def encode(row: dict[str, Any]) -> bytes:
+def encode(row: Mapping[str, object]) -> bytes:
     """One line of the rows file (JSON escapes every newline inside a value)."""
     return (_dumps(row) + "\n").encode()
 
@@ -108,7 +109,7 @@ class RowsFile:
         if self._queued_bytes >= _BATCH and not self._tail_dirty:  # the rows of 100,000 new tasks
             self.commit()  # are not held all at once (after a failed write: at the next snapshot)
 
-    def uncommitted(self) -> list[dict[str, Any]]:
+    def uncommitted(self) -> list[TaskRow]:
         """The rows queued and not yet in the file (after a failed write)."""
         return [json.loads(line) for line in self._queued]
 
@@ -380,18 +381,19 @@ def merge(snap: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return RowsReader().merge(snap, run_dir)
 
 
-def load(path: Path, *, rows: bool = True) -> dict[str, Any]:
+def load(path: Path, *, rows: bool = True) -> Snapshot:
     """The snapshot ``path`` (``state.json`` or ``summary.json``) holds, whole: every task row
     merged from the rows file it names, in plan order — the shape of ``status --json``.
     Raises as ``read_json`` does (absent or empty: ``FileNotFoundError``; damaged:
     ``DamagedRecord``). ``rows=False`` reads only the snapshot (its live rows), for a caller
-    that needs its state or counts."""
+    that needs its state or counts. Typed as it was written (the writers' output is checked
+    against the schema in the tests)."""
     snap: dict[str, Any] = read_json(path)
     if not isinstance(snap, dict):
-        return snap
+        return cast(Snapshot, snap)
     if not rows:
-        return {k: v for k, v in snap.items() if k != "rows"}
-    return merge(snap, path.parent)
+        return cast(Snapshot, {k: v for k, v in snap.items() if k != "rows"})
+    return cast(Snapshot, merge(snap, path.parent))
 
 
 # ----- reading some rows: through the index ---------------------------------------------------
@@ -412,13 +414,14 @@ def _own_rows(snap: dict[str, Any]) -> list[Any]:
     return own if isinstance(own, list) else []
 
 
-def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | None) -> list[dict[str, Any]]:
+def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | None) -> list[TaskRow]:
     """The rows of the whole snapshot ``snap`` (as written: its own rows, and ``rows`` naming
     the rows file) stands for whose status is one of ``statuses`` (None: every row), in plan
     order. Through the rows file's index (``rows_index``) only those rows are parsed; for
     every row, or without a trusted index, the rows file is read (``merge``)."""
-    def chosen(rows: Iterable[Any]) -> list[dict[str, Any]]:
-        return [r for r in rows if isinstance(r, dict) and (statuses is None or r.get("status") in statuses)]
+    def chosen(rows: Iterable[Any]) -> list[TaskRow]:
+        return [cast(TaskRow, r) for r in rows
+                if isinstance(r, dict) and (statuses is None or r.get("status") in statuses)]
 
     index = None if statuses is None else _index_of(snap, run_dir)  # every row: one backward read is quicker
     numbers = [] if index is None else index.numbers(statuses)

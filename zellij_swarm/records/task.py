@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.generation_files import ExitRecord
+from zellij_swarm.records.rows import AttemptRow, OptionalFields, TaskRow, WarningRow
 from zellij_swarm.records.states import TaskStatus, transition
 
 # The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
@@ -56,8 +57,8 @@ class Attempt:
     # a Slurm step's: where it ran (``node``, ``job``: its "job.step" id) and ``queued_s``
     slurm: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out = {
+    def to_json(self) -> AttemptRow:
+        out: AttemptRow = {
             "attempt": self.attempt, "slot": self.slot, "generation": self.generation, "status": str(self.status),
             "exit_code": self.exit_code, "signal": self.signal, "reason": self.reason,
             "started_at": self.started_at, "ended_at": self.ended_at, "pid": self.pid, "pane_id": self.pane_id,
@@ -96,7 +97,7 @@ class TaskRecord:
     exit_code: int | None = None
     signal: str | None = None
     reason: str | None = None
-    warnings: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[WarningRow] = field(default_factory=list)
     # While it runs: waiting for input on its terminal; None when that cannot be known.
     waiting_input: bool | None = False
     # Why the kernel will not say whether it waits (no ptrace access): then only its screen does.
@@ -107,7 +108,7 @@ class TaskRecord:
     # it runs (a queued step is PENDING, with why), {"node"} once its wrapper said where it ran
     slurm: dict[str, Any] | None = None
     # The frozen row of a terminal task no journal follows yet (the journal takes it over).
-    _frozen: dict[str, Any] | None = field(default=None, repr=False)
+    _frozen: TaskRow | None = field(default=None, repr=False)
     journal: Journal | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -191,37 +192,37 @@ class TaskRecord:
         elif self.status.terminal:
             self._frozen = self.row(now=None)
 
-    def frozen_row(self) -> dict[str, Any]:
+    def frozen_row(self) -> TaskRow:
         """A terminal task's row as it was frozen (taken by the journal that starts following
         it, so the record no longer keeps it)."""
         row, self._frozen = self._frozen, None
         return row if row is not None else self.row(now=None)
 
-    def row(self, *, now: float | None) -> dict[str, Any]:
+    def row(self, *, now: float | None) -> TaskRow:
         if self._frozen is not None:
             return self._frozen
         duration = None
         if self.started_at is not None:
             end = self.ended_at if self.ended_at is not None else now
             duration = round(end - self.started_at, 3) if end is not None else None
-        row = {
+        row: TaskRow = {
             "name": self.name, "id": self.id, "status": str(self.status), "exit_code": self.exit_code,
             "signal": self.signal, "attempts": self.attempts, "slot": self.slot, "generation": self.generation,
             "pid": self.pid, "pane_id": self.pane_id, "started_at": self.started_at, "ended_at": self.ended_at,
             "duration_s": duration, "reason": self.reason, "waiting_input": self.waiting_input,
             "warnings": list(self.warnings),
             "history": [a.to_json() for a in self.history],
+            **self.optional_fields,
         }
-        row.update(self.optional_fields)
         return row
 
     @property
-    def optional_fields(self) -> dict[str, Any]:
+    def optional_fields(self) -> OptionalFields:
         """What a row carries only when there is something to say: the command of a task whose
         name was generated, the group of a task that has one, the worktree of a task that runs
         in one (with its changed-files count once the task has ended), its Slurm step, why its
         waiting for input cannot be seen (``waiting_evidence``)."""
-        out: dict[str, Any] = {}
+        out: OptionalFields = {}
         if GENERATED_NAME.fullmatch(self.name):
             out["command"] = command_text(self.spec)
         if self.spec.group is not None:

@@ -36,25 +36,25 @@ from typing import IO, Any
 from zellij_swarm import quoting
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import FAILED_STATUSES, RunState
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.text import duration
 
 
-def describe(row: dict[str, Any], *, named: bool = True) -> str:
+def describe(row: TaskRow, *, named: bool = True) -> str:
     """``name: failed (exit 3, 1.2s, 2 attempts)`` for one task row; without ``named``, only
     ``failed (exit 3, 1.2s)`` (for a table that has the name and attempts in columns)."""
-    bits = []
-    if row.get("signal"):
-        code = row.get("exit_code")
+    bits: list[str] = []
+    sig, code, reason = row.get("signal"), row.get("exit_code"), row.get("reason")
+    if sig:
         # a death by signal N is the shell's status 128+N: the signal alone says it
-        bits.append(row["signal"] if code is None or code == 128 + _signal_number(row["signal"])
-                    else f"exit {code} ({row['signal']})")
-    elif row.get("exit_code") not in (None, 0):
-        bits.append(f"exit {row['exit_code']}")
-    if row.get("reason") and _RESTATES.get(row["status"]) != row["reason"]:
-        bits.append(row["reason"])
+        bits.append(sig if code is None or code == 128 + _signal_number(sig) else f"exit {code} ({sig})")
+    elif code not in (None, 0):
+        bits.append(f"exit {code}")
+    if reason and _RESTATES.get(row["status"]) != reason:
+        bits.append(reason)
     if row.get("duration_s") is not None:
         bits.append(f"{row['duration_s']:.1f}s")
     if named and (row.get("attempts") or 0) > 1:
@@ -186,7 +186,7 @@ class ConsoleReporter:
         and in ``progress`` on a terminal when no pane shows it (as GNU parallel groups it)."""
         return self.mode in ("group", "tag") or (self.wants_progress and not self.panes and _isatty(self.out))
 
-    def warning(self, w: dict[str, Any]) -> None:
+    def warning(self, w: WarningRow) -> None:
         """One warning of the run, as the supervisor records it: its line on stderr; in ``quiet``, counted for
         the one line at the end. A full state directory is said by ``problem`` already."""
         self._warnings += 1
@@ -219,7 +219,7 @@ class ConsoleReporter:
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
             self._say(describe(row) + self._hint(task, row, gen))
 
-    def _hint(self, task: TaskRecord, row: dict[str, Any], gen: GenPaths | None) -> str:
+    def _hint(self, task: TaskRecord, row: TaskRow, gen: GenPaths | None) -> str:
         """Where to look at a task that did not succeed (and why, when the lack of a terminal
         is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
