@@ -167,10 +167,22 @@ class SlurmExecutor:
 
     # ----- start ---------------------------------------------------------------------------
 
-    def request_allocation(self, tasks: int, log: Path) -> str:
-        """``--slurm-alloc``: ask for one allocation for the whole run, before anything starts;
-        its job id (blocking, briefly; raises ``BackendError``). ``await_allocation`` follows it."""
-        self.request = self.cluster.request_allocation(self.run_id, tasks, self.settings.slurm, log)
+    def allocate(self, *, resumed: bool, wanted: int, log: Path, on: AllocationEvents) -> str | None:
+        """``--slurm-alloc``: the run's one allocation, for ``wanted`` tasks at once — a
+        resumed run's own while Slurm runs it (one still queued was an earlier supervisor's
+        request, maybe killed before it said so: withdrawn, and asked anew). The job asked for,
+        followed until Slurm grants it (``on``); None when one was adopted or nothing is left
+        to run (``wanted`` 0). Blocking, briefly; raises ``BackendError``."""
+        name = f"zsw.{self.run_id}.alloc"
+        for job_id, state in self.cluster.named(name) if resumed else []:
+            if state == "RUNNING" and self.allocation is None:
+                self.allocation = job_id
+            else:
+                self.cluster.cancel(job_id, name=name)
+        if self.allocation is not None or wanted == 0:
+            return None
+        self.request = self.cluster.request_allocation(self.run_id, wanted, self.settings.slurm, log)
+        self._await_allocation(self.settings.slurm_alloc_wait, on)
         return self.request[0]
 
     @property
@@ -184,7 +196,7 @@ class SlurmExecutor:
         """The allocation was asked for and not granted yet."""
         return self.request is not None and self.allocation is None
 
-    def await_allocation(self, limit: float | None, on: AllocationEvents) -> None:
+    def _await_allocation(self, limit: float | None, on: AllocationEvents) -> None:
         """Follow the allocation asked for until Slurm grants it (``on.granted``); while it
         waits, ``on.queued`` with Slurm's reason; ``on.gave_up`` when it waited ``limit``
         seconds, or its job ended first. ``close`` cancels it, granted or not."""

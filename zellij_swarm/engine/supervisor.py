@@ -499,24 +499,18 @@ class Supervisor:
         One that cannot be asked for fails the run before any task starts (False)."""
         if self.executor is None or not self.settings.slurm_alloc or self.slurm_job is not None:
             return True  # in a batch job, the job is the allocation
-        cluster, name = self.executor.cluster, f"zsw.{self.run_id}.alloc"
         left = sum(not t.status.terminal for t in self.tasks.values())
+        wanted = self.jobs if self._input_open() else min(self.jobs, left)
         try:
-            for job_id, state in cluster.named(name) if self.plan.resume is not None else []:
-                if state == "RUNNING" and self.executor.allocation is None:
-                    self.executor.allocation = job_id
-                else:
-                    cluster.cancel(job_id, name=name)
-            if self.executor.allocation is not None or not (left or self._input_open()):
-                return True  # adopted, or nothing is left to run in one
-            tasks = self.jobs if self._input_open() else min(self.jobs, left)
-            job = self.executor.request_allocation(tasks, self.paths.dir / "salloc.log")
+            job = self.executor.allocate(
+                resumed=self.plan.resume is not None, wanted=wanted, log=self.paths.dir / "salloc.log",
+                on=AllocationEvents(queued=self._allocation_queued, granted=self._allocation_granted,
+                                    gave_up=self._allocation_gave_up))
         except exc.BackendError as e:
             self._allocation_gave_up(e.code, e.message)
             return False
-        self.events.emit("executor_allocating", job=job, tasks=tasks)
-        self.executor.await_allocation(self.settings.slurm_alloc_wait, AllocationEvents(
-            queued=self._allocation_queued, granted=self._allocation_granted, gave_up=self._allocation_gave_up))
+        if job is not None:
+            self.events.emit("executor_allocating", job=job, tasks=wanted)
         return True
 
     def _allocation_queued(self, job: str, reason: str) -> None:
