@@ -90,6 +90,10 @@ def status_field(pid: int, name: str) -> str:
 
 def test_a_wrapper_runs_in_its_own_session_on_dev_null_with_default_signals_and_no_inherited_fd(said):
     pid = said.start("/bin/sleep", "60")
+    # the start is told once the exec has replaced the launcher's image, a moment before the
+    # kernel has closed the launcher's descriptors and set the new environment up: the
+    # environment read back is the sign that it has finished
+    wait_until(lambda: Path(f"/proc/{pid}/environ").read_bytes(), what="the wrapper's exec to finish")
     assert os.getsid(pid) == pid and os.getpgid(pid) == pid
     # the launcher's own pipes stay behind; what the caller handed down inheritable passes
     # through, as it does to the supervisor (GNU make's jobserver, for one)
