@@ -110,10 +110,15 @@ def test_summary_is_kept_for_one_release_deprecated(here: Path):
     assert summary == result.record and summary["tasks"][0]["exit_code"] == 4
 
 
-def test_ctrl_c_cancels_the_run_through_the_ladder_then_is_raised(here: Path):
+def test_ctrl_c_cancels_the_run_through_the_ladder_then_is_raised(here: Path, request: pytest.FixtureRequest):
     """Ctrl-C in run() (a KeyboardInterrupt on the main thread: run() installs no handler) ends
     the workers as `cancel` does — a worker that ignores SIGTERM gets SIGKILL after the grace —
     waits for the run's end, and is raised again."""
+    # Python's own Ctrl-C, as in a program run from a terminal: pytest started in the background
+    # by a shell without job control inherits SIGINT ignored, and then no KeyboardInterrupt comes
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     seen: dict[str, object] = {}
 
