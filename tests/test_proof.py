@@ -277,10 +277,12 @@ def test_ten_thousand_generations_bounded_timeline_and_fast(tmp_path: Path) -> N
             start_ms = s + (g - 1) * 100  # integer ms: a slot's end and next start are the same float
             gens.append((s, g, start_ms / 1000, (start_ms + 100) / 1000, 10_000 + s * 1000 + g))
     run = make_run(tmp_path, slots, gens)
-    began = time.perf_counter()
+    # the CPU time this process spent, not the wall clock: the bound is on the proof's work,
+    # which a loaded machine does not change (under load the wall clock took over 2 s)
+    began = time.process_time()
     report = prove(RunPaths(run))
-    took = time.perf_counter() - began
-    print(f"proof of {len(gens)} generations took {took * 1000:.0f} ms")
+    took = time.process_time() - began
+    print(f"proof of {len(gens)} generations took {took * 1000:.0f} ms of CPU")
     validate(report, "proof")
     assert took < 2.0  # typically ~0.1-0.2 s
     tl = report["timeline"]
