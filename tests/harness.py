@@ -99,6 +99,7 @@ from zellij_swarm.worker.launcher import Ended, NotStarted, Started
 from zellij_swarm.worker.wrapper import PaneMode
 
 VIRTUAL_EPOCH = 1000.0  # the fake monotonic clock's start
+WALL_HEADROOM = 60.0  # seconds the virtual wall clock starts ahead of the real one (Clock)
 VIRTUAL_LIMIT = 7 * 86400.0  # a run still going after a virtual week is stuck, not slow
 REAL_LIMIT = 20.0  # seconds of real time one supervisor may take
 BUSY_WAIT = 0.5  # real seconds one select waits for a busy CallRunner
@@ -202,10 +203,12 @@ class Clock:
 
     def __init__(self) -> None:
         self.now = VIRTUAL_EPOCH
-        # The real time, so virtual wall time is never behind it: resume adopts a wrapper only if
-        # its (real) process started no later than its (virtually stamped) claim, and the
-        # supervisor stamps some files itself with real mtimes.
-        self.wall_epoch = round(time.time(), 3)
+        # Ahead of the real time, so virtual wall time is never behind it: resume adopts a wrapper
+        # only if its (real) process started no later than its (virtually stamped) claim, and the
+        # supervisor stamps some files itself with real mtimes. The real time at the start is not
+        # enough: virtual time stands still while a loaded machine takes seconds to set a run up
+        # and spawn its first wrapper's helper, whose claim is stamped at virtual second 0.
+        self.wall_epoch = round(time.time(), 3) + WALL_HEADROOM
 
     def monotonic(self) -> float:
         return self.now
