@@ -10,17 +10,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import backend_args, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
-LONG = "[swarm]\njobs = 2\n" + "".join(
-    f'[[task]]\nname = "t{i}"\ncmd = "sleep 1.5; echo t{i} >> ledger"\n' for i in range(3))
+# The tasks wait at the gate until the test has done what it does to their panes: on a loaded
+# machine a sleep of 1.5 s once ended before the multiplexer was killed (nothing was lost).
+GATED = "[swarm]\njobs = 2\n" + "".join(
+    f'[[task]]\nname = "t{i}"\ncmd = "{GATE}; echo t{i} >> ledger"\n' for i in range(3))
 
 
 def heartbeat_pane(run: Path, slot: int, gen: int = 1) -> str | None:
     hb = run / f"slots/slot-{slot}/gen-{gen}/heartbeat.jsonl"
     return hb.exists() and hb.read_text() and json.loads(hb.read_text().splitlines()[0])["pane_id"]
+
+
+def ended(run: Path, *slots: int) -> bool:
+    """The first generation of each of ``slots`` has ended (its wrapper's sidecar, or the
+    record the supervisor made of an end its wrapper could not write)."""
+    gens = [run / f"slots/slot-{slot}/gen-1" for slot in slots]
+    return all((gen / "exit").exists() or (gen / "exit.json").exists() for gen in gens)
 
 
 def check_lost_and_rerun(swarm, run: Path) -> None:
@@ -35,12 +44,14 @@ def check_lost_and_rerun(swarm, run: Path) -> None:
 
 
 def test_tmux_server_killed_mid_run(swarm, tmux):
-    swarm.write("l.toml", LONG)
+    swarm.write("l.toml", GATED)
     proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
         tmux("kill-server")
+        wait_until(lambda: ended(run, 1, 2), what="the panes' workers ended with their server")
+        swarm.open_gate()
         code = proc.wait(timeout=60)
         assert code == 0, (proc.stderr.read(), swarm.summary()["warnings"],  # what a failure needs to be read
                            {n: (r["status"], r["reason"], r["history"]) for n, r in swarm.tasks().items()})
@@ -55,7 +66,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     """The pane's hang-up reaches the worker through the pane's leader (and in Zellij the pty
     relay), and its death by SIGHUP is recorded. Closed at once — in Zellij before the swarm
     listed it — the pane still counts as opened: later tasks get panes."""
-    swarm.write("l.toml", LONG)
+    swarm.write("l.toml", GATED)
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "l.toml", *args, "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
@@ -69,6 +80,8 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         else:
             request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
                                                  "--pane-id", pane, version=backend.split("-", 1)[1])
+        wait_until(lambda: ended(run, 1), what="t0's end by the hang-up")  # before the others may go on
+        swarm.open_gate()
         assert proc.wait(timeout=60) == 1
         rows = swarm.tasks()
         assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",
@@ -101,7 +114,7 @@ def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, b
 def test_zellij_session_killed_mid_run(swarm, zellij, request):
     """The swarm's session killed (``kill-session``, or its server SIGKILLed): its panes'
     workers are lost and run again headless, without using an attempt."""
-    swarm.write("l.toml", LONG)
+    swarm.write("l.toml", GATED)
     z = request.getfixturevalue("fz" if zellij == "fake" else "rz")
     env = z.env("0.45.0", **FAST) if zellij == "fake" else z.env(**FAST)
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
@@ -117,6 +130,9 @@ def test_zellij_session_killed_mid_run(swarm, zellij, request):
             assert servers, "no zellij server found"
             for p in servers:
                 p.kill()
+        # the multiplexer may end its panes after its command returned: the workers wait till then
+        wait_until(lambda: ended(run, 1, 2), what="the panes' workers ended with their session")
+        swarm.open_gate()
         code = proc.wait(timeout=60)
         assert code == 0, (proc.stdout.read(), proc.stderr.read())
         check_lost_and_rerun(swarm, run)

@@ -11,9 +11,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from swarmtest import backend_args, full, kill_run_processes, wait_until
+from swarmtest import GATE, backend_args, full, kill_run_processes, wait_until
 
 TASKS = 300
+HELD = 20  # the last tasks wait at the gate: the run cannot end before the stop reaches it
 
 
 def _ledger_counts(ledger: Path) -> collections.Counter[str]:
@@ -24,7 +25,8 @@ def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
     lines = []
     for i in range(TASKS):
         tail = "; exit 3" if i == failing else ""
-        lines.append(f"echo start; sleep 0.0{i % 10}; echo t{i} >> {ledger}{tail}")
+        held = f"{GATE}; " if i >= TASKS - HELD else ""
+        lines.append(f"{held}echo start; sleep 0.0{i % 10}; echo t{i} >> {ledger}{tail}")
     return swarm.write("tasks.txt", "\n".join(lines) + "\n")
 
 
@@ -55,6 +57,7 @@ def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how, b
             if t["status"] in ("cancelled", "failed", "lost", "timed_out") and t.get("exit_code") == 0:
                 raise AssertionError(f"{name} ran to exit 0 and is recorded {t['status']} ({t.get('reason')})")
         # (after a halt, the retry must not halt again at the same failure, to run all the rest)
+        swarm.open_gate()
         retried = swarm("retry", run_id, "--output", "quiet", *(["--halt", "never"] if extra else []), env=env,
                         timeout=300)
         assert retried.code in (0, 1), retried.stderr
