@@ -29,7 +29,10 @@ def test_a_report_hatches_the_wait_and_lists_the_failures(swarm) -> None:
     svg = svg_of(page)
     [hatch] = svg.findall(".//svg:path[@class='waiting']", NS)
     assert hatch.get("data-task") == "asks"
-    assert re.fullmatch(r"asks · waiting for input · 1\.\d s", hatch.find("svg:title", NS).text)
+    # the 1.5 s wait as the supervisor saw it: from when it read the waiting line to when it
+    # read the answer, each late by what a loaded machine makes it (0.9 s was seen under load)
+    waited = re.fullmatch(r"asks · waiting for input · (\d+\.\d) s", hatch.find("svg:title", NS).text)
+    assert waited is not None and 0 < float(waited[1]) <= 2.5, hatch.find("svg:title", NS).text
     [bar] = [b for b in bars_of(svg) if b.get("data-task") == "asks"]
     xs = [float(v) for v in re.findall(r"[ML]([\d.]+) ", hatch.get("d"))]
     left, width = float(bar.get("x")), float(bar.get("width"))
