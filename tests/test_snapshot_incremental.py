@@ -24,7 +24,7 @@ from zellij_swarm.engine import metrics, snapshot
 from zellij_swarm.engine.policy import RunStop
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import log as records
-from zellij_swarm.records import snapshot_file
+from zellij_swarm.records import rows_index, snapshot_file
 from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.records.snapshot_file import ROWS_FILE, RowsFile, RowsReader
@@ -490,3 +490,25 @@ def test_a_resumed_supervisor_appends_to_the_rows_file_of_the_killed_one(tmp_pat
     assert whole == snapshot.full(again) | {"updated_at": whole["updated_at"], "metrics": whole["metrics"]}
     assert snapshot_file.load(again.paths.state) == whole
     assert rows_file.read_bytes().count(b'"id":"t1"') >= 2  # the first row, superseded by its retelling
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("indexed", [True, False], ids=["through-the-index", "without-an-index"])
+def test_the_summary_written_in_chunks_is_the_merged_snapshot_byte_for_byte(tmp_path: Path, seed: int,
+                                                                           indexed: bool) -> None:
+    """``summary.json`` is written from the rows file's lines as they are (a run of 100,000
+    tasks once held every row as an object to write it): the same bytes as the merged
+    snapshot encoded whole — names with quotes, newlines and non-ASCII included, running rows
+    that are newer than the file's, and without a trusted index."""
+    rng = random.Random(seed)
+    run = FakeRun(tmp_path / f"run-{seed}", jobs=rng.randint(1, 6))
+    run.add(rng.randint(1, 30))
+    run.tasks["t1"].spec = TaskSpec(name="naïve \"agent\"\n✓", cmd="true")
+    for _ in range(rng.randint(20, 300)):
+        _step(run, rng)
+    written = json.loads(json.dumps(snapshot.build(run)))
+    if not indexed:
+        (run.paths.dir / rows_index.INDEX_FILE).unlink()
+    whole = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode(
+        snapshot_file.merge(written, run.paths.dir)) + "\n"
+    assert b"".join(snapshot_file.whole_document(written, run.paths.dir)) == whole.encode()

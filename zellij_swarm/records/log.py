@@ -200,7 +200,7 @@ class SnapshotWriter:
         error = None  # the state of this write only: a disk that has room again is fine again
         if summary is not None:
             try:
-                write_atomic(summary, (_compact(snapshot_file.merge(snap, self._run.dir)) + "\n").encode())
+                write_atomic(summary, snapshot_file.whole_document(snap, self._run.dir))
             except OSError as e:
                 error = e
         try:

@@ -24,6 +24,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,19 +43,21 @@ _GEN_DIR = re.compile(r"gen-(\d+)\Z")
 COMMIT_MARKERS = frozenset({EXIT_RECORD, "run.json", "summary.json"})
 
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o600) -> None:
+def write_atomic(path: Path, data: str | bytes | Iterable[bytes], *, mode: int = 0o600) -> None:
     """Write ``path`` so that no reader ever sees a partial file (temp file + rename), and
-    durably when it is one of the ``COMMIT_MARKERS``.
+    durably when it is one of the ``COMMIT_MARKERS``. ``data`` may come in chunks (a run's
+    summary: its rows as the rows file has them, never all encoded at once).
 
     The temp file is created with O_EXCL|O_NOFOLLOW, so a planted symlink is never followed.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = data.encode() if isinstance(data, str) else data
+    chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
     durable = path.name in COMMIT_MARKERS
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            for chunk in chunks:
+                f.write(chunk)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -29,7 +29,7 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, cast
 
@@ -438,6 +438,24 @@ def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | No
         else:
             by_number[number] = row
     return chosen([by_number[n] for n in sorted(by_number)] + named)
+
+
+def whole_document(snap: dict[str, Any], run_dir: Path) -> Iterator[bytes]:
+    """``merge(snap, run_dir)`` as compact JSON, in chunks, byte for byte: the rows file's
+    lines copied as they are through its index, never parsed — a run of 100,000 tasks ends
+    without holding them all as objects; without a trusted index, merged and encoded whole."""
+    lines = every_row_line(snap, run_dir, lambda row: _dumps(row).encode())
+    if lines is None:
+        yield (_dumps(merge(snap, run_dir)) + "\n").encode()
+        return
+    keys = [k for k in snap if k != "rows"]
+    at = keys.index("tasks") if "tasks" in keys else len(keys)
+    before = _dumps({k: snap[k] for k in keys[:at]})[:-1]  # "{...", its closing brace left out
+    after = _dumps({k: snap[k] for k in keys[at + 1:]})[1:]  # "...}", its opening brace left out
+    yield f'{before}{"," if at else ""}"tasks":['.encode()
+    for i, line in enumerate(lines):
+        yield b"," + line if i else line
+    yield f'],{after}\n'.encode() if after != "}" else b"]}\n"
 
 
 def every_row_line(snap: dict[str, Any], run_dir: Path,
