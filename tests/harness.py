@@ -86,6 +86,7 @@ import psutil
 from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneOpened, PaneResult, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend
+from zellij_swarm.commands.run import retry_selection
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.engine import resume, stopping
 from zellij_swarm.engine.live import GEN_TRANSITIONS, GenPhase, LiveGen
@@ -995,6 +996,18 @@ class Harness:
                        source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
                        resume=rec, run_dir=run.dir)
         self._send(messages, since=self.world.clock.elapsed())
+        return self._supervise(plan, HeadlessBackend(), None)
+
+    def retry(self, names: tuple[str, ...] = ()) -> Result:
+        """``zellij-swarm retry`` of the ended run: the tasks it would run again (or ``names``),
+        in the same run record, headless."""
+        run = self.world.run
+        assert run is not None
+        rec = resume.load(run, ended=True)
+        rec.retry = retry_selection(snapshot_file.load(run.summary), rec.specs, list(names), run.run_id)
+        plan = RunPlan(tasks=rec.specs, settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
+                       source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
+                       resume=rec, run_dir=run.dir, retrying=True)
         return self._supervise(plan, HeadlessBackend(), None)
 
     def _send(self, messages: tuple[Message, ...], *, since: float) -> None:

@@ -5,7 +5,7 @@ the claim taken and run nothing: a generation runs at most once, whatever arrive
 
 from __future__ import annotations
 
-from harness import Harness, Mux, Pane, Work, task
+from harness import Harness, Message, Mux, Pane, Work, task
 
 
 def test_a_late_pane_runs_nothing_after_its_generation_ran_headless():
@@ -17,3 +17,22 @@ def test_a_late_pane_runs_nothing_after_its_generation_ran_headless():
     assert (r.tasks["a"].status, r.tasks["a"].attempts) == ("succeeded", 1)
     assert len(ran) == 1 and ran[0].pane_id is None, "only the headless fallback ran task a"
     assert r.warnings() == ["heartbeat_missing"]
+
+
+def test_a_pane_cancelled_before_its_wrapper_claimed_it_runs_on_retry():
+    """The cancel takes the generation's claim before its pane's wrapper came (nothing ran):
+    the task is ``cancelled``, that generation an attempt of its own — and ``retry`` runs it.
+    The retry's resume once skipped such a generation (claimed by the supervisor: "unstarted")
+    and so counted one attempt less than the run's record; it then took the task for one that
+    had ended again since the retry began, and left it cancelled (the tmux soak's cancel phase,
+    5 rounds in 40)."""
+    works = {"a": (Work(after=1),), "b": (Work(after=1),)}
+    slow = Mux(panes={"a": (Pane(delay=5, outlives_abandon=True),), "b": (Pane(),)})
+    with Harness(works=works, mux=slow, heartbeat_timeout=30.0) as h:
+        first = h.run([task("a"), task("b")], messages=(Message(0.5, "cancel", ("a",)),))
+        assert (first.tasks["a"].status, first.tasks["a"].reason) == ("cancelled", "cancelled_by_user")
+        assert not [w for w in h.world.wrappers if w.name == "a" and w.ran]
+        again = h.retry()
+        ran = [w for w in h.world.wrappers if w.name == "a" and w.ran]
+    assert again.tasks["a"].status == "succeeded" and len(ran) == 1
+    assert again.tasks["b"].status == "succeeded"

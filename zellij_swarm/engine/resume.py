@@ -270,7 +270,9 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         if not gs.task_id and _forget(gs.gen):
             continue  # nothing ever named it: its number is free again
         run.slots.seen(gs.gen.slot, gs.gen.gen)
-        if gs.task_id not in run.tasks or gs.state == "unstarted":
+        # a generation nothing started whose end the log records (a kill took its claim first)
+        # was an attempt of its task all the same: replayed below, or a retry would count one less
+        if gs.task_id not in run.tasks or (gs.state == "unstarted" and gs.recorded is None):
             with contextlib.suppress(FileNotFoundError):  # it never ran, and now never will: a new generation runs
                 procs.claim_for_supervisor(gs.gen)
             if gs.task_id in run.tasks and gs.kill_reason not in (None, RESTARTED):
