@@ -161,6 +161,9 @@ class Launch:
 
     dies_after: float | None = None  # dies (SIGKILL) this long after it started
     dies_on_submit: bool = False  # dies as the first wrappers are handed to it, starting none
+    # starts the first wrapper it is given, then dies before it says so (killed between its
+    # spawns and its reply: a batch is answered in one write)
+    dies_unreported: bool = False
     stops_after: float | None = None  # stopped (SIGSTOP) this long after it started: from then on it
     # starts, reports and answers nothing
 
@@ -601,6 +604,9 @@ class FakeLauncher:
             return
         w = FakeWrapper(self.world, gen, claimed=claimed, launcher=self)
         ran = w.start()
+        if self.script.dies_unreported:
+            self.die()
+            return
         self.reply(Started(token, w.pid))  # type: ignore[arg-type]
         if not ran:
             self.reply(Ended(w.pid, 0))  # type: ignore[arg-type]

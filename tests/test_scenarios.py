@@ -475,6 +475,12 @@ LAUNCHER: tuple[Case, ...] = (
          warnings=("launcher_lost",),
          order=("worker_process_spawned a", "warning launcher_lost", "worker_completed a", "slot_reserved b"),
          at={"warning launcher_lost": 10.0, "worker_completed a": 20.0}),
+    # Killed after it started its wrapper and before its reply (a batch is answered in one
+    # write): it did start work, its claim says so — three such in a row are no reason to stop
+    # (the soak's launcher kills under load once stopped a run: "no more tasks are started").
+    Case("launchers-killed-before-they-said-they-started-a-wrapper-are-replaced", (A, B, C, D),
+         {n: Want("succeeded") for n in "abcd"}, flags={"jobs": 1},
+         launches=(Launch(dies_unreported=True),) * 3, warnings=("launcher_lost",) * 3),
     Case("three-dead-launchers-stop-dispatch", (A, B),
          {"a": Want("cancelled", "launcher_lost", attempts=0), "b": Want("cancelled", "launcher_lost", attempts=0)},
          exit=1, flags={"jobs": 1}, launches=(Launch(dies_on_submit=True),) * 3,
