@@ -42,7 +42,9 @@ def output(swarm: Swarm, *args: str) -> bytes:
 
 
 def status(swarm: Swarm, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    return json.loads(swarm("status", "--json", *args, env=env).stdout)
+    res = swarm("status", "--json", *args, env=env)
+    assert res.code == 0, res.stderr  # (it once printed nothing here, under load, saying why on stderr only)
+    return json.loads(res.stdout)
 
 
 # ----- logs [RUN] [TASK] ----------------------------------------------------------------------
@@ -202,9 +204,17 @@ def start_live_tmux_run(swarm: Swarm, env: dict[str, str]) -> tuple[subprocess.P
     swarm.write("g.toml", f'[swarm]\njobs = 2\n[[task]]\nname = "w1"\ncmd = "{GATE}"\n'
                           f'[[task]]\nname = "w2"\ncmd = "{GATE}"\n')
     proc = swarm.popen("run", "g.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    panes = wait_until(lambda: (rows := {t["name"]: t["pane_id"] for t in status(swarm, env=env)["tasks"]})
-                       and all(rows.values()) and rows, what="both workers in their panes")
+    try:
+        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        panes = wait_until(lambda: (rows := {t["name"]: t["pane_id"] for t in status(swarm, env=env)["tasks"]})
+                           and all(rows.values()) and rows, what="both workers in their panes")
+    except BaseException:  # the caller gets no process to end: its run is ended here (one was left running)
+        swarm.open_gate()
+        proc.kill()
+        proc.wait(timeout=30)
+        if swarm.runs():
+            kill_run_processes(swarm.runs()[0].name)
+        raise
     return proc, run, panes
 
 
