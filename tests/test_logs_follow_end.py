@@ -91,3 +91,24 @@ def test_following_a_pending_task_of_a_run_that_was_interrupted(swarm):
     lines = err.decode().splitlines()
     assert lines[0].endswith("is pending; waiting for it to start") and len(lines) == 2, err
     assert "interrupted" in lines[1] and f"zellij-swarm resume {r.run.name}" in lines[1], err
+
+
+def test_an_attempt_whose_wrapper_wrote_its_exit_while_the_status_was_read_is_over(tmp_path, monkeypatch):
+    """The exit is looked for first, then the run's status is read (slow on a big run), then
+    the wrapper: one that wrote its exit and ended in between was said to be cut off (`logs -f`
+    printed every line, then "interrupted" and exit 1). Its exit is looked for again."""
+    from zellij_swarm.commands import logs
+    from zellij_swarm.records.rundir import RunPaths
+    from zellij_swarm.records.states import RunState
+
+    run = RunPaths(tmp_path / "run")
+    gen = run.gen(1, 1)
+    gen.dir.mkdir(parents=True)
+
+    def status_while_the_wrapper_ends(*_args, **_kwargs):
+        gen.exit_sidecar.write_text("0\n")  # meanwhile the wrapper records its exit and is gone
+        return {"state": RunState.INTERRUPTED, "tasks": []}
+
+    monkeypatch.setattr(logs.views, "load_status", status_while_the_wrapper_ends)
+    monkeypatch.setattr(logs.procs, "wrapper_process", lambda _gen: None)
+    assert logs._AttemptEnd(run, gen, "t1").look() == "over"

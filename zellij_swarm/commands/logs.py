@@ -187,7 +187,10 @@ class _AttemptEnd:
             return "over"
         snap = views.load_status(self.run, rows=False)
         if snap["state"] == RunState.INTERRUPTED:
-            return "following" if self._wrapper_lives() else "interrupted"
+            if self._wrapper_lives():
+                return "following"
+            # a wrapper that wrote its exit and ended while the status was read is over, not cut off
+            return "over" if generation_files.ended_at(self.gen) is not None else "interrupted"
         task = next((t for t in snap["tasks"] if t["id"] == self.task_id), None)
         if snap["state"] != "running" or task is None:
             return "over"
