@@ -1004,9 +1004,9 @@ class Harness:
         self._send(messages, since=self.world.clock.elapsed())
         return self._supervise(plan, HeadlessBackend(), None)
 
-    def retry(self, names: tuple[str, ...] = ()) -> Result:
+    def retry(self, names: tuple[str, ...] = (), *, crash_at: float | None = None) -> Result:
         """``zellij-swarm retry`` of the ended run: the tasks it would run again (or ``names``),
-        in the same run record, headless."""
+        in the same run record, headless (until virtual second ``crash_at`` of it, as ``run``)."""
         run = self.world.run
         assert run is not None
         rec = resume.load(run, ended=True)
@@ -1014,7 +1014,8 @@ class Harness:
         plan = RunPlan(tasks=rec.specs, settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
                        source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
                        resume=rec, run_dir=run.dir, retrying=True)
-        return self._supervise(plan, HeadlessBackend(), None)
+        return self._supervise(plan, HeadlessBackend(), None if crash_at is None else
+                               self.world.clock.elapsed() + crash_at)
 
     def _send(self, messages: tuple[Message, ...], *, since: float) -> None:
         for m in messages:

@@ -323,6 +323,10 @@ class Supervisor:
                     self._start_retry(self.plan.resume)
                 resume.restore(self, self.plan.resume)
                 self.gens.stats = self.stats  # replayed from the records: the whole run's
+                if self.plan.retrying:
+                    # the earlier end's state.json says the run ended: a retry killed once its
+                    # first workers start would leave a run read as finished, and not resumable
+                    self.snapshots.write(merged=False)
             self.reporter.started(self.paths, len(self.tasks))
             if not self._allocate() or not self._open_backend():
                 return self._finish()
