@@ -207,3 +207,23 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
     with open(f"/proc/{pid}/status") as f:
         caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
     return bool(caught >> (sig - 1) & 1)
+
+
+def test_a_pane_closed_as_the_relay_starts_runs_nothing_and_ends_by_the_hang_up(tmp_path, monkeypatch):
+    """The pane's terminal hung up before the relay read its settings: that error went
+    uncaught, and Python exited 120 (its traceback unwritable on the dead pane) — recorded as
+    the worker's own failure, not the closed pane it was (a real-Zellij test, once, in CI)."""
+    import errno
+    import signal
+    import termios
+
+    from zellij_swarm.worker import _ptyrelay
+
+    def hung_up(_fd):
+        raise termios.error(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(_ptyrelay.os, "isatty", lambda _fd: True)
+    monkeypatch.setattr(_ptyrelay.termios, "tcgetattr", hung_up)
+    ran = tmp_path / "ran"
+    assert _ptyrelay.main([str(tmp_path / "log"), "touch", str(ran)]) == 128 + signal.SIGHUP
+    assert not ran.exists()

@@ -249,8 +249,15 @@ def main(argv: list[str]) -> int:
         return 2
     log = Log(argv[0])
     on_tty = os.isatty(0)
-    outer = termios.tcgetattr(0) if on_tty else None
-    size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8) if on_tty else None
+    try:
+        outer = termios.tcgetattr(0) if on_tty else None
+        size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8) if on_tty else None
+    except (termios.error, OSError):
+        # The pane's terminal hung up as the relay started (the pane was closed at once):
+        # nothing runs, and the end is the hang-up's, as the worker's would have been. (An
+        # uncaught error here was exit 120: Python's, its traceback unwritable on a dead pane.)
+        log.close()
+        return 128 + signal.SIGHUP
     child = 0
     early: list[int] = []  # signals that came before the worker was forked: passed on once it is
 
