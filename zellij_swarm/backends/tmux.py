@@ -73,7 +73,6 @@ from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
-CLAIM_WAIT = 1.0  # seconds a batch waits for its wrappers' claims (``_claimed``)
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
@@ -428,19 +427,6 @@ class TmuxBackend:
                 time.sleep(0.005)  # a wrapper passing the gate holds it for the start of a `true`
 
     @staticmethod
-    def _claimed(batch: list[LaunchRequest]) -> None:
-        """Wait, ``CLAIM_WAIT`` at most, until the batch's wrappers have claimed their
-        generations (they claim, then wait at the gate): a cancel that comes as the panes are
-        reported open then finds the wrappers, which record the attempt, rather than
-        generations nothing started, which a later ``retry`` leaves as they ended."""
-        deadline = time.monotonic() + CLAIM_WAIT
-        unclaimed = [r.gen.claim for r in batch]
-        while unclaimed and time.monotonic() < deadline:
-            unclaimed = [claim for claim in unclaimed if not claim.exists()]
-            if unclaimed:
-                time.sleep(0.002)
-
-    @staticmethod
     def _pipe_command(log: Path) -> str:
         """The ``pipe-pane`` command that copies a pane's output to ``log``. tmux runs
         strftime over it, format-expands it, then runs it with ``sh -c``: the path is encoded
@@ -452,7 +438,6 @@ class TmuxBackend:
         gate = self._close_gate()
         try:
             opened = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output) for r in batch])
-            self._claimed(batch)
         except BackendError as e:
             return [LaunchFailed(e.code, str(e)) for _ in batch]
         finally:
