@@ -116,7 +116,8 @@ class HeadlessWorkers:
         # it started nothing: it said so of none, and no wrapper it was given has claimed its
         # generation (a batch is answered in one write: one killed before it, after its spawns,
         # said nothing of wrappers that run)
-        idle = old.submitted and not old.started and not any(_claimed_by_wrapper(lg) for lg in self.queued.values())
+        idle = old.submitted and not old.started and not any(
+            generation_files.claimed_by_wrapper(lg.gen) for lg in self.queued.values())
         self._lost_idle = self._lost_idle + 1 if idle else 0
         restart = self._lost_idle < MAX_IDLE_LOSSES
         if restart:
@@ -161,9 +162,3 @@ class HeadlessWorkers:
             self._timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
         else:
             self._on.ended(lg, None)
-
-
-def _claimed_by_wrapper(lg: LiveGen) -> bool:
-    """A wrapper has claimed ``lg``'s generation (its claim exists and is not the supervisor's)."""
-    claim = generation_files.read_claim(lg.gen)
-    return claim is not None and not claim.by_supervisor

@@ -156,9 +156,10 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         header = generation_files.read_wrapper_header(gen) if key in on_disk else None
         task_id, attempt = header or reserved.get(key, (None, None))
         if not isinstance(task_id, str) or not isinstance(attempt, int) or (
-                key not in reserved and key not in outcome_events and not _claimed_by_wrapper(gen)):
+                key not in reserved and key not in outcome_events and not generation_files.claimed_by_wrapper(gen)):
             # made at its reservation (a pane's wrapper written too), and the supervisor was
-            # killed before its log named it, which it does before starting anything: it never ran
+            # killed before its log named it, which it does before starting anything: it never
+            # ran — unless a wrapper claimed it (the log could not be written; its launch went on)
             rec.gens.append(GenState(gen, "", 0, "unstarted"))
             continue
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
@@ -332,13 +333,6 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     for group, paused in rec.pauses:  # a paused run stays paused
         (run.ready.pause if paused else run.ready.unpause)(group)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
-
-def _claimed_by_wrapper(gen: GenPaths) -> bool:
-    """A wrapper ran it: the only way a generation the log never named can have (when the
-    log could not be written, its launch went on)."""
-    claim = generation_files.read_claim(gen)
-    return claim is not None and not claim.by_supervisor
-
 
 def _forget(gen: GenPaths) -> bool:
     """Remove what dispatch made for a generation no log line names (see ``load``); False

@@ -284,6 +284,13 @@ def read_claim(gen: GenPaths) -> Claim | None:
     return Claim(at, data.decode("ascii", "replace").strip() or None)
 
 
+def claimed_by_wrapper(gen: GenPaths) -> bool:
+    """A wrapper has claimed the generation (its claim exists and is not the supervisor's):
+    it started, whether or not it has written its pid yet."""
+    claim = read_claim(gen)
+    return claim is not None and not claim.by_supervisor
+
+
 def claim_owner(gen: GenPaths) -> str | None:
     """The claim's content: the wrapper's pid, or ``supervisor`` (None when unclaimed)."""
     claim = read_claim(gen)
