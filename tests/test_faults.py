@@ -14,6 +14,8 @@ from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, r
 from tmuxtest import outside_env
 from zellijtest import FAST
 
+from zellij_swarm.records.rundir import RunPaths
+
 # The tasks wait at the gate until the test has done what it does to their panes: on a loaded
 # machine a sleep of 1.5 s once ended before the multiplexer was killed (nothing was lost).
 GATED = "[swarm]\njobs = 2\n" + "".join(
@@ -28,8 +30,8 @@ def heartbeat_pane(run: Path, slot: int, gen: int = 1) -> str | None:
 def ended(run: Path, *slots: int) -> bool:
     """The first generation of each of ``slots`` has ended (its wrapper's sidecar, or the
     record the supervisor made of an end its wrapper could not write)."""
-    gens = [run / f"slots/slot-{slot}/gen-1" for slot in slots]
-    return all((gen / "exit").exists() or (gen / "exit.json").exists() for gen in gens)
+    gens = [RunPaths(run).gen(slot, 1) for slot in slots]
+    return all(gen.exit_sidecar.exists() or gen.exit_record.exists() for gen in gens)
 
 
 def check_lost_and_rerun(swarm, run: Path) -> None:

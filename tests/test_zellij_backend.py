@@ -419,7 +419,7 @@ def test_before_044_a_failed_pane_closed_before_its_wrapper_reached_its_hold_hol
         else:
             closing = threading.Thread(target=_end_hold, args=(gen,))
             closing.start()
-            wait_until(lambda: (gen.dir / "released").exists(), what="the released mark")
+            wait_until(lambda: gen.released.exists(), what="the released mark")
             go.touch()
             closing.join(timeout=30)
             assert not closing.is_alive()

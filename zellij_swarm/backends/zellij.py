@@ -85,7 +85,6 @@ RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + f' --record "$_zsw_d/{RELAY_RECOR
 RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
 _FOREVER = "2147483647"
 _HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec
-_RELEASED = "released"  # in a generation's directory (before 0.44): the swarm closed its pane
 _SLOT_VIEW = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 
 
@@ -95,7 +94,7 @@ def _pre44_hold(hold: float, run_id: str) -> str:
     end-of-run sweep ends the holds when their session is gone (``procs.hold_markers``).
     A pane the swarm closed before its wrapper came this far holds nothing (``_end_hold``)."""
     sleep = f"exec /usr/bin/env -i {quoting.shell_word(procs.HOLD_MARKER + '=' + run_id)} sleep"
-    return (f'[ ! -e "$_zsw_d/{_RELEASED}" ] || exit "$_zsw_rc"; '
+    return (f'[ ! -e "$_zsw_d/{generation_files.RELEASED}" ] || exit "$_zsw_rc"; '
             f'if [ "$_zsw_rc" = 0 ]; then {sleep} {hold:.3f}; fi; '
             "printf '\\n[zellij-swarm] exit %s: this pane stays until you close it\\n' \"$_zsw_rc\"; "
             f"{sleep} {_FOREVER}")
@@ -707,7 +706,7 @@ def _end_hold(gen: generation_files.GenPaths) -> None:
     its exit is recorded, its sleep is waited for, briefly (a loaded machine once left such a
     pane open for good). A wrapper whose worker still runs comes to the mark later."""
     with contextlib.suppress(OSError):  # a generation's directory that is gone has no wrapper left
-        (gen.dir / _RELEASED).touch()
+        gen.released.touch()
     hb = generation_files.heartbeat_started(gen)
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):

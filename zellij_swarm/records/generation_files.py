@@ -23,6 +23,8 @@ Its wrapper writes most of it::
                      and when that kill reached the worker (``sent <time>``), if it did
     hangup           made by a pane's leader when its terminal hung up (the pane closed, or
                      the session went): a worker's SIGHUP of its own leaves none
+    released         Zellij before 0.44: the swarm closed the pane; a wrapper that has not
+                     reached its hold yet holds nothing (``backends.zellij``)
     artifacts/       the worker's own files (``$ZELLIJ_SWARM_ARTIFACT_DIR``; ``followups.jsonl``).
                      Made with the directory: workers append to it without making it first
 
@@ -74,6 +76,7 @@ EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
 KILL = "kill"
 HANGUP = "hangup"
+RELEASED = "released"
 ARTIFACTS = "artifacts"
 
 # The events that record a generation's outcome, and carry its exit record: all there is of a
@@ -134,6 +137,10 @@ class GenPaths:
     @cached_property
     def artifacts(self) -> Path:
         return self.dir / ARTIFACTS
+
+    @cached_property
+    def released(self) -> Path:
+        return self.dir / RELEASED
 
     @cached_property
     def kill(self) -> Path:
