@@ -89,7 +89,7 @@ from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.commands.run import retry_selection
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.engine import resume, stopping
-from zellij_swarm.engine.live import GEN_TRANSITIONS, GenPhase, LiveGen
+from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import inbox, rundir, snapshot_file
 from zellij_swarm.records import log as records
@@ -890,7 +890,7 @@ class EveryGeneration(dict[int, LiveGen]):
     """The supervisor's generations in flight, by slot, remembering every one it ever had:
     each move of theirs went through ``LiveGen.move``, which raises on one its table forbids,
     so a scenario that makes an illegal move fails; ``check_ended`` asserts that every
-    generation of a run that returned went all the way, with each move in its history."""
+    generation of a run that returned went all the way to ``done``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -903,9 +903,6 @@ class EveryGeneration(dict[int, LiveGen]):
     def check_ended(self) -> None:
         for lg in self.seen:
             assert lg.phase is GenPhase.DONE, f"{lg.task.name} gen {lg.gen.gen}: left {lg.phase} ({lg.history})"
-            moves = [(src, dst) for src, dst in lg.history if isinstance(dst, GenPhase)]
-            for (_, before), (src, dst) in itertools.pairwise(moves):
-                assert src is before and dst in GEN_TRANSITIONS[GenPhase][src], (lg.task.name, lg.history)
 
 
 @dataclass
