@@ -125,6 +125,27 @@ def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
     assert "4 succeeded" in board and "2 failed" in board
 
 
+@pytest.mark.parametrize("where,ui", [("outside", "live"), ("inside", "compact"),
+                                      full("outside", "compact"), full("inside", "live")])
+def test_panes_run_whatever_the_users_shell(swarm, tmux, headless_outcomes, where, ui):
+    """A service account has no SHELL and nologin as its login shell (CI's nobody); another
+    user's shell is fish. tmux runs a one-word pane command through its default-shell, so the
+    swarm hands it argvs: here a default-shell that runs nothing changes no outcome."""
+    swarm.write("s.toml", MORE_THAN_SLOTS)
+    if where == "inside":  # the user's own server, with its own default-shell
+        env = inside_env(tmux)
+        tmux("set-option", "-g", "default-shell", "/bin/false")
+    else:  # a server the run starts: tmux takes SHELL for its default-shell
+        env = outside_env(tmux, SHELL="/bin/false")
+    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", ui, "--require-multiplexer", env=env)
+    run = finish(swarm, res)
+    assert res.code == 1, res.stderr
+    assert outcomes(swarm) == headless_outcomes
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    titles = [v["title"] for v in tmux.panes().values()]
+    assert f"zellij-swarm {run.name} · board" in titles
+
+
 @pytest.mark.parametrize("rows", [30, full(12)])
 def test_dead_views_keep_their_title_when_the_window_shrinks_after_the_end(swarm, tmux, rows):
     """A client of another size attaches after the end: a dead view that filled its pane

@@ -169,16 +169,19 @@ class TmuxBackend:
         # starts its own server, and the other calls need one that already runs.
         self.started = True
         name = names.window(ctx.run_id)
-        board = quoting.shell_line(ctx.renderer_argv("board"))
+        # Every pane command goes to tmux as its argv, never as one line: tmux runs a one-word
+        # command through the user's default-shell, which may be nologin (a service account
+        # with no SHELL), fish or anything else; an argv it executes itself.
+        board = ctx.renderer_argv("board")
         if self.inside and not s.session:
             pane = self.env.get("TMUX_PANE", "")
             self.session_id = self._tmux("display-message", "-p", "-t", pane, "#{session_id}").lines[0]
             window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
-                                "-n", quoting.tmux_expanded(name), board).lines[0]
+                                "-n", quoting.tmux_expanded(name), *board).lines[0]
         elif s.session and self._has_session(s.session):
             self.session_id = s.session
             window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:",
-                                "-n", quoting.tmux_expanded(name), board).lines[0]
+                                "-n", quoting.tmux_expanded(name), *board).lines[0]
         else:
             session = s.session or name
             # Panes need no cwd (wrappers change to their task's cwd themselves, renderers take
@@ -187,7 +190,7 @@ class TmuxBackend:
             self.session_id, window = self._tmux(
                 "new-session", "-d", "-P", "-F", "#{session_id} #{window_id}", "-s", quoting.tmux_expanded(session),
                 "-n", quoting.tmux_expanded(name), "-x", str(SESSION_SIZE[0]), "-y", str(SESSION_SIZE[1]), "-c", "/",
-                board).lines[0].split()
+                *board).lines[0].split()
             self.created_session = True
         self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
         self._add_window(window, name)
@@ -310,7 +313,7 @@ class TmuxBackend:
         name = names.window(self.ctx.run_id, len(self.windows) + 1)
         wid, placeholder, width, height = self._tmux(
             "new-window", "-d", "-P", "-F", "#{window_id} #{pane_id} #{window_width} #{window_height}",
-            "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep 2147483647").lines[0].split()
+            "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep", "2147483647").lines[0].split()
         w = self._add_window(wid, name, (int(width), int(height)))
         w.placeholder = placeholder
         return w
