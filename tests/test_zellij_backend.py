@@ -14,6 +14,7 @@ from swarmtest import clean_env, full, wait_until
 from zellijtest import FAST, check_calls
 
 from zellij_swarm.backends.base import WHERE_PANES_ARE
+from zellij_swarm.backends.zellij import BIRTHS
 
 SWARM = """
 [swarm]
@@ -438,3 +439,42 @@ def _children(pid: int) -> list[int]:
         return [c.pid for c in psutil.Process(pid).children()]
     except psutil.NoSuchProcess:
         return []
+
+
+@pytest.mark.parametrize("version,ui", [("0.45.0", "live"), ("0.43.1", "compact"), full("0.44.3", "compact")])
+def test_a_session_that_dies_as_it_is_born_is_made_again(swarm, fz, version, ui):
+    """The real 0.45.0's server now and then panics as the session ``attach -b`` asked for
+    starts (contract, Provenance): the run makes it again and runs in its panes, each task
+    once, with nothing to warn of."""
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", ui, "--require-zellij",
+                env=fz.env(version, FAKE_ZELLIJ_FAULTS=f"birth_panics={BIRTHS - 1}", **FAST), timeout=60)
+    run = check_outcomes(swarm, res)
+    assert [e for e in events(run) if e["event"] == "warning"] == []
+    made = [c for c in fz.calls() if c["subcommand"] == "attach"]
+    assert len(made) == BIRTHS
+    assert fz.session(version, f"swarm-{run.name}")["live"]
+    titles = [p["title"] for p in fz.tab(version, run.name, f"swarm-{run.name}")["panes"]]
+    assert f"zellij-swarm {run.name} · board" in titles
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_a_session_that_dies_at_every_birth_is_missing(swarm, fz, require):
+    """Dead at each of its ``BIRTHS``: ``session_missing`` at once (no wait for its panes),
+    saying so; the tasks run headless, or, under require, none runs."""
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "live", *(["--require-zellij"] if require else []),
+                env=fz.env("0.45.0", FAKE_ZELLIJ_FAULTS=f"birth_panics={BIRTHS}", **FAST), timeout=60)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert len([c for c in fz.calls() if c["subcommand"] == "attach"]) == BIRTHS
+    run = swarm.latest()
+    if require:
+        assert res.code == 1, res.stderr
+        assert {r["reason"] for r in swarm.tasks().values()} == {"zellij_session_missing"}
+        assert not (swarm.cwd / "ledger.txt").exists()
+    else:
+        check_outcomes(swarm, res)
+        warnings = [e for e in events(run) if e["event"] == "warning"]
+        # said for the run, then for each task of the first batch, which its pane never ran
+        assert {w["code"] for w in warnings} == {"session_missing"}, warnings
+        assert all(f"died as it started, {BIRTHS} times in a row" in w["message"] for w in warnings)

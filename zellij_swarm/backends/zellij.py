@@ -51,6 +51,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm import names, quoting
@@ -73,6 +74,7 @@ from zellij_swarm.worker import procs
 from zellij_swarm.worker.wrapper import PTY_RELAY, RELAY_RECORD, PaneMode
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
+BIRTHS = 3  # sessions made for one run, when each died as it was born (0.45.0's panic)
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
@@ -289,9 +291,7 @@ class ZellijBackend:
         deadline = time.monotonic() + self.ready_timeout
         session = self.z.session or ""
         if self.mode == "session":
-            self.z.call("attach", "--create-background", session, session=False, top=["--layout", str(path)])
-            self.created_session = True
-            self.z.wait_live(deadline)
+            self._create_session(session, path, deadline)
             self.attach_argv = ["zellij", "attach", session]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         else:
@@ -323,6 +323,25 @@ class ZellijBackend:
             return [None] * len(first)
         self.board_pane = found.get(board.name)
         return [found.get(self._title(r, "running")) for r in first]
+
+    def _create_session(self, session: str, layout_file: Path, deadline: float) -> None:
+        """``attach --create-background`` with our layout, until the session lives: one that
+        died as it was born (``session_died``, 0.45.0's panic) is made again, up to
+        ``BIRTHS`` times in all. Its panes' commands start once the session is initialised,
+        which it never was; were one started all the same, its generation's claim lets only
+        one wrapper run it."""
+        for birth in range(1, BIRTHS + 1):
+            self.z.call("attach", "--create-background", session, session=False, top=["--layout", str(layout_file)])
+            self.created_session = True
+            try:
+                self.z.wait_live(deadline)
+                return
+            except BackendError as e:
+                if e.code != "session_died":
+                    raise
+                if birth == BIRTHS:
+                    raise BackendError("session_missing", f"zellij session {session!r} died as it started, "
+                                                          f"{BIRTHS} times in a row") from None
 
     def _home_tab(self) -> int | None:
         """The tab of the pane zellij-swarm was started from, in its own session (0.44+): the

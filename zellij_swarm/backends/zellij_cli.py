@@ -48,6 +48,7 @@ _SINCE: dict[str, tuple[int, int, int]] = {
     "tab_id": (0, 44, 1),  # run/new-pane --tab-id
     "layout_string": (0, 44, 1),
     "no_focus": (0, 45, 0),
+    "contract_dir": (0, 44, 0),  # sockets in <socket dir>/contract_version_1/, not <socket dir>/<version>/
 }
 
 
@@ -217,12 +218,31 @@ class Zellij:
             return None
         return panes if isinstance(panes, list) else None
 
+    def socket_dir(self) -> str:
+        """Where this Zellij keeps its sessions' sockets (contract §1)."""
+        root = self.env.get("ZELLIJ_SOCKET_DIR") or (
+            os.path.join(self.env["XDG_RUNTIME_DIR"], "zellij") if self.env.get("XDG_RUNTIME_DIR")
+            else os.path.join(self.env.get("TMPDIR") or "/tmp", f"zellij-{os.getuid()}"))
+        return os.path.join(root, "contract_version_1" if self.has("contract_dir") else str(self.caps["version"]))
+
     def wait_live(self, deadline: float) -> None:
-        """Poll ``ls -n`` until our session is listed as live (contract §6.4)."""
+        """Poll ``ls -n`` until our session, just made by ``attach --create-background``, is
+        listed as live (contract §6.4). Its socket existed when that call returned (the CLI
+        connected through it); gone from the socket directory now, the server died — removed
+        by an ``ls`` that found it refusing, or by the server on its way out — and
+        ``session_died`` says so at once: 0.45.0's server now and then panics as it is born
+        (contract §Provenance). A live server keeps its socket, however busy."""
+        sockets = self.socket_dir()
         while True:
             row = self.sessions().get(self.session or "")
             if row is not None and row.live:
                 return
+            try:
+                died = self.session not in os.listdir(sockets)
+            except OSError:  # no such directory: not ours to judge (an unknown layout); wait
+                died = False
+            if died:
+                raise BackendError("session_died", f"zellij session {self.session!r} died as it started")
             if time.monotonic() > deadline:
                 raise BackendError("session_missing", f"zellij session {self.session!r} did not come up")
             time.sleep(0.05)

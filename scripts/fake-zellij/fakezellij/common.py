@@ -93,7 +93,7 @@ def pid_alive(pid: int) -> bool:
 def parse_faults(text: str | None) -> dict:
     """FAKE_ZELLIJ_FAULTS: items separated by ',' or ';'.
 
-    silent_new_pane | no_hang | init_delay_ms=N | action_delay_ms=N |
+    silent_new_pane | no_hang | init_delay_ms=N | action_delay_ms=N | birth_panics=N |
     fail:<subcmd>:<rc>:<text> | hang:<subcmd>
     """
     faults: dict = {"fail": {}, "hang": set()}

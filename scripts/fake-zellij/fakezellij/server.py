@@ -287,6 +287,8 @@ class Server:
         delay = (faults.get("init_delay_ms") or 0) / 1000.0
         self.init_until = time.time() + delay
         self.reply(conn)
+        if self._panics_at_birth(faults.get("birth_panics") or 0):
+            os._exit(101)  # as 0.45.0's lib.rs:1454: the socket stays behind, refusing
         layout = req.get("layout")
         resurrect = req.get("resurrect")
         force_run = bool(req.get("force_run"))
@@ -302,6 +304,24 @@ class Server:
             self.defer(delay, build)
         else:
             build()
+
+    def _panics_at_birth(self, how_many: int) -> bool:
+        """``birth_panics=N``: the first N sessions made under this state dir die as they
+        are born (each counted in ``birth-panics``)."""
+        if how_many <= 0:
+            return False
+        counter = os.path.join(common.state_root(self.env), "birth-panics")
+        try:
+            with open(counter) as fh:
+                done = int(fh.read() or 0)
+        except (OSError, ValueError):
+            done = 0
+        if done >= how_many:
+            return False
+        os.makedirs(os.path.dirname(counter), exist_ok=True)
+        with open(counter, "w") as fh:
+            fh.write(str(done + 1))
+        return True
 
     def op_kill(self, conn, req):
         """KillSession (§2.4): the CLI gets its answer at once; the server lingers
