@@ -199,8 +199,12 @@ def _body(pane: PaneMode | None) -> list[str]:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.
         in_pane = run("2>&3 3>&-", pane.runner + " " if pane.runner else "")
+        # A pane whose terminal hung up before its worker started (closed as it opened)
+        # runs nothing: the worker would start on a dead terminal that nobody sees; its
+        # status is a hang-up's, 129, and the mark below says whose.
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
-                  f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
+                  f'elif [ -t 0 ] && ! [ -e {_HANGUP} ]; then exec 3>&2 2>/dev/null; {in_pane}; '
+                  'else (exit 129); fi')
     lines += [
         'if cd -- "$_zsw_cwd" 2>/dev/null; then',
         launch,
