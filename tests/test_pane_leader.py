@@ -10,7 +10,6 @@ import pty
 import signal
 import subprocess
 import termios
-from pathlib import Path
 
 import psutil
 from swarmtest import wait_until
