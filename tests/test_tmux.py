@@ -470,8 +470,10 @@ def test_a_dead_pane_keeps_its_whole_final_screen(tmux, tmp_path):
     [pane] = d.launch(d.request(1, "full", "rows=$(stty size | cut -d' ' -f1); echo first-line; "
                                            "seq 2 $((rows - 1)); printf 'last, no newline'"))
     d.dead(pane)
-    screen = d.tmux("capture-pane", "-p", "-t", pane).rstrip("\n").splitlines()
-    assert screen[0] == "first-line" and screen[-1] == "last, no newline", screen
+    # tmux marks a pane dead when its process exits, and may read the pane's last output after
+    screen = wait_until(lambda: (s := d.tmux("capture-pane", "-p", "-t", pane).rstrip("\n").splitlines())
+                        and s[-1] == "last, no newline" and s, what="the pane's last output")
+    assert screen[0] == "first-line", screen
 
 
 @pytest.mark.parametrize("failed", [False, True])
