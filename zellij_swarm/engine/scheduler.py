@@ -77,7 +77,7 @@ class ReadyQueue:
         self._priority[task] = (-priority, order)
         self._group[task] = group
         deps = set(after) - self._succeeded
-        if deps & (self._ended - self._succeeded):
+        if not deps.isdisjoint(self._ended):  # ended, and not among the succeeded: O(deps), not O(ended)
             self._ended.add(task)
             return [task]
         if not deps:
