@@ -273,6 +273,23 @@ class Row:
     note: str = ""  # where the figure comes from, and related figures
 
 
+def first_dispatch_after(events: Path, started: float) -> float | None:
+    """Seconds from ``started`` to the first generation a resumed supervisor reserved: its
+    first ``slot_reserved`` after its ``run_resumed`` (the records are all read back, the
+    queue rebuilt and a task handed out again)."""
+    resumed = False
+    with open(events, "rb") as f:
+        for line in f:
+            if b'"run_resumed"' in line or (resumed and b'"slot_reserved"' in line):
+                e = json.loads(line)
+                if e["ts"] < started:
+                    continue
+                if e["event"] == "slot_reserved" and resumed:
+                    return float(e["ts"]) - started
+                resumed = resumed or e["event"] == "run_resumed"
+    return None
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -569,10 +586,7 @@ def main() -> None:
                 p = timed([*ZSW, "resume", run2.name, "--state-dir", str(run2.parent.parent), "--output", "quiet"],
                           cwd=work / "big-resume", check=False)
                 resume_total = p.wall
-                with open(run2 / "events.jsonl", "rb") as f:
-                    resumed = [e["ts"] for e in (json.loads(line) for line in f if b'"run_resumed"' in line)
-                               if e["event"] == "run_resumed" and e["ts"] >= started]
-                resume_dispatch = (resumed[0] - started) if resumed else None
+                resume_dispatch = first_dispatch_after(run2 / "events.jsonl", started)
                 counts = json.loads((run2 / "summary.json").read_text()).get("counts", {})
                 if p.code != 0 or counts.get("succeeded") != big_n:
                     resume_note = f"resume exited {p.code}, counts {counts}"
@@ -643,10 +657,10 @@ def main() -> None:
                               "< 1 s", strict=True))
             rows.append(check(f"`status` on the {big_n:,}-task run", status_text, 1, lambda v: f"{v:.2f} s",
                               "< 1 s", strict=True))
-            label = f"`resume` of a {big_n:,}-task run killed at 50 %: until dispatching again (`run_resumed`)"
+            label = f"`resume` of a {big_n:,}-task run killed at 50 %: until it dispatches again"
             if resume_note is not None or resume_dispatch is None:
                 rows.append(Row(label, "failed", "< 10 s", False,
-                                resume_note or "no run_resumed event after the resume started"))
+                                resume_note or "no task dispatched after the resume started"))
             else:
                 rows.append(Row(label, f"{resume_dispatch:.2f} s", "< 10 s", resume_dispatch < 10,
                                 f"the whole `resume` took {resume_total:.1f} s; the goal is on the first figure"))

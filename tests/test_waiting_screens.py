@@ -9,7 +9,6 @@ pane's size, here 80×24) before the patterns look.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -90,8 +89,6 @@ def _watch_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, *, 
     gen = GenPaths(run / "slots" / "slot-1" / "gen-1", 1, 1)
     gen.dir.mkdir(parents=True)
     gen.output.write_text(screen)
-    (run / "run.json").write_text(json.dumps({"settings": {"waiting_pattern": {"value": run_pattern,
-                                                                             "source": "flag"}}}))
     wait = TtyWait.UNKNOWN if closed else TtyWait.SHARED
     monkeypatch.setattr(input_watch.waiting, "look", lambda pid, procs: waiting.Look(wait, closed))
     monkeypatch.setattr(input_watch.waiting, "scan_procs", lambda: {})
@@ -99,7 +96,8 @@ def _watch_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, *, 
     timers = Timers(lambda: now[0])
     seen: list[bool | None] = []
     # output written "now": never silent long enough for the quiet rule
-    watch = input_watch.InputWatch(timers, lambda: gen.output.stat().st_mtime, lambda lg, v: seen.append(v))
+    watch = input_watch.InputWatch(timers, lambda: gen.output.stat().st_mtime, lambda lg, v: seen.append(v),
+                                   run_pattern=run_pattern)
     task = TaskRecord(spec=TaskSpec(name="agent", cmd="agent", waiting_pattern=task_pattern), id="t1", order=1,
                       timeout=None, retries=0, idle_timeout=None)
     lg = LiveGen(task, gen, LaunchRequest(gen, 1, "agent", pane=True), backfill=False, pid=os.getpid())
@@ -129,3 +127,21 @@ def test_the_tasks_pattern_wins_over_the_runs_and_the_runs_over_the_defaults(tmp
                       closed=closed)[0] == [True]
     assert _watch_one(tmp_path / "3", monkeypatch, asks, task_pattern="Approve", run_pattern=None,
                       closed=closed)[0] == [None]
+
+
+def test_the_runs_waiting_pattern_reaches_its_input_watch(tmp_path) -> None:
+    """The run-wide ``waiting_pattern`` (flag, environment, swarm file: settings) is the one the
+    supervisor's input watch looks for, for a task with none of its own."""
+    from zellij_swarm.backends.headless import HeadlessBackend
+    from zellij_swarm.engine.supervisor import RunPlan, Supervisor
+    from zellij_swarm.render.console import ConsoleReporter
+
+    resolved = settings.resolve({"waiting_pattern": "Approve\\?", "state_dir": str(tmp_path), "output": "quiet"}, {})
+    plan = RunPlan(tasks=[TaskSpec(name="agent", cmd="agent")], settings=resolved, cwd=str(tmp_path), env={},
+                   argv=["test"])
+    sup = Supervisor(plan, HeadlessBackend(), ConsoleReporter("quiet"), handle_signals=False)
+    gen = GenPaths(tmp_path / "gen-1", 1, 1)
+    task = TaskRecord(spec=TaskSpec(name="agent", cmd="agent"), id="t1", order=1, timeout=None, retries=0,
+                      idle_timeout=None)
+    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "agent", pane=True), backfill=False, pid=os.getpid())
+    assert sup.input_watch._pattern(lg) == "Approve\\?"

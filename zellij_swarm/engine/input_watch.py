@@ -36,7 +36,6 @@ from pathlib import Path
 
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timer, Timers
-from zellij_swarm.records import rundir
 from zellij_swarm.worker import prompts, waiting
 from zellij_swarm.worker.screen import TailScreen
 
@@ -61,12 +60,12 @@ class _Watched:
 
 class InputWatch:
     def __init__(self, timers: Timers, wallclock: Callable[[], float],
-                 changed: Callable[[LiveGen, bool | None], None]) -> None:
+                 changed: Callable[[LiveGen, bool | None], None], *, run_pattern: str | None = None) -> None:
         self._timers = timers
         self._now = wallclock
         self._changed = changed
         self._watched: dict[int, _Watched] = {}  # by slot: one generation runs in a slot at a time
-        self._run_patterns: dict[Path, str | None] = {}  # the run-wide waiting_pattern, by run directory
+        self._run_pattern = run_pattern  # the run-wide waiting_pattern (settings)
         self._tick_timer: Timer | None = None  # only while a worker is watched: none left behind
 
     def register(self, lg: LiveGen) -> None:
@@ -138,17 +137,8 @@ class InputWatch:
         return w.asked[1]
 
     def _pattern(self, lg: LiveGen) -> str | None:
-        """The task's own ``waiting_pattern``, else the run's, as its ``run.json`` records it."""
-        if lg.task.spec.waiting_pattern is not None:
-            return lg.task.spec.waiting_pattern
-        run_dir = lg.gen.dir.parent.parent.parent  # <run>/slots/slot-N/gen-M
-        if run_dir not in self._run_patterns:
-            try:
-                recorded = rundir.read_json(run_dir / "run.json")["settings"]["waiting_pattern"]["value"]
-            except (OSError, ValueError, KeyError, TypeError):
-                recorded = None
-            self._run_patterns[run_dir] = recorded if isinstance(recorded, str) else None
-        return self._run_patterns[run_dir]
+        """The task's own ``waiting_pattern``, else the run's."""
+        return lg.task.spec.waiting_pattern if lg.task.spec.waiting_pattern is not None else self._run_pattern
 
     def _says_waiting(self, w: _Watched) -> bool:
         """Whether the worker's last heartbeat line says it waits for input (read only when

@@ -78,6 +78,7 @@ class GenState:
     pane_id: str | None = None
     followups_consumed: bool = False
     job_id: str | None = None  # a Slurm run's: its step's job, still queued or running
+    folded: bool = False  # its directory was folded away: its outcome event is all there is of it
 
 
 @dataclass
@@ -163,7 +164,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
             rec.gens.append(GenState(gen, "", 0, "unstarted"))
             continue
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
-            gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded)
+            gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded,
+                          folded=key not in on_disk)
         else:
             gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm)
         gs.followups_consumed = key in followups
@@ -355,7 +357,7 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
         if gs.recorded else None
     lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
-    if not gs.followups_consumed:
+    if not gs.followups_consumed and not gs.folded:  # a folded generation has no artifacts left to read
         run.control.followups(lg)
 
 def _status_after(task: TaskRecord) -> None:

@@ -183,7 +183,8 @@ class Supervisor:
         self.timers = Timers(clock)
         self.watchdog = IdleWatchdog(self.timers.after, wallclock)
         self.input_watch = InputWatch(self.timers, wallclock,
-                                      lambda lg, waiting: self.gens.waiting_changed(lg, waiting))
+                                      lambda lg, waiting: self.gens.waiting_changed(lg, waiting),
+                                      run_pattern=self.settings.waiting_pattern)
         self.stop = RunStop()
         self.detached = False
         self.ended_at: float | None = None

@@ -26,6 +26,7 @@ import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -229,12 +230,21 @@ class RunPaths:
     def replies(self) -> Path:
         return self.dir / "inbox" / "replies"
 
-    @property
+    @cached_property
     def slots(self) -> Path:
         return self.dir / "slots"
 
     def slot_dir(self, slot: int) -> Path:
-        return self.slots / f"slot-{slot}"
+        """Joined once per slot: a resume names every generation of a 100,000-task run, and a
+        pathlib join costs more than anything else it does for one."""
+        joined = self._slot_dirs.get(slot)
+        if joined is None:
+            joined = self._slot_dirs[slot] = self.slots / f"slot-{slot}"
+        return joined
+
+    @cached_property
+    def _slot_dirs(self) -> dict[int, Path]:
+        return {}
 
     def gen(self, slot: int, gen: int) -> GenPaths:
         return GenPaths(self.slot_dir(slot) / f"gen-{gen}", slot, gen)

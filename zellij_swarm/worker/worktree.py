@@ -258,8 +258,10 @@ class Worktrees:
 
     def existing(self, task_id: str) -> Worktree | None:
         """The worktree of ``task_id`` if an earlier generation made it (for ``resume``)."""
+        if self.base is None:  # the run makes no worktrees: asked for each of its tasks, answered at once
+            return None
         path = self.path(task_id)
-        if self.base is None or not (path / ".git").exists():
+        if not (path / ".git").exists():
             return None
         return Worktree(path, current_branch(path), self.base)
 
