@@ -103,7 +103,10 @@ def test_a_wrapper_runs_in_its_own_session_on_dev_null_with_default_signals_and_
     seen: list[dict[int, str]] = []
 
     def descriptors() -> bool:
-        seen.append({int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")})
+        try:
+            seen.append({int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")})
+        except FileNotFoundError:  # one closed between the listing and its reading
+            return False
         return seen[-1] == expected
 
     # the new image's dynamic loader holds the C library open for a moment as it starts: a

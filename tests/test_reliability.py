@@ -404,13 +404,21 @@ def test_status_shows_a_running_worker_within_the_snapshot_interval(swarm, backe
     proc = swarm.popen("run", "s.txt", "--output", "quiet", *args, env=env)
     run = _run_dir(swarm)
     try:
+        said: list[str] = []
+
         def running_row():
             res = swarm("status", run.name, "--json")
+            said[:] = [f"exit {res.code}: {res.stdout[-2000:]}{res.stderr[-2000:]}"]
             snap = json.loads(res.stdout) if res.code == 0 else None
             task = snap and snap["tasks"] and snap["tasks"][0]
             return task and task["pid"] and task["started_at"] and snap["slots"][0]["state"] == "running" and snap
 
-        snap = wait_until(running_row, timeout=10, what="a running row in status --json")
+        # the deadline is wait_until's own: a loaded machine's first worker can take seconds
+        # to start; once it has, the row shows it within the snapshot interval
+        try:
+            snap = wait_until(running_row, what="a running row in status --json")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; status said {said}") from None
         assert snap["updated_at"] >= snap["tasks"][0]["started_at"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 143
