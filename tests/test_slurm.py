@@ -572,7 +572,9 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
         later = wait_until(lambda: {int(q.split()[0]) for q in queue(cluster) if f"zsw.{run.name}." in q},
                            timeout=60, what="steps started since")
         assert later & first or max(later) < min(first), f"job ids issued again: {first} then {later}"
-        assert r.proc.wait(timeout=120) == 0
+        code = r.proc.wait(timeout=120)
+        assert code == 0, (code, {n: [(a["status"], a["reason"]) for a in t["history"]]
+                                  for n, t in swarm.tasks().items()})
     assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
     tasks = swarm.tasks()
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"

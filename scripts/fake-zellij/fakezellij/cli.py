@@ -1103,7 +1103,10 @@ def cmd_fake_state(ctx, top, args):
     for name, path, _ in sorted(live, key=lambda r: r[2]):
         if want is not None and name != want:
             continue
-        resp = common.request(path, {"op": "state"}, timeout=10)
+        try:
+            resp = common.request(path, {"op": "state"}, timeout=10)
+        except (BrokenPipeError, ConnectionResetError):  # it is going away (killed): no longer live
+            continue
         if resp and resp.get("exit", 0) == 0:
             sessions.append(json.loads(resp["stdout"]))
     dead = sorted(n for n, _ in dead_sessions(ctx, {n for n, _, _ in live}))
