@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,8 @@ from zellijtest import FAST, check_calls
 
 from zellij_swarm.backends.base import WHERE_PANES_ARE
 from zellij_swarm.backends.zellij import BIRTHS
+from zellij_swarm.backends.zellij_cli import SessionRow
+from zellij_swarm.exc import BackendError
 
 SWARM = """
 [swarm]
@@ -478,3 +482,35 @@ def test_a_session_that_dies_at_every_birth_is_missing(swarm, fz, require):
         # said for the run, then for each task of the first batch, which its pane never ran
         assert {w["code"] for w in warnings} == {"session_missing"}, warnings
         assert all(f"died as it started, {BIRTHS} times in a row" in w["message"] for w in warnings)
+
+
+def _waiting_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ls: Callable[[Path], dict]) -> None:
+    """``wait_live`` for session ``s`` of a 0.45.0 whose socket directory is ``tmp_path``'s,
+    each ``ls`` answered by ``ls(socket)``."""
+    from zellij_swarm.backends import zellij_cli
+
+    z = zellij_cli.Zellij({"ZELLIJ_SOCKET_DIR": str(tmp_path)})
+    z.caps, z.session = zellij_cli.capabilities("0.45.0"), "s"
+    sock = tmp_path / "contract_version_1" / "s"
+    monkeypatch.setattr(z, "sessions", lambda: ls(sock))
+    z.wait_live(time.monotonic() + 0.5)
+
+
+def test_a_socket_seen_then_gone_is_a_session_that_died(tmp_path, monkeypatch):
+    (tmp_path / "contract_version_1").mkdir()
+    (tmp_path / "contract_version_1" / "s").touch()  # left by the server that died
+    with pytest.raises(BackendError) as e:
+        _waiting_for(tmp_path, monkeypatch, lambda sock: sock.unlink(missing_ok=True) or {})  # ls removes it
+    assert e.value.code == "session_died"
+
+
+def test_a_socket_never_seen_decides_nothing_and_a_live_one_is_waited_for(tmp_path, monkeypatch):
+    """A socket directory laid out otherwise than we know: the deadline decides, as before;
+    a socket that stays is a session coming up."""
+    (tmp_path / "contract_version_1").mkdir()  # the directory is there, our socket never was
+    with pytest.raises(BackendError) as e:
+        _waiting_for(tmp_path, monkeypatch, lambda sock: {})
+    assert e.value.code == "session_missing"
+    (tmp_path / "contract_version_1" / "s").touch()
+    looks = iter([{}, {}, {"s": SessionRow("s", True)}])
+    _waiting_for(tmp_path, monkeypatch, lambda sock: next(looks))

@@ -227,22 +227,24 @@ class Zellij:
 
     def wait_live(self, deadline: float) -> None:
         """Poll ``ls -n`` until our session, just made by ``attach --create-background``, is
-        listed as live (contract §6.4). Its socket existed when that call returned (the CLI
-        connected through it); gone from the socket directory now, the server died — removed
-        by an ``ls`` that found it refusing, or by the server on its way out — and
-        ``session_died`` says so at once: 0.45.0's server now and then panics as it is born
-        (contract §Provenance). A live server keeps its socket, however busy."""
+        listed as live (contract §6.4). 0.45.0's server now and then panics as it is born
+        (contract, Provenance): its socket stays, refusing, until an ``ls`` removes it. A live
+        server keeps its socket however busy it is, so a socket seen in the socket directory
+        and gone from it since is a dead server: ``session_died``, said at once. One never
+        seen there (a directory laid out as we do not know) decides nothing: the deadline does."""
         sockets = self.socket_dir()
+        seen = False
         while True:
+            try:  # looked at before each ``ls``, which removes a refusing socket
+                present = self.session in os.listdir(sockets)
+            except OSError:
+                present = False
+            if seen and not present:
+                raise BackendError("session_died", f"zellij session {self.session!r} died as it started")
+            seen = seen or present
             row = self.sessions().get(self.session or "")
             if row is not None and row.live:
                 return
-            try:
-                died = self.session not in os.listdir(sockets)
-            except OSError:  # no such directory: not ours to judge (an unknown layout); wait
-                died = False
-            if died:
-                raise BackendError("session_died", f"zellij session {self.session!r} died as it started")
             if time.monotonic() > deadline:
                 raise BackendError("session_missing", f"zellij session {self.session!r} did not come up")
             time.sleep(0.05)
