@@ -1,24 +1,23 @@
-"""A worker pane's first processes when its terminal hangs up around its worker's start: the
-pane leader hangs up whatever starts below it after the hang-up, and a pane wrapper whose
-terminal is gone before its worker starts runs nothing (SPEC §6)."""
+"""A worker pane whose terminal hangs up before its worker starts — in the wrapper's first
+stage, or in its second, under the pane leader — runs nothing: its status is 129 and the
+mark says its pane hung up (SPEC §6)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import pty
-import signal
 import subprocess
 import termios
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 from swarmtest import wait_until
 
 from zellij_swarm.records import envfile, generation_files, rundir
 from zellij_swarm.worker import wrapper
-from zellij_swarm.worker.wrapper import PANE_LEADER
-
-GATE = 'while ! [ -e "$GO" ]; do sleep 0.02; done'
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -30,59 +29,80 @@ def _end(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-def test_a_process_started_after_the_hang_up_is_hung_up_too(tmp_path):
-    """The second stage starts its worker after the pane closed (the hang-up came between its
-    launch heartbeat and its worker): the worker dies of the hang-up, and the pane ends."""
-    hangup, rc = tmp_path / "hangup", tmp_path / "rc"
-    stage = f'trap : HUP; {GATE}; sleep 1000; echo $? > "$RC"'
-    proc = subprocess.Popen([*PANE_LEADER, "--hangup", str(hangup), "/bin/sh", "-c", stage],
-                            env={**os.environ, "GO": str(tmp_path / "go"), "RC": str(rc)}, start_new_session=True)
-    try:
-        wait_until(lambda: psutil.Process(proc.pid).children(), what="the second stage")
-        os.kill(proc.pid, signal.SIGHUP)
-        wait_until(hangup.exists, what="the hang-up mark")
-        (tmp_path / "go").touch()  # now its worker starts
-        assert proc.wait(timeout=30) == 0
-        assert rc.read_text() == "129\n"
-    finally:
-        _end(proc)
-
-
-def test_a_pane_whose_terminal_hung_up_before_its_worker_started_runs_nothing(tmp_path):
-    """The pane closed while its wrapper's first stage ran: the leader it execs never gets the
-    (already delivered) hang-up, and the second stage finds its terminal gone: no worker runs,
-    its status is 129 and the mark says its pane hung up."""
+def _pane_wrapper(tmp_path: Path, *, before_leader: str = "") -> tuple[generation_files.GenPaths, Path]:
     gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
     gen.dir.mkdir()
     gen.artifacts.mkdir()
     saved = tmp_path / "env"
     envfile.save(saved, {"PATH": os.environ["PATH"]})
-    gate = f'while ! [ -e {tmp_path / "go"} ]; do sleep 0.02; done'
-    pane = wrapper.PaneMode("TMUX_PANE", "", saved, before_leader=gate)
+    pane = wrapper.PaneMode("TMUX_PANE", "", saved, before_leader=before_leader)
     who = wrapper.WorkerIdentity("run-1", "t", "t1", 1, 1, 1)
     ledger = tmp_path / "ledger"
     rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd=f"echo ran >> {ledger}", argv=None, cwd=str(tmp_path),
                                                  env={}, pane=pane), mode=0o700)
+    return gen, ledger
+
+
+@contextmanager
+def _on_its_terminal(gen: generation_files.GenPaths) -> Iterator[tuple[subprocess.Popen, Callable[[], None]]]:
+    """The wrapper started as a pane's first process, its pty the controlling terminal;
+    yields it and the pane's closing (the kernel hangs its terminal up)."""
     master, slave = pty.openpty()
 
-    def own_terminal() -> None:  # the pane's terminal is the wrapper's controlling one
+    def own_terminal() -> None:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
     proc = subprocess.Popen(["/bin/sh", str(gen.wrapper)], stdin=slave, stdout=slave, stderr=slave,
-                            start_new_session=True, preexec_fn=own_terminal, env={"TMUX_PANE": "%1",
-                                                                                   "PATH": os.environ["PATH"]})
+                            start_new_session=True, preexec_fn=own_terminal,
+                            env={"TMUX_PANE": "%1", "PATH": os.environ["PATH"]})
     os.close(slave)
+    closed = [False]
+
+    def close_pane() -> None:
+        os.close(master)
+        closed[0] = True
+
     try:
-        wait_until(gen.claim.exists, what="the first stage's claim")
-        os.close(master)  # the pane closes: the kernel hangs its terminal up
-        master = -1
-        (tmp_path / "go").touch()
-        assert proc.wait(timeout=30) == 129
-        assert not ledger.exists()
-        assert generation_files.read_sidecar(gen) is not None
-        assert generation_files.exit_facts(gen).code == 129
-        assert gen.dir.joinpath(generation_files.HANGUP).exists()
+        yield proc, close_pane
     finally:
-        if master != -1:
+        if not closed[0]:
             os.close(master)
         _end(proc)
+
+
+def _ran_nothing(proc: subprocess.Popen, gen: generation_files.GenPaths, ledger: Path) -> None:
+    assert proc.wait(timeout=30) == 129
+    assert not ledger.exists()
+    facts = generation_files.exit_facts(gen)
+    assert facts is not None and facts.code == 129
+    assert gen.dir.joinpath(generation_files.HANGUP).exists()
+
+
+def test_a_pane_closed_during_its_first_stage_runs_nothing(tmp_path):
+    """The hang-up comes before the pane leader exists: the leader it execs never gets it (it
+    was delivered already), and the second stage finds its terminal gone."""
+    go = tmp_path / "go"
+    gen, ledger = _pane_wrapper(tmp_path, before_leader=f"while ! [ -e {go} ]; do sleep 0.02; done")
+    with _on_its_terminal(gen) as (proc, close_pane):
+        wait_until(gen.claim.exists, what="the first stage's claim")
+        close_pane()
+        go.touch()
+        _ran_nothing(proc, gen, ledger)
+
+
+def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tmp_path):
+    """The hang-up comes while the second stage, under the pane leader, is on its way to its
+    worker — held here where it writes its launch heartbeat, a FIFO until the test reads it."""
+    gen, ledger = _pane_wrapper(tmp_path)
+    os.mkfifo(gen.heartbeat)
+    with _on_its_terminal(gen) as (proc, close_pane):
+        stage = ["/bin/sh", str(gen.wrapper), "restored"]  # once the environment's restore has exec'd it
+        wait_until(lambda: any(c.cmdline() == stage for c in psutil.Process(proc.pid).children()),
+                   what="the second stage")
+        close_pane()
+        wait_until(gen.dir.joinpath(generation_files.HANGUP).exists, what="the pane leader's hang-up mark")
+        reader = os.open(gen.heartbeat, os.O_RDONLY | os.O_NONBLOCK)  # lets a blocked write through
+        try:
+            _ran_nothing(proc, gen, ledger)
+        finally:
+            os.close(reader)

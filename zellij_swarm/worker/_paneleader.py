@@ -8,8 +8,8 @@ the same process group and, on SIGHUP (or SIGTERM), signals every descendant —
 in sessions of their own, like the worker ``script`` runs on its own terminal: the worker
 ends, the wrapper (which traps HUP) records its exit as 129, and the supervisor classifies
 it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``multiplexer_lost``).
-After a SIGHUP, every process that starts below it later is hung up too: a pane closed as
-its worker was about to start would otherwise leave that worker on a dead terminal.
+(A worker the second stage forks after the hang-up never starts: it finds its terminal hung
+up, ``wrapper``.)
 
 Run as ``python -I -S _paneleader.py [--hangup FILE] CMD…``: stdlib only, no site, started in
 a few ms. With ``--hangup``, a SIGHUP — its terminal hung up: the pane closed, or the whole
@@ -26,13 +26,11 @@ and quotes included, reads back exactly.
 import os
 import signal
 import sys
-import time
 
 # The signals that end a process by default and that someone may aim at a worker (``kill -SIG
 # -- -PGID``, ``scancel --signal``): the wrapper, the pane leader and the pty relay outlive
 # them, so that the worker's death by one is what is recorded (the relay passes them on).
 WORKER_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM")
-HANGUP_RECHECK = 0.05  # seconds between looks for processes started below after a hang-up
 STEP_VARIABLES = ("SLURM", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")
 
 
@@ -66,26 +64,6 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def signal_all(signum: int, signalled: set[int]) -> set[int]:
-    """Send ``signum`` to every process below this one not in ``signalled``; every one
-    signalled so far."""
-    for pid in descendants(os.getpid()):
-        if pid not in signalled:
-            signalled.add(pid)
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
-    return signalled
-
-
-def keep_hanging_up(signalled: set[int]) -> None:
-    """After a hang-up: every process that appears below this one gets SIGHUP as well."""
-    while True:
-        time.sleep(HANGUP_RECHECK)
-        signal_all(signal.SIGHUP, signalled)
-
-
 def worker_defaults() -> None:
     """In a worker's process, before its exec: Python ignores SIGPIPE and SIGXFSZ; a worker
     must not."""
@@ -106,7 +84,9 @@ def main(argv: list[str]) -> int:
     leader = os.getpid()
 
     def forward(signum: int, _frame: object) -> None:
-        if os.getpid() != leader:  # the child, between its fork and its exec: not its to pass on
+        if os.getpid() != leader:
+            # the child, between its fork and its exec: not its to pass on — nor to ignore,
+            # which its exec would hand on to the second stage and the worker
             return
         signal.signal(signum, signal.SIG_IGN)
         if signum == signal.SIGHUP and hangup is not None:
@@ -114,14 +94,11 @@ def main(argv: list[str]) -> int:
                 os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
             except OSError:
                 pass
-        signalled = signal_all(signum, set())
-        if signum == signal.SIGHUP:
-            # The terminal is gone for good, but the second stage may not have started its
-            # worker yet (a pane closed as it opened): whatever starts below from now on is
-            # hung up too, until the second stage ends.
-            import threading  # only here: a leader whose pane stays open never needs it
-
-            threading.Thread(target=keep_hanging_up, args=(signalled,), daemon=True).start()
+        for pid in descendants(os.getpid()):
+            try:
+                os.kill(pid, signum)
+            except OSError:
+                pass
 
     def outlive(_signum: int, _frame: object) -> None:
         """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by

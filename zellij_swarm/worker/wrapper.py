@@ -185,11 +185,11 @@ def _body(pane: PaneMode | None) -> list[str]:
         '[ "$_zsw_kind" = sh ] && set -- /bin/sh -c "$1" sh',
     ]
 
-    def run(redirects: str, runner: str = "") -> str:
+    def run(redirects: str, runner: str = "", guard: str = "") -> str:
         # The redirections sit inside the subshell, which execs the worker: the shell reports
         # a worker's death by signal ("Terminated") on its own stderr, with whatever
         # redirections it applied itself still in place — never into the worker's output.
-        return f'( exec {runner}"$@" {redirects} )'
+        return f'( {guard}exec {runner}"$@" {redirects} )'
 
     # Headless, the worker's stdout and stderr go to their logs; in a pane they stay on the
     # pane's terminal (the worker sees a TTY) and the first stage's log set-up copies it.
@@ -198,13 +198,15 @@ def _body(pane: PaneMode | None) -> list[str]:
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.
-        in_pane = run("2>&3 3>&-", pane.runner + " " if pane.runner else "")
-        # A pane whose terminal hung up before its worker started (closed as it opened)
-        # runs nothing: the worker would start on a dead terminal that nobody sees; its
-        # status is a hang-up's, 129, and the mark below says whose.
+        # A pane whose terminal hung up before its worker started (closed as it opened) runs
+        # nothing: its status is a hang-up's, 129, and the mark below says whose. The look is
+        # made in the subshell that becomes the worker: one that exists when the pane leader
+        # passes the hang-up on dies of it (a subshell's traps are reset), one forked after
+        # finds the terminal hung up already — no moment in between starts a worker unseen.
+        in_pane = run("2>&3 3>&-", pane.runner + " " if pane.runner else "",
+                      guard=f"[ -t 0 ] && ! [ -e {_HANGUP} ] || exit 129; ")
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
-                  f'elif [ -t 0 ] && ! [ -e {_HANGUP} ]; then exec 3>&2 2>/dev/null; {in_pane}; '
-                  'else (exit 129); fi')
+                  f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
     lines += [
         'if cd -- "$_zsw_cwd" 2>/dev/null; then',
         launch,
