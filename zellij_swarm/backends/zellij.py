@@ -169,8 +169,8 @@ class ZellijBackend:
         if row is not None and row.live:
             self.mode = "here" if self.here and target == own else "tab"
         else:
-            if row is not None:  # dead: `attach -b` would resurrect it (contract §6.5)
-                self.z.call("delete-session", "--force", target, session=False, check=False)
+            if row is not None:
+                self._delete_dead(target)
             self.mode = "session"
         if self.live:
             why = None if caps["detached_actions"] else self._no_client(target == own, caps["version"])
@@ -342,6 +342,13 @@ class ZellijBackend:
                 if birth == BIRTHS:
                     raise BackendError("session_missing", f"zellij session {session!r} died as it started, "
                                                           f"{BIRTHS} times in a row") from None
+                if (row := self.z.sessions().get(session)) is not None and not row.live:
+                    self._delete_dead(session)  # had it left a resurrection record
+
+    def _delete_dead(self, session: str) -> None:
+        """Delete a dead session of ours: ``attach -b`` would resurrect it rather than make
+        it anew with our layout (contract §6.5)."""
+        self.z.call("delete-session", "--force", session, session=False, check=False)
 
     def _home_tab(self) -> int | None:
         """The tab of the pane zellij-swarm was started from, in its own session (0.44+): the
