@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
+import os
+import signal
 import time
 
 import psutil
@@ -34,6 +37,7 @@ def test_200_tasks_never_exceed_8_slots(swarm):
     attempts = _attempts(summary)
     assert len(attempts) == 200 and all(a["status"] == "succeeded" for a in attempts)
     assert {a["slot"] for a in attempts} <= set(range(1, 9))
+    assert not list((swarm.latest() / "slots").glob("slot-*/.*")), "the run's end leaves no shell"
     assert max_concurrency([(a["started_at"], a["ended_at"]) for a in attempts]) <= 8
     by_slot: dict[int, list[dict]] = {}
     for a in attempts:
@@ -96,3 +100,25 @@ def test_summary_is_recorded_once_per_run(swarm):
     validate(rows, "ls")
     assert len(rows) == 2 and rows[0]["started_at"] >= rows[1]["started_at"]
     assert all(run_processes(r["run_id"]) == [] for r in rows)
+
+
+def test_a_leftover_holding_its_workers_output_never_writes_into_another_tasks(swarm):
+    """A worker that leaves a daemon behind (its own session: no ladder ends it) still holding
+    its stdout. The daemon writes once the next tasks run; none of that may show in their
+    logs. Reused as its slot's shell, the first generation's output.log would be a later
+    task's (``generation_files``, shells): its folding must see the file is open elsewhere."""
+    pidfile = swarm.cwd / "daemon.pid"
+    daemon = f"setsid sh -c 'echo $$ >{pidfile}; until [ -e go ]; do sleep 0.02; done; " \
+             "while :; do echo LATE; sleep 0.05; done' &"
+    swarm.write("tasks.txt", "\n".join([daemon, "touch go; sleep 0.3", *["sleep 0.3"] * 4]) + "\n")
+    try:
+        res = swarm("run", "tasks.txt", "-j", "1", "--output", "quiet")
+        assert res.code == 0, res.stderr
+        pid = int(pidfile.read_text())
+        assert psutil.pid_exists(pid), "the daemon ran all along"
+        outputs = {p.parent.name: p.read_text() for p in (swarm.latest() / "slots").glob("slot-*/gen-*/output.log")}
+        assert not [name for name, text in outputs.items() if "LATE" in text], outputs
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pidfile.read_text()), signal.SIGKILL)

@@ -22,6 +22,7 @@ from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import envfile, rundir
 from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.worktree import WorktreeError, Worktrees
@@ -33,7 +34,7 @@ class Dispatcher:
                  ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
                  headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
                  wallclock: Callable[[], float], stopping: Callable[[], bool],
-                 launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees,
+                 launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees, shells: ShellPool,
                  executor: SlurmExecutor | None = None, live_panes: bool = False) -> None:
         self._run_id = run_id
         self._paths = paths
@@ -50,6 +51,7 @@ class Dispatcher:
         self._wallclock = wallclock
         self._stopping = stopping
         self._launched = launched
+        self._shells = shells
         self._worktrees = worktrees
         self._executor = executor  # the Slurm executor: every generation runs as a job step
         self._live_panes = live_panes  # a pane shows its worker on a TTY (live UI), not a renderer
@@ -69,22 +71,23 @@ class Dispatcher:
         on disk before anything else can happen to it (a supervisor killed meanwhile leaves
         a generation ``resume`` knows never ran)."""
         reserved_at = self._wallclock()
-        batch: list[LiveGen] = []
+        shown: list[LiveGen] = []
+        headless: list[LiveGen] = []
         while not self._stopping() and self._slots.free_count and (task_id := self._ready.pop()) is not None:
             lg = self._reserve(self._tasks[task_id])
+            in_pane = self._backend.shows(lg.gen.slot)
             try:
-                rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
+                # A local headless one runs in a folded generation's directory where there is
+                # one (records.shells): never one a pane or a Slurm step may write to.
+                if in_pane or self._executor is not None or not self._shells.take(lg.gen):
+                    rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
                 rundir.make_private_dir(lg.gen.artifacts)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
                 continue
             if self._worktrees.wanted(lg.task.spec) and not self._enter_worktree(lg):
                 continue
-            batch.append(lg)
-        shown: list[LiveGen] = []
-        headless: list[LiveGen] = []
-        for lg in batch:
-            (shown if self._backend.shows(lg.gen.slot) else headless).append(lg)
+            (shown if in_pane else headless).append(lg)
         self._start_generations(headless, reserved_at)
         if shown:
             for lg in shown:

@@ -67,6 +67,7 @@ from zellij_swarm.records import log as records
 from zellij_swarm.records.folding import LogCommit
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rows import WarningRow
+from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
@@ -335,7 +336,7 @@ class Supervisor:
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
                 events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self._holding_dispatch,
-                launched=self.gens.launched, worktrees=self.worktrees, executor=self.executor,
+                launched=self.gens.launched, worktrees=self.worktrees, shells=self.shells, executor=self.executor,
                 live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
             self._follow_input()
@@ -398,7 +399,9 @@ class Supervisor:
                                  reporter=self.reporter, warn=self._warn,
                                  kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch)
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
-        self.commit = LogCommit(self.paths.events)  # the log made durable off the loop, then folding
+        # the log made durable off the loop, then folding, into shells the next generations take
+        self.shells = ShellPool(self.paths.slots, limit=0 if self.settings.executor == "slurm" else 2 * self.jobs)
+        self.commit = LogCommit(self.paths.events, fold=self.shells.fold)
         stack.callback(self.commit.close)
         # The run's one headless wrapper; rewritten on resume (a new version may run it).
         rundir.write_atomic(self.paths.worker_script, wrapper.run_script(self.run_id), mode=0o700)
@@ -783,6 +786,7 @@ class Supervisor:
         self.events.flush()
         self.commit.submit(self.gens.ended if self.events.error is None else [])
         self.commit.close()  # every outcome is durable before the summary says the run ended
+        self.shells.clear()
         snap = self.snapshots.write(summary=self.paths.summary, merged=False)
         self.room.records_failed(self.events.error or self.snapshots.error)
         self.final_snapshot = snap

@@ -36,6 +36,10 @@ an outcome there and no claim is left (resume, proof), and a missing ``output.lo
 empty one (logs, the renderers). A pane's generation is never folded: the pane's log copy and
 its hold may still be writing there.
 
+**Shells.** A folded generation whose directory holds only its wrapper's files may be kept,
+emptied, for a later generation to run in (``fold``'s ``keep``; ``records.shells``): the
+wrapper's files that exist then read as absent, as a zero-length file always has.
+
 This module owns that format: the names (``GenPaths``, and the constants the wrapper's shell
 template is rendered with), the supervisor's writes (claim, missing-exit record, kill reason),
 folding, and every reading of the files — the supervisor's and resume's, the proof's
@@ -469,29 +473,44 @@ def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, 
     return rec
 
 
-def fold(gen: GenPaths) -> None:
+def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
     """Fold away an ended generation whose facts are durably in the run's event log (SPEC §7):
     its claim first — a reader that finds no claim takes the log's word for the generation —
     then its sidecar, records, the heartbeat when it holds only the wrapper's own lines, the
     output and executor logs and the artifacts directory when empty; the directory goes when nothing else is
-    left in it (output, a heartbeat the worker wrote to, artifacts). Best effort: a file that
+    left in it (output, a heartbeat the worker wrote to, artifacts) — unless ``keep`` takes it,
+    folded down to the wrapper's files (``SHELL_FILES``), as a shell. Best effort: a file that
     cannot be removed stays, and readers still read it."""
-    for name in (CLAIM, CLAIM_DRAFT, EXIT_SIDECAR, EXIT_RECORD, KILL, HANGUP):
+    for name in (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP):
         _remove(f"{gen.dir}/{name}")
-    heartbeat = f"{gen.dir}/{HEARTBEAT}"
     try:
-        lines = rundir.read_record(heartbeat, _LINE_LIMIT + 1).splitlines()
-        if len(lines) <= 2 and all(_wrapper_line(line) for line in lines):
-            _remove(heartbeat)
+        os.rmdir(f"{gen.dir}/{ARTIFACTS}")
     except OSError:
-        pass
+        pass  # the worker's files
+    if keep is not None and keep(gen.dir):
+        return
+    _remove(f"{gen.dir}/{EXIT_SIDECAR}")
+    if wrapper_heartbeat(f"{gen.dir}/{HEARTBEAT}"):
+        _remove(f"{gen.dir}/{HEARTBEAT}")
     for log in (OUTPUT, STDERR, EXECUTOR_LOG):
         _remove_empty(f"{gen.dir}/{log}")
     try:
-        os.rmdir(f"{gen.dir}/{ARTIFACTS}")
         os.rmdir(gen.dir)
     except OSError:
         pass  # something of the worker's is left in it
+
+
+# What a headless wrapper writes besides its claim, by path: a shell's files (``records.shells``).
+SHELL_FILES = (EXIT_SIDECAR, HEARTBEAT, OUTPUT, STDERR)
+
+
+def wrapper_heartbeat(path: str) -> bool:
+    """The heartbeat holds the wrapper's own lines only (or nothing)."""
+    try:
+        lines = rundir.read_record(path, _LINE_LIMIT + 1).splitlines()
+    except OSError:
+        return False
+    return len(lines) <= 2 and all(_wrapper_line(line) for line in lines)
 
 
 def discard_unstarted(gen: GenPaths) -> bool:
@@ -501,6 +520,8 @@ def discard_unstarted(gen: GenPaths) -> bool:
     _remove(f"{gen.dir}/{WRAPPER}")
     _remove(f"{gen.dir}/{CLAIM_DRAFT}")
     _remove_empty(f"{gen.dir}/{EXECUTOR_LOG}")
+    for name in SHELL_FILES:  # a shell's, as it came (``records.shells``)
+        _remove_empty(f"{gen.dir}/{name}")
     claim = read_claim(gen)
     if claim is not None and claim.by_supervisor:
         _remove(f"{gen.dir}/{CLAIM}")

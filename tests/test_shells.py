@@ -1,0 +1,165 @@
+"""Shells: a folded generation's directory kept for the run's next generation (records.shells)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from swarmtest import wait_until
+
+from zellij_swarm.records import generation_files as gf
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.shells import SHELLS, ShellPool
+from zellij_swarm.worker import wrapper
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunPaths:
+    paths = RunPaths(tmp_path / "runs" / "20260511T101500-abcd")
+    paths.dir.mkdir(parents=True)
+    paths.worker_script.write_text(wrapper.run_script("r"))
+    return paths
+
+
+@pytest.fixture
+def pool(run: RunPaths) -> ShellPool:
+    return ShellPool(run.slots, limit=4)
+
+
+def start(run: RunPaths, pool: ShellPool, slot: int, number: int) -> gf.GenPaths:
+    """Reserve a generation as the dispatcher does: a shell, or a directory made anew."""
+    gen = run.gen(slot, number)
+    if not pool.take(gen):
+        gen.dir.mkdir(parents=True)
+    gen.artifacts.mkdir()
+    return gen
+
+
+def run_wrapper(run: RunPaths, gen: gf.GenPaths, cmd: str = "true") -> int:
+    """One generation through the run's wrapper, as the launcher starts it: its status."""
+    who = wrapper.WorkerIdentity("r", "t", "t1", gen.slot, gen.gen, 1)
+    args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd="/", env={})
+    return subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30).returncode
+
+
+def shells(run: RunPaths) -> dict[str, dict[str, int]]:
+    root = run.slots / SHELLS
+    return {d.name: {f.name: f.stat().st_size for f in d.iterdir()} for d in root.iterdir()} if root.exists() else {}
+
+
+def test_a_trivial_generation_is_kept_as_a_shell_which_the_next_one_runs_in(run: RunPaths, pool: ShellPool) -> None:
+    """Folded, a trivial generation's directory is kept as a shell, every file empty; the next
+    generation (of any slot) takes it and reads as one nothing has happened to yet, then as its
+    own once its wrapper ran, in the same inodes: no file made anew but the claim."""
+    gen = start(run, pool, 2, 3)
+    assert run_wrapper(run, gen) == 0
+    inodes = {name: os.stat(gen.dir / name).st_ino for name in gf.SHELL_FILES}
+    pool.fold(gen)
+    assert not gen.dir.exists()
+    assert list(shells(run).values()) == [{"exit": 0, "heartbeat.jsonl": 0, "output.log": 0, "stderr.log": 0}]
+    start(run, pool, 1, 1)  # the other slot's first generation: made anew, its slot directory with it
+    nxt = start(run, pool, 2, 4)
+    assert shells(run) == {} and {name: os.stat(nxt.dir / name).st_ino for name in inodes} == inodes
+    assert gf.exit_facts(nxt) is None and gf.ended_at(nxt) is None and gf.heartbeat_started(nxt) is None
+    assert gf.read_claim(nxt) is None and not gf.read_gen(nxt).done
+    assert run_wrapper(run, nxt, "echo hello; exit 3") == 3
+    facts = gf.exit_facts(nxt)
+    assert facts is not None and facts.code == 3 and nxt.output.read_text() == "hello\n"
+    assert gf.heartbeat_started(nxt)["pid"] == facts.pid
+    pool.fold(nxt)  # it printed: kept as a generation, not a shell
+    assert {p.name for p in nxt.dir.iterdir()} == {"output.log"} and shells(run) == {}
+
+
+def test_the_run_end_removes_its_shells_and_a_resume_takes_them_up(run: RunPaths, pool: ShellPool) -> None:
+    for number in (1, 2):
+        gen = start(run, pool, 1, number)
+        run_wrapper(run, gen)
+    for number in (1, 2):
+        pool.fold(run.gen(1, number))
+    assert len(shells(run)) == 2
+    resumed = ShellPool(run.slots, limit=4)  # a supervisor killed, then resumed: its shells are there
+    third = start(run, resumed, 1, 3)
+    assert len(shells(run)) == 1 and not (third.dir / "claim").exists()
+    resumed.clear()
+    assert sorted(p.name for p in run.slot_dir(1).iterdir()) == ["gen-3"] and not (run.slots / SHELLS).exists()
+
+
+def test_shells_are_kept_up_to_the_limit(run: RunPaths) -> None:
+    pool = ShellPool(run.slots, limit=1)
+    gens = [start(run, pool, 1, n) for n in (1, 2)]
+    for gen in gens:
+        run_wrapper(run, gen)
+        pool.fold(gen)
+    assert len(shells(run)) == 1 and not any(g.dir.exists() for g in gens)
+
+
+@pytest.mark.parametrize("held", gf.SHELL_FILES)
+def test_a_file_open_in_another_process_is_never_reused(run: RunPaths, pool: ShellPool, held: str) -> None:
+    """A worker's leftover that still holds its output (a daemon it started, with its stdout)
+    writes there later: reused, that would land in another task's records. The directory is
+    folded away as before instead, and what the leftover writes goes nowhere a reader looks."""
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    path = gen.dir / held
+    holder = subprocess.Popen(["sh", "-c", 'exec 3>>"$1"; read _; echo late >&3', "sh", str(path)],
+                              stdin=subprocess.PIPE)
+    try:
+        wait_until(lambda: any(os.path.realpath(f"/proc/{holder.pid}/fd/{fd}") == str(path)
+                               for fd in os.listdir(f"/proc/{holder.pid}/fd")), what="the holder's descriptor")
+        pool.fold(gen)
+        assert not gen.dir.exists() and shells(run) == {}
+    finally:
+        holder.communicate(b"\n", timeout=30)
+    assert list(run.slot_dir(1).iterdir()) == []
+
+
+@pytest.mark.parametrize("planted", ["symlink", "hard link"])
+def test_a_file_the_worker_linked_elsewhere_is_never_reused(run: RunPaths, pool: ShellPool, tmp_path: Path,
+                                                            planted: str) -> None:
+    """Emptying a shell's files must never reach a file outside the run: a worker that made
+    its heartbeat a link to a file of its own keeps the directory from becoming a shell."""
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    mine = tmp_path / "mine"
+    mine.write_text('{"event":"started","pid":1,"pane_id":null}\n')
+    gen.heartbeat.unlink()
+    if planted == "symlink":
+        gen.heartbeat.symlink_to(mine)
+    else:
+        os.link(mine, gen.heartbeat)
+    pool.fold(gen)
+    assert shells(run) == {}
+    assert mine.read_text() == '{"event":"started","pid":1,"pane_id":null}\n'
+
+
+@pytest.mark.parametrize("left", ["output", "heartbeat line", "artifact", "another file"])
+def test_what_the_worker_left_keeps_its_generation(run: RunPaths, pool: ShellPool, left: str) -> None:
+    gen = start(run, pool, 1, 1)
+    cmd = {"output": "echo out", "heartbeat line": 'echo \'{"event":"progress"}\' >>"$ZELLIJ_SWARM_HEARTBEAT"',
+           "artifact": 'echo 42 >"$ZELLIJ_SWARM_ARTIFACT_DIR/result"',
+           "another file": 'echo x >"$(dirname "$ZELLIJ_SWARM_HEARTBEAT")/mine"'}[left]
+    assert run_wrapper(run, gen, cmd) == 0
+    pool.fold(gen)
+    assert gen.dir.exists() and shells(run) == {}
+
+
+def test_a_generation_that_never_ran_in_a_shell_is_discarded_whole(run: RunPaths, pool: ShellPool) -> None:
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    pool.fold(gen)
+    nxt = start(run, pool, 1, 2)
+    assert gf.discard_unstarted(nxt) and not nxt.dir.exists()
+
+
+def test_a_fold_killed_while_it_made_a_shell_leaves_nothing_in_the_way(run: RunPaths, pool: ShellPool) -> None:
+    """A supervisor killed with a directory half made a shell (``folding``): the next fold
+    clears it away and folds as before; the one after keeps its shell again."""
+    (run.slots / SHELLS / "folding").mkdir(parents=True)
+    (run.slots / SHELLS / "folding" / "exit").write_text("0\n")
+    gens = [start(run, pool, 1, n) for n in (1, 2)]
+    for gen in gens:
+        run_wrapper(run, gen)
+        pool.fold(gen)
+    assert not any(g.dir.exists() for g in gens) and len(shells(run)) == 1

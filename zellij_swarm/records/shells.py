@@ -1,0 +1,184 @@
+"""Shells: folded generations' directories kept for the run's next generations (SPEC §7).
+
+Making a file is what a trivial task costs most here. Each one allocates an inode, and on a
+filesystem without a journal (this project's machines) ext4 passes over every inode freed in
+the last minutes to find one: with thousands of short tasks, a quarter to half a millisecond
+of system time per file — against a few microseconds for a rename, a truncation or an open
+of a file that exists. A headless generation made five (its directory's ``artifacts/``
+aside): its directory, claim, heartbeat, output, stderr and exit; folding freed them all again.
+
+So a generation folded down to its wrapper's files (``generation_files.SHELL_FILES``: an
+``exit`` sidecar, a heartbeat of the wrapper's own lines, an empty ``output.log`` and
+``stderr.log``) is not removed but kept, emptied, as a *shell* in ``slots/.shells/``; the next
+reservation renames a shell into place as its generation's directory (``take``) and makes
+only its ``artifacts/``, and that wrapper opens files that exist, empty — "not yet" and
+"nothing", as they always read. Only two inodes are made per task: the claim, whose
+``O_EXCL`` create is what makes a generation run at most once, and ``artifacts/``, where a
+worker's leftover process may sit, unseen by any check here.
+
+A file is reused only when nothing can write to it again. The fold renames the directory
+into ``.shells/`` under a name of its own first, so that its generation's paths reach
+nothing any more, then looks again: every file still the wrapper's (plain, one link, the logs
+empty, the heartbeat its two lines), and none open in any process — a write lease
+(``F_SETLEASE``) is granted only on a file no other descriptor is open on. A worker's leftover
+holding its stdout would otherwise carry its output into another task's records. Anything
+else, and the directory goes back to its name and is folded as before.
+
+Shells are taken on the supervisor's loop and made on its log-commit thread: a deque of their
+names between the two (its append and pop are atomic). Names not ``gen-<m>`` are no
+generation to any reader; the run's end removes the shells (``clear``), and those of a
+supervisor killed are taken by its resume, or go with the run.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import itertools
+import os
+import stat
+from pathlib import Path
+
+from zellij_swarm.records import generation_files, rundir
+from zellij_swarm.records.generation_files import HEARTBEAT, OUTPUT, SHELL_FILES, STDERR, GenPaths
+
+SHELLS = ".shells"  # in the run's slots/
+_FOLDING = "folding"  # a directory being looked at once more before it is a shell
+_EMPTIED = (generation_files.EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
+
+
+class ShellPool:
+    def __init__(self, slots: Path, *, limit: int) -> None:
+        self._dir = slots / SHELLS
+        self._limit = limit  # shells kept at most: what a turn's refill takes, and some
+        try:
+            names = [n for n in os.listdir(self._dir) if n.isdigit()]
+        except FileNotFoundError:
+            names = []
+        self._names = collections.deque(names)
+        self._numbers = itertools.count(max(map(int, names), default=0) + 1)
+
+    def take(self, gen: GenPaths) -> bool:
+        """Put a shell in place as ``gen``'s directory: False when there is none, and the
+        caller makes the directory. Either way the caller makes its ``artifacts/``."""
+        try:
+            name = self._names.popleft()
+        except IndexError:
+            return False
+        shell = f"{self._dir}/{name}"
+        try:
+            os.rename(shell, gen.dir)
+        except FileNotFoundError:
+            if os.path.lexists(shell):  # the slot's first generation: its directory is made with it
+                self._names.appendleft(name)
+            return False  # (a shell removed by hand is forgotten)
+        except OSError:  # the generation's directory is there: the caller's mkdir says so
+            self._names.appendleft(name)
+            return False
+        return True
+
+    def fold(self, gen: GenPaths) -> None:
+        """``generation_files.fold``, keeping the directory as a shell where it can be one."""
+        generation_files.fold(gen, keep=self._keep)
+
+    def clear(self) -> None:
+        """Remove every shell: the run has ended."""
+        try:
+            names = os.listdir(self._dir)
+        except FileNotFoundError:
+            return
+        for name in names:
+            _remove(f"{self._dir}/{name}")
+        self._names.clear()
+        try:
+            os.rmdir(self._dir)
+        except OSError:
+            pass
+
+    def _keep(self, directory: Path) -> bool:
+        if len(self._names) >= self._limit or not _shell_like(str(directory)):
+            return False
+        folding = f"{self._dir}/{_FOLDING}"
+        try:
+            os.rename(directory, folding)
+        except FileNotFoundError:  # the run's first shell
+            try:
+                rundir.make_private_dir(self._dir)
+                os.rename(directory, folding)
+            except OSError:
+                return False
+        except OSError:  # one left by a fold killed midway
+            _remove(folding)
+            return False
+        # Renamed, nothing reaches it by its generation's path any more: what is in it now
+        # stays. A write that came in between, or a file still open, makes it no shell.
+        try:
+            if _shell_like(folding) and not any(_open_elsewhere(f"{folding}/{n}") for n in SHELL_FILES):
+                for name in _EMPTIED:
+                    _empty(f"{folding}/{name}")
+                name = str(next(self._numbers))
+                os.rename(folding, f"{self._dir}/{name}")
+                self._names.append(name)
+                return True
+        except OSError:
+            pass
+        try:
+            os.rename(folding, directory)  # back, to be folded as before
+        except OSError:
+            pass  # its name is free, and only this thread moves it: not to be
+        return False
+
+
+def _shell_like(directory: str) -> bool:
+    """The directory holds the wrapper's files and nothing else: plain files of one link each
+    (never a link to a file elsewhere, which emptying would reach), the logs empty, the
+    heartbeat the wrapper's own lines."""
+    try:
+        with os.scandir(directory) as entries:
+            files = {e.name: e.stat(follow_symlinks=False) for e in entries}
+    except OSError:
+        return False
+    if files.keys() != set(SHELL_FILES):
+        return False
+    if any(not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 for st in files.values()):
+        return False
+    return (files[OUTPUT].st_size == files[STDERR].st_size == 0
+            and generation_files.wrapper_heartbeat(f"{directory}/{HEARTBEAT}"))
+
+
+def _open_elsewhere(path: str) -> bool:
+    """Some process has the file open, or that cannot be told: a write lease is granted only
+    on a file no other descriptor is open on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return True
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return False
+    except OSError:  # EAGAIN: open elsewhere; EINVAL: no leases on this filesystem
+        return True
+    finally:
+        os.close(fd)
+
+
+def _empty(path: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _remove(directory: str) -> None:
+    """A shell, as it is: its files, then itself."""
+    for name in SHELL_FILES:
+        try:
+            os.unlink(f"{directory}/{name}")
+        except OSError:
+            pass
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
