@@ -173,3 +173,21 @@ def test_not_linux_is_one_line(swarm):
                           "from zellij_swarm.cli import main; sys.exit(main(['status']))"],
                          capture_output=True, text=True, timeout=60, cwd=swarm.cwd, env=clean_env())
     assert res.returncode == 2 and res.stderr == "zellij-swarm: error: zellij-swarm needs Linux (this is darwin)\n", res
+
+
+def test_a_directory_renamed_and_watched_under_its_new_name_stays_watched(tmp_path):
+    """A generation's directory kept as a shell (records.shells) comes back as another
+    generation's: inotify gives the same inode the same watch. Watching the new name takes it
+    over, so that letting go of the old name leaves the new one watched."""
+    notify = watch.Inotify()
+    try:
+        first, second = tmp_path / "gen-1", tmp_path / "gen-2"
+        first.mkdir()
+        notify.add(first)
+        first.rename(second)
+        notify.add(second)
+        notify.remove(first)
+        (second / "exit").write_text("0\n")
+        assert wait_until(lambda: watch.Change(second, "exit") in notify.read(), timeout=10)
+    finally:
+        notify.close()

@@ -96,6 +96,10 @@ class Inotify:
         if wd < 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), str(directory))
+        # A directory renamed keeps its watch: the same inode under a new name (a generation's
+        # directory kept as its slot's shell) gets the same descriptor, now this name's only.
+        if (before := self._dirs.get(wd)) is not None:
+            self._wds.pop(before, None)
         self._dirs[wd] = directory
         self._wds[directory] = wd
 
