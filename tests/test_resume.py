@@ -91,7 +91,13 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
         assert run_processes(run_id) == []
         records = [json.loads(line) for line in (swarm.latest() / "events.jsonl").read_text().splitlines()]
         events = [e["event"] for e in records]
-        assert events.count("run_started") == 1 and events[-1] == "run_finished"
+        assert events.count("run_started") == 1
+        # Nothing is logged after the run's end. A supervisor killed as it recorded that end
+        # (its summary written, which ``status`` reads as finished, and its run_finished line
+        # not yet) leaves the log without that last line, and nobody resumes it.
+        summary = json.loads((swarm.latest() / "summary.json").read_text())
+        assert events[-1] == "run_finished" or ("run_finished" not in events and summary["state"] == "finished"), \
+            events[-5:]
         # The summary's metrics are the whole run's, whichever supervisor ended it (issue 10, defect 6).
         metrics = swarm.summary()["metrics"]
         # every generation: a directory, or folded away once its outcome was logged
