@@ -50,7 +50,7 @@ _EMPTIED = (generation_files.EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; th
 class ShellPool:
     def __init__(self, slots: Path, *, limit: int) -> None:
         self._dir = slots / SHELLS
-        self._limit = limit  # shells kept at most: what a turn's refill takes, and some
+        self._limit = limit  # shells kept at most (0: none); the rest are folded away
         try:
             names = [n for n in os.listdir(self._dir) if n.isdigit()]
         except FileNotFoundError:
