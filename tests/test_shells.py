@@ -163,3 +163,29 @@ def test_a_fold_killed_while_it_made_a_shell_leaves_nothing_in_the_way(run: RunP
         run_wrapper(run, gen)
         pool.fold(gen)
     assert not any(g.dir.exists() for g in gens) and len(shells(run)) == 1
+
+
+def test_a_pool_that_keeps_none_folds_as_before(run: RunPaths) -> None:
+    """A Slurm run keeps no shells (its steps write from other hosts): its generations fold away."""
+    pool = ShellPool(run.slots, limit=0)
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    pool.fold(gen)
+    assert not gen.dir.exists() and shells(run) == {} and not pool.take(run.gen(1, 2))
+
+
+def test_a_leftovers_late_output_in_a_half_looked_at_directory_is_never_removed(
+        run: RunPaths, pool: ShellPool) -> None:
+    """A supervisor killed while its fold looked at a directory, as a worker's leftover wrote
+    to it: neither the next fold nor the run's end removes that output."""
+    stale = run.slots / SHELLS / "folding"
+    stale.mkdir(parents=True)
+    for name in gf.SHELL_FILES:
+        (stale / name).write_bytes(b"")
+    (stale / "output.log").write_text("late\n")
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    pool.fold(gen)
+    assert not gen.dir.exists() and (stale / "output.log").read_text() == "late\n"
+    pool.clear()
+    assert sorted(p.name for p in stale.iterdir()) == ["output.log"]

@@ -1,11 +1,11 @@
-"""Shells: folded generations' directories kept for the run's next generations (SPEC §7).
+"""Shells: folded generations' directories kept for the run's next generations (SPEC §5.5).
 
 Making a file is what a trivial task costs most here. Each one allocates an inode, and on a
 filesystem without a journal (this project's machines) ext4 passes over every inode freed in
 the last minutes to find one: with thousands of short tasks, a quarter to half a millisecond
 of system time per file — against a few microseconds for a rename, a truncation or an open
-of a file that exists. A headless generation made five (its directory's ``artifacts/``
-aside): its directory, claim, heartbeat, output, stderr and exit; folding freed them all again.
+of a file that exists. A headless generation made seven: its directory, ``artifacts/``,
+claim, heartbeat, output, stderr and exit; folding freed them all again.
 
 So a generation folded down to its wrapper's files (``generation_files.SHELL_FILES``: an
 ``exit`` sidecar, a heartbeat of the wrapper's own lines, an empty ``output.log`` and
@@ -25,9 +25,12 @@ holding its stdout would otherwise carry its output into another task's records.
 else, and the directory goes back to its name and is folded as before.
 
 Shells are taken on the supervisor's loop and made on its log-commit thread: a deque of their
-names between the two (its append and pop are atomic). Names not ``gen-<m>`` are no
-generation to any reader; the run's end removes the shells (``clear``), and those of a
-supervisor killed are taken by its resume, or go with the run.
+names between the two (its append and pop are atomic). A run whose pool keeps none
+(``limit`` 0: a Slurm run, whose steps write from other hosts) folds as before. Names not
+``gen-<m>`` are no generation to any reader; the run's end removes the shells (``clear``), and
+those of a supervisor killed are taken by its resume, or go with the run. Removing one never
+removes what a worker wrote: a directory a fold was killed in the middle of looking at may
+hold a leftover's late output, which stays there; that run then keeps no more shells.
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ import stat
 from pathlib import Path
 
 from zellij_swarm.records import generation_files, rundir
-from zellij_swarm.records.generation_files import HEARTBEAT, OUTPUT, SHELL_FILES, STDERR, GenPaths
+from zellij_swarm.records.generation_files import EXIT_SIDECAR, HEARTBEAT, OUTPUT, SHELL_FILES, STDERR, GenPaths
 
 SHELLS = ".shells"  # in the run's slots/
 _FOLDING = "folding"  # a directory being looked at once more before it is a shell
-_EMPTIED = (generation_files.EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
+_EMPTIED = (EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
 
 
 class ShellPool:
@@ -172,10 +175,14 @@ def _empty(path: str) -> None:
 
 
 def _remove(directory: str) -> None:
-    """A shell, as it is: its files, then itself."""
+    """A shell, or what a fold killed midway left: the wrapper's files, then the directory —
+    a log or heartbeat with something of the worker's in it stays, and the directory with it."""
     for name in SHELL_FILES:
+        path = f"{directory}/{name}"
         try:
-            os.unlink(f"{directory}/{name}")
+            if name == EXIT_SIDECAR or os.lstat(path).st_size == 0 or (
+                    name == HEARTBEAT and generation_files.wrapper_heartbeat(path)):
+                os.unlink(path)
         except OSError:
             pass
     try:
