@@ -77,9 +77,9 @@ class Dispatcher:
             lg = self._reserve(self._tasks[task_id])
             in_pane = self._backend.shows(lg.gen.slot)
             try:
-                # A local headless one runs in a folded generation's directory where there is
-                # one (records.shells): never one a pane or a Slurm step may write to.
-                if in_pane or self._executor is not None or not self._shells.take(lg.gen):
+                # A headless one runs in a folded generation's directory where there is one
+                # (records.shells; a Slurm run keeps none): never one a pane may write to.
+                if in_pane or not self._shells.take(lg.gen):
                     rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
                 rundir.make_private_dir(lg.gen.artifacts)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
