@@ -4,15 +4,18 @@ worker's own, whatever passes it on first."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import psutil
+from swarmtest import wait_until
 
 from zellij_swarm.engine.stopping import ProcessSignaller
 from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.worker import procs
 
 
 class ForwardingRelay(psutil.Process):
@@ -43,3 +46,18 @@ def test_a_worker_behind_a_relay_that_reaps_it_first_still_counts_as_reached(tmp
         for p in (relay, worker):
             p.kill()
             p.wait()
+
+
+def test_a_process_whose_name_holds_a_parenthesis_is_read_right(tmp_path) -> None:
+    """``procs.running`` reads /proc/<pid>/stat after the name: one holding ") R 1 2" is
+    running, then, killed and not yet reaped, a zombie."""
+    odd = tmp_path / "x) R 1 2"
+    shutil.copy("/bin/sleep", odd)
+    p = subprocess.Popen([str(odd), "30"])
+    try:
+        assert procs.running(psutil.Process(p.pid))
+        p.kill()
+        wait_until(lambda: not procs.running(psutil.Process(p.pid)), what="the zombie")
+    finally:
+        p.kill()
+        p.wait()

@@ -124,12 +124,21 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
 _RELAY = b"_ptyrelay.py"
 
 
+_PF_EXITING = 0x4  # the kernel's flag on a process inside exit(): its end is decided
+
+
 def running(p: psutil.Process) -> bool:
-    """``p`` exists and is not a zombie (one that has ended already: a signal changes nothing)."""
+    """``p`` exists and has not begun to end: not a zombie, nor inside ``exit()`` — a worker
+    that called it on its own is not a zombie until its exit is done, and a signal that
+    reaches it meanwhile is delivered, yet changes nothing (CI saw such a worker, ended 0 on
+    its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
     try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        with open(f"/proc/{p.pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
         return False
+    fields = stat[stat.rfind(b")") + 2:].split()  # after the name, which may hold ") "
+    return fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
 def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
