@@ -7,6 +7,7 @@ that does not parse is a one-line error in ``status`` and ``resume``, never a tr
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -79,3 +80,16 @@ def test_a_damaged_run_json_is_one_line_in_status_and_resume(swarm, ended_run, d
         _one_line_error(res)
         assert res.code in (1, 2) and f"{ended_run / 'run.json'}: " in res.stderr, (args, res)
     assert swarm("ls").code == 0
+
+
+@pytest.mark.parametrize("head", [{}, {"run_id": "r", "argv": ["a\nb", "naïve \"x\""]}], ids=["empty", "fields"])
+@pytest.mark.parametrize("items", [[], [{"name": "t\u2713"}], [{"n": i} for i in range(300)]],
+                         ids=["no-task", "one", "many"])
+def test_run_json_written_a_task_at_a_time_is_the_document_encoded_whole(head, items):
+    """run.json's tasks are encoded one at a time (at 100,000 tasks, the record built whole
+    was the supervisor's peak memory), into the same bytes as the whole document."""
+    from zellij_swarm.records import rundir
+
+    written = b"".join(rundir.json_chunks(head, "tasks", iter(items)))
+    whole = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode({**head, "tasks": items}) + "\n"
+    assert written == whole.encode()

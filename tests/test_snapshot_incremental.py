@@ -493,13 +493,16 @@ def test_a_resumed_supervisor_appends_to_the_rows_file_of_the_killed_one(tmp_pat
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("indexed", [True, False], ids=["through-the-index", "without-an-index"])
+@pytest.mark.parametrize("index", ["trusted", "absent", "astray"],
+                         ids=["through-the-index", "without-an-index", "an-index-pointing-astray"])
 def test_the_summary_written_in_chunks_is_the_merged_snapshot_byte_for_byte(tmp_path: Path, seed: int,
-                                                                           indexed: bool) -> None:
-    """``summary.json`` is written from the rows file's lines as they are (a run of 100,000
-    tasks once held every row as an object to write it): the same bytes as the merged
-    snapshot encoded whole — names with quotes, newlines and non-ASCII included, running rows
-    that are newer than the file's, and without a trusted index."""
+                                                                           index: str) -> None:
+    """``summary.json`` is written from the rows file's lines as they are, one at a time (a
+    run of 100,000 tasks once held every row as an object, then every line, to write it):
+    the same bytes as the merged snapshot encoded whole — names with quotes, newlines and
+    non-ASCII included, running rows that are newer than the file's, without a trusted
+    index, and when a line the index points at is not its task's (found before the first
+    byte is written: the whole is merged instead)."""
     rng = random.Random(seed)
     run = FakeRun(tmp_path / f"run-{seed}", jobs=rng.randint(1, 6))
     run.add(rng.randint(1, 30))
@@ -507,8 +510,19 @@ def test_the_summary_written_in_chunks_is_the_merged_snapshot_byte_for_byte(tmp_
     for _ in range(rng.randint(20, 300)):
         _step(run, rng)
     written = json.loads(json.dumps(snapshot.build(run)))
-    if not indexed:
+    if index == "absent":
         (run.paths.dir / rows_index.INDEX_FILE).unlink()
+    if index == "astray":  # the first task's entry points at the last one's line, a row of another task
+        entries = (run.paths.dir / rows_index.INDEX_FILE).read_bytes()[32:]
+        numbered = [n for n in range(len(entries) // 16) if entries[16 * n:16 * n + 16].strip(b"\0")]
+        if len(numbered) > 1:
+            first, last = numbered[0], numbered[-1]
+            with open(run.paths.dir / rows_index.INDEX_FILE, "r+b") as f:
+                f.seek(32 + 16 * first)
+                f.write(entries[16 * last:16 * last + 16])
+            astray = rows_index.newest_lines(run.paths.dir, written["rows"]["file"], written["rows"]["bytes"])
+            assert astray is not None and astray.line(first) is None
+            astray.close()
     whole = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode(
         snapshot_file.merge(written, run.paths.dir)) + "\n"
     assert b"".join(snapshot_file.whole_document(written, run.paths.dir)) == whole.encode()

@@ -282,7 +282,7 @@ class Supervisor:
             raise exc.StateDirError(f"cannot remove {self.paths.summary}: {e.strerror}") from e
 
     def _write_run_json(self) -> None:
-        rundir.write_json_atomic(self.paths.run_json, {
+        head = {
             "run_id": self.run_id,
             "name": self.plan.name,
             "started_at": self.started_at,
@@ -298,8 +298,9 @@ class Supervisor:
             "settings": self.settings.as_record(),
             "groups": self.plan.groups,
             "worktree_base": None if self.plan.worktree_base is None else self.plan.worktree_base.to_record(),
-            "tasks": [{"id": t.id, **t.spec.to_record()} for t in self.tasks.values()],
-        })
+        }
+        rundir.write_atomic(self.paths.run_json, rundir.json_chunks(
+            head, "tasks", ({"id": t.id, **t.spec.to_record()} for t in self.tasks.values())))
 
     # ----- the loop ------------------------------------------------------------------------
 

@@ -212,12 +212,21 @@ def _entries(data: bytes, covered: int) -> dict[int, tuple[int, int, int]] | Non
 
 
 class NewestLines:
-    """Where each task's newest line is, as of ``upto`` bytes of the rows file: ``lines``
-    gives them (bytes, newline cut), checked."""
+    """Where each task's newest line is, as of ``upto`` bytes of the rows file: ``line``
+    gives one (bytes, newline cut), checked. Read through a mapping (``status``: only the
+    pages of the rows it shows are read) or, ``mapped=False``, line by line with ``pread``
+    (a pass over every row, at a run's end: a mapping's pages, all read, would count as the
+    supervisor's memory — most of it, at 100,000 tasks). ``close`` when done."""
 
-    def __init__(self, rows: mmap.mmap | bytes, entries: dict[int, tuple[int, int, int]]) -> None:
-        self._rows = rows
+    def __init__(self, rows: mmap.mmap | int, entries: dict[int, tuple[int, int, int]]) -> None:
+        self._rows = rows  # the mapping, or the open file's descriptor
         self.entries = entries  # n -> (offset, length, status code)
+
+    def close(self) -> None:
+        if isinstance(self._rows, int):
+            os.close(self._rows)
+        else:
+            self._rows.close()
 
     def numbers(self, statuses: frozenset[str] | None = None) -> list[int]:
         """The tasks' numbers in plan order; with ``statuses``, only the rows that may have one
@@ -230,15 +239,19 @@ class NewestLines:
     def line(self, n: int) -> bytes | None:
         """Task ``t<n>``'s newest line, None when the index does not point at a line of it."""
         offset, length, _ = self.entries[n]
-        line = self._rows[offset:offset + length]
-        whole = len(line) == length and line.endswith(b"\n") and (not offset or self._rows[offset - 1] == 10)
+        start = offset - 1 if offset else 0  # the byte before it too: a line starts after a newline
+        end = offset + length
+        read = os.pread(self._rows, end - start, start) if isinstance(self._rows, int) else self._rows[start:end]
+        line = read[offset - start:]
+        whole = len(line) == length and line.endswith(b"\n") and (not offset or read[:1] == b"\n")
         # a row's own quotes are escaped: its id and status keys, in this order, are only its own
         return line[:-1] if whole and line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line else None
 
 
-def newest_lines(run_dir: Path, rows_file: str, upto: int) -> NewestLines | None:
+def newest_lines(run_dir: Path, rows_file: str, upto: int, *, mapped: bool = True) -> NewestLines | None:
     """The newest line of every task in ``rows_file`` up to ``upto`` bytes, from its index;
-    None when the index cannot be trusted (the caller reads the rows file instead)."""
+    None when the index cannot be trusted (the caller reads the rows file instead).
+    ``mapped``: read through a mapping, else with ``pread`` (``NewestLines``)."""
     try:
         with open(run_dir / INDEX_FILE, "rb") as f:
             data = f.read()
@@ -247,17 +260,18 @@ def newest_lines(run_dir: Path, rows_file: str, upto: int) -> NewestLines | None
             covered = _valid_header(data[:_HEADER.size], os.fstat(f.fileno()).st_ino)
             if covered is None or covered > upto or size < upto or not upto:
                 return None
-            rows = mmap.mmap(f.fileno(), upto, access=mmap.ACCESS_READ)  # only the rows used are read
+            entries = _entries(data, covered)
+            if entries is None:
+                return None
+            if covered < upto:  # lines the index does not cover yet: read them forwards
+                at = covered
+                for line in os.pread(f.fileno(), upto - covered, covered).split(b"\n")[:-1]:
+                    key = line_key(line)
+                    if key is not None:
+                        entries[key[0]] = (at, len(line) + 1, key[1])
+                    at += len(line) + 1
+            rows: mmap.mmap | int = (mmap.mmap(f.fileno(), upto, access=mmap.ACCESS_READ) if mapped
+                                     else os.dup(f.fileno()))  # only the rows used are read
     except (OSError, ValueError):
         return None
-    entries = _entries(data, covered)
-    if entries is None:
-        return None
-    if covered < upto:  # lines the index does not cover yet: read them forwards
-        at = covered
-        for line in rows[covered:upto].split(b"\n")[:-1]:
-            key = line_key(line)
-            if key is not None:
-                entries[key[0]] = (at, len(line) + 1, key[1])
-            at += len(line) + 1
     return NewestLines(rows, entries)

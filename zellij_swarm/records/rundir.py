@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -85,6 +85,20 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     """Compact JSON: the C encoder is several times faster than an indenting one, and
     snapshots of thousands of tasks are written while the run goes on."""
     write_atomic(path, _compact(obj) + "\n")
+
+
+def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any]) -> Iterator[bytes]:
+    """``head`` with ``key`` added last, holding ``items`` as a list, as compact JSON in
+    chunks for ``write_atomic``: one element encoded at a time, so the record of a run of
+    100,000 tasks never stands in memory whole, as objects or as one string (it was the
+    peak of such a run's memory)."""
+    opening = _compact(head)[:-1]  # "{...", its closing brace left out
+    yield f'{opening}{"," if head else ""}{_compact(key)}:['.encode()
+    separator = b""
+    for item in items:
+        yield separator + _compact(item).encode()
+        separator = b","
+    yield b"]}\n"
 
 
 def write_new(path: Path, data: str, *, mode: int) -> None:

@@ -24,6 +24,7 @@ file existed has every row in ``tasks`` and no ``rows`` field; it reads back unc
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -399,14 +400,14 @@ def load(path: Path, *, rows: bool = True) -> Snapshot:
 # ----- reading some rows: through the index ---------------------------------------------------
 
 
-def _index_of(snap: dict[str, Any], run_dir: Path) -> rows_index.NewestLines | None:
+def _index_of(snap: dict[str, Any], run_dir: Path, *, mapped: bool = True) -> rows_index.NewestLines | None:
     ref = snap.get("rows")
     if not isinstance(ref, dict):
         return None
     name, upto = ref.get("file"), ref.get("bytes")
     if not isinstance(name, str) or "/" in name or not isinstance(upto, int) or isinstance(upto, bool):
         return None
-    return rows_index.newest_lines(run_dir, name, upto)
+    return rows_index.newest_lines(run_dir, name, upto, mapped=mapped)
 
 
 def _own_rows(snap: dict[str, Any]) -> list[Any]:
@@ -442,20 +443,34 @@ def rows_with(snap: dict[str, Any], run_dir: Path, statuses: frozenset[str] | No
 
 def whole_document(snap: dict[str, Any], run_dir: Path) -> Iterator[bytes]:
     """``merge(snap, run_dir)`` as compact JSON, in chunks, byte for byte: the rows file's
-    lines copied as they are through its index, never parsed — a run of 100,000 tasks ends
-    without holding them all as objects; without a trusted index, merged and encoded whole."""
-    lines = every_row_line(snap, run_dir, lambda row: _dumps(row).encode())
-    if lines is None:
-        yield (_dumps(merge(snap, run_dir)) + "\n").encode()
-        return
-    keys = [k for k in snap if k != "rows"]
-    at = keys.index("tasks") if "tasks" in keys else len(keys)
-    before = _dumps({k: snap[k] for k in keys[:at]})[:-1]  # "{...", its closing brace left out
-    after = _dumps({k: snap[k] for k in keys[at + 1:]})[1:]  # "...}", its opening brace left out
-    yield f'{before}{"," if at else ""}"tasks":['.encode()
-    for i, line in enumerate(lines):
-        yield b"," + line if i else line
-    yield f'],{after}\n'.encode() if after != "}" else b"]}\n"
+    lines copied as they are through its index, never parsed, one at a time — a run of
+    100,000 tasks ends without holding its rows, as objects or as bytes; without a trusted
+    index, merged and encoded whole. The lines are read twice: once to check every one is
+    where the index says (else the whole is merged), once to copy them."""
+    index = _index_of(snap, run_dir, mapped=False)
+    try:
+        if index is None or None in _row_lines(snap, index, _encoded):
+            yield (_dumps(merge(snap, run_dir)) + "\n").encode()
+            return
+        keys = [k for k in snap if k != "rows"]
+        at = keys.index("tasks") if "tasks" in keys else len(keys)
+        before = _dumps({k: snap[k] for k in keys[:at]})[:-1]  # "{...", its closing brace left out
+        after = _dumps({k: snap[k] for k in keys[at + 1:]})[1:]  # "...}", its opening brace left out
+        yield f'{before}{"," if at else ""}"tasks":['.encode()
+        separator = b""
+        for line in _row_lines(snap, index, _encoded):
+            if line is None:  # checked a moment ago: only a rows file rewritten since gets here
+                raise OSError(errno.ESTALE, f"{run_dir}: the rows file changed while the summary was written")
+            yield separator + line
+            separator = b","
+        yield f'],{after}\n'.encode() if after != "}" else b"]}\n"
+    finally:
+        if index is not None:
+            index.close()
+
+
+def _encoded(row: dict[str, Any]) -> bytes:
+    return _dumps(row).encode()
 
 
 def every_row_line(snap: dict[str, Any], run_dir: Path,
@@ -466,6 +481,17 @@ def every_row_line(snap: dict[str, Any], run_dir: Path,
     index = _index_of(snap, run_dir)
     if index is None:
         return None
+    out = []
+    for line in _row_lines(snap, index, encode_own):
+        if line is None:
+            return None
+        out.append(line)
+    return out
+
+
+def _row_lines(snap: dict[str, Any], index: rows_index.NewestLines,
+               encode_own: Callable[[dict[str, Any]], bytes]) -> Iterator[bytes | None]:
+    """``every_row_line``'s lines one by one; None for a line not where the index says."""
     own: dict[int, dict[str, Any]] = {}
     named = []
     for row in _own_rows(snap):
@@ -476,13 +502,7 @@ def every_row_line(snap: dict[str, Any], run_dir: Path,
             named.append(row)
         else:
             own[number] = row
-    out = []
     for n in sorted(index.entries.keys() | own.keys()):
-        if n in own:
-            out.append(encode_own(own[n]))
-            continue
-        line = index.line(n)
-        if line is None:
-            return None
-        out.append(line)
-    return out + [encode_own(row) for row in named]
+        yield encode_own(own[n]) if n in own else index.line(n)
+    for row in named:
+        yield encode_own(row)
