@@ -675,8 +675,8 @@ def test_which_ends_run_a_task_again_without_using_an_attempt(reasons: list[str]
     up to LOST_RERUNS times a task; counted from the task's history, which resume restores."""
     task = TaskRecord(spec=swarmfile.TaskSpec(name="t", cmd="true"), id="t1", order=1, timeout=None, retries=0,
                       idle_timeout=None)
-    task.history = [Attempt(1, 1, g, REASON_STATUS[r], None, None, r, None, None, None, None)
-                    for g, r in enumerate(reasons, 1)]
+    task.history = tuple(Attempt(1, 1, g, REASON_STATUS[r], None, None, r, None, None, None, None)
+                         for g, r in enumerate(reasons, 1))
     assert task.last_end_is_free is free
 
 

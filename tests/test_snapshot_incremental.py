@@ -178,7 +178,7 @@ def _step(run: FakeRun, rng: random.Random) -> None:
         rng.choice(pending).finish(TaskStatus.SKIPPED, "dependency_failed")
     elif roll < 0.2 and run.busy:
         task = run.busy[rng.choice(list(run.busy))]
-        task.warnings.append({"code": "idle_timeout", "message": "quiet", "task": task.name})
+        task.warn({"code": "idle_timeout", "message": "quiet", "task": task.name})
     elif roll < 0.6 and pending and len(run.busy) < run.jobs:
         run.start(rng.choice(pending))
     elif run.busy:

@@ -66,7 +66,7 @@ class InputStream:
                 return None
             if "\0" in command:
                 raise exc.InputError("command contains a NUL byte", path=source, line=record)
-            return TaskSpec(name="", cmd=command, origin=f"{source}:{record}")
+            return TaskSpec(name="", cmd=command, source=source, line=record)
 
         return cls(fd, source, separator=b"\n", make=make)
 
@@ -78,7 +78,7 @@ class InputStream:
             if "\0" in text:
                 raise exc.InputError(f"argument {record} contains a NUL byte (-0 reads NUL-separated arguments)",
                                      path=source)
-            return TaskSpec(name="", cmd=templates.command(template, [text], record), origin=source)
+            return TaskSpec(name="", cmd=templates.command(template, [text], record), source=source)
 
         return cls(fd, source, separator=b"\0" if null else b"\n", make=make)
 

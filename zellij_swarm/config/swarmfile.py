@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from zellij_swarm import exc
@@ -74,7 +75,16 @@ def is_reserved_env_name(key: str) -> bool:
     return key.startswith(RESERVED_ENV_PREFIXES)
 
 
-@dataclass(frozen=True)
+# What a task without its own env or Slurm resources shares with every other such task: one
+# read-only empty mapping, not a dict of its own each (a spec is held for every task of a run).
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+def _nothing() -> Mapping[str, Any]:
+    return NOTHING  # a factory: dataclasses take an unhashable default for a mutable one
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     """One task as the user described it. ``cmd`` is a shell string, ``argv`` is exec'd."""
 
@@ -82,7 +92,7 @@ class TaskSpec:
     cmd: str | None = None
     argv: tuple[str, ...] | None = None
     cwd: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=_nothing)
     timeout: float | None = None
     retries: int | None = None
     idle_timeout: float | None = None
@@ -92,8 +102,16 @@ class TaskSpec:
     group: str | None = None  # a [group.NAME] whose jobs bound how many of its tasks run at once
     worktree: bool | None = None  # run in a git worktree of its own; None: as the run's ``worktree`` setting says
     waiting_pattern: str | None = None  # what on its screen says it waits (worker.prompts); None: the run's
-    slurm: dict[str, Any] = field(default_factory=dict)  # its own Slurm resources (config.slurm), over the run's
-    origin: str = ""  # "file:line" for messages
+    slurm: Mapping[str, Any] = field(default_factory=_nothing)  # its own Slurm resources (config.slurm), over the run's
+    # Where it was described, for messages (``origin``): the file, shared by all its tasks,
+    # and the line in it (0: none), a number rather than a string of its own per task
+    source: str = ""
+    line: int = 0
+
+    @property
+    def origin(self) -> str:
+        """``file:line`` (or the file alone) for messages."""
+        return f"{self.source}:{self.line}" if self.line else self.source
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -101,7 +119,7 @@ class TaskSpec:
             "cmd": self.cmd,
             "argv": list(self.argv) if self.argv is not None else None,
             "cwd": self.cwd,
-            "env": self.env,
+            "env": dict(self.env),
             "timeout": self.timeout,
             "retries": self.retries,
             "idle_timeout": self.idle_timeout,
@@ -111,7 +129,7 @@ class TaskSpec:
             "group": self.group,
             "worktree": self.worktree,
             **({"waiting_pattern": self.waiting_pattern} if self.waiting_pattern is not None else {}),
-            **({"slurm": self.slurm} if self.slurm else {}),
+            **({"slurm": dict(self.slurm)} if self.slurm else {}),
         }
 
     @classmethod
@@ -121,7 +139,7 @@ class TaskSpec:
             cmd=rec.get("cmd"),
             argv=tuple(rec["argv"]) if rec.get("argv") is not None else None,
             cwd=rec.get("cwd"),
-            env=dict(rec.get("env") or {}),
+            env=dict(rec["env"]) if rec.get("env") else NOTHING,
             timeout=rec.get("timeout"),
             retries=rec.get("retries"),
             idle_timeout=rec.get("idle_timeout"),
@@ -131,7 +149,7 @@ class TaskSpec:
             group=rec.get("group"),
             worktree=rec.get("worktree"),
             waiting_pattern=rec.get("waiting_pattern"),
-            slurm=dict(rec.get("slurm") or {}),
+            slurm=dict(rec["slurm"]) if rec.get("slurm") else NOTHING,
         )
 
 
@@ -210,7 +228,7 @@ def parse_lines(text: str, source: str) -> SwarmInput:
             continue
         if "\0" in command:
             raise exc.InputError("command contains a NUL byte", path=source, line=lineno)
-        tasks.append(TaskSpec(name=f"task-{len(tasks) + 1}", cmd=command, origin=f"{source}:{lineno}"))
+        tasks.append(TaskSpec(name=f"task-{len(tasks) + 1}", cmd=command, source=source, line=lineno))
     return SwarmInput(tasks, {}, None, source)
 
 
@@ -426,7 +444,7 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
         raise fail(str(e), "slurm") from None
     return TaskSpec(
         name=name, cmd=cmd, argv=argv, cwd=cwd, env=clean_env, after=tuple(after), priority=priority,
-        tags=tuple(tags), group=group, slurm=resources, origin=f"{path}:{header}" if header else path, **overrides,
+        tags=tuple(tags), group=group, slurm=resources, source=path, line=header or 0, **overrides,
     )
 
 

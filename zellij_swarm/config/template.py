@@ -172,7 +172,7 @@ def split_sources(words: Sequence[str]) -> list[list[str]]:
 
 def swarm_input(template: Template, sources: Sequence[Sequence[str]], source: str) -> swarmfile.SwarmInput:
     """One task per combination of the sources' arguments, named ``task-N`` in input order."""
-    tasks = [swarmfile.TaskSpec(name=f"task-{n}", cmd=command(template, arguments, n), origin=source)
+    tasks = [swarmfile.TaskSpec(name=f"task-{n}", cmd=command(template, arguments, n), source=source)
              for n, arguments in enumerate(itertools.product(*sources), 1)]
     return swarmfile.SwarmInput(tasks, {}, None, source)
 

@@ -457,7 +457,7 @@ class Generations:
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock(),
                                       slurm=task.slurm if lg.remote else None)
         if lg.idle_message:
-            task.warnings.append({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
+            task.warn({"code": "idle_timeout", "message": lg.idle_message, "task": task.name})
         self.control.followups(lg)
         if lg.in_pane or (status == TaskStatus.SUCCEEDED and task.attempts > 1):
             # a success after failed attempts also lets their kept panes go

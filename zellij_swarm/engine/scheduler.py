@@ -75,7 +75,8 @@ class ReadyQueue:
         """Register a task; returns tasks that must be skipped right away (a dependency
         already ended without succeeding: this one, and nothing else yet depends on it)."""
         self._priority[task] = (-priority, order)
-        self._group[task] = group
+        if group is not None:  # most tasks have none: ``_group.get`` says None for them
+            self._group[task] = group
         deps = set(after) - self._succeeded
         if not deps.isdisjoint(self._ended):  # ended, and not among the succeeded: O(deps), not O(ended)
             self._ended.add(task)

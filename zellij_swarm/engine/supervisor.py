@@ -679,7 +679,7 @@ class Supervisor:
         w: WarningRow = {"code": code, "message": message, "task": task.name if task else None}
         self.warnings.append(w)
         if task is not None:
-            task.warnings.append(w)
+            task.warn(w)
         self.reporter.warning(w)
         self.events.emit("warning", **w)
 

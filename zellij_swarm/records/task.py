@@ -97,12 +97,14 @@ class TaskRecord:
     exit_code: int | None = None
     signal: str | None = None
     reason: str | None = None
-    warnings: list[WarningRow] = field(default_factory=list)
+    # Tuples, not lists: most tasks have no warning and one attempt, and a run holds a record
+    # for every task (an empty tuple is shared; an empty list is 56 bytes of each record's own).
+    warnings: tuple[WarningRow, ...] = ()
     # While it runs: waiting for input on its terminal; None when that cannot be known.
     waiting_input: bool | None = False
     # Why the kernel will not say whether it waits (no ptrace access): then only its screen does.
     waiting_evidence: str | None = None
-    history: list[Attempt] = field(default_factory=list)
+    history: tuple[Attempt, ...] = ()
     worktree: TaskWorktree | None = None  # the git worktree it runs in (``worker.worktree``), once it has one
     # Under the Slurm executor: its step as Slurm last showed it — {"job", "state", "reason"} while
     # it runs (a queued step is PENDING, with why), {"node"} once its wrapper said where it ran
@@ -158,13 +160,16 @@ class TaskRecord:
             rec.started_at if rec else self.started_at, (rec.ended_at if rec and rec.ended_at else ended_at),
             (rec.pid if rec and rec.pid else self.pid), self.pane_id, backfill, slurm or None,
         )
-        self.history.append(attempt)
+        self.history = (*self.history, attempt)
         self.waiting_input = False
         self.exit_code, self.signal, self.reason = attempt.exit_code, attempt.signal, reason
         self.started_at, self.ended_at, self.pid = attempt.started_at, attempt.ended_at, attempt.pid
         if self.journal is not None:
             self.journal.ended(self, attempt)
         return attempt
+
+    def warn(self, warning: WarningRow) -> None:
+        self.warnings = (*self.warnings, warning)
 
     def finish(self, status: TaskStatus, reason: str | None = None) -> None:
         """Move to a terminal status and freeze the row."""

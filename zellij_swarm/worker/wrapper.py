@@ -37,6 +37,7 @@ files it writes, and what is in them, are those ``generation_files`` reads.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,7 +114,7 @@ class PaneMode:
 
 
 def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
-              env: dict[str, str], unexportable_env: Path | None = None) -> tuple[str, ...]:
+              env: Mapping[str, str], unexportable_env: Path | None = None) -> tuple[str, ...]:
     """What one generation is, as the wrapper's arguments after its mode:
     ``GEN-DIR CWD sh|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as ``/bin/sh -c``).
     With ``unexportable_env`` (the run's saved environment, when it has variables no shell can
@@ -154,7 +155,7 @@ def render(
     cmd: str | None,
     argv: tuple[str, ...] | None,
     cwd: str,
-    env: dict[str, str],
+    env: Mapping[str, str],
     pane: PaneMode | None = None,
     unexportable_env: Path | None = None,
 ) -> str:
