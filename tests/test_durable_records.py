@@ -93,3 +93,20 @@ def test_run_json_written_a_task_at_a_time_is_the_document_encoded_whole(head, i
     written = b"".join(rundir.json_chunks(head, "tasks", iter(items)))
     whole = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode({**head, "tasks": items}) + "\n"
     assert written == whole.encode()
+
+
+def test_an_event_log_read_with_names_skipped_leaves_out_those_and_garbage_only(tmp_path):
+    """``resume`` reads the log leaving launch and spawn events unparsed: every other complete
+    event is read as before, and a line that is not an event is left out either way."""
+    from zellij_swarm.records import log
+
+    path = tmp_path / "events.jsonl"
+    lines = [b'{"ts":1,"event":"slot_reserved","task":"a \\"event\\":\\"worker_process_spawned"}',
+             b'{"ts":2,"event":"worker_process_spawned","pid":5}',
+             b'{"event":"worker_launch_invoked","ts":3}',  # another key order: parsed, then left out
+             b'[1, 2]', b'\xff\xfe', b'{"ts":4,"event":"worker_completed","code":0}',
+             b'{"ts":5,"event":"worker_process_spawned","pid":']  # torn: a killed writer's
+    path.write_bytes(b"\n".join(lines))
+    skip = frozenset({"worker_process_spawned", "worker_launch_invoked"})
+    assert [e["ts"] for e in log.read_events(path, skip=skip)] == [1, 4]
+    assert [e["ts"] for e in log.read_events(path)] == [1, 2, 3, 4]
