@@ -61,3 +61,28 @@ def test_a_process_whose_name_holds_a_parenthesis_is_read_right(tmp_path) -> Non
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in_now() -> None:
+    """The sweep finds a worker's leftover by its wrapper's session (a child not yet exec'd
+    has no markers): the sessions of the run's attempts some process is in now, with when each
+    wrapper ended — not a mapping of every attempt of the run."""
+    from zellij_swarm.config.swarmfile import TaskSpec
+    from zellij_swarm.engine.stopping import wrapper_sessions
+    from zellij_swarm.records.states import TaskStatus
+    from zellij_swarm.records.task import Attempt, TaskRecord
+
+    leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session of its own: sid = its pid
+    try:
+        gone = subprocess.Popen(["true"], start_new_session=True)
+        gone.wait()
+        tasks = []
+        for n, pid in enumerate((leftover.pid, gone.pid, None), 1):
+            task = TaskRecord(spec=TaskSpec(name=f"t{n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
+                              idle_timeout=None)
+            task.history = (Attempt(1, n, 1, TaskStatus.SUCCEEDED, 0, None, None, 1.0, 2.0 + n, pid, None),)
+            tasks.append(task)
+        assert wrapper_sessions(tasks) == {leftover.pid: 3.0}
+    finally:
+        leftover.kill()
+        leftover.wait()

@@ -106,6 +106,15 @@ class ProcessSignaller:
 Warn = Callable[[str, str, TaskRecord | None], None]
 
 
+def wrapper_sessions(tasks: Iterable[TaskRecord]) -> dict[int, float]:
+    """The sessions of the run's ended wrappers (a wrapper's pid is its session's id) that
+    some process is in now, with when each wrapper ended (``procs.marked``). Only those: a
+    few, where a run has 100,000 attempts (a mapping of them all was the largest thing its
+    end made). A process found later in another of them was forked by one there now."""
+    now = procs.session_ids()
+    return {a.pid: a.ended_at for t in tasks for a in t.history if a.pid in now and a.ended_at}
+
+
 class Stopper:
     def __init__(self, *, run_id: str, grace: float, slots: Slots, timers: Timers, calls: CallRunner,
                  clock: Callable[[], float], wallclock: Callable[[], float], warn: Warn,
@@ -165,7 +174,7 @@ class Stopper:
         blocking; ``found`` hears of them first. The panes' holds (Zellij before 0.44) too
         when their session is gone: they would otherwise end only with a pane that no longer
         exists."""
-        sessions = {a.pid: a.ended_at for t in tasks for a in t.history if a.pid and a.ended_at}
+        sessions = wrapper_sessions(tasks)
         left = procs.marked(procs.run_markers(self.run_id), sessions)
         if left:
             found(left)

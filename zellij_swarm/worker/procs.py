@@ -38,10 +38,17 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool | None:
 
 def _session(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[4])
+        with open(f"/proc/{pid}/stat", "rb") as f:  # after "pid (name)": state ppid pgrp session tty_nr …
+            return int(f.read().rsplit(b")", 1)[1].split()[3])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def session_ids() -> set[int]:
+    """The sessions the processes there are now (but us) are in."""
+    me = os.getpid()
+    return {sid for name in os.listdir("/proc")
+            if name.isdigit() and int(name) != me and (sid := _session(int(name))) is not None}
 
 
 def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None) -> list[psutil.Process]:
