@@ -64,25 +64,50 @@ def test_a_process_whose_name_holds_a_parenthesis_is_read_right(tmp_path) -> Non
 
 
 def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in_now() -> None:
-    """The sweep finds a worker's leftover by its wrapper's session (a child not yet exec'd
-    has no markers): the sessions of the run's attempts some process is in now, with when each
-    wrapper ended — not a mapping of every attempt of the run."""
+    """The sweep finds a worker's leftover by its headless wrapper's session (a child not
+    yet exec'd has no markers): the sessions of the run's attempts some process is in now,
+    with when each wrapper ended — not a mapping of every attempt of the run — and never a
+    pane's."""
     from zellij_swarm.config.swarmfile import TaskSpec
     from zellij_swarm.engine.stopping import wrapper_sessions
     from zellij_swarm.records.states import TaskStatus
     from zellij_swarm.records.task import Attempt, TaskRecord
 
     leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session of its own: sid = its pid
+    pane_session = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         gone = subprocess.Popen(["true"], start_new_session=True)
         gone.wait()
         tasks = []
-        for n, pid in enumerate((leftover.pid, gone.pid, None), 1):
+        # a headless wrapper whose session a process is in; one whose session is empty; one
+        # with no pid; a pane's, whose session (its multiplexer's) holds its pane leader
+        for n, (pid, pane) in enumerate(((leftover.pid, None), (gone.pid, None), (None, None),
+                                         (pane_session.pid, "terminal_3")), 1):
             task = TaskRecord(spec=TaskSpec(name=f"t{n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
                               idle_timeout=None)
-            task.history = (Attempt(1, n, 1, TaskStatus.SUCCEEDED, 0, None, None, 1.0, 2.0 + n, pid, None),)
+            task.history = (Attempt(1, n, 1, TaskStatus.SUCCEEDED, 0, None, None, 1.0, 2.0 + n, pid, pane),)
             tasks.append(task)
         assert wrapper_sessions(tasks) == {leftover.pid: 3.0}
     finally:
-        leftover.kill()
-        leftover.wait()
+        for p in (leftover, pane_session):
+            p.kill()
+            p.wait()
+
+
+def test_a_process_in_an_ended_wrappers_session_that_started_before_it_ended_is_a_leftover() -> None:
+    """``procs.marked`` by session: a process without the run's markers (a child forked, not
+    yet exec'd) that started before its session's wrapper ended is the run's; one that
+    started after it ended (a later session reusing the pid) is not."""
+    import time
+
+    left = subprocess.Popen(["env", "-i", "OTHER=1", "sleep", "60"], start_new_session=True)
+    later = subprocess.Popen(["env", "-i", "OTHER=1", "sleep", "60"], start_new_session=True)
+    try:
+        for p in (left, later):  # exec'd: its environment is the one it runs with
+            wait_until(lambda p=p: b"PATH=" not in Path(f"/proc/{p.pid}/environ").read_bytes(), what="env -i")
+        found = procs.marked(procs.run_markers("run-x"), {left.pid: time.time() + 60, later.pid: 0.0})
+        assert [p.pid for p in found] == [left.pid]
+    finally:
+        for p in (left, later):
+            p.kill()
+            p.wait()

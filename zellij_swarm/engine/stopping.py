@@ -107,12 +107,16 @@ Warn = Callable[[str, str, TaskRecord | None], None]
 
 
 def wrapper_sessions(tasks: Iterable[TaskRecord]) -> dict[int, float]:
-    """The sessions of the run's ended wrappers (a wrapper's pid is its session's id) that
-    some process is in now, with when each wrapper ended (``procs.marked``). Only those: a
-    few, where a run has 100,000 attempts (a mapping of them all was the largest thing its
+    """The sessions of the run's ended headless wrappers (the launcher starts each as a
+    session leader: its pid is its session's id, and nothing of the run's stays in it after
+    it) that some process is in now, with when each wrapper ended (``procs.marked``). A
+    pane's session is its multiplexer's and holds its pane leader, and the hold before Zellij
+    0.44, as long as the pane stays: never swept by session. Only those some process is in:
+    a few, where a run has 100,000 attempts (a mapping of them all was the largest thing its
     end made). A process found later in another of them was forked by one there now."""
     now = procs.session_ids()
-    return {a.pid: a.ended_at for t in tasks for a in t.history if a.pid in now and a.ended_at}
+    return {a.pid: a.ended_at for t in tasks for a in t.history
+            if a.pid in now and a.ended_at and a.pane_id is None}
 
 
 class Stopper:
@@ -174,7 +178,8 @@ class Stopper:
         blocking; ``found`` hears of them first. The panes' holds (Zellij before 0.44) too
         when their session is gone: they would otherwise end only with a pane that no longer
         exists."""
-        sessions = wrapper_sessions(tasks)
+        # a Slurm step's pid is its node's: it names no session here
+        sessions = wrapper_sessions(tasks) if self.remote is None else {}
         left = procs.marked(procs.run_markers(self.run_id), sessions)
         if left:
             found(left)
