@@ -514,3 +514,31 @@ def test_a_socket_never_seen_decides_nothing_and_a_live_one_is_waited_for(tmp_pa
     (tmp_path / "contract_version_1" / "s").touch()
     looks = iter([{}, {}, {"s": SessionRow("s", True)}])
     _waiting_for(tmp_path, monkeypatch, lambda sock: next(looks))
+
+
+@pytest.mark.parametrize("answers", [2, 4], ids=["answers-on-the-third-ask", "never-answers"])
+def test_a_list_of_panes_that_does_not_answer_is_asked_again_before_a_backfill_trusts_its_anchor(
+        monkeypatch: pytest.MonkeyPatch, answers: int) -> None:
+    """Every pane of ours closed, and the busy server's ``list-panes`` closes with nothing now
+    and then: asked again, its answer (no pane of ours) sends the rest headless; taken for
+    "the anchor is there", a backfill went after a gone pane, its worker unseen. One that
+    never answers is asked a bounded number of times and changes nothing."""
+    from zellij_swarm.backends import zellij
+    from zellij_swarm.backends.zellij import ZellijBackend
+
+    b = ZellijBackend({}, close_session=False)
+    b.open_panes, b.board_pane = {"terminal_1": 1}, "terminal_0"
+    asked: list[int] = []
+
+    def list_panes() -> list[dict[str, object]] | None:
+        asked.append(1)
+        return None if len(asked) <= answers else [{"id": 5, "is_plugin": False}]
+
+    monkeypatch.setattr(b.z, "has", lambda cap: True)
+    monkeypatch.setattr(b.z, "list_panes", list_panes)
+    monkeypatch.setattr(zellij, "LIST_AGAIN_AFTER", 0.0)
+    if answers < 1 + zellij.LIST_AGAIN:
+        assert b._anchor_exists() is False and b.open_panes == {} and b.board_pane is None
+    else:
+        assert b._anchor_exists() is True and b.open_panes == {"terminal_1": 1}
+    assert len(asked) == min(answers + 1, 1 + zellij.LIST_AGAIN)

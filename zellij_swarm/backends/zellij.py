@@ -77,6 +77,9 @@ READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 BIRTHS = 3  # sessions made for one run, when each died as it was born (0.45.0's panic)
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
+# ``list-panes`` asked again, this many times this far apart, before a backfill takes "no
+# answer" for "the anchor is there": a busy server closes a call now and then with nothing
+LIST_AGAIN, LIST_AGAIN_AFTER = 3, 0.1
 TIMEOUT_ENV = "ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS"  # per-call timeout (tests, slow machines)
 _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane it no longer has
 
@@ -512,10 +515,18 @@ class ZellijBackend:
         reach it (contract §3.10). So the panes of ours Zellij no longer lists — closed by
         the user, the board too — are forgotten before each backfill, and an anchor is only
         one it lists. With ``--here`` the caller's own pane is one too. Before 0.44 nothing
-        names an anchor (``_placement``); a list that does not answer changes nothing."""
+        names an anchor (``_placement``). A list that does not answer is asked again
+        (``LIST_AGAIN``): taken for "the anchor is there", it sent a backfill after a gone
+        pane, where its worker ran unseen (CI, a busy real 0.45.0); one that never answers
+        changes nothing."""
         if not self.z.has("near_current_pane"):
             return True
         panes = self.z.list_panes()
+        for _ in range(LIST_AGAIN):
+            if panes is not None:
+                break
+            time.sleep(LIST_AGAIN_AFTER)
+            panes = self.z.list_panes()
         if panes is None:
             return True
         listed = {f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")}
