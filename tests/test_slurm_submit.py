@@ -66,7 +66,18 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
     subprocess.run(["scontrol", "requeue", job], env=env, check=True, timeout=30)
     # Slurm holds a requeued job back a while (BeginTime) once it is pending again; let it start at once
     wait_until(lambda: f"{job} zsw.{run_id}.supervisor PENDING" in queue(env), timeout=30, what="the job requeued")
-    subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, check=True, timeout=30)
+
+    def started_again() -> bool:
+        """Asked again while it pends: the hold can be set after the job shows PENDING, over an
+        earlier StartTime=now (a CI run then waited for the job past the summary's deadline)."""
+        if f"{job} zsw.{run_id}.supervisor PENDING" not in queue(env):
+            return True
+        # not checked: it may have started since the look (Slurm then refuses the update)
+        subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, capture_output=True,
+                       timeout=30)
+        return False
+
+    wait_until(started_again, timeout=60, interval=1.0, what="the requeued job started")
     ended(env, job, run_dir)
     out = (swarm.cwd / ".zellij-swarm" / "batch" / f"{run_id}.out").read_text()
     assert f"resuming run {run_id}" in out, out
