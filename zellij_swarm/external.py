@@ -6,16 +6,12 @@ command's stderr."""
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from zellij_swarm import quoting
 from zellij_swarm.exc import BackendError
-
-log = logging.getLogger("zellij_swarm.cmd")
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,6 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
         said = err.strip().splitlines()
         raise BackendError(faults.timeout, f"{what}: no answer within {timeout:g}s"
                            + (f" (it said: {said[0].strip()})" if said else ""), stderr=err) from None
-    log.debug("%s -> %d", quoting.shell_line(argv), p.returncode)
     result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
     if check and p.returncode != 0:
         first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]

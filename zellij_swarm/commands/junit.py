@@ -16,7 +16,6 @@ import errno
 import os
 import re
 import stat
-import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +48,8 @@ def output_tail(path: Path, limit: int = TAIL_BYTES) -> str:
 
 
 def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
+    import xml.etree.ElementTree as ET  # here, not above: a run without --junit never loads it
+
     tasks = snapshot["tasks"]
     elements = Counter(_ELEMENT.get(t["status"]) for t in tasks)
     suite = ET.Element("testsuite", {
@@ -83,6 +84,7 @@ def build(run: RunPaths, snapshot: dict[str, Any]) -> bytes:
 
 def unfinished(run_id: str) -> bytes:
     """The report of a run that has not finished (module docstring)."""
+    import xml.etree.ElementTree as ET
     suite = ET.Element("testsuite", {"name": f"zellij-swarm {run_id}", "tests": "1", "failures": "1", "errors": "0",
                                      "skipped": "0", "time": "0.000"})
     case = ET.SubElement(suite, "testcase", {"name": f"run {run_id} did not finish",

@@ -8,7 +8,6 @@ tables, ``[swarm]`` and inline tables alike.
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,6 +41,8 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     Compared in lower case with ``-`` read as ``_`` (``Max-Visible-Panes``), since every key
     is a lower-case snake_case name. Of equally close keys the one sharing the longest start
     wins (``args``: ``argv``, not ``tags``)."""
+    import difflib  # only for a misspelt key: not worth its memory in every run
+
     typed = word.lower().replace("-", "_")
     close = difflib.get_close_matches(typed, sorted(known), n=3, cutoff=SUGGEST_CUTOFF)
     if not close:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import secrets
 import selectors
 import signal
 import subprocess
@@ -127,7 +126,7 @@ FOLD_RECHECK = 0.01
 
 
 def new_run_id(now: float) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + os.urandom(3).hex()
 
 
 class Supervisor:

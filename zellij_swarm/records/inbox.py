@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ class Message:
 
 def send(run: RunPaths, kind: str, **body: Any) -> str:
     """Post a message; returns its id."""
-    msg_id = f"{time.time_ns():020d}-{secrets.token_hex(4)}.json"
+    msg_id = f"{time.time_ns():020d}-{os.urandom(4).hex()}.json"
     write_atomic(run.inbox / msg_id, json.dumps({"kind": kind, **body}) + "\n")
     return msg_id
 
