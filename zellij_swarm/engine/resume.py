@@ -33,8 +33,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import psutil
-
 from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings, swarmfile
@@ -99,6 +97,8 @@ class Recovered:
 
 def wrapper_alive(gen: GenPaths, pid: int) -> bool:
     """The wrapper that claimed ``gen`` is still this very process (not a recycled pid)."""
+    import psutil  # here: only a resume needs it (worker.procs says why)
+
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:

@@ -26,9 +26,7 @@ import os
 import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
-
-import psutil
+from typing import TYPE_CHECKING, Protocol
 
 from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.engine.live import Ladder, LiveGen
@@ -38,6 +36,9 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
+
+if TYPE_CHECKING:
+    import psutil
 from zellij_swarm.worker import procs
 
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
@@ -265,6 +266,8 @@ class Stopper:
 
 def names(found: list[psutil.Process]) -> str:
     """The first processes of a list, for a warning: ``pid (name)``."""
+    import psutil  # here, once something was found (worker.procs says why)
+
     def name(p: psutil.Process) -> str:
         try:
             return str(p.name())

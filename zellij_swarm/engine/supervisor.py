@@ -25,9 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-import psutil
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zellij_swarm import __version__, exc
 from zellij_swarm.backends.base import Backend, RunContext
@@ -73,6 +71,9 @@ from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher
 from zellij_swarm.worker.slurm import Slurm
+
+if TYPE_CHECKING:
+    import psutil
 
 
 @dataclass
