@@ -34,10 +34,12 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import ckdl
+from typing import TYPE_CHECKING
 
 from zellij_swarm import quoting
+
+if TYPE_CHECKING:
+    import ckdl
 
 STYLE_HELP = {
     "swarm": "the board left, slot views stacked right",
@@ -68,6 +70,8 @@ def title(text: str) -> str:
 
 def _node(name: str, *args: object, props: dict[str, object] | None = None,
           children: Sequence[ckdl.Node] = ()) -> ckdl.Node:
+    import ckdl  # here: the CLI imports this module for its help text (quoting.kdl_text says why)
+
     return ckdl.Node(None, name, *args, properties=dict(props or {}), children=list(children))
 
 
