@@ -26,6 +26,7 @@ from zellijtest import FakeZellij
 
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
+from zellij_swarm.exc import BackendError
 from zellij_swarm.records.states import REASON_STATUS
 from zellij_swarm.records.task import Attempt, TaskRecord
 from zellij_swarm.worker import slurm as slurm_cli
@@ -650,13 +651,35 @@ def test_an_end_the_wrapper_did_not_record_is_read_from_the_job_state(state: str
 @pytest.mark.parametrize(("state", "expected"), [
     ("NODE_FAIL", "executor_lost"), ("PREEMPTED", "executor_lost"), ("BOOT_FAIL", "executor_lost"),
     ("TIMEOUT", "timeout"), ("CANCELLED", "executor_cancelled"),
-    (None, None), ("FAILED", None), ("COMPLETED", None),
+    (None, "executor_lost"), ("FAILED", None), ("COMPLETED", None),
 ])
 def test_a_death_by_signal_the_wrapper_recorded_stands_unless_slurm_ended_the_step(state: str | None,
                                                                                   expected: str | None) -> None:
     """slurmd ends a failed node's steps with SIGTERM: the wrapper's record of it is Slurm's
-    doing, and the step was lost; a job Slurm forgot, or one that just failed, says nothing more."""
+    doing, and the step was lost. So is a job Slurm forgot: slurmd kills its steps as orphans,
+    and a wrapper may outlive its worker long enough to record that (CI saw `failed` for one,
+    SIGKILL, where its neighbours were `lost`). One that just failed says nothing more."""
     assert slurm_cli.classify(state, recorded_signal=True) == expected
+
+
+@pytest.mark.parametrize(("said", "code", "expected"), [
+    ("JobId=7 JobName=zsw.r.t1.1.1 JobState=FAILED Reason=None", 0, "FAILED"),
+    ("JobId=7 JobName=someone.else JobState=RUNNING", 0, None),  # the id issued again
+    ("slurm_load_jobs error: Invalid job id specified", 1, None),  # forgotten
+    ("slurm_load_jobs error: Unable to contact slurm controller (connect failure)", 1, BackendError),
+])
+def test_a_job_slurm_does_not_know_is_told_from_a_controller_that_does_not_answer(
+        tmp_path: Path, said: str, code: int, expected: str | type[BackendError] | None) -> None:
+    """`classify` reads an unknown job as lost by Slurm: a controller that cannot be asked
+    must not look like one (the wrapper's record then stands)."""
+    (tmp_path / "scontrol").write_text(f"#!/bin/sh\necho '{said}' >&{2 if code else 1}\nexit {code}\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    cluster = slurm_cli.Slurm({"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    if expected is BackendError:
+        with pytest.raises(BackendError, match="Unable to contact"):
+            cluster.state("7", name="zsw.r.t1.1.1")
+    else:
+        assert cluster.state("7", name="zsw.r.t1.1.1") == expected
 
 
 def test_job_names_carry_run_task_and_generation() -> None:

@@ -337,6 +337,7 @@ class SlurmExecutor:
         if self.requeued and lg.submitted_at is None:
             then("executor_lost")
             return
+        unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
 
         def ask() -> str | None:
             if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:
@@ -345,17 +346,17 @@ class SlurmExecutor:
                 self.host_ending = True
                 return "executor_lost"
             step = self._step(lg)
-            # its own job's state; a step inside the allocation has none of its own
-            job_id = step.split(".")[0] if step and self.allocation is None else None
+            if not step or self.allocation is not None:
+                return unknown  # never listed, or inside the allocation: no job state of its own to read
+            job_id = step.split(".")[0]
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
-            state = self.cluster.state(job_id, name=name) if job_id else None
+            state = self.cluster.state(job_id, name=name)
             deadline = time.monotonic() + SETTLE_WAIT
-            while job_id and state in slurm.ACTIVE and time.monotonic() < deadline:
+            while state in slurm.ACTIVE and time.monotonic() < deadline:
                 time.sleep(SETTLE_POLL)  # the wrapper has ended; Slurm is still winding its job down
                 state = self.cluster.state(job_id, name=name)
             return slurm.classify(state, recorded_signal=recorded_signal)
 
-        unknown = None if recorded_signal else "executor_lost"
         self.calls.submit(ask, lambda done: then(done.value if done.error is None else unknown))
 
     def _step(self, lg: LiveGen) -> str | None:

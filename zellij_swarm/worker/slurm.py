@@ -72,25 +72,32 @@ NODE_LOST = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"})
 JOB_ENDING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "PENDING", *NODE_LOST})
 
 
+UNKNOWN_JOB = "Invalid job id specified"  # what scontrol says of a job its controller does not know
+
+
 def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
     """The reason (``states.REASON_STATUS`` says its status) of a step whose wrapper did not
     record its exit, or recorded a death by signal (``recorded_signal``), from the job's end
     state: its time limit, a cancel from outside, its memory, its node. Otherwise a death by
-    signal the wrapper recorded stands (None: Slurm says no more than the wrapper did); with
-    no record, a job Slurm no longer knows was lost with it (``executor_lost``), and one that
-    simply failed or completed is what a wrapper gone without its record is on this machine
-    (``no_exit_record``)."""
+    signal the wrapper recorded stands (None: Slurm says no more than the wrapper did) — but a
+    job Slurm no longer knows (None) was lost with it (``executor_lost``), recorded or not. With
+    no record, one that simply failed or completed is what a wrapper gone without its record
+    is on this machine (``no_exit_record``). ``state`` must be the job's as Slurm answered:
+    a caller with no job to ask about does not call this."""
     if state == "TIMEOUT":
         return "timeout"
     if state in ("CANCELLED", "REVOKED"):
         return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
         return "out_of_memory"
-    if state in NODE_LOST:
+    if state in NODE_LOST or state is None:
+        # a job Slurm no longer knows (its controller restarted without it) has its steps
+        # killed as orphans: a death by signal then is Slurm's doing, even when the wrapper
+        # outlived its worker long enough to record it
         return "executor_lost"
     if recorded_signal:
         return None
-    return "executor_lost" if state is None else "no_exit_record"
+    return "no_exit_record"
 
 
 class Slurm:
@@ -131,8 +138,12 @@ class Slurm:
     def state(self, job_id: str, *, name: str | None = None) -> str | None:
         """A job's state, ended ones included while Slurm remembers them (``MinJobAge``). A
         job's, never a step's: Slurm keeps no end state of a step's own. With ``name``: None
-        when the id is now another job's (``_named``)."""
+        when the id is now another job's (``_named``). None means Slurm said it does not know
+        the job; a call that failed otherwise (a controller that does not answer) raises."""
         res = self._run(["scontrol", "--oneliner", "show", "job", job_id], check=False)
+        if res.returncode != 0 and UNKNOWN_JOB not in res.stderr:
+            said = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+            raise BackendError(external.EXECUTOR.failed, f"scontrol show job {job_id}: {said}", stderr=res.stderr)
         m = re.search(r"\bJobState=(\S+)", res.stdout)
         if name is not None and re.search(rf"\bJobName={re.escape(name)}(\s|$)", res.stdout) is None:
             return None
