@@ -8,10 +8,12 @@ import itertools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
-from swarmtest import run_processes
+from swarmtest import clean_env, run_processes
 
 
 def _attempts(summary: dict) -> list[dict]:
@@ -126,3 +128,19 @@ def test_a_leftover_holding_its_workers_output_never_writes_into_another_tasks(s
         if pidfile.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_the_supervisor_reports_its_own_peak_memory_not_its_parents(swarm):
+    """`usage` is the run's own processes. ru_maxrss is not: a process started by vfork
+    (Python's subprocess, posix_spawn) keeps its parent's peak across the exec — a bench
+    holding 60 MB made a 35 MB supervisor report 59. A parent holding 300 MB here."""
+    swarm.write("t.txt", "true\n")
+    parent = ("import subprocess, sys\n"
+              "held = bytearray(300 << 20)\n"
+              "held[::4096] = b'x' * len(held[::4096])  # touched: resident\n"
+              "sys.exit(subprocess.run(sys.argv[1:]).returncode)\n")
+    done = subprocess.run([sys.executable, "-c", parent, *swarm.cmd("run", "t.txt", "--output", "quiet")],
+                          cwd=swarm.cwd, env=clean_env(), capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    usage = json.loads((swarm.latest() / "summary.json").read_text())["usage"]
+    assert 5 < usage["processes"]["supervisor"]["peak_rss_mb"] < 150, usage

@@ -69,6 +69,7 @@ from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
+from zellij_swarm.worker._launcher import peak_rss_kib
 from zellij_swarm.worker.launcher import Launcher
 from zellij_swarm.worker.slurm import Slurm
 
@@ -238,7 +239,7 @@ class Supervisor:
         supervisor, and its launcher once it has said (as it exits)."""
         me = resource.getrusage(resource.RUSAGE_SELF)
         processes = {"supervisor": {"cpu_s": round(me.ru_utime + me.ru_stime, 3),
-                                    "peak_rss_mb": round(me.ru_maxrss / 1024, 1)}}
+                                    "peak_rss_mb": round(peak_rss_kib(me.ru_maxrss) / 1024, 1)}}
         if self.headless.launcher.usage is not None:
             processes["launcher"] = self.headless.launcher.usage
         return {"cpu_s": round(sum(p["cpu_s"] for p in processes.values()), 3),

@@ -139,8 +139,12 @@ def main() -> None:
 
 
 def peak_rss_kib(fallback: int) -> int:
-    """This process's own peak RSS. Not ``ru_maxrss``: an exec keeps the larger of the old and
-    new images' peaks, and this process began as the supervisor's vfork child."""
+    """This process's own peak RSS (KiB), ``fallback`` where /proc cannot say. Not
+    ``ru_maxrss``: an exec keeps the larger of the old and new images' peaks, and a process
+    started by vfork (posix_spawn, Python's subprocess) had its parent's whole image as its
+    old one — the launcher the supervisor's, the supervisor whatever started it (a bench
+    holding 60 MB made a 35 MB supervisor report 59). Also the supervisor's (engine.supervisor):
+    it lives here because the launcher runs without the package."""
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
