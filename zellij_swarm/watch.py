@@ -11,7 +11,6 @@ selector of its own (the renderers): batches of any change, and a tick.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import select
@@ -56,9 +55,11 @@ class Watcher(Protocol):
     def close(self) -> None: ...
 
 
-@functools.cache  # find_library runs ldconfig: once per process, not once per watcher
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    # The process's own symbols (dlopen of NULL), libc's among them: no ldconfig run to find
+    # libc (ctypes.util.find_library), nor ctypes.util's imports (tempfile, …) in every run
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.inotify_init1.argtypes = [ctypes.c_int]
     libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
     libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]

@@ -28,7 +28,6 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import struct
 import threading
 import time
@@ -70,7 +69,7 @@ class Stamp:
         return f"pid {self.pid} on {self.host}" + (f" (Slurm job {self.job})" if self.job else "")
 
 
-_HOST = socket.gethostname()
+_HOST = os.uname().nodename  # gethostname's answer, without the socket module's memory
 
 
 def _own_job() -> str | None:

@@ -30,7 +30,6 @@ import fcntl
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -495,6 +494,8 @@ def _whole_index(path: Path) -> Iterator[dict[str, str]]:
     """An environment whose index holds the worktree as it is — commits, changes and untracked
     files, ignored ones left out — in a temporary index file: the worktree's own index, and
     what the agent staged in it, stay as they are."""
+    import tempfile  # here: only a worktree's review needs it, and every run imports this module
+
     fd, index = tempfile.mkstemp(prefix="zsw-index-")
     os.close(fd)
     os.unlink(index)  # git makes it: an empty file is not an index
