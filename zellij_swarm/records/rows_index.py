@@ -21,12 +21,13 @@ missing index, only slower.
 
 from __future__ import annotations
 
+import heapq
 import json
 import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 INDEX_FILE = "tasks.idx"
@@ -197,18 +198,16 @@ def _valid_header(head: bytes, inode: int) -> int | None:
 # ----- reading ------------------------------------------------------------------------------
 
 
-def _entries(data: bytes, covered: int) -> dict[int, tuple[int, int, int]] | None:
-    """The index's entries (n -> offset, length, status code); None when one points past
-    ``covered`` (written after its header: a writer caught mid-way, or killed there)."""
-    entries: dict[int, tuple[int, int, int]] = {}
+def _entries(data: bytes, covered: int) -> memoryview | None:
+    """The index's entries, whole ones only, as they are in ``data`` (16 bytes each, read in
+    place: no object per task — a dict of them was a 100,000-task run's largest thing at
+    its end); None when one points past ``covered`` (written after its header: a writer
+    caught mid-way, or killed there)."""
     body = memoryview(data)[_HEADER.size:]
-    usable = len(body) - len(body) % _ENTRY.size
-    for n, (offset, length, code) in enumerate(_ENTRY.iter_unpack(body[:usable])):
-        if length:
-            if offset + length > covered:
-                return None
-            entries[n] = (offset, length, code)
-    return entries
+    body = body[:len(body) - len(body) % _ENTRY.size]
+    if any(length and offset + length > covered for offset, length, _ in _ENTRY.iter_unpack(body)):
+        return None
+    return body
 
 
 class NewestLines:
@@ -218,9 +217,10 @@ class NewestLines:
     (a pass over every row, at a run's end: a mapping's pages, all read, would count as the
     supervisor's memory — most of it, at 100,000 tasks). ``close`` when done."""
 
-    def __init__(self, rows: mmap.mmap | int, entries: dict[int, tuple[int, int, int]]) -> None:
+    def __init__(self, rows: mmap.mmap | int, entries: memoryview, later: dict[int, tuple[int, int, int]]) -> None:
         self._rows = rows  # the mapping, or the open file's descriptor
-        self.entries = entries  # n -> (offset, length, status code)
+        self._entries = entries  # the index's, as ``_entries`` checked them
+        self._later = later  # n -> (offset, length, status code) of lines past what the index covers
 
     def close(self) -> None:
         if isinstance(self._rows, int):
@@ -228,17 +228,36 @@ class NewestLines:
         else:
             self._rows.close()
 
+    def _entry(self, n: int) -> tuple[int, int, int] | None:
+        if n in self._later:
+            return self._later[n]
+        if n < len(self._entries) // _ENTRY.size:
+            entry: tuple[int, int, int] = _ENTRY.unpack_from(self._entries, _ENTRY.size * n)
+            return entry if entry[1] else None
+        return None
+
+    def numbered(self) -> Iterator[int]:
+        """The numbers of the tasks with a line, ascending."""
+        return (n for n, _ in self._coded())
+
+    def _coded(self) -> Iterator[tuple[int, int]]:
+        """(number, status code) of each task with a line, ascending."""
+        indexed = ((n, code) for n, (_, length, code) in enumerate(_ENTRY.iter_unpack(self._entries))
+                   if length and n not in self._later)
+        return heapq.merge(indexed, sorted((n, code) for n, (_, _, code) in self._later.items()))
+
     def numbers(self, statuses: frozenset[str] | None = None) -> list[int]:
         """The tasks' numbers in plan order; with ``statuses``, only the rows that may have one
         of them (a word the index does not know is kept: its row says)."""
-        if statuses is None:
-            return sorted(self.entries)
-        codes = {i for i, s in enumerate(STATUSES) if s in statuses} | {OTHER}
-        return sorted(n for n, e in self.entries.items() if e[2] in codes)
+        codes = None if statuses is None else {i for i, s in enumerate(STATUSES) if s in statuses} | {OTHER}
+        return [n for n, code in self._coded() if codes is None or code in codes]
 
     def line(self, n: int) -> bytes | None:
         """Task ``t<n>``'s newest line, None when the index does not point at a line of it."""
-        offset, length, _ = self.entries[n]
+        entry = self._entry(n)
+        if entry is None:
+            return None
+        offset, length, _ = entry
         start = offset - 1 if offset else 0  # the byte before it too: a line starts after a newline
         end = offset + length
         read = os.pread(self._rows, end - start, start) if isinstance(self._rows, int) else self._rows[start:end]
@@ -263,15 +282,16 @@ def newest_lines(run_dir: Path, rows_file: str, upto: int, *, mapped: bool = Tru
             entries = _entries(data, covered)
             if entries is None:
                 return None
+            later: dict[int, tuple[int, int, int]] = {}
             if covered < upto:  # lines the index does not cover yet: read them forwards
                 at = covered
                 for line in os.pread(f.fileno(), upto - covered, covered).split(b"\n")[:-1]:
                     key = line_key(line)
                     if key is not None:
-                        entries[key[0]] = (at, len(line) + 1, key[1])
+                        later[key[0]] = (at, len(line) + 1, key[1])
                     at += len(line) + 1
             rows: mmap.mmap | int = (mmap.mmap(f.fileno(), upto, access=mmap.ACCESS_READ) if mapped
                                      else os.dup(f.fileno()))  # only the rows used are read
     except (OSError, ValueError):
         return None
-    return NewestLines(rows, entries)
+    return NewestLines(rows, entries, later)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import heapq
 import json
 import os
 import re
@@ -489,6 +490,15 @@ def every_row_line(snap: dict[str, Any], run_dir: Path,
     return out
 
 
+def _unique(ascending: Iterable[int]) -> Iterator[int]:
+    """Each number of an ascending sequence once."""
+    last = None
+    for n in ascending:
+        if n != last:
+            yield n
+        last = n
+
+
 def _row_lines(snap: dict[str, Any], index: rows_index.NewestLines,
                encode_own: Callable[[dict[str, Any]], bytes]) -> Iterator[bytes | None]:
     """``every_row_line``'s lines one by one; None for a line not where the index says."""
@@ -502,7 +512,7 @@ def _row_lines(snap: dict[str, Any], index: rows_index.NewestLines,
             named.append(row)
         else:
             own[number] = row
-    for n in sorted(index.entries.keys() | own.keys()):
+    for n in _unique(heapq.merge(index.numbered(), sorted(own))):
         yield encode_own(own[n]) if n in own else index.line(n)
     for row in named:
         yield encode_own(row)
