@@ -69,8 +69,7 @@ from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
-from zellij_swarm.worker._launcher import peak_rss_kib
-from zellij_swarm.worker.launcher import Launcher
+from zellij_swarm.worker.launcher import Launcher, peak_rss_kib
 from zellij_swarm.worker.slurm import Slurm
 
 if TYPE_CHECKING:

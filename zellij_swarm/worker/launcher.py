@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+# A process's own peak RSS, as the launcher reads its own: the supervisor reads its own so too
+from zellij_swarm.worker._launcher import peak_rss_kib as peak_rss_kib
+
 _SCRIPT = str(Path(__file__).with_name("_launcher.py"))
 ANSWER_TIMEOUT = 5.0  # seconds a launcher may take to say whether it started a wrapper
 CLOSE_TIMEOUT = 3.0  # seconds an idle launcher may take to exit once told to
