@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -31,9 +33,9 @@ def pool(run: RunPaths) -> ShellPool:
 def start(run: RunPaths, pool: ShellPool, slot: int, number: int) -> gf.GenPaths:
     """Reserve a generation as the dispatcher does: a shell, or a directory made anew."""
     gen = run.gen(slot, number)
-    if not pool.take(gen):
+    if not pool.take(gen):  # a shell comes with its artifacts/
         gen.dir.mkdir(parents=True)
-    gen.artifacts.mkdir()
+        gen.artifacts.mkdir()
     return gen
 
 
@@ -50,15 +52,19 @@ def shells(run: RunPaths) -> dict[str, dict[str, int]]:
 
 
 def test_a_trivial_generation_is_kept_as_a_shell_which_the_next_one_runs_in(run: RunPaths, pool: ShellPool) -> None:
-    """Folded, a trivial generation's directory is kept as a shell, every file empty; the next
-    generation (of any slot) takes it and reads as one nothing has happened to yet, then as its
-    own once its wrapper ran, in the same inodes: no file made anew but the claim."""
+    """Folded, a trivial generation's directory is kept as a shell, every file empty, its
+    artifacts/ too; the next generation (of any slot) takes it and reads as one nothing has
+    happened to yet, then as its own once its wrapper ran, in the same inodes: no file or
+    directory made anew but the claim."""
     gen = start(run, pool, 2, 3)
     assert run_wrapper(run, gen) == 0
-    inodes = {name: os.stat(gen.dir / name).st_ino for name in gf.SHELL_FILES}
+    inodes = {name: os.stat(gen.dir / name).st_ino for name in (*gf.SHELL_FILES, gf.ARTIFACTS)}
     pool.fold(gen)
     assert not gen.dir.exists()
-    assert list(shells(run).values()) == [{"exit": 0, "heartbeat.jsonl": 0, "output.log": 0, "stderr.log": 0}]
+    [shell] = shells(run).values()
+    assert {k: v for k, v in shell.items() if k != gf.ARTIFACTS} == {"exit": 0, "heartbeat.jsonl": 0, "output.log": 0,
+                                                                     "stderr.log": 0}
+    assert gf.ARTIFACTS in shell and not any((run.slots / SHELLS).glob(f"*/{gf.ARTIFACTS}/*"))
     start(run, pool, 1, 1)  # the other slot's first generation: made anew, its slot directory with it
     nxt = start(run, pool, 2, 4)
     assert shells(run) == {} and {name: os.stat(nxt.dir / name).st_ino for name in inodes} == inodes
@@ -189,3 +195,44 @@ def test_a_leftovers_late_output_in_a_half_looked_at_directory_is_never_removed(
     assert not gen.dir.exists() and (stale / "output.log").read_text() == "late\n"
     pool.clear()
     assert sorted(p.name for p in stale.iterdir()) == ["output.log"]
+
+
+@pytest.mark.parametrize("leftover", [False, True])
+def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrappers_group(
+        run: RunPaths, pool: ShellPool, leftover: bool) -> None:
+    """The launcher starts each wrapper as a session leader. A leftover of its worker that
+    stayed in that group may have its working directory in artifacts/, which no check of the
+    files sees: the shell is kept without it, and the next generation gets one of its own."""
+    gen = start(run, pool, 1, 1)
+    who = wrapper.WorkerIdentity("r", "t", "t1", gen.slot, gen.gen, 1)
+    cmd = f"cd {gen.artifacts} && sleep 30 >/dev/null 2>&1 &" if leftover else "true"
+    args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd="/", env={})
+    lead = subprocess.Popen(wrapper.headless_argv(run.worker_script, args), start_new_session=True)
+    try:
+        assert lead.wait(timeout=30) == 0
+        before = os.stat(gen.artifacts).st_ino
+        pool.fold(gen)
+        nxt = start(run, pool, 1, 2)
+        assert shells(run) == {}, "kept as a shell either way"
+        assert (os.stat(nxt.artifacts).st_ino == before) is not leftover
+        assert list(nxt.artifacts.iterdir()) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(lead.pid, signal.SIGKILL)
+
+
+def test_what_a_leftover_wrote_into_a_shells_artifacts_is_set_aside_never_reused(
+        run: RunPaths, pool: ShellPool) -> None:
+    """A leftover that left the wrapper's group (not seen at the fold) writes into the shell's
+    artifacts/ afterwards: the generation that takes the shell gets an empty one of its own,
+    and what was written stays, the run's end included."""
+    gen = start(run, pool, 1, 1)
+    assert run_wrapper(run, gen) == 0
+    pool.fold(gen)
+    [late] = (run.slots / SHELLS).glob(f"*/{gf.ARTIFACTS}")
+    (late / "late.txt").write_text("from an earlier generation\n")
+    nxt = start(run, pool, 1, 2)
+    assert list(nxt.artifacts.iterdir()) == []
+    pool.clear()
+    [stray] = (run.slots / SHELLS).glob("stray-*")
+    assert (stray / "late.txt").read_text() == "from an earlier generation\n"

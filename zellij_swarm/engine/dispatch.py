@@ -79,9 +79,9 @@ class Dispatcher:
             try:
                 # A headless one runs in a folded generation's directory where there is one
                 # (records.shells; a Slurm run keeps none): never one a pane may write to.
-                if in_pane or not self._shells.take(lg.gen):
+                if in_pane or not self._shells.take(lg.gen):  # a shell comes with its artifacts/
                     rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
-                rundir.make_private_dir(lg.gen.artifacts)
+                    rundir.make_private_dir(lg.gen.artifacts)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
                 continue

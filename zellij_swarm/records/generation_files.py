@@ -479,16 +479,16 @@ def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
     then its sidecar, records, the heartbeat when it holds only the wrapper's own lines, the
     output and executor logs and the artifacts directory when empty; the directory goes when nothing else is
     left in it (output, a heartbeat the worker wrote to, artifacts) — unless ``keep`` takes it,
-    folded down to the wrapper's files (``SHELL_FILES``), as a shell. Best effort: a file that
-    cannot be removed stays, and readers still read it."""
+    folded down to the wrapper's files (``SHELL_FILES``) and perhaps its empty ``artifacts/``,
+    as a shell. Best effort: a file that cannot be removed stays, and readers still read it."""
     for name in (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP):
         _remove(f"{gen.dir}/{name}")
+    if keep is not None and keep(gen.dir):  # with its artifacts directory, empty, or without
+        return
     try:
         os.rmdir(f"{gen.dir}/{ARTIFACTS}")
     except OSError:
         pass  # the worker's files
-    if keep is not None and keep(gen.dir):
-        return
     _remove(f"{gen.dir}/{EXIT_SIDECAR}")
     if wrapper_heartbeat(f"{gen.dir}/{HEARTBEAT}"):
         _remove(f"{gen.dir}/{HEARTBEAT}")

@@ -10,11 +10,14 @@ claim, heartbeat, output, stderr and exit; folding freed them all again.
 So a generation folded down to its wrapper's files (``generation_files.SHELL_FILES``: an
 ``exit`` sidecar, a heartbeat of the wrapper's own lines, an empty ``output.log`` and
 ``stderr.log``) is not removed but kept, emptied, as a *shell* in ``slots/.shells/``; the next
-reservation renames a shell into place as its generation's directory (``take``) and makes
-only its ``artifacts/``, and that wrapper opens files that exist, empty — "not yet" and
-"nothing", as they always read. Only two inodes are made per task: the claim, whose
-``O_EXCL`` create is what makes a generation run at most once, and ``artifacts/``, where a
-worker's leftover process may sit, unseen by any check here.
+reservation renames a shell into place as its generation's directory (``take``), and that
+wrapper opens files that exist, empty — "not yet" and "nothing", as they always read. An
+empty ``artifacts/`` goes with the shell when nothing is left in the wrapper's process group
+(``_group_gone``: a leftover that stayed there may have its working directory in it, which no
+check of the files sees; one that left it is a daemon, which changes its directory to ``/``);
+otherwise it is removed and ``take`` makes a new one. So one inode is made per trivial task:
+the claim, whose ``O_EXCL`` create is what makes a generation run at most once. A shell's
+``artifacts/`` that something wrote into after its fold is set aside as ``stray-<n>``, kept.
 
 A file is reused only when nothing can write to it again. The fold renames the directory
 into ``.shells/`` under a name of its own first, so that its generation's paths reach
@@ -43,11 +46,20 @@ import stat
 from pathlib import Path
 
 from zellij_swarm.records import generation_files, rundir
-from zellij_swarm.records.generation_files import EXIT_SIDECAR, HEARTBEAT, OUTPUT, SHELL_FILES, STDERR, GenPaths
+from zellij_swarm.records.generation_files import (
+    ARTIFACTS,
+    EXIT_SIDECAR,
+    HEARTBEAT,
+    OUTPUT,
+    SHELL_FILES,
+    STDERR,
+    GenPaths,
+)
 
 SHELLS = ".shells"  # in the run's slots/
 _FOLDING = "folding"  # a directory being looked at once more before it is a shell
 _EMPTIED = (EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
+_STRAY = "stray-"  # an artifacts/ a leftover wrote into after its shell was made (``take``)
 
 
 class ShellPool:
@@ -62,8 +74,10 @@ class ShellPool:
         self._numbers = itertools.count(max(map(int, names), default=0) + 1)
 
     def take(self, gen: GenPaths) -> bool:
-        """Put a shell in place as ``gen``'s directory: False when there is none, and the
-        caller makes the directory. Either way the caller makes its ``artifacts/``."""
+        """Put a shell in place as ``gen``'s directory, with an empty ``artifacts/`` in it (the
+        shell's own, or made now): False when there is none, and the caller makes both. An
+        ``artifacts/`` a leftover wrote into since its fold is moved aside (``stray-<n>``) and
+        never reused. Raises OSError when ``artifacts/`` cannot be made."""
         try:
             name = self._names.popleft()
         except IndexError:
@@ -78,11 +92,21 @@ class ShellPool:
         except OSError:  # the generation's directory is there: the caller's mkdir says so
             self._names.appendleft(name)
             return False
+        try:
+            if os.listdir(gen.artifacts):
+                os.rename(gen.artifacts, f"{self._dir}/{_STRAY}{next(self._numbers)}")
+                raise FileNotFoundError
+        except (FileNotFoundError, NotADirectoryError):
+            rundir.make_private_dir(gen.artifacts, exist_ok=False)
         return True
 
     def fold(self, gen: GenPaths) -> None:
-        """``generation_files.fold``, keeping the directory as a shell where it can be one."""
-        generation_files.fold(gen, keep=self._keep)
+        """``generation_files.fold``, keeping the directory as a shell where it can be one —
+        with its ``artifacts/`` when that is empty and nothing is left in the wrapper's
+        process group (``_group_gone``)."""
+        claim = generation_files.read_claim(gen)  # read first: the fold removes it
+        keep_artifacts = claim is not None and claim.pid is not None and _group_gone(claim.pid)
+        generation_files.fold(gen, keep=lambda directory: self._keep(directory, keep_artifacts))
 
     def clear(self) -> None:
         """Remove every shell: the run has ended."""
@@ -91,14 +115,20 @@ class ShellPool:
         except FileNotFoundError:
             return
         for name in names:
-            _remove(f"{self._dir}/{name}")
+            if not name.startswith(_STRAY):  # a leftover's files: never removed
+                _remove(f"{self._dir}/{name}")
         self._names.clear()
         try:
             os.rmdir(self._dir)
         except OSError:
             pass
 
-    def _keep(self, directory: Path) -> bool:
+    def _keep(self, directory: Path, keep_artifacts: bool) -> bool:
+        if not keep_artifacts:
+            try:
+                os.rmdir(f"{directory}/{ARTIFACTS}")
+            except OSError:
+                pass  # the worker's files: then it is no shell
         if len(self._names) >= self._limit or not _shell_like(str(directory)):
             return False
         folding = f"{self._dir}/{_FOLDING}"
@@ -141,12 +171,38 @@ def _shell_like(directory: str) -> bool:
             files = {e.name: e.stat(follow_symlinks=False) for e in entries}
     except OSError:
         return False
+    artifacts = files.pop(ARTIFACTS, None)
     if files.keys() != set(SHELL_FILES):
         return False
     if any(not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 for st in files.values()):
         return False
+    if artifacts is not None and not _empty_directory(f"{directory}/{ARTIFACTS}", artifacts):
+        return False
     return (files[OUTPUT].st_size == files[STDERR].st_size == 0
             and generation_files.wrapper_heartbeat(f"{directory}/{HEARTBEAT}"))
+
+
+def _empty_directory(path: str, st: os.stat_result) -> bool:
+    """A real directory (no link to one elsewhere) with nothing in it."""
+    try:
+        return stat.S_ISDIR(st.st_mode) and not os.listdir(path)
+    except OSError:
+        return False
+
+
+def _group_gone(pgid: int) -> bool:
+    """No process is left in the process group ``pgid``: a headless wrapper's, which the
+    launcher starts as a session leader. A leftover of the worker that stayed in it may have
+    its working directory in ``artifacts/``, which no check of the files sees; one that left
+    it made a session of its own, as a daemon does — and a daemon changes its directory to
+    ``/``. A pid some other group now has makes it look not gone: never wrongly reused."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # there, and not ours to signal
+        return False
+    return False
 
 
 def _open_elsewhere(path: str) -> bool:
@@ -175,8 +231,9 @@ def _empty(path: str) -> None:
 
 
 def _remove(directory: str) -> None:
-    """A shell, or what a fold killed midway left: the wrapper's files, then the directory —
-    a log or heartbeat with something of the worker's in it stays, and the directory with it."""
+    """A shell, or what a fold killed midway left: the wrapper's files and an empty
+    ``artifacts/``, then the directory — a log or heartbeat with something of the worker's in
+    it, or an ``artifacts/`` with anything, stays, and the directory with it."""
     for name in SHELL_FILES:
         path = f"{directory}/{name}"
         try:
@@ -185,7 +242,8 @@ def _remove(directory: str) -> None:
                 os.unlink(path)
         except OSError:
             pass
-    try:
-        os.rmdir(directory)
-    except OSError:
-        pass
+    for empty in (f"{directory}/{ARTIFACTS}", directory):
+        try:
+            os.rmdir(empty)
+        except OSError:
+            pass
