@@ -12,7 +12,7 @@ import pytest
 from swarmtest import wait_until
 
 from zellij_swarm.records import generation_files as gf
-from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.rundir import RunPaths, make_private_dir
 from zellij_swarm.records.shells import SHELLS, ShellPool
 from zellij_swarm.worker import wrapper
 
@@ -35,7 +35,7 @@ def start(run: RunPaths, pool: ShellPool, slot: int, number: int) -> gf.GenPaths
     gen = run.gen(slot, number)
     if not pool.take(gen):  # a shell comes with its artifacts/
         gen.dir.mkdir(parents=True)
-        gen.artifacts.mkdir()
+        make_private_dir(gen.artifacts)
     return gen
 
 
@@ -197,15 +197,17 @@ def test_a_leftovers_late_output_in_a_half_looked_at_directory_is_never_removed(
     assert sorted(p.name for p in stale.iterdir()) == ["output.log"]
 
 
-@pytest.mark.parametrize("leftover", [False, True])
+@pytest.mark.parametrize("leftover", [None, "in its group", "chmod 755", "chmod 500"])
 def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrappers_group(
-        run: RunPaths, pool: ShellPool, leftover: bool) -> None:
+        run: RunPaths, pool: ShellPool, leftover: str | None) -> None:
     """The launcher starts each wrapper as a session leader. A leftover of its worker that
     stayed in that group may have its working directory in artifacts/, which no check of the
-    files sees: the shell is kept without it, and the next generation gets one of its own."""
+    files sees: the shell is kept without it, and the next generation gets one of its own —
+    as it does when the worker changed the directory's mode (it must be private, writable)."""
     gen = start(run, pool, 1, 1)
     who = wrapper.WorkerIdentity("r", "t", "t1", gen.slot, gen.gen, 1)
-    cmd = f"cd {gen.artifacts} && sleep 30 >/dev/null 2>&1 &" if leftover else "true"
+    cmd = {None: "true", "in its group": f"cd {gen.artifacts} && sleep 30 >/dev/null 2>&1 &"}.get(
+        leftover, f"{leftover} {gen.artifacts}")
     args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd="/", env={})
     lead = subprocess.Popen(wrapper.headless_argv(run.worker_script, args), start_new_session=True)
     try:
@@ -214,8 +216,8 @@ def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrapper
         pool.fold(gen)
         nxt = start(run, pool, 1, 2)
         assert shells(run) == {}, "kept as a shell either way"
-        assert (os.stat(nxt.artifacts).st_ino == before) is not leftover
-        assert list(nxt.artifacts.iterdir()) == []
+        assert (os.stat(nxt.artifacts).st_ino == before) is (leftover is None)
+        assert list(nxt.artifacts.iterdir()) == [] and nxt.artifacts.stat().st_mode & 0o777 == 0o700
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(lead.pid, signal.SIGKILL)

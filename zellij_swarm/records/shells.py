@@ -124,9 +124,10 @@ class ShellPool:
             pass
 
     def _keep(self, directory: Path, keep_artifacts: bool) -> bool:
-        if not keep_artifacts:
+        artifacts = f"{directory}/{ARTIFACTS}"
+        if not (keep_artifacts and _empty_directory(artifacts)):
             try:
-                os.rmdir(f"{directory}/{ARTIFACTS}")
+                os.rmdir(artifacts)  # the shell goes without it
             except OSError:
                 pass  # the worker's files: then it is no shell
         if len(self._names) >= self._limit or not _shell_like(str(directory)):
@@ -176,16 +177,19 @@ def _shell_like(directory: str) -> bool:
         return False
     if any(not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 for st in files.values()):
         return False
-    if artifacts is not None and not _empty_directory(f"{directory}/{ARTIFACTS}", artifacts):
+    if artifacts is not None and not _empty_directory(f"{directory}/{ARTIFACTS}"):
         return False
     return (files[OUTPUT].st_size == files[STDERR].st_size == 0
             and generation_files.wrapper_heartbeat(f"{directory}/{HEARTBEAT}"))
 
 
-def _empty_directory(path: str, st: os.stat_result) -> bool:
-    """A real directory (no link to one elsewhere) with nothing in it."""
+def _empty_directory(path: str) -> bool:
+    """A real directory (no link to one elsewhere), private as it was made (a worker may have
+    changed its mode: the next one is given a private directory), with nothing in it."""
     try:
-        return stat.S_ISDIR(st.st_mode) and not os.listdir(path)
+        st = os.lstat(path)
+        return (stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
+                and not os.listdir(path))
     except OSError:
         return False
 
