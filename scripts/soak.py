@@ -123,6 +123,14 @@ def round_phase(phase: str, rounds: int, run_round: Callable[..., tuple[Any, Soa
     return failed == 0
 
 
+def _finished(swarm: SoakSwarm) -> int | None:
+    """The exit code the run's log says it finished with, None while it has not: a kill may
+    land after the supervisor wrote its end and before it exited (`resume` then says there is
+    nothing to resume, rightly)."""
+    ends = [e for e in swarm.event_log()[0] if e.get("event") == "run_finished"]
+    return int(ends[-1]["exit_code"]) if ends else None
+
+
 def kill_phase(args: argparse.Namespace, seed: int) -> bool:
     rng = random.Random(seed)
     jobs = args.jobs or 16
@@ -133,6 +141,7 @@ def kill_phase(args: argparse.Namespace, seed: int) -> bool:
     started = time.monotonic()
     proc = swarm.start("run", "soak.toml", "--output", "quiet", *swarm.backend_args, log="run.err")
     kills = launcher_kills = 0
+    ended: int | None = None  # the run's exit code, when a kill came after it finished
     cpu = 0.0  # CPU seconds of every supervisor, measured just before it is killed or ends
     ok = False
     try:
@@ -151,9 +160,14 @@ def kill_phase(args: argparse.Namespace, seed: int) -> bool:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 kills += 1
+                if (ended := _finished(swarm)) is not None:  # killed as it exited: nothing to resume
+                    break
                 proc = swarm.start("resume", swarm.run_id, "--output", "quiet", log="run.err")
-        cpu += _cpu(proc.pid)
-        code = proc.wait()
+        if ended is None:
+            cpu += _cpu(proc.pid)
+            code = proc.wait()
+        else:
+            code = ended
         summary = swarm.summary()
         statuses = {t["status"] for t in summary["tasks"]}
         ledger = swarm.ledger()
