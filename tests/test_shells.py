@@ -197,7 +197,7 @@ def test_a_leftovers_late_output_in_a_half_looked_at_directory_is_never_removed(
     assert sorted(p.name for p in stale.iterdir()) == ["output.log"]
 
 
-@pytest.mark.parametrize("leftover", [None, "in its group", "chmod 755", "chmod 500"])
+@pytest.mark.parametrize("leftover", [None, "in its group", "chmod 755", "chmod 500", "a link"])
 def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrappers_group(
         run: RunPaths, pool: ShellPool, leftover: str | None) -> None:
     """The launcher starts each wrapper as a session leader. A leftover of its worker that
@@ -206,7 +206,10 @@ def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrapper
     as it does when the worker changed the directory's mode (it must be private, writable)."""
     gen = start(run, pool, 1, 1)
     who = wrapper.WorkerIdentity("r", "t", "t1", gen.slot, gen.gen, 1)
-    cmd = {None: "true", "in its group": f"cd {gen.artifacts} && sleep 30 >/dev/null 2>&1 &"}.get(
+    elsewhere = run.dir / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    cmd = {None: "true", "in its group": f"cd {gen.artifacts} && sleep 30 >/dev/null 2>&1 &",
+           "a link": f"rmdir {gen.artifacts} && ln -s {elsewhere} {gen.artifacts}"}.get(
         leftover, f"{leftover} {gen.artifacts}")
     args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd="/", env={})
     lead = subprocess.Popen(wrapper.headless_argv(run.worker_script, args), start_new_session=True)
@@ -215,9 +218,10 @@ def test_an_artifacts_directory_is_kept_only_when_nothing_is_left_in_the_wrapper
         before = os.stat(gen.artifacts).st_ino
         pool.fold(gen)
         nxt = start(run, pool, 1, 2)
-        assert shells(run) == {}, "kept as a shell either way"
+        assert shells(run) == {}, "a shell, if one was kept, was taken"
         assert (os.stat(nxt.artifacts).st_ino == before) is (leftover is None)
         assert list(nxt.artifacts.iterdir()) == [] and nxt.artifacts.stat().st_mode & 0o777 == 0o700
+        assert not nxt.artifacts.is_symlink() and elsewhere.is_dir() and list(elsewhere.iterdir()) == []
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(lead.pid, signal.SIGKILL)
