@@ -81,7 +81,7 @@ class ReadyQueue:
         if group is not None:  # most tasks have none: ``_group.get`` says None for them
             self._group[task] = group
         deps = {dep for dep in after if not self._ended.get(dep)}
-        if not deps.isdisjoint(self._ended):  # ended, and not among the succeeded: O(deps), not O(ended)
+        if any(dep in self._ended for dep in deps):  # ended, not succeeded: O(deps), never O(ended)
             self._ended[task] = False
             return [task]
         if not deps:
