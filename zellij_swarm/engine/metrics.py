@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from bisect import insort
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -89,18 +89,26 @@ class DispatchStats:
         their largest ``size``, ``backfill_count`` the ``backfill`` events, the first batch as
         ``first_batch`` reads it. A dispatch of one slot after the first writes no batch event,
         but never changes the largest size either."""
-        records = [e for e in events if isinstance(e, dict)]
         stats = cls()
-        stats.first_batch_reserved_at, stats.first_batch = first_batch(records)
-        for ev in records:
-            name = ev.get("event")
-            if name == "batch_dispatch_started":
-                stats.batch_count += 1
-                size = ev.get("size")
-                if isinstance(size, int) and not isinstance(size, bool):
-                    stats.largest_batch = max(stats.largest_batch, size)
-            elif name == "backfill":
-                stats.backfill_count += 1
+
+        def counted() -> Iterator[dict[str, Any]]:  # one pass: ``events`` may be a lazy reader
+            for ev in events:
+                if not isinstance(ev, dict):
+                    continue
+                name = ev.get("event")
+                if name == "batch_dispatch_started":
+                    stats.batch_count += 1
+                    size = ev.get("size")
+                    if isinstance(size, int) and not isinstance(size, bool):
+                        stats.largest_batch = max(stats.largest_batch, size)
+                elif name == "backfill":
+                    stats.backfill_count += 1
+                yield ev
+
+        stream = counted()
+        stats.first_batch_reserved_at, stats.first_batch = first_batch(stream)
+        for _ in stream:  # the rest, counted
+            pass
         return stats
 
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from zellij_swarm import exc
@@ -81,7 +82,7 @@ class GenState:
 
 @dataclass
 class Recovered:
-    meta: dict[str, Any]
+    meta: dict[str, Any]  # run.json, but its tasks: they are ``specs``
     env: dict[str, str]
     specs: list[swarmfile.TaskSpec]
     gens: list[GenState]
@@ -136,18 +137,18 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     if not ended and has_record(run.summary):
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume (`zellij-swarm retry` runs "
                                "its failures again)")
-    events = records.read_events(run.events, skip=UNREAD_EVENTS)
-    specs = task_specs(meta, events)
-    outcome_events = {(e["slot"], e["gen"]): e for e in events if e["event"] in generation_files.OUTCOME_EVENTS}
-    followups = {(e["slot"], e["gen"]) for e in events if e["event"] == "followups_consumed"}
+    logged = _Logged()
+    stats = metrics.DispatchStats.replay(logged.read(run.events))  # one pass over the log, each event taken in
+    specs = task_specs(meta, logged.added)
+    # the tasks' records, once specs: kept, they were a resumed 100,000-task run's largest thing (81 MB)
+    meta = {k: v for k, v in meta.items() if k != "tasks"}
     rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
-    rec.consumed_messages = {e["id"] for e in events if e["event"] == "inbox_consumed"}
+    rec.consumed_messages = logged.consumed
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
-    reserved = {(e.get("slot"), e.get("gen")): (names.get(str(e.get("task"))), e.get("attempt")) for e in events
-                if e["event"] == "slot_reserved"}
+    reserved = logged.reserved
+    outcome_events = logged.outcomes
+    rec.allocation = logged.allocation
     on_disk = run.generations_on_disk()
-    allocations = [str(e["job"]) for e in events if e["event"] == "executor_allocated"]
-    rec.allocation = allocations[-1] if allocations else None
     steps: dict[tuple[int, int], Job] = {}
     on_slurm = resolved_settings(meta).executor == "slurm"
     if on_slurm:
@@ -158,9 +159,10 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
                                  f"run ({unreachable}); nothing was changed") from None
     for key in sorted(on_disk.keys() | outcome_events.keys()):
         gen = on_disk.get(key) or run.gen(*key)
-        recorded = outcome_events.get(key)
+        logged_exit, recorded = outcome_events.get(key, (None, None))
         header = generation_files.read_wrapper_header(gen) if key in on_disk else None
-        task_id, attempt = header or reserved.get(key, (None, None))
+        name, attempt = reserved.get(key, (None, None))
+        task_id, attempt = header or (names.get(name) if isinstance(name, str) else None, attempt)
         if not isinstance(task_id, str) or not isinstance(attempt, int) or (
                 key not in reserved and key not in outcome_events and not generation_files.claimed_by_wrapper(gen)):
             # made at its reservation (a pane's wrapper written too), and the supervisor was
@@ -169,25 +171,69 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
             rec.gens.append(GenState(gen, "", 0, "unstarted"))
             continue
         if recorded is not None and (key not in on_disk or generation_files.read_claim(gen) is None):
-            gs = GenState(gen, task_id, attempt, "ended", exit=_logged_exit(recorded), recorded=recorded,
+            gs = GenState(gen, task_id, attempt, "ended", exit=logged_exit, recorded=recorded,
                           folded=key not in on_disk)
         else:
             gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm)
-        gs.followups_consumed = key in followups
+        gs.followups_consumed = key in logged.followups
         rec.gens.append(gs)
-    rec.stats = metrics.DispatchStats.replay(events)
-    rec.pauses = [(e.get("group"), e["event"] == "paused") for e in events if e["event"] in ("paused", "unpaused")]
-    for e in events:  # the retry under way: the last since the run last ended
-        if e["event"] == "run_finished":
-            rec.retry = {}
-        elif e["event"] == "run_retried" and isinstance(e.get("tasks"), dict):
-            rec.retry = {tid: (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
-    for e in events:
-        task = e.get("task")
-        if e["event"] in ("task_cancelled", "task_skipped") and isinstance(task, str) and task in names:
-            status = "cancelled" if e["event"] == "task_cancelled" else "skipped"
-            rec.settled[names[task]] = (status, e.get("reason"))
+    rec.stats = stats
+    rec.pauses = logged.pauses
+    rec.retry = logged.retry
+    rec.settled = {names[task]: end for task, end in logged.settled.items() if task in names}
     return rec
+
+
+# What ``restore`` reads of a generation's outcome event besides its exit record
+_OUTCOME_KEPT = ("status", "reason", "node", "job", "queued_s")
+
+
+@dataclass
+class _Logged:
+    """What ``load`` keeps of a run's event log, taken in one event at a time as it is read
+    (``read``): held at once, a 100,000-task run's 160,000 events were most of a resume's
+    memory (it peaked at 424 MB)."""
+
+    added: list[dict[str, Any]] = field(default_factory=list)  # the task_added events
+    # (slot, gen) -> its exit record and what restore reads of its outcome event
+    outcomes: dict[tuple[int, int], tuple[ExitRecord, dict[str, Any]]] = field(default_factory=dict)
+    followups: set[tuple[int, int]] = field(default_factory=set)  # generations whose follow-ups were read
+    consumed: set[str] = field(default_factory=set)  # inbox messages taken
+    # (slot, gen) -> (task name, attempt), as the slot_reserved events say
+    reserved: dict[tuple[Any, Any], tuple[Any, Any]] = field(default_factory=dict)
+    allocation: str | None = None  # the last executor_allocated's job
+    pauses: list[tuple[str | None, bool]] = field(default_factory=list)
+    retry: dict[str, tuple[int, int]] = field(default_factory=dict)  # the retry under way: the last since the run ended
+    settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task name -> cancelled/skipped, reason
+
+    def read(self, path: Path) -> Iterator[dict[str, Any]]:
+        """The log's events, each taken in (``take``) as it is passed on."""
+        for e in records.iter_events(path, skip=UNREAD_EVENTS):
+            self.take(e)
+            yield e
+
+    def take(self, e: dict[str, Any]) -> None:
+        name = e.get("event")
+        if name in generation_files.OUTCOME_EVENTS:
+            self.outcomes[(e["slot"], e["gen"])] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
+        elif name == "slot_reserved":
+            self.reserved[(e.get("slot"), e.get("gen"))] = (e.get("task"), e.get("attempt"))
+        elif name == "task_added":
+            self.added.append(e)
+        elif name == "followups_consumed":
+            self.followups.add((e["slot"], e["gen"]))
+        elif name == "inbox_consumed":
+            self.consumed.add(e["id"])
+        elif name == "executor_allocated":
+            self.allocation = str(e["job"])
+        elif name in ("paused", "unpaused"):
+            self.pauses.append((e.get("group"), name == "paused"))
+        elif name == "run_finished":
+            self.retry = {}
+        elif name == "run_retried" and isinstance(e.get("tasks"), dict):
+            self.retry = {tid: (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
+        elif name in ("task_cancelled", "task_skipped") and isinstance(task := e.get("task"), str):
+            self.settled[task] = ("cancelled" if name == "task_cancelled" else "skipped", e.get("reason"))
 
 
 def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:

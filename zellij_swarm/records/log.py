@@ -13,7 +13,7 @@ import json
 import os
 import time
 from bisect import insort
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -125,11 +125,15 @@ _EVENT_KEY = b'"event":"'
 
 
 def read_events(path: Path, *, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """Every complete line of an event log (a torn last line, from a crash, is skipped).
-    ``skip``: events of these names are left out, and not even parsed when their name can be
-    seen in the line as the log writes it — a resume of 100,000 tasks reads a log of some
-    300,000 events, and needs no launch or spawn event."""
-    out = []
+    """Every complete line of an event log, in a list (``iter_events``)."""
+    return list(iter_events(path, skip=skip))
+
+
+def iter_events(path: Path, *, skip: frozenset[str] = frozenset()) -> Iterator[dict[str, Any]]:
+    """Every complete line of an event log, one at a time (a torn last line, from a crash, is
+    skipped): a resume of 100,000 tasks reads a log of some 300,000 events, which held at
+    once were most of its memory. ``skip``: events of these names are left out, and not even
+    parsed when their name can be seen in the line as the log writes it."""
     try:
         with open(path, "rb") as f:
             for line in f:
@@ -146,10 +150,9 @@ def read_events(path: Path, *, skip: frozenset[str] = frozenset()) -> list[dict[
                 except ValueError:
                     continue
                 if isinstance(event, dict) and event.get("event") not in skip:
-                    out.append(event)
+                    yield event
     except FileNotFoundError:
         pass
-    return out
 
 
 class SnapshotWriter:
