@@ -503,8 +503,10 @@ class FakeSignaller:
             if sig is None:
                 return stopping.Delivery([], None)
             at = self.now()
-            reached = [w.signalled(sig) for w in self.world.wrappers if w.gen.dir == gen.dir]
-            return stopping.Delivery([], at if any(reached) else None)
+            reached = [w for w in self.world.wrappers if w.gen.dir == gen.dir and w.signalled(sig)]
+            # a worker that traps the signal has a handler for it (procs.catches); one that
+            # ignores it, or dies of it, has none
+            return stopping.Delivery([], at if reached else None, any(w.work.term == "traps" for w in reached))
 
     def now(self) -> float:
         return self.world.clock.wall()

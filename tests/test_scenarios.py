@@ -339,6 +339,15 @@ OUTCOME_RULE: tuple[Case, ...] = (
          exit=130, works=works(a=Work(after=30, term="traps")), messages=(Message(1, "cancel"),),
          order=("inbox_consumed", "kill_sent a", "worker_failed a", "task_cancelled a"),
          at={"kill_sent a": 1.0}),
+    # The signal reached a worker that has no handler for it (ignoring it stands for one already
+    # inside exit(), or whose shell goes on past a killed child): its exit 0 after it is its own.
+    Case("TERM-sent-unheard-then-exit-0-on-its-own", (A,), {"a": Want("succeeded", code=0)},
+         exit=130, works=works(a=Work(after=2, term="ignores")), messages=(Message(1, "cancel"),),
+         order=("inbox_consumed", "kill_sent a", "worker_completed a", "run_finished"),
+         at={"kill_sent a": 1.0, "worker_completed a": 2.0}),
+    Case("TERM-sent-unheard-then-exit-1-on-its-own", (A,), {"a": Want("failed", code=1)},
+         exit=130, works=works(a=Work(after=2, code=1, term="ignores")), messages=(Message(1, "cancel"),),
+         order=("inbox_consumed", "kill_sent a", "worker_failed a", "run_finished")),
     Case("TERM-sent-trapped-exit-0-at-its-timeout", (task("a", timeout=3),),
          {"a": Want("timed_out", "timeout", code=0)}, exit=1, works=works(a=Work(after=30, term="traps")),
          order=("kill_sent a", "worker_failed a", "task_timed_out a")),

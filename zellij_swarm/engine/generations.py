@@ -516,19 +516,19 @@ class Generations:
             return  # handed to the launcher, not started yet: ended the moment it starts
         self.stopper.end_tree(lg)
 
-    def delivered(self, lg: LiveGen, sent_at: float | None) -> None:
+    def delivered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         """A signal of a generation's ladder came out. The first that reached the worker is
         the moment its kill was *sent* (recorded with the kill's reason, and in the event
         log); an end noticed while signals were in flight is read once none is."""
         if sent_at is not None and lg.kill is not KillState.SENT and not lg.done:
-            lg.kill_reached_worker(sent_at)
+            lg.kill_reached_worker(sent_at, caught)
             reason = lg.kill_reason or "ended"
             try:
-                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at)
+                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at, caught=caught)
             except OSError as e:
                 self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
             self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
-                             at=sent_at)
+                             at=sent_at, caught=caught)
         if not lg.signalling and lg.phase is GenPhase.END_SEEN:
             self.collect(lg, lg.wait_status)
 

@@ -116,6 +116,7 @@ class LiveGen:
     timeout_armed: bool = False
     kill_reason: str | None = None  # a kill was requested, for this reason
     kill_sent_at: float | None = None  # ... and reached the worker at this wall time (stopping.Delivery)
+    kill_caught: bool | None = None  # ... a process of it with a handler for it (None: not known, as before)
     signalling: int = 0  # signals of the ladder sent and not yet answered: its outcome waits for them
     wait_status: int | None = None  # its end's wait status (the launcher's), kept while its end waits
     deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers
@@ -159,8 +160,8 @@ class LiveGen:
         self.kill_reason = reason
         self.move(KillState.REQUESTED)
 
-    def kill_reached_worker(self, at: float) -> None:
-        self.kill_sent_at = at
+    def kill_reached_worker(self, at: float, caught: bool) -> None:
+        self.kill_sent_at, self.kill_caught = at, caught
         self.move(KillState.SENT)
 
     def launched(self) -> None:

@@ -3,9 +3,11 @@ says what happens when a worker exits 0 while a cancel, a timeout or a halt is i
 
 A generation a kill was asked for (``LiveGen.kill_reason``) was ended by it only if the
 kill's first signal reached a process of the worker (``KillState.SENT``, at
-``kill_sent_at``: ``stopping`` records that moment) and the worker ended at or after it. Then
-it is ``cancelled``/``timed_out``/… (``killed_status``), keeping the code and signal it
-reported — an agent that traps SIGTERM, saves and exits 0 was ended by it. A worker that
+``kill_sent_at``: ``stopping`` records that moment) and the worker ended at or after it —
+dying of a signal, or exiting when a process the signal reached had a handler for it
+(``kill_caught``; ``ended_by_kill``). Then it is ``cancelled``/``timed_out``/…
+(``killed_status``), keeping the code and signal it reported — an agent that traps SIGTERM,
+saves and exits 0 was ended by it; a shell with no trap that exits 0 was not. A worker that
 ended before that moment keeps its own outcome (``own_end`` of its code and signal),
 whatever was requested: finished work is never recorded as unfinished, and so never run
 again. A kill requested but not yet sent when the end is read (the ladder's signal still on
@@ -35,8 +37,17 @@ def killed_status(reason: str) -> TaskStatus:
 
 def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
     """Whether the kill's first signal reached the worker, and the worker ended at or after
-    that moment (an end of unknown time counts as after)."""
-    return lg.kill_sent_at is not None and (rec.ended_at is None or rec.ended_at >= lg.kill_sent_at)
+    that moment (an end of unknown time counts as after) — by that signal, or by an exit of
+    its own a process of it could have made on hearing it: a normal exit (a code, no signal)
+    when no process the signal reached had a handler for it (``kill_caught`` False) was not
+    the signal's doing. The signal then reached a process already inside ``exit()`` (the
+    check before it and the signal are two steps), or a child (a ``sleep`` killed, its shell
+    went on to the end) — the soak of a tmux run saw a task that wrote its ledger line and
+    exited 0 recorded ``cancelled`` and run again."""
+    if lg.kill_sent_at is None or (rec.ended_at is not None and rec.ended_at < lg.kill_sent_at):
+        return False
+    own_exit = rec.code is not None and rec.signal is None
+    return not own_exit or lg.kill_caught is not False
 
 
 def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:

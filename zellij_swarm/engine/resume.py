@@ -73,6 +73,7 @@ class GenState:
     recorded: dict[str, Any] | None = None  # the worker_completed/failed event, if the old supervisor saw it
     kill_reason: str | None = None
     kill_sent_at: float | None = None  # when that kill reached the worker (the outcome rule)
+    kill_caught: bool | None = None  # ... a process with a handler for it (the outcome rule)
     pid: int | None = None
     pane_id: str | None = None
     followups_consumed: bool = False
@@ -248,6 +249,7 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
     gs.kill_sent_at = generation_files.kill_sent_at(gen)
+    gs.kill_caught = generation_files.kill_caught(gen)
     launch = generation_files.heartbeat_started(gen)
     if launch:
         gs.pane_id = launch["pane_id"]
@@ -348,7 +350,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
                          phase=GenPhase.STARTED, timeout_armed=True, kill_reason=gs.kill_reason,
-                         kill_sent_at=gs.kill_sent_at, remote=run.executor is not None, job_id=gs.job_id)
+                         kill_sent_at=gs.kill_sent_at, kill_caught=gs.kill_caught,
+                         remote=run.executor is not None, job_id=gs.job_id)
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:

@@ -65,6 +65,9 @@ class Delivery:
 
     processes: list[psutil.Process]  # those signalled (or, with no signal, found)
     sent_at: float | None  # when it reached a running process of the worker's own; None: none ran
+    # one it reached has a handler for it (``procs.catches``): a worker that then exits
+    # normally may have done so because of it. None reached that can: a normal exit is its own
+    caught: bool = True
 
 
 class Signaller(Protocol):
@@ -97,8 +100,15 @@ class ProcessSignaller:
         # this very signal, yet not reached by it, and its end taken for its own. Each is
         # looked at again just before its signal: one that ended on its own since the scan
         # (a zombie takes a signal without a word) was not reached by it.
-        reached = [p for p in workers if procs.running(p) and procs.send([p], sig)]
-        return Delivery(reached + procs.send(others, sig), at if reached else None)
+        reached: list[psutil.Process] = []
+        caught = False
+        for p in workers:
+            if procs.running(p):
+                hears = procs.catches(p, sig)  # read before the signal: its handler then
+                if procs.send([p], sig):
+                    reached.append(p)
+                    caught = caught or hears
+        return Delivery(reached + procs.send(others, sig), at if reached else None, caught)
 
     def now(self) -> float:
         return procs.coarse_wallclock()
@@ -123,7 +133,7 @@ def wrapper_sessions(tasks: Iterable[TaskRecord]) -> dict[int, float]:
 class Stopper:
     def __init__(self, *, run_id: str, grace: float, slots: Slots, timers: Timers, calls: CallRunner,
                  clock: Callable[[], float], wallclock: Callable[[], float], warn: Warn,
-                 released: Callable[[LiveGen], None], delivered: Callable[[LiveGen, float | None], None],
+                 released: Callable[[LiveGen], None], delivered: Callable[[LiveGen, float | None, bool], None],
                  signaller: Signaller) -> None:
         """``delivered`` hears, on the loop, how each signal aimed at a generation that has not
         ended came out (its ``sent_at``), and after the last one in flight, that none is."""
@@ -149,7 +159,7 @@ class Stopper:
         if lg.remote and self.remote is not None:
             # scancel: TERM to the step, after the grace the step; a queued one is withdrawn
             lg.signalling += 1
-            self.remote.end(lg, self.grace, self.signaller.now, lambda at: self._answered(lg, at))
+            self.remote.end(lg, self.grace, self.signaller.now, lambda at: self._answered(lg, at, True))
             return
         if lg.kill_sent_at is not None:  # an earlier supervisor's ladder sent its SIGTERM: carry it on
             due = self.grace - (self.wallclock() - lg.kill_sent_at)
@@ -206,7 +216,7 @@ class Stopper:
                 os.kill(lg.pid, signal.SIGKILL)
             except ProcessLookupError:
                 return
-            self.delivered(lg, at)  # the generation ends here, by our hand
+            self.delivered(lg, at, True)  # the generation ends here, by our hand
 
     def _signal(self, lg: LiveGen, sig: signal.Signals | None,
                 then: Callable[[list[psutil.Process]], None] | None = None) -> None:
@@ -230,15 +240,16 @@ class Stopper:
 
         def answered(done: Done[Delivery]) -> None:
             if counted:
-                self._answered(lg, done.value.sent_at if done.value is not None else None)
+                self._answered(lg, done.value.sent_at if done.value is not None else None,
+                               done.value.caught if done.value is not None else True)
             if then is not None:
                 then(done.value.processes if done.value is not None else [])
 
         self.calls.submit(lambda: self.signaller.deliver(lg.gen, sig, find), answered)
 
-    def _answered(self, lg: LiveGen, sent_at: float | None) -> None:
+    def _answered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         lg.signalling -= 1
-        self.delivered(lg, sent_at)
+        self.delivered(lg, sent_at, caught)
 
     def _release_when_gone(self, lg: LiveGen, *, deadline: float) -> None:
         if self.stopping.get(lg.gen.slot) is not lg:

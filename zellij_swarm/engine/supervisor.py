@@ -439,7 +439,7 @@ class Supervisor:
         self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
                                timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
                                warn=self._warn, released=lambda lg: self.gens.slot_released(lg),
-                               delivered=lambda lg, at: self.gens.delivered(lg, at),
+                               delivered=lambda lg, at, caught: self.gens.delivered(lg, at, caught),
                                signaller=self.signaller)
         self.executor: SlurmExecutor | None = None
         self.allocation_queued: dict[str, str] | None = None  # --slurm-alloc: its job, and why Slurm makes it wait

@@ -559,15 +559,22 @@ def _remove(path: str) -> None:
 
 # ``kill``: why the generation is being ended (written when that is decided, before any
 # signal), then, once a signal reached a process of the worker's own, a second line
-# ``sent <wall time>``: the moment the outcome rule compares the worker's end with.
+# ``sent <wall time>``: the moment the outcome rule compares the worker's end with — and
+# `` uncaught`` after it when no process it reached had a handler for it (a normal exit is
+# then the worker's own; runs recorded before say nothing of it: ``kill_caught`` None).
 _SENT = "sent "
+_UNCAUGHT = "uncaught"
 
 
-def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None) -> None:
+def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None, caught: bool = True) -> None:
     """Record why the generation is being ended; a moment its kill was already sent (an
-    earlier supervisor's, an earlier ``cancel``'s) is kept: the first signal is what counts."""
-    sent_at = kill_sent_at(gen) if sent_at is None else sent_at
-    rundir.write_atomic(gen.kill, reason + "\n" + (f"{_SENT}{sent_at!r}\n" if sent_at is not None else ""))
+    earlier supervisor's, an earlier ``cancel``'s) is kept, with whether it was caught: the
+    first signal is what counts."""
+    if sent_at is None:
+        sent_at, known = kill_sent_at(gen), kill_caught(gen)
+        caught = known is not False
+    sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
+    rundir.write_atomic(gen.kill, reason + "\n" + sent)
 
 
 def _kill_lines(gen: GenPaths) -> list[str]:
@@ -589,13 +596,25 @@ def hung_up(gen: GenPaths) -> bool:
 
 def kill_sent_at(gen: GenPaths) -> float | None:
     """When the kill's first signal reached the worker, if it did."""
+    words = _sent_words(gen)
+    try:
+        return float(words[0]) if words else None
+    except ValueError:
+        return None
+
+
+def kill_caught(gen: GenPaths) -> bool | None:
+    """Whether a process the kill's first signal reached had a handler for it (True for a run
+    recorded before this was: it may have); None when no signal reached the worker."""
+    words = _sent_words(gen)
+    return None if not words else _UNCAUGHT not in words[1:]
+
+
+def _sent_words(gen: GenPaths) -> list[str]:
     for line in _kill_lines(gen)[1:]:
         if line.startswith(_SENT):
-            try:
-                return float(line[len(_SENT):])
-            except ValueError:
-                return None
-    return None
+            return line[len(_SENT):].split()
+    return []
 
 
 # ----- the renderers' reading -------------------------------------------------------------

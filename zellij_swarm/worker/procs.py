@@ -161,6 +161,20 @@ def running(p: psutil.Process) -> bool:
     return fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
+def catches(p: psutil.Process, sig: signal.Signals) -> bool:
+    """``p`` has a handler of its own for ``sig`` (``SigCgt`` in ``/proc/<pid>/status``): only
+    then can it hear the signal and still exit normally (an agent that traps SIGTERM, saves
+    and exits 0). True when that cannot be read: it may have."""
+    try:
+        with open(f"/proc/{p.pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
+
+
 def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
     """Whether ``p`` is a running process of ``gen``'s worker's own (``running``) — not the
     generation's wrapper (a pane's second stage runs below the pane leader, and outlives its
