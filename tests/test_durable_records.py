@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from zellij_swarm import Swarm, Task
+from zellij_swarm.records import generation_files
 
 
 def test_commit_markers_are_fsynced(tmp_path, monkeypatch):
@@ -110,3 +111,18 @@ def test_an_event_log_read_with_names_skipped_leaves_out_those_and_garbage_only(
     skip = frozenset({"worker_process_spawned", "worker_launch_invoked"})
     assert [e["ts"] for e in log.read_events(path, skip=skip)] == [1, 4]
     assert [e["ts"] for e in log.read_events(path)] == [1, 2, 3, 4]
+
+
+def test_a_kills_sent_line_says_whether_it_was_caught_and_reads_back(tmp_path: Path) -> None:
+    """`sent <time>` (a run recorded before: caught, as it may have been), `sent <time> uncaught`;
+    a later reason keeps the first signal's moment and what it found."""
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    generation_files.write_kill_reason(gen, "cancelled_by_user")
+    assert generation_files.kill_sent_at(gen) is None and generation_files.kill_caught(gen) is None
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=12.5, caught=False)
+    assert gen.kill.read_text() == "cancelled_by_user\nsent 12.5 uncaught\n"
+    generation_files.write_kill_reason(gen, "halted")
+    assert (generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)) == (12.5, False)
+    gen.kill.write_text("cancelled_by_user\nsent 12.5\n")  # as runs recorded it before
+    assert (generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)) == (12.5, True)

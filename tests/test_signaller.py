@@ -111,3 +111,27 @@ def test_a_process_in_an_ended_wrappers_session_that_started_before_it_ended_is_
         for p in (left, later):
             p.kill()
             p.wait()
+
+
+def test_a_signal_counts_as_caught_only_when_a_process_it_reached_has_a_handler_for_it(tmp_path: Path) -> None:
+    """The outcome rule reads a normal exit after the kill as the kill's doing only then
+    (engine.outcome.ended_by_kill): a shell with no trap cannot exit 0 on hearing SIGTERM."""
+    ready = tmp_path / "ready"
+    trapping = subprocess.Popen(["sh", "-c", f"trap 'exit 0' TERM; touch {ready}; while :; do sleep 0.05; done"])
+    plain = subprocess.Popen(["sleep", "60"])
+    try:
+        wait_until(ready.exists, what="the trap set")
+        gen = GenPaths(tmp_path / "gen-1", 1, 1)
+        assert procs.catches(psutil.Process(trapping.pid), signal.SIGTERM)
+        assert not procs.catches(psutil.Process(plain.pid), signal.SIGTERM)
+        unheard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(plain.pid)])
+        assert unheard.sent_at is not None and not unheard.caught
+        assert plain.wait(timeout=5) == -signal.SIGTERM
+        heard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(trapping.pid)])
+        assert heard.sent_at is not None and heard.caught
+        assert trapping.wait(timeout=5) == 0
+    finally:
+        for p in (trapping, plain):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
