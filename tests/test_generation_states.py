@@ -28,7 +28,7 @@ def test_a_headless_generation_that_was_cancelled_while_running_goes_the_whole_w
         lg.move(step)
     lg.request_kill("cancelled_by_user")
     lg.move(Ladder.TERM)
-    lg.kill_reached_worker(12.5)
+    lg.kill_reached_worker(12.5, caught=True)
     lg.move(GenPhase.END_SEEN)  # its end noticed while the SIGTERM's answer was on its way
     lg.move(GenPhase.COLLECTED)
     lg.move(GenPhase.DONE)
