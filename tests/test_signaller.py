@@ -119,11 +119,13 @@ def test_a_signal_counts_as_caught_only_when_a_process_it_reached_has_a_handler_
     ready = tmp_path / "ready"
     trapping = subprocess.Popen(["sh", "-c", f"trap 'exit 0' TERM; touch {ready}; while :; do sleep 0.05; done"])
     plain = subprocess.Popen(["sleep", "60"])
+    shell = subprocess.Popen(["sh", "-c", "sleep 60; true"])  # a task's shell, no trap (the soak's t0168)
     try:
         wait_until(ready.exists, what="the trap set")
         gen = GenPaths(tmp_path / "gen-1", 1, 1)
         assert procs.catches(psutil.Process(trapping.pid), signal.SIGTERM)
         assert not procs.catches(psutil.Process(plain.pid), signal.SIGTERM)
+        assert not procs.catches(psutil.Process(shell.pid), signal.SIGTERM)
         unheard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(plain.pid)])
         assert unheard.sent_at is not None and not unheard.caught
         assert plain.wait(timeout=5) == -signal.SIGTERM
@@ -131,7 +133,7 @@ def test_a_signal_counts_as_caught_only_when_a_process_it_reached_has_a_handler_
         assert heard.sent_at is not None and heard.caught
         assert trapping.wait(timeout=5) == 0
     finally:
-        for p in (trapping, plain):
+        for p in (trapping, plain, shell):
             if p.poll() is None:
                 p.kill()
                 p.wait()
