@@ -146,8 +146,6 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
     rec.consumed_messages = logged.consumed
     names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
-    reserved = logged.reserved
-    outcome_events = logged.outcomes
     rec.allocation = logged.allocation
     on_disk = run.generations_on_disk()
     steps: dict[tuple[int, int], Job] = {}
@@ -158,14 +156,15 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         except exc.BackendError as unreachable:
             raise exc.UsageError(f"run {run.run_id} runs on Slurm, and Slurm cannot say which of its steps still "
                                  f"run ({unreachable}); nothing was changed") from None
-    for key in sorted(on_disk.keys() | outcome_events.keys()):
+    for key in sorted(on_disk.keys() | logged.outcomes.keys()):
         gen = on_disk.get(key) or run.gen(*key)
-        logged_exit, recorded = outcome_events.get(key, (None, None))
+        logged_exit, recorded = logged.outcomes.get(key, (None, None))
         header = generation_files.read_wrapper_header(gen) if key in on_disk else None
-        name, attempt = reserved.get(key, (None, None))
+        name, attempt = logged.reserved.get(key, (None, None))
         task_id, attempt = header or (names.get(name) if isinstance(name, str) else None, attempt)
         if not isinstance(task_id, str) or not isinstance(attempt, int) or (
-                key not in reserved and key not in outcome_events and not generation_files.claimed_by_wrapper(gen)):
+                key not in logged.reserved and key not in logged.outcomes
+                and not generation_files.claimed_by_wrapper(gen)):
             # made at its reservation (a pane's wrapper written too), and the supervisor was
             # killed before its log named it, which it does before starting anything: it never
             # ran — unless a wrapper claimed it (the log could not be written; its launch went on)

@@ -36,10 +36,10 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import procs
 
 if TYPE_CHECKING:
     import psutil
-from zellij_swarm.worker import procs
 
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
 

@@ -561,7 +561,7 @@ def _remove(path: str) -> None:
 # signal), then, once a signal reached a process of the worker's own, a second line
 # ``sent <wall time>``: the moment the outcome rule compares the worker's end with — and
 # `` uncaught`` after it when no process it reached had a handler for it (a normal exit is
-# then the worker's own; runs recorded before say nothing of it: ``kill_caught`` None).
+# then the worker's own; a run recorded before says nothing of it, and reads as caught).
 _SENT = "sent "
 _UNCAUGHT = "uncaught"
 
