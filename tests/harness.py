@@ -919,6 +919,7 @@ class Result:
     epoch: float  # the run's virtual wall time zero
     warned: list[tuple[float, str]] = field(default_factory=list)  # the reporter's warnings: (when told, code)
     generations: list[LiveGen] = field(default_factory=list)  # every generation the supervisor had in flight
+    let_go: list[str] = field(default_factory=list)  # the ended tasks whose records it let go of, in that order
 
     @property
     def labels(self) -> list[str]:
@@ -1034,6 +1035,15 @@ class Harness:
                          watcher=world.watcher, selector=lambda: FakeSelector(world, busy),
                          launcher=world.new_launcher, signaller=FakeSignaller(world), handle_signals=False)
         sup.live = generations = EveryGeneration()
+        # the records of the tasks that ended, which the supervisor lets go of (EndedTasks)
+        ended: dict[str, Any] = {}
+        let_go = sup.ended.add
+
+        def keep(task: Any) -> Any:
+            ended[task.name] = task
+            return let_go(task)
+
+        sup.ended.add = keep  # type: ignore[method-assign]
         code: int | None = None
         try:
             code = sup.run()
@@ -1044,9 +1054,10 @@ class Harness:
         assert world.run is not None
         events = records.read_events(world.run.events)
         summary = snapshot_file.load(world.run.summary) if world.run.summary.exists() else None
-        return Result(code, {t.name: t for t in sup.tasks.values()}, events, summary, self._replies(),
+        tasks = sorted([*ended.values(), *sup.tasks.values()], key=lambda t: t.order)
+        return Result(code, {t.name: t for t in tasks}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
-                      reporter.warned, generations.seen)
+                      reporter.warned, generations.seen, list(ended))
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

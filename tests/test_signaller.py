@@ -71,7 +71,7 @@ def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in
     from zellij_swarm.config.swarmfile import TaskSpec
     from zellij_swarm.engine.stopping import wrapper_sessions
     from zellij_swarm.records.states import TaskStatus
-    from zellij_swarm.records.task import Attempt, TaskRecord
+    from zellij_swarm.records.task import Attempt, EndedTasks, TaskRecord, wrapper_ends
 
     leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session of its own: sid = its pid
     pane_session = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -79,15 +79,20 @@ def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in
         gone = subprocess.Popen(["true"], start_new_session=True)
         gone.wait()
         tasks = []
-        # a headless wrapper whose session a process is in; one whose session is empty; one
-        # with no pid; a pane's, whose session (its multiplexer's) holds its pane leader
-        for n, (pid, pane) in enumerate(((leftover.pid, None), (gone.pid, None), (None, None),
+        # one whose session is empty; one with no pid; a headless wrapper whose session a
+        # process is in; a pane's, whose session (its multiplexer's) holds its pane leader
+        for n, (pid, pane) in enumerate(((gone.pid, None), (None, None), (leftover.pid, None),
                                          (pane_session.pid, "terminal_3")), 1):
             task = TaskRecord(spec=TaskSpec(name=f"t{n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
-                              idle_timeout=None)
+                              idle_timeout=None, status=TaskStatus.SUCCEEDED)
             task.history = (Attempt(1, n, 1, TaskStatus.SUCCEEDED, 0, None, None, 1.0, 2.0 + n, pid, pane),)
             tasks.append(task)
-        assert wrapper_sessions(tasks) == {leftover.pid: 3.0}
+        assert wrapper_sessions(wrapper_ends(tasks)) == {leftover.pid: 5.0}
+        # the same, the last two kept as ended tasks (their records let go)
+        ended = EndedTasks()
+        for task in tasks[2:]:
+            ended.add(task)
+        assert wrapper_sessions([*wrapper_ends(tasks[:2]), *ended.wrapper_ends()]) == {leftover.pid: 5.0}
     finally:
         for p in (leftover, pane_session):
             p.kill()

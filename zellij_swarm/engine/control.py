@@ -9,7 +9,7 @@ dispatching of new tasks (of a group, or of the run).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,18 +20,17 @@ from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.records import generation_files, inbox
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
-from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task import EndedTask, TaskRecord
 
 _DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused", "restart": "restarted"}
 
 
 class ControlledRun(Protocol):
     @property
-    def by_name(self) -> Mapping[str, TaskRecord]: ...
-    @property
-    def tasks(self) -> Mapping[str, TaskRecord]: ...
-    @property
     def groups(self) -> Mapping[str, int]: ...
+
+    def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None: ...
+    def task_names(self) -> Iterable[str]: ...
 
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
@@ -83,7 +82,7 @@ class Control:
         path = f"{generation_files.plain(lg.gen, generation_files.ARTIFACTS)}/{additions.FOLLOWUPS}"
         if not os.path.exists(path):  # once per task: a plain string, not a pathlib join
             return
-        batch = additions.from_followups(Path(path), lg.task.name, self.run.by_name, self.cwd, self.run.groups)
+        batch = additions.from_followups(Path(path), lg.task.name, self.run.task_names(), self.cwd, self.run.groups)
         self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
@@ -113,10 +112,10 @@ class Control:
             return {"ok": True, "cancelled": ["the whole run"]}
         cancelled, ended = [], []
         for name in names:
-            task = self.run.by_name.get(name) or self.run.tasks.get(name)
+            task = self.run.find_task(name)
             if task is None:
                 self.warn("invalid_message", f"cancel: no task {name!r}", None)
-            elif self.run.cancel_task(task):
+            elif isinstance(task, TaskRecord) and self.run.cancel_task(task):
                 cancelled.append(task.name)
             else:
                 ended.append(task.name)
@@ -128,7 +127,7 @@ class Control:
         if self.run.is_stopping():
             return {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"}
         try:
-            specs = additions.from_message(msg.body.get("tasks"), self.run.by_name, self.cwd, self.run.groups)
+            specs = additions.from_message(msg.body.get("tasks"), self.run.task_names(), self.cwd, self.run.groups)
         except exc.UsageError as e:
             return {"ok": False, "error": str(e)}
         added = self.run.add_live(specs, source=f"add {msg.id}")
@@ -147,10 +146,10 @@ class Control:
         run (or group) too."""
         restarted, idle = [], []
         for name in names:
-            task = self.run.by_name.get(name) or self.run.tasks.get(name)
+            task = self.run.find_task(name)
             if task is None:
                 idle.append(name)
-            elif self.run.restart_task(task):
+            elif isinstance(task, TaskRecord) and self.run.restart_task(task):
                 self.run.ready.run_through_pause(task.id)  # an explicit request: at once, paused or not
                 restarted.append(task.name)
             else:

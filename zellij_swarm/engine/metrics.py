@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from bisect import insort
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -254,24 +254,25 @@ class Accumulator:
     attempts still missing a neighbour — a slot's generations end in order, so that is its
     latest one, plus any generation whose neighbour never ran (withdrawn, never timed). A
     generation is one attempt (its directory is written once), so (slot, generation) pairs
-    are unique. The first batch's latest start is taken over again (``every``: all
-    attempts) only when the first batch itself changes — once a run, or on resume."""
+    are unique. For the first batch's latest start it keeps each slot's earliest attempt: a
+    member of the first batch is the first generation reserved on its slot, so no attempt of
+    that slot has a lower one (a withdrawn member has no attempt at all) — the attempts
+    themselves are not kept, and a finished task's record need not be (``records.task.EndedTasks``)."""
 
     def __init__(self) -> None:
         self._active: list[float] = []
         self._unpaired: dict[int, dict[int, _Unpaired]] = {}
         self.refill = RoundedQuantiles(1)
-        self._first_of: tuple[list[tuple[int, int]], int, float | None] | None = None
-        self._first: frozenset[tuple[int, int]] = frozenset()
-        self._first_start: float | None = None
+        self._earliest: dict[int, tuple[int, float]] = {}  # slot -> (generation, start) of its earliest attempt
 
     def add(self, a: Attempt) -> None:
         start, end = a.started_at, a.ended_at
         if start is None or end is None:
             return
         _exact_add(self._active, max(0.0, end - start))
-        if (a.slot, a.generation) in self._first and (self._first_start is None or start > self._first_start):
-            self._first_start = start
+        earliest = self._earliest.get(a.slot)
+        if earliest is None or a.generation < earliest[0]:
+            self._earliest[a.slot] = (a.generation, start)
         gens = self._unpaired.setdefault(a.slot, {})
         me = _Unpaired(start, end, a.backfill, has_prev=a.generation <= 1)
         prev = gens.get(a.generation - 1)
@@ -291,21 +292,11 @@ class Accumulator:
         if not (me.has_prev and me.has_next):
             gens[a.generation] = me
 
-    def figures(self, stats: DispatchStats, *, jobs: int, started_at: float, ended_at: float,
-                every: Callable[[], Iterable[Attempt]]) -> dict[str, Any]:
+    def figures(self, stats: DispatchStats, *, jobs: int, started_at: float, ended_at: float) -> dict[str, Any]:
         """What ``compute`` gives over every attempt added so far."""
-        self._follow_first_batch(stats, every)
+        first = set(stats.first_batch)
+        first_start = max((start for slot, (gen, start) in self._earliest.items() if (slot, gen) in first),
+                          default=None)
         return _figures(wall=max(0.0, ended_at - started_at), active=math.fsum(self._active), jobs=jobs,
-                        stats=stats, first_start=self._first_start,
+                        stats=stats, first_start=first_start,
                         refill=(self.refill.percentile(50), self.refill.percentile(95), self.refill.count))
-
-    def _follow_first_batch(self, stats: DispatchStats, every: Callable[[], Iterable[Attempt]]) -> None:
-        members = stats.first_batch
-        was = self._first_of
-        if was is not None and was[0] is members and was[1] == len(members) and was[2] == stats.first_batch_reserved_at:
-            return
-        self._first_of = (members, len(members), stats.first_batch_reserved_at)
-        self._first = frozenset(members)
-        self._first_start = max((a.started_at for a in every()
-                                 if a.started_at is not None and a.ended_at is not None
-                                 and (a.slot, a.generation) in self._first), default=None)

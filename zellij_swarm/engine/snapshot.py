@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zellij_swarm.config.settings import Resolved
@@ -107,7 +106,9 @@ class Followed:
     is taken in then — its status counted, its attempts added, its row written (a terminal
     task's frozen row is handed over and no longer kept by the record). From then on its
     record reports each move and each ended attempt. A terminal row is written when the task
-    ends; a waiting task's at the next snapshot (a task may go back to waiting: a retry)."""
+    ends; a waiting task's at the next snapshot (a task may go back to waiting: a retry). A
+    task found ended, or that reaches its final status while followed, is also listed in
+    ``settled``: its record is no longer needed whole (``take_settled``)."""
 
     def __init__(self, rows: RowsFile) -> None:
         self.rows = rows
@@ -115,6 +116,7 @@ class Followed:
         self.metrics = metrics.Accumulator()
         self._seen = 0
         self._loose: dict[str, TaskRecord] = {}
+        self.settled: list[TaskRecord] = []
 
     def moved(self, task: TaskRecord, old: TaskStatus) -> None:
         self.counts[old] -= 1
@@ -122,6 +124,7 @@ class Followed:
         if task.status.terminal:
             self._loose.pop(task.id, None)
             self.rows.add(snapshot_file.encode(task.row(now=None)))
+            self.settled.append(task)
         else:
             self._loose[task.id] = task
 
@@ -129,14 +132,11 @@ class Followed:
         self.metrics.add(attempt)
 
     def discover(self, tasks: Mapping[str, TaskRecord]) -> None:
-        """Start following the tasks added since the last call."""
-        while self._seen < len(tasks):
-            task = tasks.get(f"t{self._seen + 1}")
-            if task is None:  # ids not numbered in order: walk the mapping (never so today)
-                for task in islice(tasks.values(), self._seen, None):
-                    self._follow(task)
-                self._seen = len(tasks)
-                return
+        """Start following the tasks added since the last call: ids are ``t<n>``, numbered
+        in the order tasks are added (``Supervisor.add_tasks``, a resumed run's too), so
+        the next unseen one is the next number — and the mapping may have let go of followed
+        ones that ended (``take_settled``)."""
+        while (task := tasks.get(f"t{self._seen + 1}")) is not None:
             self._follow(task)
             self._seen += 1
 
@@ -147,6 +147,7 @@ class Followed:
             self.metrics.add(attempt)
         if task.status.terminal:
             self.rows.add(snapshot_file.encode(task.frozen_row()))
+            self.settled.append(task)
         elif task.status == TaskStatus.RUNNING:
             self._loose[task.id] = task
         else:
@@ -197,6 +198,17 @@ def counts_of(run: RunView) -> dict[str, int]:
     return dict(kept.counts)
 
 
+def take_settled(run: RunView) -> list[TaskRecord]:
+    """The tasks found ended or that reached their final status since the last call: their
+    rows are in the rows file and their counts and attempts taken in, so nothing the
+    snapshot builds reads their records again."""
+    kept = followed(run)
+    if kept is None or not kept.settled:
+        return []
+    out, kept.settled = kept.settled, []
+    return out
+
+
 def build(run: RunView) -> dict[str, Any]:
     """The snapshot to write now: the rows file brought up to date first, then its live
     part naming how much of that file it covers."""
@@ -209,8 +221,7 @@ def build(run: RunView) -> dict[str, Any]:
     committed = kept.rows.commit()
     # rows a failed write kept queued come first: a running row is newer than any of them
     tasks = kept.rows.uncommitted() + [t.row(now=now) for t in running]
-    figures = kept.metrics.figures(run.stats, jobs=run.jobs, started_at=run.started_at, ended_at=run.ended_at or now,
-                                   every=lambda: _attempts(run))
+    figures = kept.metrics.figures(run.stats, jobs=run.jobs, started_at=run.started_at, ended_at=run.ended_at or now)
     return _snapshot(run, now, counts=dict(kept.counts), tasks=tasks, metrics=figures,
                      rows=snapshot_file.reference(committed))
 

@@ -117,8 +117,9 @@ class ProcessSignaller:
 Warn = Callable[[str, str, TaskRecord | None], None]
 
 
-def wrapper_sessions(tasks: Iterable[TaskRecord]) -> dict[int, float]:
-    """The sessions of the run's ended headless wrappers (the launcher starts each as a
+def wrapper_sessions(ends: Iterable[tuple[int, float]]) -> dict[int, float]:
+    """The sessions of the run's ended headless wrappers (``ends``: each one's pid and end
+    time, ``records.task.wrapper_ends``; the launcher starts each as a
     session leader: its pid is its session's id, and nothing of the run's stays in it after
     it) that some process is in now, with when each wrapper ended (``procs.marked``). A
     pane's session is its multiplexer's and holds its pane leader, and the hold before Zellij
@@ -126,8 +127,7 @@ def wrapper_sessions(tasks: Iterable[TaskRecord]) -> dict[int, float]:
     a few, where a run has 100,000 attempts (a mapping of them all was the largest thing its
     end made). A process found later in another of them was forked by one there now."""
     now = procs.session_ids()
-    return {a.pid: a.ended_at for t in tasks for a in t.history
-            if a.pid in now and a.ended_at and a.pane_id is None}
+    return {pid: ended_at for pid, ended_at in ends if pid in now}
 
 
 class Stopper:
@@ -183,14 +183,14 @@ class Stopper:
             self._signal(lg, None, lambda left: None if left else self._release(lg))
         return True
 
-    def sweep(self, tasks: Iterable[TaskRecord], *, session_alive: bool,
+    def sweep(self, wrapper_ends: Iterable[tuple[int, float]], *, session_alive: bool,
               found: Callable[[list[psutil.Process]], None]) -> None:
         """The run is over: end what still carries its id (a daemon a worker left behind),
         blocking; ``found`` hears of them first. The panes' holds (Zellij before 0.44) too
         when their session is gone: they would otherwise end only with a pane that no longer
         exists."""
         # a Slurm step's pid is its node's: it names no session here
-        sessions = wrapper_sessions(tasks) if self.remote is None else {}
+        sessions = wrapper_sessions(wrapper_ends) if self.remote is None else {}
         left = procs.marked(procs.run_markers(self.run_id), sessions)
         if left:
             found(left)

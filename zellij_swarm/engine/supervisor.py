@@ -15,6 +15,7 @@ never an exception; only setup problems (bad state directory, busy run) raise.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import resource
 import selectors
@@ -22,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,7 +67,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.states import TaskStatus, all_succeeded
-from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, wrapper_ends
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher, peak_rss_kib
@@ -178,8 +179,11 @@ class Supervisor:
             if not self.state_dir.is_absolute():
                 self.state_dir = Path(plan.cwd) / self.state_dir
             self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
+        # The records of the tasks not ended (and of those that ended before the snapshot
+        # followed them), by id and by name; what is kept of the others (``_let_go_of_ended``).
         self.tasks: dict[str, TaskRecord] = {}
         self.by_name: dict[str, TaskRecord] = {}
+        self.ended = EndedTasks()
         # A group may run at most as many tasks as the run has slots (more is capped, with a
         # warning once the run's records exist: see run()).
         self.groups = {name: min(jobs, self.jobs) for name, jobs in plan.groups.items()}
@@ -260,7 +264,7 @@ class Supervisor:
     def add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
         added = []
         for spec in specs:
-            n = len(self.tasks) + 1
+            n = len(self.tasks) + len(self.ended) + 1
             rec = TaskRecord(
                 spec=spec, id=f"t{n}", order=n,
                 timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
@@ -271,11 +275,37 @@ class Supervisor:
             self.by_name[spec.name] = rec
             added.append(rec)
         for rec in added if enqueue else ():
-            after_ids = [self.by_name[d].id for d in rec.spec.after]
+            after_ids = [self._task_id(d) for d in rec.spec.after]
             for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order,
                                           group=rec.spec.group):
                 self.policy.skip(self.tasks[skipped])
         return added
+
+    def _task_id(self, name: str) -> str:
+        """The id of the task named ``name`` (one that exists: the spec naming it was checked)."""
+        task = self.find_task(name)
+        assert task is not None, name
+        return task.id
+
+    def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None:
+        """A task by name or id: its record, or what is kept of it once it ended."""
+        return self.by_name.get(name_or_id) or self.tasks.get(name_or_id) or self.ended.find(name_or_id)
+
+    def task_names(self) -> Iterator[str]:
+        """The names every task of the run has taken, ended ones' too."""
+        yield from self.by_name
+        yield from self.ended.names()
+
+    def _let_go_of_ended(self) -> None:
+        """Keep of each task that reached its final status only what the run still asks of
+        it (``EndedTasks``), once the snapshot has its row, counts and attempts: a run of
+        100,000 tasks then holds the records of those still to end, not of every task. A
+        live generation may still hold the record it ran (until its slot is released)."""
+        for task in snapshot.take_settled(self):
+            if task.status.terminal and self.tasks.get(task.id) is task:
+                del self.tasks[task.id]
+                del self.by_name[task.name]
+                self.ended.add(task)
 
     def _start_retry(self, rec: Recovered) -> None:
         """The run is running again: the retry, with what it grants each task, is in the log
@@ -379,6 +409,7 @@ class Supervisor:
                 self.commit.submit(self.gens.ended)
             self.gens.ended = []
         self.snapshots.maybe_write()
+        self._let_go_of_ended()
         self.room.records_failed(self.events.error or self.snapshots.error)
         self._maybe_progress()
 
@@ -798,7 +829,8 @@ class Supervisor:
             self.events.emit("input_unread", tasks=stream.tasks_read)
             self.reporter.problem(f"the run ended before the end of {stream.source}: {stream.tasks_read} task(s) were "
                                   "read, the rest never was")
-        self.stopper.sweep(self.tasks.values(), session_alive=self.backend.session_alive_now(), found=self._left_behind)
+        self.stopper.sweep(itertools.chain(wrapper_ends(self.tasks.values()), self.ended.wrapper_ends()),
+                           session_alive=self.backend.session_alive_now(), found=self._left_behind)
         self.control.answer_late()
         self.ended_at = self.wallclock()
         self._close_backend()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -239,3 +241,57 @@ class TaskRecord:
         if self.waiting_evidence is not None:
             out["waiting_evidence"] = self.waiting_evidence
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class EndedTask:
+    """What a live run keeps of a task that reached its final status (``EndedTasks``)."""
+
+    name: str
+    id: str
+    status: TaskStatus
+
+
+class EndedTasks:
+    """The tasks of a live run that reached their final status once their rows were in the
+    run's rows file (``engine.snapshot.take_settled``): all the run still asks of them — that
+    their names are taken (an ``add``, a follow-up), their ids (a dependency on one), their
+    status (a ``cancel`` or ``restart`` of one), and the sessions their headless wrappers led
+    (the sweep at the end) — in some 250 bytes a task, where its whole record (spec,
+    attempts, times) took 1.2 KB. A run of 100,000 tasks holds the records of the tasks not
+    ended, not of every task."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, EndedTask] = {}
+        self._by_id: dict[str, EndedTask] = {}
+        # the headless attempts' wrapper pids and end times, side by side (16 bytes an attempt)
+        self._wrapper_pids = array("q")
+        self._wrapper_ends = array("d")
+
+    def add(self, task: TaskRecord) -> EndedTask:
+        assert task.status.terminal, task.status
+        ended = self._by_name[task.name] = self._by_id[task.id] = EndedTask(task.name, task.id, task.status)
+        for pid, ended_at in wrapper_ends((task,)):
+            self._wrapper_pids.append(pid)
+            self._wrapper_ends.append(ended_at)
+        return ended
+
+    def find(self, name_or_id: str) -> EndedTask | None:
+        return self._by_name.get(name_or_id) or self._by_id.get(name_or_id)
+
+    def names(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def wrapper_ends(self) -> Iterator[tuple[int, float]]:
+        """(pid, ended_at) of every headless attempt of these tasks."""
+        return zip(self._wrapper_pids, self._wrapper_ends, strict=True)
+
+
+def wrapper_ends(tasks: Iterable[TaskRecord]) -> Iterator[tuple[int, float]]:
+    """(pid, ended_at) of every headless attempt of ``tasks`` (whole records), as
+    ``EndedTasks.wrapper_ends`` gives them."""
+    return ((a.pid, a.ended_at) for t in tasks for a in t.history
+            if a.pid is not None and a.ended_at is not None and a.pane_id is None)

@@ -1,0 +1,84 @@
+"""A live run keeps of a task that reached its final status only what it still asks of it
+(``records.task.EndedTasks``): its name, id and status, and its headless wrappers' sessions.
+Every question about such a task is answered as it was when the whole record was kept — a
+cancel or restart of it (by name or id), a name it took, a dependency on it — and the
+snapshot, the summary and the sweep at the end are those of every task."""
+
+from __future__ import annotations
+
+from harness import Harness, Message, Work, task
+from test_scenarios import works
+
+from zellij_swarm.records.states import TaskStatus
+from zellij_swarm.records.task import EndedTasks, TaskRecord, wrapper_ends
+
+
+def test_the_run_lets_go_of_ended_records_and_still_answers_about_them() -> None:
+    with Harness(works=works(a=Work(after=1), b=Work(after=1, code=3), c=Work(after=30), d=Work(after=1),
+                             e=Work(after=1)), jobs=3) as h:
+        r = h.run([task("a"), task("b"), task("c")], messages=(
+            Message(5, "cancel", ("a",)),
+            Message(5, "cancel", ("t2",)),  # by id
+            Message(5, "restart", ("b",)),
+            Message(6, "add", ({"name": "a", "cmd": "fake a"},)),  # a name an ended task took
+            Message(6, "add", ({"name": "d", "cmd": "fake d", "after": ["a"]},)),  # after one that succeeded
+            Message(6, "add", ({"name": "e", "cmd": "fake e", "after": ["b"]},)),  # after one that failed
+            Message(12, "cancel", ("c",)),
+        ))
+    assert r.let_go[:2] in (["a", "b"], ["b", "a"])  # let go of before the messages came
+    assert r.replies[0] == {"ok": False, "cancelled": [], "already_ended": ["a"],
+                            "error": "nothing to cancel: a already ended"}
+    assert r.replies[1] == {"ok": False, "cancelled": [], "already_ended": ["b"],
+                            "error": "nothing to cancel: b already ended"}
+    assert r.replies[2]["ok"] is False and r.replies[2]["not_running"] == ["b (failed)"]
+    assert r.replies[3]["ok"] is False and "duplicate task name 'a'" in r.replies[3]["error"]
+    assert r.replies[4] == {"ok": True, "added": ["d"]} and r.replies[5] == {"ok": True, "added": ["e"]}
+    assert {n: (str(t.status), t.reason) for n, t in r.tasks.items()} == {
+        "a": ("succeeded", None), "b": ("failed", None), "c": ("cancelled", "cancelled_by_user"),
+        "d": ("succeeded", None), "e": ("skipped", "dependency_failed")}
+    assert r.summary is not None
+    assert r.summary["counts"] == {"pending": 0, "running": 0, "succeeded": 2, "failed": 1, "timed_out": 0,
+                                   "cancelled": 1, "skipped": 1, "lost": 0, "unknown": 0}
+    rows = {row["name"]: row for row in r.summary["tasks"]}
+    assert sorted(rows) == ["a", "b", "c", "d", "e"]
+    assert (rows["b"]["exit_code"], len(rows["b"]["history"])) == (3, 1)  # its row whole, as it ended
+    assert rows["a"]["history"][0]["slot"] == r.tasks["a"].history[0].slot
+    assert r.summary["metrics"]["first_batch_launch_span_ms"] is not None  # its members' records let go
+
+
+def test_ended_tasks_keep_names_ids_statuses_and_the_wrappers_sessions() -> None:
+    from zellij_swarm.config.swarmfile import TaskSpec
+    from zellij_swarm.records.task import Attempt
+
+    ended = EndedTasks()
+    records = []
+    for n, (status, pid, pane) in enumerate(((TaskStatus.SUCCEEDED, 101, None), (TaskStatus.FAILED, 102, "%3"),
+                                             (TaskStatus.SKIPPED, None, None)), 1):
+        rec = TaskRecord(spec=TaskSpec(name=f"task {n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
+                         idle_timeout=None, status=status)
+        if pid is not None:
+            rec.history = (Attempt(1, n, 1, status, 0, None, None, 1.0, 2.0, pid, pane),)
+        records.append(rec)
+        ended.add(rec)
+    assert len(ended) == 3 and list(ended.names()) == ["task 1", "task 2", "task 3"]
+    assert ended.find("t2") == ended.find("task 2") and ended.find("task 2").status == TaskStatus.FAILED
+    assert ended.find("t4") is None and ended.find("task 4") is None
+    # a pane's attempt names no session of ours; a task that never ran, none at all
+    assert list(ended.wrapper_ends()) == list(wrapper_ends(records)) == [(101, 2.0)]
+
+
+def test_a_resumed_run_lets_go_of_the_tasks_it_finds_ended() -> None:
+    with Harness(works=works(a=Work(after=1), b=Work(after=1, code=3), c=Work(after=10), d=Work(after=1)),
+                 jobs=3) as h:
+        h.run([task("a"), task("b"), task("c")], crash_at=5)
+        r = h.resume(messages=(
+            Message(1, "cancel", ("a",)),
+            Message(1, "add", ({"name": "d", "cmd": "fake d", "after": ["a"]},)),
+            Message(1, "add", ({"name": "b", "cmd": "fake b"},)),
+        ))
+    assert {"a", "b"} <= set(r.let_go)
+    assert r.replies[0]["already_ended"] == ["a"] and r.replies[1] == {"ok": True, "added": ["d"]}
+    assert "duplicate task name 'b'" in r.replies[2]["error"]
+    assert {n: str(t.status) for n, t in r.tasks.items()} == {"a": "succeeded", "b": "failed", "c": "succeeded",
+                                                             "d": "succeeded"}
+    assert r.summary is not None and sorted(row["name"] for row in r.summary["tasks"]) == ["a", "b", "c", "d"]
