@@ -63,6 +63,9 @@ def test_ended_tasks_keep_names_ids_statuses_and_the_wrappers_sessions() -> None
     assert len(ended) == 3 and list(ended.names()) == ["task 1", "task 2", "task 3"]
     assert ended.find("t2") == ended.find("task 2") and ended.find("task 2").status == TaskStatus.FAILED
     assert ended.find("t4") is None and ended.find("task 4") is None
+    for not_an_id in ("t", "t0", "t02", "t\u0662", "t-1", "T2", "t2 "):  # "t" and digits, as ids are written
+        assert ended.find(not_an_id) is None, not_an_id
+    assert ended.find("t3").id == "t3" and ended.find("t3").name == "task 3"
     # a pane's attempt names no session of ours; a task that never ran, none at all
     assert list(ended.wrapper_ends()) == list(wrapper_ends(records)) == [(101, 2.0)]
 
@@ -82,3 +85,4 @@ def test_a_resumed_run_lets_go_of_the_tasks_it_finds_ended() -> None:
     assert {n: str(t.status) for n, t in r.tasks.items()} == {"a": "succeeded", "b": "failed", "c": "succeeded",
                                                              "d": "succeeded"}
     assert r.summary is not None and sorted(row["name"] for row in r.summary["tasks"]) == ["a", "b", "c", "d"]
+

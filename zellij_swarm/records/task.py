@@ -248,8 +248,12 @@ class EndedTask:
     """What a live run keeps of a task that reached its final status (``EndedTasks``)."""
 
     name: str
-    id: str
+    order: int
     status: TaskStatus
+
+    @property
+    def id(self) -> str:
+        return f"t{self.order}"
 
 
 class EndedTasks:
@@ -257,33 +261,43 @@ class EndedTasks:
     run's rows file (``engine.snapshot.take_settled``): all the run still asks of them — that
     their names are taken (an ``add``, a follow-up), their ids (a dependency on one), their
     status (a ``cancel`` or ``restart`` of one), and the sessions their headless wrappers led
-    (the sweep at the end) — in some 250 bytes a task, where its whole record (spec,
+    (the sweep at the end) — in some 200 bytes a task, where its whole record (spec,
     attempts, times) took 1.2 KB. A run of 100,000 tasks holds the records of the tasks not
-    ended, not of every task."""
+    ended, not of every task. Ids are ``t<order>`` (``Supervisor.add_tasks``): one mapping, by
+    name, and a list by order serve both lookups."""
 
     def __init__(self) -> None:
         self._by_name: dict[str, EndedTask] = {}
-        self._by_id: dict[str, EndedTask] = {}
+        self._by_order: list[EndedTask | None] = []
         # the headless attempts' wrapper pids and end times, side by side (16 bytes an attempt)
         self._wrapper_pids = array("q")
         self._wrapper_ends = array("d")
 
     def add(self, task: TaskRecord) -> EndedTask:
-        assert task.status.terminal, task.status
-        ended = self._by_name[task.name] = self._by_id[task.id] = EndedTask(task.name, task.id, task.status)
+        assert task.status.terminal and task.id == f"t{task.order}", (task.status, task.id, task.order)
+        ended = self._by_name[task.name] = EndedTask(task.name, task.order, task.status)
+        if len(self._by_order) <= task.order:
+            self._by_order.extend([None] * (task.order + 1 - len(self._by_order)))
+        self._by_order[task.order] = ended
         for pid, ended_at in wrapper_ends((task,)):
             self._wrapper_pids.append(pid)
             self._wrapper_ends.append(ended_at)
         return ended
 
     def find(self, name_or_id: str) -> EndedTask | None:
-        return self._by_name.get(name_or_id) or self._by_id.get(name_or_id)
+        """By name, else by id."""
+        found = self._by_name.get(name_or_id)
+        number = name_or_id[1:]
+        if found is None and name_or_id[:1] == "t" and number.isascii() and number.isdigit() and number[0] != "0":
+            order = int(number)
+            found = self._by_order[order] if order < len(self._by_order) else None
+        return found
 
     def names(self) -> Iterator[str]:
         return iter(self._by_name)
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._by_name)
 
     def wrapper_ends(self) -> Iterator[tuple[int, float]]:
         """(pid, ended_at) of every headless attempt of these tasks."""
