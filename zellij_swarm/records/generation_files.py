@@ -473,6 +473,11 @@ def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, 
     return rec
 
 
+# What a fold removes before anything else: the claim first (a reader that finds no claim
+# takes the log's word for the generation), then the supervisor's records of it.
+_FOLDED_FIRST = (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP)
+
+
 def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
     """Fold away an ended generation whose facts are durably in the run's event log (SPEC §7):
     its claim first — a reader that finds no claim takes the log's word for the generation —
@@ -481,8 +486,13 @@ def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
     left in it (output, a heartbeat the worker wrote to, artifacts) — unless ``keep`` takes it,
     folded down to the wrapper's files (``SHELL_FILES``) and perhaps its empty ``artifacts/``,
     as a shell. Best effort: a file that cannot be removed stays, and readers still read it."""
-    for name in (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP):
-        _remove(f"{gen.dir}/{name}")
+    try:
+        present = set(os.listdir(gen.dir))  # one listing, not an unlink of each name that may be there
+    except OSError:
+        present = set(_FOLDED_FIRST)
+    for name in _FOLDED_FIRST:
+        if name in present:
+            _remove(f"{gen.dir}/{name}")
     if keep is not None and keep(gen.dir):  # with its artifacts directory, empty, or without
         return
     try:

@@ -130,7 +130,7 @@ class ShellPool:
                 os.rmdir(artifacts)  # the shell goes without it
             except OSError:
                 pass  # the worker's files: then it is no shell
-        if len(self._names) >= self._limit or not _shell_like(str(directory)):
+        if len(self._names) >= self._limit or not _no_output(str(directory)):
             return False
         folding = f"{self._dir}/{_FOLDING}"
         try:
@@ -160,6 +160,19 @@ class ShellPool:
             os.rename(folding, directory)  # back, to be folded as before
         except OSError:
             pass  # its name is free, and only this thread moves it: not to be
+        return False
+
+
+def _no_output(directory: str) -> bool:
+    """What ``_shell_like`` looks at first, in one listing: the wrapper's file names only, and
+    empty logs. A directory with the worker's output is never moved out of its generation's
+    path, where ``logs`` reads it; the whole look is made after the move."""
+    try:
+        with os.scandir(directory) as entries:
+            names = {e.name: e for e in entries if e.name != ARTIFACTS}
+        return names.keys() == set(SHELL_FILES) and all(
+            names[log].stat(follow_symlinks=False).st_size == 0 for log in (OUTPUT, STDERR))
+    except OSError:
         return False
 
 
