@@ -61,11 +61,11 @@ def test_ended_tasks_keep_names_ids_statuses_and_the_wrappers_sessions() -> None
         records.append(rec)
         ended.add(rec)
     assert len(ended) == 3 and list(ended.names()) == ["task 1", "task 2", "task 3"]
-    assert ended.find("t2") == ended.find("task 2") and ended.find("task 2").status == TaskStatus.FAILED
-    assert ended.find("t4") is None and ended.find("task 4") is None
-    for not_an_id in ("t", "t0", "t02", "t\u0662", "t-1", "T2", "t2 "):  # "t" and digits, as ids are written
-        assert ended.find(not_an_id) is None, not_an_id
-    assert ended.find("t3").id == "t3" and ended.find("t3").name == "task 3"
+    assert ended.with_id("t2") == ended.named("task 2") and ended.named("task 2").status == TaskStatus.FAILED
+    assert ended.with_id("t4") is None and ended.named("task 4") is None and ended.named("t2") is None
+    for not_an_id in ("t", "t0", "t02", "t\u0662", "t-1", "T2", "t2 ", ""):  # "t" and digits, as ids are written
+        assert ended.with_id(not_an_id) is None, not_an_id
+    assert ended.with_id("t3").id == "t3" and ended.with_id("t3").name == "task 3"
     # a pane's attempt names no session of ours; a task that never ran, none at all
     assert list(ended.wrapper_ends()) == list(wrapper_ends(records)) == [(101, 2.0)]
 
@@ -86,3 +86,13 @@ def test_a_resumed_run_lets_go_of_the_tasks_it_finds_ended() -> None:
                                                              "d": "succeeded"}
     assert r.summary is not None and sorted(row["name"] for row in r.summary["tasks"]) == ["a", "b", "c", "d"]
 
+
+
+def test_a_name_is_looked_up_before_an_id_whether_its_task_ended_or_not() -> None:
+    """A task named ``t3`` that ended, and the run's third task (id ``t3``) still running: a
+    cancel of ``t3`` means the one so named, as it did while every record was kept whole."""
+    with Harness(works=works(t3=Work(after=1), b=Work(after=1), c=Work(after=10)), jobs=3) as h:
+        r = h.run([task("t3"), task("b"), task("c")], messages=(Message(5, "cancel", ("t3",)),))
+    assert "t3" in r.let_go and r.tasks["c"].id == "t3"
+    assert r.replies[0]["already_ended"] == ["t3"]
+    assert str(r.tasks["c"].status) == "succeeded"

@@ -288,8 +288,9 @@ class Supervisor:
         return task.id
 
     def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None:
-        """A task by name or id: its record, or what is kept of it once it ended."""
-        return self.by_name.get(name_or_id) or self.tasks.get(name_or_id) or self.ended.find(name_or_id)
+        """A task by name, else by id: its record, or what is kept of it once it ended."""
+        return (self.by_name.get(name_or_id) or self.ended.named(name_or_id)
+                or self.tasks.get(name_or_id) or self.ended.with_id(name_or_id))
 
     def task_names(self) -> Iterator[str]:
         """The names every task of the run has taken, ended ones' too."""

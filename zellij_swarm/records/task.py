@@ -284,14 +284,16 @@ class EndedTasks:
             self._wrapper_ends.append(ended_at)
         return ended
 
-    def find(self, name_or_id: str) -> EndedTask | None:
-        """By name, else by id."""
-        found = self._by_name.get(name_or_id)
-        number = name_or_id[1:]
-        if found is None and name_or_id[:1] == "t" and number.isascii() and number.isdigit() and number[0] != "0":
-            order = int(number)
-            found = self._by_order[order] if order < len(self._by_order) else None
-        return found
+    def named(self, name: str) -> EndedTask | None:
+        return self._by_name.get(name)
+
+    def with_id(self, task_id: str) -> EndedTask | None:
+        """By id: ``t`` and the order in ASCII digits, as ``Supervisor.add_tasks`` writes it."""
+        number = task_id[1:]
+        if task_id[:1] != "t" or not (number.isascii() and number.isdigit()) or number[0] == "0":
+            return None
+        order = int(number)
+        return self._by_order[order] if order < len(self._by_order) else None
 
     def names(self) -> Iterator[str]:
         return iter(self._by_name)
