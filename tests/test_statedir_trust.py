@@ -104,6 +104,20 @@ def test_records_are_read_without_following_a_symlink(tmp_path: Path) -> None:
     assert issubclass(UnsafeRecord, OSError)  # readers that skip an unreadable record skip it too
 
 
+@pytest.mark.parametrize("size", [0, 3, 200_000])
+def test_a_record_is_read_whole_or_up_to_its_limit(tmp_path: Path, size: int) -> None:
+    """``read_record`` reads with ``os.read`` (no file object): all of it, or at most a limit,
+    across several reads for a large one."""
+    from zellij_swarm.records.rundir import read_record
+
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "r").write_bytes(data)
+    for limit in (-1, 0, 1, 3, 4, 65_536, 65_537, 300_000):
+        assert read_record(tmp_path / "r", limit) == (data if limit < 0 else data[:limit]), limit
+    with pytest.raises(FileNotFoundError):
+        read_record(tmp_path / "none")
+
+
 def test_logs_does_not_follow_a_symlinked_output_log(swarm: Swarm, tmp_path: Path) -> None:
     swarm.write("t.txt", "echo mine\n")
     assert swarm("run", "t.txt", "--output", "quiet").code == 0

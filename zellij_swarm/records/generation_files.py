@@ -478,14 +478,15 @@ def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, 
 _FOLDED_FIRST = (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP)
 
 
-def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
+def fold(gen: GenPaths, keep: Callable[[Path, set[str]], bool] | None = None) -> None:
     """Fold away an ended generation whose facts are durably in the run's event log (SPEC §7):
     its claim first — a reader that finds no claim takes the log's word for the generation —
     then its sidecar, records, the heartbeat when it holds only the wrapper's own lines, the
     output and executor logs and the artifacts directory when empty; the directory goes when nothing else is
     left in it (output, a heartbeat the worker wrote to, artifacts) — unless ``keep`` takes it,
     folded down to the wrapper's files (``SHELL_FILES``) and perhaps its empty ``artifacts/``,
-    as a shell. Best effort: a file that cannot be removed stays, and readers still read it."""
+    as a shell (``keep`` is given the names the directory held once the records went). Best
+    effort: a file that cannot be removed stays, and readers still read it."""
     try:
         present = set(os.listdir(gen.dir))  # one listing, not an unlink of each name that may be there
     except OSError:
@@ -493,7 +494,8 @@ def fold(gen: GenPaths, keep: Callable[[Path], bool] | None = None) -> None:
     for name in _FOLDED_FIRST:
         if name in present:
             _remove(f"{gen.dir}/{name}")
-    if keep is not None and keep(gen.dir):  # with its artifacts directory, empty, or without
+    # kept with its artifacts directory, empty, or without
+    if keep is not None and keep(gen.dir, present.difference(_FOLDED_FIRST)):
         return
     try:
         os.rmdir(f"{gen.dir}/{ARTIFACTS}")

@@ -161,9 +161,23 @@ def open_record(path: str | os.PathLike[str]) -> int:
 
 
 def read_record(path: str | os.PathLike[str], limit: int = -1) -> bytes:
-    """The bytes of a record (at most ``limit``), opened as ``open_record`` does."""
-    with os.fdopen(open_record(path), "rb") as f:
-        return f.read(limit)
+    """The bytes of a record (at most ``limit``; all with -1), opened as ``open_record`` does.
+    Read with ``os.read``, not through a file object, which makes three system calls more
+    (``fstat``, ``ioctl``, ``lseek``) — for each of a few files of every generation folded."""
+    fd = open_record(path)
+    try:
+        chunks = []
+        wanted = limit  # bytes still wanted; below 0: all there is
+        while wanted:
+            chunk = os.read(fd, wanted if wanted > 0 else 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if wanted > 0:
+                wanted -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_json(path: Path) -> Any:

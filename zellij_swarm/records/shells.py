@@ -39,6 +39,7 @@ hold a leftover's late output, which stays there; that run then keeps no more sh
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import itertools
 import os
@@ -60,6 +61,8 @@ SHELLS = ".shells"  # in the run's slots/
 _FOLDING = "folding"  # a directory being looked at once more before it is a shell
 _EMPTIED = (EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
 _STRAY = "stray-"  # an artifacts/ a leftover wrote into after its shell was made (``take``)
+_SHELL_NAMES = frozenset(SHELL_FILES)
+_UID = os.getuid()
 
 
 class ShellPool:
@@ -106,7 +109,7 @@ class ShellPool:
         process group (``_group_gone``)."""
         claim = generation_files.read_claim(gen)  # read first: the fold removes it
         keep_artifacts = claim is not None and claim.pid is not None and _group_gone(claim.pid)
-        generation_files.fold(gen, keep=lambda directory: self._keep(directory, keep_artifacts))
+        generation_files.fold(gen, keep=lambda directory, names: self._keep(directory, names, keep_artifacts))
 
     def clear(self) -> None:
         """Remove every shell: the run has ended."""
@@ -123,14 +126,10 @@ class ShellPool:
         except OSError:
             pass
 
-    def _keep(self, directory: Path, keep_artifacts: bool) -> bool:
-        artifacts = f"{directory}/{ARTIFACTS}"
-        if not (keep_artifacts and _empty_directory(artifacts)):
-            try:
-                os.rmdir(artifacts)  # the shell goes without it
-            except OSError:
-                pass  # the worker's files: then it is no shell
-        if len(self._names) >= self._limit or not _no_output(str(directory)):
+    def _keep(self, directory: Path, names: set[str], keep_artifacts: bool) -> bool:
+        """Make ``directory`` (holding ``names``) a shell, with its ``artifacts/`` when that may
+        go with it; False when it is no shell, and the fold goes on."""
+        if len(self._names) >= self._limit or not _no_output(str(directory), names):
             return False
         folding = f"{self._dir}/{_FOLDING}"
         try:
@@ -146,7 +145,11 @@ class ShellPool:
             return False
         # Renamed, nothing reaches it by its generation's path any more: what is in it now
         # stays. A write that came in between, or a file still open, makes it no shell.
+        artifacts = f"{folding}/{ARTIFACTS}"
         try:
+            if not (keep_artifacts and _empty_directory(artifacts)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.rmdir(artifacts)  # the shell goes without it; the worker's files in it: no shell
             if _shell_like(folding) and not any(_open_elsewhere(f"{folding}/{n}") for n in SHELL_FILES):
                 for name in _EMPTIED:
                     _empty(f"{folding}/{name}")
@@ -163,15 +166,13 @@ class ShellPool:
         return False
 
 
-def _no_output(directory: str) -> bool:
-    """What ``_shell_like`` looks at first, in one listing: the wrapper's file names only, and
-    empty logs. A directory with the worker's output is never moved out of its generation's
-    path, where ``logs`` reads it; the whole look is made after the move."""
+def _no_output(directory: str, names: set[str]) -> bool:
+    """What ``_shell_like`` looks at first: the wrapper's file names only (``names``, the
+    fold's listing), and empty logs. A directory with the worker's output is never moved out
+    of its generation's path, where ``logs`` reads it; the whole look is made after the move."""
     try:
-        with os.scandir(directory) as entries:
-            names = {e.name: e for e in entries if e.name != ARTIFACTS}
-        return names.keys() == set(SHELL_FILES) and all(
-            names[log].stat(follow_symlinks=False).st_size == 0 for log in (OUTPUT, STDERR))
+        return names - {ARTIFACTS} == _SHELL_NAMES and all(
+            os.lstat(f"{directory}/{log}").st_size == 0 for log in (OUTPUT, STDERR))
     except OSError:
         return False
 
@@ -179,18 +180,17 @@ def _no_output(directory: str) -> bool:
 def _shell_like(directory: str) -> bool:
     """The directory holds the wrapper's files and nothing else: plain files of one link each
     (never a link to a file elsewhere, which emptying would reach), the logs empty, the
-    heartbeat the wrapper's own lines."""
+    heartbeat the wrapper's own lines; and an ``artifacts/``, which its caller has just found
+    empty and private or removed."""
     try:
         with os.scandir(directory) as entries:
             files = {e.name: e.stat(follow_symlinks=False) for e in entries}
     except OSError:
         return False
-    artifacts = files.pop(ARTIFACTS, None)
-    if files.keys() != set(SHELL_FILES):
+    files.pop(ARTIFACTS, None)
+    if files.keys() != _SHELL_NAMES:
         return False
     if any(not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 for st in files.values()):
-        return False
-    if artifacts is not None and not _empty_directory(f"{directory}/{ARTIFACTS}"):
         return False
     return (files[OUTPUT].st_size == files[STDERR].st_size == 0
             and generation_files.wrapper_heartbeat(f"{directory}/{HEARTBEAT}"))
@@ -201,7 +201,7 @@ def _empty_directory(path: str) -> bool:
     changed its mode: the next one is given a private directory), with nothing in it."""
     try:
         st = os.lstat(path)
-        return (stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
+        return (stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == _UID
                 and not os.listdir(path))
     except OSError:
         return False
