@@ -6,16 +6,18 @@ snapshot, the summary and the sweep at the end are those of every task."""
 
 from __future__ import annotations
 
-from harness import Harness, Message, Work, task
+import pytest
+from harness import Harness, Message, Mux, Work, task
 from test_scenarios import works
 
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import EndedTasks, TaskRecord, wrapper_ends
 
 
-def test_the_run_lets_go_of_ended_records_and_still_answers_about_them() -> None:
+@pytest.mark.parametrize("mux", [None, Mux("zellij"), Mux("tmux")], ids=["headless", "zellij", "tmux"])
+def test_the_run_lets_go_of_ended_records_and_still_answers_about_them(mux: Mux | None) -> None:
     with Harness(works=works(a=Work(after=1), b=Work(after=1, code=3), c=Work(after=30), d=Work(after=1),
-                             e=Work(after=1)), jobs=3) as h:
+                             e=Work(after=1)), jobs=3, mux=mux) as h:
         r = h.run([task("a"), task("b"), task("c")], messages=(
             Message(5, "cancel", ("a",)),
             Message(5, "cancel", ("t2",)),  # by id
