@@ -21,6 +21,7 @@ from zellij_swarm.commands.diff import worktree_of
 from zellij_swarm.commands.status import find_task, task_specs_of
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.states import RunState
+from zellij_swarm.records.task import task_id
 from zellij_swarm.worker import worktree
 
 
@@ -67,7 +68,7 @@ def _task_branch(run: RunPaths, task: dict[str, Any]) -> str | None:
         default = bool(read_json(run.run_json)["settings"]["worktree"]["value"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    specs = [(f"t{i}", spec) for i, spec in enumerate(task_specs_of(run), 1)]
+    specs = [(task_id(i), spec) for i, spec in enumerate(task_specs_of(run), 1)]
     if task["id"] not in {tid for tid, _ in specs}:
         return None
     return worktree.BranchNames(run.run_id).of(task["id"], ((tid, s.name) for tid, s in specs

@@ -32,6 +32,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
+from zellij_swarm.records.task import task_id
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import slurm_nodes, worktree
 from zellij_swarm.worker.slurm import Slurm
@@ -150,7 +151,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
 def _run_panes(rec: Recovered, resolved: Resolved) -> list[RunPane]:
     """The panes the run's generations ran in (their launch heartbeats name them), in the order
     they ended: those whose end was recorded first, by its time, then the others."""
-    specs = {f"t{n}": spec for n, spec in enumerate(rec.specs, 1)}  # task ids, as the supervisor gives them
+    specs = {task_id(n): spec for n, spec in enumerate(rec.specs, 1)}
     panes = []
     for gs in rec.gens:
         spec = specs.get(gs.task_id)

@@ -56,6 +56,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task import task_id as id_of_order
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job, Slurm
 from zellij_swarm.worker.worktree import Worktrees
@@ -145,7 +146,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     meta = {k: v for k, v in meta.items() if k != "tasks"}
     rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
     rec.consumed_messages = logged.consumed
-    names = {s.name: f"t{i}" for i, s in enumerate(specs, 1)}
+    names = {s.name: id_of_order(i) for i, s in enumerate(specs, 1)}
     rec.allocation = logged.allocation
     on_disk = run.generations_on_disk()
     steps: dict[tuple[int, int], Job] = {}

@@ -29,7 +29,7 @@ from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import RunState, SlotState, TaskStatus
-from zellij_swarm.records.task import Attempt, TaskRecord
+from zellij_swarm.records.task import Attempt, TaskRecord, task_id
 
 if TYPE_CHECKING:
     from zellij_swarm.engine.view_watch import ViewWatch
@@ -136,7 +136,7 @@ class Followed:
         in the order tasks are added (``Supervisor.add_tasks``, a resumed run's too), so
         the next unseen one is the next number — and the mapping may have let go of followed
         ones that ended (``take_settled``)."""
-        while (task := tasks.get(f"t{self._seen + 1}")) is not None:
+        while (task := tasks.get(task_id(self._seen + 1))) is not None:
             self._follow(task)
             self._seen += 1
 

@@ -67,7 +67,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.states import TaskStatus, all_succeeded
-from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, wrapper_ends
+from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, task_id, wrapper_ends
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher, peak_rss_kib
@@ -266,7 +266,7 @@ class Supervisor:
         for spec in specs:
             n = len(self.tasks) + len(self.ended) + 1
             rec = TaskRecord(
-                spec=spec, id=f"t{n}", order=n,
+                spec=spec, id=task_id(n), order=n,
                 timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
                 retries=spec.retries if spec.retries is not None else self.settings.retries,
                 idle_timeout=spec.idle_timeout if spec.idle_timeout is not None else self.settings.idle_timeout,

@@ -243,6 +243,19 @@ class TaskRecord:
         return out
 
 
+def task_id(order: int) -> str:
+    """A task's id: ``t`` and its order in the run (1, 2, …), as every task is given one."""
+    return f"t{order}"
+
+
+def task_order(name_or_id: str) -> int | None:
+    """The order an id names (``task_id``'s inverse), None for anything not written so."""
+    number = name_or_id[1:]
+    if name_or_id[:1] != "t" or not (number.isascii() and number.isdigit()) or number[0] == "0":
+        return None
+    return int(number)
+
+
 @dataclass(frozen=True, slots=True)
 class EndedTask:
     """What a live run keeps of a task that reached its final status (``EndedTasks``)."""
@@ -253,7 +266,7 @@ class EndedTask:
 
     @property
     def id(self) -> str:
-        return f"t{self.order}"
+        return task_id(self.order)
 
 
 class EndedTasks:
@@ -274,7 +287,7 @@ class EndedTasks:
         self._wrapper_ends = array("d")
 
     def add(self, task: TaskRecord) -> EndedTask:
-        assert task.status.terminal and task.id == f"t{task.order}", (task.status, task.id, task.order)
+        assert task.status.terminal and task.id == task_id(task.order), (task.status, task.id, task.order)
         ended = self._by_name[task.name] = EndedTask(task.name, task.order, task.status)
         if len(self._by_order) <= task.order:
             self._by_order.extend([None] * (task.order + 1 - len(self._by_order)))
@@ -287,13 +300,10 @@ class EndedTasks:
     def named(self, name: str) -> EndedTask | None:
         return self._by_name.get(name)
 
-    def with_id(self, task_id: str) -> EndedTask | None:
-        """By id: ``t`` and the order in ASCII digits, as ``Supervisor.add_tasks`` writes it."""
-        number = task_id[1:]
-        if task_id[:1] != "t" or not (number.isascii() and number.isdigit()) or number[0] == "0":
-            return None
-        order = int(number)
-        return self._by_order[order] if order < len(self._by_order) else None
+    def with_id(self, name_or_id: str) -> EndedTask | None:
+        """By id (``task_id``)."""
+        order = task_order(name_or_id)
+        return self._by_order[order] if order is not None and order < len(self._by_order) else None
 
     def names(self) -> Iterator[str]:
         return iter(self._by_name)
