@@ -920,6 +920,7 @@ class Result:
     warned: list[tuple[float, str]] = field(default_factory=list)  # the reporter's warnings: (when told, code)
     generations: list[LiveGen] = field(default_factory=list)  # every generation the supervisor had in flight
     let_go: list[str] = field(default_factory=list)  # the ended tasks whose records it let go of, in that order
+    made: list[str] = field(default_factory=list)  # the tasks whose records it made (TaskTable), in that order
 
     @property
     def labels(self) -> list[str]:
@@ -1044,6 +1045,14 @@ class Harness:
             return let_go(task)
 
         sup.ended.add = keep  # type: ignore[method-assign]
+        made: list[str] = []
+        make = sup.tasks._make
+
+        def make_noted(order: int, spec: Any) -> Any:
+            made.append(spec.name)
+            return make(order, spec)
+
+        sup.tasks._make = make_noted
         code: int | None = None
         try:
             code = sup.run()
@@ -1054,10 +1063,11 @@ class Harness:
         assert world.run is not None
         events = records.read_events(world.run.events)
         summary = snapshot_file.load(world.run.summary) if world.run.summary.exists() else None
+        sup.tasks._make = make  # what is made from here on is made for the result, not by the run
         tasks = sorted([*ended.values(), *sup.tasks.values()], key=lambda t: t.order)
         return Result(code, {t.name: t for t in tasks}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
-                      reporter.warned, generations.seen, list(ended))
+                      reporter.warned, generations.seen, list(ended), made)
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

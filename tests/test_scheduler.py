@@ -102,3 +102,20 @@ def test_a_task_handed_out_before_a_resume_counts_against_its_group() -> None:
     assert q.pop() is None
     q.finished("g1", succeeded=False)
     assert q.pop() == "g2"
+
+
+def test_a_finished_task_leaves_nothing_of_its_rank_behind() -> None:
+    """A task in its final status never goes back in the queue: a run of 100,000 tasks does
+    not keep 100,000 ranks. Its outcome stays, for the dependents added later."""
+    q = ReadyQueue({"g": 1})
+    q.add("a", after=[], priority=5, order=1, group="g")
+    q.add("b", after=["a"], priority=0, order=2)
+    q.add("c", after=["b"], priority=2, order=3, group="g")
+    assert q.pop() == "a" and "a" in q
+    assert q.finished("a", succeeded=False) == ([], ["b", "c"])
+    assert "a" not in q and "b" not in q and "c" not in q
+    assert (q._order, q._priority, q._group) == ({}, {}, {})
+    assert q.add("d", after=["a"], priority=0, order=4) == ["d"]
+    assert q.add("e", after=["b"], priority=0, order=5) == ["e"]
+    q.add("f", after=[], priority=0, order=6, group="g")
+    assert q.pop() == "f"  # the group's one place is free again

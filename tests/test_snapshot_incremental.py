@@ -29,7 +29,8 @@ from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.records.snapshot_file import ROWS_FILE, RowsFile, RowsReader
 from zellij_swarm.records.states import TaskStatus
-from zellij_swarm.records.task import Attempt, TaskRecord
+from zellij_swarm.records.task import Attempt, TaskRecord, task_id
+from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.render.reader import StateReader
 
 # ----- metrics: the incremental figures are compute()'s ---------------------------------------
@@ -114,6 +115,10 @@ def test_active_time_is_the_exact_sum_in_any_order() -> None:
 # ----- a run view, driven through random histories --------------------------------------------
 
 
+def _record(order: int, spec: TaskSpec) -> TaskRecord:
+    return TaskRecord(spec=spec, id=task_id(order), order=order, timeout=None, retries=1, idle_timeout=None)
+
+
 class FakeRun:
     """What ``snapshot.build`` reads of a supervisor (``RunView``), with real task records."""
 
@@ -125,7 +130,7 @@ class FakeRun:
         self.started_at, self.ended_at = 1000.0, None
         self.detached = False
         self.stop = RunStop()
-        self.tasks: dict[str, TaskRecord] = {}
+        self.tasks = TaskTable(_record)
         self.live: dict[int, Any] = {}
         self.slots = Slots(jobs)
         self.stats = metrics.DispatchStats()
@@ -139,11 +144,11 @@ class FakeRun:
         self._gens = dict.fromkeys(range(1, jobs + 1), 0)
         self.busy: dict[int, TaskRecord] = {}
 
-    def add(self, n: int) -> None:
+    def add(self, n: int, *, packed: bool = True) -> None:
+        """Add ``n`` tasks: held packed, as a run queues them, or with their records made."""
         for _ in range(n):
             i = len(self.tasks) + 1
-            self.tasks[f"t{i}"] = TaskRecord(spec=TaskSpec(name=f"task {i} \"q\"\n", cmd="true"), id=f"t{i}", order=i,
-                                             timeout=None, retries=1, idle_timeout=None)
+            self.tasks.add(i, TaskSpec(name=f"task {i} \"q\"\n", cmd="true"), packed=packed)
 
     def pending(self) -> list[TaskRecord]:
         return [t for t in self.tasks.values() if t.status == TaskStatus.PENDING]
@@ -222,18 +227,18 @@ def test_a_resumed_run_is_taken_in_whole_at_its_first_snapshot(tmp_path: Path) -
     assert all(t._frozen is None for t in run.tasks.values())  # handed to the rows file, not kept
 
 
-class CountingTasks(dict[str, TaskRecord]):
-    """A task mapping that counts passes over it."""
+class CountingTasks(TaskTable):
+    """A task table that counts passes over it."""
 
     passes = 0
 
-    def values(self) -> Any:
+    def records(self) -> Iterator[TaskRecord]:
         CountingTasks.passes += 1
-        return super().values()
+        return super().records()
 
-    def items(self) -> Any:
+    def specs(self) -> Iterator[tuple[str, TaskSpec]]:
         CountingTasks.passes += 1
-        return super().items()
+        return super().specs()
 
     def __iter__(self) -> Iterator[str]:
         CountingTasks.passes += 1
@@ -242,7 +247,7 @@ class CountingTasks(dict[str, TaskRecord]):
 
 def test_a_snapshot_does_no_work_per_finished_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = FakeRun(tmp_path / "big", jobs=8)
-    run.tasks = CountingTasks()
+    run.tasks = CountingTasks(_record)
     run.add(5000)
     rng = random.Random(1)
     for task in list(run.tasks.values()):

@@ -271,8 +271,10 @@ class _InThread:
     def _supervise(self) -> None:
         plan = self._plan
         try:
-            self._outcome.set_result(execute(plan.specs, plan.resolved, name=plan.name, source=SOURCE, env=plan.env,
-                                             groups=plan.groups, handle_signals=False, on_started=self._started))
+            # a copy: a run empties the list of tasks it is given (RunPlan.tasks)
+            outcome = execute(list(plan.specs), plan.resolved, name=plan.name, source=SOURCE, env=plan.env,
+                              groups=plan.groups, handle_signals=False, on_started=self._started)
+            self._outcome.set_result(outcome)
         except BaseException as e:  # raised again in the caller's thread
             self._outcome.set_exception(e)
 

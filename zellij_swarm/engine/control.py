@@ -35,7 +35,7 @@ class ControlledRun(Protocol):
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
     def cancel_task(self, task: TaskRecord) -> bool: ...  # False: it had already ended
-    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]: ...
+    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> None: ...
     def pause(self, group: str | None, paused: bool) -> None: ...
     def restart_task(self, task: TaskRecord) -> bool: ...  # False: it was not running
     @property
@@ -130,8 +130,8 @@ class Control:
             specs = additions.from_message(msg.body.get("tasks"), self.run.task_names(), self.cwd, self.run.groups)
         except exc.UsageError as e:
             return {"ok": False, "error": str(e)}
-        added = self.run.add_live(specs, source=f"add {msg.id}")
-        return {"ok": True, "added": [t.name for t in added]}
+        self.run.add_live(specs, source=f"add {msg.id}")
+        return {"ok": True, "added": [spec.name for spec in specs]}
 
     def _pause(self, group: object, paused: bool) -> dict[str, Any]:
         """Stop (or resume) handing out new tasks, of one group or of the whole run."""

@@ -8,7 +8,7 @@ reservation, and its worker runs in it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 
 from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, LaunchResult, PaneResult
@@ -24,13 +24,14 @@ from zellij_swarm.records import envfile, rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.worktree import WorktreeError, Worktrees
 from zellij_swarm.worker.wrapper import PaneMode
 
 
 class Dispatcher:
-    def __init__(self, *, run_id: str, paths: rundir.RunPaths, cwd: str, tasks: Mapping[str, TaskRecord],
+    def __init__(self, *, run_id: str, paths: rundir.RunPaths, cwd: str, tasks: TaskTable,
                  ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
                  headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
                  wallclock: Callable[[], float], stopping: Callable[[], bool],
@@ -101,7 +102,7 @@ class Dispatcher:
         shown in a pane, so that it fails rather than fall back to headless)."""
         try:
             lg.task.worktree = self._worktrees.ready(lg.task.id, lg.task.spec, cwd=self._cwd,
-                                                     tasks=((t.id, t.spec) for t in self._tasks.values()))
+                                                     tasks=self._tasks.specs())
         except WorktreeError as e:
             self._launched(lg, LaunchFailed("worktree_failed", f"cannot make the worktree of task {lg.task.name!r} "
                                                                f"({self._worktrees.path(lg.task.id)}): {e}"))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ from zellij_swarm.records.rundir import RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.records.task import task_id as id_of_order
+from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job, Slurm
 from zellij_swarm.worker.worktree import Worktrees
@@ -287,9 +288,7 @@ class ResumedRun(Protocol):
     worktrees: Worktrees
 
     @property
-    def tasks(self) -> Mapping[str, TaskRecord]: ...
-    @property
-    def by_name(self) -> Mapping[str, TaskRecord]: ...
+    def tasks(self) -> TaskTable: ...
     @property
     def ready(self) -> ReadyQueue: ...
     @property
@@ -306,7 +305,8 @@ class ResumedRun(Protocol):
     def executor(self) -> SlurmExecutor | None: ...
 
     def wallclock(self) -> float: ...
-    def add_tasks(self, specs: list[TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]: ...
+    def add_tasks(self, specs: Iterable[TaskSpec], *, enqueue: bool = True) -> list[str]: ...
+    def id_named(self, name: str) -> str: ...
     @property
     def policy(self) -> TaskPolicy: ...
     @property
@@ -377,7 +377,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
             run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order, group=task.spec.group)
         elif task.status == TaskStatus.PENDING and task.id not in run.ready:
-            after = [run.by_name[d].id for d in task.spec.after]
+            after = [run.id_named(d) for d in task.spec.after]
             for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order,
                                          group=task.spec.group):
                 run.policy.skip(run.tasks[skipped])

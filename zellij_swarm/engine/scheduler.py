@@ -97,6 +97,13 @@ class ReadyQueue:
         if priority:
             self._priority[task] = -priority
 
+    def _forget_rank(self, task: str) -> None:
+        """A task that reached its final status never goes back in the queue: what ranked it
+        goes (in a run of 100,000 tasks, 100,000 entries and their ids)."""
+        self._order.pop(task, None)
+        self._priority.pop(task, None)
+        self._group.pop(task, None)
+
     def _rank(self, task: str) -> tuple[int, int]:
         return self._priority.get(task, 0), self._order[task]
 
@@ -205,6 +212,7 @@ class ReadyQueue:
     def finished(self, task: str, succeeded: bool) -> tuple[list[str], list[str]]:
         """Record a task's final outcome. Returns (newly ready, newly skipped)."""
         self._back(task)
+        self._forget_rank(task)
         self._ended[task] = succeeded
         ready: list[str] = []
         skipped: list[str] = []
@@ -224,6 +232,7 @@ class ReadyQueue:
             for dep in self._dependents.pop(stack.pop(), []):
                 if dep in self._waiting_on:
                     del self._waiting_on[dep]
+                    self._forget_rank(dep)
                     self._ended[dep] = False
                     skipped.append(dep)
                     stack.append(dep)

@@ -29,7 +29,8 @@ from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import RunState, SlotState, TaskStatus
-from zellij_swarm.records.task import Attempt, TaskRecord, task_id
+from zellij_swarm.records.task import Attempt, TaskRecord, spec_fields, task_id
+from zellij_swarm.records.task_table import TaskTable
 
 if TYPE_CHECKING:
     from zellij_swarm.engine.view_watch import ViewWatch
@@ -57,7 +58,7 @@ class RunView(Protocol):
     @property
     def stop(self) -> RunStop: ...
     @property
-    def tasks(self) -> Mapping[str, TaskRecord]: ...
+    def tasks(self) -> TaskTable: ...
     @property
     def live(self) -> Mapping[int, LiveGen]: ...
     @property
@@ -131,14 +132,20 @@ class Followed:
     def ended(self, task: TaskRecord, attempt: Attempt) -> None:
         self.metrics.add(attempt)
 
-    def discover(self, tasks: Mapping[str, TaskRecord]) -> None:
-        """Start following the tasks added since the last call: ids are ``t<n>``, numbered
-        in the order tasks are added (``Supervisor.add_tasks``, a resumed run's too), so
-        the next unseen one is the next number — and the mapping may have let go of followed
-        ones that ended (``take_settled``)."""
-        while (task := tasks.get(task_id(self._seen + 1))) is not None:
-            self._follow(task)
+    def discover(self, tasks: TaskTable) -> None:
+        """Start following the tasks added since the last call: they are numbered in the
+        order they are added (``Supervisor.add_tasks``, a resumed run's too), so the next
+        unseen one is the next number — and the table may have let go of followed ones that
+        ended (``take_settled``). A task still packed in the table is pending as it was
+        added: its row is written from its spec, and its record, once made, reports here."""
+        while (task := tasks.look(self._seen + 1)) is not None:
+            if isinstance(task, TaskRecord):
+                self._follow(task)
+            else:
+                self.counts[TaskStatus.PENDING] += 1
+                self.rows.add(snapshot_file.pending_line(task.name, task_id(self._seen + 1), spec_fields(task)))
             self._seen += 1
+        tasks.follow_from(self, self._seen)
 
     def _follow(self, task: TaskRecord) -> None:
         task.journal = self

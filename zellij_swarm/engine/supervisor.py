@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -68,6 +68,7 @@ from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, task_id, wrapper_ends
+from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher, peak_rss_kib
@@ -81,6 +82,8 @@ if TYPE_CHECKING:
 class RunPlan:
     """Everything a run needs, resolved and validated."""
 
+    # The run's first tasks. The supervisor takes them: it empties the list as it adds them,
+    # so that a run of 100,000 tasks does not hold their specs all along (TaskTable).
     tasks: list[swarmfile.TaskSpec]
     settings: Resolved
     name: str | None = None
@@ -102,6 +105,15 @@ class RunPlan:
     # allocation, which the run never cancels, and its inbox is polled (written from other hosts);
     # a resumed run's is its record's, when this process runs in that job again (a requeue)
     slurm_job: str | None = None
+
+
+def _taken(items: list[swarmfile.TaskSpec]) -> Iterator[swarmfile.TaskSpec]:
+    """The items of ``items``, first to last, each taken out of the list as it is handed
+    over: the list is empty at the end, and each item is freed once its taker lets go of it
+    (a spec once packed) — not all at the end, with the taker's own copies of them all made."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 class Reporter(Protocol):
@@ -179,10 +191,10 @@ class Supervisor:
             if not self.state_dir.is_absolute():
                 self.state_dir = Path(plan.cwd) / self.state_dir
             self.paths = rundir.RunPaths(rundir.runs_root(self.state_dir) / self.run_id)
-        # The records of the tasks not ended (and of those that ended before the snapshot
-        # followed them), by id and by name; what is kept of the others (``_let_go_of_ended``).
-        self.tasks: dict[str, TaskRecord] = {}
-        self.by_name: dict[str, TaskRecord] = {}
+        # The tasks not ended (and those that ended before the snapshot followed them), by id
+        # and by name, each one's record made when first asked for; what is kept of the
+        # others (``_let_go_of_ended``).
+        self.tasks = TaskTable(self._task_record)
         self.ended = EndedTasks()
         # A group may run at most as many tasks as the run has slots (more is capped, with a
         # warning once the run's records exist: see run()).
@@ -261,40 +273,48 @@ class Supervisor:
         except OSError as e:
             raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
 
-    def add_tasks(self, specs: list[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[TaskRecord]:
+    def add_tasks(self, specs: Iterable[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[str]:
+        """Add tasks to the run (their ids, returned, are ``t<order>``). Queued ones are held
+        packed until dispatched (``TaskTable``); ones not queued (a resumed run's, rebuilt from
+        its records at once) get their records now."""
         added = []
         for spec in specs:
-            n = len(self.tasks) + len(self.ended) + 1
-            rec = TaskRecord(
-                spec=spec, id=task_id(n), order=n,
-                timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
-                retries=spec.retries if spec.retries is not None else self.settings.retries,
-                idle_timeout=spec.idle_timeout if spec.idle_timeout is not None else self.settings.idle_timeout,
-            )
-            self.tasks[rec.id] = rec
-            self.by_name[spec.name] = rec
-            added.append(rec)
-        for rec in added if enqueue else ():
-            after_ids = [self._task_id(d) for d in rec.spec.after]
-            for skipped in self.ready.add(rec.id, after=after_ids, priority=rec.spec.priority, order=rec.order,
-                                          group=rec.spec.group):
-                self.policy.skip(self.tasks[skipped])
+            order = len(self.tasks) + len(self.ended) + 1
+            self.tasks.add(order, spec, packed=enqueue)
+            added.append(task_id(order))
+            if enqueue:
+                after_ids = [self.id_named(d) for d in spec.after]
+                for skipped in self.ready.add(added[-1], after=after_ids, priority=spec.priority, order=order,
+                                              group=spec.group):
+                    self.policy.skip(self.tasks[skipped])
         return added
 
-    def _task_id(self, name: str) -> str:
-        """The id of the task named ``name`` (one that exists: the spec naming it was checked)."""
-        task = self.find_task(name)
-        assert task is not None, name
-        return task.id
+    def _task_record(self, order: int, spec: swarmfile.TaskSpec) -> TaskRecord:
+        return TaskRecord(
+            spec=spec, id=task_id(order), order=order,
+            timeout=spec.timeout if spec.timeout is not None else self.settings.timeout,
+            retries=spec.retries if spec.retries is not None else self.settings.retries,
+            idle_timeout=spec.idle_timeout if spec.idle_timeout is not None else self.settings.idle_timeout,
+        )
+
+    def id_named(self, name: str) -> str:
+        """The id of the task named ``name`` (one that exists: the spec naming it was checked),
+        making no record."""
+        order = self.tasks.order_named(name)
+        if order is None:
+            ended = self.ended.named(name)
+            assert ended is not None, name
+            order = ended.order
+        return task_id(order)
 
     def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None:
         """A task by name, else by id: its record, or what is kept of it once it ended."""
-        return (self.by_name.get(name_or_id) or self.ended.named(name_or_id)
+        return (self.tasks.named(name_or_id) or self.ended.named(name_or_id)
                 or self.tasks.get(name_or_id) or self.ended.with_id(name_or_id))
 
     def task_names(self) -> Iterator[str]:
         """The names every task of the run has taken, ended ones' too."""
-        yield from self.by_name
+        yield from self.tasks.names()
         yield from self.ended.names()
 
     def _let_go_of_ended(self) -> None:
@@ -303,9 +323,7 @@ class Supervisor:
         100,000 tasks then holds the records of those still to end, not of every task. A
         live generation may still hold the record it ran (until its slot is released)."""
         for task in snapshot.take_settled(self):
-            if task.status.terminal and self.tasks.get(task.id) is task:
-                del self.tasks[task.id]
-                del self.by_name[task.name]
+            if task.status.terminal and self.tasks.remove(task):
                 self.ended.add(task)
 
     def _start_retry(self, rec: Recovered) -> None:
@@ -320,7 +338,8 @@ class Supervisor:
         except OSError as e:
             raise exc.StateDirError(f"cannot remove {self.paths.summary}: {e.strerror}") from e
 
-    def _write_run_json(self) -> None:
+    def _write_run_json(self, specs: list[swarmfile.TaskSpec]) -> None:
+        """run.json: the run's settings and ``specs``, its first tasks (ids t1, t2, …)."""
         head = {
             "run_id": self.run_id,
             "name": self.plan.name,
@@ -339,7 +358,7 @@ class Supervisor:
             "worktree_base": None if self.plan.worktree_base is None else self.plan.worktree_base.to_record(),
         }
         rundir.write_atomic(self.paths.run_json, rundir.json_chunks(
-            head, "tasks", ({"id": t.id, **t.spec.to_record()} for t in self.tasks.values())))
+            head, "tasks", ({"id": task_id(order), **spec.to_record()} for order, spec in enumerate(specs, 1))))
 
     # ----- the loop ------------------------------------------------------------------------
 
@@ -349,8 +368,8 @@ class Supervisor:
             self._open(stack)
             if self.plan.resume is None:
                 records.save_environment(self.paths.saved_env, self.plan.env)
-                self.add_tasks(self.plan.tasks)
-                self._write_run_json()
+                self._write_run_json(self.plan.tasks)
+                self.add_tasks(_taken(self.plan.tasks))  # held packed from now on (RunPlan.tasks)
                 self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                                  backend=self.backend.name, pid=os.getpid())
                 if self.plan.worktree_base is not None and (
@@ -552,7 +571,7 @@ class Supervisor:
         One that cannot be asked for fails the run before any task starts (False)."""
         if self.executor is None or not self.settings.slurm_alloc or self.slurm_job is not None:
             return True  # in a batch job, the job is the allocation
-        left = sum(not t.status.terminal for t in self.tasks.values())
+        left = self.tasks.unended()
         wanted = self.jobs if self._input_open() else min(self.jobs, left)
         try:
             job = self.executor.allocate(
@@ -735,12 +754,10 @@ class Supervisor:
     def restart_task(self, task: TaskRecord) -> bool:
         return self.policy.restart_task(task)
 
-    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> list[TaskRecord]:
-        added = self.add_tasks(specs)
-        for t in added:
-            self.events.emit("task_added", task=t.name, id=t.id, source=source, spec=t.spec.to_record())
+    def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> None:
+        for tid, spec in zip(self.add_tasks(specs), specs, strict=True):
+            self.events.emit("task_added", task=spec.name, id=tid, source=source, spec=spec.to_record())
         self.snapshots.touch()
-        return added
 
     # ----- stopping: signals, halt, cancel ---------------------------------------------------
 
@@ -830,7 +847,7 @@ class Supervisor:
             self.events.emit("input_unread", tasks=stream.tasks_read)
             self.reporter.problem(f"the run ended before the end of {stream.source}: {stream.tasks_read} task(s) were "
                                   "read, the rest never was")
-        self.stopper.sweep(itertools.chain(wrapper_ends(self.tasks.values()), self.ended.wrapper_ends()),
+        self.stopper.sweep(itertools.chain(wrapper_ends(self.tasks.records()), self.ended.wrapper_ends()),
                            session_alive=self.backend.session_alive_now(), found=self._left_behind)
         self.control.answer_late()
         self.ended_at = self.wallclock()

@@ -40,6 +40,17 @@ def command_text(spec: TaskSpec) -> str:
     return spec.cmd if spec.cmd is not None else shlex.join(spec.argv or ())
 
 
+def spec_fields(spec: TaskSpec) -> OptionalFields:
+    """The optional fields of a task's row its spec alone decides (``TaskRecord.optional_fields``):
+    the command of a task whose name was generated, the group of one that has one."""
+    out: OptionalFields = {}
+    if GENERATED_NAME.fullmatch(spec.name):
+        out["command"] = command_text(spec)
+    if spec.group is not None:
+        out["group"] = spec.group
+    return out
+
+
 @dataclass(slots=True)
 class Attempt:
     """One generation of a task, as recorded when it ended."""
@@ -229,11 +240,7 @@ class TaskRecord:
         name was generated, the group of a task that has one, the worktree of a task that runs
         in one (with its changed-files count once the task has ended), its Slurm step, why its
         waiting for input cannot be seen (``waiting_evidence``)."""
-        out: OptionalFields = {}
-        if GENERATED_NAME.fullmatch(self.name):
-            out["command"] = command_text(self.spec)
-        if self.spec.group is not None:
-            out["group"] = self.spec.group
+        out = spec_fields(self.spec)
         if self.worktree is not None:
             out["worktree"] = self.worktree.row(final=self.status.terminal)
         if self.slurm:
@@ -274,42 +281,58 @@ class EndedTasks:
     run's rows file (``engine.snapshot.take_settled``): all the run still asks of them — that
     their names are taken (an ``add``, a follow-up), their ids (a dependency on one), their
     status (a ``cancel`` or ``restart`` of one), and the sessions their headless wrappers led
-    (the sweep at the end) — in some 200 bytes a task, where its whole record (spec,
+    (the sweep at the end) — in some 100 bytes a task, where its whole record (spec,
     attempts, times) took 1.2 KB. A run of 100,000 tasks holds the records of the tasks not
-    ended, not of every task. Ids are ``t<order>`` (``Supervisor.add_tasks``): one mapping, by
-    name, and a list by order serve both lookups."""
+    ended, not of every task. Ids are ``t<order>`` (``Supervisor.add_tasks``): one mapping,
+    name to order, and each order's status (a byte) serve both lookups; an ``EndedTask`` is
+    made for the asker."""
+
+    _STATUSES = tuple(TaskStatus)
+    _NONE = 255  # the status byte of an order no ended task has
 
     def __init__(self) -> None:
-        self._by_name: dict[str, EndedTask] = {}
-        self._by_order: list[EndedTask | None] = []
+        self._orders: dict[str, int] = {}
+        self._names: list[str | None] = []  # by order
+        self._status = bytearray()  # by order: the index of its status in _STATUSES, or _NONE
         # the headless attempts' wrapper pids and end times, side by side (16 bytes an attempt)
         self._wrapper_pids = array("q")
         self._wrapper_ends = array("d")
 
     def add(self, task: TaskRecord) -> EndedTask:
         assert task.status.terminal and task.id == task_id(task.order), (task.status, task.id, task.order)
-        ended = self._by_name[task.name] = EndedTask(task.name, task.order, task.status)
-        if len(self._by_order) <= task.order:
-            self._by_order.extend([None] * (task.order + 1 - len(self._by_order)))
-        self._by_order[task.order] = ended
+        self._orders[task.name] = task.order
+        if len(self._status) <= task.order:
+            grow = task.order + 1 - len(self._status)
+            self._status.extend(bytes([self._NONE]) * grow)
+            self._names.extend([None] * grow)
+        self._status[task.order] = self._STATUSES.index(task.status)
+        self._names[task.order] = task.name
         for pid, ended_at in wrapper_ends((task,)):
             self._wrapper_pids.append(pid)
             self._wrapper_ends.append(ended_at)
-        return ended
+        return EndedTask(task.name, task.order, task.status)
 
     def named(self, name: str) -> EndedTask | None:
-        return self._by_name.get(name)
+        order = self._orders.get(name)
+        return None if order is None else self._at(order)
 
     def with_id(self, name_or_id: str) -> EndedTask | None:
         """By id (``task_id``)."""
         order = task_order(name_or_id)
-        return self._by_order[order] if order is not None and order < len(self._by_order) else None
+        return None if order is None else self._at(order)
+
+    def _at(self, order: int) -> EndedTask | None:
+        if order >= len(self._status) or (status := self._status[order]) == self._NONE:
+            return None
+        name = self._names[order]
+        assert name is not None
+        return EndedTask(name, order, self._STATUSES[status])
 
     def names(self) -> Iterator[str]:
-        return iter(self._by_name)
+        return iter(self._orders)
 
     def __len__(self) -> int:
-        return len(self._by_name)
+        return len(self._orders)
 
     def wrapper_ends(self) -> Iterator[tuple[int, float]]:
         """(pid, ended_at) of every headless attempt of these tasks."""
