@@ -120,3 +120,16 @@ def test_queued_tasks_get_their_records_when_first_needed_and_are_answered_for_b
     assert r.summary is not None and r.summary["counts"]["skipped"] == 2
     rows = {row["name"]: row for row in r.summary["tasks"]}
     assert sorted(rows) == ["a", "b", "c", "d", "e", "f"] and rows["c"]["reason"] == "dependency_failed"
+
+
+def test_a_task_may_depend_on_one_given_after_it() -> None:
+    """Dependencies name tasks anywhere in the input, as its check allows: a task queued
+    before the one it waits for still waits for it, and is skipped when it fails."""
+    with Harness(works=works(a=Work(after=1), b=Work(after=1, code=2), c=Work(after=1), d=Work(after=1)),
+                 jobs=2) as h:
+        r = h.run([task("a", after=["c"]), task("b", after=["d"]), task("c"), task("d")])
+    assert {n: str(t.status) for n, t in r.tasks.items()} == {
+        "a": "succeeded", "b": "failed", "c": "succeeded", "d": "succeeded"}
+    starts = {e["task"]: e["ts"] for e in r.events if e["event"] == "slot_reserved"}
+    ends = {e["task"]: e["ts"] for e in r.events if e["event"] in ("worker_completed", "worker_failed")}
+    assert starts["a"] >= ends["c"] and starts["b"] >= ends["d"]

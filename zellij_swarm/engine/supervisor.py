@@ -278,16 +278,25 @@ class Supervisor:
         packed until dispatched (``TaskTable``); ones not queued (a resumed run's, rebuilt from
         its records at once) get their records now."""
         added = []
+        later = []  # queued tasks with a dependency on one further on in ``specs``
         for spec in specs:
             order = len(self.tasks) + len(self.ended) + 1
             self.tasks.add(order, spec, packed=enqueue)
             added.append(task_id(order))
-            if enqueue:
-                after_ids = [self.id_named(d) for d in spec.after]
-                for skipped in self.ready.add(added[-1], after=after_ids, priority=spec.priority, order=order,
-                                              group=spec.group):
-                    self.policy.skip(self.tasks[skipped])
+            if not enqueue:
+                continue
+            if all(self.tasks.order_named(d) is not None or self.ended.named(d) for d in spec.after):
+                self._enqueue(order, spec.after, spec.priority, spec.group)
+            else:
+                later.append((order, spec.after, spec.priority, spec.group))
+        for queued in later:
+            self._enqueue(*queued)
         return added
+
+    def _enqueue(self, order: int, after: tuple[str, ...], priority: int, group: str | None) -> None:
+        for skipped in self.ready.add(task_id(order), after=[self.id_named(d) for d in after], priority=priority,
+                                      order=order, group=group):
+            self.policy.skip(self.tasks[skipped])
 
     def _task_record(self, order: int, spec: swarmfile.TaskSpec) -> TaskRecord:
         return TaskRecord(
