@@ -140,8 +140,7 @@ class TaskSpec:
         file, 67 bytes held where the spec object and its strings take some 300. Its origin is
         not kept: it names the input for the messages given before a run starts."""
         rec = self.to_record()
-        return json.dumps({k: v for k, v in rec.items() if k not in _BARE or v != _BARE[k]},
-                          separators=(",", ":"), ensure_ascii=False).encode()
+        return _PACKER.encode({k: v for k, v in rec.items() if k not in _BARE or v != _BARE[k]}).encode()
 
     @classmethod
     def unpack(cls, packed: bytes) -> TaskSpec:
@@ -170,6 +169,7 @@ class TaskSpec:
 
 # What a spec with a name and nothing else records: ``pack`` leaves out what equals it
 _BARE = TaskSpec(name="").to_record()
+_PACKER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # made once: json.dumps makes one a call
 
 
 @dataclass
