@@ -65,8 +65,9 @@ class ReadyQueue:
         self._all_paused = False
         self._through_pause: set[str] = set()  # restarted: handed out at once, paused or not
         # A task's rank is (-priority, order). Kept apart, not as one tuple a task (64 bytes
-        # each, 6 MB in a 100,000-task run): the order is the int its record already holds,
-        # and most tasks have priority 0, which is not stored.
+        # each, 6 MB in a 100,000-task run): the order is the int the run's task table already
+        # holds, and most tasks have priority 0, which is not stored. Dropped once the task
+        # has finished (``_forget_rank``).
         self._order: dict[str, int] = {}
         self._priority: dict[str, int] = {}
         self._waiting_on: dict[str, set[str]] = {}
