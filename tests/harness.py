@@ -1042,7 +1042,7 @@ class Harness:
 
         def keep(task: Any) -> Any:
             ended[task.name] = task
-            return let_go(task)
+            let_go(task)
 
         sup.ended.add = keep  # type: ignore[method-assign]
         made: list[str] = []

@@ -29,7 +29,7 @@ from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.records.snapshot_file import ROWS_FILE, RowsFile, RowsReader
 from zellij_swarm.records.states import TaskStatus
-from zellij_swarm.records.task import Attempt, TaskRecord, task_id
+from zellij_swarm.records.task import Attempt, TaskRecord, task_id, task_order
 from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.render.reader import StateReader
 
@@ -148,10 +148,12 @@ class FakeRun:
         """Add ``n`` tasks: held packed, as a run queues them, or with their records made."""
         for _ in range(n):
             i = len(self.tasks) + 1
-            self.tasks.add(i, TaskSpec(name=f"task {i} \"q\"\n", cmd="true"), packed=packed)
+            self.tasks.add(TaskSpec(name=f"task {i} \"q\"\n", cmd="true"), packed=packed)
 
-    def pending(self) -> list[TaskRecord]:
-        return [t for t in self.tasks.values() if t.status == TaskStatus.PENDING]
+    def pending(self) -> list[str]:
+        """The ids of the pending tasks, making no record (a task still packed is pending)."""
+        held = ((tid, self.tasks.look(task_order(tid) or 0)) for tid in self.tasks)
+        return [tid for tid, t in held if not isinstance(t, TaskRecord) or t.status == TaskStatus.PENDING]
 
     def start(self, task: TaskRecord) -> None:
         slot = next(s for s in range(1, self.jobs + 1) if s not in self.busy)
@@ -179,16 +181,16 @@ def _step(run: FakeRun, rng: random.Random) -> None:
     roll = rng.random()
     pending = run.pending()
     if roll < 0.1:
-        run.add(rng.randint(1, 5))
+        run.add(rng.randint(1, 5), packed=rng.random() < 0.7)
     elif roll < 0.15 and pending:
-        rng.choice(pending).finish(TaskStatus.CANCELLED, "cancelled_by_user")
+        run.tasks[rng.choice(pending)].finish(TaskStatus.CANCELLED, "cancelled_by_user")
     elif roll < 0.18 and pending:
-        rng.choice(pending).finish(TaskStatus.SKIPPED, "dependency_failed")
+        run.tasks[rng.choice(pending)].finish(TaskStatus.SKIPPED, "dependency_failed")
     elif roll < 0.2 and run.busy:
         task = run.busy[rng.choice(list(run.busy))]
         task.warn({"code": "idle_timeout", "message": "quiet", "task": task.name})
     elif roll < 0.6 and pending and len(run.busy) < run.jobs:
-        run.start(rng.choice(pending))
+        run.start(run.tasks[rng.choice(pending)])
     elif run.busy:
         run.end(rng.choice(list(run.busy)), rng)
 

@@ -51,10 +51,10 @@ def test_the_table_makes_a_record_once_and_only_when_asked_for_one() -> None:
         return _record(order, spec)
 
     table = TaskTable(make)
-    assert table.add(1, SPECS[0], packed=True) is None
-    kept = table.add(2, SPECS[2], packed=False)
-    assert kept is not None and made == ["c"]
-    table.add(3, SPECS[3], packed=True)
+    assert table.add(SPECS[0], packed=True) == 1 and made == []
+    assert table.add(SPECS[2], packed=False) == 2 and made == ["c"]
+    kept = table.record(2)
+    assert table.add(SPECS[3], packed=True) == 3
     # none of these makes a record
     assert len(table) == 3 and list(table.names()) == ["task-1", "c", "d"] and table.order_named("d") == 3
     assert "t1" in table and "t3" in table and "t4" not in table and "task-1" not in table and "t01" not in table
@@ -75,6 +75,7 @@ def test_the_table_makes_a_record_once_and_only_when_asked_for_one() -> None:
     assert "t1" not in table and table.named("task-1") is None and len(table) == 2
     assert list(table) == ["t2", "t3"] and [t.name for t in table.values()] == ["c", "d"]
     assert made == ["c", "task-1", "d"]
+    assert table.add(TaskSpec(name="e"), packed=True) == 4  # after the one let go of, not in its place
 
 
 def test_a_record_made_after_the_journal_took_its_task_in_reports_to_it() -> None:
@@ -90,7 +91,7 @@ def test_a_record_made_after_the_journal_took_its_task_in_reports_to_it() -> Non
 
     table = TaskTable(_record)
     for n in range(1, 4):
-        table.add(n, TaskSpec(name=f"n{n}", cmd="true"), packed=True)
+        table.add(TaskSpec(name=f"n{n}", cmd="true"), packed=True)
     journal = Journal()
     table.follow_from(journal, 2)  # it has seen tasks 1 and 2, not 3
     table["t2"].move(TaskStatus.RUNNING)

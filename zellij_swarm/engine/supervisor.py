@@ -280,12 +280,11 @@ class Supervisor:
         added = []
         later = []  # queued tasks with a dependency on one further on in ``specs``
         for spec in specs:
-            order = len(self.tasks) + len(self.ended) + 1
-            self.tasks.add(order, spec, packed=enqueue)
+            order = self.tasks.add(spec, packed=enqueue)
             added.append(task_id(order))
             if not enqueue:
                 continue
-            if all(self.tasks.order_named(d) is not None or self.ended.named(d) for d in spec.after):
+            if all(self._order_named(d) is not None for d in spec.after):
                 self._enqueue(order, spec.after, spec.priority, spec.group)
             else:
                 later.append((order, spec.after, spec.priority, spec.group))
@@ -309,12 +308,15 @@ class Supervisor:
     def id_named(self, name: str) -> str:
         """The id of the task named ``name`` (one that exists: the spec naming it was checked),
         making no record."""
-        order = self.tasks.order_named(name)
-        if order is None:
-            ended = self.ended.named(name)
-            assert ended is not None, name
-            order = ended.order
+        order = self._order_named(name)
+        assert order is not None, name
         return task_id(order)
+
+    def _order_named(self, name: str) -> int | None:
+        if (order := self.tasks.order_named(name)) is not None:
+            return order
+        ended = self.ended.named(name)
+        return None if ended is None else ended.order
 
     def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None:
         """A task by name, else by id: its record, or what is kept of it once it ended."""

@@ -298,7 +298,7 @@ class EndedTasks:
         self._wrapper_pids = array("q")
         self._wrapper_ends = array("d")
 
-    def add(self, task: TaskRecord) -> EndedTask:
+    def add(self, task: TaskRecord) -> None:
         assert task.status.terminal and task.id == task_id(task.order), (task.status, task.id, task.order)
         self._orders[task.name] = task.order
         if len(self._status) <= task.order:
@@ -310,7 +310,6 @@ class EndedTasks:
         for pid, ended_at in wrapper_ends((task,)):
             self._wrapper_pids.append(pid)
             self._wrapper_ends.append(ended_at)
-        return EndedTask(task.name, task.order, task.status)
 
     def named(self, name: str) -> EndedTask | None:
         order = self._orders.get(name)

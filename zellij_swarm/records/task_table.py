@@ -41,16 +41,16 @@ class TaskTable(Mapping[str, TaskRecord]):
         self._journal: Journal | None = None
         self._journal_seen = 0
 
-    def add(self, order: int, spec: TaskSpec, *, packed: bool) -> TaskRecord | None:
-        """Add the task ``order`` (the next one): packed, or its record made now (returned)."""
-        assert order == len(self._packed) + 1 and spec.name not in self._names, (order, spec.name)
+    def add(self, spec: TaskSpec, *, packed: bool) -> int:
+        """Add a task, packed or with its record made now; its order (the next one: ended
+        tasks the table let go of keep theirs)."""
+        assert spec.name not in self._names, spec.name
+        order = len(self._packed) + 1
         self._names[spec.name] = order
-        if packed:
-            self._packed.append(spec.pack())
-            return None
-        self._packed.append(None)
-        rec = self._made[order] = self._make(order, spec)
-        return rec
+        self._packed.append(spec.pack() if packed else None)
+        if not packed:
+            self._made[order] = self._make(order, spec)
+        return order
 
     def remove(self, task: TaskRecord) -> bool:
         """Let go of ``task``'s record (it ended); False when the table holds another, or none."""
