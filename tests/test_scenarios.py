@@ -103,6 +103,7 @@ def _seen(t: Any, w: Want, epoch: float) -> Want:
 
 
 A, B, C, D = task("a"), task("b"), task("c"), task("d")
+BIG_BATCH = tuple(task(f"t{i}") for i in range(1, 13))  # more than ``dispatch.START_CHUNK``
 RUN = ("run_started", "run_finished")
 FAILS_A = ("worker_process_spawned a", "worker_failed a", "run_finished")
 
@@ -276,6 +277,13 @@ SCHEDULING: tuple[Case, ...] = (
     Case("one-batch-for-every-free-slot", (A, B, C, D), {n: Want("succeeded") for n in "abcd"}, flags={"jobs": 4},
          order=("batch_dispatch_started", "worker_launch_invoked a", "worker_launch_invoked d",
                 "batch_dispatch_completed", "worker_process_spawned a")),
+    # a batch larger than a start chunk starts its first members while the rest are reserved;
+    # it is still one batch of all of them, to the counts and to the first batch's readers
+    Case("a-large-batch-starts-as-it-is-reserved", BIG_BATCH, {t.name: Want("succeeded") for t in BIG_BATCH},
+         flags={"jobs": len(BIG_BATCH)},
+         order=("slot_reserved t1", "worker_launch_invoked t1", "slot_reserved t12", "batch_dispatch_started",
+                "worker_launch_invoked t12", "batch_dispatch_completed"),
+         metrics={"batch_dispatch_count": 1, "largest_batch_size": 12, "first_batch_launch_span_ms": 0.0}),
 )
 
 

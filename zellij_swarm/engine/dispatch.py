@@ -29,6 +29,12 @@ from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.worktree import WorktreeError, Worktrees
 from zellij_swarm.worker.wrapper import PaneMode
 
+# Headless generations of a batch handed to the launcher together while the rest of the batch
+# is still being reserved: a reservation makes directories (a first batch's ~1 ms each here),
+# which the first wrappers' starts then overlap on another core. Small enough that the
+# launcher starts early; each chunk costs a log write and a pipe write.
+START_CHUNK = 8
+
 
 class Dispatcher:
     def __init__(self, *, run_id: str, paths: rundir.RunPaths, cwd: str, tasks: TaskTable,
@@ -66,14 +72,16 @@ class Dispatcher:
             self._batch()
 
     def _batch(self) -> None:
-        """Reserve the free slots and start their generations together: headless ones at
-        once; those whose slot the backend shows once its thread has said how (pane or
-        headless). Each generation's directory is made at its reservation, so its number is
-        on disk before anything else can happen to it (a supervisor killed meanwhile leaves
-        a generation ``resume`` knows never ran)."""
+        """Reserve the free slots and start their generations together: headless ones as
+        they are reserved, ``START_CHUNK`` at a time (so the first wrappers run while the
+        rest of a large batch is still being reserved); those whose slot the backend shows
+        once its thread has said how (pane or headless). Each generation's directory is made
+        at its reservation, so its number is on disk before anything else can happen to it (a
+        supervisor killed meanwhile leaves a generation ``resume`` knows never ran)."""
         reserved_at = self._wallclock()
         shown: list[LiveGen] = []
-        headless: list[LiveGen] = []
+        headless: list[LiveGen] = []  # reserved, not started yet
+        started: list[LiveGen] = []  # of this batch, started while it was still being reserved
         while not self._stopping() and self._slots.free_count and (task_id := self._ready.pop()) is not None:
             lg = self._reserve(self._tasks[task_id])
             in_pane = self._backend.shows(lg.gen.slot)
@@ -89,7 +97,12 @@ class Dispatcher:
             if self._worktrees.wanted(lg.task.spec) and not self._enter_worktree(lg):
                 continue
             (shown if in_pane else headless).append(lg)
-        self._start_generations(headless, reserved_at)
+            if len(headless) == START_CHUNK and self._slots.free_count and self._ready.has_ready():
+                chunk = self._written(headless)
+                self._go(chunk)
+                started += chunk
+                headless = []
+        self._start_generations(headless, reserved_at, started=started)
         if shown:
             for lg in shown:
                 lg.move(GenPhase.OPENING)
@@ -115,11 +128,27 @@ class Dispatcher:
             lg.request = replace(lg.request, pane=mode is not None)
         self._start_generations(batch, reserved_at)
 
-    def _start_generations(self, batch: list[LiveGen], reserved_at: float) -> None:
-        """Write each pane generation's wrapper, then start them all: headless ones through
-        the launcher, pane ones through the backend's thread — once the log that names them
-        is written, so that a supervisor killed after this leaves each started generation
-        known to ``resume`` (a headless one has no file of its own naming its task)."""
+    def _start_generations(self, batch: list[LiveGen], reserved_at: float,
+                           started: list[LiveGen] | None = None) -> None:
+        """Write each generation of ``batch`` and start them all: the batch's events, then
+        ``_go``. ``started`` are the batch's members started already, while it was being
+        reserved: ``batch_dispatch_started`` counts them and follows the batch's last
+        reservation, so the reservations before it are the whole batch to every reader
+        (``metrics.first_batch``)."""
+        written = self._written(batch)
+        members = [*(started or ()), *written]
+        if not members:
+            return
+        is_batch = len(members) > 1 or self._stats.batch_count == 0
+        if is_batch:
+            self._events.emit("batch_dispatch_started", size=len(members))
+        self._stats.batch(len(members), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in members])
+        self._go(written)
+        if is_batch:
+            self._events.emit("batch_dispatch_completed", size=len(members))
+
+    def _written(self, batch: list[LiveGen]) -> list[LiveGen]:
+        """The generations of ``batch`` whose start could be written; each other one fails."""
         written = []
         for lg in batch:
             try:
@@ -127,12 +156,15 @@ class Dispatcher:
                 written.append(lg)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
+        return written
+
+    def _go(self, written: list[LiveGen]) -> None:
+        """Start written generations: headless ones through the launcher, pane ones through
+        the backend's thread — once the log that names them is written, so that a supervisor
+        killed after this leaves each started generation known to ``resume`` (a headless one
+        has no file of its own naming its task)."""
         if not written:
             return
-        is_batch = len(written) > 1 or self._stats.batch_count == 0
-        if is_batch:
-            self._events.emit("batch_dispatch_started", size=len(written))
-        self._stats.batch(len(written), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in written])
         for lg in written:
             self._events.emit("worker_launch_invoked", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen)
         self._events.flush()
@@ -148,8 +180,6 @@ class Dispatcher:
                 self._follow.watch(lg)  # a pane's wrapper may report before its launch does
             self._backend.launch([lg.request for lg in in_panes],
                                 lambda results: self._panes_launched(in_panes, results))
-        if is_batch:
-            self._events.emit("batch_dispatch_completed", size=len(written))
 
     def _panes_launched(self, batch: list[LiveGen], results: list[PaneResult]) -> None:
         for lg, result in zip(batch, results, strict=True):
