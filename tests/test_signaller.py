@@ -4,10 +4,12 @@ worker's own, whatever passes it on first."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -63,6 +65,14 @@ def test_a_process_whose_name_holds_a_parenthesis_is_read_right(tmp_path) -> Non
         p.wait()
 
 
+def _leftover_in_a_session_of_its_own() -> tuple[int, int]:
+    """A wrapper's leftover, as the sweep meets it: a process in a session whose leader (the
+    wrapper, whose pid is the session's id) has ended. (session id, the leftover's pid)"""
+    leftover = int(subprocess.run(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], start_new_session=True,
+                                  capture_output=True, text=True, check=True, timeout=10).stdout)
+    return os.getsid(leftover), leftover
+
+
 def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in_now() -> None:
     """The sweep finds a worker's leftover by its headless wrapper's session (a child not
     yet exec'd has no markers): the sessions of the run's attempts some process is in now,
@@ -73,7 +83,7 @@ def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in
     from zellij_swarm.records.states import TaskStatus
     from zellij_swarm.records.task import Attempt, EndedTasks, TaskRecord, wrapper_ends
 
-    leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a session of its own: sid = its pid
+    session, leftover = _leftover_in_a_session_of_its_own()
     pane_session = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         gone = subprocess.Popen(["true"], start_new_session=True)
@@ -81,22 +91,43 @@ def test_the_end_of_run_sweep_looks_up_only_the_wrapper_sessions_a_process_is_in
         tasks = []
         # one whose session is empty; one with no pid; a headless wrapper whose session a
         # process is in; a pane's, whose session (its multiplexer's) holds its pane leader
-        for n, (pid, pane) in enumerate(((gone.pid, None), (None, None), (leftover.pid, None),
+        for n, (pid, pane) in enumerate(((gone.pid, None), (None, None), (session, None),
                                          (pane_session.pid, "terminal_3")), 1):
             task = TaskRecord(spec=TaskSpec(name=f"t{n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
                               idle_timeout=None, status=TaskStatus.SUCCEEDED)
             task.history = (Attempt(1, n, 1, TaskStatus.SUCCEEDED, 0, None, None, 1.0, 2.0 + n, pid, pane),)
             tasks.append(task)
-        assert wrapper_sessions(wrapper_ends(tasks)) == {leftover.pid: 5.0}
+        assert wrapper_sessions(wrapper_ends(tasks)) == {session: 5.0}
         # the same, the last two kept as ended tasks (their records let go)
         ended = EndedTasks()
         for task in tasks[2:]:
             ended.add(task)
-        assert wrapper_sessions([*wrapper_ends(tasks[:2]), *ended.wrapper_ends()]) == {leftover.pid: 5.0}
+        assert wrapper_sessions([*wrapper_ends(tasks[:2]), *ended.wrapper_ends()]) == {session: 5.0}
     finally:
-        for p in (leftover, pane_session):
-            p.kill()
-            p.wait()
+        os.kill(leftover, signal.SIGKILL)
+        pane_session.kill()
+        pane_session.wait()
+
+
+def test_a_session_whose_leader_lives_is_not_a_wrapper_s_whatever_its_id() -> None:
+    """A wrapper the sweep knows of has ended, so a session led by a live process under its
+    pid is somebody else's: the pid came round again (a run resumed after its wrappers died
+    unseen records their end as when it noticed, after that session began). Swept, it
+    killed a stranger's processes: never looked at, by session or start time."""
+    from zellij_swarm.engine.stopping import wrapper_sessions
+
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)  # leads its session
+    session, leftover = _leftover_in_a_session_of_its_own()
+    try:
+        noticed = time.time() + 5  # "ended" after both began, as a resumed run records it
+        sessions = wrapper_sessions([(stranger.pid, noticed), (session, noticed)])
+        assert sessions == {session: noticed}
+        found = {p.pid for p in procs.marked((b"ZSW_TEST_NO_SUCH_MARKER=1",), sessions)}
+        assert leftover in found and stranger.pid not in found
+    finally:
+        os.kill(leftover, signal.SIGKILL)
+        stranger.kill()
+        stranger.wait()
 
 
 def test_a_process_in_an_ended_wrappers_session_that_started_before_it_ended_is_a_leftover() -> None:

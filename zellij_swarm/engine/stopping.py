@@ -121,13 +121,20 @@ def wrapper_sessions(ends: Iterable[tuple[int, float]]) -> dict[int, float]:
     """The sessions of the run's ended headless wrappers (``ends``: each one's pid and end
     time, ``records.task.wrapper_ends``; the launcher starts each as a
     session leader: its pid is its session's id, and nothing of the run's stays in it after
-    it) that some process is in now, with when each wrapper ended (``procs.marked``). A
-    pane's session is its multiplexer's and holds its pane leader, and the hold before Zellij
-    0.44, as long as the pane stays: never swept by session. Only those some process is in:
-    a few, where a run has 100,000 attempts (a mapping of them all was the largest thing its
-    end made). A process found later in another of them was forked by one there now."""
-    now = procs.session_ids()
-    return {pid: ended_at for pid, ended_at in ends if pid in now}
+    it) that some process is in now, their leader gone, with when each wrapper ended
+    (``procs.marked``). A pane's session is its multiplexer's and holds its pane leader, and
+    the hold before Zellij 0.44, as long as the pane stays: never swept by session. Only
+    those some process is in: a few, where a run has 100,000 attempts (a mapping of them all
+    was the largest thing its end made). A process found later in another of them was forked
+    by one there now.
+
+    A session whose leader lives is not a wrapper's: every wrapper here has ended, so its
+    pid came round again, to a process that leads a session of its own — a login shell,
+    another run's wrapper. The start-time check of ``procs.marked`` cannot tell: a run
+    resumed after its wrappers died unseen records each such end as when it noticed it,
+    after that stranger's session began (swept, it was killed)."""
+    left = procs.leaderless_sessions()
+    return {pid: ended_at for pid, ended_at in ends if pid in left}
 
 
 class Stopper:

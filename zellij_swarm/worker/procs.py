@@ -49,11 +49,13 @@ def _session(pid: int) -> int | None:
         return None
 
 
-def session_ids() -> set[int]:
-    """The sessions the processes there are now (but us) are in."""
+def leaderless_sessions() -> set[int]:
+    """The sessions processes there are in now (but us) whose leader — the process whose pid
+    is the session's id — is gone: what an ended session leader left behind. A session whose
+    leader lives is that process's, whatever once ended under the same pid."""
     me = os.getpid()
-    return {sid for name in os.listdir("/proc")
-            if name.isdigit() and int(name) != me and (sid := _session(int(name))) is not None}
+    pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    return {sid for pid in pids if pid != me and (sid := _session(pid)) is not None and sid not in pids}
 
 
 def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None) -> list[psutil.Process]:
