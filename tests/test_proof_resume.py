@@ -171,7 +171,8 @@ def test_replay_reads_the_dispatch_counts_of_every_supervisor() -> None:
     assert (stats.batch_count, stats.largest_batch, stats.backfill_count) == (2, 2, 2)
     assert stats.first_batch_reserved_at == 1.1 and stats.first_batch == [(1, 1), (2, 1)]
     # The next dispatch goes on counting as the first supervisor would have.
-    stats.batch(1, 4.0, [(1, 3)])
+    stats.reserved(4.0, (1, 3))
+    stats.batch(1)
     assert (stats.batch_count, stats.first_batch) == (2, [(1, 1), (2, 1)])
 
 
@@ -186,6 +187,13 @@ def test_first_batch_whose_event_a_kill_swallowed_ends_at_the_resume() -> None:
             {"ts": 5.2, "event": "batch_dispatch_started", "size": 1}]
     assert metrics.first_batch(lost) == (5.1, [(3, 1)])
     assert metrics.DispatchStats.replay(lost).first_batch == [(3, 1)]
+    # Replayed before its own reservations, a resuming supervisor goes on as the log reads:
+    # after reservations without their event, its own are not the first batch; after none, they are.
+    for log, first in ((head, [(1, 1), (2, 1)]), ([{"ts": 5.0, "event": "run_resumed"}], [(3, 1)])):
+        stats = metrics.DispatchStats.replay(log)
+        stats.reserved(5.1, (3, 1))
+        stats.batch(1)
+        assert stats.first_batch == first
 
 
 # ----- proof answers in every state ------------------------------------------------------------

@@ -467,6 +467,13 @@ PANES: tuple[Case, ...] = (
     Case("slots-past-the-visible-cap-run-headless", (A, B), {"a": Want("succeeded"), "b": Want("succeeded")},
          mux=Mux(visible=1), mux_calls=(("launch", "a"), ("ended", "a", "succeeded", "succeeded")),
          order=("slot_reserved a", "slot_reserved b", "pane_opened a", "worker_completed a")),
+    # the first batch is every slot reserved in the first pass: a pane that opens late
+    # counts in its launch span, as proof reads the log (it left it out: proof disagreed)
+    Case("a-first-batch-of-panes-and-headless-slots-is-one", (A, B, C), {n: Want("succeeded") for n in "abc"},
+         flags={"jobs": 3}, mux=Mux(visible=1, panes={"a": (Pane(delay=0.5),)}),
+         order=("slot_reserved a", "slot_reserved c", "batch_dispatch_started", "worker_launch_invoked c",
+                "batch_dispatch_completed", "pane_opened a"),
+         metrics={"first_batch_launch_span_ms": 500.0, "batch_dispatch_count": 1, "largest_batch_size": 2}),
     Case("no-inotify-watch-polls", (A,), {"a": Want("succeeded")}, mux=Mux(), watch_fails=True,
          warnings=("watch_failed", "watch_failed"), works=works(a=Work(after=2)),
          order=("warning watch_failed", "pane_opened a", "worker_heartbeat_seen a", "worker_completed a")),

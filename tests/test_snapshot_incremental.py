@@ -71,7 +71,10 @@ def test_accumulator_agrees_with_compute_on_random_histories(seed: int) -> None:
             # has no attempt; the slot's next is not a member)
             slots = sorted({b.slot for b in attempts})
             members = [(slot, 1) for slot in rng.sample(slots, min(len(slots), rng.randint(1, 8)))]
-            stats.batch(len(members), rng.uniform(0, 5), members)
+            at = rng.uniform(0, 5)
+            for member in members:
+                stats.reserved(at, member)
+            stats.batch(len(members))
         acc.add(a)
         seen.append(a)
         if rng.random() < 0.3 or i == len(attempts) - 1:
@@ -161,7 +164,8 @@ class FakeRun:
         task.start_generation(slot, self._gens[slot])
         self.busy[slot] = task
         if not self.stats.first_batch:
-            self.stats.batch(1, self.now - 0.01, [(slot, self._gens[slot])])
+            self.stats.reserved(self.now - 0.01, (slot, self._gens[slot]))
+            self.stats.batch(1)
 
     def end(self, slot: int, rng: random.Random) -> None:
         task = self.busy.pop(slot)

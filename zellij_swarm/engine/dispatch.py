@@ -1,5 +1,6 @@
 """Dispatch: every free slot a ready task can use is reserved, its generation written and
-started, in batches — headless ones through the launcher at once, those whose slot the
+started, in batches — headless ones through the launcher at once (a large batch's in chunks
+as it is reserved), those whose slot the
 backend shows once the backend's thread has said how each runs (its pane, or headless), so
 that a slow multiplexer never holds up a headless start. How each start went comes back
 through ``launched``. A task with a worktree gets it (made, or its own again) at its
@@ -40,7 +41,7 @@ class Dispatcher:
     def __init__(self, *, run_id: str, paths: rundir.RunPaths, cwd: str, tasks: TaskTable,
                  ready: ReadyQueue, slots: Slots, live: dict[int, LiveGen], backend: OffLoopBackend,
                  headless: HeadlessWorkers, follow: GenerationWatch, events: EventLog, stats: metrics.DispatchStats,
-                 wallclock: Callable[[], float], stopping: Callable[[], bool],
+                 stopping: Callable[[], bool],
                  launched: Callable[[LiveGen, LaunchResult], None], worktrees: Worktrees, shells: ShellPool,
                  executor: SlurmExecutor | None = None, live_panes: bool = False) -> None:
         self._run_id = run_id
@@ -55,7 +56,6 @@ class Dispatcher:
         self._follow = follow
         self._events = events
         self._stats = stats
-        self._wallclock = wallclock
         self._stopping = stopping
         self._launched = launched
         self._shells = shells
@@ -72,13 +72,13 @@ class Dispatcher:
             self._batch()
 
     def _batch(self) -> None:
-        """Reserve the free slots and start their generations together: headless ones as
-        they are reserved, ``START_CHUNK`` at a time (so the first wrappers run while the
-        rest of a large batch is still being reserved); those whose slot the backend shows
-        once its thread has said how (pane or headless). Each generation's directory is made
+        """Reserve the free slots and start their generations together: headless ones
+        ``START_CHUNK`` at a time while more are reserved (so the first wrappers of a batch
+        of more than a chunk run while the rest are still being reserved), the last of them
+        after the last reservation; those whose slot the backend shows once its thread has
+        said how (pane or headless). Each generation's directory is made
         at its reservation, so its number is on disk before anything else can happen to it (a
         supervisor killed meanwhile leaves a generation ``resume`` knows never ran)."""
-        reserved_at = self._wallclock()
         shown: list[LiveGen] = []
         headless: list[LiveGen] = []  # reserved, not started yet
         started: list[LiveGen] = []  # of this batch, started while it was still being reserved
@@ -102,12 +102,11 @@ class Dispatcher:
                 self._go(chunk)
                 started += chunk
                 headless = []
-        self._start_generations(headless, reserved_at, started=started)
+        self._start_generations(headless, started=started)
         if shown:
             for lg in shown:
                 lg.move(GenPhase.OPENING)
-            self._backend.pane_modes([lg.gen.slot for lg in shown],
-                                     lambda modes: self._panes_decided(shown, modes, reserved_at))
+            self._backend.pane_modes([lg.gen.slot for lg in shown], lambda modes: self._panes_decided(shown, modes))
 
     def _enter_worktree(self, lg: LiveGen) -> bool:
         """Give the generation its task's worktree: made on its first generation, the same
@@ -122,19 +121,19 @@ class Dispatcher:
             return False
         return True
 
-    def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None], reserved_at: float) -> None:
+    def _panes_decided(self, batch: list[LiveGen], modes: list[PaneMode | None]) -> None:
         for lg, mode in zip(batch, modes, strict=True):
             lg.pane = mode
             lg.request = replace(lg.request, pane=mode is not None)
-        self._start_generations(batch, reserved_at)
+        self._start_generations(batch)
 
-    def _start_generations(self, batch: list[LiveGen], reserved_at: float,
-                           started: list[LiveGen] | None = None) -> None:
+    def _start_generations(self, batch: list[LiveGen], started: list[LiveGen] | None = None) -> None:
         """Write each generation of ``batch`` and start them all: the batch's events, then
         ``_go``. ``started`` are the batch's members started already, while it was being
-        reserved: ``batch_dispatch_started`` counts them and follows the batch's last
-        reservation, so the reservations before it are the whole batch to every reader
-        (``metrics.first_batch``)."""
+        reserved: ``batch_dispatch_started`` counts them in its ``size`` and follows the
+        batch's last reservation. (The first batch, to every reader, is every reservation
+        before the run's first such event — its pane generations', reserved in the same pass,
+        too: ``metrics.DispatchStats``.)"""
         written = self._written(batch)
         members = [*(started or ()), *written]
         if not members:
@@ -142,7 +141,7 @@ class Dispatcher:
         is_batch = len(members) > 1 or self._stats.batch_count == 0
         if is_batch:
             self._events.emit("batch_dispatch_started", size=len(members))
-        self._stats.batch(len(members), reserved_at, [(lg.gen.slot, lg.gen.gen) for lg in members])
+        self._stats.batch(len(members))
         self._go(written)
         if is_batch:
             self._events.emit("batch_dispatch_completed", size=len(members))
@@ -190,7 +189,8 @@ class Dispatcher:
         backfill = gen_no > 1
         gen = self._paths.gen(slot, gen_no)
         task.start_generation(slot, gen_no)
-        self._events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
+        reserved = self._events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
+        self._stats.reserved(reserved["ts"], (slot, gen_no))
         if backfill:
             self._stats.backfill_count += 1
             self._events.emit("backfill", task=task.name, slot=slot, gen=gen_no)

@@ -62,22 +62,36 @@ def first_batch(events: Iterable[object]) -> tuple[float | None, list[tuple[int,
 class DispatchStats:
     """What the dispatcher itself counts. A batch is counted when it has more than one member,
     or when it is the run's first; it is exactly when the dispatcher writes
-    ``batch_dispatch_started``, so ``replay`` reads the counts back from those events."""
+    ``batch_dispatch_started``, so ``replay`` reads the counts back from those events. The
+    first batch is what ``first_batch`` reads in the log — every reservation before the first
+    ``batch_dispatch_started`` — taken as the dispatcher writes them (``reserved``): the pane
+    and the headless generations of its first pass alike, though the panes' start comes later
+    (their batch event too). Counting only the members of the first start, a run with more
+    slots than panes measured a span of its headless members alone, and ``proof``, which reads
+    the log, found the figures apart by the time the panes took to open."""
 
     batch_count: int = 0
     largest_batch: int = 0
     first_batch_reserved_at: float | None = None
     first_batch: list[tuple[int, int]] = field(default_factory=list)  # (slot, generation)
+    first_batch_open: bool = True  # its reservations are still being written: no batch event yet
     backfill_count: int = 0
     # Refill as the supervisor saw it, on its monotonic clock: from taking a worker's end to
     # the next worker of that slot reported running (ms). File times (``refill_latency_ms``)
     # are a kernel tick coarse; these are exact, but only this supervisor's (not replayed).
     seen_refill: RoundedQuantiles = field(default_factory=lambda: RoundedQuantiles(2))
 
-    def batch(self, size: int, reserved_at: float, members: list[tuple[int, int]]) -> None:
-        if self.first_batch_reserved_at is None:
-            self.first_batch_reserved_at = reserved_at
-            self.first_batch = members
+    def reserved(self, at: float, member: tuple[int, int]) -> None:
+        """A ``slot_reserved`` event written at ``at`` for ``member`` (slot, generation)."""
+        if self.first_batch_open:
+            self.first_batch.append(member)
+            if self.first_batch_reserved_at is None or at < self.first_batch_reserved_at:
+                self.first_batch_reserved_at = at
+
+    def batch(self, size: int) -> None:
+        """``size`` generations started together (a batch event written when it counts: the
+        first one always is, which ends the first batch)."""
+        self.first_batch_open = False
         if size > 1 or self.batch_count == 0:
             self.batch_count += 1
         self.largest_batch = max(self.largest_batch, size)
@@ -109,6 +123,9 @@ class DispatchStats:
         stats.first_batch_reserved_at, stats.first_batch = first_batch(stream)
         for _ in stream:  # the rest, counted
             pass
+        # reservations without a batch event end at the resume that follows (``first_batch``);
+        # with none, the resuming supervisor's first reservations are the first batch
+        stats.first_batch_open = not stats.first_batch and stats.batch_count == 0
         return stats
 
 

@@ -405,7 +405,7 @@ class Supervisor:
             self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
-                events=self.events, stats=self.stats, wallclock=self.wallclock, stopping=self._holding_dispatch,
+                events=self.events, stats=self.stats, stopping=self._holding_dispatch,
                 launched=self.gens.launched, worktrees=self.worktrees, shells=self.shells, executor=self.executor,
                 live_panes=self.settings.ui == "live")
             self.dispatcher.fill()
