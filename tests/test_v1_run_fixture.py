@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,8 @@ def test_logs_report_and_proof_read_its_generations(swarm: Swarm, v1: Path, tmp_
     res = swarm("report", RUN, "--html", str(page))
     assert res.code == 0, res.stderr
     html = page.read_text()
-    assert all(name in html for name, row in RECORDED.items() if row[4])  # a bar per attempt
+    # a bar per attempt, its title the task's
+    assert {name for name, row in RECORDED.items() if row[4]} == set(re.findall(r"<title>([^<·]+) · attempt 1 ", html))
 
     res = swarm("proof", RUN, "--json")
     assert res.code == 0, res.stderr
