@@ -5,6 +5,7 @@ and a run stopped or killed before the end of its input says that the rest was n
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -115,3 +116,58 @@ def _supervisor(shell: int) -> psutil.Process:
         except psutil.NoSuchProcess:
             continue
     raise AssertionError("no supervisor")
+
+
+def test_a_task_added_while_stdin_is_read_never_takes_a_name_the_input_will_give(swarm, tmp_path):
+    """The input names its tasks ``task-N`` in its order, as it reads them: an ``add`` meanwhile
+    must not take such a name. An unnamed one took ``task-<n+1>``, the name of the next task
+    read — and the supervisor died of the clash (or, the added task ended and let go, the two
+    shared a name and ``resume`` credited one's run to the other)."""
+    fifo = tmp_path / "input"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(["sh", "-c", f"exec {' '.join(swarm.cmd('run', '-j', '2', '-', '--output', 'quiet'))} "
+                                         f"< {fifo}"], cwd=swarm.cwd, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        with open(fifo, "w") as producer:
+            producer.write("echo one >> ledger\n")
+            producer.flush()
+            wait_until(lambda: (swarm.cwd / "ledger").exists(), what="the first task read")
+            run = swarm.latest().name
+            unnamed = swarm("add", run, "--", "sh", "-c", "echo added >> ledger")
+            assert unnamed.code == 0, unnamed.stderr
+            taken = swarm("add", run, "--name", "task-3", "--", "true")  # the third task the input will give
+            assert taken.code != 0 and "task-3" in taken.stderr and "stdin" in taken.stderr, taken
+            producer.write("echo two >> ledger\necho three >> ledger\n")
+        assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_run_processes(swarm.latest().name)
+    tasks = swarm.tasks()
+    assert sorted(tasks) == ["added-1", "task-1", "task-2", "task-3"]
+    assert {t["status"] for t in tasks.values()} == {"succeeded"}
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == ["added", "one", "three", "two"]
+
+
+def test_the_names_the_input_will_give_are_kept_from_every_addition(tmp_path):
+    """``add`` and follow-ups alike: while the run reads stdin (here 4 tasks read so far), an
+    unnamed addition is ``added-N``, and a ``task-N`` past those read is refused with one line."""
+    from zellij_swarm import exc
+    from zellij_swarm.config import additions
+
+    def kept(name: str) -> bool:
+        return name.startswith("task-") and int(name[5:]) > 4
+
+    known = [f"task-{n}" for n in range(1, 5)]
+    specs = additions.from_message([{"cmd": "true"}, {"cmd": "true"}], known, tmp_path, kept=kept)
+    assert [s.name for s in specs] == ["added-1", "added-2"]
+    assert [s.name for s in additions.from_message([{"cmd": "true"}], known, tmp_path)] == ["task-5"]  # no stream
+    with pytest.raises(exc.UsageError, match="'task-5' is the one the run will give a task it has still to read"):
+        additions.from_message([{"name": "task-5", "cmd": "true"}], known, tmp_path, kept=kept)
+    followups = tmp_path / "followups.jsonl"
+    followups.write_text('{"name": "task-9", "cmd": "true"}\n{"cmd": "true"}\n')
+    batch = additions.from_followups(followups, "parent", known, tmp_path, kept=kept)
+    assert [s.name for s in batch.specs] == ["parent/followup-2"] and len(batch.errors) == 1
+    assert "task-9" in batch.errors[0] and "stdin" in batch.errors[0]

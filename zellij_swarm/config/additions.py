@@ -10,7 +10,7 @@ recognised as a duplicate and does not run twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,31 +28,50 @@ class Batch:
     duplicates: list[str] = field(default_factory=list)
 
 
-def from_message(raw_tasks: object, known: Iterable[str], base: Path,
-                 groups: Iterable[str] = ()) -> list[swarmfile.TaskSpec]:
+def _never(name: str) -> bool:
+    return False
+
+
+def from_message(raw_tasks: object, known: Iterable[str], base: Path, groups: Iterable[str] = (),
+                 kept: Callable[[str], bool] = _never) -> list[swarmfile.TaskSpec]:
     """An ``add`` message's tasks; raises ``exc.UsageError`` with one line if any is invalid
-    (then none is added). ``groups``: the run's, the only ones its tasks may name."""
+    (then none is added). ``groups``: the run's, the only ones its tasks may name. ``kept``:
+    the names the run's input, still being read, will give its tasks (``Supervisor.kept_name``):
+    not one of them is taken, nor given to an unnamed task."""
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise exc.UsageError("add: no tasks given")
     known = set(known)
     specs: list[swarmfile.TaskSpec] = []
     for i, raw in enumerate(raw_tasks):
         if isinstance(raw, dict) and "name" not in raw:
-            raw = {**raw, "name": _free_name(known | {s.name for s in specs})}
-        specs.append(swarmfile.task_from_dict(raw, i, "add", base))
+            raw = {**raw, "name": _free_name(known | {s.name for s in specs}, kept)}
+        spec = swarmfile.task_from_dict(raw, i, "add", base)
+        _refuse_kept(spec.name, kept)
+        specs.append(spec)
     swarmfile.validate(specs, known=known, groups=groups)
     return specs
 
 
-def _free_name(taken: set[str]) -> str:
-    n = len(taken) + 1
-    while f"task-{n}" in taken:
+def _free_name(taken: set[str], kept: Callable[[str], bool]) -> str:
+    """``task-N``, the first free after as many as are taken; while the run still reads tasks
+    from stdin, which names them ``task-N`` in its order, ``added-N`` instead."""
+    prefix = "added" if kept(f"task-{len(taken) + 1}") else "task"
+    n = 1 if prefix == "added" else len(taken) + 1
+    while f"{prefix}-{n}" in taken:
         n += 1
-    return f"task-{n}"
+    return f"{prefix}-{n}"
 
 
-def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, groups: Iterable[str] = ()) -> Batch:
-    """The follow-up lines a generation left in its artifact directory."""
+def _refuse_kept(name: str, kept: Callable[[str], bool]) -> None:
+    if kept(name):
+        raise exc.UsageError(f"the name {name!r} is the one the run will give a task it has still to read from "
+                             "stdin (task-N, in input order); give this task another name")
+
+
+def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, groups: Iterable[str] = (),
+                   kept: Callable[[str], bool] = _never) -> Batch:
+    """The follow-up lines a generation left in its artifact directory (``kept``: as for
+    ``from_message``)."""
     out = Batch()
     try:
         with open(path, "rb") as f:
@@ -79,6 +98,7 @@ def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, gr
             continue
         try:
             spec = swarmfile.task_from_dict(raw, lineno - 1, f"{path}:{lineno}", base)
+            _refuse_kept(spec.name, kept)
             swarmfile.validate([spec], known=taken, groups=groups)
         except exc.UsageError as e:
             out.errors.append(f"{path}:{lineno}: {e}")

@@ -31,6 +31,7 @@ class ControlledRun(Protocol):
 
     def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None: ...
     def task_names(self) -> Iterable[str]: ...
+    def kept_name(self, name: str) -> bool: ...  # the input still to be read will give a task this name
 
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
@@ -82,7 +83,8 @@ class Control:
         path = f"{generation_files.plain(lg.gen, generation_files.ARTIFACTS)}/{additions.FOLLOWUPS}"
         if not os.path.exists(path):  # once per task: a plain string, not a pathlib join
             return
-        batch = additions.from_followups(Path(path), lg.task.name, self.run.task_names(), self.cwd, self.run.groups)
+        batch = additions.from_followups(Path(path), lg.task.name, self.run.task_names(), self.cwd, self.run.groups,
+                                         kept=self.run.kept_name)
         self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
@@ -127,7 +129,8 @@ class Control:
         if self.run.is_stopping():
             return {"ok": False, "error": f"run {self.run_id} is stopping; nothing added"}
         try:
-            specs = additions.from_message(msg.body.get("tasks"), self.run.task_names(), self.cwd, self.run.groups)
+            specs = additions.from_message(msg.body.get("tasks"), self.run.task_names(), self.cwd, self.run.groups,
+                                           kept=self.run.kept_name)
         except exc.UsageError as e:
             return {"ok": False, "error": str(e)}
         self.run.add_live(specs, source=f"add {msg.id}")

@@ -67,7 +67,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.shells import ShellPool
 from zellij_swarm.records.states import TaskStatus, all_succeeded
-from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, task_id, wrapper_ends
+from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, input_number, task_id, wrapper_ends
 from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.watch import Inotify, Watcher
 from zellij_swarm.worker import worktree, wrapper
@@ -327,6 +327,13 @@ class Supervisor:
         """The names every task of the run has taken, ended ones' too."""
         yield from self.tasks.names()
         yield from self.ended.names()
+
+    def kept_name(self, name: str) -> bool:
+        """A name the run's input will give a task it has still to read (``task-N`` past the
+        tasks read so far, while stdin is read: SPEC §4.6), which no addition may take."""
+        stream = self.plan.stream
+        number = input_number(name)
+        return stream is not None and not stream.ended and number is not None and number > stream.tasks_read
 
     def _let_go_of_ended(self) -> None:
         """Keep of each task that reached its final status only what the run still asks of

@@ -21,9 +21,17 @@ from zellij_swarm.records.generation_files import ExitRecord
 from zellij_swarm.records.rows import AttemptRow, OptionalFields, TaskRow, WarningRow
 from zellij_swarm.records.states import TaskStatus, transition
 
-# The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``): such a
-# task's row also carries its command, which is what a person recognises it by.
-GENERATED_NAME = re.compile(r"task-[1-9][0-9]*")
+# The names given to tasks that have none (a line of a lines file, ``add RUN -- CMD``; an
+# unnamed addition while the input is still read from stdin, ``added-N``): such a task's row
+# also carries its command, which is what a person recognises it by.
+GENERATED_NAME = re.compile(r"(?:task|added)-[1-9][0-9]*")
+_INPUT_NAME = re.compile(r"task-([1-9][0-9]*)")
+
+
+def input_number(name: str) -> int | None:
+    """N of ``task-N``: the name a run's input gives its N-th task (None: another name)."""
+    m = _INPUT_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
 LOST_RERUNS = 3  # executor_lost re-runs a task gets without using an attempt (last_end_is_free)
 
 
