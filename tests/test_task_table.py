@@ -134,3 +134,19 @@ def test_a_task_may_depend_on_one_given_after_it() -> None:
     starts = {e["task"]: e["ts"] for e in r.events if e["event"] == "slot_reserved"}
     ends = {e["task"]: e["ts"] for e in r.events if e["event"] in ("worker_completed", "worker_failed")}
     assert starts["a"] >= ends["c"] and starts["b"] >= ends["d"]
+
+
+def test_a_task_skipped_as_it_is_added_skips_those_already_waiting_on_it() -> None:
+    """An addition whose task depends on one given after it (``y`` after ``x``) queues ``y``
+    first; ``x``, after a task that already failed, is skipped as it is queued — and so is
+    ``y``, which waited on it (left waiting, the run ended with it pending, never run)."""
+    from harness import Message
+
+    adds = ({"name": "x", "cmd": "fake x", "after": ["f", "z"]}, {"name": "y", "cmd": "fake y", "after": ["x"]},
+            {"name": "z", "cmd": "fake z"})
+    with Harness(works=works(f=Work(after=1, code=1), long=Work(after=5), z=Work(after=1)), jobs=2) as h:
+        r = h.run([task("f"), task("long")], messages=(Message(2, "add", adds),))
+    assert r.replies == [{"ok": True, "added": ["x", "y", "z"]}]
+    assert {n: (str(t.status), t.reason) for n, t in r.tasks.items()} == {
+        "f": ("failed", None), "long": ("succeeded", None), "z": ("succeeded", None),
+        "x": ("skipped", "dependency_failed"), "y": ("skipped", "dependency_failed")}

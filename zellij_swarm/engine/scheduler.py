@@ -76,15 +76,16 @@ class ReadyQueue:
 
     def add(self, task: str, *, after: Iterable[str], priority: int, order: int,
             group: str | None = None) -> list[str]:
-        """Register a task; returns tasks that must be skipped right away (a dependency
-        already ended without succeeding: this one, and nothing else yet depends on it)."""
-        self._rank_as(task, priority, order)
-        if group is not None:  # most tasks have none: ``_group.get`` says None for them
-            self._group[task] = group
+        """Register a task; returns tasks that must be skipped right away: when a dependency
+        already ended without succeeding, this one — and the tasks already waiting on it (a
+        dependency may name a task given later in the same addition, queued after it)."""
         deps = {dep for dep in after if not self._ended.get(dep)}
         if any(dep in self._ended for dep in deps):  # ended, not succeeded: O(deps), never O(ended)
             self._ended[task] = False
-            return [task]
+            return [task, *self._skip_waiting_on(task)]
+        self._rank_as(task, priority, order)
+        if group is not None:  # most tasks have none: ``_group.get`` says None for them
+            self._group[task] = group
         if not deps:
             self._push(task)
             return []
@@ -216,7 +217,6 @@ class ReadyQueue:
         self._forget_rank(task)
         self._ended[task] = succeeded
         ready: list[str] = []
-        skipped: list[str] = []
         if succeeded:
             for dep in self._dependents.pop(task, []):
                 waiting = self._waiting_on.get(dep)
@@ -227,7 +227,13 @@ class ReadyQueue:
                     del self._waiting_on[dep]
                     self._push(dep)
                     ready.append(dep)
-            return ready, skipped
+            return ready, []
+        return ready, self._skip_waiting_on(task)
+
+    def _skip_waiting_on(self, task: str) -> list[str]:
+        """``task`` ended without succeeding: every task waiting on it, directly or not, is
+        skipped (returned, in the order found)."""
+        skipped: list[str] = []
         stack = [task]
         while stack:
             for dep in self._dependents.pop(stack.pop(), []):
@@ -237,7 +243,7 @@ class ReadyQueue:
                     self._ended[dep] = False
                     skipped.append(dep)
                     stack.append(dep)
-        return ready, skipped
+        return skipped
 
     def drain(self) -> list[str]:
         """Every task not yet handed out (ready or waiting), removed from the queue."""
