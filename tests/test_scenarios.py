@@ -365,6 +365,19 @@ OUTCOME_RULE: tuple[Case, ...] = (
          works=works(a=Work(after=1, code=1), b=Work(after=1)), flags={"halt": "now"}, warnings=("halted",)),
     Case("restart-requested-as-it-exits-0", (A,), {"a": Want("succeeded", code=0)},
          works=works(a=Work(after=1)), messages=(Message(1, "restart", ("a",)),)),
+    # a cancel while the ladder of a restart, or of a timeout with retries left, is still at
+    # work takes its place: the task ends cancelled and is not run again (it was: the cancel
+    # was dropped, the reply said "cancelled")
+    Case("cancel-while-a-restart-ends-the-worker", (A,), {"a": Want("cancelled", "cancelled_by_user", code=143)},
+         exit=1, works=works(a=Work(after=30, term_takes=2)),
+         messages=(Message(1, "restart", ("a",)), Message(2, "cancel", ("a",))),
+         replies=({"ok": True, "restarted": ["a"]}, {"ok": True, "cancelled": ["a"]}),
+         order=("kill_sent a", "inbox_consumed", "worker_failed a", "task_cancelled a")),
+    Case("cancel-while-a-timeout-ends-the-worker", (task("a", timeout=1, retries=2),),
+         {"a": Want("cancelled", "cancelled_by_user", code=143)}, exit=1,
+         works=works(a=Work(after=30, term_takes=2)), messages=(Message(2, "cancel", ("a",)),),
+         replies=({"ok": True, "cancelled": ["a"]},),
+         order=("kill_sent a", "inbox_consumed", "worker_failed a", "task_cancelled a")),
     Case("stopped-supervisor-wakes-after-the-limit", (task("a", timeout=4),), {"a": Want("succeeded", code=0)},
          works=works(a=Work(after=2)), stopped=(1, 5)),
     Case("stopped-supervisor-wakes-after-a-failure", (task("a", timeout=4),), {"a": Want("failed", code=3)},

@@ -56,6 +56,8 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job
 
+# The kills that end a task for good, whatever other kill of its generation is under way
+FINAL_KILLS = frozenset({"cancelled_by_user", "halted"})
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 Warn = Callable[[str, str, TaskRecord | None], None]
@@ -486,8 +488,15 @@ class Generations:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
         it is ended the moment it starts. In a pane that never started its wrapper: the
         claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
-        (``stopping``)."""
-        if lg.collected or lg.kill is not KillState.NONE:
+        (``stopping``). A kill that ends its task for good (``FINAL_KILLS``) asked while
+        another is under way — a restart's, a timeout's — takes that one's place: the ladder
+        goes on as it was, and what it ends is the cancel's (the task is not run again)."""
+        if lg.collected:
+            return
+        if lg.kill is not KillState.NONE:
+            if reason in FINAL_KILLS and lg.kill_reason not in FINAL_KILLS:
+                lg.kill_reason = reason
+                self._record_kill_reason(lg, reason)  # its moment sent, if any, kept
             return
         lg.request_kill(reason)
         self._carry_out_kill(lg, reason)
@@ -501,10 +510,7 @@ class Generations:
     def _carry_out_kill(self, lg: LiveGen, reason: str) -> None:
         if lg.opening:
             return  # ended as soon as the backend says how it starts (``_launched``)
-        try:
-            generation_files.write_kill_reason(lg.gen, reason)
-        except OSError as e:
-            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+        self._record_kill_reason(lg, reason)
         if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
             self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
@@ -516,6 +522,11 @@ class Generations:
             return  # handed to the launcher, not started yet: ended the moment it starts
         self.stopper.end_tree(lg)
 
+    def _record_kill_reason(self, lg: LiveGen, reason: str) -> None:
+        try:
+            generation_files.write_kill_reason(lg.gen, reason)
+        except OSError as e:
+            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
     def delivered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         """A signal of a generation's ladder came out. The first that reached the worker is
         the moment its kill was *sent* (recorded with the kill's reason, and in the event
