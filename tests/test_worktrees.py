@@ -365,3 +365,38 @@ def test_a_run_planned_without_worktrees_fails_a_task_that_asks_for_one_later(tm
     with pytest.raises(worktree.WorktreeError, match="the run has no base commit for worktrees"):
         wts.ready("t9", spec, cwd=str(tmp_path), tasks=[("t9", spec)])
     assert not (tmp_path / "worktrees").exists()
+
+
+def test_a_branch_name_counts_the_tasks_the_run_let_go_of(swarm: Swarm) -> None:
+    """Branch names are given in id order over every worktree task, so a retry or a resume
+    gives the same ones. A task that ended before any later one was dispatched (skipped: its
+    dependency failed) and was let go (``EndedTasks``) dropped out of that order: the next task
+    of the same name took its branch, which a retry of it then found taken."""
+    repo(swarm, {"README": "x\n", "s.toml": """
+[swarm]
+jobs = 1
+
+[[task]]
+name = "setup"
+cmd = "false"
+
+[[task]]
+name = "fix:bug"
+cmd = "true"
+after = ["setup"]
+
+[[task]]
+name = "between"
+worktree = false
+cmd = "sleep 1"
+
+[[task]]
+name = "fix bug"
+cmd = "true"
+"""})
+    code, err, rundir = run(swarm, "s.toml", "--worktree")
+    assert code == 1, err
+    rid = rundir.name
+    tasks = swarm.tasks(rundir)
+    assert tasks["fix:bug"]["status"] == "skipped" and tasks["fix bug"]["status"] == "succeeded"
+    assert sorted(swarm_branches(swarm)) == [f"swarm/{rid}/fix-bug-t4", f"swarm/{rid}/setup"]

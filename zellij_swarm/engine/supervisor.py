@@ -341,7 +341,10 @@ class Supervisor:
         100,000 tasks then holds the records of those still to end, not of every task. A
         live generation may still hold the record it ran (until its slot is released)."""
         for task in snapshot.take_settled(self):
-            if task.status.terminal and self.tasks.remove(task):
+            if not task.status.terminal or task.id not in self.tasks:
+                continue
+            self.worktrees.name_before_letting_go(task.id, task.spec, self.tasks.specs())
+            if self.tasks.remove(task):
                 self.ended.add(task)
 
     def _start_retry(self, rec: Recovered) -> None:

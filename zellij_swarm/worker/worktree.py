@@ -170,8 +170,12 @@ class BranchNames:
         self._given: dict[str, str] = {}  # task id -> component
         self._taken: set[str] = set()
 
+    def given(self, task_id: str) -> bool:
+        return task_id in self._given
+
     def of(self, task_id: str, tasks: Iterable[tuple[str, str]]) -> str:
-        """The branch of ``task_id``; ``tasks``: every worktree task as (id, name), in id order."""
+        """The branch of ``task_id``; ``tasks``: every worktree task as (id, name), in id order
+        (those the run let go of since they were named need not be in it)."""
         for tid, name in tasks:
             if tid not in self._given:
                 component = branch_component(name, tid)
@@ -249,11 +253,21 @@ class Worktrees:
         place(self.base, spec.cwd or cwd)  # a cwd outside the repository fails before anything is made
         wt = self._made.get(task_id) or self.existing(task_id)
         if wt is None:
-            branch = self._names.of(task_id, ((tid, s.name) for tid, s in tasks if self.wanted(s)))
-            wt = self._add(self.base, self.path(task_id), branch)
+            wt = self._add(self.base, self.path(task_id), self._branch(task_id, tasks))
         wt.new_attempt()
         self._made[task_id] = wt
         return wt
+
+    def name_before_letting_go(self, task_id: str, spec: TaskSpec, tasks: Iterable[tuple[str, TaskSpec]]) -> None:
+        """The run lets go of ``task_id``'s record (it ended; ``records.task.EndedTasks``): a
+        worktree task not named yet (it never ran: skipped, cancelled) is named now, so that
+        the later tasks' names still count it, as a retry or a resume, which hold every task,
+        will (``tasks``: as for ``ready``)."""
+        if self.base is not None and self.wanted(spec) and not self._names.given(task_id):
+            self._branch(task_id, tasks)
+
+    def _branch(self, task_id: str, tasks: Iterable[tuple[str, TaskSpec]]) -> str:
+        return self._names.of(task_id, ((tid, s.name) for tid, s in tasks if self.wanted(s)))
 
     def existing(self, task_id: str) -> Worktree | None:
         """The worktree of ``task_id`` if an earlier generation made it (for ``resume``)."""
