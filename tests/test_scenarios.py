@@ -373,6 +373,11 @@ OUTCOME_RULE: tuple[Case, ...] = (
          messages=(Message(1, "restart", ("a",)), Message(2, "cancel", ("a",))),
          replies=({"ok": True, "restarted": ["a"]}, {"ok": True, "cancelled": ["a"]}),
          order=("kill_sent a", "inbox_consumed", "worker_failed a", "task_cancelled a")),
+    # a stop of the whole run runs nothing again anyway: the kill under way keeps its reason
+    Case("halt-while-a-timeout-ends-the-worker", (task("a", timeout=1, retries=2), B),
+         {"a": Want("timed_out", "timeout", code=143), "b": Want("failed", code=1)}, exit=1,
+         works=works(a=Work(after=30, term_takes=2), b=Work(after=1.5, code=1)), flags={"halt": "now"},
+         warnings=("halted",), order=("kill_sent a", "worker_failed b", "worker_failed a", "task_timed_out a")),
     Case("cancel-while-a-timeout-ends-the-worker", (task("a", timeout=1, retries=2),),
          {"a": Want("cancelled", "cancelled_by_user", code=143)}, exit=1,
          works=works(a=Work(after=30, term_takes=2)), messages=(Message(2, "cancel", ("a",)),),

@@ -56,8 +56,6 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job
 
-# The kills that end a task for good, whatever other kill of its generation is under way
-FINAL_KILLS = frozenset({"cancelled_by_user", "halted"})
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 Warn = Callable[[str, str, TaskRecord | None], None]
@@ -488,15 +486,17 @@ class Generations:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
         it is ended the moment it starts. In a pane that never started its wrapper: the
         claim is taken and the pane closed, nothing runs. Otherwise: the one ladder
-        (``stopping``). A kill that ends its task for good (``FINAL_KILLS``) asked while
-        another is under way — a restart's, a timeout's — takes that one's place: the ladder
-        goes on as it was, and what it ends is the cancel's (the task is not run again)."""
+        (``stopping``). A cancel of the task asked while another kill is under way — a
+        restart's, a timeout's, which would run it again — takes that one's place: the ladder
+        goes on as it was, and what it ends is the cancel's. A stop of the whole run (a halt,
+        a signal, a cancel of the run) runs nothing again anyway: the kill under way keeps
+        its reason, which is what happened."""
         if lg.collected:
             return
         if lg.kill is not KillState.NONE:
-            if reason in FINAL_KILLS and lg.kill_reason not in FINAL_KILLS:
+            if reason == "cancelled_by_user" and lg.kill_reason != reason and not self.stop.stopping:
                 lg.kill_reason = reason
-                self._record_kill_reason(lg, reason)  # its moment sent, if any, kept
+                self._record_kill_reason(lg, reason)
             return
         lg.request_kill(reason)
         self._carry_out_kill(lg, reason)
@@ -523,10 +523,13 @@ class Generations:
         self.stopper.end_tree(lg)
 
     def _record_kill_reason(self, lg: LiveGen, reason: str) -> None:
+        """``kill``: the reason, and the moment the kill was sent if it was (kept as it was)."""
         try:
-            generation_files.write_kill_reason(lg.gen, reason)
+            generation_files.write_kill_reason(lg.gen, reason, sent_at=lg.kill_sent_at,
+                                               caught=lg.kill_caught is not False)
         except OSError as e:
             self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+
     def delivered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         """A signal of a generation's ladder came out. The first that reached the worker is
         the moment its kill was *sent* (recorded with the kill's reason, and in the event
