@@ -18,11 +18,14 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
-from swarmtest import Swarm, validate
+from swarmtest import Swarm, validate, wait_until
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run-v1"
 MANIFEST = json.loads((FIXTURE / "manifest.json").read_text())
@@ -120,3 +123,27 @@ def test_resume_ends_it_running_only_what_never_ran(swarm: Swarm, v1: Path) -> N
     res = swarm("prune")
     assert res.code == 0, res.stderr
     assert swarm("logs", RUN, "prints").stdout == "hello from prints\n"  # a run's records are never pruned
+
+
+@pytest.mark.parametrize("ending", [False, True], ids=["running", "being-cancelled"])
+def test_resume_leaves_alone_a_stranger_that_took_a_lost_wrapper_s_pid(swarm: Swarm, v1: Path, ending: bool) -> None:
+    """``gate``'s wrapper is gone; its pid, in its claim, now leads somebody else's session (a
+    reboot, pids come round). Collecting it as lost, the resumed run ended what it found in
+    that session; and when the supervisor before had begun ending it (its ``kill``), it
+    carried on that ladder on the pid's process tree: a stranger's processes, both."""
+    stranger = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
+    try:
+        member = wait_until(lambda: next((p.pid for p in psutil.Process(stranger.pid).children()), None),
+                            what="the stranger's child")
+        claim = v1 / "slots/slot-1/gen-4/claim"
+        claim.write_text(f"{stranger.pid}\n")
+        os.utime(claim, ns=(MANIFEST["mtime_ns"]["slots/slot-1/gen-4/claim"],) * 2)
+        if ending:  # asked, not sent: the wrapper had claimed it, so it ran, and is lost
+            (v1 / "slots/slot-1/gen-4/kill").write_text("cancelled_by_user\n")
+        res = swarm("resume", RUN, "--output", "quiet")
+        assert res.code == 1, res.stderr
+        assert rows(swarm.summary(v1))["gate"] == ("lost", None, None, "no_exit_record", 1)
+        assert psutil.Process(member).status() != psutil.STATUS_ZOMBIE and stranger.poll() is None
+    finally:
+        os.killpg(stranger.pid, signal.SIGKILL)
+        stranger.wait()

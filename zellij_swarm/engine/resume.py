@@ -382,7 +382,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                                          group=task.spec.group):
                 run.policy.skip(run.tasks[skipped])
     for lg in to_collect:
-        _adopt(run, lg)
+        _adopt(run, lg, gone=True)
         run.gens.collect(lg)
     for lg in to_adopt:
         _adopt(run, lg)
@@ -423,9 +423,11 @@ def _status_after(task: TaskRecord) -> None:
     else:
         task.restore(last.status, last.reason)
 
-def _adopt(run: ResumedRun, lg: LiveGen) -> None:
+def _adopt(run: ResumedRun, lg: LiveGen, *, gone: bool = False) -> None:
     """Follow a wrapper that outlived its supervisor: file events on its directory for the
-    exit, a pidfd on its pid to notice it vanishing, and what is left of its time limits."""
+    exit, a pidfd on its pid to notice it vanishing, and what is left of its time limits.
+    ``gone``: its wrapper is known to have vanished (``restore`` collects it at once): its
+    pid, which another process may have now, is neither followed nor signalled."""
     slot = lg.gen.slot
     run.slots.adopt(slot)
     run.live[slot] = lg
@@ -440,6 +442,8 @@ def _adopt(run: ResumedRun, lg: LiveGen) -> None:
     if run.executor is not None:
         run.executor.launched(lg)  # a Slurm step: followed in Slurm's queue and by its files
         lg.submitted_at = None  # handed to srun before this supervisor: how long it queued is not known
+    elif gone:
+        return
     elif lg.pid is None:
         run.gens.collect(lg)
     else:

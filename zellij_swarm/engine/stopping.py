@@ -237,10 +237,10 @@ class Stopper:
             def find() -> list[psutil.Process]:
                 return procs.generation_tree(pid, markers)
         else:  # ... or was started in the wrapper's session before the wrapper ended
-            sessions = {pid: lg.task.ended_at or self.wallclock()} if pid else None
+            ends = [(pid, lg.task.ended_at or self.wallclock())] if pid else []
 
-            def find() -> list[psutil.Process]:
-                return [p for p in procs.marked(markers, sessions) if p.pid != pid]
+            def find() -> list[psutil.Process]:  # a session led by a live process is not the wrapper's
+                return [p for p in procs.marked(markers, wrapper_sessions(ends)) if p.pid != pid]
         counted = sig is not None and not lg.done  # its outcome waits for the answer
         if counted:
             lg.signalling += 1
