@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -349,10 +350,10 @@ def test_adding_a_worktree_waits_for_another_swarm_adding_one_to_the_same_reposi
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         with pytest.raises(worktree.WorktreeError, match="stayed locked by another swarm adding a worktree"):
-            wts.ready("t1", spec, cwd=str(swarm.cwd), tasks=[("t1", spec)])
+            wts.ready("t1", spec, cwd=str(swarm.cwd), tasks=lambda start: [("t1", spec)])
     finally:
         os.close(fd)
-    made = wts.ready("t1", spec, cwd=str(swarm.cwd), tasks=[("t1", spec)])
+    made = wts.ready("t1", spec, cwd=str(swarm.cwd), tasks=lambda start: [("t1", spec)])
     assert (made.branch, made.workdir(str(swarm.cwd))) == ("swarm/R/a", str(swarm.cwd / "run" / "worktrees" / "t1"))
 
 
@@ -363,7 +364,7 @@ def test_a_run_planned_without_worktrees_fails_a_task_that_asks_for_one_later(tm
     spec = TaskSpec(name="late", cmd="true", worktree=True)
     assert wts.wanted(spec) and not wts.wanted(TaskSpec(name="other", cmd="true"))
     with pytest.raises(worktree.WorktreeError, match="the run has no base commit for worktrees"):
-        wts.ready("t9", spec, cwd=str(tmp_path), tasks=[("t9", spec)])
+        wts.ready("t9", spec, cwd=str(tmp_path), tasks=lambda start: [("t9", spec)])
     assert not (tmp_path / "worktrees").exists()
 
 
@@ -400,3 +401,25 @@ cmd = "true"
     tasks = swarm.tasks(rundir)
     assert tasks["fix:bug"]["status"] == "skipped" and tasks["fix bug"]["status"] == "succeeded"
     assert sorted(swarm_branches(swarm)) == [f"swarm/{rid}/fix-bug-t4", f"swarm/{rid}/setup"]
+
+
+def test_naming_branches_walks_the_tasks_once_however_many_are_named(tmp_path: Path) -> None:
+    """A name depends only on the tasks before it, so each task is looked at once over the
+    run — not once per task named (a walk from the first task per name: 20,000 cancelled
+    worktree tasks held the loop 25 s)."""
+    wts = worktree.Worktrees(worktree.Base(str(tmp_path), "0" * 40), run_dir=tmp_path / "run", run_id="R",
+                             default=True)
+    specs = [(f"t{n}", TaskSpec(name=f"fix {n % 7}")) for n in range(1, 301)]
+    looked: list[int] = []
+
+    def tasks(start: int) -> Iterator[tuple[str, TaskSpec]]:
+        for tid, spec in specs[start - 1:]:
+            looked.append(int(tid[1:]))
+            yield tid, spec
+
+    for tid, spec in specs:  # every task let go of before it ran, in id order
+        wts.name_before_letting_go(tid, spec, tasks)
+    assert len(looked) <= len(specs) + 1
+    # the names are those of one walk over every task
+    given = worktree.BranchNames("R")
+    assert all(wts._names.of(tid, []) == given.of(tid, [(t, s.name) for t, s in specs]) for tid, _ in specs)

@@ -114,7 +114,7 @@ class Dispatcher:
         shown in a pane, so that it fails rather than fall back to headless)."""
         try:
             lg.task.worktree = self._worktrees.ready(lg.task.id, lg.task.spec, cwd=self._cwd,
-                                                     tasks=self._tasks.specs())
+                                                     tasks=self._tasks.specs)
         except WorktreeError as e:
             self._launched(lg, LaunchFailed("worktree_failed", f"cannot make the worktree of task {lg.task.name!r} "
                                                                f"({self._worktrees.path(lg.task.id)}): {e}"))

@@ -343,7 +343,7 @@ class Supervisor:
         for task in snapshot.take_settled(self):
             if not task.status.terminal or task.id not in self.tasks:
                 continue
-            self.worktrees.name_before_letting_go(task.id, task.spec, self.tasks.specs())
+            self.worktrees.name_before_letting_go(task.id, task.spec, self.tasks.specs)
             if self.tasks.remove(task):
                 self.ended.add(task)
 

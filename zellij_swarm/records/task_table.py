@@ -103,9 +103,9 @@ class TaskTable(Mapping[str, TaskRecord]):
         """The records made so far (not in order): the tasks still packed never ran."""
         return iter(self._made.values())
 
-    def specs(self) -> Iterator[tuple[str, TaskSpec]]:
-        """Every task here as (id, spec), in order, making no record."""
-        for order in range(1, len(self._packed) + 1):
+    def specs(self, start: int = 1) -> Iterator[tuple[str, TaskSpec]]:
+        """Every task here from order ``start`` on as (id, spec), in order, making no record."""
+        for order in range(max(start, 1), len(self._packed) + 1):
             if (rec := self._made.get(order)) is not None:
                 yield rec.id, rec.spec
             elif (packed := self._packed_at(order)) is not None:

@@ -31,7 +31,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,29 +163,42 @@ class BranchNames:
     """Each worktree task's branch, ``swarm/<run id>/<component>``. Tasks take their names in
     id order; one whose component an earlier task took gets its id appended
     (``fix-bug-t7``), so that names stay the same while tasks are added to the run, and a
-    resumed run gives the same ones."""
+    resumed run gives the same ones. A name depends only on the tasks before it: the tasks
+    are walked once over the run (``walked``: how far), not once per name."""
 
     def __init__(self, run_id: str) -> None:
         self._prefix = f"{BRANCH_PREFIX}/{run_id}/"
         self._given: dict[str, str] = {}  # task id -> component
         self._taken: set[str] = set()
+        self.walked = 0  # the order of the last task walked: every worktree task up to it is named
 
     def given(self, task_id: str) -> bool:
         return task_id in self._given
 
-    def of(self, task_id: str, tasks: Iterable[tuple[str, str]]) -> str:
-        """The branch of ``task_id``; ``tasks``: every worktree task as (id, name), in id order
-        (those the run let go of since they were named need not be in it)."""
-        for tid, name in tasks:
-            if tid not in self._given:
-                component = branch_component(name, tid)
-                while component in self._taken:
-                    component = f"{component}-{tid}"
-                self._given[tid] = component
-                self._taken.add(component)
-            if tid == task_id:
-                break
+    def of(self, task_id: str, tasks: Iterable[tuple[str, str | None]]) -> str:
+        """The branch of ``task_id``; ``tasks``: the tasks after ``walked`` (earlier ones are
+        passed over) as (id ``t<order>``, name — None for one without a worktree), in id order,
+        up to ``task_id`` at least."""
+        if task_id not in self._given:
+            for tid, name in tasks:
+                order = int(tid[1:])
+                if order <= self.walked:
+                    continue
+                self.walked = order
+                if name is not None:
+                    component = branch_component(name, tid)
+                    while component in self._taken:
+                        component = f"{component}-{tid}"
+                    self._given[tid] = component
+                    self._taken.add(component)
+                if tid == task_id:
+                    break
         return self._prefix + self._given[task_id]
+
+
+# The run's tasks from an order on, as (id, spec) in id order, those it let go of left out
+# (``records.task_table.TaskTable.specs``)
+TasksFrom = Callable[[int], Iterable[tuple[str, TaskSpec]]]
 
 
 # ----- a run's worktrees -------------------------------------------------------------------
@@ -242,11 +255,11 @@ class Worktrees:
     def path(self, task_id: str) -> Path:
         return self._dir / task_id
 
-    def ready(self, task_id: str, spec: TaskSpec, *, cwd: str, tasks: Iterable[tuple[str, TaskSpec]]) -> Worktree:
+    def ready(self, task_id: str, spec: TaskSpec, *, cwd: str, tasks: TasksFrom) -> Worktree:
         """The worktree a new generation of ``task_id`` runs in: made from the base on the
         task's first generation, the same one afterwards (also one made by an earlier
-        supervisor of the run). ``cwd``: the run's; ``tasks``: every task as (id, spec), in
-        id order, for its branch name."""
+        supervisor of the run). ``cwd``: the run's; ``tasks``: the run's tasks from an order
+        on, for its branch name (``TasksFrom``)."""
         if self.base is None:
             raise WorktreeError("the run has no base commit for worktrees: none of its tasks wanted one when it "
                                 "started (start a run with --worktree for that)")
@@ -258,7 +271,7 @@ class Worktrees:
         self._made[task_id] = wt
         return wt
 
-    def name_before_letting_go(self, task_id: str, spec: TaskSpec, tasks: Iterable[tuple[str, TaskSpec]]) -> None:
+    def name_before_letting_go(self, task_id: str, spec: TaskSpec, tasks: TasksFrom) -> None:
         """The run lets go of ``task_id``'s record (it ended; ``records.task.EndedTasks``): a
         worktree task not named yet (it never ran: skipped, cancelled) is named now, so that
         the later tasks' names still count it, as a retry or a resume, which hold every task,
@@ -266,8 +279,9 @@ class Worktrees:
         if self.base is not None and self.wanted(spec) and not self._names.given(task_id):
             self._branch(task_id, tasks)
 
-    def _branch(self, task_id: str, tasks: Iterable[tuple[str, TaskSpec]]) -> str:
-        return self._names.of(task_id, ((tid, s.name) for tid, s in tasks if self.wanted(s)))
+    def _branch(self, task_id: str, tasks: TasksFrom) -> str:
+        return self._names.of(task_id, ((tid, s.name if self.wanted(s) else None)
+                                        for tid, s in tasks(self._names.walked + 1)))
 
     def existing(self, task_id: str) -> Worktree | None:
         """The worktree of ``task_id`` if an earlier generation made it (for ``resume``)."""
