@@ -558,7 +558,8 @@ def unpause(run_id: str | None, group: str | None, state_dir: str | None) -> Non
 
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, required=True, metavar="[RUN] FILE | [RUN] -- CMD...")
-@click.option("--name", default=None, help="-- CMD: the task's name (default: task-<n>)")
+@click.option("--name", default=None,
+              help="-- CMD: the task's name (default: task-<n>; added-<n> while the run reads stdin)")
 @click.option("--after", multiple=True, metavar="TASK", help="-- CMD: run after TASK succeeded (repeatable)")
 @click.option("--priority", type=int, default=None, help="-- CMD: higher runs first (default 0)")
 @_state_dir_option

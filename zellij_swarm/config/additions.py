@@ -41,13 +41,15 @@ def from_message(raw_tasks: object, known: Iterable[str], base: Path, groups: It
     if not isinstance(raw_tasks, list) or not raw_tasks:
         raise exc.UsageError("add: no tasks given")
     known = set(known)
+    taken = set(known)  # and the names of this message's tasks so far
     specs: list[swarmfile.TaskSpec] = []
     for i, raw in enumerate(raw_tasks):
         if isinstance(raw, dict) and "name" not in raw:
-            raw = {**raw, "name": _free_name(known | {s.name for s in specs}, kept)}
+            raw = {**raw, "name": _free_name(taken, kept)}
         spec = swarmfile.task_from_dict(raw, i, "add", base)
         _refuse_kept(spec.name, kept)
         specs.append(spec)
+        taken.add(spec.name)
     swarmfile.validate(specs, known=known, groups=groups)
     return specs
 
