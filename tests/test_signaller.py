@@ -173,3 +173,38 @@ def test_a_signal_counts_as_caught_only_when_a_process_it_reached_has_a_handler_
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_zombie_leader_leads_nothing_and_an_unseen_end_is_not_swept_by_session() -> None:
+    """A wrapper not reaped yet (its parent, an init that does not reap, has not waited for it)
+    is a zombie, whose pid nobody can take: its session is what it left, swept as such. An
+    attempt whose end nobody saw (no exit code: a wrapper gone without a record, its end the
+    moment it was noticed) gives no bound on when its session's processes began: a stranger's
+    session that took its pid meanwhile, leaderless as a daemon's is, would be swept."""
+    from zellij_swarm.config.swarmfile import TaskSpec
+    from zellij_swarm.engine.stopping import wrapper_sessions
+    from zellij_swarm.records.states import TaskStatus
+    from zellij_swarm.records.task import Attempt, EndedTasks, TaskRecord, wrapper_ends
+
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], start_new_session=True,
+                              stdout=subprocess.PIPE, text=True)  # not waited for: a zombie once it exits
+    assert leader.stdout is not None
+    leftover = int(leader.stdout.readline())
+    stranger, stranger_leftover = _leftover_in_a_session_of_its_own()
+    try:
+        wait_until(lambda: psutil.Process(leader.pid).status() == psutil.STATUS_ZOMBIE, what="the zombie leader")
+        tasks = []
+        for n, (pid, code) in enumerate(((leader.pid, 0), (stranger, None)), 1):
+            task = TaskRecord(spec=TaskSpec(name=f"t{n}", cmd="true"), id=f"t{n}", order=n, timeout=None, retries=0,
+                              idle_timeout=None, status=TaskStatus.LOST)
+            task.history = (Attempt(1, n, 1, TaskStatus.LOST, code, None, None, 1.0, time.time() + 5, pid, None),)
+            tasks.append(task)
+        assert list(wrapper_sessions(wrapper_ends(tasks))) == [leader.pid]
+        ended = EndedTasks()
+        for task in tasks:
+            ended.add(task)
+        assert list(wrapper_sessions(ended.wrapper_ends())) == [leader.pid]
+    finally:
+        for pid in (leftover, stranger_leftover):
+            os.kill(pid, signal.SIGKILL)
+        leader.wait()

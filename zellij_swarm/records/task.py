@@ -347,7 +347,9 @@ class EndedTasks:
 
 
 def wrapper_ends(tasks: Iterable[TaskRecord]) -> Iterator[tuple[int, float]]:
-    """(pid, ended_at) of every headless attempt of ``tasks`` (whole records), as
-    ``EndedTasks.wrapper_ends`` gives them."""
+    """(pid, ended_at) of every headless attempt of ``tasks`` (whole records) whose end was
+    seen — an exit code, the wrapper's or the launcher's — as ``EndedTasks.wrapper_ends`` gives
+    them. One gone unseen has as its end the moment it was noticed, maybe long after its pid
+    went to somebody else: no bound on what its session held (``engine.stopping``)."""
     return ((a.pid, a.ended_at) for t in tasks for a in t.history
-            if a.pid is not None and a.ended_at is not None and a.pane_id is None)
+            if a.pid is not None and a.ended_at is not None and a.pane_id is None and a.exit_code is not None)

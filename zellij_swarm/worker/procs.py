@@ -41,21 +41,30 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool | None:
     return all(n in entries for n in needles)
 
 
-def _session(pid: int) -> int | None:
+def _stat(pid: int) -> tuple[bytes, int] | None:
+    """The process's state letter and session id (None: gone, or not ours to read)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:  # after "pid (name)": state ppid pgrp session tty_nr …
-            return int(f.read().rsplit(b")", 1)[1].split()[3])
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0], int(fields[3])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _session(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[1] if stat is not None else None
 
 
 def leaderless_sessions() -> set[int]:
     """The sessions processes there are in now (but us) whose leader — the process whose pid
     is the session's id — is gone: what an ended session leader left behind. A session whose
-    leader lives is that process's, whatever once ended under the same pid."""
+    leader lives is that process's, whatever once ended under the same pid; a zombie leads
+    nothing (its pid cannot be taken while it waits to be reaped)."""
     me = os.getpid()
-    pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
-    return {sid for pid in pids if pid != me and (sid := _session(pid)) is not None and sid not in pids}
+    stats = {int(name): _stat(int(name)) for name in os.listdir("/proc") if name.isdigit()}
+    living = {pid for pid, stat in stats.items() if stat is not None and stat[0] != b"Z"}
+    return {stat[1] for pid, stat in stats.items() if pid != me and stat is not None and stat[1] not in living}
 
 
 def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None) -> list[psutil.Process]:
