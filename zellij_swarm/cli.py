@@ -18,7 +18,7 @@ from typing import Any, TypeVar, get_args
 
 import click
 
-from zellij_swarm import __version__, exc, quoting
+from zellij_swarm import __version__, exc, quoting, streams
 from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
@@ -323,7 +323,7 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
     if isinstance(shown, str):
         click.echo(shown)
     else:  # a big document, in pieces
-        sys.stdout.buffer.writelines(shown)
+        streams.bytes_out(sys.stdout).writelines(shown)
 
 
 @cli.command(name="ls")

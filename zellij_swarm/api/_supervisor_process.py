@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
-from zellij_swarm import errors, exc
+from zellij_swarm import errors, exc, streams
 from zellij_swarm.commands.run import execute
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.records.rundir import RunPaths
@@ -89,7 +89,7 @@ def main(tell_fd: int) -> int:
     or why there is none; exit as ``zellij-swarm run`` exits."""
     os.set_inheritable(tell_fd, False)  # the run's workers never hold it: its end says the process ended
     tell = os.fdopen(tell_fd, "w")
-    plan = json.loads(sys.stdin.buffer.read())
+    plan = json.loads(streams.read_bytes(sys.stdin))
     devnull = os.open(os.devnull, os.O_RDONLY)  # the plan was all stdin held: workers get no terminal input
     os.dup2(devnull, 0)
     os.close(devnull)

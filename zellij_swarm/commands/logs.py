@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from zellij_swarm import exc, quoting
+from zellij_swarm import exc, quoting, streams
 from zellij_swarm.commands import status as views
 from zellij_swarm.engine import pid_end
 from zellij_swarm.records import generation_files, rundir
@@ -103,11 +103,12 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
     its stderr to ``err`` (``stream``: one of them only); ``snap``: its status, when the
     caller has just read it. An unknown task is a usage error (exit 2) naming the run and the
     task; so is ``--stderr`` of an attempt that ran in a pane, whose one terminal held both."""
-    streams = {"stdout": [(LineEnds(out or sys.stdout.buffer, raw=raw), "output")],
-               # then what srun said of a Slurm step (why it never started, how Slurm ended it)
-               "stderr": [(LineEnds(err or sys.stderr.buffer, raw=raw), "stderr"),
-                          (LineEnds(err or sys.stderr.buffer, raw=raw), "executor_log")]}
-    writers = streams["stdout"] + streams["stderr"] if stream == "both" else streams[stream]
+    to_out = out or streams.bytes_out(sys.stdout)
+    to_err = err or streams.bytes_out(sys.stderr)
+    by_stream = {"stdout": [(LineEnds(to_out, raw=raw), "output")],
+                 # then what srun said of a Slurm step (why it never started, how Slurm ended it)
+                 "stderr": [(LineEnds(to_err, raw=raw), "stderr"), (LineEnds(to_err, raw=raw), "executor_log")]}
+    writers = by_stream["stdout"] + by_stream["stderr"] if stream == "both" else by_stream[stream]
     snap = snap or views.load_status(run)
     task = views.find_task(snap, key)
     gen, in_pane = _attempt_gen(run, task, attempt)

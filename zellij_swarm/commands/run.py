@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import exc
+from zellij_swarm import exc, streams
 from zellij_swarm.backends import leftovers, resumed
 from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
@@ -328,7 +328,7 @@ def _reporter(output: str | None, json_output: bool, *, run_id: str = "", record
     that goes on, whose hints name it before it says it started; ``record``: a new run's
     outputs, recorded in its directory as it starts (and ``on_started`` told it)."""
     mode = output or ("progress" if sys.stderr.isatty() else "group")
-    out = sys.stderr.buffer if json_output else None
+    out = streams.bytes_out(sys.stderr) if json_output else None
     if record is not None:
         return _RecordingReporter(mode, record, out=out, on_started=on_started)
     return ConsoleReporter(mode, out=out, run_id=run_id)

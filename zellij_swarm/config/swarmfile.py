@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from zellij_swarm import exc
+from zellij_swarm import exc, streams
 from zellij_swarm.config import settings, slurm
 
 TASK_KEYS = frozenset(
@@ -231,7 +231,7 @@ def _read(path: str, expected: str) -> tuple[str, bytes]:
     if path == "-":
         import sys
 
-        return "<stdin>", sys.stdin.buffer.read()
+        return "<stdin>", streams.read_bytes(sys.stdin)
     try:
         return path, Path(path).read_bytes()
     except FileNotFoundError:

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import quoting
+from zellij_swarm import quoting, streams
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rows import TaskRow, WarningRow
@@ -167,10 +167,10 @@ class ConsoleReporter:
         """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says
         it started."""
         self.mode = mode
-        self.out = out if out is not None else sys.stdout.buffer
+        self.out = out if out is not None else streams.bytes_out(sys.stdout)
         self.err = err if err is not None else sys.stderr
         # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
-        self.err_bytes: IO[bytes] = getattr(self.err, "buffer", None) or sys.stderr.buffer
+        self.err_bytes: IO[bytes] = streams.bytes_out(self.err)
         self.tty = self.err.isatty()
         self.wants_progress = mode == "progress" and self.tty
         # the workers are shown in panes (the run's backend is a multiplexer): their output is
