@@ -171,3 +171,28 @@ def test_the_names_the_input_will_give_are_kept_from_every_addition(tmp_path):
     batch = additions.from_followups(followups, "parent", known, tmp_path, kept=kept)
     assert [s.name for s in batch.specs] == ["parent/followup-2"] and len(batch.errors) == 1
     assert "task-9" in batch.errors[0] and "stdin" in batch.errors[0]
+
+
+@pytest.mark.parametrize("mode", ["lines", "template", "null"])
+def test_stdin_a_file_is_read_whole_as_the_run_goes(swarm, mode):
+    """``run - < tasks.txt``: epoll takes no regular file (EPERM), and registering the input
+    killed the supervisor after its first tasks started. A file is read when tasks are wanted,
+    a read never blocking; every task runs once, in the input's order of names."""
+    count = 2 * read_ahead(3) + 5  # past what the first read-ahead takes
+    separator = "\0" if mode == "null" else "\n"
+    (swarm.cwd / "tasks.txt").write_text("".join(f"echo {i} >> ledger{separator}" for i in range(count)))
+    args = {"lines": ["-"], "template": ["--template", "{}", "-"], "null": ["-0", "--template", "{}", "-"]}[mode]
+    with open(swarm.cwd / "tasks.txt", "rb") as stdin:
+        res = subprocess.run(swarm.cmd("run", "-j", "3", "--output", "quiet", *args), cwd=swarm.cwd,
+                             env=clean_env(), stdin=stdin, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert sorted(map(int, (swarm.cwd / "ledger").read_text().split())) == list(range(count))
+    tasks = swarm.tasks()
+    assert list(tasks) == [f"task-{i}" for i in range(1, count + 1)]
+    assert {t["status"] for t in tasks.values()} == {"succeeded"}
+
+
+def test_stdin_from_dev_null_has_no_tasks(swarm):
+    res = subprocess.run(swarm.cmd("run", "-", "--output", "quiet"), cwd=swarm.cwd, env=clean_env(),
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stderr) == (0, "zellij-swarm: <stdin>: no tasks to run\n")

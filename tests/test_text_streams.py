@@ -74,3 +74,20 @@ def test_a_real_stream_gets_the_bytes_after_its_text() -> None:
     text.write("first ")
     streams.bytes_out(text).write(b"\xff then")
     assert raw.getvalue() == b"first \xff then"
+
+
+def test_a_stdin_without_a_descriptor_is_the_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run -`` with ``sys.stdin`` an ``io.StringIO``: its text is the input (it was refused:
+    "cannot read standard input")."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("echo a\necho b\n"))
+    code, out, err = call(["run", "-", "-j", "1", "--backend", "headless", "--output", "group",
+                           "--state-dir", str(tmp_path)])
+    assert (code, out) == (0, "a\nb\n"), err
+
+
+def test_a_closed_stdin_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stdin", closed)
+    code, _, err = call(["run", "-", "--backend", "headless", "--state-dir", str(tmp_path)])
+    assert code == 2 and err.startswith("zellij-swarm: error: cannot read standard input: "), err

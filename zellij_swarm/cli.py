@@ -7,6 +7,7 @@ anticipated.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -259,10 +260,7 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
         # from stdin: the run starts at the first task; the rest is read as it comes (SPEC §4.6)
         # the template is checked before anything is read
         parsed = None if template_text is None else template.parse(template_text, 1)
-        try:
-            fd = sys.stdin.fileno()
-        except (OSError, ValueError) as e:  # closed, or not a file (io.UnsupportedOperation)
-            raise exc.UsageError(f"cannot read standard input: {e}") from None
+        fd = _stdin_descriptor()
         stream = InputStream.of_lines(fd) if parsed is None else InputStream.of_arguments(fd, parsed, null=null)
         source = swarmfile.SwarmInput(stream.first(read_ahead(1)), {}, None, stream.source)
     elif after_separator is not None or template_text is not None or null:
@@ -289,6 +287,28 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     if json_output:
         click.echo(views.snapshot_json(outcome.summary))
     sys.exit(outcome.exit_code)
+
+
+def _stdin_descriptor() -> int:
+    """The descriptor the input is read from as it comes. A stdin without one (``io.StringIO``
+    given by a program that calls ``main``) holds all its text already: it is read whole into
+    a file in memory, read from there the same way."""
+    try:
+        return sys.stdin.fileno()
+    except io.UnsupportedOperation:
+        pass
+    except (OSError, ValueError) as e:  # closed
+        raise exc.UsageError(f"cannot read standard input: {e}") from None
+    try:
+        data = streams.read_bytes(sys.stdin)
+    except (OSError, ValueError) as e:
+        raise exc.UsageError(f"cannot read standard input: {e}") from None
+    fd = os.memfd_create("zellij-swarm-stdin", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _one_require_flag(require_multiplexer: bool | None, require_zellij: bool | None) -> bool | None:

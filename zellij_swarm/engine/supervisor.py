@@ -214,6 +214,7 @@ class Supervisor:
         self.ended_at: float | None = None
         self._state_dir_said = False  # the user was told the state dir cannot be written
         self._input_watched = False  # the input stream's descriptor is in the selector
+        self._input_unpolled = False  # it is a file, which no selector takes: read when wanted
         self._input_ended_said = False
         self._backend_closed = False
         self.attached: subprocess.Popen[bytes] | None = None
@@ -692,18 +693,28 @@ class Supervisor:
     def _follow_input(self) -> None:
         """Take tasks from the input while it is open, the run goes on and fewer than the
         read-ahead wait for a slot — from what was read, then by reading the descriptor when it
-        is readable; else leave the pipe unread (its writer blocks)."""
+        is readable (a file, which no selector takes, at once); else leave the pipe unread (its
+        writer blocks)."""
         stream = self.plan.stream
         if stream is None:
             return
-        self._input_end_seen()  # also an input that ended before the run began
-        room = read_ahead(self.jobs) - len(self.ready) if self._input_open() and not self.is_stopping() else 0
-        if room > 0 and stream.buffered:
-            self._take_input(stream.take(room))
-            room = read_ahead(self.jobs) - len(self.ready) if self._input_open() else 0
-        wanted = room > 0 and not stream.buffered
-        if wanted and not self._input_watched:
-            self._sel.register(stream.fd, selectors.EVENT_READ, self._read_input)
+        while True:
+            self._input_end_seen()  # also an input that ended before the run began
+            room = read_ahead(self.jobs) - len(self.ready) if self._input_open() and not self.is_stopping() else 0
+            if room > 0 and stream.buffered:
+                self._take_input(stream.take(room))
+                room = read_ahead(self.jobs) - len(self.ready) if self._input_open() else 0
+            wanted = room > 0 and not stream.buffered
+            if not (wanted and self._input_unpolled):
+                break
+            stream.read()  # a file: a read never blocks
+        if wanted and not self._input_watched and not self._input_unpolled:
+            try:
+                self._sel.register(stream.fd, selectors.EVENT_READ, self._read_input)
+            except PermissionError:  # epoll refuses a regular file and /dev/null (`run - < tasks.txt`)
+                self._input_unpolled = True
+                self._follow_input()
+                return
         elif not wanted and self._input_watched:
             self._sel.unregister(stream.fd)
         self._input_watched = wanted
