@@ -42,6 +42,22 @@ def test_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monk
     assert printed[-3].endswith(" running")
 
 
+
+def test_readme_example_as_a_script_writes_nothing_to_stderr(tmp_path: Path):
+    """Run as a program, as a user runs it: the supervisor ``start()`` spawns wrote runpy's
+    RuntimeWarning ("found in sys.modules ... prior to execution") to the user's stderr."""
+    script = tmp_path / "example.py"
+    script.write_text(readme_example())
+    try:
+        res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        for run in rundir.all_runs(tmp_path / ".zellij-swarm"):
+            kill_run_processes(run.run_id)
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout.splitlines()[-2] == "130"
+
+
 USER_SCRIPT = '''
 from pathlib import Path
 

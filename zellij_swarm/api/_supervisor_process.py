@@ -26,6 +26,9 @@ from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify
 
+# The child's program: not ``-m`` this module, which the package it is in imports first (runpy
+# then warns on the user's stderr that it was "found in sys.modules ... prior to execution").
+_CHILD = "import sys; from zellij_swarm.api._supervisor_process import main; sys.exit(main(int(sys.argv[1])))"
 SNAPSHOT_LOOK = 0.1  # seconds between two looks at whether the supervisor lives, while its first snapshot is due
 
 
@@ -36,7 +39,7 @@ def spawn(plan: Mapping[str, Any], *, env: Mapping[str, str]) -> tuple[subproces
     said, tell = os.pipe2(os.O_CLOEXEC)
     with os.fdopen(said, "rb") as answers:
         try:
-            process = subprocess.Popen([sys.executable, "-m", "zellij_swarm.api._supervisor_process", str(tell)],
+            process = subprocess.Popen([sys.executable, "-c", _CHILD, str(tell)],
                                        stdin=subprocess.PIPE, env=dict(env), pass_fds=(tell,),
                                        start_new_session=True)
         finally:
@@ -117,6 +120,3 @@ def plan_record(specs: list[swarmfile.TaskSpec], resolved: settings.Resolved, *,
     return {"tasks": [spec.to_record() for spec in specs], "settings": resolved.as_record(), "name": name,
             "groups": dict(groups), "source": source}
 
-
-if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1])))
