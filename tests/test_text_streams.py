@@ -2,7 +2,8 @@
 no ``buffer`` (``io.StringIO`` under ``contextlib.redirect_stdout``), as a program embedding
 ``zellij_swarm.cli.main`` or a test does: every command's output still arrives, as text.
 ``status --json`` wrote its pieces to ``sys.stdout.buffer`` and died there with an internal
-error."""
+error. And a run whose stdout or stderr nobody reads any more (``| head``, a full disk) goes on
+to its end."""
 from __future__ import annotations
 
 import contextlib
@@ -91,3 +92,40 @@ def test_a_closed_stdin_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(sys, "stdin", closed)
     code, _, err = call(["run", "-", "--backend", "headless", "--state-dir", str(tmp_path)])
     assert code == 2 and err.startswith("zellij-swarm: error: cannot read standard input: "), err
+
+
+def zsw(state: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "zellij_swarm", "run", "-j", "2", "--backend", "headless", "--state-dir", str(state),
+            *args]
+
+
+def statuses(state: Path) -> list[str]:
+    code, out, err = call(["status", "--json", "--state-dir", str(state)])
+    assert code == 0, err
+    return [t["status"] for t in json.loads(out)["tasks"]]
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["stdout", "stdout-and-stderr"])
+def test_a_reader_that_goes_away_ends_the_copying_not_the_run(tmp_path: Path, both: bool) -> None:
+    """``run … | head -1`` (``2>&1 | head -1``): the first write to the closed pipe killed the
+    supervisor — the run left "interrupted", its tasks "running" for ever. Now the output is
+    given up, said once on stderr (when it is still read), and the run ends as its tasks do."""
+    proc = subprocess.Popen(zsw(tmp_path, ":::", "seq 1 100000", "sleep 1; echo done"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if both else subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    if not both:
+        assert b"warning: the workers' output is no longer copied to stdout (Broken pipe)" in err, err
+    assert statuses(tmp_path) == ["succeeded", "succeeded"]
+
+
+def test_a_full_disk_under_stdout_ends_the_copying_not_the_run(tmp_path: Path) -> None:
+    with open("/dev/full", "wb") as full:
+        res = subprocess.run(zsw(tmp_path, ":::", "seq 1 1000", "echo two"), stdout=full, stderr=subprocess.PIPE,
+                             timeout=60)
+    assert res.returncode == 0
+    assert b"no longer copied to stdout (No space left on device)" in res.stderr
+    assert statuses(tmp_path) == ["succeeded", "succeeded"]

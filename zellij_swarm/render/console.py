@@ -24,6 +24,7 @@ paths, notices) passes through ``quoting.terminal_text``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -179,6 +180,7 @@ class ConsoleReporter:
         self._line_shown = False
         self._run_id = run_id
         self._warnings = 0
+        self._unwritable: set[IO[bytes]] = set()  # given up: nobody reads them (``_copy_or_give_up``)
 
     @property
     def copies_output(self) -> bool:
@@ -214,8 +216,9 @@ class ConsoleReporter:
         if gen is not None and self.copies_output:
             tag = f"[{quoting.terminal_text(task.name)}] ".encode() if self.mode == "tag" else None
             self._clear_line()
-            self._copy(gen.output, self.out, tag)
-            self._copy(gen.stderr, self.err_bytes, tag)
+            for log, to in ((gen.output, self.out), (gen.stderr, self.err_bytes)):
+                if to not in self._unwritable:
+                    self._copy_or_give_up(log, to, tag)
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
             self._say(describe(row) + self._hint(task, row, gen))
 
@@ -228,6 +231,19 @@ class ConsoleReporter:
         if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
+
+    def _copy_or_give_up(self, path: Path, to: IO[bytes], prefix: bytes | None) -> None:
+        """``_copy``; a stream that cannot be written — its reader went away (`run … | head`), a
+        redirect's disk is full — is given up for the rest of the run, which goes on (its
+        outcomes do not depend on anyone reading), and said once on stderr."""
+        try:
+            self._copy(path, to, prefix)
+        except OSError as e:
+            self._unwritable.add(to)
+            _discard_unwritten(to)
+            which = "stdout" if to is self.out and self.out is not self.err_bytes else "stderr"
+            self._say(f"zellij-swarm: warning: the workers' output is no longer copied to {which} "
+                      f"({e.strerror or e}); the run goes on: `zellij-swarm logs {self._run_id} TASK` reads it")
 
     @staticmethod
     def _copy(path: Path, to: IO[bytes], prefix: bytes | None) -> None:
@@ -246,8 +262,11 @@ class ConsoleReporter:
     def progress(self, facts: ProgressFacts) -> None:
         if not self.wants_progress:
             return
-        self.err.write("\r\033[K" + progress_line(facts, self._width()))
-        self.err.flush()
+        try:
+            self.err.write("\r\033[K" + progress_line(facts, self._width()))
+            self.err.flush()
+        except OSError:
+            _discard_unwritten(self.err)
         self._line_shown = True
 
     def _width(self) -> int:
@@ -280,9 +299,30 @@ class ConsoleReporter:
             self._line_shown = False
 
     def _say(self, text: str) -> None:
-        self._clear_line()
-        self.err.write(quoting.terminal_text(text) + "\n")
-        self.err.flush()
+        try:
+            self._clear_line()
+            self.err.write(quoting.terminal_text(text) + "\n")
+            self.err.flush()
+        except OSError:  # nobody reads stderr any more (`2>&1 | head`): the run goes on unheard
+            _discard_unwritten(self.err)
+
+
+def _discard_unwritten(stream: IO[Any]) -> None:
+    """A stream whose descriptor can no longer be written (a closed pipe, a full disk) is
+    pointed at /dev/null: what its buffer holds, and whatever is written to it later, goes
+    there instead of failing again — in the loop, or as the interpreter flushes it at exit.
+    A stream without a descriptor is left as it is."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()
 
 
 def _isatty(stream: IO[bytes]) -> bool:
