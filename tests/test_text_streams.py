@@ -129,3 +129,16 @@ def test_a_full_disk_under_stdout_ends_the_copying_not_the_run(tmp_path: Path) -
     assert res.returncode == 0
     assert b"no longer copied to stdout (No space left on device)" in res.stderr
     assert statuses(tmp_path) == ["succeeded", "succeeded"]
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-", "<&- >&- 2>&-"])
+def test_a_run_started_with_its_standard_streams_closed_runs(tmp_path: Path, closed: str) -> None:
+    """``run … >&-``: Python gives a closed stdout as None, and the reporter died on it (an
+    internal error, the run left "interrupted" with its tasks "running"). The process now puts
+    /dev/null in place of each closed one first, before any file of a run can take its
+    descriptor."""
+    argv = " ".join(f"'{a}'" for a in zsw(tmp_path, ":::", "echo one", "echo two >&2"))
+    res = subprocess.run(["sh", "-c", f"exec {argv} {closed}"], capture_output=True, timeout=60)
+    assert res.returncode == 0, res
+    assert statuses(tmp_path) == ["succeeded", "succeeded"]
+    assert call(["logs", "task-1", "--state-dir", str(tmp_path)])[1] == "one\n"

@@ -781,6 +781,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run click without its own error printing, and print every error as one line."""
     if not sys.platform.startswith("linux"):  # inotify, pidfds, /proc, OFD locks: SPEC §1
         _fail(f"zellij-swarm needs Linux (this is {sys.platform})", 2)
+    streams.open_standard_descriptors()
     try:
         cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False,
                  obj={"argv": argv if argv is not None else sys.argv[1:]})

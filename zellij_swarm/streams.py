@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
+import sys
 from typing import IO, BinaryIO
 
 
@@ -49,3 +51,24 @@ def read_bytes(text: IO[str]) -> bytes:
     has none."""
     buffer = getattr(text, "buffer", None)
     return buffer.read() if buffer is not None else text.read().encode()
+
+
+def open_standard_descriptors() -> None:
+    """Give a process started with stdin, stdout or stderr closed (`cmd >&-`) /dev/null in
+    its place. Otherwise the first file it opens takes that descriptor: a child that inherits
+    it — the launcher, a worker — then writes its "stdout" into a run's records. Python sets
+    ``sys.stdout`` (and the others) to None for a closed one: it gets a stream on /dev/null."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: ``fd`` itself
+        if null != fd:
+            os.dup2(null, fd, inheritable=True)
+            os.close(null)
+        else:
+            os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False, encoding="utf-8"))  # noqa: SIM115 (the process's own)

@@ -90,6 +90,7 @@ def _give(process: subprocess.Popen[bytes], plan: bytes) -> None:
 def main(tell_fd: int) -> int:
     """The supervisor's side: run the plan on stdin and say on ``tell_fd`` where its run is,
     or why there is none; exit as ``zellij-swarm run`` exits."""
+    streams.open_standard_descriptors()  # a program with its stdout closed started this one
     os.set_inheritable(tell_fd, False)  # the run's workers never hold it: its end says the process ended
     tell = os.fdopen(tell_fd, "w")
     plan = json.loads(streams.read_bytes(sys.stdin))
