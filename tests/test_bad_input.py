@@ -222,6 +222,19 @@ def test_missing_cwd_fails_only_that_task(swarm):
     assert rows["fine"]["status"] == "succeeded"
 
 
+@pytest.mark.parametrize("command", [("run", "--", "true"), ("status",), ("ls",)])
+def test_a_removed_working_directory_is_one_line(swarm, tmp_path, command):
+    """Started in a directory that was removed (``os.getcwd`` fails): an internal error, and
+    its traceback file, for every command."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd {gone} && rmdir {gone} && exec "$@"'
+    res = subprocess.run(["sh", "-c", script, "sh", *swarm.cmd(*command)], env=clean_env(), capture_output=True,
+                         text=True, timeout=60)
+    assert (res.returncode, res.stderr) == (
+        2, "zellij-swarm: error: the current directory no longer exists (it was removed): cd to one that does\n")
+
+
 def test_two_runs_at_once_in_one_state_dir(swarm):
     swarm.write("a.txt", "sleep 0.5; echo a\n" * 4)
     procs = [swarm.popen("run", "a.txt", "-j", "2", "--output", "quiet") for _ in range(2)]

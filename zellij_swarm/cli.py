@@ -783,6 +783,10 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"zellij-swarm needs Linux (this is {sys.platform})", 2)
     streams.open_standard_descriptors()
     try:
+        os.getcwd()  # every command finds its state directory from it; a run's tasks run in it
+    except FileNotFoundError:
+        _fail("the current directory no longer exists (it was removed): cd to one that does", 2)
+    try:
         cli.main(args=argv, prog_name="zellij-swarm", standalone_mode=False,
                  obj={"argv": argv if argv is not None else sys.argv[1:]})
     except click.exceptions.NoArgsIsHelpError as e:
