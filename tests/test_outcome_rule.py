@@ -71,3 +71,25 @@ def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how, b
     finally:
         proc.kill()
         kill_run_processes(swarm.latest().name)
+
+
+@pytest.mark.parametrize("removes", ["its directory", "its claim"])
+def test_a_worker_that_removes_its_records_ran_once_and_ends_as_it_exited(swarm, removes):
+    """A worker that removes its generation's directory (``rm -rf``, ``git clean``) or its
+    claim: the missing claim read as "the state directory was full, nothing ran", and the task
+    was run again every second, for ever. Its outcome is the exit status its wrapper ended with."""
+    ledger = swarm.cwd / "ledger"
+    target = '"$(dirname "$ZELLIJ_SWARM_HEARTBEAT")"' if removes == "its directory" else \
+        '"$(dirname "$ZELLIJ_SWARM_HEARTBEAT")/claim"'
+    swarm.write("tasks.txt", "".join(f"echo t{code} >> {ledger}; rm -rf {target}; exit {code}\n" for code in (5, 0)))
+    res = swarm("run", "tasks.txt", "-j", "1", "--output", "quiet")
+    assert res.code == 1
+    assert _ledger_counts(ledger) == {"t5": 1, "t0": 1}
+    rows = swarm.tasks()
+    assert [(r["status"], r["exit_code"], r["attempts"]) for r in rows.values()] == [("failed", 5, 1),
+                                                                                   ("succeeded", 0, 1)]
+    # without its directory the exit it wrote is gone too: said; without its claim only, it is not
+    warned = ["records_removed"] * 2 if removes == "its directory" else []
+    assert [w["code"] for w in swarm.summary()["warnings"]] == warned
+    events = (swarm.runs()[0] / "events.jsonl").read_text()
+    assert '"task_requeued"' not in events and '"dispatch_held"' not in events

@@ -53,7 +53,7 @@ from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import REASON_STATUS, TaskStatus
 from zellij_swarm.records.task import TaskRecord
-from zellij_swarm.worker import procs
+from zellij_swarm.worker import procs, wrapper
 from zellij_swarm.worker.slurm import Job
 
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
@@ -396,22 +396,31 @@ class Generations:
             # could not write its claim, or ran to its end and could not write its sidecar.
             exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
-            ran = claim is not None and not claim.by_supervisor  # the wrapper claimed it: its worker may have run
+            # the wrapper said it could not claim the generation, or began its claim and could
+            # not write it: nothing ran
+            unclaimed = exited and (claim.unwritten if claim is not None
+                                    else os.WEXITSTATUS(wait_status or 0) == wrapper.UNCLAIMED_EXIT)
+            # It ran, and its records went with it — its worker removed them (`rm -rf` of its
+            # directory, a `git clean` of the state directory): no sign of a full disk. The
+            # launcher waited for its wrapper, which exits with its worker's status.
+            records_removed = exited and not unclaimed and (claim is None or not lg.gen.dir.is_dir())
+            ran = records_removed or (claim is not None and not claim.by_supervisor)  # its worker may have run
             if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
                 reason = lg.kill_reason
+            elif records_removed:
+                self._warn("records_removed", f"the records of task {lg.task.name!r} ({lg.gen.dir}) were removed "
+                                              "while it ran: its outcome is its exit status", lg.task)
+                self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
+                return
             elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
                 self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
                                          f"wrapper of task {lg.task.name!r} could not record its start or its exit",
                                          lg.task)
-                if claim is None or claim.unwritten:  # it could not claim the generation: nothing ran
+                if unclaimed or (not exited and (claim is None or claim.unwritten)):  # nothing ran
                     self._requeue_unstarted(lg)
                     return
-                if exited:  # the launcher waited for it, and a wrapper exits with its worker's status
-                    code = os.WEXITSTATUS(wait_status or 0)
-                    rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
-                                                               signal=generation_files.signal_name(code),
-                                                               ended_at=self.wallclock())
-                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+                if exited:
+                    self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
             elif not session_alive:
@@ -420,6 +429,14 @@ class Generations:
                 reason = missing
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
                                                        ended_at=self.wallclock())
+        self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+
+    def _end_by_wait_status(self, lg: LiveGen, wait_status: int, *, session_alive: bool) -> None:
+        """End a generation whose wrapper exited without its exit record as the launcher saw
+        it exit: a wrapper exits with its worker's status."""
+        code = os.WEXITSTATUS(wait_status)
+        rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
+                                                   signal=generation_files.signal_name(code), ended_at=self.wallclock())
         self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
 
     def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:

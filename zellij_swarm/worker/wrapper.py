@@ -77,8 +77,14 @@ _STDERR = _in_gen_dir(generation_files.STDERR)
 _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
 _HANGUP = _in_gen_dir(generation_files.HANGUP)
 
-# Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken leaves.
-_CLAIM_OR_LEAVE = f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || exit 0; set +C"
+# Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken
+# leaves (exit 0). One that could not create it at all — no room, a read-only state directory —
+# leaves with UNCLAIMED_EXIT: to the launcher, its parent, that status (with no claim) is the
+# evidence that nothing ran. A wrapper whose claim is missing after any other status ran its
+# worker, which may have removed its own records (``rm -rf`` of its generation's directory).
+UNCLAIMED_EXIT = 223  # above the 128+N of the signals; a worker would also have to remove its claim
+_CLAIM_OR_LEAVE = (f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || "
+                   f"{{ [ -e {_CLAIM} ] && exit 0; exit {UNCLAIMED_EXIT}; }}; set +C")
 # The node a Slurm step runs on (slurmd names it; node names are plain words) and the step
 # itself (job.step, numbers), else nothing.
 _NODE = ('"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\",'
