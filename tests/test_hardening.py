@@ -244,3 +244,36 @@ def test_status_duration_of_a_running_task_grows(swarm):
         (swarm.cwd / "go").touch()
         proc.wait(timeout=60)
         kill_run_processes(run.name)
+
+
+# ----- a worker that puts no plain file where its records go ----------------------------------
+
+GEN_DIR = '"$(dirname "$ZELLIJ_SWARM_HEARTBEAT")"'
+
+
+@pytest.mark.parametrize("planted, ends", [
+    ('mkfifo "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"', "as_it_exited"),  # held the supervisor's open
+    ('mkdir "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"', "as_it_exited"),  # an internal error
+    ('rm -f "$ZELLIJ_SWARM_HEARTBEAT"; mkfifo "$ZELLIJ_SWARM_HEARTBEAT"', "as_it_exited"),  # held the wrapper
+    (f'rm -f {GEN_DIR}/exit; mkfifo {GEN_DIR}/exit', "unknown"),  # held the wrapper; SIGTERM did not end it
+    (f'rm -f {GEN_DIR}/exit; mkdir {GEN_DIR}/exit', "unknown"),  # an internal error, in every resume too
+])
+def test_a_worker_that_plants_no_plain_file_in_its_records_ends(swarm, planted, ends):
+    """What a worker leaves where the wrapper or the supervisor reads or writes a record is
+    never waited on, nor read as a record: the run ends, each task once, as it ended — or
+    ``unknown`` (``exit_garbled``) when its exit record is what it replaced."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("tasks.txt", "".join(f"echo t{code} >> {ledger}; {planted}; exit {code}\n" for code in (0, 4)))
+    try:
+        res = swarm("run", "tasks.txt", "-j", "1", "--output", "quiet", timeout=60)
+    finally:
+        for run in swarm.runs():
+            kill_run_processes(run.name)
+    assert res.code == 1, res
+    assert sorted(ledger.read_text().split()) == ["t0", "t4"]
+    rows = list(swarm.tasks().values())
+    if ends == "unknown":
+        assert [(r["status"], r["reason"]) for r in rows] == [("unknown", "exit_garbled")] * 2
+    else:
+        assert [(r["status"], r["exit_code"]) for r in rows] == [("succeeded", 0), ("failed", 4)]
+    assert run_processes(swarm.runs()[0].name) == []

@@ -10,6 +10,8 @@ recognised as a duplicate and does not run twice.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,10 +78,20 @@ def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, gr
     ``from_message``)."""
     out = Batch()
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FOLLOWUPS_BYTES + 1)
+        # never waited on: a FIFO a worker made there would hold the supervisor for ever
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return out
+    except OSError as e:
+        out.errors.append(f"{path}: cannot be read ({e.strerror}); ignored")
+        return out
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            out.errors.append(f"{path}: not a plain file; ignored")
+            return out
+        data = os.read(fd, MAX_FOLLOWUPS_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > MAX_FOLLOWUPS_BYTES:
         out.errors.append(f"{path}: larger than {MAX_FOLLOWUPS_BYTES} bytes; ignored")
         return out

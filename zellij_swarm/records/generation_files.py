@@ -443,14 +443,14 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     system calls when the pid is known."""
     side: tuple[int | None, str | None] | None
     try:
-        fd = rundir.open_record(plain(gen, EXIT_SIDECAR))
+        fd, st = rundir.open_record_stat(plain(gen, EXIT_SIDECAR))
     except FileNotFoundError:
         return read_exit_record(gen)
-    except rundir.UnsafeRecord:  # planted in its place: the generation ended, how is not known
+    except rundir.UnsafeRecord:  # planted in its place, or no file: the generation ended, how is not known
         ended, side = os.lstat(plain(gen, EXIT_SIDECAR)).st_mtime, (None, EXIT_GARBLED)
     else:
         try:
-            ended = os.fstat(fd).st_mtime
+            ended = st.st_mtime
             side = _parse_sidecar(os.read(fd, _LINE_LIMIT))
         finally:
             os.close(fd)

@@ -137,27 +137,49 @@ class DamagedRecord(exc.SwarmError, ValueError):
 
 class UnsafeRecord(exc.SwarmError, OSError):
     """A record or log of a run that is a symbolic link where a file should be: never read
-    through (another user could have planted it to have us read or write their target). Also
-    an ``OSError``, so readers that skip an unreadable record skip it, and a ``SwarmError``,
-    so one that reaches the CLI is one line naming it."""
+    through (another user could have planted it to have us read or write their target) — or
+    no plain file at all (a FIFO a worker made there would block its reader for ever, a
+    directory cannot be read). Also an ``OSError``, so readers that skip an unreadable record
+    skip it, and a ``SwarmError``, so one that reaches the CLI is one line naming it."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], kind: str | None = None) -> None:
         where = Path(path)
         run = next((p for p in where.parents if p.parent.name == "runs"), where.parent)
-        super().__init__(f"{where} is a symbolic link: a run's records are never read through one (another user "
-                         f"could have planted it); remove it, or the run ({run})")
+        why = (f"is {kind}, not a plain file: a run's records are read from plain files only" if kind else
+               "is a symbolic link: a run's records are never read through one (another user could have planted it)")
+        super().__init__(f"{where} {why}; remove it, or the run ({run})")
         self.errno, self.filename = errno.ELOOP, str(where)
 
 
 def open_record(path: str | os.PathLike[str]) -> int:
     """A read-only descriptor of a record or log inside a run directory, opened without
-    following a symlink (``UnsafeRecord``); ``FileNotFoundError`` when there is none."""
+    following a symlink and only when it is a plain file (``UnsafeRecord``);
+    ``FileNotFoundError`` when there is none."""
+    return open_record_stat(path)[0]
+
+
+def open_record_stat(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+    """``open_record``, with the file's status. The open never waits (``O_NONBLOCK``: a FIFO
+    put in a record's place is refused, not waited on)."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise UnsafeRecord(path) from None
         raise
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafeRecord(path, _FILE_KINDS.get(stat.S_IFMT(st.st_mode), "a special file"))
+    return fd, st
+
+
+_FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+               stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
 def read_record(path: str | os.PathLike[str], limit: int = -1) -> bytes:

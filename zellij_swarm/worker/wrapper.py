@@ -89,6 +89,16 @@ _CLAIM_OR_LEAVE = (f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || "
 # itself (job.step, numbers), else nothing.
 _NODE = ('"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\",'
          '\\"step\\":\\"${SLURM_JOB_ID-}.${SLURM_STEP_ID-}\\"}"')
+
+
+def _after_worker(write: str, path: str) -> str:
+    """``write >>path`` once the worker has run, unless ``path`` is there and no plain file:
+    a FIFO the worker made in its place (or a link to one) would hold the wrapper in its
+    ``open`` for ever, and with it the generation's end. Skipped, the record is missing, or
+    the supervisor finds something no wrapper writes there (``exit_garbled``)."""
+    return f"{{ [ -f {path} ] || ! [ -e {path} ]; }} && {write} >>{path}"
+
+
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
 
@@ -228,13 +238,13 @@ def _body(pane: PaneMode | None) -> list[str]:
         # file truncated on open as it is closed (auto_da_alloc), and the next fold's emptying
         # must then free them: 1.6 ms a task of the commit thread's wall on this project's
         # machines (``discard``), 0.1 ms appended.
-        f"  printf '%s\\n' \"$_zsw_rc\" >>{_EXIT_SIDECAR}",
+        "  " + _after_worker("printf '%s\\n' \"$_zsw_rc\"", _EXIT_SIDECAR),
         "else",
         f"  printf 'zellij-swarm: cwd does not exist: %s\\n' \"$_zsw_cwd\" >>{_OUTPUT}",
         "  _zsw_rc=1",
         f"  printf '%s\\n' '- cwd_missing' >>{_EXIT_SIDECAR}",
         "fi",
-        f'printf \'{{"event":"exited","code":%s}}\\n\' "$_zsw_rc" >>{_HEARTBEAT}',
+        _after_worker('printf \'{"event":"exited","code":%s}\\n\' "$_zsw_rc"', _HEARTBEAT) + " || :",
         *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
         'exit "$_zsw_rc"',
     ]
