@@ -138,3 +138,21 @@ def test_collect_takes_the_one_run_holding_worktrees(swarm):
                  "a").code == 0
     res = swarm("collect", "task-1")
     assert res.code == 0 and re.search(r"\b[0-9a-f]{7,}\b", res.stdout), res
+
+
+@pytest.mark.parametrize("command", [("ls",), ("status",), ("prune",), ("logs",), ("proof",)])
+def test_a_stray_file_among_the_runs_is_no_run(swarm, command):
+    """A file a user left in ``runs/`` (notes, an editor's backup) made every command that
+    lists the runs an internal error (NotADirectoryError reading ``runs/notes.txt/run.json``)."""
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt").code == 0
+    (swarm.runs()[0].parent / "notes.txt").write_text("mine\n")
+    res = swarm(*command)
+    assert res.code == 0 and "internal error" not in res.stderr, res
+
+
+@pytest.mark.parametrize("command", ["ls", "status"])
+def test_a_state_directory_that_is_a_file_is_said(tmp_path, command):
+    (tmp_path / ".zellij-swarm").write_text("")
+    res = swarm_in(tmp_path)(command)
+    assert "internal error" not in res.stderr and "is not a directory" in res.stderr, res

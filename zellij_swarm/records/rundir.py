@@ -220,7 +220,7 @@ def has_record(path: Path) -> bool:
     """``path`` holds a record: it exists and is not empty (see ``read_json``)."""
     try:
         return os.stat(path).st_size > 0
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # also: a stray file where a run's directory would be
         return False
 
 
@@ -508,7 +508,7 @@ def all_runs(state_dir: Path) -> list[RunPaths]:
     root = runs_root(state_dir)
     try:
         entries = [root / n for n in os.listdir(root) if not n.startswith(".")]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # none yet, or the state directory is a file: no runs
         return []
     runs = [RunPaths(p) for p in entries if has_record(p / "run.json")]  # an empty one: see find_run
     return sorted(runs, key=_started_at, reverse=True)
