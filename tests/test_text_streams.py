@@ -142,3 +142,26 @@ def test_a_run_started_with_its_standard_streams_closed_runs(tmp_path: Path, clo
     assert res.returncode == 0, res
     assert statuses(tmp_path) == ["succeeded", "succeeded"]
     assert call(["logs", "task-1", "--state-dir", str(tmp_path)])[1] == "one\n"
+
+
+@pytest.mark.parametrize("command", [("status",), ("status", "--json"), ("ls",), ("proof",), ("run", "--help")])
+def test_a_full_stdout_is_one_line_for_every_command(ended_run: Path, command: tuple[str, ...]) -> None:
+    """``status >/dev/full``: click.echo's ENOSPC was an internal error with a crash report."""
+    with open("/dev/full", "wb") as full:
+        res = subprocess.run([sys.executable, "-m", "zellij_swarm", *command, "--state-dir", str(ended_run)],
+                             stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (res.returncode, res.stderr) == (1, "zellij-swarm: error: cannot write the output: No space left on "
+                                               "device\n")
+
+
+def test_a_state_directory_that_cannot_be_written_is_one_line(ended_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``retry`` on a read-only (or full) state directory: its lock could not be taken, an
+    internal error. The machine's errors name what could not be written."""
+    from zellij_swarm.records import runlock
+
+    def read_only(lock: runlock.RunLock) -> None:
+        raise OSError(30, "Read-only file system", str(ended_run / "lock"))
+
+    monkeypatch.setattr(runlock.RunLock, "acquire", read_only)
+    code, _, err = call(["retry", "--state-dir", str(ended_run)])
+    assert (code, err) == (1, f"zellij-swarm: error: cannot write {ended_run / 'lock'}: Read-only file system\n")

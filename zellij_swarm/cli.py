@@ -7,6 +7,7 @@ anticipated.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, NoReturn, TypeVar, get_args
 
 import click
 
@@ -806,17 +807,34 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(141)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except Exception as e:  # a bug: one line for the user, the traceback kept for a report
-        import tempfile
-        import traceback
+    except OSError as e:
+        if e.errno not in _ENVIRONMENT_ERRNOS:
+            _crash_report(e)
+        # the machine's, not ours: a full or read-only disk, one not ours to write, stdout
+        # on /dev/full — one line, naming what could not be written
+        if e.filename is None:  # stdout itself: what it holds goes nowhere, not again at exit
+            streams.discard_unwritten(sys.stdout)
+        _fail(f"cannot write {e.filename or 'the output'}: {e.strerror or e}", 1)
+    except Exception as e:
+        _crash_report(e)
 
-        fd, path = tempfile.mkstemp(prefix="zellij-swarm-crash-", suffix=".txt")
-        with os.fdopen(fd, "w") as f:
-            traceback.print_exc(file=f)
-        _fail(f"internal error: {type(e).__name__}: {e} (traceback in {path}; running workers, if any, "
-              "keep running: see `zellij-swarm status`, `resume`)", 1)
+
+# OSErrors that say what the machine is like, not what is wrong with this program
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM})
 
 
-def _fail(message: str, code: int) -> None:
+def _crash_report(e: BaseException) -> NoReturn:
+    """A bug: one line for the user, the traceback kept for a report (exits)."""
+    import tempfile
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="zellij-swarm-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        traceback.print_exc(file=f)
+    _fail(f"internal error: {type(e).__name__}: {e} (traceback in {path}; running workers, if any, "
+          "keep running: see `zellij-swarm status`, `resume`)", 1)
+
+
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"zellij-swarm: error: {quoting.terminal_text(message) if message else 'failed'}", err=True)
     sys.exit(code)

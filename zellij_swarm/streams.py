@@ -9,10 +9,11 @@ stdout gets the bytes as they are)."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import sys
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 
 class _DecodingWriter(io.RawIOBase):
@@ -72,3 +73,21 @@ def open_standard_descriptors() -> None:
             os.set_inheritable(fd, True)
         if getattr(sys, name) is None:
             setattr(sys, name, open(fd, mode, closefd=False, encoding="utf-8"))  # noqa: SIM115 (the process's own)
+
+
+def discard_unwritten(stream: IO[Any]) -> None:
+    """A stream whose descriptor can no longer be written (a closed pipe, a full disk) is
+    pointed at /dev/null: what its buffer holds, and whatever is written to it later, goes
+    there instead of failing again — in the loop, or as the interpreter flushes it at exit.
+    A stream without a descriptor is left as it is."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()

@@ -24,7 +24,6 @@ paths, notices) passes through ``quoting.terminal_text``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
@@ -240,7 +239,7 @@ class ConsoleReporter:
             self._copy(path, to, prefix)
         except OSError as e:
             self._unwritable.add(to)
-            _discard_unwritten(to)
+            streams.discard_unwritten(to)
             which = "stdout" if to is self.out and self.out is not self.err_bytes else "stderr"
             self._say(f"zellij-swarm: warning: the workers' output is no longer copied to {which} "
                       f"({e.strerror or e}); the run goes on: `zellij-swarm logs {self._run_id} TASK` reads it")
@@ -266,7 +265,7 @@ class ConsoleReporter:
             self.err.write("\r\033[K" + progress_line(facts, self._width()))
             self.err.flush()
         except OSError:
-            _discard_unwritten(self.err)
+            streams.discard_unwritten(self.err)
         self._line_shown = True
 
     def _width(self) -> int:
@@ -304,25 +303,7 @@ class ConsoleReporter:
             self.err.write(quoting.terminal_text(text) + "\n")
             self.err.flush()
         except OSError:  # nobody reads stderr any more (`2>&1 | head`): the run goes on unheard
-            _discard_unwritten(self.err)
-
-
-def _discard_unwritten(stream: IO[Any]) -> None:
-    """A stream whose descriptor can no longer be written (a closed pipe, a full disk) is
-    pointed at /dev/null: what its buffer holds, and whatever is written to it later, goes
-    there instead of failing again — in the loop, or as the interpreter flushes it at exit.
-    A stream without a descriptor is left as it is."""
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):
-        return
-    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.dup2(null, fd)
-    finally:
-        os.close(null)
-    with contextlib.suppress(OSError, ValueError):
-        stream.flush()
+            streams.discard_unwritten(self.err)
 
 
 def _isatty(stream: IO[bytes]) -> bool:
