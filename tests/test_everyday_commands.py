@@ -385,3 +385,18 @@ def test_attach_from_outside_finds_a_run_on_another_tmux_server_by_its_record(sw
     # the window stays (a task failed): from outside tmux, with no terminal, the way there is said
     outside = clean_env()
     one_line_error(swarm("attach", run.name, "bad", env=outside), 1, f"-S {tmux.socket}")
+
+
+def test_logs_takes_a_name_before_an_id_and_its_hint_runs_as_printed(swarm):
+    """A task named like another task's id: ``logs t1`` showed the task whose id is ``t1``
+    (named ``-x``) while ``retry t1`` took the one named ``t1``. And the hint of a task named
+    ``-x`` could not be pasted (``-x`` read as an option)."""
+    swarm.write("s.toml", '[[task]]\nname = "-x"\ncmd = "echo neg; exit 4"\n'
+                          '[[task]]\nname = "t1"\ncmd = "echo named-t1"\n')
+    res = swarm("run", "s.toml", "-j", "1", "--output", "group")
+    assert swarm("logs", "t1").stdout == "named-t1\n"
+    assert swarm("logs", "t2").stdout == "named-t1\n"  # the id still finds a task no name shadows
+    hint = next(line for line in res.stderr.splitlines() if line.startswith("-x: failed"))
+    words = shlex.split(hint.split(" — zellij-swarm ", 1)[1])
+    assert words[:2] == ["logs", "--"]
+    assert swarm(*words).stdout == "neg\n"

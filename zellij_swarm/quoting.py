@@ -68,6 +68,14 @@ def shell_line(argv: Iterable[str]) -> str:
     return shlex.join(argv)
 
 
+def positional_line(words: Iterable[str]) -> str:
+    """Positional arguments of one of our commands as ``sh`` words, after ``--`` when one of
+    them begins with ``-`` (a task named ``-x`` is no option)."""
+    words = list(words)
+    line = shlex.join(words)
+    return f"-- {line}" if any(w.startswith("-") for w in words) else line
+
+
 def tmux_arg(text: str) -> str:
     """``text`` as one argument of a tmux command (argv or a ``;``-chained command line)."""
     return text[:-1] + "\\;" if text.endswith(";") else text

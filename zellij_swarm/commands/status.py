@@ -257,11 +257,13 @@ def selection_text(group: str | None, tags: Iterable[str]) -> str:
 
 
 def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
+    """The task named ``key``, else the one whose id it is — a name first, as the supervisor
+    takes it (``retry``, ``cancel``): a task may be named like another one's id (``t1``)."""
     tasks: list[dict[str, Any]] = snap["tasks"]
-    for t in tasks:
-        if t["name"] == key or t["id"] == key:
-            return t
-    raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
+    found = next((t for t in tasks if t["name"] == key), None) or next((t for t in tasks if t["id"] == key), None)
+    if found is None:
+        raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
+    return found
 
 
 def when(ts: float | None) -> str:
@@ -403,10 +405,11 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
     waiting = waiting_tasks(snap)
     if not waiting:
         return _shown([f"run {snap['run_id']}: no task waits for input"])
-    run = "" if latest else f"{snap['run_id']} "
+    run = [] if latest else [snap["run_id"]]
     return _shown(table(("TASK", "SLOT", "ATTACH"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
-                          f"zellij-swarm attach {run}{quoting.shell_line([t['name']])}") for t in waiting], indent=""))
+                          f"zellij-swarm attach {quoting.positional_line([*run, t['name']])}") for t in waiting],
+                        indent=""))
 
 
 def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str, width: int | None = None) -> list[str]:

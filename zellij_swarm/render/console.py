@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import signal
 import sys
@@ -226,7 +225,7 @@ class ConsoleReporter:
         is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
             return ""
-        hint = f" — zellij-swarm logs {self._run_id} {shlex.quote(task.name)}"
+        hint = f" — zellij-swarm logs {quoting.positional_line([self._run_id, task.name])}"
         if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
