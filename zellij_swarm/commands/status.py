@@ -19,7 +19,7 @@ from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
-from zellij_swarm.records.rundir import RunPaths, all_runs, has_record, read_json
+from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
 from zellij_swarm.render.console import counts_text, describe
 
@@ -63,11 +63,30 @@ def load_written(run: RunPaths) -> dict[str, Any]:
             snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running",
                     "started_at": meta["started_at"], "ended_at": None, "settings": meta.get("settings", {}),
                     "counts": {}, "tasks": [], "slots": [], "metrics": {}, "warnings": []}
+    _check_shape(snap, run)
     if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
         snap["state"] = RunState.INTERRUPTED
     if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
         _running_durations_now(snap, time.time())
     return snap
+
+
+# What every reader of a snapshot takes as given, and the type it takes it as (SPEC §7.1)
+_SNAPSHOT_FIELDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
+    ("state", str, True), ("run_id", str, False), ("tasks", list, False), ("counts", dict, False),
+    ("slots", list, False), ("settings", dict, False), ("metrics", dict, False), ("warnings", list, False),
+    ("rows", dict, False), ("started_at", (int, float), False))
+
+
+def _check_shape(snap: dict[str, Any], run: RunPaths) -> None:
+    """A snapshot that parses but is not one (``{}``, a list where the tasks go) is a
+    damaged record, said in one line — not a reader's KeyError or TypeError."""
+    for field, kind, required in _SNAPSHOT_FIELDS:
+        if (field in snap or required) and not isinstance(snap.get(field), kind):
+            raise DamagedRecord(f"{run.dir}: damaged snapshot ({field!r} is missing or not a "
+                                f"{kind.__name__ if isinstance(kind, type) else 'number'}); it cannot be read")
+    if snap["state"] not in set(RunState):
+        raise DamagedRecord(f"{run.dir}: damaged snapshot (state {snap['state']!r}); it cannot be read")
 
 
 def rows_of(snap: dict[str, Any], run: RunPaths, statuses: frozenset[str] | None) -> list[TaskRow]:

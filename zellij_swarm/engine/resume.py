@@ -53,7 +53,7 @@ from zellij_swarm.records import envfile, generation_files, runlock
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.log import EventLog
-from zellij_swarm.records.rundir import RunPaths, has_record, read_json
+from zellij_swarm.records.rundir import DamagedRecord, RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.records.task import task_id as id_of_order
@@ -137,6 +137,10 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         what = "retry: `zellij-swarm restart RUN TASK` runs a running task again" if ended else "resume"
         raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to {what}")
     meta = read_json(run.run_json)
+    if not (isinstance(meta.get("tasks"), list) and isinstance(meta.get("settings"), dict)
+            and all(isinstance(t, dict) for t in meta["tasks"])):
+        raise DamagedRecord(f"{run.run_json}: damaged record (no list of tasks and settings, which every run "
+                            "records); it cannot be resumed")
     if not ended and has_record(run.summary):
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume (`zellij-swarm retry` runs "
                                "its failures again)")

@@ -202,8 +202,8 @@ def read_record(path: str | os.PathLike[str], limit: int = -1) -> bytes:
         os.close(fd)
 
 
-def read_json(path: Path) -> Any:
-    """A JSON record. A zero-length file counts as absent (``FileNotFoundError``): it is what
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON record: an object. A zero-length file counts as absent (``FileNotFoundError``): it is what
     a crash between creating a file and writing it leaves, as for sidecars (SPEC §7); a
     record that does not parse raises ``DamagedRecord``, naming the file; a symlink,
     ``UnsafeRecord``."""
@@ -211,9 +211,13 @@ def read_json(path: Path) -> Any:
     if not data:
         raise FileNotFoundError(errno.ENOENT, "empty record (counts as absent)", str(path))
     try:
-        return json.loads(data)
+        record = json.loads(data)
     except ValueError as e:
         raise DamagedRecord(f"{path}: damaged record (not valid JSON: {e}); it cannot be read") from None
+    if not isinstance(record, dict):  # every record of ours is a JSON object
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(record), "a number")
+        raise DamagedRecord(f"{path}: damaged record (JSON {kind}, not an object); it cannot be read")
+    return record
 
 
 def has_record(path: Path) -> bool:
