@@ -52,3 +52,24 @@ def test_additions_depend_on_tasks_already_in_the_run(swarm):
              if e["event"] == "task_added"}
     assert (added["x"]["argv"], added["x"]["after"], added["x"]["priority"]) == (["echo", "hi"], ["a"], 5)
     assert added["b"]["after"] == ["a"] and added["c"]["after"] == ["x"]
+
+
+def test_an_unnamed_task_of_an_added_file_is_named_by_the_run(swarm):
+    """``add FILE.toml`` with a ``[[task]]`` that gives no name: it was named ``task-1`` by its
+    place in the file, refused as a duplicate in any run with a ``task-1``."""
+    swarm.write("base.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
+    swarm.write("more.toml", '[[task]]\ncmd = "echo unnamed"\n[[task]]\nname = "named"\ncmd = "echo named"\n')
+    proc = swarm.popen("run", "base.txt", "-j", "1", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="task-1 started")
+        res = swarm("add", run.name, "more.toml")
+        assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: task-2, named\n")
+        swarm.write("again.toml", '[[task]]\ncmd = "echo again"\n')
+        res = swarm("add", run.name, "again.toml")
+        assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: task-4\n")
+        (swarm.cwd / "go").touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        kill_run_processes(run.name)
+    assert list(swarm.tasks()) == ["task-1", "task-2", "named", "task-4"]

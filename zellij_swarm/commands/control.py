@@ -167,8 +167,9 @@ def _tasks_of_file(path: str, run: RunPaths) -> list[dict[str, Any]]:
         raise exc.UsageError(f"{path}: [swarm] settings and [group.NAME] tables cannot change a running swarm; "
                              "give only [[task]]s")
     tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
-    if not path.endswith(".toml"):  # command lines are named by the supervisor, after the run's tasks
-        tasks = [{k: v for k, v in t.items() if k != "name"} for t in tasks]
+    # command lines, and [[task]]s without a name, are named by the supervisor, after the run's tasks
+    unnamed = swarmfile.unnamed_tasks(path) if path.endswith(".toml") else range(len(tasks))
+    tasks = [{k: v for k, v in t.items() if k != "name"} if i in unnamed else t for i, t in enumerate(tasks)]
     if not tasks:
         raise exc.UsageError(f"{path}: no tasks to add")
     return tasks

@@ -8,6 +8,7 @@ tables, ``[swarm]`` and inline tables alike.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import tomllib
@@ -204,6 +205,14 @@ def load(path: str, *, known: Iterable[str] = (), known_groups: Iterable[str] = 
     return parse_lines(text, where)
 
 
+def unnamed_tasks(path: str) -> set[int]:
+    """The positions of the ``[[task]]``s of the TOML file ``path`` (``load`` read it whole
+    already) that give no name."""
+    doc = tomllib.loads(_decode(_read(path, "a swarm file")[1], path))
+    tasks = doc.get("task", [])
+    return {i for i, t in enumerate(tasks) if isinstance(t, dict) and "name" not in t}
+
+
 def load_arguments(path: str, *, null: bool) -> tuple[str, list[str]]:
     """The arguments of a template (``run --template T FILE``) in ``path`` (``-`` for stdin),
     and the name messages give it: one per line, or with ``null`` one per NUL-terminated item.
@@ -313,9 +322,16 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
     starts = [i for i, ln in enumerate(lines) if _TASK_HEADER.match(ln)]
     base = Path(path).resolve().parent
     tasks = []
+    known = set(known)
+    # Added to a running swarm, an unnamed task is given a name none of its tasks has (the
+    # supervisor names it for good: ``add``); in a swarm of its own, ``task-<its number>``.
+    taken = known | {t["name"] for t in raw_tasks if isinstance(t, dict) and isinstance(t.get("name"), str)}
+    free = (f"task-{n}" for n in itertools.count(1) if f"task-{n}" not in taken)
     for index, raw in enumerate(raw_tasks):
         start = starts[index] if index < len(starts) else None
-        tasks.append(_task(raw, index, path, lines, _span(lines, start), base))
+        unnamed = known and isinstance(raw, dict) and "name" not in raw
+        tasks.append(_task({**raw, "name": next(free)} if unnamed else raw, index, path, lines,
+                           _span(lines, start), base))
     validate(tasks, known=known, groups={*groups, *known_groups})
     return SwarmInput(tasks, file_settings, name, path, groups)
 
