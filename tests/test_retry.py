@@ -114,3 +114,16 @@ def test_retry_of_a_running_run_says_use_restart(swarm):
         (swarm.cwd / "go").touch()
         proc.wait(timeout=60)
         kill_run_processes(run.name)
+
+
+def test_retry_of_an_interrupted_run_with_nothing_failed_points_to_resume():
+    """It said "every task succeeded; nothing to retry" of a run killed with tasks running
+    and pending, none of which had succeeded."""
+    from zellij_swarm import exc
+    from zellij_swarm.commands.run import retry_selection
+
+    snap = {"tasks": [{"name": "a", "id": "t1", "status": "running"}, {"name": "b", "id": "t2", "status": "pending"},
+                      {"name": "c", "id": "t3", "status": "succeeded"}]}
+    with pytest.raises(exc.UsageError, match=r"^run r1: no task failed; 2 have not ended \(the run was interrupted\): "
+                                             r"`zellij-swarm resume r1` goes on with them$"):
+        retry_selection(snap, [], [], "r1")

@@ -277,9 +277,14 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
         grew = bool(more)
     if not chosen:
         unknowns = sum(1 for t in rows.values() if t["status"] == TaskStatus.UNKNOWN)
-        raise exc.UsageError(f"run {run_id}: {unknowns} task(s) of unknown outcome and no other to retry; add "
-                             "--unknown or name them" if unknowns else
-                             f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
+        unended = sum(1 for t in rows.values() if t["status"] in (TaskStatus.PENDING, TaskStatus.RUNNING))
+        if unknowns:
+            raise exc.UsageError(f"run {run_id}: {unknowns} task(s) of unknown outcome and no other to retry; add "
+                                 "--unknown or name them")
+        if unended:  # an interrupted run: its work is not over, and none of it failed
+            raise exc.UsageError(f"run {run_id}: no task failed; {unended} have not ended (the run was interrupted): "
+                                 f"`zellij-swarm resume {run_id}` goes on with them")
+        raise exc.UsageError(f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
     selection = {}
     for name in chosen:
         t = rows[name]
