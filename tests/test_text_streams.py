@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,14 @@ def test_a_state_directory_that_cannot_be_written_is_one_line(ended_run: Path, m
     monkeypatch.setattr(runlock.RunLock, "acquire", read_only)
     code, _, err = call(["retry", "--state-dir", str(ended_run)])
     assert (code, err) == (1, f"zellij-swarm: error: cannot write {ended_run / 'lock'}: Read-only file system\n")
+
+
+def test_a_stdout_that_cannot_encode_a_name_gets_it_escaped(tmp_path: Path) -> None:
+    """``PYTHONIOENCODING=latin-1 zellij-swarm status`` on a task named ``ü😀``: a
+    UnicodeEncodeError, an internal error."""
+    (tmp_path / "s.toml").write_text('[[task]]\nname = "ü😀"\ncmd = "true"\n')
+    subprocess.run(zsw(tmp_path / "state", "--output", "quiet", str(tmp_path / "s.toml")), check=True, timeout=60)
+    res = subprocess.run([sys.executable, "-m", "zellij_swarm", "status", "--state-dir", str(tmp_path / "state")],
+                         capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert (res.returncode, res.stderr) == (0, b"")
+    assert "ü\\U0001f600".encode("latin-1") in res.stdout

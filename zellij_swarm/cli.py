@@ -783,6 +783,7 @@ def main(argv: list[str] | None = None) -> None:
     if not sys.platform.startswith("linux"):  # inotify, pidfds, /proc, OFD locks: SPEC §1
         _fail(f"zellij-swarm needs Linux (this is {sys.platform})", 2)
     streams.open_standard_descriptors()
+    streams.replace_unencodable()
     try:
         os.getcwd()  # every command finds its state directory from it; a run's tasks run in it
     except FileNotFoundError:

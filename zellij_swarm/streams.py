@@ -75,6 +75,15 @@ def open_standard_descriptors() -> None:
             setattr(sys, name, open(fd, mode, closefd=False, encoding="utf-8"))  # noqa: SIM115 (the process's own)
 
 
+def replace_unencodable() -> None:
+    """Text a stdout or stderr cannot encode (a task named ``ü😀`` under
+    ``PYTHONIOENCODING=latin-1``, a path of undecodable bytes) is written escaped rather than
+    failing the command that writes it."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
 def discard_unwritten(stream: IO[Any]) -> None:
     """A stream whose descriptor can no longer be written (a closed pipe, a full disk) is
     pointed at /dev/null: what its buffer holds, and whatever is written to it later, goes
