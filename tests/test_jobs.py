@@ -161,3 +161,15 @@ def test_add_is_refused_on_bad_input_and_finished_runs(swarm):
     swarm("run", "a.txt")
     res = swarm("add", swarm.latest().name, "--", "true")
     assert res.code == 2 and "is finished" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_an_invalid_followup_names_its_file_and_line_once(tmp_path):
+    """The warning said ``followups.jsonl:1: followups.jsonl:1: task …``."""
+    from zellij_swarm.config import additions
+
+    path = tmp_path / "followups.jsonl"
+    path.write_text('{"cmd": 5}\n{"cmd": "x", "after": ["nope"]}\n[]\n')
+    batch = additions.from_followups(path, "p", ["p"], tmp_path)
+    assert batch.errors == [f"{path}:1: task 'p/followup-1': cmd must be a string",
+                            f"{path}:2: task 'p/followup-2': after names unknown task 'nope'",
+                            f"{path}:3: invalid follow-up: not a JSON object"]

@@ -114,8 +114,9 @@ def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, gr
             spec = swarmfile.task_from_dict(raw, lineno - 1, f"{path}:{lineno}", base)
             _refuse_kept(spec.name, kept)
             swarmfile.validate([spec], known=taken, groups=groups)
-        except exc.UsageError as e:
-            out.errors.append(f"{path}:{lineno}: {e}")
+        except exc.UsageError as e:  # it names the line already (the task's source is ``path:lineno``)
+            where = f"{path}:{lineno}"
+            out.errors.append(str(e) if str(e).startswith(where) else f"{where}: {e}")
             continue
         taken.add(spec.name)
         out.specs.append(spec)
