@@ -96,6 +96,10 @@ MALFORMED = [
          prepare=_chown_to_another_user(".zellij-swarm/runs")),
     Case("require-flags-conflict", {"s.toml": T}, ("run", "s.toml", "--require-multiplexer", "--no-require-zellij"),
          "usage", "--require-multiplexer and --no-require-zellij conflict"),
+    Case("logs-stdout-and-stderr", {}, ("logs", "r", "t", "--stdout", "--stderr"), "usage",
+         "--stdout and --stderr conflict"),
+    Case("proof-nan-speedup", {}, ("proof", "--min-speedup", "nan"), "usage", "'nan' is not a finite number"),
+    Case("proof-inf-span", {}, ("proof", "--max-launch-span", "inf"), "usage", "'inf' is not a finite number"),
     Case("here-with-headless", {"s.toml": T}, ("run", "s.toml", "--here", "--backend", "headless"), "usage",
          "--here conflicts with backend 'headless' (from flag --backend)"),
     # issue 10, second pass (tests/test_hardening.py has the attacks these rows stand for)

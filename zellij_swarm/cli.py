@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -392,17 +393,20 @@ def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) ->
 @click.option("--attempt", type=click.IntRange(min=1), default=None, help="which attempt (default: the latest)")
 @click.option("--raw", is_flag=True, help="the output as stored, byte for byte (a pane's CRLF line ends included)")
 @click.option("--tag", "tags", multiple=True, metavar="TAG", help="without TASK: list only the tasks with this tag")
-@click.option("--stdout", "stream", flag_value="stdout", help="only the worker's stdout")
-@click.option("--stderr", "stream", flag_value="stderr", help="only the worker's stderr (headless and compact workers)")
+@click.option("--stdout", "only_stdout", is_flag=True, help="only the worker's stdout")
+@click.option("--stderr", "only_stderr", is_flag=True, help="only the worker's stderr (headless and compact workers)")
 @_state_dir_option
 def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, tags: tuple[str, ...],
-         stream: str | None, state_dir: str | None) -> None:
+         only_stdout: bool, only_stderr: bool, state_dir: str | None) -> None:
     """The output of TASK (a name or id) in RUN (default: the latest run): the worker's stdout
     on stdout, its stderr on stderr (a pane's one terminal: both on stdout); without TASK,
     the run's tasks (--tag: those with the tag). A terminal's CRLF line ends are shown as LF
     (--raw: as stored)."""
     from zellij_swarm.commands.logs import show, task_list
 
+    if only_stdout and only_stderr:
+        raise exc.UsageError("--stdout and --stderr conflict: give one of them (neither: both streams)")
+    stream = "stdout" if only_stdout else "stderr" if only_stderr else None
     run, snap, task = _run_and_task(state_dir, args, "logs")
     if task is not None:
         if tags:
@@ -616,13 +620,23 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
         click.echo(control.add(run, tasks=[{k: v for k, v in task.items() if v not in (None, [])}]), err=True)
 
 
+class _FiniteFloat(click.FloatRange):
+    """A number ≥ ``min``: ``nan`` and ``inf`` are no bound a run can be held to."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 @cli.command()
 @click.argument("run_id", required=False, metavar="[RUN]")
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @click.option("--min-concurrency", type=click.IntRange(min=1), default=None,
               help="fail below this many workers at once")
-@click.option("--min-speedup", type=click.FloatRange(min=0), default=None, help="fail below this speed-up")
-@click.option("--max-launch-span", type=click.FloatRange(min=0), default=None, metavar="MS",
+@click.option("--min-speedup", type=_FiniteFloat(min=0), default=None, help="fail below this speed-up")
+@click.option("--max-launch-span", type=_FiniteFloat(min=0), default=None, metavar="MS",
               help="fail if the first batch took longer than this to start")
 @_state_dir_option
 def proof(run_id: str | None, json_output: bool, min_concurrency: int | None, min_speedup: float | None,
