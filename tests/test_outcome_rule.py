@@ -93,3 +93,17 @@ def test_a_worker_that_removes_its_records_ran_once_and_ends_as_it_exited(swarm,
     assert [w["code"] for w in swarm.summary()["warnings"]] == warned
     events = (swarm.runs()[0] / "events.jsonl").read_text()
     assert '"task_requeued"' not in events and '"dispatch_held"' not in events
+
+
+def test_a_worker_that_removes_the_run_s_records_leaves_the_next_task_lost_not_failed(swarm):
+    """``git clean -fdx`` in a repository holding the state directory takes the run's
+    directory — its wrapper script with it. The next task's wrapper then never began (``sh``
+    cannot open the script: status 2): it was recorded ``failed (exit 2)``, as if it had run."""
+    ledger = swarm.cwd / "ledger"
+    run_dir = '"$(dirname "$(dirname "$(dirname "$(dirname "$ZELLIJ_SWARM_HEARTBEAT")")")")"'
+    swarm.write("tasks.txt", f"echo first >> {ledger}; rm -rf {run_dir}\necho second >> {ledger}\n")
+    res = swarm("run", "tasks.txt", "-j", "1")
+    assert res.code == 1
+    assert ledger.read_text() == "first\n"
+    assert "task-1: succeeded" in res.stderr and "task-2: lost (no_exit_record)" in res.stderr, res.stderr
+    assert "before it claimed its generation" in res.stderr

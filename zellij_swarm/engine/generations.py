@@ -402,11 +402,19 @@ class Generations:
                                     else os.WEXITSTATUS(wait_status or 0) == wrapper.UNCLAIMED_EXIT)
             # It ran, and its records went with it — its worker removed them (`rm -rf` of its
             # directory, a `git clean` of the state directory): no sign of a full disk. The
-            # launcher waited for its wrapper, which exits with its worker's status.
-            records_removed = exited and not unclaimed and (claim is None or not lg.gen.dir.is_dir())
+            # launcher waited for its wrapper, which exits with its worker's status. A directory
+            # still there with no claim and no start in its heartbeat is one its wrapper never
+            # began (its script went with the run's records: `sh` could not open it).
+            gone = exited and not unclaimed and claim is None and lg.gen.dir.is_dir() and not _began(lg.gen)
+            records_removed = exited and not unclaimed and not gone and (claim is None or not lg.gen.dir.is_dir())
             ran = records_removed or (claim is not None and not claim.by_supervisor)  # its worker may have run
             if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
                 reason = lg.kill_reason
+            elif gone:
+                self._warn("records_removed", f"the wrapper of task {lg.task.name!r} ended (status "
+                                              f"{os.WEXITSTATUS(wait_status or 0)}) before it claimed its generation "
+                                              f"({lg.gen.dir}): nothing ran", lg.task)
+                reason = "no_exit_record"
             elif records_removed:
                 self._warn("records_removed", f"the records of task {lg.task.name!r} ({lg.gen.dir}) were removed "
                                               "while it ran: its outcome is its exit status", lg.task)
@@ -582,6 +590,14 @@ class Generations:
         lg.task.move(TaskStatus.PENDING)
         self.ready.requeue(lg.task.id, first=True)
         self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
+
+
+def _began(gen: generation_files.GenPaths) -> bool:
+    """The generation's wrapper wrote its start in the heartbeat (after its claim)."""
+    try:
+        return generation_files.heartbeat_started(gen) is not None
+    except OSError:  # no plain file there: something wrote it
+        return True
 
 
 def _pane_label(a: Any) -> str:
