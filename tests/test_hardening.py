@@ -10,6 +10,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -257,6 +258,9 @@ GEN_DIR = '"$(dirname "$ZELLIJ_SWARM_HEARTBEAT")"'
     ('rm -f "$ZELLIJ_SWARM_HEARTBEAT"; mkfifo "$ZELLIJ_SWARM_HEARTBEAT"', "as_it_exited"),  # held the wrapper
     (f'rm -f {GEN_DIR}/exit; mkfifo {GEN_DIR}/exit', "unknown"),  # held the wrapper; SIGTERM did not end it
     (f'rm -f {GEN_DIR}/exit; mkdir {GEN_DIR}/exit', "unknown"),  # an internal error, in every resume too
+    # (bound from its directory: a socket's path is at most 108 bytes)
+    (f'cd {GEN_DIR} && rm -f exit && {sys.executable} -c "import socket; socket.socket(socket.AF_UNIX).bind(\'exit\')"',
+     "unknown"),  # ENXIO: the supervisor died, and every resume
 ])
 def test_a_worker_that_plants_no_plain_file_in_its_records_ends(swarm, planted, ends):
     """What a worker leaves where the wrapper or the supervisor reads or writes a record is
@@ -277,3 +281,20 @@ def test_a_worker_that_plants_no_plain_file_in_its_records_ends(swarm, planted, 
     else:
         assert [(r["status"], r["exit_code"]) for r in rows] == [("succeeded", 0), ("failed", 4)]
     assert run_processes(swarm.runs()[0].name) == []
+
+
+@pytest.mark.parametrize("log", ["output.log", "stderr.log"])
+@pytest.mark.parametrize("plant", ["mkfifo", "mkdir"])
+def test_a_worker_s_log_that_is_no_plain_file_is_not_copied_and_the_run_ends(swarm, log, plant):
+    """In ``group`` mode the reporter copies each log when its task ends: a FIFO there held
+    the supervisor in its ``open`` for ever; a directory was taken for an unwritable stdout,
+    and no later task's output was copied."""
+    swarm.write("tasks.txt", f"rm -f {GEN_DIR}/{log}; {plant} {GEN_DIR}/{log}; exit 1\necho after\n")
+    try:
+        res = swarm("run", "tasks.txt", "-j", "1", "--output", "group", timeout=60)
+    finally:
+        for run in swarm.runs():
+            kill_run_processes(run.name)
+    assert res.code == 1 and res.stdout == "after\n", res
+    assert "no longer copied" not in res.stderr
+    assert [r["status"] for r in swarm.tasks().values()] == ["failed", "succeeded"]

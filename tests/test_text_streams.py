@@ -151,8 +151,7 @@ def test_a_full_stdout_is_one_line_for_every_command(ended_run: Path, command: t
     with open("/dev/full", "wb") as full:
         res = subprocess.run([sys.executable, "-m", "zellij_swarm", *command, "--state-dir", str(ended_run)],
                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
-    assert (res.returncode, res.stderr) == (1, "zellij-swarm: error: cannot write the output: No space left on "
-                                               "device\n")
+    assert (res.returncode, res.stderr) == (1, "zellij-swarm: error: cannot write: No space left on device\n")
 
 
 def test_a_state_directory_that_cannot_be_written_is_one_line(ended_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,7 +164,7 @@ def test_a_state_directory_that_cannot_be_written_is_one_line(ended_run: Path, m
 
     monkeypatch.setattr(runlock.RunLock, "acquire", read_only)
     code, _, err = call(["retry", "--state-dir", str(ended_run)])
-    assert (code, err) == (1, f"zellij-swarm: error: cannot write {ended_run / 'lock'}: Read-only file system\n")
+    assert (code, err) == (1, f"zellij-swarm: error: {ended_run / 'lock'}: Read-only file system\n")
 
 
 def test_a_stdout_that_cannot_encode_a_name_gets_it_escaped(tmp_path: Path) -> None:
@@ -177,3 +176,22 @@ def test_a_stdout_that_cannot_encode_a_name_gets_it_escaped(tmp_path: Path) -> N
                          capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
     assert (res.returncode, res.stderr) == (0, b"")
     assert "ü\\U0001f600".encode("latin-1") in res.stdout
+
+
+def test_a_full_disk_elsewhere_is_not_blamed_on_the_output(ended_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ENOSPC with no file named (a record's write) said "cannot write the output"."""
+    from zellij_swarm.commands import status as views
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(views, "show_status", full)
+    assert call(["status", "--state-dir", str(ended_run)]) == (1, "", "zellij-swarm: error: cannot write: No space "
+                                                                    "left on device\n")
+
+
+def test_an_attach_hint_for_a_task_named_like_an_option_runs_as_printed() -> None:
+    from zellij_swarm.commands.wait import attach_line
+
+    assert attach_line({"run_id": "r1"}, {"name": "-x"}, latest=False) == "zellij-swarm attach -- r1 -x"
+    assert attach_line({"run_id": "r1"}, {"name": "b"}, latest=True) == "zellij-swarm attach b"

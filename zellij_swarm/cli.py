@@ -825,11 +825,15 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:
         if e.errno not in _ENVIRONMENT_ERRNOS:
             _crash_report(e)
-        # the machine's, not ours: a full or read-only disk, one not ours to write, stdout
-        # on /dev/full — one line, naming what could not be written
-        if e.filename is None:  # stdout itself: what it holds goes nowhere, not again at exit
+        # the machine's, not ours: a full or read-only disk, one not ours, stdout on
+        # /dev/full — one line, naming the file when the error does
+        if e.filename is not None:
+            _fail(f"{e.filename}: {e.strerror or e}", 1)
+        try:
+            sys.stdout.flush()
+        except OSError:  # stdout itself: what it holds goes nowhere, not again at exit
             streams.discard_unwritten(sys.stdout)
-        _fail(f"cannot write {e.filename or 'the output'}: {e.strerror or e}", 1)
+        _fail(f"cannot write: {e.strerror or e}", 1)  # stdout, or a record whose error names no file
     except Exception as e:
         _crash_report(e)
 

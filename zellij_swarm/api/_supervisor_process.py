@@ -36,6 +36,7 @@ def spawn(plan: Mapping[str, Any], *, env: Mapping[str, str]) -> tuple[subproces
     """Start the supervisor of ``plan`` (``main`` reads it) and return it with its run's
     directory once the run has begun. A run that never began raises what the supervisor
     said: ``errors.UsageError`` for bad input (exit 2), else ``errors.RunStartError``."""
+    streams.open_standard_descriptors()  # a caller with stdout closed: the pipe must not become it
     said, tell = os.pipe2(os.O_CLOEXEC)
     with os.fdopen(said, "rb") as answers:
         try:

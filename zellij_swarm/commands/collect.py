@@ -40,7 +40,7 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         record = worktree_of(snap, t)
         if t["status"] == "running" or (t["status"] == "pending" and snap["state"] == RunState.RUNNING):
             raise exc.UsageError(f"task {shown} is {t['status']}: its agent may still write; collect it once it has "
-                                 f"ended (zellij-swarm cancel {snap['run_id']} {quoting.shell_line([t['name']])} "
+                                 f"ended (zellij-swarm cancel {quoting.positional_line([snap['run_id'], t['name']])} "
                                  "ends it)")
         if not (Path(record["path"]) / ".git").exists():
             raise exc.UsageError(f"task {shown}: its worktree {record['path']} is gone (pruned); its branch "

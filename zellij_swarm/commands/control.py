@@ -11,6 +11,7 @@ the line to show the user; a refusal is an ``exc`` error (one line, its exit cod
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
@@ -168,7 +169,7 @@ def _tasks_of_file(path: str, run: RunPaths) -> list[dict[str, Any]]:
                              "give only [[task]]s")
     tasks = [{k: v for k, v in t.to_record().items() if v not in (None, [], {})} for t in source.tasks]
     # command lines, and [[task]]s without a name, are named by the supervisor, after the run's tasks
-    unnamed = swarmfile.unnamed_tasks(path) if path.endswith(".toml") else range(len(tasks))
+    unnamed = swarmfile.unnamed_tasks(path) if Path(path).suffix == ".toml" else range(len(tasks))
     tasks = [{k: v for k, v in t.items() if k != "name"} if i in unnamed else t for i, t in enumerate(tasks)]
     if not tasks:
         raise exc.UsageError(f"{path}: no tasks to add")

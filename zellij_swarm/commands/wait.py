@@ -28,7 +28,7 @@ POLL = 0.25  # seconds between two looks at the snapshot
 def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool) -> str:
     """The command that shows a task's pane; the run named unless it is the latest."""
     run = [] if latest else [snap["run_id"]]
-    return quoting.shell_line(["zellij-swarm", "attach", *run, task["name"]])
+    return f"zellij-swarm attach {quoting.positional_line([*run, task['name']])}"
 
 
 def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[str], None] = print,

@@ -396,16 +396,19 @@ class Generations:
             # could not write its claim, or ran to its end and could not write its sidecar.
             exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
-            # the wrapper said it could not claim the generation, or began its claim and could
-            # not write it: nothing ran
-            unclaimed = exited and (claim.unwritten if claim is not None
-                                    else os.WEXITSTATUS(wait_status or 0) == wrapper.UNCLAIMED_EXIT)
+            # the wrapper said it could not claim the generation (in its directory: one that is
+            # gone may be its worker's doing, and so may the status), or began its claim and
+            # could not write it: nothing ran
+            unclaimed = exited and (claim.unwritten if claim is not None else (
+                os.WEXITSTATUS(wait_status or 0) == wrapper.UNCLAIMED_EXIT and lg.gen.dir.is_dir()))
             # It ran, and its records went with it — its worker removed them (`rm -rf` of its
             # directory, a `git clean` of the state directory): no sign of a full disk. The
             # launcher waited for its wrapper, which exits with its worker's status. A directory
             # still there with no claim and no start in its heartbeat is one its wrapper never
             # began (its script went with the run's records: `sh` could not open it).
-            gone = exited and not unclaimed and claim is None and lg.gen.dir.is_dir() and not _began(lg.gen)
+            # (The claim the supervisor took for a wrapper it starts "claimed" is not the wrapper's.)
+            gone = exited and not unclaimed and (claim is None or claim.by_supervisor) and lg.gen.dir.is_dir() \
+                and not _began(lg.gen)
             records_removed = exited and not unclaimed and not gone and (claim is None or not lg.gen.dir.is_dir())
             ran = records_removed or (claim is not None and not claim.by_supervisor)  # its worker may have run
             if lg.kill_reason and (lg.kill_sent_at is not None or not ran):

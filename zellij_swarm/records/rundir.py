@@ -166,6 +166,8 @@ def open_record_stat(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise UnsafeRecord(path) from None
+        if e.errno in (errno.ENXIO, errno.ENODEV):  # a socket, a device with no driver: no file
+            raise UnsafeRecord(path, "a socket or device") from None
         raise
     try:
         st = os.fstat(fd)

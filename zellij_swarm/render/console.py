@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from zellij_swarm import quoting, streams
 from zellij_swarm.engine.progress import ProgressFacts
+from zellij_swarm.records import rundir
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
@@ -106,13 +107,16 @@ def reads_as_needing_a_terminal(gen: GenPaths) -> bool:
     program that needed a terminal: it met end-of-file on its stdin, or could not set one up."""
     for path in (gen.stderr, gen.output):
         try:
-            with open(path, "rb") as f:
-                f.seek(0, 2)
-                f.seek(max(0, f.tell() - _TAIL_BYTES))
-                if _NEEDS_TERMINAL.search(f.read()) is not None:
-                    return True
+            fd, st = rundir.open_record_stat(path)  # a FIFO a worker put there is never waited on
         except OSError:
             continue
+        try:
+            if _NEEDS_TERMINAL.search(os.pread(fd, _TAIL_BYTES, max(0, st.st_size - _TAIL_BYTES))) is not None:
+                return True
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
     return False
 
 
@@ -245,16 +249,19 @@ class ConsoleReporter:
 
     @staticmethod
     def _copy(path: Path, to: IO[bytes], prefix: bytes | None) -> None:
-        """A worker's log copied to ``to`` in one piece (each line after ``prefix``, if any)."""
+        """A worker's log copied to ``to`` in one piece (each line after ``prefix``, if any).
+        A log that cannot be read — gone, or no plain file (a FIFO a worker put in its place
+        is never waited on) — copies nothing; only a failed write raises (``OSError``)."""
         try:
-            with open(path, "rb") as f:
-                if prefix is None:
-                    shutil.copyfileobj(f, to, 1 << 16)
-                else:
-                    for line in f:
-                        to.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
-        except FileNotFoundError:
+            f = os.fdopen(rundir.open_record(path), "rb")
+        except OSError:
             return
+        with f:
+            if prefix is None:
+                shutil.copyfileobj(f, to, 1 << 16)
+            else:
+                for line in f:
+                    to.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
         to.flush()
 
     def progress(self, facts: ProgressFacts) -> None:

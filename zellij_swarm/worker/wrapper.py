@@ -85,6 +85,10 @@ _HANGUP = _in_gen_dir(generation_files.HANGUP)
 UNCLAIMED_EXIT = 223  # above the 128+N of the signals; a worker would also have to remove its claim
 _CLAIM_OR_LEAVE = (f"set -C; {{ echo $$ >{_CLAIM}; }} 2>/dev/null || "
                    f"{{ [ -e {_CLAIM} ] && exit 0; exit {UNCLAIMED_EXIT}; }}; set +C")
+# The supervisor took the claim for this wrapper ("claimed"): it writes its own pid there, or,
+# when it cannot (no room), leaves as one that could not claim — an empty claim must mean that
+# nothing ran.
+_RESTAMP = f"{{ echo $$ >|{_CLAIM}; }} 2>/dev/null || exit {UNCLAIMED_EXIT}"
 # The node a Slurm step runs on (slurmd names it; node names are plain words) and the step
 # itself (job.step, numbers), else nothing.
 _NODE = ('"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\",'
@@ -253,7 +257,7 @@ def _body(pane: PaneMode | None) -> list[str]:
 
 def _headless_stage() -> list[str]:
     return [
-        f'if [ "$_zsw_mode" = claimed ]; then echo $$ >|{_CLAIM}',
+        f'if [ "$_zsw_mode" = claimed ]; then {_RESTAMP}',
         f"else {_CLAIM_OR_LEAVE}",
         "fi",
         # The wrapper's own stdout/stderr stay out of the log (the shell reports a worker's
@@ -275,7 +279,7 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         "_zsw_headless=",
         "case $_zsw_mode in",
         "claimed)  # the supervisor took the claim: run headless, as its own child",
-        f"  echo $$ >|{_CLAIM}; _zsw_headless=1",
+        f"  {_RESTAMP}; _zsw_headless=1",
         f"  {_HEADLESS_HEARTBEAT} ;;",
         "restored)  # second stage in the pane: the caller's environment comes back",
         # The launch heartbeat comes from here, once the traps above are armed; its pid is
