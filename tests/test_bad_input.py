@@ -96,6 +96,8 @@ MALFORMED = [
          prepare=_chown_to_another_user(".zellij-swarm/runs")),
     Case("require-flags-conflict", {"s.toml": T}, ("run", "s.toml", "--require-multiplexer", "--no-require-zellij"),
          "usage", "--require-multiplexer and --no-require-zellij conflict"),
+    Case("four-colons-first", {"args.txt": "a\n"}, ("run", "echo {}", "::::", "args.txt"), "usage",
+         ":::: is not supported: give arguments after :::"),
     Case("logs-stdout-and-stderr", {}, ("logs", "r", "t", "--stdout", "--stderr"), "usage",
          "--stdout and --stderr conflict"),
     Case("proof-nan-speedup", {}, ("proof", "--min-speedup", "nan"), "usage", "'nan' is not a finite number"),

@@ -272,6 +272,7 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     elif not words:
         raise click.MissingParameter(ctx=ctx, param_type="argument", param_hint="'FILE'")
     else:
+        template.refuse_unsupported(words)
         raise exc.UsageError(f"run takes one FILE, not {len(words)} arguments (a template takes its arguments "
                              "after :::, or from --template TEMPLATE FILE)")
     resolved = settings.resolve(flags, os.environ, source.file_settings)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from zellij_swarm import exc, quoting
@@ -46,6 +46,15 @@ _FIRST_WORD_END = re.compile(r"[ \t\n=]")
 # The slot is known only when a generation starts: the command reads it from the wrapper's
 # environment (SPEC §5), through eval, so that it lands wherever {%} stood — in single quotes too.
 _SLOT = "${ZELLIJ_SWARM_SLOT}"
+
+
+def refuse_unsupported(words: Iterable[str]) -> None:
+    """GNU parallel's separators we do not take (``::::``, ``:::+``) are an error wherever
+    they stand, never an argument."""
+    for word in words:
+        if word in _UNSUPPORTED_SEPARATORS:
+            raise exc.UsageError(f"{word} is not supported: give arguments after :::, or read them from a file "
+                                 "with --template TEMPLATE FILE")
 
 
 @dataclass(frozen=True)
@@ -154,11 +163,9 @@ _PARTS: dict[str, Callable[[str], str]] = {
 
 def split_sources(words: Sequence[str]) -> list[list[str]]:
     """The input sources written after the first ``:::`` (``words``, that ``:::`` excluded)."""
+    refuse_unsupported(words)
     sources: list[list[str]] = [[]]
     for word in words:
-        if word in _UNSUPPORTED_SEPARATORS:
-            raise exc.UsageError(f"{word} is not supported: give arguments after :::, or read them from a file "
-                                 "with --template TEMPLATE FILE")
         if word == SEPARATOR:
             sources.append([])
         else:
