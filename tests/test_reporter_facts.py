@@ -50,3 +50,18 @@ def test_the_progress_facts_name_the_tasks_waiting_for_input(monkeypatch):
     Supervisor._maybe_progress(sup)
     assert [f.waiting for f in told] == [["agent-2", "agent-6"]]
 
+
+
+def test_a_terminal_that_cannot_erase_a_line_gets_a_line_per_task(monkeypatch):
+    """``TERM=dumb`` (Emacs' shell): the progress line's ``\\r\\033[K`` came out as garbage."""
+    import io
+
+    from zellij_swarm.render.console import ConsoleReporter
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for term, progress in (("xterm-256color", True), ("dumb", False)):
+        monkeypatch.setenv("TERM", term)
+        assert ConsoleReporter("progress", out=io.BytesIO(), err=Tty()).wants_progress is progress

@@ -175,7 +175,8 @@ class ConsoleReporter:
         # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
         self.err_bytes: IO[bytes] = streams.bytes_out(self.err)
         self.tty = self.err.isatty()
-        self.wants_progress = mode == "progress" and self.tty
+        # a terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a line per task
+        self.wants_progress = mode == "progress" and self.tty and os.environ.get("TERM") != "dumb"
         # the workers are shown in panes (the run's backend is a multiplexer): their output is
         # not copied in ``progress`` mode; without panes it is, to a terminal
         self.panes = False
