@@ -65,9 +65,11 @@ def test_a_run_s_worker_output_reaches_a_text_stdout(tmp_path: Path) -> None:
 def test_a_character_split_between_writes_is_kept_whole() -> None:
     text = io.StringIO()
     writer = streams.bytes_out(text)
-    for piece in (b"t\xc3", b"\xa9 \xff\n"):
+    for piece in (b"t\xc3", b"\xa9 \xff\n", b"\xe2\x82"):
         writer.write(piece)
     assert text.getvalue() == "té \ufffd\n"
+    writer.flush()  # the end of what was copied: the half character is not coming
+    assert text.getvalue() == "té \ufffd\n\ufffd"
 
 
 def test_a_real_stream_gets_the_bytes_after_its_text() -> None:

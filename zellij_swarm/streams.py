@@ -18,7 +18,7 @@ from typing import IO, Any, BinaryIO
 
 class _DecodingWriter(io.RawIOBase):
     """Bytes written become text on ``text``; a character split between two writes is kept
-    whole."""
+    whole (a flush ends it: its callers flush at the end of what they copy)."""
 
     def __init__(self, text: IO[str]) -> None:
         super().__init__()
@@ -33,6 +33,8 @@ class _DecodingWriter(io.RawIOBase):
         return len(data)
 
     def flush(self) -> None:
+        """What was written is whole: a character still half-written is not coming (U+FFFD)."""
+        self._text.write(self._decoder.decode(b"", final=True))
         self._text.flush()
 
 
