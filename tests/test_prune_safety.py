@@ -135,3 +135,17 @@ def test_file_names_prune_shows_are_safe_for_the_terminal(swarm: Swarm, name: st
     assert code == 1 and len(out) == 2, out  # its line, and the run's: a newline in a name ends no line
     assert out[0].startswith(f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (")
     assert not any(ch in out[0] for ch in "\x1b\x07\u009b\n"), out
+
+
+def test_a_worktree_whose_task_removed_its_git_file_is_kept_then_forced_away(swarm: Swarm) -> None:
+    """Its task ran ``rm -rf .git``: git answered for the checkout around it (or not at all),
+    and ``prune --force`` said "cannot remove" and to use --force, every time."""
+    wt, rid, _ = one_task(swarm, "echo work > w && rm -rf .git")
+    code, out, _ = prune(swarm)
+    assert code == 1 and out[0] == (f"cannot remove worktree {wt} (task 'agent' of run {rid}): its .git file is "
+                                    "gone (its task removed it): git cannot tell what it holds; look, then prune "
+                                    "--force removes the directory")
+    assert (wt / "w").read_text() == "work\n"
+    code, out, _ = prune(swarm, "--force")
+    assert code == 0 and out[0].startswith(f"removed worktree {wt} (task 'agent' of run {rid})"), out
+    assert not wt.exists()

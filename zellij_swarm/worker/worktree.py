@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -373,11 +374,25 @@ class Removed:
     detached: bool = False  # its HEAD was on no branch
 
 
+def _no_checkout() -> WorktreeError:
+    return WorktreeError("its .git file is gone (its task removed it): git cannot tell what it holds; look, "
+                         "then prune --force removes the directory")
+
+
 def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None = None) -> Removed:
     """Remove the worktree ``path`` (with ``force``, uncommitted work and all). Its branch
     holds the task's commits and is kept — unless it has none beyond ``base``, when it is
     deleted too (only if it still points at ``base``: ``update-ref`` checks). A detached HEAD
-    is on no branch: then ``task_branch``, the one the task was given, is that branch."""
+    is on no branch: then ``task_branch``, the one the task was given, is that branch.
+
+    A worktree whose ``.git`` file its task removed is no git checkout any more (git cannot
+    say what it holds): with ``force`` its directory goes, and the repository forgets it at
+    its next ``git worktree prune``; without, a ``WorktreeError`` says so."""
+    if not os.path.lexists(path / ".git"):
+        if not force:
+            raise _no_checkout()
+        shutil.rmtree(path)
+        return Removed(task_branch, None, False)
     common = _common_dir(path)
     on = current_branch(path)
     branch = on or task_branch
@@ -451,6 +466,8 @@ def unsaved(path: Path) -> Unsaved:
     files, and commits reachable from its HEAD alone. A branch (or tag, or any other ref of the
     repository) reaching a commit keeps it; ``--ignore-missing``: a HEAD on a branch without a
     commit yet (``checkout --orphan``) reaches none."""
+    if not os.path.lexists(path / ".git"):  # git would answer for the checkout around it
+        raise _no_checkout()
     entries = _status(path, ignored=True)
     ignored = [p for mark, p in entries if mark == "!!"]
     stray = _git(path, "rev-list", "--count", "--ignore-missing", "HEAD", "--not",
