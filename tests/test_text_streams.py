@@ -197,3 +197,14 @@ def test_an_attach_hint_for_a_task_named_like_an_option_runs_as_printed() -> Non
 
     assert attach_line({"run_id": "r1"}, {"name": "-x"}, latest=False) == "zellij-swarm attach -- r1 -x"
     assert attach_line({"run_id": "r1"}, {"name": "b"}, latest=True) == "zellij-swarm attach b"
+
+
+@pytest.mark.parametrize("how", [(), ("--template", "true {}")])
+def test_an_endless_file_is_refused_not_read_into_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          how: tuple[str, ...]) -> None:
+    """``run /dev/zero``: read whole, a MemoryError (an internal error) or all the memory there is."""
+    from zellij_swarm.config import swarmfile
+
+    monkeypatch.setattr(swarmfile, "MAX_FILE_BYTES", 1 << 16)
+    code, _, err = call(["run", *how, "/dev/zero", "--backend", "headless", "--state-dir", str(tmp_path)])
+    assert code == 2 and err.startswith("zellij-swarm: error: /dev/zero: larger than 65,536 bytes, expected"), err

@@ -193,6 +193,9 @@ class SwarmInput:
     groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N
 
 
+MAX_FILE_BYTES = 1 << 28  # a swarm file, or a file of arguments: 100,000 tasks take a few MB
+
+
 def load(path: str, *, known: Iterable[str] = (), known_groups: Iterable[str] = ()) -> SwarmInput:
     """Read ``path`` (``-`` for stdin): TOML when it ends in ``.toml``, else one command per line.
     ``known``: names of tasks that already exist (those of a running swarm the file adds to),
@@ -242,13 +245,18 @@ def _read(path: str, expected: str) -> tuple[str, bytes]:
 
         return "<stdin>", streams.read_bytes(sys.stdin)
     try:
-        return path, Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise exc.InputError("no such file", path=path) from None
     except IsADirectoryError:
         raise exc.InputError(f"is a directory, expected {expected}", path=path) from None
     except OSError as e:
         raise exc.InputError(f"cannot read: {e.strerror}", path=path) from None
+    if len(data) > MAX_FILE_BYTES:  # /dev/zero has no end: read whole, it would take all memory
+        raise exc.InputError(f"larger than {MAX_FILE_BYTES:,} bytes, expected {expected}; a longer input is "
+                             "read as it comes from stdin (run -)", path=path)
+    return path, data
 
 
 def _decode(data: bytes, where: str) -> str:
