@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import io
 import os
 import re
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -196,3 +198,27 @@ def test_start_refuses_what_cannot_run(here: Path):
     assert crashed.value.exit_code == 1
     with pytest.raises(errors.RunNotFound):
         open_run("nope", state_dir=here)
+
+
+@pytest.mark.parametrize("stdout", ["none", "closed"])
+def test_run_with_no_stdout_to_copy_to_ends_as_its_tasks_do(tmp_path, monkeypatch, stdout):
+    """``output="group"`` with ``sys.stdout`` None (``pythonw``) or closed: the reporter's copy
+    raised out of the supervisor's loop, the run was left interrupted with ``a`` running and
+    ``b`` never run."""
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stdout", None if stdout == "none" else closed)
+    ledger = tmp_path / "ledger"
+    result = Swarm([Task(f"echo a >> {ledger}; echo hi", name="a"), Task(f"echo b >> {ledger}", name="b",
+                                                                          after=["a"])],
+                   output="group", backend="headless", state_dir=tmp_path / "state").run()
+    assert (result.exit_code, [t.status for t in result.tasks]) == (0, [TaskStatus.SUCCEEDED] * 2)
+    assert ledger.read_text() == "a\nb\n"
+
+
+def test_a_lookup_by_something_else_than_a_name_is_said(tmp_path):
+    result = Swarm([Task("echo hi", name="a")], backend="headless", state_dir=tmp_path).run()
+    with pytest.raises(TypeError, match="looked up by its name or id"):
+        result[0]  # type: ignore[index]
+    with pytest.raises(errors.UnknownName, match=r"unknown stream 'err'.*'stderr'"):
+        result["a"].output(stream="err")  # type: ignore[arg-type]

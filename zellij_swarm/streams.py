@@ -38,10 +38,30 @@ class _DecodingWriter(io.RawIOBase):
         self._text.flush()
 
 
-def bytes_out(text: IO[str]) -> BinaryIO:
+class _Nowhere(io.RawIOBase):
+    """Takes every write and keeps nothing: the stream of a program that has none."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes | bytearray | memoryview, /) -> int:  # type: ignore[override]
+        return len(data)
+
+
+def text_or_nowhere(text: IO[str] | None) -> IO[str]:
+    """``text``, or, for a program without that stream (``sys.stderr`` is None under
+    ``pythonw``, or set so), one that keeps nothing."""
+    if text is not None:
+        return text
+    return io.TextIOWrapper(io.BufferedWriter(_Nowhere()), encoding="utf-8")  # type: ignore[type-var]
+
+
+def bytes_out(text: IO[str] | None) -> BinaryIO:
     """Where to write bytes meant for ``text`` (``sys.stdout``, ``sys.stderr``): its buffer —
     after flushing what was written to it as text, so the two stay in order — or, when it has
-    none, a writer that decodes into it."""
+    none, a writer that decodes into it; for no stream at all (None), one that keeps nothing."""
+    if text is None:
+        return _Nowhere()  # type: ignore[return-value]
     buffer = getattr(text, "buffer", None)
     if buffer is not None:
         text.flush()

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from zellij_swarm import errors
 from zellij_swarm.commands import logs
@@ -72,6 +72,8 @@ class TaskResult:
         unless ``raw``; bytes that are not UTF-8 replaced. A worker in a pane had one terminal
         for both: its stdout holds all it wrote, and its stderr is a ``UsageError``. A task
         that never started wrote nothing (``""``)."""
+        if stream not in get_args(OutputStream):
+            raise errors.UnknownName("stream", str(stream), get_args(OutputStream))
         if attempt is None and self.record["slot"] is None:
             return ""
         out = io.BytesIO()
@@ -114,6 +116,9 @@ class RunStatus:
     def __getitem__(self, name: str) -> TaskResult:
         """The task named ``name`` (or of id ``name``); ``errors.UnknownTask``, a
         ``KeyError``, saying the closest name when there is none."""
+        if not isinstance(name, str):  # result[0]: tasks are named, not numbered (iterate for order)
+            raise TypeError(f"a task is looked up by its name or id (a str), not by {type(name).__name__}: "
+                            "iterate over result.tasks for their order")
         try:
             return self._by_key[name]
         except KeyError:

@@ -171,7 +171,7 @@ class ConsoleReporter:
         it started."""
         self.mode = mode
         self.out = out if out is not None else streams.bytes_out(sys.stdout)
-        self.err = err if err is not None else sys.stderr
+        self.err = err if err is not None else streams.text_or_nowhere(sys.stderr)
         # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
         self.err_bytes: IO[bytes] = streams.bytes_out(self.err)
         self.tty = self.err.isatty()
@@ -241,12 +241,13 @@ class ConsoleReporter:
         outcomes do not depend on anyone reading), and said once on stderr."""
         try:
             self._copy(path, to, prefix)
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: a stream its program closed
             self._unwritable.add(to)
             streams.discard_unwritten(to)
             which = "stdout" if to is self.out and self.out is not self.err_bytes else "stderr"
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             self._say(f"zellij-swarm: warning: the workers' output is no longer copied to {which} "
-                      f"({e.strerror or e}); the run goes on: `zellij-swarm logs {self._run_id} TASK` reads it")
+                      f"({why}); the run goes on: `zellij-swarm logs {self._run_id} TASK` reads it")
 
     @staticmethod
     def _copy(path: Path, to: IO[bytes], prefix: bytes | None) -> None:
@@ -271,7 +272,7 @@ class ConsoleReporter:
         try:
             self.err.write("\r\033[K" + progress_line(facts, self._width()))
             self.err.flush()
-        except OSError:
+        except (OSError, ValueError):
             streams.discard_unwritten(self.err)
         self._line_shown = True
 
@@ -301,15 +302,18 @@ class ConsoleReporter:
 
     def _clear_line(self) -> None:
         if self._line_shown:
-            self.err.write("\r\033[K")
             self._line_shown = False
+            try:
+                self.err.write("\r\033[K")
+            except (OSError, ValueError):
+                streams.discard_unwritten(self.err)
 
     def _say(self, text: str) -> None:
         try:
             self._clear_line()
             self.err.write(quoting.terminal_text(text) + "\n")
             self.err.flush()
-        except OSError:  # nobody reads stderr any more (`2>&1 | head`): the run goes on unheard
+        except (OSError, ValueError):  # nobody reads stderr any more (`2>&1 | head`), or it was closed
             streams.discard_unwritten(self.err)
 
 
