@@ -127,3 +127,26 @@ def test_retry_of_an_interrupted_run_with_nothing_failed_points_to_resume():
     with pytest.raises(exc.UsageError, match=r"^run r1: no task failed; 2 have not ended \(the run was interrupted\): "
                                              r"`zellij-swarm resume r1` goes on with them$"):
         retry_selection(snap, [], [], "r1")
+
+
+def test_a_retry_in_tmux_opens_its_panes_in_the_session_the_run_left(swarm, tmux):
+    """The run's tmux session stays at its end (the default); its retry's ``new-session`` found
+    the name taken, said ``pane_call_failed`` and ran the retried tasks headless."""
+    from tmuxtest import outside_env
+
+    env = outside_env(tmux)
+    swarm.write("t.txt", "echo ok\n[ -e fixed ] || exit 3\n")
+    assert swarm("run", "t.txt", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=env).code == 1
+    run = swarm.latest()
+    session = f"swarm-{run.name}"
+    (swarm.cwd / "fixed").touch()
+    try:
+        res = swarm("retry", run.name, "--backend", "tmux", "--ui", "live", env=env)
+    finally:
+        kill_run_processes(run.name)
+    assert res.code == 0 and "pane_call_failed" not in res.stderr and "headless" not in res.stderr, res.stderr
+    assert tmux("list-sessions", "-F", "#{session_name}").split() == [session]
+    assert len(tmux("list-windows", "-t", f"={session}:", "-F", "#{window_id}").split()) == 2
+    retried = {t["name"]: t for t in status(swarm, run)["tasks"]}["task-2"]
+    assert (retried["status"], retried["attempts"]) == ("succeeded", 2)
+    assert [a["pane_id"] is not None for a in retried["history"]] == [True, True]

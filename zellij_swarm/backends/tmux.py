@@ -187,11 +187,20 @@ class TmuxBackend:
             # Panes need no cwd (wrappers change to their task's cwd themselves, renderers take
             # absolute paths), and ours may hold anything, a newline included: the session
             # starts at /.
-            self.session_id, window = self._tmux(
-                "new-session", "-d", "-P", "-F", "#{session_id} #{window_id}", "-s", quoting.tmux_expanded(session),
-                "-n", quoting.tmux_expanded(name), "-x", str(SESSION_SIZE[0]), "-y", str(SESSION_SIZE[1]), "-c", "/",
-                *board).lines[0].split()
-            self.created_session = True
+            try:
+                self.session_id, window = self._tmux(
+                    "new-session", "-d", "-P", "-F", "#{session_id} #{window_id}", "-s",
+                    quoting.tmux_expanded(session), "-n", quoting.tmux_expanded(name), "-x", str(SESSION_SIZE[0]),
+                    "-y", str(SESSION_SIZE[1]), "-c", "/", *board).lines[0].split()
+            except BackendError as e:
+                # A retry finds the session this run made at its start and left at its end (as
+                # sessions stay): its new panes go there, in a window of their own.
+                if s.session or "duplicate session" not in e.message or not self._has_session(name):
+                    raise
+                self.session_id = self._tmux("display-message", "-p", "-t", f"={name}:", "#{session_id}").lines[0]
+                window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
+                                    "-n", quoting.tmux_expanded(name), *board).lines[0]
+            self.created_session = True  # (the run's own, found again: as if made now)
         self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
         self._add_window(window, name)
         self.board_pane = board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
