@@ -73,6 +73,25 @@ def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how, b
         kill_run_processes(swarm.latest().name)
 
 
+def test_a_pane_worker_that_removes_its_directory_ran_once_and_is_unknown(swarm, request):
+    """In a live tmux pane nobody sees the wrapper's status: with its directory gone its end
+    was ``lost (no_exit_record)``, and ``--retries 2`` ran it three times."""
+    from tmuxtest import outside_env
+
+    env = outside_env(request.getfixturevalue("tmux"))
+    ledger = swarm.cwd / "ledger"
+    swarm.write("tasks.txt", f'echo ran >> {ledger}; rm -rf "$(dirname "$ZELLIJ_SWARM_HEARTBEAT")"; exit 0\n')
+    try:
+        res = swarm("run", "tasks.txt", "-j", "1", "--backend", "tmux", "--ui", "live", "--retries", "2",
+                    "--output", "quiet", env=env)
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 1
+    assert ledger.read_text() == "ran\n"
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "records_removed", 1)
+
+
 @pytest.mark.parametrize("removes", ["its directory", "its claim"])
 def test_a_worker_that_removes_its_records_ran_once_and_ends_as_it_exited(swarm, removes):
     """A worker that removes its generation's directory (``rm -rf``, ``git clean``) or its

@@ -23,6 +23,7 @@ The tracker takes its collaborators in its constructor and knows nothing of the 
 
 from __future__ import annotations
 
+import enum
 import os
 import signal
 from collections.abc import Callable
@@ -396,39 +397,30 @@ class Generations:
             # could not write its claim, or ran to its end and could not write its sidecar.
             exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
-            # the wrapper said it could not claim the generation (in its directory: one that is
-            # gone may be its worker's doing, and so may the status), or began its claim and
-            # could not write it: nothing ran
-            unclaimed = exited and (claim.unwritten if claim is not None else (
-                os.WEXITSTATUS(wait_status or 0) == wrapper.UNCLAIMED_EXIT and lg.gen.dir.is_dir()))
-            # It ran, and its records went with it — its worker removed them (`rm -rf` of its
-            # directory, a `git clean` of the state directory): no sign of a full disk. The
-            # launcher waited for its wrapper, which exits with its worker's status. A directory
-            # still there with no claim and no start in its heartbeat is one its wrapper never
-            # began (its script went with the run's records: `sh` could not open it).
-            # (The claim the supervisor took for a wrapper it starts "claimed" is not the wrapper's.)
-            gone = exited and not unclaimed and (claim is None or claim.by_supervisor) and lg.gen.dir.is_dir() \
-                and not _began(lg.gen)
-            records_removed = exited and not unclaimed and not gone and (claim is None or not lg.gen.dir.is_dir())
-            ran = records_removed or (claim is not None and not claim.by_supervisor)  # its worker may have run
+            unrecorded = _unrecorded(lg, claim, os.WEXITSTATUS(wait_status or 0) if exited else None)
+            ran = unrecorded is Unrecorded.RECORDS_REMOVED or (claim is not None and not claim.by_supervisor)
             if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
                 reason = lg.kill_reason
-            elif gone:
+            elif unrecorded is Unrecorded.NEVER_BEGAN:
                 self._warn("records_removed", f"the wrapper of task {lg.task.name!r} ended (status "
                                               f"{os.WEXITSTATUS(wait_status or 0)}) before it claimed its generation "
                                               f"({lg.gen.dir}): nothing ran", lg.task)
                 reason = "no_exit_record"
-            elif records_removed:
+            elif unrecorded is Unrecorded.RECORDS_REMOVED:
+                said = "its outcome is its exit status" if exited else "how it ended is not known"
                 self._warn("records_removed", f"the records of task {lg.task.name!r} ({lg.gen.dir}) were removed "
-                                              "while it ran: its outcome is its exit status", lg.task)
-                self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
-                return
+                                              f"while it ran: {said}", lg.task)
+                if not exited:  # a pane's, a step's: nobody saw its status; it is not run again
+                    reason = "records_removed"
+                else:
+                    self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
+                    return
             elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
                 self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
                                          f"wrapper of task {lg.task.name!r} could not record its start or its exit",
                                          lg.task)
-                if unclaimed or (not exited and (claim is None or claim.unwritten)):  # nothing ran
-                    self._requeue_unstarted(lg)
+                if unrecorded is Unrecorded.NOTHING_RAN or (not exited and (claim is None or claim.unwritten)):
+                    self._requeue_unstarted(lg)  # nothing ran
                     return
                 if exited:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
@@ -593,6 +585,35 @@ class Generations:
         lg.task.move(TaskStatus.PENDING)
         self.ready.requeue(lg.task.id, first=True)
         self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
+
+
+class Unrecorded(enum.Enum):
+    """Why a generation whose wrapper is gone left no exit record, as its files tell it."""
+
+    NOTHING_RAN = "nothing_ran"  # its wrapper could not claim it (exit 223, or a claim begun and left empty)
+    NEVER_BEGAN = "never_began"  # its directory is there with no claim of the wrapper's and no start
+    RECORDS_REMOVED = "records_removed"  # it began, and its claim or its directory went while it ran
+    UNWRITTEN = "unwritten"  # it ran with its records there: its exit could not be written (or was not)
+
+
+def _unrecorded(lg: LiveGen, claim: generation_files.Claim | None, status: int | None) -> Unrecorded:
+    """``Unrecorded`` of ``lg``, whose wrapper ended without an exit record; ``status``: the
+    one the launcher saw it exit with (None: a pane's, a step's, one killed by a signal). A
+    directory does not vanish by itself, nor a claim: their worker (``rm -rf``, a ``git clean``
+    of the state directory) removed them — it ran. A wrapper exits with its worker's status,
+    and only one that could not claim its generation exits 223 (``wrapper.UNCLAIMED_EXIT``):
+    with its directory still there, that status is the evidence that nothing ran."""
+    there = lg.gen.dir.is_dir()
+    if status is not None and (claim.unwritten if claim is not None else
+                               status == wrapper.UNCLAIMED_EXIT and there):
+        return Unrecorded.NOTHING_RAN
+    if not there:  # (a wrapper never seen to start may have been stopped before it could)
+        return Unrecorded.RECORDS_REMOVED if status is not None or lg.pid is not None else Unrecorded.UNWRITTEN
+    if status is not None and (claim is None or claim.by_supervisor) and not _began(lg.gen):
+        return Unrecorded.NEVER_BEGAN  # (the claim the supervisor took for a "claimed" one is not its own)
+    if status is not None and claim is None:
+        return Unrecorded.RECORDS_REMOVED
+    return Unrecorded.UNWRITTEN
 
 
 def _began(gen: generation_files.GenPaths) -> bool:

@@ -87,6 +87,7 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "out_of_memory": TaskStatus.FAILED,
     "executor_cancelled": TaskStatus.CANCELLED,
     "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says
+    "records_removed": TaskStatus.UNKNOWN,  # it ran, and its records went while it did (no status seen)
 }
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})
