@@ -169,7 +169,7 @@ def test_an_invalid_followup_names_its_file_and_line_once(tmp_path):
 
     path = tmp_path / "followups.jsonl"
     path.write_text('{"cmd": 5}\n{"cmd": "x", "after": ["nope"]}\n[]\n')
-    batch = additions.from_followups(path, "p", ["p"], tmp_path)
+    batch = additions.from_followups(path.read_bytes(), path, "p", ["p"], tmp_path)
     assert batch.errors == [f"{path}:1: task 'p/followup-1': cmd must be a string",
                             f"{path}:2: task 'p/followup-2': after names unknown task 'nope'",
                             f"{path}:3: invalid follow-up: not a JSON object"]

@@ -168,7 +168,7 @@ def test_the_names_the_input_will_give_are_kept_from_every_addition(tmp_path):
         additions.from_message([{"name": "task-5", "cmd": "true"}], known, tmp_path, kept=kept)
     followups = tmp_path / "followups.jsonl"
     followups.write_text('{"name": "task-9", "cmd": "true"}\n{"cmd": "true"}\n')
-    batch = additions.from_followups(followups, "parent", known, tmp_path, kept=kept)
+    batch = additions.from_followups(followups.read_bytes(), followups, "parent", known, tmp_path, kept=kept)
     assert [s.name for s in batch.specs] == ["parent/followup-2"] and len(batch.errors) == 1
     assert "task-9" in batch.errors[0] and "stdin" in batch.errors[0]
 

@@ -10,8 +10,6 @@ recognised as a duplicate and does not run twice.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,26 +70,11 @@ def _refuse_kept(name: str, kept: Callable[[str], bool]) -> None:
                              "stdin (task-N, in input order); give this task another name")
 
 
-def from_followups(path: Path, parent: str, known: Iterable[str], base: Path, groups: Iterable[str] = (),
-                   kept: Callable[[str], bool] = _never) -> Batch:
-    """The follow-up lines a generation left in its artifact directory (``kept``: as for
-    ``from_message``)."""
+def from_followups(data: bytes, path: Path, parent: str, known: Iterable[str], base: Path,
+                   groups: Iterable[str] = (), kept: Callable[[str], bool] = _never) -> Batch:
+    """The follow-up lines ``data`` a generation left in its artifact directory, read from
+    ``path`` (which the messages name; ``kept``: as for ``from_message``)."""
     out = Batch()
-    try:
-        # never waited on: a FIFO a worker made there would hold the supervisor for ever
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return out
-    except OSError as e:
-        out.errors.append(f"{path}: cannot be read ({e.strerror}); ignored")
-        return out
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            out.errors.append(f"{path}: not a plain file; ignored")
-            return out
-        data = os.read(fd, MAX_FOLLOWUPS_BYTES + 1)
-    finally:
-        os.close(fd)
     if len(data) > MAX_FOLLOWUPS_BYTES:
         out.errors.append(f"{path}: larger than {MAX_FOLLOWUPS_BYTES} bytes; ignored")
         return out

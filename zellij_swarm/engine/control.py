@@ -8,7 +8,6 @@ dispatching of new tasks (of a group, or of the run).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,7 +16,7 @@ from zellij_swarm import exc
 from zellij_swarm.config import additions, swarmfile
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.scheduler import ReadyQueue
-from zellij_swarm.records import generation_files, inbox
+from zellij_swarm.records import generation_files, inbox, rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.task import EndedTask, TaskRecord
@@ -81,10 +80,19 @@ class Control:
     def followups(self, lg: LiveGen) -> None:
         """Tasks the worker asked for in ``$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl``."""
         path = f"{generation_files.plain(lg.gen, generation_files.ARTIFACTS)}/{additions.FOLLOWUPS}"
-        if not os.path.exists(path):  # once per task: a plain string, not a pathlib join
+        unread: str | None = None
+        try:  # once per task: a plain string, not a pathlib join
+            data = rundir.read_record(path, additions.MAX_FOLLOWUPS_BYTES + 1)  # a plain file only, never waited on
+        except FileNotFoundError:
             return
-        batch = additions.from_followups(Path(path), lg.task.name, self.run.task_names(), self.cwd, self.run.groups,
-                                         kept=self.run.kept_name)
+        except rundir.UnsafeRecord as e:  # a FIFO, a directory, a link the worker put there
+            data, unread = b"", f"{e}; ignored"
+        except OSError as e:
+            data, unread = b"", f"{path}: cannot be read ({e.strerror}); ignored"
+        batch = additions.from_followups(data, Path(path), lg.task.name, self.run.task_names(), self.cwd,
+                                         self.run.groups, kept=self.run.kept_name)
+        if unread is not None:
+            batch.errors.append(unread)
         self.events.emit("followups_consumed", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
