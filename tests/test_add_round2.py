@@ -5,6 +5,10 @@ the run — those of its swarm file and those added while it runs — and ``add 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from subprocess import Popen
 
 from swarmtest import kill_run_processes, wait_until
 
@@ -15,15 +19,27 @@ cmd = "while [ ! -e go ]; do sleep 0.05; done; echo a"
 """
 
 
+@contextmanager
+def first_task_running(swarm, file: str) -> Iterator[tuple[Popen, Path]]:
+    """A run of ``file`` on one slot, once its first task has started (it waits for ``go``);
+    whatever of it is left on the way out is ended."""
+    proc = swarm.popen("run", file, "-j", "1", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the first task started")
+        yield proc, run
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 def test_additions_depend_on_tasks_already_in_the_run(swarm):
     swarm.write("base.toml", BASE)
     swarm.write("b.toml", '[[task]]\nname = "b"\ncmd = "echo b"\nafter = ["a"]\n')
     swarm.write("c.toml", '[[task]]\nname = "c"\ncmd = "echo c"\nafter = ["x"]\n')
     swarm.write("bad.toml", '[[task]]\nname = "d"\ncmd = "echo d"\nafter = ["nope"]\n')
-    proc = swarm.popen("run", "base.toml", "-j", "1", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
-        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="task a started")
+    with first_task_running(swarm, "base.toml") as (proc, run):
         res = swarm("add", run.name, "b.toml")
         assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: b\n")
         res = swarm("add", run.name, "--name", "x", "--after", "a", "--priority", "5", "--", "echo", "hi")
@@ -39,9 +55,6 @@ def test_additions_depend_on_tasks_already_in_the_run(swarm):
         assert res.code == 2 and "duplicate task name 'a'" in res.stderr and res.stderr.count("\n") == 1
         (swarm.cwd / "go").touch()
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
     rows = swarm.tasks()
     assert sorted(rows) == ["a", "b", "c", "x"] and {r["status"] for r in rows.values()} == {"succeeded"}
     # one slot: after a, x (priority 5) runs before b (priority 0), and c after x
@@ -59,10 +72,7 @@ def test_an_unnamed_task_of_an_added_file_is_named_by_the_run(swarm):
     place in the file, refused as a duplicate in any run with a ``task-1``."""
     swarm.write("base.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     swarm.write("more.toml", '[[task]]\ncmd = "echo unnamed"\n[[task]]\nname = "named"\ncmd = "echo named"\n')
-    proc = swarm.popen("run", "base.txt", "-j", "1", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
-    try:
-        wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="task-1 started")
+    with first_task_running(swarm, "base.txt") as (proc, run):
         res = swarm("add", run.name, "more.toml")
         assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: task-2, named\n")
         swarm.write("again.toml", '[[task]]\ncmd = "echo again"\n')
@@ -70,6 +80,4 @@ def test_an_unnamed_task_of_an_added_file_is_named_by_the_run(swarm):
         assert (res.code, res.stderr) == (0, f"zellij-swarm: added to run {run.name}: task-4\n")
         (swarm.cwd / "go").touch()
         assert proc.wait(timeout=60) == 0
-    finally:
-        kill_run_processes(run.name)
     assert list(swarm.tasks()) == ["task-1", "task-2", "named", "task-4"]

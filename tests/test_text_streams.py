@@ -181,7 +181,8 @@ def test_a_stdout_that_cannot_encode_a_name_gets_it_escaped(tmp_path: Path) -> N
 
 
 def test_a_full_disk_elsewhere_is_not_blamed_on_the_output(ended_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An ENOSPC with no file named (a record's write) said "cannot write the output"."""
+    """An ENOSPC with no file named (a record's write) is one line, not an internal error,
+    and does not claim it was stdout that failed."""
     from zellij_swarm.commands import status as views
 
     def full(*args: object, **kwargs: object) -> None:

@@ -309,8 +309,8 @@ class ConsoleReporter:
                 streams.discard_unwritten(self.err)
 
     def _say(self, text: str) -> None:
+        self._clear_line()
         try:
-            self._clear_line()
             self.err.write(quoting.terminal_text(text) + "\n")
             self.err.flush()
         except (OSError, ValueError):  # nobody reads stderr any more (`2>&1 | head`), or it was closed
