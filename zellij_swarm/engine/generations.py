@@ -366,7 +366,7 @@ class Generations:
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
         hung_up = rec is None or (rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen))
-        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.read_claim(lg.gen) is None)
+        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.claim_or_planted(lg.gen) is None)
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
@@ -392,7 +392,7 @@ class Generations:
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us (our kill reached
             # it, or it never ran), or by someone else, or it could not write.
-            claim = generation_files.read_claim(lg.gen)
+            claim = generation_files.claim_or_planted(lg.gen)
             # A headless wrapper that ended by itself, its claim its own or never written: it
             # could not write its claim, or ran to its end and could not write its sidecar.
             exited = lg.child and wait_status is not None and os.WIFEXITED(wait_status) and (
@@ -449,7 +449,8 @@ class Generations:
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
             return
         reason = verdict
-        if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and generation_files.read_claim(lg.gen) is None:
+        if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
+                generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
             reason = "executor_failed"
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"

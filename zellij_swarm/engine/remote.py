@@ -299,7 +299,7 @@ class SlurmExecutor:
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)
-            elif (lg.job_id is not None or generation_files.read_claim(lg.gen) is not None
+            elif (lg.job_id is not None or generation_files.claim_or_planted(lg.gen) is not None
                   or now - (lg.remote_since or now) > SUBMIT_GRACE) and not self._srun_alive(lg):
                 # listed before, or its wrapper started, or given time to be listed — and no srun
                 # of it runs here any more. Slurm not listing a step is no evidence it is gone: a
@@ -320,7 +320,7 @@ class SlurmExecutor:
         it was withdrawn before its wrapper ran (its claim is ours): no sidecar will come."""
         if lg.collected or lg.gone_seen:
             return
-        claim = generation_files.read_claim(lg.gen)
+        claim = generation_files.claim_or_planted(lg.gen)
         withdrawn = claim is not None and claim.by_supervisor and not lg.request.claimed
         if withdrawn or generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE:
             lg.gone_seen = True

@@ -205,6 +205,9 @@ def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
 
 # ----- claim ------------------------------------------------------------------------------
 
+PLANTED = "planted"  # the owner of a claim that is no plain file (``read_claim``)
+
+
 @dataclass(frozen=True)
 class Claim:
     """Who runs a generation, and since when."""
@@ -224,8 +227,9 @@ class Claim:
     def unwritten(self) -> bool:
         """Created, but naming no owner: a wrapper between creating its claim and writing its
         pid into it — or one killed in between, which ran nothing (the pid is written before
-        anything runs). A process scan tells which (``procs.take_abandoned_claim``)."""
-        return self.pid is None and not self.by_supervisor
+        anything runs). A process scan tells which (``procs.take_abandoned_claim``). A planted
+        one is not: whoever put it there ran."""
+        return self.pid is None and not self.by_supervisor and self.owner != PLANTED
 
 
 # Filesystems without hard links (vfat, some FUSE mounts) refuse link() with one of these.
@@ -258,7 +262,7 @@ def take_unwritten_claim(gen: GenPaths) -> bool:
     """Replace, atomically, a claim that names no owner with the supervisor's — for a claim
     whose wrapper is known to be gone (``procs.take_abandoned_claim`` makes sure). False
     when the claim names an owner after all, or is not there."""
-    claim = read_claim(gen)
+    claim = claim_or_planted(gen)
     return claim is not None and claim.unwritten and _install_supervisor_claim(gen, os.replace)
 
 
@@ -282,34 +286,45 @@ def _install_supervisor_claim(gen: GenPaths, install: Callable[[str, str], None]
 
 
 def read_claim(gen: GenPaths) -> Claim | None:
-    """The claim, or None while nobody has claimed the generation."""
+    """The claim, or None while nobody has claimed the generation; ``UnsafeRecord`` when
+    something else than a plain file is in its place (``claim_or_planted`` reads that as a
+    claim)."""
     try:
-        fd = rundir.open_record(plain(gen, CLAIM))
+        fd, st = rundir.open_record_stat(plain(gen, CLAIM))
     except FileNotFoundError:
         return None
     try:
-        at = os.fstat(fd).st_mtime
         data = os.read(fd, 64)
     finally:
         os.close(fd)
-    return Claim(at, data.decode("ascii", "replace").strip() or None)
+    return Claim(st.st_mtime, data.decode("ascii", "replace").strip() or None)
+
+
+def claim_or_planted(gen: GenPaths) -> Claim | None:
+    """``read_claim``, for a reader that must decide on it: a FIFO, directory or link in the
+    claim's place (a worker's doing) is a claim of nobody we know (``PLANTED``) — the
+    generation was claimed, and its worker has run."""
+    try:
+        return read_claim(gen)
+    except rundir.UnsafeRecord:
+        return Claim(os.lstat(plain(gen, CLAIM)).st_mtime, PLANTED)
 
 
 def claimed_by_wrapper(gen: GenPaths) -> bool:
     """A wrapper has claimed the generation (its claim exists and is not the supervisor's):
     it started, whether or not it has written its pid yet."""
-    claim = read_claim(gen)
+    claim = claim_or_planted(gen)
     return claim is not None and not claim.by_supervisor
 
 
 def claim_owner(gen: GenPaths) -> str | None:
     """The claim's content: the wrapper's pid, or ``supervisor`` (None when unclaimed)."""
-    claim = read_claim(gen)
+    claim = claim_or_planted(gen)
     return claim.owner if claim else None
 
 
 def wrapper_pid(gen: GenPaths) -> int | None:
-    claim = read_claim(gen)
+    claim = claim_or_planted(gen)
     return claim.pid if claim else None
 
 

@@ -107,7 +107,7 @@ class ShellPool:
         """``generation_files.fold``, keeping the directory as a shell where it can be one —
         with its ``artifacts/`` when that is empty and nothing is left in the wrapper's
         process group (``_group_gone``)."""
-        claim = generation_files.read_claim(gen)  # read first: the fold removes it
+        claim = generation_files.claim_or_planted(gen)  # read first: the fold removes it
         keep_artifacts = claim is not None and claim.pid is not None and _group_gone(claim.pid)
         generation_files.fold(gen, keep=lambda directory, names: self._keep(directory, names, keep_artifacts))
 

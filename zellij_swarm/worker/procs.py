@@ -255,7 +255,7 @@ def take_abandoned_claim(gen: GenPaths) -> bool:
     writing its pid into it — before it ran anything. Call it once the claim is known to
     exist (a ``take_claim`` that failed): its creator was then running, so a live one is
     found by the scan. False when it names an owner or its wrapper still runs."""
-    claim = generation_files.read_claim(gen)
+    claim = generation_files.claim_or_planted(gen)
     if claim is None or not claim.unwritten or wrapper_process(gen) is not None:
         return False
     return generation_files.take_unwritten_claim(gen)
