@@ -223,8 +223,13 @@ def test_status_cancel_and_logs_take_a_group_or_tags(swarm):
         res = swarm("cancel", run.name, "--tag", "slow", "--group", "gpu")
         assert res.code == 0 and "cancelled in run" in res.stderr and "train" in res.stderr, res.stderr
         wait_until(lambda: rows(snapshot(swarm, run))["train"] == "cancelled", what="train cancelled")
-        res = swarm("cancel", run.name, "--tag", "none-such")
-        assert res.code == 2 and "has no task with tag 'none-such'" in res.stderr, res.stderr
+        # A selection that chooses nothing is an error to every command that takes it: a
+        # typo'd tag must not read as "no such tasks" (an empty table, exit 0).
+        for command in ("cancel", "status", "logs"):
+            res = swarm(command, run.name, "--tag", "none-such")
+            assert res.code == 2 and "has no task with tag 'none-such'" in res.stderr, (command, res.stderr)
+        res = swarm("status", run.name, "--json", "--group", "gpu", "--tag", "ci")
+        assert res.code == 2 and "has no task in group 'gpu' with tag 'ci'" in res.stderr, res.stderr
         (swarm.cwd / "go").touch()
         assert r.proc.wait(timeout=60) == 1  # a task was cancelled
     assert rows(snapshot(swarm, run)) == {"train": "cancelled", "eval": "succeeded", "lint": "succeeded",

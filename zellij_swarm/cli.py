@@ -417,7 +417,7 @@ def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, ta
         given = "-f" if follow else "--attempt" if attempt is not None else f"--{stream}"
         raise exc.UsageError(f"{given} needs a task: zellij-swarm logs [RUN] TASK")
     if tags:
-        chosen = set(views.select(views.task_specs_of(run), group=None, tags=tags))
+        chosen = set(views.chosen_tasks(run, group=None, tags=tags))
         snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen]}
     click.echo("\n".join(task_list(run, snap)))
     if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example

@@ -53,11 +53,7 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     if missing:
         raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
     if group is not None or tags:
-        views.check_group(run, group)
-        chosen = views.select(specs, group=group, tags=tags)
-        if not chosen:
-            raise exc.UsageError(f"run {run.run_id} has no task {views.selection_text(group, tags)}")
-        names += [n for n in chosen if n not in names]
+        names += [n for n in views.chosen_tasks(run, group=group, tags=tags, specs=specs) if n not in names]
     if snap["state"] == RunState.INTERRUPTED:
         inbox.send(run, "cancel", tasks=names)  # a resume records it
         return _cancel_unsupervised(run, snap, set(names))

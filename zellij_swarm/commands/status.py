@@ -127,8 +127,7 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
             return format_waiting(view, latest)
     hidden = 0
     if group is not None or tags:
-        check_group(run, group)
-        chosen = set(select(task_specs_of(run), group=group, tags=tags))
+        chosen = set(chosen_tasks(run, group=group, tags=tags))
         view["tasks"] = [t for t in (view["tasks"] if waiting else rows_of(snap, run, None)) if t["name"] in chosen]
         view["slots"] = [s for s in view["slots"] if s["task"] is None or s["task"] in chosen]
     elif json_output and not waiting:
@@ -258,6 +257,19 @@ def select(specs: Iterable[TaskSpec], *, group: str | None, tags: Iterable[str])
     wanted = set(tags)
     return [s.name for s in specs
             if (group is None or s.group == group) and (not wanted or wanted & set(s.tags))]
+
+
+def chosen_tasks(run: RunPaths, *, group: str | None, tags: Iterable[str],
+                 specs: Iterable[TaskSpec] | None = None) -> list[str]:
+    """The names ``--group``/``--tag`` choose: ``select`` over the run's tasks (``specs``, else
+    read), exit 2 when the group is not the run's or nothing is chosen — a tag no task has is
+    as likely a typo as an unknown group, and an empty table would not say so."""
+    check_group(run, group)
+    tags = list(tags)
+    chosen = select(task_specs_of(run) if specs is None else specs, group=group, tags=tags)
+    if not chosen and (group is not None or tags):
+        raise exc.UsageError(f"run {run.run_id} has no task {selection_text(group, tags)}")
+    return chosen
 
 
 def check_group(run: RunPaths, group: str | None) -> None:
