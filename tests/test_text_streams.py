@@ -156,6 +156,20 @@ def test_a_full_stdout_is_one_line_for_every_command(ended_run: Path, command: t
     assert (res.returncode, res.stderr) == (1, "zellij-swarm: error: cannot write: No space left on device\n")
 
 
+@pytest.mark.parametrize("command", [("status", "--all"), ("logs",), ("logs", "task-1"), ("proof",)])
+def test_a_reader_that_goes_ends_the_command_as_sigpipe_would(ended_run: Path, command: tuple[str, ...]) -> None:
+    """``logs TASK | head -1``: click ends a command whose write met EPIPE with status 1 — to a
+    pipeline, a failure. A reader that went is what SIGPIPE tells a shell: 141, nothing said."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        res = subprocess.run([sys.executable, "-m", "zellij_swarm", *command, "--state-dir", str(ended_run)],
+                             stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert (res.returncode, res.stderr) == (141, "")
+
+
 def test_a_state_directory_that_cannot_be_written_is_one_line(ended_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``retry`` on a read-only (or full) state directory: its lock could not be taken, an
     internal error. The machine's errors name what could not be written."""

@@ -196,7 +196,21 @@ def _has_task(run: RunPaths | None, key: str) -> bool:
     return run is not None and any(key in (t["name"], t["id"]) for t in views.load_status(run)["tasks"])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _ReaderGone(Exception):
+    """Our standard output's reader went (``logs | head``). Not an ``OSError``: click ends
+    any command with an ``EPIPE`` with status 1, as if it had failed; a shell's pipeline
+    expects what a command killed by SIGPIPE gives, 141."""
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as e:
+            raise _ReaderGone from e
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="zellij-swarm")
 def cli() -> None:
     """Run a swarm of worker commands in a bounded pool of slots, one pane per worker.
@@ -818,7 +832,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except BrokenPipeError:
+    except (BrokenPipeError, _ReaderGone):
         sys.stderr.close()
         os._exit(141)
     except click.exceptions.Exit as e:
