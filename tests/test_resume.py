@@ -11,7 +11,7 @@ import signal
 import time
 
 import pytest
-from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, validate, wait_until
 
 
 def ledger_swarm(swarm, n: int, seed: int) -> None:
@@ -180,6 +180,36 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
             "task-1": ("cancelled", "cancelled_by_user"), "task-2": ("cancelled", "cancelled_by_user"),
             "task-3": ("cancelled", "cancelled_by_user")}
         assert not (swarm.cwd / "ledger").exists()
+    finally:
+        kill_run_processes(run.name)
+
+
+def test_status_of_an_interrupted_run_tells_a_task_that_ended_since_from_one_that_runs(swarm):
+    """An interrupted run's "running" task whose worker ended after the supervisor went: its
+    duration grew until someone resumed the run, and nothing said it had ended. Its row now
+    carries the exit its wrapper committed, and its duration stops at its end (its start
+    taken from its claim when the supervisor went before it saw it)."""
+    swarm.write("i.txt", f"{GATE}; exit 3\nsleep 30\n")
+    proc = swarm.popen("run", "i.txt", "-j", "2", "--output", "quiet")
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
+                   s["counts"].get("running") == 2, what="a snapshot with both running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        swarm.open_gate()
+        sidecar = run / "slots/slot-1/gen-1/exit"
+        wait_until(lambda: sidecar.exists() and sidecar.read_bytes().endswith(b"\n"), what="task-1's exit")
+        ended = os.stat(run / "slots/slot-1/gen-1/exit").st_mtime
+        doc = json.loads(swarm("status", "--json", run.name).stdout)
+        validate(doc, "status")
+        rows = {t["name"]: t for t in doc["tasks"]}
+        assert doc["state"] == "interrupted" and rows["task-1"]["status"] == "running"
+        assert rows["task-1"]["exited"] == {"code": 3, "reason": None, "ended_at": ended}
+        assert rows["task-1"]["duration_s"] == round(ended - rows["task-1"]["started_at"], 3)
+        assert "exited" not in rows["task-2"]
+        text = swarm("status", run.name).stdout
+        assert "ended (exit 3): `resume` records it" in text and text.count("`resume` records it") == 1, text
     finally:
         kill_run_processes(run.name)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
-from zellij_swarm.records import runlock, snapshot_file
+from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
@@ -67,7 +67,7 @@ def load_written(run: RunPaths) -> dict[str, Any]:
     if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
         snap["state"] = RunState.INTERRUPTED
     if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
-        _running_durations_now(snap, time.time())
+        _running_durations_now(snap, run, time.time())
     return snap
 
 
@@ -198,12 +198,40 @@ def _row_bytes(row: Mapping[str, object]) -> bytes:
     return _ROW(row).encode()
 
 
-def _running_durations_now(snap: dict[str, Any], now: float) -> None:
+def _running_durations_now(snap: dict[str, Any], run: RunPaths, now: float) -> None:
     """A task still running has run until now, not until the snapshot was written (which may
-    be long ago: snapshots are written on changes): its ``duration_s`` is taken at reading."""
+    be long ago: snapshots are written on changes): its ``duration_s`` is taken at reading.
+    In an interrupted run a "running" task may have ended since its supervisor went: its
+    wrapper's committed exit says so (``exited``: the exit ``resume`` will record) and when,
+    and its duration stops there instead of growing until someone resumes the run."""
+    interrupted = snap["state"] == RunState.INTERRUPTED
     for t in snap["tasks"]:
-        if t.get("status") == "running" and t.get("started_at") is not None and t.get("ended_at") is None:
-            t["duration_s"] = round(max(0.0, now - t["started_at"]), 3)
+        if t.get("status") != "running" or t.get("ended_at") is not None:
+            continue
+        if interrupted:
+            _since_the_supervisor_went(run, t)
+        if t.get("started_at") is not None:
+            until = t["exited"]["ended_at"] if "exited" in t else now
+            t["duration_s"] = round(max(0.0, until - t["started_at"]), 3)
+
+
+def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
+    """What an interrupted run's running row's generation says that its supervisor did not
+    write down: when it started (a supervisor killed before it saw the start), and the exit
+    it committed (its sidecar)."""
+    if not isinstance(t.get("slot"), int) or not isinstance(t.get("generation"), int):
+        return
+    gen = run.gen(t["slot"], t["generation"])
+    try:
+        started = generation_files.started_at(gen) if t.get("started_at") is None else None
+        sidecar, ended = generation_files.read_sidecar(gen), generation_files.ended_at(gen)
+    except OSError:  # unreadable: nothing to say of it
+        return
+    if started is not None:
+        t["started_at"] = started
+    if sidecar is not None and ended is not None:
+        code, reason = sidecar
+        t["exited"] = {"code": code, "reason": reason, "ended_at": ended[0]}
 
 
 def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
@@ -347,7 +375,10 @@ def task_note(t: dict[str, Any]) -> str:
     queue (or the node it runs on), and the command of a task known only by a generated name
     (why it ended as it did is in its status, ``describe``)."""
     notes = []
-    if t.get("status") == "running" and t.get("waiting_input"):
+    if (exited := t.get("exited")) is not None:  # an interrupted run's (``_unrecorded_exit``)
+        ended = f"exit {exited['code']}" if exited["code"] is not None else exited["reason"]
+        notes.append(f"ended ({ended}): `resume` records it")
+    elif t.get("status") == "running" and t.get("waiting_input"):
         notes.append("waiting for input")
     step = t.get("slurm") or {}
     if t.get("status") == "running" and step.get("state") == "PENDING":
