@@ -130,3 +130,23 @@ def test_collect_refuses_a_running_task(swarm: Swarm) -> None:
                 proc.wait(timeout=10)
             if swarm.runs():
                 kill_run_processes(swarm.runs()[0].name)
+
+
+def test_a_worktree_taken_apart_by_hand_is_not_called_pruned(swarm: Swarm) -> None:
+    """A worktree whose directory is there without its ``.git`` was reported "gone (pruned)"
+    by ``collect`` and "removed" by ``diff``: its files are still there, and a user looking
+    for them would be told they were deleted. Each now says which it is."""
+    ran(swarm)
+    env = git_env(swarm)
+    run = swarm.latest().name
+    worktrees = swarm.cwd / ".zellij-swarm" / "runs" / run / "worktrees"
+    (worktrees / "t1" / ".git").unlink()  # agent-1's: taken apart, its files kept
+    git(swarm, "worktree", "remove", "--force", str(worktrees / "t2"))  # agent-2's: gone
+    res = swarm("collect", run, "agent-1", env=env)
+    assert res.code == 2 and f"{worktrees / 't1'} is no longer a git worktree (no .git in it)" in res.stderr
+    res = swarm("collect", run, "agent-2", env=env)
+    assert res.code == 2 and f"{worktrees / 't2'} is gone (pruned)" in res.stderr
+    out = swarm("diff", "agent-1", env=env)
+    assert out.code == 0 and "(no longer a git worktree (no .git in it): its branch is shown)" in out.stdout
+    lines = swarm("diff", env=env).stdout.splitlines()
+    assert "worktree no longer a git worktree" in lines[0] and "worktree gone (pruned)" in lines[1], lines

@@ -42,8 +42,8 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
             raise exc.UsageError(f"task {shown} is {t['status']}: its agent may still write; collect it once it has "
                                  f"ended (zellij-swarm cancel {quoting.positional_line([snap['run_id'], t['name']])} "
                                  "ends it)")
-        if not (Path(record["path"]) / ".git").exists():
-            raise exc.UsageError(f"task {shown}: its worktree {record['path']} is gone (pruned); its branch "
+        if (why := worktree.not_a_worktree(Path(record["path"]))) is not None:
+            raise exc.UsageError(f"task {shown}: its worktree {record['path']} is {why}; its branch "
                                  f"{record.get('branch') or '(unknown)'} keeps what it committed")
     lines = []
     for t in chosen:

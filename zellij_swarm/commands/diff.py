@@ -35,13 +35,13 @@ def show(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, *, st
     record = worktree_of(snap, task)
     path, base = Path(record["path"]), str(record["base"])
     head = f"task {task['name']} ({task['status']}) · {_where(record)} · base {base[:12]} · {path}"
-    if (path / ".git").exists():
+    if (why := worktree.not_a_worktree(path)) is None:
         body = worktree.work_diff(path, base, stat=stat)
     elif record.get("branch") and (repo := _repo_of(run)) is not None:
-        head += " (removed: its branch is shown)"
+        head += f" ({why}: its branch is shown)"
         body = worktree.branch_diff(repo, base, str(record["branch"]), stat=stat)
     else:
-        raise exc.UsageError(f"task {task['name']}: its worktree {path} is gone, and no branch of it is known")
+        raise exc.UsageError(f"task {task['name']}: its worktree {path} is {why}, and no branch of it is known")
     return quoting.terminal_text(head) + "\n" + (body or "no change\n")
 
 
@@ -56,7 +56,8 @@ def summary(snap: dict[str, Any]) -> str:
         record = t["worktree"]
         path = Path(record["path"])
         try:
-            what = worktree.work_summary(path, str(record["base"])) if (path / ".git").exists() else "worktree removed"
+            why = worktree.not_a_worktree(path)
+            what = worktree.work_summary(path, str(record["base"])) if why is None else f"worktree {why}"
         except worktree.WorktreeError as e:
             what = f"cannot tell: {e}"
         lines.append(f"{quoting.terminal_text(t['name']):<{width}}  {t['status']:<9}  {what}  "

@@ -349,6 +349,14 @@ def _id_order(name: str) -> tuple[int, str]:
     return (int(digits), name) if digits.isdigit() else (0, name)
 
 
+def not_a_worktree(path: Path) -> str | None:
+    """Why the worktree at ``path`` cannot be used any more, else None: gone (``prune``
+    removes it), or its directory there without its ``.git`` (taken apart by hand)."""
+    if (path / ".git").exists():
+        return None
+    return "no longer a git worktree (no .git in it)" if path.is_dir() else "gone (pruned)"
+
+
 def current_branch(path: Path) -> str | None:
     """The branch checked out in the worktree ``path``; None when its HEAD is detached."""
     out = _git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
