@@ -68,6 +68,9 @@ class TaskRow(TypedDict):
     worktree: NotRequired[dict[str, Any]]
     slurm: NotRequired[dict[str, Any]]
     waiting_evidence: NotRequired[str]
+    # never written: ``status`` adds it to an interrupted run's running row whose wrapper
+    # committed its exit since the supervisor went ({"code", "reason", "ended_at"})
+    exited: NotRequired[dict[str, Any]]
 
 
 class Snapshot(TypedDict):
