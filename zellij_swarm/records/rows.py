@@ -42,6 +42,9 @@ class OptionalFields(TypedDict, total=False):
     worktree: dict[str, Any]  # the git worktree it runs in: path, branch, base, changed_files
     slurm: dict[str, Any]  # its Slurm step: job, state, reason, node, queued_s
     waiting_evidence: str  # why waiting for input cannot be seen, when it cannot
+    # an interrupted run's running task's exit, committed since its supervisor went: added by
+    # ``status`` when it reads the run, never written in a record
+    exited: dict[str, Any]
 
 
 class TaskRow(TypedDict):
@@ -68,8 +71,6 @@ class TaskRow(TypedDict):
     worktree: NotRequired[dict[str, Any]]
     slurm: NotRequired[dict[str, Any]]
     waiting_evidence: NotRequired[str]
-    # never written: ``status`` adds it to an interrupted run's running row whose wrapper
-    # committed its exit since the supervisor went ({"code", "reason", "ended_at"})
     exited: NotRequired[dict[str, Any]]
 
 
