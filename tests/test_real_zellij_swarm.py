@@ -206,8 +206,11 @@ def test_attach_pause_restart_cancel_prune_and_close_session_in_the_real_zellij(
                            what="the first panes", interval=0.2)
         # attach: this terminal becomes a client of the run's session
         shell_env = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        # An attach that ended leaves its last words and status on the screen, which a
+        # failure prints (it once timed out here, under load, with nothing left to show why).
+        attach = f"env -i {shell_env} {shlex.join(swarm.cmd('attach', run.name))}"
         tmux("new-session", "-d", "-s", "att", "-x", "80", "-y", "24", "-c", str(swarm.cwd),
-             f"env -i {shell_env} {shlex.join(swarm.cmd('attach', run.name))}")
+             f"{attach}; echo \"[attach exited: $?]\"; exec sleep 600")
         wait_until(lambda: rz.clients(session) == 1, what="attach's client", interval=0.2)
         screen = wait_until(lambda: (s := tmux("capture-pane", "-p", "-t", "att")) and "controls · running" in s
                             and "slot 1 · a" in s and s, what="the attached screen")
