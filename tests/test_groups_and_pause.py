@@ -239,3 +239,35 @@ def test_status_cancel_and_logs_take_a_group_or_tags(swarm):
 def _listing(snap, task: str):
     """``snap`` once it lists ``task`` (None before)."""
     return snap if task in rows(snap) else None
+
+
+def test_a_selection_of_a_big_run_lists_what_needs_a_look_and_reads_only_added_tasks(swarm, monkeypatch):
+    """``status --tag`` of a big run listed every chosen row (50,000 lines of a 100,000-task
+    run) and parsed its whole event log to find the tasks added while it ran: four seconds
+    and 700 MB. A selection of over a screen of tasks now lists, as the whole run does, the
+    running and failed ones (``--all``: every one); the event log's other lines stay unparsed."""
+    from zellij_swarm.commands import status as views
+    from zellij_swarm.records import log
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("big.toml", "".join(f'[[task]]\nname = "n{i}"\ncmd = "exit {int(i in (4, 150))}"\n'
+                                    f'tags = ["{"even" if i % 2 == 0 else "odd"}"]\n' for i in range(240)))
+    res = swarm("run", "big.toml", "-j", "8", "--backend", "headless", "--output", "quiet")
+    assert res.code == 1, res.stderr
+    text = swarm("status", "--tag", "even").stdout
+    listed = [line.split()[0] for line in text.splitlines() if line.startswith("  n")]
+    assert listed == ["n4", "n150"] and "(118 tasks not listed" in text, text
+    every = swarm("status", "--all", "--tag", "even").stdout
+    assert [line.split()[0] for line in every.splitlines() if line.startswith("  n")] == [
+        f"n{i}" for i in range(0, 240, 2)]
+    assert len(json.loads(swarm("status", "--json", "--tag", "odd").stdout)["tasks"]) == 120
+    run = RunPaths(swarm.latest())
+    added = {"ts": 1.0, "event": "task_added", "task": "late", "id": "t241", "source": "add",
+             "spec": {"name": "late", "cmd": "true", "tags": ["even"]}}
+    with run.events.open("a") as f:
+        f.write(json.dumps(added, separators=(",", ":")) + "\n")
+    parsed: list[str] = []
+    real = log._decode
+    monkeypatch.setattr(log, "_decode", lambda text: (parsed.append(text), real(text))[1])
+    specs = views.task_specs_of(run)
+    assert len(specs) == 241 and specs[-1].tags == ("even",) and len(parsed) == 1

@@ -128,7 +128,11 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
     hidden = 0
     if group is not None or tags:
         chosen = set(chosen_tasks(run, group=group, tags=tags))
-        view["tasks"] = [t for t in (view["tasks"] if waiting else rows_of(snap, run, None)) if t["name"] in chosen]
+        # more than a screen of them: those that need a look, as for the whole run
+        every = waiting or json_output or show_all or len(chosen) <= EVERY_TASK_UP_TO
+        rows = view["tasks"] if waiting else rows_of(snap, run, None if every else NOTEWORTHY)
+        view["tasks"] = [t for t in rows if t["name"] in chosen]
+        hidden = len(chosen) - len(view["tasks"]) if not every else 0
         view["slots"] = [s for s in view["slots"] if s["task"] is None or s["task"] in chosen]
     elif json_output and not waiting:
         return json_document({**view, "slots": visible_slots(view, show_all)}, json_row_lines(snap, run))
@@ -275,7 +279,7 @@ def task_specs_of(run: RunPaths) -> list[TaskSpec]:
     from zellij_swarm.records import log as records
 
     try:
-        return resume.task_specs(read_json(run.run_json), records.read_events(run.events))
+        return resume.task_specs(read_json(run.run_json), records.read_events(run.events, only=resume.ADDED_EVENTS))
     except (OSError, ValueError, KeyError, TypeError):
         return []
 

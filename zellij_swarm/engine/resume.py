@@ -119,10 +119,13 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
 UNREAD_EVENTS = frozenset({"worker_launch_invoked", "worker_process_spawned"})
 
 
+ADDED_EVENTS = frozenset({"task_added"})  # the event-log lines ``task_specs`` reads
+
+
 def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
     """Every task of a run in id order: those of ``run.json``, then those added while it ran
     (``add``, follow-ups), which only the event log records."""
-    records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] == "task_added"]
+    records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] in ADDED_EVENTS]
     return [swarmfile.TaskSpec.from_record(t) for t in records_]
 
 

@@ -124,32 +124,39 @@ _decode = json.JSONDecoder().decode  # of a str: json.loads of bytes first guess
 _EVENT_KEY = b'"event":"'
 
 
-def read_events(path: Path, *, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def read_events(path: Path, *, skip: frozenset[str] = frozenset(),
+                only: frozenset[str] | None = None) -> list[dict[str, Any]]:
     """Every complete line of an event log, in a list (``iter_events``)."""
-    return list(iter_events(path, skip=skip))
+    return list(iter_events(path, skip=skip, only=only))
 
 
-def iter_events(path: Path, *, skip: frozenset[str] = frozenset()) -> Iterator[dict[str, Any]]:
+def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
+                only: frozenset[str] | None = None) -> Iterator[dict[str, Any]]:
     """Every complete line of an event log, one at a time (a torn last line, from a crash, is
     skipped): a resume of 100,000 tasks reads a log of some 300,000 events, which held at
-    once were most of its memory. ``skip``: events of these names are left out, and not even
-    parsed when their name can be seen in the line as the log writes it."""
+    once were most of its memory. ``skip``: events of these names are left out; ``only``:
+    all but those of these names are (``status --tag`` wants the tasks added, a few lines of
+    hundreds of thousands). Either way a line is not even parsed when its name can be seen
+    in it as the log writes it."""
+    def wanted(name: object) -> bool:
+        return name not in skip and (only is None or name in only)
+
     try:
         with open(path, "rb") as f:
             for line in f:
                 if not line.endswith(b"\n"):
                     continue
-                if skip:
+                if skip or only is not None:
                     at = line.find(_EVENT_KEY)
                     if at >= 0:
                         start = at + len(_EVENT_KEY)
-                        if line[start:line.find(b'"', start)].decode("utf-8", "replace") in skip:
+                        if not wanted(line[start:line.find(b'"', start)].decode("utf-8", "replace")):
                             continue
                 try:
                     event = _decode(line.decode("utf-8"))
                 except ValueError:
                     continue
-                if isinstance(event, dict) and event.get("event") not in skip:
+                if isinstance(event, dict) and wanted(event.get("event")):
                     yield event
     except FileNotFoundError:
         pass
