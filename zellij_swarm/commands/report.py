@@ -123,6 +123,9 @@ def with_accounting(bars: list[Bar], cluster: Slurm) -> list[Bar]:
 Waits = dict[tuple[int, int], list[tuple[float, float]]]
 
 
+WAITING_EVENTS = frozenset({"worker_waiting_input"})  # the event-log lines ``waiting_spans`` reads
+
+
 def waiting_spans(events: Iterable[dict[str, Any]], bars: Iterable[Bar]) -> Waits:
     """The time each generation, by ``(slot, generation)``, waited for input: from a
     ``worker_waiting_input`` event saying it waits to the next saying it does not (or cannot
@@ -131,7 +134,7 @@ def waiting_spans(events: Iterable[dict[str, Any]], bars: Iterable[Bar]) -> Wait
     spans: Waits = {}
     since: dict[tuple[int, int], float] = {}
     for e in events:
-        if e.get("event") != "worker_waiting_input":
+        if e.get("event") not in WAITING_EVENTS:
             continue
         key, ts = (e.get("slot"), e.get("gen")), e.get("ts")
         if not isinstance(key[0], int) or not isinstance(key[1], int) or not isinstance(ts, (int, float)):
@@ -328,7 +331,7 @@ def render_report(run: RunPaths, *, now: float | None = None) -> str:
     snap = load_status(run)
     proof = prove(run, now=now)
     bars = with_accounting(attempt_bars(snap["tasks"], now), Slurm(os.environ))
-    waits = waiting_spans(records.read_events(run.events), bars)
+    waits = waiting_spans(records.iter_events(run.events, only=WAITING_EVENTS), bars)
     failed = failed_rows(snap["tasks"], {spec.name: command_text(spec) for spec in task_specs_of(run)
                                          if not GENERATED_NAME.fullmatch(spec.name)})
     slots = max([snap.get("jobs") or 0, proof["slots"], *(b.slot for b in bars)])

@@ -168,7 +168,7 @@ def _run_panes(rec: Recovered, resolved: Resolved) -> list[RunPane]:
 
 def _input_ended(run: RunPaths) -> bool:
     """Whether a run that read its tasks from stdin saw that input end (SPEC §4.6)."""
-    return any(e.get("event") == "input_ended" for e in records.read_events(run.events))
+    return any(True for _ in records.iter_events(run.events, only=frozenset({"input_ended"})))
 
 
 def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:
