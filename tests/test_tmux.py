@@ -574,3 +574,74 @@ def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monk
         assert pane in tmux.panes()
     finally:
         os.close(held)
+
+
+def test_a_window_that_went_is_forgotten_and_the_next_panes_open_elsewhere(tmux, tmp_path):
+    """An overflow window closes when its last pane does (or the user closes a window): the
+    backend kept it as one with room, and every later pane of the run failed ("can't find
+    window"). The next batch now finds it gone and opens a window of its own, under a name
+    no window of the run holds."""
+    d = Driven(tmux, tmp_path, min_pane_width="200")  # one live pane a window beside the board
+    first = d.launch(d.request(1, "t1", "exec sleep 600"), d.request(2, "t2", "exec sleep 600"))
+    overflow = d.backend.windows[-1]
+    d.tmux("kill-window", "-t", overflow.id)  # as tmux does once its panes have closed
+    [again] = d.launch(d.request(3, "t3", "exec sleep 600"))
+    assert again in tmux.panes() and first[0] in tmux.panes()
+    names_ = d.tmux("list-windows", "-t", d.backend.session_id, "-F", "#{window_name}").split()
+    assert len(names_) == len(set(names_)) == len(d.backend.windows)
+    d.tmux("kill-window", "-t", d.backend.windows[0].id)  # the board's too
+    [later] = d.launch(d.request(4, "t4", "exec sleep 600"))
+    assert later in tmux.panes() and overflow not in d.backend.windows
+
+
+def test_a_batch_too_long_for_one_tmux_message_is_cut_where_a_pane_ends(tmux, tmp_path, monkeypatch):
+    """32 panes of a run whose state directory is deep: their one invocation went over the
+    16 KiB tmux takes from a client ("command too long") and every pane failed. The batch is
+    now cut in invocations under the limit, each pane's commands whole in one of them."""
+    from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, TmuxClient
+
+    deep = tmp_path / ("d" * 200) / ("e" * 200)
+    deep.mkdir(parents=True)
+    d = Driven(tmux, deep, min_pane_width="20", max_visible_panes="32")
+    sizes: list[int] = []
+    chain = d.backend._chain
+
+    def measured(commands, *, check=True):
+        sizes.append(TmuxClient.message_size(commands))
+        return chain(commands, check=check)
+
+    monkeypatch.setattr(d.backend, "_chain", measured)
+    panes = d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(1, 33)))
+    assert len(set(panes)) == 32 and set(panes) <= set(tmux.panes())
+    assert max(sizes) <= MESSAGE_LIMIT and sum(s > 4096 for s in sizes) >= 2, sizes
+    assert [t.split(" · ")[0] for t in d.titles()[1:]] == [f"slot {n}" for n in range(1, 33)]
+
+
+def test_panes_a_failed_batch_opened_before_it_failed_are_the_runs(tmux, tmp_path, monkeypatch):
+    """A batch whose invocation failed midway (a pane it splits at closed by hand) returned a
+    failure for every pane, and those it had opened, their wrappers started, were left out of
+    the run's panes for good (titled running after their end). They are the run's now; only
+    the rest fail."""
+    from zellij_swarm.backends.base import LaunchFailed, PaneOpened
+
+    d = Driven(tmux, tmp_path)
+    [one] = d.launch(d.request(1, "t1", "exec sleep 600"))
+    chain = d.backend._chain
+
+    def cut(commands, *, check=True):
+        splits = [i for i, c in enumerate(commands) if c[0] == "split-window"]
+        if len(splits) == 3:  # the batch: its third split aims at a pane that is gone
+            commands = [list(c) for c in commands]
+            at = commands[splits[2]]
+            at[at.index("-t") + 1] = "%99999"
+        return chain(commands, check=check)
+
+    monkeypatch.setattr(d.backend, "_chain", cut)
+    reqs = [d.request(slot, f"t{slot}", "exec sleep 600") for slot in (2, 3, 4)]
+    for r in reqs:
+        assert d.backend.pane_mode(r.slot) is not None
+    results = d.backend.launch(reqs)
+    opened = [r.pane_id for r in results if isinstance(r, PaneOpened)]
+    assert len(opened) == 2 and sum(isinstance(r, LaunchFailed) for r in results) == 1, results
+    assert set(opened) <= set(tmux.panes()) and one in tmux.panes()
+    assert all(d.backend.panes.pop(p) is not None for p in opened)  # in the run's panes, as any opened one

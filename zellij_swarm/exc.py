@@ -69,7 +69,8 @@ class StateDirError(SwarmError):
 class BackendError(SwarmError):
     """A multiplexer fault. ``code`` is the warning/reason vocabulary of SPEC §7."""
 
-    def __init__(self, code: str, message: str, *, stderr: str = "") -> None:
+    def __init__(self, code: str, message: str, *, stderr: str = "", stdout: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.stderr = stderr
+        self.stdout = stdout  # what a command that failed had printed before it did

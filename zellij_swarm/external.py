@@ -58,7 +58,7 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
     if check and p.returncode != 0:
         first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
         first = first.removeprefix(f"{os.path.basename(argv[0])}: ")  # said once, by us
-        raise BackendError(faults.failed, f"{what}: {first}", stderr=p.stderr)
+        raise BackendError(faults.failed, f"{what}: {first}", stderr=p.stderr, stdout=p.stdout)
     return result
 
 

@@ -50,9 +50,10 @@ tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands �
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
 )
-from zellij_swarm.backends.tmux_client import WORKS_SINCE, TmuxClient, TmuxVersion
+from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
@@ -118,6 +119,23 @@ class _NewPane:
     argv: list[str]
     title: str
     log: Path | None = None  # a worker's: its output copied there (``pipe-pane``)
+
+
+def _pieces(blocks: list[tuple[int | None, list[list[str]]]]) -> Iterator[list[tuple[int | None, list[list[str]]]]]:
+    """``blocks`` (a pane's commands, which must go in one invocation) in as few consecutive
+    invocations as tmux's message limit allows: a batch of panes whose paths are long (a deep
+    state directory) would be refused whole."""
+    piece: list[tuple[int | None, list[list[str]]]] = []
+    size = 0
+    for block in blocks:
+        grown = TmuxClient.message_size(block[1]) + 2
+        if piece and size + grown > MESSAGE_LIMIT:
+            yield piece
+            piece, size = [], 0
+        piece.append(block)
+        size += grown
+    if piece:
+        yield piece
 
 
 @dataclass
@@ -310,8 +328,10 @@ class TmuxBackend:
 
     def _open_renderers(self, count: int) -> None:
         """Compact mode: one ``slot-view`` pane per visible slot, for the whole run."""
-        self._split([_NewPane(slot, self.ctx.renderer_argv("slot-view", str(slot)), f"slot {slot}")
-                     for slot in range(1, count + 1)])
+        _, failed = self._split([_NewPane(slot, self.ctx.renderer_argv("slot-view", str(slot)), f"slot {slot}")
+                                 for slot in range(1, count + 1)])
+        if failed is not None:
+            raise failed
 
     # ----- panes -------------------------------------------------------------------------
 
@@ -319,7 +339,9 @@ class TmuxBackend:
         for w in self.windows:
             if len(w.panes) < w.capacity:
                 return w
-        name = names.window(self.ctx.run_id, len(self.windows) + 1)
+        taken = {w.name for w in self.windows}
+        name = next(n for k in itertools.count(len(self.windows) + 1) if (n := names.window(self.ctx.run_id, k))
+                    not in taken)
         wid, placeholder, width, height = self._tmux(
             "new-window", "-d", "-P", "-F", "#{window_id} #{pane_id} #{window_width} #{window_height}",
             "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep", "2147483647").lines[0].split()
@@ -327,11 +349,30 @@ class TmuxBackend:
         w.placeholder = placeholder
         return w
 
-    def _split(self, items: list[_NewPane]) -> list[str]:
+    def _panes_of(self, w: _Window) -> list[list[str]] | None:
+        """``w``'s panes in tmux's order, each ``[pane id, "1" if active]``; None when the
+        window is gone — tmux closes one whose last pane closed, or the user closed it."""
+        try:
+            return [ln.split() for ln in self._tmux("list-panes", "-t", w.id, "-F", "#{pane_id} #{pane_active}").lines]
+        except BackendError:
+            # the session's windows (a session that is gone raises: nothing is to be opened)
+            if w.id in self._tmux("list-windows", "-t", self.session_id, "-F", "#{window_id}").lines:
+                raise
+            return None
+
+    def _forget(self, w: _Window) -> None:
+        """A window that is gone: never asked for room again (its panes went with it)."""
+        self.windows.remove(w)
+        for pane in w.panes:
+            self.slot_of.pop(pane, None)
+
+    def _split(self, items: list[_NewPane]) -> tuple[list[str | None], BackendError | None]:
         """Open one pane per item, in slot order (module docstring), with two tmux
         invocations per window touched (one that reads its panes' order, or the one that made
         it), the second opening the window's panes whole — each pane's title and log set right
-        after its split; returns the pane ids in the order of ``items``.
+        after its split — cut in more where tmux's message limit needs it; returns the pane
+        id of each item, and the error that stopped the rest if one did (a pane a failed
+        invocation opened before it failed is there, its wrapper started: its id is given).
 
         A ``split-window`` without ``-d`` makes its pane the current one for the commands
         that follow it in the same invocation, so those set its title and its ``pipe-pane``
@@ -339,44 +380,64 @@ class TmuxBackend:
         has all of it; then the pane that was active is again."""
         opened: dict[int, str] = {}  # index in items -> pane id
         pending = list(range(len(items)))
-        while pending:
-            w = self._window_with_room()
-            group = pending[:w.capacity - len(w.panes)]
-            pending = pending[len(group):]
-            if w.setup:  # a window just made: its placeholder is all it holds
-                listed = [[w.placeholder or "", "1"]]
-            else:  # tmux's own order, not ours: the user may have closed or moved panes meanwhile
-                listed = [ln.split() for ln in self._tmux("list-panes", "-t", w.id, "-F",
-                                                          "#{pane_id} #{pane_active}").lines]
-            order = [pane for pane, _ in listed]
-            active = next((pane for pane, on in listed if on == "1"), None)
-            commands, w.setup = w.setup, []
-            placed: list[int] = []  # the item each split-window of ``commands`` opens
-            appended: list[int] = []
-            for i in sorted(group, key=lambda i: items[i].slot):
-                later = next((p for p in order if self.slot_of.get(p, 0) > items[i].slot), None)
-                if later is None:
-                    appended.append(i)
+        try:
+            while pending:
+                w = self._window_with_room()
+                # a window just made holds its placeholder; else tmux's own order, not ours: the
+                # user may have closed or moved panes meanwhile, or the window
+                listed = [[w.placeholder or "", "1"]] if w.setup else self._panes_of(w)
+                if listed is None:
+                    self._forget(w)
                     continue
-                commands += self._split_commands(items[i], w, "-b", "-t", later)
-                placed.append(i)
-            for i in reversed(appended):  # each right after the last pane: the first one last
-                commands += self._split_commands(items[i], w, "-t", order[-1])
-                placed.append(i)
-            if w.placeholder:
-                commands += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
-                active = None if active == w.placeholder else active
-                w.placeholder = None
-            commands.append(["select-pane", "-t", active or f"{w.id}.{{top-left}}"])
-            ids = [ln for ln in self._chain(commands).lines if ln.startswith("%")]
-            if len(ids) != len(placed):
+                group = pending[:w.capacity - len(w.panes)]
+                pending = pending[len(group):]
+                self._open_in(w, listed, [(i, items[i]) for i in group], opened)
+        except BackendError as e:
+            return [opened.get(i) for i in range(len(items))], e
+        return [opened[i] for i in range(len(items))], None
+
+    def _open_in(self, w: _Window, listed: list[list[str]], group: list[tuple[int, _NewPane]],
+                 opened: dict[int, str]) -> None:
+        """``_split``'s work in one window: the panes of ``group`` opened in ``w`` (whose panes
+        are ``listed``), each recorded in ``opened`` as tmux says it opened it."""
+        order = [pane for pane, _ in listed]
+        active = next((pane for pane, on in listed if on == "1"), None)
+        blocks: list[tuple[int | None, list[list[str]]]] = [(None, w.setup)] if w.setup else []
+        w.setup = []
+        appended: list[tuple[int, _NewPane]] = []
+        for i, item in sorted(group, key=lambda member: member[1].slot):
+            later = next((p for p in order if self.slot_of.get(p, 0) > item.slot), None)
+            if later is None:
+                appended.append((i, item))
+                continue
+            blocks.append((i, self._split_commands(item, w, "-b", "-t", later)))
+        for i, item in reversed(appended):  # each right after the last pane: the first one last
+            blocks.append((i, self._split_commands(item, w, "-t", order[-1])))
+        tail = []
+        if w.placeholder:
+            tail += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
+            active = None if active == w.placeholder else active
+            w.placeholder = None
+        tail.append(["select-pane", "-t", active or f"{w.id}.{{top-left}}"])
+        blocks.append((None, tail))
+        for piece in _pieces(blocks):
+            commands = [c for _, block in piece for c in block]
+            placed = [i for i, _ in piece if i is not None]
+            failed: BackendError | None = None
+            try:
+                printed = self._chain(commands).stdout
+            except BackendError as e:
+                printed, failed = e.stdout, e
+            ids = [ln for ln in printed.splitlines() if ln.startswith("%")]
+            if len(ids) > len(placed) or (failed is None and len(ids) != len(placed)):
                 raise BackendError("pane_id_missing",
                                    f"tmux split-window printed {len(ids)} pane ids for {len(placed)} panes")
-            for i, pane in zip(placed, ids, strict=True):
+            for i, pane in zip(placed, ids, strict=False):  # those opened before a failure, too
                 w.panes.add(pane)
-                self.slot_of[pane] = items[i].slot
+                self.slot_of[pane] = next(item.slot for j, item in group if j == i)
                 opened[i] = pane
-        return [opened[i] for i in range(len(items))]
+            if failed is not None:
+                raise failed
 
     def _split_commands(self, item: _NewPane, w: _Window, *where: str) -> list[list[str]]:
         """The commands that open ``item``'s pane in ``w`` (split at ``where``) and set it up."""
@@ -449,15 +510,20 @@ class TmuxBackend:
         self.panes.launched(len(batch))
         gate = self._close_gate()
         try:
-            opened = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output) for r in batch])
-        except BackendError as e:
-            return [LaunchFailed(e.code, str(e)) for _ in batch]
+            opened, failed = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output)
+                                          for r in batch])
         finally:
             if gate is not None:
                 os.close(gate)
+        results: list[PaneResult] = []
         for pane in opened:
-            self.panes.opened(pane, pane)
-        return [PaneOpened(pane) for pane in opened]
+            if pane is None:
+                assert failed is not None
+                results.append(LaunchFailed(failed.code, str(failed)))
+            else:  # opened, before or after a failure of the rest: the run's, as any other
+                self.panes.opened(pane, pane)
+                results.append(PaneOpened(pane))
+        return results
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         if pane_id in self.waiting_panes:

@@ -39,6 +39,11 @@ from typing import TYPE_CHECKING, TypeVar
 from zellij_swarm import external, names, quoting
 from zellij_swarm.exc import BackendError
 
+# What one tmux invocation may send its server: tmux packs a command's arguments into one
+# message of at most 16 KiB (MAX_IMSGSIZE), less its headers — 16,364 bytes measured with
+# tmux 3.3 — and refuses a longer one whole ("command too long"). With room to spare.
+MESSAGE_LIMIT = 16_000
+
 if TYPE_CHECKING:
     import libtmux
 
@@ -143,7 +148,9 @@ class TmuxClient:
 
     def chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> external.CmdResult:
         """Run tmux commands in one invocation, separated by ``;`` — and only by ours: every
-        argument is encoded so that tmux's parser reads it back unchanged."""
+        argument is encoded so that tmux's parser reads it back unchanged. A chain longer
+        than ``MESSAGE_LIMIT`` (``message_size``) is refused by tmux ("command too long"):
+        the caller cuts it."""
         if self.unresponsive is not None:  # one timeout is enough: never wait on it again
             raise self.unresponsive
         argv = ["tmux"] + ([f"-S{self.socket}"] if self.socket else [])
@@ -157,6 +164,13 @@ class TmuxClient:
                 # its whole timeout — a run's end or a Ctrl-C would take minutes.
                 self.unresponsive = e
             raise
+
+    @staticmethod
+    def message_size(commands: Sequence[Sequence[str]]) -> int:
+        """The bytes ``chain`` sends tmux for ``commands``: each argument as encoded, with its
+        NUL, and the ``;`` between two commands."""
+        return sum(len(quoting.tmux_arg(a).encode("utf-8", "surrogateescape")) + 1 for c in commands for a in c) \
+            + 2 * max(0, len(commands) - 1)
 
     # ----- libtmux: one command at a time -------------------------------------------------
 
