@@ -92,6 +92,32 @@ def test_a_pane_worker_that_removes_its_directory_ran_once_and_is_unknown(swarm,
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "records_removed", 1)
 
 
+def test_panes_closed_as_they_open_ran_nothing_and_are_cancelled_never_lost(swarm, request):
+    """Panes closed by hand the moment they open: a pane's leader, or the stage it starts, can
+    die of the hang-up before it has armed itself against it, leaving a claim and no start:
+    ``lost (no_exit_record)``, as if a worker had vanished (and ``--retries`` would count it as
+    a failure). Nothing ran: ``cancelled (pane_closed)``, as a pane closed at the start gate is."""
+    from tmuxtest import Tmux, outside_env
+
+    tmux: Tmux = request.getfixturevalue("tmux")
+    ledger = swarm.cwd / "ledger"
+    swarm.write("tasks.txt", f"echo ran >> {ledger}; exec sleep 60\n" * 6)
+    proc = swarm.popen("run", "tasks.txt", "-j", "6", "--backend", "tmux", "--ui", "live", "--heartbeat-timeout",
+                       "1s", "--output", "quiet", env=outside_env(tmux))
+    try:
+        while proc.poll() is None:  # every worker's pane, closed as soon as tmux lists it
+            for pane, info in tmux.panes().items():
+                if info["title"].startswith("slot "):
+                    tmux("kill-pane", "-t", pane, check=False)
+        assert proc.wait(timeout=120) == 1
+    finally:
+        proc.kill()
+        kill_run_processes(swarm.latest().name)
+    rows = swarm.tasks()
+    assert {(r["status"], r["reason"]) for r in rows.values()} == {("cancelled", "pane_closed")}, rows
+    assert len(rows) == 6 and all(r["attempts"] == 1 for r in rows.values())
+
+
 @pytest.mark.parametrize("removes", ["its directory", "its claim"])
 def test_a_worker_that_removes_its_records_ran_once_and_ends_as_it_exited(swarm, removes):
     """A worker that removes its generation's directory (``rm -rf``, ``git clean``) or its

@@ -428,6 +428,11 @@ class Generations:
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
             elif not session_alive:
                 reason = "multiplexer_lost"
+            elif lg.in_pane and not _began(lg.gen):
+                # Its pane closed as it opened, before its worker began (the pane's leader, or
+                # the stage it starts, died of the hang-up before it could arm itself against
+                # it): nothing ran, as when the pane closes at the start gate.
+                reason = "pane_closed"
             else:
                 reason = missing
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,

@@ -86,6 +86,7 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "cwd_missing": TaskStatus.FAILED, "state_dir_error": TaskStatus.UNKNOWN, "executor_failed": TaskStatus.FAILED,
     "out_of_memory": TaskStatus.FAILED,
     "executor_cancelled": TaskStatus.CANCELLED,
+    "pane_closed": TaskStatus.CANCELLED,  # its pane closed before its worker began: nothing ran
     "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says
     "records_removed": TaskStatus.UNKNOWN,  # it ran, and its records went while it did (no status seen)
 }
