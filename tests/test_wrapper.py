@@ -76,3 +76,42 @@ def test_missing_cwd_is_recorded_not_run(tmp_path):
     rec = generation_files.exit_facts(gen)
     assert (rec.code, rec.reason) == (None, "cwd_missing")
     assert "cwd does not exist" in gen.output.read_text()
+
+
+def test_a_worker_the_shell_cannot_fork_is_recorded_as_never_started(tmp_path):
+    """No process to be had (RLIMIT_NPROC, a full process table): the shell's "Cannot fork"
+    ends the wrapper on the spot, status 2, with no exit record — read as the worker's own
+    exit 2 (and as a state directory that could not be written). Its EXIT trap, armed around
+    the fork only, records ``- spawn_failed``: the worker never started."""
+    import os
+    import resource
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir="/tmp"))  # a place another user can reach (tmp_path is private)
+    try:
+        root.chmod(0o755)
+        gen = make(root, cmd="echo ran >> " + str(root / "ledger"))
+        nobody = 65534
+
+        def no_more_processes() -> None:
+            if os.getuid() == 0:  # root's processes are never counted against it
+                os.setgroups([])
+                os.setgid(nobody)
+                os.setuid(nobody)
+            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+        if os.getuid() == 0:
+            for path in (gen.dir, gen.artifacts, gen.wrapper):
+                os.chown(path, nobody, nobody)
+        res = subprocess.run(["/bin/sh", str(gen.wrapper)], cwd=gen.dir, timeout=30, preexec_fn=no_more_processes,
+                             capture_output=True, text=True)
+        assert res.returncode == 2 and "fork" in res.stderr.lower(), res
+        assert not (root / "ledger").exists()
+        rec = generation_files.exit_facts(gen)
+        assert (rec.code, rec.reason) == (None, "spawn_failed")
+        # a wrapper that forked records its worker's status, the trap disarmed: its own exit 2 is that
+        gen = make(tmp_path, cmd="exit 2")
+        assert sh(gen) == 2 and generation_files.read_sidecar(gen) == (2, None)
+    finally:
+        shutil.rmtree(root)

@@ -393,11 +393,13 @@ def signal_name(code: int | None) -> str | None:
         return f"SIG{code - 128}"
 
 
-SIDECAR_REASONS = (None, "cwd_missing")  # what a wrapper's own ``- <reason>`` sidecar may say
+# What a wrapper's own ``- <reason>`` sidecar may say: its task's cwd is missing, or it could
+# not fork the worker's process (no process to be had: RLIMIT_NPROC, a full process table)
+SIDECAR_REASONS = (None, "cwd_missing", "spawn_failed")
 # The reason of a generation whose exit sidecar holds what no wrapper writes (garbled, or a
 # symlink planted in its place): it ended, and how is not known. Never the sidecar's own text.
 EXIT_GARBLED = "exit_garbled"
-_SIDECAR = re.compile(rb"(?:(-?[0-9]{1,9})|- (cwd_missing))\n")
+_SIDECAR = re.compile(rb"(?:(-?[0-9]{1,9})|- (cwd_missing|spawn_failed))\n")
 
 
 def committed_by_wrapper(rec: ExitRecord) -> bool:
@@ -417,7 +419,7 @@ def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
 
 
 def _parse_sidecar(raw: bytes) -> tuple[int | None, str | None] | None:
-    """What the wrapper writes: its status, or ``- cwd_missing`` (the worker never ran), one
+    """What the wrapper writes: its status, or ``- cwd_missing``/``- spawn_failed`` (the worker never ran), one
     line; incomplete until the newline is there."""
     if not raw.endswith(b"\n"):
         return None

@@ -84,7 +84,7 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "timeout": TaskStatus.TIMED_OUT, "idle_timeout": TaskStatus.TIMED_OUT,
     "no_exit_record": TaskStatus.LOST, "multiplexer_lost": TaskStatus.LOST, "executor_lost": TaskStatus.LOST,
     "cwd_missing": TaskStatus.FAILED, "state_dir_error": TaskStatus.UNKNOWN, "executor_failed": TaskStatus.FAILED,
-    "out_of_memory": TaskStatus.FAILED,
+    "out_of_memory": TaskStatus.FAILED, "spawn_failed": TaskStatus.FAILED,
     "executor_cancelled": TaskStatus.CANCELLED,
     "pane_closed": TaskStatus.CANCELLED,  # its pane closed before its worker began: nothing ran
     "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says

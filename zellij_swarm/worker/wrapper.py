@@ -17,8 +17,10 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
 4. changes to the task's cwd itself and runs the command: headless (and compact), its stdout
    to ``output.log`` and its stderr to ``stderr.log``, kept apart as GNU parallel keeps them;
    in a pane both are the pane's one terminal, copied to ``output.log``;
-5. writes the ``exit`` sidecar — one line, ``<code>`` or ``- cwd_missing`` — as its last
-   durable act (the commit marker); its modification time is the end time;
+5. writes the ``exit`` sidecar — one line, ``<code>``, or ``- cwd_missing``, or ``- spawn_failed``
+   when the shell could not fork the worker's process (it then exits at once, status 2,
+   running only its EXIT trap, which writes it) — as its last durable act (the commit
+   marker); its modification time is the end time;
 6. appends ``{"event":"exited","code":…}`` and exits with the worker's code.
 
 Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builtins only: no
@@ -228,10 +230,15 @@ def _body(pane: PaneMode | None) -> list[str]:
                       guard=f"[ -t 0 ] && ! [ -e {_HANGUP} ] || exit 129; ")
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
                   f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
+    # A shell that cannot fork (no process to be had) exits on the spot, status 2 — what a
+    # worker's own exit 2 reads as — with nothing written but by an EXIT trap: armed only
+    # around the fork, it says the worker never started.
+    unforked = _after_worker("printf '%s\\n' '- spawn_failed'", _EXIT_SIDECAR)
     lines += [
         'if cd -- "$_zsw_cwd" 2>/dev/null; then',
+        f"  trap {quoting.shell_word(unforked)} EXIT",
         launch,
-        "  _zsw_rc=$?",
+        "  _zsw_rc=$?; trap - EXIT",
         *([f"  {pane.after_runner}"] if pane and pane.after_runner else []),
         # A pane's terminal that hung up (the pane closed, the session went) is marked before
         # the exit is recorded: the kernel's SIGHUP reaches the worker as soon as the pane
