@@ -124,9 +124,9 @@ class Launcher:
                 token, pid = rest.split(" ")
                 self.started += 1
                 out.append(Started(token, int(pid)))
-            elif kind == "F":
-                token, _, message = rest.partition(" ")
-                out.append(NotStarted(token, message))
+            elif kind == "F":  # F TOKEN ERRNO STRERROR: the message is the error's text
+                token, _, failure = rest.partition(" ")
+                out.append(NotStarted(token, failure.partition(" ")[2] or failure))
             elif kind == "P":
                 self.ping_unanswered = False
             elif kind == "X":
