@@ -115,3 +115,13 @@ def test_a_worker_the_shell_cannot_fork_is_recorded_as_never_started(tmp_path):
         assert sh(gen) == 2 and generation_files.read_sidecar(gen) == (2, None)
     finally:
         shutil.rmtree(root)
+
+
+def test_a_cwd_that_is_a_file_is_said_to_be_one_it_cannot_enter(tmp_path):
+    """``cwd`` naming a file was reported "cwd does not exist": it does."""
+    (tmp_path / "a-file").write_text("")
+    gen = make(tmp_path, cwd=str(tmp_path / "a-file"))
+    assert sh(gen) == 1
+    assert generation_files.exit_facts(gen).reason == "cwd_missing"  # no directory there to run in
+    assert gen.output.read_text() == (f"zellij-swarm: cannot enter cwd (not a directory, or no permission): "
+                                      f"{tmp_path / 'a-file'}\n")

@@ -251,7 +251,10 @@ def _body(pane: PaneMode | None) -> list[str]:
         # machines (``discard``), 0.1 ms appended.
         "  " + _after_worker("printf '%s\\n' \"$_zsw_rc\"", _EXIT_SIDECAR),
         "else",
-        f"  printf 'zellij-swarm: cwd does not exist: %s\\n' \"$_zsw_cwd\" >>{_OUTPUT}",
+        # (the reason stays cwd_missing: there is no directory there this worker can run in)
+        "  if [ -e \"$_zsw_cwd\" ]; then _zsw_why='cannot enter cwd (not a directory, or no permission)'; "
+        "else _zsw_why='cwd does not exist'; fi",
+        f"  printf 'zellij-swarm: %s: %s\\n' \"$_zsw_why\" \"$_zsw_cwd\" >>{_OUTPUT}",
         "  _zsw_rc=1",
         f"  printf '%s\\n' '- cwd_missing' >>{_EXIT_SIDECAR}",
         "fi",
