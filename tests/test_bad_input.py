@@ -61,6 +61,11 @@ MALFORMED = [
     Case("empty-argv", {"s.toml": '[[task]]\nname="a"\nargv=[]\n'}, ("run", "s.toml"), "usage", "argv is empty"),
     Case("env-bad-key", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={"A B"="1"}\n'}, ("run", "s.toml"), "usage",
          "env key 'A B'"),
+    Case("env-float", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={X=1.5e3}\n'}, ("run", "s.toml"), "usage",
+         "s.toml:4: task 'a': env key 'X' is a TOML float, not a string: quote it (unquoted it would reach the "
+         "worker as '1500.0', not as written)"),
+    Case("env-datetime", {"s.toml": '[[task]]\nname="a"\ncmd="x"\nenv={X=1979-05-27T07:32:00Z}\n'}, ("run", "s.toml"),
+         "usage", "env key 'X' is a TOML datetime, not a string"),
     Case("jobs-0", {"s.toml": T}, ("run", "s.toml", "-j", "0"), "usage", "invalid jobs '0' (from flag --jobs)"),
     Case("jobs-5000", {"s.toml": T}, ("run", "s.toml", "-j", "5000"), "usage", "expected an integer 1–1024"),
     Case("jobs-env-text", {"s.toml": T}, ("run", "s.toml"), "usage", "(from env ZELLIJ_SWARM_JOBS)",

@@ -464,6 +464,9 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     for k, v in env.items():
         if not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
             raise fail(f"env key {k!r} must be a name with a string value", "env")
+        if not isinstance(v, (str, int)):  # (bool is an int) a float or a date loses how it was written
+            raise fail(f"env key {k!r} is a TOML {type(v).__name__}, not a string: quote it (unquoted it would "
+                       f"reach the worker as {str(v)!r}, not as written)", "env")
         if is_reserved_env_name(k):
             raise exc.InputError(
                 f"{label}: env key {k!r} is reserved: ZELLIJ_SWARM_* names mark a generation's processes (cancel "
