@@ -126,6 +126,16 @@ def _damage(run_dir: Path, how: str) -> None:
     elif how == "pointing at another task's line":
         first = struct.unpack_from("<QIB3x", data, 32 + 16)
         index.write_bytes(data[:32 + 32] + struct.pack("<QIB3x", *first) + data[32 + 48:])
+    elif how == "cut short":  # whole entries lost under a good header: their tasks would vanish
+        index.write_bytes(data[:32 + 16 * 100])
+    elif how == "entries zeroed":
+        index.write_bytes(data[:32] + bytes(len(data) - 32))
+    elif how == "a FIFO":  # never waited on
+        index.unlink()
+        os.mkfifo(index)
+    elif how == "a link to /dev/zero":  # never followed
+        index.unlink()
+        index.symlink_to("/dev/zero")
     elif how == "another file's":  # the rows file replaced: another inode
         rows = run_dir / ROWS_FILE
         copy = rows.read_bytes()
@@ -142,10 +152,13 @@ def _damage(run_dir: Path, how: str) -> None:
 
 
 DAMAGES = ["missing", "torn", "garbage", "zeroed header", "entries past their header",
-           "pointing at another task's line", "another file's", "behind"]
+           "pointing at another task's line", "another file's", "behind", "a FIFO", "a link to /dev/zero"]
+# Damages a reader sees by the snapshot's counts (an index missing tasks) and the next writer
+# does not: it has no count to hold the index to, and leaves it to readers, who read the file.
+COUNTED_DAMAGES = ["cut short", "entries zeroed"]
 
 
-@pytest.mark.parametrize("how", DAMAGES)
+@pytest.mark.parametrize("how", DAMAGES + COUNTED_DAMAGES)
 def test_a_damaged_index_is_never_believed(tmp_path: Path, how: str) -> None:
     run = _big_run(tmp_path)
     before = {flags: _show(run, **dict(flags)) for flags in
@@ -255,3 +268,39 @@ def test_a_summary_newer_than_the_state_it_follows_is_read_whole(tmp_path: Path)
     write_json_atomic(run.paths.summary, {**whole, "state": "finished", "ended_at": whole["started_at"] + 1})
     got = json.loads(_show(run, json_output=True))
     assert got["state"] == "finished" and got["tasks"] == whole["tasks"]
+
+
+@pytest.mark.parametrize("how", ["removed", "an older copy put back"])
+def test_an_index_taken_from_under_its_writer_is_never_made_again_half(tmp_path: Path, how: str) -> None:
+    """The index removed (or an older copy put back) while its run went on: the writer's next
+    commit made a new file of only the entries noted since, under a header covering the whole
+    rows file — the run's final record then lost tasks. It now has no index: readers read
+    the rows file."""
+    path = tmp_path / ROWS_FILE
+    rows = RowsFile(path)
+    rows.add(b"".join(snapshot_file.encode(_row(f"t{n}")) for n in range(1, 51)))
+    rows.commit()
+    index = tmp_path / INDEX_FILE
+    older = index.read_bytes()
+    index.unlink()
+    if how == "an older copy put back":
+        rows.add(snapshot_file.encode(_row("t51")))
+        rows.commit()
+        index.write_bytes(older)
+    rows.add(snapshot_file.encode(_row("t52", "failed")))
+    n = rows.commit()
+    assert rows_index.newest_lines(tmp_path, ROWS_FILE, n) is None
+    expected = [f"t{i}" for i in range(1, 53) if i != 51 or how != "removed"]
+    assert [t["id"] for t in snapshot_file.rows_with(_snap_of(n), tmp_path, None)] == expected
+
+
+def test_a_row_numbered_beyond_any_run_makes_no_index_of_gigabytes(tmp_path: Path) -> None:
+    """A foreign row (``t999999999``) written into the rows file: the next writer's index put
+    its entry 16 GB out, and every reader then read that whole file into memory."""
+    path = tmp_path / ROWS_FILE
+    path.write_bytes(snapshot_file.encode(_row("t1")) + snapshot_file.encode(_row("t999999999")))
+    rows = RowsFile(path)
+    rows.add(snapshot_file.encode(_row("t2")))
+    n = rows.commit()
+    assert not (tmp_path / INDEX_FILE).exists()
+    assert [t["id"] for t in snapshot_file.rows_with(_snap_of(n), tmp_path, None)] == ["t1", "t2", "t999999999"]

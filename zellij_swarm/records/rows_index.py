@@ -25,12 +25,16 @@ import heapq
 import json
 import mmap
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 INDEX_FILE = "tasks.idx"
+# The highest task number an index holds (an index of 160 MB): a row numbered beyond it is
+# not one a run wrote (a hand's), and an index longer than that is no index of ours.
+MOST_TASKS = 10_000_000
 STATUSES = ("pending", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped", "lost", "unknown")
 OTHER = 255  # a status word not in STATUSES: the reader must parse the row to know it
 
@@ -79,6 +83,7 @@ class IndexWriter:
         self._broken = False
         self._inode: int | None = None  # the rows file's, once ``start`` has looked at it
         self._covered = 0
+        self._own: int | None = None  # the index file's inode, once written: it must stay that file
 
     def start(self, fd: int, size: int) -> None:
         """Bring the index up to the rows file ``fd`` of ``size`` bytes (its torn line ended)."""
@@ -110,6 +115,8 @@ class IndexWriter:
             if key is None:
                 if not skip_torn or _a_row(line):  # only a torn line, read back, is no row at all
                     self._broken = True
+            elif key[0] > MOST_TASKS:  # a row no run of ours wrote: its entry would be gigabytes out
+                self._broken = True
             else:
                 entries[key[0]] = _ENTRY.pack(at, len(line) + 1, key[1])
             at += len(line) + 1
@@ -120,12 +127,29 @@ class IndexWriter:
             self._entries.clear()
             try:
                 os.unlink(self.path)
-            except FileNotFoundError:
+            except OSError:  # none there (or a directory: readers refuse anything but a plain file)
                 pass
             return
         if not self._entries and covered == self._covered:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        # Once written, the index is added to, never made again: one removed or put in its
+        # place since (by hand: a copy of an older one) would hold only the entries noted
+        # since, under a header saying it covers the whole file. Then there is none: readers
+        # read the rows file, as for a run recorded before the index.
+        create = os.O_CREAT if self._own is None else 0
+        try:
+            fd = os.open(self.path, os.O_RDWR | create | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        except FileNotFoundError:
+            self._broken = True
+            self.flush(covered)
+            return
+        st = os.fstat(fd)
+        if (self._own is not None and st.st_ino != self._own) or not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            self._broken = True
+            self.flush(covered)
+            return
+        self._own = st.st_ino
         try:
             for first, run in _runs(sorted(self._entries)):
                 os.pwrite(fd, b"".join(self._entries[n] for n in run), _HEADER.size + _ENTRY.size * first)
@@ -175,15 +199,32 @@ def _covered(path: Path, inode: int) -> int | None:
     missing, garbled, another file's, or has entries past what it covers (a writer killed
     between its entries and its header may have left them for lines that never reached the
     disk)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+    data = _read_index(path)
+    if data is None:
         return None
     covered = _valid_header(data[:_HEADER.size], inode)
     if covered is None or _entries(data, covered) is None:
         return None
     return covered
+
+
+def _read_index(path: Path) -> bytes | None:
+    """The index file's bytes; None unless it is a plain file (never a link followed, or a
+    FIFO waited on) of a size an index can have."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _HEADER.size + _ENTRY.size * (MOST_TASKS + 1):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _valid_header(head: bytes, inode: int) -> int | None:
@@ -271,9 +312,10 @@ def newest_lines(run_dir: Path, rows_file: str, upto: int, *, mapped: bool = Tru
     """The newest line of every task in ``rows_file`` up to ``upto`` bytes, from its index;
     None when the index cannot be trusted (the caller reads the rows file instead).
     ``mapped``: read through a mapping, else with ``pread`` (``NewestLines``)."""
+    data = _read_index(run_dir / INDEX_FILE)
+    if data is None:
+        return None
     try:
-        with open(run_dir / INDEX_FILE, "rb") as f:
-            data = f.read()
         with open(run_dir / rows_file, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             covered = _valid_header(data[:_HEADER.size], os.fstat(f.fileno()).st_ino)

@@ -408,7 +408,24 @@ def _index_of(snap: dict[str, Any], run_dir: Path, *, mapped: bool = True) -> ro
     name, upto = ref.get("file"), ref.get("bytes")
     if not isinstance(name, str) or "/" in name or not isinstance(upto, int) or isinstance(upto, bool):
         return None
-    return rows_index.newest_lines(run_dir, name, upto, mapped=mapped)
+    index = rows_index.newest_lines(run_dir, name, upto, mapped=mapped)
+    if index is not None and not _every_task_in(index, snap):
+        index.close()
+        return None
+    return index
+
+
+def _every_task_in(index: rows_index.NewestLines, snap: dict[str, Any]) -> bool:
+    """Whether the index (with the snapshot's own rows) has a line for as many tasks as the
+    snapshot counts: an index cut short or zeroed under a good header (a disk's doing, or a
+    hand's) lost tasks, which would vanish from every reading of it. (Counts that cannot be
+    read say nothing.)"""
+    counts = snap.get("counts")
+    if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
+        return True
+    own = {row["id"] for row in _own_rows(snap) if isinstance(row, dict) and isinstance(row.get("id"), str)}
+    indexed = sum(1 for n in index.numbered() if f"t{n}" not in own)
+    return indexed + len(own) >= sum(counts.values())
 
 
 def _own_rows(snap: dict[str, Any]) -> list[Any]:
