@@ -309,7 +309,11 @@ class Generations:
             return
         try:
             taken = procs.claim_for_supervisor(lg.gen)
-        except OSError as e:  # no room for our claim: the pane's fate is decided once there is
+        except OSError as e:
+            if not lg.gen.dir.is_dir():  # made at its reservation, gone: its worker ran, and removed it
+                self.collect(lg)
+                return
+            # no room for our claim: the pane's fate is decided once there is
             self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
             lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
             return
@@ -613,8 +617,10 @@ def _unrecorded(lg: LiveGen, claim: generation_files.Claim | None, status: int |
     if status is not None and (claim.unwritten if claim is not None else
                                status == wrapper.UNCLAIMED_EXIT and there):
         return Unrecorded.NOTHING_RAN
-    if not there:  # (a wrapper never seen to start may have been stopped before it could)
-        return Unrecorded.RECORDS_REMOVED if status is not None or lg.pid is not None else Unrecorded.UNWRITTEN
+    if not there:  # (a headless wrapper never seen to start may have been stopped before it could;
+        # a pane's claims the generation before anything else, and only its worker removes it)
+        ran = status is not None or lg.pid is not None or lg.in_pane
+        return Unrecorded.RECORDS_REMOVED if ran else Unrecorded.UNWRITTEN
     if status is not None and (claim is None or claim.by_supervisor) and not _began(lg.gen):
         return Unrecorded.NEVER_BEGAN  # (the claim the supervisor took for a "claimed" one is not its own)
     if status is not None and claim is None:
