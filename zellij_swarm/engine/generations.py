@@ -541,7 +541,15 @@ class Generations:
         if lg.opening:
             return  # ended as soon as the backend says how it starts (``_launched``)
         self._record_kill_reason(lg, reason)
-        if lg.in_pane and not lg.heartbeat_seen and generation_files.take_claim(lg.gen):
+        taken = False
+        if lg.in_pane and not lg.heartbeat_seen:
+            try:
+                taken = generation_files.take_claim(lg.gen)
+            except OSError:  # (no room for it: the pane's wrapper is ended as one that runs)
+                if not lg.gen.dir.is_dir():  # made at its reservation, gone: its worker ran, and removed it
+                    self.collect(lg)
+                    return
+        if taken:
             self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
             if lg.remote:
