@@ -310,8 +310,7 @@ class Generations:
         try:
             taken = procs.claim_for_supervisor(lg.gen)
         except OSError as e:
-            if not lg.gen.dir.is_dir():  # made at its reservation, gone: its worker ran, and removed it
-                self.collect(lg)
+            if self._collected_if_removed(lg):
                 return
             # no room for our claim: the pane's fate is decided once there is
             self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
@@ -332,6 +331,15 @@ class Generations:
         self.backend.abandon(lg.pane_id, lg.request)
         self._pane_fault(lg, "heartbeat_missing", f"pane {lg.pane_id} sent no launch heartbeat within {t:g}s",
                          claimed=True)
+
+    def _collected_if_removed(self, lg: LiveGen) -> bool:
+        """A pane generation whose claim could not be taken because its directory is gone:
+        made at its reservation, only its worker removes it — it ran. Collected (its end is
+        ``_unrecorded``'s to name); False while the directory is there."""
+        if lg.gen.dir.is_dir():
+            return False
+        self.collect(lg)
+        return True
 
     def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
         """A multiplexer fault for one generation: a warning and the generation runs headless,
@@ -546,8 +554,7 @@ class Generations:
             try:
                 taken = generation_files.take_claim(lg.gen)
             except OSError:  # (no room for it: the pane's wrapper is ended as one that runs)
-                if not lg.gen.dir.is_dir():  # made at its reservation, gone: its worker ran, and removed it
-                    self.collect(lg)
+                if self._collected_if_removed(lg):
                     return
         if taken:
             self.follow.unwatch(lg)
