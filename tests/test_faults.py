@@ -84,8 +84,10 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
                                                  "--pane-id", pane, version=backend.split("-", 1)[1])
         wait_until(lambda: ended(run, 1), what="t0's end by the hang-up")  # before the others may go on
         swarm.open_gate()
-        assert proc.wait(timeout=60) == 1
+        code = proc.wait(timeout=60)
         rows = swarm.tasks()
+        assert code == 1, (proc.stderr.read(), swarm.summary()["warnings"],  # what a failure needs to be read
+                           {n: (r["status"], r["reason"], r["history"]) for n, r in rows.items()})
         assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["exit_code"]) == ("cancelled", "pane_closed",
                                                                                             129)
         assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"

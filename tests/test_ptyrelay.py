@@ -33,14 +33,15 @@ def test_the_log_turns_crlf_into_lf_even_split_between_two_reads(tmp_path: Path)
 
 
 @contextmanager
-def relayed(log: Path, *argv: str, rows: int = 0, cols: int = 0) -> Iterator[tuple[int, int]]:
+def relayed(log: Path, *argv: str, rows: int = 0, cols: int = 0,
+            record: Path | None = None) -> Iterator[tuple[int, int]]:
     """The relay as the session leader of an outer pty (a pane): (its pid, the outer master)."""
     pid, master = pty.fork()
     if pid == 0:
         try:
             if rows:
                 fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-            os.execv(PTY_RELAY[0], [*PTY_RELAY, str(log), *argv])
+            os.execv(PTY_RELAY[0], [*PTY_RELAY, *(["--record", str(record)] if record else []), str(log), *argv])
         finally:
             os._exit(127)
     try:
@@ -135,6 +136,15 @@ def test_the_inner_terminal_has_the_panes_size(tmp_path: Path) -> None:
     assert (tmp_path / "log").read_text() == "31 97\n"
 
 
+def test_a_worker_that_removes_the_directory_of_its_record_still_gives_its_status(tmp_path: Path) -> None:
+    """The relay's record of its worker's session, in a generation's directory the worker
+    removed: its status is still the worker's, not Python's 120 for an uncaught error."""
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    with relayed(tmp_path / "log", "sh", "-c", f"rm -r {gen}; exit 3", record=gen / "worker-session") as (pid, master):
+        assert _status(pid, master) == 3
+
+
 def test_a_command_that_cannot_run_is_127_with_a_reason(tmp_path: Path) -> None:
     with relayed(tmp_path / "log", str(tmp_path / "missing")) as (pid, m):
         assert _status(pid, m) == 127
@@ -227,3 +237,67 @@ def test_a_pane_closed_as_the_relay_starts_runs_nothing_and_ends_by_the_hang_up(
     ran = tmp_path / "ran"
     assert _ptyrelay.main([str(tmp_path / "log"), "touch", str(ran)]) == 128 + signal.SIGHUP
     assert not ran.exists()
+
+
+_HANG_UP_AFTER_START = """
+import os, sys, termios, time
+sys.path.insert(0, {relay_dir!r})
+import _ptyrelay
+
+started = _ptyrelay.start
+
+def start(*args):
+    got = started(*args)  # the worker runs; the relay has not made the pane raw yet
+    os.write({told}, b"started")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # until the test has closed the pane
+        try:
+            termios.tcgetattr(0)
+        except termios.error:
+            break
+        time.sleep(0.01)
+    return got
+
+_ptyrelay.start = start
+os._exit(_ptyrelay.main(sys.argv[1:]))
+"""
+
+
+def test_a_pane_closed_while_the_worker_starts_ends_it_by_the_hang_up(tmp_path: Path) -> None:
+    """The pane hung up after the relay read its settings and started the worker, before it
+    made the pane raw: that ``tcsetattr`` failed uncaught, Python exited 120 on the dead pane,
+    and the worker ran on, orphaned; the task was recorded ``failed (exit 120)`` where the
+    pane had been closed (the fake Zellij 0.44.3, in CI under load). The worker dies of the
+    hang-up and its death is the status."""
+    told_r, told_w = os.pipe()
+    script = tmp_path / "relay.py"
+    script.write_text(_HANG_UP_AFTER_START.format(relay_dir=str(Path(_ptyrelay.__file__).parent), told=told_w))
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.close(told_r)
+            os.set_inheritable(told_w, True)
+            os.execv(PTY_RELAY[0], [PTY_RELAY[0], "-I", "-S", str(script), str(tmp_path / "log"),
+                                    "sh", "-c", f"echo $$ > {tmp_path}/worker; exec sleep 30"])
+        finally:
+            os._exit(127)
+    os.close(told_w)
+    worker = None
+    try:
+        assert os.read(told_r, 16) == b"started"
+        worker = int(wait_until(lambda: (tmp_path / "worker").exists() and (tmp_path / "worker").read_text().strip(),
+                                what="the worker's pid"))
+        os.close(master)  # the pane closes: its terminal hangs up
+        master = -1
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGHUP
+        assert not psutil.pid_exists(worker)
+    finally:
+        os.close(told_r)
+        if master >= 0:
+            os.close(master)
+        for stray in (pid, worker):
+            with contextlib.suppress(ProcessLookupError, TypeError, ChildProcessError):
+                os.kill(stray, signal.SIGKILL)  # type: ignore[arg-type]
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)

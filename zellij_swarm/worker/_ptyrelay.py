@@ -288,7 +288,13 @@ def main(argv: list[str]) -> int:
         forward(signum, None)
     if outer is not None:
         signal.signal(signal.SIGWINCH, resize)
-        termios.tcsetattr(0, termios.TCSANOW, raw(outer))  # not FLUSH: keys typed ahead are the worker's
+        try:
+            termios.tcsetattr(0, termios.TCSANOW, raw(outer))  # not FLUSH: keys typed ahead are the worker's
+        except termios.error:
+            # The pane hung up since its settings were read, its worker already started: the
+            # hang-up is passed on to the worker, whose death is the status, as at any later
+            # moment. (Uncaught, this was exit 120 with the worker orphaned.)
+            outer = None
     try:
         status = relay(master, child, log, stdin_open=on_tty)
     finally:
@@ -299,7 +305,10 @@ def main(argv: list[str]) -> int:
                 pass
         log.close()
     if record is not None:
-        os.unlink(record)  # the worker's status is known: nothing of it is left to end
+        try:
+            os.unlink(record)  # the worker's status is known: nothing of it is left to end
+        except FileNotFoundError:  # its directory removed by the worker: the status still is its
+            pass
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 
