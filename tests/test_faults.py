@@ -34,6 +34,18 @@ def ended(run: Path, *slots: int) -> bool:
     return all(gen.exit_sidecar.exists() or gen.exit_record.exists() for gen in gens)
 
 
+def _opened_panes(run: Path) -> list[str]:
+    """The panes the run's events say it opened so far (a line being written is left out)."""
+    lines = (run / "events.jsonl").read_text().splitlines()
+    return [e["pane_id"] for e in map(json.loads, lines[:-1]) if e["event"] == "pane_opened"]
+
+
+def _recorded_ends(run: Path) -> list[str]:
+    """The tasks whose generations' ends the run's events record so far."""
+    lines = (run / "events.jsonl").read_text().splitlines()
+    return [e["task"] for e in map(json.loads, lines[:-1]) if e["event"] in ("worker_completed", "worker_failed")]
+
+
 def check_lost_and_rerun(swarm, run: Path) -> None:
     rows = swarm.tasks()
     assert {r["status"] for r in rows.values()} == {"succeeded"}
@@ -93,6 +105,39 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         assert rows["t1"]["status"] == rows["t2"]["status"] == "succeeded"
         assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
         assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("ls", ["fail:list-sessions:1:No active zellij sessions found.",  # a probe that failed
+                                "fail:list-sessions:2:", full("hang:list-sessions")])  # no answer
+def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm, fz, ls, tmp_path):
+    """``ls``'s probe of a busy server can fail: the session, live, is then not listed, or
+    ``ls`` gives no answer. That was taken for the session's death, for good: the closed
+    pane's task was recorded ``lost (multiplexer_lost)`` and run again (the real Zellij, in
+    CI under load, exited 0). A session whose server runs is live."""
+    swarm.write("l.toml", GATED)
+    faults = tmp_path / "faults"
+    env = dict(fz.env("0.45.0", **FAST), FAKE_ZELLIJ_FAULTS_FILE=str(faults))
+    proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        # ls is read as the session comes up, too: the fault comes once it is up
+        opened = wait_until(lambda: _opened_panes(run)[:2], what="both panes opened")
+        pane = heartbeat_pane(run, 1)
+        assert pane in opened
+        faults.write_text(ls)
+        fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version="0.45.0")
+        wait_until(lambda: "t0" in _recorded_ends(run), what="t0's end by the hang-up, recorded")
+        faults.write_text("")
+        swarm.open_gate()
+        code = proc.wait(timeout=60)
+        rows = swarm.tasks()
+        assert code == 1, (proc.stderr.read(), {n: (r["status"], r["reason"], r["history"]) for n, r in rows.items()})
+        assert (rows["t0"]["status"], rows["t0"]["reason"], rows["t0"]["attempts"]) == ("cancelled", "pane_closed", 1)
+        assert (swarm.cwd / "ledger").read_text().split().count("t0") == 0  # never run again
+        assert rows["t2"]["pane_id"] is not None and swarm.summary()["warnings"] == []
     finally:
         proc.kill()
         kill_run_processes(run.name)

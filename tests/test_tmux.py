@@ -645,3 +645,18 @@ def test_panes_a_failed_batch_opened_before_it_failed_are_the_runs(tmux, tmp_pat
     assert len(opened) == 2 and sum(isinstance(r, LaunchFailed) for r in results) == 1, results
     assert set(opened) <= set(tmux.panes()) and one in tmux.panes()
     assert all(d.backend.panes.pop(p) is not None for p in opened)  # in the run's panes, as any opened one
+
+
+def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, tmp_path):
+    """A call that timed out (a busy or stopped server; every later call then fails at once)
+    said the session was gone, for good: each pane worker's SIGHUP of its own was then taken
+    for the multiplexer's death, recorded lost and run again. A server still holding its
+    socket is alive; one killed is not."""
+    from zellij_swarm.exc import BackendError
+
+    d = Driven(tmux, tmp_path)
+    d.launch(d.request(1, "t1", "exec sleep 600"))
+    d.backend.client.unresponsive = BackendError("pane_call_timeout", "tmux has-session: no answer within 10s")
+    assert d.backend.session_alive()
+    tmux("kill-server")
+    assert not d.backend.session_alive()

@@ -516,6 +516,20 @@ def test_a_socket_never_seen_decides_nothing_and_a_live_one_is_waited_for(tmp_pa
     _waiting_for(tmp_path, monkeypatch, lambda sock: next(looks))
 
 
+def test_an_ls_with_no_answer_while_the_session_comes_up_is_asked_again(tmp_path, monkeypatch):
+    """``ls`` that gives no answer (a timeout, an exit of its own) as our session comes up: the
+    session is waited for, as when it is not listed yet; raised at once, it sent the whole
+    swarm headless (a fault test, written a moment too early, found it)."""
+    (tmp_path / "contract_version_1").mkdir()
+    (tmp_path / "contract_version_1" / "s").touch()
+
+    def no_answer() -> dict:
+        raise BackendError("pane_call_failed", "zellij list-sessions: exit 2")
+
+    looks = iter([no_answer, no_answer, lambda: {"s": SessionRow("s", True)}])
+    _waiting_for(tmp_path, monkeypatch, lambda sock: next(looks)())
+
+
 @pytest.mark.parametrize("answers", [2, 4], ids=["answers-on-the-third-ask", "never-answers"])
 def test_a_list_of_panes_that_does_not_answer_is_asked_again_before_a_backfill_trusts_its_anchor(
         monkeypatch: pytest.MonkeyPatch, answers: int) -> None:

@@ -598,8 +598,8 @@ class TmuxBackend:
         if self.alive and self.started:
             try:
                 self.alive = self.client.has_session(self.session_id)
-            except BackendError:
-                self.alive = False
+            except BackendError:  # no answer is no evidence of death (a dead server answers at once)
+                self.alive = self.client.listening()
         return self.alive
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:

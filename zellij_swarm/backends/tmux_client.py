@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -220,6 +221,21 @@ class TmuxClient:
 
     def has_session(self, target: str) -> bool:
         return self.call("has-session", "-t", target, check=False).returncode == 0
+
+    def listening(self) -> bool:
+        """Whether a server still holds this client's socket: a connection to it is not
+        refused. The evidence asked for when a call gave no answer: a busy or stopped server
+        still takes connections (its backlog full: it lives); a dead one's socket refuses
+        them, or is gone."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            try:
+                probe.connect(self.socket_path)
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                return False
+        return True
 
     def windows(self) -> list[WindowRow]:
         """Every window of the server, in tmux's order; none when no server runs."""

@@ -386,8 +386,8 @@ class ZellijBackend:
                 # A session just made is listed live a little before it answers actions for
                 # good: 0.45.0 says "There is no active session!" now and then meanwhile. Not
                 # yet, until the deadline — unless it is no longer listed live: then it is gone.
-                row = self.z.sessions().get(self.z.session or "") if e.code == "session_missing" else None
-                if row is None or not row.live or time.monotonic() > deadline:
+                if e.code != "session_missing" or not self.z.session_live(self.z.session or "", settle=0) \
+                        or time.monotonic() > deadline:
                     raise
                 panes = None
             if panes is not None:
@@ -657,11 +657,7 @@ class ZellijBackend:
 
     def session_alive(self) -> bool:
         if self.alive and self.started and self.z.session:
-            try:
-                row = self.z.sessions().get(self.z.session)
-                self.alive = row is not None and row.live
-            except BackendError:
-                self.alive = False
+            self.alive = self.z.session_live(self.z.session)
         return self.alive
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:

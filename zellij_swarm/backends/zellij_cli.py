@@ -24,6 +24,7 @@ from zellij_swarm import external
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
+SETTLE = 2.0  # seconds a server not listed live may run on before it counts as live (session_live)
 TESTED = ((0, 40, 0), (0, 45, 99))  # versions outside are reported as untested
 # Run by the tests against a real binary built from its crate (scripts/zellij-versions); the
 # others of the range are covered by the contract and the fake only.
@@ -122,6 +123,24 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
     return rows
 
 
+def server_runs(session: str) -> bool:
+    """Whether the server of ``session`` runs: a process ``zellij --server DIR/SESSION`` (a
+    zombie's command line is empty). Session names are ours and unique, so the socket's
+    directory (which depends on the version and the environment) need not be known."""
+    wanted = session.encode("utf-8", "surrogateescape")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if b"--server" in argv[:-1] and os.path.basename(argv[argv.index(b"--server") + 1]) == wanted:
+            return True
+    return False
+
+
 class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""
 
@@ -173,9 +192,9 @@ class Zellij:
             # CLI says so before it sends anything, from a probe of the sockets that a busy
             # server can fail: the real 0.45.0 answered "There is no active session!" to a
             # `run` in the middle of a swarm, its session listed live before and after. Asked
-            # again while the session is listed live, until the call's deadline.
-            row = self.sessions().get(self.session or "")
-            if row is None or not row.live or time.monotonic() > deadline:
+            # again while the session may be live (listed, or its server runs), until the
+            # call's deadline.
+            if not self.session_live(self.session or "", settle=0) or time.monotonic() > deadline:
                 first = res.stderr.strip().splitlines()[0]
                 raise BackendError("session_missing", f"zellij: {first}", stderr=res.stderr)
             time.sleep(0.05)
@@ -184,6 +203,29 @@ class Zellij:
             what = " ".join(a for a in args[:2] if not a.startswith("-"))
             raise BackendError("pane_call_failed", f"zellij {what}: {first}", stderr=res.stderr)
         return res
+
+    def session_live(self, name: str, *, settle: float = SETTLE) -> bool:
+        """Whether the session ``name`` is live, false only on evidence of its death: ``ls``
+        lists it live; or else its server still runs, and does for ``settle`` seconds (a
+        server killed, or ending with its last pane, exits well within them). ``ls`` alone is
+        no such evidence: its probe of a busy server can fail (contract §2.0) or outlast our
+        call, and a live session taken for dead has its panes' workers recorded lost and run
+        again."""
+        deadline = time.monotonic() + settle
+        while not self._listed_live(name):
+            if not server_runs(name):
+                return False
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.05)
+        return True
+
+    def _listed_live(self, name: str) -> bool:
+        try:
+            row = self.sessions().get(name)
+        except BackendError:  # no answer
+            return False
+        return row is not None and row.live
 
     def sessions(self) -> dict[str, SessionRow]:
         res = self.call("list-sessions", "--no-formatting", session=False, check=False)
@@ -242,8 +284,7 @@ class Zellij:
             if seen and not present:
                 raise BackendError("session_died", f"zellij session {self.session!r} died as it started")
             seen = seen or present
-            row = self.sessions().get(self.session or "")
-            if row is not None and row.live:
+            if self._listed_live(self.session or ""):  # an ``ls`` with no answer is asked again
                 return
             if time.monotonic() > deadline:
                 raise BackendError("session_missing", f"zellij session {self.session!r} did not come up")
