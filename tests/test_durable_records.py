@@ -97,6 +97,22 @@ def test_a_record_that_parses_but_is_not_one_is_one_line(swarm, ended_run, recor
         assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
 
 
+@pytest.mark.parametrize("record", ["tasks.jsonl", "events.jsonl"])
+def test_a_fifo_in_place_of_a_log_is_refused_not_waited_on(swarm, ended_run, record):
+    """A FIFO put where the rows file or the event log was held every reader of it in its
+    ``open`` or its ``read`` for ever: status, report, proof, retry and resume hung."""
+    (ended_run / "summary.json").unlink()
+    (ended_run / record).unlink()
+    os.mkfifo(ended_run / record)
+    for args in (("status", ended_run.name), ("status", "--json", ended_run.name), ("report", "--html", "r.html", ended_run.name),
+                 ("proof", ended_run.name), ("retry", ended_run.name), ("resume", ended_run.name), ("ls",)):
+        res = swarm(*args, timeout=30)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
+        assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
+        if res.code:
+            assert "a FIFO, not a plain file" in res.stderr, (args, res)
+
+
 @pytest.mark.parametrize("head", [{}, {"run_id": "r", "argv": ["a\nb", "naïve \"x\""]}], ids=["empty", "fields"])
 @pytest.mark.parametrize("items", [[], [{"name": "t\u2713"}], [{"n": i} for i in range(300)]],
                          ids=["no-task", "one", "many"])

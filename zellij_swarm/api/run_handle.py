@@ -144,7 +144,7 @@ def recorded_exit_code(run: RunPaths) -> int:
 def _last_events(run: RunPaths) -> list[dict[str, Any]]:
     """The complete lines of the last ``EVENTS_TAIL`` bytes of the run's event log."""
     try:
-        with open(run.events, "rb") as f:
+        with os.fdopen(rundir.open_record(run.events), "rb") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - EVENTS_TAIL))
             lines = f.read().split(b"\n")

@@ -52,6 +52,7 @@ CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -62,7 +63,7 @@ from typing import Any
 from zellij_swarm import exc
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
-from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.records.rundir import RunPaths, open_record, read_json
 from zellij_swarm.records.states import RunState
 
 TIMELINE_LIMIT = 200
@@ -89,7 +90,7 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
     """The complete event-log lines ``metrics.first_batch`` reads, parsed lazily: it stops at
     the first batch's end, so only the head of a long log is read. Other lines are not parsed."""
     try:
-        with open(run.events, "rb") as f:
+        with os.fdopen(open_record(run.events), "rb") as f:
             for line in f:
                 if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
                     try:
@@ -106,7 +107,7 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
     not parsed."""
     out: dict[tuple[int, int], tuple[float, float, int | None, str | None]] = {}
     try:
-        with open(run.events, "rb") as f:
+        with os.fdopen(open_record(run.events), "rb") as f:
             for line in f:
                 if not (line.endswith(b"\n") and _OUTCOME_NEEDLE in line):
                     continue

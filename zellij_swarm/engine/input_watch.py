@@ -36,6 +36,7 @@ from pathlib import Path
 
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timer, Timers
+from zellij_swarm.records.rundir import open_record
 from zellij_swarm.worker import prompts, waiting
 from zellij_swarm.worker.screen import TailScreen
 
@@ -156,7 +157,7 @@ class InputWatch:
 
 def _last_event(path: Path, size: int) -> str | None:
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_record(path), "rb") as f:  # a FIFO a worker put there would hold us
             f.seek(max(0, size - _TAIL))
             lines = f.read(_TAIL).splitlines()
     except OSError:

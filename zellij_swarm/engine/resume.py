@@ -49,7 +49,7 @@ from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import RESTARTED
-from zellij_swarm.records import envfile, generation_files, runlock
+from zellij_swarm.records import envfile, generation_files, rundir, runlock, snapshot_file
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.log import EventLog
@@ -147,6 +147,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     if not ended and has_record(run.summary):
         raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume (`zellij-swarm retry` runs "
                                "its failures again)")
+    for record in (run.events, run.dir / snapshot_file.ROWS_FILE):  # the resumed supervisor appends to both
+        rundir.plain_or_absent(record)
     logged = _Logged()
     stats = metrics.DispatchStats.replay(logged.read(run.events))  # one pass over the log, each event taken in
     specs = task_specs(meta, logged.added)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm.records.rundir import RunPaths, make_private_dir, write_atomic
+from zellij_swarm.records.rundir import RunPaths, make_private_dir, open_record, write_atomic
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def await_reply(run: RunPaths, msg_id: str, *, timeout: float,
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with open(path, "rb") as f:
+                with os.fdopen(open_record(path), "rb") as f:
                     answer = json.loads(f.read())
                 return answer if isinstance(answer, dict) else None
             except FileNotFoundError:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from zellij_swarm.records import envfile, snapshot_file
-from zellij_swarm.records.rundir import RunPaths, write_atomic
+from zellij_swarm.records.rundir import RunPaths, open_record, write_atomic
 from zellij_swarm.records.snapshot_file import RowsFile
 
 # The caller's environment, saved in its one format (the supervisor calls it by this name).
@@ -142,7 +142,7 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
         return name not in skip and (only is None or name in only)
 
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_record(path), "rb") as f:  # a FIFO in its place is refused, not waited on
             for line in f:
                 if not line.endswith(b"\n"):
                     continue

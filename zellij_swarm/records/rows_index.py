@@ -31,6 +31,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from zellij_swarm.records.rundir import open_record
+
 INDEX_FILE = "tasks.idx"
 # The highest task number an index holds (an index of 160 MB): a row numbered beyond it is
 # not one a run wrote (a hand's), and an index longer than that is no index of ours.
@@ -316,7 +318,7 @@ def newest_lines(run_dir: Path, rows_file: str, upto: int, *, mapped: bool = Tru
     if data is None:
         return None
     try:
-        with open(run_dir / rows_file, "rb") as f:
+        with os.fdopen(open_record(run_dir / rows_file), "rb") as f:  # not a FIFO: it would hold the read
             size = os.fstat(f.fileno()).st_size
             covered = _valid_header(data[:_HEADER.size], os.fstat(f.fileno()).st_ino)
             if covered is None or covered > upto or size < upto or not upto:

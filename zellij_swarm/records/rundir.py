@@ -180,6 +180,19 @@ def open_record_stat(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]
     return fd, st
 
 
+def plain_or_absent(path: str | os.PathLike[str]) -> None:
+    """``UnsafeRecord`` unless ``path`` is a plain file or nothing: for a record a command is
+    about to append to (a FIFO would hold its writes, a link would lead them elsewhere)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeRecord(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeRecord(path, _FILE_KINDS.get(stat.S_IFMT(st.st_mode), "a special file"))
+
+
 _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
                stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 

@@ -30,6 +30,7 @@ import heapq
 import json
 import os
 import re
+import stat
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Any, BinaryIO, ClassVar, cast
 from zellij_swarm.records import rows_index
 from zellij_swarm.records.rows import Snapshot, TaskRow
 from zellij_swarm.records.rows_index import IndexWriter
-from zellij_swarm.records.rundir import read_json
+from zellij_swarm.records.rundir import UnsafeRecord, open_record, read_json
 
 ROWS_FILE = "tasks.jsonl"
 
@@ -120,7 +121,11 @@ class RowsFile:
         if not (self._queued or durable or self._tail_dirty) and self.committed is not None:
             return self.committed
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         0o600)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO put in its place would hold every read
+                os.close(fd)
+                raise UnsafeRecord(self.path, "no plain file")
         except OSError as e:
             self.error = self.error or e
             return self.committed or 0
@@ -212,7 +217,7 @@ class RowsReader:
         collecting = gc.isenabled()
         gc.disable()  # rows hold no cycles: collecting while 100,000 of them are made only costs time
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(open_record(path), "rb") as f:  # a FIFO in its place is refused, not waited on
                 key = (str(path), os.fstat(f.fileno()).st_ino)
                 if key != self._key or upto < self._offset:
                     self._reset(key)
