@@ -113,6 +113,38 @@ def test_a_fifo_in_place_of_a_log_is_refused_not_waited_on(swarm, ended_run, rec
             assert "a FIFO, not a plain file" in res.stderr, (args, res)
 
 
+MISTYPED_EVENTS = [
+    {"event": "worker_completed"}, {"event": "worker_failed", "slot": [1], "gen": 1},
+    {"event": "worker_completed", "slot": 1, "gen": 1, "code": "x", "started_at": "soon"},
+    {"event": "slot_reserved", "slot": [1], "gen": {}}, {"event": "followups_consumed", "slot": 1},
+    {"event": "inbox_consumed", "id": ["m"]}, {"event": "executor_allocated"},
+    {"event": "paused", "group": ["g"]}, {"event": "unpaused", "group": 5},
+    {"event": "run_retried", "tasks": {"t1": 5}}, {"event": "run_retried", "tasks": {"t1": [1]}},
+    {"event": "run_retried", "tasks": {"t1": ["a", "b"]}}, {"event": "run_retried", "tasks": [1]},
+    {"event": "task_cancelled", "task": "true", "reason": ["x"]}, {"event": ["worker_completed"]},
+    {"event": "task_added"}, {"event": "task_added", "spec": "true"}, {"event": "task_added", "spec": {"cmd": 5}},
+]
+
+
+@pytest.mark.parametrize("line", MISTYPED_EVENTS, ids=[f"{e['event']}-{i}" for i, e in enumerate(MISTYPED_EVENTS)])
+def test_an_event_line_of_another_shape_is_one_line_or_garbage_in_resume_and_retry(swarm, ended_run, line):
+    """A line of the event log that parses but is not what the supervisor writes (edited, or
+    damaged in place): a KeyError or TypeError in resume and retry — an internal error. It is
+    either read as the garbage it is, as a line that does not parse is, or, where leaving it
+    out would change which task is which (a task added), a damaged record: one line."""
+    with (ended_run / "events.jsonl").open("a") as log:
+        log.write(json.dumps(line) + "\n")
+    for args in (("retry", ended_run.name), ("status", ended_run.name), ("report", "--html", "r.html", ended_run.name),
+                 ("proof", ended_run.name)):
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
+        assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
+    (ended_run / "summary.json").unlink()
+    res = swarm("resume", ended_run.name)
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res
+    assert res.code in (0, 1, 2), res
+
+
 @pytest.mark.parametrize("head", [{}, {"run_id": "r", "argv": ["a\nb", "naïve \"x\""]}], ids=["empty", "fields"])
 @pytest.mark.parametrize("items", [[], [{"name": "t\u2713"}], [{"n": i} for i in range(300)]],
                          ids=["no-task", "one", "many"])

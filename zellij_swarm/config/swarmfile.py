@@ -156,6 +156,14 @@ class TaskSpec:
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> TaskSpec:
+        """The spec a record (``to_record``) read back from a file holds: a ``ValueError``
+        naming the field when it is not of its type (a record edited or damaged in place)."""
+        if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
+            raise ValueError("a task record without a name")
+        for field_name, (fits, what) in _RECORD_TYPES.items():
+            value = rec.get(field_name)
+            if value is not None and not fits(value):
+                raise ValueError(f"task {rec['name']!r}: its record's {field_name} is not {what}")
         return cls(
             name=rec["name"],
             cmd=rec.get("cmd"),
@@ -173,6 +181,33 @@ class TaskSpec:
             waiting_pattern=rec.get("waiting_pattern"),
             slurm=dict(rec["slurm"]) if rec.get("slurm") else NOTHING,
         )
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# A record's fields, each as its spec holds it (None is always allowed: the field is not set)
+_RECORD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "cmd": (lambda v: isinstance(v, str), "a string"),
+    "argv": (_strings, "a list of strings"),
+    "cwd": (lambda v: isinstance(v, str), "a string"),
+    "env": (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()), "a table of strings"),
+    "timeout": (_number, "a number"),
+    "retries": (lambda v: type(v) is int, "a whole number"),
+    "idle_timeout": (_number, "a number"),
+    "after": (_strings, "a list of strings"),
+    "priority": (lambda v: type(v) is int, "a whole number"),
+    "tags": (_strings, "a list of strings"),
+    "group": (lambda v: isinstance(v, str), "a string"),
+    "worktree": (lambda v: isinstance(v, bool), "true or false"),
+    "waiting_pattern": (lambda v: isinstance(v, str), "a string"),
+    "slurm": (lambda v: isinstance(v, dict), "a table"),
+}
 
 
 # What a spec with a name and nothing else records: ``pack`` leaves out what equals it

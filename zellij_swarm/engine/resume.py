@@ -126,7 +126,11 @@ def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarm
     """Every task of a run in id order: those of ``run.json``, then those added while it ran
     (``add``, follow-ups), which only the event log records."""
     records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] in ADDED_EVENTS]
-    return [swarmfile.TaskSpec.from_record(t) for t in records_]
+    try:
+        return [swarmfile.TaskSpec.from_record(t) for t in records_]
+    except ValueError as e:
+        raise DamagedRecord(f"the run's records hold a task that is not one ({e}): it cannot be read back "
+                            "whole") from None
 
 
 def load(run: RunPaths, *, ended: bool = False) -> Recovered:
@@ -149,8 +153,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
                                "its failures again)")
     for record in (run.events, run.dir / snapshot_file.ROWS_FILE):  # the resumed supervisor appends to both
         rundir.plain_or_absent(record)
-    logged = _Logged()
-    stats = metrics.DispatchStats.replay(logged.read(run.events))  # one pass over the log, each event taken in
+    logged = _Logged(run.events)
+    stats = metrics.DispatchStats.replay(logged.read())  # one pass over the log, each event taken in
     specs = task_specs(meta, logged.added)
     # the tasks' records, once specs: kept, they were a resumed 100,000-task run's largest thing (81 MB)
     meta = {k: v for k, v in meta.items() if k != "tasks"}
@@ -205,6 +209,7 @@ class _Logged:
     (``read``): held at once, a 100,000-task run's 160,000 events were most of a resume's
     memory (it peaked at 424 MB)."""
 
+    path: Path  # the event log
     added: list[dict[str, Any]] = field(default_factory=list)  # the task_added events
     # (slot, gen) -> its exit record and what restore reads of its outcome event
     outcomes: dict[tuple[int, int], tuple[ExitRecord, dict[str, Any]]] = field(default_factory=dict)
@@ -217,34 +222,67 @@ class _Logged:
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)  # the retry under way: the last since the run ended
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task name -> cancelled/skipped, reason
 
-    def read(self, path: Path) -> Iterator[dict[str, Any]]:
-        """The log's events, each taken in (``take``) as it is passed on."""
-        for e in records.iter_events(path, skip=UNREAD_EVENTS):
-            self.take(e)
+    def read(self) -> Iterator[dict[str, Any]]:
+        """The log's events, each taken in (``take``) as it is passed on. A line that parses
+        but is not of the shape the supervisor writes (edited, damaged in place) is garbage,
+        left out as a line that does not parse is — but for a task added (``take``)."""
+        for e in records.iter_events(self.path, skip=UNREAD_EVENTS):
+            try:
+                self.take(e)
+            except DamagedRecord:
+                raise
+            except (KeyError, TypeError, ValueError, IndexError):
+                continue
             yield e
 
     def take(self, e: dict[str, Any]) -> None:
         name = e.get("event")
+        if not isinstance(name, str):
+            raise TypeError(name)
         if name in generation_files.OUTCOME_EVENTS:
-            self.outcomes[(e["slot"], e["gen"])] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
+            TaskStatus(e["status"])  # what restore reads: a ValueError unless it is one
+            if not all(e.get(k) is None or isinstance(e[k], str) for k in ("reason", "signal", "node")):
+                raise TypeError(e)
+            self.outcomes[_slot_gen(e)] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
         elif name == "slot_reserved":
-            self.reserved[(e.get("slot"), e.get("gen"))] = (e.get("task"), e.get("attempt"))
+            self.reserved[_slot_gen(e)] = (e.get("task"), e.get("attempt"))
         elif name == "task_added":
+            # left out, every task added after it would take its id: the record is damaged
+            if not isinstance(e.get("spec"), dict):
+                raise DamagedRecord(f"{self.path}: a task_added event without its task; the run cannot be read "
+                                    "back whole")
             self.added.append(e)
         elif name == "followups_consumed":
-            self.followups.add((e["slot"], e["gen"]))
+            self.followups.add(_slot_gen(e))
         elif name == "inbox_consumed":
-            self.consumed.add(e["id"])
+            self.consumed.add(_text(e["id"]))
         elif name == "executor_allocated":
             self.allocation = str(e["job"])
         elif name in ("paused", "unpaused"):
-            self.pauses.append((e.get("group"), name == "paused"))
+            group = e.get("group")
+            self.pauses.append((None if group is None else _text(group), name == "paused"))
         elif name == "run_finished":
             self.retry = {}
         elif name == "run_retried" and isinstance(e.get("tasks"), dict):
-            self.retry = {tid: (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
+            self.retry = {_text(tid): (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
         elif name in ("task_cancelled", "task_skipped") and isinstance(task := e.get("task"), str):
-            self.settled[task] = ("cancelled" if name == "task_cancelled" else "skipped", e.get("reason"))
+            reason = e.get("reason")
+            self.settled[task] = ("cancelled" if name == "task_cancelled" else "skipped",
+                                  None if reason is None else _text(reason))
+
+
+def _slot_gen(e: dict[str, Any]) -> tuple[int, int]:
+    """An event's generation, (slot, gen): a TypeError unless both are whole numbers."""
+    slot, gen = e["slot"], e["gen"]
+    if type(slot) is not int or type(gen) is not int:
+        raise TypeError((slot, gen))
+    return slot, gen
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
 
 
 def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:

@@ -138,8 +138,8 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
     all but those of these names are (``status --tag`` wants the tasks added, a few lines of
     hundreds of thousands). Either way a line is not even parsed when its name can be seen
     in it as the log writes it."""
-    def wanted(name: object) -> bool:
-        return name not in skip and (only is None or name in only)
+    def wanted(name: object) -> bool:  # (a name that is no string: a line that is no event)
+        return isinstance(name, str) and name not in skip and (only is None or name in only)
 
     try:
         with os.fdopen(open_record(path), "rb") as f:  # a FIFO in its place is refused, not waited on
