@@ -145,6 +145,75 @@ def test_an_event_line_of_another_shape_is_one_line_or_garbage_in_resume_and_ret
     assert res.code in (0, 1, 2), res
 
 
+ROW_DAMAGES = [{"status": 5}, {"status": "gone"}, {"history": "x"}, {"history": [5]}, {"history": [{"status": 5}]},
+               {"exit_code": "x"}, {"started_at": "x", "ended_at": []}, {"warnings": 5}, {"warnings": [5]},
+               {"attempts": "x"}, {"pane_id": [1]}, {"duration_s": "x"}, {"reason": 5}, {"command": 5},
+               {"exited": 5}, {"waiting_input": "x"}, {"slot": "x", "generation": []}, {"name": 5}]
+STATE_DAMAGES = [{"tasks": 5}, {"tasks": [5]}, {"slots": 5}, {"slots": [5]}, {"rows": 5}, {"rows": {"file": ".."}},
+                 {"rows": {"file": "../run.json", "bytes": 10}}, {"rows": {"file": "tasks.jsonl", "bytes": "x"}},
+                 {"counts": 5}, {"metrics": 5}, {"warnings": 5}, {"warnings": [5]}, {"jobs": "x"},
+                 {"started_at": "x"}, {"name": 5}, {"settings": 5}]
+
+
+@pytest.mark.parametrize("damage", [("row", d) for d in ROW_DAMAGES] + [("state", d) for d in STATE_DAMAGES],
+                         ids=[f"row-{i}" for i in range(len(ROW_DAMAGES))] + [f"state-{i}" for i in range(len(STATE_DAMAGES))])
+def test_a_row_or_snapshot_field_of_another_type_is_one_line_in_every_reader(swarm, damage):
+    """A field of a task's row or of state.json that is not of its type (edited, damaged in
+    place): the readers' TypeError or AttributeError was an internal error in status and logs."""
+    swarm.write("t.txt", "echo hi\nfalse\n")
+    swarm("run", "t.txt", "--output", "quiet")
+    run = swarm.latest()
+    (run / "summary.json").unlink()
+    where, fields = damage
+    if where == "row":
+        last = json.loads((run / "tasks.jsonl").read_text().splitlines()[-1])
+        with (run / "tasks.jsonl").open("a") as rows:
+            rows.write(json.dumps({**last, **fields}) + "\n")
+    else:
+        state = json.loads((run / "state.json").read_text())
+        (run / "state.json").write_text(json.dumps({**state, **fields}))
+    for args in (("status", run.name), ("status", "--json", run.name), ("status", "--all", run.name), ("ls",),
+                 ("logs", run.name, "task-2"), ("report", "--html", "r.html", run.name), ("proof", run.name)):
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
+        assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
+        if args[:2] == ("status", "--json") and res.code == 0:
+            json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("damage", [b"\0" * 20, b"\x01", b"\n\n"], ids=["nuls", "control", "cut"])
+def test_a_row_damaged_in_place_is_no_row_and_the_one_before_it_stands(swarm, damage):
+    """A row overwritten in place, still a whole line (NULs from a disk, a byte from a hand):
+    ``status --json`` copied it as it was — invalid JSON — and the readers took it for its
+    task's newest row and dropped the task. It is no row: the task's row before it stands;
+    with none, ``status`` says a counted task has no row that can be read."""
+    swarm.write("t.txt", "echo hi\nfalse\n")
+    swarm("run", "t.txt", "--output", "quiet")
+    run = swarm.latest()
+    (run / "summary.json").unlink()
+    rows_file = run / "tasks.jsonl"
+    first, second = rows_file.read_bytes().splitlines(keepends=True)
+    damaged = bytearray(second)
+    damaged[40:40 + len(damage)] = damage  # in place: the index still points at it
+    rows_file.write_bytes(first + bytes(damaged))
+    res = swarm("status", "--json", run.name)
+    assert res.code == 0, res
+    assert [t["name"] for t in json.loads(res.stdout)["tasks"]] == ["task-1"]
+    res = swarm("status", run.name)
+    assert res.code == 0 and "1 task counted with no row that can be read" in res.stdout, res
+    # an older row of the task before the damaged one: it stands
+    older = json.loads(second) | {"status": "running", "exit_code": None}
+    rows_file.write_bytes(first + json.dumps(older, separators=(",", ":")).encode() + b"\n" + bytes(damaged))
+    (run / "tasks.idx").unlink()
+    state = json.loads((run / "state.json").read_text())
+    state["rows"]["bytes"] = rows_file.stat().st_size
+    (run / "state.json").write_text(json.dumps(state))
+    res = swarm("status", "--json", run.name)
+    assert res.code == 0, res
+    assert [(t["name"], t["status"]) for t in json.loads(res.stdout)["tasks"]] == [("task-1", "succeeded"),
+                                                                                    ("task-2", "running")]
+
+
 @pytest.mark.parametrize("head", [{}, {"run_id": "r", "argv": ["a\nb", "naïve \"x\""]}], ids=["empty", "fields"])
 @pytest.mark.parametrize("items", [[], [{"name": "t\u2713"}], [{"n": i} for i in range(300)]],
                          ids=["no-task", "one", "many"])

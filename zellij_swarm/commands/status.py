@@ -87,6 +87,14 @@ def _check_shape(snap: dict[str, Any], run: RunPaths) -> None:
                                 f"{kind.__name__ if isinstance(kind, type) else 'number'}); it cannot be read")
     if snap["state"] not in set(RunState):
         raise DamagedRecord(f"{run.dir}: damaged snapshot (state {snap['state']!r}); it cannot be read")
+    for field in ("tasks", "slots", "warnings"):
+        if not all(isinstance(item, dict) for item in snap.get(field) or ()):
+            raise DamagedRecord(f"{run.dir}: damaged snapshot ({field!r} holds what is not a record); it cannot "
+                                "be read")
+    for field, kind in (("name", str), ("jobs", int)):
+        if snap.get(field) is not None and not isinstance(snap[field], kind):
+            raise DamagedRecord(f"{run.dir}: damaged snapshot ({field!r} is not a {kind.__name__}); it cannot be "
+                                "read")
 
 
 def rows_of(snap: dict[str, Any], run: RunPaths, statuses: frozenset[str] | None) -> list[TaskRow]:
@@ -125,7 +133,7 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
         view["tasks"] = waiting_tasks(snap)  # running rows: the snapshot's own
         if not json_output:
             return format_waiting(view, latest)
-    hidden = 0
+    hidden = unreadable = 0
     if group is not None or tags:
         chosen = set(chosen_tasks(run, group=group, tags=tags))
         # more than a screen of them: those that need a look, as for the whole run
@@ -145,9 +153,11 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
         else:  # none ended badly, the counts say: the running rows are the snapshot's own
             view["tasks"] = [t for t in view["tasks"] if t.get("status") == "running"]
         hidden = max(0, total - len(view["tasks"]))
+        if every:  # every row was read: a task counted without one has none that can be read
+            unreadable, hidden = hidden, 0
     if json_output:
         return snapshot_json({**view, "slots": visible_slots(view, show_all)})
-    return format_status(view, show_all, width, hidden=hidden)
+    return format_status(view, show_all, width, hidden=hidden, unreadable=unreadable)
 
 
 _ROW = json.JSONEncoder(separators=(",", ":")).encode  # ASCII: any name, a lone surrogate too, is printable
@@ -412,7 +422,8 @@ def _attempts(t: dict[str, Any]) -> str:
     return str(t.get("attempts") or "-")
 
 
-def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None, *, hidden: int = 0) -> str:
+def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None, *, hidden: int = 0,
+                  unreadable: int = 0) -> str:
     """The run's line (its counts, and how many wait for input), then a table of its tasks
     (one line each, with a header; ``hidden``: how many more the run has, said after it) and
     of its slots that can still do work (all with ``show_all``), its worktrees, views and
@@ -433,6 +444,9 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
     if hidden:
         lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: a run of over {EVERY_TASK_UP_TO} "
                      "lists its running and failed ones; `zellij-swarm status --all` lists every task)")
+    if unreadable:
+        lines.append(f"  ({unreadable:,} {'task' if unreadable == 1 else 'tasks'} counted with no row that can be "
+                     "read: the rows file (tasks.jsonl) is damaged)")
     lines += worktree_lines(tasks, snap["run_id"], width)
     slots = visible_slots(snap, show_all)
     if slots:

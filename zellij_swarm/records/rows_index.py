@@ -307,7 +307,19 @@ class NewestLines:
         line = read[offset - start:]
         whole = len(line) == length and line.endswith(b"\n") and (not offset or read[:1] == b"\n")
         # a row's own quotes are escaped: its id and status keys, in this order, are only its own
-        return line[:-1] if whole and line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line else None
+        return line[:-1] if whole and line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line \
+            and intact(line[:-1]) else None
+
+
+_CONTROL_BYTES = bytes(range(32))
+
+
+def intact(line: bytes) -> bool:
+    """Whether a row line (without its newline) can be as it was written: JSON escapes every
+    control character, and a row's object ends it. One with a raw control byte in it, or cut
+    short, was damaged in place (a disk's doing, or a hand's): copied as it is, it made
+    ``status --json`` invalid JSON; taken for its task's newest, it hid the row before it."""
+    return line.endswith(b"}") and len(line.translate(None, _CONTROL_BYTES)) == len(line)
 
 
 def newest_lines(run_dir: Path, rows_file: str, upto: int, *, mapped: bool = True) -> NewestLines | None:

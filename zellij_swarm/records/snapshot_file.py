@@ -251,7 +251,8 @@ class RowsReader:
     def _forwards(self, lines: list[bytes]) -> None:
         latest: dict[int | bytes, bytes] = {}  # the last line of each task: the others are superseded
         for line, number in zip(lines, _numbers(lines), strict=True):
-            latest[line if number < 0 else number] = line  # a line not as written here stands for itself
+            # a line not as written here stands for itself; one damaged in place, for nothing
+            latest[line if number < 0 or not rows_index.intact(line) else number] = line
         for row in _parse(latest.values()):
             self._put(row)
 
@@ -272,6 +273,8 @@ class RowsReader:
                     if number >= len(seen):
                         seen.extend(bytes(number + 1 - len(seen)))
                     elif seen[number]:
+                        continue
+                    if not rows_index.intact(line):  # damaged in place: the line before it stands
                         continue
                     seen[number] = 1
                 kept.append(line)
