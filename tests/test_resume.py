@@ -11,7 +11,7 @@ import signal
 import time
 
 import pytest
-from swarmtest import GATE, clean_env, full, kill_run_processes, run_processes, validate, wait_until
+from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, validate, wait_until
 
 
 def ledger_swarm(swarm, n: int, seed: int) -> None:
@@ -228,6 +228,32 @@ def test_tasks_added_while_running_survive_a_resume(swarm):
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["added", "first"]
         assert set(swarm.tasks()) == {"task-1", "task-2"}
+    finally:
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", "real-zellij"])
+def test_a_damaged_snapshot_does_not_stop_a_resume(swarm, backend, request):
+    """state.json damaged after the supervisor was killed: resume refused the run, though what
+    is done and what runs is in the event log and the generations' files. It resumes; a pane
+    still running is followed through its files (where its multiplexer is was in the
+    snapshot), and every task runs once."""
+    swarm.write("d.txt", f"{GATE}; echo first >> ledger\necho second >> ledger\n")
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "d.txt", "-j", "2", *args, "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
+                   s["counts"].get("succeeded") == 1 and s["counts"].get("running") == 1, what="one done, one running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (run / "state.json").write_bytes(b'{"run_id": "x", "tasks": [')
+        swarm.open_gate()
+        res = swarm("resume", run.name, env=env)
+        assert res.code == 0, res.stderr
+        assert "state.json: damaged record" in res.stderr
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["first", "second"]
+        assert {r["status"] for r in swarm.tasks().values()} == {"succeeded"}
     finally:
         kill_run_processes(run.name)
 

@@ -30,7 +30,7 @@ from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs
-from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.rundir import DamagedRecord, RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
 from zellij_swarm.records.task import task_id
 from zellij_swarm.render.console import ConsoleReporter
@@ -130,7 +130,14 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
     reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
     outputs = Outputs.load(run)
-    place = views.load_status(run, rows=False).get("multiplexer")  # where its panes are
+    try:
+        place = views.load_status(run, rows=False).get("multiplexer")  # where its panes are
+    except DamagedRecord as damaged:
+        # What is done and what runs is in the event log and the generations' files; only
+        # where the panes are is lost with it: they are followed through their files.
+        print(f"zellij-swarm: warning: {damaged}; the run is resumed from its event log, its panes (if any) "
+              "followed through their files only", file=sys.stderr)
+        place = None
     close_session = outputs.close_session or settings.truthy(rec.env.get("CI"))
     backend = resumed.backend_for(place, rec.env, _run_panes(rec, resolved), close_session=close_session)
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
