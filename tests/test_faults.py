@@ -51,6 +51,8 @@ def check_lost_and_rerun(swarm, run: Path) -> None:
     assert {r["status"] for r in rows.values()} == {"succeeded"}
     lost = [(n, a) for n, r in rows.items() for a in r["history"] if a["status"] == "lost"]
     assert lost and all(a["reason"] == "multiplexer_lost" for _, a in lost)
+    said = [w for w in swarm.summary()["warnings"] if w["code"] == "multiplexer_lost"]
+    assert len(said) == 1 and "run again headless" in said[0]["message"], said  # told, once
     for name, _ in lost:  # re-run headless without using an attempt
         assert rows[name]["attempts"] == 1 and rows[name]["history"][-1]["pane_id"] is None
     assert sorted((swarm.cwd / "ledger").read_text().split()) == ["t0", "t1", "t2"]

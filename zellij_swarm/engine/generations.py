@@ -103,6 +103,7 @@ class Generations:
         self._full_seen_at = full_seen_at
         self.ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
+        self._lost_said = False  # the session's loss has been told
 
     def launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
@@ -514,6 +515,11 @@ class Generations:
         if task.last_end_is_free:
             task.attempts -= 1
         if reason == "multiplexer_lost":
+            if not self._lost_said and self.backend.name != "headless":  # (a resume found it gone: said then)
+                self._lost_said = True
+                self._warn("multiplexer_lost", f"the run's {self.backend.name} session is gone: the tasks that ran in "
+                                               "its panes run again headless, without using an attempt, and so "
+                                               "does the rest of the run", None)
             # The session is gone for every pane: a worker that ignores the hang-up would run
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
