@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, backend_args, full, kill_run_processes, wait_until
+from swarmtest import GATE, backend_args, full, kill_run_processes, run_processes, wait_until
 
 TASKS = 300
 HELD = 20  # the last tasks wait at the gate: the run cannot end before the stop reaches it
@@ -90,6 +90,26 @@ def test_a_pane_worker_that_removes_its_directory_ran_once_and_is_unknown(swarm,
     assert ledger.read_text() == "ran\n"
     [row] = swarm.tasks().values()
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "records_removed", 1)
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0"])
+def test_a_worker_that_removes_its_directory_and_runs_on_is_ended_by_its_timeout(swarm, backend, request):
+    """A worker that removed its generation's directory and ran on was never timed out: its
+    start (its claim's time) was gone, read as "not started yet", and the run waited for it
+    to end by itself. Its limit counts from when the supervisor saw it start; it ran once."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("tasks.txt", f'echo ran >> {ledger}; rm -rf "$(dirname "$ZELLIJ_SWARM_HEARTBEAT")"; exec sleep 60\n')
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "tasks.txt", *args, "--timeout", "1s", "--output", "quiet", env=env, timeout=40)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 1 and "internal error" not in res.stderr, res
+    assert ledger.read_text() == "ran\n"
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["reason"], row["attempts"]) == ("timed_out", "timeout", 1), row
+    assert [w["code"] for w in row["warnings"]] == ["records_removed"], row["warnings"]
 
 
 def test_panes_closed_as_they_open_ran_nothing_and_are_cancelled_never_lost(swarm, request):

@@ -175,6 +175,7 @@ class Generations:
         ``elapsed`` seconds (a resumed run's adopted workers have used some), its idle watch, and
         whether it waits for input."""
         lg.timeout_armed = True
+        lg.limits_from = self.wallclock() - elapsed
         if not lg.remote:  # its processes are on another host: /proc here cannot tell
             self.input_watch.register(lg)
         if lg.task.timeout is not None:
@@ -204,6 +205,10 @@ class Generations:
         if lg.done or lg.collected:
             return
         started = generation_files.started_at(lg.gen)
+        if started is None and lg.limits_from is not None and not lg.remote and not lg.gen.dir.is_dir():
+            # its worker removed its records: it started, and its limit counts from when this
+            # supervisor saw it start — read as "not started yet", it was never ended
+            started = lg.limits_from
         if generation_files.ended_at(lg.gen) is not None:
             return  # it has ended: its end is on the way to ``collect``, which judges it
         if started is None:  # not started yet (a queued step): looked at again until it has
@@ -414,6 +419,9 @@ class Generations:
             ran = unrecorded is Unrecorded.RECORDS_REMOVED or (claim is not None and not claim.by_supervisor)
             if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
                 reason = lg.kill_reason
+                if unrecorded is Unrecorded.RECORDS_REMOVED:
+                    self._warn("records_removed", f"the records of task {lg.task.name!r} ({lg.gen.dir}) were removed "
+                                                  f"while it ran, before its kill ({reason}) ended it", lg.task)
             elif unrecorded is Unrecorded.NEVER_BEGAN:
                 self._warn("records_removed", f"the wrapper of task {lg.task.name!r} ended (status "
                                               f"{os.WEXITSTATUS(wait_status or 0)}) before it claimed its generation "
@@ -575,11 +583,18 @@ class Generations:
 
     def _record_kill_reason(self, lg: LiveGen, reason: str) -> None:
         """``kill``: the reason, and the moment the kill was sent if it was (kept as it was)."""
+        self._write_kill(lg, reason, sent_at=lg.kill_sent_at, caught=lg.kill_caught is not False)
+
+    def _write_kill(self, lg: LiveGen, reason: str, *, sent_at: float | None, caught: bool) -> None:
+        """The kill in the generation's records, for ``resume``. A directory its worker
+        removed takes nothing: its end says the records went (``_classify``), not the state
+        directory's fault."""
         try:
-            generation_files.write_kill_reason(lg.gen, reason, sent_at=lg.kill_sent_at,
-                                               caught=lg.kill_caught is not False)
+            generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at, caught=caught)
         except OSError as e:
-            self._warn("state_dir_error", f"cannot record the kill reason: {e.strerror}", lg.task)
+            if lg.gen.dir.is_dir():
+                self._warn("state_dir_error", f"cannot record the kill of task {lg.task.name!r}: {e.strerror}",
+                           lg.task)
 
     def delivered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         """A signal of a generation's ladder came out. The first that reached the worker is
@@ -588,10 +603,7 @@ class Generations:
         if sent_at is not None and lg.kill is not KillState.SENT and not lg.done:
             lg.kill_reached_worker(sent_at, caught)
             reason = lg.kill_reason or "ended"
-            try:
-                generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at, caught=caught)
-            except OSError as e:
-                self._warn("state_dir_error", f"cannot record the kill: {e.strerror}", lg.task)
+            self._write_kill(lg, reason, sent_at=sent_at, caught=caught)
             self.events.emit("kill_sent", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason,
                              at=sent_at, caught=caught)
         if not lg.signalling and lg.phase is GenPhase.END_SEEN:

@@ -114,6 +114,7 @@ class LiveGen:
     heartbeat_seen: bool = False  # its launch heartbeat was read (a step's srun child: none to read here)
     watching_dir: bool = False
     timeout_armed: bool = False
+    limits_from: float | None = None  # wall-clock time its limits count from, by the supervisor's clock
     kill_reason: str | None = None  # a kill was requested, for this reason
     kill_sent_at: float | None = None  # ... and reached the worker at this wall time (stopping.Delivery)
     kill_caught: bool | None = None  # ... a process of it with a handler for it (None: not known, as before)
