@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     import libtmux
 
 CALL_TIMEOUT = 10.0
+PROBE_TIMEOUT = 2.0  # seconds ``has_session`` waits on a server that once gave no answer
 TESTED = (3, 3)  # the tmux the tests run against (Debian's 3.3a)
 # 3.2 and older have no ``remain-on-exit-format``: a dead pane gets tmux's fixed "Pane is dead"
 # line, which scrolls a renderer's first line (the board's counters) out of sight.
@@ -220,7 +221,13 @@ class TmuxClient:
         return self.call("list-sessions", check=False).returncode == 0
 
     def has_session(self, target: str) -> bool:
-        return self.call("has-session", "-t", target, check=False).returncode == 0
+        """Whether the session ``target`` is there. Asked even of a server that once gave no
+        answer (``unresponsive``), within ``PROBE_TIMEOUT``: whether a session is gone decides
+        what became of its panes' workers, and is worth a short wait — never assumed."""
+        encoded = ["has-session", "-t", quoting.tmux_arg(target)]
+        proc = self._bounded("tmux has-session", lambda: self.server().cmd(*encoded),
+                             timeout=PROBE_TIMEOUT if self.unresponsive is not None else None)
+        return proc.returncode == 0
 
     def listening(self) -> bool:
         """Whether a server still holds this client's socket: a connection to it is not
@@ -253,10 +260,13 @@ class TmuxClient:
             return None
         return [PaneRow(*line.split("\t", 5)) for line in res.lines if line.count("\t") >= 5]
 
-    def _bounded(self, what: str, call: Callable[[], T]) -> T:
-        """``call()`` within ``timeout`` seconds, its libtmux errors made ``BackendError``s."""
-        if self.unresponsive is not None:
+    def _bounded(self, what: str, call: Callable[[], T], *, timeout: float | None = None) -> T:
+        """``call()`` within ``timeout`` seconds (the client's), its libtmux errors made
+        ``BackendError``s. Once a call has given no answer, every later one fails at once —
+        but for one given a ``timeout`` of its own (``has_session``)."""
+        if self.unresponsive is not None and timeout is None:
             raise self.unresponsive
+        limit = timeout or self.timeout
         box: list[tuple[bool, object]] = []
 
         def run() -> None:
@@ -268,11 +278,11 @@ class TmuxClient:
         started = time.time()
         thread = threading.Thread(target=run, name=what, daemon=True)
         thread.start()
-        thread.join(self.timeout)
+        thread.join(limit)
         if thread.is_alive():
             self._kill_clients(started)
             thread.join(1.0)
-            self.unresponsive = BackendError("pane_call_timeout", f"{what}: no answer within {self.timeout:g}s")
+            self.unresponsive = BackendError("pane_call_timeout", f"{what}: no answer within {limit:g}s")
             raise self.unresponsive
         ok, value = box[0]
         if ok:
