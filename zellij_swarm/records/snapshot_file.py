@@ -249,11 +249,17 @@ class RowsReader:
         return self._offset
 
     def _forwards(self, lines: list[bytes]) -> None:
+        numbers = _numbers(lines)
         latest: dict[int | bytes, bytes] = {}  # the last line of each task: the others are superseded
-        for line, number in zip(lines, _numbers(lines), strict=True):
+        for line, number in zip(lines, numbers, strict=True):
             # a line not as written here stands for itself; one damaged in place, for nothing
             latest[line if number < 0 or not rows_index.intact(line) else number] = line
-        for row in _parse(latest.values()):
+        rows = _parse_whole(list(latest.values()))
+        if rows is None:  # one of them does not parse: the line before it, if any, stands
+            taken: set[int] = set()
+            rows = _newest_that_parse(zip(reversed(lines), reversed(numbers), strict=True),
+                                      taken.__contains__, taken.add)[::-1]
+        for row in rows:
             self._put(row)
 
     def _backwards(self, f: BinaryIO, end: int) -> None:
@@ -267,8 +273,9 @@ class RowsReader:
             data = f.read(step) + carry
             cut = data.find(b"\n") + 1 if at > self._offset else 0  # a line cut by the block waits
             carry, lines = data[:cut], data[cut:].split(b"\n")[:-1]
-            kept = []
-            for line, number in zip(reversed(lines), reversed(_numbers(lines)), strict=True):
+            numbers = _numbers(lines)
+            kept, marked = [], []
+            for line, number in zip(reversed(lines), reversed(numbers), strict=True):
                 if 0 <= number < len(seen) + 1_000_000:  # not an array of a made-up size
                     if number >= len(seen):
                         seen.extend(bytes(number + 1 - len(seen)))
@@ -277,8 +284,16 @@ class RowsReader:
                     if not rows_index.intact(line):  # damaged in place: the line before it stands
                         continue
                     seen[number] = 1
+                    marked.append(number)
                 kept.append(line)
-            for row in _parse(kept):  # the newest first
+            rows = _parse_whole(kept)
+            if rows is None:  # one that looks whole does not parse: each line on its own
+                for number in marked:
+                    seen[number] = 0
+                rows = _newest_that_parse(zip(reversed(lines), reversed(numbers), strict=True),
+                                          lambda n: n < len(seen) and bool(seen[n]),
+                                          lambda n: seen.__setitem__(n, 1) if n < len(seen) else None)
+            for row in rows:  # the newest first
                 done.put(self, row)
 
     def _put(self, row: Any) -> None:
@@ -364,19 +379,46 @@ def _number(task_id: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _parse_whole(lines: list[bytes]) -> list[Any] | None:
+    """Lines of JSON parsed as one document (one parse shares the keys of every row: far less
+    memory for a big run); None when one of them does not parse."""
+    if not lines:
+        return []
+    try:
+        parsed = json.loads(b"[" + b",".join(lines) + b"]")
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, list) and len(parsed) == len(lines) else None
+
+
+def _newest_that_parse(newest_first: Iterable[tuple[bytes, int]], taken: Callable[[int], bool],
+                       take: Callable[[int], None]) -> list[Any]:
+    """The rows of lines met newest first (with their tasks' numbers, -1 for a line not as
+    written here): for each task, its newest line that parses — one damaged in place that
+    still looks whole leaves the line before it standing. ``taken``/``take``: the numbers
+    whose row was taken already (in a newer stretch of the file), and taking one."""
+    rows = []
+    for line, number in newest_first:
+        if number >= 0 and taken(number):
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if number >= 0:
+            take(number)
+        rows.append(row)
+    return rows
+
+
 def _parse(lines: Iterable[bytes]) -> list[Any]:
     """Lines of JSON, parsed as one document when they all are (one parse shares the keys
     of every row: far less memory for a big run), else one by one, skipping the broken one
     (the torn line a killed writer left, ended by the next)."""
     lines = list(lines)
-    if not lines:
-        return []
-    try:
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
-        if isinstance(parsed, list) and len(parsed) == len(lines):
-            return parsed
-    except ValueError:
-        pass
+    parsed = _parse_whole(lines)
+    if parsed is not None:
+        return parsed
     out = []
     for line in lines:
         try:
