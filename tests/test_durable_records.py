@@ -111,11 +111,15 @@ def test_a_fifo_in_place_of_a_log_is_refused_not_waited_on(swarm, ended_run, rec
         assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
         if res.code:
             assert "a FIFO, not a plain file" in res.stderr, (args, res)
+    if record == "events.jsonl":  # the tasks added are read there: a choice of them says what is wrong
+        res = swarm("status", "--tag", "x", ended_run.name, timeout=30)
+        assert res.code == 1 and "a FIFO, not a plain file" in res.stderr, res
 
 
 MISTYPED_EVENTS = [
     {"event": "worker_completed"}, {"event": "worker_failed", "slot": [1], "gen": 1},
     {"event": "worker_completed", "slot": 1, "gen": 1, "code": "x", "started_at": "soon"},
+    {"event": "worker_completed", "slot": 1, "gen": 1, "status": "succeeded", "queued_s": "x", "job": {"a": 1}},
     {"event": "slot_reserved", "slot": [1], "gen": {}}, {"event": "followups_consumed", "slot": 1},
     {"event": "inbox_consumed", "id": ["m"]}, {"event": "executor_allocated"},
     {"event": "paused", "group": ["g"]}, {"event": "unpaused", "group": 5},
@@ -143,6 +147,9 @@ def test_an_event_line_of_another_shape_is_one_line_or_garbage_in_resume_and_ret
     res = swarm("resume", ended_run.name)
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res
     assert res.code in (0, 1, 2), res
+    for args in (("status", ended_run.name), ("report", "--html", "r.html", ended_run.name)):  # what resume kept
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
 
 
 ROW_DAMAGES = [{"status": 5}, {"status": "gone"}, {"history": "x"}, {"history": [5]}, {"history": [{"status": 5}]},

@@ -47,7 +47,7 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     """Cancel the whole run, or the named tasks, or those of ``group`` / with any of ``tags``."""
     snap = _active(run, "cancel")
     names, tags = list(names), list(tags)
-    specs = views.task_specs_of(run)
+    specs = views.task_specs_of(run, strict=True)
     known = {s.name for s in specs} | {t["id"] for t in snap["tasks"]}
     missing = [n for n in names if n not in known]
     if missing:
@@ -81,7 +81,7 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     if snap["state"] != RunState.RUNNING:
         hint = f"; `zellij-swarm resume {run.run_id}` first" if snap["state"] == RunState.INTERRUPTED else ""
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to restart{hint}")
-    known = {s.name for s in views.task_specs_of(run)}
+    known = {s.name for s in views.task_specs_of(run, strict=True)}
     missing = [n for n in names if n not in known]
     if missing:
         raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
@@ -159,7 +159,7 @@ def _tasks_of_file(path: str, run: RunPaths) -> list[dict[str, Any]]:
     """The ``[[task]]`` mappings of an ``add`` FILE, checked against the run's tasks and groups
     (the supervisor checks them again, against the tasks it has when the message arrives)."""
     groups = read_json(run.run_json).get("groups") or {}
-    source = swarmfile.load(path, known={s.name for s in views.task_specs_of(run)}, known_groups=groups)
+    source = swarmfile.load(path, known={s.name for s in views.task_specs_of(run, strict=True)}, known_groups=groups)
     if source.file_settings or source.groups:
         raise exc.UsageError(f"{path}: [swarm] settings and [group.NAME] tables cannot change a running swarm; "
                              "give only [[task]]s")

@@ -282,16 +282,24 @@ def _counts(snap: dict[str, Any]) -> dict[str, int]:
     return tally
 
 
-def task_specs_of(run: RunPaths) -> list[TaskSpec]:
+def task_specs_of(run: RunPaths, *, strict: bool = False) -> list[TaskSpec]:
     """Every task of a run as it was given — ``run.json``'s and those added while it ran (the
-    event log) — for what rows do not carry: tags, a named task's command."""
+    event log) — for what rows do not carry: tags, a named task's command. Records that
+    cannot be read give none — ``strict``, for a choice of tasks (``--tag``, a name to act
+    on), one line saying why: "no task with tag x" would not be what is wrong."""
     from zellij_swarm.engine import resume
     from zellij_swarm.records import log as records
 
     try:
         return resume.task_specs(read_json(run.run_json), records.read_events(run.events, only=resume.ADDED_EVENTS))
-    except (OSError, ValueError, KeyError, TypeError):
+    except FileNotFoundError:  # (a run whose record is not written yet)
         return []
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        if not strict:
+            return []
+        if isinstance(e, exc.SwarmError):
+            raise
+        raise DamagedRecord(f"{run.dir}: its tasks cannot be read ({e}); no task can be chosen in it") from None
 
 
 def select(specs: Iterable[TaskSpec], *, group: str | None, tags: Iterable[str]) -> list[str]:
@@ -308,7 +316,7 @@ def chosen_tasks(run: RunPaths, *, group: str | None, tags: Iterable[str],
     as likely a typo as an unknown group, and an empty table would not say so."""
     check_group(run, group)
     tags = list(tags)
-    chosen = select(task_specs_of(run) if specs is None else specs, group=group, tags=tags)
+    chosen = select(task_specs_of(run, strict=True) if specs is None else specs, group=group, tags=tags)
     if not chosen and (group is not None or tags):
         raise exc.UsageError(f"run {run.run_id} has no task {selection_text(group, tags)}")
     return chosen

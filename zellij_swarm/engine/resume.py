@@ -241,7 +241,10 @@ class _Logged:
             raise TypeError(name)
         if name in generation_files.OUTCOME_EVENTS:
             TaskStatus(e["status"])  # what restore reads: a ValueError unless it is one
-            if not all(e.get(k) is None or isinstance(e[k], str) for k in ("reason", "signal", "node")):
+            if not all(e.get(k) is None or isinstance(e[k], str) for k in ("reason", "signal", "node", "job")):
+                raise TypeError(e)
+            if e.get("queued_s") is not None and (isinstance(e["queued_s"], bool)
+                                                  or not isinstance(e["queued_s"], int | float)):
                 raise TypeError(e)
             self.outcomes[_slot_gen(e)] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
         elif name == "slot_reserved":
