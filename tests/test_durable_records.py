@@ -104,8 +104,9 @@ def test_a_fifo_in_place_of_a_log_is_refused_not_waited_on(swarm, ended_run, rec
     (ended_run / "summary.json").unlink()
     (ended_run / record).unlink()
     os.mkfifo(ended_run / record)
-    for args in (("status", ended_run.name), ("status", "--json", ended_run.name), ("report", "--html", "r.html", ended_run.name),
-                 ("proof", ended_run.name), ("retry", ended_run.name), ("resume", ended_run.name), ("ls",)):
+    for args in (("status", ended_run.name), ("status", "--json", ended_run.name),
+                 ("report", "--html", "r.html", ended_run.name), ("proof", ended_run.name), ("retry", ended_run.name),
+                 ("resume", ended_run.name), ("ls",)):
         res = swarm(*args, timeout=30)
         assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
         assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)
@@ -163,7 +164,8 @@ STATE_DAMAGES = [{"tasks": 5}, {"tasks": [5]}, {"slots": 5}, {"slots": [5]}, {"r
 
 
 @pytest.mark.parametrize("damage", [("row", d) for d in ROW_DAMAGES] + [("state", d) for d in STATE_DAMAGES],
-                         ids=[f"row-{i}" for i in range(len(ROW_DAMAGES))] + [f"state-{i}" for i in range(len(STATE_DAMAGES))])
+                         ids=[f"row-{i}" for i in range(len(ROW_DAMAGES))]
+                         + [f"state-{i}" for i in range(len(STATE_DAMAGES))])
 def test_a_row_or_snapshot_field_of_another_type_is_one_line_in_every_reader(swarm, damage):
     """A field of a task's row or of state.json that is not of its type (edited, damaged in
     place): the readers' TypeError or AttributeError was an internal error in status and logs."""

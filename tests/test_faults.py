@@ -34,16 +34,21 @@ def ended(run: Path, *slots: int) -> bool:
     return all(gen.exit_sidecar.exists() or gen.exit_record.exists() for gen in gens)
 
 
+def _events_so_far(run: Path) -> list[dict]:
+    """The run's events written so far (none before its log is made; a line being written is
+    left out)."""
+    log = run / "events.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()[:-1]] if log.exists() else []
+
+
 def _opened_panes(run: Path) -> list[str]:
-    """The panes the run's events say it opened so far (a line being written is left out)."""
-    lines = (run / "events.jsonl").read_text().splitlines()
-    return [e["pane_id"] for e in map(json.loads, lines[:-1]) if e["event"] == "pane_opened"]
+    """The panes the run's events say it opened so far."""
+    return [e["pane_id"] for e in _events_so_far(run) if e["event"] == "pane_opened"]
 
 
 def _recorded_ends(run: Path) -> list[str]:
     """The tasks whose generations' ends the run's events record so far."""
-    lines = (run / "events.jsonl").read_text().splitlines()
-    return [e["task"] for e in map(json.loads, lines[:-1]) if e["event"] in ("worker_completed", "worker_failed")]
+    return [e["task"] for e in _events_so_far(run) if e["event"] in ("worker_completed", "worker_failed")]
 
 
 def check_lost_and_rerun(swarm, run: Path) -> None:

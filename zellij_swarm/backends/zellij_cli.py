@@ -24,7 +24,7 @@ from zellij_swarm import external
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
-SETTLE = 2.0  # seconds a server not listed live may run on before it counts as live (session_live)
+SETTLE = 5.0  # seconds a server not listed live may run on before it counts as live (session_live)
 TESTED = ((0, 40, 0), (0, 45, 99))  # versions outside are reported as untested
 # Run by the tests against a real binary built from its crate (scripts/zellij-versions); the
 # others of the range are covered by the contract and the fake only.
@@ -123,24 +123,6 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
     return rows
 
 
-def server_runs(session: str) -> bool:
-    """Whether the server of ``session`` runs: a process ``zellij --server DIR/SESSION`` (a
-    zombie's command line is empty). Session names are ours and unique, so the socket's
-    directory (which depends on the version and the environment) need not be known."""
-    wanted = session.encode("utf-8", "surrogateescape")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if b"--server" in argv[:-1] and os.path.basename(argv[argv.index(b"--server") + 1]) == wanted:
-            return True
-    return False
-
-
 class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""
 
@@ -213,12 +195,29 @@ class Zellij:
         again."""
         deadline = time.monotonic() + settle
         while not self._listed_live(name):
-            if not server_runs(name):
+            if not self.server_runs(name):
                 return False
             if time.monotonic() >= deadline:
                 return True
             time.sleep(0.05)
         return True
+
+    def server_runs(self, session: str) -> bool:
+        """Whether the server of ``session`` runs: a process ``zellij --server SOCKET`` of this
+        Zellij's socket (``socket_dir``), not a zombie (its command line is empty) — never
+        another version's, another user's or another socket directory's of the same name."""
+        wanted = os.path.join(self.socket_dir(), session).encode("utf-8", "surrogateescape")
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+            if b"--server" in argv[:-1] and argv[argv.index(b"--server") + 1] == wanted:
+                return True
+        return False
 
     def _listed_live(self, name: str) -> bool:
         try:
