@@ -528,6 +528,10 @@ def test_an_ls_with_no_answer_while_the_session_comes_up_is_asked_again(tmp_path
 
     looks = iter([no_answer, no_answer, lambda: {"s": SessionRow("s", True)}])
     _waiting_for(tmp_path, monkeypatch, lambda sock: next(looks)())
+    with pytest.raises(BackendError) as e:  # one that never answers: the deadline says so, and why
+        _waiting_for(tmp_path, monkeypatch, lambda sock: no_answer())
+    assert e.value.code == "session_missing"
+    assert "zellij ls gave no answer: zellij list-sessions: exit 2" in str(e.value)
 
 
 @pytest.mark.parametrize("answers", [2, 4], ids=["answers-on-the-third-ask", "never-answers"])

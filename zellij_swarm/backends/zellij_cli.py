@@ -131,6 +131,7 @@ class Zellij:
         self.timeout = timeout
         self.session: str | None = None
         self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
+        self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``_listed_live``)
         self.caps: dict[str, Any] = capabilities("")
 
     def version(self) -> dict[str, Any]:
@@ -220,10 +221,14 @@ class Zellij:
         return False
 
     def _listed_live(self, name: str) -> bool:
+        """Whether ``ls`` lists ``name`` live; False also when it gives no answer (kept in
+        ``ls_error`` for a message that has to say why a session was not found)."""
         try:
             row = self.sessions().get(name)
-        except BackendError:  # no answer
+        except BackendError as e:  # no answer
+            self.ls_error = e
             return False
+        self.ls_error = None
         return row is not None and row.live
 
     def sessions(self) -> dict[str, SessionRow]:
@@ -286,5 +291,6 @@ class Zellij:
             if self._listed_live(self.session or ""):  # an ``ls`` with no answer is asked again
                 return
             if time.monotonic() > deadline:
-                raise BackendError("session_missing", f"zellij session {self.session!r} did not come up")
+                why = f" (zellij ls gave no answer: {self.ls_error.message})" if self.ls_error else ""
+                raise BackendError("session_missing", f"zellij session {self.session!r} did not come up{why}")
             time.sleep(0.05)
