@@ -361,14 +361,13 @@ def test_a_torn_line_is_skipped_by_readers_and_ended_by_the_next_writer(tmp_path
 def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many lines each parse of the rows file was given."""
     counts: list[int] = []
-    real = snapshot_file._parse
+    real = snapshot_file._parse_whole
 
-    def counting(lines: Any) -> list[Any]:
-        lines = list(lines)
+    def counting(lines: list[bytes]) -> list[Any] | None:
         counts.append(len(lines))
         return real(lines)
 
-    monkeypatch.setattr(snapshot_file, "_parse", counting)
+    monkeypatch.setattr(snapshot_file, "_parse_whole", counting)
     return counts
 
 

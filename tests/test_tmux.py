@@ -647,7 +647,7 @@ def test_panes_a_failed_batch_opened_before_it_failed_are_the_runs(tmux, tmp_pat
     assert all(d.backend.panes.pop(p) is not None for p in opened)  # in the run's panes, as any opened one
 
 
-def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, tmp_path):
+def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, tmp_path, monkeypatch):
     """A call that timed out (a busy or stopped server; every later call then fails at once)
     said the session was gone, for good: each pane worker's SIGHUP of its own was then taken
     for the multiplexer's death, recorded lost and run again. Whether the session is there is
@@ -656,8 +656,12 @@ def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, t
     import os
     import signal
 
+    from zellij_swarm.backends import tmux as tmux_backend
+    from zellij_swarm.backends import tmux_client
     from zellij_swarm.exc import BackendError
 
+    monkeypatch.setattr(tmux_backend, "SETTLE", 1.0)
+    monkeypatch.setattr(tmux_client, "PROBE_TIMEOUT", 0.3)
     d = Driven(tmux, tmp_path)
     d.launch(d.request(1, "t1", "exec sleep 600"))
     d.backend.client.unresponsive = BackendError("pane_call_timeout", "tmux has-session: no answer within 10s")

@@ -79,8 +79,13 @@ def test_a_server_that_does_not_answer_costs_one_deadline_and_leaves_no_client_b
         assert left == []
         began = time.monotonic()
         with pytest.raises(BackendError):  # never waited on again
-            client.has_session("=host")
+            client.windows()
         assert time.monotonic() - began < 0.2
+        # but whether a session is there is asked again, briefly: never assumed
+        with pytest.raises(BackendError) as e:
+            client.has_session("=host")
+        assert e.value.code == "pane_call_timeout"
+        assert [p for p in psutil.Process().children() if p.name() == "tmux"] == []
     finally:
         os.kill(server, signal.SIGCONT)
 

@@ -73,6 +73,7 @@ from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxCl
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
 
+SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
@@ -596,11 +597,25 @@ class TmuxBackend:
 
     def session_alive(self) -> bool:
         if self.alive and self.started:
-            try:
-                self.alive = self.client.has_session(self.session_id)
-            except BackendError:  # no answer is no evidence of death (a dead server answers at once)
-                self.alive = self.client.listening()
+            self.alive = self._session_there()
         return self.alive
+
+    def _session_there(self) -> bool:
+        """Whether the run's session is there, false only on evidence: tmux says it is not,
+        or its server's socket refuses connections. A server that gives no answer but holds
+        its socket is asked again until ``SETTLE`` has passed (one that is dying closes it
+        within), then counts as there: taken for gone, its panes' workers would be recorded
+        lost and run again."""
+        deadline = time.monotonic() + SETTLE
+        while True:
+            try:
+                return self.client.has_session(self.session_id)
+            except BackendError:
+                if not self.client.listening():
+                    return False
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.1)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return (self.attach_argv, self.env) if self.attach_argv else None

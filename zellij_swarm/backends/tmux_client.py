@@ -226,7 +226,7 @@ class TmuxClient:
         what became of its panes' workers, and is worth a short wait — never assumed."""
         encoded = ["has-session", "-t", quoting.tmux_arg(target)]
         proc = self._bounded("tmux has-session", lambda: self.server().cmd(*encoded),
-                             timeout=PROBE_TIMEOUT if self.unresponsive is not None else None)
+                             timeout=min(PROBE_TIMEOUT, self.timeout) if self.unresponsive is not None else None)
         return proc.returncode == 0
 
     def listening(self) -> bool:
