@@ -151,7 +151,7 @@ def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm
 
 
 @pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("zellij-0.43.1"), "real-zellij"])
-@pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129"])
+@pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129", "kill -HUP 0"])  # 0: its whole process group
 def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, backend, how, request):
     """Exit 129, or a SIGHUP the worker sent itself, in a live pane: no pane went away, so it is
     the worker's failure (retried, as headless), never ``pane_closed``."""

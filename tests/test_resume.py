@@ -184,6 +184,59 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is_no_cancel(
+        swarm, backend, request, monkeypatch):
+    """``cancel`` of an interrupted run, the worker ignoring TERM and finishing within the
+    grace, exit 0: recorded ``cancelled`` (the kill noted as one the worker could take), and
+    ``retry`` ran it again. It finished on its own: ``succeeded``, nothing to retry. (The
+    cancel runs here, so that the worker goes on only once the TERM has reached it.)"""
+    import threading
+
+    from zellij_swarm.commands import control
+    from zellij_swarm.commands import status as views
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("c.txt", f"trap '' TERM; touch started; {GATE}; echo done >> ledger\n")
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "c.txt", *args, "--kill-grace", "30s", "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until((swarm.cwd / "started").exists, what="the worker")
+        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
+                   s["counts"].get("running") == 1, what="a snapshot with it running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        delivered = threading.Event()
+        deliver = stopping.ProcessSignaller.deliver
+
+        def then_go_on(self, gen, sig, find):
+            done = deliver(self, gen, sig, find)
+            delivered.set()
+            return done
+
+        monkeypatch.setattr(stopping.ProcessSignaller, "deliver", then_go_on)
+        paths = RunPaths(run)
+        said: list[str] = []
+        cancel = threading.Thread(target=lambda: said.append(control._cancel_unsupervised(
+            paths, views.load_status(paths, rows=True), set())))
+        cancel.start()
+        assert delivered.wait(30), "the TERM"
+        swarm.open_gate()  # the worker, its TERM ignored, goes on to its end: exit 0
+        cancel.join(60)
+        assert said and "has no supervisor" in said[0]
+        res = swarm("resume", run.name, env=env)
+        assert res.code == 0, res.stderr
+        [row] = swarm.tasks().values()
+        assert (row["status"], row["attempts"]) == ("succeeded", 1), row
+        swarm("retry", run.name, env=env)
+        assert (swarm.cwd / "ledger").read_text() == "done\n"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 def test_status_of_an_interrupted_run_tells_a_task_that_ended_since_from_one_that_runs(swarm):
     """An interrupted run's "running" task whose worker ended after the supervisor went: its
     duration grew until someone resumed the run, and nothing said it had ended. Its row now

@@ -52,10 +52,12 @@ def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
     moment it reached a worker's process is recorded with the kill's reason (the caller wrote
     that first), for the ``resume`` that records the outcome."""
     found = procs.generation_tree(None, procs.generation_markers(run_id, gen.slot, gen.gen))
-    sent = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found).sent_at
+    delivery = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found)
     procs.end_all(found, grace, termed=True)
-    if sent is not None and (reason := generation_files.kill_reason(gen)) is not None:
-        generation_files.write_kill_reason(gen, reason, sent_at=sent)
+    if delivery.sent_at is not None and (reason := generation_files.kill_reason(gen)) is not None:
+        # with whether any process it reached could take it: one that ignores it and then
+        # exits 0 within the grace finished on its own (recorded as caught, it was cancelled)
+        generation_files.write_kill_reason(gen, reason, sent_at=delivery.sent_at, caught=delivery.caught)
     return len(found)
 
 

@@ -12,9 +12,10 @@ it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``m
 up, ``wrapper``.)
 
 Run as ``python -I -S _paneleader.py [--hangup FILE] CMD…``: stdlib only, no site, started in
-a few ms. With ``--hangup``, a SIGHUP — its terminal hung up: the pane closed, or the whole
-session went — first creates FILE: the evidence that tells a closed pane from a worker that
-exits 129 or dies of a SIGHUP of its own (SPEC §6).
+a few ms. With ``--hangup``, a SIGHUP that says its terminal hung up — the pane closed, or
+the whole session went: the kernel's, or the multiplexer's, never one from the pane's own
+processes (``hung_up``) — first creates FILE: the evidence that tells a closed pane from a
+worker that exits 129 or dies of a SIGHUP of its own (SPEC §6).
 
 ``_paneleader.py --step-env PANE_VAR CMD…`` (a pane that runs as a Slurm step) also empties
 the environment for CMD itself — what the wrapper's ``env -i`` does otherwise — keeping the
@@ -71,6 +72,25 @@ def worker_defaults() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+SI_KERNEL = 0x80  # a signal's si_code when the kernel sent it (a terminal's hang-up), not a process
+
+
+def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
+    """Whether a SIGHUP the leader got says its terminal hung up — the pane closed, or its
+    multiplexer went — rather than came from the pane's own processes (a worker's ``kill -HUP
+    0`` reaches the whole group, the leader too; taken for a closed pane, that worker's own
+    failure was recorded ``cancelled`` and never retried): sent by the kernel, or by a
+    process outside the leader's tree (the multiplexer). Its sender gone (a worker dead of
+    its own signal), the terminal itself says."""
+    if info.si_code == SI_KERNEL or info.si_pid <= 0:
+        return True
+    if info.si_pid in descendants(leader):
+        return False
+    if os.path.exists(f"/proc/{info.si_pid}"):
+        return True
+    return not os.isatty(0)
+
+
 def main(argv: list[str]) -> int:
     env = None
     hangup = None
@@ -83,44 +103,51 @@ def main(argv: list[str]) -> int:
 
     leader = os.getpid()
 
-    def forward(signum: int, _frame: object) -> None:
-        if os.getpid() != leader:
-            # the child, between its fork and its exec: not its to pass on — nor to ignore,
-            # which its exec would hand on to the second stage and the worker
-            return
-        signal.signal(signum, signal.SIG_IGN)
-        if signum == signal.SIGHUP and hangup is not None:
-            try:  # before the worker can end and its exit be recorded
-                os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-            except OSError:
-                pass
-        for pid in descendants(os.getpid()):
-            try:
-                os.kill(pid, signum)
-            except OSError:
-                pass
-
     def outlive(_signum: int, _frame: object) -> None:
         """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by
         themselves; the leader stays (a handler, not SIG_IGN, which the worker would inherit)."""
 
     for name in WORKER_SIGNALS:
-        signal.signal(getattr(signal, name), forward if name in ("SIGHUP", "SIGTERM") else outlive)
+        if name not in ("SIGHUP", "SIGTERM"):
+            signal.signal(getattr(signal, name), outlive)
+    # A hang-up and a TERM are taken with who sent them (``sigwaitinfo``): blocked from here,
+    # in the child too until its exec — one that comes meanwhile ends it there, nothing run.
+    waited = {signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     child = os.fork()
     if child == 0:
         worker_defaults()
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
             if env is None:
                 os.execv(argv[0], argv)
             os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
+    passed_on: set[int] = set()
     while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except ChildProcessError:
-            return 0
+        info = signal.sigwaitinfo(waited)
+        if info.si_signo == signal.SIGCHLD:
+            try:
+                done, status = os.waitpid(child, os.WNOHANG)
+            except ChildProcessError:
+                return 0
+            if done:
+                break
+            continue
+        if info.si_signo in passed_on:  # once each: the tree was signalled already
+            continue
+        passed_on.add(info.si_signo)
+        if info.si_signo == signal.SIGHUP and hangup is not None and hung_up(info, leader):
+            try:  # before the worker can end and its exit be recorded
+                os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            except OSError:
+                pass
+        for pid in descendants(leader):
+            try:
+                os.kill(pid, info.si_signo)
+            except OSError:
+                pass
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 
