@@ -112,6 +112,29 @@ def test_a_worker_that_removes_its_directory_and_runs_on_is_ended_by_its_timeout
     assert [w["code"] for w in row["warnings"]] == ["records_removed"], row["warnings"]
 
 
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_a_task_runs_again_only_once_what_is_left_of_its_last_run_is_gone(swarm, backend, request):
+    """Its wrapper killed, the worker runs on (it ignores TERM and HUP): the generation ends
+    without a record and is retried — and the retry started at once in another free slot
+    while the first run was still going, both writing their work. The slot was held until
+    the tree was gone; the task now is too."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("r.toml", '[swarm]\njobs = 2\nkill_grace = "20s"\n[[task]]\nname = "t"\nretries = 1\n'
+                          f'cmd = "trap \'\' HUP TERM; echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
+                          '[ $ZELLIJ_SWARM_ATTEMPT = 1 ] && kill -9 $PPID; sleep 1; '
+                          f'echo done $ZELLIJ_SWARM_ATTEMPT >> {ledger}"\n')
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "r.toml", *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 0, res
+    assert ledger.read_text().split("\n")[:-1] == ["start 1", "done 1", "start 2", "done 2"]  # one after the other
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["attempts"]) == ("succeeded", 2), row
+
+
 def test_panes_closed_as_they_open_ran_nothing_and_are_cancelled_never_lost(swarm, request):
     """Panes closed by hand the moment they open: a pane's leader, or the stage it starts, can
     die of the hang-up before it has armed itself against it, leaving a claim and no start:

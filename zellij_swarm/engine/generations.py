@@ -339,9 +339,10 @@ class Generations:
                          claimed=True)
 
     def _collected_if_removed(self, lg: LiveGen) -> bool:
-        """A pane generation whose claim could not be taken because its directory is gone:
-        made at its reservation, only its worker removes it — it ran. Collected (its end is
-        ``_unrecorded``'s to name); False while the directory is there."""
+        """A pane generation whose claim could not be taken at its heartbeat deadline because
+        its directory is gone: made at its reservation, only its worker removes it — it ran.
+        Collected (its end is ``_unrecorded``'s to name, or a kill's that reached it); False
+        while the directory is there."""
         if lg.gen.dir.is_dir():
             return False
         self.collect(lg)
@@ -499,7 +500,8 @@ class Generations:
             # never writes does not notice; a killed wrapper leaves its child running): end
             # what is left of it before anything runs again.
             self.stopper.end_tree(lg)
-        if not self.stopper.hold_slot(lg):
+        tree_left = self.stopper.hold_slot(lg)
+        if not tree_left:
             self.slots.free(slot)
         attempt = task.end_generation(status, rec, reason, backfill=lg.backfill, ended_at=self.wallclock(),
                                       slurm=task.slurm if lg.remote else None)
@@ -532,7 +534,7 @@ class Generations:
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
                 self.kill(other, "multiplexer_lost")
-        self.policy.generation_ended(task, status, reason, lg.gen)
+        self.policy.generation_ended(task, status, reason, lg.gen, tree_left=tree_left)
 
     def kill(self, lg: LiveGen, reason: str) -> None:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:
@@ -567,9 +569,12 @@ class Generations:
         if lg.in_pane and not lg.heartbeat_seen:
             try:
                 taken = generation_files.take_claim(lg.gen)
-            except OSError:  # (no room for it: the pane's wrapper is ended as one that runs)
-                if self._collected_if_removed(lg):
-                    return
+            except OSError:
+                # No room for it, or its directory gone — removed by its worker, which runs or
+                # ran: the pane's wrapper is ended as one that runs, and whether the kill
+                # reached anything of it says whose end it was (the heartbeat deadline
+                # collects it, ``_collected_if_removed``).
+                pass
         if taken:
             self.follow.unwatch(lg)
             self.backend.abandon(lg.pane_id, lg.request)
@@ -611,6 +616,7 @@ class Generations:
 
     def slot_released(self, lg: LiveGen) -> None:
         self.events.emit("slot_released", slot=lg.gen.slot, gen=lg.gen.gen)
+        self.policy.tree_gone(lg.gen)
 
     def _full_while_it_ran(self, lg: LiveGen) -> bool:
         """The state directory was found full since this generation started: a record it

@@ -71,21 +71,45 @@ class TaskPolicy:
         self._changed = changed
         self.ended_count = 0  # tasks that ended having run, and their total duration: for the ETA
         self.ended_took = 0.0
+        # slot -> (task, first): a task to run again once the tree of its generation that ended
+        # in that slot is gone (``tree_gone``)
+        self._after_tree: dict[int, tuple[str, bool]] = {}
 
-    def generation_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths) -> None:
+    def generation_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths, *,
+                         tree_left: bool = False) -> None:
         """One of ``task``'s generations ended with ``status`` (its attempt is recorded): it
-        runs again, or this is its final status."""
+        runs again, or this is its final status. ``tree_left``: processes of that generation
+        are still being ended (its wrapper is gone, not its worker, or not all of it): the
+        task runs again only once they are (``tree_gone``) — never two runs of it at once."""
         if reason == RESTARTED and not self.stop.stopping:
             task.restarts += 1  # SPEC §8: a restart does not use an attempt
-            task.move(TaskStatus.PENDING)
-            self._ready.requeue(task.id, first=True)
+            self._run_again(task, gen, first=True, tree_left=tree_left)
             self._events.emit("task_restarted", task=task.name, attempt=task.attempts + 1)
         elif status.retryable and task.attempts_left and not self.stop.stopping:
-            task.move(TaskStatus.PENDING)
-            self._ready.requeue(task.id)
+            self._run_again(task, gen, first=False, tree_left=tree_left)
             self._events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
         else:
             self.finalise(task, status, reason, gen)
+
+    def _run_again(self, task: TaskRecord, gen: GenPaths, *, first: bool, tree_left: bool) -> None:
+        task.move(TaskStatus.PENDING)
+        if tree_left:
+            self._after_tree[gen.slot] = (task.id, first)
+        else:
+            self._ready.requeue(task.id, first=first)
+
+    def tree_gone(self, gen: GenPaths) -> None:
+        """What was left of the generation that ended in ``gen``'s slot is gone: its task, if
+        it runs again, may now."""
+        waiting = self._after_tree.pop(gen.slot, None)
+        if waiting is not None and not self.stop.stopping and self._tasks[waiting[0]].status == TaskStatus.PENDING:
+            self._ready.requeue(waiting[0], first=waiting[1])
+
+    def _waiting_for_trees(self) -> list[str]:
+        """The tasks to run again once their last generation's tree is gone, forgotten."""
+        waiting = [tid for tid, _ in self._after_tree.values()]
+        self._after_tree.clear()
+        return waiting
 
     def finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths | None = None) -> None:
         """A task reached its final status: freeze it, release or skip its dependents."""
@@ -114,7 +138,7 @@ class TaskPolicy:
 
     def cancel_pending(self, reason: str) -> None:
         """Every task still waiting ends ``cancelled`` with ``reason``."""
-        for tid in self._ready.drain():
+        for tid in [*self._ready.drain(), *self._waiting_for_trees()]:
             self.finalise(self._tasks[tid], TaskStatus.CANCELLED, reason)
         self._changed()
 
@@ -123,6 +147,7 @@ class TaskPolicy:
         when it had already ended."""
         if task.status == TaskStatus.PENDING:
             self._ready.discard(task.id)
+            self._after_tree = {slot: w for slot, w in self._after_tree.items() if w[0] != task.id}
             self.finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
             return True
         if task.status == TaskStatus.RUNNING and (lg := self._running(task)) is not None:

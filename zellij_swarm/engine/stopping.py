@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import psutil
 
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
+GONE_LOOK = 0.25  # seconds between two looks at what is left of a held generation's tree
 
 
 RESTARTED = "restarted"  # the reason of a generation ended by `restart`: the task runs again at once
@@ -188,9 +189,22 @@ class Stopper:
             self.remote.when_gone(lg, lambda: self._release(lg))
         elif lg.ladder is Ladder.KILL:  # the ladder is past SIGKILL: what is left was forked since
             self._kill_tree(lg)
-        else:  # given back now if nothing is left, else after the ladder's SIGKILL
-            self._signal(lg, None, lambda left: None if left else self._release(lg))
+        else:  # given back as soon as nothing is left — by itself, or after the ladder's SIGKILL
+            self._look_until_gone(lg)
         return True
+
+    def _look_until_gone(self, lg: LiveGen) -> None:
+        """Look at what is left of a held generation's tree now and then (``GONE_LOOK``) —
+        what waits on it (its slot, its task's next run) goes on as soon as it has ended by
+        itself, not only once the ladder's SIGKILL is due."""
+        def looked(left: list[psutil.Process]) -> None:
+            if not left:
+                self._release(lg)
+            elif self.stopping.get(lg.gen.slot) is lg and lg.ladder is not Ladder.KILL:
+                self.timers.after(GONE_LOOK, lambda: self._look_until_gone(lg))
+
+        if self.stopping.get(lg.gen.slot) is lg:
+            self._signal(lg, None, looked)
 
     def sweep(self, wrapper_ends: Iterable[tuple[int, float]], *, session_alive: bool,
               found: Callable[[list[psutil.Process]], None]) -> None:
