@@ -14,6 +14,7 @@ from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, r
 from tmuxtest import outside_env
 from zellijtest import FAST
 
+from zellij_swarm.records import generation_files
 from zellij_swarm.records.rundir import RunPaths
 
 # The tasks wait at the gate until the test has done what it does to their panes: on a loaded
@@ -151,7 +152,9 @@ def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm
 
 
 @pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("zellij-0.43.1"), "real-zellij"])
-@pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129", "kill -HUP 0"])  # 0: its whole process group
+# 0: its whole process group, the pane's leader too in tmux — sent by the shell itself, or by a
+# child of it that is gone (orphaned, a zombie) by the time the leader looks who sent it
+@pytest.mark.parametrize("how", ["kill -HUP $$", "exit 129", "kill -HUP 0", "/bin/kill -HUP 0"])
 def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, backend, how, request):
     """Exit 129, or a SIGHUP the worker sent itself, in a live pane: no pane went away, so it is
     the worker's failure (retried, as headless), never ``pane_closed``."""
@@ -162,6 +165,33 @@ def test_a_pane_worker_that_exits_129_failed_its_own_way_and_is_retried(swarm, b
     row = swarm.tasks()["h"]
     assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
         ("failed", None, 129), ("succeeded", None, 0)]
+
+
+def test_a_pane_closed_after_its_worker_hung_itself_up_still_passes_the_hang_up_on(swarm, tmux):
+    """A worker that trapped its own ``kill -HUP 0`` (which reaches the tmux pane's leader too)
+    and went on: when its pane was then closed, the leader had already passed a SIGHUP on
+    once and dropped the kernel's hang-up — no mark, nothing forwarded, the worker never told.
+    Now the pane's hang-up reaches it (its trap runs a second time) and is marked; it traps
+    that one too and runs to its end, which is its own: ``succeeded``."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("h.txt", f"trap 'echo hup >> {ledger}' HUP; kill -HUP 0; echo on >> {ledger}; {GATE}; "
+                         f"echo end >> {ledger}\n")
+    proc = swarm.popen("run", "h.txt", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: ledger.exists() and "on" in ledger.read_text().split(), what="its own hang-up, trapped")
+        tmux("kill-pane", "-t", heartbeat_pane(run, 1))
+        wait_until(lambda: ledger.read_text().split().count("hup") == 2, what="the pane's hang-up passed on")
+        assert (run / "slots/slot-1/gen-1" / generation_files.HANGUP).exists()
+        swarm.open_gate()
+        assert proc.wait(timeout=60) == 0
+        [row] = swarm.tasks().values()
+        assert row["status"] == "succeeded", row
+        assert ledger.read_text().split() == ["hup", "on", "hup", "end"]
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
 
 
 # The real variants exit 1 once in about ten runs under load although the run records exit 0

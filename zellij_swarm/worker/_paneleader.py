@@ -86,9 +86,19 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
         return True
     if info.si_pid in descendants(leader):
         return False
-    if os.path.exists(f"/proc/{info.si_pid}"):
-        return True
+    session = session_of(info.si_pid)
+    if session is not None:  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
+        return session != os.getsid(0)
     return not os.isatty(0)
+
+
+def session_of(pid: int) -> int | None:
+    """The session of process ``pid`` (a zombie's too), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[3])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def main(argv: list[str]) -> int:
@@ -135,10 +145,12 @@ def main(argv: list[str]) -> int:
             if done:
                 break
             continue
+        if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
+            continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
         if info.si_signo in passed_on:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
-        if info.si_signo == signal.SIGHUP and hangup is not None and hung_up(info, leader):
+        if info.si_signo == signal.SIGHUP and hangup is not None:
             try:  # before the worker can end and its exit be recorded
                 os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
             except OSError:
