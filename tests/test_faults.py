@@ -65,6 +65,33 @@ def check_lost_and_rerun(swarm, run: Path) -> None:
     assert run_processes(run.name) == []
 
 
+def test_tmux_server_killed_under_workers_with_children_that_outlive_it_loses_them_all(swarm, tmux):
+    """Each worker leaves a child that ignores HUP and TERM. The first task lost to the
+    killed server sends the session's kill to the others; that kill reached their children
+    after the workers had died of the hang-up, and the session, not asked any more, was taken
+    for alive: some were recorded ``cancelled (pane_closed)`` and never run again."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("c.toml", "[swarm]\njobs = 6\n" + "".join(
+        f'[[task]]\nname = "t{i}"\ncmd = "(trap \'\' HUP TERM; sleep 3) & echo t{i} >> {ledger}; {GATE}"\n'
+        for i in range(6)))
+    proc = swarm.popen("run", "c.toml", "--backend", "tmux", "--ui", "live", "--kill-grace", "1s", "--output",
+                       "quiet", env=outside_env(tmux))
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        wait_until(lambda: all(heartbeat_pane(run, n) for n in range(1, 7)), what="six panes started")
+        tmux("kill-server")
+        wait_until(lambda: ended(run, *range(1, 7)), what="the panes' workers ended with their server")
+        swarm.open_gate()
+        code = proc.wait(timeout=60)
+        rows = swarm.tasks()
+        assert code == 0, {n: (r["status"], r["reason"], r["history"]) for n, r in rows.items()}
+        assert {n: r["history"][0]["reason"] for n, r in rows.items()} == {f"t{i}": "multiplexer_lost"
+                                                                           for i in range(6)}
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 def test_tmux_server_killed_mid_run(swarm, tmux):
     swarm.write("l.toml", GATED)
     proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))

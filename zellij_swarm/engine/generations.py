@@ -399,7 +399,9 @@ class Generations:
         # A pane's worker dead of SIGHUP with no mark of its leader's (yet): the multiplexer may
         # have signalled it before it closed the terminal (a killed tmux server does): ask it too.
         unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
-        if (pane_gone or unmarked_hangup) and lg.kill_sent_at is None:  # not our kill's doing
+        # not our kill's doing — or our kill is the session's loss, sent after it (a worker that
+        # ended by the hang-up before it is lost with its session, not closed with its pane)
+        if (pane_gone or unmarked_hangup) and (lg.kill_sent_at is None or lg.kill_reason == "multiplexer_lost"):
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
