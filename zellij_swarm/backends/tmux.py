@@ -159,6 +159,7 @@ class TmuxBackend:
         self.close_session_at_end = close_session
         self.socket: str | None = None  # the server's socket inside tmux; else tmux's default
         self.started = False  # the server was reached
+        self.has_panes = False  # opened (``open``) or adopted: ``panes`` is there
         self.session_id = ""
         self.session_name = ""
         self.created_session = False
@@ -180,6 +181,7 @@ class TmuxBackend:
         s = ctx.settings
         self.live = s.ui == "live"
         self.panes: PaneLifecycle[str] = PaneLifecycle.for_run(ctx, close=self._kill_pane)
+        self.has_panes = True
         if self.inside:
             self.socket = self.client.socket = self.env.get("TMUX", "").split(",")[0] or None
         self.version = self._checked_version(ctx)
@@ -259,6 +261,7 @@ class TmuxBackend:
         self.ctx = ctx
         self.live = ctx.settings.ui == "live"
         self.panes = PaneLifecycle.for_run(ctx, close=self._kill_pane)
+        self.has_panes = True
         # asked here, not by session_alive(), so that a tmux that cannot be run says so itself
         if not self.client.has_session(self.session_id):
             self.alive = False
@@ -527,6 +530,8 @@ class TmuxBackend:
         return results
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         if pane_id in self.waiting_panes:
             self._mark_waiting(pane_id, False)
         pane = self.panes.pop(pane_id) if pane_id is not None else None
@@ -542,6 +547,8 @@ class TmuxBackend:
         self.panes.settle(pane, status, req.task_name)
 
     def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         if pane_id is None:  # a compact or headless worker: the run's window counts it, it has no title
             self._mark_waiting(str(req.gen.dir), waiting)
             return
@@ -589,6 +596,8 @@ class TmuxBackend:
             os.close(fd)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         if pane_id is not None:
             if pane_id in self.waiting_panes:
                 self._mark_waiting(pane_id, False)

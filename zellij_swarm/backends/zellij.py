@@ -135,6 +135,7 @@ class ZellijBackend:
         self.created_session = False
         self.attach_argv: list[str] | None = None
         self.started = False
+        self.has_panes = False  # opened (``open``) or adopted: ``panes`` is there
         self.tab_id: int | None = None
         self.broken: BackendError | None = None
         self.known: set[str] = set()  # pane ids we opened
@@ -152,6 +153,7 @@ class ZellijBackend:
         s = ctx.settings
         self.live = s.ui == "live"
         self.panes: PaneLifecycle[_Worker] = PaneLifecycle.for_run(ctx, close=self._close, release=self._release)
+        self.has_panes = True
         self.require = bool(s.require_multiplexer)
         caps = self.z.version()
         if not caps["tested"]:
@@ -214,6 +216,7 @@ class ZellijBackend:
         their outcome says. ``BackendError`` when the session, or every pane of the run, is gone."""
         self.ctx = ctx
         self.panes = PaneLifecycle.for_run(ctx, close=self._close, release=self._release)
+        self.has_panes = True
         self.z.version()
         if not self.session_alive():
             raise BackendError("session_missing", f"zellij: the run's session {self.z.session!r} is gone")
@@ -572,6 +575,8 @@ class ZellijBackend:
             self.open_panes[pane] = req.slot
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         self._mark_waiting(req, False)
         w = self.panes.pop(req.gen.dir)
         if w is None:
@@ -586,6 +591,8 @@ class ZellijBackend:
     def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
         """Only from 0.44 (``rename-pane --pane-id``): before, a pane can be renamed only by
         focusing it, which would take the user's focus — the title stays as it is."""
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         w = self.panes.running.get(req.gen.dir)
         pane_id = pane_id or (w.pane_id if w else None)
         if w is None or not pane_id or not self.z.has("pane_id_target"):
@@ -648,6 +655,8 @@ class ZellijBackend:
             self._pane_action("close-pane", "--pane-id", w.pane_id)
 
     def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
+            return
         w = self.panes.pop(req.gen.dir)
         pane_id = pane_id or (w.pane_id if w else None)
         if pane_id and self.z.has("pane_id_target"):
