@@ -86,17 +86,19 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
         return True
     if info.si_pid in descendants(leader):
         return False
-    session = session_of(info.si_pid)
-    if session is not None:  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
-        return session != os.getsid(0)
+    seen = session_of(info.si_pid)
+    if seen is not None:  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
+        return seen[0] != os.getsid(0)
     return not os.isatty(0)
 
 
-def session_of(pid: int) -> int | None:
-    """The session of process ``pid`` (a zombie's too), None when it is gone."""
+def session_of(pid: int | str) -> tuple[int, bool] | None:
+    """A process's session id, and whether it is a zombie (ended, not yet reaped); None when
+    it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[3])
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[3]), fields[0] == b"Z"
     except (OSError, ValueError, IndexError):
         return None
 

@@ -43,10 +43,10 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, worker_defaults
+    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _paneleader import WORKER_SIGNALS, worker_defaults  # type: ignore[import-not-found,no-redef]
+    from _paneleader import WORKER_SIGNALS, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -128,16 +128,6 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
     os.write(go_w, b"1")
     os.close(go_w)
     return pid, master, held
-
-
-def session_of(pid: str) -> tuple[int, bool] | None:
-    """A process's session id, and whether it is a zombie (ended, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[3]), fields[0] == b"Z"
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def end_session(record: str) -> None:
