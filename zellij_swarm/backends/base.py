@@ -20,6 +20,7 @@ its event loop: every method but ``shows`` may take a multiplexer call's full ti
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -181,3 +182,22 @@ class Backend(Protocol):
         """After ``close``: what of the swarm stays on screen and how to close it (one line for
         the end-of-run notice), or None when nothing stays. From state only, no call."""
         ...
+
+
+def alive_unless_gone(answer: Callable[[], bool | None], gone: Callable[[], bool], *, settle: float,
+                      every: float) -> bool:
+    """Whether a multiplexer's session is alive, false only on evidence of its death — taken
+    for dead, its panes' workers would be recorded lost and run again. ``answer``: what the
+    multiplexer says (None: no answer, or none to trust); ``gone``: what its server's remains
+    say (its process, its socket). With neither, asked again every ``every`` seconds until
+    ``settle`` has passed (a server that is going goes well within it), then alive."""
+    deadline = time.monotonic() + settle
+    while True:
+        said = answer()
+        if said is not None:
+            return said
+        if gone():
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(every)

@@ -68,6 +68,7 @@ from zellij_swarm.backends.base import (
     PaneResult,
     RunContext,
     RunPane,
+    alive_unless_gone,
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
@@ -615,16 +616,13 @@ class TmuxBackend:
         its socket is asked again until ``SETTLE`` has passed (one that is dying closes it
         within), then counts as there: taken for gone, its panes' workers would be recorded
         lost and run again."""
-        deadline = time.monotonic() + SETTLE
-        while True:
+        def answer() -> bool | None:
             try:
                 return self.client.has_session(self.session_id)
-            except BackendError:
-                if not self.client.listening():
-                    return False
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(0.1)
+            except BackendError:  # no answer
+                return None
+
+        return alive_unless_gone(answer, lambda: not self.client.listening(), settle=SETTLE, every=0.1)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return (self.attach_argv, self.env) if self.attach_argv else None

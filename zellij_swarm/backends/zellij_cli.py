@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zellij_swarm import external
+from zellij_swarm.backends.base import alive_unless_gone
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
@@ -194,14 +195,8 @@ class Zellij:
         no such evidence: its probe of a busy server can fail (contract §2.0) or outlast our
         call, and a live session taken for dead has its panes' workers recorded lost and run
         again."""
-        deadline = time.monotonic() + settle
-        while not self._listed_live(name):
-            if not self.server_runs(name):
-                return False
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(0.05)
-        return True
+        return alive_unless_gone(lambda: True if self._listed_live(name) else None,
+                                 lambda: not self.server_runs(name), settle=settle, every=0.05)
 
     def server_runs(self, session: str) -> bool:
         """Whether the server of ``session`` runs: a process ``zellij --server SOCKET`` of this
