@@ -18,6 +18,8 @@ from swarmtest import GATE, Swarm, clean_env, kill_run_processes, validate, wait
 from tmuxtest import inside_env, outside_env
 from zellijtest import FAST, FakeZellij, check_calls
 
+from zellij_swarm.backends import zellij_cli
+from zellij_swarm.commands.attach import REATTACHES
 from zellij_swarm.commands.logs import LineEnds
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -347,7 +349,7 @@ def test_attach_inside_zellij_goes_to_the_runs_tab_and_focuses_the_tasks_pane(sw
 
 
 @needs_script
-def test_attach_outside_zellij_execs_zellij_attach(swarm, fz):
+def test_attach_outside_zellij_makes_this_terminal_a_client_of_the_session(swarm, fz):
     version = "0.44.3"
     run = zellij_run(swarm, fz, version, None)
     env = fz.env(version)
@@ -355,12 +357,39 @@ def test_attach_outside_zellij_execs_zellij_attach(swarm, fz):
                             stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     attach = fz.calls()[-1]
     assert attach["argv"] == ["attach", f"swarm-{run.name}"]  # contract §6.7: the full name, no flags
-    assert client.returncode == attach["exit"]  # our process became zellij's client: its status is ours
+    assert client.returncode == attach["exit"]  # zellij ran as our client on this terminal: its status is ours
     check_calls(fz.calls()[:-1])  # (the fake does not model an interactive client: it says so and exits 2)
     fz.zellij("kill-session", f"swarm-{run.name}", version=version)
     wait_until(lambda: not [s for s in fz.state(version)["sessions"] if s["name"] == f"swarm-{run.name}"
                             and s.get("live")], what="the session ended")
     one_line_error(swarm("attach", env=env), 1, f"run {run.name}'s zellij session is gone")
+
+
+@needs_script
+@pytest.mark.parametrize("drops", [1, REATTACHES + 1])
+def test_attach_outside_zellij_attaches_again_when_zellij_dropped_its_client_as_it_attached(swarm, fz, tmp_path,
+                                                                                               drops):
+    """Contract §6.19: Zellij 0.45 may drop a client as it attaches, exit 0, and say so only in
+    its log. ``attach`` then attaches again while the session lives, at most REATTACHES times."""
+    version = "0.45.0"
+    run = zellij_run(swarm, fz, version, None)
+    env = fz.env(version, faults=f"drop_attach={drops}", TMPDIR=str(tmp_path))
+    client = subprocess.run(on_a_terminal(swarm, "attach", run.name), cwd=swarm.cwd, env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    attaches = [c for c in fz.calls() if c["argv"] == ["attach", f"swarm-{run.name}"]]
+    assert len(attaches) == min(drops, REATTACHES) + 1, client.stdout
+    assert client.returncode == attaches[-1]["exit"]  # 2 when the fake did not drop it: "not modelled"
+    assert client.stdout.count(b"attaching to swarm-") == len(attaches) - 1, client.stdout
+
+
+def test_only_this_sessions_dropped_client_counts_as_dropped() -> None:
+    """A detach, a quit or another session's dropped client leave no reason to attach again."""
+    line = b"INFO |zellij_client| lib.rs:1616: \nYour zellij client lost connection to the zellij server.\n"
+    tip = b"    - Reattach to your previous session and see if it works out better this\n      time: "
+    assert zellij_cli.dropped_as_attached(line + b"...\n" + tip + b"`zellij attach swarm-1`\n", "swarm-1")
+    assert not zellij_cli.dropped_as_attached(line + tip + b"`zellij attach swarm-10`\n", "swarm-1")
+    assert not zellij_cli.dropped_as_attached(b"INFO |zellij_client| lib.rs:1616: Bye from Zellij!\n", "swarm-1")
+    assert not zellij_cli.dropped_as_attached(line + b"x" * 2000 + b"`zellij attach swarm-1`", "swarm-1")
 
 
 def test_attach_from_another_zellij_session_refuses_to_nest(swarm, fz):

@@ -574,6 +574,52 @@ def cmd_list_sessions(ctx, top, args):
 
 
 # ------------------------------------------------------------------------- attach
+DISCONNECT = """
+Your zellij client lost connection to the zellij server.
+
+As a safety measure, you have been disconnected from the current zellij session.
+However, the session should still exist and none of your data should be lost.
+
+This usually means that your terminal didn't process server messages quick
+enough. Maybe your system is currently under high load, or your terminal
+isn't performant enough.
+
+There are a few things you can try now:
+    - Reattach to your previous session and see if it works out better this
+      time: `zellij attach {name}`
+    - Try using a faster (maybe GPU-accelerated) terminal emulator
+"""
+
+
+def _dropped_as_it_attached(ctx, name):
+    """Fault ``drop_attach=N``: the first N interactive attaches are dropped by the server as
+    they connect, as the real 0.45.0 drops a client given the id of a CLI client whose second
+    ``RemoveClient`` is still queued (docs/zellij-contract.md §6.19). Like the real client it
+    logs the Disconnect reason to ``$TMPDIR/zellij-UID/zellij-log/zellij.log``, prints it and
+    exits 0."""
+    limit = ctx.faults.get("drop_attach")
+    if not isinstance(limit, int) or limit <= 0:
+        return False
+    counter = os.path.join(common.state_root(), "dropped_attaches")
+    try:
+        with open(counter, encoding="utf-8") as fh:
+            dropped = int(fh.read() or 0)
+    except (OSError, ValueError):
+        dropped = 0
+    if dropped >= limit:
+        return False
+    os.makedirs(common.state_root(), exist_ok=True)
+    with open(counter, "w", encoding="utf-8") as fh:
+        fh.write(str(dropped + 1))
+    words = DISCONNECT.format(name=name)
+    log_dir = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"zellij-{os.getuid()}", "zellij-log")
+    os.makedirs(log_dir, exist_ok=True)
+    with open(os.path.join(log_dir, "zellij.log"), "a", encoding="utf-8") as fh:
+        fh.write("INFO   |zellij_client            | fake [main      ] lib.rs:1616: " + words)
+    ctx.out(words)
+    return True
+
+
 def cmd_attach(ctx, top, args):
     usage = "zellij attach [OPTIONS] [SESSION_NAME] [SUBCOMMAND]"
     o, pos, trailing, _ = parse(ctx, args, [
@@ -587,6 +633,8 @@ def cmd_attach(ctx, top, args):
     if top.get("layout") and ctx.version >= (0, 41, 0) and (top.get("session") or envname):
         # the ZELLIJ_SESSION_NAME / --session quirk: becomes "add a tab", attach is ignored
         return layout_into_session(ctx, top)
+    if not o.get("create_background") and name is not None and _dropped_as_it_attached(ctx, name):
+        ctx.exit(0)
     if not o.get("create_background"):
         raise UsageError("fake zellij: interactive attach is not modelled "
                          "(use --create-background, or __fake-attach for a simulated client)")
