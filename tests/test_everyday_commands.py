@@ -18,8 +18,8 @@ from swarmtest import GATE, Swarm, clean_env, kill_run_processes, validate, wait
 from tmuxtest import inside_env, outside_env
 from zellijtest import FAST, FakeZellij, check_calls
 
-from zellij_swarm.backends import zellij_cli
-from zellij_swarm.commands.attach import REATTACHES
+from zellij_swarm.backends import zellij_attach
+from zellij_swarm.backends.zellij_attach import REATTACHES
 from zellij_swarm.commands.logs import LineEnds
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -382,14 +382,39 @@ def test_attach_outside_zellij_attaches_again_when_zellij_dropped_its_client_as_
     assert client.stdout.count(b"attaching to swarm-") == len(attaches) - 1, client.stdout
 
 
+@needs_script
+def test_run_attach_outside_zellij_attaches_again_when_zellij_dropped_its_client(swarm, fz, tmp_path):
+    """``run --attach`` outside Zellij: its client, dropped as it attached (contract §6.19),
+    is attached again; the run goes on to its end either way."""
+    version = "0.45.0"
+    swarm.write("one.toml", f'[[task]]\nname = "one"\ncmd = "{GATE}"\n')
+    env = fz.env(version, faults="drop_attach=1", TMPDIR=str(tmp_path), **FAST)
+    run = subprocess.Popen(on_a_terminal(swarm, "run", "one.toml", "--backend", "zellij", "--ui", "live", "--attach",
+                                         "--close-session"), cwd=swarm.cwd, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def attaches() -> list[dict[str, Any]]:
+            return [c for c in fz.calls() if c["argv"][:1] == ["attach"] and c["argv"][1].startswith("swarm-")]
+
+        wait_until(lambda: len(attaches()) == 2, what="the client attached again")
+        swarm.open_gate()
+        out, _ = run.communicate(timeout=60)
+    finally:
+        run.kill()
+        run.communicate()
+    assert run.returncode == 0, out
+    assert [c["exit"] for c in attaches()] == [0, 2]  # dropped, then the fake's "not modelled"
+    assert out.count(b"attaching to swarm-") == 1, out
+
+
 def test_only_this_sessions_dropped_client_counts_as_dropped() -> None:
     """A detach, a quit or another session's dropped client leave no reason to attach again."""
     line = b"INFO |zellij_client| lib.rs:1616: \nYour zellij client lost connection to the zellij server.\n"
     tip = b"    - Reattach to your previous session and see if it works out better this\n      time: "
-    assert zellij_cli.dropped_as_attached(line + b"...\n" + tip + b"`zellij attach swarm-1`\n", "swarm-1")
-    assert not zellij_cli.dropped_as_attached(line + tip + b"`zellij attach swarm-10`\n", "swarm-1")
-    assert not zellij_cli.dropped_as_attached(b"INFO |zellij_client| lib.rs:1616: Bye from Zellij!\n", "swarm-1")
-    assert not zellij_cli.dropped_as_attached(line + b"x" * 2000 + b"`zellij attach swarm-1`", "swarm-1")
+    assert zellij_attach.dropped_as_attached(line + b"...\n" + tip + b"`zellij attach swarm-1`\n", "swarm-1")
+    assert not zellij_attach.dropped_as_attached(line + tip + b"`zellij attach swarm-10`\n", "swarm-1")
+    assert not zellij_attach.dropped_as_attached(b"INFO |zellij_client| lib.rs:1616: Bye from Zellij!\n", "swarm-1")
+    assert not zellij_attach.dropped_as_attached(line + b"x" * 2000 + b"`zellij attach swarm-1`", "swarm-1")
 
 
 def test_attach_from_another_zellij_session_refuses_to_nest(swarm, fz):

@@ -48,6 +48,7 @@ import contextlib
 import os
 import re
 import signal
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -298,7 +299,8 @@ class ZellijBackend:
         session = self.z.session or ""
         if self.mode == "session":
             self._create_session(session, path, deadline)
-            self.attach_argv = ["zellij", "attach", session]
+            # a client of our own, attached again if Zellij drops it as it attaches (contract §6.19)
+            self.attach_argv = [sys.executable, "-m", "zellij_swarm.backends.zellij_attach", session]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         else:
             home = self._home_tab()

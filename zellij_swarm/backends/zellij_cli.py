@@ -102,29 +102,6 @@ def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in ("ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
 
 
-def log_file(env: Mapping[str, str]) -> str:
-    """Zellij's own log, which its client and server share (contract §6.19): Rust's
-    ``temp_dir()`` is ``$TMPDIR``, else ``/tmp``."""
-    return os.path.join(env.get("TMPDIR") or "/tmp", f"zellij-{os.getuid()}", "zellij-log", "zellij.log")
-
-
-_DROPPED = b"Your zellij client lost connection to the zellij server."
-_DROPPED_TIP_WITHIN = 1024  # bytes from that line to its tip, which names the session
-
-
-def dropped_as_attached(log_tail: bytes, session: str) -> bool:
-    """Whether ``log_tail`` (what Zellij's log gained while one of our clients ran) says a
-    client of ``session`` lost its connection: the line that blames a slow terminal, with
-    this session in its tip (contract §6.19)."""
-    tip = b"`zellij attach " + session.encode() + b"`"
-    at = log_tail.find(_DROPPED)
-    while at >= 0:
-        if tip in log_tail[at:at + _DROPPED_TIP_WITHIN]:
-            return True
-        at = log_tail.find(_DROPPED, at + 1)
-    return False
-
-
 def pane_number(pane_id: str) -> int | None:
     m = _PANE_ID.match(pane_id)
     return int(m.group(1)) if m else None

@@ -25,8 +25,7 @@ found the way the backends name things:
   status ours. No focus action exists for a client that has not attached yet (contract
   §2.18: focus acts for an attached client), so a task's pane is named on stderr, not
   focused. A child, not an ``exec``, because Zellij 0.45 may drop a client as it connects
-  (contract §6.19) and say so only in its log: when the log says so and the session lives,
-  we attach again, at most ``REATTACHES`` times.
+  (contract §6.19): ``backends.zellij_attach`` attaches it again.
 
 **The task's pane.** Its latest attempt's own pane (live mode, and kept failed panes) while
 it is open; else, while it runs in a slot shown by a ``slot-view`` pane (compact mode, tmux),
@@ -43,21 +42,18 @@ has no timeout: it is the user's terminal from then on.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from zellij_swarm import exc, names, quoting
-from zellij_swarm.backends import zellij_cli
+from zellij_swarm.backends import zellij_attach, zellij_cli
 from zellij_swarm.backends.tmux_client import TmuxClient
 from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.records.rundir import RunPaths, read_json
 
 CALL_TIMEOUT = 10.0
-REATTACHES = 3  # a Zellij client dropped as it attached is attached again (contract §6.19)
 FOCUS_PANE_ID_SINCE = (0, 44, 1)  # zellij action focus-pane-id (contract §0)
 
 
@@ -249,71 +245,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     if task is not None:
         where = f"pane {pane}" if isinstance(pane, str) else "no pane of its own"
         _note(f"task {task['name']} is {where} in tab {tab} (Zellij can focus a pane only once you are attached)")
-    return _zellij_client(argv, zellij_cli.scrubbed(env), z, session)
-
-
-def _zellij_client(argv: list[str], env: Mapping[str, str], z: Zellij, session: str) -> int:
-    """Be ``session``'s client on this terminal until the client ends; its status is ours.
-    A client Zellij dropped as it attached (its log says so, and the session lives) is
-    attached again: the user asked to see the session, and nothing of theirs ended."""
-    log = zellij_cli.log_file(env)
-    for again in range(REATTACHES + 1):
-        mark = _size(log)
-        code = _client(argv, env)
-        if code != 0 or again == REATTACHES or not zellij_cli.dropped_as_attached(_grown(log, mark), session):
-            return code
-        try:
-            row = z.sessions().get(session)
-        except exc.BackendError:
-            row = None
-        if row is None or not row.live:
-            return code
-        _note(f"zellij dropped this client as it attached (a zellij race with another zellij call, "
-              f"not your terminal); attaching to {session} again")
-    return code
-
-
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-_LOG_TAIL = 1 << 20  # what a client's few milliseconds can add to Zellij's log, with room
-
-
-def _grown(path: str, mark: int) -> bytes:
-    """What ``path`` gained past ``mark`` (all of it if it was rolled over and began again),
-    its last ``_LOG_TAIL`` bytes at most."""
-    try:
-        with open(path, "rb") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            fh.seek(max(mark if end >= mark else 0, end - _LOG_TAIL))
-            return fh.read()
-    except OSError:
-        return b""
-
-
-def _client(argv: list[str], env: Mapping[str, str]) -> int:
-    """Run the multiplexer's client on this terminal and wait for it. While it runs we ignore
-    the terminal's INT and QUIT (they are the client's keys, and reach it as well) and pass a
-    TERM or HUP sent to us on to it, as if it were this process."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        child = subprocess.Popen(argv, env=dict(env))
-    except OSError as e:
-        raise exc.SwarmError(f"cannot run {quoting.shell_line(argv)}: {e.strerror}") from None
-    passed = {sig: signal.signal(sig, lambda number, _frame: child.send_signal(number))
-              for sig in (signal.SIGTERM, signal.SIGHUP)}
-    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
-    try:
-        code = child.wait()
-    finally:
-        for sig, before in {**passed, **ignored}.items():
-            signal.signal(sig, before)
-    return code if code >= 0 else 128 - code
+    return zellij_attach.attach(session, zellij_cli.scrubbed(env))
 
 
 def _zellij_session(z: Zellij, run_id: str, snap: Mapping[str, Any], recorded: Mapping[str, Any]) -> str | None:
