@@ -145,6 +145,47 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend, closed", [("tmux", "pane"), ("zellij-0.45.0", "pane"), full("real-zellij", "pane"),
+                                             ("tmux", "server")])
+def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm, backend, closed, request):
+    """``yes`` in a pane that closes: its next write meets the dead terminal's EIO, often before
+    the hang-up's SIGHUP reaches it, and it exits 1 (8 closes in 9 on tmux) — the hang-up's
+    doing all the same: ``cancelled (pane_closed)``, never a failure run again; with its whole
+    server gone, ``lost``, run again headless."""
+    swarm.write("w.toml", '[swarm]\njobs = 2\n[[task]]\nname = "t0"\nretries = 1\n'
+                          'cmd = "[ -e again ] && exit 0; touch again; exec yes"\n'
+                          f'[[task]]\nname = "t1"\ncmd = "{GATE}"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "w.toml", *args, "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t0 writing")
+        if closed == "server":
+            request.getfixturevalue("tmux")("kill-server")
+        elif backend == "tmux":
+            request.getfixturevalue("tmux")("kill-pane", "-t", pane)
+        elif backend == "real-zellij":
+            request.getfixturevalue("rz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
+                                                 "--pane-id", pane)
+        else:
+            request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
+                                                 "--pane-id", pane, version=backend.split("-", 1)[1])
+        wait_until(lambda: "t0" in _recorded_ends(run), what="t0's end by the hang-up, recorded")
+        swarm.open_gate()
+        code = proc.wait(timeout=60)
+        rows = swarm.tasks()
+        assert code == (0 if closed == "server" else 1), (
+            proc.stderr.read(), {n: (r["status"], r["reason"], r["history"]) for n, r in rows.items()})
+        assert [(a["status"], a["reason"]) for a in rows["t0"]["history"]] == (
+            [("lost", "multiplexer_lost"), ("succeeded", None)] if closed == "server" else
+            [("cancelled", "pane_closed")]), rows
+        assert rows["t1"]["status"] == "succeeded"
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 @pytest.mark.parametrize("ls", ["fail:list-sessions:1:No active zellij sessions found.",  # a probe that failed
                                 "fail:list-sessions:2:", full("hang:list-sessions")])  # no answer
 def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm, fz, ls, tmp_path):

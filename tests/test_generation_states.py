@@ -70,3 +70,35 @@ def test_every_state_of_every_machine_has_its_row_and_done_is_final() -> None:
     assert GEN_TRANSITIONS[GenPhase][GenPhase.DONE] == frozenset()
     assert all(GenPhase.DONE in dsts for phase, dsts in GEN_TRANSITIONS[GenPhase].items()
                if phase is not GenPhase.DONE)
+
+
+@pytest.mark.parametrize("code, sig, marked_after_end, status", [
+    (1, None, 0.01, ("cancelled", "pane_closed")),  # yes's EIO, just before its leader's mark
+    (1, None, -0.5, ("cancelled", "pane_closed")),
+    ("SIGPIPE", "SIGPIPE", 0.2, ("cancelled", "pane_closed")),
+    (1, None, 30.0, ("failed", None)),  # it failed; its pane, held, was closed later
+    (0, None, -1.0, ("succeeded", None)),  # finished work, whenever its pane closed
+    (129, "SIGHUP", 30.0, ("cancelled", "pane_closed")),  # a death by the hang-up's SIGHUP
+    (1, None, None, ("failed", None)),  # no mark: its own failure
+])
+def test_a_pane_worker_that_ended_as_its_terminal_hung_up_was_ended_by_it(tmp_path, code, sig, marked_after_end,
+                                                                           status) -> None:
+    """SPEC §6: any end but exit 0 in a pane whose leader marked the hang-up by then (a mark no
+    more than 1 s after the end) was the hang-up's doing; a mark made long after was not."""
+    import os
+
+    from zellij_swarm.engine.outcome import outcome
+    from zellij_swarm.records.generation_files import HANGUP, ExitRecord
+
+    gen = GenPaths(tmp_path, 1, 1)
+    task = TaskRecord(spec=TaskSpec(name="t", cmd="yes"), id="t1", order=1, timeout=None, retries=0, idle_timeout=None)
+    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "t", pane=True), backfill=False)
+    ended = 1_700_000_000.0
+    if marked_after_end is not None:
+        (tmp_path / HANGUP).touch()
+        os.utime(tmp_path / HANGUP, (ended + marked_after_end, ended + marked_after_end))
+    rec = ExitRecord(code=141 if code == "SIGPIPE" else code, signal=sig, started_at=ended - 5, ended_at=ended, pid=1)
+    got, reason = outcome(lg, rec, session_alive=True)
+    assert (str(got), reason) == status
+    if status[1] == "pane_closed":
+        assert outcome(lg, rec, session_alive=False)[1] == "multiplexer_lost"

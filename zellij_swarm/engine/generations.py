@@ -40,7 +40,7 @@ from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
-from zellij_swarm.engine.outcome import killed_status, outcome
+from zellij_swarm.engine.outcome import ended_with_its_terminal, killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.room import ROOM_RECHECK
@@ -384,7 +384,7 @@ class Generations:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
-        hung_up = rec is None or (rec.signal == "SIGHUP" and generation_files.hung_up(lg.gen))
+        hung_up = rec is None or ended_with_its_terminal(lg, rec)
         pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.claim_or_planted(lg.gen) is None)
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:

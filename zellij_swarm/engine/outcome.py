@@ -17,7 +17,9 @@ its way) holds the reading back until the signal's delivery is answered
 Without a kill, the wrapper's exit record says it: a reason a vanished wrapper or Slurm's
 job state left (``REASON_STATUS``), else the worker's own code and signal — except a death by
 SIGHUP in a pane, which is the multiplexer's doing when its session is gone (``lost``) or its
-pane's leader saw the terminal hang up (``cancelled (pane_closed)``).
+pane's leader saw the terminal hang up (``cancelled (pane_closed)``); and any end but exit 0
+in a pane whose leader saw its terminal hang up by then (``hung_up``: a write that met the
+dead terminal's EIO first), which is the same.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
     return not own_exit or lg.kill_caught is not False
 
 
+def ended_with_its_terminal(lg: LiveGen, rec: ExitRecord) -> bool:
+    """Whether a pane generation ended of its terminal's hang-up (SPEC §6), which its leader
+    marked: a death by SIGHUP — the hang-up's, not the worker's own — or any end but exit 0
+    by the time of the mark (a write that met the dead terminal's EIO before the hang-up's
+    SIGHUP arrived: ``yes`` exits 1)."""
+    if rec.signal == "SIGHUP":
+        return generation_files.hung_up(lg.gen)
+    return (rec.code, rec.signal) != (0, None) and generation_files.hung_up(lg.gen, ended_at=rec.ended_at)
+
+
 def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:
     """The task status and reason one generation's exit record stands for."""
     reason = rec.reason
@@ -61,9 +73,8 @@ def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskS
         return killed_status(lg.kill_reason), lg.kill_reason
     if recorded is not None:  # a vanished wrapper, or a step's end as Slurm explained it
         return recorded, reason
-    if lg.in_pane and rec.signal == "SIGHUP":  # SPEC §6, SIGHUP: the multiplexer's doing, or its own
-        if not session_alive:  # the session went (its own SIGHUP may come before the hang-up mark)
-            return TaskStatus.LOST, "multiplexer_lost"
-        if generation_files.hung_up(lg.gen):  # its leader saw the terminal hang up: the pane closed
-            return TaskStatus.CANCELLED, "pane_closed"
+    if lg.in_pane and rec.signal == "SIGHUP" and not session_alive:
+        return TaskStatus.LOST, "multiplexer_lost"  # SPEC §6: its own SIGHUP may come before the hang-up mark
+    if lg.in_pane and ended_with_its_terminal(lg, rec):
+        return (TaskStatus.CANCELLED, "pane_closed") if session_alive else (TaskStatus.LOST, "multiplexer_lost")
     return own_end(rec.code, rec.signal), reason

@@ -618,9 +618,16 @@ def kill_reason(gen: GenPaths) -> str | None:
     return (lines[0].strip() or None) if lines else None
 
 
-def hung_up(gen: GenPaths) -> bool:
-    """Its pane's terminal hung up (``_paneleader --hangup``)."""
-    return os.path.lexists(plain(gen, HANGUP))
+HANGUP_BEFORE_END = 1.0  # seconds: how much later than the worker's end its leader may mark the hang-up
+
+
+def hung_up(gen: GenPaths, *, ended_at: float | None = None) -> bool:
+    """Its pane's terminal hung up (``_paneleader --hangup``) — with ``ended_at``, no later
+    than ``HANGUP_BEFORE_END`` after that end: a worker that died of the hang-up's EIO can
+    end before its leader, woken by the same hang-up, has made the mark (both are file times
+    of one clock), while a pane closed well after its worker ended did not end it."""
+    made = _mtime(plain(gen, HANGUP))
+    return made is not None and (ended_at is None or made <= ended_at + HANGUP_BEFORE_END)
 
 
 def kill_sent_at(gen: GenPaths) -> float | None:
