@@ -135,6 +135,34 @@ def test_a_task_runs_again_only_once_what_is_left_of_its_last_run_is_gone(swarm,
     assert (row["status"], row["attempts"]) == ("succeeded", 2), row
 
 
+@pytest.mark.parametrize("backend", ["headless", "tmux", full("zellij-0.45.0")])
+def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, backend, request):
+    """Its shell failed and recorded it, but a child it started ignores HUP, INT and TERM and
+    runs on: the retry started beside it, two runs of the task at once (the end-of-run sweep
+    ended the child). What is left of a generation whose task runs again is now ended first
+    — TERM, then KILL after the grace — and the retry waits until it is gone."""
+    ledger = swarm.cwd / "ledger"
+    child = swarm.cwd / "child"
+    swarm.write("r.toml", '[swarm]\nkill_grace = "0.5s"\n[[task]]\nname = "t"\nretries = 1\n'
+                          f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
+                          'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
+                          f'sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 30\' & '
+                          f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
+                          # a zombie (killed, not yet reaped by its new parent) runs nothing
+                          f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
+                          f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "r.toml", *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 0, res
+    assert ledger.read_text().split("\n")[:-1] == ["start 1", "start 2"]  # the child ended before the retry
+    [row] = swarm.tasks().values()
+    assert [a["status"] for a in row["history"]] == ["failed", "succeeded"], row
+
+
 def test_panes_closed_as_they_open_ran_nothing_and_are_cancelled_never_lost(swarm, request):
     """Panes closed by hand the moment they open: a pane's leader, or the stage it starts, can
     die of the hang-up before it has armed itself against it, leaving a claim and no start:

@@ -497,10 +497,13 @@ class Generations:
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
             task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
-                                                            generation_files.committed_by_wrapper(rec)):
+                                                            generation_files.committed_by_wrapper(rec)) \
+                or (not lg.remote and self.policy.runs_again(task, status, reason)):
             # Its terminal or its wrapper is gone, but the worker may not be (a program that
             # never writes does not notice; a killed wrapper leaves its child running): end
-            # what is left of it before anything runs again.
+            # what is left of it before anything runs again. So too when the task runs again
+            # after a failure its wrapper recorded: a child of it that ignores the hang-up or
+            # the signal that ended its shell runs on (a Slurm step's end is Slurm's to clean).
             self.stopper.end_tree(lg)
         tree_left = self.stopper.hold_slot(lg)
         if not tree_left:

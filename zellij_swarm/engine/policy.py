@@ -81,15 +81,20 @@ class TaskPolicy:
         runs again, or this is its final status. ``tree_left``: processes of that generation
         are still being ended (its wrapper is gone, not its worker, or not all of it): the
         task runs again only once they are (``tree_gone``) — never two runs of it at once."""
-        if reason == RESTARTED and not self.stop.stopping:
+        if not self.runs_again(task, status, reason):
+            self.finalise(task, status, reason, gen)
+        elif reason == RESTARTED:
             task.restarts += 1  # SPEC §8: a restart does not use an attempt
             self._run_again(task, gen, first=True, tree_left=tree_left)
             self._events.emit("task_restarted", task=task.name, attempt=task.attempts + 1)
-        elif status.retryable and task.attempts_left and not self.stop.stopping:
+        else:
             self._run_again(task, gen, first=False, tree_left=tree_left)
             self._events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
-        else:
-            self.finalise(task, status, reason, gen)
+
+    def runs_again(self, task: TaskRecord, status: TaskStatus, reason: str | None) -> bool:
+        """Whether an end of ``task``'s generation with ``status`` and ``reason`` runs it again:
+        a restart, or a failure while attempts remain — unless the run is stopping."""
+        return not self.stop.stopping and (reason == RESTARTED or (status.retryable and task.attempts_left))
 
     def _run_again(self, task: TaskRecord, gen: GenPaths, *, first: bool, tree_left: bool) -> None:
         task.move(TaskStatus.PENDING)
