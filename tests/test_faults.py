@@ -52,6 +52,17 @@ def _recorded_ends(run: Path) -> list[str]:
     return [e["task"] for e in _events_so_far(run) if e["event"] in ("worker_completed", "worker_failed")]
 
 
+def close_by_hand(backend: str, request, run: Path, pane: str) -> None:
+    """Close a run's pane as a user does: tmux's kill-pane, Zellij's close-pane."""
+    close = ("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane)
+    if backend == "tmux":
+        request.getfixturevalue("tmux")("kill-pane", "-t", pane)
+    elif backend == "real-zellij":
+        request.getfixturevalue("rz").zellij(*close)
+    else:
+        request.getfixturevalue("fz").zellij(*close, version=backend.split("-", 1)[1])
+
+
 def check_lost_and_rerun(swarm, run: Path) -> None:
     rows = swarm.tasks()
     assert {r["status"] for r in rows.values()} == {"succeeded"}
@@ -121,14 +132,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
     try:
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
-        if backend == "tmux":
-            request.getfixturevalue("tmux")("kill-pane", "-t", pane)
-        elif backend == "real-zellij":
-            request.getfixturevalue("rz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
-                                                 "--pane-id", pane)
-        else:
-            request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
-                                                 "--pane-id", pane, version=backend.split("-", 1)[1])
+        close_by_hand(backend, request, run, pane)
         wait_until(lambda: ended(run, 1), what="t0's end by the hang-up")  # before the others may go on
         swarm.open_gate()
         code = proc.wait(timeout=60)
@@ -162,14 +166,8 @@ def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm,
         pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t0 writing")
         if closed == "server":
             request.getfixturevalue("tmux")("kill-server")
-        elif backend == "tmux":
-            request.getfixturevalue("tmux")("kill-pane", "-t", pane)
-        elif backend == "real-zellij":
-            request.getfixturevalue("rz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
-                                                 "--pane-id", pane)
         else:
-            request.getfixturevalue("fz").zellij("--session", f"swarm-{run.name}", "action", "close-pane",
-                                                 "--pane-id", pane, version=backend.split("-", 1)[1])
+            close_by_hand(backend, request, run, pane)
         wait_until(lambda: "t0" in _recorded_ends(run), what="t0's end by the hang-up, recorded")
         swarm.open_gate()
         code = proc.wait(timeout=60)

@@ -21,6 +21,17 @@ def _ledger_counts(ledger: Path) -> collections.Counter[str]:
     return collections.Counter(ledger.read_text().split()) if ledger.exists() else collections.Counter()
 
 
+def _runs_to_its_end(swarm, file: str, backend: str, request) -> None:
+    """``run FILE`` on ``backend`` ends with exit 0 and leaves no process of it behind."""
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", file, *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 0, res
+
+
 def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
     lines = []
     for i in range(TASKS):
@@ -123,13 +134,7 @@ def test_a_task_runs_again_only_once_what_is_left_of_its_last_run_is_gone(swarm,
                           f'cmd = "trap \'\' HUP TERM; echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
                           '[ $ZELLIJ_SWARM_ATTEMPT = 1 ] && kill -9 $PPID; sleep 1; '
                           f'echo done $ZELLIJ_SWARM_ATTEMPT >> {ledger}"\n')
-    args, env = backend_args(backend, request)
-    try:
-        res = swarm("run", "r.toml", *args, "--output", "quiet", env=env, timeout=60)
-        assert run_processes(swarm.latest().name) == []
-    finally:
-        kill_run_processes(swarm.latest().name)
-    assert res.code == 0, res
+    _runs_to_its_end(swarm, "r.toml", backend, request)
     assert ledger.read_text().split("\n")[:-1] == ["start 1", "done 1", "start 2", "done 2"]  # one after the other
     [row] = swarm.tasks().values()
     assert (row["status"], row["attempts"]) == ("succeeded", 2), row
@@ -151,13 +156,7 @@ def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, b
                           # a zombie (killed, not yet reaped by its new parent) runs nothing
                           f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
                           f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
-    args, env = backend_args(backend, request)
-    try:
-        res = swarm("run", "r.toml", *args, "--output", "quiet", env=env, timeout=60)
-        assert run_processes(swarm.latest().name) == []
-    finally:
-        kill_run_processes(swarm.latest().name)
-    assert res.code == 0, res
+    _runs_to_its_end(swarm, "r.toml", backend, request)
     assert ledger.read_text().split("\n")[:-1] == ["start 1", "start 2"]  # the child ended before the retry
     [row] = swarm.tasks().values()
     assert [a["status"] for a in row["history"]] == ["failed", "succeeded"], row
