@@ -62,6 +62,7 @@ thread the runs started is alive and no process is left.
 
 from __future__ import annotations
 
+import collections
 import errno
 import heapq
 import itertools
@@ -164,6 +165,9 @@ class Launch:
     # starts the first wrapper it is given, then dies before it says so (killed between its
     # spawns and its reply: a batch is answered in one write)
     dies_unreported: bool = False
+    # ... and its wrapper claims the generation (restamps the supervisor's claim) this much later:
+    # a wrapper spawned, its exec done, not yet at its claim when its launcher's death is read
+    claim_lag: float = 0.0
     stops_after: float | None = None  # stopped (SIGSTOP) this long after it started: from then on it
     # starts, reports and answers nothing
 
@@ -384,10 +388,15 @@ class FakeWrapper:
             self.world.watcher.post(self.gen.dir, name)
         return True
 
+    def spawn(self) -> None:
+        """Its process, which has not claimed anything yet."""
+        if self.pid is None:
+            self.pid = self.world.spawn_helper(self.gen)
+
     def start(self) -> bool:
         """Claim, then the launch heartbeat. False when the claim was taken: a wrapper that
         finds it taken exits 0 without running anything (SPEC §5.1)."""
-        self.pid = self.world.spawn_helper(self.gen)
+        self.spawn()
         if self.work.claim_fails_when_full and rundir.unwritable(self.gen.dir) and \
                 self._write("claim", "", append=False, exclusive=True):
             self.running = True
@@ -605,6 +614,11 @@ class FakeLauncher:
             self.reply(NotStarted(token, work.spawn_error))
             return
         w = FakeWrapper(self.world, gen, claimed=claimed, launcher=self)
+        if self.script.claim_lag:
+            w.spawn()
+            self.world.after(self.script.claim_lag, w.start)
+            self.die()
+            return
         ran = w.start()
         if self.script.dies_unreported:
             self.die()
@@ -921,6 +935,7 @@ class Result:
     generations: list[LiveGen] = field(default_factory=list)  # every generation the supervisor had in flight
     let_go: list[str] = field(default_factory=list)  # the ended tasks whose records it let go of, in that order
     made: list[str] = field(default_factory=list)  # the tasks whose records it made (TaskTable), in that order
+    ran: dict[str, int] = field(default_factory=dict)  # task name -> how many of its wrappers ran its worker
 
     @property
     def labels(self) -> list[str]:
@@ -1067,7 +1082,8 @@ class Harness:
         tasks = sorted([*ended.values(), *sup.tasks.values()], key=lambda t: t.order)
         return Result(code, {t.name: t for t in tasks}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
-                      reporter.warned, generations.seen, list(ended), made)
+                      reporter.warned, generations.seen, list(ended), made,
+                      dict(collections.Counter(w.name for w in world.wrappers if w.ran)))
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

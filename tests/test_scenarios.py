@@ -75,6 +75,8 @@ def check(case: Case, r: Result) -> None:
     seen = {name: _seen(t, case.want[name], r.epoch) if name in case.want else str(t.status)
             for name, t in r.tasks.items()}
     assert seen == dict(case.want), "events:\n" + "\n".join(r.labels)
+    # every run of a worker is a generation in its task's history: never two runs of one
+    assert all(runs <= len(r.tasks[name].history) for name, runs in r.ran.items()), (r.ran, "\n".join(r.labels))
     assert r.exit_code == case.exit
     assert r.summary is not None
     assert {t["name"]: t["status"] for t in r.summary["tasks"]} == {n: w.status for n, w in case.want.items()}
@@ -524,12 +526,20 @@ LAUNCHER: tuple[Case, ...] = (
     Case("launchers-killed-before-they-said-they-started-a-wrapper-are-replaced", (A, B, C, D),
          {n: Want("succeeded") for n in "abcd"}, flags={"jobs": 1},
          launches=(Launch(dies_unreported=True),) * 3, warnings=("launcher_lost",) * 3),
+    # The second launcher is given the generation claimed (the first died on it) and dies
+    # after spawning its wrapper, before that wrapper restamped the supervisor's claim: the
+    # claim still says "supervisor", which read as "never ran" — a third launcher ran it again
+    # beside the second's wrapper (the tmux soak's launcher kills: one task's line twice).
+    Case("a-claimed-start-whose-launcher-died-before-its-wrapper-claimed-runs-once", (A,),
+         {"a": Want("succeeded")}, launches=(Launch(dies_on_submit=True), Launch(claim_lag=0.5)),
+         warnings=("launcher_lost",) * 2),
     Case("three-dead-launchers-stop-dispatch", (A, B),
          {"a": Want("cancelled", "launcher_lost", attempts=0), "b": Want("cancelled", "launcher_lost", attempts=0)},
          exit=1, flags={"jobs": 1}, launches=(Launch(dies_on_submit=True),) * 3,
          warnings=("launcher_lost",) * 3,
-         order=("warning launcher_lost", "warning launcher_lost", "warning launcher_lost", "task_cancelled a",
-                "task_cancelled b")),
+         # (b, never handed on, first: a's last launcher may have spawned it claimed, looked for a while)
+         order=("warning launcher_lost", "warning launcher_lost", "warning launcher_lost", "task_cancelled b",
+                "task_cancelled a")),
 )
 
 

@@ -27,6 +27,7 @@ from zellij_swarm.worker.launcher import ANSWER_TIMEOUT, Ended, Launcher, NotSta
 
 MAX_IDLE_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
 RECLAIM_TRIES = 100  # looks at a claim whose wrapper is still writing its pid into it, 10 ms apart
+EXEC_LOOKS = 5  # looks for a wrapper a dead launcher may have spawned claimed, 10 ms apart
 
 
 @dataclass(frozen=True)
@@ -138,16 +139,28 @@ class HeadlessWorkers:
         if not restart:
             self._on.gave_up()
 
-    def _reclaim(self, lg: LiveGen, *, tries: int) -> None:
+    def _reclaim(self, lg: LiveGen, *, tries: int, looks: int = 0) -> None:
         """A generation handed to a launcher that died before saying whether it started it:
         its claim tells. Unclaimed (or held by this supervisor, or by a wrapper gone before it
         wrote its pid) it never ran — start it again, claimed; claimed by a pid, its wrapper
-        runs — follow it."""
+        runs — follow it. A claim this supervisor holds and had handed on (a start, claimed,
+        to a launcher that died too) tells nothing: a process that runs its wrapper does."""
         if lg.collected:
             return
         owner = generation_files.claim_owner(lg.gen)
         if owner is None and procs.claim_for_supervisor(lg.gen):
             owner = generation_files.SUPERVISOR
+        elif owner == generation_files.SUPERVISOR and lg.request.claimed:
+            # Handed on claimed to the dead launcher: a wrapper it spawned runs without looking
+            # at the claim, which it has not restamped yet — it runs, and is followed. Its
+            # launcher is dead, so such a wrapper exists now or never will; but one still in
+            # its exec has no command line yet (the kernel lets its spawner go on before it
+            # sets it): looked for a few times, 10 ms apart, before it counts as never started.
+            if (pid := procs.wrapper_process(lg.gen)) is not None:
+                owner = str(pid)
+            elif looks < EXEC_LOOKS:
+                self._timers.after(0.01, lambda: self._reclaim(lg, tries=tries, looks=looks + 1))
+                return
         if owner == generation_files.SUPERVISOR:
             lg.request = replace(lg.request, claimed=True)
             [result] = self.start([lg.request])
