@@ -149,15 +149,23 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend, closed", [("tmux", "pane"), ("zellij-0.45.0", "pane"), full("real-zellij", "pane"),
-                                             ("tmux", "server")])
-def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm, backend, closed, request):
+HUP_IGNORING_WRITER = "trap \'\' HUP; while echo tick; do sleep 0.05; done; exit 1"
+
+
+@pytest.mark.parametrize("backend, closed, worker", [
+    ("tmux", "pane", "exec yes"), ("zellij-0.45.0", "pane", "exec yes"), full("real-zellij", "pane", "exec yes"),
+    ("tmux", "server", "exec yes"),
+    # behind Zellij's pty relay its terminal lived on: it ran on, unseen, in a pane that was gone
+    (full("tmux", "pane", HUP_IGNORING_WRITER)), ("zellij-0.45.0", "pane", HUP_IGNORING_WRITER),
+    full("real-zellij", "pane", HUP_IGNORING_WRITER)])
+def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm, backend, closed, worker, request):
     """``yes`` in a pane that closes: its next write meets the dead terminal's EIO, often before
     the hang-up's SIGHUP reaches it, and it exits 1 (8 closes in 9 on tmux) — the hang-up's
     doing all the same: ``cancelled (pane_closed)``, never a failure run again; with its whole
-    server gone, ``lost``, run again headless."""
+    server gone, ``lost``, run again headless. A worker that ignores the hang-up and writes
+    ends the same way."""
     swarm.write("w.toml", '[swarm]\njobs = 2\n[[task]]\nname = "t0"\nretries = 1\n'
-                          'cmd = "[ -e again ] && exit 0; touch again; exec yes"\n'
+                          f'cmd = "[ -e again ] && exit 0; touch again; {worker}"\n'
                           f'[[task]]\nname = "t1"\ncmd = "{GATE}"\n')
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "w.toml", *args, "--output", "quiet", env=env)
@@ -182,6 +190,25 @@ def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm,
     finally:
         proc.kill()
         kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", full("real-zellij")])
+def test_a_finished_worker_whose_child_writes_on_ends_when_it_does(swarm, backend, request):
+    """The worker exits 0, leaving a child that ignores the hang-up and writes on: behind
+    Zellij's pty relay its output never fell silent, and the task stayed ``running`` for ever.
+    It succeeds at its own exit (the child is the end-of-run sweep's)."""
+    swarm.write("c.toml", '[[task]]\nname = "t"\n'
+                          'cmd = "(trap \'\' HUP; while :; do echo tick; sleep 0.05; done) & echo work-done; exit 0"\n')
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "c.toml", *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    assert res.code == 0, res
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["exit_code"]) == ("succeeded", 0), row
+    assert row["ended_at"] - row["started_at"] < 10, row  # not held until something ended the child
 
 
 @pytest.mark.parametrize("ls", ["fail:list-sessions:1:No active zellij sessions found.",  # a probe that failed

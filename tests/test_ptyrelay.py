@@ -76,6 +76,14 @@ def _status(pid: int, master: int, *, typing: bytes = b"") -> int:
     return wait_until(lambda: (code := ended()) is not None and (code,), timeout=20, what="the relay ends")[0]
 
 
+def _close_pane(master: int) -> None:
+    """The pane closes: the last descriptor of its master goes, and its terminal hangs up
+    (``master`` then names /dev/null, which ``relayed`` closes)."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, master)
+    os.close(devnull)
+
+
 def _worker(pid: int, name: str) -> psutil.Process:
     return wait_until(lambda: next((c for c in psutil.Process(pid).children(recursive=True) if c.name() == name),
                                    None), what=f"{name} runs")
@@ -117,6 +125,34 @@ def test_a_background_process_holding_the_terminal_does_not_keep_the_relay(tmp_p
         finally:
             subprocess.run(["pkill", "-f", marker], check=False)
     assert (tmp_path / "log").read_text() == "last words\n"
+
+
+def test_a_background_process_that_keeps_writing_does_not_keep_the_relay(tmp_path: Path) -> None:
+    """Its output never falls silent for ``DRAIN``, and it ignores the hang-up: the drain held
+    the relay, and the finished worker's end, for as long as it wrote (a Zellij task stayed
+    ``running`` for ever). The drain now ends ``DRAIN_LIMIT`` after the worker's exit."""
+    marker = f"chatty.{os.getpid()}"
+    chatty = f"(trap '' HUP; while :; do echo {marker}; sleep 0.02; done) &"
+    with relayed(tmp_path / "log", "/bin/sh", "-c", f"{chatty} echo work-done; exit 0") as (pid, m):
+        try:
+            assert _status(pid, m) == 0
+        finally:
+            subprocess.run(["pkill", "-f", marker], check=False)
+    assert "work-done\n" in (tmp_path / "log").read_text()
+
+
+def test_a_pane_gone_hangs_up_the_workers_terminal_too(tmp_path: Path) -> None:
+    """The pane closed under a worker that ignores the hang-up and writes on: on the pane's own
+    terminal its writes fail, and it ends (tmux); behind the relay they went to a terminal
+    that still took them, and it ran on unseen in a pane that was gone. The relay now hangs
+    up the worker's terminal as soon as the pane's has: the worker's next write fails."""
+    script = "trap '' HUP; echo ready; while echo tick; do sleep 0.05; done; exit 5"
+    with relayed(tmp_path / "log", "/bin/sh", "-c", script) as (pid, m):
+        log = tmp_path / "log"
+        wait_until(lambda: log.exists() and "ready" in log.read_text(), what="the worker writes")
+        _close_pane(m)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 5  # its write failed: the end it gave itself
 
 
 def test_keys_reach_the_worker_through_its_own_line_discipline(tmp_path: Path) -> None:

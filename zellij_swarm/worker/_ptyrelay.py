@@ -19,7 +19,13 @@ the worker's fate is the record.
 
 Once CMD has exited, what it left in the pty is drained and the relay exits, even while a
 background process still holds the terminal (the kernel hangs it up: its session leader is
-gone); the drain ends at the pty's end of file, or after ``DRAIN`` seconds without output.
+gone); the drain ends at the pty's end of file, after ``DRAIN`` seconds without output, or
+``DRAIN_LIMIT`` seconds after CMD's exit, whatever a background process still writes.
+
+When the pane's own terminal has hung up (a write to it fails: the pane closed), the relay
+hangs up CMD's terminal too, by closing its side, and waits for CMD: what the worker sees is
+then what a worker on the pane's terminal sees — its writes fail, and a worker that ignores
+the hang-up but writes cannot run on unseen in a pane that is gone.
 
 A relay killed outright (SIGKILL, the OOM killer) cannot pass anything on, and its worker, a
 session leader on a terminal of its own, may ignore the hang-up the terminal's end sends it:
@@ -53,6 +59,8 @@ if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
     from typing import Any
 
 DRAIN = 0.2  # seconds of silence after the worker's exit before a held-open pty is given up
+DRAIN_LIMIT = 1.0  # seconds after the worker's exit the drain lasts at most: a background
+# process that keeps writing (and ignores the hang-up) would hold it, and the worker's end, for ever
 CHUNK = 65536
 END_WAIT = 10.0  # seconds ``--end`` waits for a killed session's processes to be gone
 
@@ -165,14 +173,15 @@ def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
     signal.set_wakeup_fd(wake_w)
     screen = True  # the pane's terminal still takes output
     status: int | None = None
-    quiet_until = 0.0
+    quiet_until = given_up_at = 0.0
     while True:
         if status is None:
             pid, st = os.waitpid(child, os.WNOHANG)
             if pid:
                 status, quiet_until = st, time.monotonic() + DRAIN
+                given_up_at = time.monotonic() + DRAIN_LIMIT
         watched = [master, wake_r] + ([0] if stdin_open else [])
-        timeout = None if status is None else max(0.0, quiet_until - time.monotonic())
+        timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
         if not ready and status is not None:
             return status
@@ -208,7 +217,11 @@ def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
             if screen:
                 try:
                     write_all(1, data)
-                except OSError:
+                except OSError as e:
+                    if e.errno == errno.EIO:  # the pane's terminal hung up: so does the worker's
+                        os.close(master)
+                        signal.set_wakeup_fd(-1)  # nothing reads it any more
+                        return status if status is not None else os.waitpid(child, 0)[1]
                     screen = False
             if status is not None:
                 quiet_until = time.monotonic() + DRAIN
