@@ -18,8 +18,8 @@ Without a kill, the wrapper's exit record says it: a reason a vanished wrapper o
 job state left (``REASON_STATUS``), else the worker's own code and signal — except a death by
 SIGHUP in a pane, which is the multiplexer's doing when its session is gone (``lost``) or its
 pane's leader saw the terminal hang up (``cancelled (pane_closed)``); and any end but exit 0
-in a pane whose leader saw its terminal hang up by then (``hung_up``: a write that met the
-dead terminal's EIO first), which is the same.
+in a pane whose leader saw its terminal hang up within a second of it (``hung_up``: a
+write that met the dead terminal's EIO first), which is the same.
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
 def ended_with_its_terminal(lg: LiveGen, rec: ExitRecord) -> bool:
     """Whether a pane generation ended of its terminal's hang-up (SPEC §6), which its leader
     marked: a death by SIGHUP — the hang-up's, not the worker's own — or any end but exit 0
-    by the time of the mark (a write that met the dead terminal's EIO before the hang-up's
-    SIGHUP arrived: ``yes`` exits 1)."""
+    within a second of the mark (a write that met the dead terminal's EIO before the
+    hang-up's SIGHUP arrived: ``yes`` exits 1; not a worker that ignored the hang-up and
+    failed on its own later)."""
     if rec.signal == "SIGHUP":
         return generation_files.hung_up(lg.gen)
     return (rec.code, rec.signal) != (0, None) and generation_files.hung_up(lg.gen, ended_at=rec.ended_at)

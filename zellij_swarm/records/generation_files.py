@@ -618,16 +618,17 @@ def kill_reason(gen: GenPaths) -> str | None:
     return (lines[0].strip() or None) if lines else None
 
 
-HANGUP_BEFORE_END = 1.0  # seconds: how much later than the worker's end its leader may mark the hang-up
+HANGUP_NEAR_END = 1.0  # seconds between a hang-up and a worker's end that make the end the hang-up's
 
 
 def hung_up(gen: GenPaths, *, ended_at: float | None = None) -> bool:
-    """Its pane's terminal hung up (``_paneleader --hangup``) — with ``ended_at``, no later
-    than ``HANGUP_BEFORE_END`` after that end: a worker that died of the hang-up's EIO can
-    end before its leader, woken by the same hang-up, has made the mark (both are file times
-    of one clock), while a pane closed well after its worker ended did not end it."""
+    """Its pane's terminal hung up (``_paneleader --hangup``) — with ``ended_at``, within
+    ``HANGUP_NEAR_END`` of that end, on either side: a worker that died of the hang-up's EIO
+    can end before its leader, woken by the same hang-up, has made the mark (both are file
+    times of one clock); a pane closed well after its worker ended, or a worker that ignored
+    the hang-up and failed well after it, was not ended by it."""
     made = _mtime(plain(gen, HANGUP))
-    return made is not None and (ended_at is None or made <= ended_at + HANGUP_BEFORE_END)
+    return made is not None and (ended_at is None or abs(made - ended_at) <= HANGUP_NEAR_END)
 
 
 def kill_sent_at(gen: GenPaths) -> float | None:
