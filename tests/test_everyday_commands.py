@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -405,6 +406,30 @@ def test_run_attach_outside_zellij_attaches_again_when_zellij_dropped_its_client
     assert run.returncode == 0, out
     assert [c["exit"] for c in attaches()] == [0, 2]  # dropped, then the fake's "not modelled"
     assert out.count(b"attaching to swarm-") == 1, out
+
+
+def test_a_client_that_lived_is_not_attached_again_whatever_the_log_says(tmp_path, monkeypatch) -> None:
+    """A user's detach after a while, while another client of the session was dropped and
+    logged so: the attach ends with the client's status (it attached again, in a sweep)."""
+    log = Path(zellij_attach.log_file({"TMPDIR": str(tmp_path)}))
+    log.parent.mkdir(parents=True)
+    calls = []
+
+    def client(argv: list[str], env: Any) -> int:
+        calls.append(argv)
+        began = time.monotonic()
+        with log.open("a") as f:  # another client of this session, dropped meanwhile
+            f.write("INFO |zellij_client| lib.rs:1616: \nYour zellij client lost connection to the zellij server."
+                    "\n      time: `zellij attach s1`\n")
+        while time.monotonic() - began <= zellij_attach.DROPPED_WITHIN:  # the user looks, then detaches
+            time.sleep(0.01)
+        return 0
+
+    monkeypatch.setattr(zellij_attach, "DROPPED_WITHIN", 0.05)
+    monkeypatch.setattr(zellij_attach, "_client", client)
+    monkeypatch.setattr(zellij_attach, "_live", lambda session, env: True)
+    assert zellij_attach.attach("s1", {"TMPDIR": str(tmp_path)}) == 0
+    assert len(calls) == 1
 
 
 def test_only_this_sessions_dropped_client_counts_as_dropped() -> None:

@@ -5,10 +5,11 @@ a CLI client it was still removing (contract §6.19). The client prints a messag
 slow terminal and exits 0; the session is untouched. The only trace apart from the screen is
 Zellij's own log, where the client writes the same reason with the session named in its tip.
 
-So the client runs as our child, and when it ends we read what Zellij's log gained meanwhile:
-if it says this session's client lost its connection and the session is still live, we attach
-again, at most ``REATTACHES`` times, and say so on stderr. Without that line — a detach, a
-quit, another session's client dropped — we end as the client did, with its status.
+So the client runs as our child, and when it ends within ``DROPPED_WITHIN`` of its start, we
+read what Zellij's log gained meanwhile: if it says this session's client lost its connection
+and the session is still live, we attach again, at most ``REATTACHES`` times, and say so on
+stderr. Otherwise — a detach, a quit, another session's client dropped, a client that lived
+longer than a drop at its attach takes — we end as the client did, with its status.
 
 ``zellij-swarm attach`` calls ``attach``; ``run --attach`` outside Zellij runs this module
 (``python -m zellij_swarm.backends.zellij_attach SESSION``) as its client.
@@ -20,12 +21,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.backends.zellij_cli import CALL_TIMEOUT, Zellij
 
 REATTACHES = 3
+# A client dropped as it attached ends within milliseconds; one that ends later was detached or
+# quit by its user — even if another client of the session was dropped meanwhile, and logged so
+DROPPED_WITHIN = 2.0
 _DROPPED = b"Your zellij client lost connection to the zellij server."
 _TIP_WITHIN = 1024  # bytes from that line to its tip, which names the session
 _LOG_TAIL = 1 << 20  # what Zellij's log may gain while one client runs, read at most
@@ -36,10 +41,10 @@ def attach(session: str, env: Mapping[str, str]) -> int:
     argv = ["zellij", "attach", session]
     log = log_file(env)
     for again in range(REATTACHES + 1):
-        mark = _size(log)
+        mark, began = _size(log), time.monotonic()
         code = _client(argv, env)
-        if code != 0 or again == REATTACHES or not dropped_as_attached(_grown(log, mark), session) \
-                or not _live(session, env):
+        if code != 0 or again == REATTACHES or time.monotonic() - began > DROPPED_WITHIN \
+                or not dropped_as_attached(_grown(log, mark), session) or not _live(session, env):
             return code
         print(f"zellij-swarm: zellij dropped this client as it attached (a zellij race with another "
               f"zellij call, not your terminal); attaching to {quoting.terminal_text(session)} again",
