@@ -162,6 +162,45 @@ def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, b
     assert [a["status"] for a in row["history"]] == ["failed", "succeeded"], row
 
 
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+def test_a_resumed_run_ends_what_a_failed_run_left_before_its_retry(swarm, backend, request):
+    """The supervisor killed while it was ending what a failed attempt left (a child that
+    ignores HUP, INT and TERM): ``resume`` requeued the retry at once, beside that child. It
+    now ends it first."""
+    import json
+    import time
+
+    ledger, child = swarm.cwd / "ledger", swarm.cwd / "child"
+    swarm.write("r.toml", '[swarm]\nkill_grace = "3s"\n[[task]]\nname = "t"\nretries = 1\n'
+                          f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
+                          'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
+                          f'sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 60\' & '
+                          f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
+                          f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
+                          f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "r.toml", *args, "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        def failed() -> bool:
+            events = (run / "events.jsonl").read_text() if (run / "events.jsonl").exists() else ""
+            return any(json.loads(line).get("event") == "worker_failed" for line in events.splitlines()
+                       if line.startswith("{") and line.endswith("}"))
+
+        wait_until(failed, what="the first attempt's failure", interval=0.01)
+        proc.send_signal(signal.SIGKILL)  # within the grace: the child lives on
+        proc.wait(timeout=10)
+        began = time.monotonic()
+        res = swarm("resume", run.name, "--output", "quiet", env=env, timeout=60)
+        assert res.code == 0, res
+        assert time.monotonic() - began < 30
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+    assert ledger.read_text().split("\n")[:-1] == ["start 1", "start 2"], ledger.read_text()
+
+
 def test_panes_closed_as_they_open_ran_nothing_and_are_cancelled_never_lost(swarm, request):
     """Panes closed by hand the moment they open: a pane's leader, or the stage it starts, can
     die of the hang-up before it has armed itself against it, leaving a claim and no start:

@@ -354,6 +354,9 @@ class ResumedRun(Protocol):
     @property
     def executor(self) -> SlurmExecutor | None: ...
 
+    @property
+    def kill_grace(self) -> float: ...
+
     def wallclock(self) -> float: ...
     def add_tasks(self, specs: Iterable[TaskSpec], *, enqueue: bool = True) -> list[str]: ...
     def id_named(self, name: str) -> str: ...
@@ -423,6 +426,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             task.finish(TaskStatus(status), reason)
         if task.status.terminal:
             run.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
+    _end_what_is_left_before_reruns(run, by_task)
     for task in run.tasks.values():
         if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
             run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order, group=task.spec.group)
@@ -439,6 +443,19 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     for group, paused in rec.pauses:  # a paused run stays paused
         (run.ready.pause if paused else run.ready.unpause)(group)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
+
+def _end_what_is_left_before_reruns(run: ResumedRun, by_task: dict[str, list[GenState]]) -> None:
+    """A task that runs again after a generation that ended before this supervisor (a failure
+    retried, a restart) may have left processes of that generation running — the vanished
+    supervisor was ending them: they are ended first (TERM, KILL after the grace), before
+    anything runs, so that the task never runs twice at once. A Slurm step's are Slurm's."""
+    if run.executor is not None:
+        return
+    left = [p for task_id, gens in by_task.items() if run.tasks[task_id].status == TaskStatus.PENDING
+            for p in procs.marked(procs.generation_markers(run.run_id, gens[-1].gen.slot, gens[-1].gen.gen))]
+    if left:
+        procs.end_all(left, run.kill_grace)
+
 
 def _forget(gen: GenPaths) -> bool:
     """Remove what dispatch made for a generation no log line names (see ``load``); False

@@ -233,6 +233,10 @@ class Supervisor:
         return self.backend.name
 
     @property
+    def kill_grace(self) -> float:
+        return self.settings.kill_grace
+
+    @property
     def dispatching(self) -> dict[str, Any]:
         """The snapshot's ``paused`` (the run, and groups one by one), when the run has
         groups, ``groups``: each one's jobs and how many of its tasks run, and while its Slurm
