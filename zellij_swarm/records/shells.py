@@ -13,7 +13,7 @@ So a generation folded down to its wrapper's files (``generation_files.SHELL_FIL
 reservation renames a shell into place as its generation's directory (``take``), and that
 wrapper opens files that exist, empty — "not yet" and "nothing", as they always read. An
 empty ``artifacts/`` goes with the shell when nothing is left in the wrapper's process group
-(``_group_gone``: a leftover that stayed there may have its working directory in it, which no
+(``group_gone``: a leftover that stayed there may have its working directory in it, which no
 check of the files sees; one that left it is a daemon, which changes its directory to ``/``);
 otherwise it is removed and ``take`` makes a new one. So one inode is made per trivial task:
 the claim, whose ``O_EXCL`` create is what makes a generation run at most once. A shell's
@@ -106,9 +106,9 @@ class ShellPool:
     def fold(self, gen: GenPaths) -> None:
         """``generation_files.fold``, keeping the directory as a shell where it can be one —
         with its ``artifacts/`` when that is empty and nothing is left in the wrapper's
-        process group (``_group_gone``)."""
+        process group (``group_gone``)."""
         claim = generation_files.claim_or_planted(gen)  # read first: the fold removes it
-        keep_artifacts = claim is not None and claim.pid is not None and _group_gone(claim.pid)
+        keep_artifacts = claim is not None and claim.pid is not None and group_gone(claim.pid)
         generation_files.fold(gen, keep=lambda directory, names: self._keep(directory, names, keep_artifacts))
 
     def clear(self) -> None:
@@ -207,7 +207,7 @@ def _empty_directory(path: str) -> bool:
         return False
 
 
-def _group_gone(pgid: int) -> bool:
+def group_gone(pgid: int) -> bool:
     """No process is left in the process group ``pgid``: a headless wrapper's, which the
     launcher starts as a session leader. A leftover of the worker that stayed in it may have
     its working directory in ``artifacts/``, which no check of the files sees; one that left
