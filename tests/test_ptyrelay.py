@@ -127,12 +127,14 @@ def test_a_background_process_holding_the_terminal_does_not_keep_the_relay(tmp_p
     assert (tmp_path / "log").read_text() == "last words\n"
 
 
-def test_a_background_process_that_keeps_writing_does_not_keep_the_relay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writes", ["now and then", "without a pause"])
+def test_a_background_process_that_keeps_writing_does_not_keep_the_relay(tmp_path: Path, writes: str) -> None:
     """Its output never falls silent for ``DRAIN``, and it ignores the hang-up: the drain held
     the relay, and the finished worker's end, for as long as it wrote (a Zellij task stayed
     ``running`` for ever). The drain now ends ``DRAIN_LIMIT`` after the worker's exit."""
     marker = f"chatty.{os.getpid()}"
-    chatty = f"(trap '' HUP; while :; do echo {marker}; sleep 0.02; done) &"
+    chatty = (f"(trap '' HUP; while :; do echo {marker}; sleep 0.02; done) &" if writes == "now and then"
+              else f"(trap '' HUP; exec yes {marker}) &")
     with relayed(tmp_path / "log", "/bin/sh", "-c", f"{chatty} echo work-done; exit 0") as (pid, m):
         try:
             assert _status(pid, m) == 0

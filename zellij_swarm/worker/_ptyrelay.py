@@ -59,8 +59,9 @@ if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
     from typing import Any
 
 DRAIN = 0.2  # seconds of silence after the worker's exit before a held-open pty is given up
-DRAIN_LIMIT = 1.0  # seconds after the worker's exit the drain lasts at most: a background
-# process that keeps writing (and ignores the hang-up) would hold it, and the worker's end, for ever
+DRAIN_LIMIT = 2.0  # seconds after the worker's exit the drain lasts at most: a background
+# process that keeps writing (and ignores the hang-up) would hold it, and the worker's end, for
+# ever; what the worker itself left is at most the pty's buffer, copied in far less
 CHUNK = 65536
 END_WAIT = 10.0  # seconds ``--end`` waits for a killed session's processes to be gone
 
@@ -183,7 +184,7 @@ def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
         watched = [master, wake_r] + ([0] if stdin_open else [])
         timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
-        if not ready and status is not None:
+        if status is not None and (not ready or time.monotonic() >= given_up_at):
             return status
         if wake_r in ready:
             try:
