@@ -140,8 +140,11 @@ def test_a_task_runs_again_only_once_what_is_left_of_its_last_run_is_gone(swarm,
     assert (row["status"], row["attempts"]) == ("succeeded", 2), row
 
 
-@pytest.mark.parametrize("backend", ["headless", "tmux", full("zellij-0.45.0")])
-def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, backend, request):
+@pytest.mark.parametrize("backend, how", [("headless", ""), ("tmux", ""), full("zellij-0.45.0", ""),
+                                          # a group, or a session, of its own: not the wrapper's
+                                          ("headless", "timeout 60 "), full("headless", "setsid "),
+                                          full("tmux", "timeout 60 ")])
+def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, backend, how, request):
     """Its shell failed and recorded it, but a child it started ignores HUP, INT and TERM and
     runs on: the retry started beside it, two runs of the task at once (the end-of-run sweep
     ended the child). What is left of a generation whose task runs again is now ended first
@@ -151,7 +154,7 @@ def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, b
     swarm.write("r.toml", '[swarm]\nkill_grace = "0.5s"\n[[task]]\nname = "t"\nretries = 1\n'
                           f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
                           'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
-                          f'sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 30\' & '
+                          f'{how}sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 30\' & '
                           f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
                           # a zombie (killed, not yet reaped by its new parent) runs nothing
                           f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '

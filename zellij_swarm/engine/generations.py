@@ -49,7 +49,7 @@ from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import Stopper
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.engine.watchdog import IdleWatchdog
-from zellij_swarm.records import generation_files, rundir, shells
+from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import REASON_STATUS, TaskStatus
@@ -498,7 +498,7 @@ class Generations:
             task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
                                                             generation_files.committed_by_wrapper(rec)) \
-                or (not lg.remote and self.policy.runs_again(task, status, reason) and _may_have_left(lg)):
+                or (not lg.remote and self.policy.runs_again(task, status, reason) and self.stopper.may_have_left(lg)):
             # Its terminal or its wrapper is gone, but the worker may not be (a program that
             # never writes does not notice; a killed wrapper leaves its child running): end
             # what is left of it before anything runs again. So too when the task runs again
@@ -678,16 +678,6 @@ def _began(gen: generation_files.GenPaths) -> bool:
         return generation_files.heartbeat_started(gen) is not None
     except OSError:  # no plain file there: something wrote it
         return True
-
-
-def _may_have_left(lg: LiveGen) -> bool:
-    """Whether a generation whose wrapper recorded its end may have left processes: a headless
-    one only while its wrapper's process group (the session the launcher made for it) is
-    not empty — one signal, where looking for its marked processes reads every process's
-    environment, twice (a failing task retried 500 times took 2.3 s more of CPU). A child
-    that made a session of its own (a daemon) is the end-of-run sweep's. A pane's worker
-    runs in sessions of its own (the pty relay's): always looked for."""
-    return lg.in_pane or lg.pid is None or not shells.group_gone(lg.pid)
 
 
 def _pane_label(a: Any) -> str:

@@ -49,7 +49,7 @@ from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import RESTARTED
-from zellij_swarm.records import envfile, generation_files, rundir, runlock, shells, snapshot_file
+from zellij_swarm.records import envfile, generation_files, rundir, runlock, snapshot_file
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.log import EventLog
@@ -448,14 +448,11 @@ def _end_what_is_left_before_reruns(run: ResumedRun, by_task: dict[str, list[Gen
     """A task that runs again after a generation that ended before this supervisor (a failure
     retried, a restart) may have left processes of that generation running — the vanished
     supervisor was ending them: they are ended first (TERM, KILL after the grace), before
-    anything runs, so that the task never runs twice at once (a headless one's are looked for
-    while its wrapper's process group is not empty, as ``generations._may_have_left``). A
-    Slurm step's are Slurm's."""
+    anything runs, so that the task never runs twice at once. A Slurm step's are Slurm's."""
     if run.executor is not None:
         return
-    last = [gens[-1] for task_id, gens in by_task.items() if run.tasks[task_id].status == TaskStatus.PENDING]
-    left = [p for gs in last if gs.pane_id is not None or gs.pid is None or not shells.group_gone(gs.pid)
-            for p in procs.marked(procs.generation_markers(run.run_id, gs.gen.slot, gs.gen.gen))]
+    left = [p for task_id, gens in by_task.items() if run.tasks[task_id].status == TaskStatus.PENDING
+            for p in procs.marked(procs.generation_markers(run.run_id, gens[-1].gen.slot, gens[-1].gen.gen))]
     if left:
         procs.end_all(left, run.kill_grace)
 

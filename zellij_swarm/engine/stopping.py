@@ -33,7 +33,7 @@ from zellij_swarm.engine.live import Ladder, LiveGen
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, shells
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
@@ -177,6 +177,18 @@ class Stopper:
             return
         self._signal(lg, signal.SIGTERM)
         self.timers.after(self.grace, lambda: self._kill_tree(lg))
+
+    def may_have_left(self, lg: LiveGen) -> bool:
+        """Whether processes of a generation whose wrapper recorded its end may run on, to be
+        ended before its task runs again. A pane's may (its worker's sessions are the pty
+        relay's), and one whose wrapper's pid is unknown; a headless one while its wrapper's
+        process group is not empty (one signal), or while a process carries its markers — a
+        child that made a group or a session of its own (GNU ``timeout``, a daemon): one
+        read of every process's environment, where the ladder reads it twice more. A process
+        that emptied its environment and left the group cannot be told from any other."""
+        if lg.in_pane or lg.pid is None or not shells.group_gone(lg.pid):
+            return True
+        return bool(procs.marked(procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)))
 
     def hold_slot(self, lg: LiveGen) -> bool:
         """At the end of a generation that is being ended: its slot stays ``stopping`` until
