@@ -192,6 +192,29 @@ def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm,
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend", ["tmux", full("zellij-0.45.0"), full("real-zellij")])
+def test_a_worker_that_ignores_the_hang_up_and_fails_later_failed_on_its_own(swarm, backend, request):
+    """Its pane closed, it went on and failed two seconds later: its own failure, retried.
+    The wrapper re-made the leader's hang-up mark at the worker's end, so the mark always
+    read as the end's, and it was recorded ``pane_closed``, never retried (found by a sweep)."""
+    swarm.write("h.toml", '[[task]]\nname = "t"\nretries = 1\n'
+                          'cmd = "[ -e again ] && exit 0; touch again; trap \'\' HUP; sleep 2.5; exit 3"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
+    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    try:
+        pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t running")
+        close_by_hand(backend, request, run, pane)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        [row] = swarm.tasks().values()
+        assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
+            ("failed", None, 3), ("succeeded", None, 0)], row
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", full("real-zellij")])
 def test_a_finished_worker_whose_child_writes_on_ends_when_it_does(swarm, backend, request):
     """The worker exits 0, leaving a child that ignores the hang-up and writes on: behind

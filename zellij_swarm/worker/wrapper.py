@@ -242,8 +242,9 @@ def _body(pane: PaneMode | None) -> list[str]:
         *([f"  {pane.after_runner}"] if pane and pane.after_runner else []),
         # A pane's terminal that hung up (the pane closed, the session went) is marked before
         # the exit is recorded: the kernel's SIGHUP reaches the worker as soon as the pane
-        # leader's, which marks it too but may come second (SPEC §6).
-        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || : >{_HANGUP}'] if pane else []),
+        # leader's, which marks it too but may come second (SPEC §6). A mark the leader made
+        # is left as it is: its time is the hang-up's, which the outcome compares with the end.
+        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || [ -e {_HANGUP} ] || : >{_HANGUP}'] if pane else []),
         # Appended, not written with ``>``: the sidecar is absent or empty here (a shell's is
         # emptied by its fold), so the line is the same — but ext4 allocates the blocks of a
         # file truncated on open as it is closed (auto_da_alloc), and the next fold's emptying
