@@ -157,6 +157,14 @@ def test_a_pane_gone_hangs_up_the_workers_terminal_too(tmp_path: Path) -> None:
         assert os.waitstatus_to_exitcode(status) == 5  # its write failed: the end it gave itself
 
 
+def test_a_log_that_cannot_be_written_loses_output_never_the_worker(tmp_path: Path) -> None:
+    """A full state directory (``/dev/full``: every write is ENOSPC): the relay's write to the
+    log raised, the relay died, and the wrapper's ``--end`` killed the still running worker
+    (SPEC §5.8: running workers go on). Its status is the worker's own now."""
+    with relayed(Path("/dev/full"), "/bin/sh", "-c", "echo on; sleep 0.2; echo still on; exit 3") as (pid, m):
+        assert _status(pid, m) == 3
+
+
 def test_keys_reach_the_worker_through_its_own_line_discipline(tmp_path: Path) -> None:
     """Text typed ahead, before the relay runs, is read by the worker (making the pane raw
     must not flush it); Ctrl-C is the worker's SIGINT (the pane is raw)."""

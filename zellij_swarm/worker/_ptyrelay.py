@@ -71,18 +71,34 @@ class Log:
     held until the next shows whether it was half of a CRLF split between two reads."""
 
     def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError:
+            self.fd = None
         self.held = b""
 
     def write(self, chunk: bytes) -> None:
         data, self.held = self.held + chunk, b""
         if data.endswith(b"\r"):
             data, self.held = data[:-1], b"\r"
-        write_all(self.fd, data.replace(b"\r\n", b"\n"))
+        self._append(data.replace(b"\r\n", b"\n"))
 
     def close(self) -> None:
-        write_all(self.fd, self.held)
-        os.close(self.fd)
+        self._append(self.held)
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def _append(self, data: bytes) -> None:
+        """A full disk, or a log that cannot be had, loses from the log what it cannot hold —
+        never the worker (SPEC §5.8: running workers go on): the pane still shows it all, and
+        the log takes what comes once there is room again. (Uncaught, ENOSPC ended the relay,
+        and the wrapper's ``--end`` then killed the worker.)"""
+        if self.fd is None:
+            return
+        try:
+            write_all(self.fd, data)
+        except OSError:
+            pass
 
 
 def write_all(fd: int, data: bytes) -> None:
