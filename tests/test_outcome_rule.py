@@ -32,6 +32,22 @@ def _runs_to_its_end(swarm, file: str, backend: str, request) -> None:
     assert res.code == 0, res
 
 
+def _leaves_a_child(swarm, *, grace: str, how: str = "") -> Path:
+    """``r.toml``: task ``t`` (one retry, ``grace`` to end a generation) whose first attempt
+    fails leaving a child (started ``how``) that ignores HUP, INT and TERM; its second
+    writes ``beside-the-child`` to the ledger it returns if that child still runs."""
+    ledger, child = swarm.cwd / "ledger", swarm.cwd / "child"
+    swarm.write("r.toml", f'[swarm]\nkill_grace = "{grace}"\n[[task]]\nname = "t"\nretries = 1\n'
+                          f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
+                          'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
+                          f'{how}sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 60\' & '
+                          f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
+                          # a zombie (killed, not yet reaped by its new parent) runs nothing
+                          f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
+                          f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
+    return ledger
+
+
 def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
     lines = []
     for i in range(TASKS):
@@ -149,16 +165,7 @@ def test_a_failed_run_that_left_a_child_is_ended_whole_before_its_retry(swarm, b
     runs on: the retry started beside it, two runs of the task at once (the end-of-run sweep
     ended the child). What is left of a generation whose task runs again is now ended first
     — TERM, then KILL after the grace — and the retry waits until it is gone."""
-    ledger = swarm.cwd / "ledger"
-    child = swarm.cwd / "child"
-    swarm.write("r.toml", '[swarm]\nkill_grace = "0.5s"\n[[task]]\nname = "t"\nretries = 1\n'
-                          f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
-                          'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
-                          f'{how}sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 30\' & '
-                          f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
-                          # a zombie (killed, not yet reaped by its new parent) runs nothing
-                          f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
-                          f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
+    ledger = _leaves_a_child(swarm, grace="0.5s", how=how)
     _runs_to_its_end(swarm, "r.toml", backend, request)
     assert ledger.read_text().split("\n")[:-1] == ["start 1", "start 2"]  # the child ended before the retry
     [row] = swarm.tasks().values()
@@ -173,14 +180,7 @@ def test_a_resumed_run_ends_what_a_failed_run_left_before_its_retry(swarm, backe
     import json
     import time
 
-    ledger, child = swarm.cwd / "ledger", swarm.cwd / "child"
-    swarm.write("r.toml", '[swarm]\nkill_grace = "3s"\n[[task]]\nname = "t"\nretries = 1\n'
-                          f'cmd = "echo start $ZELLIJ_SWARM_ATTEMPT >> {ledger}; '
-                          'if [ $ZELLIJ_SWARM_ATTEMPT = 1 ]; then '
-                          f'sh -c \'trap \\"\\" HUP INT TERM; echo $$ > {child}; exec sleep 60\' & '
-                          f'until [ -s {child} ]; do sleep 0.01; done; exit 1; fi; '
-                          f's=$(sed -n \'s/^State:[[:space:]]*\\\\(.\\\\).*/\\\\1/p\' /proc/$(cat {child})/status); '
-                          f'[ -n \\"$s\\" ] && [ $s != Z ] && echo beside-the-child >> {ledger}; true"\n')
+    ledger = _leaves_a_child(swarm, grace="3s")
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "r.toml", *args, "--output", "quiet", env=env)
     run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
