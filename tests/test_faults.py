@@ -192,6 +192,32 @@ def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm,
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend", ["zellij-0.45.0", full("real-zellij"), full("tmux"), full("headless")])
+def test_a_worker_that_ended_before_its_time_limit_succeeded_whatever_its_child_still_writes(swarm, backend,
+                                                                                            request):
+    """Exit 0 at 0.5 s of a 1.5 s limit, a child writing on (it handles TERM): in a Zellij pane
+    the pty relay drains the worker's terminal for up to 2 s before the wrapper records the
+    exit; the limit expired meanwhile, its TERM reached the child, and the generation read as
+    ended by it — ``timed_out``, run again (a sweep, real Zellij 4/4). The relay now marks the
+    worker's end as it sees it."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("t.toml", '[[task]]\nname = "t"\ntimeout = "1.5s"\nretries = 1\n'
+                          f'cmd = \'echo run >> {ledger}; (trap "" HUP; trap "exit 0" TERM; i=0; '
+                          'while [ $i -lt 80 ]; do echo bg $i; sleep 0.05; i=$((i+1)); done) & '
+                          f'sleep 0.5; echo done >> {ledger}; exit 0\'\n')
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "t.toml", *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    [row] = swarm.tasks().values()
+    assert [(a["status"], a["reason"]) for a in row["history"]] == [("succeeded", None)], row
+    assert res.code == 0, res
+    assert ledger.read_text().split() == ["run", "done"]
+    assert row["ended_at"] - row["started_at"] < 1.5, row
+
+
 @pytest.mark.parametrize("backend", ["tmux", full("zellij-0.45.0"), full("real-zellij")])
 def test_a_worker_that_ignores_the_hang_up_and_fails_later_failed_on_its_own(swarm, backend, request):
     """Its pane closed, it went on and failed two seconds later: its own failure, retried.

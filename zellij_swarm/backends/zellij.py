@@ -86,8 +86,9 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 
 # The worker on a TTY of its own on the pane's terminal, logged (worker._ptyrelay); a relay
 # killed before its worker ended leaves its record, and the worker's session is ended before
-# the exit is recorded.
-RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + f' --record "$_zsw_d/{RELAY_RECORD}" "$_zsw_d/output.log"'
+# the exit is recorded. The relay marks the worker's end as it sees it, before its drain.
+RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + (
+    f' --record "$_zsw_d/{RELAY_RECORD}" --ended "$_zsw_d/{generation_files.WORKER_ENDED}" "$_zsw_d/output.log"')
 RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
 _FOREVER = "2147483647"
 _HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec

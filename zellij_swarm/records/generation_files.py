@@ -80,6 +80,9 @@ EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
 KILL = "kill"
 HANGUP = "hangup"
+# made by a Zellij pane's pty relay as its worker exits, before it drains the worker's terminal
+# (up to 2 s): the worker's end, which the exit sidecar, written after the drain, would postdate
+WORKER_ENDED = "worker-ended"
 RELEASED = "released"
 ARTIFACTS = "artifacts"
 
@@ -444,7 +447,7 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
     try:
         st = os.lstat(plain(gen, EXIT_SIDECAR))  # a symlink there is a garbled sidecar: ended
         if st.st_size > 0:
-            return st.st_mtime, False
+            return _worker_end(gen, st.st_mtime), False
     except FileNotFoundError:
         pass
     rec = read_exit_record(gen)
@@ -474,7 +477,15 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     if side is None:
         return read_exit_record(gen)
     code, reason = side
-    return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), ended, pid or wrapper_pid(gen), reason)
+    return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), _worker_end(gen, ended),
+                      pid or wrapper_pid(gen), reason)
+
+
+def _worker_end(gen: GenPaths, recorded: float) -> float:
+    """When the worker ended: the sidecar's time ``recorded``, or the pty relay's earlier mark
+    of its exit (``WORKER_ENDED``; a pane's worker in Zellij from 0.44)."""
+    marked = _mtime(plain(gen, WORKER_ENDED))
+    return min(recorded, marked) if marked is not None else recorded
 
 
 def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, signal: str | None,

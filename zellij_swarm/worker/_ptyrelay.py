@@ -1,8 +1,8 @@
 """A worker on a terminal of its own, its output logged: how a Zellij pane runs its worker
 (Zellij has nothing like tmux's ``pipe-pane``).
 
-Run as ``python -I -S _ptyrelay.py [--record FILE] LOG CMD…``: stdlib only, no site, started
-in a few ms.
+Run as ``python -I -S _ptyrelay.py [--record FILE] [--ended FILE] LOG CMD…``: stdlib only, no
+site, started in a few ms.
 
 CMD runs as the session leader of a new pty, so it sees a TTY. What it writes is copied to
 this process's stdout (the pane) and appended to LOG, with the terminal's CRLF turned back
@@ -16,6 +16,11 @@ this replaces ``script -qfec``, which exits 0 when it is itself sent TERM, INT, 
 the relay — ``kill -SIG -- -PGID`` of the pane's group, ``scancel --signal`` of a step, the
 pane leader passing on a hang-up — is passed on to CMD's process group, and the relay waits:
 the worker's fate is the record.
+
+With ``--ended FILE``, the relay creates FILE the moment CMD has exited: its time is the
+worker's end, which the drain below may precede by up to ``DRAIN_LIMIT`` — the wrapper's
+record of the exit comes after it, and a kill (a time limit, a cancel) that reached only a
+background process meanwhile must not read as the worker's end.
 
 Once CMD has exited, what it left in the pty is drained and the relay exits, even while a
 background process still holds the terminal (the kernel hangs it up: its session leader is
@@ -180,8 +185,18 @@ def end_session(record: str) -> None:
     os.unlink(record)
 
 
-def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
-    """Copy both ways until CMD has exited and its output is drained: CMD's wait status."""
+def mark_ended(path: str) -> None:
+    """The worker's end, as a file's time (a full disk, or its directory gone, leaves none:
+    the wrapper's record of the exit then stands alone)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        pass
+
+
+def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None = None) -> int:
+    """Copy both ways until CMD has exited and its output is drained: CMD's wait status.
+    ``ended`` is created as CMD's exit is seen."""
     wake_r, wake_w = os.pipe()
     # Never blocked on the worker's input: keys typed while it reads nothing would stop its
     # output from being copied, and it would wait on that output forever.
@@ -197,6 +212,8 @@ def relay(master: int, child: int, log: Log, stdin_open: bool) -> int:
             if pid:
                 status, quiet_until = st, time.monotonic() + DRAIN
                 given_up_at = time.monotonic() + DRAIN_LIMIT
+                if ended is not None:
+                    mark_ended(ended)
         watched = [master, wake_r] + ([0] if stdin_open else [])
         timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
@@ -261,11 +278,13 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--end"] and len(argv) == 2:
         end_session(argv[1])
         return 0
-    record = None
+    record = ended = None
     if argv[:1] == ["--record"]:
         record, argv = argv[1], argv[2:]
+    if argv[:1] == ["--ended"]:
+        ended, argv = argv[1], argv[2:]
     if len(argv) < 2:
-        sys.stderr.write("usage: _ptyrelay.py [--record FILE] LOG CMD... | _ptyrelay.py --end FILE\n")
+        sys.stderr.write("usage: _ptyrelay.py [--record FILE] [--ended FILE] LOG CMD... | _ptyrelay.py --end FILE\n")
         return 2
     log = Log(argv[0])
     on_tty = os.isatty(0)
@@ -316,7 +335,7 @@ def main(argv: list[str]) -> int:
             # moment. (Uncaught, this was exit 120 with the worker orphaned.)
             outer = None
     try:
-        status = relay(master, child, log, stdin_open=on_tty)
+        status = relay(master, child, log, stdin_open=on_tty, ended=ended)
     finally:
         if outer is not None:
             try:
