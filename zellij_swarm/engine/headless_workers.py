@@ -23,11 +23,10 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
-from zellij_swarm.worker.launcher import ANSWER_TIMEOUT, Ended, Launcher, NotStarted, Started
+from zellij_swarm.worker.launcher import ANSWER_TIMEOUT, SCRIPT, Ended, Launcher, NotStarted, Started
 
 MAX_IDLE_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
-RECLAIM_TRIES = 100  # looks at a claim whose wrapper is still writing its pid into it, 10 ms apart
-EXEC_LOOKS = 5  # looks for a wrapper a dead launcher may have spawned claimed, 10 ms apart
+RECLAIM_TRIES = 100  # looks at a claim, or for a wrapper, still being written or exec'd, 10 ms apart
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class HeadlessWorkers:
         if not restart:
             self._on.gave_up()
 
-    def _reclaim(self, lg: LiveGen, *, tries: int, looks: int = 0) -> None:
+    def _reclaim(self, lg: LiveGen, *, tries: int) -> None:
         """A generation handed to a launcher that died before saying whether it started it:
         its claim tells. Unclaimed (or held by this supervisor, or by a wrapper gone before it
         wrote its pid) it never ran — start it again, claimed; claimed by a pid, its wrapper
@@ -154,12 +153,14 @@ class HeadlessWorkers:
             # Handed on claimed to the dead launcher: a wrapper it spawned runs without looking
             # at the claim, which it has not restamped yet — it runs, and is followed. Its
             # launcher is dead, so such a wrapper exists now or never will; but one still in
-            # its exec has no command line yet (the kernel lets its spawner go on before it
-            # sets it): looked for a few times, 10 ms apart, before it counts as never started.
+            # its exec shows no command line of its own yet: looked for again, 10 ms apart,
+            # while some process was in that state before the look (``procs.execing``; after
+            # it, one that finished its exec meanwhile would be missed by both).
+            execing = procs.execing(SCRIPT)
             if (pid := procs.wrapper_process(lg.gen)) is not None:
                 owner = str(pid)
-            elif looks < EXEC_LOOKS:
-                self._timers.after(0.01, lambda: self._reclaim(lg, tries=tries, looks=looks + 1))
+            elif tries > 0 and execing:
+                self._timers.after(0.01, lambda: self._reclaim(lg, tries=tries - 1))
                 return
         if owner == generation_files.SUPERVISOR:
             lg.request = replace(lg.request, claimed=True)

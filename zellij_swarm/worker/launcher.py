@@ -19,7 +19,7 @@ from pathlib import Path
 # A process's own peak RSS, as the launcher reads its own: the supervisor reads its own so too
 from zellij_swarm.worker._launcher import peak_rss_kib as peak_rss_kib
 
-_SCRIPT = str(Path(__file__).with_name("_launcher.py"))
+SCRIPT = str(Path(__file__).with_name("_launcher.py"))  # what a launcher runs: in its command line
 ANSWER_TIMEOUT = 5.0  # seconds a launcher may take to say whether it started a wrapper
 CLOSE_TIMEOUT = 3.0  # seconds an idle launcher may take to exit once told to
 
@@ -61,7 +61,7 @@ class Launcher:
         actions = [(os.POSIX_SPAWN_DUP2, req_r, 0), (os.POSIX_SPAWN_DUP2, rep_w, 1),
                    (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
         # Its own session: a Ctrl-C for the supervisor must not reach it or its wrappers.
-        self.pid = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", _SCRIPT], dict(env),
+        self.pid = os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", SCRIPT], dict(env),
                                   file_actions=actions, setsid=True,
                                   setsigdef=frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP})
         os.close(req_r)

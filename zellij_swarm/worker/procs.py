@@ -244,6 +244,36 @@ def wrapper_process(gen: GenPaths) -> int | None:
     return None
 
 
+_PF_KTHREAD = 0x00200000  # a kernel thread, in /proc/PID/stat's flags: it never has a command line
+
+
+def execing(spawner: str) -> bool:
+    """Whether some process may be between its spawn and its new command line, which then
+    shows no program yet: one with no command line (its exec under way — the kernel lets a
+    vfork parent go on before it sets the new program's arguments), or an orphan that still
+    has ``spawner``'s (its spawner killed while the child was still in the vfork). Zombies
+    and kernel threads have none either, and are no such process."""
+    me = os.getpid()
+    script = os.fsencode(spawner)
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        argv = cmdline(int(name))
+        if argv and script not in argv:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:  # after "pid (name)": state ppid … flags (7th)
+                fields = f.read().rsplit(b")", 1)[1].split()
+            state, ppid, flags = fields[0], int(fields[1]), int(fields[6])
+        except (OSError, ValueError, IndexError):
+            continue
+        if state in (b"Z", b"X") or flags & _PF_KTHREAD:
+            continue
+        if not argv or ppid == 1:
+            return True
+    return False
+
+
 def claim_for_supervisor(gen: GenPaths) -> bool:
     """Take ``gen``'s claim for the supervisor: a free one, or one a wrapper died in before it
     wrote its pid (``take_abandoned_claim``). False when a wrapper owns it."""
