@@ -201,6 +201,18 @@ def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
     return pid
 
 
+def run_to_its_end(swarm: Swarm, file: str, backend: str, request: pytest.FixtureRequest) -> Any:
+    """``run FILE --output quiet`` on ``backend`` (``backend_args``), to its end: its result,
+    once no process of the run is left (any that is, is killed and fails the test)."""
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", file, *args, "--output", "quiet", env=env, timeout=60)
+        assert run_processes(swarm.latest().name) == []
+    finally:
+        kill_run_processes(swarm.latest().name)
+    return res
+
+
 def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[str, ...], dict[str, str] | None]:
     """Flags and environment for a run on ``backend``: headless, tmux (live), zellij-<version>
     (live, against the fake zellij) or real-zellij (live, the real binary); the multiplexer's

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, run_to_its_end, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -205,12 +205,7 @@ def test_a_worker_that_ended_before_its_time_limit_succeeded_whatever_its_child_
                           f'cmd = \'echo run >> {ledger}; (trap "" HUP; trap "exit 0" TERM; i=0; '
                           'while [ $i -lt 80 ]; do echo bg $i; sleep 0.05; i=$((i+1)); done) & '
                           f'sleep 0.5; echo done >> {ledger}; exit 0\'\n')
-    args, env = backend_args(backend, request)
-    try:
-        res = swarm("run", "t.toml", *args, "--output", "quiet", env=env, timeout=60)
-        assert run_processes(swarm.latest().name) == []
-    finally:
-        kill_run_processes(swarm.latest().name)
+    res = run_to_its_end(swarm, "t.toml", backend, request)
     [row] = swarm.tasks().values()
     assert [(a["status"], a["reason"]) for a in row["history"]] == [("succeeded", None)], row
     assert res.code == 0, res
@@ -248,12 +243,7 @@ def test_a_finished_worker_whose_child_writes_on_ends_when_it_does(swarm, backen
     It succeeds at its own exit (the child is the end-of-run sweep's)."""
     swarm.write("c.toml", '[[task]]\nname = "t"\n'
                           'cmd = "(trap \'\' HUP; while :; do echo tick; sleep 0.05; done) & echo work-done; exit 0"\n')
-    args, env = backend_args(backend, request)
-    try:
-        res = swarm("run", "c.toml", *args, "--output", "quiet", env=env, timeout=60)
-        assert run_processes(swarm.latest().name) == []
-    finally:
-        kill_run_processes(swarm.latest().name)
+    res = run_to_its_end(swarm, "c.toml", backend, request)
     assert res.code == 0, res
     [row] = swarm.tasks().values()
     assert (row["status"], row["exit_code"]) == ("succeeded", 0), row

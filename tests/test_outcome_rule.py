@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, backend_args, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, backend_args, full, kill_run_processes, run_processes, run_to_its_end, wait_until
 
 TASKS = 300
 HELD = 20  # the last tasks wait at the gate: the run cannot end before the stop reaches it
@@ -23,12 +23,7 @@ def _ledger_counts(ledger: Path) -> collections.Counter[str]:
 
 def _runs_to_its_end(swarm, file: str, backend: str, request) -> None:
     """``run FILE`` on ``backend`` ends with exit 0 and leaves no process of it behind."""
-    args, env = backend_args(backend, request)
-    try:
-        res = swarm("run", file, *args, "--output", "quiet", env=env, timeout=60)
-        assert run_processes(swarm.latest().name) == []
-    finally:
-        kill_run_processes(swarm.latest().name)
+    res = run_to_its_end(swarm, file, backend, request)
     assert res.code == 0, res
 
 
