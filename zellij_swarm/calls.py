@@ -80,8 +80,8 @@ class CallRunner:
             self._results.popleft()()
 
     def wait_idle(self, timeout: float) -> bool:
-        """Block (the run is ending) until every submitted call is handed back, at most
-        ``timeout`` seconds; True when nothing is left."""
+        """Block until every submitted call is handed back (the run is ending, or its backend
+        opens), at most ``timeout`` seconds; True when nothing is left."""
         deadline = time.monotonic() + timeout
         while self.busy and (left := deadline - time.monotonic()) > 0:
             select.select([self._wake_r], [], [], min(left, 0.05))

@@ -51,7 +51,10 @@ class OffLoopBackend:
         )
 
     def open(self, ctx: RunContext) -> None:
-        """Before the loop starts (nothing else runs yet): on the caller's thread."""
+        """Before the loop starts: on the caller's thread, once the runner has done what it
+        was given (a resume's replay tells the backend of panes that ended before it): the
+        backend lives on one thread at a time."""
+        self.runner.wait_idle(CLOSE_TIMEOUT)
         self.backend.open(ctx)
 
     def shows(self, slot: int) -> bool:
