@@ -38,7 +38,7 @@ from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.swarmfile import TaskSpec
-from zellij_swarm.engine import metrics
+from zellij_swarm.engine import metrics, stopping
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.generations import Generations
@@ -449,12 +449,9 @@ def _end_what_is_left_before_reruns(run: ResumedRun, by_task: dict[str, list[Gen
     retried, a restart) may have left processes of that generation running — the vanished
     supervisor was ending them: they are ended first (TERM, KILL after the grace), before
     anything runs, so that the task never runs twice at once. A Slurm step's are Slurm's."""
-    if run.executor is not None:
-        return
-    left = [p for task_id, gens in by_task.items() if run.tasks[task_id].status == TaskStatus.PENDING
-            for p in procs.marked(procs.generation_markers(run.run_id, gens[-1].gen.slot, gens[-1].gen.gen))]
-    if left:
-        procs.end_all(left, run.kill_grace)
+    if run.executor is None:
+        stopping.end_leftovers(run.run_id, [gens[-1].gen for task_id, gens in by_task.items()
+                                            if run.tasks[task_id].status == TaskStatus.PENDING], run.kill_grace)
 
 
 def _forget(gen: GenPaths) -> bool:

@@ -48,6 +48,19 @@ GONE_LOOK = 0.25  # seconds between two looks at what is left of a held generati
 RESTARTED = "restarted"  # the reason of a generation ended by `restart`: the task runs again at once
 
 
+def leftovers(run_id: str, gen: GenPaths) -> list[psutil.Process]:
+    """The processes left of a generation that ended: those that carry its markers."""
+    return procs.marked(procs.generation_markers(run_id, gen.slot, gen.gen))
+
+
+def end_leftovers(run_id: str, gens: Iterable[GenPaths], grace: float) -> None:
+    """What is left of ended generations, ended blocking (TERM, KILL after ``grace``): a
+    resume's, before their tasks run again."""
+    left = [p for gen in gens for p in leftovers(run_id, gen)]
+    if left:
+        procs.end_all(left, grace)
+
+
 def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
     """The ladder without a supervisor, blocking: returns how many processes it ended. The
     moment it reached a worker's process is recorded with the kill's reason (the caller wrote
@@ -188,7 +201,7 @@ class Stopper:
         that emptied its environment and left the group cannot be told from any other."""
         if lg.in_pane or lg.pid is None or not shells.group_gone(lg.pid):
             return True
-        return bool(procs.marked(procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)))
+        return bool(leftovers(self.run_id, lg.gen))
 
     def hold_slot(self, lg: LiveGen) -> bool:
         """At the end of a generation that is being ended: its slot stays ``stopping`` until
