@@ -41,13 +41,22 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool | None:
     return all(n in entries for n in needles)
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/PID/stat after "pid (name)": state ppid pgrp session tty_nr tpgid flags … (None:
+    gone, or not ours to read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _stat(pid: int) -> tuple[bytes, int] | None:
     """The process's state letter and session id (None: gone, or not ours to read)."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:  # after "pid (name)": state ppid pgrp session tty_nr …
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[0], int(fields[3])
-    except (OSError, ValueError, IndexError):
+        return (fields[0], int(fields[3])) if fields is not None else None
+    except (ValueError, IndexError):
         return None
 
 
@@ -261,11 +270,11 @@ def execing(spawner: str) -> bool:
         argv = cmdline(int(name))
         if argv and script not in argv:
             continue
+        if (fields := _stat_fields(name)) is None:
+            continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:  # after "pid (name)": state ppid … flags (7th)
-                fields = f.read().rsplit(b")", 1)[1].split()
             state, ppid, flags = fields[0], int(fields[1]), int(fields[6])
-        except (OSError, ValueError, IndexError):
+        except (ValueError, IndexError):
             continue
         if state in (b"Z", b"X") or flags & _PF_KTHREAD:
             continue
