@@ -156,7 +156,7 @@ HUP_IGNORING_WRITER = "trap \'\' HUP; while echo tick; do sleep 0.05; done; exit
     ("tmux", "pane", "exec yes"), ("zellij-0.45.0", "pane", "exec yes"), full("real-zellij", "pane", "exec yes"),
     ("tmux", "server", "exec yes"),
     # behind Zellij's pty relay its terminal lived on: it ran on, unseen, in a pane that was gone
-    (full("tmux", "pane", HUP_IGNORING_WRITER)), ("zellij-0.45.0", "pane", HUP_IGNORING_WRITER),
+    full("tmux", "pane", HUP_IGNORING_WRITER), ("zellij-0.45.0", "pane", HUP_IGNORING_WRITER),
     full("real-zellij", "pane", HUP_IGNORING_WRITER)])
 def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm, backend, closed, worker, request):
     """``yes`` in a pane that closes: its next write meets the dead terminal's EIO, often before
