@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, validate, wait_until
@@ -368,13 +369,17 @@ def test_a_generation_the_log_never_named_is_forgotten(swarm, interrupted_run, c
     assert "ghost" not in swarm("logs", run.name, "b").stdout
 
 
-@pytest.mark.parametrize("writer", ["gone", full("alive")])
-def test_a_claim_that_names_no_pid_yet(swarm, writer):
+@pytest.mark.parametrize("writer, claimed", [("gone", ""), full("alive", ""), ("alive", "supervisor"),
+                                             full("gone", "supervisor")])
+def test_a_claim_that_names_no_pid_yet(swarm, writer, claimed):
     """A claim is created, then its owner's pid is written into it: a wrapper — or a supervisor
-    taking a claim — killed in between leaves an empty one. Resume tells the cases apart by
-    looking for the process running the generation's wrapper: a live one is adopted; with none,
-    nothing ran there (the pid is written before anything runs), and its task runs again.
-    Either way the task runs once and the proof counts no worker that never was."""
+    taking a claim — killed in between leaves an empty one. A wrapper started ``claimed`` (the
+    supervisor took its claim for it) restamps the supervisor's claim with its pid as it
+    starts: a supervisor and launcher killed before that leave a running wrapper under the
+    supervisor's claim. Resume tells the cases apart by looking for the process running the
+    generation's wrapper: a live one is adopted; with none, nothing ran there (the pid is
+    written before anything runs), and its task runs again. Either way the task runs once and
+    the proof counts no worker that never was."""
     import psutil
 
     wait = "while [ ! -e go ]; do sleep 0.05; done; echo \"$ZELLIJ_SWARM_TASK\" >> ledger"
@@ -395,7 +400,7 @@ def test_a_claim_that_names_no_pid_yet(swarm, writer):
                 with contextlib.suppress(psutil.NoSuchProcess):  # a `sleep 0.05` of the loop may just have ended
                     p.kill()
             psutil.wait_procs(doomed, timeout=10)
-        claim.write_text("")
+        claim.write_text(claimed and claimed + "\n")
         proc = swarm.popen("resume", run.name, "--output", "quiet")
         wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), what="the resume")
         (swarm.cwd / "go").touch()  # the workers end after the resume read their claims
@@ -409,3 +414,30 @@ def test_a_claim_that_names_no_pid_yet(swarm, writer):
             proc.kill()
             proc.wait(timeout=10)
         kill_run_processes(run.name)
+
+
+def test_a_wrapper_started_long_after_the_supervisor_took_its_claim_is_adopted(tmp_path):
+    """A wrapper started ``claimed`` may start long after the supervisor took its claim (a
+    launcher with a backlog) and be caught before it restamps the claim: found by its command
+    line, it runs — the claim's time, which a wrapper named by its claim must have started
+    with, says nothing of it. Once it is gone, nothing ran there."""
+    import subprocess
+
+    from zellij_swarm.engine.resume import _inspect
+    from zellij_swarm.records.generation_files import GenPaths
+
+    gen = GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    claim = gen.dir / "claim"
+    claim.write_text("supervisor\n")
+    os.utime(claim, (time.time() - 10, time.time() - 10))
+    wrapper = subprocess.Popen(["/bin/sh", "-c", "sleep 30; :", "sh", "", str(gen.dir)])
+    try:
+        wait_until(lambda: str(gen.dir).encode() in Path(f"/proc/{wrapper.pid}/cmdline").read_bytes(),
+                   what="the wrapper's command line")
+        gs = _inspect(gen, "t1", 1, None)
+        assert (gs.state, gs.pid) == ("running", wrapper.pid)
+    finally:
+        wrapper.kill()
+        wrapper.wait(timeout=10)
+    assert _inspect(gen, "t1", 1, None).state == "unstarted"

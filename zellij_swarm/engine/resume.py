@@ -14,7 +14,8 @@ resumed run's metrics are the whole run's). A generation is in one of four state
 - ``running``: its wrapper is alive — the same process, checked by pid **and** start time
   and command line, never a recycled pid — and is adopted;
 - ``vanished``: it ran but its wrapper is gone without an exit record → ``lost``;
-- ``unstarted``: nobody claimed it, or a claim names no pid and no process runs its wrapper
+- ``unstarted``: nobody claimed it, or a claim names no pid (or the supervisor) and no
+  process runs its wrapper
   (a wrapper, or a supervisor taking a claim, killed between creating it and writing its
   owner in); the resuming supervisor takes the claim so that a late pane cannot run it, and
   the task is dispatched again as a new generation.
@@ -307,10 +308,16 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     gs.exit = generation_files.exit_facts(gen)
     claim = generation_files.read_claim(gen)
     gs.pid = claim.pid if claim is not None else None
-    if gs.exit is None and claim is not None and claim.unwritten:
+    found = None  # a process found running the wrapper now, by its command line
+    if gs.exit is None and claim is not None and (claim.unwritten or claim.by_supervisor):
         # created, its pid not written yet: its wrapper writes it now, or died before it ran
-        # anything — then no process runs the wrapper, and the generation stays unstarted
-        gs.pid = procs.wrapper_process(gen)
+        # anything — then no process runs the wrapper, and the generation stays unstarted.
+        # Taken by the supervisor, it may have been handed to a wrapper started ``claimed``,
+        # which runs without looking and restamps it with its pid as it starts: one whose
+        # supervisor and launcher were killed before that runs under the supervisor's claim.
+        # Such a wrapper started after the claim, by as long as the launcher took: not the
+        # claim's own pid, whose process must have started with it (``wrapper_alive``).
+        gs.pid = found = procs.wrapper_process(gen)
     if gs.exit is not None:
         gs.state = "ended"
     elif step is not None and step.active:
@@ -321,7 +328,7 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
         # forgets its newest jobs) while its srun still runs here: followed, never run again
         gs.state, gs.pid = "running", None
     elif gs.pid is not None:
-        gs.state = "running" if wrapper_alive(gen, gs.pid) else "vanished"
+        gs.state = "running" if gs.pid == found or wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now
         if gs.state == "vanished" and (late := generation_files.exit_facts(gen)) is not None:
             gs.exit, gs.state = late, "ended"
