@@ -285,6 +285,8 @@ class NewestLines:
 
     def _coded(self) -> Iterator[tuple[int, int]]:
         """(number, status code) of each task with a line, ascending."""
+        if not self._later:  # (most readings: nothing written since the index) no merge
+            return ((n, code) for n, (_, length, code) in enumerate(_ENTRY.iter_unpack(self._entries)) if length)
         indexed = ((n, code) for n, (_, length, code) in enumerate(_ENTRY.iter_unpack(self._entries))
                    if length and n not in self._later)
         return heapq.merge(indexed, sorted((n, code) for n, (_, _, code) in self._later.items()))
@@ -304,11 +306,12 @@ class NewestLines:
         start = offset - 1 if offset else 0  # the byte before it too: a line starts after a newline
         end = offset + length
         read = os.pread(self._rows, end - start, start) if isinstance(self._rows, int) else self._rows[start:end]
-        line = read[offset - start:]
-        whole = len(line) == length and line.endswith(b"\n") and (not offset or read[:1] == b"\n")
+        if len(read) != end - start or read[-1:] != b"\n" or (offset and read[:1] != b"\n"):
+            return None
+        line = read[offset - start:-1]
         # a row's own quotes are escaped: its id and status keys, in this order, are only its own
-        return line[:-1] if whole and line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line \
-            and intact(line[:-1]) else None
+        return line if line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line \
+            and intact(line) else None
 
 
 _CONTROL_BYTES = bytes(range(32))

@@ -474,7 +474,8 @@ def _every_task_in(index: rows_index.NewestLines, snap: dict[str, Any]) -> bool:
     if not isinstance(counts, dict) or not all(isinstance(v, int) for v in counts.values()):
         return True
     own = {row["id"] for row in _own_rows(snap) if isinstance(row, dict) and isinstance(row.get("id"), str)}
-    indexed = sum(1 for n in index.numbered() if f"t{n}" not in own)
+    own_numbers = {n for i in own if (n := _number(i)) is not None and i == f"t{n}"}
+    indexed = sum(1 for n in index.numbered() if n not in own_numbers)
     return indexed + len(own) >= sum(counts.values())
 
 
@@ -579,7 +580,10 @@ def _row_lines(snap: dict[str, Any], index: rows_index.NewestLines,
             named.append(row)
         else:
             own[number] = row
-    for n in _unique(heapq.merge(index.numbered(), sorted(own))):
-        yield encode_own(own[n]) if n in own else index.line(n)
+    if not own:  # (a run that has ended, one between its tasks) the index's lines alone
+        yield from map(index.line, index.numbered())
+    else:
+        for n in _unique(heapq.merge(index.numbered(), sorted(own))):
+            yield encode_own(own[n]) if n in own else index.line(n)
     for row in named:
         yield encode_own(row)
