@@ -342,9 +342,16 @@ OUTCOME_RULE: tuple[Case, ...] = (
          {"a": Want("succeeded", code=0), "b": Want("cancelled", "cancelled_by_user", code=143)}, exit=130,
          works=works(a=Work(after=1), b=Work(after=30)), messages=(Message(1, "cancel"),),
          order=("inbox_consumed", "worker_completed a", "kill_sent b", "worker_failed b", "run_finished")),
+    # ... and the answer says so: held until the generation ended, which tells whether the kill did it
     Case("exit-1-then-cancel-of-the-task", (A,), {"a": Want("failed", code=1)}, exit=1,
          works=works(a=Work(after=1, code=1)), messages=(Message(1, "cancel", ("a",)),),
+         replies=({"ok": False, "cancelled": [], "already_ended": ["a (failed before the cancel reached it)"]},),
          order=("inbox_consumed", "worker_failed a", "run_finished")),
+    Case("exit-0-then-cancel-of-the-task", (A, B),
+         {"a": Want("succeeded", code=0), "b": Want("cancelled", "cancelled_by_user", code=143)}, exit=1,
+         works=works(a=Work(after=1), b=Work(after=30)), messages=(Message(1, "cancel", ("a", "b")),),
+         replies=({"ok": True, "cancelled": ["b"], "already_ended": ["a (succeeded before the cancel reached it)"]},),
+         order=("inbox_consumed", "worker_completed a", "kill_sent b", "worker_failed b", "task_cancelled b")),
     Case("TERM-sent-trapped-exit-0", (A,), {"a": Want("cancelled", "cancelled_by_user", code=0, signal=None)},
          exit=130, works=works(a=Work(after=30, term="traps")), messages=(Message(1, "cancel"),),
          order=("inbox_consumed", "kill_sent a", "worker_failed a", "task_cancelled a"),
@@ -366,14 +373,24 @@ OUTCOME_RULE: tuple[Case, ...] = (
     Case("halt-now-as-another-exits-0", (A, B), {"a": Want("failed", code=1), "b": Want("succeeded", code=0)}, exit=1,
          works=works(a=Work(after=1, code=1), b=Work(after=1)), flags={"halt": "now"}, warnings=("halted",)),
     Case("restart-requested-as-it-exits-0", (A,), {"a": Want("succeeded", code=0)},
-         works=works(a=Work(after=1)), messages=(Message(1, "restart", ("a",)),)),
+         works=works(a=Work(after=1)), messages=(Message(1, "restart", ("a",)),),
+         replies=({"ok": False, "restarted": [], "not_running": ["a (succeeded before the restart reached it)"]},)),
+    Case("restart-that-reaches-the-worker", (A,), {"a": Want("succeeded", code=0, attempts=2)},
+         works=works(a=(Work(after=30), Work(after=1))), messages=(Message(1, "restart", ("a",)),),
+         replies=({"ok": True, "restarted": ["a"], "not_running": []},)),
+    # a worker slow to die (a long kill grace): the answer comes before the CLI stops waiting
+    Case("restart-of-a-worker-slow-to-die-is-answered-in-time", (A,), {"a": Want("succeeded", code=0, attempts=2)},
+         works=works(a=(Work(after=600, term="ignores"), Work(after=1))), flags={"kill_grace": 60},
+         messages=(Message(1, "restart", ("a",)),),
+         replies=({"ok": True, "restarted": ["a"], "not_running": [], "still_ending": ["a"]},)),
     # a cancel while the ladder of a restart, or of a timeout with retries left, is still at
     # work takes its place: the task ends cancelled and is not run again (it was: the cancel
     # was dropped, the reply said "cancelled")
     Case("cancel-while-a-restart-ends-the-worker", (A,), {"a": Want("cancelled", "cancelled_by_user", code=143)},
          exit=1, works=works(a=Work(after=30, term_takes=2)),
          messages=(Message(1, "restart", ("a",)), Message(2, "cancel", ("a",))),
-         replies=({"ok": True, "restarted": ["a"]}, {"ok": True, "cancelled": ["a"]}),
+         replies=({"ok": False, "restarted": [], "not_running": ["a (cancelled meanwhile)"]},
+                  {"ok": True, "cancelled": ["a"]}),
          order=("kill_sent a", "inbox_consumed", "worker_failed a", "task_cancelled a")),
     # a stop of the whole run runs nothing again anyway: the kill under way keeps its reason
     Case("halt-while-a-timeout-ends-the-worker", (task("a", timeout=1, retries=2), B),

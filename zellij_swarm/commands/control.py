@@ -70,6 +70,9 @@ def _tell(run: RunPaths, kind: str, done: str, **body: Any) -> str:
         raise exc.SwarmError(answer.get("error") or f"run {run.run_id}: nothing {done}")
     what = quoting.terminal_text(", ".join(answer[done]))
     also = f"; {quoting.terminal_text(answer['error'])}" if answer.get("error") else ""
+    if answer.get("still_ending"):  # the supervisor answers before a worker slow to die has died
+        also += (f"; still ending: {quoting.terminal_text(', '.join(answer['still_ending']))} "
+                 f"(unless it ends on its own first)")
     return f"zellij-swarm: {done} in run {run.run_id}: {what} (supervisor pid {pid}){also}"
 
 

@@ -9,6 +9,7 @@ dispatching of new tasks (of a group, or of the run).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -16,12 +17,34 @@ from zellij_swarm import exc
 from zellij_swarm.config import additions, swarmfile
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.scheduler import ReadyQueue
+from zellij_swarm.engine.stopping import RESTARTED
+from zellij_swarm.engine.timers import Timer, Timers
 from zellij_swarm.records import generation_files, inbox, rundir
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import EndedTask, TaskRecord
 
 _DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused", "restart": "restarted"}
+# How long the answer to a cancel or restart of running tasks waits for their generations to
+# end: below the CLI's wait (30 s), so that a worker slow to die (a long kill grace) still
+# gets its asker an answer — the tasks still ending counted as done, which they then are
+# unless they end on their own first.
+ANSWER_WITHIN = 20.0
+
+
+@dataclass
+class _Awaited:
+    """The answer to a cancel or restart of running tasks, held until their generations have
+    ended: only then is it known whether the kill ended them, or they ended on their own
+    first (its signal still on its way) — and stay as they ended, not cancelled, not run again."""
+
+    msg: inbox.Message
+    answer: dict[str, Any]
+    done: str  # the answer's list of what was done: "cancelled" | "restarted"
+    not_done: str  # … and of what was not: "already_ended" | "not_running"
+    ending: dict[str, str] = field(default_factory=dict)  # task id -> name, kill under way
+    timer: Timer | None = None
 
 
 class ControlledRun(Protocol):
@@ -44,14 +67,16 @@ class ControlledRun(Protocol):
 
 class Control:
     def __init__(self, run: ControlledRun, *, paths: RunPaths, run_id: str, cwd: Path, events: EventLog,
-                 warn: Callable[[str, str, TaskRecord | None], None], applied: set[str]) -> None:
+                 timers: Timers, warn: Callable[[str, str, TaskRecord | None], None], applied: set[str]) -> None:
         self.run = run
         self.paths = paths
         self.run_id = run_id
         self.cwd = cwd
         self.events = events
+        self.timers = timers
         self.warn = warn
         self.applied = applied  # message ids applied, by this supervisor or the one it resumes
+        self._awaited: list[_Awaited] = []
 
     def read_inbox(self) -> None:
         for msg in inbox.pending(self.paths):
@@ -66,9 +91,26 @@ class Control:
             self.events.flush()
             inbox.consume(self.paths, msg)
 
+    def kill_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None) -> None:
+        """A generation of ``task`` that was being ended on purpose has ended with ``status``
+        (``reason``): an answer held for it says whether the cancel or restart did it."""
+        for awaited in [a for a in self._awaited if task.id in a.ending]:
+            name = awaited.ending.pop(task.id)
+            took = reason == RESTARTED if awaited.done == "restarted" else status == TaskStatus.CANCELLED
+            if not took:  # it ended on its own before the signal reached it (what it did stands), or was cancelled
+                why = ("cancelled meanwhile" if status == TaskStatus.CANCELLED
+                       else f"{status} before the {awaited.msg.body.get('kind')} reached it")
+                awaited.answer[awaited.done].remove(name)
+                awaited.answer[awaited.not_done].append(f"{name} ({why})")
+            if not awaited.ending:
+                self._answer_held(awaited)
+
     def answer_late(self) -> None:
         """The run is over: a message that arrived while it ended (during the end-of-run
-        sweep, say) is answered and put away, never silently dropped."""
+        sweep, say) is answered and put away, never silently dropped; an answer still held
+        goes as it stands."""
+        for awaited in list(self._awaited):
+            self._answer_held(awaited)
         for msg in inbox.pending(self.paths):
             if msg.id not in self.applied:
                 done = _DONE.get(str(msg.body.get("kind")), "done")
@@ -107,13 +149,38 @@ class Control:
         if kind == "add":
             inbox.reply(self.paths, msg, self._add(msg))
         elif kind == "cancel":
-            inbox.reply(self.paths, msg, self._cancel(msg.body.get("tasks") or []))
+            self._answer_once_ended(msg, self._cancel(msg.body.get("tasks") or []), "cancelled", "already_ended")
         elif kind == "restart":
-            inbox.reply(self.paths, msg, self._restart(msg.body.get("tasks") or []))
+            self._answer_once_ended(msg, self._restart(msg.body.get("tasks") or []), "restarted", "not_running")
         elif kind == "pause":
             inbox.reply(self.paths, msg, self._pause(msg.body.get("group"), msg.body.get("paused") is not False))
         else:
             self.warn("invalid_message", f"inbox message {msg.id}: unknown kind {kind!r}", None)
+
+    def _answer_once_ended(self, msg: inbox.Message, answer: dict[str, Any], done: str, not_done: str) -> None:
+        """Answer a cancel or restart once the generations it is ending have ended (or after
+        ``ANSWER_WITHIN``): the ``done`` tasks still running now are being ended."""
+        ending = {task.id: task.name for name in answer[done]
+                  if isinstance(task := self.run.find_task(name), TaskRecord) and task.status == TaskStatus.RUNNING}
+        if not ending:
+            inbox.reply(self.paths, msg, answer)
+            return
+        awaited = _Awaited(msg, answer, done, not_done, ending)
+        awaited.timer = self.timers.after(ANSWER_WITHIN, lambda: self._answer_held(awaited))
+        self._awaited.append(awaited)
+
+    def _answer_held(self, awaited: _Awaited) -> None:
+        if awaited not in self._awaited:
+            return
+        self._awaited.remove(awaited)
+        if awaited.timer is not None:
+            self.timers.cancel(awaited.timer)
+        answer = awaited.answer
+        done, not_done = answer[awaited.done], answer[awaited.not_done]
+        answer = _cancelled(done, not_done) if awaited.done == "cancelled" else _restarted(done, not_done)
+        if awaited.ending:  # signalled, not ended yet: done, unless they end on their own first
+            answer["still_ending"] = sorted(awaited.ending.values())
+        inbox.reply(self.paths, awaited.msg, answer)
 
     def _cancel(self, names: list[str]) -> dict[str, Any]:
         """Cancel the whole run, or the named tasks (names or ids); the reply says what it did."""
@@ -129,9 +196,7 @@ class Control:
                 cancelled.append(task.name)
             else:
                 ended.append(task.name)
-        return {"ok": bool(cancelled), "cancelled": cancelled, "already_ended": ended,
-                **({} if cancelled else {"error": f"nothing to cancel: {', '.join(ended) or 'no such task'} "
-                                                  f"already ended"})}
+        return _cancelled(cancelled, ended)
 
     def _add(self, msg: inbox.Message) -> dict[str, Any]:
         if self.run.is_stopping():
@@ -165,5 +230,17 @@ class Control:
                 restarted.append(task.name)
             else:
                 idle.append(f"{task.name} ({task.status})")
-        return {"ok": bool(restarted) and not idle, "restarted": restarted, "not_running": idle,
-                **({} if not idle else {"error": f"not running, so not restarted: {', '.join(idle)}"})}
+        return _restarted(restarted, idle)
+
+
+def _cancelled(cancelled: list[str], ended: list[str]) -> dict[str, Any]:
+    """The answer to a cancel: the tasks it cancelled, and those that had already ended."""
+    return {"ok": bool(cancelled), "cancelled": cancelled, "already_ended": ended,
+            **({} if cancelled else {"error": f"nothing to cancel: {', '.join(ended) or 'no such task'} "
+                                              f"already ended"})}
+
+
+def _restarted(restarted: list[str], idle: list[str]) -> dict[str, Any]:
+    """The answer to a restart: the tasks it restarted, and those that were not running."""
+    return {"ok": bool(restarted) and not idle, "restarted": restarted, "not_running": idle,
+            **({} if not idle else {"error": f"not running, so not restarted: {', '.join(idle)}"})}

@@ -540,6 +540,8 @@ class Generations:
             for other in [o for o in self.live.values() if o.in_pane]:
                 self.kill(other, "multiplexer_lost")
         self.policy.generation_ended(task, status, reason, lg.gen, tree_left=tree_left)
+        if lg.kill_reason is not None:
+            self.control.kill_ended(task, status, reason)
 
     def kill(self, lg: LiveGen, reason: str) -> None:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:

@@ -475,7 +475,7 @@ class Supervisor:
         self.events = records.EventLog(self.paths.events, clock=self.wallclock, on_emit=self.snapshots.touch)
         stack.callback(self.events.close)
         self.control = Control(self, paths=self.paths, run_id=self.run_id, cwd=Path(self.plan.cwd), events=self.events,
-                               warn=self._warn, applied=self.applied_messages)
+                               timers=self.timers, warn=self._warn, applied=self.applied_messages)
         self.room = StateDirRoom(run_id=self.run_id, run_dir=self.paths.dir, state_dir=self.state_dir,
                                  events=self.events, timers=self.timers, clock=self.clock, wallclock=self.wallclock,
                                  warn=self._warn, problem=self.reporter.problem, busy=self._busy,
