@@ -201,6 +201,21 @@ def test_hostile_names_run_verbatim_and_inject_nothing(swarm):
     assert not list(swarm.cwd.rglob("INJECTED*"))
 
 
+def test_a_name_longer_than_a_file_name_is_a_task_not_a_crash(swarm):
+    """The commands that take ``[RUN] TASK`` look for a run by their first argument: one
+    longer than a file name can be (255 bytes) is no run, and is taken as the task's name —
+    or, naming nothing, is refused in one line. It was a traceback (ENAMETOOLONG)."""
+    long = "x" * 300
+    swarm.write("l.toml", f'[[task]]\nname = "{long}"\ncmd = "echo out"\n')
+    assert swarm("run", "l.toml", "--output", "quiet").code == 0
+    res = swarm("logs", long)
+    assert (res.code, res.stdout) == (0, "out\n"), res.stderr
+    for args in (("logs", "y" * 300), ("status", "y" * 300), ("cancel", "y" * 300), ("restart", "y" * 300),
+                 ("logs", "nul\x01" * 60)):
+        res = swarm(*args)
+        assert res.code == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, (args, res.stderr)
+
+
 def test_non_utf8_and_200mb_output(swarm):
     swarm.write("o.toml", """
 [[task]]

@@ -558,7 +558,11 @@ def find_run(state_dir: Path, run_id: str | None) -> RunPaths:
     if "/" in run_id or run_id.startswith("."):
         raise exc.RunNotFound(run_id, str(state_dir))
     exact = RunPaths(runs_root(state_dir) / run_id)
-    if exact.run_json.is_file():
+    try:
+        named = exact.run_json.is_file()
+    except (OSError, ValueError):  # longer than a file name, a NUL in it: no run's id (a task's name?)
+        named = False
+    if named:
         if not has_record(exact.run_json):
             raise DamagedRecord(f"{exact.run_json}: empty record (the machine stopped as the run started?); "
                                 f"run {run_id} cannot be read")
