@@ -111,6 +111,30 @@ cmd = "echo short"
         kill_run_processes(run_dir.name)
 
 
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(swarm, backend, request):
+    """A worker that ignores the cancel's TERM and then fails on its own keeps its failure
+    (the outcome rule) — and is never retried: it was asked to cancel. The answer says so."""
+    from swarmtest import backend_args
+
+    flags, env = backend_args(backend, request)
+    swarm.write("t.toml", '[[task]]\nname = "stubborn"\n'
+                          'cmd = "trap \'\' TERM; echo start >> ledger; sleep 2; echo end >> ledger; exit 3"\n')
+    proc = swarm.popen("run", "t.toml", "--retries", "2", "--kill-grace", "30s", "--output", "quiet", *flags, env=env)
+    ledger = swarm.cwd / "ledger"
+    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    try:
+        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker started")
+        res = swarm("cancel", run_dir.name, "stubborn", env=env)
+        assert res.code == 1 and "stubborn (failed on its own, not of the cancel's signal; not run again)" in res.stderr
+        assert proc.wait(timeout=30) == 1
+        assert ledger.read_text() == "start\nend\n", "run once"
+        row = swarm.tasks()["stubborn"]
+        assert (row["status"], row["exit_code"], row["attempts"]) == ("failed", 3, 1)
+    finally:
+        kill_run_processes(run_dir.name)
+
+
 def test_cancel_unknown_task_or_run_is_exit_2(swarm):
     swarm.write("a.txt", "true\n")
     swarm("run", "a.txt")

@@ -91,15 +91,21 @@ class Control:
             self.events.flush()
             inbox.consume(self.paths, msg)
 
-    def kill_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None) -> None:
+    def kill_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None, *, signalled: bool) -> None:
         """A generation of ``task`` that was being ended on purpose has ended with ``status``
-        (``reason``): an answer held for it says whether the cancel or restart did it."""
+        (``reason``), its kill's signal having reached the worker or not (``signalled``): an
+        answer held for it says whether the cancel or restart did it, and, when the task ended
+        on its own (what it did stands), whether it runs again (its task policy has decided)."""
         for awaited in [a for a in self._awaited if task.id in a.ending]:
             name = awaited.ending.pop(task.id)
             took = reason == RESTARTED if awaited.done == "restarted" else status == TaskStatus.CANCELLED
-            if not took:  # it ended on its own before the signal reached it (what it did stands), or was cancelled
+            if not took:  # it ended on its own, before the signal or ignoring it, or was cancelled meanwhile
+                kind = awaited.msg.body.get("kind")
                 why = ("cancelled meanwhile" if status == TaskStatus.CANCELLED
-                       else f"{status} before the {awaited.msg.body.get('kind')} reached it")
+                       else f"{status} on its own, not of the {kind}'s signal" if signalled
+                       else f"{status} before the {kind} reached it")
+                if status not in (TaskStatus.CANCELLED, TaskStatus.SUCCEEDED):
+                    why += "; retried" if task.status == TaskStatus.PENDING else "; not run again"
                 awaited.answer[awaited.done].remove(name)
                 awaited.answer[awaited.not_done].append(f"{name} ({why})")
             if not awaited.ending:

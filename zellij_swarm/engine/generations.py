@@ -492,13 +492,15 @@ class Generations:
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
         task, slot = lg.task, lg.gen.slot
+        cancelled = lg.kill_reason == "cancelled_by_user"
         self._let_go(lg)
         self._freed_at[slot] = self.clock()
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
             task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
                                                             generation_files.committed_by_wrapper(rec)) \
-                or (not lg.remote and self.policy.runs_again(task, status, reason) and self.stopper.may_have_left(lg)):
+                or (not lg.remote and self.policy.runs_again(task, status, reason, cancelled=cancelled)
+                    and self.stopper.may_have_left(lg)):
             # Its terminal or its wrapper is gone, but the worker may not be (a program that
             # never writes does not notice; a killed wrapper leaves its child running): end
             # what is left of it before anything runs again. So too when the task runs again
@@ -539,9 +541,9 @@ class Generations:
             # on unseen, holding its slot. All of them go through the ladder and re-run headless.
             for other in [o for o in self.live.values() if o.in_pane]:
                 self.kill(other, "multiplexer_lost")
-        self.policy.generation_ended(task, status, reason, lg.gen, tree_left=tree_left)
+        self.policy.generation_ended(task, status, reason, lg.gen, tree_left=tree_left, cancelled=cancelled)
         if lg.kill_reason is not None:
-            self.control.kill_ended(task, status, reason)
+            self.control.kill_ended(task, status, reason, signalled=lg.kill_sent_at is not None)
 
     def kill(self, lg: LiveGen, reason: str) -> None:
         """End a generation on purpose (``reason``: timeout, cancel, halt…). Not started yet:

@@ -76,12 +76,13 @@ class TaskPolicy:
         self._after_tree: dict[int, tuple[str, bool]] = {}
 
     def generation_ended(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths, *,
-                         tree_left: bool = False) -> None:
+                         tree_left: bool = False, cancelled: bool = False) -> None:
         """One of ``task``'s generations ended with ``status`` (its attempt is recorded): it
         runs again, or this is its final status. ``tree_left``: processes of that generation
         are still being ended (its wrapper is gone, not its worker, or not all of it): the
-        task runs again only once they are (``tree_gone``) — never two runs of it at once."""
-        if not self.runs_again(task, status, reason):
+        task runs again only once they are (``tree_gone``) — never two runs of it at once.
+        ``cancelled``: the generation was being cancelled (``runs_again``)."""
+        if not self.runs_again(task, status, reason, cancelled=cancelled):
             self.finalise(task, status, reason, gen)
         elif reason == RESTARTED:
             task.restarts += 1  # SPEC §8: a restart does not use an attempt
@@ -91,10 +92,14 @@ class TaskPolicy:
             self._run_again(task, gen, first=False, tree_left=tree_left)
             self._events.emit("task_retry", task=task.name, attempt=task.attempts + 1, after=str(status))
 
-    def runs_again(self, task: TaskRecord, status: TaskStatus, reason: str | None) -> bool:
+    def runs_again(self, task: TaskRecord, status: TaskStatus, reason: str | None, *, cancelled: bool = False) -> bool:
         """Whether an end of ``task``'s generation with ``status`` and ``reason`` runs it again:
-        a restart, or a failure while attempts remain — unless the run is stopping."""
-        return not self.stop.stopping and (reason == RESTARTED or (status.retryable and task.attempts_left))
+        a restart, or a failure while attempts remain — unless the run is stopping, or the
+        generation was being cancelled (``cancelled``): a task asked to cancel never runs
+        again, also when it ended on its own first, the cancel's signal ignored or too late
+        (its own end is its outcome, and its retries go unused)."""
+        return not self.stop.stopping and not cancelled and (
+            reason == RESTARTED or (status.retryable and task.attempts_left))
 
     def _run_again(self, task: TaskRecord, gen: GenPaths, *, first: bool, tree_left: bool) -> None:
         task.move(TaskStatus.PENDING)
