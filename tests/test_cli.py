@@ -182,3 +182,21 @@ def test_status_json_puts_each_row_on_a_line_and_reads_back_exactly():
     text = snapshot_json(snap)
     assert json.loads(text) == snap
     assert text.count("\n  {\"name\"") == 2 and snapshot_json({"tasks": []}) == json.dumps({"tasks": []}, indent=1)
+
+
+def test_status_columns_line_up_whatever_the_names_hold():
+    """Each column starts at the same display column on every line: a wide character takes
+    two, a combining mark none, and a tab or escape is shown escaped (``\\t``), which is what
+    is measured. A name wider than the first column's cap pushes its own line only."""
+    from zellij_swarm.commands.status import NAME_COLUMN_MAX, table
+    from zellij_swarm.render.text import width
+
+    names = ["plain", "ü😀名前", "e\u0301cole", "tab\there", "esc\x1b[31m", "x" * (NAME_COLUMN_MAX + 5)]
+    lines = table(("TASK", "STATUS", "NOTE"), [(n, "succeeded", "note") for n in names])
+    header, *rows = lines
+    at = width(header[:header.index("STATUS")])
+    for name, line in zip(names, rows, strict=True):
+        assert line.isprintable(), line
+        before = line[:line.index("succeeded")]
+        assert width(before) == (at if len(name) <= NAME_COLUMN_MAX else width(before)), line
+        assert before.endswith("  ")

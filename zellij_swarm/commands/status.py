@@ -21,6 +21,7 @@ from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
+from zellij_swarm.render import text
 from zellij_swarm.render.console import counts_text, describe
 
 
@@ -416,12 +417,16 @@ def task_note(t: dict[str, Any]) -> str:
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX: a longer name
-    pushes its own line, it is never cut), two spaces apart; the last column is free."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    pushes its own line, it is never cut), two spaces apart; the last column is free. Cells
+    are measured as the terminal shows them: escaped first (a tab is ``\\t``, two columns),
+    a wide character two columns, a combining mark none."""
+    shown = [tuple(quoting.terminal_text(c) for c in cells) for cells in (header, *rows)]
+    widths = [max(text.width(cells[i]) for cells in shown) for i in range(len(header) - 1)]
     widths[0] = min(widths[0], NAME_COLUMN_MAX)
     out = []
-    for cells in (header, *rows):
-        line = "".join(f"{c:<{w}}  " for c, w in zip(cells, widths, strict=False)) + cells[-1]
+    for cells in shown:
+        line = "".join(c + " " * (max(w - text.width(c), 0) + 2)
+                       for c, w in zip(cells, widths, strict=False)) + cells[-1]
         out.append(indent + line.rstrip())
     return out
 
