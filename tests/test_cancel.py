@@ -6,7 +6,7 @@ import json
 import signal
 
 import pytest
-from swarmtest import kill_run_processes, run_processes, validate, wait_until
+from swarmtest import full, kill_run_processes, run_processes, validate, wait_until
 
 # Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a
 # grandchild that starts its own session (escaping the process group).
@@ -111,7 +111,7 @@ cmd = "echo short"
         kill_run_processes(run_dir.name)
 
 
-@pytest.mark.parametrize("backend", ["headless", "tmux"])
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
 def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(swarm, backend, request):
     """A worker that ignores the cancel's TERM and then fails on its own keeps its failure
     (the outcome rule) — and is never retried: it was asked to cancel. The answer says so."""

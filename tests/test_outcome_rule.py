@@ -52,7 +52,7 @@ def _swarm_file(swarm, ledger: Path, *, failing: int | None = None) -> Path:
     return swarm.write("tasks.txt", "\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("how, backend", [("SIGTERM", "headless"), ("SIGINT", "headless"), ("cancel", "headless"),
+@pytest.mark.parametrize("how, backend", [("SIGTERM", "headless"), full("SIGINT", "headless"), ("cancel", "headless"),
                                           ("halt-now", "headless"), ("cancel", "tmux"), full("SIGTERM", "tmux")])
 def test_a_stopped_swarm_then_retry_runs_each_task_to_its_end_once(swarm, how, backend, request):
     """In live tmux panes too: there the pane's wrapper runs below the pane leader, and a

@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from swarmtest import clean_env, kill_run_processes, wait_until
+from swarmtest import clean_env, full, kill_run_processes, wait_until
 
 from zellij_swarm.config.stream import InputStream, read_ahead
 
@@ -173,7 +173,7 @@ def test_the_names_the_input_will_give_are_kept_from_every_addition(tmp_path):
     assert "task-9" in batch.errors[0] and "stdin" in batch.errors[0]
 
 
-@pytest.mark.parametrize("mode", ["lines", "template", "null"])
+@pytest.mark.parametrize("mode", ["lines", full("template"), full("null")])
 def test_stdin_a_file_is_read_whole_as_the_run_goes(swarm, mode):
     """``run - < tasks.txt``: epoll takes no regular file (EPERM), and registering the input
     killed the supervisor after its first tasks started. A file is read when tasks are wanted,
