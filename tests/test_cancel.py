@@ -135,6 +135,18 @@ def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(
         kill_run_processes(run_dir.name)
 
 
+def test_cancel_or_restart_of_a_task_of_an_ended_run_says_the_run_ended(swarm):
+    """A task named once its run has ended is that run's task, not a missing run."""
+    swarm.write("a.toml", '[[task]]\nname = "w"\ncmd = "true"\n')
+    assert swarm("run", "a.toml", "--output", "quiet").code == 0
+    run = swarm.latest().name
+    for command in ("cancel", "restart"):
+        res = swarm(command, "w")
+        assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert f"'w' is a task of run {run}, which is finished, and none is running: name the RUN to {command}" \
+            in res.stderr
+
+
 def test_cancel_unknown_task_or_run_is_exit_2(swarm):
     swarm.write("a.txt", "true\n")
     swarm("run", "a.txt")

@@ -161,6 +161,10 @@ def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run
     if len(candidates) == 1:
         return _trusted(candidates[0], writing=True)
     given = f"no run {not_a_run!r} under {path}, and " if not_a_run is not None else ""
+    if not candidates and not_a_run is not None and (newest := _newest_with_task(runs, not_a_run)) is not None:
+        # a task of a run that has ended, not a missing run
+        state = views.load_status(newest, rows=False)["state"]
+        given = f"{not_a_run!r} is a task of run {newest.run_id}, which is {state}, and "
     if not candidates:
         where = "none" if given else f"no run under {path}"
         raise exc.UsageError(f"{given}{where} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
@@ -183,6 +187,15 @@ def _run_then(flag: str | None, command: str, args: tuple[str, ...]) -> tuple[Ru
         if named is not None:
             return _trusted(named, writing=True), args[1:]
     return _acting_run(flag, command, None, not_a_run=args[0] if args else None), args
+
+
+def _newest_with_task(runs: list[RunPaths], key: str) -> RunPaths | None:
+    """The newest of ``runs`` (newest first) if it has a task named (or with the id) ``key``:
+    a command given a task of a run that has ended says so, not "no run of that name"."""
+    try:
+        return runs[0] if runs and _has_task(runs[0], key) else None
+    except (exc.SwarmError, OSError, ValueError, KeyError):
+        return None
 
 
 def _default_or_none(flag: str | None, command: str) -> RunPaths | None:
