@@ -401,6 +401,13 @@ OUTCOME_RULE: tuple[Case, ...] = (
     Case("restart-that-reaches-the-worker", (A,), {"a": Want("succeeded", code=0, attempts=2)},
          works=works(a=(Work(after=30), Work(after=1))), messages=(Message(1, "restart", ("a",)),),
          replies=({"ok": True, "restarted": ["a"], "not_running": []},)),
+    # a restart while a time limit's ladder ends the worker: the limit's kill goes on, and
+    # the answer says so (it said "restarted")
+    Case("restart-while-a-timeout-ends-the-worker", (task("a", timeout=1, retries=2),),
+         {"a": Want("succeeded", code=0, attempts=2)},
+         works=works(a=(Work(after=30, term_takes=2), Work(after=0.5))), messages=(Message(2, "restart", ("a",)),),
+         replies=({"ok": False, "restarted": [], "not_running": ["a (timed_out meanwhile; retried)"]},),
+         order=("kill_sent a", "inbox_consumed", "worker_failed a", "task_retry a", "worker_completed a")),
     # a worker slow to die (a long kill grace): the answer comes before the CLI stops waiting
     Case("restart-of-a-worker-slow-to-die-is-answered-in-time", (A,), {"a": Want("succeeded", code=0, attempts=2)},
          works=works(a=(Work(after=600, term="ignores"), Work(after=1))), flags={"kill_grace": 60},

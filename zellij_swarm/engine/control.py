@@ -99,9 +99,10 @@ class Control:
         for awaited in [a for a in self._awaited if task.id in a.ending]:
             name = awaited.ending.pop(task.id)
             took = reason == RESTARTED if awaited.done == "restarted" else status == TaskStatus.CANCELLED
-            if not took:  # it ended on its own, before the signal or ignoring it, or was cancelled meanwhile
+            if not took:  # it ended on its own (before the signal, or ignoring it), or by another kill
                 kind = awaited.msg.body.get("kind")
-                why = ("cancelled meanwhile" if status == TaskStatus.CANCELLED
+                # another kill under way took it: a cancel, a time limit already ending it
+                why = (f"{status} meanwhile" if status in (TaskStatus.CANCELLED, TaskStatus.TIMED_OUT)
                        else f"{status} on its own, not of the {kind}'s signal" if signalled
                        else f"{status} before the {kind} reached it")
                 if status not in (TaskStatus.CANCELLED, TaskStatus.SUCCEEDED):
