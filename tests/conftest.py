@@ -70,7 +70,7 @@ def interrupted_run(swarm: Swarm) -> Iterator[Path]:
     swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
                           '[[task]]\nname = "b"\ncmd = "echo fine"\n')
     proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
         wait_until(lambda: (run / "run.json").exists(), what="run.json")

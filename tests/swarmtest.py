@@ -18,7 +18,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from zellij_swarm.records import snapshot_file
+from zygote import ForkServer
+
+from zellij_swarm.records import rundir, snapshot_file
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "zellij_swarm" / "schemas"
 _SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
@@ -71,6 +73,9 @@ class Result:
     stderr: str
 
 
+FORK_SERVER = ForkServer()  # the commands' runs, forked from an interpreter that has imported them
+
+
 class Swarm:
     """Runs ``zellij-swarm`` as a user would, in a private working directory."""
 
@@ -83,8 +88,12 @@ class Swarm:
 
     def __call__(self, *args: str, input: str | None = None, env: dict[str, str] | None = None,
                  timeout: float = 120) -> Result:
+        env = env or clean_env()
+        forked = FORK_SERVER.run(args, self.cwd, env, input, timeout)
+        if forked is not None:
+            return Result(*forked)
         p = subprocess.run(self.cmd(*args), cwd=self.cwd, input=input, capture_output=True, text=True,
-                           env=env or clean_env(), timeout=timeout, errors="replace")
+                           env=env, timeout=timeout, errors="replace")
         return Result(p.returncode, p.stdout, p.stderr)
 
     def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -105,6 +114,12 @@ class Swarm:
         to check it can (``rundir.check_can_create``), which a look at the wrong moment saw."""
         root = self.state_dir / "runs"
         return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else []
+
+    def started(self, timeout: float = 30.0) -> Path:
+        """The first run, once the commands see it (``rundir.all_runs``): its directory is
+        made before its ``run.json`` is written, and until then ``status`` says there is no run."""
+        return wait_until(lambda: next((r for r in self.runs() if rundir.has_record(r / "run.json")), None),
+                          timeout=timeout, what="a run with its run.json")
 
     def latest(self) -> Path:
         runs = self.runs()

@@ -24,7 +24,7 @@ def first_task_running(swarm, file: str) -> Iterator[tuple[Popen, Path]]:
     """A run of ``file`` on one slot, once its first task has started (it waits for ``go``);
     whatever of it is left on the way out is ended."""
     proc = swarm.popen("run", file, "-j", "1", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the first task started")
         yield proc, run

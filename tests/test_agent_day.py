@@ -104,7 +104,7 @@ def test_a_waiting_task_is_counted_in_ls_and_status_and_listed_by_status_waiting
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet")
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         wait_until(lambda: "waiting for input" in swarm("status").stdout, what="the task waiting")
         assert json.loads(swarm("ls", "--json").stdout)[0]["waiting"] == 1
         assert swarm("ls").stdout.splitlines()[1].split()[5] == "1"  # RUN NAME STATE STARTED (2 words) WAITING
@@ -263,7 +263,7 @@ def test_restart_in_a_paused_run_runs_the_task_again_at_once(swarm):
     proc = swarm.popen("run", "p.toml", "--backend", "headless", "--output", "quiet")
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         attempts = swarm.cwd / "attempts"
         wait_until(lambda: attempts.exists() and attempts.read_text() == "1\n", what="the first attempt")
         assert swarm("pause").code == 0

@@ -34,7 +34,7 @@ cmd = "echo should-not-run"
 def _start(swarm):
     swarm.write("s.toml", STUBBORN)
     proc = swarm.popen("run", "s.toml", "--output", "quiet")
-    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    run_dir = swarm.started()
     run_id = run_dir.name
     # every worker's wrapper has claimed its generation and started its command
     wait_until(lambda: all((run_dir / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in range(1, 5)),
@@ -92,7 +92,7 @@ name = "short"
 cmd = "echo short"
 """)
     proc = swarm.popen("run", "c.toml", "--output", "quiet")
-    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    run_dir = swarm.started()
     wait_until(lambda: (run_dir / "slots/slot-1/gen-1/heartbeat.jsonl").exists(), what="long started")
     try:
         assert swarm("cancel", run_dir.name, "long").code == 0
@@ -122,7 +122,7 @@ def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(
                           'cmd = "trap \'\' TERM; echo start >> ledger; sleep 2; echo end >> ledger; exit 3"\n')
     proc = swarm.popen("run", "t.toml", "--retries", "2", "--kill-grace", "30s", "--output", "quiet", *flags, env=env)
     ledger = swarm.cwd / "ledger"
-    run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    run_dir = swarm.started()
     try:
         wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker started")
         res = swarm("cancel", run_dir.name, "stubborn", env=env)

@@ -150,7 +150,7 @@ def test_logs_follow_waits_for_a_pending_task(swarm):
     swarm.write("p.toml", '[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
                           '[[task]]\nname = "b"\ncmd = "echo from-b; sleep 0.2; echo end-b"\n')
     proc = swarm.popen("run", "p.toml", "-j", "1", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists() and (run / "state.json").exists(),
                what="task a started")
     logs = subprocess.Popen(swarm.cmd("logs", "-f", run.name, "b"), cwd=swarm.cwd, env=clean_env(),

@@ -125,7 +125,7 @@ def test_logs_follow_joins_a_crlf_split_between_two_reads(swarm):
     LF that comes later are one line end."""
     swarm.write("f.toml", f"[[task]]\nname = \"t\"\ncmd = \"printf 'one\\\\r'; {GATE}; printf '\\\\ntwo\\\\r\\\\n'\"\n")
     proc = swarm.popen("run", "f.toml", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     logs = None
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/output.log").exists()
@@ -208,7 +208,7 @@ def start_live_tmux_run(swarm: Swarm, env: dict[str, str]) -> tuple[subprocess.P
                           f'[[task]]\nname = "w2"\ncmd = "{GATE}"\n')
     proc = swarm.popen("run", "g.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=env)
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         panes = wait_until(lambda: (rows := {t["name"]: t["pane_id"] for t in status(swarm, env=env)["tasks"]})
                            and all(rows.values()) and rows, what="both workers in their panes")
     except BaseException:  # the caller gets no process to end: its run is ended here (one was left running)
@@ -254,7 +254,7 @@ def test_attach_to_a_compact_task_selects_its_slot_view(swarm, tmux):
     swarm.write("c.toml", f'[swarm]\njobs = 2\n[[task]]\nname = "w1"\ncmd = "{GATE}"\n'
                           f'[[task]]\nname = "w2"\ncmd = "{GATE}"\n')
     proc = swarm.popen("run", "c.toml", "--backend", "tmux", "--ui", "compact", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         slot = wait_until(lambda: {t["name"]: t["slot"] for t in status(swarm, env=env)["tasks"]}.get("w2"),
                           what="w2 running in a slot")

@@ -87,7 +87,7 @@ def test_tmux_server_killed_under_workers_with_children_that_outlive_it_loses_th
         for i in range(6)))
     proc = swarm.popen("run", "c.toml", "--backend", "tmux", "--ui", "live", "--kill-grace", "1s", "--output",
                        "quiet", env=outside_env(tmux))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: all(heartbeat_pane(run, n) for n in range(1, 7)), what="six panes started")
         tmux("kill-server")
@@ -106,7 +106,7 @@ def test_tmux_server_killed_under_workers_with_children_that_outlive_it_loses_th
 def test_tmux_server_killed_mid_run(swarm, tmux):
     swarm.write("l.toml", GATED)
     proc = swarm.popen("run", "l.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
         tmux("kill-server")
@@ -129,7 +129,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     swarm.write("l.toml", GATED)
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "l.toml", *args, "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
         close_by_hand(backend, request, run, pane)
@@ -169,7 +169,7 @@ def test_closing_the_pane_of_a_worker_that_writes_to_it_cancels_that_task(swarm,
                           f'[[task]]\nname = "t1"\ncmd = "{GATE}"\n')
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "w.toml", *args, "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t0 writing")
         if closed == "server":
@@ -222,7 +222,7 @@ def test_a_worker_that_ignores_the_hang_up_and_fails_later_failed_on_its_own(swa
                           'cmd = "[ -e again ] && exit 0; touch again; trap \'\' HUP; sleep 2.5; exit 3"\n')
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t running")
         close_by_hand(backend, request, run, pane)
@@ -261,7 +261,7 @@ def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm
     faults = tmp_path / "faults"
     env = dict(fz.env("0.45.0", **FAST), FAKE_ZELLIJ_FAULTS_FILE=str(faults))
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         # ls is read as the session comes up, too: the fault comes once it is up
         opened = wait_until(lambda: _opened_panes(run)[:2], what="both panes opened")
@@ -309,7 +309,7 @@ def test_a_pane_closed_after_its_worker_hung_itself_up_still_passes_the_hang_up_
     swarm.write("h.txt", f"trap 'echo hup >> {ledger}' HUP; kill -HUP 0; echo on >> {ledger}; {GATE}; "
                          f"echo end >> {ledger}\n")
     proc = swarm.popen("run", "h.txt", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=outside_env(tmux))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: ledger.exists() and "on" in ledger.read_text().split(), what="its own hang-up, trapped")
         tmux("kill-pane", "-t", heartbeat_pane(run, 1))
@@ -336,7 +336,7 @@ def test_zellij_session_killed_mid_run(swarm, zellij, request):
     z = request.getfixturevalue("fz" if zellij == "fake" else "rz")
     env = z.env("0.45.0", **FAST) if zellij == "fake" else z.env(**FAST)
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
         if zellij == "fake":

@@ -196,7 +196,7 @@ def test_a_reserved_env_name_in_an_addition_is_refused(swarm):
     swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     swarm.write("a.toml", '[[task]]\nname = "x"\ncmd = "sleep 60"\n[task.env]\nZELLIJ_SWARM_GENERATION = "9"\n')
     proc = swarm.popen("run", "w.txt", "--output", "quiet", "--backend", "headless")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
         res = swarm("add", run.name, "a.toml")
@@ -226,7 +226,7 @@ def test_a_followup_with_a_reserved_env_name_is_an_invalid_followup(swarm):
 def test_status_duration_of_a_running_task_grows(swarm):
     swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     proc = swarm.popen("run", "w.txt", "--output", "quiet", "--backend", "headless")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         def started():
             snap = json.loads(swarm("status", "--json", run.name).stdout)

@@ -40,7 +40,7 @@ cmd = "i=0; until [ -e gate ]; do i=$((i+1)); echo line-$i; sleep 0.05; done"
     args, env = backend
     proc = swarm.popen("run", "s.toml", "--output", "quiet", *args, env=env)
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         b_log = run / "slots/slot-1/gen-2/output.log"
         wait_until(lambda: b_log.exists() and b_log.read_text().count("\n") >= 3, what="B printing")
         wait_until(lambda: any(t["name"] == "B" and t["status"] == "running" for t in status_json(swarm)["tasks"]),
@@ -124,7 +124,7 @@ def test_add_during_a_run_and_followups_run_once(swarm):
     swarm.write("twenty.txt", f"{GATE}\n" + "sleep 0.1\n" * 19)
     proc = swarm.popen("run", "twenty.txt", "-j", "2", "--output", "quiet")
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="first worker")
         swarm.write("five.txt", "echo extra\n" * 5)
         res = swarm("add", run.name, "five.txt")

@@ -108,7 +108,7 @@ def all_dispatched(run: Path) -> bool:
 def test_proof_of_a_run_resumed_after_a_kill(swarm: Swarm, moment: Any) -> None:
     swarm.write("t.txt", TASKS)
     proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "run.json").exists(), what="run.json")
         proof_json(swarm, run)  # while it runs
@@ -130,7 +130,7 @@ def test_proof_of_a_run_resumed_twice(swarm: Swarm) -> None:
     """The resumer is killed too, after dispatching work of its own; a second resume ends the run."""
     swarm.write("t.txt", TASKS)
     proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: mid_run(run), timeout=30, what="mid run")
         sigkill(proc)
@@ -242,7 +242,7 @@ def test_a_kill_leaves_no_started_generation_out_of_the_log(swarm: Swarm, moment
     no file of its own naming its task); the counts and the first batch are the whole run's."""
     swarm.write("t.txt", TASKS)
     proc = swarm.popen("run", "t.txt", "-j", "4", "--backend", "headless", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: moment(run), timeout=30, what="the moment to kill at")
         sigkill(proc)

@@ -37,7 +37,7 @@ def test_a_live_swarm_at_80x24_in_the_real_zellij(swarm, rz: RealZellij, tmux):
     swarm.write("sw.toml", SWARM)
     proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
                        env=rz.env(inside="host", **FAST))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    run = swarm.started()
     try:
         def screen_with(*texts: str) -> str | None:
             s = tmux("capture-pane", "-p", "-t", "host")

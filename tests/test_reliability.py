@@ -37,7 +37,7 @@ from zellij_swarm.engine.timers import Timers
 
 
 def _run_dir(swarm) -> Path:
-    return wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run directory")
+    return swarm.started()
 
 
 @contextlib.contextmanager

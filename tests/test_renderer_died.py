@@ -266,7 +266,7 @@ def gone_views(snap: dict) -> set[str]:
 def start(swarm, env, ui: str = "compact", text: str = GATED, backend: str = "tmux"):
     swarm.write("s.toml", text)
     proc = swarm.popen("run", "s.toml", "--backend", backend, "--ui", ui, env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     return proc, run
 
 

@@ -116,7 +116,7 @@ def test_report_of_a_running_run_shows_what_there_is_so_far(swarm):
                           '[[task]]\nname = "quick"\ncmd = "true"\n')
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet")
     try:
-        run_dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run_dir = swarm.started()
         run = RunPaths(run_dir)
 
         def quick_done_held_running() -> str | None:

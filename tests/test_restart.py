@@ -44,7 +44,7 @@ def test_restart_ends_the_generation_and_runs_a_new_attempt_at_once(swarm, reque
         env = outside_env(request.getfixturevalue("tmux"))
     swarm.write("s.toml", SWARM)
     proc = swarm.popen("run", "s.toml", "--backend", backend, "--ui", "live", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: ledger(swarm) == ["1"] and row(swarm, run, "other").get("status") == "running",
                    what="both running")
@@ -77,7 +77,7 @@ def test_restart_ends_the_generation_and_runs_a_new_attempt_at_once(swarm, reque
 def test_restart_of_a_task_not_running_or_a_run_not_running_is_refused(swarm):
     swarm.write("s.toml", SWARM)
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", "-j", "1")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: row(swarm, run, "agent").get("status") == "running", what="agent running")
         res = swarm("restart", run.name, "other")  # -j 1: still pending

@@ -28,7 +28,7 @@ def ledger_swarm(swarm, n: int, seed: int) -> None:
 def kill_and_resume(swarm, kills: int, seed: int, first_args: tuple[str, ...], env: dict | None = None) -> str:
     rng = random.Random(seed)
     proc = swarm.popen("run", "ledger.toml", "--output", "quiet", *first_args, env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         for _ in range(kills):
             # a Zellij session (fake or real) takes seconds to start on a loaded machine
@@ -126,7 +126,7 @@ def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
     swarm.write("s.txt", "sleep 30\n")
     proc = swarm.popen("run", "s.txt", "--output", "quiet")
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         wait_until(lambda: (run / "lock").exists() and (run / "lock").read_text().strip(), what="lock")
         res = swarm("resume", run.name)
         assert res.code == 1 and f"supervised by pid {proc.pid}" in res.stderr
@@ -142,7 +142,7 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
     # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
     swarm.write("h.txt", f"{GATE}; echo a >> ledger\n{GATE}; echo b >> ledger\necho c >> ledger\n")
     proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/claim").exists() for n in (1, 2)), what="workers")
         proc.send_signal(signal.SIGHUP)
@@ -163,7 +163,7 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
 def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swarm):
     swarm.write("c.txt", "sleep 30\nsleep 30\necho never >> ledger\n")
     proc = swarm.popen("run", "c.txt", "-j", "2", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in (1, 2)),
                    what="workers started")
@@ -202,7 +202,7 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
     swarm.write("c.txt", f"trap '' TERM; touch started; {GATE}; echo done >> ledger\n")
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "c.txt", *args, "--kill-grace", "30s", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until((swarm.cwd / "started").exists, what="the worker")
         wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
@@ -250,7 +250,7 @@ def test_retry_of_a_pane_run_whose_task_succeeded_after_a_failure_unseen(swarm, 
                           f'cmd = "[ -e again ] || {{ touch again; exit 1; }}; {GATE}; echo ok >> {ledger}"\n')
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "r.toml", *args, "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-2/claim").exists(), what="the second attempt")
         proc.send_signal(signal.SIGKILL)
@@ -276,7 +276,7 @@ def test_status_of_an_interrupted_run_tells_a_task_that_ended_since_from_one_tha
     taken from its claim when the supervisor went before it saw it)."""
     swarm.write("i.txt", f"{GATE}; exit 3\nsleep 30\n")
     proc = swarm.popen("run", "i.txt", "-j", "2", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
                    s["counts"].get("running") == 2, what="a snapshot with both running")
@@ -302,7 +302,7 @@ def test_status_of_an_interrupted_run_tells_a_task_that_ended_since_from_one_tha
 def test_tasks_added_while_running_survive_a_resume(swarm):
     swarm.write("a.txt", f"{GATE}; echo first >> ledger\n")  # runs until the add is in
     proc = swarm.popen("run", "a.txt", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="first worker")
         assert swarm("add", run.name, "--", "sh", "-c", "sleep 0.3; echo added >> ledger").code == 0
@@ -326,7 +326,7 @@ def test_a_damaged_snapshot_does_not_stop_a_resume(swarm, backend, request):
     swarm.write("d.txt", f"{GATE}; echo first >> ledger\necho second >> ledger\n")
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "d.txt", "-j", "2", *args, "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
                    s["counts"].get("succeeded") == 1 and s["counts"].get("running") == 1, what="one done, one running")
@@ -386,7 +386,7 @@ def test_a_claim_that_names_no_pid_yet(swarm, writer, claimed):
     swarm.write("s.toml", "[swarm]\njobs = 2\n" + "".join(
         f'[[task]]\nname = "{name}"\ncmd = {json.dumps(wait)}\n' for name in ("a", "b")))
     proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         claim = run / "slots/slot-2/gen-1/claim"
         wait_until(lambda: claim.exists() and claim.read_text().strip(), what="the second worker started")

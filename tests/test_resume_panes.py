@@ -93,7 +93,7 @@ class Killed:
         self.swarm, self.env, self.view = swarm, env, view
         swarm.write("s.toml", GATED)
         proc = swarm.popen("run", "s.toml", *args, "--keep-failed-panes", "1", "--output", "group", env=env)
-        self.run: Path = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        self.run: Path = swarm.started()
         try:
             rows = wait_until(lambda: (t := {r["name"]: r for r in status(swarm, self.run)["tasks"]}) and all(
                 n in t and t[n]["status"] == "running" and t[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad"))
@@ -241,7 +241,7 @@ def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
                           "cmd = 'read a; until [ -e go ]; do sleep 0.05; done; read b; echo $a$b'\n")
     env = tmux_env(tmux)
     proc = swarm.popen("run", "w.toml", "--backend", "tmux", "--ui", "live", "--output", "group", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     window = f"swarm-{run.name}"
 
     def shown() -> tuple[str, list[str]]:
@@ -283,7 +283,7 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
                            '[[task]]\nname = "b"\ncmd = "until [ -e go2 ]; do sleep 0.05; done"\n')
     env = tmux_env(tmux, inside=True)
     proc = swarm.popen("run", "ok.toml", "--backend", "tmux", "--ui", ui, "--output", "group", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: [t["status"] for t in status(swarm, run)["tasks"]] == ["running", "running"],
                    timeout=60, what="both running")
@@ -481,7 +481,7 @@ def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):
                           "cmd = 'read a; until [ -e go ]; do sleep 0.05; done; read b; echo $a$b'\n")
     env = fz.env(version, **FAST)
     proc = swarm.popen("run", "w.toml", "--backend", "zellij", "--ui", "live", "--output", "group", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     session = f"swarm-{run.name}"
 
     def shown() -> tuple[str, str]:

@@ -105,7 +105,7 @@ def test_retry_of_named_tasks_and_refusals(swarm):
 def test_retry_of_a_running_run_says_use_restart(swarm):
     swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     proc = swarm.popen("run", "w.txt", "--backend", "headless", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "state.json").exists(), what="running")
         res = swarm("retry", run.name)

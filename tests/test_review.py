@@ -115,7 +115,7 @@ def test_collect_refuses_a_running_task(swarm: Swarm) -> None:
     swarm.write("s.toml", f"[swarm]\nworktree = true\n[[task]]\nname = \"busy\"\ncmd = '{gate}'\n")
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir").name
+        run = swarm.started().name
         wait_until(lambda: [t["status"] for t in json.loads(swarm("status", "--json", run).stdout)["tasks"]]
                    == ["running"], what="busy running")
         res = swarm("collect", run, "busy", env=git_env(swarm))

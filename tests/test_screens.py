@@ -214,7 +214,7 @@ class Run:
 
     def __init__(self, swarm: Swarm, t: Tmux, proc: subprocess.Popen[str]) -> None:
         self.swarm, self.t, self.proc = swarm, t, proc
-        self.dir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run directory")
+        self.dir = swarm.started()
         self.window = wait_until(self._window, what="the swarm's window")
         t("select-window", "-t", self.window)  # the client shows it
         self.panes = wait_until(self._panes, what="the board and four slot panes")

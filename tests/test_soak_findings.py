@@ -209,7 +209,7 @@ def test_a_pane_worker_that_ended_before_a_cancel_keeps_its_success_while_its_wr
     swarm.write("t.toml", f"[[task]]\nname = \"t\"\ncmd = '{GATE}; echo t >> ledger'\n")
     proc = swarm.popen("run", "t.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
                        "--kill-grace", "60s", env=outside_env(tmux))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    run = swarm.started()
     gen = run / "slots/slot-1/gen-1"
     wrapper = None
     try:

@@ -30,7 +30,7 @@ def test_every_directory_is_private_whatever_the_umask(swarm, mask):
     swarm.write("more.txt", "echo kept\n")
     # subprocesses inherit the umask of the process that starts them
     proc = _with_umask(mask, lambda: swarm.popen("run", "w.txt", "-j", "1", "--output", "quiet"))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
         added = _with_umask(mask, lambda: swarm("add", run.name, "more.txt"))  # creates inbox/replies
@@ -60,7 +60,7 @@ def unsafe_run(swarm):
     """A running swarm whose state directory then becomes writable by others."""
     swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     proc = swarm.popen("run", "w.txt", "--output", "quiet")
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
         os.chmod(swarm.state_dir, 0o777)

@@ -47,7 +47,7 @@ def test_an_endless_producer_is_read_no_further_than_the_read_ahead(swarm):
     proc = subprocess.Popen(["sh", "-c", f"yes 'sleep 30' | {run_stdin}"],
                             cwd=swarm.cwd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    run = swarm.started()
     try:
         events = run / "events.jsonl"
 
@@ -82,7 +82,7 @@ def test_resume_of_a_run_killed_while_reading_stdin_says_the_rest_was_never_read
     proc = subprocess.Popen(["sh", "-c", f"yes 'true' | {run_stdin}"],
                             cwd=swarm.cwd, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+    run = swarm.started()
     try:
         wait_until(lambda: (run / "run.json").exists() and (run / "events.jsonl").exists() and
                    (run / "events.jsonl").read_text().count("worker_completed") >= 10, what="some tasks done")

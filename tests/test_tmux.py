@@ -186,7 +186,7 @@ def start_live_pane(swarm, tmux, swarm_file: str):
     """Start a one-task live swarm in tmux; wait for its pane's launch heartbeat."""
     proc = swarm.popen("run", swarm_file, "--backend", "tmux", "--ui", "live", "--require-multiplexer",
                        env=outside_env(tmux))
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     gen = run / "slots/slot-1/gen-1"
     pane = wait_until(lambda: (gen / "heartbeat.jsonl").exists() and (lines := (
         gen / "heartbeat.jsonl").read_text().splitlines()) and json.loads(lines[0])["pane_id"], what="heartbeat")

@@ -31,7 +31,7 @@ def test_a_compact_worker_waiting_for_input_marks_the_runs_window(swarm, tmux: T
                        env=env)
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir").name
+        run = swarm.started().name
         wait_until(lambda: _windows(tmux).get(run, ("", ""))[0] == f"swarm-{run} (1 waiting)", timeout=20,
                    what="the run's window marked 1 waiting")
         # the BEL rung after the rename reaches tmux through the board's terminal a moment later

@@ -53,7 +53,7 @@ def test_two_waiting_agents_mark_the_runs_window_in_the_status_bar(swarm, tmux: 
                            "--output", "quiet", env=env)
         run = None
         try:
-            run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir").name
+            run = swarm.started().name
             ours = wait_until(lambda: [w for w in windows(tmux).values() if w["run"] == run], what="the run's window")
             assert ours[0]["name"] == f"swarm-{run}"
             marked = f"swarm-{run} (2 waiting)"

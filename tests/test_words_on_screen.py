@@ -139,7 +139,7 @@ def test_a_worker_that_says_it_waits_for_input_is_shown_waiting_until_it_writes(
     swarm.write("s.toml", "[[task]]\nname = \"agent\"\ncmd = '''" + cmd + "'''\n")
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet")
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
 
         def waiting() -> Any:
             return first_row(swarm, run).get("waiting_input")
@@ -176,7 +176,7 @@ def test_a_live_worker_blocked_reading_its_terminal_is_waiting_until_it_reads(sw
                        "--output", "quiet", env=outside_env(tmux))
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
 
         def row() -> dict[str, Any]:
             return first_row(swarm, run)
@@ -220,7 +220,7 @@ def test_a_live_worker_polling_a_socket_is_never_waiting(swarm, tmux) -> None:
                        "--output", "quiet", env=outside_env(tmux))
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
         events = run / "events.jsonl"
 
         def flagged() -> list[str]:
@@ -285,7 +285,7 @@ def test_a_live_zellij_worker_blocked_reading_is_waiting_until_it_reads(swarm, f
                        "--output", "quiet", env=env)
     run = None
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+        run = swarm.started()
 
         def row() -> dict[str, Any]:
             return first_row(swarm, run)

@@ -301,7 +301,7 @@ name = "b"
 cmd = "git rev-parse HEAD > head"
 """})
     proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
-    rundir = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    rundir = swarm.started()
     try:
         wait_until(lambda: (rundir / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
         proc.send_signal(signal.SIGKILL)

@@ -123,7 +123,7 @@ def _panes_closed_by_hand(swarm, fz, *titles: str, args: tuple[str, ...] = ()) -
     proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", *args,
                        env=fz.env("0.45.0", inside="host", **FAST))
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run")
+        run = swarm.started()
         def panes() -> list[dict]:
             tabs = fz.session("0.45.0", "host")["tabs"]
             return [p for t in tabs if t["name"] == f"swarm:{run.name}" for p in t["panes"]]

@@ -217,7 +217,7 @@ def test_nothing_is_left_running_when_the_session_dies(swarm, fz, version, how):
     env = fz.env(version, inside="host", ZELLIJ_SWARM_PANE_HOLD_MS="100", ZELLIJ_SWARM_HEARTBEAT_TIMEOUT_MS="10000")
     swarm.write("l.toml", LONG)
     proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
-    run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="run dir")
+    run = swarm.started()
     try:
         # the failed first task's pane is held (before 0.44 by a sleep in it), the others run
         wait_until(lambda: len(list(run.glob("slots/slot-*/gen-*/heartbeat.jsonl"))) >= 4, timeout=30,
@@ -299,7 +299,7 @@ def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, versio
     proc = swarm.popen("run", "a.toml", "-j", "2", "--backend", "zellij", "--ui", "live", "--output", "quiet",
                        env=fz.env(version, inside="host", **FAST))
     try:
-        run = wait_until(lambda: swarm.runs() and swarm.runs()[0], what="the run").name
+        run = swarm.started().name
 
         def tabs() -> list[str]:
             return [t["name"] for t in fz.session(version, "host")["tabs"]]
