@@ -17,7 +17,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-
 from zygote import ForkServer
 
 from zellij_swarm.records import rundir, snapshot_file
