@@ -72,7 +72,7 @@ class Result:
     stderr: str
 
 
-FORK_SERVER = ForkServer()  # the commands' runs, forked from an interpreter that has imported them
+FORK_SERVER = ForkServer(clean_env)  # the commands' runs, forked from an interpreter that has imported them
 
 
 class Swarm:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -233,6 +234,42 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
         assert (row["status"], row["attempts"]) == ("succeeded", 1), row
         swarm("retry", run.name, env=env)
         assert (swarm.cwd / "ledger").read_text() == "done\n"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swarm, backend, request):
+    """An interrupted run whose task ``a`` ended (exit 0, or 3) after its supervisor went,
+    while ``b`` still runs: ``cancel a b`` ended b, and said that resume "records the
+    cancellation" of both — of a task that had ended on its own. It says a was not
+    cancelled, and resume records how each ended."""
+    swarm.write("c.toml", '[[task]]\nname = "a"\ncmd = "touch a-started; until [ -e a-go ]; do sleep 0.02; done; '
+                          'echo a >> ledger; exit 3"\n'
+                          f'[[task]]\nname = "b"\ncmd = "touch b-started; {GATE}; echo b >> ledger"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "c.toml", "-j", "2", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until(lambda: (swarm.cwd / "a-started").exists() and (swarm.cwd / "b-started").exists(),
+                   what="both workers")
+        wait_until(lambda: json.loads(swarm("status", "--json", run.name).stdout)["counts"].get("running") == 2,
+                   what="a snapshot with both running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (swarm.cwd / "a-go").touch()
+        wait_until(lambda: "exited" in {t["name"]: t for t in json.loads(swarm("status", "--json", run.name).stdout)
+                                        ["tasks"]}["a"], what="a's end, seen by status")
+        res = swarm("cancel", run.name, "a", "b", env=env)
+        assert res.code == 0, res.stderr
+        assert re.search(r"ended [1-9][0-9]* worker process", res.stderr), res  # b's: its shell, its sleep
+        assert "ended on their own before the cancel, not cancelled: a " in res.stdout + res.stderr, res
+        assert swarm("resume", run.name, env=env).code == 1
+        rows = swarm.tasks()
+        assert (rows["a"]["status"], rows["a"]["exit_code"]) == ("failed", 3), rows["a"]
+        assert (rows["b"]["status"], rows["b"]["reason"]) == ("cancelled", "cancelled_by_user"), rows["b"]
+        assert (swarm.cwd / "ledger").read_text() == "a\n"
     finally:
         proc.kill()
         kill_run_processes(run.name)

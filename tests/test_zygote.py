@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(bool(os.environ.get("ZSW_TEST_EXEC")), reason="Z
 CASES = {
     "version": (("--version",), {}, None),
     "unknown command": (("frobnicate",), {}, None),
-    "a bad setting from the environment": (("run", "-"), {"ZELLIJ_SWARM_JOBS": "lots"}, "true\n"),
+    "a variable of the test's": (("run", "-", "--output", "group"), {"MARK": "m$1 ✓"}, 'echo "$MARK"\n'),
+    "a bad setting": (("run", "-", "-j", "lots"), {}, "true\n"),
     "stdin, CR and CRLF line ends, a failure": (("run", "-", "--output", "group"), {},
                                                  "printf 'a\\r\\nb\\rc\\n'\nexit 3\n"),
     "a name that is not UTF-8": (("status", os.fsdecode(b"r\xff")), {}, None),
@@ -78,7 +79,9 @@ def test_a_forked_run_past_its_timeout_is_killed_and_said_so(tmp_path):
     kill_run_processes(swarm.latest().name)
 
 
-def test_an_interpreter_setting_is_left_to_an_executed_run(tmp_path):
-    """What Python reads only as it starts cannot be given to a forked process."""
+@pytest.mark.parametrize("variable", ["PYTHONIOENCODING", "LC_ALL", "ZELLIJ_SOCKET_DIR", "TMUX", "ZELLIJ_SWARM_JOBS"])
+def test_what_a_fork_cannot_give_is_left_to_an_executed_run(tmp_path, variable):
+    """What Python reads only as it starts cannot be given to a forked process, and its
+    /proc/PID/environ, which the tests and the command find processes by, is the server's."""
     assert FORK_SERVER.run(("--version",), tmp_path, clean_env(), None, 60) is not None
-    assert FORK_SERVER.run(("--version",), tmp_path, clean_env(PYTHONIOENCODING="latin-1"), None, 60) is None
+    assert FORK_SERVER.run(("--version",), tmp_path, clean_env(**{variable: "C"}), None, 60) is None

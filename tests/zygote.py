@@ -6,8 +6,11 @@ it anew. That import was most of the CPU of a reader (about 0.12 s of a `status`
 and the fast tier makes over a thousand such runs on a two-core machine.
 
 What a fork cannot give as an exec would is refused, and the caller runs the command the
-ordinary way instead (``Swarm.__call__``): an environment that differs from the server's in
-what the interpreter reads only as it starts (``PYTHON*``, the locale's variables). Set
+ordinary way instead (``Swarm.__call__``). A forked process's ``/proc/PID/environ`` and
+``cmdline`` stay the server's: a run with a multiplexer's variables (``ZELLIJ*``, ``TMUX*``:
+what the tests and the command find processes by) is exec'd, and so is one whose environment
+differs from the server's in what the interpreter reads only as it starts (``PYTHON*``, the
+locale's variables). The fast tier's headless runs are what is forked. Set
 ``ZSW_TEST_EXEC=1`` to run every command the ordinary way.
 
 Run as a script: ``python tests/zygote.py SOCKET`` serves on the Unix socket ``SOCKET`` until
@@ -30,10 +33,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 STARTUP_KEYS = ("PYTHON", "LANG", "LC_")  # read by the interpreter as it starts, not later
+OWN_KEYS = ("ZELLIJ", "TMUX")  # what the tests and the command find processes by
 _FDS = 3  # the command's stdin, stdout and stderr
 
 
@@ -130,8 +135,9 @@ def serve(path: str) -> None:
 
     parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
+    server.bind(path + ".new")
     server.listen(64)
+    os.rename(path + ".new", path)  # the client connects once the path is there
     server.settimeout(1.0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the handlers' ends: reaped by the kernel
     while os.getppid() == parent:
@@ -150,31 +156,32 @@ def serve(path: str) -> None:
 
 
 class ForkServer:
-    """The client: one server per test process, started at its first use and ended with the
-    process. ``run`` answers as ``subprocess.run(..., capture_output=True, text=True,
-    errors="replace")`` would, or None where the command must be run the ordinary way."""
+    """The client: one server per test process, started at its first use with ``base_env``
+    (the tests' scrubbed environment) and ended with the process. ``run`` answers as
+    ``subprocess.run(..., capture_output=True, text=True, errors="replace")`` would, or None
+    where the command must be run the ordinary way."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_env: Callable[[], dict[str, str]]) -> None:
+        self._base_env = base_env
         self._lock = threading.Lock()
         self._server: subprocess.Popen | None = None
-        self._dir = ""
-        self._startup: dict[str, str] = {}
+        self._path = ""
+        self._startup: dict[str, str] | None = None  # the server's, as it started
 
-    def _started(self, env: dict[str, str]) -> str:
-        with self._lock:
-            if self._server is None or self._server.poll() is not None:
-                self._dir = tempfile.mkdtemp(prefix="zsw-fork-server-")
-                path = os.path.join(self._dir, "socket")
-                self._server = subprocess.Popen([sys.executable, __file__, path], env=env, stdin=subprocess.DEVNULL,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                self._startup = startup_environment(env)
-                atexit.register(self._stop, self._server, self._dir)
-                deadline = time.monotonic() + 60
-                while not os.path.exists(path):
-                    if self._server.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"the tests' fork server did not start (exit {self._server.poll()})")
-                    time.sleep(0.01)
-            return os.path.join(self._dir, "socket")
+    def _start(self) -> None:
+        directory = tempfile.mkdtemp(prefix="zsw-fork-server-")
+        path = os.path.join(directory, "socket")
+        env = self._base_env()
+        self._startup = startup_environment(env)
+        self._server = subprocess.Popen([sys.executable, __file__, path], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atexit.register(self._stop, self._server, directory)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path):  # put there once it listens
+            if self._server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the tests' fork server did not start (exit {self._server.poll()})")
+            time.sleep(0.01)
+        self._path = path
 
     @staticmethod
     def _stop(server: subprocess.Popen, directory: str) -> None:
@@ -182,12 +189,35 @@ class ForkServer:
         server.wait()
         shutil.rmtree(directory, ignore_errors=True)
 
+    def _connected(self) -> socket.socket:
+        """A connection to the server, started (again, if it is gone) as needed."""
+        with self._lock:
+            for attempt in range(2):
+                if self._server is None or self._server.poll() is not None or attempt:
+                    if self._server is not None:
+                        self._server.kill()
+                    self._start()
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    conn.connect(self._path)
+                    return conn
+                except OSError:  # killed just now (a test's cleanup of processes it finds): once more
+                    conn.close()
+            raise RuntimeError("the tests' fork server does not take connections")
+
+    def declines(self, env: dict[str, str]) -> bool:
+        """A forked process's /proc/PID/environ is the server's, not ``env``: what the tests
+        find processes by (a multiplexer's variables: ZELLIJ_SOCKET_DIR, a run's markers)
+        must be in the one an exec gives; and what the interpreter reads as it starts must
+        be the server's."""
+        return bool(os.environ.get("ZSW_TEST_EXEC")) or any(k.startswith(OWN_KEYS) for k in env) \
+            or startup_environment(env) != (self._startup or startup_environment(self._base_env()))
+
     def run(self, args: tuple[str, ...], cwd: Path, env: dict[str, str], input: str | None,
             timeout: float) -> tuple[int, str, str] | None:
-        if os.environ.get("ZSW_TEST_EXEC") or (self._server and startup_environment(env) != self._startup):
+        if self.declines(env):
             return None
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(self._started(env))
+        conn = self._connected()
         with conn:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

@@ -99,11 +99,15 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
     from zellij_swarm.records import generation_files
 
     resolved = settings.Resolved.from_record(snap.get("settings") or {})  # the table's defaults if older
-    chosen = set()
+    chosen, ended_alone = set(), []
     for t in snap["tasks"]:
         if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
             continue
-        generation_files.write_kill_reason(run.gen(t["slot"], t["generation"]), "cancelled_by_user")
+        gen = run.gen(t["slot"], t["generation"])
+        if generation_files.ended_at(gen) is not None:  # ended after its supervisor: resume records its own end
+            ended_alone.append(t["name"])
+            continue
+        generation_files.write_kill_reason(gen, "cancelled_by_user")
         chosen.add((t["slot"], t["generation"]))
     if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
         from zellij_swarm.engine import remote
@@ -121,8 +125,13 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
     else:
         ended = sum(stopping.end_now(run.run_id, run.gen(slot, gen), resolved.kill_grace) for slot, gen in chosen)
         what = "worker process(es)"
-    return (f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}; "
-            f"`zellij-swarm resume {run.run_id}` records the cancellation")
+    line = f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}"
+    if chosen or not names or set(names) - set(ended_alone):
+        line += f"; `zellij-swarm resume {run.run_id}` records the cancellation"
+    if ended_alone:
+        line += (f"; ended on their own before the cancel, not cancelled: "
+                 f"{quoting.terminal_text(', '.join(ended_alone))} (`zellij-swarm resume {run.run_id}` records how)")
+    return line
 
 
 def set_paused(run: RunPaths, group: str | None, *, paused: bool) -> str:
