@@ -468,13 +468,13 @@ def test_a_wrapper_started_long_after_the_supervisor_took_its_claim_is_adopted(t
     claim = gen.dir / "claim"
     claim.write_text("supervisor\n")
     os.utime(claim, (time.time() - 10, time.time() - 10))
-    wrapper = subprocess.Popen(["/bin/sh", "-c", "sleep 30; :", "sh", "", str(gen.dir)])
+    wrapper = subprocess.Popen(["/bin/sh", "-c", "sleep 30; :", "sh", "", str(gen.dir)], start_new_session=True)
     try:
         wait_until(lambda: str(gen.dir).encode() in Path(f"/proc/{wrapper.pid}/cmdline").read_bytes(),
                    what="the wrapper's command line")
         gs = _inspect(gen, "t1", 1, None)
         assert (gs.state, gs.pid) == ("running", wrapper.pid)
     finally:
-        wrapper.kill()
+        os.killpg(wrapper.pid, signal.SIGKILL)  # its sleep too
         wrapper.wait(timeout=10)
     assert _inspect(gen, "t1", 1, None).state == "unstarted"

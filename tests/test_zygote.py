@@ -19,6 +19,7 @@ CASES = {
     "unknown command": (("frobnicate",), {}, None),
     "a variable of the test's": (("run", "-", "--output", "group"), {"MARK": "m$1 ✓"}, 'echo "$MARK"\n'),
     "a bad setting": (("run", "-", "-j", "lots"), {}, "true\n"),
+    "a bad setting from the environment": (("run", "-"), {"ZELLIJ_SWARM_JOBS": "lots"}, "true\n"),
     "stdin, CR and CRLF line ends, a failure": (("run", "-", "--output", "group"), {},
                                                  "printf 'a\\r\\nb\\rc\\n'\nexit 3\n"),
     "a name that is not UTF-8": (("status", os.fsdecode(b"r\xff")), {}, None),
@@ -79,9 +80,10 @@ def test_a_forked_run_past_its_timeout_is_killed_and_said_so(tmp_path):
     kill_run_processes(swarm.latest().name)
 
 
-@pytest.mark.parametrize("variable", ["PYTHONIOENCODING", "LC_ALL", "ZELLIJ_SOCKET_DIR", "TMUX", "ZELLIJ_SWARM_JOBS"])
+@pytest.mark.parametrize("variable", ["PYTHONIOENCODING", "LC_ALL", "ZELLIJ_SWARM_RUN_ID"])
 def test_what_a_fork_cannot_give_is_left_to_an_executed_run(tmp_path, variable):
     """What Python reads only as it starts cannot be given to a forked process, and its
-    /proc/PID/environ, which the tests and the command find processes by, is the server's."""
+    /proc/PID/environ, where the command finds a run's processes by their markers, is the
+    server's."""
     assert FORK_SERVER.run(("--version",), tmp_path, clean_env(), None, 60) is not None
     assert FORK_SERVER.run(("--version",), tmp_path, clean_env(**{variable: "C"}), None, 60) is None

@@ -7,11 +7,12 @@ and the fast tier makes over a thousand such runs on a two-core machine.
 
 What a fork cannot give as an exec would is refused, and the caller runs the command the
 ordinary way instead (``Swarm.__call__``). A forked process's ``/proc/PID/environ`` and
-``cmdline`` stay the server's: a run with a multiplexer's variables (``ZELLIJ*``, ``TMUX*``:
-what the tests and the command find processes by) is exec'd, and so is one whose environment
-differs from the server's in what the interpreter reads only as it starts (``PYTHON*``, the
-locale's variables). The fast tier's headless runs are what is forked. Set
-``ZSW_TEST_EXEC=1`` to run every command the ordinary way.
+``cmdline`` stay the server's, which starts with the tests' scrubbed environment (one with a
+fake Zellij's socket directory was killed by that test's cleanup of the processes it finds
+by it): a run with a run's markers in its environment is exec'd, and so is one whose
+environment differs from the server's in what the interpreter reads only as it starts
+(``PYTHON*``, the locale's variables). Set ``ZSW_TEST_EXEC=1`` to run every command the
+ordinary way.
 
 Run as a script: ``python tests/zygote.py SOCKET`` serves on the Unix socket ``SOCKET`` until
 the process that started it is gone. Each connection is handled by a process forked for it,
@@ -38,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 STARTUP_KEYS = ("PYTHON", "LANG", "LC_")  # read by the interpreter as it starts, not later
-OWN_KEYS = ("ZELLIJ", "TMUX")  # what the tests and the command find processes by
+# what the command finds a run's processes by (procs.run_markers): a run started inside a
+# worker must be found as the worker's
+MARKER_KEYS = ("ZELLIJ_SWARM_RUN_ID", "ZELLIJ_SWARM_SLOT", "ZELLIJ_SWARM_GENERATION", "ZELLIJ_SWARM_HOLD")
 _FDS = 3  # the command's stdin, stdout and stderr
 
 
@@ -206,11 +209,13 @@ class ForkServer:
             raise RuntimeError("the tests' fork server does not take connections")
 
     def declines(self, env: dict[str, str]) -> bool:
-        """A forked process's /proc/PID/environ is the server's, not ``env``: what the tests
-        find processes by (a multiplexer's variables: ZELLIJ_SOCKET_DIR, a run's markers)
-        must be in the one an exec gives; and what the interpreter reads as it starts must
-        be the server's."""
-        return bool(os.environ.get("ZSW_TEST_EXEC")) or any(k.startswith(OWN_KEYS) for k in env) \
+        """A forked process's /proc/PID/environ is the server's, not ``env``: a run's markers
+        must be in the one an exec gives; and what the interpreter reads as it starts must be
+        the server's. (Other variables the tests find processes by, a Zellij's socket
+        directory, are carried by what the command starts: those are exec'd with ``env``; the
+        command's own process has ended when ``run`` returns, and it forks nothing that goes on
+        without an exec.)"""
+        return bool(os.environ.get("ZSW_TEST_EXEC")) or any(k in env for k in MARKER_KEYS) \
             or startup_environment(env) != (self._startup or startup_environment(self._base_env()))
 
     def run(self, args: tuple[str, ...], cwd: Path, env: dict[str, str], input: str | None,
