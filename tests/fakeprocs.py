@@ -18,6 +18,14 @@ def alive(proc: psutil.Process) -> bool:
         return False
 
 
+def command_line(proc: psutil.Process) -> str:
+    """Its command line, or "" once it is gone: a client found a moment ago may have exited."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def processes_of(sockdir: str, *, sessions_only: bool = False) -> list[psutil.Process]:
     """Live processes of the installation at ``sockdir``; ``sessions_only``: servers and
     panes (they carry ``ZELLIJ_SESSION_NAME``), not CLI clients."""

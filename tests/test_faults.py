@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakeprocs import command_line
 from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, run_to_its_end, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
@@ -344,7 +345,7 @@ def test_zellij_session_killed_mid_run(swarm, zellij, request):
         elif zellij == "real":
             z.zellij("kill-session", f"swarm-{run.name}")
         else:  # the server itself, with no chance to close anything
-            servers = [p for p in z.processes() if "--server" in " ".join(p.cmdline())]
+            servers = [p for p in z.processes() if "--server" in command_line(p)]
             assert servers, "no zellij server found"
             for p in servers:
                 p.kill()
