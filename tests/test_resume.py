@@ -477,4 +477,6 @@ def test_a_wrapper_started_long_after_the_supervisor_took_its_claim_is_adopted(t
     finally:
         os.killpg(wrapper.pid, signal.SIGKILL)  # its sleep too
         wrapper.wait(timeout=10)
-    assert _inspect(gen, "t1", 1, None).state == "unstarted"
+    # (the sleep's shell, forked for it and not yet exec'd, has the wrapper's command line
+    # until the SIGKILL has taken it too)
+    wait_until(lambda: _inspect(gen, "t1", 1, None).state == "unstarted", what="the stand-in gone")
