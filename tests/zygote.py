@@ -38,10 +38,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zellij_swarm.worker import procs
+
 STARTUP_KEYS = ("PYTHON", "LANG", "LC_")  # read by the interpreter as it starts, not later
-# what the command finds a run's processes by (procs.run_markers): a run started inside a
-# worker must be found as the worker's
-MARKER_KEYS = ("ZELLIJ_SWARM_RUN_ID", "ZELLIJ_SWARM_SLOT", "ZELLIJ_SWARM_GENERATION", "ZELLIJ_SWARM_HOLD")
+# what the command finds a run's processes by (its owner: procs' markers): a run started
+# inside a worker must be found as the worker's
+MARKER_KEYS = frozenset(m.split(b"=", 1)[0].decode()
+                        for m in (*procs.generation_markers("r", 1, 1), *procs.hold_markers("r")))
 _FDS = 3  # the command's stdin, stdout and stderr
 
 
@@ -98,7 +101,6 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     os.umask(request["umask"])
     time.tzset()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     sys.argv = ["-m", *request["args"]]
     sys.path[0] = request["cwd"]  # what -m puts first
     code = 0
@@ -215,7 +217,7 @@ class ForkServer:
         directory, are carried by what the command starts: those are exec'd with ``env``; the
         command's own process has ended when ``run`` returns, and it forks nothing that goes on
         without an exec.)"""
-        return bool(os.environ.get("ZSW_TEST_EXEC")) or any(k in env for k in MARKER_KEYS) \
+        return bool(os.environ.get("ZSW_TEST_EXEC")) or not MARKER_KEYS.isdisjoint(env) \
             or startup_environment(env) != (self._startup or startup_environment(self._base_env()))
 
     def run(self, args: tuple[str, ...], cwd: Path, env: dict[str, str], input: str | None,
@@ -227,11 +229,17 @@ class ForkServer:
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             in_r, in_w = os.pipe() if input is not None else (os.dup(0), -1)
-            umask = os.umask(0o022)
-            os.umask(umask)
-            send_message(conn, {"args": args, "cwd": str(cwd), "env": env, "umask": umask}, [in_r, out_w, err_w])
-            for fd in (in_r, out_w, err_w):
-                os.close(fd)
+            try:
+                send_message(conn, {"args": args, "cwd": str(cwd), "env": env, "umask": _umask()},
+                             [in_r, out_w, err_w])
+            except BaseException:  # no command: none of the pipes has a use
+                for fd in (in_w, out_r, err_r):
+                    if fd >= 0:
+                        os.close(fd)
+                raise
+            finally:  # the command's ends are its own now
+                for fd in (in_r, out_w, err_w):
+                    os.close(fd)
             encoding = locale.getpreferredencoding(False)
             streams = [_Drain(out_r), _Drain(err_r)]
             if input is not None:
@@ -252,6 +260,13 @@ class ForkServer:
                 raise subprocess.TimeoutExpired(["zellij-swarm", *args], timeout) from None
         out, err = (s.text(encoding) for s in streams)
         return code, out, err
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (``os.umask`` sets it, for a moment, for
+    every thread)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
 
 
 class _Drain(threading.Thread):
