@@ -6,7 +6,7 @@ import json
 import signal
 
 import pytest
-from swarmtest import full, kill_run_processes, run_processes, validate, wait_until
+from swarmtest import backend_args, full, kill_run_processes, run_processes, validate, wait_until
 
 # Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a
 # grandchild that starts its own session (escaping the process group).
@@ -114,24 +114,34 @@ cmd = "echo short"
 @pytest.mark.parametrize("backend", ["headless", full("tmux")])
 def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(swarm, backend, request):
     """A worker that ignores the cancel's TERM and then fails on its own keeps its failure
-    (the outcome rule) — and is never retried: it was asked to cancel. The answer says so."""
-    from swarmtest import backend_args
-
+    (the outcome rule) — and is never retried: it was asked to cancel. The answer says so.
+    The worker goes on to its end once the log says the TERM was sent."""
     flags, env = backend_args(backend, request)
     swarm.write("t.toml", '[[task]]\nname = "stubborn"\n'
-                          'cmd = "trap \'\' TERM; echo start >> ledger; sleep 2; echo end >> ledger; exit 3"\n')
+                          'cmd = "trap \'\' TERM; echo start >> ledger; until [ -e go ]; do sleep 0.02; done; '
+                          'echo end >> ledger; exit 3"\n')
     proc = swarm.popen("run", "t.toml", "--retries", "2", "--kill-grace", "30s", "--output", "quiet", *flags, env=env)
     ledger = swarm.cwd / "ledger"
     run_dir = swarm.started()
+    cancel = None
     try:
         wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker started")
-        res = swarm("cancel", run_dir.name, "stubborn", env=env)
-        assert res.code == 1 and "stubborn (failed on its own, not of the cancel's signal; not run again)" in res.stderr
+        cancel = swarm.popen("cancel", run_dir.name, "stubborn", env=env)
+        wait_until(lambda: '"event":"kill_sent"' in (run_dir / "events.jsonl").read_text().replace(" ", ""),
+                   what="the cancel's TERM sent")
+        (swarm.cwd / "go").touch()
+        _, err = cancel.communicate(timeout=60)
+        assert cancel.returncode == 1 and "stubborn (failed on its own, not of the cancel's signal; not run again)" \
+            in err, err
         assert proc.wait(timeout=30) == 1
         assert ledger.read_text() == "start\nend\n", "run once"
         row = swarm.tasks()["stubborn"]
         assert (row["status"], row["exit_code"], row["attempts"]) == ("failed", 3, 1)
     finally:
+        for p in (proc, cancel):
+            if p is not None:
+                p.kill()
+                p.communicate()
         kill_run_processes(run_dir.name)
 
 
