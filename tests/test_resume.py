@@ -259,8 +259,13 @@ def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swar
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         (swarm.cwd / "a-go").touch()
-        wait_until(lambda: "exited" in {t["name"]: t for t in json.loads(swarm("status", "--json", run.name).stdout)
-                                        ["tasks"]}["a"], what="a's end, seen by status")
+        def row_of_a() -> dict:
+            return next(t for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"] if t["name"] == "a")
+
+        a = wait_until(lambda: (row := row_of_a()) and "exited" in row and row, what="a's end, seen by status")
+        alone = swarm("cancel", run.name, a["id"], env=env)  # by its id: nothing to cancel
+        assert alone.code == 0 and "not cancelled: a " in alone.stderr, alone
+        assert "records the cancellation" not in alone.stderr, alone
         res = swarm("cancel", run.name, "a", "b", env=env)
         assert res.code == 0, res.stderr
         assert re.search(r"ended [1-9][0-9]* worker process", res.stderr), res  # b's: its shell, its sleep

@@ -99,13 +99,14 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
     from zellij_swarm.records import generation_files
 
     resolved = settings.Resolved.from_record(snap.get("settings") or {})  # the table's defaults if older
-    chosen, ended_alone = set(), []
+    chosen, ended_alone, ended_keys = set(), [], set()
     for t in snap["tasks"]:
         if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
             continue
         gen = run.gen(t["slot"], t["generation"])
         if generation_files.ended_at(gen) is not None:  # ended after its supervisor: resume records its own end
             ended_alone.append(t["name"])
+            ended_keys |= {t["name"], t["id"]}  # named either way
             continue
         generation_files.write_kill_reason(gen, "cancelled_by_user")
         chosen.add((t["slot"], t["generation"]))
@@ -126,7 +127,7 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
         ended = sum(stopping.end_now(run.run_id, run.gen(slot, gen), resolved.kill_grace) for slot, gen in chosen)
         what = "worker process(es)"
     line = f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}"
-    if chosen or not names or set(names) - set(ended_alone):
+    if chosen or not names or names - ended_keys:  # something is left for resume to cancel
         line += f"; `zellij-swarm resume {run.run_id}` records the cancellation"
     if ended_alone:
         line += (f"; ended on their own before the cancel, not cancelled: "
