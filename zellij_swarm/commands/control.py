@@ -108,7 +108,7 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
             ended_alone.append(t["name"])
             ended_keys |= {t["name"], t["id"]}  # named either way
             continue
-        generation_files.write_kill_reason(gen, "cancelled_by_user")
+        generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
         chosen.add((t["slot"], t["generation"]))
     if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
         from zellij_swarm.engine import remote

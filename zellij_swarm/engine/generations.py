@@ -46,7 +46,7 @@ from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.room import ROOM_RECHECK
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
-from zellij_swarm.engine.stopping import Stopper
+from zellij_swarm.engine.stopping import CANCELLED_BY_USER, Stopper
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.engine.watchdog import IdleWatchdog
 from zellij_swarm.records import generation_files, rundir
@@ -492,7 +492,7 @@ class Generations:
     def _end_generation(self, lg: LiveGen, rec: generation_files.ExitRecord | None, status: TaskStatus,
                         reason: str | None) -> None:
         task, slot = lg.task, lg.gen.slot
-        cancelled = lg.kill_reason == "cancelled_by_user"
+        cancelled = lg.kill_reason == CANCELLED_BY_USER
         self._let_go(lg)
         self._freed_at[slot] = self.clock()
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
@@ -557,7 +557,7 @@ class Generations:
         if lg.collected:
             return
         if lg.kill is not KillState.NONE:
-            if reason == "cancelled_by_user" and lg.kill_reason != reason and not self.stop.stopping:
+            if reason == CANCELLED_BY_USER and lg.kill_reason != reason and not self.stop.stopping:
                 lg.kill_reason = reason
                 self._record_kill_reason(lg, reason)
             return

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.scheduler import ReadyQueue
-from zellij_swarm.engine.stopping import RESTARTED
+from zellij_swarm.engine.stopping import CANCELLED_BY_USER, RESTARTED
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.log import EventLog
@@ -158,10 +158,10 @@ class TaskPolicy:
         if task.status == TaskStatus.PENDING:
             self._ready.discard(task.id)
             self._after_tree = {slot: w for slot, w in self._after_tree.items() if w[0] != task.id}
-            self.finalise(task, TaskStatus.CANCELLED, "cancelled_by_user")
+            self.finalise(task, TaskStatus.CANCELLED, CANCELLED_BY_USER)
             return True
         if task.status == TaskStatus.RUNNING and (lg := self._running(task)) is not None:
-            self._kill(lg, "cancelled_by_user")
+            self._kill(lg, CANCELLED_BY_USER)
             return True
         return False
 

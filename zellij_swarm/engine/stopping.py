@@ -46,6 +46,7 @@ GONE_LOOK = 0.25  # seconds between two looks at what is left of a held generati
 
 
 RESTARTED = "restarted"  # the reason of a generation ended by `restart`: the task runs again at once
+CANCELLED_BY_USER = "cancelled_by_user"  # by `cancel`, Ctrl-C or a signal: the task never runs again
 
 
 def leftovers(run_id: str, gen: GenPaths) -> list[psutil.Process]:

@@ -53,6 +53,7 @@ from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.signals import EXIT_CODES, SignalWakeup
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.stopping import (
+    CANCELLED_BY_USER,
     ProcessSignaller,
     Signaller,
     Stopper,
@@ -782,7 +783,7 @@ class Supervisor:
 
     def cancel_all(self) -> None:
         self.stop.cancelled = True
-        self._stop_everything("cancelled_by_user")
+        self._stop_everything(CANCELLED_BY_USER)
 
     def cancel_task(self, task: TaskRecord) -> bool:
         return self.policy.cancel_task(task)
@@ -805,8 +806,8 @@ class Supervisor:
                 return
             if self.stop.signal is None:
                 self.stop.signal = sig
-                self._warn("cancelled_by_user", f"received {sig.name}", None)
-                self._stop_everything("cancelled_by_user")
+                self._warn(CANCELLED_BY_USER, f"received {sig.name}", None)
+                self._stop_everything(CANCELLED_BY_USER)
 
     def _stop_everything(self, reason: str) -> None:
         self.slots.close()
