@@ -239,7 +239,7 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+@pytest.mark.parametrize("backend", ["headless", full("tmux"), full("zellij-0.45.0")])
 def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swarm, backend, request):
     """An interrupted run whose task ``a`` ended (exit 0, or 3) after its supervisor went,
     while ``b`` still runs: ``cancel a b`` ended b, and said that resume "records the
