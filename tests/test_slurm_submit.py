@@ -29,7 +29,9 @@ def submitted(swarm: Swarm, env: dict[str, str], *args: str) -> tuple[str, str, 
 
 
 def ended(env: dict[str, str], job: str, run_dir: Path) -> None:
-    wait_until(lambda: (run_dir / "summary.json").exists(), timeout=60, what="the run's summary")
+    # (a deadline, not a wait: a requeued job's resume, its steps started again by srun, once
+    # took past 60 s on a CI machine whose host took a third of its CPU)
+    wait_until(lambda: (run_dir / "summary.json").exists(), timeout=150, what="the run's summary")
     wait_until(lambda: not [q for q in queue(env) if q.split()[0] == job], timeout=60, what="the job's end")
 
 
