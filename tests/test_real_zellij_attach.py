@@ -26,8 +26,17 @@ def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(sw
     run = swarm.runs()[0]
     board = f"zellij-swarm {run.name} · board"
     try:
-        wait_until(lambda: any(p["title"] == board for p in rz.panes("host")), timeout=60, interval=0.2,
-                   what="the swarm's board")
+        titles: list[str] = []
+
+        def board_listed() -> bool:
+            titles[:] = [p["title"] for p in rz.panes("host")]
+            return board in titles or proc.poll() is not None
+
+        try:
+            wait_until(board_listed, timeout=60, interval=0.2, what="the swarm's board")
+        except AssertionError as late:  # what the session held then: the cause, next time
+            raise AssertionError(f"{late}; the session's panes: {titles}") from None
+        assert board in titles, f"the run ended first: {proc.communicate()}"
         if attach:
             wait_until(lambda: board in tmux("capture-pane", "-p", "-t", "host"), timeout=30, interval=0.2,
                        what="the client on the swarm's tab")

@@ -214,7 +214,8 @@ def test_tmux_a_pane_closed_by_hand_before_resume_is_that_task_alone(swarm, tmux
     tmux("kill-pane", "-t", killed.panes["late"])
     proc = None
     try:
-        wait_until(lambda: exits(killed.run) == 1, what="late's end recorded")
+        # (a deadline: a CI machine under load once took past 30 s)
+        wait_until(lambda: exits(killed.run) == 1, timeout=60, what="late's end recorded")
         proc = killed.resume()
         wait_until(killed.adopted, timeout=60, what="the others adopted")
         (swarm.cwd / "go").touch()

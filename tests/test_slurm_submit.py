@@ -28,6 +28,15 @@ def submitted(swarm: Swarm, env: dict[str, str], *args: str) -> tuple[str, str, 
     return m[2], m[1], swarm.cwd / ".zellij-swarm" / "runs" / m[1]
 
 
+def job_state(env: dict[str, str], job: str) -> tuple[str | None, int]:
+    """A job's state and how many times Slurm has started it again (None, 0: Slurm did not
+    answer, or does not know it)."""
+    out = subprocess.run(["scontrol", "--oneliner", "show", "job", job], env=env, capture_output=True, text=True,
+                         timeout=30).stdout
+    state, restarts = re.search(r"\bJobState=(\S+)", out), re.search(r"\bRestarts=(\d+)", out)
+    return (state[1] if state else None), (int(restarts[1]) if restarts else 0)
+
+
 def ended(env: dict[str, str], job: str, run_dir: Path) -> None:
     # (a deadline, not a wait: a requeued job's resume, its steps started again by srun, once
     # took past 60 s on a CI machine whose host took a third of its CPU)
@@ -66,20 +75,30 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
     wait_until(lambda: started.exists() and len(started.read_text().split()) >= 4, timeout=60,
                what="a task of the second wave running")
     subprocess.run(["scontrol", "requeue", job], env=env, check=True, timeout=30)
-    # Slurm holds a requeued job back a while (BeginTime) once it is pending again; let it start at once
-    wait_until(lambda: f"{job} zsw.{run_id}.supervisor PENDING" in queue(env), timeout=30, what="the job requeued")
 
-    def started_again() -> bool:
-        """Asked again while it pends: the hold can be set after the job shows PENDING, over an
-        earlier StartTime=now (a CI run then waited for the job past the summary's deadline)."""
-        if f"{job} zsw.{run_id}.supervisor PENDING" not in queue(env):
-            return True
-        # not checked: it may have started since the look (Slurm then refuses the update)
-        subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, capture_output=True,
-                       timeout=30)
-        return False
+    seen: list[tuple[str | None, int]] = []
 
-    wait_until(started_again, timeout=60, interval=1.0, what="the requeued job started")
+    def running_again() -> bool:
+        """Whether Slurm runs the job's second start: read from ``scontrol show job``, its
+        state and ``Restarts``, after it was seen pending. (A look at ``squeue`` that did not
+        say PENDING was taken for the start — a failed call prints nothing — and a CI run then
+        waited past its deadline for a job that never ran again.) While it pends, its start
+        is asked for at once: Slurm holds a requeued job back (its ``BeginTime``, set after
+        it shows PENDING, over an earlier ``StartTime=now``)."""
+        state, restarts = job_state(env, job)
+        seen.append((state, restarts))
+        if state == "PENDING":
+            # not checked: it may have started since the look (Slurm then refuses the update)
+            subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, capture_output=True,
+                           timeout=30)
+            return False
+        return (restarts >= 1 and state not in (None, "REQUEUED", "COMPLETING")
+                and any(was == "PENDING" for was, _ in seen))
+
+    try:
+        wait_until(running_again, timeout=90, interval=1.0, what="the requeued job started again")
+    except AssertionError as late:
+        raise AssertionError(f"{late}; its states and restarts as seen: {seen}") from None
     ended(env, job, run_dir)
     out = (swarm.cwd / ".zellij-swarm" / "batch" / f"{run_id}.out").read_text()
     assert f"resuming run {run_id}" in out, out
