@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from swarmtest import Swarm, kill_run_processes, wait_until
+from swarmtest import Swarm, full, kill_run_processes, wait_until
 from tmuxtest import Tmux, outside_env
 
 from zellij_swarm.commands import status as views
@@ -319,8 +319,10 @@ def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(sw
 
     version = "0.45.0"
     fz.host("host", version, client=True)
+    [own] = [p for p in json.loads(fz.zellij("--session", "host", "action", "list-panes", "--json",
+                                             version=version).stdout) if not p["is_plugin"]]
     res = swarm("run", "--backend", "zellij", "--ui", "live", "--attach", "echo {}; exit {}", ":::", "0", "3",
-                env=fz.env(version, inside="host", **FAST), timeout=60)
+                env=fz.env(version, inside="host", ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
     assert res.code == 1, res
     run = swarm.latest().name
     assert "zellij-swarm: panes in Zellij; see them from any terminal: zellij-swarm attach" in res.stderr
@@ -329,5 +331,27 @@ def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(sw
     assert fz.session(version, "host")["clients"][0]["tab_id"] == fz.tab(version, run, "host")["id"]
     tab = fz.tab(version, run, "host")["id"]
     actions = [c["argv"] for c in fz.calls() if c["subcommand"] in ("go-to-tab-name", "go-to-tab-by-id")]
-    assert actions[-1] == ["--session", "host", "action", "go-to-tab-by-id", str(tab)]  # by id: a mark renames it
+    # by id (a mark renames it); never back to the user's tab first: two calls the real server
+    # may take in either order (each its own connection)
+    assert actions == [["--session", "host", "action", "go-to-tab-by-id", str(tab)]], actions
+    check_calls(fz.calls())
+
+
+@pytest.mark.parametrize(("version", "layout_delay_ms"), [("0.45.0", 600), full("0.45.0", 0), full("0.44.1", 600)])
+def test_run_inside_zellij_gives_the_client_back_its_tab_when_zellij_lays_the_swarms_tab_out_late(
+        swarm, fz, version: str, layout_delay_ms: int) -> None:
+    """Zellij moves the client to a tab made by ``new-tab`` as it lays the tab out, which can
+    be after ``new-tab`` has answered; the client is given back its own tab after that move,
+    not before it (the real Zellij, loaded, once kept it on the swarm's tab)."""
+    from zellijtest import FAST, check_calls
+
+    fz.host("host", version, client=True)
+    [own] = [p for p in json.loads(fz.zellij("--session", "host", "action", "list-panes", "--json",
+                                             version=version).stdout) if not p["is_plugin"]]
+    res = swarm("run", "--backend", "zellij", "--ui", "live", "echo {}; exit {}", ":::", "0", "3",
+                env=fz.env(version, faults=f"layout_delay_ms={layout_delay_ms}", inside="host",
+                           ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
+    assert res.code == 1, res
+    assert fz.session(version, "host")["clients"][0]["tab_id"] == own["tab_id"]
+    assert fz.tab(version, swarm.latest().name, "host")["id"] != own["tab_id"]
     check_calls(fz.calls())

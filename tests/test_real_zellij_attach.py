@@ -5,6 +5,8 @@ given back the user's own tab, which Zellij's ``new-tab`` takes it from."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from realzellij import RealZellij
 from swarmtest import GATE, kill_run_processes, run_processes, wait_until
@@ -38,8 +40,14 @@ def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(sw
             raise AssertionError(f"{late}; the session's panes: {titles}") from None
         assert board in titles, f"the run ended first: {proc.communicate()}"
         if attach:
-            wait_until(lambda: board in tmux("capture-pane", "-p", "-t", "host"), timeout=30, interval=0.2,
-                       what="the client on the swarm's tab")
+            try:
+                wait_until(lambda: board in tmux("capture-pane", "-p", "-t", "host"), timeout=30, interval=0.2,
+                           what="the client on the swarm's tab")
+            except AssertionError as late:  # where the client is: the cause, next time
+                tabs = json.loads(rz.act("host", "list-tabs", "--json", answer="["))
+                raise AssertionError(f"{late}; the tabs' clients: "
+                                     f"{[(t['tab_id'], t['name'], t['other_focused_clients']) for t in tabs]}; "
+                                     f"the screen: {tmux('capture-pane', '-p', '-t', 'host')[:400]!r}") from None
         swarm.open_gate()
         _, err = proc.communicate(timeout=90)
         assert proc.returncode == 1, err

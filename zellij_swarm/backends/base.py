@@ -115,6 +115,7 @@ class RunContext:
     warn: Callable[[str, str], None]
     notice: Callable[[str], None]  # one line for the user (where the panes are, how to attach)
     renderer_argv: Callable[..., list[str]]  # renderer_argv("board") / ("slot-view", "3")
+    attach: bool = False  # ``--attach``: the user is taken to the panes (``attach_command``), not left where they are
 
 
 @runtime_checkable

@@ -298,25 +298,41 @@ class ZellijBackend:
         rundir.write_atomic(path, text, mode=0o600)
         deadline = time.monotonic() + self.ready_timeout
         session = self.z.session or ""
+        home: int | None = None
         if self.mode == "session":
             self._create_session(session, path, deadline)
             # a client of our own, attached again if Zellij drops it as it attaches (contract §6.19)
             self.attach_argv = [sys.executable, "-m", "zellij_swarm.backends.zellij_attach", session]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         else:
-            home = self._home_tab()
+            # --attach: the client stays on the swarm's tab, where new-tab takes it. Given back
+            # its own tab and then sent to ours, two CLI calls whose order the server need not
+            # keep (each its own connection), it once stayed on its own.
+            home = None if ctx.attach else self._home_tab()
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
                 self.tab_id = int(res.lines[0])
+            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
+        try:
+            return self._await_layout(board, slots, first, deadline)
+        finally:
             if home is not None:
-                # Zellij moves the client to a tab just made: back to the tab the user was on,
-                # as a tmux window is made beside theirs (--attach moves it to ours, below).
+                # Zellij moves the client to a tab just made as it lays the tab out, which can
+                # be after ``new-tab`` has answered (a loaded machine): once the tab's panes are
+                # listed, back to the tab the user was on, as a tmux window is made beside
+                # theirs. Sent at once, it once came first, and the client stayed on the
+                # swarm's tab.
                 self.z.call("action", "go-to-tab-by-id", str(home), check=False)
-            if self.inside and session == self.z.own:  # --attach moves this client to the swarm's tab
+            if self.mode != "session" and self.inside and session == self.z.own:
+                # --attach moves this client to the swarm's tab (again: a user who went
+                # elsewhere meanwhile, or a Zellij that did not move it)
                 self.attach_argv = ["zellij", "--session", session, "action",
                                     *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
                                       else ["go-to-tab-name", names.tab(ctx.run_id)])]
-            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
+
+    def _await_layout(self, board: layout.PaneSpec, slots: list[layout.PaneSpec], first: list[LaunchRequest],
+                      deadline: float) -> list[str | None]:
+        """``_start``'s last part: the new tab's panes, once Zellij lists them."""
         if not self.z.has("list_panes"):
             return [None] * len(first)
         titles = [board.name] + [s.name for s in slots]

@@ -630,7 +630,7 @@ class Supervisor:
         headless — or, under require, fails every task before any starts (returns False)."""
         ctx = RunContext(paths=self.paths, run_id=self.run_id, settings=self.settings,
                          schedule=self.timers.after, warn=lambda code, msg: self._warn(code, msg, None),
-                         notice=self.reporter.notice, renderer_argv=self.renderer_argv)
+                         notice=self.reporter.notice, renderer_argv=self.renderer_argv, attach=self.plan.attach)
         try:
             self.backend.open(self.backend.context(ctx, schedule=self.timers.after))
             return True

@@ -94,7 +94,8 @@ def parse_faults(text: str | None) -> dict:
     """FAKE_ZELLIJ_FAULTS: items separated by ',' or ';'.
 
     silent_new_pane | no_hang | init_delay_ms=N | action_delay_ms=N | birth_panics=N |
-    fail:<subcmd>:<rc>:<text> | hang:<subcmd>
+    layout_delay_ms=N (new-tab --layout: its panes listed, the clients moved, N ms after it
+    answers) | fail:<subcmd>:<rc>:<text> | hang:<subcmd>
     """
     faults: dict = {"fail": {}, "hang": set()}
     if not text:

@@ -100,6 +100,7 @@ class Tab:
         self.panes: list[Pane] = []
         self.focused: Pane | None = None
         self.root: tiling.Node | None = None  # the tiled panes' tree (floating ones are not in it)
+        self.laying_out = False  # made by new-tab, its layout not applied yet: no pane listed
 
 
 class Server:
@@ -1205,7 +1206,7 @@ class Server:
         o = req["opts"]
         rows = []
         for pos, tab in enumerate(self.tabs):
-            panes = list(enumerate(tab.panes))
+            panes = [] if tab.laying_out else list(enumerate(tab.panes))
             panes.sort(key=lambda ip: (0 if ip[1].kind == "plugin" else 1, ip[1].id))
             for _, p in panes:
                 if not p.selectable and not o.get("all"):
@@ -1295,13 +1296,36 @@ class Server:
                       "tabs": [{"name": None, "focus": True, "panes": [spec], "floating": []}]}
             created = self.build_tabs(layout, tab_name=o.get("name"))
         else:
+            before = {id(c): c.get("tab") for c in self.clients}
             created = self.build_tabs(layout, tab_name=o.get("name"), cwd=o.get("cwd"))
+            delay = (req.get("faults") or {}).get("layout_delay_ms")
+            if created and delay:
+                # The real server answers new-tab with the tab's id, then lays the tab out
+                # once the pty thread has started its panes (Screen::apply_layout): only then
+                # are its panes listed and the clients moved to it (docs/zellij-contract.md
+                # §2.17). A go-to-tab-by-id sent meanwhile is undone by that move.
+                for c in self.clients:
+                    c["tab"] = before[id(c)]
+                for t in created:
+                    t.laying_out = True
+                self.defer(delay / 1000.0, lambda: self._laid_out(created))
+                return {"stdout": "".join(f"{t.id}\n" for t in created)} if self.version >= (0, 44, 0) else {}
         if created:
             for c in self.clients:
                 c["tab"] = created[0].id
         if self.version >= (0, 44, 0):
             return {"stdout": "".join(f"{t.id}\n" for t in created)}
         return {}
+
+    def _laid_out(self, created):
+        """``layout_delay_ms``'s second half: the tabs' panes listed, the clients moved."""
+        live = [t for t in created if t in self.tabs]
+        for t in live:
+            t.laying_out = False
+        for c in self.clients:
+            if live:
+                c["tab"] = live[0].id
+        self.after_change()
 
     def _active_or_first_tab(self):
         t = self.client_tab()
