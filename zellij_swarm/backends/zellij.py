@@ -312,6 +312,10 @@ class ZellijBackend:
             res = self.z.call("action", "new-tab", "--layout", str(path))
             if self.z.has("pane_ids") and res.lines and res.lines[0].strip().isdigit():
                 self.tab_id = int(res.lines[0])
+            if self.inside and session == self.z.own:  # --attach moves this client to the swarm's tab
+                self.attach_argv = ["zellij", "--session", session, "action",
+                                    *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
+                                      else ["go-to-tab-name", names.tab(ctx.run_id)])]
             ctx.notice(WHERE_PANES_ARE.format("Zellij"))
         try:
             return self._await_layout(board, slots, first, deadline)
@@ -323,12 +327,6 @@ class ZellijBackend:
                 # theirs. Sent at once, it once came first, and the client stayed on the
                 # swarm's tab.
                 self.z.call("action", "go-to-tab-by-id", str(home), check=False)
-            if self.mode != "session" and self.inside and session == self.z.own:
-                # --attach moves this client to the swarm's tab (again: a user who went
-                # elsewhere meanwhile, or a Zellij that did not move it)
-                self.attach_argv = ["zellij", "--session", session, "action",
-                                    *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
-                                      else ["go-to-tab-name", names.tab(ctx.run_id)])]
 
     def _await_layout(self, board: layout.PaneSpec, slots: list[layout.PaneSpec], first: list[LaunchRequest],
                       deadline: float) -> list[str | None]:
