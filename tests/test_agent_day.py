@@ -319,8 +319,7 @@ def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(sw
 
     version = "0.45.0"
     fz.host("host", version, client=True)
-    [own] = [p for p in json.loads(fz.zellij("--session", "host", "action", "list-panes", "--json",
-                                             version=version).stdout) if not p["is_plugin"]]
+    own = fz.shell("host", version)
     res = swarm("run", "--backend", "zellij", "--ui", "live", "--attach", "echo {}; exit {}", ":::", "0", "3",
                 env=fz.env(version, inside="host", ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
     assert res.code == 1, res
@@ -337,21 +336,40 @@ def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(sw
     check_calls(fz.calls())
 
 
-@pytest.mark.parametrize(("version", "layout_delay_ms"), [("0.45.0", 600), full("0.45.0", 0), full("0.44.1", 600)])
+@pytest.mark.parametrize(("version", "faults"), [("0.45.0", "layout_delay_ms=600"), full("0.45.0", ""),
+                                               full("0.44.1", "layout_delay_ms=600")])
 def test_run_inside_zellij_gives_the_client_back_its_tab_when_zellij_lays_the_swarms_tab_out_late(
-        swarm, fz, version: str, layout_delay_ms: int) -> None:
+        swarm, fz, version: str, faults: str) -> None:
     """Zellij moves the client to a tab made by ``new-tab`` as it lays the tab out, which can
     be after ``new-tab`` has answered; the client is given back its own tab after that move,
     not before it (the real Zellij, loaded, once kept it on the swarm's tab)."""
     from zellijtest import FAST, check_calls
 
     fz.host("host", version, client=True)
-    [own] = [p for p in json.loads(fz.zellij("--session", "host", "action", "list-panes", "--json",
-                                             version=version).stdout) if not p["is_plugin"]]
+    own = fz.shell("host", version)
     res = swarm("run", "--backend", "zellij", "--ui", "live", "echo {}; exit {}", ":::", "0", "3",
-                env=fz.env(version, faults=f"layout_delay_ms={layout_delay_ms}", inside="host",
-                           ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
+                env=fz.env(version, faults=faults, inside="host", ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
     assert res.code == 1, res
     assert fz.session(version, "host")["clients"][0]["tab_id"] == own["tab_id"]
     assert fz.tab(version, swarm.latest().name, "host")["id"] != own["tab_id"]
     check_calls(fz.calls())
+
+
+def test_run_inside_zellij_whose_move_back_to_the_users_tab_hangs_runs_in_its_panes_all_the_same(swarm, fz) -> None:
+    """Giving the client back its tab is the one call of the tab's making whose failure
+    changes nothing else: it hangs to its timeout, the client stays on the swarm's tab, and
+    the tasks run in the panes made for them, with no warning."""
+    from zellijtest import FAST
+
+    version = "0.45.0"
+    fz.host("host", version, client=True)
+    own = fz.shell("host", version)
+    res = swarm("run", "--backend", "zellij", "--ui", "live", "--max-visible-panes", "2", "echo {}; exit {}", ":::",
+                "0", "3", env=fz.env(version, faults="hang:go-to-tab-by-id", inside="host",
+                                     ZELLIJ_PANE_ID=str(own["id"]), ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="1000",
+                                     **FAST), timeout=60)
+    assert res.code == 1, res
+    assert "warning" not in res.stderr and "headless" not in res.stderr, res.stderr
+    assert all(row["pane_id"] for row in swarm.tasks().values()), swarm.tasks()
+    tab = fz.tab(version, swarm.latest().name, "host")
+    assert fz.session(version, "host")["clients"][0]["tab_id"] == tab["id"]

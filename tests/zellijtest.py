@@ -80,6 +80,13 @@ class FakeZellij:
         if client:
             self.zellij("__fake-attach", name, version=version)
 
+    def shell(self, name: str, version: str) -> dict[str, Any]:
+        """The shell pane of ``host``'s session ``name`` (``list-panes --json``'s row): where
+        the user types, its id their ``$ZELLIJ_PANE_ID``."""
+        [pane] = [p for p in json.loads(self.zellij("--session", name, "action", "list-panes", "--json",
+                                                    version=version).stdout) if not p["is_plugin"]]
+        return pane
+
     def state(self, version: str) -> dict[str, Any]:
         return json.loads(self.zellij("__fake-state", version=version).stdout)
 

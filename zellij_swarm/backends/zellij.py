@@ -325,8 +325,10 @@ class ZellijBackend:
                 # be after ``new-tab`` has answered (a loaded machine): once the tab's panes are
                 # listed, back to the tab the user was on, as a tmux window is made beside
                 # theirs. Sent at once, it once came first, and the client stayed on the
-                # swarm's tab.
-                self.z.call("action", "go-to-tab-by-id", str(home), check=False)
+                # swarm's tab. A call that fails or hangs leaves the client there, and nothing
+                # else: the tab and its panes are made, and their outcome is the layout's.
+                with contextlib.suppress(BackendError):
+                    self.z.call("action", "go-to-tab-by-id", str(home), check=False)
 
     def _await_layout(self, board: layout.PaneSpec, slots: list[layout.PaneSpec], first: list[LaunchRequest],
                       deadline: float) -> list[str | None]:
