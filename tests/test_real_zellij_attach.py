@@ -6,6 +6,7 @@ given back the user's own tab, which Zellij's ``new-tab`` takes it from."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 from realzellij import RealZellij
@@ -13,6 +14,16 @@ from swarmtest import GATE, kill_run_processes, run_processes, wait_until
 from zellijtest import FAST
 
 TASKS = f'[[task]]\nname = "waits"\ncmd = "{GATE}"\n[[task]]\nname = "bad"\ncmd = "echo FAIL; exit 3"\n'
+
+
+def clients_by_tab(rz: RealZellij) -> object:
+    """Each tab's id, name and the clients on it (``list-tabs --json``), or why it could not
+    be read: said when a wait for the client fails, and never in its place."""
+    try:
+        return [(t["tab_id"], t["name"], t["other_focused_clients"])
+                for t in json.loads(rz.act("host", "list-tabs", "--json", answer="["))]
+    except (AssertionError, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+        return f"unreadable: {e}"
 
 
 @pytest.mark.parametrize("attach", [True, False], ids=["attach", "no-attach"])
@@ -44,9 +55,7 @@ def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(sw
                 wait_until(lambda: board in tmux("capture-pane", "-p", "-t", "host"), timeout=30, interval=0.2,
                            what="the client on the swarm's tab")
             except AssertionError as late:  # where the client is: the cause, next time
-                tabs = json.loads(rz.act("host", "list-tabs", "--json", answer="["))
-                raise AssertionError(f"{late}; the tabs' clients: "
-                                     f"{[(t['tab_id'], t['name'], t['other_focused_clients']) for t in tabs]}; "
+                raise AssertionError(f"{late}; the tabs' clients: {clients_by_tab(rz)}; "
                                      f"the screen: {tmux('capture-pane', '-p', '-t', 'host')[:400]!r}") from None
         swarm.open_gate()
         _, err = proc.communicate(timeout=90)

@@ -86,14 +86,18 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
         is asked for at once: Slurm holds a requeued job back (its ``BeginTime``, set after
         it shows PENDING, over an earlier ``StartTime=now``)."""
         state, restarts = job_state(env, job)
+        pended = any(was == "PENDING" for was, _ in seen)
         seen.append((state, restarts))
         if state == "PENDING":
             # not checked: it may have started since the look (Slurm then refuses the update)
             subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=env, capture_output=True,
                            timeout=30)
             return False
-        return (restarts >= 1 and state not in (None, "REQUEUED", "COMPLETING")
-                and any(was == "PENDING" for was, _ in seen))
+        if not pended or state in (None, "REQUEUED") or restarts < 1:
+            return False  # still being requeued, or no answer
+        # once it pended, any state but these is an end without a second run: said now
+        assert state in ("CONFIGURING", "RUNNING", "COMPLETING", "COMPLETED"), f"the requeued job: {seen}"
+        return True
 
     try:
         wait_until(running_again, timeout=90, interval=1.0, what="the requeued job started again")

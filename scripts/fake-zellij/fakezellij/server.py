@@ -1290,27 +1290,27 @@ class Server:
     def act_new_tab(self, req, conn):
         o = req["opts"]
         layout = o.get("layout")
+        before = {id(c): c.get("tab") for c in self.clients}
         if layout is None:
             spec = {"argv": o.get("command") or None, "cwd": o.get("cwd")}
             layout = {"explicit_tabs": True,
                       "tabs": [{"name": None, "focus": True, "panes": [spec], "floating": []}]}
             created = self.build_tabs(layout, tab_name=o.get("name"))
+            delay = None
         else:
-            before = {id(c): c.get("tab") for c in self.clients}
             created = self.build_tabs(layout, tab_name=o.get("name"), cwd=o.get("cwd"))
             delay = (req.get("faults") or {}).get("layout_delay_ms")
-            if created and delay:
-                # The real server answers new-tab with the tab's id, then lays the tab out
-                # once the pty thread has started its panes (Screen::apply_layout): only then
-                # are its panes listed and the clients moved to it (docs/zellij-contract.md
-                # §2.17). A go-to-tab-by-id sent meanwhile is undone by that move.
-                for c in self.clients:
-                    c["tab"] = before[id(c)]
-                for t in created:
-                    t.laying_out = True
-                self.defer(delay / 1000.0, lambda: self._laid_out(created))
-                return {"stdout": "".join(f"{t.id}\n" for t in created)} if self.version >= (0, 44, 0) else {}
-        if created:
+        if created and delay:
+            # The real server answers new-tab with the tab's id, then lays the tab out once
+            # the pty thread has started its panes (Screen::apply_layout): only then are its
+            # panes listed and the clients moved to it (docs/zellij-contract.md §2.17). A
+            # go-to-tab-by-id sent meanwhile is undone by that move.
+            for c in self.clients:
+                c["tab"] = before[id(c)]
+            for t in created:
+                t.laying_out = True
+            self.defer(delay / 1000.0, lambda: self._laid_out(created))
+        elif created:
             for c in self.clients:
                 c["tab"] = created[0].id
         if self.version >= (0, 44, 0):
@@ -1322,8 +1322,8 @@ class Server:
         live = [t for t in created if t in self.tabs]
         for t in live:
             t.laying_out = False
-        for c in self.clients:
-            if live:
+        if live:
+            for c in self.clients:
                 c["tab"] = live[0].id
         self.after_change()
 
