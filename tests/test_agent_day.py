@@ -336,10 +336,11 @@ def test_run_attach_inside_zellij_goes_to_the_swarms_tab_and_keeps_its_output(sw
     check_calls(fz.calls())
 
 
-@pytest.mark.parametrize(("version", "faults"), [("0.45.0", "layout_delay_ms=600"), full("0.45.0", ""),
-                                               full("0.44.1", "layout_delay_ms=600")])
+@pytest.mark.parametrize(("version", "faults", "ui"), [
+    ("0.45.0", "layout_delay_ms=600", "live"), full("0.45.0", "", "live"),
+    full("0.44.1", "layout_delay_ms=600", "live"), full("0.45.0", "layout_delay_ms=600", "compact")])
 def test_run_inside_zellij_gives_the_client_back_its_tab_when_zellij_lays_the_swarms_tab_out_late(
-        swarm, fz, version: str, faults: str) -> None:
+        swarm, fz, version: str, faults: str, ui: str) -> None:
     """Zellij moves the client to a tab made by ``new-tab`` as it lays the tab out, which can
     be after ``new-tab`` has answered; the client is given back its own tab after that move,
     not before it (the real Zellij, loaded, once kept it on the swarm's tab)."""
@@ -347,7 +348,7 @@ def test_run_inside_zellij_gives_the_client_back_its_tab_when_zellij_lays_the_sw
 
     fz.host("host", version, client=True)
     own = fz.shell("host", version)
-    res = swarm("run", "--backend", "zellij", "--ui", "live", "echo {}; exit {}", ":::", "0", "3",
+    res = swarm("run", "--backend", "zellij", "--ui", ui, "echo {}; exit {}", ":::", "0", "3",
                 env=fz.env(version, faults=faults, inside="host", ZELLIJ_PANE_ID=str(own["id"]), **FAST), timeout=60)
     assert res.code == 1, res
     assert fz.session(version, "host")["clients"][0]["tab_id"] == own["tab_id"]
