@@ -5,12 +5,21 @@ pid None"."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import signal
+import struct
 import subprocess
 import sys
+import threading
 
 import pytest
 from swarmtest import clean_env, full, kill_run_processes, wait_until
+
+from zellij_swarm import exc
+from zellij_swarm.records import runlock
+from zellij_swarm.records.rundir import RunPaths
 
 # Readers in a loop in one process: mostly the question `status` and `ls` ask of the lock
 # (is a supervisor alive?), through the function they ask it with, and now and then the whole
@@ -67,3 +76,84 @@ def test_resume_never_fails_because_readers_are_looking(swarm, count):
     finally:
         for run in runs:
             kill_run_processes(run)
+
+
+# A supervisor that holds the run's lock and then has a child that is, as a spawned process
+# is until its exec, a copy holding the lock's open file: the child waits on its stdin.
+SPAWNING_SUPERVISOR = """
+import os, sys
+from pathlib import Path
+from zellij_swarm.records import runlock
+from zellij_swarm.records.rundir import RunPaths
+runlock.RunLock(RunPaths(Path(sys.argv[1]))).acquire()
+if os.fork() == 0:
+    os.read(0, 1)
+    os._exit(0)
+print("spawning", flush=True)
+os.read(0, 1)
+"""
+
+
+@pytest.fixture
+def killed_while_spawning(tmp_path):
+    """A run dir whose supervisor was SIGKILLed while a child it started still holds the lock
+    (its pid, and the pipe that ends the child when closed)."""
+    run = RunPaths(tmp_path / "20261203-000000-abcdef")
+    run.dir.mkdir()
+    release_r, release_w = os.pipe()
+    sup = subprocess.Popen([sys.executable, "-c", SPAWNING_SUPERVISOR, str(run.dir)], stdin=release_r,
+                           stdout=subprocess.PIPE, text=True, env=clean_env())
+    os.close(release_r)
+    try:
+        assert sup.stdout.readline() == "spawning\n"
+        sup.send_signal(signal.SIGKILL)
+        assert sup.wait(timeout=10) == -signal.SIGKILL
+        yield run, sup.pid, release_w
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(release_w)  # the child reads end-of-file and ends
+        sup.kill()
+        sup.wait()
+
+
+def test_a_lock_held_by_a_killed_supervisors_child_is_no_supervisor(killed_while_spawning):
+    """Killed in the moment a process it spawned had not yet exec'd, a supervisor left its run
+    "running" to ``status`` and busy to ``resume`` (CI: a kill -9 test saw "running")."""
+    run, _, _ = killed_while_spawning
+    probe = os.open(run.lock, os.O_RDWR)
+    try:  # the premise: the kernel still calls the lock held
+        with pytest.raises(OSError):
+            fcntl.fcntl(probe, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    finally:
+        os.close(probe)
+    assert runlock.holder(run) is None
+
+
+def test_resume_waits_for_a_killed_supervisors_child_to_let_go_of_the_lock(killed_while_spawning):
+    run, _, release_w = killed_while_spawning
+    lock = runlock.RunLock(run)
+    taken: list[BaseException | None] = []
+    taker = threading.Thread(target=lambda: taken.append(_raised(lock.acquire)))
+    taker.start()
+    try:
+        os.close(release_w)  # the child ends, as a spawned one execs
+        taker.join(timeout=runlock.HANDOVER_WAIT + 5)
+        assert taken == [None]
+        assert runlock.holder(run) == os.getpid()
+    finally:
+        lock.release()
+
+
+def test_a_killed_supervisors_child_that_keeps_the_lock_makes_resume_say_so(killed_while_spawning, monkeypatch):
+    run, dead_pid, _ = killed_while_spawning
+    monkeypatch.setattr(runlock, "HANDOVER_WAIT", 0.3)
+    with pytest.raises(exc.RunBusy, match=rf"still held by a process its gone supervisor \(pid {dead_pid}\) started"):
+        runlock.RunLock(run).acquire()
+
+
+def _raised(step) -> BaseException | None:
+    try:
+        step()
+    except BaseException as e:  # handed to the test's thread, which asserts on it
+        return e
+    return None
