@@ -26,6 +26,13 @@ def clients_by_tab(rz: RealZellij) -> object:
         return f"unreadable: {e}"
 
 
+def last_events(run, count: int = 12) -> list[str]:
+    try:
+        return (run / "events.jsonl").read_text(errors="replace").splitlines()[-count:]
+    except OSError as e:
+        return [f"unreadable: {e}"]
+
+
 @pytest.mark.parametrize("attach", [True, False], ids=["attach", "no-attach"])
 def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(swarm, rz: RealZellij, tmux,
                                                                                attach: bool) -> None:
@@ -47,8 +54,11 @@ def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(sw
 
         try:
             wait_until(board_listed, timeout=60, interval=0.2, what="the swarm's board")
-        except AssertionError as late:  # what the session held then: the cause, next time
-            raise AssertionError(f"{late}; the session's panes: {titles}") from None
+        except AssertionError as late:  # what the session and the run held then: the cause, next time
+            tabs = clients_by_tab(rz)
+            proc.kill()
+            raise AssertionError(f"{late}; the session's panes: {titles}; the tabs: {tabs}; the run's last "
+                                 f"events: {last_events(run)}; its stderr: {proc.communicate()[1][-1500:]}") from None
         assert board in titles, f"the run ended first: {proc.communicate()}"
         if attach:
             try:

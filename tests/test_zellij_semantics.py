@@ -74,6 +74,28 @@ def test_a_stale_session_name_is_said_and_the_swarm_runs_outside(swarm, fz, vers
     assert f"swarm-{run.name}" in sessions
 
 
+@pytest.mark.parametrize("version,ui,named", [("0.45.0", "live", False), full("0.44.3", "compact", False),
+                                              ("0.43.1", "compact", True), full("0.45.0", "live", True)])
+def test_a_live_session_that_ls_leaves_out_is_neither_a_stale_name_nor_made_anew(swarm, fz, version, ui, named):
+    """``ls`` lists a session live only when its server answers a probe, which a busy server
+    can fail (contract §2.2): the real 0.45.0 left out the session a swarm was started from,
+    and the swarm ran in a session of its own, under a warning that the user's was not
+    running. Inside it (``named``: named with ``--session`` from outside) the swarm's tab is
+    made in it all the same, and nothing is deleted or created."""
+    fz.host("host", version, client=True)
+    faults = "unprobed:host"
+    env = fz.env(version, faults=faults, **FAST) if named else fz.env(version, inside="host", faults=faults, **FAST)
+    before = len(fz.calls())
+    res = run_swarm(swarm, env, "--ui", ui, *(["--session", "host"] if named else []))
+    assert res.code == 1, res.stderr  # "bad" exits 3; nothing else fails
+    assert [w["code"] for w in warnings(swarm.latest()) if w["code"] == "session_missing"] == []
+    calls = fz.calls()[before:]  # the swarm's
+    assert [c["argv"] for c in calls if c["subcommand"] in ("delete-session", "kill-session", "attach")] == []
+    [made] = [c for c in calls if c["subcommand"] == "new-tab"]
+    assert made["argv"][made["argv"].index("--session") + 1] == "host" and made["exit"] == 0, made
+    assert {s["name"] for s in fz.state(version)["sessions"]} == {"host"}
+
+
 def test_timeout_messages_name_the_action(swarm, fz):
     # long enough for the calls that answer (making the session) on a loaded machine
     env = fz.env("0.45.0", faults="hang:rename-pane", ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="3000", **FAST)

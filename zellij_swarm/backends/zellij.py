@@ -163,7 +163,21 @@ class ZellijBackend:
                                         "with (0.40–0.45): it runs, untested")
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
         sessions = self.z.sessions()
-        if own and not s.session and not (own in sessions and sessions[own].live):
+
+        judged: dict[str, bool] = {}
+
+        def live(name: str) -> bool:
+            # One ``ls`` is no evidence of death: its probe of a busy server can fail, and the
+            # live session is then not listed live (contract §2.2). Taken for dead, the user's
+            # own session had the swarm run in a session of its own (the real 0.45.0, once in
+            # 40 runs on a loaded machine); a named one would be deleted to be made anew.
+            if name not in judged:
+                row = sessions.get(name)
+                judged[name] = (row is not None and row.live) or (
+                    self.z.server_runs(name) and self.z.session_live(name))
+            return judged[name]
+
+        if own and not s.session and not live(own):
             # A stale variable (a shell that outlived its session): never create a session under
             # that name behind the user's back; run as from outside, and say so.
             ctx.warn("session_missing", f"ZELLIJ_SESSION_NAME names zellij session {own!r}, which is not running; "
@@ -173,7 +187,7 @@ class ZellijBackend:
         target = s.session or own or names.session(ctx.run_id)
         self.z.session = target
         row = sessions.get(target)
-        if row is not None and row.live:
+        if live(target):
             self.mode = "here" if self.here and target == own else "tab"
         else:
             if row is not None:

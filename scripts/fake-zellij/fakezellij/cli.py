@@ -269,7 +269,9 @@ def dead_sessions(ctx, live_names):
 
 
 def session_rows(ctx):
-    live = live_sessions(ctx)
+    """``ls``'s rows. Fault ``unprobed:NAME``: the live session NAME fails ``ls``'s probe (a
+    busy server, contract §2.2) and is listed as a session with no server is."""
+    live = [s for s in live_sessions(ctx) if s[0] not in ctx.faults["unprobed"]]
     names = {n for n, _, _ in live}
     rows = [(n, m, False) for n, _, m in live]
     rows += [(n, m, True) for n, m in dead_sessions(ctx, names)]
@@ -340,7 +342,7 @@ def resolve_session(ctx, requested):
 
 
 def send(ctx, path, req):
-    req.setdefault("faults", {k: v for k, v in ctx.faults.items() if k not in ("fail", "hang")})
+    req.setdefault("faults", common.server_faults(ctx.faults))
     try:
         resp = common.request(path, req)
     except OSError:
@@ -688,7 +690,7 @@ def cmd_attach(ctx, top, args):
     start_server(ctx, name, path)
     req = {"op": "setup", "layout": layout, "resurrect": record,
            "force_run": bool(o.get("force_run_commands")),
-           "faults": {k: v for k, v in ctx.faults.items() if k not in ("fail", "hang")}}
+           "faults": common.server_faults(ctx.faults)}
     resp = common.request(path, req, timeout=30)
     if resp is None:
         ctx.err("fake zellij: the new server did not answer\n")
@@ -753,7 +755,7 @@ def cmd_kill(ctx, top, args):
 
 def kill_request(ctx, path):
     """KillSession: the server answers at once and exits asynchronously (§2.4)."""
-    faults = {k: v for k, v in ctx.faults.items() if k not in ("fail", "hang")}
+    faults = common.server_faults(ctx.faults)
     try:
         common.request(path, {"op": "kill", "faults": faults}, timeout=10)
     except OSError:

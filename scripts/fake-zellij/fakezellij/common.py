@@ -95,9 +95,10 @@ def parse_faults(text: str | None) -> dict:
 
     silent_new_pane | no_hang | init_delay_ms=N | action_delay_ms=N | birth_panics=N |
     layout_delay_ms=N (new-tab --layout: its panes listed, the clients moved, N ms after it
-    answers) | fail:<subcmd>:<rc>:<text> | hang:<subcmd>
+    answers) | fail:<subcmd>:<rc>:<text> | hang:<subcmd> | unprobed:<session> (``ls`` does
+    not list that live session live)
     """
-    faults: dict = {"fail": {}, "hang": set()}
+    faults: dict = {"fail": {}, "hang": set(), "unprobed": set()}
     if not text:
         return faults
     for item in re.split(r"[;,]", text):
@@ -117,6 +118,8 @@ def parse_faults(text: str | None) -> dict:
             faults["fail"][sub] = (rc, msg)
         elif item.startswith("hang:"):
             faults["hang"].add(item[5:])
+        elif item.startswith("unprobed:"):
+            faults["unprobed"].add(item[len("unprobed:"):])
         elif "=" in item:
             k, v = item.split("=", 1)
             try:
@@ -126,6 +129,11 @@ def parse_faults(text: str | None) -> dict:
         else:
             faults[item] = True
     return faults
+
+
+def server_faults(faults: dict) -> dict:
+    """The faults a server is told of: not those only its CLI acts on."""
+    return {k: v for k, v in faults.items() if k not in ("fail", "hang", "unprobed")}
 
 
 # --------------------------------------------------------------------------- wire protocol
