@@ -329,7 +329,10 @@ def zellij_run(swarm: Swarm, fz: FakeZellij, version: str, inside: str | None) -
     return swarm.latest()
 
 
-def test_attach_inside_zellij_goes_to_the_runs_tab_and_focuses_the_tasks_pane(swarm, fz):
+@pytest.mark.parametrize("faults", ["", "unprobed:host"], ids=["listed", "left-out-by-ls"])
+def test_attach_inside_zellij_goes_to_the_runs_tab_and_focuses_the_tasks_pane(swarm, fz, faults):
+    """``left-out-by-ls``: the session's server fails ``ls``'s probe (busy, contract §2.2); it
+    is live all the same, and the run is found in it."""
     version = "0.45.0"
     fz.host("host", version, client=True)
     run = zellij_run(swarm, fz, version, "host")
@@ -337,7 +340,7 @@ def test_attach_inside_zellij_goes_to_the_runs_tab_and_focuses_the_tasks_pane(sw
     tab = fz.tab(version, run.name, "host")
     assert fz.state(version)["sessions"][0]["clients"][0]["tab_id"] != tab["id"]
     pane = swarm.tasks()["bad"]["pane_id"]
-    res = swarm("attach", "bad", env=fz.env(version, inside="host"))
+    res = swarm("attach", "bad", env=fz.env(version, inside="host", faults=faults))
     assert (res.code, res.stderr) == (0, "")
     host = fz.session(version, "host")
     assert host["clients"][0]["tab_id"] == tab["id"]

@@ -172,9 +172,7 @@ class ZellijBackend:
             # own session had the swarm run in a session of its own (the real 0.45.0, once in
             # 40 runs on a loaded machine); a named one would be deleted to be made anew.
             if name not in judged:
-                row = sessions.get(name)
-                judged[name] = (row is not None and row.live) or (
-                    self.z.server_runs(name) and self.z.session_live(name))
+                judged[name] = self.z.live_in(sessions, name)
             return judged[name]
 
         if own and not s.session and not live(own):

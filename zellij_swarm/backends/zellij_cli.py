@@ -198,6 +198,13 @@ class Zellij:
         return alive_unless_gone(lambda: True if self._listed_live(name) else None,
                                  lambda: not self.server_runs(name), settle=settle, every=0.05)
 
+    def live_in(self, rows: Mapping[str, SessionRow], name: str) -> bool:
+        """Whether the session ``name`` is live, given one ``ls``'s ``rows``: listed live; or,
+        left out of them — as a busy server that failed ``ls``'s probe is (contract §2.2) —
+        its server runs and ``session_live`` finds it live. One ``ls`` is no evidence of death."""
+        row = rows.get(name)
+        return (row is not None and row.live) or (self.server_runs(name) and self.session_live(name))
+
     def server_runs(self, session: str) -> bool:
         """Whether the server of ``session`` runs: a process ``zellij --server SOCKET`` of this
         Zellij's socket (``socket_dir``), not a zombie (its command line is empty) — never

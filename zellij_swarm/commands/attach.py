@@ -251,14 +251,15 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
 def _zellij_session(z: Zellij, run_id: str, snap: Mapping[str, Any], recorded: Mapping[str, Any]) -> str | None:
     """The run's zellij session if it is live: the one recorded, else the one the run was
     given, else ``swarm-<run-id>``, else a live session with the tab ``swarm:<run-id>``."""
-    live = [name for name, row in z.sessions().items() if row.live]
+    rows = z.sessions()
+    live = [name for name, row in rows.items() if row.live]
     named = _text(recorded, "session")
     if named is None:
         setting = (snap.get("settings") or {}).get("session") or {}
         named = setting.get("value") if isinstance(setting.get("value"), str) else None
     if named is not None:
-        return named if named in live else None
-    if names.session(run_id) in live:
+        return named if z.live_in(rows, named) else None
+    if z.live_in(rows, names.session(run_id)):
         return names.session(run_id)
     for name in live:
         z.session = name
