@@ -370,14 +370,18 @@ def test_attach_outside_zellij_makes_this_terminal_a_client_of_the_session(swarm
 
 
 @needs_script
-@pytest.mark.parametrize("drops", [1, REATTACHES + 1])
+@pytest.mark.parametrize("drops,probe", [(1, True), (REATTACHES + 1, True), (1, False)],
+                         ids=["once", "every-time", "once-left-out-by-ls"])
 def test_attach_outside_zellij_attaches_again_when_zellij_dropped_its_client_as_it_attached(swarm, fz, tmp_path,
-                                                                                               drops):
+                                                                                               drops, probe):
     """Contract §6.19: Zellij 0.45 may drop a client as it attaches, exit 0, and say so only in
-    its log. ``attach`` then attaches again while the session lives, at most REATTACHES times."""
+    its log. ``attach`` then attaches again while the session lives, at most REATTACHES times
+    — also when ``ls`` leaves the session out (``probe`` False: its server failed the probe,
+    §2.2)."""
     version = "0.45.0"
     run = zellij_run(swarm, fz, version, None)
-    env = fz.env(version, faults=f"drop_attach={drops}", TMPDIR=str(tmp_path))
+    unprobed = "" if probe else f",unprobed:swarm-{run.name}"
+    env = fz.env(version, faults=f"drop_attach={drops}{unprobed}", TMPDIR=str(tmp_path))
     client = subprocess.run(on_a_terminal(swarm, "attach", run.name), cwd=swarm.cwd, env=env,
                             stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     attaches = [c for c in fz.calls() if c["argv"] == ["attach", f"swarm-{run.name}"]]
