@@ -292,7 +292,12 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
         proc.kill()
         proc.wait(timeout=10)
         (swarm.cwd / "go").touch()
-        wait_until(lambda: exits(run) == 1, what="a ended while no supervisor ran")
+        try:  # a loaded CI machine once took over 30 s here; the wait ends as soon as it is written
+            wait_until(lambda: exits(run) == 1, timeout=60, what="a ended while no supervisor ran")
+        except AssertionError as late:  # what the generations and the panes held then: the cause, next time
+            files = sorted(str(f.relative_to(run)) for f in run.glob("slots/slot-*/gen-*/*"))
+            panes = tmux("list-panes", "-a", "-F", "#{pane_id} #{pane_dead} #{pane_current_command}", check=False)
+            raise AssertionError(f"{late}; the generations' files: {files}; the panes: {panes!r}") from None
         proc = swarm.popen("resume", run.name, "--output", "group", env=env)
         wait_until(lambda: any(e["event"] == "worker_adopted" for e in events(run)), timeout=60, what="b adopted")
         (swarm.cwd / "go2").touch()
