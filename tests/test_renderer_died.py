@@ -24,7 +24,8 @@ from swarmtest import GATE, full, validate, wait_until
 from tmuxtest import outside_env
 from zellijtest import FAST
 
-from zellij_swarm.engine import pid_end, view_watch
+from zellij_swarm import pid_end
+from zellij_swarm.engine import view_watch
 from zellij_swarm.engine.view_watch import Registration, ViewWatch
 from zellij_swarm.records.rundir import RunPaths, make_private_dir
 from zellij_swarm.render.loop import Frame, Loop

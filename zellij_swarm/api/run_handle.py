@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zellij_swarm import errors
+from zellij_swarm import errors, pid_end
 from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings
-from zellij_swarm.engine import pid_end
 from zellij_swarm.records import rundir, runlock
 from zellij_swarm.records.rundir import RunPaths
 

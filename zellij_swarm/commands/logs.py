@@ -34,9 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from zellij_swarm import exc, quoting, streams
+from zellij_swarm import exc, pid_end, quoting, streams
 from zellij_swarm.commands import status as views
-from zellij_swarm.engine import pid_end
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths

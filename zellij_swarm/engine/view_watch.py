@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm.engine import pid_end
+from zellij_swarm import pid_end
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify, Watcher

@@ -42,7 +42,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from zellij_swarm import exc
+from zellij_swarm import exc, pid_end
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 
@@ -106,10 +106,11 @@ class RunLock:
                 if pid is None and time.monotonic() < deadline:
                     time.sleep(_HANDOVER_LOOK)
                     continue
+                gone = _pid_in(fd)
                 os.close(fd)
                 if pid is None:
                     raise exc.RunBusy(f"run {self._run.run_id}: its lock is still held by a process its gone "
-                                      f"supervisor (pid {_named_pid(self._run)}) started, {HANDOVER_WAIT:.0f}s after "
+                                      f"supervisor (pid {gone}) started, {HANDOVER_WAIT:.0f}s after "
                                       "it ended; try again when that process has ended") from None
                 who = f"pid {pid}" if pid > 0 else "another process"
                 raise exc.RunBusy(f"run {self._run.run_id} is being supervised by {who}") from None
@@ -186,45 +187,10 @@ def holder(run: RunPaths) -> int | None:
         os.close(fd)
     if pid is None:
         return -1
-    return pid if _running(pid) else None
+    return None if pid_end.ended(pid, None) else pid
 
 
 def _pid_in(fd: int) -> int | None:
     """The pid the lock file names; None while its holder has not written it yet."""
     text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     return int(text) if text.isdigit() else None
-
-
-def _named_pid(run: RunPaths) -> str:
-    try:
-        fd = os.open(run.lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return "unknown"
-    try:
-        return str(_pid_in(fd) or "unknown")
-    finally:
-        os.close(fd)
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended: a zombie has (its open files are
-    closed; its parent has yet to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except FileNotFoundError:
-        return False
-    except OSError:  # /proc unreadable here: the kernel's answer, that it exists
-        return _exists(pid)
-    # "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ")"
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z"
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
