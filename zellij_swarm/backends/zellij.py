@@ -45,6 +45,7 @@ the worker's exact status.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -163,18 +164,11 @@ class ZellijBackend:
                                         "with (0.40–0.45): it runs, untested")
         own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
         sessions = self.z.sessions()
-
-        judged: dict[str, bool] = {}
-
-        def live(name: str) -> bool:
-            # One ``ls`` is no evidence of death: its probe of a busy server can fail, and the
-            # live session is then not listed live (contract §2.2). Taken for dead, the user's
-            # own session had the swarm run in a session of its own (the real 0.45.0, once in
-            # 40 runs on a loaded machine); a named one would be deleted to be made anew.
-            if name not in judged:
-                judged[name] = self.z.live_in(sessions, name)
-            return judged[name]
-
+        # One ``ls`` is no evidence of death: its probe of a busy server can fail, and the live
+        # session is then not listed live (contract §2.2). Taken for dead, the user's own
+        # session had the swarm run in a session of its own (the real 0.45.0, 2 runs in 97 on a
+        # loaded machine); a named one would be deleted to be made anew. Asked once a name.
+        live = functools.cache(lambda name: self.z.live_in(sessions, name))
         if own and not s.session and not live(own):
             # A stale variable (a shell that outlived its session): never create a session under
             # that name behind the user's back; run as from outside, and say so.
