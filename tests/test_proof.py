@@ -13,6 +13,7 @@ import pytest
 from swarmtest import Swarm, validate
 
 from zellij_swarm.commands.proof import TIMELINE_LIMIT, format_proof, prove
+from zellij_swarm.records import generation_files
 from zellij_swarm.records.rundir import RunPaths
 
 T0 = 1_800_000_000.0  # synthetic runs start here (exact in binary, and in nanoseconds)
@@ -199,6 +200,31 @@ def test_running_generation_counts_up_to_now(tmp_path: Path) -> None:
     # A live run's snapshot lags its files: not compared, and said so.
     assert report["consistency"]["checked"] is False and report["ok"]
     assert [w["code"] for w in report["warnings"]] == ["metrics_unchecked"]
+
+
+def test_a_generation_folded_while_proof_reads_it_is_ended_not_still_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor folds an ended generation (its outcome logged, then its claim and exit
+    sidecar removed) between ``proof`` reading its claim and its exit: the log has its end, so it
+    does not count as running up to now, overlapping the next generation of its slot."""
+    run = make_run(tmp_path, 1, [(1, 1, 0.0, 1.0, 101), (1, 2, 1.0, None, 102)], state="running",
+                   metrics={"active_slot_time_ms": 1.0}, events=[])
+    real_ended_at = generation_files.ended_at
+
+    def folded_under_the_reader(gen: generation_files.GenPaths) -> Any:
+        if gen.gen == 1:
+            with (run / "events.jsonl").open("a") as log:
+                log.write(json.dumps({"event": "worker_completed", "slot": 1, "gen": 1, "started_at": T0,
+                                      "ended_at": T0 + 1.0, "pid": 101}, separators=(",", ":")) + "\n")
+            generation_files.fold(gen)
+        return real_ended_at(gen)
+
+    monkeypatch.setattr(generation_files, "ended_at", folded_under_the_reader)
+    report = proof_of(run, now=T0 + 4.0)
+    assert not (run / "slots/slot-1/gen-1").exists()  # folded away while it was read
+    assert report["ok"], report["blockers"]
+    assert report["max_concurrency"] == 1 and report["generations"]["running"] == 1
+    assert report["active_ms"] == pytest.approx(1000.0 + 3000.0)
 
 
 def test_interrupted_run_counts_open_generations_up_to_now(tmp_path: Path) -> None:

@@ -49,7 +49,14 @@ def proof_json(swarm: Swarm, run: Path) -> dict[str, Any]:
     report = json.loads(res.stdout)
     validate(report, "proof")
     human = swarm("proof", run.name)
-    assert human.code == res.code and "internal error" not in human.stderr, human.stderr
+    assert "Traceback" not in human.stderr and "internal error" not in human.stderr, human.stderr
+    if res.code == 1 and report["run_state"] in ("running", "interrupted"):
+        # A live run's evidence grows between the two calls: before its first wrapper has
+        # written its claim there is none (no_evidence), a moment later there is.
+        assert [b["code"] for b in report["blockers"]] == ["no_evidence"], report["blockers"]
+        assert human.code in (0, 1), human.stderr
+    else:
+        assert human.code == res.code, (human.stdout, human.stderr)
     return report
 
 

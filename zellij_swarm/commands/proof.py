@@ -212,24 +212,26 @@ def _prove(run: RunPaths, min_concurrency: int | None, min_speedup: float | None
     # ----- the wrappers' evidence ---------------------------------------------------------
     gens: list[tuple[int, int, float, float, int | None, bool]] = []  # slot, gen, start, end, pid, open
     dirs = not_started = supervisor_ended = 0
+    on_disk = {key: (g, generation_files.read_claim(g)) for key, g in run.generations_on_disk().items()}
+    ends = {key: generation_files.ended_at(g) for key, (g, claim) in on_disk.items() if claim is not None}
+    # The log is read after the files: a generation the supervisor folds away while they are read
+    # (claim first, then its exit sidecar) is found in it, not taken for one still running.
     folded = _folded_outcomes(run)
-    on_disk = run.generations_on_disk()
     nodes: dict[str, int] = defaultdict(int)  # generations that ran on each Slurm node
     on_slurm = (meta.get("settings") or {}).get("executor", {}).get("value") == "slurm"
     for slot, no in sorted(on_disk.keys() | folded.keys()):
         dirs += 1
-        g = on_disk.get((slot, no))
-        claim = generation_files.read_claim(g) if g is not None else None
-        if claim is None and (slot, no) in folded:  # folded away: its outcome event is its record
+        if (slot, no) in folded:  # its outcome event is its record, on disk or folded away
             start, end, pid, node = folded[(slot, no)]
             gens.append((slot, no, start, max(start, end), pid, False))
             if node:
                 nodes[node] += 1
             continue
-        if g is None or claim is None or claim.by_supervisor:
+        g, claim = on_disk[(slot, no)]
+        if claim is None or claim.by_supervisor:
             not_started += 1
             continue
-        ended = generation_files.ended_at(g)
+        ended = ends[(slot, no)]
         if ended is None and claim.unwritten:  # its wrapper writes its pid before running anything
             not_started += 1
             continue
