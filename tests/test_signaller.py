@@ -208,3 +208,40 @@ def test_a_zombie_leader_leads_nothing_and_an_unseen_end_is_not_swept_by_session
         for pid in (leftover, stranger_leftover):
             os.kill(pid, signal.SIGKILL)
         leader.wait()
+
+
+def test_the_node_side_term_of_a_slurm_step_says_whether_it_reached_the_worker_and_was_caught(tmp_path: Path) -> None:
+    """``engine.step_signal``, which the supervisor runs on a Slurm step's node: the wrapper the
+    launch heartbeat names (its command line names the generation's directory), the worker
+    below it signalled, and one line back — ``sent <time> uncaught`` for a worker with no
+    handler, ``caught`` for one with, ``none`` once nothing of it runs. A heartbeat whose pid
+    is now another process (the wrapper ended, the number reused) leads to nothing."""
+    from zellij_swarm.engine import step_signal
+
+    gen = GenPaths(tmp_path / "gen-1", 3, 1)
+    gen.dir.mkdir()
+    ready = tmp_path / "ready"
+
+    def wrapper(worker: str) -> subprocess.Popen[bytes]:  # a stand-in wrapper: its argv names gen.dir
+        ready.unlink(missing_ok=True)
+        p = subprocess.Popen(["sh", "-c", f"sh -c {worker!r}; :", "sh", str(gen.dir)], start_new_session=True)
+        gen.heartbeat.write_text(f'{{"event":"started","pid":{p.pid},"pane_id":null}}\n')
+        wait_until(ready.exists, what="the worker started")
+        return p
+
+    plain = wrapper(f"touch {ready}; sleep 60")
+    trapping = wrapper(f"trap 'exit 0' TERM; touch {ready}; while :; do sleep 0.05; done")
+    try:
+        gen.heartbeat.write_text(f'{{"event":"started","pid":{os.getpid()},"pane_id":null}}\n')  # not its wrapper
+        assert step_signal.terminate("run-x", gen) == step_signal.NOTHING_RAN and plain.poll() is None
+        for p, heard in ((plain, "uncaught"), (trapping, "caught")):
+            gen.heartbeat.write_text(f'{{"event":"started","pid":{p.pid},"pane_id":null}}\n')
+            line = step_signal.terminate("run-x", gen)
+            assert step_signal.parse(line) is not None and line.endswith(f" {heard}"), line
+            assert p.wait(timeout=10) == 0  # the stand-in goes on to its end, as a wrapper does
+        assert step_signal.terminate("run-x", gen) == step_signal.NOTHING_RAN
+    finally:
+        for p in (plain, trapping):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

@@ -269,6 +269,53 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
     assert queue(cluster) == []
 
 
+# A worker that ignores SIGTERM waits for ``go`` and ends 0 on its own; one with a handler for it
+# ends 0 at the signal, the first time it runs (``once``), and at once the next.
+IGNORES = ("trap '' TERM; echo start >> ignores.log; until [ -e go ]; do sleep 0.05; done; "
+           "echo end >> ignores.log")
+TRAPS = ("[ -e once ] && exit 0; touch once; trap 'echo caught >> traps.log; exit 0' TERM; "
+         "echo start >> traps.log; while :; do sleep 0.05; done")
+
+
+@pytest.mark.parametrize("how", ["restart", full("timeout")])
+def test_a_step_that_ignores_the_term_and_ends_on_its_own_ran_once_one_that_traps_it_was_ended(
+        swarm: Swarm, cluster: dict[str, str], how: str) -> None:
+    """The ladder's SIGTERM is sent on the step's node (``engine.step_signal``), where it is
+    seen whether the worker had a handler for it. One that had none and then exits 0, its work
+    done, ended on its own: it succeeded and is neither restarted nor timed out (before, every
+    normal exit after the signal counted as the kill's, and the task ran again). One that
+    trapped it and exited 0 was ended by it."""
+    timeout = '\ntimeout = "1s"' if how == "timeout" else ""
+    swarm.write("t.toml", f'[[task]]\nname = "ignores"\ncmd = "{IGNORES}"{timeout}\n'
+                          f'[[task]]\nname = "traps"\ncmd = "{TRAPS}"{timeout}\n')
+    env = clean_env(**cluster)
+    with headless(swarm, "t.toml", env, "--kill-grace", "60s") as r:
+        assert r.run is not None
+        events = r.run / "events.jsonl"
+        wait_until(lambda: all((swarm.cwd / f"{n}.log").exists() for n in ("ignores", "traps")), timeout=60,
+                   what="both workers started")
+        asked = swarm.popen("restart", r.run.name, "ignores", "traps", env=env) if how == "restart" else None
+        wait_until(lambda: events.read_text().count('"event":"kill_sent"') == 2, timeout=60, what="both TERMs sent")
+        sent = {e["task"]: e for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "kill_sent"}
+        assert (sent["ignores"]["caught"], sent["traps"]["caught"]) == (False, True), sent
+        (swarm.cwd / "go").touch()
+        if asked is not None:
+            _, err = asked.communicate(timeout=60)
+            assert "ignores" in err and "not restarted" in err, err
+        assert r.proc.wait(timeout=120) == (0 if how == "restart" else 1)
+    got = rows(swarm)
+    runs = [e["task"] for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "slot_reserved"]
+    assert got["ignores"] == ("succeeded", None, 0, 1)
+    assert (swarm.cwd / "ignores.log").read_text() == "start\nend\n", "ran once, to its end"
+    assert runs.count("ignores") == 1
+    assert (swarm.cwd / "traps.log").read_text() == "start\ncaught\n"
+    if how == "restart":  # ran again, and ended at once
+        assert got["traps"][:3] == ("succeeded", None, 0) and runs.count("traps") == 2, [
+            e for e in map(json.loads, events.read_text().splitlines()) if e.get("task") == "traps"]
+    else:
+        assert got["traps"][:3] == ("timed_out", "timeout", 0), got["traps"]
+
+
 @pytest.mark.full  # Slurm's smallest time limit is a minute, and it looks at limits every 30 s or so
 def test_slurms_own_time_limit_is_timed_out(swarm: Swarm, cluster: dict[str, str]) -> None:
     swarm.write("t.toml", '[[task]]\nname = "long"\ncmd = "sleep 300"\nslurm = { time = 1 }\n')

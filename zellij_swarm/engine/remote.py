@@ -23,9 +23,11 @@ wrapper runs as a job step, possibly on another host.
   wrapper recorded (slurmd's SIGTERM) — which runs again without using an attempt, up to
   ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any
   fault). A code the worker exited with stands.
-- **Ending**: ``scancel --signal=TERM`` of the step (the wrapper and worker run their traps), the
-  ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node), each by id and job
-  name (an id issued again is never ours). A step still queued is withdrawn: its claim taken
+- **Ending**: SIGTERM to the worker on its node (``step_signal``, run beside the step: it says
+  whether the worker was running and had a handler for it — the outcome rule), or, when that
+  cannot be said there, ``scancel --signal=TERM`` of the step (the wrapper and worker run their
+  traps); the ``kill_grace``, then ``scancel`` (Slurm kills the whole tree on the node), each by
+  id and job name (an id issued again is never ours). A step still queued is withdrawn: its claim taken
   (nothing of it can run any more), then a plain ``scancel`` — or, one waiting inside the
   allocation where squeue does not list it, SIGTERM to its ``srun``. Otherwise ``srun`` itself
   is never signalled: SIGTERM to srun kills the task without its traps. The slot is held until
@@ -53,6 +55,7 @@ from zellij_swarm import exc, external
 from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.engine import step_signal
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import BackendError
@@ -116,10 +119,13 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
         if not job.running:
             cluster.cancel(job.id)
             continue
-        at = procs.coarse_wallclock()
-        cluster.signal(job.id, "TERM")
+        hb = generation_files.heartbeat_started(gen)
+        sent = term_on_node(cluster, run_id, gen, hb["step"], hb["node"]) if hb and hb["node"] and hb["step"] else None
+        if sent is None:  # as the ladder on a supervisor's loop does (SlurmExecutor.end)
+            sent = procs.coarse_wallclock(), True
+            cluster.signal(job.id, "TERM")
         if (reason := generation_files.kill_reason(gen)) is not None:
-            generation_files.write_kill_reason(gen, reason, sent_at=at)
+            generation_files.write_kill_reason(gen, reason, sent_at=sent[0], caught=sent[1])
     ids = [job.id for _, job in jobs]
     deadline = time.monotonic() + grace
     while ids and time.monotonic() < deadline and generations & cluster.jobs(run_id).keys():
@@ -130,6 +136,20 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
     while ids and time.monotonic() < settled and generations & cluster.jobs(run_id).keys():
         time.sleep(SETTLE_POLL)
     return len(ids)
+
+
+def term_on_node(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step: str,
+                 node: str) -> tuple[float, bool] | None:
+    """``step_signal`` run beside the generation's step (``job.step``) on its node (blocking):
+    when its SIGTERM reached the worker running, and whether the worker had a handler for it;
+    None when it reached nothing running or could not run — the caller then signals the
+    whole step, as caught."""
+    try:
+        said = cluster.run_beside(step.partition(".")[0], node,
+                                  (*step_signal.ARGV, run_id, str(gen.slot), str(gen.gen), str(gen.dir)))
+    except BackendError:
+        return None
+    return step_signal.parse(said)
 
 
 def srun_error(gen: generation_files.GenPaths) -> str:
@@ -374,16 +394,21 @@ class SlurmExecutor:
     # ----- ending --------------------------------------------------------------------------
 
     def end(self, lg: LiveGen, grace: float, now: Callable[[], float],
-            delivered: Callable[[float | None], None]) -> None:
-        """SIGTERM to the step's processes now, ``scancel`` of it after ``grace``; a step
+            delivered: Callable[[float | None, bool], None]) -> None:
+        """SIGTERM to the step's worker now, ``scancel`` of the step after ``grace``; a step
         still queued is withdrawn at once with a plain ``scancel`` (Slurm refuses to signal
-        it, and nothing of it runs). ``delivered`` hears, on the loop, when the TERM was sent
-        to a step that runs (None: it was not). A failing Slurm call is a warning: the step
-        is followed to its end as before, and the grace's ``scancel`` comes all the same."""
+        it, and nothing of it runs). The TERM is sent on the step's node (``step_signal``),
+        which tells whether it reached the worker running and whether the worker had a
+        handler for it; when that cannot be said there (nothing of the worker found running,
+        no node known yet, ``srun`` refused), ``scancel --signal=TERM`` sends it to the whole
+        step, taken as caught. ``delivered`` hears, on the loop, when the TERM was sent to a
+        step that runs and whether it was caught (None: it was not sent). A failing Slurm
+        call is a warning: the step is followed to its end as before, and the grace's
+        ``scancel`` comes all the same."""
         # its own job is ended by id and name: a restarted controller may have issued its id again
         name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen) if self.allocation is None else None
 
-        def term() -> float | None:
+        def term() -> tuple[float, bool] | None:
             step = self._step(lg)
             if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
                 # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
@@ -397,19 +422,23 @@ class SlurmExecutor:
                 return None
             if step is None:
                 return None
+            if lg.node is not None and lg.step is not None and (
+                    sent := term_on_node(self.cluster, self.run_id, lg.gen, lg.step, lg.node)) is not None:
+                return sent
             at = now()
             self.cluster.signal(step, "TERM", name=name)
-            return at
+            return at, True
 
         def kill() -> None:
             if (step := self._step(lg)) is not None:
                 self.cluster.cancel(step, name=name)
 
-        def answered(done: Done[float | None]) -> None:
+        def answered(done: Done[tuple[float, bool] | None]) -> None:
             if done.error is not None:
                 self.on.warn(external.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
                                                    f"({done.error}); it is cancelled after the grace", lg.task)
-            delivered(done.value)
+            sent_at, caught = done.value if done.value is not None else (None, True)
+            delivered(sent_at, caught)
 
         def cancelled(done: Done[None]) -> None:
             if done.error is not None:

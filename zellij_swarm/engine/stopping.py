@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.engine.live import Ladder, LiveGen
-from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files, shells
@@ -40,6 +39,8 @@ from zellij_swarm.worker import procs
 
 if TYPE_CHECKING:
     import psutil
+
+    from zellij_swarm.engine.remote import SlurmExecutor  # (it imports step_signal, which imports this)
 
 SWEEP_ROUNDS = 5  # a daemon may fork again while it is being ended: scan until none is left
 GONE_LOOK = 0.25  # seconds between two looks at what is left of a held generation's tree
@@ -183,7 +184,7 @@ class Stopper:
         if lg.remote and self.remote is not None:
             # scancel: TERM to the step, after the grace the step; a queued one is withdrawn
             lg.signalling += 1
-            self.remote.end(lg, self.grace, self.signaller.now, lambda at: self._answered(lg, at, True))
+            self.remote.end(lg, self.grace, self.signaller.now, lambda at, caught: self._answered(lg, at, caught))
             return
         if lg.kill_sent_at is not None:  # an earlier supervisor's ladder sent its SIGTERM: carry it on
             due = self.grace - (self.wallclock() - lg.kill_sent_at)
