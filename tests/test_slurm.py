@@ -277,19 +277,29 @@ TRAPS = ("[ -e once ] && exit 0; touch once; trap 'echo caught >> traps.log; exi
          "echo start >> traps.log; while :; do sleep 0.05; done")
 
 
-@pytest.mark.parametrize("how", ["restart", full("timeout")])
+@pytest.mark.parametrize(("how", "backend"), [("restart", "headless"), full("timeout", "headless"),
+                                               full("restart", "tmux")])
 def test_a_step_that_ignores_the_term_and_ends_on_its_own_ran_once_one_that_traps_it_was_ended(
-        swarm: Swarm, cluster: dict[str, str], how: str) -> None:
+        swarm: Swarm, cluster: dict[str, str], how: str, backend: str, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
     """The ladder's SIGTERM is sent on the step's node (``engine.step_signal``), where it is
     seen whether the worker had a handler for it. One that had none and then exits 0, its work
     done, ended on its own: it succeeded and is neither restarted nor timed out (before, every
     normal exit after the signal counted as the kill's, and the task ran again). One that
-    trapped it and exited 0 was ended by it."""
+    trapped it and exited 0 was ended by it. In a pane, the worker runs below the pane's
+    leader and its pty relay, on the node, as a headless one below its wrapper."""
     timeout = '\ntimeout = "1s"' if how == "timeout" else ""
     swarm.write("t.toml", f'[[task]]\nname = "ignores"\ncmd = "{IGNORES}"{timeout}\n'
                           f'[[task]]\nname = "traps"\ncmd = "{TRAPS}"{timeout}\n')
     env = clean_env(**cluster)
-    with headless(swarm, "t.toml", env, "--kill-grace", "60s") as r:
+    args: tuple[str, ...] = ("--backend", "headless")
+    if backend == "tmux":
+        (tmp_path / "tm").mkdir()
+        env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), **cluster)
+        args = ("--backend", "tmux", "--ui", "live")
+        request.addfinalizer(lambda: subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30))
+    with SlurmRunning(swarm, "t.toml", *args, "--executor", "slurm", "--output", "quiet", "--kill-grace", "60s",
+                      env=env, settle=0) as r:
         assert r.run is not None
         events = r.run / "events.jsonl"
         wait_until(lambda: all((swarm.cwd / f"{n}.log").exists() for n in ("ignores", "traps")), timeout=60,
