@@ -68,6 +68,10 @@ SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slur
 SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its absence means anything
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
 SETTLE_POLL = 0.2  # seconds between two looks at it meanwhile (one scontrol each; Slurm has no event for it)
+# seconds the SIGTERM sent on a step's node may take (srun some 30 ms, the helper's start a few
+# hundred): a node that does not answer holds the run's Slurm calls this long, then the step
+# is signalled through the controller
+NODE_SIGNAL_TIMEOUT = 5.0
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
 
 
@@ -120,10 +124,8 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
             cluster.cancel(job.id)
             continue
         hb = generation_files.heartbeat_started(gen)
-        sent = term_on_node(cluster, run_id, gen, hb["step"], hb["node"]) if hb and hb["node"] and hb["step"] else None
-        if sent is None:  # as the ladder on a supervisor's loop does (SlurmExecutor.end)
-            sent = procs.coarse_wallclock(), True
-            cluster.signal(job.id, "TERM")
+        where = (hb["node"], hb["step"]) if hb and hb["node"] and hb["step"] else None
+        sent = term_step(cluster, run_id, gen, job.id, where, procs.coarse_wallclock)
         if (reason := generation_files.kill_reason(gen)) is not None:
             generation_files.write_kill_reason(gen, reason, sent_at=sent[0], caught=sent[1])
     ids = [job.id for _, job in jobs]
@@ -138,18 +140,30 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
     return len(ids)
 
 
-def term_on_node(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step: str,
-                 node: str) -> tuple[float, bool] | None:
-    """``step_signal`` run beside the generation's step (``job.step``) on its node (blocking):
-    when its SIGTERM reached the worker running, and whether the worker had a handler for it;
-    None when it reached nothing running or could not run — the caller then signals the
-    whole step, as caught."""
-    try:
-        said = cluster.run_beside(step.partition(".")[0], node,
-                                  (*step_signal.ARGV, run_id, str(gen.slot), str(gen.gen), str(gen.dir)))
-    except BackendError:
-        return None
-    return step_signal.parse(said)
+def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_id: str, where: tuple[str, str] | None,
+              now: Callable[[], float], *, name: str | None = None) -> tuple[float, bool]:
+    """SIGTERM to the worker of the generation's running step ``step_id`` (blocking): when it
+    was sent, and whether the worker had a handler for it (the outcome rule). Sent on the
+    node (``where``: node and ``job.step``, as the launch heartbeat names them) by
+    ``step_signal``, which can tell; otherwise ``scancel --signal=TERM`` of the step, as caught —
+    at the moment taken before the node was asked, should the helper have sent it and then
+    failed to say so, or at once when it said nothing of the worker ran. ``name``: only while
+    the job still has that name (``slurm._named``)."""
+    at = now()
+    if where is not None:
+        node, step = where
+        try:
+            said = cluster.run_beside(step.partition(".")[0], node,
+                                      (*step_signal.ARGV, run_id, str(gen.slot), str(gen.gen), str(gen.dir)),
+                                      timeout=NODE_SIGNAL_TIMEOUT)
+        except BackendError:
+            said = ""
+        if (sent := step_signal.parse(said)) is not None:
+            return sent
+        if said.strip() == step_signal.NOTHING_RAN:  # an end before this moment was the worker's own
+            at = now()
+    cluster.signal(step_id, "TERM", name=name)
+    return at, True
 
 
 def srun_error(gen: generation_files.GenPaths) -> str:
@@ -422,12 +436,8 @@ class SlurmExecutor:
                 return None
             if step is None:
                 return None
-            if lg.node is not None and lg.step is not None and (
-                    sent := term_on_node(self.cluster, self.run_id, lg.gen, lg.step, lg.node)) is not None:
-                return sent
-            at = now()
-            self.cluster.signal(step, "TERM", name=name)
-            return at, True
+            where = (lg.node, lg.step) if lg.node is not None and lg.step is not None else None
+            return term_step(self.cluster, self.run_id, lg.gen, step, where, now, name=name)
 
         def kill() -> None:
             if (step := self._step(lg)) is not None:

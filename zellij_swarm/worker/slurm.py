@@ -154,13 +154,13 @@ class Slurm:
         only if the job still has that name (``_named``)."""
         self._run(["scancel", f"--signal={sig}", *_named(name), job_id], check=False)
 
-    def run_beside(self, job_id: str, node: str, argv: Sequence[str]) -> str:
+    def run_beside(self, job_id: str, node: str, argv: Sequence[str], *, timeout: float | None = None) -> str:
         """``argv`` run on ``node`` as a step of its own in the running job ``job_id``, beside
         its steps (``--overlap``: it takes none of their resources and waits for none): what
         it printed, whatever its status — a job of one generation ends, and this step with
         it, as soon as that generation's wrapper does, which may be at once."""
         return self._run(["srun", f"--jobid={job_id}", "--overlap", f"--nodelist={node}", "--nodes=1",
-                          "--ntasks=1", "--quiet", *argv], check=False).stdout
+                          "--ntasks=1", "--quiet", *argv], check=False, timeout=timeout).stdout
 
     def cancel(self, job_id: str, *, name: str | None = None) -> None:
         """End the job (or step): Slurm kills its whole process tree on the node (with
