@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from swarmtest import wait_until
 
 from zellij_swarm.engine.stopping import ProcessSignaller
@@ -210,7 +211,9 @@ def test_a_zombie_leader_leads_nothing_and_an_unseen_end_is_not_swept_by_session
         leader.wait()
 
 
-def test_the_node_side_term_of_a_slurm_step_says_whether_it_reached_the_worker_and_was_caught(tmp_path: Path) -> None:
+@pytest.mark.parametrize("directory", ["gen-1", "gen 1\n\udcff"], ids=["plain", "hostile"])
+def test_the_node_side_term_of_a_slurm_step_says_whether_it_reached_the_worker_and_was_caught(
+        tmp_path: Path, directory: str) -> None:
     """``engine.step_signal``, which the supervisor runs on a Slurm step's node: the wrapper the
     launch heartbeat names (its command line names the generation's directory), the worker
     below it signalled, and one line back — ``sent <time> uncaught`` for a worker with no
@@ -218,7 +221,7 @@ def test_the_node_side_term_of_a_slurm_step_says_whether_it_reached_the_worker_a
     is now another process (the wrapper ended, the number reused) leads to nothing."""
     from zellij_swarm.engine import step_signal
 
-    gen = GenPaths(tmp_path / "gen-1", 3, 1)
+    gen = GenPaths(tmp_path / directory, 3, 1)  # (a name that is no UTF-8, too)
     gen.dir.mkdir()
     ready = tmp_path / "ready"
 

@@ -21,6 +21,7 @@ Usage: ``python -m zellij_swarm.engine.step_signal RUN_ID SLOT GENERATION GEN_DI
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -50,7 +51,7 @@ def _wrapper_pid(gen: GenPaths) -> int | None:
             cmdline = f.read()
     except OSError:
         return None
-    return pid if str(gen.dir).encode() in cmdline else None
+    return pid if os.fsencode(gen.dir) in cmdline else None
 
 
 def terminate(run_id: str, gen: GenPaths) -> str:
