@@ -14,7 +14,9 @@ at just before its signal, its handler read first) and prints what that came to,
 
 ``<time>`` is on the node's coarse clock, the one its wrapper stamps the generation's end
 with. The supervisor falls back to ``scancel --signal=TERM`` when this prints ``none`` or
-cannot run (``remote.SlurmExecutor.end``).
+cannot run (``remote.term_step``). A process that left the wrapper's tree and emptied its
+environment is not found here, as it is not locally; the step's ``scancel`` after the grace
+ends it.
 
 Usage: ``python -m zellij_swarm.engine.step_signal RUN_ID SLOT GENERATION GEN_DIR``.
 """
