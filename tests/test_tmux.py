@@ -557,6 +557,39 @@ def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_unt
     assert d.tmux("display-message", "-p", "-t", d.backend.windows[0].id, "#{pane_id}").strip() == d.backend.board_pane
 
 
+def test_a_live_board_starts_once_the_first_batch_has_opened(tmux, tmp_path, monkeypatch):
+    """The board is a Python process whose start takes 0.2 s of CPU: on two cores it slowed
+    the first batch of 32 panes by a quarter. It now waits at the start gate until that batch's
+    invocations have ended, then shows the run."""
+    import psutil
+
+    d = Driven(tmux, tmp_path)
+    board = psutil.Process(int(d.tmux("display-message", "-p", "-t", d.backend.board_pane, "#{pane_pid}")))
+    wait_until(lambda: any(p.name() == "flock" for p in board.children()), what="the board at the gate")
+    chain = d.backend._chain
+
+    def observed(commands, *, check=True):
+        assert "board" not in d.tmux.capture(d.backend.board_pane)  # still at the gate
+        return chain(commands, check=check)
+
+    monkeypatch.setattr(d.backend, "_chain", observed)
+    d.launch(d.request(1, "t", "exec sleep 600"), d.request(2, "u", "exec sleep 600"))
+    wait_until(lambda: "board" in d.tmux.capture(d.backend.board_pane), what="the board shown")
+
+
+def test_a_live_board_with_no_batch_to_wait_for_starts_all_the_same(tmux, tmp_path, monkeypatch):
+    """A run whose first panes do not come (nothing to run yet, dispatch held): the board
+    waits at the gate for BOARD_GATE_WAIT at most; the gate is let go when the run closes."""
+    from zellij_swarm.backends import tmux as backend
+
+    monkeypatch.setattr(backend, "BOARD_GATE_WAIT", 1)
+    d = Driven(tmux, tmp_path)
+    wait_until(lambda: "board" in d.tmux.capture(d.backend.board_pane), what="the board shown")
+    assert d.backend.held_gate is not None
+    d.backend.close(cancelled=False, failed=True)
+    assert d.backend.held_gate is None
+
+
 def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monkeypatch):
     """A wrapper stopped while it passes the gate holds it shared: a batch waits for it a
     moment, then opens its panes without it."""
@@ -567,10 +600,11 @@ def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monk
 
     d = Driven(tmux, tmp_path)
     monkeypatch.setattr(backend, "GATE_WAIT", 0.2)
+    d.launch(d.request(1, "first", "exec sleep 600"))  # its end lets the board go on
     held = os.open(d.backend.gate_path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(held, fcntl.LOCK_SH)
-        [pane] = d.launch(d.request(1, "t", "exec sleep 600"))
+        [pane] = d.launch(d.request(2, "t", "exec sleep 600"))
         assert pane in tmux.panes()
     finally:
         os.close(held)

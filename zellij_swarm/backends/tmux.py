@@ -76,6 +76,7 @@ from zellij_swarm.worker.wrapper import PaneMode
 
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
+BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
@@ -174,6 +175,7 @@ class TmuxBackend:
         self.version = TmuxVersion("", None)  # the server's tmux, asked by open()
         self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
         self.board_pane = ""
+        self.held_gate: int | None = None  # the start gate, held from ``open`` to the first batch's end
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -195,6 +197,23 @@ class TmuxBackend:
         # command through the user's default-shell, which may be nologin (a service account
         # with no SHELL), fish or anything else; an argv it executes itself.
         board = ctx.renderer_argv("board")
+        if self.live:
+            # The board's start (a Python process: 0.2 s of CPU) would take what the first
+            # batch's invocations need: it waits at the start gate, held until that batch has
+            # opened — or BOARD_GATE_WAIT, when no batch comes (nothing to run, dispatch held).
+            self.held_gate = self._close_gate()
+            if self.held_gate is not None:
+                board = ["/bin/sh", "-c", f'flock -s -w {BOARD_GATE_WAIT} "$0" true 2>/dev/null; exec "$@"',
+                         str(self.gate_path), *board]
+        try:
+            self._open_session(ctx, name, board)
+        except BaseException:
+            self._open_gate()
+            raise
+
+    def _open_session(self, ctx: RunContext, name: str, board: list[str]) -> None:
+        """``open``'s work: the session (or the user's), the first window with the board."""
+        s = ctx.settings
         if self.inside and not s.session:
             pane = self.env.get("TMUX_PANE", "")
             self.session_id = self._tmux("display-message", "-p", "-t", pane, "#{session_id}").lines[0]
@@ -481,7 +500,8 @@ class TmuxBackend:
         it opens them, and each pane's wrapper waits for it (shared) before it starts its pane
         leader — a Python process, whose start would take the CPU the tmux invocations still
         opening the batch need (two cores: 32 of them made a batch take twice as long). A
-        lock, not a FIFO: it cannot be missed by a pane that reaches it late, and it is
+        live run's board waits there too, once: ``open`` holds the gate until the first batch
+        has opened. A lock, not a FIFO: it cannot be missed by a pane that reaches it late, and it is
         released by the kernel if the supervisor dies holding it."""
         return self.ctx.paths.dir / "panes.gate"
 
@@ -511,15 +531,21 @@ class TmuxBackend:
         for that shell, then for tmux."""
         return quoting.tmux_time_expanded(f"exec cat >>{quoting.shell_word(str(log))}")
 
+    def _open_gate(self) -> None:
+        """Let what waits at the start gate go on (the board, after the first batch)."""
+        if self.held_gate is not None:
+            os.close(self.held_gate)
+            self.held_gate = None
+
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
-        gate = self._close_gate()
+        if self.held_gate is None:
+            self.held_gate = self._close_gate()
         try:
             opened, failed = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output)
                                           for r in batch])
         finally:
-            if gate is not None:
-                os.close(gate)
+            self._open_gate()
         results: list[PaneResult] = []
         for pane in opened:
             if pane is None:
@@ -628,6 +654,7 @@ class TmuxBackend:
         return (self.attach_argv, self.env) if self.attach_argv else None
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
+        self._open_gate()
         if not self.started or not self.session_alive():
             return
         self.panes.finish(cancelled=cancelled)
