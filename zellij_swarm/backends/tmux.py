@@ -203,8 +203,7 @@ class TmuxBackend:
             # opened — or BOARD_GATE_WAIT, when no batch comes (nothing to run, dispatch held).
             self.held_gate = self._close_gate()
             if self.held_gate is not None:
-                board = ["/bin/sh", "-c", f'flock -s -w {BOARD_GATE_WAIT} "$0" true 2>/dev/null; exec "$@"',
-                         str(self.gate_path), *board]
+                board = ["/bin/sh", "-c", f'{self._at_gate(BOARD_GATE_WAIT)}; exec "$@"', "sh", *board]
         try:
             self._open_session(ctx, name, board)
         except BaseException:
@@ -490,9 +489,14 @@ class TmuxBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
-        # no flock (or a filesystem without it): the pane goes on at once, only sooner
-        gate = quoting.shell_word(str(self.gate_path))
-        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=f"flock -s {gate} true 2>/dev/null")
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=self._at_gate())
+
+    def _at_gate(self, at_most: float | None = None) -> str:
+        """Shell that waits at the start gate (``gate_path``) until ``launch`` lets it go — for
+        ``at_most`` seconds, when given. Without ``flock`` (or on a filesystem without it) it
+        goes on at once: only sooner."""
+        bound = f"-w {at_most:g} " if at_most is not None else ""
+        return f"flock -s {bound}{quoting.shell_word(str(self.gate_path))} true 2>/dev/null"
 
     @property
     def gate_path(self) -> Path:
