@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from slurmtest import SLURM_LOCAL
 from swarmtest import Running, Swarm, clean_env, full, running_worker, wait_until
+from test_worker_paths import run_and_check
 from zellijtest import FakeZellij
 
 from zellij_swarm import exc
@@ -114,6 +115,15 @@ def test_a_mixed_swarm_ends_as_it_does_locally_and_uses_both_nodes(swarm: Swarm,
     # every attempt in status --json says the node and the job it ran on (issue 23 §9)
     history = [a for t in json.loads(swarm("status", run.name, "--json").stdout)["tasks"] for a in t["history"]]
     assert history and all(a["slurm"]["node"] in ("n1", "n2") and a["slurm"]["job"] for a in history), history
+
+
+def test_a_step_s_worker_finds_its_paths(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """SPEC §5.3 on the cluster: the heartbeat and an empty, private artifacts directory are
+    there when a step's worker starts (a Slurm run keeps no shells: each directory is made)."""
+    run = run_and_check(swarm, 6, "-j", "2", "--backend", "headless", "--executor", "slurm", env=clean_env(**cluster))
+    events = (json.loads(line) for line in (run / "events.jsonl").read_text().splitlines())
+    ended = [e for e in events if e["event"] == "worker_completed"]
+    assert len(ended) == 6 and all(e.get("node") in ("n1", "n2") for e in ended)  # steps, each on a node
 
 
 def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: dict[str, str]) -> None:

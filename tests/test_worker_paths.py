@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, kill_run_processes, run_processes
 from tmuxtest import outside_env
+from zellijtest import FAST
 
 # What each worker finds, written to seen/<its task id> in the run's cwd (never to its output:
 # a generation that printed keeps its directory, and only one that did not becomes a shell): the
@@ -32,36 +34,35 @@ def tasks(count: int) -> str:
     return "".join(f"{CHECKS}{after[i % 3]}\n" for i in range(count))
 
 
-def check_every_worker(swarm: Swarm, count: int) -> None:
-    rows = swarm.tasks()
-    assert [r["status"] for r in rows.values()] == ["succeeded"] * count
-    seen = {p.name: p.read_text().split() for p in (swarm.cwd / "seen").iterdir()}
-    assert seen == {f"t{i}": [f"700:{os.getuid()}"] for i in range(1, count + 1)}
-
-
-def test_headless_workers_find_their_paths_made_shell_or_not(swarm: Swarm) -> None:
-    count = 40  # at -j 2, most generations after the first of each slot run in a shell
+def run_and_check(swarm: Swarm, count: int, *run_args: str, env: dict[str, str] | None = None) -> Path:
+    """Run ``count`` of ``tasks`` with ``run_args``: every worker found its paths, and no
+    process of the run is left once it ended (the quiet ones it ended itself). Returns the run."""
     (swarm.cwd / "seen").mkdir()
     swarm.write("t.txt", tasks(count))
-    res = swarm("run", "t.txt", "-j", "2", "--backend", "headless")
-    try:
-        assert res.code == 0, res.stderr
-        check_every_worker(swarm, count)
-    finally:
-        kill_run_processes(swarm.latest().name)  # the last quiet processes, if still there
-
-
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (scripts/setup installs it)")
-def test_pane_workers_find_their_paths(swarm: Swarm, tmux) -> None:
-    count = 6
-    (swarm.cwd / "seen").mkdir()
-    swarm.write("t.txt", tasks(count))
-    res = swarm("run", "t.txt", "-j", "2", "--backend", "tmux", "--ui", "live", "--require-multiplexer",
-                env=outside_env(tmux))
+    res = swarm("run", "t.txt", *run_args, env=env, timeout=120)
     run = swarm.latest()
     try:
         assert res.code == 0, res.stderr
-        check_every_worker(swarm, count)
+        assert [r["status"] for r in swarm.tasks().values()] == ["succeeded"] * count
+        seen = {p.name: p.read_text().split() for p in (swarm.cwd / "seen").iterdir()}
+        assert seen == {f"t{i}": [f"700:{os.getuid()}"] for i in range(1, count + 1)}
+        assert run_processes(run.name) == [], "a process of the run outlived it"
     finally:
-        assert run_processes(run.name) == [], "a worker outlived its run"
         kill_run_processes(run.name)
+    return run
+
+
+def test_headless_workers_find_their_paths_made_shell_or_not(swarm: Swarm) -> None:
+    # at -j 2, most generations after the first of each slot run in a shell
+    run_and_check(swarm, 40, "-j", "2", "--backend", "headless")
+
+
+@pytest.mark.parametrize("backend", ["tmux", "zellij"])
+def test_pane_workers_find_their_paths(swarm: Swarm, backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "tmux":
+        if shutil.which("tmux") is None:
+            pytest.skip("tmux is not installed (scripts/setup installs it)")
+        env = outside_env(request.getfixturevalue("tmux"))
+    else:
+        env = request.getfixturevalue("fz").env("0.45.0", **FAST)
+    run_and_check(swarm, 6, "-j", "2", "--backend", backend, "--ui", "live", "--require-multiplexer", env=env)
