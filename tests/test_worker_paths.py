@@ -57,12 +57,16 @@ def test_headless_workers_find_their_paths_made_shell_or_not(swarm: Swarm) -> No
     run_and_check(swarm, 40, "-j", "2", "--backend", "headless")
 
 
-@pytest.mark.parametrize("backend", ["tmux", "zellij"])
-def test_pane_workers_find_their_paths(swarm: Swarm, backend: str, request: pytest.FixtureRequest) -> None:
-    if backend == "tmux":
+@pytest.mark.parametrize("where", ["tmux", "zellij", "real-zellij"])
+def test_pane_workers_find_their_paths(swarm: Swarm, where: str, request: pytest.FixtureRequest) -> None:
+    """In panes (never shells), on tmux, the fake Zellij (fake tier) and the real one."""
+    if where == "tmux":
         if shutil.which("tmux") is None:
             pytest.skip("tmux is not installed (scripts/setup installs it)")
         env = outside_env(request.getfixturevalue("tmux"))
-    else:
+    elif where == "zellij":
         env = request.getfixturevalue("fz").env("0.45.0", **FAST)
+    else:
+        env = request.getfixturevalue("rz").env(**FAST)
+    backend = where.removeprefix("real-")
     run_and_check(swarm, 6, "-j", "2", "--backend", backend, "--ui", "live", "--require-multiplexer", env=env)
