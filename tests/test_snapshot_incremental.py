@@ -328,13 +328,21 @@ def test_the_reader_reads_up_to_the_named_length_later_lines_winning(tmp_path: P
     assert snapshot_file.load(tmp_path / "state.json", rows=False)["tasks"] == [_row("t10", "running")]
 
 
+@pytest.mark.parametrize("argv", [None, ("printf", "%s\n", "a b", "☃")])
 @pytest.mark.parametrize("name,group", [('a "b"\n\\ c ☃', None), ("task-12", None), ("task-3", "gpu"), ("x", "g")])
-def test_a_pending_line_is_the_row_of_a_task_that_has_not_run(name: str, group: str | None) -> None:
-    """A generated name's row has its command, a grouped task's its group."""
-    task = TaskRecord(spec=TaskSpec(name=name, cmd='echo "☃"\n', group=group), id="t7", order=7, timeout=None,
-                      retries=0, idle_timeout=None)
+def test_a_pending_line_is_the_row_of_a_task_that_has_not_run(name: str, group: str | None,
+                                                                argv: tuple[str, ...] | None) -> None:
+    """A generated name's row has its command, a grouped task's its group — also as the first
+    snapshot writes it from the task's packed spec, making no record."""
+    spec = TaskSpec(name=name, cmd='echo "☃"\n' if argv is None else None, argv=argv, group=group)
+    task = TaskRecord(spec=spec, id="t1", order=1, timeout=None, retries=0, idle_timeout=None)
     line = snapshot_file.pending_line(task.name, task.id, task.optional_fields)
     assert line == snapshot_file.encode(task.row(now=None))
+    table = TaskTable(lambda order, spec: pytest.fail("a record was made"))
+    table.add(spec, packed=True)
+    followed = snapshot.Followed(RowsFile(Path("/nonexistent/tasks.jsonl")))
+    followed.discover(table)
+    assert followed.rows.uncommitted() == [json.loads(line)]
 
 
 def test_older_snapshots_read_as_they_are(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_the_table_makes_a_record_once_and_only_when_asked_for_one() -> None:
     assert "t1" in table and "t3" in table and "t4" not in table and "task-1" not in table and "t01" not in table
     assert list(table.records()) == [kept] and table.unended() == 3
     assert [(tid, spec.name) for tid, spec in table.specs()] == [("t1", "task-1"), ("t2", "c"), ("t3", "d")]
-    assert table.look(3) == TaskSpec(name="d", argv=()) and table.look(2) is kept and table.look(4) is None
+    assert table.look(3) == {"name": "d", "argv": []} and table.look(2) is kept and table.look(4) is None
     assert made == ["c"]
     # these do, once
     first = table["t1"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -125,3 +126,17 @@ def test_a_cwd_that_is_a_file_is_said_to_be_one_it_cannot_enter(tmp_path):
     assert generation_files.exit_facts(gen).reason == "cwd_missing"  # no directory there to run in
     assert gen.output.read_text() == (f"zellij-swarm: cannot enter cwd (not a directory, or no permission): "
                                       f"{tmp_path / 'a-file'}\n")
+
+
+def test_the_relay_s_mark_of_the_worker_s_end_counts_only_where_a_relay_may_have_run(tmp_path):
+    """A pane's worker under the pty relay ended when the relay marked it (``worker-ended``),
+    which may be before its wrapper's sidecar; a generation never written for a pane had no
+    relay, and the supervisor does not look for a mark (``relayed=False``)."""
+    gen = make(tmp_path)
+    assert sh(gen) == 0
+    ended = generation_files.exit_facts(gen).ended_at
+    mark = gen.dir / generation_files.WORKER_ENDED
+    mark.touch()
+    os.utime(mark, (ended - 5, ended - 5))
+    assert generation_files.exit_facts(gen).ended_at == ended - 5
+    assert generation_files.exit_facts(gen, relayed=False).ended_at == ended

@@ -149,10 +149,19 @@ class TaskSpec:
         (``from_record``): its fields are a spec's own, of their types but for the JSON
         arrays and objects a tuple or mapping became (half the cost, and every queued task
         is unpacked at its dispatch)."""
-        fields = _UNPACKER.decode(packed.decode())
+        fields = cls.packed_fields(packed)
         for name in _CONTAINERS.keys() & fields.keys():
             fields[name] = _CONTAINERS[name](fields[name])
         return cls(**fields)
+
+    @staticmethod
+    def packed_fields(packed: bytes) -> dict[str, Any]:
+        """What ``pack`` kept of a spec (its record's fields that differ from a bare spec's),
+        as JSON values, without making the spec: enough for a queued task's pending row (a run
+        of 100,000 tasks writes 100,000 of them at its first snapshot) at a third of
+        ``unpack``'s cost."""
+        fields: dict[str, Any] = _UNPACKER.decode(packed.decode())
+        return fields
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> TaskSpec:

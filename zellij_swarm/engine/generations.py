@@ -382,7 +382,8 @@ class Generations:
         self.follow.unwatch(lg)
         if lg.remote:
             lg.read_step()
-        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None)
+        rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
+                                          relayed=not (lg.child and lg.pane is None))  # headless from the start
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
         hung_up = rec is None or ended_with_its_terminal(lg, rec)
         pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.claim_or_planted(lg.gen) is None)

@@ -29,7 +29,7 @@ from zellij_swarm.records.rows import TaskRow, WarningRow
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import RunState, SlotState, TaskStatus
-from zellij_swarm.records.task import Attempt, TaskRecord, spec_fields, task_id
+from zellij_swarm.records.task import Attempt, TaskRecord, packed_spec_fields, task_id
 from zellij_swarm.records.task_table import TaskTable
 
 if TYPE_CHECKING:
@@ -143,7 +143,8 @@ class Followed:
                 self._follow(task)
             else:
                 self.counts[TaskStatus.PENDING] += 1
-                self.rows.add(snapshot_file.pending_line(task.name, task_id(self._seen + 1), spec_fields(task)))
+                self.rows.add(snapshot_file.pending_line(task["name"], task_id(self._seen + 1),
+                                                         packed_spec_fields(task)))
             self._seen += 1
         tasks.follow_from(self, self._seen)
 

@@ -454,13 +454,15 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
     return (rec.ended_at, True) if rec is not None and rec.ended_at is not None else None
 
 
-def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
+def exit_facts(gen: GenPaths, *, pid: int | None = None, relayed: bool = True) -> ExitRecord | None:
     """How the generation ended, from its files: the exit sidecar with the claim's and the
     sidecar's times, else ``exit.json`` where a supervisor wrote one (a wrapper that vanished
     without a sidecar; runs recorded before exit records moved into the event log have both).
     None while the wrapper has not committed its exit. ``pid``, when the caller knows the
-    wrapper's, saves reading it from the claim. The supervisor reads this once per task: three
-    system calls when the pid is known."""
+    wrapper's, saves reading it from the claim; ``relayed`` False, for a generation never
+    written for a pane (so never run under the pty relay), saves looking for the relay's mark
+    of its worker's end (``_worker_end``). The supervisor reads this once per task: five
+    system calls when it knows both."""
     side: tuple[int | None, str | None] | None
     try:
         fd, st = rundir.open_record_stat(plain(gen, EXIT_SIDECAR))
@@ -477,7 +479,7 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None) -> ExitRecord | None:
     if side is None:
         return read_exit_record(gen)
     code, reason = side
-    return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), _worker_end(gen, ended),
+    return ExitRecord(code, signal_name(code), _mtime(plain(gen, CLAIM)), _worker_end(gen, ended) if relayed else ended,
                       pid or wrapper_pid(gen), reason)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,17 +45,31 @@ class TaskWorktree(Protocol):
 
 
 def command_text(spec: TaskSpec) -> str:
-    return spec.cmd if spec.cmd is not None else shlex.join(spec.argv or ())
+    return _command_text(spec.cmd, spec.argv)
+
+
+def _command_text(cmd: str | None, argv: Sequence[str] | None) -> str:
+    return cmd if cmd is not None else shlex.join(argv or ())
 
 
 def spec_fields(spec: TaskSpec) -> OptionalFields:
     """The optional fields of a task's row its spec alone decides (``TaskRecord.optional_fields``):
     the command of a task whose name was generated, the group of one that has one."""
+    return _row_fields(spec.name, spec.cmd, spec.argv, spec.group)
+
+
+def packed_spec_fields(packed: Mapping[str, Any]) -> OptionalFields:
+    """``spec_fields`` of a spec held packed, from its ``TaskSpec.packed_fields`` (a field
+    ``pack`` left out is a bare spec's: None)."""
+    return _row_fields(packed["name"], packed.get("cmd"), packed.get("argv"), packed.get("group"))
+
+
+def _row_fields(name: str, cmd: str | None, argv: Sequence[str] | None, group: str | None) -> OptionalFields:
     out: OptionalFields = {}
-    if GENERATED_NAME.fullmatch(spec.name):
-        out["command"] = command_text(spec)
-    if spec.group is not None:
-        out["group"] = spec.group
+    if GENERATED_NAME.fullmatch(name):
+        out["command"] = _command_text(cmd, argv)
+    if group is not None:
+        out["group"] = group
     return out
 
 

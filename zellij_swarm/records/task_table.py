@@ -18,6 +18,7 @@ the input in the messages given before a run starts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records.task import Journal, TaskRecord, task_id, task_order
@@ -73,13 +74,14 @@ class TaskTable(Mapping[str, TaskRecord]):
             rec.journal = self._journal
         return rec
 
-    def look(self, order: int) -> TaskRecord | TaskSpec | None:
+    def look(self, order: int) -> TaskRecord | dict[str, Any] | None:
         """Task ``order`` as it is held: its record, or — not made yet, so pending and
-        untouched since it was added — its spec, unpacked for the asker and not kept."""
+        untouched since it was added — what its packed spec holds (``TaskSpec.packed_fields``),
+        decoded for the asker and not kept."""
         if (rec := self._made.get(order)) is not None:
             return rec
         packed = self._packed_at(order)
-        return None if packed is None else TaskSpec.unpack(packed)
+        return None if packed is None else TaskSpec.packed_fields(packed)
 
     def _packed_at(self, order: int) -> bytes | None:
         return self._packed[order - 1] if 0 < order <= len(self._packed) else None
