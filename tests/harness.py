@@ -558,7 +558,7 @@ class FakeLauncher:
         self.script = script
         self._pipe = _Pipe()
         self._replies: list[Any] = []
-        self.pid = next(world._launcher_pids)  # only ever named in a launcher_lost message
+        self.pid = next(world._launcher_pids)  # nobody's: no process is its child (the sweep looks)
         self.lost = False
         self.dead = False
         self.killed = False

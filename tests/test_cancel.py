@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 
 import pytest
@@ -201,6 +203,41 @@ cmd = "sleep 0.3; exit 2"
     assert (rows["long"]["status"], rows["long"]["reason"]) == ("cancelled", "halted")
     assert rows["bad"]["status"] == "failed"
     assert run_processes(swarm.latest().name) == []
+
+
+@pytest.mark.parametrize("extra", [(), ("--timeout", "1")], ids=["ended", "timed-out"])
+@pytest.mark.parametrize("leave", [
+    "(setsid env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)",  # double fork: no marker, no session
+    full("(env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)"),  # the wrapper's session, no marker
+    full("(setsid sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)"),  # marked, a session of its own
+], ids=["setsid-env-i", "env-i", "setsid"])
+def test_a_daemon_left_behind_with_nothing_of_the_run_on_it_is_ended_with_the_run(swarm, tmp_path, leave, extra):
+    """A daemon that cleared its environment and left the worker's session and process tree
+    carries nothing that names the run; the launcher adopted it (its subreaper), and the
+    end-of-run sweep ends it — after the worker's own end or a timeout's ladder alike."""
+    pidfile = tmp_path / "daemon.pid"
+    swarm.write("d.txt", leave.format(pidfile=pidfile) + "; sleep " + ("30" if extra else "0") + "\n")
+    res = swarm("run", "d.txt", "--output", "quiet", *extra)
+    run_id = swarm.latest().name
+    daemon = int(pidfile.read_text())
+    try:
+        assert res.code == (1 if extra else 0)
+        # (a timeout's ladder ends a daemon it can find as part of the worker's tree, unwarned)
+        assert [w["code"] for w in swarm.summary()["warnings"]] in ([["process_left_behind"]] + ([[]] if extra else []))
+        wait_until(lambda: not os.path.exists(f"/proc/{daemon}") or _zombie(daemon), timeout=10,
+                   what="the daemon to have been ended")
+    finally:
+        kill_run_processes(run_id)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(daemon, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except OSError:
+        return True
 
 
 def test_daemon_left_behind_is_reported_and_ended(swarm):

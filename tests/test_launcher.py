@@ -202,3 +202,19 @@ def test_a_killed_launcher_reads_as_lost_and_its_wrapper_lives_on(launcher, said
         assert select.select([pidfd], [], [], 30)[0]
     finally:
         os.close(pidfd)
+
+
+def test_an_orphan_a_wrapper_left_is_adopted_and_reaped_unreported(said, launcher, tmp_path):
+    """The launcher is its wrappers' subreaper: a process left behind by a double fork becomes
+    its child, not init's — the end-of-run sweep finds it so — and its end is reaped without a
+    reply: only the wrappers the launcher started are reported."""
+    pidfile = tmp_path / "orphan.pid"
+    pid = said.start("/bin/sh", "-c", f"(setsid env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &); exit 0")
+    assert os.WEXITSTATUS(said.ended(pid)) == 0
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the orphan's pid")
+    orphan = int(pidfile.read_text())
+    wait_until(lambda: status_field(orphan, "PPid") == str(launcher.pid), what="the orphan adopted by the launcher")
+    os.kill(orphan, signal.SIGKILL)
+    wait_until(lambda: orphan not in _alive_children(launcher.pid), what="the orphan reaped by the launcher")
+    pid = said.start("/bin/sh", "-c", "exit 4")  # the next reply is this wrapper's start, then its end
+    assert os.WEXITSTATUS(said.ended(pid)) == 4

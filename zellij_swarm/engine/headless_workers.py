@@ -66,6 +66,14 @@ class HeadlessWorkers:
             self.launcher.submit([(t, r.headless_argv()) for t, r in zip(tokens, requests, strict=True)])
         return [Queued(t) for t in tokens]
 
+    def live_launcher(self) -> int | None:
+        """The launcher's pid while it lives and every wrapper it started has been reported
+        ended: its children are then what it adopted (``_launcher``'s subreaper). None
+        otherwise — a launcher lost may have a stranger's pid by now."""
+        if self.launcher.lost or self.launcher.killed or self.children or self.queued:
+            return None
+        return self.launcher.pid
+
     def wait_for(self, token: str, lg: LiveGen) -> None:
         """``lg`` was queued under ``token``: its start is reported later."""
         self.queued[token] = lg

@@ -233,15 +233,20 @@ class Stopper:
         if self.stopping.get(lg.gen.slot) is lg:
             self._signal(lg, None, looked)
 
-    def sweep(self, wrapper_ends: Iterable[tuple[int, float]], *, session_alive: bool,
+    def sweep(self, wrapper_ends: Iterable[tuple[int, float]], *, session_alive: bool, launcher: int | None,
               found: Callable[[list[psutil.Process]], None]) -> None:
         """The run is over: end what still carries its id (a daemon a worker left behind),
-        blocking; ``found`` hears of them first. The panes' holds (Zellij before 0.44) too
-        when their session is gone: they would otherwise end only with a pane that no longer
-        exists."""
+        and what the ``launcher`` (its pid: alive, every wrapper it started ended) adopted —
+        a daemon that left nothing of the run on it; blocking, and ``found`` hears of them
+        first. The panes' holds (Zellij before 0.44) too when their session is gone: they
+        would otherwise end only with a pane that no longer exists."""
         # a Slurm step's pid is its node's: it names no session here
         sessions = wrapper_sessions(wrapper_ends) if self.remote is None else {}
-        left = procs.marked(procs.run_markers(self.run_id), sessions)
+
+        def left_now() -> list[psutil.Process]:
+            return procs.marked(procs.run_markers(self.run_id), sessions, adopted_by=launcher)
+
+        left = left_now()
         if left:
             found(left)
         procs.end_all([] if session_alive else procs.marked(procs.hold_markers(self.run_id)), self.grace)
@@ -249,7 +254,7 @@ class Stopper:
             if not left:
                 return
             procs.end_all(left, self.grace)
-            left = procs.marked(procs.run_markers(self.run_id), sessions)
+            left = left_now()
 
     def _kill_tree(self, lg: LiveGen) -> None:
         lg.move(Ladder.KILL)

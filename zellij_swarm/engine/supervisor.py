@@ -885,7 +885,8 @@ class Supervisor:
             self.reporter.problem(f"the run ended before the end of {stream.source}: {stream.tasks_read} task(s) were "
                                   "read, the rest never was")
         self.stopper.sweep(itertools.chain(wrapper_ends(self.tasks.records()), self.ended.wrapper_ends()),
-                           session_alive=self.backend.session_alive_now(), found=self._left_behind)
+                           session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
+                           found=self._left_behind)
         self.control.answer_late()
         self.ended_at = self.wallclock()
         self._close_backend()

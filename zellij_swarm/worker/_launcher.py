@@ -23,9 +23,18 @@ POSIX_SPAWN_USEVFORK changes nothing (glibc always clones vfork-style). One thre
 all: it starts every request one read brings (a whole batch) and answers them in one write,
 then reaps the wrappers SIGCHLD says have ended — so a wrapper's start is always told before
 its end. When its input closes (the supervisor ended or died) the launcher keeps reaping
-until the last wrapper has ended, then exits: workers outlive their supervisor. Run as
-``python -I -S _launcher.py``: stdlib only, and of it only built-in modules — ``_signal``
-rather than ``signal``, whose enums load ``enum`` and more: 0.8 MB of the launcher's 10 MB.
+until the last wrapper has ended, then exits: workers outlive their supervisor.
+
+It is the *subreaper* of what it starts (``PR_SET_CHILD_SUBREAPER``): a process a worker left
+behind whose parent ended — a daemon's double fork, with ``setsid`` and ``env -i`` leaving
+nothing of the run on it — becomes the launcher's child rather than init's. The supervisor's
+end-of-run sweep finds it so (``procs.marked``'s ``adopted_by``), and the launcher reaps it
+without a word (only the wrappers it started are reported). Once the launcher has exited, what
+it had adopted goes on to init, as before.
+
+Run as ``python -I -S _launcher.py``: stdlib only, and of it only built-in modules — ``_signal``
+rather than ``signal``, whose enums load ``enum`` and more: 0.8 MB of the launcher's 10 MB —
+but for ``ctypes``, loaded for the one ``prctl`` Python has no call for.
 """
 
 import _signal as signal  # type: ignore[import-not-found]  # (no stub) the module docstring says why
@@ -40,6 +49,18 @@ STDIO = [
     (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
 ]
 DEFAULTS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> None:
+    """Orphans among the wrappers' descendants are re-parented to this process (Linux 3.4 on;
+    elsewhere, or where it is refused, they go to init as before)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # no C library to be had, or no prctl in it
+        pass
 
 
 class Wrappers:
@@ -47,7 +68,7 @@ class Wrappers:
 
     def __init__(self) -> None:
         self.env: dict[bytes, bytes] = {}
-        self.running = 0
+        self.running: set[int] = set()  # the wrappers started and not reaped yet
         self.pending: list[bytes] = []  # fields of a request not complete yet
         self.partial = b""  # a field not complete yet
 
@@ -83,18 +104,23 @@ class Wrappers:
                                  setsigdef=DEFAULTS, setsigmask=())
         except OSError as e:
             return b"F %s %d %s\n" % (token, e.errno or 0, (e.strerror or "").encode())
-        self.running += 1
+        self.running.add(pid)
         return b"S %s %d\n" % (token, pid)
 
     def reap(self) -> list[bytes]:
-        """The ends of the wrappers that have ended, reaped."""
+        """The ends of the wrappers that have ended, reaped — and of what this launcher had
+        adopted (``become_subreaper``), reaped and not reported."""
         out = []
-        while self.running:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:  # no child at all
+                break
             if pid == 0:
                 break
-            self.running -= 1
-            out.append(b"X %d %d\n" % (pid, status))
+            if pid in self.running:
+                self.running.discard(pid)
+                out.append(b"X %d %d\n" % (pid, status))
         return out
 
 
@@ -110,6 +136,7 @@ def send(fd: int, lines: list[bytes]) -> None:
 
 
 def main() -> None:
+    become_subreaper()
     requests, replies = sys.stdin.fileno(), sys.stdout.fileno()
     wrappers = Wrappers()
     # SIGCHLD wakes the loop through a pipe: no thread, no lock between starting and reaping

@@ -60,9 +60,12 @@ def _stat(pid: int) -> tuple[bytes, int] | None:
         return None
 
 
-def _session(pid: int) -> int | None:
-    stat = _stat(pid)
-    return stat[1] if stat is not None else None
+def _ids(fields: list[bytes] | None) -> tuple[int | None, int | None]:
+    """(session id, parent pid) of ``_stat_fields``; None for what cannot be read."""
+    try:
+        return (int(fields[3]), int(fields[1])) if fields is not None else (None, None)
+    except (ValueError, IndexError):
+        return None, None
 
 
 def leaderless_sessions() -> set[int]:
@@ -76,12 +79,15 @@ def leaderless_sessions() -> set[int]:
     return {stat[1] for pid, stat in stats.items() if pid != me and stat is not None and stat[1] not in living}
 
 
-def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None) -> list[psutil.Process]:
+def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None, *,
+           adopted_by: int | None = None) -> list[psutil.Process]:
     """Processes (not us) whose environment holds every ``NAME=value`` in ``needles``, or
     that are in one of ``sessions`` (wrapper pid -> when that wrapper ended) and started
     before its session's wrapper ended: a child forked but not yet exec'd shows its
     parent's original environment, without the markers the wrapper exported. The start
-    time check keeps a later session that reuses the pid out."""
+    time check keeps a later session that reuses the pid out. With ``adopted_by`` (a live
+    launcher of ours, once every wrapper it started has ended) also its children: orphans it
+    adopted as their subreaper, whatever their environment (``_launcher``)."""
     me = os.getpid()
     ended = sessions or {}
     out = []
@@ -89,9 +95,13 @@ def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = No
     unsure: list[int] = []  # mid-exec at the first look: looked at once more, after the scan
     for again, batch in ((False, pids), (True, unsure)):
         for pid in batch:
-            sid = _session(pid) if ended else None
+            fields = _stat_fields(pid) if ended or adopted_by is not None else None
+            sid, parent = _ids(fields)
             session_ended = ended.get(sid) if sid is not None else None
-            has = _environ_has(pid, needles)
+            if adopted_by is not None and parent == adopted_by:
+                has: bool | None = True
+            else:
+                has = _environ_has(pid, needles)
             if has is None and not again:
                 unsure.append(pid)
                 continue
