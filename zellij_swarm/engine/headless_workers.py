@@ -67,10 +67,12 @@ class HeadlessWorkers:
         return [Queued(t) for t in tokens]
 
     def live_launcher(self) -> int | None:
-        """The launcher's pid while it lives and every wrapper it started has been reported
-        ended: its children are then what it adopted (``_launcher``'s subreaper). None
-        otherwise — a launcher lost may have a stranger's pid by now."""
-        if self.launcher.lost or self.launcher.killed or self.children or self.queued:
+        """The launcher's pid while it lives and every wrapper it started has ended (reported
+        so, or followed to its end by pidfd): its live children are then what it adopted
+        (``_launcher``'s subreaper). None otherwise — a launcher lost may have a stranger's
+        pid by now."""
+        if self.launcher.lost or self.launcher.killed or self.queued or \
+                any(not lg.done for lg in self.children.values()):
             return None
         return self.launcher.pid
 
