@@ -649,6 +649,12 @@ def main() -> None:
                 if own:
                     rows.append(Row(f"  of which the {process}'s own (its rusage)", f"{med(own):.3f} ms",
                                     note=spread(own, " ms")))
+            loop = [float(u["loop_cpu_s"]) / n * 1000 for r in zsw_n
+                    if isinstance(u := ((r.usage or {}).get("processes") or {}).get("supervisor"), dict)
+                    and "loop_cpu_s" in u]
+            if loop:
+                rows.append(Row("    its main thread: start-up and event loop (the rest: log commit's folds, fsync)",
+                                f"{med(loop):.3f} ms", note=spread(loop, " ms")))
         else:
             rows.append(check("CPU per task of all our processes (supervisor, launcher, any helper) beyond the wrapper",
                               [estimate], 0.3, lambda v: f"{v:.3f} ms", "≤ 0.3 ms",

@@ -146,3 +146,5 @@ def test_the_supervisor_reports_its_own_peak_memory_not_its_parents(swarm):
     assert done.returncode == 0, done.stderr
     usage = json.loads((swarm.latest() / "summary.json").read_text())["usage"]
     assert 5 < usage["processes"]["supervisor"]["peak_rss_mb"] < 150, usage
+    # its main thread's CPU (start-up and loop) is part of the process's, beside its helper threads'
+    assert 0 < usage["processes"]["supervisor"]["loop_cpu_s"] <= usage["processes"]["supervisor"]["cpu_s"], usage
