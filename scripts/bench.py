@@ -643,18 +643,15 @@ def main() -> None:
             cpu_ms = [float(r.usage["cpu_s"]) / n * 1000 for r in zsw_n if r.usage]
             rows.append(check("CPU per task of all our processes (supervisor, launcher, any helper) beyond the wrapper",
                               cpu_ms, 0.3, lambda v: f"{v:.3f} ms", "≤ 0.3 ms", note="summary usage"))
-            for process in ("supervisor", "launcher"):
-                own = [float(u["cpu_s"]) / n * 1000 for r in zsw_n
-                       if isinstance(u := ((r.usage or {}).get("processes") or {}).get(process), dict)]
+            parts = [("supervisor", "cpu_s", "  of which the supervisor's own (its rusage)"),
+                     ("supervisor", "loop_cpu_s",
+                      "    of which its main thread: start-up and loop (the rest: log commit's folds, fsync)"),
+                     ("launcher", "cpu_s", "  of which the launcher's own (its rusage)")]
+            for process, key, label in parts:
+                own = [float(u[key]) / n * 1000 for r in zsw_n
+                       if isinstance(u := ((r.usage or {}).get("processes") or {}).get(process), dict) and key in u]
                 if own:
-                    rows.append(Row(f"  of which the {process}'s own (its rusage)", f"{med(own):.3f} ms",
-                                    note=spread(own, " ms")))
-            loop = [float(u["loop_cpu_s"]) / n * 1000 for r in zsw_n
-                    if isinstance(u := ((r.usage or {}).get("processes") or {}).get("supervisor"), dict)
-                    and "loop_cpu_s" in u]
-            if loop:
-                rows.append(Row("    its main thread: start-up and event loop (the rest: log commit's folds, fsync)",
-                                f"{med(loop):.3f} ms", note=spread(loop, " ms")))
+                    rows.append(Row(label, f"{med(own):.3f} ms", note=spread(own, " ms")))
         else:
             rows.append(check("CPU per task of all our processes (supervisor, launcher, any helper) beyond the wrapper",
                               [estimate], 0.3, lambda v: f"{v:.3f} ms", "≤ 0.3 ms",
