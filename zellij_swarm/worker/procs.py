@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.worker import waiting
 
 if TYPE_CHECKING:
     import psutil
@@ -51,32 +52,15 @@ def _stat_fields(pid: int | str) -> list[bytes] | None:
         return None
 
 
-def _stat(pid: int) -> tuple[bytes, int] | None:
-    """The process's state letter and session id (None: gone, or not ours to read)."""
-    fields = _stat_fields(pid)
-    try:
-        return (fields[0], int(fields[3])) if fields is not None else None
-    except (ValueError, IndexError):
-        return None
-
-
-def _ids(fields: list[bytes] | None) -> tuple[int | None, int | None]:
-    """(session id, parent pid) of ``_stat_fields``; None for what cannot be read."""
-    try:
-        return (int(fields[3]), int(fields[1])) if fields is not None else (None, None)
-    except (ValueError, IndexError):
-        return None, None
-
-
 def leaderless_sessions() -> set[int]:
     """The sessions processes there are in now (but us) whose leader — the process whose pid
     is the session's id — is gone: what an ended session leader left behind. A session whose
     leader lives is that process's, whatever once ended under the same pid; a zombie leads
     nothing (its pid cannot be taken while it waits to be reaped)."""
     me = os.getpid()
-    stats = {int(name): _stat(int(name)) for name in os.listdir("/proc") if name.isdigit()}
-    living = {pid for pid, stat in stats.items() if stat is not None and stat[0] != b"Z"}
-    return {stat[1] for pid, stat in stats.items() if pid != me and stat is not None and stat[1] not in living}
+    stats = waiting.scan_procs()
+    living = {pid for pid, st in stats.items() if st.state != "Z"}
+    return {st.session for pid, st in stats.items() if pid != me and st.session not in living}
 
 
 def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = None, *,
@@ -95,10 +79,9 @@ def marked(needles: tuple[bytes, ...], sessions: Mapping[int, float] | None = No
     unsure: list[int] = []  # mid-exec at the first look: looked at once more, after the scan
     for again, batch in ((False, pids), (True, unsure)):
         for pid in batch:
-            fields = _stat_fields(pid) if ended or adopted_by is not None else None
-            sid, parent = _ids(fields)
-            session_ended = ended.get(sid) if sid is not None else None
-            if adopted_by is not None and parent == adopted_by:
+            st = waiting.read_stat(pid) if ended or adopted_by is not None else None
+            session_ended = ended.get(st.session) if st is not None else None
+            if adopted_by is not None and st is not None and st.ppid == adopted_by:
                 has: bool | None = True
             else:
                 has = _environ_has(pid, needles)

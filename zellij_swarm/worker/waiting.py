@@ -181,7 +181,8 @@ class _Watched:
 
 @dataclass(frozen=True, slots=True)
 class ProcStat:
-    """The fields of ``/proc/PID/stat`` this module uses."""
+    """The fields of ``/proc/PID/stat`` this module uses, and ``procs`` (its process trees
+    and the sessions ended wrappers left)."""
 
     state: str
     ppid: int
