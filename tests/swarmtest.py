@@ -142,6 +142,16 @@ def run_processes(run_id: str) -> list[int]:
     return [p.pid for p in procs.marked(procs.run_markers(run_id)) if _alive(p)]
 
 
+def alive(pid: int) -> bool:
+    """Process ``pid`` runs (a zombie — ended, not yet reaped — does not)."""
+    import psutil
+
+    try:
+        return _alive(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _alive(p: Any) -> bool:
     import psutil
 

@@ -8,7 +8,8 @@ import os
 import signal
 
 import pytest
-from swarmtest import backend_args, full, kill_run_processes, run_processes, validate, wait_until
+from swarmtest import alive, backend_args, full, kill_run_processes, run_processes, validate, wait_until
+from tmuxtest import outside_env
 
 # Four long workers: a plain sleep, a grandchild, one that ignores SIGTERM, and a
 # grandchild that starts its own session (escaping the process group).
@@ -205,39 +206,41 @@ cmd = "sleep 0.3; exit 2"
     assert run_processes(swarm.latest().name) == []
 
 
+@pytest.mark.parametrize("backend", ["headless", "tmux-compact"])
 @pytest.mark.parametrize("extra", [(), ("--timeout", "1")], ids=["ended", "timed-out"])
-@pytest.mark.parametrize("leave", [
-    "(setsid env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)",  # double fork: no marker, no session
-    full("(env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)"),  # the wrapper's session, no marker
-    full("(setsid sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)"),  # marked, a session of its own
+@pytest.mark.parametrize("leave, ladder_finds", [
+    # a double fork into a session of its own with no marker: only the launcher, its subreaper, knows it
+    ("(setsid env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)", False),
+    # no marker, still in the wrapper's process group and session
+    full("(env -i sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)", True),
+    # marked, in a session of its own
+    full("(setsid sh -c 'echo $$ >\"$0\"; exec sleep 60' {pidfile} &)", True),
 ], ids=["setsid-env-i", "env-i", "setsid"])
-def test_a_daemon_left_behind_with_nothing_of_the_run_on_it_is_ended_with_the_run(swarm, tmp_path, leave, extra):
+def test_a_daemon_left_behind_with_nothing_of_the_run_on_it_is_ended_with_the_run(swarm, tmp_path, request, backend,
+                                                                                    leave, ladder_finds, extra):
     """A daemon that cleared its environment and left the worker's session and process tree
     carries nothing that names the run; the launcher adopted it (its subreaper), and the
-    end-of-run sweep ends it — after the worker's own end or a timeout's ladder alike."""
+    end-of-run sweep ends it, with a ``process_left_behind`` warning — after the worker's own
+    end or a timeout alike. One the timeout's ladder can find (its group, its marker) ends
+    with the worker's tree, unwarned. Compact mode runs its workers through the launcher too."""
+    flags, env = ((), None) if backend == "headless" else \
+        (("--backend", "tmux", "--ui", "compact"), outside_env(request.getfixturevalue("tmux")))
     pidfile = tmp_path / "daemon.pid"
-    swarm.write("d.txt", leave.format(pidfile=pidfile) + "; sleep " + ("30" if extra else "0") + "\n")
-    res = swarm("run", "d.txt", "--output", "quiet", *extra)
+    # the worker goes on once its daemon runs (has written its pid), not while it is still being made
+    swarm.write("d.txt", leave.format(pidfile=pidfile) + f"; until [ -s {pidfile} ]; do sleep 0.01; done"
+                + ("; sleep 30" if extra else "") + "\n")
+    res = swarm("run", "d.txt", "--output", "quiet", *flags, *extra, env=env)
     run_id = swarm.latest().name
     daemon = int(pidfile.read_text())
     try:
-        assert res.code == (1 if extra else 0)
-        # (a timeout's ladder ends a daemon it can find as part of the worker's tree, unwarned)
-        assert [w["code"] for w in swarm.summary()["warnings"]] in ([["process_left_behind"]] + ([[]] if extra else []))
-        wait_until(lambda: not os.path.exists(f"/proc/{daemon}") or _zombie(daemon), timeout=10,
-                   what="the daemon to have been ended")
+        assert res.code == (1 if extra else 0), res
+        warned = not (extra and ladder_finds)
+        assert [w["code"] for w in swarm.summary()["warnings"]] == (["process_left_behind"] if warned else [])
+        wait_until(lambda: not alive(daemon), timeout=10, what="the daemon to have been ended")
     finally:
         kill_run_processes(run_id)
         with contextlib.suppress(ProcessLookupError):
             os.kill(daemon, signal.SIGKILL)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except OSError:
-        return True
 
 
 def test_daemon_left_behind_is_reported_and_ended(swarm):
