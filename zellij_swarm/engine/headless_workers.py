@@ -70,7 +70,8 @@ class HeadlessWorkers:
         """The launcher's pid while it lives and every wrapper it started has ended (reported
         so, or followed to its end by pidfd): its live children are then what it adopted
         (``_launcher``'s subreaper). None otherwise — a launcher lost may have a stranger's
-        pid by now."""
+        pid by now. (One that dies during the sweep stays our unreaped child, its pid nobody
+        else's, and what it had adopted goes to init: no stranger's child is taken for ours.)"""
         if self.launcher.lost or self.launcher.killed or self.queued or \
                 any(not lg.done for lg in self.children.values()):
             return None
