@@ -117,8 +117,8 @@ def zsw_run(d: Path, commands: Path, jobs: int, *extra: str) -> ZswRun:
 def make_wrappers(base: Path, n: int) -> Path:
     """N generation directories as a run's wrappers find them, the run's one wrapper
     (`wrapper.run_script`), and a listing with one command line per task: the arguments of
-    `/bin/sh` for that task — the wrapper, an empty mode and the generation's arguments, as the
-    launcher runs it — written as sh words (`shlex.join`; GNU xargs reads that quoting, and `''`
+    `/bin/sh` for that task — `-c '. worker.sh' sh`, an empty mode and the generation's
+    arguments (`in_subshell`, as a headless run's), as the launcher runs it — written as sh words (`shlex.join`; GNU xargs reads that quoting, and `''`
     stays an empty argument). The caller runs it with `xargs -P J -L 1 /bin/sh`
     (`xargs_wrappers`), so a line holds the wrapper and its arguments without an exec of its own.
 
@@ -139,7 +139,7 @@ def make_wrappers(base: Path, n: int) -> Path:
         for name in generation_files.SHELL_FILES:
             (gen.dir / name).touch()
         who = wrapper.WorkerIdentity("bench", f"task-{i}", f"t{i}", 1, i, 1)
-        args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd=str(base), env={})
+        args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd=str(base), env={}, in_subshell=True)
         lines.append(shlex.join(wrapper.headless_argv(script, args)[1:]))
     listing.write_text("\n".join(lines) + "\n")
     return listing

@@ -598,12 +598,15 @@ class FakeLauncher:
             if self.stopped:
                 return
             for token, argv in requests:
-                # the run's worker.sh with MODE and arguments, or a pane's own wrapper.sh [MODE]
-                claimed = argv[2:3] == ("claimed",)
-                directory = Path(argv[3]) if Path(argv[1]).name == "worker.sh" else Path(argv[1]).parent
+                # the run's worker.sh, sourced (``wrapper.headless_argv``: ``$0``, MODE and the
+                # generation's arguments), or a pane's own wrapper.sh [MODE]
+                headless = argv[:2] == ("/bin/sh", "-c")
+                mode, args = (argv[4], argv[5:]) if headless else ((argv[2:3] or ("",))[0], ())
+                claimed = mode == "claimed"
+                directory = Path(args[0]) if headless else Path(argv[1]).parent
                 gen = GenPaths(directory, _number(directory.parent.name), _number(directory.name))
-                if Path(argv[1]).name == "worker.sh":
-                    self.world.launched[gen.dir] = _identity(list(argv[3:]))
+                if headless:
+                    self.world.launched[gen.dir] = _identity(list(args))
                 work = self.world.work(gen)[2]
                 self.world.after(work.start_delay, lambda t=token, g=gen, c=claimed, w=work: self._start(t, g, c, w))
 

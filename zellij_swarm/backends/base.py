@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.wrapper import PaneMode
 
 # The line that says where a run's panes are: short enough for 80 columns after ``zellij-swarm: ``,
@@ -60,9 +61,7 @@ class LaunchRequest:
     def headless_argv(self) -> tuple[str, ...]:
         """``argv`` as the launcher starts it: with the mode ``claimed`` when the supervisor
         holds the claim (the wrapper's first argument either way)."""
-        if not self.claimed:
-            return (*self.prefix, *self.argv)
-        return (*self.prefix, *self.argv[:2], "claimed", *self.argv[3:])
+        return (*self.prefix, *(wrapper.claimed_argv(self.argv) if self.claimed else self.argv))
 
     def pane_argv(self) -> list[str]:
         """What a pane runs: the generation's own wrapper, through the executor's prefix."""

@@ -112,7 +112,8 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
     claimed = generation_files.started_at(gen)
-    return claimed is not None and created <= claimed + START_TOLERANCE and procs.runs_wrapper(gen, procs.cmdline(pid))
+    return (claimed is not None and created <= claimed + START_TOLERANCE
+            and procs.is_wrapper(gen, pid, procs.cmdline(pid)))
 
 
 # What a launch and a spawn say, the records a resume reads say too (the generation's own

@@ -196,7 +196,7 @@ def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
     if not running(p):
         return False
     argv = cmdline(p.pid)
-    return not (runs_wrapper(gen, argv) or any(arg.endswith(_RELAY) for arg in argv))
+    return not (is_wrapper(gen, p.pid, argv) or any(arg.endswith(_RELAY) for arg in argv))
 
 
 def coarse_wallclock() -> float:
@@ -235,13 +235,24 @@ def runs_wrapper(gen: GenPaths, argv: list[bytes]) -> bool:
     return not {os.fsencode(str(gen.wrapper)), os.fsencode(str(gen.dir))}.isdisjoint(argv)
 
 
+def is_wrapper(gen: GenPaths, pid: int, argv: list[bytes]) -> bool:
+    """Whether ``pid``, whose command line is ``argv``, is ``gen``'s wrapper: it runs it
+    (``runs_wrapper``) and is no fork of it. A subshell the wrapper forked has its command
+    line until it execs — for a command the wrapper ``eval``s (SPEC §5.4), for good: that
+    subshell is the worker's shell, and its own subshells are the worker's too."""
+    if not runs_wrapper(gen, argv):
+        return False
+    st = waiting.read_stat(pid)
+    return st is None or cmdline(st.ppid) != argv
+
+
 def wrapper_process(gen: GenPaths) -> int | None:
-    """The pid of a live process running ``gen``'s wrapper (``runs_wrapper``). For the rare
+    """The pid of a live process that is ``gen``'s wrapper (``is_wrapper``). For the rare
     claim that names no pid, or step Slurm does not list: one scan of every process's
     command line."""
     me = os.getpid()
     for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != me and runs_wrapper(gen, cmdline(int(name))) and alive(int(name)):
+        if name.isdigit() and int(name) != me and is_wrapper(gen, int(name), cmdline(int(name))) and alive(int(name)):
             return int(name)
     return None
 

@@ -25,11 +25,14 @@ The wrapper is the contract between the supervisor and a worker, whatever the ba
 
 Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builtins only: no
 ``date``, ``mv``, ``tee`` or ``cat``; times come from file modification times. A shell
-``cmd`` runs exactly as ``/bin/sh -c CMD`` (SPEC §5): its own process, so ``$$``, ``$0`` (``sh``),
-``$PPID``, ``exit``, traps and signals mean what they mean there — a command that kills
-``$$`` dies by that signal and is recorded so, and it can never signal or end the wrapper by
-accident. That costs one exec per task over running it in a subshell of the wrapper; an
-``argv`` task is exec'd directly. The wrapper's own variables all start with ``_zsw_``.
+``cmd`` runs as ``/bin/sh -c CMD`` would (SPEC §5.4): ``$$``, ``$0`` (``sh``), ``$PPID``,
+``exit``, traps and signals mean what they mean there — a command that kills ``$$`` dies by
+that signal and is recorded so, and it can never signal or end the wrapper by accident. One
+that is one simple command (``subshell_text``) is exec'd in a subshell of the wrapper, as
+bash's ``sh -c`` would exec it in its own place: that saves the exec of a shell, about 0.7 ms
+of CPU a task on this project's machines — as much as the whole of a bare ``xargs``'s work.
+Any other gets a shell of its own. An ``argv`` task is exec'd directly. The wrapper's own
+variables all start with ``_zsw_``.
 
 Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
 only generated identifiers, never a task name (a newline in a name would end a comment). The
@@ -38,6 +41,8 @@ files it writes, and what is in them, are those ``generation_files`` reads.
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,12 +140,78 @@ class PaneMode:
 
 
 
+# A command the wrapper may run in a subshell of its own (``subshell_text``) is one simple
+# command: words, quotes and blanks only. Outside single quotes no parameter or command
+# substitution (``$$``, ``$0``, ``$PPID`` and the positional parameters are the wrapper's in a
+# subshell) and no escape; outside any quotes no list, pipeline, group or redirection; no
+# newline at all (a multi-line command's errors are counted in lines).
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_SUBSTITUTION = re.compile(r"[$`\\]")
+_SHELL_SYNTAX = re.compile(r"[;&|()<>{}]")
+# Builtins that end at once and show nothing of the shell they run in: ``eval``'d as they are.
+_PURE_BUILTINS = frozenset({":", "true", "false", "echo", "printf", "test", "[", "exit", "exec", "kill"})
+# Every other builtin and reserved word of dash and bash (a ``/bin/sh`` may be either): these
+# need a shell of their own — ``cd -``, ``set`` or ``times`` would show the wrapper's, ``.``
+# sources a file, ``command`` and ``eval`` run a command below a shell that waits.
+_SHELL_WORDS = frozenset({
+    ".", "alias", "bg", "bind", "break", "builtin", "caller", "cd", "chdir", "command", "compgen",
+    "complete", "compopt", "continue", "declare", "dirs", "disown", "enable", "eval", "export", "fc", "fg",
+    "getopts", "hash", "help", "history", "jobs", "let", "local", "logout", "mapfile", "popd", "pushd",
+    "pwd", "read", "readarray", "readonly", "return", "set", "shift", "shopt", "source", "suspend", "times",
+    "trap", "type", "typeset", "ulimit", "umask", "unalias", "unset", "wait", "!", "{", "}", "[[", "]]",
+    "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in", "select",
+    "then", "time", "until", "while",
+})
+
+
+def subshell_text(cmd: str) -> str | None:
+    """What the headless wrapper ``eval``s in its subshell to run ``cmd`` as ``/bin/sh -c CMD``
+    would, one exec cheaper; None when ``cmd`` needs a shell of its own. One simple command
+    is exec'd in the subshell's place (``exec CMD``), as bash's ``sh -c`` execs it in its own:
+    the wrapper is its parent, and a signal sent to the generation's process group reaches
+    the command with no shell between that could die of it first and be recorded in its
+    stead (dash's ``sh -c`` keeps one waiting). A pure builtin (``true``, ``exit 3``) runs in
+    the subshell itself, which ends with it. Anything else — a list, a pipeline, a
+    substitution, any other builtin or reserved word, an assignment — gets a shell of its
+    own. The shell's own error messages name the builtin that ran the command:
+    ``sh: 1: exec: nosuch: not found``."""
+    if "\n" in cmd or "\r" in cmd:
+        return None
+    try:
+        words = shlex.split(cmd)
+    except ValueError:  # an unclosed quote: the shell's own syntax error, from a shell of its own
+        return None
+    substituted = False
+
+    def unquoted(m: re.Match[str]) -> str:
+        nonlocal substituted
+        substituted = substituted or (m[0][0] == '"' and _SUBSTITUTION.search(m[0]) is not None)
+        return "_"
+
+    bare = _QUOTED.sub(unquoted, cmd)
+    if substituted or _SUBSTITUTION.search(bare) or _SHELL_SYNTAX.search(bare):
+        return None
+    if not words:
+        return None
+    name = words[0]
+    if name in _PURE_BUILTINS:
+        return cmd
+    # (a name starting with ``-`` would be an option of bash's ``exec``, ``-c`` or ``-a``)
+    if name in _SHELL_WORDS or "=" in name or name.startswith("-") or any(c in name for c in "*?["):
+        return None
+    return "exec " + cmd
+
+
 def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
-              env: Mapping[str, str], unexportable_env: Path | None = None) -> tuple[str, ...]:
+              env: Mapping[str, str], unexportable_env: Path | None = None,
+              in_subshell: bool = False) -> tuple[str, ...]:
     """What one generation is, as the wrapper's arguments after its mode:
-    ``GEN-DIR CWD sh|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as ``/bin/sh -c``).
-    With ``unexportable_env`` (the run's saved environment, when it has variables no shell can
-    carry) the command runs under ``envfile``'s exec, which adds them back."""
+    ``GEN-DIR CWD sh|eval|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as
+    ``/bin/sh -c``; ``eval``: one word, ``eval``'d in a subshell of the wrapper). ``in_subshell``
+    allows ``eval`` (with ``subshell_text``) for the run's headless wrapper: a pane's runs
+    every command in a shell of its own. With ``unexportable_env``
+    (the run's saved environment, when it has variables no shell can carry) the command runs
+    under ``envfile``'s exec, which adds them back."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -154,6 +225,8 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     }
     command = argv if argv is not None else (cmd or ":",)
     kind = "argv" if argv is not None else "sh"
+    if kind == "sh" and in_subshell and (text := subshell_text(command[0])) is not None:
+        command, kind = (text,), "eval"
     if unexportable_env is not None:
         shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
         command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), "argv"
@@ -161,13 +234,26 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
 
 
 def run_script(run_id: str) -> str:
-    """The run's one headless wrapper (``RunPaths.worker_script``), started per generation as
-    ``/bin/sh worker.sh MODE ARGUMENTS...`` (``arguments``; MODE ``claimed`` or empty)."""
+    """The run's one headless wrapper (``RunPaths.worker_script``), started per generation by
+    ``headless_argv`` with ``arguments`` (``in_subshell``)."""
     return "\n".join([generation_files.worker_script_header(run_id), *_body(None)]) + "\n"
 
 
 def headless_argv(script: Path, args: tuple[str, ...]) -> tuple[str, ...]:
-    return ("/bin/sh", str(script), "", *args)
+    """``/bin/sh -c '. worker.sh' sh MODE ARGUMENTS...`` (MODE ``claimed`` or empty): sourced, so
+    that ``$0`` is ``sh``, as a ``/bin/sh -c`` worker's is — the shell's error messages about an
+    ``eval``'d command start with ``$0``, which is no place for the run's path."""
+    return (*_SOURCED, ". " + quoting.shell_word(str(script)), "sh", "", *args)
+
+
+_SOURCED = ("/bin/sh", "-c")
+
+
+def claimed_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """A wrapper's start (``headless_argv``'s, or a pane's own ``/bin/sh wrapper.sh``) in the
+    mode ``claimed``: the supervisor holds the claim."""
+    at = 4 if argv[:2] == _SOURCED else 2  # after ``$0``, or after the pane's wrapper file
+    return (*argv[:at], "claimed", *argv[at + 1:])
 
 
 def render(
@@ -217,7 +303,12 @@ def _body(pane: PaneMode | None) -> list[str]:
     # Headless, the worker's stdout and stderr go to their logs; in a pane they stay on the
     # pane's terminal (the worker sees a TTY) and the first stage's log set-up copies it.
     redirect = f">>{_OUTPUT} 2>>{_STDERR}"
-    launch = f"  {run(redirect)}"
+    # ``eval`` in the subshell (``subshell_text``: ``exec CMD``, or a builtin that ends at
+    # once): its traps are reset, so the worker's signals are at their defaults and the EXIT
+    # trap below is not its; its positional parameters are emptied, as ``sh -c CMD sh`` has
+    # none; its output goes to the logs before, as an exec'd worker's does.
+    launch = (f'  if [ "$_zsw_kind" = eval ]; then ( exec {redirect}; _zsw_cmd=$1; set --; eval "$_zsw_cmd" ); '
+              f'else {run(redirect)}; fi')
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
         # must not reach the pane, or pipe-pane would log it as the worker's output.

@@ -1,0 +1,111 @@
+"""A simple command run in the headless wrapper's subshell (``wrapper.subshell_text``): one
+exec cheaper, and otherwise what ``/bin/sh -c CMD`` gives — the same status, output, process
+tree and environment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from swarmtest import wait_until
+
+from zellij_swarm.records import generation_files as gf
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.worker import procs, wrapper
+
+
+@pytest.mark.parametrize("cmd,text", [
+    ("sleep 1", "exec sleep 1"),
+    ('claude -p "fix the bug (see #3); then test it"', 'exec claude -p "fix the bug (see #3); then test it"'),
+    ("echo 'costs $5'", "echo 'costs $5'"),  # a pure builtin, and a $ a single quote keeps
+    ('"my prog" x', 'exec "my prog" x'),
+    ("find . -name x", "exec find . -name x"),
+    ("true", "true"), ("exit 3", "exit 3"), ("exec sleep 3", "exec sleep 3"), ("kill -TERM 0", "kill -TERM 0"),
+    # what a shell of its own would show differently, or runs below a shell that waits
+    ("echo $$", None), ('echo "$0"', None), ("echo `pwd`", None), ("echo a\\ b", None),
+    (". ./env.sh", None), ("cd -", None), ("set", None), ("times", None), ("command ls", None),
+    ("eval ls", None), ("FOO=1 make", None), ("-c ls", None), ("ec?o hi", None),
+    ("make; make install", None), ("a && b", None), ("a | b", None), ("make > log", None),
+    ("(make)", None), ("{ make; }", None), ("make &", None), ("if true", None), ("a\nb", None),
+    ('"unclosed', None), ("", None), ("  ", None),
+])
+def test_which_commands_run_in_the_wrappers_subshell(cmd, text):
+    assert wrapper.subshell_text(cmd) == text
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunPaths:
+    paths = RunPaths(tmp_path / "runs" / "20261204T150000-abcd")
+    paths.dir.mkdir(parents=True)
+    paths.worker_script.write_text(wrapper.run_script("r"))
+    return paths
+
+
+def through_wrapper(run: RunPaths, number: int, cmd: str, *, in_subshell: bool, cwd: Path) -> tuple[int, str, str]:
+    """One generation of ``cmd`` through the run's wrapper as the launcher starts it: its status,
+    output and stderr, with the generation's pid (the claim's) written as ``WRAPPER``."""
+    gen = run.gen(1, number)
+    gen.dir.mkdir(parents=True)
+    gen.artifacts.mkdir()
+    who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
+    args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd=str(cwd), env={}, in_subshell=in_subshell)
+    assert (args[2] == "eval") == (in_subshell and wrapper.subshell_text(cmd) is not None)
+    status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
+                            start_new_session=True).returncode  # `kill 0` reaches no one but the generation
+    pid = gf.wrapper_pid(gen)
+    out, err = (p.read_text().replace(str(pid), "WRAPPER") for p in (gen.output, gen.stderr))
+    return status, out, err
+
+
+PROBE = f"{sys.executable} -c " + '"import os; print(os.getppid()); print(os.environ.get(\'ZELLIJ_SWARM_RUN_ID\'))"'
+
+
+@pytest.mark.parametrize("cmd", [
+    "true", "false", "exit 7", "echo hi there", 'printf "%s|%s" a b', "kill -TERM 0", "kill -9 0",
+    "sleep 0.01", "sh -c 'exit 5'", "zsw-no-such-command --flag", "./not-executable", "./a-directory",
+    "exec sleep 0.01", "echo 'a $literal'", '"sh" -c "echo quoted name"',
+])
+def test_a_simple_command_does_in_the_subshell_what_it_does_in_a_shell_of_its_own(run, tmp_path, cmd):
+    (tmp_path / "not-executable").write_text("true\n")
+    (tmp_path / "a-directory").mkdir()
+    own = through_wrapper(run, 1, cmd, in_subshell=False, cwd=tmp_path)
+    sub = through_wrapper(run, 2, cmd, in_subshell=True, cwd=tmp_path)
+    # the one difference: the shell's own messages name the builtin that ran the command
+    assert sub[:2] == own[:2] and sub[2].replace("exec: ", "") == own[2], (own, sub)
+    for *_, err in (own, sub):
+        assert str(run.dir) not in err  # $0 is `sh`, never the run's wrapper path
+
+
+def test_a_simple_command_is_the_wrappers_child_with_the_markers_on_it(run, tmp_path):
+    """Exec'd in the subshell's place, as bash's ``sh -c`` execs a simple command: the
+    wrapper is its parent (dash's ``sh -c`` keeps a shell between them), and the run's
+    markers are in its environment, where ``procs`` finds a generation's processes."""
+    assert through_wrapper(run, 1, PROBE, in_subshell=True, cwd=tmp_path) == (0, "WRAPPER\nr\n", "")
+
+
+def test_a_fork_of_the_wrapper_is_not_the_wrapper(tmp_path):
+    """A subshell the wrapper forked has its command line: it is the worker's, not the wrapper
+    — ``wrapper_process`` names the wrapper, and the ladder counts the fork as the worker's."""
+    gen = gf.GenPaths(tmp_path / "slot-1" / "gen-1", 1, 1)
+    gen.dir.mkdir(parents=True)
+    go = tmp_path / "go"
+    script = f"( until [ -e {go} ]; do sleep 0.01; done ); true"
+    parent = subprocess.Popen(["/bin/sh", "-c", script, "sh", str(gen.dir)], start_new_session=True)
+    try:
+        fork = wait_until(lambda: next(iter(procs.children(parent.pid)), None), what="the subshell")
+        assert procs.cmdline(fork) == procs.cmdline(parent.pid)
+        assert procs.wrapper_process(gen) == parent.pid
+        assert procs.is_wrapper(gen, parent.pid, procs.cmdline(parent.pid))
+        assert not procs.is_wrapper(gen, fork, procs.cmdline(fork))
+    finally:
+        go.touch()
+        try:
+            parent.wait(timeout=10)
+        finally:
+            if parent.poll() is None:
+                os.killpg(parent.pid, signal.SIGKILL)
+                parent.wait()
