@@ -67,10 +67,13 @@ PROBE = f"{sys.executable} -c " + '"import os; print(os.getppid()); print(os.env
 @pytest.mark.parametrize("cmd", [
     "true", "false", "exit 7", "echo hi there", 'printf "%s|%s" a b', "kill -TERM 0", "kill -9 0",
     "sleep 0.01", "sh -c 'exit 5'", "zsw-no-such-command --flag", "./not-executable", "./a-directory",
+    "./no-shebang one two",  # exec'd, a file with no #! line is run by /bin/sh, as `sh -c` runs it
     "exec sleep 0.01", "echo 'a $literal'", '"sh" -c "echo quoted name"',
 ])
 def test_a_simple_command_does_in_the_subshell_what_it_does_in_a_shell_of_its_own(run, tmp_path, cmd):
     (tmp_path / "not-executable").write_text("true\n")
+    (tmp_path / "no-shebang").write_text('echo "$# from $0"; exit 4\n')
+    (tmp_path / "no-shebang").chmod(0o755)
     (tmp_path / "a-directory").mkdir()
     own = through_wrapper(run, 1, cmd, in_subshell=False, cwd=tmp_path)
     sub = through_wrapper(run, 2, cmd, in_subshell=True, cwd=tmp_path)
