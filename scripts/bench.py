@@ -118,9 +118,10 @@ def make_wrappers(base: Path, n: int) -> Path:
     """N generation directories as a run's wrappers find them, the run's one wrapper
     (`wrapper.run_script`), and a listing with one command line per task: the arguments of
     `/bin/sh` for that task — `-c '. worker.sh' sh`, an empty mode and the generation's
-    arguments (`in_subshell`, as a headless run's), as the launcher runs it — written as sh words (`shlex.join`; GNU xargs reads that quoting, and `''`
-    stays an empty argument). The caller runs it with `xargs -P J -L 1 /bin/sh`
-    (`xargs_wrappers`), so a line holds the wrapper and its arguments without an exec of its own.
+    arguments (`in_subshell`, as a headless run's), as the launcher runs it — written as sh
+    words (`shlex.join`; GNU xargs reads that quoting, and `''` stays an empty argument). The
+    caller runs it with `xargs -P J -L 1 /bin/sh` (`xargs_wrappers`), so a line holds the
+    wrapper and its arguments without an exec of its own.
 
     Each directory is a shell (`records.shells`): `artifacts/` and the wrapper's files there,
     empty, so that its wrapper makes one file, its claim — as nearly every generation of a run

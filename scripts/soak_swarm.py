@@ -63,9 +63,18 @@ class SoakSwarm:
         return self.dir / "ledger"
 
     def write_swarm(self, commands: dict[str, str], jobs: int) -> None:
-        """soak.toml: one task per name; a command holds no single quote (a TOML literal string)."""
+        """soak.toml: one task per name; a command holds no single quote (a TOML literal string).
+        Every second task runs its command from a file of its own, ``sh tasks/NAME.sh``: one
+        simple command, which the headless wrapper execs from its subshell rather than from a
+        shell of its own (SPEC §5.4) — the soak goes through both ways."""
         lines = [f"[swarm]\njobs = {jobs}\n"]
-        lines += [f"[[task]]\nname = \"{name}\"\ncmd = '{cmd}'\n" for name, cmd in commands.items()]
+        scripts = self.dir / "tasks"
+        scripts.mkdir(exist_ok=True)
+        for number, (name, cmd) in enumerate(commands.items()):
+            if number % 2:
+                (scripts / f"{name}.sh").write_text(cmd + "\n")
+                cmd = f"sh tasks/{name}.sh"
+            lines.append(f"[[task]]\nname = \"{name}\"\ncmd = '{cmd}'\n")
         (self.dir / "soak.toml").write_text("".join(lines))
 
     def start(self, *args: str, log: str, new_session: bool = False) -> subprocess.Popen[bytes]:
