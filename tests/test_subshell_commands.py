@@ -24,6 +24,7 @@ from zellij_swarm.worker import procs, wrapper
     ("echo 'costs $5'", "echo 'costs $5'"),  # a pure builtin, and a $ a single quote keeps
     ('"my prog" x', 'exec "my prog" x'),
     ("find . -name x", "exec find . -name x"),
+    ("a'b c'd e", "exec a'b c'd e"), ("'true'", "'true'"), ("sleep\t1", "exec sleep\t1"),
     ("true", "true"), ("exit 3", "exit 3"), ("exec sleep 3", "exec sleep 3"), ("kill -TERM 0", "kill -TERM 0"),
     # what a shell of its own would show differently, or runs below a shell that waits
     ("echo $$", None), ('echo "$0"', None), ("echo `pwd`", None), ("echo a\\ b", None),
@@ -31,7 +32,7 @@ from zellij_swarm.worker import procs, wrapper
     ("eval ls", None), ("FOO=1 make", None), ("-c ls", None), ("ec?o hi", None),
     ("make; make install", None), ("a && b", None), ("a | b", None), ("make > log", None),
     ("(make)", None), ("{ make; }", None), ("make &", None), ("if true", None), ("a\nb", None),
-    ('"unclosed', None), ("", None), ("  ", None),
+    ('"unclosed', None), ("x 'unclosed", None), ('"" x', None), ("", None), ("  ", None),
 ])
 def test_which_commands_run_in_the_wrappers_subshell(cmd, text):
     assert wrapper.subshell_text(cmd) == text

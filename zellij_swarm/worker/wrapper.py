@@ -42,7 +42,6 @@ files it writes, and what is in them, are those ``generation_files`` reads.
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -146,6 +145,8 @@ class PaneMode:
 # subshell) and no escape; outside any quotes no list, pipeline, group or redirection; no
 # newline at all (a multi-line command's errors are counted in lines).
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_QUOTE_CHARS = re.compile("['\"]")
+_FIRST_WORD = re.compile(r"[ \t]*((?:[^ \t'\"]|'[^']*'|\"[^\"]*\")*)")  # the shell's blanks: space, tab
 _SUBSTITUTION = re.compile(r"[$`\\]")
 _SHELL_SYNTAX = re.compile(r"[;&|()<>{}]")
 # Builtins that end at once and show nothing of the shell they run in: ``eval``'d as they are.
@@ -177,10 +178,6 @@ def subshell_text(cmd: str) -> str | None:
     ``sh: 1: exec: nosuch: not found``."""
     if "\n" in cmd or "\r" in cmd:
         return None
-    try:
-        words = shlex.split(cmd)
-    except ValueError:  # an unclosed quote: the shell's own syntax error, from a shell of its own
-        return None
     substituted = False
 
     def unquoted(m: re.Match[str]) -> str:
@@ -189,11 +186,12 @@ def subshell_text(cmd: str) -> str | None:
         return "_"
 
     bare = _QUOTED.sub(unquoted, cmd)
-    if substituted or _SUBSTITUTION.search(bare) or _SHELL_SYNTAX.search(bare):
+    # (a quote left over is an unclosed one: the shell's syntax error, from a shell of its own)
+    if substituted or _SUBSTITUTION.search(bare) or _SHELL_SYNTAX.search(bare) or _QUOTE_CHARS.search(bare):
         return None
-    if not words:
+    name = _QUOTE_CHARS.sub("", _FIRST_WORD.match(cmd)[1])  # type: ignore[index]  # (it matches any text)
+    if not name:
         return None
-    name = words[0]
     if name in _PURE_BUILTINS:
         return cmd
     # (a name starting with ``-`` would be an option of bash's ``exec``, ``-c`` or ``-a``)
