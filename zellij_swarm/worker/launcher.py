@@ -87,7 +87,7 @@ class Launcher:
         if self.lost:
             return
         self.submitted += len(requests)
-        self._write("".join(f"S\0{token}\0{len(argv)}\0" + "".join(a + "\0" for a in argv)
+        self._write("".join(f"S\0{token}\0{len(argv)}\0" + "\0".join(argv) + "\0"  # (an argv is never empty)
                             for token, argv in requests).encode("utf-8", "surrogateescape"))
 
     def _write(self, data: bytes) -> None:
