@@ -207,9 +207,9 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     ``GEN-DIR CWD sh|eval|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as
     ``/bin/sh -c``; ``eval``: one word, ``eval``'d in a subshell of the wrapper). ``in_subshell``
     allows ``eval`` (with ``subshell_text``) for the run's headless wrapper: a pane's runs
-    every command in a shell of its own. With ``unexportable_env``
-    (the run's saved environment, when it has variables no shell can carry) the command runs
-    under ``envfile``'s exec, which adds them back."""
+    every command in a shell of its own. With ``unexportable_env`` (the run's saved
+    environment, when it has variables no shell can carry) the command runs under
+    ``envfile``'s exec, which adds them back."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
