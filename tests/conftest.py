@@ -15,6 +15,9 @@ from swarmtest import Swarm, kill_run_processes, scrub, wait_until
 from tmuxtest import Tmux, private_tmux
 from zellijtest import FakeZellij
 
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.worker import wrapper
+
 
 @pytest.fixture(autouse=True)
 def _scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,6 +28,16 @@ def _scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def swarm(tmp_path: Path) -> Swarm:
     return Swarm(tmp_path)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunPaths:
+    """A run directory holding the run's one headless wrapper (``worker.sh``), as a
+    supervisor writes it: for tests that start generations through it by hand."""
+    paths = RunPaths(tmp_path / "runs" / "20260511T101500-abcd")
+    paths.dir.mkdir(parents=True)
+    paths.worker_script.write_text(wrapper.run_script("r"))
+    return paths
 
 
 @pytest.fixture

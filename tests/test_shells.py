@@ -18,14 +18,6 @@ from zellij_swarm.worker import wrapper
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> RunPaths:
-    paths = RunPaths(tmp_path / "runs" / "20260511T101500-abcd")
-    paths.dir.mkdir(parents=True)
-    paths.worker_script.write_text(wrapper.run_script("r"))
-    return paths
-
-
-@pytest.fixture
 def pool(run: RunPaths) -> ShellPool:
     return ShellPool(run.slots, limit=4)
 

@@ -38,14 +38,6 @@ def test_which_commands_run_in_the_wrappers_subshell(cmd, text):
     assert wrapper.subshell_text(cmd) == text
 
 
-@pytest.fixture
-def run(tmp_path: Path) -> RunPaths:
-    paths = RunPaths(tmp_path / "runs" / "20261204T150000-abcd")
-    paths.dir.mkdir(parents=True)
-    paths.worker_script.write_text(wrapper.run_script("r"))
-    return paths
-
-
 def through_wrapper(run: RunPaths, number: int, cmd: str, *, in_subshell: bool, cwd: Path) -> tuple[int, str, str]:
     """One generation of ``cmd`` through the run's wrapper as the launcher starts it: its status,
     output and stderr, with the generation's pid (the claim's) written as ``WRAPPER``."""
