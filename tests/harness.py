@@ -97,6 +97,7 @@ from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Change
+from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.launcher import Ended, NotStarted, Started
 from zellij_swarm.worker.wrapper import PaneMode
 
@@ -598,14 +599,13 @@ class FakeLauncher:
             if self.stopped:
                 return
             for token, argv in requests:
-                # the run's worker.sh, sourced (``wrapper.headless_argv``: ``$0``, MODE and the
-                # generation's arguments), or a pane's own wrapper.sh [MODE]
-                headless = argv[:2] == ("/bin/sh", "-c")
-                mode, args = (argv[4], argv[5:]) if headless else ((argv[2:3] or ("",))[0], ())
+                # the run's worker.sh with MODE and the generation's arguments, or a pane's own
+                # wrapper.sh [MODE]
+                mode, args = wrapper.start_parts(argv)
                 claimed = mode == "claimed"
-                directory = Path(args[0]) if headless else Path(argv[1]).parent
+                directory = Path(args[0]) if args else Path(argv[1]).parent
                 gen = GenPaths(directory, _number(directory.parent.name), _number(directory.name))
-                if headless:
+                if args:
                     self.world.launched[gen.dir] = _identity(list(args))
                 work = self.world.work(gen)[2]
                 self.world.after(work.start_delay, lambda t=token, g=gen, c=claimed, w=work: self._start(t, g, c, w))

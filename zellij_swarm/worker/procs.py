@@ -238,8 +238,8 @@ def runs_wrapper(gen: GenPaths, argv: list[bytes]) -> bool:
 def is_wrapper(gen: GenPaths, pid: int, argv: list[bytes]) -> bool:
     """Whether ``pid``, whose command line is ``argv``, is ``gen``'s wrapper: it runs it
     (``runs_wrapper``) and is no fork of it. A subshell the wrapper forked has its command
-    line until it execs — for a command the wrapper ``eval``s (SPEC §5.4), for good: that
-    subshell is the worker's shell, and its own subshells are the worker's too."""
+    line until it execs the worker — or, for a builtin the wrapper ``eval``s (SPEC §5.4),
+    until it ends: either way it is the worker's, never the wrapper to follow or spare."""
     if not runs_wrapper(gen, argv):
         return False
     st = waiting.read_stat(pid)

@@ -223,11 +223,11 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     }
     command = argv if argv is not None else (cmd or ":",)
     kind = "argv" if argv is not None else "sh"
-    if kind == "sh" and in_subshell and (text := subshell_text(command[0])) is not None:
-        command, kind = (text,), "eval"
     if unexportable_env is not None:
         shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
         command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), "argv"
+    elif kind == "sh" and in_subshell and (text := subshell_text(command[0])) is not None:
+        command, kind = (text,), "eval"
     return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
 
 
@@ -247,10 +247,22 @@ def headless_argv(script: Path, args: tuple[str, ...]) -> tuple[str, ...]:
 _SOURCED = ("/bin/sh", "-c")
 
 
+def _mode_at(argv: tuple[str, ...]) -> int:
+    """Where a wrapper's start (``headless_argv``'s, or a pane's own ``/bin/sh wrapper.sh
+    [MODE]``) has its mode: after ``$0``, or after the pane's wrapper file."""
+    return 4 if argv[:2] == _SOURCED else 2
+
+
+def start_parts(argv: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """A wrapper's start as its mode (``""`` for none) and the generation's arguments that
+    follow it (``arguments``; none in a pane's own wrapper, which holds them)."""
+    at = _mode_at(argv)
+    return (argv[at] if len(argv) > at else ""), argv[at + 1:]
+
+
 def claimed_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
-    """A wrapper's start (``headless_argv``'s, or a pane's own ``/bin/sh wrapper.sh``) in the
-    mode ``claimed``: the supervisor holds the claim."""
-    at = 4 if argv[:2] == _SOURCED else 2  # after ``$0``, or after the pane's wrapper file
+    """A wrapper's start in the mode ``claimed``: the supervisor holds the claim."""
+    at = _mode_at(argv)
     return (*argv[:at], "claimed", *argv[at + 1:])
 
 
