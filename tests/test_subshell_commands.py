@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import wait_until
+from swarmtest import kill_run_processes, wait_until
 
 from zellij_swarm.records import generation_files as gf
 from zellij_swarm.records.rundir import RunPaths
@@ -105,3 +105,33 @@ def test_a_fork_of_the_wrapper_is_not_the_wrapper(tmp_path):
             if parent.poll() is None:
                 os.killpg(parent.pid, signal.SIGKILL)
                 parent.wait()
+
+
+AGENT = """import signal, sys, time
+def save(*_):
+    open("saved", "w").write("yes")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+open("ready", "w").write("yes")
+time.sleep(60)
+"""
+
+
+def test_a_simple_command_that_saves_on_sigterm_keeps_its_own_code(swarm):
+    """Cancelled, an agent that handles SIGTERM saves and exits 0: with no shell waiting
+    between it and the wrapper, that 0 is what is recorded (dash's ``sh -c`` died of the
+    signal first, and its 143 was). The status is the cancel's all the same."""
+    swarm.write("agent.py", AGENT)
+    swarm.write("s.toml", f'[[task]]\nname = "agent"\ncmd = "{sys.executable} agent.py"\n')
+    proc = swarm.popen("run", "s.toml", "--output", "quiet")
+    run_id = swarm.started().name
+    try:
+        wait_until(lambda: (swarm.cwd / "ready").exists(), what="the agent's handler in place")
+        assert swarm("cancel", run_id).code == 0
+        assert proc.wait(timeout=30) == 130
+    finally:
+        kill_run_processes(run_id)
+    row = swarm.tasks()["agent"]
+    assert (row["status"], row["reason"]) == ("cancelled", "cancelled_by_user")
+    assert (row["exit_code"], row["signal"]) == (0, None)
+    assert (swarm.cwd / "saved").read_text() == "yes"
