@@ -16,7 +16,8 @@ PACKAGE = Path(zellij_swarm.__file__).parent
 # Lowest first: the base modules, the packages in order, then the entry points (the command
 # line, the Python API and its exceptions). A top-level module in none of these fails the
 # test: a new one is given its layer here.
-BASE = ("exc", "quoting", "streams", "watch", "external", "calls", "names", "schemas", "pid_end", "__package__")
+BASE = ("exc", "quoting", "streams", "jsontext", "watch", "external", "calls", "names", "schemas", "pid_end",
+        "__package__")
 LAYERS = ("config", "records", "worker", "backends", "engine", "render", "commands")
 ENTRY_POINTS = ("cli", "api", "errors", "__init__", "__main__")
 

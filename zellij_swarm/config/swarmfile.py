@@ -20,6 +20,7 @@ from typing import Any
 
 from zellij_swarm import exc, streams
 from zellij_swarm.config import settings, slurm
+from zellij_swarm.jsontext import compact
 
 TASK_KEYS = frozenset(
     {"name", "cmd", "argv", "cwd", "env", "timeout", "retries", "idle_timeout", "after", "priority", "tags",
@@ -141,7 +142,7 @@ class TaskSpec:
         file, 67 bytes held where the spec object and its strings take some 300. Its origin is
         not kept: it names the input for the messages given before a run starts."""
         rec = self.to_record()
-        return _PACKER.encode({k: v for k, v in rec.items() if k not in _BARE or v != _BARE[k]}).encode()
+        return compact({k: v for k, v in rec.items() if k not in _BARE or v != _BARE[k]}).encode()
 
     @classmethod
     def unpack(cls, packed: bytes) -> TaskSpec:
@@ -221,7 +222,6 @@ _RECORD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 # What a spec with a name and nothing else records: ``pack`` leaves out what equals it
 _BARE = TaskSpec(name="").to_record()
-_PACKER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # made once: json.dumps makes one a call
 _UNPACKER = json.JSONDecoder()
 # The fields a record holds as JSON arrays or objects, and the types a spec holds them as
 _CONTAINERS: dict[str, Callable[[Any], Any]] = {"argv": tuple, "env": dict, "after": tuple, "tags": tuple,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from zellij_swarm.jsontext import compact
 from zellij_swarm.records import envfile, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, open_record, write_atomic
 from zellij_swarm.records.snapshot_file import RowsFile
@@ -42,12 +43,11 @@ class EventLog:
         self._unflushed: list[str] = []  # the lines since ``_good``
         self._clock = clock
         self._on_emit = on_emit
-        self._dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
         self.error: OSError | None = None
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"ts": round(self._clock(), 6), "event": event, **fields}
-        line = self._dumps(record) + "\n"
+        line = compact(record) + "\n"
         self._unflushed.append(line)
         if self._file is not None:
             try:
@@ -245,18 +245,16 @@ class SnapshotWriter:
         of the document is the key: a quote inside a JSON string is escaped)."""
         figures = snap.get("metrics")
         if not isinstance(figures, dict):
-            return (_compact(snap) + "\n").encode()
+            return (compact(snap) + "\n").encode()
         figures["snapshot_write_ms"] = self._took.figures()
         figures["state_json_bytes"] = 0
-        data = (_compact(snap) + "\n").encode()
+        data = (compact(snap) + "\n").encode()
         size = len(data)
         for _ in range(3):  # the length with its own digits in it
             size = len(data) - 1 + len(str(size))
         figures["state_json_bytes"] = size
         return data.replace(b'"state_json_bytes":0', b'"state_json_bytes":%d' % size, 1)
 
-
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class _Durations:

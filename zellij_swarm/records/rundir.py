@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
+from zellij_swarm.jsontext import compact
 from zellij_swarm.records.generation_files import EXIT_RECORD, GenPaths
 
 _SLOT_DIR = re.compile(r"slot-(\d+)\Z")
@@ -78,13 +79,10 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Compact JSON: the C encoder is several times faster than an indenting one, and
     snapshots of thousands of tasks are written while the run goes on."""
-    write_atomic(path, _compact(obj) + "\n")
+    write_atomic(path, compact(obj) + "\n")
 
 
 def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any]) -> Iterator[bytes]:
@@ -92,11 +90,11 @@ def json_chunks(head: dict[str, Any], key: str, items: Iterable[Any]) -> Iterato
     chunks for ``write_atomic``: one element encoded at a time, so the record of a run of
     100,000 tasks never stands in memory whole, as objects or as one string (it was the
     peak of such a run's memory)."""
-    opening = _compact(head)[:-1]  # "{...", its closing brace left out
-    yield f'{opening}{"," if head else ""}{_compact(key)}:['.encode()
+    opening = compact(head)[:-1]  # "{...", its closing brace left out
+    yield f'{opening}{"," if head else ""}{compact(key)}:['.encode()
     separator = b""
     for item in items:
-        yield separator + _compact(item).encode()
+        yield separator + compact(item).encode()
         separator = b","
     yield b"]}\n"
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, cast
 
+from zellij_swarm.jsontext import compact
 from zellij_swarm.records import rows_index
 from zellij_swarm.records.rows import Snapshot, TaskRow
 from zellij_swarm.records.rows_index import IndexWriter
@@ -43,7 +44,6 @@ from zellij_swarm.records.rundir import UnsafeRecord, open_record, read_json
 
 ROWS_FILE = "tasks.jsonl"
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _TASK_ID = re.compile(r"t([0-9]{1,9})\Z")
 _ID_KEY = b'","id":"'  # in a row line, right after the name
 _CHUNK = 1 << 20  # bytes of the rows file read at a time
@@ -52,15 +52,15 @@ _BATCH = 1 << 20  # bytes of queued rows written without waiting for the next sn
 
 def encode(row: Mapping[str, object]) -> bytes:
     """One line of the rows file (JSON escapes every newline inside a value)."""
-    return (_dumps(row) + "\n").encode()
+    return (compact(row) + "\n").encode()
 
 
 def pending_line(name: str, task_id: str, optional: Mapping[str, Any]) -> bytes:
     """The line of a task that has not run yet — ``encode(task.row(...))`` of such a task, at
     a fraction of its cost: a run of 100,000 tasks writes 100,000 of them at its start.
     ``optional``: the row's ``TaskRecord.optional_fields``."""
-    tail = f",{_dumps(optional)[1:]}\n" if optional else "}\n"  # its members, after the row's own
-    return (f'{{"name":{_dumps(name)},"id":{_dumps(task_id)},"status":"pending","exit_code":null,'
+    tail = f",{compact(optional)[1:]}\n" if optional else "}\n"  # its members, after the row's own
+    return (f'{{"name":{compact(name)},"id":{compact(task_id)},"status":"pending","exit_code":null,'
             '"signal":null,"attempts":0,"slot":null,"generation":null,"pid":null,"pane_id":null,'
             '"started_at":null,"ended_at":null,"duration_s":null,"reason":null,"waiting_input":false,'
             '"warnings":[],"history":[]' + tail).encode()
@@ -519,12 +519,12 @@ def whole_document(snap: dict[str, Any], run_dir: Path) -> Iterator[bytes]:
     index = _index_of(snap, run_dir, mapped=False)
     try:
         if index is None or None in _row_lines(snap, index, _encoded):
-            yield (_dumps(merge(snap, run_dir)) + "\n").encode()
+            yield (compact(merge(snap, run_dir)) + "\n").encode()
             return
         keys = [k for k in snap if k != "rows"]
         at = keys.index("tasks") if "tasks" in keys else len(keys)
-        before = _dumps({k: snap[k] for k in keys[:at]})[:-1]  # "{...", its closing brace left out
-        after = _dumps({k: snap[k] for k in keys[at + 1:]})[1:]  # "...}", its opening brace left out
+        before = compact({k: snap[k] for k in keys[:at]})[:-1]  # "{...", its closing brace left out
+        after = compact({k: snap[k] for k in keys[at + 1:]})[1:]  # "...}", its opening brace left out
         yield f'{before}{"," if at else ""}"tasks":['.encode()
         separator = b""
         for line in _row_lines(snap, index, _encoded):
@@ -539,7 +539,7 @@ def whole_document(snap: dict[str, Any], run_dir: Path) -> Iterator[bytes]:
 
 
 def _encoded(row: dict[str, Any]) -> bytes:
-    return _dumps(row).encode()
+    return compact(row).encode()
 
 
 def every_row_line(snap: dict[str, Any], run_dir: Path,
