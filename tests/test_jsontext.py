@@ -16,7 +16,7 @@ SHAPES = [
     [], {}, [1, "a", None, [2.5, {"k": []}]],
     {"ts": 1796402951.237639, "event": "slot_reserved", "task": "task-6", "slot": 6, "gen": 1, "attempt": 1},
     {"nested": {"deeper": {"list": [1, 2, {"x": "y"}]}}, "ü": "é", "": 0},
-    {1: "int key", 2.5: "float key", True: "bool key", None: "null key"},
+    {3: "int key", 2.5: "float key", True: "bool key", None: "null key"},
     (1, 2, "tuple"),
 ]
 
