@@ -1,6 +1,7 @@
-"""A simple command run in the headless wrapper's subshell (``wrapper.subshell_text``): one
-exec cheaper, and otherwise what ``/bin/sh -c CMD`` gives — the same status, output, process
-tree and environment."""
+"""A simple command run by the headless wrapper without a shell of its own
+(``wrapper.simple_form``): exec'd from its subshell, one exec cheaper, or a builtin in the
+wrapper itself, not even a fork — and otherwise what ``/bin/sh -c CMD`` gives: the same
+status, output, process tree and environment."""
 
 from __future__ import annotations
 
@@ -17,36 +18,43 @@ from zellij_swarm.records import generation_files as gf
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.worker import procs, wrapper
 
+SUB, HERE = wrapper.IN_SUBSHELL, wrapper.IN_WRAPPER
 
-@pytest.mark.parametrize("cmd,text", [
-    ("sleep 1", "exec sleep 1"),
-    ('claude -p "fix the bug (see #3); then test it"', 'exec claude -p "fix the bug (see #3); then test it"'),
-    ("echo 'costs $5'", "echo 'costs $5'"),  # a pure builtin, and a $ a single quote keeps
-    ('"my prog" x', 'exec "my prog" x'),
-    ("find . -name x", "exec find . -name x"),
-    ("a'b c'd e", "exec a'b c'd e"), ("'true'", "'true'"), ("sleep\t1", "exec sleep\t1"),
-    ("true", "true"), ("exit 3", "exit 3"), ("exec sleep 3", "exec sleep 3"), ("kill -TERM 0", "kill -TERM 0"),
+
+@pytest.mark.parametrize("cmd,form", [
+    ("sleep 1", (SUB, "exec sleep 1")),
+    ('claude -p "fix the bug (see #3); then test it"', (SUB, 'exec claude -p "fix the bug (see #3); then test it"')),
+    ('"my prog" x', (SUB, 'exec "my prog" x')),
+    ("find . -name x", (SUB, "exec find . -name x")),
+    ("a'b c'd e", (SUB, "exec a'b c'd e")), ("sleep\t1", (SUB, "exec sleep\t1")),
+    # builtins that could end or change the wrapper: as they are, in the subshell
+    ("exit 3", (SUB, "exit 3")), ("exec sleep 3", (SUB, "exec sleep 3")), ("kill -TERM 0", (SUB, "kill -TERM 0")),
+    ("printf -v x y", (SUB, "printf -v x y")),
+    # builtins that start nothing and change nothing: in the wrapper itself
+    ("true", (HERE, "true")), ("'true'", (HERE, "'true'")), (":", (HERE, ":")), ("false", (HERE, "false")),
+    ("echo 'costs $5'", (HERE, "echo 'costs $5'")),  # a $ a single quote keeps
+    ("test -f x", (HERE, "test -f x")), ("[ -d x ]", (HERE, "[ -d x ]")),
     # what a shell of its own would show differently, or runs below a shell that waits
     ("echo $$", None), ('echo "$0"', None), ("echo `pwd`", None), ("echo a\\ b", None),
     (". ./env.sh", None), ("cd -", None), ("set", None), ("times", None), ("command ls", None),
     ("eval ls", None), ("FOO=1 make", None), ("-c ls", None), ("ec?o hi", None),
-    ("make; make install", None), ("a && b", None), ("a | b", None), ("make > log", None),
+    ("make; make install", None), ("a && b", None), ("a | b", None), ("make > log", None), ("true > log", None),
     ("(make)", None), ("{ make; }", None), ("make &", None), ("if true", None), ("a\nb", None),
     ('"unclosed', None), ("x 'unclosed", None), ('"" x', None), ("", None), ("  ", None),
 ])
-def test_which_commands_run_in_the_wrappers_subshell(cmd, text):
-    assert wrapper.subshell_text(cmd) == text
+def test_which_commands_run_without_a_shell_of_their_own(cmd, form):
+    assert wrapper.simple_form(cmd) == form
 
 
-def through_wrapper(run: RunPaths, number: int, cmd: str, *, in_subshell: bool, cwd: Path) -> tuple[int, str, str]:
+def through_wrapper(run: RunPaths, number: int, cmd: str, *, headless: bool, cwd: Path) -> tuple[int, str, str]:
     """One generation of ``cmd`` through the run's wrapper as the launcher starts it: its status,
     output and stderr, with the generation's pid (the claim's) written as ``WRAPPER``."""
     gen = run.gen(1, number)
     gen.dir.mkdir(parents=True)
     gen.artifacts.mkdir()
     who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
-    args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd=str(cwd), env={}, in_subshell=in_subshell)
-    assert (args[2] == "eval") == (in_subshell and wrapper.subshell_text(cmd) is not None)
+    args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd=str(cwd), env={}, headless=headless)
+    assert (args[2] != "sh") == (headless and wrapper.simple_form(cmd) is not None)
     status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
                             start_new_session=True).returncode  # `kill 0` reaches no one but the generation
     pid = gf.wrapper_pid(gen)
@@ -62,25 +70,43 @@ PROBE = f"{sys.executable} -c " + '"import os; print(os.getppid()); print(os.env
     "sleep 0.01", "sh -c 'exit 5'", "zsw-no-such-command --flag", "./not-executable", "./a-directory",
     "./no-shebang one two",  # exec'd, a file with no #! line is run by /bin/sh, as `sh -c` runs it
     "exec sleep 0.01", "echo 'a $literal'", '"sh" -c "echo quoted name"',
+    # in the wrapper itself
+    ": any words", "echo a*", "test 1 -eq x", "[ -d a-directory ]", "[ -f nothing-there ]", "echo # a comment",
 ])
-def test_a_simple_command_does_in_the_subshell_what_it_does_in_a_shell_of_its_own(run, tmp_path, cmd):
+def test_a_simple_command_does_without_a_shell_what_it_does_in_one_of_its_own(run, tmp_path, cmd):
     (tmp_path / "not-executable").write_text("true\n")
     (tmp_path / "no-shebang").write_text('echo "$# from $0"; exit 4\n')
     (tmp_path / "no-shebang").chmod(0o755)
     (tmp_path / "a-directory").mkdir()
-    own = through_wrapper(run, 1, cmd, in_subshell=False, cwd=tmp_path)
-    sub = through_wrapper(run, 2, cmd, in_subshell=True, cwd=tmp_path)
+    own = through_wrapper(run, 1, cmd, headless=False, cwd=tmp_path)
+    sub = through_wrapper(run, 2, cmd, headless=True, cwd=tmp_path)
     # the one difference: the shell's own messages name the builtin that ran the command
     assert sub[:2] == own[:2] and sub[2].replace("exec: ", "") == own[2], (own, sub)
     for *_, err in (own, sub):
         assert str(run.dir) not in err  # $0 is `sh`, never the run's wrapper path
 
 
+def test_a_builtin_whose_log_cannot_be_opened_fails_and_the_wrapper_records_it(run, tmp_path):
+    """``command eval``: a redirection that fails does not end the wrapper (``eval`` is a
+    special builtin), so the exit is recorded, with the status a shell of its own gives."""
+    statuses = []
+    for number, headless in ((1, False), (2, True)):
+        gen = run.gen(1, number)
+        gen.dir.mkdir(parents=True)
+        gen.output.mkdir()  # where the log would be
+        who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
+        args = wrapper.arguments(gen, who, cmd="echo hi", argv=None, cwd=str(tmp_path), env={}, headless=headless)
+        status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
+                                stderr=subprocess.DEVNULL).returncode
+        statuses.append((status, gf.read_sidecar(gen)))
+    assert statuses[0] == statuses[1] and statuses[0][0] == 2, statuses
+
+
 def test_a_simple_command_is_the_wrappers_child_with_the_markers_on_it(run, tmp_path):
     """Exec'd in the subshell's place, as bash's ``sh -c`` execs a simple command: the
     wrapper is its parent (dash's ``sh -c`` keeps a shell between them), and the run's
     markers are in its environment, where ``procs`` finds a generation's processes."""
-    assert through_wrapper(run, 1, PROBE, in_subshell=True, cwd=tmp_path) == (0, "WRAPPER\nr\n", "")
+    assert through_wrapper(run, 1, PROBE, headless=True, cwd=tmp_path) == (0, "WRAPPER\nr\n", "")
 
 
 def test_a_fork_of_the_wrapper_is_not_the_wrapper(tmp_path):

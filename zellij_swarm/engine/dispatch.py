@@ -209,7 +209,7 @@ class Dispatcher:
             cwd = task.worktree.workdir(cwd)
         if lg.pane is None:
             args = wrapper.arguments(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env,
-                                     unexportable_env=self._unexportable_env, in_subshell=True)
+                                     unexportable_env=self._unexportable_env, headless=True)
             argv = wrapper.headless_argv(self._paths.worker_script, args)
         else:
             if self._executor is not None:

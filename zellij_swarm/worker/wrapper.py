@@ -28,10 +28,11 @@ Cost matters (2,000 short tasks is a real use), so the wrapper uses shell builti
 ``cmd`` runs as ``/bin/sh -c CMD`` would (SPEC §5.4): ``$$``, ``$0`` (``sh``), ``$PPID``,
 ``exit``, traps and signals mean what they mean there — a command that kills ``$$`` dies by
 that signal and is recorded so, and it can never signal or end the wrapper by accident. One
-that is one simple command (``subshell_text``) is exec'd in a subshell of the wrapper, as
+that is one simple command (``simple_form``) is exec'd in a subshell of the wrapper, as
 bash's ``sh -c`` would exec it in its own place: that saves the exec of a shell, about 0.7 ms
-of CPU a task on this project's machines — as much as the whole of a bare ``xargs``'s work.
-Any other gets a shell of its own. An ``argv`` task is exec'd directly. The wrapper's own
+of CPU a task on this project's machines — as much as the whole of a bare ``xargs``'s work;
+a builtin such as ``true`` or ``echo`` runs in the wrapper itself, without even that fork
+(0.2 ms). Any other gets a shell of its own. An ``argv`` task is exec'd directly. The wrapper's own
 variables all start with ``_zsw_``.
 
 Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
@@ -137,20 +138,22 @@ class PaneMode:
     step_env: bool = False
 
 
-
-
-# A command the wrapper may run in a subshell of its own (``subshell_text``) is one simple
-# command: words, quotes and blanks only. Outside single quotes no parameter or command
-# substitution (``$$``, ``$0``, ``$PPID`` and the positional parameters are the wrapper's in a
-# subshell) and no escape; outside any quotes no list, pipeline, group or redirection; no
+# A command the run's headless wrapper may run without a shell of its own (``simple_form``) is
+# one simple command: words, quotes and blanks only. Outside single quotes no parameter or
+# command substitution (``$$``, ``$0``, ``$PPID`` and the positional parameters would be the
+# wrapper's) and no escape; outside any quotes no list, pipeline, group or redirection; no
 # newline at all (a multi-line command's errors are counted in lines).
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _QUOTE_CHARS = re.compile("['\"]")
 _FIRST_WORD = re.compile(r"[ \t]*((?:[^ \t'\"]|'[^']*'|\"[^\"]*\")*)")  # the shell's blanks: space, tab
 _SUBSTITUTION = re.compile(r"[$`\\]")
 _SHELL_SYNTAX = re.compile(r"[;&|()<>{}]")
-# Builtins that end at once and show nothing of the shell they run in: ``eval``'d as they are.
-_PURE_BUILTINS = frozenset({":", "true", "false", "echo", "printf", "test", "[", "exit", "exec", "kill"})
+# Builtins that start no process, end at once and change nothing of the shell they run in:
+# run in the wrapper's own shell, as ``sh -c true`` runs ``true`` — no fork at all.
+_INSTANT_BUILTINS = frozenset({":", "true", "false", "echo", "test", "["})
+# Builtins that end at once and show nothing of the shell they run in, but would end or change
+# the wrapper's own (bash's ``printf -v`` sets a variable): ``eval``'d as they are in its subshell.
+_PURE_BUILTINS = frozenset({"printf", "exit", "exec", "kill"})
 # Every other builtin and reserved word of dash and bash (a ``/bin/sh`` may be either): these
 # need a shell of their own — ``cd -``, ``set`` or ``times`` would show the wrapper's, ``.``
 # sources a file, ``command`` and ``eval`` run a command below a shell that waits.
@@ -163,19 +166,30 @@ _SHELL_WORDS = frozenset({
     "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in", "select",
     "then", "time", "until", "while",
 })
+# The wrapper's kinds of a command (its fourth argument): ``sh``, a shell of its own; ``argv``,
+# exec'd; and these two forms of one simple command.
+IN_SUBSHELL = "eval"  # ``eval``'d in a subshell of the wrapper
+IN_WRAPPER = "builtin"  # ``command eval``'d in the wrapper's own shell
 
 
-def subshell_text(cmd: str) -> str | None:
-    """What the headless wrapper ``eval``s in its subshell to run ``cmd`` as ``/bin/sh -c CMD``
-    would, one exec cheaper; None when ``cmd`` needs a shell of its own. One simple command
-    is exec'd in the subshell's place (``exec CMD``), as bash's ``sh -c`` execs it in its own:
-    the wrapper is its parent, and a signal sent to the generation's process group reaches
-    the command with no shell between that could die of it first and be recorded in its
-    stead (dash's ``sh -c`` keeps one waiting). A pure builtin (``true``, ``exit 3``) runs in
-    the subshell itself, which ends with it. Anything else — a list, a pipeline, a
-    substitution, any other builtin or reserved word, an assignment — gets a shell of its
-    own. The shell's own error messages name the builtin that ran the command:
-    ``sh: 1: exec: nosuch: not found``."""
+def simple_form(cmd: str) -> tuple[str, str] | None:
+    """How the run's headless wrapper runs ``cmd`` as ``/bin/sh -c CMD`` would, without the exec
+    of a shell: ``(kind, text)``, or None when ``cmd`` needs a shell of its own.
+
+    - One simple command naming a program is exec'd from a subshell of the wrapper
+      (``IN_SUBSHELL``, ``exec CMD``), as bash's ``sh -c`` execs it in its own place: the
+      wrapper is its parent, and a signal sent to the generation's process group reaches the
+      command with no shell between that could die of it first and be recorded in its stead
+      (dash's ``sh -c`` keeps one waiting). The shell's own error messages name the builtin
+      that ran it: ``sh: 1: exec: nosuch: not found``.
+    - A builtin that ends at once and could end or change the wrapper (``exit 3``, ``kill``)
+      is ``eval``'d as it is in that subshell, which ends with it.
+    - One that starts no process and changes nothing (``true``, ``echo hi``, ``test -f x``)
+      runs in the wrapper itself (``IN_WRAPPER``), as ``sh -c`` runs it in its own: not even
+      a fork.
+
+    Anything else — a list, a pipeline, a substitution, any other builtin or reserved word, an
+    assignment — gets a shell of its own."""
     if "\n" in cmd or "\r" in cmd:
         return None
     substituted = False
@@ -192,24 +206,25 @@ def subshell_text(cmd: str) -> str | None:
     name = _QUOTE_CHARS.sub("", _FIRST_WORD.match(cmd)[1])  # type: ignore[index]  # (it matches any text)
     if not name:
         return None
+    if name in _INSTANT_BUILTINS:
+        return IN_WRAPPER, cmd
     if name in _PURE_BUILTINS:
-        return cmd
+        return IN_SUBSHELL, cmd
     # (a name starting with ``-`` would be an option of bash's ``exec``, ``-c`` or ``-a``)
     if name in _SHELL_WORDS or "=" in name or name.startswith("-") or any(c in name for c in "*?["):
         return None
-    return "exec " + cmd
+    return IN_SUBSHELL, "exec " + cmd
 
 
 def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tuple[str, ...] | None, cwd: str,
               env: Mapping[str, str], unexportable_env: Path | None = None,
-              in_subshell: bool = False) -> tuple[str, ...]:
+              headless: bool = False) -> tuple[str, ...]:
     """What one generation is, as the wrapper's arguments after its mode:
-    ``GEN-DIR CWD sh|eval|argv NAME=VALUE... -- COMMAND...`` (``sh``: one word, run as
-    ``/bin/sh -c``; ``eval``: one word, ``eval``'d in a subshell of the wrapper). ``in_subshell``
-    allows ``eval`` (with ``subshell_text``) for the run's headless wrapper: a pane's runs
-    every command in a shell of its own. With ``unexportable_env`` (the run's saved
-    environment, when it has variables no shell can carry) the command runs under
-    ``envfile``'s exec, which adds them back."""
+    ``GEN-DIR CWD KIND NAME=VALUE... -- COMMAND...``, KIND ``sh`` (one word, run as
+    ``/bin/sh -c``), ``argv`` (exec'd), or one of ``simple_form``'s (one word): these only with
+    ``headless``, for the run's headless wrapper — a pane's runs every ``cmd`` in a shell of
+    its own. With ``unexportable_env`` (the run's saved environment, when it has variables no
+    shell can carry) the command runs under ``envfile``'s exec, which adds them back."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -226,14 +241,15 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     if unexportable_env is not None:
         shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
         command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), "argv"
-    elif kind == "sh" and in_subshell and (text := subshell_text(command[0])) is not None:
-        command, kind = (text,), "eval"
+    elif kind == "sh" and headless and (form := simple_form(command[0])) is not None:
+        kind, text = form
+        command = (text,)
     return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
 
 
 def run_script(run_id: str) -> str:
     """The run's one headless wrapper (``RunPaths.worker_script``), started per generation by
-    ``headless_argv`` with ``arguments`` (``in_subshell``)."""
+    ``headless_argv`` with ``arguments`` (``headless``)."""
     return "\n".join([generation_files.worker_script_header(run_id), *_body(None)]) + "\n"
 
 
@@ -313,11 +329,15 @@ def _body(pane: PaneMode | None) -> list[str]:
     # Headless, the worker's stdout and stderr go to their logs; in a pane they stay on the
     # pane's terminal (the worker sees a TTY) and the first stage's log set-up copies it.
     redirect = f">>{_OUTPUT} 2>>{_STDERR}"
-    # ``eval`` in the subshell (``subshell_text``: ``exec CMD``, or a builtin that ends at
-    # once): its traps are reset, so the worker's signals are at their defaults and the EXIT
-    # trap below is not its; its positional parameters are emptied, as ``sh -c CMD sh`` has
-    # none; its output goes to the logs before, as an exec'd worker's does.
-    launch = (f'  if [ "$_zsw_kind" = eval ]; then ( exec {redirect}; _zsw_cmd=$1; set --; eval "$_zsw_cmd" ); '
+    # ``simple_form``'s kinds. In the subshell (``exec CMD``, or a builtin that ends at once):
+    # its traps are reset, so the worker's signals are at their defaults and the EXIT trap
+    # below is not its; its positional parameters are emptied, as ``sh -c CMD sh`` has none;
+    # its output goes to the logs before, as an exec'd worker's does. In the wrapper itself, a
+    # builtin that starts no process: ``command`` keeps a log it cannot open from ending the
+    # wrapper (``eval`` is a special builtin), its status 2 then, as the subshell's would be.
+    launch = (f'  if [ "$_zsw_kind" = {IN_SUBSHELL} ]; then '
+              f'( exec {redirect}; _zsw_cmd=$1; set --; eval "$_zsw_cmd" ); '
+              f'elif [ "$_zsw_kind" = {IN_WRAPPER} ]; then command eval "$1" {redirect}; '
               f'else {run(redirect)}; fi')
     if pane:
         # The wrapper's own stderr (where the shell reports a worker's death by signal)
