@@ -26,6 +26,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -118,7 +119,7 @@ def make_wrappers(base: Path, n: int) -> Path:
     """N generation directories as a run's wrappers find them, the run's one wrapper
     (`wrapper.run_script`), and a listing with one command line per task: the arguments of
     `/bin/sh` for that task — `-c '. worker.sh' sh`, an empty mode and the generation's
-    arguments (`in_subshell`, as a headless run's), as the launcher runs it — written as sh
+    arguments (`headless`, as a headless run's), as the launcher runs it — written as sh
     words (`shlex.join`; GNU xargs reads that quoting, and `''` stays an empty argument). The
     caller runs it with `xargs -P J -L 1 /bin/sh` (`xargs_wrappers`), so a line holds the
     wrapper and its arguments without an exec of its own.
@@ -140,7 +141,7 @@ def make_wrappers(base: Path, n: int) -> Path:
         for name in generation_files.SHELL_FILES:
             (gen.dir / name).touch()
         who = wrapper.WorkerIdentity("bench", f"task-{i}", f"t{i}", 1, i, 1)
-        args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd=str(base), env={}, in_subshell=True)
+        args = wrapper.arguments(gen, who, cmd="true", argv=None, cwd=str(base), env={}, headless=True)
         lines.append(shlex.join(wrapper.headless_argv(script, args)[1:]))
     listing.write_text("\n".join(lines) + "\n")
     return listing
@@ -387,6 +388,9 @@ def print_table(rows: list[Row]) -> None:
         print(f"| {label:<{w0}} | {now:<{w1}} | {sign:<2} | {note}".rstrip())
 
 
+# The first rows' task as a program rather than a builtin (informational)
+PROGRAM = "/bin/true"
+PROGRAM_ZSW, PROGRAM_XARGS = f"zellij-swarm {PROGRAM}", f"xargs {PROGRAM}"
 BUSY_LOAD = 0.5  # load average per core above which other work skews the wall ratios
 
 
@@ -489,7 +493,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="zsw-bench-"))
     try:
         def commands(count: int, line: str = "true") -> Path:
-            path = work / f"{line.replace(' ', '-')}-{count}.txt"
+            path = work / f"{re.sub('[^A-Za-z0-9.]', '-', line)}-{count}.txt"
             if not path.exists():
                 path.write_text(f"{line}\n" * count)
             return path
@@ -497,7 +501,9 @@ def main() -> None:
         numbers = work / "numbers.txt"
         numbers.write_text("".join(f"{i}\n" for i in range(n)))
 
-        walls: dict[str, list[float]] = {k: [] for k in ("zellij-swarm", "xargs", "xargs+wrapper", "parallel")}
+        # (a program, not a builtin: "… /bin/true", the same pair where the command is exec'd)
+        walls: dict[str, list[float]] = {k: [] for k in ("zellij-swarm", "xargs", "xargs+wrapper", "parallel",
+                                                         PROGRAM_ZSW, PROGRAM_XARGS)}
         cpu: dict[str, list[float]] = {k: [] for k in walls}
         zsw_n: list[ZswRun] = []
         zsw_1k: list[ZswRun] = []
@@ -523,6 +529,17 @@ def main() -> None:
             p = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", "true"], stdin_path=numbers, cwd=d)
             walls["xargs"].append(p.wall)
             cpu["xargs"].append(p.cpu)
+
+        def run_program_zsw(d: Path) -> None:
+            p = zsw_run(d, commands(n, PROGRAM), j).proc
+            walls[PROGRAM_ZSW].append(p.wall)
+            cpu[PROGRAM_ZSW].append(p.cpu)
+
+        def run_program_xargs(d: Path) -> None:
+            d.mkdir()
+            p = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", PROGRAM], stdin_path=numbers, cwd=d)
+            walls[PROGRAM_XARGS].append(p.wall)
+            cpu[PROGRAM_XARGS].append(p.cpu)
 
         def run_xargs_wrapper(d: Path) -> None:
             d.mkdir()
@@ -568,6 +585,7 @@ def main() -> None:
 
         jobs: dict[str, Callable[[Path], None]] = {
             "zellij-swarm": run_zsw, "xargs": run_xargs, "xargs+wrapper": run_xargs_wrapper, "parallel": run_parallel,
+            PROGRAM_ZSW: run_program_zsw, PROGRAM_XARGS: run_program_xargs,
             "zsw-1k": run_1k, "sleep-100": run_sleep100, "xargs-sleep-100": run_xargs_sleep100,
             "refill-200": run_refill,
         }
@@ -723,6 +741,11 @@ def main() -> None:
         # informational rows, no goal
         rows.append(Row(f"zellij-swarm / GNU parallel, {n:,} × `true` at -j {j}",
                         ratio(med(ratios("parallel"))), note=spread(ratios("parallel"), "×")))
+        # `true` is a builtin: the wrapper runs it in its own shell, as `sh -c true` does. A
+        # program costs every runner its exec, and our wrapper its subshell's fork too.
+        program = [z / x for z, x in zip(walls[PROGRAM_ZSW], walls[PROGRAM_XARGS], strict=True)]
+        rows.append(Row(f"same as the first row with a program: {n:,} × `{PROGRAM}`, vs `xargs -P {j} sh -c {PROGRAM}`",
+                        ratio(med(program)), note=spread(program, "×")))
         rows.append(Row("wrapper's own cost per task (xargs+wrapper − xargs)",
                         f"{(m['xargs+wrapper'] - m['xargs']) / n * 1000:.3f} ms wall, "
                         f"{(mc['xargs+wrapper'] - mc['xargs']) / n * 1000:.3f} ms CPU"))
