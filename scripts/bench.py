@@ -390,7 +390,7 @@ def print_table(rows: list[Row]) -> None:
 
 # The first rows' task as a program rather than a builtin (informational)
 PROGRAM = "/bin/true"
-PROGRAM_ZSW, PROGRAM_XARGS = f"zellij-swarm {PROGRAM}", f"xargs {PROGRAM}"
+PROGRAM_ZSW, PROGRAM_XARGS = "zellij-swarm program", "xargs program"  # (names of directories too)
 BUSY_LOAD = 0.5  # load average per core above which other work skews the wall ratios
 
 
