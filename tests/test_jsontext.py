@@ -34,3 +34,10 @@ def test_nan_is_written_as_python_writes_it() -> None:
 def test_what_json_cannot_hold_is_a_type_error(obj: object) -> None:
     with pytest.raises(TypeError):
         jsontext.compact(obj)
+
+
+def test_an_interpreter_without_the_c_encoder_gets_the_same_text(monkeypatch):
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    pieces = jsontext._pieces()
+    for obj in SHAPES:
+        assert "".join(pieces(obj, 0)) == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

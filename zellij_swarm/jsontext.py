@@ -22,12 +22,15 @@ def _unencodable(obj: Any) -> Any:
 
 def _pieces() -> Callable[[Any, int], Iterable[str]]:
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # an interpreter without the C accelerator
-        encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-        return lambda obj, _indent: (encode(obj),)
-    pieces: Callable[[Any, int], Iterable[str]] = make(None, _unencodable, json.encoder.encode_basestring, None,
-                                                      ":", ",", False, False, True)
-    return pieces
+    try:
+        pieces: Callable[[Any, int], Iterable[str]] = make(  # type: ignore[misc]
+            None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+        if "".join(pieces({"a": [1, "ü"]}, 0)) == '{"a":[1,"ü"]}':
+            return pieces
+    except TypeError:  # none (an interpreter without the accelerator), or called otherwise
+        pass
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    return lambda obj, _indent: (encode(obj),)
 
 
 _PIECES = _pieces()
