@@ -32,8 +32,8 @@ that is one simple command (``simple_form``) is exec'd in a subshell of the wrap
 bash's ``sh -c`` would exec it in its own place: that saves the exec of a shell, about 0.7 ms
 of CPU a task on this project's machines — as much as the whole of a bare ``xargs``'s work;
 a builtin such as ``true`` or ``echo`` runs in the wrapper itself, without even that fork
-(0.2 ms). Any other gets a shell of its own. An ``argv`` task is exec'd directly. The wrapper's own
-variables all start with ``_zsw_``.
+(0.2 ms). Any other gets a shell of its own. An ``argv`` task is exec'd directly. The
+wrapper's own variables all start with ``_zsw_``.
 
 Every value spliced into the script goes through ``quoting.shell_word``; the header comment holds
 only generated identifiers, never a task name (a newline in a name would end a comment). The
