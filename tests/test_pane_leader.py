@@ -4,9 +4,11 @@ mark says its pane hung up (SPEC §6)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
+import signal
 import subprocess
 import termios
 from collections.abc import Callable, Iterator
@@ -90,15 +92,32 @@ def test_a_pane_closed_during_its_first_stage_runs_nothing(tmp_path):
         _ran_nothing(proc, gen, ledger)
 
 
+def _armed(pid: int) -> bool:
+    """The process handles SIGHUP: a wrapper stage past its ``trap``."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    return bool(caught & (1 << (signal.SIGHUP - 1)))
+
+
 def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tmp_path):
     """The hang-up comes while the second stage, under the pane leader, is on its way to its
-    worker — held here where it writes its launch heartbeat, a FIFO until the test reads it."""
+    worker — held here where it writes its launch heartbeat, a FIFO until the test reads it.
+    The stage is waited for until it has armed its traps: one that the hang-up reaches
+    before (its shell still starting) dies of it and records nothing, its pane closed as it
+    opened — the supervisor's ``pane_closed``, not this case (CI once closed it that soon)."""
     gen, ledger = _pane_wrapper(tmp_path)
     os.mkfifo(gen.heartbeat)
     with _on_its_terminal(gen) as (proc, close_pane):
         stage = ["/bin/sh", str(gen.wrapper), "restored"]  # once the environment's restore has exec'd it
-        wait_until(lambda: any(c.cmdline() == stage for c in psutil.Process(proc.pid).children()),
-                   what="the second stage")
+
+        def armed_stage() -> bool:
+            for child in psutil.Process(proc.pid).children():
+                with contextlib.suppress(psutil.Error, OSError):
+                    if child.cmdline() == stage and _armed(child.pid):
+                        return True
+            return False
+
+        wait_until(armed_stage, what="the second stage, its traps armed")
         close_pane()
         wait_until(gen.dir.joinpath(generation_files.HANGUP).exists, what="the pane leader's hang-up mark")
         reader = os.open(gen.heartbeat, os.O_RDONLY | os.O_NONBLOCK)  # lets a blocked write through
