@@ -54,7 +54,7 @@ def through_wrapper(run: RunPaths, number: int, cmd: str, *, headless: bool, cwd
     gen.artifacts.mkdir()
     who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
     args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd=str(cwd), env={}, headless=headless)
-    assert (args[2] != "sh") == (headless and wrapper.simple_form(cmd) is not None)
+    assert (args[2] != wrapper.IN_SHELL) == (headless and wrapper.simple_form(cmd) is not None)
     status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
                             start_new_session=True).returncode  # `kill 0` reaches no one but the generation
     pid = gf.wrapper_pid(gen)

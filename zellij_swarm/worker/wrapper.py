@@ -166,10 +166,11 @@ _SHELL_WORDS = frozenset({
     "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in", "select",
     "then", "time", "until", "while",
 })
-# The wrapper's kinds of a command (its fourth argument): ``sh``, a shell of its own; ``argv``,
-# exec'd; and these two forms of one simple command.
-IN_SUBSHELL = "eval"  # ``eval``'d in a subshell of the wrapper
-IN_WRAPPER = "builtin"  # ``command eval``'d in the wrapper's own shell
+# The wrapper's kinds of a command (its fourth argument), and how it runs each.
+IN_SHELL = "sh"  # ``/bin/sh -c CMD``: a shell of its own
+EXECED = "argv"  # exec'd as it is (an argv task, or a command under envfile's exec)
+IN_SUBSHELL = "eval"  # one simple command, ``eval``'d in a subshell of the wrapper
+IN_WRAPPER = "builtin"  # one builtin, ``command eval``'d in the wrapper's own shell
 
 
 def simple_form(cmd: str) -> tuple[str, str] | None:
@@ -220,11 +221,11 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
               env: Mapping[str, str], unexportable_env: Path | None = None,
               headless: bool = False) -> tuple[str, ...]:
     """What one generation is, as the wrapper's arguments after its mode:
-    ``GEN-DIR CWD KIND NAME=VALUE... -- COMMAND...``, KIND ``sh`` (one word, run as
-    ``/bin/sh -c``), ``argv`` (exec'd), or one of ``simple_form``'s (one word): these only with
-    ``headless``, for the run's headless wrapper — a pane's runs every ``cmd`` in a shell of
-    its own. With ``unexportable_env`` (the run's saved environment, when it has variables no
-    shell can carry) the command runs under ``envfile``'s exec, which adds them back."""
+    ``GEN-DIR CWD KIND NAME=VALUE... -- COMMAND...``, KIND ``IN_SHELL`` (one word),
+    ``EXECED``, or one of ``simple_form``'s (one word): these only with ``headless``, for the
+    run's headless wrapper — a pane's runs every ``cmd`` in a shell of its own. With
+    ``unexportable_env`` (the run's saved environment, when it has variables no shell can
+    carry) the command runs under ``envfile``'s exec, which adds them back."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -237,11 +238,11 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
         **env,
     }
     command = argv if argv is not None else (cmd or ":",)
-    kind = "argv" if argv is not None else "sh"
+    kind = EXECED if argv is not None else IN_SHELL
     if unexportable_env is not None:
         shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
-        command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), "argv"
-    elif kind == "sh" and headless and (form := simple_form(command[0])) is not None:
+        command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), EXECED
+    elif kind == IN_SHELL and headless and (form := simple_form(command[0])) is not None:
         kind, text = form
         command = (text,)
     return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
@@ -317,7 +318,7 @@ def _body(pane: PaneMode | None) -> list[str]:
         "trap : " + " ".join(name.removeprefix("SIG") for name in WORKER_SIGNALS),
         *(_pane_stages(pane) if pane else _headless_stage()),
         'while [ "$1" != -- ]; do export "$1"; shift; done; shift',
-        '[ "$_zsw_kind" = sh ] && set -- /bin/sh -c "$1" sh',
+        f'[ "$_zsw_kind" = {IN_SHELL} ] && set -- /bin/sh -c "$1" sh',
     ]
 
     def run(redirects: str, runner: str = "", guard: str = "") -> str:
