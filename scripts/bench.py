@@ -517,41 +517,27 @@ def main() -> None:
         tmux_started: list[float] = []
         tmux_failed = 0
 
+        def measured(name: str, proc: Proc) -> None:
+            walls[name].append(proc.wall)
+            cpu[name].append(proc.cpu)
+
+        def bare_xargs(d: Path, line: str) -> Proc:
+            d.mkdir()
+            return timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", line], stdin_path=numbers, cwd=d)
+
         def run_zsw(d: Path) -> None:
             r = zsw_run(d, commands(n), j)
             zsw_n.append(r)
-            walls["zellij-swarm"].append(r.proc.wall)
-            cpu["zellij-swarm"].append(r.proc.cpu)
+            measured("zellij-swarm", r.proc)
             disk_per_task.append(du(r.state) / n)
-
-        def run_xargs(d: Path) -> None:
-            d.mkdir()
-            p = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", "true"], stdin_path=numbers, cwd=d)
-            walls["xargs"].append(p.wall)
-            cpu["xargs"].append(p.cpu)
-
-        def run_program_zsw(d: Path) -> None:
-            p = zsw_run(d, commands(n, PROGRAM), j).proc
-            walls[PROGRAM_ZSW].append(p.wall)
-            cpu[PROGRAM_ZSW].append(p.cpu)
-
-        def run_program_xargs(d: Path) -> None:
-            d.mkdir()
-            p = timed(["xargs", "-P", str(j), "-n", "1", "sh", "-c", PROGRAM], stdin_path=numbers, cwd=d)
-            walls[PROGRAM_XARGS].append(p.wall)
-            cpu[PROGRAM_XARGS].append(p.cpu)
 
         def run_xargs_wrapper(d: Path) -> None:
             d.mkdir()
-            p = xargs_wrappers(make_wrappers(d, n), j, d)
-            walls["xargs+wrapper"].append(p.wall)
-            cpu["xargs+wrapper"].append(p.cpu)
+            measured("xargs+wrapper", xargs_wrappers(make_wrappers(d, n), j, d))
 
         def run_parallel(d: Path) -> None:
             d.mkdir()
-            p = timed(["parallel", "-j", str(j)], stdin_path=commands(n), cwd=d)
-            walls["parallel"].append(p.wall)
-            cpu["parallel"].append(p.cpu)
+            measured("parallel", timed(["parallel", "-j", str(j)], stdin_path=commands(n), cwd=d))
 
         def run_1k(d: Path) -> None:
             zsw_1k.append(zsw_run(d, commands(1000), j))
@@ -584,8 +570,10 @@ def main() -> None:
                 tmux_started.append(got[1])
 
         jobs: dict[str, Callable[[Path], None]] = {
-            "zellij-swarm": run_zsw, "xargs": run_xargs, "xargs+wrapper": run_xargs_wrapper, "parallel": run_parallel,
-            PROGRAM_ZSW: run_program_zsw, PROGRAM_XARGS: run_program_xargs,
+            "zellij-swarm": run_zsw, "xargs": lambda d: measured("xargs", bare_xargs(d, "true")),
+            "xargs+wrapper": run_xargs_wrapper, "parallel": run_parallel,
+            PROGRAM_ZSW: lambda d: measured(PROGRAM_ZSW, zsw_run(d, commands(n, PROGRAM), j).proc),
+            PROGRAM_XARGS: lambda d: measured(PROGRAM_XARGS, bare_xargs(d, PROGRAM)),
             "zsw-1k": run_1k, "sleep-100": run_sleep100, "xargs-sleep-100": run_xargs_sleep100,
             "refill-200": run_refill,
         }
