@@ -46,17 +46,24 @@ def test_which_commands_run_without_a_shell_of_their_own(cmd, form):
     assert wrapper.simple_form(cmd) == form
 
 
-def through_wrapper(run: RunPaths, number: int, cmd: str, *, headless: bool, cwd: Path) -> tuple[int, str, str]:
-    """One generation of ``cmd`` through the run's wrapper as the launcher starts it: its status,
-    output and stderr, with the generation's pid (the claim's) written as ``WRAPPER``."""
+def generation(run: RunPaths, number: int, cmd: str, *, headless: bool, cwd: Path) -> tuple[gf.GenPaths, int]:
+    """One generation of ``cmd`` through the run's wrapper as the launcher starts it (in a
+    directory made here, or before by the caller): it and its wrapper's status."""
     gen = run.gen(1, number)
-    gen.dir.mkdir(parents=True)
-    gen.artifacts.mkdir()
+    gen.dir.mkdir(parents=True, exist_ok=True)
+    gen.artifacts.mkdir(exist_ok=True)
     who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
     args = wrapper.arguments(gen, who, cmd=cmd, argv=None, cwd=str(cwd), env={}, headless=headless)
     assert (args[2] != wrapper.IN_SHELL) == (headless and wrapper.simple_form(cmd) is not None)
-    status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
+    status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30, stderr=subprocess.DEVNULL,
                             start_new_session=True).returncode  # `kill 0` reaches no one but the generation
+    return gen, status
+
+
+def through_wrapper(run: RunPaths, number: int, cmd: str, *, headless: bool, cwd: Path) -> tuple[int, str, str]:
+    """``generation``'s status, output and stderr, with the generation's pid (the claim's)
+    written as ``WRAPPER``."""
+    gen, status = generation(run, number, cmd, headless=headless, cwd=cwd)
     pid = gf.wrapper_pid(gen)
     out, err = (p.read_text().replace(str(pid), "WRAPPER") for p in (gen.output, gen.stderr))
     return status, out, err
@@ -91,13 +98,8 @@ def test_a_builtin_whose_log_cannot_be_opened_fails_and_the_wrapper_records_it(r
     special builtin), so the exit is recorded, with the status a shell of its own gives."""
     statuses = []
     for number, headless in ((1, False), (2, True)):
-        gen = run.gen(1, number)
-        gen.dir.mkdir(parents=True)
-        gen.output.mkdir()  # where the log would be
-        who = wrapper.WorkerIdentity("r", "t", "t1", 1, number, 1)
-        args = wrapper.arguments(gen, who, cmd="echo hi", argv=None, cwd=str(tmp_path), env={}, headless=headless)
-        status = subprocess.run(wrapper.headless_argv(run.worker_script, args), timeout=30,
-                                stderr=subprocess.DEVNULL).returncode
+        run.gen(1, number).output.mkdir(parents=True)  # where the log would be
+        gen, status = generation(run, number, "echo hi", headless=headless, cwd=tmp_path)
         statuses.append((status, gf.read_sidecar(gen)))
     assert statuses[0] == statuses[1] and statuses[0][0] == 2, statuses
 
