@@ -19,7 +19,7 @@ import psutil
 from swarmtest import wait_until
 
 from zellij_swarm.records import envfile, generation_files, rundir
-from zellij_swarm.worker import wrapper
+from zellij_swarm.worker import procs, wrapper
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -92,13 +92,6 @@ def test_a_pane_closed_during_its_first_stage_runs_nothing(tmp_path):
         _ran_nothing(proc, gen, ledger)
 
 
-def _armed(pid: int) -> bool:
-    """The process handles SIGHUP: a wrapper stage past its ``trap``."""
-    with open(f"/proc/{pid}/status") as f:
-        caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
-    return bool(caught & (1 << (signal.SIGHUP - 1)))
-
-
 def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tmp_path):
     """The hang-up comes while the second stage, under the pane leader, is on its way to its
     worker — held here where it writes its launch heartbeat, a FIFO until the test reads it.
@@ -113,7 +106,7 @@ def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tm
         def armed_stage() -> bool:
             for child in psutil.Process(proc.pid).children():
                 with contextlib.suppress(psutil.Error, OSError):
-                    if child.cmdline() == stage and _armed(child.pid):
+                    if child.cmdline() == stage and procs.catches(child, signal.SIGHUP):  # past its `trap`
                         return True
             return False
 
