@@ -72,6 +72,36 @@ def test_damaged_snapshots_in_status(swarm, ended_run):
     assert res.code == 1 and "state.json" in res.stderr
 
 
+@pytest.mark.parametrize("damage", [b'{"run_id": "x", "tasks": [', b"\0" * 64, b'{"state": "finished", "tasks": 5}'],
+                         ids=["truncated", "nuls", "shape"])
+def test_a_damaged_state_json_of_an_ended_run_is_read_from_its_summary(swarm, ended_run, damage):
+    """A run that ended has its whole record in summary.json (fsynced): a damaged state.json
+    beside it made status, ls and every reader refuse the run — ls left it out without a word."""
+    (ended_run / "state.json").write_bytes(damage)
+    res = swarm("status", "--json", ended_run.name)
+    assert (res.code, res.stderr) == (0, ""), res
+    assert json.loads(res.stdout)["counts"]["succeeded"] == 1
+    res = swarm("ls")
+    assert (res.code, res.stderr) == (0, "") and ended_run.name in res.stdout and "finished" in res.stdout, res
+
+
+@pytest.mark.parametrize("damage", [b'{"run_id": "x", "tasks": [', b'{"state": "gone"}'], ids=["truncated", "shape"])
+def test_a_run_that_cannot_be_read_is_named_where_runs_are_looked_for(swarm, ended_run, damage):
+    """With no summary, a damaged state.json leaves the run unreadable to status (one line,
+    as before). ``ls`` said "no runs", and ``resume`` with no RUN "no run is interrupted", as
+    if there were none: both now name it, and why."""
+    (ended_run / "summary.json").unlink()
+    (ended_run / "state.json").write_bytes(damage)
+    res = swarm("ls")
+    assert res.code == 0 and res.stdout.strip() == "no run that can be read (1 cannot)", res
+    assert res.stderr.count("\n") == 1 and f"warning: run {ended_run.name}: " in res.stderr, res
+    assert "damaged" in res.stderr and "Traceback" not in res.stderr
+    for command in ("resume", "cancel"):
+        res = swarm(command)
+        _one_line_error(res)
+        assert res.code == 2 and f"(run {ended_run.name}: " in res.stderr and "damaged" in res.stderr, res
+
+
 @pytest.mark.parametrize("damage", [b"", b'{"run_id": "20261130-'], ids=["empty", "truncated"])
 def test_a_damaged_run_json_is_one_line_in_status_and_resume(swarm, ended_run, damage):
     for name in ("summary.json", "state.json"):  # as if the machine stopped early in the run

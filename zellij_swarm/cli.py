@@ -151,13 +151,13 @@ def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run
         return _find_run(flag, run_id, writing=True)
     what, qualifies = _QUALIFIES[command]
     path, runs = _runs_under(flag, writing=True)
-    candidates = []
+    candidates, unreadable = [], []
     for run in runs:
         try:
             if qualifies(run, views.load_status(run, rows=False)):
                 candidates.append(run)
-        except (exc.SwarmError, OSError, ValueError, KeyError):
-            continue
+        except (exc.SwarmError, OSError, ValueError, KeyError) as e:
+            unreadable.append(views.unreadable_run(run, e))
     if len(candidates) == 1:
         return _trusted(candidates[0], writing=True)
     given = f"no run {not_a_run!r} under {path}, and " if not_a_run is not None else ""
@@ -167,6 +167,9 @@ def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run
         given = f"{not_a_run!r} is a task of run {newest.run_id}, which is {state}, and "
     if not candidates:
         where = "none" if given else f"no run under {path}"
+        if unreadable:  # it may be one of them
+            more = f", and {len(unreadable) - 1} more run(s) cannot" if len(unreadable) > 1 else ""
+            what = f"{what} ({unreadable[0]}{more})"
         raise exc.UsageError(f"{given}{where} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
     shown = ", ".join(r.run_id for r in candidates[:5]) + (", …" if len(candidates) > 5 else "")
     raise exc.UsageError(f"{given}{len(candidates)} runs are {what} ({shown}): name the RUN to {command}")
@@ -383,11 +386,12 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
     """Runs under the state directory, newest first."""
     path = _state_dir(state_dir)
     problems = [p for run in rundir.all_runs(path) if (p := rundir.untrusted_run(run))]
-    if problems:
-        more = f" (and {len(problems) - 1} more run(s) like it)" if len(problems) > 1 else ""
-        click.echo(f"zellij-swarm: warning: {problems[0]}{more}", err=True)
-    rows = views.ls_rows(path)
-    click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows))
+    rows, unreadable = views.ls_rows(path)
+    for said in (problems, unreadable):
+        if said:
+            more = f" (and {len(said) - 1} more run(s) like it)" if len(said) > 1 else ""
+            click.echo(f"zellij-swarm: warning: {said[0]}{more}", err=True)
+    click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows, unreadable=len(unreadable)))
 
 
 def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) -> tuple[RunPaths, dict[str, Any],

@@ -44,6 +44,32 @@ def load_written(run: RunPaths) -> dict[str, Any]:
     ``state.json`` is the summary without its rows, so a run that ended is read from it; a
     summary newer than it (a kill between the two) is read whole. A ``running`` run whose
     supervisor is gone is ``interrupted``; a running task's duration is taken now."""
+    try:
+        snap = _latest_snapshot(run)
+    except DamagedRecord:
+        # state.json damaged (by a hand, a disk): a run that ended has its whole record in
+        # summary.json, fsynced; any other is rebuilt from its event log by ``resume``
+        if not has_record(run.summary):
+            raise
+        snap = read_json(run.summary)
+        _check_shape(snap, run)
+    if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
+        snap["state"] = RunState.INTERRUPTED
+    if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
+        _running_durations_now(snap, run, time.time())
+    return snap
+
+
+# What every reader of a snapshot takes as given, and the type it takes it as (SPEC §7.1)
+_SNAPSHOT_FIELDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
+    ("state", str, True), ("run_id", str, False), ("tasks", list, False), ("counts", dict, False),
+    ("slots", list, False), ("settings", dict, False), ("metrics", dict, False), ("warnings", list, False),
+    ("rows", dict, False), ("started_at", (int, float), False))
+
+
+def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
+    """``load_written``'s snapshot as the files hold it, of the shape every reader takes as
+    given (``_check_shape``)."""
     snap: dict[str, Any]  # a snapshot record: a JSON object (SPEC §7.1)
     try:
         state = read_json(run.state)
@@ -65,18 +91,7 @@ def load_written(run: RunPaths) -> dict[str, Any]:
                     "started_at": meta["started_at"], "ended_at": None, "settings": meta.get("settings", {}),
                     "counts": {}, "tasks": [], "slots": [], "metrics": {}, "warnings": []}
     _check_shape(snap, run)
-    if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
-        snap["state"] = RunState.INTERRUPTED
-    if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
-        _running_durations_now(snap, run, time.time())
     return snap
-
-
-# What every reader of a snapshot takes as given, and the type it takes it as (SPEC §7.1)
-_SNAPSHOT_FIELDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
-    ("state", str, True), ("run_id", str, False), ("tasks", list, False), ("counts", dict, False),
-    ("slots", list, False), ("settings", dict, False), ("metrics", dict, False), ("warnings", list, False),
-    ("rows", dict, False), ("started_at", (int, float), False))
 
 
 def _check_shape(snap: dict[str, Any], run: RunPaths) -> None:
@@ -254,22 +269,34 @@ def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
     return [s for s in snap["slots"] if show_all or s["state"] in ACTIVE_SLOT_STATES]
 
 
-def ls_rows(state_dir: Path) -> list[dict[str, Any]]:
+def ls_rows(state_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per run, newest first: its name, state, start, how many tasks it has in each
     status (``failed`` counts the tasks that failed, timed out or were lost — a cancelled or
-    skipped task did not fail) and how many wait for input (the snapshot's running rows say)."""
-    rows = []
+    skipped task did not fail) and how many wait for input (the snapshot's running rows say);
+    and, for each run whose records cannot be read, why — never left out without a word."""
+    rows, unreadable = [], []
     for run in all_runs(state_dir):
         try:
             snap = load_status(run, rows=False)  # the counts say it: no run's rows are read
-        except (exc.SwarmError, OSError, ValueError, KeyError):
+        except (exc.SwarmError, OSError, ValueError, KeyError) as e:
+            unreadable.append(unreadable_run(run, e))
             continue
         counts = _counts(snap)
         rows.append({"run_id": run.run_id, "name": snap.get("name"), "state": snap["state"],
                      "started_at": snap["started_at"], "tasks": sum(counts.values()),
                      "failed": sum(v for k, v in counts.items() if k in FAILED_STATUSES), "counts": counts,
                      "waiting": len(waiting_tasks(snap))})
-    return rows
+    return rows, unreadable
+
+
+def unreadable_run(run: RunPaths, error: Exception) -> str:
+    """Why ``run`` cannot be read, in one line that names it (a record's own error names the
+    record and says it cannot be read)."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"run {run.run_id}: {error.filename}: {error.strerror}; it cannot be read"
+    if isinstance(error, exc.SwarmError):
+        return f"run {run.run_id}: {error}"
+    return f"run {run.run_id}: a record of another shape ({type(error).__name__}: {error}); it cannot be read"
 
 
 def _counts(snap: dict[str, Any]) -> dict[str, int]:
@@ -537,9 +564,9 @@ def _near(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def format_ls(rows: list[dict[str, Any]]) -> str:
+def format_ls(rows: list[dict[str, Any]], *, unreadable: int = 0) -> str:
     if not rows:
-        return "no runs"
+        return f"no run that can be read ({unreadable} cannot)" if unreadable else "no runs"
     return _shown(table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
                          [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
                            str(r.get("waiting") or 0) if r["state"] == RunState.RUNNING else "-",
