@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from swarmtest import clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import backend_args, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import outside_env
 
 from zellij_swarm.records import envfile
@@ -283,6 +283,33 @@ def test_a_worker_that_plants_no_plain_file_in_its_records_ends(swarm, planted, 
     else:
         assert [(r["status"], r["exit_code"]) for r in rows] == [("succeeded", 0), ("failed", 4)]
     assert run_processes(swarm.runs()[0].name) == []
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+@pytest.mark.parametrize("record", ["exit", "heartbeat.jsonl"])
+def test_the_wrapper_never_writes_through_a_link_the_worker_put_in_a_record_s_place(swarm, backend, record, request):
+    """A worker that replaces its exit sidecar or heartbeat with a symlink: the wrapper
+    appended its exit status (or its ``exited`` line) to whatever the link named — a file
+    elsewhere, or one it created where a dangling link pointed. It writes nothing there; the
+    task ends as it would with the link unwritten: ``unknown`` (``exit_garbled``) for its exit
+    record, as it exited for its heartbeat."""
+    victim, absent = swarm.cwd / "victim", swarm.cwd / "absent"
+    victim.write_text("precious\n")
+    swarm.write("tasks.txt", f"rm -f {GEN_DIR}/{record}; ln -s {victim} {GEN_DIR}/{record}; exit 3\n"
+                             f"rm -f {GEN_DIR}/{record}; ln -s {absent} {GEN_DIR}/{record}; exit 3\n")
+    args, env = backend_args(backend, request)
+    try:
+        res = swarm("run", "tasks.txt", "-j", "1", "--output", "quiet", *args, env=env, timeout=60)
+    finally:
+        for run in swarm.runs():
+            kill_run_processes(run.name)
+    assert res.code == 1 and "Traceback" not in res.stderr, res
+    assert victim.read_text() == "precious\n" and not absent.exists()
+    rows = list(swarm.tasks().values())
+    if record == "exit":
+        assert [(r["status"], r["reason"]) for r in rows] == [("unknown", "exit_garbled")] * 2
+    else:
+        assert [(r["status"], r["exit_code"]) for r in rows] == [("failed", 3)] * 2
 
 
 @pytest.mark.parametrize("log", ["output.log", "stderr.log"])

@@ -103,11 +103,12 @@ _NODE = ('"${SLURMD_NODENAME:+,\\"node\\":\\"$SLURMD_NODENAME\\",'
 
 
 def _after_worker(write: str, path: str) -> str:
-    """``write >>path`` once the worker has run, unless ``path`` is there and no plain file:
-    a FIFO the worker made in its place (or a link to one) would hold the wrapper in its
-    ``open`` for ever, and with it the generation's end. Skipped, the record is missing, or
-    the supervisor finds something no wrapper writes there (``exit_garbled``)."""
-    return f"{{ [ -f {path} ] || ! [ -e {path} ]; }} && {write} >>{path}"
+    """``write >>path`` once the worker has run, unless ``path`` is there and no plain file of
+    its own: a FIFO the worker made in its place would hold the wrapper in its ``open`` for
+    ever, and with it the generation's end; through a symlink the wrapper would append to
+    whatever file it names, or create the one a dangling link names. Skipped, the record is
+    missing, or the supervisor finds something no wrapper writes there (``exit_garbled``)."""
+    return f"! [ -h {path} ] && {{ [ -f {path} ] || ! [ -e {path} ]; }} && {write} >>{path}"
 
 
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
@@ -366,7 +367,9 @@ def _body(pane: PaneMode | None) -> list[str]:
         # the exit is recorded: the kernel's SIGHUP reaches the worker as soon as the pane
         # leader's, which marks it too but may come second (SPEC §6). A mark the leader made
         # is left as it is: its time is the hang-up's, which the outcome compares with the end.
-        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || [ -e {_HANGUP} ] || : >{_HANGUP}'] if pane else []),
+        # (nor made through a dangling link the worker left there: ``_after_worker``)
+        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || [ -e {_HANGUP} ] || [ -h {_HANGUP} ] || : >{_HANGUP}']
+          if pane else []),
         # Appended, not written with ``>``: the sidecar is absent or empty here (a shell's is
         # emptied by its fold), so the line is the same — but ext4 allocates the blocks of a
         # file truncated on open as it is closed (auto_da_alloc), and the next fold's emptying
