@@ -185,6 +185,15 @@ def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path)
         run.wait(timeout=30)  # its supervisor collected
 
 
+@pytest.mark.parametrize("option", [{"timeout": -1}, {"retries": "x"}, {"idle_timeout": "soon"}])
+def test_a_task_s_bad_setting_names_the_api_as_its_source(here: Path, option):
+    """A task's setting from the API was said to come "from file <api>:None"."""
+    with pytest.raises(errors.InputError, match=r"\(from api\)") as refused:
+        Swarm([Task("true", **option)]).run()
+    assert "None" not in str(refused.value) and "file" not in str(refused.value)
+    assert not (here / ".zellij-swarm").exists()
+
+
 def test_start_refuses_what_cannot_run(here: Path):
     with pytest.raises(errors.InputError, match="after names unknown task 'nope'"):
         Swarm([Task("true", after=["nope"])]).start()  # checked here: nothing started

@@ -46,7 +46,7 @@ from zellij_swarm.records.states import TaskStatus
 __all__ = ["Run", "RunState", "RunStatus", "RunWarning", "SlurmResources", "Swarm", "SwarmResult", "Task",
            "TaskResult", "TaskStatus", "open_run"]
 
-SOURCE = "<api>"  # where the API's tasks come from, in messages and in the run's record
+SOURCE = swarmfile.API_SOURCE
 CANCEL_ANSWER = 30.0  # seconds: how long an interrupted run() waits for its supervisor to take the cancel
 
 

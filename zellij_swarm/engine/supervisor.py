@@ -89,7 +89,7 @@ class RunPlan:
     tasks: list[swarmfile.TaskSpec]
     settings: Resolved
     name: str | None = None
-    source: str = "<api>"
+    source: str = swarmfile.API_SOURCE
     cwd: str = field(default_factory=os.getcwd)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
