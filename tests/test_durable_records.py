@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from swarmtest import full
+from swarmtest import GATE, full, kill_run_processes, wait_until
 
 from zellij_swarm import Swarm, Task
 from zellij_swarm.records import generation_files
@@ -100,6 +100,30 @@ def test_a_run_that_cannot_be_read_is_named_where_runs_are_looked_for(swarm, end
         res = swarm(command)
         _one_line_error(res)
         assert res.code == 2 and f"(run {ended_run.name}: " in res.stderr and "damaged" in res.stderr, res
+
+
+def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swarm):
+    """state.json damaged while the run goes on, its supervisor idle (its workers run long):
+    status refused the run and cancel could not end it, until the supervisor's next change.
+    While a supervisor holds the run, it is read as before its first snapshot."""
+    swarm.write("t.txt", f"{GATE}\n{GATE}\ntrue\n")
+    proc = swarm.popen("run", "t.txt", "-j", "2", "--output", "quiet")
+    run = swarm.started()
+    try:
+        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
+                   s["counts"].get("running") == 2, what="both gated tasks running")
+        (run / "state.json").write_bytes(b'{"run_id": "x", "tasks": [')
+        res = swarm("status", "--json", run.name)
+        assert (res.code, res.stderr) == (0, ""), res
+        shown = json.loads(res.stdout)
+        assert shown["state"] == "running" and "task-3" in [t["name"] for t in shown["tasks"]], shown
+        res = swarm("cancel")  # the one running run, found through its damaged snapshot
+        assert res.code == 0, res
+        assert proc.wait(timeout=60) == 130
+        assert {r["status"] for r in swarm.tasks().values()} == {"cancelled"}
+    finally:
+        swarm.open_gate()
+        kill_run_processes(run.name)
 
 
 @pytest.mark.parametrize("damage", [b"", b'{"run_id": "20261130-'], ids=["empty", "truncated"])

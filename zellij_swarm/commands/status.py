@@ -46,13 +46,8 @@ def load_written(run: RunPaths) -> dict[str, Any]:
     supervisor is gone is ``interrupted``; a running task's duration is taken now."""
     try:
         snap = _latest_snapshot(run)
-    except DamagedRecord:
-        # state.json damaged (by a hand, a disk): a run that ended has its whole record in
-        # summary.json, fsynced; any other is rebuilt from its event log by ``resume``
-        if not has_record(run.summary):
-            raise
-        snap = read_json(run.summary)
-        _check_shape(snap, run)
+    except DamagedRecord as damaged:
+        snap = _instead_of_damaged(run, damaged)
     if snap["state"] == RunState.RUNNING and runlock.holder(run) is None:
         snap["state"] = RunState.INTERRUPTED
     if snap["state"] in (RunState.RUNNING, RunState.INTERRUPTED):
@@ -86,10 +81,37 @@ def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
             except FileNotFoundError:
                 continue
         else:
-            meta = read_json(run.run_json)
-            snap = {"run_id": run.run_id, "name": meta.get("name"), "state": "running",
-                    "started_at": meta["started_at"], "ended_at": None, "settings": meta.get("settings", {}),
-                    "counts": {}, "tasks": [], "slots": [], "metrics": {}, "warnings": []}
+            snap = _before_any_snapshot(run)
+    _check_shape(snap, run)
+    return snap
+
+
+def _before_any_snapshot(run: RunPaths) -> dict[str, Any]:
+    """A running run before its first snapshot, from its ``run.json``, and every row its rows
+    file holds so far (none before that snapshot)."""
+    meta = read_json(run.run_json)
+    try:
+        written = os.stat(run.dir / snapshot_file.ROWS_FILE).st_size
+    except FileNotFoundError:
+        written = 0
+    return {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],
+            "ended_at": None, "settings": meta.get("settings", {}), "counts": {}, "tasks": [], "slots": [],
+            "metrics": {}, "warnings": [], "rows": {"file": snapshot_file.ROWS_FILE, "bytes": written}}
+
+
+def _instead_of_damaged(run: RunPaths, damaged: DamagedRecord) -> dict[str, Any]:
+    """The snapshot of a run whose ``state.json`` is damaged (by a hand, a disk), from what
+    stands for it: ``summary.json``, the whole record of a run that ended (fsynced); or,
+    while the run's supervisor is alive — it writes ``state.json`` again at its next change —
+    what the run read before its first snapshot, so that it can be seen and acted on
+    (``cancel``) meanwhile. Otherwise the damage is the reader's one-line error: ``resume``
+    rebuilds the snapshot from the event log."""
+    if has_record(run.summary):
+        snap = read_json(run.summary)
+    elif runlock.holder(run) is not None:
+        snap = _before_any_snapshot(run)
+    else:
+        raise damaged
     _check_shape(snap, run)
     return snap
 
