@@ -107,6 +107,24 @@ def test_a_bad_record_after_the_first_stops_the_reading_with_a_warning(tmp_path)
     json.dumps(stream.problem.message)  # a plain line, for the warning
 
 
+@pytest.mark.parametrize("mode, bad", [("lines", b"\xff\xfe"), ("lines", b"echo b\0c"),
+                                       ("template", b"\xff\xfe"), ("null", b"\xff\xfe")])
+def test_a_run_whose_input_stopped_at_a_bad_record_ends_with_exit_2(swarm, mode, bad):
+    """The tasks read before a bad record run; the rest of the input never does. The run
+    ended with 0 when those succeeded, as if the input had been whole: a pipeline took the
+    tasks after it for done. It ends with 2 (bad input) and says so in one line."""
+    separator = b"\0" if mode == "null" else b"\n"
+    data = separator.join([b"echo a >> ledger", bad, b"echo c >> ledger", b""])
+    args = {"lines": ["-"], "template": ["--template", "{}", "-"], "null": ["-0", "--template", "{}", "-"]}[mode]
+    res = subprocess.run(swarm.cmd("run", "--output", "quiet", *args), cwd=swarm.cwd, env=clean_env(),
+                         input=data, capture_output=True, timeout=60)
+    assert res.returncode == 2, res
+    assert (swarm.cwd / "ledger").read_text() == "a\n"
+    error = [line for line in res.stderr.decode().splitlines() if line.startswith("zellij-swarm: error: ")]
+    assert len(error) == 1 and "<stdin>" in error[0] and "the rest of the input was not read" in error[0], res
+    assert [t["status"] for t in swarm.tasks().values()] == ["succeeded"]
+
+
 def _supervisor(shell: int) -> psutil.Process:
     """The ``zellij-swarm run`` below the test's shell (its launcher is a child of its own)."""
     for p in psutil.Process(shell).children():

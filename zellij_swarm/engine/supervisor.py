@@ -921,6 +921,8 @@ class Supervisor:
             return EXIT_CODES[self.stop.signal]
         if self.stop.cancelled:
             return 130
+        if self.plan.stream is not None and self.plan.stream.problem is not None:
+            return 2  # bad input: a record of it stopped the reading (what was read before it ran)
         if self.stop.start_error:
             return 1
         return 0 if all_succeeded(snap["counts"]) else 1
