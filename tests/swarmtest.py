@@ -120,6 +120,15 @@ class Swarm:
         return wait_until(lambda: next((r for r in self.runs() if rundir.has_record(r / "run.json")), None),
                           timeout=timeout, what="a run with its run.json")
 
+    def wait_counts(self, run: Path, **counts: int) -> None:
+        """Until ``status --json`` of ``run`` counts its tasks so (``running=2``): a snapshot
+        the supervisor has written with them."""
+        def shown() -> bool:
+            doc = json.loads(self("status", "--json", run.name).stdout)
+            return all(doc["counts"].get(status) == n for status, n in counts.items())
+
+        wait_until(shown, what=f"a snapshot with {counts}")
+
     def latest(self) -> Path:
         runs = self.runs()
         assert runs, "no run directory was created"

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, full, kill_run_processes, wait_until
+from swarmtest import GATE, full, kill_run_processes
 
 from zellij_swarm import Swarm, Task
 from zellij_swarm.records import generation_files
@@ -110,8 +110,7 @@ def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swa
     proc = swarm.popen("run", "t.txt", "-j", "2", "--output", "quiet")
     run = swarm.started()
     try:
-        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
-                   s["counts"].get("running") == 2, what="both gated tasks running")
+        swarm.wait_counts(run, running=2)
         (run / "state.json").write_bytes(b'{"run_id": "x", "tasks": [')
         res = swarm("status", "--json", run.name)
         assert (res.code, res.stderr) == (0, ""), res

@@ -182,8 +182,7 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
     try:
         wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in (1, 2)),
                    what="workers started")
-        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
-                   s["counts"].get("running") == 2, what="a snapshot with both running")
+        swarm.wait_counts(run, running=2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         res = swarm("cancel", run.name)
@@ -220,8 +219,7 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
     run = swarm.started()
     try:
         wait_until((swarm.cwd / "started").exists, what="the worker")
-        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
-                   s["counts"].get("running") == 1, what="a snapshot with it running")
+        swarm.wait_counts(run, running=1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         delivered = threading.Event()
@@ -268,8 +266,7 @@ def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swar
     try:
         wait_until(lambda: (swarm.cwd / "a-started").exists() and (swarm.cwd / "b-started").exists(),
                    what="both workers")
-        wait_until(lambda: json.loads(swarm("status", "--json", run.name).stdout)["counts"].get("running") == 2,
-                   what="a snapshot with both running")
+        swarm.wait_counts(run, running=2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         (swarm.cwd / "a-go").touch()
@@ -334,8 +331,7 @@ def test_status_of_an_interrupted_run_tells_a_task_that_ended_since_from_one_tha
     proc = swarm.popen("run", "i.txt", "-j", "2", "--output", "quiet")
     run = swarm.started()
     try:
-        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
-                   s["counts"].get("running") == 2, what="a snapshot with both running")
+        swarm.wait_counts(run, running=2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         swarm.open_gate()
@@ -384,8 +380,7 @@ def test_a_damaged_snapshot_does_not_stop_a_resume(swarm, backend, request):
     proc = swarm.popen("run", "d.txt", "-j", "2", *args, "--output", "quiet", env=env)
     run = swarm.started()
     try:
-        wait_until(lambda: (s := json.loads(swarm("status", "--json", run.name).stdout)) and
-                   s["counts"].get("succeeded") == 1 and s["counts"].get("running") == 1, what="one done, one running")
+        swarm.wait_counts(run, succeeded=1, running=1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         (run / "state.json").write_bytes(b'{"run_id": "x", "tasks": [')
