@@ -116,6 +116,8 @@ def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swa
         assert (res.code, res.stderr) == (0, ""), res
         shown = json.loads(res.stdout)
         assert shown["state"] == "running" and "task-3" in [t["name"] for t in shown["tasks"]], shown
+        text = swarm("status", run.name).stdout
+        assert "1 pending" in text.splitlines()[0], text  # its rows counted, not "no tasks"
         res = swarm("cancel")  # the one running run, found through its damaged snapshot
         assert res.code == 0, res
         assert proc.wait(timeout=60) == 130

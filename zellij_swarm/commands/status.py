@@ -531,7 +531,7 @@ def header_lines(snap: dict[str, Any], width: int | None) -> list[str]:
     — the counts on a line of their own when the one line would not fit ``width``."""
     name = f" ({snap['name']})" if snap.get("name") else ""
     head = f"run {snap['run_id']}{name}: {snap['state']}, started {short_when(snap['started_at'], time.time())}"
-    tail = counts_text(snap.get("counts") or {})
+    tail = counts_text(_counts(snap))  # (a snapshot not written yet has its rows only)
     if waiting := len(waiting_tasks(snap)):
         tail += f"; {waiting} waiting for input (status --waiting)"
     if alloc := snap.get("slurm_allocation"):
