@@ -46,7 +46,7 @@ from zellij_swarm.records.states import TaskStatus
 __all__ = ["Run", "RunState", "RunStatus", "RunWarning", "SlurmResources", "Swarm", "SwarmResult", "Task",
            "TaskResult", "TaskStatus", "open_run"]
 
-SOURCE = swarmfile.API_SOURCE
+SOURCE = settings.API_SOURCE
 CANCEL_ANSWER = 30.0  # seconds: how long an interrupted run() waits for its supervisor to take the cancel
 
 

@@ -290,13 +290,25 @@ def default_text(name: str) -> str:
 TASK_OVERRIDABLE = ("timeout", "retries", "idle_timeout", "worktree", "waiting_pattern")
 
 
+API_SOURCE = "<api>"  # where the Python API's tasks come from, in messages and in the run's record
+
+
 @dataclass(frozen=True)
 class FileValue:
-    """A setting as written in a swarm file, with where it was written."""
+    """A setting as written in a swarm file (or given with a task of the API), with where it
+    was written."""
 
     raw: object
     path: str
     line: int | None
+
+    @property
+    def source(self) -> str:
+        """Where it was given, as messages and the run's record say it: ``api`` (as the API's
+        own options), else ``file PATH[:LINE]``."""
+        if self.path == API_SOURCE:
+            return "api"
+        return f"file {self.path}:{self.line}" if self.line else f"file {self.path}"
 
 
 @dataclass(frozen=True)
@@ -434,7 +446,7 @@ def resolve(
             value, source = hit
         elif spec.name in file_values:
             fv = file_values[spec.name]
-            source = f"file {fv.path}:{fv.line}" if fv.line else f"file {fv.path}"
+            source = fv.source
             value = _parse(spec, spec.parse, fv.raw, source)
             if spec.name == "state_dir" and isinstance(value, str) and not os.path.isabs(value):
                 value = str(Path(fv.path).resolve().parent / value)

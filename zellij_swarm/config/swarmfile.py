@@ -233,20 +233,11 @@ class SwarmInput:
     tasks: list[TaskSpec]
     file_settings: dict[str, settings.FileValue]
     name: str | None
-    source: str  # path, "<stdin>" or API_SOURCE
+    source: str  # path, "<stdin>" or settings.API_SOURCE
     groups: dict[str, int] = field(default_factory=dict)  # [group.NAME] jobs = N
 
 
 MAX_FILE_BYTES = 1 << 28  # a swarm file, or a file of arguments: 100,000 tasks take a few MB
-API_SOURCE = "<api>"  # where the Python API's tasks come from, in messages and in the run's record
-
-
-def setting_source(path: str, line: int | None) -> str:
-    """Where a task's or the swarm's setting was given, as messages and the run's record say
-    it: ``api`` (as the API's own options), else ``file PATH[:LINE]``."""
-    if path == API_SOURCE:
-        return "api"
-    return f"file {path}:{line}" if line else f"file {path}"
 
 
 def load(path: str, *, known: Iterable[str] = (), known_groups: Iterable[str] = ()) -> SwarmInput:
@@ -363,7 +354,7 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
                 raise exc.InputError("[swarm]: name must be a non-empty string", path=path, line=line)
             name = raw
             continue
-        source = setting_source(path, line)
+        fv = settings.FileValue(raw, path, line)
         if key == "slurm":  # the run's resources: one setting each (slurm_partition, ...)
             try:
                 table = slurm.parse_table(raw)
@@ -372,10 +363,9 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
             for name in table:
                 file_settings[f"slurm_{name}"] = settings.FileValue(raw[name], path, line)
             continue
-        fv = settings.FileValue(raw, path, line)
         if isinstance(raw, (dict, list)):
-            raise exc.SettingError(key, raw, source, "a single value")
-        settings.parse_as(key, raw, source)  # reject bad values now, with their line
+            raise exc.SettingError(key, raw, fv.source, "a single value")
+        settings.parse_as(key, raw, fv.source)  # reject bad values now, with their line
         file_settings[key] = fv
     raw_tasks = doc.get("task", [])
     if not isinstance(raw_tasks, list):
@@ -531,7 +521,7 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
         if key in raw:
             line = _key_line(lines, span, key)
             try:
-                overrides[key] = settings.parse_as(key, raw[key], setting_source(path, line))
+                overrides[key] = settings.parse_as(key, raw[key], settings.FileValue(raw[key], path, line).source)
             except exc.SettingError as e:
                 raise exc.InputError(f"{label}: {e.message}", path=path, line=line) from None
     after = raw.get("after", [])

@@ -35,7 +35,7 @@ from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.calls import CallRunner
 from zellij_swarm.config import swarmfile
-from zellij_swarm.config.settings import Resolved
+from zellij_swarm.config.settings import API_SOURCE, Resolved
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.engine import metrics, resume, snapshot, view_watch
 from zellij_swarm.engine.control import Control
@@ -89,7 +89,7 @@ class RunPlan:
     tasks: list[swarmfile.TaskSpec]
     settings: Resolved
     name: str | None = None
-    source: str = swarmfile.API_SOURCE
+    source: str = API_SOURCE
     cwd: str = field(default_factory=os.getcwd)
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     argv: list[str] = field(default_factory=lambda: list(sys.argv))
