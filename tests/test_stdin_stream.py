@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from swarmtest import clean_env, full, kill_run_processes, wait_until
+from swarmtest import GATE, clean_env, full, kill_run_processes, wait_until
 
 from zellij_swarm.config.stream import InputStream, read_ahead
 
@@ -121,8 +121,34 @@ def test_a_run_whose_input_stopped_at_a_bad_record_ends_with_exit_2(swarm, mode,
     assert res.returncode == 2, res
     assert (swarm.cwd / "ledger").read_text() == "a\n"
     error = [line for line in res.stderr.decode().splitlines() if line.startswith("zellij-swarm: error: ")]
-    assert len(error) == 1 and "<stdin>" in error[0] and "the rest of the input was not read" in error[0], res
+    assert len(error) == 1 and "<stdin>" in error[0] and "the rest of the input is not read" in error[0], res
     assert [t["status"] for t in swarm.tasks().values()] == ["succeeded"]
+
+
+def test_a_run_killed_after_its_input_stopped_at_a_bad_record_is_resumed_to_exit_2(swarm):
+    """The supervisor killed after a bad record stopped the reading, before its end: the run
+    its resume finishes ends with 2 and says what was not read, as the run would have; a
+    retry after that ends as its own tasks do."""
+    proc = subprocess.Popen(swarm.cmd("run", "--output", "quiet", "-"), cwd=swarm.cwd, env=clean_env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    proc.stdin.write(f"{GATE}; exit 3\n".encode() + b"\xff\n")
+    proc.stdin.close()
+    run = swarm.started()
+    try:
+        wait_until(lambda: b'"input_ended"' in (run / "events.jsonl").read_bytes(), what="the reading stopped")
+        proc.kill()
+        proc.wait(timeout=30)
+        swarm.open_gate()
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 2, res
+        error = [line for line in res.stderr.splitlines() if line.startswith("zellij-swarm: error: ")]
+        assert len(error) == 1 and "<stdin>" in error[0] and "the rest of the input is not read" in error[0], res
+        res = swarm("retry", run.name, "--output", "quiet")
+        assert res.code == 1 and "zellij-swarm: error: " not in res.stderr, res
+    finally:
+        swarm.open_gate()
+        kill_run_processes(run.name)
 
 
 def _supervisor(shell: int) -> psutil.Process:

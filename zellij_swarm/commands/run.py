@@ -240,9 +240,6 @@ def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
         if sup.plan.joblog is not None:
             sup.plan.joblog.close()
     outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
-    if sup.plan.stream is not None and sup.plan.stream.problem is not None:
-        print(f"zellij-swarm: error: {sup.plan.stream.problem.message}: the rest of the input was not read (the "
-              f"{sup.plan.stream.tasks_read} task(s) before it ran)", file=sys.stderr)
     if report is not None and outcome.snapshot["state"] != RunState.INTERRUPTED and (
             problem := junit.write(report, sup.paths, outcome.summary)):
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)

@@ -37,9 +37,16 @@ def read_ahead(jobs: int) -> int:
 
 @dataclass
 class Problem:
-    """Why the reading stopped before the end of the input."""
+    """Why the reading stopped before the end of the input, and how far it had got."""
 
     message: str
+    tasks_read: int
+
+    @property
+    def unread(self) -> str:
+        """What it left unread, in one line: the run's ``input_error`` warning, and what it says
+        at its end, which is exit 2 (SPEC §4.6)."""
+        return f"{self.message}: the rest of the input is not read ({self.tasks_read} task(s) were read before it)"
 
 
 class InputStream:
@@ -151,4 +158,4 @@ class InputStream:
 
     def _stop(self, message: str) -> None:
         self.ended = True
-        self.problem = Problem(message)
+        self.problem = Problem(message, self.tasks_read)

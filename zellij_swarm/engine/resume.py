@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config.stream import Problem
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics, stopping
 from zellij_swarm.engine.control import Control
@@ -98,6 +99,7 @@ class Recovered:
     # again, from the retry that started this supervisor or the last one since the run ended
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)
     allocation: str | None = None  # a Slurm run's allocation (--slurm-alloc), as the log names it
+    input_problem: Problem | None = None  # the bad record that stopped the reading of its stdin
 
 
 def wrapper_alive(gen: GenPaths, pid: int) -> bool:
@@ -164,6 +166,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     rec.consumed_messages = logged.consumed
     names = {s.name: id_of_order(i) for i, s in enumerate(specs, 1)}
     rec.allocation = logged.allocation
+    rec.input_problem = logged.input_problem
     on_disk = run.generations_on_disk()
     steps: dict[tuple[int, int], Job] = {}
     on_slurm = resolved_settings(meta).executor == "slurm"
@@ -220,6 +223,7 @@ class _Logged:
     # (slot, gen) -> (task name, attempt), as the slot_reserved events say
     reserved: dict[tuple[Any, Any], tuple[Any, Any]] = field(default_factory=dict)
     allocation: str | None = None  # the last executor_allocated's job
+    input_problem: Problem | None = None  # what input_ended says stopped the reading
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)  # the retry under way: the last since the run ended
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task name -> cancelled/skipped, reason
@@ -263,11 +267,14 @@ class _Logged:
             self.consumed.add(_text(e["id"]))
         elif name == "executor_allocated":
             self.allocation = str(e["job"])
+        elif name == "input_ended" and e.get("problem") is not None:
+            self.input_problem = Problem(_text(e["problem"]), _count(e.get("tasks")))
         elif name in ("paused", "unpaused"):
             group = e.get("group")
             self.pauses.append((None if group is None else _text(group), name == "paused"))
         elif name == "run_finished":
-            self.retry = {}
+            # (a run that ended has said what its input left unread: a retry's is its own end)
+            self.retry, self.input_problem = {}, None
         elif name == "run_retried" and isinstance(e.get("tasks"), dict):
             self.retry = {_text(tid): (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
         elif name in ("task_cancelled", "task_skipped") and isinstance(task := e.get("task"), str):
@@ -286,6 +293,12 @@ def _slot_gen(e: dict[str, Any]) -> tuple[int, int]:
 
 def _text(value: object) -> str:
     if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
         raise TypeError(value)
     return value
 

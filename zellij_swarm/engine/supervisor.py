@@ -36,7 +36,7 @@ from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.calls import CallRunner
 from zellij_swarm.config import swarmfile
 from zellij_swarm.config.settings import API_SOURCE, Resolved
-from zellij_swarm.config.stream import InputStream, read_ahead
+from zellij_swarm.config.stream import InputStream, Problem, read_ahead
 from zellij_swarm.engine import metrics, resume, snapshot, view_watch
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.dispatch import Dispatcher
@@ -753,7 +753,7 @@ class Supervisor:
         self.events.emit("input_ended", tasks=stream.tasks_read,
                          problem=stream.problem.message if stream.problem else None)
         if stream.problem is not None:
-            self._warn("input_error", f"{stream.problem.message}: the rest of the input is not read", None)
+            self._warn("input_error", stream.problem.unread, None)
 
     # ----- starts ---------------------------------------------------------------------------
 
@@ -893,6 +893,8 @@ class Supervisor:
             self.events.emit("input_unread", tasks=stream.tasks_read)
             self.reporter.problem(f"the run ended before the end of {stream.source}: {stream.tasks_read} task(s) were "
                                   "read, the rest never was")
+        elif (problem := self._input_problem()) is not None:  # the run's exit: 2
+            self.reporter.problem(f"error: {problem.unread}")
         self.stopper.sweep(itertools.chain(wrapper_ends(self.tasks.records()), self.ended.wrapper_ends()),
                            session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
                            found=self._left_behind)
@@ -916,12 +918,19 @@ class Supervisor:
         self.reporter.finished(snap, code)
         return code
 
+    def _input_problem(self) -> Problem | None:
+        """The bad record that stopped the reading of the run's stdin: this supervisor's, or,
+        resumed, the one the log says stopped an earlier one (SPEC §4.6)."""
+        if self.plan.stream is not None:
+            return self.plan.stream.problem
+        return self.plan.resume.input_problem if self.plan.resume is not None else None
+
     def exit_code(self, snap: dict[str, Any]) -> int:
         if self.stop.signal is not None:
             return EXIT_CODES[self.stop.signal]
         if self.stop.cancelled:
             return 130
-        if self.plan.stream is not None and self.plan.stream.problem is not None:
+        if self._input_problem() is not None:
             return 2  # bad input: a record of it stopped the reading (what was read before it ran)
         if self.stop.start_error:
             return 1
