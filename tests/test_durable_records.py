@@ -88,8 +88,8 @@ def test_a_damaged_state_json_of_an_ended_run_is_read_from_its_summary(swarm, en
 @pytest.mark.parametrize("damage", [b'{"run_id": "x", "tasks": [', b'{"state": "gone"}'], ids=["truncated", "shape"])
 def test_a_run_that_cannot_be_read_is_named_where_runs_are_looked_for(swarm, ended_run, damage):
     """With no summary, a damaged state.json leaves the run unreadable to status (one line,
-    as before). ``ls`` said "no runs", and ``resume`` with no RUN "no run is interrupted", as
-    if there were none: both now name it, and why."""
+    as before). ``ls`` said "no runs", ``resume`` with no RUN "no run is interrupted", and
+    ``prune`` nothing, as if there were none: each now names it, and why."""
     (ended_run / "summary.json").unlink()
     (ended_run / "state.json").write_bytes(damage)
     res = swarm("ls")
@@ -100,6 +100,8 @@ def test_a_run_that_cannot_be_read_is_named_where_runs_are_looked_for(swarm, end
         res = swarm(command)
         _one_line_error(res)
         assert res.code == 2 and f"(run {ended_run.name}: " in res.stderr and "damaged" in res.stderr, res
+    res = swarm("prune", "--older-than", "1s")  # nothing of it removed, and said
+    assert res.code == 0 and f"skipped run {ended_run.name}: " in res.stdout and ended_run.exists(), res
 
 
 def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swarm):

@@ -151,13 +151,8 @@ def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run
         return _find_run(flag, run_id, writing=True)
     what, qualifies = _QUALIFIES[command]
     path, runs = _runs_under(flag, writing=True)
-    candidates, unreadable = [], []
-    for run in runs:
-        try:
-            if qualifies(run, views.load_status(run, rows=False)):
-                candidates.append(run)
-        except (exc.SwarmError, OSError, ValueError, KeyError) as e:
-            unreadable.append(views.unreadable_run(run, e))
+    unreadable: list[str] = []
+    candidates = [run for run, snap in views.statuses(runs, unreadable, rows=False) if qualifies(run, snap)]
     if len(candidates) == 1:
         return _trusted(candidates[0], writing=True)
     given = f"no run {not_a_run!r} under {path}, and " if not_a_run is not None else ""
@@ -197,7 +192,7 @@ def _newest_with_task(runs: list[RunPaths], key: str) -> RunPaths | None:
     a command given a task of a run that has ended says so, not "no run of that name"."""
     try:
         return runs[0] if runs and _has_task(runs[0], key) else None
-    except (exc.SwarmError, OSError, ValueError, KeyError):
+    except views.READ_ERRORS:
         return None
 
 

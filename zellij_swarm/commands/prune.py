@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from zellij_swarm import exc, names, quoting
+from zellij_swarm import names, quoting
 from zellij_swarm.backends import leftovers
 from zellij_swarm.commands import status as views
 from zellij_swarm.records.rundir import RunPaths, all_runs, read_json
@@ -49,7 +49,10 @@ def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run
 def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool, force: bool,
            drop_ignored: bool) -> Iterator[Line]:
     verb = "would remove" if dry_run else "removed"
-    runs = list(_runs(state_dir))
+    unreadable: list[str] = []
+    runs = list(views.statuses(all_runs(state_dir), unreadable))
+    for why in unreadable:  # nothing of it is removed
+        yield Line(f"skipped {why}")
     ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
     for left in leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs)):
@@ -183,10 +186,3 @@ def _base_commit(run: RunPaths) -> str | None:
     return base.commit if base is not None else None
 
 
-def _runs(state_dir: Path) -> Iterator[tuple[RunPaths, dict[str, Any]]]:
-    """Every run that can be read, with its status; newest first."""
-    for run in all_runs(state_dir):
-        try:
-            yield run, views.load_status(run)
-        except (exc.SwarmError, OSError, ValueError, KeyError):
-            continue

@@ -291,18 +291,33 @@ def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
     return [s for s in snap["slots"] if show_all or s["state"] in ACTIVE_SLOT_STATES]
 
 
+# What reading a run's records may raise: a damaged or unsafe record (a SwarmError), one that
+# cannot be opened (OSError), one of another shape (ValueError, KeyError).
+READ_ERRORS = (exc.SwarmError, OSError, ValueError, KeyError)
+
+
+def statuses(runs: Iterable[RunPaths], unreadable: list[str], *,
+             rows: bool = True) -> Iterator[tuple[RunPaths, dict[str, Any]]]:
+    """Each of ``runs`` that can be read, with its status (``load_status``); why each other
+    one cannot (``unreadable_run``) appended to ``unreadable``: no run is passed over without a
+    word."""
+    for run in runs:
+        try:
+            snap = load_status(run, rows=rows)
+        except READ_ERRORS as e:
+            unreadable.append(unreadable_run(run, e))
+            continue
+        yield run, snap
+
+
 def ls_rows(state_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per run, newest first: its name, state, start, how many tasks it has in each
     status (``failed`` counts the tasks that failed, timed out or were lost — a cancelled or
     skipped task did not fail) and how many wait for input (the snapshot's running rows say);
-    and, for each run whose records cannot be read, why — never left out without a word."""
-    rows, unreadable = [], []
-    for run in all_runs(state_dir):
-        try:
-            snap = load_status(run, rows=False)  # the counts say it: no run's rows are read
-        except (exc.SwarmError, OSError, ValueError, KeyError) as e:
-            unreadable.append(unreadable_run(run, e))
-            continue
+    and, for each run whose records cannot be read, why."""
+    rows: list[dict[str, Any]] = []
+    unreadable: list[str] = []
+    for run, snap in statuses(all_runs(state_dir), unreadable, rows=False):  # the counts say it: no rows read
         counts = _counts(snap)
         rows.append({"run_id": run.run_id, "name": snap.get("name"), "state": snap["state"],
                      "started_at": snap["started_at"], "tasks": sum(counts.values()),
