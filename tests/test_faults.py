@@ -360,6 +360,40 @@ def test_zellij_session_killed_mid_run(swarm, zellij, request):
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("hung", ["list-panes", "run"])
+def test_a_call_in_flight_when_the_zellij_server_dies_is_given_up_at_once(swarm, fz, hung, tmp_path):
+    """The real 0.45.0's CLI, its server killed in the middle of a call, does not end: it
+    spins on the closed socket. The swarm waited out the call's timeout (10 s by default)
+    before it learnt that the session was gone, its tasks stalled meanwhile. A call to a
+    session whose server is gone is given up at once (``session_missing``): the panes'
+    workers are lost and run again headless, as with any session killed. The fake's hung
+    call stands for the real spinning one; the timeout is made long enough that waiting it
+    out would fail the test: the first launch waits on ``list-panes``, a backfill on ``run``."""
+    tasks = GATED if hung == "list-panes" else (
+        '[swarm]\njobs = 2\n[[task]]\nname = "quick"\ncmd = "true"\n' + GATED.split("\n", 2)[2])
+    swarm.write("l.toml", tasks)
+    faults = tmp_path / "faults"
+    faults.write_text(f"hang:{hung}")  # the first panes come with the tab's layout: never through `run`
+    env = dict(fz.env("0.45.0", **FAST), FAKE_ZELLIJ_FAULTS_FILE=str(faults),
+               ZELLIJ_SWARM_ZELLIJ_CALL_TIMEOUT_MS="600000")
+    proc = swarm.popen("run", "l.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until(lambda: heartbeat_pane(run, 1) and heartbeat_pane(run, 2), what="both panes started")
+        wait_until(lambda: any(c.get("hung") for c in fz.calls()), what=f"the {hung} call hung")
+        fz.zellij("__fake-crash", f"swarm-{run.name}", version="0.45.0")
+        wait_until(lambda: ended(run, 1, 2), what="the panes' workers ended")
+        swarm.open_gate()
+        code = proc.wait(timeout=60)
+        assert code == 0, (proc.stdout.read(), proc.stderr.read())
+        check_lost_and_rerun(swarm, run)
+        warnings = [w["code"] for w in swarm.summary()["warnings"]]
+        assert "pane_call_timeout" not in warnings, warnings
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 def test_worker_closing_stdout_early(swarm):
     swarm.write("c.toml", "[[task]]\nname = \"closer\"\ncmd = 'echo before; exec >&- 2>&-; sleep 0.2; exit 0'\n")
     assert swarm("run", "c.toml").code == 0

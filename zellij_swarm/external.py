@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from zellij_swarm.exc import BackendError
@@ -39,27 +40,71 @@ MULTIPLEXER = Faults("multiplexer_missing", "pane_call_timeout", "pane_call_fail
 EXECUTOR = Faults("executor_missing", "executor_call_timeout", "executor_call_failed")  # srun, squeue, scancel…
 
 
+# How often a command that has not answered yet is asked ``give_up`` (``run``).
+GIVE_UP_EVERY = 0.5
+
+
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True,
-        faults: Faults = MULTIPLEXER) -> CmdResult:
+        faults: Faults = MULTIPLEXER, give_up: Callable[[], BackendError | None] | None = None) -> CmdResult:
     """Run ``argv``; raise ``BackendError`` (with a code of ``faults``) when it cannot start,
-    times out, or (``check``) fails."""
-    what = f"{argv[0]} {_subcommand(argv)}".strip()
+    times out, or (``check``) fails. ``give_up``, asked every ``GIVE_UP_EVERY`` seconds while
+    the command has not answered, may end the wait sooner: the error it returns is raised,
+    the command killed — for a command whose answer can no longer come (the real Zellij's CLI,
+    its server killed in the middle of a call, spins on the closed socket until it is killed)."""
+    command = what(argv)
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, errors="replace", timeout=timeout,
-                           env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", env=dict(env) if env is not None else None,
+                                stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise BackendError(faults.missing, f"{argv[0]}: not found on PATH") from None
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        said = err.strip().splitlines()
-        raise BackendError(faults.timeout, f"{what}: no answer within {timeout:g}s"
-                           + (f" (it said: {said[0].strip()})" if said else ""), stderr=err) from None
-    result = CmdResult(tuple(argv), p.returncode, p.stdout, p.stderr)
-    if check and p.returncode != 0:
-        first = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
+    deadline = time.monotonic() + timeout
+    with proc:
+        try:
+            stdout, stderr = _answer(proc, deadline, give_up)
+        except subprocess.TimeoutExpired as e:
+            _kill(proc)
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            said = err.strip().splitlines()
+            raise BackendError(faults.timeout, f"{command}: no answer within {timeout:g}s"
+                               + (f" (it said: {said[0].strip()})" if said else ""), stderr=err) from None
+        except BaseException:  # given up on (``give_up``'s error), or the caller was interrupted
+            _kill(proc)
+            raise
+    result = CmdResult(tuple(argv), proc.returncode, stdout, stderr)
+    if check and proc.returncode != 0:
+        first = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[0]
         first = first.removeprefix(f"{os.path.basename(argv[0])}: ")  # said once, by us
-        raise BackendError(faults.failed, f"{what}: {first}", stderr=p.stderr, stdout=p.stdout)
+        raise BackendError(faults.failed, f"{command}: {first}", stderr=stderr, stdout=stdout)
     return result
+
+
+def _answer(proc: subprocess.Popen[str], deadline: float,
+            give_up: Callable[[], BackendError | None] | None) -> tuple[str, str]:
+    """The command's stdout and stderr once it has ended; ``TimeoutExpired`` at the
+    deadline; what ``give_up`` returns, when it returns something, raised."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return proc.communicate(timeout=max(0.0, min(left, GIVE_UP_EVERY) if give_up else left))
+        except subprocess.TimeoutExpired:
+            if give_up is None or time.monotonic() >= deadline:
+                raise
+            why = give_up()
+            if why is not None:
+                raise why from None
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    """Kill the command and reap it — without reading its pipes to their end, which a
+    process it started may hold open (the pipes are closed as ``run``'s ``with`` ends)."""
+    proc.kill()
+    proc.wait()
+
+
+def what(argv: Sequence[str]) -> str:
+    """A command as messages name it: its program and subcommand (``zellij action list-panes``)."""
+    return f"{argv[0]} {_subcommand(argv)}".strip()
 
 
 def _subcommand(argv: Sequence[str]) -> str:

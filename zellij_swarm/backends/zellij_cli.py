@@ -167,8 +167,9 @@ class Zellij:
             env = dict(scrubbed(env), ZELLIJ_PANE_ID=str(pane_number(from_pane)))
         limit = timeout or self.timeout
         deadline = time.monotonic() + limit
+        give_up = (lambda: self._server_gone(argv)) if session else None
         while True:
-            res = external.run(argv, timeout=limit, env=env, check=False)
+            res = external.run(argv, timeout=limit, env=env, check=False, give_up=give_up)
             limit = max(deadline - time.monotonic(), 0.1)
             if not (session and res.stderr.startswith(_NO_SESSION)):
                 break
@@ -197,6 +198,18 @@ class Zellij:
         again."""
         return alive_unless_gone(lambda: True if self._listed_live(name) else None,
                                  lambda: not self.server_runs(name), settle=settle, every=0.05)
+
+    def _server_gone(self, argv: Sequence[str]) -> BackendError | None:
+        """For a call to our session that has not answered yet: ``session_missing`` once its
+        server is gone — not running, and ``ls`` does not list the session live. The real
+        CLI whose server was killed in the middle of its call does not end: it spins on the
+        closed socket (seen with 0.45.0), and the swarm would wait out the call's timeout
+        before it learnt that its panes' workers were lost."""
+        session = self.session or ""
+        if self.server_runs(session) or self._listed_live(session):
+            return None
+        return BackendError("session_missing", f"zellij: session {session!r} is gone: its server ended while "
+                                               f"{external.what(argv)} waited for its answer")
 
     def live_in(self, rows: Mapping[str, SessionRow], name: str) -> bool:
         """Whether the session ``name`` is live, given one ``ls``'s ``rows``: listed live; or,

@@ -1,0 +1,74 @@
+"""``external.run``, the one way an external command runs: its timeout, and ``give_up``, which
+ends the wait for an answer that can no longer come (the real Zellij's CLI whose server was
+killed mid-call spins until it is killed: docs/zellij-contract.md §2.0)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from swarmtest import wait_until
+
+from zellij_swarm import external
+from zellij_swarm.exc import BackendError
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_command_given_up_on_is_killed_and_its_error_raised(tmp_path: Path):
+    pidfile = tmp_path / "pid"
+    asked = []
+
+    def give_up() -> BackendError | None:
+        asked.append(1)
+        return BackendError("session_missing", "gone") if len(asked) >= 2 and pidfile.exists() else None
+
+    with pytest.raises(BackendError) as caught:
+        external.run(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 30"], timeout=60, give_up=give_up)
+    assert (caught.value.code, caught.value.message) == ("session_missing", "gone")
+    assert len(asked) >= 2
+    pid = int(pidfile.read_text())
+    assert not _pid_alive(pid)  # killed and reaped, not left spinning
+
+
+def test_without_an_answer_the_timeout_says_what_the_command_had_said(tmp_path: Path):
+    with pytest.raises(BackendError) as caught:
+        external.run(["sh", "-c", "echo 'still trying' >&2; exec sleep 30"], timeout=0.5,
+                     give_up=lambda: None)
+    assert caught.value.code == "pane_call_timeout"
+    assert caught.value.message.endswith(": no answer within 0.5s (it said: still trying)"), caught.value.message
+
+
+def test_a_process_the_command_left_holding_its_pipes_does_not_hold_the_timeout(tmp_path: Path):
+    """The command is killed and reaped; its pipes are not read to their end, which a child
+    it started keeps open."""
+    pidfile = tmp_path / "pid"
+    try:
+        with pytest.raises(BackendError) as caught:
+            external.run(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; exec sleep 30"], timeout=0.5)
+        assert caught.value.code == "pane_call_timeout"
+        child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the child's pid"))
+        assert _pid_alive(child)  # it was there, holding the pipes, all along
+    finally:
+        if pidfile.exists() and pidfile.read_text().strip():
+            _kill(int(pidfile.read_text()))
+
+
+def test_a_command_that_answers_while_give_up_says_nothing_gives_its_answer():
+    res = external.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=10, check=False, give_up=lambda: None)
+    assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")
