@@ -73,7 +73,7 @@ from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
-from zellij_swarm.worker.wrapper import PTY_RELAY, RELAY_RECORD, PaneMode
+from zellij_swarm.worker.wrapper import PTY_RELAY, PaneMode
 
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 BIRTHS = 3  # sessions made for one run, when each died as it was born (0.45.0's panic)
@@ -89,8 +89,10 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 # killed before its worker ended leaves its record, and the worker's session is ended before
 # the exit is recorded. The relay marks the worker's end as it sees it, before its drain.
 RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + (
-    f' --record "$_zsw_d/{RELAY_RECORD}" --ended "$_zsw_d/{generation_files.WORKER_ENDED}" "$_zsw_d/output.log"')
-RELAY_END = f'[ ! -e "$_zsw_d/{RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} --end "$_zsw_d/{RELAY_RECORD}"'
+    f' --record "$_zsw_d/{generation_files.RELAY_RECORD}" --ended "$_zsw_d/{generation_files.WORKER_ENDED}"'
+    ' "$_zsw_d/output.log"')
+RELAY_END = (f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} '
+             f'--end "$_zsw_d/{generation_files.RELAY_RECORD}"')
 _FOREVER = "2147483647"
 _HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec
 _SLOT_VIEW = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title

@@ -83,6 +83,9 @@ HANGUP = "hangup"
 # made by a Zellij pane's pty relay as its worker exits, before it drains the worker's terminal
 # (up to 2 s): the worker's end, which the exit sidecar, written after the drain, would postdate
 WORKER_ENDED = "worker-ended"
+# the pty relay's worker (its pid and session), from just before the worker's exec until the relay
+# has its status: a relay with neither this nor WORKER_ENDED has not started its worker yet
+RELAY_RECORD = "worker-session"
 RELEASED = "released"
 ARTIFACTS = "artifacts"
 

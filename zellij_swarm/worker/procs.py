@@ -192,11 +192,30 @@ def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
     """Whether ``p`` is a running process of ``gen``'s worker's own (``running``) — not the
     generation's wrapper (a pane's second stage runs below the pane leader, and outlives its
     worker by the moment it takes to record its exit) and not the pty relay that carries a
-    pane's worker."""
+    pane's worker once that worker has started (``relay_stands_for_worker``)."""
     if not running(p):
         return False
     argv = cmdline(p.pid)
-    return not (is_wrapper(gen, p.pid, argv) or any(arg.endswith(_RELAY) for arg in argv))
+    if is_wrapper(gen, p.pid, argv):
+        return False
+    return relay_stands_for_worker(gen, p.pid, argv) if any(arg.endswith(_RELAY) for arg in argv) else True
+
+
+def relay_stands_for_worker(gen: GenPaths, pid: int, argv: list[bytes]) -> bool:
+    """Whether the pty relay process ``pid`` (command line ``argv``) stands for ``gen``'s
+    worker: a signal that reaches it ends the worker. So does the relay's fork until it execs
+    the worker (the signal, blocked until then, ends it). So does the relay before it has
+    started its worker — neither its record of the worker (``RELAY_RECORD``, written just
+    before the exec) nor the worker's end (``WORKER_ENDED``) exists: it passes a signal that
+    came meanwhile on to the worker it starts, or, still starting itself, dies of it with
+    nothing run. Counted as the carrier only, a cancel just after a pane's launch heartbeat
+    was recorded as the worker's own death by SIGTERM: ``failed``, 143. Once the worker has
+    started, the relay only carries signals: the worker itself is reached or not."""
+    st = waiting.read_stat(pid)
+    if st is not None and cmdline(st.ppid) == argv:
+        return True
+    return not any(os.path.lexists(gen.dir / name)
+                   for name in (generation_files.RELAY_RECORD, generation_files.WORKER_ENDED))
 
 
 def coarse_wallclock() -> float:

@@ -69,7 +69,6 @@ class WorkerIdentity:
 # without site packages, so they start in a few milliseconds.
 PANE_LEADER = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_paneleader.py")))
 PTY_RELAY = (sys.executable, "-I", "-S", str(Path(__file__).with_name("_ptyrelay.py")))
-RELAY_RECORD = "worker-session"  # in a generation's directory: the relay's worker, while it runs it
 
 
 def _in_gen_dir(name: str) -> str:
