@@ -719,3 +719,36 @@ def test_sigterm_ends_the_run_soon_while_the_tmux_server_is_stopped(swarm, tmux)
             server.resume()
         proc.kill()
         kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("zellij", ["zellij-0.45.0", "real-zellij"])
+def test_sigterm_while_the_zellij_server_is_stopped_cancels_every_task_and_waits_once(swarm, zellij, request):
+    """The Zellij neighbour of the tmux case above. A stopped server answers nothing, and its
+    process runs (so it is never given up on as gone): after the first call that got no
+    answer, no other call to the session waits on it — closing three panes took three
+    timeouts. And SIGTERM comes just after the panes' launch heartbeats, where a pane's
+    relay may not have started its worker yet: that worker's death by the cancel's SIGTERM
+    was recorded as its own (``failed``, 143) in three runs of four."""
+    swarm.write("s.txt", "sleep 30\nsleep 30\nsleep 30\n")
+    z = request.getfixturevalue("rz" if zellij == "real-zellij" else "fz")
+    env = z.env(**FAST) if zellij == "real-zellij" else z.env("0.45.0", **FAST)
+    proc = swarm.popen("run", "s.txt", "-j", "3", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    run = _run_dir(swarm)
+    servers = []
+    try:
+        wait_until(lambda: _started(run) == 3, what="three panes")
+        servers = [p for p in z.processes() if "--server" in " ".join(p.cmdline())]
+        for server in servers:
+            server.suspend()
+        proc.send_signal(signal.SIGTERM)
+        # the real one then also waits on `ls` (session_alive) at the run's end: 30 s in all
+        assert proc.wait(timeout=60) == 143
+        rows = swarm.tasks().values()
+        assert {(t["status"], t["reason"]) for t in rows} == {("cancelled", "cancelled_by_user")}, rows
+        timeouts = [w for w in swarm.summary()["warnings"] if w["code"] == "pane_call_timeout"]
+        assert len(timeouts) <= 1, timeouts  # said once, waited once
+    finally:
+        for server in servers:
+            server.resume()
+        proc.kill()
+        kill_run_processes(run.name)

@@ -655,14 +655,16 @@ class ZellijBackend:
         never again an anchor for new panes. Any other non-zero exit or no answer is a
         ``pane_call_failed`` / ``pane_call_timeout`` warning, and the pane lifecycle goes on.
         A session that is gone is not warned about pane by pane: its workers end
-        ``multiplexer_lost``. Returns whether the pane is as asked (acted on, or gone)."""
+        ``multiplexer_lost``; nor is one that left an earlier call unanswered (``unanswered``)
+        again. Returns whether the pane is as asked (acted on, or gone)."""
+        said = self.z.unanswered
         try:
             self.z.call("action", *args)
         except BackendError as e:
             if _PANE_GONE in e.message and "--pane-id" in args:
                 self.open_panes.pop(args[args.index("--pane-id") + 1], None)
                 return True
-            if e.code != "session_missing":
+            if e.code != "session_missing" and e is not said:
                 self.ctx.warn(e.code, e.message)
             return False
         return True

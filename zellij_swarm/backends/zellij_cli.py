@@ -133,6 +133,10 @@ class Zellij:
         self.session: str | None = None
         self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
         self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``_listed_live``)
+        # The first call to the session that got no answer in its time: every later one fails
+        # with it at once. A server stopped or stuck would cost each its whole timeout — a
+        # Ctrl-C, closing the panes one by one, would take ten seconds a pane.
+        self.unanswered: BackendError | None = None
         self.caps: dict[str, Any] = capabilities("")
 
     def version(self) -> dict[str, Any]:
@@ -157,6 +161,8 @@ class Zellij:
         target_own = False
         if session:
             assert self.session, "no target session yet"
+            if self.unanswered is not None:
+                raise self.unanswered
             argv += ["--session", self.session]
             target_own = self.session == self.own
         argv += list(args)
@@ -169,7 +175,12 @@ class Zellij:
         deadline = time.monotonic() + limit
         give_up = (lambda: self._server_gone(argv)) if session else None
         while True:
-            res = external.run(argv, timeout=limit, env=env, check=False, give_up=give_up)
+            try:
+                res = external.run(argv, timeout=limit, env=env, check=False, give_up=give_up)
+            except BackendError as e:
+                if session and e.code == "pane_call_timeout":
+                    self.unanswered = e
+                raise
             limit = max(deadline - time.monotonic(), 0.1)
             if not (session and res.stderr.startswith(_NO_SESSION)):
                 break
