@@ -728,7 +728,7 @@ def test_sigterm_while_the_zellij_server_is_stopped_cancels_every_task_and_waits
     answer, no other call to the session waits on it — closing three panes took three
     timeouts. And SIGTERM comes just after the panes' launch heartbeats, where a pane's
     relay may not have started its worker yet: that worker's death by the cancel's SIGTERM
-    was recorded as its own (``failed``, 143) in three runs of four."""
+    was recorded as its own (``failed``, 143) in four runs of six."""
     swarm.write("s.txt", "sleep 30\nsleep 30\nsleep 30\n")
     z = request.getfixturevalue("rz" if zellij == "real-zellij" else "fz")
     env = z.env(**FAST) if zellij == "real-zellij" else z.env("0.45.0", **FAST)
