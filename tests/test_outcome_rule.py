@@ -265,3 +265,27 @@ def test_a_worker_that_removes_the_run_s_records_leaves_the_next_task_lost_not_f
     assert ledger.read_text() == "first\n"
     assert "task-1: succeeded" in res.stderr and "task-2: lost (no_exit_record)" in res.stderr, res.stderr
     assert "before it claimed its generation" in res.stderr
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", "real-zellij"])
+@pytest.mark.parametrize("at", ["claim", "heartbeat.jsonl"])
+def test_a_swarm_stopped_as_its_workers_start_cancels_each_of_them(swarm, backend, at, request):
+    """SIGTERM the moment the first generation has claimed (or written its launch heartbeat):
+    each worker is somewhere between its wrapper's start and its own exec — in a pane, its
+    pty relay may not have started it yet. Whatever the moment, every task was ended by the
+    user's signal: ``cancelled``, never the worker's own ``failed`` (a Zellij pane's was,
+    exit 143, when the relay had not yet started its worker)."""
+    swarm.write("s.txt", "sleep 30\nsleep 30\nsleep 30\n")
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "s.txt", "-j", "3", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until(lambda: list(run.glob(f"slots/slot-*/gen-1/{at}")), what=at, interval=0.002)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 143
+        rows = swarm.tasks()
+        assert {(t["status"], t["reason"]) for t in rows.values()} == {("cancelled", "cancelled_by_user")}, rows
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
