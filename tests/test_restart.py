@@ -7,7 +7,7 @@ import json
 import signal
 
 import pytest
-from swarmtest import full, kill_run_processes, wait_until
+from swarmtest import backend_args, full, kill_run_processes, wait_until
 
 # Each attempt appends its number to a ledger, then waits for the gate named after it.
 SWARM = """
@@ -35,15 +35,13 @@ def ledger(swarm) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-@pytest.mark.parametrize("crash,backend", [full(False, "headless"), (True, "headless"), full(False, "tmux")])
+@pytest.mark.parametrize("crash,backend", [full(False, "headless"), (True, "headless"), full(False, "tmux"),
+                                           (False, "zellij-0.45.0")])
 def test_restart_ends_the_generation_and_runs_a_new_attempt_at_once(swarm, request, crash, backend):
-    env = None
-    if backend == "tmux":  # live panes: the restarted one closes, the new attempt gets a pane of its own
-        from tmuxtest import outside_env
-
-        env = outside_env(request.getfixturevalue("tmux"))
+    # in panes (tmux, Zellij): the restarted one closes, the new attempt gets a pane of its own
+    args, env = backend_args(backend, request)
     swarm.write("s.toml", SWARM)
-    proc = swarm.popen("run", "s.toml", "--backend", backend, "--ui", "live", "--output", "quiet", env=env)
+    proc = swarm.popen("run", "s.toml", *(args or ("--backend", backend)), "--output", "quiet", env=env)
     run = swarm.started()
     try:
         wait_until(lambda: ledger(swarm) == ["1"] and row(swarm, run, "other").get("status") == "running",
