@@ -289,3 +289,16 @@ def test_a_swarm_stopped_as_its_workers_start_cancels_each_of_them(swarm, backen
     finally:
         proc.kill()
         kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", "real-zellij"])
+def test_a_time_limit_that_ends_before_the_worker_has_started_times_it_out(swarm, backend, request):
+    """A ``timeout`` shorter than a pane takes to start its worker: the limit's SIGTERM
+    reaches the wrapper or, in a Zellij pane, the pty relay before the worker exists. Each
+    task ran out of its time: ``timed_out``, never the worker's own ``failed`` (a Zellij
+    pane's was, exit 143, in seven runs of sixteen, before the relay stood for its worker)."""
+    swarm.write("t.toml", "".join(f'[[task]]\nname = "t{i}"\ncmd = "sleep 30"\ntimeout = "0.01s"\n' for i in range(3)))
+    res = run_to_its_end(swarm, "t.toml", backend, request)
+    assert res.code == 1, res
+    rows = swarm.tasks()
+    assert {(t["status"], t["reason"]) for t in rows.values()} == {("timed_out", "timeout")}, rows
