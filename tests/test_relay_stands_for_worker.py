@@ -1,4 +1,5 @@
-"""Which processes a kill must reach for the worker's end to be the kill's (``procs.is_worker_process``):
+"""Which processes a kill must reach for the worker's end to be the kill's (``procs.is_worker_process``,
+through the ladder's ``ProcessSignaller.deliver``):
 a Zellij pane's pty relay stands for its worker until the worker has started — a signal that
 reaches it then ends the worker it starts, or ends it with nothing run. Counted as a carrier
 only, a cancel just after a pane's launch heartbeat was recorded as the worker's own death by
@@ -7,6 +8,7 @@ cases met it in four runs of six."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ import psutil
 import pytest
 from swarmtest import wait_until
 
+from zellij_swarm.engine.stopping import ProcessSignaller
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker import procs
@@ -49,20 +52,42 @@ def relay_like() -> Iterator[Callable[[str], list[psutil.Process]]]:
         p.wait()
 
 
+# Harmless to the relay-like processes (ignored by default), and a signal all the same.
+SIG = signal.SIGWINCH
+
+
+def reached(gen: GenPaths, find: Callable[[], list[psutil.Process]]) -> bool:
+    """Whether the ladder takes a signal sent to what ``find`` finds as sent to the worker."""
+    return ProcessSignaller().deliver(gen, SIG, find).sent_at is not None
+
+
 def test_a_relay_that_has_not_started_its_worker_stands_for_it(gen, relay_like):
     [relay] = relay_like("alone")
-    assert procs.is_worker_process(relay, gen)
+    assert reached(gen, lambda: [relay])
 
 
 @pytest.mark.parametrize("record", [generation_files.RELAY_RECORD, generation_files.WORKER_ENDED])
 def test_a_relay_whose_worker_started_or_ended_only_carries_its_signals(gen, relay_like, record):
     [relay] = relay_like("alone")
     (gen.dir / record).write_text("")
-    assert not procs.is_worker_process(relay, gen)
+    assert not reached(gen, lambda: [relay])
 
 
 def test_the_relay_s_fork_before_it_execs_the_worker_stands_for_it(gen, relay_like):
     relay, fork = relay_like("fork")
     (gen.dir / generation_files.RELAY_RECORD).write_text("")  # written before the fork may exec
-    assert procs.is_worker_process(fork, gen)
-    assert not procs.is_worker_process(relay, gen)
+    assert reached(gen, lambda: [relay, fork])
+    assert not reached(gen, lambda: [relay])
+
+
+def test_a_relay_that_starts_its_worker_while_its_processes_are_found_stands_for_it(gen, relay_like):
+    """Looked at after the scan, the record written meanwhile made the relay a carrier, though
+    the scan never saw the worker it had just forked: nothing reached, a death by the signal
+    the relay passed on taken for the worker's own. It is looked at before the scan."""
+    [relay] = relay_like("alone")
+
+    def found_as_it_starts() -> list[psutil.Process]:
+        (gen.dir / generation_files.RELAY_RECORD).write_text("")
+        return [relay]
+
+    assert reached(gen, found_as_it_starts)

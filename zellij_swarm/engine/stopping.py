@@ -107,10 +107,11 @@ class ProcessSignaller:
 
     def deliver(self, gen: GenPaths, sig: signal.Signals | None,
                 find: Callable[[], list[psutil.Process]]) -> Delivery:
+        started = procs.relay_started(gen)  # before the scan (``procs._relay_stands_for_worker``)
         found = find()
         if sig is None:
             return Delivery(found, None)
-        workers = [p for p in found if procs.is_worker_process(p, gen)]
+        workers = [p for p in found if procs.is_worker_process(p, gen, relay_started=started)]
         others = [p for p in found if p not in workers]
         at = self.now()  # before sending: a worker's end caused by it cannot look earlier
         # The worker's own processes first: a pane's pty relay passes a signal on and reaps

@@ -188,34 +188,40 @@ def catches(p: psutil.Process, sig: signal.Signals) -> bool:
     return True
 
 
-def is_worker_process(p: psutil.Process, gen: GenPaths) -> bool:
+def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) -> bool:
     """Whether ``p`` is a running process of ``gen``'s worker's own (``running``) — not the
     generation's wrapper (a pane's second stage runs below the pane leader, and outlives its
     worker by the moment it takes to record its exit) and not the pty relay that carries a
-    pane's worker once that worker has started (``relay_stands_for_worker``)."""
+    pane's worker once that worker has started (``relay_started``, looked at before ``p``
+    was found: ``_relay_stands_for_worker``)."""
     if not running(p):
         return False
     argv = cmdline(p.pid)
     if is_wrapper(gen, p.pid, argv):
         return False
-    return relay_stands_for_worker(gen, p.pid, argv) if any(arg.endswith(_RELAY) for arg in argv) else True
+    return _relay_stands_for_worker(p.pid, argv, relay_started) if any(arg.endswith(_RELAY) for arg in argv) else True
 
 
-def relay_stands_for_worker(gen: GenPaths, pid: int, argv: list[bytes]) -> bool:
-    """Whether the pty relay process ``pid`` (command line ``argv``) stands for ``gen``'s
-    worker: a signal that reaches it ends the worker. So does the relay's fork until it execs
-    the worker (the signal, blocked until then, ends it). So does the relay before it has
-    started its worker — neither its record of the worker (``RELAY_RECORD``, written just
-    before the exec) nor the worker's end (``WORKER_ENDED``) exists: it passes a signal that
-    came meanwhile on to the worker it starts, or, still starting itself, dies of it with
-    nothing run. Counted as the carrier only, a cancel just after a pane's launch heartbeat
-    was recorded as the worker's own death by SIGTERM: ``failed``, 143. Once the worker has
-    started, the relay only carries signals: the worker itself is reached or not."""
-    st = waiting.read_stat(pid)
-    if st is not None and cmdline(st.ppid) == argv:
-        return True
-    return not any(os.path.lexists(gen.dir / name)
-                   for name in (generation_files.RELAY_RECORD, generation_files.WORKER_ENDED))
+def relay_started(gen: GenPaths) -> bool:
+    """Whether ``gen``'s pty relay has started its worker: its record of the worker
+    (``RELAY_RECORD``, written just before the worker's exec) or the worker's end
+    (``WORKER_ENDED``) exists."""
+    return any(os.path.lexists(gen.dir / name)
+               for name in (generation_files.RELAY_RECORD, generation_files.WORKER_ENDED))
+
+
+def _relay_stands_for_worker(pid: int, argv: list[bytes], started: bool) -> bool:
+    """Whether the pty relay process ``pid`` (command line ``argv``) stands for its worker: a
+    signal that reaches it ends the worker. So does the relay's fork until it execs the
+    worker (the signal, blocked until then, ends it). So does the relay before it has started
+    its worker (not ``started``): it passes a signal that came meanwhile on to the worker it
+    starts, or, still starting itself, dies of it with nothing run. Counted as the carrier
+    only, a cancel just after a pane's launch heartbeat was recorded as the worker's own death
+    by SIGTERM: ``failed``, 143. ``started`` must be looked at before the relay's processes
+    are found: looked at after, a relay that forked and wrote its record in between would be
+    taken for a carrier while the scan never saw its worker. Once the worker has started, the
+    relay only carries signals: the worker itself is reached or not."""
+    return _unexeced_fork(pid, argv) or not started
 
 
 def coarse_wallclock() -> float:
@@ -259,10 +265,14 @@ def is_wrapper(gen: GenPaths, pid: int, argv: list[bytes]) -> bool:
     (``runs_wrapper``) and is no fork of it. A subshell the wrapper forked has its command
     line until it execs the worker — or, for a builtin the wrapper ``eval``s (SPEC §5.4),
     until it ends: either way it is the worker's, never the wrapper to follow or spare."""
-    if not runs_wrapper(gen, argv):
-        return False
+    return runs_wrapper(gen, argv) and not _unexeced_fork(pid, argv)
+
+
+def _unexeced_fork(pid: int, argv: list[bytes]) -> bool:
+    """Whether ``pid`` (command line ``argv``) is a fork that has not exec'd yet: it has its
+    parent's command line. (Unknown, its parent gone: no.)"""
     st = waiting.read_stat(pid)
-    return st is None or cmdline(st.ppid) != argv
+    return st is not None and cmdline(st.ppid) == argv
 
 
 def wrapper_process(gen: GenPaths) -> int | None:
