@@ -690,12 +690,12 @@ def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, t
     import os
     import signal
 
+    from zellij_swarm import external
     from zellij_swarm.backends import tmux as tmux_backend
-    from zellij_swarm.backends import tmux_client
     from zellij_swarm.exc import BackendError
 
     monkeypatch.setattr(tmux_backend, "SETTLE", 1.0)
-    monkeypatch.setattr(tmux_client, "PROBE_TIMEOUT", 0.3)
+    monkeypatch.setattr(external, "PROBE_TIMEOUT", 0.3)
     d = Driven(tmux, tmp_path)
     d.launch(d.request(1, "t1", "exec sleep 600"))
     d.backend.client.unresponsive = BackendError("pane_call_timeout", "tmux has-session: no answer within 10s")

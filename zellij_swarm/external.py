@@ -42,6 +42,17 @@ EXECUTOR = Faults("executor_missing", "executor_call_timeout", "executor_call_fa
 
 # How often a command that has not answered yet is asked ``give_up`` (``run``).
 GIVE_UP_EVERY = 0.5
+# A multiplexer's server that once gave no answer in a call's time is not asked again, but
+# whether its session lives is: that decides what became of its panes' workers. That probe
+# waits this long (seconds) on such a server, not a whole call's time.
+PROBE_TIMEOUT = 2.0
+
+
+def probe_timeout(unresponsive: BackendError | None, timeout: float) -> float | None:
+    """How long a probe of whether a session lives waits: ``PROBE_TIMEOUT`` on a server that
+    once gave no answer (``unresponsive``, the call that did not get one), else as long as
+    any call (None)."""
+    return min(PROBE_TIMEOUT, timeout) if unresponsive is not None else None
 
 
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True,

@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     import libtmux
 
 CALL_TIMEOUT = 10.0
-PROBE_TIMEOUT = 2.0  # seconds ``has_session`` waits on a server that once gave no answer
 TESTED = (3, 3)  # the tmux the tests run against (Debian's 3.3a)
 # 3.2 and older have no ``remain-on-exit-format``: a dead pane gets tmux's fixed "Pane is dead"
 # line, which scrolls a renderer's first line (the board's counters) out of sight.
@@ -222,11 +221,12 @@ class TmuxClient:
 
     def has_session(self, target: str) -> bool:
         """Whether the session ``target`` is there. Asked even of a server that once gave no
-        answer (``unresponsive``), within ``PROBE_TIMEOUT``: whether a session is gone decides
-        what became of its panes' workers, and is worth a short wait — never assumed."""
+        answer (``unresponsive``), within ``external.PROBE_TIMEOUT``: whether a session is
+        gone decides what became of its panes' workers, and is worth a short wait — never
+        assumed."""
         encoded = ["has-session", "-t", quoting.tmux_arg(target)]
         proc = self._bounded("tmux has-session", lambda: self.server().cmd(*encoded),
-                             timeout=min(PROBE_TIMEOUT, self.timeout) if self.unresponsive is not None else None)
+                             timeout=external.probe_timeout(self.unresponsive, self.timeout))
         return proc.returncode == 0
 
     def listening(self) -> bool:

@@ -655,9 +655,9 @@ class ZellijBackend:
         never again an anchor for new panes. Any other non-zero exit or no answer is a
         ``pane_call_failed`` / ``pane_call_timeout`` warning, and the pane lifecycle goes on.
         A session that is gone is not warned about pane by pane: its workers end
-        ``multiplexer_lost``; nor is one that left an earlier call unanswered (``unanswered``)
+        ``multiplexer_lost``; nor is one that left an earlier call unanswered (``unresponsive``)
         again. Returns whether the pane is as asked (acted on, or gone)."""
-        said = self.z.unanswered
+        said = self.z.unresponsive
         try:
             self.z.call("action", *args)
         except BackendError as e:

@@ -134,9 +134,10 @@ class Zellij:
         self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
         self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``_listed_live``)
         # The first call to the session that got no answer in its time: every later one fails
-        # with it at once. A server stopped or stuck would cost each its whole timeout — a
-        # Ctrl-C, closing the panes one by one, would take ten seconds a pane.
-        self.unanswered: BackendError | None = None
+        # with it at once (as tmux_client's does). A server stopped or stuck would cost each its
+        # whole timeout — a Ctrl-C, closing the panes one by one, would take ten seconds a pane.
+        # ``ls``, which says whether the session lives, is still asked, within PROBE_TIMEOUT.
+        self.unresponsive: BackendError | None = None
         self.caps: dict[str, Any] = capabilities("")
 
     def version(self) -> dict[str, Any]:
@@ -161,8 +162,8 @@ class Zellij:
         target_own = False
         if session:
             assert self.session, "no target session yet"
-            if self.unanswered is not None:
-                raise self.unanswered
+            if self.unresponsive is not None:
+                raise self.unresponsive
             argv += ["--session", self.session]
             target_own = self.session == self.own
         argv += list(args)
@@ -179,7 +180,7 @@ class Zellij:
                 res = external.run(argv, timeout=limit, env=env, check=False, give_up=give_up)
             except BackendError as e:
                 if session and e.code == "pane_call_timeout":
-                    self.unanswered = e
+                    self.unresponsive = e
                 raise
             limit = max(deadline - time.monotonic(), 0.1)
             if not (session and res.stderr.startswith(_NO_SESSION)):
@@ -258,7 +259,8 @@ class Zellij:
         return row is not None and row.live
 
     def sessions(self) -> dict[str, SessionRow]:
-        res = self.call("list-sessions", "--no-formatting", session=False, check=False)
+        res = self.call("list-sessions", "--no-formatting", session=False, check=False,
+                        timeout=external.probe_timeout(self.unresponsive, self.timeout))
         if res.returncode not in (0, 1):
             raise BackendError("pane_call_failed", f"zellij list-sessions: exit {res.returncode}", stderr=res.stderr)
         return parse_ls(res.stdout)
