@@ -8,19 +8,12 @@ import os
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 from swarmtest import wait_until
 
 from zellij_swarm import external
 from zellij_swarm.exc import BackendError
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _kill(pid: int) -> None:
@@ -43,7 +36,7 @@ def test_a_command_given_up_on_is_killed_and_its_error_raised(tmp_path: Path):
     assert (caught.value.code, caught.value.message) == ("session_missing", "gone")
     assert len(asked) >= 2
     pid = int(pidfile.read_text())
-    assert not _pid_alive(pid)  # killed and reaped, not left spinning
+    assert not psutil.pid_exists(pid)  # killed and reaped, not left spinning
 
 
 def test_without_an_answer_the_timeout_says_what_the_command_had_said(tmp_path: Path):
@@ -63,7 +56,7 @@ def test_a_process_the_command_left_holding_its_pipes_does_not_hold_the_timeout(
             external.run(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; exec sleep 30"], timeout=0.5)
         assert caught.value.code == "pane_call_timeout"
         child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the child's pid"))
-        assert _pid_alive(child)  # it was there, holding the pipes, all along
+        assert psutil.pid_exists(child)  # it was there, holding the pipes, all along
     finally:
         if pidfile.exists() and pidfile.read_text().strip():
             _kill(int(pidfile.read_text()))
