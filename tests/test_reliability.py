@@ -413,7 +413,9 @@ def test_status_shows_a_running_worker_within_the_snapshot_interval(swarm, backe
             said[:] = [f"exit {res.code}: {res.stdout[-2000:]}{res.stderr[-2000:]}"]
             snap = json.loads(res.stdout) if res.code == 0 else None
             task = snap and snap["tasks"] and snap["tasks"][0]
-            return task and task["pid"] and task["started_at"] and snap["slots"][0]["state"] == "running" and snap
+            # (a reader before the first snapshot sees the rows file's rows and no slot yet)
+            return (task and task["pid"] and task["started_at"] and snap["slots"]
+                    and snap["slots"][0]["state"] == "running" and snap)
 
         # the deadline is wait_until's own: a loaded machine's first worker can take seconds
         # to start; once it has, the row shows it within the snapshot interval
