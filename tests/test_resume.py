@@ -251,13 +251,18 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend", ["headless", full("tmux"), full("zellij-0.45.0")])
-def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swarm, backend, request):
+@pytest.mark.parametrize("backend, retries", [("headless", 0), ("headless", 2), full("tmux", 0),
+                                               full("zellij-0.45.0", 2)])
+def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swarm, backend, retries, request):
     """An interrupted run whose task ``a`` ended (exit 0, or 3) after its supervisor went,
     while ``b`` still runs: ``cancel a b`` ended b, and said that resume "records the
     cancellation" of both — of a task that had ended on its own. It says a was not
-    cancelled, and resume records how each ended."""
-    swarm.write("c.toml", '[[task]]\nname = "a"\ncmd = "touch a-started; until [ -e a-go ]; do sleep 0.02; done; '
+    cancelled, and resume records how each ended. With retries left, a's failure was taken
+    up again by the resume, which then cancelled that retry: ``cancelled``, of a task the
+    cancel had said it did not cancel. A task asked to cancel never runs again, and one that
+    ended on its own first keeps its own outcome (SPEC §5.7)."""
+    swarm.write("c.toml", f'[[task]]\nname = "a"\nretries = {retries}\n'
+                          'cmd = "touch a-started; until [ -e a-go ]; do sleep 0.02; done; '
                           'echo a >> ledger; exit 3"\n'
                           f'[[task]]\nname = "b"\ncmd = "touch b-started; {GATE}; echo b >> ledger"\n')
     args, env = backend_args(backend, request)
@@ -286,6 +291,40 @@ def test_a_cancel_with_no_supervisor_names_a_task_that_had_ended_on_its_own(swar
         assert (rows["a"]["status"], rows["a"]["exit_code"]) == ("failed", 3), rows["a"]
         assert (rows["b"]["status"], rows["b"]["reason"]) == ("cancelled", "cancelled_by_user"), rows["b"]
         assert (swarm.cwd / "ledger").read_text() == "a\n"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_a_cancel_with_no_supervisor_reads_what_runs_from_the_records_not_the_last_snapshot(swarm):
+    """A supervisor killed before its next snapshot (written every 0.25 s) leaves one that
+    names as running a generation that has ended and been folded away, and not the one
+    started since. ``cancel`` of the run crashed (FileNotFoundError on the folded
+    generation's kill file, a traceback), and would not have ended the newer worker. It
+    reads what runs as a resume does, ends that, and the resume cancels it."""
+    swarm.write("c.txt", "touch one; until [ -e go1 ]; do sleep 0.02; done\n"
+                         "touch two; until [ -e go2 ]; do sleep 0.02; done; echo two >> ledger\n")
+    proc = swarm.popen("run", "c.txt", "-j", "1", "--output", "quiet")
+    run = swarm.started()
+    try:
+        wait_until((swarm.cwd / "one").exists, what="the first worker")
+        swarm.wait_counts(run, running=1)
+        stale = (run / "state.json").read_bytes()  # task-1 running, in slot 1's generation 1
+        (swarm.cwd / "go1").touch()
+        wait_until((swarm.cwd / "two").exists, what="the second worker")
+        wait_until(lambda: not (run / "slots/slot-1/gen-1").exists(), what="the first generation folded away")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (run / "state.json").write_bytes(stale)  # as if killed before the snapshot that followed
+        res = swarm("cancel", run.name)
+        assert res.code == 0 and re.search(r"ended [1-9][0-9]* worker process", res.stderr), res
+        assert run_processes(run.name) == []
+        res = swarm("resume", run.name)
+        assert res.code == 130, res.stderr
+        rows = swarm.tasks()
+        assert {n: (r["status"], r["reason"]) for n, r in rows.items()} == {
+            "task-1": ("succeeded", None), "task-2": ("cancelled", "cancelled_by_user")}, rows
+        assert not (swarm.cwd / "ledger").exists()
     finally:
         proc.kill()
         kill_run_processes(run.name)

@@ -10,6 +10,7 @@ the line to show the user; a refusal is an ``exc`` error (one line, its exit cod
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -92,24 +93,35 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
 
 
 def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -> str:
-    """No supervisor: end the recorded workers here through the supervisor's own ladder
-    (``stopping``), each generation's reason recorded first, so that a later `resume`
-    records them as cancelled. The grace is the run's own ``kill_grace``."""
-    from zellij_swarm.engine import stopping
+    """No supervisor: end the workers its records say may run, here, through the supervisor's
+    own ladder (``stopping``), each generation's reason recorded first, so that a later
+    `resume` records them as cancelled. The grace is the run's own ``kill_grace``. What runs
+    is read from the run's records as a resume reads them (``resume.load``), not from its
+    last snapshot: a supervisor killed between two snapshots had started generations none
+    names, and ended (and folded away) some it calls running. A generation that ended on its
+    own after its supervisor went gets the reason too, never sent: its own end stands, and
+    its task is not run again (SPEC §5.7)."""
+    from zellij_swarm.engine import resume, stopping
     from zellij_swarm.records import generation_files
+    from zellij_swarm.records.task import task_id
 
     resolved = settings.Resolved.from_record(snap.get("settings") or {})  # the table's defaults if older
-    chosen, ended_alone, ended_keys = set(), [], set()
-    for t in snap["tasks"]:
-        if t["status"] != "running" or (names and t["name"] not in names and t["id"] not in names):
+    records = resume.load(run)
+    name_of = {task_id(i): spec.name for i, spec in enumerate(records.specs, 1)}
+    chosen, ended_alone, ended_keys = [], [], set()
+    for gs in records.gens:
+        name = name_of.get(gs.task_id)
+        if name is None or (names and name not in names and gs.task_id not in names):
             continue
-        gen = run.gen(t["slot"], t["generation"])
-        if generation_files.ended_at(gen) is not None:  # ended after its supervisor: resume records its own end
-            ended_alone.append(t["name"])
-            ended_keys |= {t["name"], t["id"]}  # named either way
+        if gs.state in ("running", "vanished"):  # a wrapper gone may leave its worker running
+            chosen.append(gs.gen)
+        elif gs.state == "ended" and gs.recorded is None and not gs.folded:  # ended after its supervisor
+            ended_alone.append(name)
+            ended_keys |= {name, gs.task_id}  # named either way
+        else:
             continue
-        generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
-        chosen.add((t["slot"], t["generation"]))
+        with contextlib.suppress(FileNotFoundError):  # its directory removed meanwhile: its worker ends all the same
+            generation_files.write_kill_reason(gs.gen, stopping.CANCELLED_BY_USER)
     if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
         from zellij_swarm.engine import remote
         from zellij_swarm.records import envfile
@@ -117,14 +129,13 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
 
         try:  # with the run's own environment (its SLURM_CONF), whatever the caller's shell has
             cluster = Slurm(envfile.load(run.saved_env) or None)
-            ended = remote.end_steps_now(cluster, run.run_id, [run.gen(slot, gen) for slot, gen in chosen],
-                                         resolved.kill_grace)
+            ended = remote.end_steps_now(cluster, run.run_id, chosen, resolved.kill_grace)
         except exc.BackendError as e:
             raise exc.SwarmError(f"run {run.run_id} runs on Slurm, which cannot be reached to end its steps: "
                                  f"{e}") from None
         what = "Slurm step(s)"
     else:
-        ended = sum(stopping.end_now(run.run_id, run.gen(slot, gen), resolved.kill_grace) for slot, gen in chosen)
+        ended = sum(stopping.end_now(run.run_id, gen, resolved.kill_grace) for gen in chosen)
         what = "worker process(es)"
     line = f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}"
     if chosen or not names or names - ended_keys:  # something is left for resume to cancel
