@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from swarmtest import wait_until
 
-from zellij_swarm.worker.launcher import Ended, Launcher, NotStarted, Reply, Started
+from zellij_swarm.worker.launcher import Ended, Launcher, NotStarted, Orphaned, Reply, Started, WorkerEnded
 
 ENV = {"PATH": "/usr/bin:/bin", "LAUNCHER_TEST": "a value with spaces"}
 
@@ -138,6 +140,57 @@ def test_a_wrapper_killed_by_a_signal_is_reported_with_that_signal(said):
     pid = said.start("/bin/sh", "-c", "kill -USR1 $$")
     status = said.ended(pid)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGUSR1
+
+
+def _killed_wrapper(said: Replies, tmp_path: Path, worker: str,
+                    ready: Callable[[int], bool] = lambda _pid: True) -> tuple[int, int]:
+    """A wrapper that starts ``worker`` as its child (in its process group, as the run's
+    wrapper does), writes the child's pid, and waits: killed by SIGKILL once the worker runs
+    and is ``ready``. Returns (the wrapper's pid, the worker's)."""
+    child = tmp_path / "child"
+    pid = said.start("/bin/sh", "-c", f'sh -c {shlex.quote(worker)} & echo $! > {child}; wait')
+    worker_pid: int = wait_until(lambda: child.exists() and child.read_text().strip().isdigit()
+                                 and int(child.read_text()), what="the worker's pid")
+    wait_until(lambda: ready(worker_pid), what="the worker ready")
+    os.kill(pid, signal.SIGKILL)
+    return pid, worker_pid
+
+
+def test_a_killed_wrapper_s_worker_runs_on_and_its_exact_end_is_told(said, tmp_path):
+    """The worker outlives its wrapper, killed from outside: named (A) before the wrapper's
+    end, then its own end (O), exact — the record its wrapper could not write."""
+    gate = tmp_path / "gate"
+    pid, worker = _killed_wrapper(said, tmp_path, f"trap '' TERM; until [ -e {gate} ]; do sleep 0.01; done; exit 7")
+    orphaned, ended = said.take(2)
+    assert orphaned == Orphaned(pid, worker)
+    assert isinstance(ended, Ended) and ended.pid == pid and os.WTERMSIG(ended.status) == signal.SIGKILL
+    assert psutil.Process(worker).status() != psutil.STATUS_ZOMBIE  # it runs on
+    gate.touch()
+    (told,) = said.take(1)
+    assert isinstance(told, WorkerEnded) and told.worker == worker and os.WEXITSTATUS(told.status) == 7
+
+
+def test_a_wrapper_killed_with_its_whole_group_tells_its_worker_s_death_by_that_signal(said):
+    """Both die of the one ``kill -9 -PGID``: the worker, which became the launcher's as its
+    wrapper died, is its worker all the same — whichever of the two is reaped first."""
+    group = said.start("/bin/sh", "-c", "sleep 60 & wait")
+    wait_until(lambda: _alive_children(group), what="the sleep")
+    [worker] = _alive_children(group)
+    os.killpg(group, signal.SIGKILL)
+    orphaned, ended, told = said.take(3)
+    assert orphaned == Orphaned(group, worker) and isinstance(ended, Ended) and ended.pid == group
+    assert isinstance(told, WorkerEnded) and told.worker == worker and os.WTERMSIG(told.status) == signal.SIGKILL
+
+
+def test_no_worker_is_named_when_it_left_the_wrapper_s_group(said, tmp_path):
+    """A worker in a session of its own is no longer the generation's to follow: the
+    wrapper's end alone is told (and the run's end-of-run sweep finds the worker)."""
+    pid, worker = _killed_wrapper(said, tmp_path, "exec setsid sleep 60", ready=lambda p: os.getsid(p) == p)
+    try:
+        (ended,) = said.take(1)
+        assert isinstance(ended, Ended) and ended.pid == pid
+    finally:
+        os.kill(worker, signal.SIGKILL)
 
 
 def test_a_wrapper_that_cannot_start_is_reported_with_its_error(launcher, said):

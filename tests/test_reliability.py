@@ -239,12 +239,12 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     assert (row["status"], row["exit_code"], row["signal"], row["attempts"]) == ("failed", 128 + number, f"SIG{sig}", 1)
 
 
-@pytest.mark.parametrize("backend", ["headless", "zellij-0.45.0", full("tmux"), full("zellij-0.44.3")])
-def test_a_killed_wrapper_or_pane_leader_leaves_no_worker_behind(swarm, backend, request):
-    """``kill -9`` of the process the launch heartbeat names: a headless wrapper (its record is
-    lost with it), or a pane's leader (the wrapper's second stage lives on and records the
-    hang-up, as for a closed pane). Either way the worker is ended before its slot runs the
-    next task, and nothing is left for the end-of-run sweep."""
+@pytest.mark.parametrize("backend", ["zellij-0.45.0", full("tmux"), full("zellij-0.44.3")])
+def test_a_killed_pane_leader_leaves_no_worker_behind(swarm, backend, request):
+    """``kill -9`` of the process the launch heartbeat names in a pane, its leader: the
+    wrapper's second stage lives on and records the hang-up, as for a closed pane. The worker
+    is ended before its slot runs the next task, and nothing is left for the end-of-run
+    sweep. (A headless wrapper's worker runs on: the tests below.)"""
     swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "sleep 30; echo late >> ledger"\n'
                           '[[task]]\nname = "b"\ncmd = "true"\n')
     args, env = backend_args(backend, request)
@@ -261,10 +261,96 @@ def test_a_killed_wrapper_or_pane_leader_leaves_no_worker_behind(swarm, backend,
     # terminal once it has reaped the pane's process — on a loaded machine (2 to 4 runs in 12
     # beside two busy loops) before the second stage looked (``[ -t 0 ]`` false: the hang-up mark).
     # Which comes first is a race between the kernel's SIGHUP and the terminal's close.
-    want = {"headless": {("lost", "no_exit_record")}}.get(backend, {("failed", None), ("cancelled", "pane_closed")})
+    want = {("failed", None), ("cancelled", "pane_closed")}
     assert (rows["a"]["status"], rows["a"]["reason"]) in want and rows["b"]["status"] == "succeeded"
     assert swarm.summary()["warnings"] == [], "no process_left_behind"
     assert not (swarm.cwd / "ledger").exists()
+
+
+def _worker_at_a_gate(swarm, *, trap: str, last: str, retries: int) -> Path:
+    """``s.toml``: slot 1 runs task ``a`` (``trap`` first), which writes ``start`` to the
+    ledger it returns, waits at the gate ``go``, writes ``done`` and ends with ``last``; then ``b``."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("s.toml", f'[swarm]\njobs = 1\nkill_grace = "1s"\n[[task]]\nname = "a"\nretries = {retries}\n'
+                          f'cmd = "{trap}echo start >> {ledger}; until [ -e go ]; do sleep 0.02; done; '
+                          f'echo done >> {ledger}; {last}"\n[[task]]\nname = "b"\ncmd = "true"\n')
+    return ledger
+
+
+def _logged(run: Path, code: str) -> bool:
+    return f'"code":"{code}"' in (run / "events.jsonl").read_text()
+
+
+@pytest.mark.parametrize("trap, last, want", [
+    ("", "exit 0", ("succeeded", None, 0, None)),
+    ("trap '' TERM; ", "exit 0", ("succeeded", None, 0, None)),
+    full("", "exit 3", ("failed", None, 3, None)),
+    ("", "kill -USR1 $$", ("failed", None, 128 + signal.SIGUSR1, "SIGUSR1")),
+])
+def test_a_headless_wrapper_killed_from_outside_leaves_its_worker_to_finish_as_it_does(swarm, trap, last, want):
+    """``kill -9`` of a headless wrapper (the OOM killer, a stray kill) while its worker runs:
+    the task was recorded ``lost`` at once and its worker sent the ladder — one that ignored
+    SIGTERM finished within the grace all the same, and the task ran again (its retries, or
+    ``retry``): finished work run twice. The worker runs on now, nothing of ours ends it, and
+    its own end, which the launcher — its new parent — saw, is the task's: run once."""
+    ledger = _worker_at_a_gate(swarm, trap=trap, last=last, retries=0 if want[0] == "failed" else 2)
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        psutil.Process(running_worker(r.run, "sleep")).kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        assert ledger.read_text().split() == ["start"]
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == (0 if want[0] == "succeeded" else 1)
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["exit_code"], row["signal"], row["attempts"]) == (*want, 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+    assert '"event":"kill_sent"' not in (swarm.latest() / "events.jsonl").read_text()
+    assert swarm.tasks()["b"]["status"] == "succeeded"
+    if want[0] == "succeeded":  # finished work: not run again
+        res = swarm("retry", swarm.latest().name)
+        assert res.code == 2 and "nothing to retry" in res.stderr, res
+        assert ledger.read_text().split() == ["start", "done"]
+
+
+@pytest.mark.parametrize("lost", ["supervisor and launcher", full("launcher")])
+def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_not_run_again(swarm, lost):
+    """The same kill where no launcher is left to reap the worker: its supervisor and launcher
+    were killed first (``resume`` then finds the wrapper gone), or its launcher (a new one
+    does not know the worker). The worker is followed to its end, which nobody sees:
+    ``unknown`` (``wrapper_lost``) — it may have finished, and pushed — never run again by
+    itself; ``retry`` leaves it out and says so."""
+    ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        wrapper = psutil.Process(running_worker(r.run, "sleep"))
+        launcher = wait_until(lambda: _launcher(r.proc.pid), what="the launcher")
+        if lost == "launcher":
+            launcher.kill()
+            wait_until(lambda: _logged(r.run, "launcher_lost"), what="the launcher's loss noticed")
+        else:
+            r.killed()
+            launcher.kill()
+        wrapper.kill()
+        if lost == "launcher":
+            wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+            (swarm.cwd / "go").touch()
+            assert r.proc.wait(timeout=60) == 1
+        else:
+            resumed = swarm.popen("resume", r.run.name, "--output", "quiet")
+            try:
+                wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+                assert ledger.read_text().split() == ["start"]
+                (swarm.cwd / "go").touch()
+                assert resumed.wait(timeout=60) == 1
+            finally:
+                resumed.kill()
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+    res = swarm("retry")
+    assert "unknown" in res.stderr and ledger.read_text().split() == ["start", "done"], res
 
 
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------

@@ -34,7 +34,7 @@ from typing import Any
 from zellij_swarm.backends.base import LaunchFailed, LaunchResult, PaneOpened
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.config.settings import Resolved
-from zellij_swarm.engine import metrics, remote
+from zellij_swarm.engine import metrics, remote, stopping
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
@@ -374,6 +374,12 @@ class Generations:
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
             return
+        if lg.phase is GenPhase.ORPHANED:
+            if not lg.worker_over:
+                return  # its worker runs on: its end comes (``worker_ended``, ``_look_for_worker``)
+        elif self._killed_before_its_worker(lg, wait_status):
+            self._await_worker(lg, wait_status)
+            return
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
             self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
@@ -394,6 +400,9 @@ class Generations:
             self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict),
                                   recorded_signal=rec is not None)
             return
+        if rec is None and lg.worker_status is not None:  # the worker's own end, as the launcher reaped it
+            self._end_by_wait_status(lg, lg.worker_status, session_alive=True)
+            return
         sig = None
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
@@ -406,6 +415,60 @@ class Generations:
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
+
+    def _killed_before_its_worker(self, lg: LiveGen, wait_status: int | None) -> bool:
+        """A headless wrapper gone without its record — killed from outside (``kill -9``, the
+        OOM killer; its wait status a death by a signal), or found gone by a resume or once
+        its launcher was lost (no status) — while its worker runs on. Such a worker may
+        finish its work yet: it is not ended, and its end is the generation's (SPEC §5.7).
+        Its launcher named it (``worker_pid``) and tells its exact end. Without a launcher
+        to tell it, anything of the generation still running is followed to its end, which
+        nobody sees — unless a signal of ours had already reached it: then it is the kill's."""
+        if lg.in_pane or lg.remote or lg.pid is None or (wait_status is not None and not os.WIFSIGNALED(wait_status)):
+            return False
+        if lg.worker_pid is None and (lg.child or lg.kill_sent_at is not None):
+            return False  # its launcher named no worker: it ended with its wrapper
+        if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen):
+            return False
+        return lg.worker_pid is not None or stopping.runs_on(self.paths.run_id, lg.gen)
+
+    def _await_worker(self, lg: LiveGen, wait_status: int | None) -> None:
+        lg.move(GenPhase.ORPHANED)
+        lg.wait_status = wait_status
+        how = f"was killed by {signal.Signals(os.WTERMSIG(wait_status)).name}" if wait_status is not None else "is gone"
+        then = ("its worker's own end, as its launcher saw it, is the task's" if lg.worker_pid is not None else
+                "its worker runs on, and is followed to its end, which nobody sees")
+        self._warn("wrapper_lost", f"the wrapper of task {lg.task.name!r} (pid {lg.pid}) {how} before it recorded "
+                                   f"its worker's end: {then}", lg.task)
+        if lg.worker_pid is None:
+            self._look_for_worker(lg)
+
+    def worker_ended(self, lg: LiveGen, wait_status: int) -> None:
+        """The worker of a killed wrapper (``_killed_before_its_worker``) ended so, as its
+        launcher reaped it."""
+        lg.worker_status = wait_status
+        lg.worker_over = True
+        self.collect(lg, lg.wait_status)
+
+    def worker_unreported(self, lg: LiveGen) -> None:
+        """The launcher that would tell how a killed wrapper's worker ends is gone (or may be
+        stuck, at the run's end): what is left of the generation is looked for as well."""
+        if lg.phase is GenPhase.ORPHANED:
+            self._look_for_worker(lg)
+
+    def _look_for_worker(self, lg: LiveGen) -> None:
+        """Look every ``GONE_LOOK`` for what runs on of a generation whose wrapper is gone,
+        until nothing is left (``stopping.runs_on``)."""
+        def look() -> None:
+            if lg.phase is not GenPhase.ORPHANED or lg.worker_over:
+                return
+            if stopping.runs_on(self.paths.run_id, lg.gen):
+                self.timers.after(stopping.GONE_LOOK, look)
+                return
+            lg.worker_over = True
+            self.collect(lg, lg.wait_status)
+
+        self.timers.after(stopping.GONE_LOOK, look)
 
     def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
                   session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:
@@ -451,6 +514,8 @@ class Generations:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
+            elif lg.outlived_its_wrapper:
+                reason = "wrapper_lost"  # its worker ran on to an end nobody saw
             elif not session_alive:
                 reason = "multiplexer_lost"
             elif lg.in_pane and not _began(lg.gen):
@@ -466,8 +531,10 @@ class Generations:
 
     def _end_by_wait_status(self, lg: LiveGen, wait_status: int, *, session_alive: bool) -> None:
         """End a generation whose wrapper exited without its exit record as the launcher saw
-        it exit: a wrapper exits with its worker's status."""
-        code = os.WEXITSTATUS(wait_status)
+        it exit — a wrapper exits with its worker's status — or whose worker the launcher
+        reaped after its wrapper was killed (a death by a signal is its code, as a shell says
+        it)."""
+        code = os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else 128 + os.WTERMSIG(wait_status)
         rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
                                                    signal=generation_files.signal_name(code), ended_at=self.wallclock())
         self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))

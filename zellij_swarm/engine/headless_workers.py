@@ -23,7 +23,16 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs
-from zellij_swarm.worker.launcher import ANSWER_TIMEOUT, SCRIPT, Ended, Launcher, NotStarted, Started
+from zellij_swarm.worker.launcher import (
+    ANSWER_TIMEOUT,
+    SCRIPT,
+    Ended,
+    Launcher,
+    NotStarted,
+    Orphaned,
+    Started,
+    WorkerEnded,
+)
 
 MAX_IDLE_LOSSES = 3  # launchers lost in a row, each given wrappers and none started
 RECLAIM_TRIES = 100  # looks at a claim, or for a wrapper, still being written or exec'd, 10 ms apart
@@ -37,6 +46,8 @@ class Followers:
     launched: Callable[[LiveGen, LaunchResult], None]  # how a (re)start went
     ended: Callable[[LiveGen, int | None], None]  # the wrapper is gone (wait status, if known)
     follow_pid: Callable[[LiveGen], None]  # not our child any more: follow it by pidfd
+    worker_ended: Callable[[LiveGen, int], None]  # the worker its killed wrapper left ended (wait status)
+    worker_unreported: Callable[[LiveGen], None]  # ... and no launcher is left to tell its end
     end_tree: Callable[[LiveGen], None]  # it was ended while its start was unknown
     warn: Callable[[str, str, TaskRecord | None], None]
     gave_up: Callable[[], None]  # no launcher can be had: nothing more can start
@@ -53,6 +64,7 @@ class HeadlessWorkers:
         self.launcher = self._open()
         self.queued: dict[str, LiveGen] = {}  # launcher token -> generation waiting to start
         self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
+        self.orphans: dict[int, LiveGen] = {}  # worker pid -> generation whose wrapper was killed (Orphaned)
         self._lost_idle = 0  # launchers lost in a row, given work and none of it started
         self._timers.after(ANSWER_TIMEOUT, self._watch)
 
@@ -72,7 +84,7 @@ class HeadlessWorkers:
         (``_launcher``'s subreaper). None otherwise — a launcher lost may have a stranger's
         pid by now. (One that dies during the sweep stays our unreaped child, its pid nobody
         else's, and what it had adopted goes to init: no stranger's child is taken for ours.)"""
-        if self.launcher.lost or self.launcher.killed or self.queued or \
+        if self.launcher.lost or self.launcher.killed or self.queued or self.orphans or \
                 any(not lg.done for lg in self.children.values()):
             return None
         return self.launcher.pid
@@ -89,8 +101,14 @@ class HeadlessWorkers:
                 self._on.started(lg, reply.pid)
             elif isinstance(reply, NotStarted) and (lg := self.queued.pop(reply.token, None)) is not None:
                 self._on.launched(lg, LaunchFailed("spawn_failed", f"cannot start the wrapper: {reply.message}"))
+            elif isinstance(reply, Orphaned) and (lg := self.children.get(reply.pid)) is not None and not lg.done:
+                lg.worker_pid = reply.worker  # told before its wrapper's end
+                self.orphans[reply.worker] = lg
             elif isinstance(reply, Ended) and (lg := self.children.pop(reply.pid, None)) is not None and not lg.done:
                 self._on.ended(lg, reply.status)
+            elif isinstance(reply, WorkerEnded) and (lg := self.orphans.pop(reply.worker, None)) is not None \
+                    and not lg.done:
+                self._on.worker_ended(lg, reply.status)
         if self.launcher.lost:
             self._lost()
 
@@ -100,6 +118,9 @@ class HeadlessWorkers:
         for lg in list(self.children.values()):
             if lg.pidfd is None and not lg.done:
                 self._on.follow_pid(lg)
+        for lg in list(self.orphans.values()):  # the killed wrappers' workers: looked for as well
+            if not lg.done:
+                self._on.worker_unreported(lg)
 
     def close(self, *, wait: bool) -> None:
         self.launcher.close(wait=wait)
@@ -144,6 +165,10 @@ class HeadlessWorkers:
         for lg in started.values():
             lg.child = False
             self._on.follow_pid(lg)
+        orphans, self.orphans = self.orphans, {}  # the killed wrappers' workers: no launcher tells their ends
+        for lg in orphans.values():
+            if not lg.done:
+                self._on.worker_unreported(lg)
         for lg in queued.values():
             self._reclaim(lg, tries=RECLAIM_TRIES)
         if not restart:

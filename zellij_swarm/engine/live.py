@@ -15,10 +15,13 @@ slot's does) and keeps it in ``history``:
     RESERVED ──> OPENING ──> LAUNCHED ──> STARTED ──> END_SEEN ──> COLLECTED ──> DONE
        │            └────────────┴──────────┴────────────┴─────────────┘          ▲
        └──────────────────────────── (every phase but DONE) ─────────────────────┘
+                                           STARTED, END_SEEN ──> ORPHANED ──> (the ends)
 
   (a pane's wrapper may report its start or its end before the backend reports its launch:
   OPENING goes straight to STARTED, END_SEEN or COLLECTED; a generation that never ran, or
-  was ended by taking its claim, goes to DONE from where it was).
+  was ended by taking its claim, goes to DONE from where it was). ORPHANED: its headless
+  wrapper was killed from outside while its worker ran, and the worker runs on; its end,
+  not the wrapper's, is the generation's (``Generations.collect``).
 
 ``KillState`` — whether it is being ended on purpose::
 
@@ -56,6 +59,7 @@ class GenPhase(enum.StrEnum):
     LAUNCHED = "launched"  # handed to its launcher, its pane or srun: its wrapper may start any moment
     STARTED = "started"  # its wrapper is known to run (spawned, its launch heartbeat, srun's child)
     END_SEEN = "end_seen"  # its end was seen while signals of its ladder were in flight: read once answered
+    ORPHANED = "orphaned"  # its wrapper was killed from outside; its worker runs on, and its end is awaited
     COLLECTED = "collected"  # its exit was read: its outcome may still wait on the multiplexer or Slurm
     DONE = "done"  # its end is recorded and the supervisor has let it go
 
@@ -79,8 +83,9 @@ GEN_TRANSITIONS: Final[dict[type[enum.StrEnum], dict[Any, frozenset[Any]]]] = {
         GenPhase.RESERVED: frozenset({GenPhase.OPENING, GenPhase.LAUNCHED, GenPhase.DONE}),
         GenPhase.OPENING: frozenset({GenPhase.LAUNCHED, GenPhase.STARTED}) | _ENDS,
         GenPhase.LAUNCHED: frozenset({GenPhase.LAUNCHED, GenPhase.STARTED}) | _ENDS,
-        GenPhase.STARTED: _ENDS,
-        GenPhase.END_SEEN: _ENDS,
+        GenPhase.STARTED: _ENDS | {GenPhase.ORPHANED},
+        GenPhase.END_SEEN: _ENDS | {GenPhase.ORPHANED},
+        GenPhase.ORPHANED: _ENDS,
         GenPhase.COLLECTED: frozenset({GenPhase.DONE}),
         GenPhase.DONE: frozenset(),
     },
@@ -120,6 +125,10 @@ class LiveGen:
     kill_caught: bool | None = None  # ... a process of it with a handler for it (None: not known, as before)
     signalling: int = 0  # signals of the ladder sent and not yet answered: its outcome waits for them
     wait_status: int | None = None  # its end's wait status (the launcher's), kept while its end waits
+    # ORPHANED: the worker the launcher adopted as its wrapper died, and that worker's end
+    worker_pid: int | None = None
+    worker_status: int | None = None  # its exact wait status, as the launcher reaped it
+    worker_over: bool = False  # it has ended (its status told, or nothing of it is left to see)
     deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers
     idle_message: str | None = None  # why the watchdog ended it
     files_followed: bool = False  # its directory is watched or polled
@@ -188,6 +197,11 @@ class LiveGen:
     @property
     def done(self) -> bool:
         return self.phase is GenPhase.DONE
+
+    @property
+    def outlived_its_wrapper(self) -> bool:
+        """It was ORPHANED: its wrapper is gone, and its pid may be another process's now."""
+        return any(dst is GenPhase.ORPHANED for _, dst in self.history)
 
     @property
     def ending(self) -> bool:

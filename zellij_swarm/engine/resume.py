@@ -13,7 +13,8 @@ resumed run's metrics are the whole run's). A generation is in one of four state
 - ``ended``: its exit is committed (recorded before the crash, or meanwhile);
 - ``running``: its wrapper is alive — the same process, checked by pid **and** start time
   and command line, never a recycled pid — and is adopted;
-- ``vanished``: it ran but its wrapper is gone without an exit record → ``lost``;
+- ``vanished``: it ran but its wrapper is gone without an exit record → ``lost`` — or, while
+  something of it runs on, followed to that end, which nobody sees (``Generations.collect``);
 - ``unstarted``: nobody claimed it, or a claim names no pid (or the supervisor) and no
   process runs its wrapper
   (a wrapper, or a supervisor taking a claim, killed between creating it and writing its

@@ -55,6 +55,15 @@ def leftovers(run_id: str, gen: GenPaths) -> list[psutil.Process]:
     return procs.marked(procs.generation_markers(run_id, gen.slot, gen.gen))
 
 
+def runs_on(run_id: str, gen: GenPaths) -> bool:
+    """Whether anything of a generation whose wrapper is gone, and no launcher to tell of its
+    worker, still runs: a process that carries its markers (its worker, and what that
+    started, unless they emptied their environment). Not by the wrapper's process group: a
+    resume cannot tell when the wrapper died, and a group with its id may be another's by
+    then, its leader gone too (a test run beside others found one, and waited on it)."""
+    return bool(leftovers(run_id, gen))
+
+
 def end_leftovers(run_id: str, gens: Iterable[GenPaths], grace: float) -> None:
     """What is left of ended generations, ended blocking (TERM, KILL after ``grace``): a
     resume's, before their tasks run again."""
@@ -266,7 +275,7 @@ class Stopper:
             self.timers.after(self.grace, lambda: self._kill_wrapper(lg))
 
     def _kill_wrapper(self, lg: LiveGen) -> None:
-        if not lg.done and lg.pid:
+        if not lg.done and lg.pid and not lg.outlived_its_wrapper:
             at = self.signaller.now()
             try:
                 os.kill(lg.pid, signal.SIGKILL)
@@ -282,7 +291,7 @@ class Stopper:
         markers = procs.generation_markers(self.run_id, lg.gen.slot, lg.gen.gen)
         pid = lg.pid
         find: Callable[[], list[psutil.Process]]
-        if not lg.done:  # the wrapper's descendants, and whatever carries the markers
+        if not (lg.done or lg.outlived_its_wrapper):  # the wrapper's descendants, and whatever carries the markers
             def find() -> list[psutil.Process]:
                 return procs.generation_tree(pid, markers)
         else:  # ... or was started in the wrapper's session before the wrapper ended

@@ -549,8 +549,10 @@ class Supervisor:
             followers=Followers(started=lambda lg, pid: self.gens.follow_child(lg, pid),
                                 launched=lambda lg, result: self.gens.launched(lg, result),
                                 ended=lambda lg, status: self.gens.collect(lg, status),
-                                follow_pid=self.follow.follow_pid, end_tree=self.stopper.end_tree, warn=self._warn,
-                                gave_up=self._no_launcher))
+                                follow_pid=self.follow.follow_pid,
+                                worker_ended=lambda lg, status: self.gens.worker_ended(lg, status),
+                                worker_unreported=lambda lg: self.gens.worker_unreported(lg),
+                                end_tree=self.stopper.end_tree, warn=self._warn, gave_up=self._no_launcher))
         stack.callback(lambda: self.headless.close(wait=not self.detached))
         # the collaborators above report to it (their callbacks look it up when they fire)
         self.gens = Generations(

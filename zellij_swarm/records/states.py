@@ -89,6 +89,7 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "pane_closed": TaskStatus.CANCELLED,  # its pane closed before its worker began: nothing ran
     "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says
     "records_removed": TaskStatus.UNKNOWN,  # it ran, and its records went while it did (no status seen)
+    "wrapper_lost": TaskStatus.UNKNOWN,  # its wrapper was killed; its worker ran on to an end nobody saw
 }
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})

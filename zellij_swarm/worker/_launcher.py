@@ -9,7 +9,10 @@ are lines; requests are fields each ended by NUL (an argument may hold a newline
     in:  S <token> <argc> <arg>...  start argv (each of these a field)
     out: S <token> <pid>            started
          F <token> <errno> <text>   could not start
+         A <pid> <worker pid>       a started wrapper died of a signal, its worker running on
+                                    (told just before the wrapper's X)
          X <pid> <wait status>      a started wrapper ended (reaped here)
+         O <worker pid> <status>    the worker an A named ended (reaped here)
          U <cpu seconds> <max RSS KiB>  its own usage, last, as it exits
     in:  ?                          a ping; out: P, at once
 
@@ -29,8 +32,13 @@ It is the *subreaper* of what it starts (``PR_SET_CHILD_SUBREAPER``): a process 
 behind whose parent ended — a daemon's double fork, with ``setsid`` and ``env -i`` leaving
 nothing of the run on it — becomes the launcher's child rather than init's. The supervisor's
 end-of-run sweep finds it so (``procs.marked``'s ``adopted_by``), and the launcher reaps it
-without a word (only the wrappers it started are reported). Once the launcher has exited, what
-it had adopted goes on to init, as before.
+without a word. Once the launcher has exited, what it had adopted goes on to init, as before.
+
+But for one: a wrapper killed from outside (``kill -9``, the OOM killer) leaves its worker
+running, and the worker — the wrapper's own child — becomes the launcher's at that moment.
+Reaping the dead wrapper, the launcher names it (A): of its children in the wrapper's process
+group, the one that started first (what the worker forked since started after it), and
+reports its exact end (O), which is the generation's — the record its wrapper could not write.
 
 Run as ``python -I -S _launcher.py``: stdlib only, and of it only built-in modules — ``_signal``
 rather than ``signal``, whose enums load ``enum`` and more: 0.8 MB of the launcher's 10 MB —
@@ -69,6 +77,10 @@ class Wrappers:
     def __init__(self) -> None:
         self.env: dict[bytes, bytes] = {}
         self.running: set[int] = set()  # the wrappers started and not reaped yet
+        self.orphans: set[int] = set()  # workers of killed wrappers (A), not reaped yet
+        # wrapper pid -> (start time, pid, wait status) of what of its group this launcher
+        # adopted and reaped while the wrapper lived (``worker_of``)
+        self.reaped: dict[int, list[tuple[int, int, int]]] = {}
         self.pending: list[bytes] = []  # fields of a request not complete yet
         self.partial = b""  # a field not complete yet
 
@@ -109,19 +121,92 @@ class Wrappers:
 
     def reap(self) -> list[bytes]:
         """The ends of the wrappers that have ended, reaped — and of what this launcher had
-        adopted (``become_subreaper``), reaped and not reported."""
+        adopted (``become_subreaper``), reaped and not reported, but for a killed wrapper's
+        worker (``worker_of``). Each child is looked at before it is reaped: the worker of a
+        wrapper killed with its whole group may be reaped before its wrapper, and is its
+        worker all the same."""
         out = []
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                peeked = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:  # no child at all
                 break
-            if pid == 0:
+            if peeked is None:
                 break
+            pid = peeked.si_pid
+            adopted = pid not in self.running and pid not in self.orphans
+            stat = _stat(pid) if adopted else None  # read while it is a zombie
+            _, status = os.waitpid(pid, 0)
             if pid in self.running:
                 self.running.discard(pid)
-                out.append(b"X %d %d\n" % (pid, status))
+                out += self.wrapper_ended(pid, status)
+            elif pid in self.orphans:
+                self.orphans.discard(pid)
+                out.append(b"O %d %d\n" % (pid, status))
+            elif stat is not None and stat[2] in self.running:  # of a live wrapper's group
+                self.reaped.setdefault(stat[2], []).append((stat[19], pid, status))
         return out
+
+    def wrapper_ended(self, pid: int, status: int) -> list[bytes]:
+        reaped = self.reaped.pop(pid, [])
+        if not os.WIFSIGNALED(status):
+            return [b"X %d %d\n" % (pid, status)]
+        worker = self.worker_of(pid, reaped)
+        if worker is None:
+            return [b"X %d %d\n" % (pid, status)]
+        _, worker_pid, worker_status = worker
+        said = [b"A %d %d\n" % (pid, worker_pid), b"X %d %d\n" % (pid, status)]
+        if worker_status is None:
+            self.orphans.add(worker_pid)
+            return said
+        return [*said, b"O %d %d\n" % (worker_pid, worker_status)]
+
+    def worker_of(self, wrapper: int, reaped: list[tuple[int, int, int]]) -> tuple[int, int, int | None] | None:
+        """The worker a wrapper killed from outside left — its own child, this launcher's
+        since that moment: of the processes of the wrapper's group that became this
+        launcher's (``reaped`` already, or children now), the first started (what the worker
+        forked since started after it). (start time, pid, wait status or None while it
+        runs); None when there is none: it ended with its wrapper, or made a group of its
+        own."""
+        found: list[tuple[int, int, int | None]] = list(reaped)
+        for pid in children():
+            if pid in self.running or pid in self.orphans:
+                continue
+            stat = _stat(pid)
+            if stat is not None and stat[2] == wrapper:
+                found.append((stat[19], pid, None))
+        return min(found, default=None)
+
+
+def children() -> list[int]:
+    """This process's children (one thread: its task's list; where the kernel keeps none, a
+    look through /proc)."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:
+        pass
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (stat := _stat(int(name))) is not None and stat[1] == me:
+            found.append(int(name))
+    return found
+
+
+def _stat(pid: int) -> list[int] | None:
+    """``/proc/PID/stat``'s numbers after the state: [1] the parent, [2] the process group,
+    [19] the start time (a zombie keeps them); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()  # after the name, which may hold ") "
+    try:
+        return [0, *(int(v) for v in fields[1:20])]
+    except ValueError:
+        return None
 
 
 

@@ -51,7 +51,24 @@ class Ended:
     status: int  # as from waitpid
 
 
-Reply = Started | NotStarted | Ended
+@dataclass(frozen=True)
+class Orphaned:
+    """A started wrapper died of a signal (told before its ``Ended``), its worker ``worker``
+    running on, now the launcher's child."""
+
+    pid: int
+    worker: int
+
+
+@dataclass(frozen=True)
+class WorkerEnded:
+    """The worker an ``Orphaned`` named ended: its exact wait status."""
+
+    worker: int
+    status: int
+
+
+Reply = Started | NotStarted | Ended | Orphaned | WorkerEnded
 
 
 class Launcher:
@@ -132,6 +149,12 @@ class Launcher:
             elif kind == "X":
                 pid, status = rest.split(" ")
                 out.append(Ended(int(pid), int(status)))
+            elif kind == "A":
+                pid, worker = rest.split(" ")
+                out.append(Orphaned(int(pid), int(worker)))
+            elif kind == "O":
+                worker, status = rest.split(" ")
+                out.append(WorkerEnded(int(worker), int(status)))
             elif kind == "U":
                 cpu, rss = rest.split(" ")
                 self.usage = {"cpu_s": float(cpu), "peak_rss_mb": round(int(rss) / 1024, 1)}
