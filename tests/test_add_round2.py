@@ -81,3 +81,22 @@ def test_an_unnamed_task_of_an_added_file_is_named_by_the_run(swarm):
         (swarm.cwd / "go").touch()
         assert proc.wait(timeout=60) == 0
     assert list(swarm.tasks()) == ["task-1", "task-2", "named", "task-4"]
+
+
+def test_an_addition_that_is_not_utf8_is_refused_and_the_run_goes_on(swarm):
+    """``add -- echo $'\\xff'``: the supervisor died of it (UnicodeEncodeError packing the
+    task), the run left interrupted. The CLI refuses it, exit 2, one line; a message that
+    holds such text all the same is refused by the supervisor, which goes on."""
+    from zellij_swarm.commands.control import ask
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("base.toml", BASE)
+    with first_task_running(swarm, "base.toml") as (proc, run):
+        for args in (("--", "echo", "\udcff"), ("--name", "\udcff", "--", "true"), ("--after", "a\udcff", "--", "true")):
+            res = swarm("add", run.name, *args)
+            assert res.code == 2 and "not valid UTF-8" in res.stderr and len(res.stderr.splitlines()) == 1, res
+        answer, _ = ask(RunPaths(run), "add", timeout=15, tasks=[{"argv": ["echo", "\udcff"]}])
+        assert answer is not None and not answer["ok"] and "not valid UTF-8" in answer["error"], answer
+        (swarm.cwd / "go").touch()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert {n: t["status"] for n, t in swarm.tasks().items()} == {"a": "succeeded"}

@@ -452,6 +452,24 @@ def _line_of(lines: list[str], word: str) -> int | None:
     return None
 
 
+def unencodable(value: object) -> str | None:
+    """The first text in ``value`` (a string, or in a list or table of them, keys too) that
+    UTF-8 cannot hold — a lone surrogate, as Python decodes a byte that is not UTF-8 from the
+    command line or a file name; None when there is none."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value
+        return None
+    items = list(value.items()) if isinstance(value, dict) else value if isinstance(value, list | tuple) else []
+    for item in items:
+        for part in item if isinstance(value, dict) else (item,):
+            if (bad := unencodable(part)) is not None:
+                return bad
+    return None
+
+
 def task_from_dict(raw: object, index: int, source: str, base: Path) -> TaskSpec:
     """One task from a mapping with the ``[[task]]`` keys (Python API, follow-ups)."""
     return _task(raw, index, source, [], None, base)
@@ -471,6 +489,9 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     for key in raw:
         if key not in TASK_KEYS:
             raise fail(unknown_key(key, TASK_KEYS), key)
+    for key, value in raw.items():
+        if (bad := unencodable(value)) is not None:  # an API's str, an add's argument: the records are UTF-8
+            raise fail(f"{key} holds {bad!r}, which is not valid UTF-8 text: a run records its tasks as text", key)
     name = raw.get("name", f"task-{index + 1}")
     if not isinstance(name, str) or not name.strip() or "\0" in name:
         raise fail("name must be a non-empty string", "name")
