@@ -92,7 +92,8 @@ def test_an_addition_that_is_not_utf8_is_refused_and_the_run_goes_on(swarm):
 
     swarm.write("base.toml", BASE)
     with first_task_running(swarm, "base.toml") as (proc, run):
-        for args in (("--", "echo", "\udcff"), ("--name", "\udcff", "--", "true"), ("--after", "a\udcff", "--", "true")):
+        for args in (("--", "echo", "\udcff"), ("--name", "\udcff", "--", "true"),
+                     ("--after", "a\udcff", "--", "true")):
             res = swarm("add", run.name, *args)
             assert res.code == 2 and "not valid UTF-8" in res.stderr and len(res.stderr.splitlines()) == 1, res
         answer, _ = ask(RunPaths(run), "add", timeout=15, tasks=[{"argv": ["echo", "\udcff"]}])

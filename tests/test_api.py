@@ -194,6 +194,45 @@ def test_a_task_s_bad_setting_names_the_api_as_its_source(here: Path, option):
     assert not (here / ".zellij-swarm").exists()
 
 
+WRONG = [  # an adversary's pass: each raised AttributeError, TypeError or UnicodeEncodeError from inside
+    (lambda: Swarm(None), errors.InputError, "tasks must be a list of Task, not a NoneType"),
+    (lambda: Swarm(Task("true")), errors.InputError, "not a Task"),
+    (lambda: Swarm([Task("true")], groups=["g"]), errors.InputError, "groups must be a mapping"),
+    (lambda: Swarm([Task("true")], groups={5: 1}), errors.InputError, "group name 5"),
+    (lambda: Swarm([Task("true")], name=5), errors.UsageError, "name must be a non-empty string"),
+    (lambda: Swarm([Task("true")], name="\udcff"), errors.UsageError, "UTF-8"),
+    (lambda: Task("true", env=5), errors.InputError, "env must be a mapping"),
+    (lambda: Task("true", tags=5), errors.InputError, "tags must be a list of strings"),
+    (lambda: Task("true", after=5), errors.InputError, "after must be a list of strings"),
+    (lambda: Swarm([Task("echo \udcff")]).run(), errors.InputError, "cmd holds 'echo \\udcff', which is not valid"),
+    (lambda: Swarm([Task("true", env={"A": "\udcff"})]).run(), errors.InputError, "not valid UTF-8"),
+    (lambda: Swarm([Task("true", env={1: "x"})]).run(), errors.InputError, "env key 1"),
+    (lambda: Swarm([Task("pwd", cwd="~nosuchuser/x")]).run(), errors.InputError, "no such user's home"),
+    (lambda: Swarm([Task("true", waiting_pattern=["("])]).run(), errors.InputError,
+     "waiting_pattern must be a single value"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", WRONG, ids=range(len(WRONG)))
+def test_a_wrong_value_is_a_typed_error_and_nothing_is_made(here: Path, call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+    assert not (here / ".zellij-swarm").exists()
+
+
+def test_a_run_handle_refuses_what_is_not_a_task_or_a_time(here: Path):
+    run = Swarm([Task("until [ -e go ]; do sleep 0.02; done")]).start()
+    try:
+        with pytest.raises(errors.InputError, match="task #1 is a str, not a Task"):
+            run.add("echo x")
+        with pytest.raises(errors.UsageError, match="timeout must be a number of seconds"):
+            run.wait("abc")
+    finally:
+        (here / "go").touch()
+        assert run.wait(timeout=60).exit_code == 0
+        kill_run_processes(run.run_id)
+
+
 def test_start_refuses_what_cannot_run(here: Path):
     with pytest.raises(errors.InputError, match="after names unknown task 'nope'"):
         Swarm([Task("true", after=["nope"])]).start()  # checked here: nothing started

@@ -145,6 +145,20 @@ MALFORMED = [
          prepare=lambda cwd: os.symlink(".zellij-swarm", cwd / "link")),
     Case("here-with-headless-env", {"s.toml": T}, ("run", "s.toml", "--here"), "usage",
          "(from env ZELLIJ_SWARM_BACKEND)", env={"ZELLIJ_SWARM_BACKEND": "headless"}),
+    # an adversary's pass at the last stop's code: each an internal error, exit 1, or taken as it was not meant
+    Case("toml-nested-too-deeply", {"s.toml": T + "tags = " + "[" * 500 + "]" * 500 + "\n"}, ("run", "s.toml"),
+         "usage", "s.toml: invalid TOML: arrays or tables nested too deeply"),
+    Case("cwd-of-no-such-user", {"s.toml": T + 'cwd = "~nosuchuser/x"\n'}, ("run", "s.toml"), "usage",
+         "s.toml:4: task 'ok': cwd '~nosuchuser/x': no such user's home directory to expand"),
+    Case("waiting-pattern-a-list", {"s.toml": T + 'waiting_pattern = ["(", "x"]\n'}, ("run", "s.toml"), "usage",
+         "s.toml:4: task 'ok': waiting_pattern must be a single value, not a list"),
+    Case("timeout-a-table", {"s.toml": T + "timeout = {a = 1}\n"}, ("run", "s.toml"), "usage",
+         "task 'ok': timeout must be a single value, not a table"),
+    Case("slurm-not-a-table", {"s.toml": T + "slurm = 1.5\n"}, ("run", "s.toml"), "usage", "task 'ok': slurm: "),
+    Case("layout-of-no-such-run", {}, ("layout", "--run", "nosuch"), "usage", "no run 'nosuch'"),
+    Case("layout-run-an-option", {}, ("layout", "--run=--version"), "usage", "no run '--version'"),
+    Case("layout-run-not-utf8", {}, ("layout", "--run", os.fsdecode(b"r\xff")), "usage",
+         "--run 'r\\udcff' is not valid UTF-8"),
 ]
 
 
@@ -173,6 +187,15 @@ def test_malformed_input(swarm, other_run, case):
     assert case.needle in res.stderr
     run, summary = other_run
     assert swarm.runs() == [run] and (run / "summary.json").read_bytes() == summary
+
+
+def test_a_stdin_open_for_writing_only_is_one_line(swarm, tmp_path):
+    """``run - 0>>file``: the first read of the input failed (EBADF) as an internal error."""
+    for args in (("run", "-"), ("run", "--template", "echo {}", "-")):
+        with open(tmp_path / "w.txt", "ab") as stdin:
+            p = subprocess.run(swarm.cmd(*args), cwd=swarm.cwd, stdin=stdin, capture_output=True, text=True,
+                               env=clean_env(), timeout=60)
+        assert (p.returncode, p.stderr) == (2, "zellij-swarm: error: cannot read <stdin>: Bad file descriptor\n")
 
 
 def test_add_and_cancel_on_a_finished_run(swarm, other_run):

@@ -22,6 +22,7 @@ ended (a second Ctrl-C meanwhile does not cut that short: the ladder is bounded)
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import threading
@@ -96,10 +97,14 @@ class Task:
         if unknown:
             raise errors.UnknownName("task key", next(iter(unknown)), swarmfile.TASK_KEYS)
         self.cmd, self.name, self.argv, self.cwd = cmd, name, argv, cwd
+        label = f"task {name!r}" if isinstance(name, str) else "a task"
+        if env is not None and not isinstance(env, Mapping):
+            raise errors.InputError(f"{label}: env must be a mapping of names to strings, not a {type(env).__name__}",
+                                    path=SOURCE)
         self.env = dict(env or {})
         self.timeout, self.retries, self.idle_timeout = timeout, retries, idle_timeout
-        self.after = after if isinstance(after, str) else list(after)
-        self.priority, self.tags, self.group, self.worktree = priority, list(tags), group, worktree
+        self.after = after if isinstance(after, str) else _listed(label, "after", after)
+        self.priority, self.tags, self.group, self.worktree = priority, _listed(label, "tags", tags), group, worktree
         self.waiting_pattern = waiting_pattern
         self.slurm = SlurmResources(**slurm) if slurm else SlurmResources()
 
@@ -124,8 +129,16 @@ class Task:
         directory, as a swarm file's is from the file's)."""
         raw = self.as_dict()
         if isinstance(raw.get("cwd"), str):
-            raw["cwd"] = str(base / Path(str(raw["cwd"])).expanduser())
+            with contextlib.suppress(RuntimeError):  # ~user of no such user: the task's check says so
+                raw["cwd"] = str(base / Path(str(raw["cwd"])).expanduser())
         return raw
+
+
+def _listed(label: str, key: str, value: object) -> list[str]:
+    """A task's list keyword as a list; an input error, as a swarm file's, for what is none."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise errors.InputError(f"{label}: {key} must be a list of strings, not a {type(value).__name__}", path=SOURCE)
+    return list(value)  # (its items are checked as a swarm file's are, when the swarm runs)
 
 
 @dataclass(frozen=True)
@@ -192,8 +205,15 @@ class Swarm:
         self.options: dict[str, object] = {key: value for key, value in given.items()
                                            if key in settings.BY_NAME and value is not None}
         settings.resolve(self.options, {}, flag_source="api")  # a bad value fails here, not when it runs
+        if isinstance(tasks, (str, Task, Mapping)) or not isinstance(tasks, Iterable):
+            raise errors.InputError(f"tasks must be a list of Task, not a {type(tasks).__name__}", path=SOURCE)
         self.tasks = list(tasks)
+        if name is not None and (not isinstance(name, str) or not name.strip() or swarmfile.unencodable(name)):
+            raise errors.UsageError(f"name must be a non-empty string of UTF-8 text, not {name!r}")
         self.name = name
+        if groups is not None and not isinstance(groups, Mapping):
+            raise errors.InputError(f"groups must be a mapping of group names to jobs, as {{'gpu': 2}}, not a "
+                                    f"{type(groups).__name__}", path=SOURCE)
         self.groups = _checked_groups(groups or {})
 
     def add(self, task: Task) -> Task:

@@ -67,6 +67,8 @@ class Run:
         """Wait until the run has no supervisor — it ended, or was interrupted — and return
         its result, as ``Swarm.run()`` does. ``errors.WaitTimeout`` after ``timeout``
         seconds; the run goes on. Ctrl-C here leaves the run going (``cancel`` ends it)."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
+            raise errors.UsageError(f"wait: timeout must be a number of seconds (or None), not {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._process is not None:
             try:
@@ -92,6 +94,11 @@ class Run:
     def add(self, *tasks: Task) -> None:
         """Add tasks to the running swarm (``zellij-swarm add``); they may run after any of its
         tasks. The supervisor checks them: a bad one is an ``errors.UsageError``."""
+        from zellij_swarm.api import Task  # (the package imports this module)
+
+        for i, task in enumerate(tasks, 1):
+            if not isinstance(task, Task):
+                raise errors.InputError(f"task #{i} is a {type(task).__name__}, not a Task", path=settings.API_SOURCE)
         control.add(self._writable(), tasks=[task.as_record(Path.cwd()) for task in tasks])
 
     def pause(self, group: str | None = None) -> None:

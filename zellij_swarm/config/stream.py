@@ -98,7 +98,10 @@ class InputStream:
                 return tasks + self.take(limit - 1)  # a bad record past the first: the run says so
             if self._input_ended:
                 return []
-            self._fill(os.read(self.fd, CHUNK))
+            try:
+                self._fill(os.read(self.fd, CHUNK))
+            except OSError as e:  # open for writing only (``0>>file``), or a device that fails
+                raise exc.UsageError(f"cannot read {self.source}: {e.strerror}") from None
 
     @property
     def buffered(self) -> bool:

@@ -331,6 +331,8 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
         m = _TOML_POS.search(msg)
         line = int(m.group(1)) if m else None
         raise exc.InputError(f"invalid TOML: {_TOML_POS.sub('', msg)}", path=path, line=line) from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise exc.InputError("invalid TOML: arrays or tables nested too deeply", path=path) from None
     lines = text.splitlines()
     unknown = sorted(set(doc) - {"swarm", "task", "group"})
     if unknown:
@@ -395,7 +397,7 @@ def _groups(raw: object, path: str, lines: list[str]) -> dict[str, int]:
     groups = {}
     for name, table in raw.items():
         line = _line_of(lines, f"group.{name}") or _line_of(lines, "group")
-        if not _GROUP_NAME.match(name):
+        if not isinstance(name, str) or not _GROUP_NAME.match(name):
             raise exc.InputError(f"group name {name!r} must be 1-64 letters, digits, '_', '-' or '.'", path=path,
                                  line=line)
         if not isinstance(table, dict):
@@ -520,13 +522,16 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     if cwd is not None:
         if not isinstance(cwd, str) or not cwd or "\0" in cwd:
             raise fail("cwd must be a non-empty string", "cwd")
-        cwd = str(base / Path(cwd).expanduser())  # relative to the file; pathlib keeps an absolute one
+        try:
+            cwd = str(base / Path(cwd).expanduser())  # relative to the file; pathlib keeps an absolute one
+        except RuntimeError:  # ~user of a user this system does not know
+            raise fail(f"cwd {cwd!r}: no such user's home directory to expand", "cwd") from None
     env = raw.get("env", {})
     if not isinstance(env, dict):
         raise fail("env must be a table of strings", "env")
     clean_env = {}
     for k, v in env.items():
-        if not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
+        if not isinstance(k, str) or not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
             raise fail(f"env key {k!r} must be a name with a string value", "env")
         if not isinstance(v, (str, int)):  # (bool is an int) a float or a date loses how it was written
             raise fail(f"env key {k!r} is a TOML {type(v).__name__}, not a string: quote it (unquoted it would "
@@ -541,6 +546,9 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     for key in settings.TASK_OVERRIDABLE:
         if key in raw:
             line = _key_line(lines, span, key)
+            if isinstance(raw[key], (dict, list)):  # as in [swarm]: not a text to take the value of
+                raise fail(f"{key} must be a single value, not a {'table' if isinstance(raw[key], dict) else 'list'}",
+                           key)
             try:
                 overrides[key] = settings.parse_as(key, raw[key], settings.FileValue(raw[key], path, line).source)
             except exc.SettingError as e:
@@ -562,7 +570,7 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
     try:
         resources = slurm.parse_table(raw.get("slurm", {}))
     except slurm.Invalid as e:
-        raise fail(str(e), "slurm") from None
+        raise fail(f"slurm: {e}", "slurm") from None
     return TaskSpec(
         name=name, cmd=cmd, argv=argv, cwd=cwd, env=clean_env, after=tuple(after), priority=priority,
         tags=tuple(tags), group=group, slurm=resources, source=path, line=header or 0, **overrides,
