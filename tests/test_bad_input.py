@@ -198,6 +198,19 @@ def test_a_stdin_open_for_writing_only_is_one_line(swarm, tmp_path):
         assert (p.returncode, p.stderr) == (2, "zellij-swarm: error: cannot read <stdin>: Bad file descriptor\n")
 
 
+def test_a_fifo_nobody_reads_is_refused_at_once_not_waited_on(swarm, other_run):
+    """``--joblog FIFO`` and ``report --html FIFO`` with no reader blocked in their open for
+    ever (``--junit`` said so at once already)."""
+    os.mkfifo(swarm.cwd / "jl.fifo")
+    swarm.write("t.txt", "true\n")
+    res = swarm("run", "t.txt", "--joblog", "jl.fifo", timeout=30)
+    assert (res.code, res.stderr) == (2, "zellij-swarm: error: --joblog jl.fifo: cannot write it: no process reads "
+                                         "that FIFO\n")
+    res = swarm("report", other_run[0].name, "--html", "jl.fifo", timeout=30)
+    assert (res.code, res.stderr) == (2, "zellij-swarm: error: --html jl.fifo: cannot write it: no process reads "
+                                         "that FIFO\n")
+
+
 def test_add_and_cancel_on_a_finished_run(swarm, other_run):
     run, _ = other_run
     for args in (("add", run.name, "--", "true"), ("cancel", run.name)):

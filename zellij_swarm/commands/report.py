@@ -27,6 +27,7 @@ characters XML forbids removed (``junit.clean``), so the page and its SVG always
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 import os
@@ -380,8 +381,11 @@ def write_report(run: RunPaths, out: Path, *, now: float | None = None) -> None:
     if out.is_dir():
         raise exc.UsageError(f"--html {out}: is a directory, expected a file name")
     page = render_report(run, now=now)  # first: a run that cannot be read leaves ``out`` untouched
-    try:
-        with open(out, "w", encoding="utf-8") as f:
+    try:  # O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO) rather than hangs
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+        os.set_blocking(fd, True)
+        with open(fd, "w", encoding="utf-8") as f:
             f.write(page)
     except OSError as e:
-        raise exc.UsageError(f"--html {out}: cannot write it: {e.strerror or e}") from None
+        why = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror or e
+        raise exc.UsageError(f"--html {out}: cannot write it: {why}") from None

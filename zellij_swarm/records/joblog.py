@@ -41,6 +41,7 @@ supervisor wrote it just before its end, the outcome not yet in its event log).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -140,11 +141,14 @@ class JobLog:
         self.path = path
         self.run: RunPaths | None = None  # the run whose tasks it logs, told once it exists: Receive reads it
         self.written: set[tuple[str, str]] = set()  # the keys of the lines it holds, when continued
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (0 if append else os.O_TRUNC)
+        # O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO), not hangs the run's start
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | (0 if append else os.O_TRUNC)
         try:
             self._fd: int | None = os.open(path, flags, 0o644)
+            os.set_blocking(self._fd, True)
         except OSError as e:
-            raise exc.UsageError(f"--joblog {path}: cannot write it: {e.strerror}") from None
+            why = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror
+            raise exc.UsageError(f"--joblog {path}: cannot write it: {why}") from None
         try:
             if os.fstat(self._fd).st_size == 0:
                 self._write(HEADER)
