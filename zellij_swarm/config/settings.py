@@ -107,8 +107,16 @@ def _millis(raw: object) -> float:
     return value / 1000.0
 
 
+def _string(raw: object, what: str) -> str:
+    """A setting's text as it was given: a TOML true, 1.5 or date is no name or pattern
+    (``session = true`` was recorded as "True")."""
+    if not isinstance(raw, str):
+        raise _Invalid(f"{what}, as a string (not a {type(raw).__name__})")
+    return raw
+
+
 def _text(raw: object) -> str:
-    text = str(raw)
+    text = _string(raw, "a non-empty single-line name")
     if not text.strip() or "\n" in text or "\0" in text:
         raise _Invalid("a non-empty single-line name")
     return text
@@ -116,7 +124,7 @@ def _text(raw: object) -> str:
 
 def _regex(raw: object) -> str:
     """A Python regular expression (``""``: none at all)."""
-    text = str(raw)
+    text = _string(raw, "a regular expression")
     if "\0" in text:
         raise _Invalid("a regular expression")
     try:
@@ -170,7 +178,7 @@ _SLURM_HELP = {"partition": "partition(s) to run in", "cpus": "CPUs per task", "
 
 
 def _path(raw: object) -> str:
-    text = str(raw)
+    text = os.fspath(raw) if isinstance(raw, os.PathLike) else _string(raw, "a path")
     if not text or "\0" in text:
         raise _Invalid("a path")
     return text
