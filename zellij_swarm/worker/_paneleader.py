@@ -11,6 +11,13 @@ it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``m
 (A worker the second stage forks after the hang-up never starts: it finds its terminal hung
 up, ``wrapper``.)
 
+With ``--hangup``, the leader is also the *subreaper* of the pane's processes: a second stage
+killed from outside (``kill -9``, the OOM killer) leaves its worker running — in Zellij, the
+pty relay that carries it — and the worker becomes the leader's child as the stage dies. The
+leader then waits for it and writes its end as the stage would have (the hang-up mark if the
+terminal is gone, the exit sidecar, the heartbeat's last line, ``record_end``): the worker's
+own end is the generation's, never a lost run to run again (SPEC §5.7).
+
 Run as ``python -I -S _paneleader.py [--hangup FILE] CMD…``: stdlib only, no site, started in
 a few ms. With ``--hangup``, a SIGHUP that says its terminal hung up — the pane closed, or
 the whole session went: the kernel's, or the multiplexer's, never one from the pane's own
@@ -26,6 +33,7 @@ and quotes included, reads back exactly.
 
 import os
 import signal
+import stat
 import sys
 
 # The signals that end a process by default and that someone may aim at a worker (``kill -SIG
@@ -103,6 +111,99 @@ def session_of(pid: int | str) -> tuple[int, bool] | None:
         return None
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> None:
+    """What the second stage leaves behind becomes this process's child, not init's: its
+    worker, when the second stage is killed from outside (``orphan_of``). Where it is refused,
+    such a worker goes to init, and its end is not seen, as before."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def children() -> list[int]:
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:
+        return [pid for pid in descendants(me) if _parent(pid) == me]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def first_started(*, exclude: int) -> int | None:
+    """Of this process's children but ``exclude``, the one that started first: once its second
+    stage has died, the worker the stage had started (what the worker forked since, and made
+    this process's as its parent ended, started after it); None when there is none."""
+    found = []
+    for pid in children():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                started = int(f.read().rsplit(b")", 1)[1].split()[19])
+        except (OSError, ValueError, IndexError):
+            continue
+        if pid != exclude:
+            found.append((started, pid))
+    return min(found)[1] if found else None
+
+
+def reap_others(keep: set[int]) -> None:
+    """Reap the children that ended but ``keep``: what a worker left and this process adopted."""
+    for pid in children():
+        if pid not in keep:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def recorded(hangup: str) -> bool:
+    """The second stage wrote its worker's end (the exit sidecar beside the hang-up mark)."""
+    try:
+        return os.lstat(os.path.join(os.path.dirname(hangup), "exit")).st_size > 0
+    except OSError:
+        return False
+
+
+def record_end(hangup: str, status: int) -> None:
+    """Write the worker's end as the second stage would have — the hang-up mark when the
+    terminal is gone, the exit sidecar, the heartbeat's last line — for the worker of a second
+    stage that was killed from outside: its own end is the generation's."""
+    directory = os.path.dirname(hangup)
+    code = os.waitstatus_to_exitcode(status)
+    code = code if code >= 0 else 128 - code
+    if not os.isatty(0) and not os.path.lexists(hangup):
+        _append(hangup, "")
+    _append(os.path.join(directory, "exit"), f"{code}\n")
+    _append(os.path.join(directory, "heartbeat.jsonl"), f'{{"event":"exited","code":{code}}}\n')
+
+
+def _append(path: str, text: str) -> None:
+    """Append as the wrapper does (``wrapper._after_worker``): never through a link, never to
+    what is not a plain file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def main(argv: list[str]) -> int:
     env = None
     hangup = None
@@ -114,6 +215,8 @@ def main(argv: list[str]) -> int:
         argv = argv[2:]
 
     leader = os.getpid()
+    if hangup is not None:
+        become_subreaper()
 
     def outlive(_signum: int, _frame: object) -> None:
         """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by
@@ -137,15 +240,29 @@ def main(argv: list[str]) -> int:
         finally:
             os._exit(127)
     passed_on: set[int] = set()
+    worker = None  # the worker its second stage left running, killed from outside (``orphan_of``)
     while True:
         info = signal.sigwaitinfo(waited)
         if info.si_signo == signal.SIGCHLD:
+            if worker is not None:
+                done, status = os.waitpid(worker, os.WNOHANG)
+                if done:
+                    if hangup is not None:  # (always: a worker is followed only where its end can be written)
+                        record_end(hangup, status)
+                    break
+                reap_others({worker})
+                continue
             try:
-                done, status = os.waitpid(child, os.WNOHANG)
+                if os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                    reap_others({child})
+                    continue
             except ChildProcessError:
                 return 0
-            if done:
+            orphan = first_started(exclude=child)  # looked for before the second stage is reaped
+            _, status = os.waitpid(child, 0)
+            if orphan is None or not os.WIFSIGNALED(status) or hangup is None or recorded(hangup):
                 break
+            worker = orphan
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
