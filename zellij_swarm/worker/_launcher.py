@@ -51,24 +51,18 @@ import resource
 import select
 import sys
 
+if __package__:
+    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, stat_fields
+else:  # run as a script under -I, which keeps the script's own directory off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _kernel import become_subreaper, children, first_started, stat_fields  # type: ignore[import-not-found,no-redef]
+
 STDIO = [
     (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
     (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
     (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
 ]
 DEFAULTS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-
-
-def become_subreaper() -> None:
-    """Orphans among the wrappers' descendants are re-parented to this process (Linux 3.4 on;
-    elsewhere, or where it is refused, they go to init as before)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):  # no C library to be had, or no prctl in it
-        pass
 
 
 class Wrappers:
@@ -135,7 +129,7 @@ class Wrappers:
                 break
             pid = peeked.si_pid
             adopted = pid not in self.running and pid not in self.orphans
-            stat = _stat(pid) if adopted else None  # read while it is a zombie
+            fields = stat_fields(pid) if adopted else None  # read while it is a zombie
             _, status = os.waitpid(pid, 0)
             if pid in self.running:
                 self.running.discard(pid)
@@ -143,8 +137,8 @@ class Wrappers:
             elif pid in self.orphans:
                 self.orphans.discard(pid)
                 out.append(b"O %d %d\n" % (pid, status))
-            elif stat is not None and stat[2] in self.running:  # of a live wrapper's group
-                self.reaped.setdefault(stat[2], []).append((stat[19], pid, status))
+            elif fields is not None and int(fields[2]) in self.running:  # of a live wrapper's group
+                self.reaped.setdefault(int(fields[2]), []).append((int(fields[19]), pid, status))
         return out
 
     def wrapper_ended(self, pid: int, status: int) -> list[bytes]:
@@ -168,46 +162,9 @@ class Wrappers:
         forked since started after it). (start time, pid, wait status or None while it
         runs); None when there is none: it ended with its wrapper, or made a group of its
         own."""
-        found: list[tuple[int, int, int | None]] = list(reaped)
-        for pid in children():
-            if pid in self.running or pid in self.orphans:
-                continue
-            stat = _stat(pid)
-            if stat is not None and stat[2] == wrapper:
-                found.append((stat[19], pid, None))
-        return min(found, default=None)
-
-
-def children() -> list[int]:
-    """This process's children (one thread: its task's list; where the kernel keeps none, a
-    look through /proc)."""
-    me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
-            return [int(pid) for pid in f.read().split()]
-    except OSError:
-        pass
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and (stat := _stat(int(name))) is not None and stat[1] == me:
-            found.append(int(name))
-    return found
-
-
-def _stat(pid: int) -> list[int] | None:
-    """``/proc/PID/stat``'s numbers after the state: [1] the parent, [2] the process group,
-    [19] the start time (a zombie keeps them); None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2:].split()  # after the name, which may hold ") "
-    try:
-        return [0, *(int(v) for v in fields[1:20])]
-    except ValueError:
-        return None
-
+        ours = [pid for pid in children() if pid not in self.running and pid not in self.orphans]
+        live = first_started(ours, lambda fields: int(fields[2]) == wrapper)
+        return min([*reaped, *([(*live, None)] if live else [])], default=None)
 
 
 def send(fd: int, lines: list[bytes]) -> None:

@@ -36,6 +36,12 @@ import signal
 import stat
 import sys
 
+if __package__:
+    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, stat_fields
+else:  # run as a script under -I, which keeps the script's own directory off sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _kernel import become_subreaper, children, first_started, stat_fields  # type: ignore[import-not-found,no-redef]
+
 # The signals that end a process by default and that someone may aim at a worker (``kill -SIG
 # -- -PGID``, ``scancel --signal``): the wrapper, the pane leader and the pty relay outlive
 # them, so that the worker's death by one is what is recorded (the relay passes them on).
@@ -55,19 +61,13 @@ def step_environment(environ: dict[str, str], pane_var: str) -> dict[str, str]:
 
 def descendants(root: int) -> list[int]:
     """Every process below ``root``, from the parent links in /proc."""
-    children: dict[int, list[int]] = {}
+    below: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
+        if name.isdigit() and (fields := stat_fields(name)) is not None:
+            below.setdefault(int(fields[1]), []).append(int(name))
     out, stack = [], [root]
     while stack:
-        for pid in children.get(stack.pop(), ()):
+        for pid in below.get(stack.pop(), ()):
             out.append(pid)
             stack.append(pid)
     return out
@@ -103,60 +103,8 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
 def session_of(pid: int | str) -> tuple[int, bool] | None:
     """A process's session id, and whether it is a zombie (ended, not yet reaped); None when
     it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[3]), fields[0] == b"Z"
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-
-
-def become_subreaper() -> None:
-    """What the second stage leaves behind becomes this process's child, not init's: its
-    worker, when the second stage is killed from outside (``orphan_of``). Where it is refused,
-    such a worker goes to init, and its end is not seen, as before."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def children() -> list[int]:
-    me = os.getpid()
-    try:
-        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
-            return [int(pid) for pid in f.read().split()]
-    except OSError:
-        return [pid for pid in descendants(me) if _parent(pid) == me]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def first_started(*, exclude: int) -> int | None:
-    """Of this process's children but ``exclude``, the one that started first: once its second
-    stage has died, the worker the stage had started (what the worker forked since, and made
-    this process's as its parent ended, started after it); None when there is none."""
-    found = []
-    for pid in children():
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                started = int(f.read().rsplit(b")", 1)[1].split()[19])
-        except (OSError, ValueError, IndexError):
-            continue
-        if pid != exclude:
-            found.append((started, pid))
-    return min(found)[1] if found else None
+    fields = stat_fields(pid)
+    return (int(fields[3]), fields[0] == b"Z") if fields is not None else None
 
 
 def reap_others(keep: set[int]) -> None:
@@ -258,11 +206,13 @@ def main(argv: list[str]) -> int:
                     continue
             except ChildProcessError:
                 return 0
-            orphan = first_started(exclude=child)  # looked for before the second stage is reaped
+            # Looked for before the second stage is reaped: the worker it started, now this
+            # process's child, and what the worker forked since, which started after it.
+            orphan = first_started(pid for pid in children() if pid != child)
             _, status = os.waitpid(child, 0)
             if orphan is None or not os.WIFSIGNALED(status) or hangup is None or recorded(hangup):
                 break
-            worker = orphan
+            worker = orphan[1]
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too

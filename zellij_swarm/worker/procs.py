@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker import waiting
+from zellij_swarm.worker._kernel import stat_fields
 
 if TYPE_CHECKING:
     import psutil
@@ -40,16 +41,6 @@ def _environ_has(pid: int, needles: tuple[bytes, ...]) -> bool | None:
         return None
     entries = env.split(b"\0")
     return all(n in entries for n in needles)
-
-
-def _stat_fields(pid: int | str) -> list[bytes] | None:
-    """/proc/PID/stat after "pid (name)": state ppid pgrp session tty_nr tpgid flags … (None:
-    gone, or not ours to read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
 
 
 def leaderless_sessions() -> set[int]:
@@ -165,13 +156,8 @@ def running(p: psutil.Process) -> bool:
     that called it on its own is not a zombie until its exit is done, and a signal that
     reaches it meanwhile is delivered, yet changes nothing (CI saw such a worker, ended 0 on
     its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
-    try:
-        with open(f"/proc/{p.pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    fields = stat[stat.rfind(b")") + 2:].split()  # after the name, which may hold ") "
-    return fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
+    fields = stat_fields(p.pid)
+    return fields is not None and fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
 def catches(p: psutil.Process, sig: signal.Signals) -> bool:
@@ -303,7 +289,7 @@ def execing(spawner: str) -> bool:
         argv = cmdline(int(name))
         if argv and script not in argv:
             continue
-        if (fields := _stat_fields(name)) is None:
+        if (fields := stat_fields(name)) is None:
             continue
         try:
             state, ppid, flags = fields[0], int(fields[1]), int(fields[6])
