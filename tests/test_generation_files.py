@@ -241,6 +241,24 @@ def test_garbled_wrapper_and_kill_files(gen: gf.GenPaths) -> None:
     assert gf.kill_reason(gen) is None
 
 
+@pytest.mark.parametrize("plant", ["symlink", "directory"])
+def test_a_launch_heartbeat_its_worker_replaced_is_none_to_a_run_in_progress(gen: gf.GenPaths, tmp_path: Path,
+                                                                           plant: str) -> None:
+    """A tmux worker that put a symlink in its heartbeat's place once stopped its supervisor
+    (UnsafeRecord from the follow of its files), the run left interrupted, when the look at
+    the heartbeat came after it (2 runs in 18). The run reads no heartbeat there and goes on;
+    resume and proof still report such a record (``heartbeat_started`` raises)."""
+    victim = tmp_path / "victim"
+    victim.write_text('{"event":"started","pid":1,"pane_id":"%1"}\n')
+    if plant == "symlink":
+        gen.heartbeat.symlink_to(victim)
+    else:
+        gen.heartbeat.mkdir()
+    assert gf.launch_heartbeat(gen) is None
+    with pytest.raises(OSError):
+        gf.heartbeat_started(gen)
+
+
 def test_unreadable_files_raise_but_the_renderers_show_what_they_can(gen: gf.GenPaths) -> None:
     """A directory where a file belongs is not a value: the proof and resume report it. The
     renderers read on."""

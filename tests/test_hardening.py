@@ -305,6 +305,7 @@ def test_the_wrapper_never_writes_through_a_link_the_worker_put_in_a_record_s_pl
             kill_run_processes(run.name)
     assert res.code == 1 and "Traceback" not in res.stderr, res
     assert victim.read_text() == "precious\n" and not absent.exists()
+    assert (swarm.latest() / "summary.json").exists(), (res, (swarm.latest() / "events.jsonl").read_text()[-3000:])
     rows = list(swarm.tasks().values())
     if record == "exit":
         assert [(r["status"], r["reason"]) for r in rows] == [("unknown", "exit_garbled")] * 2

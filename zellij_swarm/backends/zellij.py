@@ -429,7 +429,7 @@ class ZellijBackend:
                     self.tab_id = mine[0].get("tab_id")  # new-tab's answer did not say it (contract §6.16)
                 found = {p["title"]: f"terminal_{p['id']}" for p in mine}
                 for name, req in workers.items():
-                    beat = None if name in found else generation_files.heartbeat_started(req.gen)
+                    beat = None if name in found else generation_files.launch_heartbeat(req.gen)
                     if beat and beat["pane_id"]:
                         found[name] = beat["pane_id"]
                 if all(n in found for n in titles):
@@ -778,7 +778,7 @@ def _end_hold(gen: generation_files.GenPaths) -> None:
     pane open for good). A wrapper whose worker still runs comes to the mark later."""
     with contextlib.suppress(OSError):  # a generation's directory that is gone has no wrapper left
         gen.released.touch()
-    hb = generation_files.heartbeat_started(gen)
+    hb = generation_files.launch_heartbeat(gen)
     pid = hb.get("pid") if hb else None
     if not isinstance(pid, int):
         return

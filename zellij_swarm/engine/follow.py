@@ -129,7 +129,7 @@ class GenerationWatch:
         """Look at a generation's files: its launch heartbeat, or its exit."""
         if lg.collected:
             return
-        if not lg.heartbeat_seen and (hb := generation_files.heartbeat_started(lg.gen)) is not None:
+        if not lg.heartbeat_seen and (hb := generation_files.launch_heartbeat(lg.gen)) is not None:
             lg.heartbeat_seen = True
             self._seen.heartbeat(lg, hb)
         if not lg.collected and generation_files.read_sidecar(lg.gen) is not None:

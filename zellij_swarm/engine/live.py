@@ -216,5 +216,5 @@ class LiveGen:
     def read_step(self) -> None:
         """Where its Slurm step runs (``node``, ``step``), from its launch heartbeat once it is
         written; nothing before."""
-        if self.node is None and (hb := generation_files.heartbeat_started(self.gen)) is not None:
+        if self.node is None and (hb := generation_files.launch_heartbeat(self.gen)) is not None:
             self.node, self.step = hb["node"], hb["step"]

@@ -123,7 +123,7 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
         if not job.running:
             cluster.cancel(job.id)
             continue
-        hb = generation_files.heartbeat_started(gen)
+        hb = generation_files.launch_heartbeat(gen)
         where = (hb["node"], hb["step"]) if hb and hb["node"] and hb["step"] else None
         sent = term_step(cluster, run_id, gen, job.id, where, procs.coarse_wallclock)
         if (reason := generation_files.kill_reason(gen)) is not None:

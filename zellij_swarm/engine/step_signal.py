@@ -44,7 +44,7 @@ def _wrapper_pid(gen: GenPaths) -> int | None:
     """The pid the generation's launch heartbeat names, when that process is its wrapper here
     (its command line names the generation's directory): on another node, or once it has
     ended, the number may be anyone's."""
-    hb = generation_files.heartbeat_started(gen)
+    hb = generation_files.launch_heartbeat(gen)
     pid = hb["pid"] if hb is not None else None
     if not isinstance(pid, int):
         return None

@@ -361,6 +361,18 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
             "step": _str(line.get("step"))}
 
 
+def launch_heartbeat(gen: GenPaths) -> dict[str, Any] | None:
+    """``heartbeat_started`` for a run in progress: None also when the generation's worker put
+    something else in its place (a symlink, a directory — never read through). That is the
+    worker's doing, no reason to stop the run (the supervisor stopped on it, the run left
+    interrupted); its exit sidecar says how it ended all the same. ``resume`` and ``proof``
+    report such a record."""
+    try:
+        return heartbeat_started(gen)
+    except OSError:
+        return None
+
+
 # ----- exit, exit.json --------------------------------------------------------------------
 
 @dataclass(frozen=True)
