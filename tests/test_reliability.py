@@ -313,6 +313,64 @@ def test_a_headless_wrapper_killed_from_outside_leaves_its_worker_to_finish_as_i
         assert ledger.read_text().split() == ["start", "done"]
 
 
+@pytest.mark.parametrize("how", ["cancel", "timeout", full("restart"), full("SIGINT")])
+def test_a_kill_of_a_task_whose_wrapper_was_killed_ends_it(swarm, how):
+    """The worker a killed wrapper left, ended by a kill of ours: the task ran on as
+    ``running`` for ever, and the supervisor no longer heeded SIGTERM, in 2 runs of 3 — its
+    worker's end came while the kill's signal was on its way, and the answer put the
+    generation back to waiting for an end that had come. The kill's outcome, once."""
+    ledger = swarm.cwd / "ledger"
+    limit = 'timeout = "2s"\n' if how == "timeout" else ""
+    swarm.write("s.toml", f'[[task]]\nname = "a"\n{limit}'
+                          f'cmd = "echo start >> {ledger}; sleep 30; echo done >> {ledger}"\n')
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        psutil.Process(running_worker(r.run, "sleep")).kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        if how in ("cancel", "restart"):
+            assert swarm(how, r.run.name, "a").code == 0
+            if how == "restart":
+                wait_until(lambda: ledger.read_text().split() == ["start", "start"], what="the restart")
+                swarm("cancel", r.run.name, "a")
+        elif how == "SIGINT":
+            r.proc.send_signal(signal.SIGINT)
+        assert r.proc.wait(timeout=60) == (130 if how == "SIGINT" else 1)  # a task cancelled: not the run
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    want = ("timed_out", "timeout") if how == "timeout" else ("cancelled", "cancelled_by_user")
+    assert (row["status"], row["reason"]) == want, row
+    assert "done" not in ledger.read_text().split()
+    assert [w["code"] for w in swarm.summary()["warnings"]].count("wrapper_lost") == 1
+
+
+def test_a_worker_that_left_its_wrapper_s_group_is_followed_when_its_wrapper_is_killed(swarm):
+    """``exec setsid …``: the launcher names no worker in the wrapper's group, and the task
+    was recorded ``lost`` at once, its worker killed and run again. The worker still carries
+    its generation's markers: it is followed to its end, which nobody sees — ``unknown``."""
+    ledger = _worker_at_a_gate(swarm, trap="exec setsid sh -c '", last="exit 0'", retries=2)
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        wrapper = wait_until(lambda: _wrapper_of(r.run), what="the wrapper")
+        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
+        psutil.Process(wrapper).kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 1
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+
+
+def _wrapper_of(run: Path) -> int | None:
+    """The pid of slot 1's first headless wrapper, once its launch heartbeat names it."""
+    for line in (run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines() \
+            if (run / "slots/slot-1/gen-1/heartbeat.jsonl").exists() else []:
+        if '"started"' in line:
+            return int(json.loads(line)["pid"])
+    return None
+
+
 @pytest.mark.parametrize("lost", ["supervisor and launcher", full("launcher")])
 def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_not_run_again(swarm, lost):
     """The same kill where no launcher is left to reap the worker: its supervisor and launcher

@@ -370,14 +370,13 @@ class Generations:
         waits for the answer."""
         if lg.collected:
             return
+        if lg.phase is GenPhase.ORPHANED and not lg.worker_over:
+            return  # its worker runs on: its end comes (``worker_ended``, ``_look_for_worker``)
         if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
             return
-        if lg.phase is GenPhase.ORPHANED:
-            if not lg.worker_over:
-                return  # its worker runs on: its end comes (``worker_ended``, ``_look_for_worker``)
-        elif self._killed_before_its_worker(lg, wait_status):
+        if not lg.outlived_its_wrapper and self._killed_before_its_worker(lg, wait_status):
             self._await_worker(lg, wait_status)
             return
         if self.executor is not None and lg.remote and not lg.gone_seen and \
@@ -421,13 +420,15 @@ class Generations:
         OOM killer; its wait status a death by a signal), or found gone by a resume or once
         its launcher was lost (no status) — while its worker runs on. Such a worker may
         finish its work yet: it is not ended, and its end is the generation's (SPEC §5.7).
-        Its launcher named it (``worker_pid``) and tells its exact end. Without a launcher
-        to tell it, anything of the generation still running is followed to its end, which
-        nobody sees — unless a signal of ours had already reached it: then it is the kill's."""
+        Its launcher named it (``worker_pid``) and tells its exact end. Where no launcher
+        tells it — none left, or none named one (a worker that left its wrapper's process
+        group: ``setsid``) — anything of the generation still running is followed to its end,
+        which nobody sees, unless a signal of ours had already reached it: then it is the
+        kill's. The generation is ORPHANED once: its end, seen, is read as such."""
         if lg.in_pane or lg.remote or lg.pid is None or (wait_status is not None and not os.WIFSIGNALED(wait_status)):
             return False
-        if lg.worker_pid is None and (lg.child or lg.kill_sent_at is not None):
-            return False  # its launcher named no worker: it ended with its wrapper
+        if lg.worker_pid is None and lg.kill_sent_at is not None:
+            return False  # the kill's: a signal of ours reached it before
         if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen):
             return False
         return lg.worker_pid is not None or stopping.runs_on(self.paths.run_id, lg.gen)
