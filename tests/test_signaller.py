@@ -19,6 +19,7 @@ from swarmtest import wait_until
 from zellij_swarm.engine.stopping import ProcessSignaller
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker import procs
+from zellij_swarm.worker._paneleader import WORKER_SIGNALS
 
 
 class ForwardingRelay(psutil.Process):
@@ -146,6 +147,29 @@ def test_a_process_in_an_ended_wrappers_session_that_started_before_it_ended_is_
         assert [p.pid for p in found] == [left.pid]
     finally:
         for p in (left, later):
+            p.kill()
+            p.wait()
+
+
+def test_the_wrapper_s_own_traps_in_a_fork_not_yet_the_worker_are_no_handler_of_the_worker_s(tmp_path: Path) -> None:
+    """A fork of the wrapper holds its ``trap :`` of every worker signal until the subshell
+    drops them; a SIGTERM that came then was lost, and the worker ran to its end — recorded
+    ``cancelled`` (caught) and run again by ``retry`` (a tmux soak). A subshell with a trap of
+    its own still hears it. (Each subshell here stays a fork: the command line of its parent.)"""
+    ready = tmp_path / "ready"
+    traps = " ".join(name.removeprefix("SIG") for name in WORKER_SIGNALS)
+    held = subprocess.Popen(["sh", "-c", f"( trap : {traps}; touch {ready}-held; while :; do sleep 0.05; done ); :"])
+    own = subprocess.Popen(["sh", "-c", f"( trap 'exit 0' TERM; touch {ready}-own; while :; do sleep 0.05; done ); :"])
+    try:
+        wait_until(lambda: Path(f"{ready}-held").exists() and Path(f"{ready}-own").exists(), what="the traps set")
+        forks = {name: next(c for c in psutil.Process(parent.pid).children() if c.cmdline() == parent.args)
+                 for name, parent in (("held", held), ("own", own))}
+        assert not procs.catches(forks["held"], signal.SIGTERM)
+        assert procs.catches(forks["own"], signal.SIGTERM)
+    finally:
+        for p in (held, own):
+            for c in psutil.Process(p.pid).children(recursive=True):
+                c.kill()
             p.kill()
             p.wait()
 

@@ -19,6 +19,7 @@ from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker import waiting
 from zellij_swarm.worker._kernel import stat_fields
+from zellij_swarm.worker._paneleader import WORKER_SIGNALS
 
 if TYPE_CHECKING:
     import psutil
@@ -160,18 +161,33 @@ def running(p: psutil.Process) -> bool:
     return fields is not None and fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
+# The handlers a wrapper holds (its ``trap :``), which a fork of it holds until it drops them
+_WRAPPER_TRAPS = sum(1 << (int(getattr(signal, name)) - 1) for name in WORKER_SIGNALS)
+
+
 def catches(p: psutil.Process, sig: signal.Signals) -> bool:
     """``p`` has a handler of its own for ``sig`` (``SigCgt`` in ``/proc/<pid>/status``): only
     then can it hear the signal and still exit normally (an agent that traps SIGTERM, saves
-    and exits 0). True when that cannot be read: it may have."""
+    and exits 0). True when that cannot be read: it may have.
+
+    Not the wrapper's own, held by a fork of it that has not become the worker yet (it has
+    every one of them, and its parent's command line): a subshell drops them as it starts,
+    and a signal that came while it held them is lost, never heard — its worker runs to its
+    own end (a tmux soak saw one, a pane's fallback to headless starting as a Ctrl-C came,
+    recorded ``cancelled`` and run again by ``retry``)."""
     try:
         with open(f"/proc/{p.pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+                    caught = int(line.split()[1], 16)
+                    break
+            else:
+                return True
     except (OSError, ValueError, IndexError):
-        pass
-    return True
+        return True
+    if caught & _WRAPPER_TRAPS == _WRAPPER_TRAPS and _unexeced_fork(p.pid, cmdline(p.pid)):
+        return False
+    return bool(caught >> (int(sig) - 1) & 1)
 
 
 def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) -> bool:
