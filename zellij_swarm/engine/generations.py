@@ -370,14 +370,14 @@ class Generations:
         waits for the answer."""
         if lg.collected:
             return
-        if lg.phase is GenPhase.ORPHANED and not lg.worker_over:
-            return  # its worker runs on: its end comes (``worker_ended``, ``_look_for_worker``)
+        if lg.phase is GenPhase.ORPHANED and not lg.worker_over and not self._worker_gone(lg):
+            return  # its worker runs on: its end comes (``worker_ended``, or a pidfd's: ``_worker_gone``)
         if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
             return
-        if not lg.outlived_its_wrapper and self._killed_before_its_worker(lg, wait_status):
-            self._await_worker(lg, wait_status)
+        if not lg.outlived_its_wrapper and (worker := self._left_by_killed_wrapper(lg, wait_status)) is not None:
+            self._await_worker(lg, wait_status, worker)
             return
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
@@ -415,25 +415,29 @@ class Generations:
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
 
-    def _killed_before_its_worker(self, lg: LiveGen, wait_status: int | None) -> bool:
+    def _left_by_killed_wrapper(self, lg: LiveGen, wait_status: int | None) -> int | None:
         """A headless wrapper gone without its record — killed from outside (``kill -9``, the
         OOM killer; its wait status a death by a signal), or found gone by a resume or once
-        its launcher was lost (no status) — while its worker runs on. Such a worker may
-        finish its work yet: it is not ended, and its end is the generation's (SPEC §5.7).
-        Its launcher named it (``worker_pid``) and tells its exact end. Where no launcher
-        tells it — none left, or none named one (a worker that left its wrapper's process
-        group: ``setsid``) — anything of the generation still running is followed to its end,
-        which nobody sees, unless a signal of ours had already reached it: then it is the
-        kill's. The generation is ORPHANED once: its end, seen, is read as such."""
+        its launcher was lost (no status) — while its worker runs on: the pid to follow. Such
+        a worker may finish its work yet: it is not ended, and its end is the generation's
+        (SPEC §5.7). Its launcher named it (``worker_pid``) and tells its exact end. Where no
+        launcher tells it — none left, or none named one (a worker that left its wrapper's
+        process group: ``setsid``) — a process that carries the generation's markers is
+        followed to its end, which nobody sees, unless a signal of ours had already reached
+        it: then it is the kill's. None when nothing of it runs on."""
         if lg.in_pane or lg.remote or lg.pid is None or (wait_status is not None and not os.WIFSIGNALED(wait_status)):
-            return False
+            return None
         if lg.worker_pid is None and lg.kill_sent_at is not None:
-            return False  # the kill's: a signal of ours reached it before
+            return None  # the kill's: a signal of ours reached it before
         if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen):
-            return False
-        return lg.worker_pid is not None or stopping.runs_on(self.paths.run_id, lg.gen)
+            return None
+        if lg.worker_pid is not None:
+            return lg.worker_pid
+        left = stopping.leftovers(self.paths.run_id, lg.gen)
+        return left[0].pid if left else None
 
-    def _await_worker(self, lg: LiveGen, wait_status: int | None) -> None:
+    def _await_worker(self, lg: LiveGen, wait_status: int | None, worker: int) -> None:
+        """ORPHANED, once: its end, seen, is read as the worker's (``outlived_its_wrapper``)."""
         lg.move(GenPhase.ORPHANED)
         lg.wait_status = wait_status
         how = f"was killed by {signal.Signals(os.WTERMSIG(wait_status)).name}" if wait_status is not None else "is gone"
@@ -442,10 +446,10 @@ class Generations:
         self._warn("wrapper_lost", f"the wrapper of task {lg.task.name!r} (pid {lg.pid}) {how} before it recorded "
                                    f"its worker's end: {then}", lg.task)
         if lg.worker_pid is None:
-            self._look_for_worker(lg)
+            self.follow.follow_pid(lg, worker)
 
     def worker_ended(self, lg: LiveGen, wait_status: int) -> None:
-        """The worker of a killed wrapper (``_killed_before_its_worker``) ended so, as its
+        """The worker of a killed wrapper (``_left_by_killed_wrapper``) ended so, as its
         launcher reaped it."""
         lg.worker_status = wait_status
         lg.worker_over = True
@@ -453,23 +457,28 @@ class Generations:
 
     def worker_unreported(self, lg: LiveGen) -> None:
         """The launcher that would tell how a killed wrapper's worker ends is gone (or may be
-        stuck, at the run's end): what is left of the generation is looked for as well."""
-        if lg.phase is GenPhase.ORPHANED:
-            self._look_for_worker(lg)
+        stuck, at the run's end): what is left of the generation is followed as well."""
+        if lg.phase is GenPhase.ORPHANED and not lg.worker_over:
+            lg.worker_pid = None
+            if self._worker_gone(lg):
+                self.collect(lg, lg.wait_status)
 
-    def _look_for_worker(self, lg: LiveGen) -> None:
-        """Look every ``GONE_LOOK`` for what runs on of a generation whose wrapper is gone,
-        until nothing is left (``stopping.runs_on``)."""
-        def look() -> None:
-            if lg.phase is not GenPhase.ORPHANED or lg.worker_over:
-                return
-            if stopping.runs_on(self.paths.run_id, lg.gen):
-                self.timers.after(stopping.GONE_LOOK, look)
-                return
-            lg.worker_over = True
-            self.collect(lg, lg.wait_status)
-
-        self.timers.after(stopping.GONE_LOOK, look)
+    def _worker_gone(self, lg: LiveGen) -> bool:
+        """Whether the worker of an ORPHANED generation has ended, where no launcher tells its
+        end (``worker_pid`` None): nothing carries the generation's markers any more — its
+        markers, not its wrapper's process group: a resume cannot tell when the wrapper died,
+        and a group with its id may be another's by then (a test run beside others found
+        one, and waited on it). While something does, one of those processes is followed by
+        its pidfd, and the look is made again when it ends (``GenerationWatch.follow_pid``,
+        which collects): no polling."""
+        if lg.worker_pid is not None:
+            return False
+        left = stopping.leftovers(self.paths.run_id, lg.gen)
+        if left:
+            self.follow.follow_pid(lg, left[0].pid)
+            return False
+        lg.worker_over = True
+        return True
 
     def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
                   session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:

@@ -55,15 +55,6 @@ def leftovers(run_id: str, gen: GenPaths) -> list[psutil.Process]:
     return procs.marked(procs.generation_markers(run_id, gen.slot, gen.gen))
 
 
-def runs_on(run_id: str, gen: GenPaths) -> bool:
-    """Whether anything of a generation whose wrapper is gone, and no launcher to tell of its
-    worker, still runs: a process that carries its markers (its worker, and what that
-    started, unless they emptied their environment). Not by the wrapper's process group: a
-    resume cannot tell when the wrapper died, and a group with its id may be another's by
-    then, its leader gone too (a test run beside others found one, and waited on it)."""
-    return bool(leftovers(run_id, gen))
-
-
 def end_leftovers(run_id: str, gens: Iterable[GenPaths], grace: float) -> None:
     """What is left of ended generations, ended blocking (TERM, KILL after ``grace``): a
     resume's, before their tasks run again."""
