@@ -11,18 +11,19 @@ it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``m
 (A worker the second stage forks after the hang-up never starts: it finds its terminal hung
 up, ``wrapper``.)
 
-With ``--hangup``, the leader is also the *subreaper* of the pane's processes: a second stage
-killed from outside (``kill -9``, the OOM killer) leaves its worker running — in Zellij, the
-pty relay that carries it — and the worker becomes the leader's child as the stage dies. The
-leader then waits for it and writes its end as the stage would have (the hang-up mark if the
-terminal is gone, the exit sidecar, the heartbeat's last line, ``record_end``): the worker's
-own end is the generation's, never a lost run to run again (SPEC §5.7).
+With ``--hangup``, ``--exit`` and ``--heartbeat`` (the generation's files), the leader is also
+the *subreaper* of the pane's processes: a second stage killed from outside (``kill -9``, the
+OOM killer) leaves its worker running — in Zellij, the pty relay that carries it — and the
+worker becomes the leader's child as the stage dies. The leader then waits for it and writes
+its end as the stage would have (the hang-up mark if the terminal is gone, the exit sidecar,
+the heartbeat's last line: ``Records``): the worker's own end is the generation's, never a lost
+run to run again (SPEC §5.7).
 
-Run as ``python -I -S _paneleader.py [--hangup FILE] CMD…``: stdlib only, no site, started in
-a few ms. With ``--hangup``, a SIGHUP that says its terminal hung up — the pane closed, or
-the whole session went: the kernel's, or the multiplexer's, never one from the pane's own
-processes (``hung_up``) — first creates FILE: the evidence that tells a closed pane from a
-worker that exits 129 or dies of a SIGHUP of its own (SPEC §6).
+Run as ``python -I -S _paneleader.py [--hangup FILE [--exit FILE --heartbeat FILE]] CMD…``:
+stdlib only, no site, started in a few ms. With ``--hangup``, a SIGHUP that says its terminal
+hung up — the pane closed, or the whole session went: the kernel's, or the multiplexer's, never
+one from the pane's own processes (``hung_up``) — first creates FILE: the evidence that tells a
+closed pane from a worker that exits 129 or dies of a SIGHUP of its own (SPEC §6).
 
 ``_paneleader.py --step-env PANE_VAR CMD…`` (a pane that runs as a Slurm step) also empties
 the environment for CMD itself — what the wrapper's ``env -i`` does otherwise — keeping the
@@ -117,25 +118,35 @@ def reap_others(keep: set[int]) -> None:
                 pass
 
 
-def recorded(hangup: str) -> bool:
-    """The second stage wrote its worker's end (the exit sidecar beside the hang-up mark)."""
-    try:
-        return os.lstat(os.path.join(os.path.dirname(hangup), "exit")).st_size > 0
-    except OSError:
-        return False
+# The heartbeat's last line, the wrapper's (``wrapper``: its printf, ``%s`` for the code) or ours
+EXITED_LINE = '{{"event":"exited","code":{}}}'
 
 
-def record_end(hangup: str, status: int) -> None:
-    """Write the worker's end as the second stage would have — the hang-up mark when the
-    terminal is gone, the exit sidecar, the heartbeat's last line — for the worker of a second
-    stage that was killed from outside: its own end is the generation's."""
-    directory = os.path.dirname(hangup)
-    code = os.waitstatus_to_exitcode(status)
-    code = code if code >= 0 else 128 - code
-    if not os.isatty(0) and not os.path.lexists(hangup):
-        _append(hangup, "")
-    _append(os.path.join(directory, "exit"), f"{code}\n")
-    _append(os.path.join(directory, "heartbeat.jsonl"), f'{{"event":"exited","code":{code}}}\n')
+class Records:
+    """The generation's files the second stage writes as its worker ends, given by it
+    (``--hangup``, ``--exit``, ``--heartbeat``): for a worker whose second stage was killed.
+    (A plain class: ``typing`` and ``dataclasses`` would cost a pane's start milliseconds.)"""
+
+    def __init__(self, hangup: str, exit: str, heartbeat: str) -> None:
+        self.hangup, self.exit, self.heartbeat = hangup, exit, heartbeat
+
+    def written(self) -> bool:
+        """The second stage wrote its worker's end (its exit sidecar)."""
+        try:
+            return os.lstat(self.exit).st_size > 0
+        except OSError:
+            return False
+
+    def write_end(self, status: int) -> None:
+        """Write the worker's end as the second stage would have — the hang-up mark when the
+        terminal is gone, the exit sidecar, the heartbeat's last line — for the worker of a
+        second stage that was killed from outside: its own end is the generation's."""
+        code = os.waitstatus_to_exitcode(status)
+        code = code if code >= 0 else 128 - code
+        if not os.isatty(0) and not os.path.lexists(self.hangup):
+            _append(self.hangup, "")
+        _append(self.exit, f"{code}\n")
+        _append(self.heartbeat, EXITED_LINE.format(code) + "\n")
 
 
 def _append(path: str, text: str) -> None:
@@ -154,16 +165,18 @@ def _append(path: str, text: str) -> None:
 
 def main(argv: list[str]) -> int:
     env = None
-    hangup = None
-    while argv[:1] in (["--step-env"], ["--hangup"]):
-        if argv[0] == "--hangup":
-            hangup = argv[1]
-        else:
+    records: dict[str, str] = {}  # --hangup, --exit, --heartbeat: the generation's files
+    while argv[:1] in (["--step-env"], ["--hangup"], ["--exit"], ["--heartbeat"]):
+        if argv[0] == "--step-env":
             env = step_environment(dict(os.environ), argv[1])
+        else:
+            records[argv[0]] = argv[1]
         argv = argv[2:]
+    hangup = records.get("--hangup")
+    ends = Records(hangup, records["--exit"], records["--heartbeat"]) if len(records) == 3 and hangup else None
 
     leader = os.getpid()
-    if hangup is not None:
+    if ends is not None:
         become_subreaper()
 
     def outlive(_signum: int, _frame: object) -> None:
@@ -188,15 +201,15 @@ def main(argv: list[str]) -> int:
         finally:
             os._exit(127)
     passed_on: set[int] = set()
-    worker = None  # the worker its second stage left running, killed from outside (``orphan_of``)
+    worker = None  # the worker its second stage left running, killed from outside
     while True:
         info = signal.sigwaitinfo(waited)
         if info.si_signo == signal.SIGCHLD:
             if worker is not None:
                 done, status = os.waitpid(worker, os.WNOHANG)
                 if done:
-                    if hangup is not None:  # (always: a worker is followed only where its end can be written)
-                        record_end(hangup, status)
+                    if ends is not None:  # (always: a worker is followed only where its end can be written)
+                        ends.write_end(status)
                     break
                 reap_others({worker})
                 continue
@@ -210,7 +223,7 @@ def main(argv: list[str]) -> int:
             # process's child, and what the worker forked since, which started after it.
             orphan = first_started(pid for pid in children() if pid != child)
             _, status = os.waitpid(child, 0)
-            if orphan is None or not os.WIFSIGNALED(status) or hangup is None or recorded(hangup):
+            if orphan is None or not os.WIFSIGNALED(status) or ends is None or ends.written():
                 break
             worker = orphan[1]
             continue

@@ -51,7 +51,7 @@ from pathlib import Path
 from zellij_swarm import quoting
 from zellij_swarm.records import envfile, generation_files
 from zellij_swarm.records.generation_files import GenPaths
-from zellij_swarm.worker._paneleader import WORKER_SIGNALS
+from zellij_swarm.worker._paneleader import EXITED_LINE, WORKER_SIGNALS
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ _OUTPUT = _in_gen_dir(generation_files.OUTPUT)
 _STDERR = _in_gen_dir(generation_files.STDERR)
 _EXIT_SIDECAR = _in_gen_dir(generation_files.EXIT_SIDECAR)
 _HANGUP = _in_gen_dir(generation_files.HANGUP)
+_EXITED = quoting.shell_word(EXITED_LINE.format("%s") + "\\n")  # printf's format: the pane leader writes it too
 
 # Claiming is creating the claim file with O_EXCL (``set -C``): a wrapper that finds it taken
 # leaves (exit 0). One that could not create it at all — no room, a read-only state directory —
@@ -383,7 +384,7 @@ def _body(pane: PaneMode | None) -> list[str]:
         "  _zsw_rc=1",
         f"  printf '%s\\n' '- cwd_missing' >>{_EXIT_SIDECAR}",
         "fi",
-        _after_worker('printf \'{"event":"exited","code":%s}\\n\' "$_zsw_rc"', _HEARTBEAT) + " || :",
+        _after_worker(f'printf {_EXITED} "$_zsw_rc"', _HEARTBEAT) + " || :",
         *([f'[ -n "$_zsw_headless" ] || {{ {pane.hold}; }}'] if pane and pane.hold else []),
         'exit "$_zsw_rc"',
     ]
@@ -404,7 +405,8 @@ def _headless_stage() -> list[str]:
 
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
-    leader = " ".join(q(a) for a in PANE_LEADER) + f" --hangup {_HANGUP}"
+    leader = (" ".join(q(a) for a in PANE_LEADER)
+              + f" --hangup {_HANGUP} --exit {_EXIT_SIDECAR} --heartbeat {_HEARTBEAT}")
     # the pane leader empties the environment for the second stage (a step's own variables
     # kept), which starts with the caller's saved one restored under them
     leader = (f"{leader} --step-env {pane.pane_var}" if pane.step_env
