@@ -791,8 +791,7 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
     `zellij-swarm layout -j 8 > swarm.kdl && zellij --layout swarm.kdl`."""
     directory = str(_state_dir(state_dir))
     for what, value in (("--run", run_id or ""), ("the state directory", directory)):
-        if swarmfile.unencodable(value) is not None:
-            raise exc.UsageError(f"{what} {value!r} is not valid UTF-8: a layout is text")
+        swarmfile.require_utf8(what, value, "a layout is text")
     if run_id is not None:  # a run that is there (by its id, or a unique prefix): its panes name it whole
         run_id = find_run(Path(directory), run_id).run_id
     click.echo(generate(jobs, ui, style, run=run_id, state_dir=directory), nl=False)

@@ -171,8 +171,7 @@ def add(run: RunPaths, *, file: str | None = None, tasks: list[dict[str, Any]] |
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: tasks can only be added to a running swarm")
     if file is not None:
         tasks = _tasks_of_file(file, run)
-    if (bad := swarmfile.unencodable(tasks)) is not None:  # (``run`` refuses such an argument as well)
-        raise exc.UsageError(f"add: {bad!r} is not valid UTF-8 text: a run records its tasks as text")
+    swarmfile.require_utf8("add:", tasks, "a run records its tasks as text")  # (as ``run`` refuses its arguments)
     answer, _ = ask(run, "add", timeout=15, tasks=tasks)
     if answer is None:
         raise exc.RunNotActive(f"run {run.run_id} did not answer the addition in time")

@@ -319,11 +319,7 @@ def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, jo
     checks += [(f"{n} (from {resolved.sources.get(n, 'default')})", str(v)) for n, v in resolved.values.items()]
     checks += [("command-line argument", a) for a in sys.argv]
     for what, value in checks:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise exc.UsageError(f"{what} {value!r} is not valid UTF-8: zellij-swarm records it as text; "
-                                 "use a UTF-8 name") from None
+        swarmfile.require_utf8(what, value, "zellij-swarm records it as text; use a UTF-8 name")
 
 
 def _require_names(**paths: str | None) -> None:

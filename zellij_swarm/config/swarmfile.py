@@ -472,6 +472,13 @@ def unencodable(value: object) -> str | None:
     return None
 
 
+def require_utf8(what: str, value: object, why: str) -> None:
+    """Refuse (exit 2, one line) ``value`` when it holds text that UTF-8 cannot (``unencodable``):
+    ``what`` names it, ``why`` says what it would have been written into."""
+    if (bad := unencodable(value)) is not None:
+        raise exc.UsageError(f"{what} {bad!r} is not valid UTF-8: {why}")
+
+
 def task_from_dict(raw: object, index: int, source: str, base: Path) -> TaskSpec:
     """One task from a mapping with the ``[[task]]`` keys (Python API, follow-ups)."""
     return _task(raw, index, source, [], None, base)
