@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
-from zellij_swarm.records.rundir import RunPaths, check_can_create, write_atomic
+from zellij_swarm.records.rundir import RunPaths, check_can_create, open_to_write, unwritable_why, write_atomic
 from zellij_swarm.records.states import TaskStatus
 
 TAIL_BYTES = 64 * 1024
@@ -159,17 +159,15 @@ def _put(path: Path, run: RunPaths, report: Callable[[], bytes]) -> str | None:
         else:
             write_atomic(target, data, mode=0o644)
     except OSError as e:
-        reason = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror
-        return f"cannot write the JUnit report {path}: {reason}; the run's records are in {run.dir}"
+        return f"cannot write the JUnit report {path}: {unwritable_why(e)}; the run's records are in {run.dir}"
     return None
 
 
 def _write_through(path: Path, data: bytes) -> None:
     """Write into what is at ``path`` (a device, a FIFO, a pipe) without replacing it. A FIFO
-    nobody reads fails at once (ENXIO) rather than hanging the end of the run."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
+    nobody reads fails at once rather than hanging the end of the run (``open_to_write``)."""
+    fd = open_to_write(path, os.O_NOCTTY)
     try:
-        os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

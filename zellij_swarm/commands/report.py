@@ -27,7 +27,6 @@ characters XML forbids removed (``junit.clean``), so the page and its SVG always
 
 from __future__ import annotations
 
-import errno
 import html
 import json
 import os
@@ -42,7 +41,7 @@ from zellij_swarm.commands.junit import clean
 from zellij_swarm.commands.proof import prove
 from zellij_swarm.commands.status import load_status, task_specs_of, when
 from zellij_swarm.records import log as records
-from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.rundir import RunPaths, open_to_write, unwritable_why
 from zellij_swarm.records.states import FAILED_STATUSES, UNSUCCESSFUL_STATUSES
 from zellij_swarm.records.task import GENERATED_NAME, command_text
 from zellij_swarm.render.console import COUNT_ORDER, counts_text
@@ -381,11 +380,8 @@ def write_report(run: RunPaths, out: Path, *, now: float | None = None) -> None:
     if out.is_dir():
         raise exc.UsageError(f"--html {out}: is a directory, expected a file name")
     page = render_report(run, now=now)  # first: a run that cannot be read leaves ``out`` untouched
-    try:  # O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO) rather than hangs
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
-        os.set_blocking(fd, True)
-        with open(fd, "w", encoding="utf-8") as f:
+    try:
+        with open(open_to_write(out, os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as f:
             f.write(page)
     except OSError as e:
-        why = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror or e
-        raise exc.UsageError(f"--html {out}: cannot write it: {why}") from None
+        raise exc.UsageError(f"--html {out}: cannot write it: {unwritable_why(e)}") from None

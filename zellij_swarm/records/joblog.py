@@ -41,7 +41,6 @@ supervisor wrote it just before its end, the outcome not yet in its event log).
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import signal
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
-from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.rundir import RunPaths, open_to_write, unwritable_why
 
 HEADER = "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\tSignal\tCommand\n"
 _SEQ = re.compile(r"t([1-9][0-9]*)\Z")
@@ -141,14 +140,10 @@ class JobLog:
         self.path = path
         self.run: RunPaths | None = None  # the run whose tasks it logs, told once it exists: Receive reads it
         self.written: set[tuple[str, str]] = set()  # the keys of the lines it holds, when continued
-        # O_NONBLOCK for the open only: a FIFO nobody reads fails at once (ENXIO), not hangs the run's start
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NONBLOCK | (0 if append else os.O_TRUNC)
         try:
-            self._fd: int | None = os.open(path, flags, 0o644)
-            os.set_blocking(self._fd, True)
+            self._fd: int | None = open_to_write(path, os.O_CREAT | os.O_APPEND | (0 if append else os.O_TRUNC), 0o644)
         except OSError as e:
-            why = "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror
-            raise exc.UsageError(f"--joblog {path}: cannot write it: {why}") from None
+            raise exc.UsageError(f"--joblog {path}: cannot write it: {unwritable_why(e)}") from None
         try:
             if os.fstat(self._fd).st_size == 0:
                 self._write(HEADER)

@@ -45,6 +45,21 @@ _GEN_DIR = re.compile(r"gen-(\d+)\Z")
 COMMIT_MARKERS = frozenset({EXIT_RECORD, "run.json", "summary.json"})
 
 
+def open_to_write(path: str | os.PathLike[str], flags: int = 0, mode: int = 0o666) -> int:
+    """A descriptor to write ``path`` through (``flags`` added to ``O_WRONLY``): a file made or
+    opened, a device, a FIFO. Non-blocking for the open only: a FIFO nobody reads fails at
+    once (ENXIO, ``unwritable_why``) rather than holding its caller for ever; the writes that
+    follow block as any do."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK | flags, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def unwritable_why(e: OSError) -> str:
+    """Why a file could not be written, for a one-line message."""
+    return "no process reads that FIFO" if e.errno == errno.ENXIO else e.strerror or str(e)
+
+
 def write_atomic(path: Path, data: str | bytes | Iterable[bytes], *, mode: int = 0o600) -> None:
     """Write ``path`` so that no reader ever sees a partial file (temp file + rename), and
     durably when it is one of the ``COMMIT_MARKERS``. ``data`` may come in chunks (a run's
