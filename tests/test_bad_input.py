@@ -157,7 +157,7 @@ MALFORMED = [
     Case("slurm-not-a-table", {"s.toml": T + "slurm = 1.5\n"}, ("run", "s.toml"), "usage", "task 'ok': slurm: "),
     Case("layout-of-no-such-run", {}, ("layout", "--run", "nosuch"), "usage", "no run 'nosuch'"),
     Case("name-empty", {"s.toml": T}, ("run", "s.toml", "--name", ""), "usage",
-         "--name '': a run's name cannot be empty"),
+         "--name '': a run's name must be non-empty UTF-8 text"),
     Case("session-a-toml-bool", {"s.toml": "[swarm]\nsession = true\n" + T}, ("run", "s.toml"), "usage",
          "invalid session True (from file s.toml:2): expected a non-empty single-line name, as a string (not a bool)"),
     Case("waiting-pattern-a-toml-float", {"s.toml": "[swarm]\nwaiting_pattern = 1.5\n" + T}, ("run", "s.toml"),

@@ -280,8 +280,8 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     from zellij_swarm.commands.run import execute
 
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
-    if name is not None and not name.strip():  # as a swarm file's [swarm] name
-        raise exc.UsageError(f"--name {name!r}: a run's name cannot be empty")
+    if name is not None and not swarmfile.is_run_name(name):
+        raise exc.UsageError(f"--name {name!r}: a run's name must be non-empty UTF-8 text")
     ctx = click.get_current_context()
     after_separator = ctx.meta.get(template.SEPARATOR)
     stream = None

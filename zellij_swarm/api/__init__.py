@@ -208,7 +208,7 @@ class Swarm:
         if isinstance(tasks, (str, Task, Mapping)) or not isinstance(tasks, Iterable):
             raise errors.InputError(f"tasks must be a list of Task, not a {type(tasks).__name__}", path=SOURCE)
         self.tasks = list(tasks)
-        if name is not None and (not isinstance(name, str) or not name.strip() or swarmfile.unencodable(name)):
+        if name is not None and not swarmfile.is_run_name(name):
             raise errors.UsageError(f"name must be a non-empty string of UTF-8 text, not {name!r}")
         self.name = name
         if groups is not None and not isinstance(groups, Mapping):

@@ -352,7 +352,7 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
         if key not in SWARM_KEYS:
             raise exc.InputError(f"[swarm]: {unknown_key(key, SWARM_KEYS)}", path=path, line=line)
         if key == "name":
-            if not isinstance(raw, str) or not raw.strip():
+            if not is_run_name(raw):
                 raise exc.InputError("[swarm]: name must be a non-empty string", path=path, line=line)
             name = raw
             continue
@@ -464,12 +464,19 @@ def unencodable(value: object) -> str | None:
         except UnicodeEncodeError:
             return value
         return None
-    items = list(value.items()) if isinstance(value, dict) else value if isinstance(value, list | tuple) else []
-    for item in items:
-        for part in item if isinstance(value, dict) else (item,):
-            if (bad := unencodable(part)) is not None:
-                return bad
-    return None
+    if isinstance(value, dict):
+        parts = [part for pair in value.items() for part in pair]
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        return None
+    return next((bad for part in parts if (bad := unencodable(part)) is not None), None)
+
+
+def is_run_name(value: object) -> bool:
+    """A run's name (``[swarm] name``, ``--name``, the API's ``name``): text, not only blanks,
+    that a run's records can hold."""
+    return isinstance(value, str) and bool(value.strip()) and unencodable(value) is None
 
 
 def require_utf8(what: str, value: object, why: str) -> None:
