@@ -65,3 +65,37 @@ def test_a_process_the_command_left_holding_its_pipes_does_not_hold_the_timeout(
 def test_a_command_that_answers_while_give_up_says_nothing_gives_its_answer():
     res = external.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=10, check=False, give_up=lambda: None)
     assert (res.returncode, res.stdout, res.stderr) == (3, "out\n", "err\n")
+
+
+def test_a_server_stopped_is_given_up_on_only_once_stopped_for_the_probes_time(monkeypatch):
+    """``StoppedServer``: nothing while the server runs; a stop shorter than PROBE_TIMEOUT is
+    waited through (a continue starts the count again); a longer one is the call's timeout,
+    naming the stopped server."""
+    import subprocess
+
+    now = [100.0]
+    monkeypatch.setattr(external.time, "monotonic", lambda: now[0])
+    server = subprocess.Popen(["sleep", "60"])
+    try:
+        give_up = external.StoppedServer(["zellij", "action", "close-pane"], "the server", lambda: server.pid)
+        assert give_up() is None
+        server.send_signal(signal.SIGSTOP)
+        wait_until(lambda: psutil.Process(server.pid).status() == psutil.STATUS_STOPPED, what="stopped")
+        assert give_up() is None
+        now[0] += external.PROBE_TIMEOUT / 2
+        assert give_up() is None
+        server.send_signal(signal.SIGCONT)
+        wait_until(lambda: psutil.Process(server.pid).status() != psutil.STATUS_STOPPED, what="continued")
+        assert give_up() is None
+        server.send_signal(signal.SIGSTOP)
+        wait_until(lambda: psutil.Process(server.pid).status() == psutil.STATUS_STOPPED, what="stopped again")
+        now[0] += external.PROBE_TIMEOUT / 2
+        assert give_up() is None  # counted from this stop, not the first
+        now[0] += external.PROBE_TIMEOUT
+        said = give_up()
+        assert isinstance(said, BackendError) and said.code == "pane_call_timeout"
+        assert said.message == f"zellij action close-pane: no answer: the server (pid {server.pid}) is stopped"
+        assert external.StoppedServer(["tmux"], "the server", lambda: None)() is None
+    finally:
+        server.kill()
+        server.wait()

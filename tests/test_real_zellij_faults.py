@@ -7,12 +7,16 @@ there, the rest runs headless with one warning and no pane opens anywhere else."
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
 from realzellij import RealZellij
 from swarmtest import GATE, kill_run_processes, wait_until
 from zellijtest import FAST
+
+from zellij_swarm.backends import zellij_cli
 
 GATE2 = "until [ -e gate2 ]; do sleep 0.02; done"
 # bad fails in slot 1 (its pane kept), holder waits in slot 2, next (after holder) goes to slot 1
@@ -167,3 +171,31 @@ def test_a_client_that_detaches_mid_run_before_044_is_said_once(swarm, rz_pre044
         assert warnings(s.run) == ["client_detached"]
     finally:
         s.end()
+
+
+def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, rz: RealZellij, tmux):
+    """The session's server stopped (SIGSTOP) while a worker runs in its pane, then Ctrl-C:
+    the run ends cancelled without waiting out a call's whole time (it took 22 s: a
+    close-pane's 10 s, then two looks at whether the session lives), and says that the
+    server is stopped."""
+    rz.host("host", tmux)
+    s = LiveSwarm(swarm, rz, DETACH_SWARM)
+    servers = [p for p in rz.processes() if "--server" in p.cmdline()]
+    try:
+        s.wait_holder()
+        for server in servers:
+            server.suspend()
+        asked = time.time()
+        s.proc.send_signal(signal.SIGINT)
+        _, err = s.proc.communicate(timeout=60)
+        assert s.proc.returncode == 130, err
+    finally:
+        for server in servers:
+            server.resume()
+        s.end()
+    evs = [json.loads(line) for line in (s.run / "events.jsonl").read_text().splitlines()]
+    finished = next(e for e in evs if e["event"] == "run_finished")
+    assert finished["ts"] - asked < zellij_cli.CALL_TIMEOUT, evs
+    said = [e["message"] for e in evs if e["event"] == "warning" and e["code"] == "pane_call_timeout"]
+    assert all("is stopped" in m for m in said), said
+    assert swarm.tasks()["holder"]["status"] == "cancelled"

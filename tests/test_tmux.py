@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, Swarm, clean_env, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import inside_env, outside_env
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -679,6 +679,41 @@ def test_panes_a_failed_batch_opened_before_it_failed_are_the_runs(tmux, tmp_pat
     assert len(opened) == 2 and sum(isinstance(r, LaunchFailed) for r in results) == 1, results
     assert set(opened) <= set(tmux.panes()) and one in tmux.panes()
     assert all(d.backend.panes.pop(p) is not None for p in opened)  # in the run's panes, as any opened one
+
+
+def test_ctrl_c_with_the_tmux_server_stopped_waits_out_no_call(swarm, tmux):
+    """The tmux server is stopped (SIGSTOP) while a worker runs in its pane, then the user
+    presses Ctrl-C. It took 22 s: a call's whole 10 s, then two looks at whether the session
+    lives that waited for a stopped server's answer. Such a server can neither answer nor
+    end by itself: the run ends cancelled without waiting out a call's time, and leaves the
+    server as it was."""
+    import os
+    import signal
+    import time
+
+    from zellij_swarm import pid_end
+    from zellij_swarm.backends import tmux_client
+
+    swarm.write("s.toml", f'[[task]]\nname = "holder"\ncmd = "touch holder.up; {GATE}"\n')
+    proc, run, _gen, _pane = start_live_pane(swarm, tmux, "s.toml")
+    server = int(tmux("display-message", "-p", "#{pid}").strip())
+    try:
+        wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
+        os.kill(server, signal.SIGSTOP)
+        asked = time.time()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert pid_end.stopped(server)
+    finally:
+        os.kill(server, signal.SIGCONT)
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run.name)
+    evs = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    finished = next(e for e in evs if e["event"] == "run_finished")
+    assert finished["ts"] - asked < tmux_client.CALL_TIMEOUT, evs
+    assert swarm.tasks()["holder"]["status"] == "cancelled"
 
 
 def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, tmp_path, monkeypatch):

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from swarmtest import GATE, wait_until
 from zellijtest import FAST
+
+from zellij_swarm.backends import zellij_cli
 
 TASKS = 5
 SWARM = "[swarm]\njobs = 2\n" + "".join(
@@ -215,3 +220,37 @@ def test_a_client_that_detaches_mid_run_before_044_is_said_once_and_the_rest_run
     assert fz.session(version, "host")["orphan_panes"] == []
     assert [e["code"] for e in events(swarm.latest()) if e["event"] == "warning"] == ["client_detached"]
     assert ledger(swarm) == ["bad", "ok"]
+
+
+@pytest.mark.parametrize("version", ["0.45.0", "0.43.1"])
+def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, fz, version):
+    """The session's server is stopped (SIGSTOP) while a worker runs in its pane, then the
+    user presses Ctrl-C. No call to a stopped server can be answered, and it cannot end by
+    itself: the run ends cancelled without waiting out a call's whole time (each one cost
+    10 s, and each look at whether the session lives 6 s more), says that the server is
+    stopped, and leaves the server as it was."""
+    fz.host("host", version, client=True)
+    swarm.write("sw.toml", DETACH_SWARM)
+    proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=fz.env(version, inside="host", **FAST))
+    servers = [p for p in fz.processes() if "--server" in p.cmdline()]
+    try:
+        wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
+        for server in servers:
+            server.suspend()
+        asked = time.time()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert all(server.status() == psutil.STATUS_STOPPED for server in servers)
+    finally:
+        for server in servers:
+            server.resume()
+        proc.kill()
+        proc.communicate()
+    evs = events(swarm.latest())
+    finished = next(e for e in evs if e["event"] == "run_finished")
+    assert finished["ts"] - asked < zellij_cli.CALL_TIMEOUT, evs
+    said = [e["message"] for e in evs if e["event"] == "warning" and e["code"] == "pane_call_timeout"]
+    assert all("is stopped" in m for m in said), said
+    assert swarm.tasks()["holder"]["status"] == "cancelled"

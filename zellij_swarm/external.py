@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from zellij_swarm import pid_end
 from zellij_swarm.exc import BackendError
 
 
@@ -46,6 +47,33 @@ GIVE_UP_EVERY = 0.5
 # whether its session lives is: that decides what became of its panes' workers. That probe
 # waits this long (seconds) on such a server, not a whole call's time.
 PROBE_TIMEOUT = 2.0
+
+
+class StoppedServer:
+    """A ``give_up`` for a call to a multiplexer's server (``run``): the call's error once the
+    server has been stopped (SIGSTOP: ``pid_end.stopped``) for ``PROBE_TIMEOUT``. No answer
+    can come before someone continues it, and a Ctrl-C would otherwise wait out the whole
+    timeout of each call it makes. A shorter stop (a debugger's, a moment's) is waited
+    through, as any slow answer is. ``pid``: the server's, when known (None: it is not
+    watched)."""
+
+    def __init__(self, argv: Sequence[str], server: str, pid: Callable[[], int | None]) -> None:
+        self.argv = argv
+        self.server = server
+        self.pid = pid
+        self.since: float | None = None  # when the server was first seen stopped, since it last ran
+
+    def __call__(self) -> BackendError | None:
+        pid = self.pid()
+        if pid is None or not pid_end.stopped(pid):
+            self.since = None
+            return None
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        if now - self.since < PROBE_TIMEOUT:
+            return None
+        return BackendError(MULTIPLEXER.timeout, f"{what(self.argv)}: no answer: {self.server} (pid {pid}) is stopped")
 
 
 def probe_timeout(unresponsive: BackendError | None, timeout: float) -> float | None:

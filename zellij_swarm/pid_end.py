@@ -39,6 +39,13 @@ def ended(pid: int, start: int | None) -> bool:
     return stat is None or stat[0] in (b"Z", b"X") or (start is not None and int(stat[19]) != start)
 
 
+def stopped(pid: int) -> bool:
+    """Process ``pid`` is stopped (SIGSTOP, SIGTSTP: state ``T``): until it is continued it
+    can neither answer nor end by itself."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] == b"T"
+
+
 def _stat(pid: int) -> list[bytes] | None:
     """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
     try:

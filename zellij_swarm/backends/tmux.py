@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import external, names, quoting
+from zellij_swarm import external, names, pid_end, quoting
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
     WHERE_PANES_ARE,
@@ -248,7 +248,10 @@ class TmuxBackend:
         self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(f"board · {ctx.run_id}"))
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
-        self.socket_path = socket = self._tmux("display-message", "-p", "#{socket_path}").lines[0]
+        # the server's pid too: a call it leaves unanswered is given up on once it is stopped
+        pid, _, self.socket_path = self._tmux("display-message", "-p", "#{pid} #{socket_path}").lines[0].partition(" ")
+        socket = self.socket_path
+        self.client.server_pid = int(pid) if pid.isdigit() else None
         if self.inside:  # --attach moves this client to the swarm's window (in whichever session it is)
             self.attach_argv = ["tmux", "-S", socket, "switch-client", "-t", window]
         elif self.created_session:
@@ -652,6 +655,9 @@ class TmuxBackend:
             except BackendError:  # no answer
                 return None
 
+        server = self.client.server_pid
+        if server is not None and pid_end.stopped(server):
+            return True  # a stopped server cannot answer, nor end by itself
         return alive_unless_gone(answer, lambda: not self.client.listening(), settle=SETTLE, every=0.1)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:

@@ -134,6 +134,7 @@ class TmuxClient:
         self.timeout = timeout
         self.binary = shutil.which("tmux", path=self.env.get("PATH"))
         self.unresponsive: BackendError | None = None  # the call that timed out, once one did
+        self.server_pid: int | None = None  # the server's, once known: a stopped one is given up on
         self._server: libtmux.Server | None = None
 
     @property
@@ -158,7 +159,7 @@ class TmuxClient:
         for i, command in enumerate(commands):
             argv += ([";"] if i else []) + [quoting.tmux_arg(a) for a in command]
         try:
-            return external.run(argv, timeout=self.timeout, env=self.env, check=check)
+            return external.run(argv, timeout=self.timeout, env=self.env, check=check, give_up=self._stopped(argv))
         except BackendError as e:
             if e.code == "pane_call_timeout":
                 # A server that does not answer (stopped, stuck) would cost every later call
@@ -276,13 +277,19 @@ class TmuxClient:
                 box.append((False, e))
 
         started = time.time()
+        deadline = time.monotonic() + limit
+        stopped = self._stopped(what.split())
         thread = threading.Thread(target=run, name=what, daemon=True)
         thread.start()
-        thread.join(limit)
+        given_up = None
+        while thread.is_alive() and given_up is None and (left := deadline - time.monotonic()) > 0:
+            thread.join(min(left, external.GIVE_UP_EVERY))
+            if thread.is_alive():
+                given_up = stopped()
         if thread.is_alive():
             self._kill_clients(started)
             thread.join(1.0)
-            self.unresponsive = BackendError("pane_call_timeout", f"{what}: no answer within {limit:g}s")
+            self.unresponsive = given_up or BackendError("pane_call_timeout", f"{what}: no answer within {limit:g}s")
             raise self.unresponsive
         ok, value = box[0]
         if ok:
@@ -295,6 +302,9 @@ class TmuxClient:
             raise BackendError("pane_call_failed", f"{what}: {value}") from None
         assert isinstance(value, BaseException)
         raise value
+
+    def _stopped(self, argv: Sequence[str]) -> external.StoppedServer:
+        return external.StoppedServer(argv, "the tmux server", lambda: self.server_pid)
 
     def _kill_clients(self, since: float) -> None:
         """Kill the tmux clients of ours that talk to this server and started since the call

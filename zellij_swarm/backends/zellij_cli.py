@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm import external
+from zellij_swarm import external, pid_end
 from zellij_swarm.backends.base import alive_unless_gone
 from zellij_swarm.exc import BackendError
 
@@ -132,7 +132,7 @@ class Zellij:
         self.timeout = timeout
         self.session: str | None = None
         self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
-        self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``_listed_live``)
+        self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``listed_live``)
         # The first call to the session that got no answer in its time: every later one fails
         # with it at once (as tmux_client's does). A server stopped or stuck would cost each its
         # whole timeout — a Ctrl-C, closing the panes one by one, would take ten seconds a pane.
@@ -174,7 +174,7 @@ class Zellij:
             env = dict(scrubbed(env), ZELLIJ_PANE_ID=str(pane_number(from_pane)))
         limit = timeout or self.timeout
         deadline = time.monotonic() + limit
-        give_up = (lambda: self._server_gone(argv)) if session else None
+        give_up = _GiveUp(self, argv) if session else None
         while True:
             try:
                 res = external.run(argv, timeout=limit, env=env, check=False, give_up=give_up)
@@ -208,20 +208,11 @@ class Zellij:
         no such evidence: its probe of a busy server can fail (contract §2.0) or outlast our
         call, and a live session taken for dead has its panes' workers recorded lost and run
         again."""
-        return alive_unless_gone(lambda: True if self._listed_live(name) else None,
+        server = self.server_pid(name)
+        if server is not None and pid_end.stopped(server):
+            return True  # a stopped server cannot answer ``ls``, nor end by itself
+        return alive_unless_gone(lambda: True if self.listed_live(name) else None,
                                  lambda: not self.server_runs(name), settle=settle, every=0.05)
-
-    def _server_gone(self, argv: Sequence[str]) -> BackendError | None:
-        """For a call to our session that has not answered yet: ``session_missing`` once its
-        server is gone — not running, and ``ls`` does not list the session live. The real
-        CLI whose server was killed in the middle of its call does not end: it spins on the
-        closed socket (seen with 0.45.0), and the swarm would wait out the call's timeout
-        before it learnt that its panes' workers were lost."""
-        session = self.session or ""
-        if self.server_runs(session) or self._listed_live(session):
-            return None
-        return BackendError("session_missing", f"zellij: session {session!r} is gone: its server ended while "
-                                               f"{external.what(argv)} waited for its answer")
 
     def live_in(self, rows: Mapping[str, SessionRow], name: str) -> bool:
         """Whether the session ``name`` is live, given one ``ls``'s ``rows``: listed live; or,
@@ -231,7 +222,10 @@ class Zellij:
         return (row is not None and row.live) or (self.server_runs(name) and self.session_live(name))
 
     def server_runs(self, session: str) -> bool:
-        """Whether the server of ``session`` runs: a process ``zellij --server SOCKET`` of this
+        return self.server_pid(session) is not None
+
+    def server_pid(self, session: str) -> int | None:
+        """The server of ``session``, when it runs: a process ``zellij --server SOCKET`` of this
         Zellij's socket (``socket_dir``), not a zombie (its command line is empty) — never
         another version's, another user's or another socket directory's of the same name."""
         wanted = os.path.join(self.socket_dir(), session).encode("utf-8", "surrogateescape")
@@ -244,10 +238,10 @@ class Zellij:
             except OSError:  # gone meanwhile, or not ours to read
                 continue
             if b"--server" in argv[:-1] and argv[argv.index(b"--server") + 1] == wanted:
-                return True
-        return False
+                return int(pid)
+        return None
 
-    def _listed_live(self, name: str) -> bool:
+    def listed_live(self, name: str) -> bool:
         """Whether ``ls`` lists ``name`` live; False also when it gives no answer (kept in
         ``ls_error`` for a message that has to say why a session was not found)."""
         try:
@@ -316,9 +310,34 @@ class Zellij:
             if seen and not present:
                 raise BackendError("session_died", f"zellij session {self.session!r} died as it started")
             seen = seen or present
-            if self._listed_live(self.session or ""):  # an ``ls`` with no answer is asked again
+            if self.listed_live(self.session or ""):  # an ``ls`` with no answer is asked again
                 return
             if time.monotonic() > deadline:
                 why = f" (zellij ls gave no answer: {self.ls_error.message})" if self.ls_error else ""
                 raise BackendError("session_missing", f"zellij session {self.session!r} did not come up{why}")
             time.sleep(0.05)
+
+
+class _GiveUp:
+    """When to stop waiting for a call to our session (``external.run``'s ``give_up``):
+
+    - ``session_missing`` once the session's server is gone: not running, and ``ls`` does not
+      list the session live. The real CLI whose server was killed in the middle of its call
+      does not end: it spins on the closed socket (seen with 0.45.0), and the swarm would wait
+      out the call's timeout before it learnt that its panes' workers were lost.
+    - ``pane_call_timeout`` once the server has been stopped a while (``external.StoppedServer``)."""
+
+    def __init__(self, z: Zellij, argv: Sequence[str]) -> None:
+        self.z = z
+        self.argv = argv
+        self.server: int | None = None
+        session = z.session or ""
+        self.stopped = external.StoppedServer(argv, f"the server of session {session!r}", lambda: self.server)
+
+    def __call__(self) -> BackendError | None:
+        session = self.z.session or ""
+        self.server = self.z.server_pid(session)
+        if self.server is None and not self.z.listed_live(session):
+            return BackendError("session_missing", f"zellij: session {session!r} is gone: its server ended while "
+                                                   f"{external.what(self.argv)} waited for its answer")
+        return self.stopped()
