@@ -248,7 +248,7 @@ def run_to_its_end(swarm: Swarm, file: str, backend: str, request: pytest.Fixtur
 
 def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[str, ...], dict[str, str] | None]:
     """Flags and environment for a run on ``backend``: headless, tmux (live), zellij-<version>
-    (live, against the fake zellij) or real-zellij (live, the real binary); the multiplexer's
+    (live, against the fake zellij) or real-zellij[-pre044] (live, the real binary); the multiplexer's
     fixture is taken from ``request``."""
     from tmuxtest import outside_env
     from zellijtest import FAST
@@ -259,6 +259,8 @@ def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[st
         return ("--backend", "tmux", "--ui", "live"), outside_env(request.getfixturevalue("tmux"))
     if backend == "real-zellij":  # the real binary of CI's version (tests/realzellij.py)
         return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("rz").env(**FAST)
+    if backend == "real-zellij-pre044":  # the real binary before 0.44
+        return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("rz_pre044").env(**FAST)
     version = backend.split("-", 1)[1]
     return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
 

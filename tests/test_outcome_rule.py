@@ -137,7 +137,8 @@ def test_a_worker_that_removes_its_directory_and_runs_on_is_ended_by_its_timeout
     assert [w["code"] for w in row["warnings"]] == ["records_removed"], row["warnings"]
 
 
-@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", full("zellij-0.43.1"), "real-zellij"])
+@pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0", full("zellij-0.43.1"), "real-zellij",
+                                     full("real-zellij-pre044")])
 def test_a_task_whose_wrapper_its_worker_killed_ends_as_its_worker_does_and_runs_once(swarm, backend, request):
     """Its wrapper killed, the worker runs on (it ignores TERM and HUP): the generation ended
     without a record and was retried — at first at once in another free slot while the
