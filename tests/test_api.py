@@ -210,6 +210,14 @@ WRONG = [  # an adversary's pass: each raised AttributeError, TypeError or Unico
     (lambda: Swarm([Task("pwd", cwd="~nosuchuser/x")]).run(), errors.InputError, "no such user's home"),
     (lambda: Swarm([Task("true", waiting_pattern=["("])]).run(), errors.InputError,
      "waiting_pattern must be a single value"),
+    # the run's own environment: posix_spawn's TypeError / ValueError, a run directory made
+    (lambda: Swarm([Task("true")]).run(env={"X": 1}), errors.InputError, "the value of X must be a string"),
+    (lambda: Swarm([Task("true")]).run(env={"X": "a\0b"}), errors.InputError, "the value of X must be a string"),
+    (lambda: Swarm([Task("true")]).run(env={"X=Y": "a"}), errors.InputError, "'X=Y' is not a name"),
+    (lambda: Swarm([Task("true")]).run(env={"": "a"}), errors.InputError, "'' is not a name"),
+    (lambda: Swarm([Task("true")]).run(env={"X": "\ud800"}), errors.InputError, "the value of X"),
+    (lambda: Swarm([Task("true")]).start(env={"X": 1}), errors.InputError, "the value of X must be a string"),
+    (lambda: Swarm([Task("true")]).start(env=["X"]), errors.InputError, "env must be a mapping"),
 ]
 
 

@@ -100,3 +100,31 @@ def test_a_read_only_state_dir_is_bad_input(tmp_path):
     assert (res.returncode, res.stderr) == (
         2, f"zellij-swarm: error: cannot use state directory {state}: Read-only file system\n")
     assert not (tmp_path / "ledger").exists()
+
+
+def test_threads_of_one_program_write_the_same_record_at_once(tmp_path):
+    """``write_atomic`` named its temp file by the pid alone: threads of one program, each
+    starting a run in a new state dir (its ``.gitignore``), failed with "File exists"."""
+    import threading
+
+    from zellij_swarm.records import rundir
+
+    target = tmp_path / ".gitignore"
+    start = threading.Barrier(4)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        start.wait()
+        for _ in range(300):
+            try:
+                rundir.write_atomic(target, "*\n")
+            except OSError as e:
+                failed.append(e)
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == [] and target.read_text() == "*\n"
+    assert [p.name for p in tmp_path.iterdir()] == [".gitignore"]

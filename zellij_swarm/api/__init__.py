@@ -241,7 +241,7 @@ class Swarm:
     def _plan(self, output: OutputMode | None, env: Mapping[str, str] | None) -> _Plan:
         """The tasks checked (as a swarm file's are: errors raised before anything runs) and
         the settings resolved: given here > environment > default (``quiet`` output)."""
-        environment = dict(os.environ if env is None else env)
+        environment = dict(os.environ) if env is None else _checked_environment(env)
         base = Path.cwd()
         specs = []
         for index, task in enumerate(self.tasks):
@@ -257,6 +257,30 @@ class Swarm:
 
 
 _NOT_SETTINGS = ("name", "groups")  # Swarm's keywords that are not settings
+
+
+def _checked_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` as a process's environment can hold it — each name a non-empty string without
+    ``=`` or NUL, each value a string without NUL, both bytes the OS takes — or an
+    ``InputError`` before anything is made (the launcher's ``posix_spawn`` raised a bare
+    ``TypeError`` or ``ValueError``, a run directory already made)."""
+    if not isinstance(env, Mapping):
+        raise errors.InputError(f"env must be a mapping of names to strings, not a {type(env).__name__}", path=SOURCE)
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name or _unencodable(name):
+            raise errors.InputError(f"env: {name!r} is not a name an environment can hold", path=SOURCE)
+        if not isinstance(value, str) or "\0" in value or _unencodable(value):
+            raise errors.InputError(f"env: the value of {name} must be a string without NUL, not {value!r}",
+                                    path=SOURCE)
+    return dict(env)
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _checked_groups(groups: Mapping[str, int]) -> dict[str, int]:

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -66,8 +67,10 @@ def write_atomic(path: Path, data: str | bytes | Iterable[bytes], *, mode: int =
     summary: its rows as the rows file has them, never all encoded at once).
 
     The temp file is created with O_EXCL|O_NOFOLLOW, so a planted symlink is never followed.
+    Its name is the writer's thread's own (threads of one program, each starting a run in a
+    new state dir, write its ``.gitignore`` at once).
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_native_id()}.tmp")
     chunks = [data.encode()] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
     durable = path.name in COMMIT_MARKERS
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
