@@ -453,3 +453,32 @@ def test_a_state_dir_filled_mid_run_then_freed_turns_nothing_into_a_failure(tmp_
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {t["status"] for t in summary["tasks"]} == {"succeeded"}
     assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran to its end once"
+
+
+def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_detach(tmp_path):
+    """The state directory fills while workers run; they end (the launcher sees each exit
+    status, no wrapper can write its own), then the supervisor detaches (SIGHUP: its
+    terminal closed). Their outcomes were in its memory only, and its last flush found no
+    room: `resume` recorded them lost (no_exit_record) — finished work shown to the user as
+    succeeded, recorded as not. The room kept for a run's last records is now given to them:
+    once there is room again, `resume` ends every task succeeded, each run once."""
+    _needs_unshare(tmp_path)
+    tasks = 40
+    ledger = tmp_path / "ledger"
+    (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    lines = "$(cat ledger 2>/dev/null | wc -l)"
+    script = (f"{zsw} run -j 4 --state-dir state t.txt --output quiet 2> run.err & run=$!; "
+              f"until [ {lines} -ge 8 ]; do sleep 0.02; done; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
+              "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; "
+              f"seen={lines}; until [ {lines} -gt $seen ]; do sleep 0.02; done; sleep 0.5; "
+              "kill -HUP $run; wait $run; echo detached $? >&2; rm state/filler; "
+              f"{zsw} resume --state-dir state --json --output quiet > summary.json; status=$?; "
+              "cat run.err >&2; exit $status")
+    res = _in_private_mount(tmp_path, "size=1m", script)
+    assert "detached 1\n" in res.stderr, res.stderr  # 1, not 129: it left the state dir full
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert {(t["status"], t["attempts"]) for t in summary["tasks"]} == {("succeeded", 1)}, summary["tasks"]
+    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran to its end once"

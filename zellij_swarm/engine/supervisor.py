@@ -880,6 +880,10 @@ class Supervisor:
 
     def _finish(self) -> int:
         if self.detached:
+            # These are this supervisor's last records: the room kept for them is theirs. On a
+            # full state dir the outcomes it saw (the launcher's, for wrappers that could not
+            # write theirs) are in memory only, and `resume` would find them lost.
+            self.reserve.release()
             snap = self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
