@@ -149,6 +149,25 @@ def test_registrations_of_an_earlier_life_dead_ones_dropped_live_ones_followed(r
         w.close()
 
 
+def test_a_registrant_left_a_zombie_is_of_an_earlier_life_too(run):
+    """tmux keeps a dead pane's process unreaped (remain-on-exit): a kept window's board of
+    the run's earlier life is a zombie under its own pid and start time. Taken for alive,
+    then seen to end at once, it gave ``retry`` a false ``renderer_died``."""
+    make_private_dir(run.dir / "views")
+    zombie = subprocess.Popen(["true"])
+    try:
+        wait_until(lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE, what="a zombie")
+        Registration(run, "board").write(zombie.pid)
+        w = ViewWatch(run, schedule=Schedule())
+        try:
+            assert not (run.dir / "views" / "board.json").exists()
+            assert w.rows() == [] and not readable(w.fileno(), 0.2)
+        finally:
+            w.close()
+    finally:
+        zombie.wait()
+
+
 def test_without_inotify_views_are_polled(run, sleeper):
     def no_inotify():
         raise OSError(24, "Too many open files")

@@ -253,7 +253,8 @@ class ViewWatch:
     def _follow(self, view: _View) -> bool:
         """Follow the view's process — by a pidfd, or where the kernel gives none by a look
         at /proc on each scan (every ``POLL_INTERVAL``); False when it is gone (or its pid
-        names another process now: checked after opening, so the pidfd is the registrant's)."""
+        names another process now, or it is a zombie: checked after opening, so the pidfd is
+        the registrant's)."""
         try:
             fd = pid_end.open_pidfd(view.pid)
         except pid_end.PidfdUnavailable:
@@ -266,7 +267,7 @@ class ViewWatch:
             return True
         if fd is None:
             return False
-        if view.start is not None and pid_end.start_ticks(view.pid) != view.start:
+        if pid_end.ended(view.pid, view.start):  # a zombie (tmux keeps a dead pane's), or another process now
             os.close(fd)
             return False
         view.pidfd = fd
