@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, validate, wait_until
 
+from zellij_swarm import pid_end
+
 
 def ledger_swarm(swarm, n: int, seed: int, *, simple: bool = False) -> None:
     """N tasks that each append their name to ``ledger`` after a random sleep. ``simple``: a
@@ -356,6 +358,39 @@ def test_retry_of_a_pane_run_whose_task_succeeded_after_a_failure_unseen(swarm, 
         [row] = swarm.tasks().values()
         assert (row["status"], row["attempts"]) == ("succeeded", 2), row
         assert ledger.read_text() == "ok\n"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_an_interrupted_run_s_workers_that_ended_wait_for_no_one(swarm):
+    """Three workers wait for input when their supervisor is killed; then one ends by itself
+    and one is killed whole. ``status`` said all three waited, and ``wait --for-input`` sent
+    the user to a task that had ended. The one that ended waits for no one (false); the one
+    whose wrapper went without an exit is not known to (null); the one still there waits."""
+    declare = """printf '{\\"event\\":\\"waiting_input\\"}\\n' >> \\"$ZELLIJ_SWARM_HEARTBEAT\\"; """
+    swarm.write("w.toml", "".join(f'[[task]]\nname = "{name}"\ncmd = "{declare}{rest}"\n' for name, rest in
+                                  (("a", f"{GATE}; exit 0"), ("b", "sleep 30"), ("c", "sleep 30"))))
+    proc = swarm.popen("run", "w.toml", "-j", "3", "--output", "quiet", "--backend", "headless")
+    run = swarm.started()
+    try:
+        wait_until(lambda: len(json.loads(swarm("status", "--json", "--waiting", run.name).stdout)["tasks"]) == 3,
+                   what="three tasks waiting")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        rows = {t["name"]: t for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
+        c_wrapper = int((run / f"slots/slot-{rows['c']['slot']}/gen-1/claim").read_text())
+        os.killpg(c_wrapper, signal.SIGKILL)
+        wait_until(lambda: pid_end.ended(c_wrapper, None), what="c's wrapper gone")
+        swarm.open_gate()
+        a_exit = run / f"slots/slot-{rows['a']['slot']}/gen-1/exit"
+        wait_until(lambda: a_exit.exists() and a_exit.read_bytes().endswith(b"\n"), what="a's exit")
+        doc = json.loads(swarm("status", "--json", run.name).stdout)
+        validate(doc, "status")
+        assert {t["name"]: t["waiting_input"] for t in doc["tasks"]} == {"a": False, "b": True, "c": None}
+        assert "1 waiting for input" in swarm("status", run.name).stdout
+        res = swarm("wait", "--for-input", run.name)
+        assert res.stdout == f"zellij-swarm attach {run.name} b\n", res
     finally:
         proc.kill()
         kill_run_processes(run.name)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc, quoting
+from zellij_swarm import exc, pid_end, quoting
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
@@ -270,13 +270,17 @@ def _running_durations_now(snap: dict[str, Any], run: RunPaths, now: float) -> N
 def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
     """What an interrupted run's running row's generation says that its supervisor did not
     write down: when it started (a supervisor killed before it saw the start), and the exit
-    it committed (its sidecar)."""
+    it committed (its sidecar). A worker that ended waits for no one: its ``waiting_input``
+    is false once its exit is known, and unknown (None) once its wrapper is gone without one
+    — the supervisor that would have said so is gone (``wait --for-input`` sent the user to
+    a task that had ended)."""
     if not isinstance(t.get("slot"), int) or not isinstance(t.get("generation"), int):
         return
     gen = run.gen(t["slot"], t["generation"])
     try:
         started = generation_files.started_at(gen) if t.get("started_at") is None else None
         sidecar, ended = generation_files.read_sidecar(gen), generation_files.ended_at(gen)
+        wrapper = generation_files.wrapper_pid(gen)
     except OSError:  # unreadable: nothing to say of it
         return
     if started is not None:
@@ -284,6 +288,9 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
     if sidecar is not None and ended is not None:
         code, reason = sidecar
         t["exited"] = {"code": code, "reason": reason, "ended_at": ended[0]}
+        t["waiting_input"] = False
+    elif t.get("waiting_input") and (wrapper is None or pid_end.ended(wrapper, None)):
+        t["waiting_input"] = None
 
 
 def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:
