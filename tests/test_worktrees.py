@@ -368,6 +368,37 @@ def test_a_run_planned_without_worktrees_fails_a_task_that_asks_for_one_later(tm
     assert not (tmp_path / "worktrees").exists()
 
 
+@pytest.mark.parametrize("how", ["add", "api"])
+def test_a_worktree_task_added_to_a_run_without_a_base_is_refused_at_once(swarm: Swarm, how: str) -> None:
+    """``add`` of a task with ``worktree = true`` to a swarm that started with none said
+    "added", then failed every attempt of it (``worktree_failed``): refused at once, one line,
+    exit 2 (``Run.add``: a ``UsageError``), nothing added, the run going on."""
+    from zellij_swarm import Task, errors, open_run
+
+    repo(swarm, {"README": "x\n"})
+    swarm.write("late.toml", '[[task]]\nname = "late"\ncmd = "echo late"\nworktree = true\n')
+    swarm.write("first.txt", "until [ -e go ]; do sleep 0.02; done\n")
+    proc = swarm.popen("run", "first.txt", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    run_dir = swarm.started()
+    try:
+        wait_until(lambda: (run_dir / "slots/slot-1/gen-1/claim").exists(), what="the first task started")
+        why = "task 'late' wants a worktree, and the run has no base commit for worktrees"
+        if how == "add":
+            res = swarm("add", run_dir.name, "late.toml", env=git_env(swarm))
+            assert res.code == 2 and why in res.stderr and len(res.stderr.splitlines()) == 1, res
+        else:
+            with pytest.raises(errors.UsageError, match=why):
+                open_run(run_dir.name, state_dir=swarm.cwd / ".zellij-swarm").add(Task("echo late", name="late",
+                                                                                       worktree=True))
+        (swarm.cwd / "go").touch()
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        (swarm.cwd / "go").touch()
+        proc.kill()
+        kill_run_processes(run_dir.name)
+    assert list(swarm.tasks()) == ["task-1"]
+
+
 def test_a_branch_name_counts_the_tasks_the_run_let_go_of(swarm: Swarm) -> None:
     """Branch names are given in id order over every worktree task, so a retry or a resume
     gives the same ones. A task that ended before any later one was dispatched (skipped: its

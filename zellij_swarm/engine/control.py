@@ -54,6 +54,7 @@ class ControlledRun(Protocol):
     def find_task(self, name_or_id: str) -> TaskRecord | EndedTask | None: ...
     def task_names(self) -> Iterable[str]: ...
     def kept_name(self, name: str) -> bool: ...  # the input still to be read will give a task this name
+    def refusal(self, spec: swarmfile.TaskSpec) -> str | None: ...  # why the run could never run it
 
     def is_stopping(self) -> bool: ...
     def cancel_all(self) -> None: ...
@@ -213,6 +214,8 @@ class Control:
                                            kept=self.run.kept_name)
         except exc.UsageError as e:
             return {"ok": False, "error": str(e)}
+        if (why := next(filter(None, map(self.run.refusal, specs)), None)) is not None:
+            return {"ok": False, "error": why}
         self.run.add_live(specs, source=f"add {msg.id}")
         return {"ok": True, "added": [spec.name for spec in specs]}
 

@@ -342,6 +342,10 @@ class Supervisor:
         yield from self.tasks.names()
         yield from self.ended.names()
 
+    def refusal(self, spec: swarmfile.TaskSpec) -> str | None:
+        """Why the run could never run ``spec`` (an addition): a worktree it cannot have."""
+        return self.worktrees.refusal(spec, cwd=self.plan.cwd)
+
     def kept_name(self, name: str) -> bool:
         """A name the run's input will give a task it has still to read (``task-N`` past the
         tasks read so far, while stdin is read: SPEC §4.6), which no addition may take."""

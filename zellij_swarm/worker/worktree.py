@@ -256,6 +256,21 @@ class Worktrees:
     def path(self, task_id: str) -> Path:
         return self._dir / task_id
 
+    def refusal(self, spec: TaskSpec, *, cwd: str) -> str | None:
+        """Why ``spec``, added to the running swarm, could never have the worktree it wants
+        (None: it can, or wants none) — said to ``add`` at once, not as a failure of every
+        attempt of the task."""
+        if not self.wanted(spec):
+            return None
+        if self.base is None:
+            return (f"task {spec.name!r} wants a worktree, and the run has no base commit for worktrees: none of its "
+                    "tasks wanted one when it started (start a run with --worktree for that)")
+        try:
+            place(self.base, spec.cwd or cwd)
+        except WorktreeError as e:
+            return f"task {spec.name!r}: {e}"
+        return None
+
     def ready(self, task_id: str, spec: TaskSpec, *, cwd: str, tasks: TasksFrom) -> Worktree:
         """The worktree a new generation of ``task_id`` runs in: made from the base on the
         task's first generation, the same one afterwards (also one made by an earlier
