@@ -685,8 +685,8 @@ def test_ctrl_c_with_the_tmux_server_stopped_waits_out_no_call(swarm, tmux):
     """The tmux server is stopped (SIGSTOP) while a worker runs in its pane, then the user
     presses Ctrl-C. It took 22 s: a call's whole 10 s, then two looks at whether the session
     lives that waited for a stopped server's answer. Such a server can neither answer nor
-    end by itself: the run ends cancelled without waiting out a call's time, and leaves the
-    server as it was."""
+    end by itself: the run ends cancelled without waiting out a call's time, leaves the
+    server as it was, and leaves no tmux client of its calls waiting on it."""
     import os
     import signal
     import time
@@ -705,6 +705,12 @@ def test_ctrl_c_with_the_tmux_server_stopped_waits_out_no_call(swarm, tmux):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert pid_end.stopped(server)
+        # and no client of ours is left waiting on it (killed as its call was given up on)
+        import psutil
+
+        clients = [p.pid for p in psutil.process_iter(["cmdline"]) if p.pid != server
+                   and any(str(tmux.socket) in a for a in p.info["cmdline"] or ())]
+        assert clients == [], clients
     finally:
         os.kill(server, signal.SIGCONT)
         proc.kill()

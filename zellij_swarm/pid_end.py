@@ -32,6 +32,16 @@ def start_ticks(pid: int) -> int | None:
     return int(stat[19]) if stat is not None else None
 
 
+def ticks_now() -> int | None:
+    """This moment in ``start_ticks``'s clock (clock ticks since boot), to tell which
+    processes started after it; None when /proc does not say."""
+    try:
+        with open("/proc/uptime", "rb") as f:
+            return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def ended(pid: int, start: int | None) -> bool:
     """Process ``pid`` (started at ``start`` ticks, when known) has ended: no such process, a
     zombie, or another process under its pid."""

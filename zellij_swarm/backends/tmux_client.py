@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from zellij_swarm import external, names, quoting
+from zellij_swarm import external, names, pid_end, quoting
 from zellij_swarm.exc import BackendError
 
 # What one tmux invocation may send its server: tmux packs a command's arguments into one
@@ -276,7 +276,7 @@ class TmuxClient:
             except BaseException as e:  # handed to the caller's thread below
                 box.append((False, e))
 
-        started = time.time()
+        started = pid_end.ticks_now()
         deadline = time.monotonic() + limit
         stopped = self._stopped(what.split())
         thread = threading.Thread(target=run, name=what, daemon=True)
@@ -306,15 +306,19 @@ class TmuxClient:
     def _stopped(self, argv: Sequence[str]) -> external.StoppedServer:
         return external.StoppedServer(argv, "the tmux server", lambda: self.server_pid)
 
-    def _kill_clients(self, since: float) -> None:
+    def _kill_clients(self, since: int | None) -> None:
         """Kill the tmux clients of ours that talk to this server and started since the call
-        did: a server that does not answer leaves them waiting for good."""
+        did (``since``: in clock ticks since boot, as the kernel keeps a process's start — not
+        psutil's wall-clock start, which a boot time rounded to the second moved up to a second
+        before the call on one machine, so that none was killed); a server that does not
+        answer leaves them waiting for good."""
         import psutil
 
         for child in psutil.Process().children():
             try:
                 argv = child.cmdline()
-                if (argv and argv[0] == self.binary and child.create_time() >= since - 0.05
+                start = pid_end.start_ticks(child.pid)
+                if (argv and argv[0] == self.binary and start is not None and (since is None or start >= since - 1)
                         and any(self.socket_path in a for a in argv)):
                     child.kill()
             except psutil.Error:
