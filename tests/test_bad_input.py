@@ -137,6 +137,10 @@ MALFORMED = [
     Case("session-tmux-dot-env", {"s.toml": T}, ("run", "s.toml", "--backend", "tmux"), "usage",
          "invalid session 'a.b' (from env ZELLIJ_SWARM_SESSION): expected a tmux session name without '.'",
          env={"ZELLIJ_SWARM_SESSION": "a.b"}),
+    *(Case(f"session-tmux-starts-{name}", {"s.toml": T}, ("run", "s.toml", "--backend", "tmux", "--session", session),
+           "usage", f"invalid session {session!r} (from flag --session): expected a tmux session name that does not "
+                    f"start with {session[0]!r}")
+      for name, session in (("pane-id", "%1"), ("session-id", "$0"), ("window-id", "@1"), ("exact", "=x"))),
     Case("state-dir-not-utf8", {"s.toml": T}, ("run", "s.toml", "--state-dir", os.fsdecode(b"s\xff")), "usage",
          "is not valid UTF-8"),
     Case("junit-not-utf8", {"s.toml": T}, ("run", "s.toml", "--junit", os.fsdecode(b"j\xff.xml")), "usage",
@@ -215,6 +219,18 @@ def test_a_fifo_nobody_reads_is_refused_at_once_not_waited_on(swarm, other_run):
     res = swarm("report", other_run[0].name, "--html", "jl.fifo", timeout=30)
     assert (res.code, res.stderr) == (2, "zellij-swarm: error: --html jl.fifo: cannot write it: no process reads "
                                          "that FIFO\n")
+
+
+@pytest.mark.parametrize("session", ["a:b", "%1"])
+def test_retry_refuses_a_session_name_as_run_does(swarm, session):
+    """``retry --backend tmux --session 'a:b'`` made a session ``a_b`` (tmux's own rewrite),
+    where ``run`` refuses the name: one line, exit 2, nothing run."""
+    swarm.write("f.txt", "echo ran >> ledger; exit 3\n")
+    assert swarm("run", "f.txt", "--backend", "headless", "--output", "quiet").code == 1
+    res = swarm("retry", swarm.latest().name, "--backend", "tmux", "--session", session)
+    assert res.code == 2 and len(res.stderr.splitlines()) == 1, res
+    assert f"invalid session {session!r} (from flag --session)" in res.stderr, res
+    assert (swarm.cwd / "ledger").read_text() == "ran\n"
 
 
 def test_add_and_cancel_on_a_finished_run(swarm, other_run):

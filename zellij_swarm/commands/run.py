@@ -215,6 +215,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     resolved = _overridden(resolved_settings(rec.meta), flags)
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
+    settings.check_session(resolved, choice.name)  # as run's (retry --session 'a:b' made a session 'a_b')
     backend = make_backend(choice, env, close_session=outputs.close_session or settings.truthy(env.get("CI")))
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,

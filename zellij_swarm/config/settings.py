@@ -146,16 +146,26 @@ def _session(raw: object) -> str:
 # Characters a backend's session names cannot hold: tmux reads ``:`` and ``.`` in a target as
 # "session:window.pane" (libtmux refuses them: BadSessionName).
 SESSION_FORBIDDEN = {"tmux": ":."}
+# ... nor start with: in a tmux target ``$`` starts a session id, ``@`` a window's, ``%`` a
+# pane's, ``=`` an exact name — ``--session '%1'`` ran in another session, and the hint to
+# close it named the user's pane, whose session ``kill-session -t %1`` killed.
+SESSION_FORBIDDEN_FIRST = {"tmux": "$@%="}
 
 
 def check_session(resolved: Resolved, backend: str) -> None:
     """Refuse (exit 2) a ``session`` the chosen backend cannot name a session by."""
     name = resolved.session
-    bad = [c for c in SESSION_FORBIDDEN.get(backend, "") if name and c in name]
+    if not name:
+        return
+    bad = [c for c in SESSION_FORBIDDEN.get(backend, "") if c in name]
     if bad:
         raise exc.SettingError("session", name, resolved.sources["session"],
                                f"a {backend} session name without {' or '.join(repr(c) for c in bad)} "
                                f"({backend} reads them as session:window.pane)")
+    if name[0] in SESSION_FORBIDDEN_FIRST.get(backend, ""):
+        raise exc.SettingError("session", name, resolved.sources["session"],
+                               f"a {backend} session name that does not start with {name[0]!r} ({backend} reads "
+                               f"{name[0]!r} at the start of a target as an id's mark)")
 
 
 def _slurm_resource(key: str) -> Callable[[object], object]:
