@@ -90,3 +90,27 @@ def test_a_later_run_using_the_name_owns_it(swarm: Swarm, tmux: Tmux) -> None:
         later.wait(timeout=60)
         for r in swarm.runs():
             kill_run_processes(r.name)
+
+
+@needs_tmux
+def test_a_tmux_server_that_gives_no_answer_is_named_and_prune_exits_1(swarm: Swarm, tmux: Tmux) -> None:
+    """``prune`` with the tmux server stopped printed nothing and exited 0 after its call's
+    timeout: as if nothing of the ended runs were left. It says it could not look there, and
+    exits 1; once the server answers, the session goes."""
+    import os
+    import signal
+
+    env = outside_env(tmux)
+    run_in(swarm, env, "--backend", "tmux", "--session", "mywork")
+    server = int(tmux("display-message", "-p", "#{pid}").strip())
+    os.kill(server, signal.SIGSTOP)
+    try:
+        res = swarm("prune", env=env, timeout=60)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert res.code == 1, res
+    assert res.stdout == "could not look for what ended runs left: tmux list-windows: no answer within 10s\n", res
+    assert res.stderr == ("zellij-swarm: error: a multiplexer gave no answer (above): what ended runs left in it is "
+                          "still there; prune again once it answers\n"), res
+    assert "mywork" in tmux_sessions(tmux)
+    assert swarm("prune", env=env).stdout == "removed tmux session mywork\n"

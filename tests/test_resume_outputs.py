@@ -136,10 +136,10 @@ def test_resume_closes_the_session_a_close_session_run_created(swarm, backend, r
     with Running(swarm, "t.txt", "--output", "quiet", "--close-session", *args, env=env, settle=0) as r:
         assert r.run is not None
         wait_until(lambda: (r.run / "slots/slot-1/gen-1/heartbeat.jsonl").exists(), what="the worker's pane")
-        wait_until(lambda: leftovers.find(env, [r.run.name]), what="the run's session")
+        wait_until(lambda: leftovers.find(env, [r.run.name]).leftovers, what="the run's session")
         r.killed()
         swarm.open_gate()
         res = swarm("resume", r.run.name, "--output", "quiet", env=env)
         assert res.code == 0, res.stderr
         # kill-session returns before the session's server is gone
-        wait_until(lambda: not leftovers.find(env, [r.run.name]), what="the run's session to go")
+        wait_until(lambda: not leftovers.find(env, [r.run.name]).leftovers, what="the run's session to go")

@@ -72,7 +72,7 @@ def test_two_waiting_agents_mark_the_runs_window_in_the_status_bar(swarm, tmux: 
             assert said.code == 0 and sorted(said.stdout.splitlines()) == \
                 ["zellij-swarm attach agent-1", "zellij-swarm attach agent-2"]
             # prune's search finds the marked window (the run is still going: nothing is removed)
-            found = leftovers.find(env, [run])
+            found = leftovers.find(env, [run]).leftovers
             assert any(f"swarm-{run} (2 waiting)" in left.what for left in found), found
             # one answered: one waiting
             panes = {line.split("\t")[1]: line.split("\t")[0] for line in tmux(
@@ -104,7 +104,7 @@ def test_a_window_is_found_by_its_option_whatever_its_name(tmux: Tmux, waiting: 
                 names.marked("renamed by the user", waiting)).strip()
     tmux("set-option", "-w", "-t", made, names.RUN_OPTION, "run-a")
     old = tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", "host:", "-n", "swarm-run-b-2").strip()
-    found = {left.run_id: left.what for left in leftovers.find(env, ["run-a", "run-b"])}
+    found = {left.run_id: left.what for left in leftovers.find(env, ["run-a", "run-b"]).leftovers}
     assert found == {"run-a": f"tmux window {names.marked('renamed by the user', waiting)} ({made}) in session host",
                      "run-b": f"tmux window swarm-run-b-2 ({old}) in session host"}
 

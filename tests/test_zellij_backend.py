@@ -274,7 +274,7 @@ def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path
     assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
     assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
                                          "close it with zellij-swarm prune")
-    [left] = leftovers.find(d.env, [run_id, "20250101-000000-000000"])
+    [left] = leftovers.find(d.env, [run_id, "20250101-000000-000000"]).leftovers
     assert (left.run_id, left.what) == (run_id, f"zellij tab swarm:{run_id} in session host")
     assert left.remove is not None
     left.remove()
@@ -305,7 +305,7 @@ def test_before_044_the_tab_stays_and_the_hint_says_so(fz, tmp_path):
     assert d.tab_titles() is not None
     assert d.backend.leftover_hint() == (f"tab swarm:{d.paths.run_id} stays in zellij session 'host': "
                                          "close it with Zellij's tab mode (Ctrl t, x)")
-    [left] = leftovers.find(d.env, [d.paths.run_id])
+    [left] = leftovers.find(d.env, [d.paths.run_id]).leftovers
     assert left.remove is None and "cannot close a tab it is not in" in left.why
 
 

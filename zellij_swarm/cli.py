@@ -809,21 +809,26 @@ def prune(older_than: str, dry_run: bool, force: bool, drop_ignored: bool, state
     they created under a --session name), windows and tabs — their git worktrees (not their
     branches with commits), and the records of ended runs older than --older-than. Running
     runs are never touched; a worktree holding uncommitted work, commits on no branch or files
-    git ignores is kept (exit 1) unless --force (--drop-ignored: unless all it holds is ignored)."""
+    git ignores is kept (exit 1) unless --force (--drop-ignored: unless all it holds is ignored).
+    A tmux or Zellij server that gives no answer is named, and prune exits 1."""
     from zellij_swarm.commands.prune import prune as do_prune
 
     try:
         age = settings.parse_duration(older_than)
     except ValueError as e:
         raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
-    kept = 0
+    kept = unanswered = 0
     for line in do_prune(_state_dir(state_dir, writing=True), os.environ, older_than=age, dry_run=dry_run,
                          force=force, drop_ignored=drop_ignored):
         click.echo(line.text)
         kept += line.kept_work
+        unanswered += line.unanswered
     if kept and not dry_run:
         raise exc.SwarmError(f"kept {kept} worktree{'' if kept == 1 else 's'} of ended runs (above) so as not to "
                              "lose work; save it as its line says, or prune --force to discard it")
+    if unanswered:
+        raise exc.SwarmError("a multiplexer gave no answer (above): what ended runs left in it is still there; "
+                             "prune again once it answers")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,8 +15,9 @@ points at.
 A Zellij tab is removed by closing its panes by id (``list-panes --json`` gives each pane's
 tab name, from 0.44): ``close-tab`` only closes the client's current tab (contract §2.16).
 Before 0.44 such a tab is reported, not removed. Every call has a timeout (tmux's through the
-tmux client, Zellij's through ``external``); a multiplexer that is missing or does not answer
-has nothing to prune.
+tmux client, Zellij's through ``external``); a multiplexer that is missing, or has no server,
+has nothing to prune; one that does not answer is said to (``Found.unanswered``), for ``prune``
+to say that it could not look there — not that there was nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from zellij_swarm import names
 from zellij_swarm.backends.tmux_client import TmuxClient
@@ -52,13 +54,20 @@ class NamedSession:
     tmux_id: str | None = None  # tmux's ``$N``: a session made again under the name is not the run's
 
 
-def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[NamedSession] = ()) -> list[Leftover]:
-    """Every session, window and tab of the runs ``run_ids``, and the ``named`` sessions; sessions first."""
+@dataclass
+class Found:
+    leftovers: list[Leftover]  # sessions first
+    unanswered: list[str]  # "tmux list-windows: no answer within 10s": where nothing could be looked at
+
+
+def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[NamedSession] = ()) -> Found:
+    """Every session, window and tab of the runs ``run_ids``, and the ``named`` sessions."""
     ids = set(run_ids)
-    if not ids and not named:
-        return []
-    by_name = {(n.backend, n.name): n for n in named}
-    return _tmux(env, ids, by_name) + _zellij(env, ids, by_name)
+    found = Found([], [])
+    if ids or named:
+        by_name = {(n.backend, n.name): n for n in named}
+        found.leftovers = _tmux(env, ids, by_name, found.unanswered) + _zellij(env, ids, by_name, found.unanswered)
+    return found
 
 
 def _run_of(name: str, kind: str, ids: set[str]) -> str | None:
@@ -68,13 +77,15 @@ def _run_of(name: str, kind: str, ids: set[str]) -> str | None:
     return parsed.run_id if parsed is not None and parsed.kind == kind else None
 
 
-def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
+def _tmux(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession],
+          unanswered: list[str]) -> list[Leftover]:
     tmux = TmuxClient(env, timeout=CALL_TIMEOUT)
     if tmux.binary is None:
         return []
     try:
         rows = tmux.windows()  # none without a server: nothing of ours
-    except BackendError:
+    except BackendError as e:
+        unanswered.append(e.message)
         return []
     sessions: dict[str, Leftover] = {}
     windows: list[Leftover] = []
@@ -105,14 +116,16 @@ def _own_session(name: str, ids: set[str], named: NamedSession | None, tmux_id: 
     return None
 
 
-def _zellij(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession]) -> list[Leftover]:
+def _zellij(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str], NamedSession],
+            unanswered: list[str]) -> list[Leftover]:
     if not shutil.which("zellij", path=env.get("PATH")):
         return []
     z = Zellij(env, timeout=CALL_TIMEOUT)
     try:
         z.version()
         sessions = z.sessions()
-    except BackendError:
+    except BackendError as e:
+        unanswered.append(e.message)
         return []
     out: list[Leftover] = []
     live: list[str] = []
@@ -122,14 +135,17 @@ def _zellij(env: Mapping[str, str], ids: set[str], named: Mapping[tuple[str, str
         elif row.live:
             live.append(name)
     for session in live:
-        out += _zellij_tabs(env, z, session, ids)
+        out += _zellij_tabs(env, z.caps, session, ids, unanswered)
     return out
 
 
-def _zellij_tabs(env: Mapping[str, str], z: Zellij, session: str, ids: set[str]) -> list[Leftover]:
-    """Our tabs in one live session: removable (their panes closed by id) from 0.44."""
+def _zellij_tabs(env: Mapping[str, str], caps: dict[str, Any], session: str, ids: set[str],
+                 unanswered: list[str]) -> list[Leftover]:
+    """Our tabs in one live session: removable (their panes closed by id) from 0.44. (A client
+    of its own: one session that gives no answer is no reason not to ask the next.)"""
     out: list[Leftover] = []
-    z.session = session
+    z = Zellij(env, timeout=CALL_TIMEOUT)
+    z.caps, z.session = caps, session
     try:
         if not z.has("list_panes"):
             res = z.call("action", "query-tab-names", check=False)
@@ -137,8 +153,12 @@ def _zellij_tabs(env: Mapping[str, str], z: Zellij, session: str, ids: set[str])
             return [Leftover(run, f"zellij tab swarm:{run} in session {session}", None,
                              f"zellij {z.caps['version']} cannot close a tab it is not in: close it in Zellij")
                     for run in sorted(r for r in tabs if r)]
-        panes = z.list_panes() or []
-    except BackendError:
+        panes = z.list_panes()
+    except BackendError as e:
+        unanswered.append(f"zellij session {session}: {e.message}")
+        return []
+    if panes is None:
+        unanswered.append(f"zellij session {session}: list-panes gave no answer")
         return []
     by_run: dict[str, list[str]] = {}
     for p in panes:

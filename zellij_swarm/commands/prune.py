@@ -35,6 +35,7 @@ SHOWN_FILES = 3  # of a worktree's uncommitted or ignored files, the ones a refu
 class Line(NamedTuple):
     text: str
     kept_work: bool = False  # a worktree kept because removing it would lose work
+    unanswered: bool = False  # a multiplexer that gave no answer: what is in it was not looked at
 
 
 def prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_run: bool, force: bool,
@@ -55,7 +56,10 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
         yield Line(f"skipped {why}")
     ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
-    for left in leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs)):
+    looked = leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs))
+    for why in looked.unanswered:  # whatever the runs left there stays: said, and prune exits 1
+        yield Line(f"could not look for what ended runs left: {why}", unanswered=True)
+    for left in looked.leftovers:
         found.setdefault(left.run_id, []).append(left)
     now = time.time()
     for run, snap in ended:

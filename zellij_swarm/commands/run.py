@@ -188,7 +188,7 @@ def _close_session(run_id: str, place: Any, env: Mapping[str, str]) -> None:
         session_id = place.get("session_id")
         named.append(leftovers.NamedSession(run_id, str(place.get("backend")), place["session"],
                                             session_id if isinstance(session_id, str) else None))
-    for left in leftovers.find(env, [run_id], named):
+    for left in leftovers.find(env, [run_id], named).leftovers:
         if left.remove is not None:
             left.remove()
 
