@@ -722,6 +722,49 @@ def test_ctrl_c_with_the_tmux_server_stopped_waits_out_no_call(swarm, tmux):
     assert swarm.tasks()["holder"]["status"] == "cancelled"
 
 
+def test_ctrl_c_while_the_tmux_server_gives_no_answer_at_the_start_starts_no_task(swarm, tmux):
+    """The user's tmux server (the swarm runs inside it) is stopped before the swarm starts,
+    and the user presses Ctrl-C while its first call waits. That call was waited out (10 s),
+    then the first batch started — each worker's first command ran — and only then was
+    cancelled. The server's pid is in ``$TMUX``: the call is given up on once it has been
+    stopped a while, and no task starts after the Ctrl-C."""
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    from zellij_swarm.backends import tmux_client
+
+    env = inside_env(tmux)
+    server = int(tmux("display-message", "-p", "#{pid}").strip())
+    swarm.write("t.txt", "".join(f"echo started {i} >> ledger.txt; sleep 5\n" for i in range(4)))
+    os.kill(server, signal.SIGSTOP)
+    try:
+        proc = swarm.popen("run", "t.txt", "-j", "2", "--backend", "tmux", "--ui", "live", "--output", "quiet",
+                           env=env)
+        try:
+            swarm.started()
+
+            def calling() -> bool:
+                return any(str(tmux.socket) in " ".join(p.as_dict(["cmdline"])["cmdline"] or ())
+                           for p in psutil.Process(proc.pid).children(recursive=True))
+
+            wait_until(calling, what="its first call to the server")
+            asked = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+            assert time.monotonic() - asked < tmux_client.CALL_TIMEOUT
+        finally:
+            proc.kill()
+            proc.communicate()
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert not (swarm.cwd / "ledger.txt").exists()
+    assert {(t["status"], t["reason"]) for t in swarm.tasks().values()} == {("cancelled", "cancelled_by_user")}
+
+
 def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, tmp_path, monkeypatch):
     """A call that timed out (a busy or stopped server; every later call then fails at once)
     said the session was gone, for good: each pane worker's SIGHUP of its own was then taken

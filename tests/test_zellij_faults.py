@@ -254,3 +254,37 @@ def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, fz, ve
     said = [e["message"] for e in evs if e["event"] == "warning" and e["code"] == "pane_call_timeout"]
     assert all("is stopped" in m for m in said), said
     assert swarm.tasks()["holder"]["status"] == "cancelled"
+
+
+def test_ctrl_c_while_the_session_gives_no_answer_at_the_start_starts_no_task(swarm, fz):
+    """The session's server is stopped before the swarm starts in it, and the user presses
+    Ctrl-C while the first batch's panes are asked for: once the call was given up on, the
+    batch was started headless — each worker's first command ran — and only then cancelled.
+    No task starts after a Ctrl-C: every one is cancelled, none ran."""
+    fz.host("host", "0.45.0", client=True)
+    swarm.write("t.txt", "".join(f"echo started {i} >> ledger.txt; sleep 5\n" for i in range(4)))
+    servers = [p for p in fz.processes() if "--server" in p.cmdline()]
+    for server in servers:
+        server.suspend()
+    try:
+        proc = swarm.popen("run", "t.txt", "-j", "2", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                           env=fz.env("0.45.0", inside="host", **FAST))
+        try:
+            run = swarm.started()
+            def calling() -> bool:
+                return any("host" in (p.as_dict(["cmdline"])["cmdline"] or ())
+                           for p in psutil.Process(proc.pid).children(recursive=True))
+
+            wait_until(calling, what="its first call to the session")
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+        finally:
+            proc.kill()
+            proc.communicate()
+    finally:
+        for server in servers:
+            server.resume()
+    assert not (swarm.cwd / "ledger.txt").exists()
+    assert {(t["status"], t["reason"]) for t in swarm.tasks().values()} == {("cancelled", "cancelled_by_user")}
+    assert not [e for e in events(run) if e["event"] == "worker_process_spawned"]

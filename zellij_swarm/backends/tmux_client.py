@@ -125,6 +125,14 @@ def default_socket(env: Mapping[str, str]) -> str:
     return os.path.join(os.path.realpath(env.get("TMUX_TMPDIR") or "/tmp"), f"tmux-{os.getuid()}", "default")
 
 
+def _server_of(env: Mapping[str, str], socket_path: str) -> int | None:
+    """The pid of the server at ``socket_path`` when ``$TMUX`` (``SOCKET,PID,SESSION``, set in
+    tmux's panes) names it; None otherwise (learnt at the backend's start)."""
+    socket_path_, _, rest = env.get("TMUX", "").partition(",")
+    pid = rest.partition(",")[0]
+    return int(pid) if socket_path_ and socket_path_ == socket_path and pid.isdigit() else None
+
+
 class TmuxClient:
     """One tmux server: the one at ``socket``, or (None) the one tmux would pick in ``env``."""
 
@@ -134,7 +142,7 @@ class TmuxClient:
         self.timeout = timeout
         self.binary = shutil.which("tmux", path=self.env.get("PATH"))
         self.unresponsive: BackendError | None = None  # the call that timed out, once one did
-        self.server_pid: int | None = None  # the server's, once known: a stopped one is given up on
+        self.server_pid = _server_of(self.env, self.socket_path)  # once known: a stopped one is given up on
         self._server: libtmux.Server | None = None
 
     @property

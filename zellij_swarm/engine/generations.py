@@ -350,12 +350,19 @@ class Generations:
 
     def _pane_fault(self, lg: LiveGen, code: str, message: str, *, claimed: bool) -> None:
         """A multiplexer fault for one generation: a warning and the generation runs headless,
-        or, under require, the task fails with the fault as its reason."""
+        or, under require, the task fails with the fault as its reason — or, a kill asked for
+        meanwhile, it ends killed, never started."""
         self.follow.unwatch(lg)
         if not claimed and not generation_files.take_claim(lg.gen):
             self._follow_pane(lg, None)  # the pane exists after all and already claimed it
             return
         lg.request = replace(lg.request, claimed=True)
+        if lg.kill_reason is not None:
+            # Stopped while its pane was asked for (a Ctrl-C while the multiplexer gave no
+            # answer): it never ran, and it is not started headless now to be ended at once.
+            self._record_kill_reason(lg, lg.kill_reason)
+            self._end_generation(lg, None, killed_status(lg.kill_reason), lg.kill_reason)
+            return
         if self.settings.require_multiplexer:
             self._end_generation(lg, None, TaskStatus.FAILED, f"{self.backend.name}_{code}")
             return

@@ -176,6 +176,7 @@ class Supervisor:
         self._loop_thread: int | None = None  # the thread that runs the loop (``run``): its CPU is ``usage``'s
         self.signaller: Signaller = signaller or ProcessSignaller()
         self._handle_signals = handle_signals
+        self._take_signals: Callable[[], None] = lambda: None  # those arrived since the loop last looked
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.jobs: int = self.settings.jobs
         if plan.resume is not None and plan.run_dir is not None:
@@ -431,6 +432,9 @@ class Supervisor:
             self.reporter.started(self.paths, len(self.tasks))
             if not self._allocate() or not self._open_backend():
                 return self._finish()
+            # A Ctrl-C while the backend opened (a multiplexer slow to answer) is heard before the
+            # first dispatch: no task starts after it.
+            self._take_signals()
             self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
                 run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
                 slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
@@ -571,7 +575,8 @@ class Supervisor:
             wakeup = SignalWakeup()
             stack.callback(wakeup.close)
             if (fd := wakeup.fileno()) is not None:
-                sel.register(fd, selectors.EVENT_READ, lambda: self._on_signals(wakeup.received()))
+                self._take_signals = lambda: self._on_signals(wakeup.received())
+                sel.register(fd, selectors.EVENT_READ, self._take_signals)
 
     def _watch_inbox(self) -> None:
         """``cancel`` and ``add`` arrive as files in the inbox: watched, or polled (with one
