@@ -95,6 +95,26 @@ def test_collect_commits_the_rest_onto_the_branch_detached_or_not(swarm: Swarm) 
     assert again.stdout == f"{shas[0]}  agent-1 · nothing uncommitted: its branch is at this commit\n"
 
 
+def test_collect_names_the_branch_it_committed_on_when_the_agent_switched(swarm: Swarm) -> None:
+    """An agent that made a branch of its own in its worktree (``git checkout -b mywork``) and
+    left a file: ``collect`` committed on ``mywork`` and said "committed on swarm/…/agent" —
+    a branch that had not moved. It names the branch the commit is on, and says the task's
+    did not move."""
+    repo(swarm, {"README": "x\n"})
+    swarm.write("s.toml", '[[task]]\nname = "agent"\nworktree = true\n'
+                          'cmd = "git checkout -q -b mywork && echo left > left.txt"\n')
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    run = swarm.latest().name
+    res = swarm("collect", run, "agent", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    sha = res.stdout.split()[0]
+    assert git(swarm, "rev-parse", "refs/heads/mywork") == sha
+    assert (f"agent · committed on mywork, the branch its worktree is on (the task's branch swarm/{run}/agent did "
+            "not move) as Agent <agent@example.com>, no hooks run") in res.stdout, res.stdout
+    assert git(swarm, "rev-parse", f"refs/heads/swarm/{run}/agent") != sha
+
+
 def test_collect_uses_the_repositorys_identity_and_runs_hooks_with_verify(swarm: Swarm) -> None:
     ran(swarm)
     git(swarm, "config", "user.name", "Repo Person")

@@ -54,7 +54,9 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         if not done.committed:
             what = "nothing uncommitted: its branch is at this commit"
         else:
-            what = f"committed on {done.moved or branch or 'its HEAD'}" + (" (moved to it)" if done.moved else "")
+            what = f"committed on {done.on or 'its HEAD'}" + (" (moved to it)" if done.moved else "")
+            if done.on is not None and branch is not None and done.on != branch:  # the agent switched branches
+                what += f", the branch its worktree is on (the task's branch {branch} did not move)"
             what += f" as {done.identity}" + (" (the repository names no one)" if done.fallback else "")
             what += "" if verify else ", no hooks run"
         lines.append(quoting.terminal_text(f"{done.commit}  {t['name']} · {what}"))

@@ -613,6 +613,7 @@ class Collected:
     identity: str  # "Name <email>", and whether it is the fallback
     fallback: bool
     moved: str | None  # the branch moved to the commit (a detached HEAD's task branch)
+    on: str | None  # the branch the commit is on: the worktree's own (the agent may have switched), or ``moved``
 
 
 def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Collected:
@@ -640,11 +641,12 @@ def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Co
             raise
     head = _git(path, "rev-parse", "HEAD").stdout.strip()
     moved = None
-    if current_branch(path) is None and branch is not None and staged:
+    on = current_branch(path)
+    if on is None and branch is not None and staged:
         _git(path, "update-ref", "-m", "zellij-swarm collect", f"refs/heads/{branch}", head)
         moved = branch
     who = identity or f"{FALLBACK_NAME} <{FALLBACK_EMAIL}>"
-    return Collected(head, staged, who, identity is None, moved)
+    return Collected(head, staged, who, identity is None, moved, on or moved)
 
 
 def _identity(path: Path) -> str | None:
