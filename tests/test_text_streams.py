@@ -208,10 +208,25 @@ def test_a_full_disk_elsewhere_is_not_blamed_on_the_output(ended_run: Path, monk
 
 
 def test_an_attach_hint_for_a_task_named_like_an_option_runs_as_printed() -> None:
-    from zellij_swarm.commands.wait import attach_line
+    from zellij_swarm.commands.status import attach_line
 
-    assert attach_line({"run_id": "r1"}, {"name": "-x"}, latest=False) == "zellij-swarm attach -- r1 -x"
-    assert attach_line({"run_id": "r1"}, {"name": "b"}, latest=True) == "zellij-swarm attach b"
+    assert attach_line({"run_id": "r1"}, {"name": "-x", "id": "t1"}, latest=False) == "zellij-swarm attach -- r1 -x"
+    assert attach_line({"run_id": "r1"}, {"name": "b", "id": "t2"}, latest=True) == "zellij-swarm attach b"
+
+
+def test_a_hint_names_by_its_id_a_task_whose_name_a_terminal_shows_escaped(swarm) -> None:
+    """A task named with an escape or a newline: the hint, shown escaped, named no task when
+    typed (``logs RUN '\\x1b[31mred'``: "has no task"). It names the task by its id, which
+    works as printed."""
+    swarm.write("s.toml", '[[task]]\nname = "\\u001b[31mred"\ncmd = "exit 3"\n'
+                          '[[task]]\nname = "a\\nb"\ncmd = "exit 4"\n')
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "group")
+    assert res.code == 1
+    run = swarm.latest().name
+    hints = [line.split(" — ", 1)[1] for line in res.stderr.splitlines() if " — zellij-swarm logs" in line]
+    assert sorted(hints) == [f"zellij-swarm logs {run} t1", f"zellij-swarm logs {run} t2"], res.stderr
+    for hint in hints:
+        assert swarm(*hint.split()[1:]).code == 0
 
 
 @pytest.mark.parametrize("how", [(), ("--template", "true {}")])

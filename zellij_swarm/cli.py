@@ -449,7 +449,7 @@ def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, ta
         snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen]}
     click.echo("\n".join(task_list(run, snap)))
     if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example
-        example = quoting.positional_line([*args, snap["tasks"][0]["name"]])
+        example = quoting.positional_line([*args, quoting.task_word(snap["tasks"][0]["name"], snap["tasks"][0]["id"])])
         click.echo(quoting.terminal_text(f"zellij-swarm: show a task's output with: zellij-swarm logs {example}"),
                    err=True)
 

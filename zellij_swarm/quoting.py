@@ -76,6 +76,13 @@ def positional_line(words: Iterable[str]) -> str:
     return f"-- {line}" if any(w.startswith("-") for w in words) else line
 
 
+def task_word(name: str, task_id: str) -> str:
+    """How a command a hint offers names a task: by its name — or, when that holds what a
+    terminal cannot show as typed (an escape, a newline: shown escaped, the line would name
+    no task), by its id, which every command takes as well."""
+    return name if name.isprintable() else task_id
+
+
 def tmux_arg(text: str) -> str:
     """``text`` as one argument of a tmux command (argv or a ``;``-chained command line)."""
     return text[:-1] + "\\;" if text.endswith(";") else text

@@ -39,8 +39,9 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         shown = quoting.terminal_text(t["name"])
         record = worktree_of(snap, t)
         if t["status"] == "running" or (t["status"] == "pending" and snap["state"] == RunState.RUNNING):
+            cancel = quoting.positional_line([snap["run_id"], quoting.task_word(t["name"], t["id"])])
             raise exc.UsageError(f"task {shown} is {t['status']}: its agent may still write; collect it once it has "
-                                 f"ended (zellij-swarm cancel {quoting.positional_line([snap['run_id'], t['name']])} "
+                                 f"ended (zellij-swarm cancel {cancel} "
                                  "ends it)")
         if (why := worktree.not_a_worktree(Path(record["path"]))) is not None:
             raise exc.UsageError(f"task {shown}: its worktree {record['path']} is {why}; its branch "

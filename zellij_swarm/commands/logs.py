@@ -118,8 +118,9 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
         if gen is None and snap["state"] == RunState.INTERRUPTED:
             return _interrupted(run, f"before task {task['name']!r} started")
     if in_pane and stream == "stderr":
+        both = quoting.positional_line([quoting.task_word(task["name"], task["id"])])
         raise exc.UsageError(f"task {task['name']!r} ran in a pane, whose one terminal held its stdout and stderr "
-                             f"together: `zellij-swarm logs {quoting.positional_line([task['name']])}` shows both")
+                             f"together: `zellij-swarm logs {both}` shows both")
     if gen is None:
         print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
               f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),

@@ -432,6 +432,12 @@ def short_when(ts: float | None, now: float) -> str:
         "%Y-%m-%d %H:%M")
 
 
+def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool) -> str:
+    """The command that shows a task's pane; the run named unless it is the latest."""
+    run = [] if latest else [snap["run_id"]]
+    return f"zellij-swarm attach {quoting.positional_line([*run, quoting.task_word(task['name'], task['id'])])}"
+
+
 def waiting_tasks(snap: dict[str, Any]) -> list[dict[str, Any]]:
     """The running tasks whose workers wait for input, in plan order."""
     return [t for t in snap["tasks"] if t.get("status") == "running" and t.get("waiting_input")]
@@ -569,10 +575,9 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
     waiting = waiting_tasks(snap)
     if not waiting:
         return _shown([f"run {snap['run_id']}: no task waits for input"])
-    run = [] if latest else [snap["run_id"]]
     return _shown(table(("TASK", "SLOT", "ATTACH"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
-                          f"zellij-swarm attach {quoting.positional_line([*run, t['name']])}") for t in waiting],
+                          attach_line(snap, t, latest=latest)) for t in waiting],
                         indent=""))
 
 

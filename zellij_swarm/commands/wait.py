@@ -19,16 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from zellij_swarm import quoting
-from zellij_swarm.commands.status import load_status, waiting_tasks
+from zellij_swarm.commands.status import attach_line, load_status, waiting_tasks
 from zellij_swarm.records.rundir import RunPaths
 
 POLL = 0.25  # seconds between two looks at the snapshot
-
-
-def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool) -> str:
-    """The command that shows a task's pane; the run named unless it is the latest."""
-    run = [] if latest else [snap["run_id"]]
-    return f"zellij-swarm attach {quoting.positional_line([*run, task['name']])}"
 
 
 def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[str], None] = print,

@@ -230,7 +230,7 @@ class ConsoleReporter:
         is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
             return ""
-        hint = f" — zellij-swarm logs {quoting.positional_line([self._run_id, task.name])}"
+        hint = f" — zellij-swarm logs {quoting.positional_line([self._run_id, quoting.task_word(task.name, task.id)])}"
         if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
