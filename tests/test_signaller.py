@@ -272,3 +272,33 @@ def test_the_node_side_term_of_a_slurm_step_says_whether_it_reached_the_worker_a
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+
+
+@pytest.mark.parametrize("said, sent_at", [("", 2.0), ("srun: error: step has completed\n", 2.0), (None, 1.0)],
+                         ids=["nothing", "an-error", "no-answer"])
+def test_a_step_s_terminate_is_as_late_as_the_helper_leaves_it(tmp_path: Path, said: str | None, sent_at: float):
+    """A Slurm step's SIGTERM: the helper on the node (``step_signal``) said nothing of having
+    sent it — the worker had just ended, its step with it, and the helper's ``srun`` failed —
+    and ``scancel --signal=TERM`` went instead, stamped with the moment taken before the
+    helper was asked: the worker's own exit 0 in between was recorded cancelled, and ``retry``
+    ran it again (an adversary, 3 cancels in 6). The signal counts from when it is sent; only
+    a helper that gave no answer in its time (it may have sent and hung) leaves the earlier
+    moment."""
+    from zellij_swarm.engine import remote
+    from zellij_swarm.exc import BackendError
+
+    moments = iter([1.0, 2.0, 3.0])
+    signalled: list[tuple[str, str]] = []
+
+    class Cluster:
+        def run_beside(self, job_id: str, node: str, argv: object, *, timeout: float | None = None) -> str:
+            if said is None:
+                raise BackendError("executor_call_timeout", "srun --overlap: no answer within 5s")
+            return said
+
+        def signal(self, step_id: str, sig: str, *, name: str | None = None) -> None:
+            signalled.append((step_id, sig))
+
+    gen = GenPaths(tmp_path / "gen-1", 1, 1)
+    assert remote.term_step(Cluster(), "run-x", gen, "7", ("n1", "7.0"), lambda: next(moments)) == (sent_at, True)
+    assert signalled == [("7", "TERM")]

@@ -145,10 +145,13 @@ def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_
     """SIGTERM to the worker of the generation's running step ``step_id`` (blocking): when it
     was sent, and whether the worker had a handler for it (the outcome rule). Sent on the
     node (``where``: node and ``job.step``, as the launch heartbeat names them) by
-    ``step_signal``, which can tell; otherwise ``scancel --signal=TERM`` of the step, as caught —
-    at the moment taken before the node was asked, should the helper have sent it and then
-    failed to say so, or at once when it said nothing of the worker ran. ``name``: only while
-    the job still has that name (``slurm._named``)."""
+    ``step_signal``, which can tell; otherwise ``scancel --signal=TERM`` of the step, as caught,
+    at the moment it is sent — or, when the helper gave no answer in its time (it may have
+    sent the signal and hung), at the moment taken before the node was asked. A helper that
+    ended without saying it sent one sent none: a worker that ended meanwhile (its step gone,
+    the helper's ``srun`` with it) ended on its own, and taking the earlier moment recorded
+    work that ran to exit 0 as cancelled, run again by ``retry``. ``name``: only while the job
+    still has that name (``slurm._named``)."""
     at = now()
     if where is not None:
         node, step = where
@@ -156,11 +159,11 @@ def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_
             said = cluster.run_beside(step.partition(".")[0], node,
                                       (*step_signal.ARGV, run_id, str(gen.slot), str(gen.gen), str(gen.dir)),
                                       timeout=NODE_SIGNAL_TIMEOUT)
-        except BackendError:
-            said = ""
-        if (sent := step_signal.parse(said)) is not None:
+        except BackendError:  # no answer in its time
+            said = None
+        if said is not None and (sent := step_signal.parse(said)) is not None:
             return sent
-        if said.strip() == step_signal.NOTHING_RAN:  # an end before this moment was the worker's own
+        if said is not None:
             at = now()
     cluster.signal(step_id, "TERM", name=name)
     return at, True
