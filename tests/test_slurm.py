@@ -534,6 +534,40 @@ def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm,
     wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
 
 
+@pytest.mark.parametrize("how", ["TERM", "cancel"])
+def test_a_resumed_supervisor_withdraws_the_queued_steps_it_adopted_when_stopped(swarm: Swarm,
+                                                                                 cluster: dict[str, str],
+                                                                                 how: str) -> None:
+    """The supervisor killed while its steps wait behind another job, the run resumed, then
+    stopped (SIGTERM, ``cancel RUN``) while they still wait: the resumed supervisor, whose
+    adopted steps have no ``srun`` of its own, sent them nothing and waited — a SIGTERM
+    ignored for minutes — and once the queue moved they all ran, in a run recorded
+    cancelled. They are withdrawn at once: every task cancelled, none ran, nothing left."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER.replace("range(2)", "range(3)"))
+    with busy(env), headless(swarm, "q.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(queued(env, run)) == 2, timeout=60, what="the run waits in the queue")
+        r.killed()
+        resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        try:
+            wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), timeout=60, what="resumed")
+            if how == "TERM":
+                resumed.send_signal(signal.SIGTERM)
+            else:
+                assert swarm("cancel", run.name, env=env).code == 0
+            assert resumed.wait(timeout=60) == (143 if how == "TERM" else 130)
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+                resumed.wait(timeout=10)
+    assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
+    assert not (swarm.cwd / "ledger").exists()
+    assert clients(run) == []
+    wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
+
+
 # One process, which a SIGTERM ends by that signal. What it began and what it finished are in two
 # ledgers; it says when it started while an earlier copy of its task still ran (every node of the
 # test cluster is this host: that copy's pid is seen here).

@@ -676,8 +676,10 @@ class Generations:
                 self.stopper.end_tree(lg)  # its step may be queued or starting: Slurm lets it go
             self._end_generation(lg, None, killed_status(reason), reason)
             return
-        if lg.pid is None and not lg.in_pane:
+        if lg.pid is None and not lg.in_pane and not lg.remote:
             return  # handed to the launcher, not started yet: ended the moment it starts
+        # (a Slurm step adopted by ``resume`` has no pid of ours — its srun was an earlier
+        # supervisor's — and is ended through Slurm: a queued one was left waiting, and ran)
         self.stopper.end_tree(lg)
 
     def _record_kill_reason(self, lg: LiveGen, reason: str) -> None:
