@@ -199,3 +199,24 @@ def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, rz: Re
     said = [e["message"] for e in evs if e["event"] == "warning" and e["code"] == "pane_call_timeout"]
     assert all("is stopped" in m for m in said), said
     assert swarm.tasks()["holder"]["status"] == "cancelled"
+
+
+def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm, rz: RealZellij):
+    """A failed run keeps its session (its failed pane, to look at); ``retry`` with no client
+    attached to it made its tab there — where 0.45.0 lists no pane of a tab made with no
+    client (contract §2.17) — waited 10 s for panes it could not see, warned that the rest
+    ran headless, and its worker ran in a pane nobody could find. The session, ours and
+    unwatched, is made anew: the retry's pane is listed, and nothing is warned."""
+    from zellij_swarm import names
+
+    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n")
+    res = swarm("run", "t.txt", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=rz.env(**FAST))
+    assert res.code == 1, res
+    run = swarm.latest()
+    session = names.session(run.name)
+    assert session in rz.session_names()
+    res = swarm("retry", run.name, "--backend", "zellij", "--output", "quiet", env=rz.env(**FAST))
+    assert res.code == 0, res
+    row = swarm.tasks()["task-1"]
+    assert (row["status"], row["attempts"]) == ("succeeded", 2) and row["pane_id"], row
+    assert warnings(run) == []

@@ -98,7 +98,7 @@ def test_headless_reference(swarm):
 def test_swarm_in_zellij(swarm, fz, version, where, ui):
     inside = None
     if where == "inside":
-        fz.host("host", version)
+        fz.host("host", version, client=True)  # a user in it: a tab made with no client lists no pane (0.45)
         inside = "host"
     # require through the flag for live, through the environment for compact
     require = ["--require-zellij"] if ui == "live" else []

@@ -288,3 +288,22 @@ def test_ctrl_c_while_the_session_gives_no_answer_at_the_start_starts_no_task(sw
     assert not (swarm.cwd / "ledger.txt").exists()
     assert {(t["status"], t["reason"]) for t in swarm.tasks().values()} == {("cancelled", "cancelled_by_user")}
     assert not [e for e in events(run) if e["event"] == "worker_process_spawned"]
+
+
+@pytest.mark.parametrize("version", ["0.45.0", "0.44.3"])
+def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm, fz, version):
+    """As against the real 0.45.0 (tests/test_real_zellij_faults.py): ``retry`` made its tab in
+    the run's kept session with no client, where no pane of it is listed; the session, ours
+    and unwatched, is made anew."""
+    from zellij_swarm import names
+
+    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n")
+    res = swarm("run", "t.txt", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=fz.env(version, **FAST))
+    assert res.code == 1, res
+    run = swarm.latest()
+    assert names.session(run.name) in {s["name"] for s in fz.state(version)["sessions"]}
+    res = swarm("retry", run.name, "--backend", "zellij", "--output", "quiet", env=fz.env(version, **FAST))
+    assert res.code == 0, res
+    row = swarm.tasks()["task-1"]
+    assert (row["status"], row["attempts"]) == ("succeeded", 2) and row["pane_id"], row
+    assert [e["code"] for e in events(run) if e["event"] == "warning"] == []

@@ -183,6 +183,13 @@ class ZellijBackend:
         row = sessions.get(target)
         if live(target):
             self.mode = "here" if self.here and target == own else "tab"
+            if self.mode == "tab" and target == names.session(ctx.run_id) and self._clientless() \
+                    and self._ended(target):
+                # The run's own session, kept by an earlier end of it (its failed panes to look
+                # at), that nobody is attached to — a `retry`: a tab made in a session with no
+                # client holds no pane Zellij lists (contract §2.17), so its panes were waited
+                # for in vain and ran unseen. Nobody is looking at it: it is made anew.
+                self.mode = "session"
         else:
             if row is not None:
                 self._delete_dead(target)
@@ -259,6 +266,25 @@ class ZellijBackend:
                 self.open_panes[p.pane_id] = p.req.slot
                 if titles.get(p.pane_id, running) != running and self.z.has("pane_id_target"):
                     self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
+
+    def _ended(self, session: str) -> bool:
+        """Delete our live ``session`` and wait (``SETTLE``) for its server to end — it does
+        after its answer (contract §2.4), and a session made under its name before then is the
+        dying one: whether it did."""
+        self._delete_dead(session)
+        deadline = time.monotonic() + zellij_cli.SETTLE
+        while self.z.server_runs(session):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _clientless(self) -> bool:
+        """No client is attached to the target session (from 0.44, where a tab made there holds
+        no listed pane): False when it cannot be told."""
+        if not self.z.has("detached_actions"):
+            return False
+        return self.z.clients(self.z.call("action", "list-clients", check=False)) == 0
 
     def _no_client(self, own: bool, version: str) -> tuple[str, str] | None:
         """Before 0.44 ``run`` places no pane in a session without a client: why live mode

@@ -1300,7 +1300,13 @@ class Server:
         else:
             created = self.build_tabs(layout, tab_name=o.get("name"), cwd=o.get("cwd"))
             delay = (req.get("faults") or {}).get("layout_delay_ms")
-        if created and delay:
+        if created and o.get("layout") is not None and not self.clients and self.version >= (0, 45, 0):
+            # With no client the tab is made and its commands run, but it holds no pane:
+            # list-panes (--all too) and dump-layout show it empty, and stay so when a client
+            # attaches later (0.45.0, verified: docs/zellij-contract.md §2.17).
+            for t in created:
+                t.laying_out = True
+        elif created and delay:
             # The real server answers new-tab with the tab's id, then lays the tab out once
             # the pty thread has started its panes (Screen::apply_layout): only then are its
             # panes listed and the clients moved to it (docs/zellij-contract.md §2.17). A
