@@ -823,3 +823,27 @@ def test_every_variable_reaches_a_step_byte_exact(swarm: Swarm, cluster: dict[st
         assert {k: got.get(k) for k in SAVED} == SAVED and got.get("SLURM_JOB_ID")
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+def test_cancel_of_an_allocation_run_with_no_supervisor_ends_its_steps_and_its_allocation(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc``, the supervisor killed while its steps run, then ``cancel RUN``: it
+    said "ended 0 Slurm step(s)" (a plain squeue lists no step inside an allocation), the
+    steps ran to their end after the cancel, and the allocation stayed, holding a node with
+    no time limit until someone resumed the run. The steps are ended, none writes its
+    ledger line, and nothing of the run is left in Slurm's queue."""
+    env = clean_env(**cluster)
+    swarm.write("s.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "s{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; sleep 30; echo "$ZELLIJ_SWARM_TASK" >> '
+        "ledger'\n" for i in range(2)))
+    with headless(swarm, "s.toml", env, "--slurm-alloc") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="both steps running")
+        r.killed()
+        res = swarm("cancel", run.name, env=env, timeout=120)
+        assert res.code == 0 and "ended 2 Slurm step(s)" in res.stdout + res.stderr, res
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=60,
+               what=f"nothing of the run in the queue, not {queue(cluster)}")
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
+    assert not (swarm.cwd / "ledger").exists()

@@ -129,7 +129,7 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
 
         try:  # with the run's own environment (its SLURM_CONF), whatever the caller's shell has
             cluster = Slurm(envfile.load(run.saved_env) or None)
-            ended = remote.end_steps_now(cluster, run.run_id, chosen, resolved.kill_grace)
+            ended = remote.end_steps_now(cluster, run.run_id, chosen, resolved.kill_grace, whole_run=not names)
         except exc.BackendError as e:
             raise exc.SwarmError(f"run {run.run_id} runs on Slurm, which cannot be reached to end its steps: "
                                  f"{e}") from None

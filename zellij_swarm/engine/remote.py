@@ -111,14 +111,25 @@ def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[Task
                                      f"not have (it has: {', '.join(sorted(known)) or 'none'})")
 
 
-def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPaths], grace: float) -> int:
+def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPaths], grace: float, *,
+                  whole_run: bool) -> int:
     """``cancel`` with no supervisor, blocking: the ladder for these generations' steps —
     TERM to a running one (the moment recorded with its kill's reason, which the caller
     wrote: the outcome rule), a queued one withdrawn, ``grace`` for them to leave the queue,
-    then ``scancel``. Returns how many steps it ended."""
+    then ``scancel``. The steps of the run's allocation (``--slurm-alloc``) are listed in it —
+    a plain ``squeue`` lists none, and they ran on after the cancel — and a ``whole_run``
+    cancel ends the allocation too, granted or still queued (it held a node with no time
+    limit until someone resumed the run). Returns how many steps it ended."""
     by_key = {(gen.slot, gen.gen): gen for gen in gens}
     generations = set(by_key)
-    jobs = [(by_key[key], job) for key, job in cluster.jobs(run_id).items() if key in generations]
+    allocations = cluster.named(slurm.allocation_name(run_id))
+    granted = next((job_id for job_id, state in allocations if state == "RUNNING"), None)
+
+    def listed() -> dict[tuple[int, int], Job]:
+        inside = cluster.jobs(run_id, allocation=granted) if granted is not None else {}
+        return {**cluster.jobs(run_id), **inside}  # (a task added later may run outside it)
+
+    jobs = [(by_key[key], job) for key, job in listed().items() if key in generations]
     for gen, job in jobs:
         if not job.running:
             cluster.cancel(job.id)
@@ -130,13 +141,16 @@ def end_steps_now(cluster: Slurm, run_id: str, gens: list[generation_files.GenPa
             generation_files.write_kill_reason(gen, reason, sent_at=sent[0], caught=sent[1])
     ids = [job.id for _, job in jobs]
     deadline = time.monotonic() + grace
-    while ids and time.monotonic() < deadline and generations & cluster.jobs(run_id).keys():
+    while ids and time.monotonic() < deadline and generations & listed().keys():
         time.sleep(0.1)
     for job_id in ids:
         cluster.cancel(job_id)  # gone already: scancel says so, and nothing happens
     settled = time.monotonic() + SETTLE_WAIT  # and they leave the queue before this returns
-    while ids and time.monotonic() < settled and generations & cluster.jobs(run_id).keys():
+    while ids and time.monotonic() < settled and generations & listed().keys():
         time.sleep(SETTLE_POLL)
+    if whole_run:
+        for job_id, _ in allocations:
+            cluster.cancel(job_id, name=slurm.allocation_name(run_id))
     return len(ids)
 
 
@@ -210,7 +224,7 @@ class SlurmExecutor:
         request, maybe killed before it said so: withdrawn, and asked anew). The job asked for,
         followed until Slurm grants it (``on``); None when one was adopted or nothing is left
         to run (``wanted`` 0). Blocking, briefly; raises ``BackendError``."""
-        name = f"zsw.{self.run_id}.alloc"
+        name = slurm.allocation_name(self.run_id)
         for job_id, state in self.cluster.named(name) if resumed else []:
             if state == "RUNNING" and self.allocation is None:
                 self.allocation = job_id

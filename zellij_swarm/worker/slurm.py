@@ -41,6 +41,11 @@ def job_name(run_id: str, task_id: str, slot: int, gen: int) -> str:
     return f"zsw.{run_id}.{task_id}.{slot}.{gen}"
 
 
+def allocation_name(run_id: str) -> str:
+    """The job name of a run's one allocation (``--slurm-alloc``)."""
+    return f"zsw.{run_id}.alloc"
+
+
 def run_of(name: str) -> tuple[str, int, int] | None:
     """(run id, slot, generation) of one of our job names; None for any other job."""
     m = _NAME.match(name)
@@ -174,7 +179,7 @@ class Slurm:
         cluster takes as long as it takes: so it runs as a process of its own (its output in
         ``log``), its job id read from its first line within the call timeout; ``job_state``
         follows the job, ``cancel`` withdraws it (salloc then exits)."""
-        argv = ["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name=zsw.{run_id}.alloc",
+        argv = ["salloc", "--no-shell", f"--ntasks={tasks}", f"--job-name={allocation_name(run_id)}",
                 *resources_.allocation_options(resources)]  # the ``extra`` words are each step's
         with open(log, "wb") as out:
             try:
