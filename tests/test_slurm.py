@@ -847,3 +847,34 @@ def test_cancel_of_an_allocation_run_with_no_supervisor_ends_its_steps_and_its_a
                what=f"nothing of the run in the queue, not {queue(cluster)}")
     wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
     assert not (swarm.cwd / "ledger").exists()
+
+
+def test_a_step_that_could_not_reach_the_controller_runs_again_once_it_answers(swarm: Swarm,
+                                                                               cluster: dict[str, str]) -> None:
+    """slurmctld does not answer for a while (stopped: a restart, an outage) as steps are
+    dispatched: their srun gives up ("Unable to contact slurm controller", "Socket timed
+    out") with nothing started, and each such task was a final failure (``executor_failed``),
+    the run exit 1. Nothing of them ran: they wait for a slot again, their attempt not spent,
+    and run once the controller answers — every task once, all succeeded."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "q{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; sleep 1; echo "$ZELLIJ_SWARM_TASK" >> '
+        "ledger'\n" for i in range(4)))
+    ctld = int((Path(cluster["ZSW_SLURM_DIR"]) / "pids" / "slurmctld").read_text())
+    with headless(swarm, "q.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="the first two steps run")
+        os.kill(ctld, signal.SIGSTOP)
+        try:
+            wait_until(lambda: '"executor_unreachable"' in (run / "events.jsonl").read_text(), timeout=90,
+                       what="a step that could not reach the controller, requeued")
+        finally:
+            os.kill(ctld, signal.SIGCONT)
+        assert r.proc.wait(timeout=120) == 0, r.proc.stderr.read() if r.proc.stderr else ""
+    tasks = swarm.tasks()
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
+    # (a step that ended while the controller was stopped stays COMPLETING a minute: Slurm's own)
+    wait_until(lambda: [q for q in queue(cluster) if not q.endswith("COMPLETING")] == [], timeout=30,
+               what="nothing of the run pending or running")

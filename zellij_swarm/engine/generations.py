@@ -566,6 +566,15 @@ class Generations:
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
                 generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
+            if lg.kill_reason is None and remote.controller_unreachable(lg.gen) and \
+                    generation_files.take_claim(lg.gen):
+                # Nothing ran (its claim is ours now: a step Slurm starts late runs nothing),
+                # and the same request works once the controller answers again (a restart, a
+                # moment's outage): the task waits for a slot again, its attempt not spent.
+                self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} could not reach Slurm's "
+                                              f"controller{remote.srun_error(lg.gen)}; it runs again", lg.task)
+                self._requeue_unstarted(lg, reason="executor_unreachable")
+                return
             reason = "executor_failed"
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
                                           + remote.srun_error(lg.gen), lg.task)
@@ -720,16 +729,17 @@ class Generations:
         started, full_at = lg.task.started_at, self._full_seen_at()
         return full_at is not None and (started is None or started <= full_at)
 
-    def _requeue_unstarted(self, lg: LiveGen) -> None:
-        """A generation that never started because the state directory was full: its task
-        waits for a slot again, first in line, as if it had never been given one."""
+    def _requeue_unstarted(self, lg: LiveGen, *, reason: str = "state_dir_full") -> None:
+        """A generation that never started — the state directory was full, or Slurm's
+        controller could not be reached: its task waits for a slot again, first in line, as
+        if it had never been given one."""
         self._let_go(lg)
         self.slots.free(lg.gen.slot)
         self.follow.unwatch(lg)
         lg.task.withdraw_generation()
         lg.task.move(TaskStatus.PENDING)
         self.ready.requeue(lg.task.id, first=True)
-        self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason="state_dir_full")
+        self.events.emit("task_requeued", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, reason=reason)
 
 
 class Unrecorded(enum.Enum):

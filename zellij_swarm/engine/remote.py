@@ -183,6 +183,18 @@ def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_
     return at, True
 
 
+# What srun says when Slurm's controller cannot be reached (stopped, restarting, the network):
+# nothing of the step was started, and the same request succeeds once it answers again.
+_UNREACHABLE = ("Unable to contact slurm controller", "connect failure", "Socket timed out",
+                "Zero Bytes were transmitted or received", "Connection refused")
+
+
+def controller_unreachable(gen: generation_files.GenPaths) -> bool:
+    """The generation's srun ended because Slurm's controller could not be reached."""
+    said = srun_error(gen)
+    return any(words in said for words in _UNREACHABLE)
+
+
 def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
     try:
