@@ -428,31 +428,40 @@ def test_read_only_state_dir_is_a_clear_error_before_starting(tmp_path):
     assert not (tmp_path / "ledger").exists()
 
 
+LEDGER_LINES = "$(cat ledger 2>/dev/null | wc -l)"  # in a script run in the test's directory
+FILLED_TASKS = 40
+
+
+def _filled_mid_run(tmp_path: Path, run_args: str, then: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """A run (``run_args``) of 40 ledger tasks at -j 4 in a 1 MiB state directory that another
+    program fills once 8 have ended; ``then``: the script that goes on once the run has said
+    it is full (``$run``: its pid). What the script did, and the ledger."""
+    _needs_unshare(tmp_path)
+    ledger = tmp_path / "ledger"
+    (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(FILLED_TASKS)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    script = (f"{zsw} run -j 4 --state-dir state t.txt {run_args} 2> run.err & run=$!; "
+              f"until [ {LEDGER_LINES} -ge 8 ]; do sleep 0.02; done; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
+              "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; " + then)
+    return _in_private_mount(tmp_path, "size=1m", script), ledger
+
+
 def test_a_state_dir_filled_mid_run_then_freed_turns_nothing_into_a_failure(tmp_path):
     """Another program fills the state directory while workers run, then frees it (SPEC
     §5.8): the workers that ended meanwhile keep their own outcomes (the launcher saw their
     exit status), the tasks that could not start wait for room and then run — each exactly
     once, all succeeded."""
-    _needs_unshare(tmp_path)
-    tasks = 40
-    ledger = tmp_path / "ledger"
-    (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
-    zsw = f"{sys.executable} -m zellij_swarm"
-    lines = "$(cat ledger 2>/dev/null | wc -l)"
     # Full until the run has said so, and a second more: the workers running then end while it
     # is full (however many were running: waiting for a count of ledger lines could wait for ever)
-    script = (f"{zsw} run -j 4 --state-dir state t.txt --json --output quiet > summary.json 2> run.err & run=$!; "
-              f"until [ {lines} -ge 8 ]; do sleep 0.02; done; "
-              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
-              "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; "
-              "sleep 1; rm state/filler; wait $run; status=$?; cat run.err >&2; exit $status")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+    res, ledger = _filled_mid_run(tmp_path, "--json --output quiet > summary.json",
+                                  "sleep 1; rm state/filler; wait $run; status=$?; cat run.err >&2; exit $status")
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
     assert "is full or cannot be written" in res.stderr and "has room again" in res.stderr, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {t["status"] for t in summary["tasks"]} == {"succeeded"}
-    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran to its end once"
+    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(FILLED_TASKS)), "each ran once"
 
 
 def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_detach(tmp_path):
@@ -462,23 +471,14 @@ def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_detach(tmp_path):
     room: `resume` recorded them lost (no_exit_record) — finished work shown to the user as
     succeeded, recorded as not. The room kept for a run's last records is now given to them:
     once there is room again, `resume` ends every task succeeded, each run once."""
-    _needs_unshare(tmp_path)
-    tasks = 40
-    ledger = tmp_path / "ledger"
-    (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
     zsw = f"{sys.executable} -m zellij_swarm"
-    lines = "$(cat ledger 2>/dev/null | wc -l)"
-    script = (f"{zsw} run -j 4 --state-dir state t.txt --output quiet 2> run.err & run=$!; "
-              f"until [ {lines} -ge 8 ]; do sleep 0.02; done; "
-              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
-              "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; "
-              f"seen={lines}; until [ {lines} -gt $seen ]; do sleep 0.02; done; sleep 0.5; "
-              "kill -HUP $run; wait $run; echo detached $? >&2; rm state/filler; "
-              f"{zsw} resume --state-dir state --json --output quiet > summary.json; status=$?; "
-              "cat run.err >&2; exit $status")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+    res, ledger = _filled_mid_run(tmp_path, "--output quiet", (
+        f"seen={LEDGER_LINES}; until [ {LEDGER_LINES} -gt $seen ]; do sleep 0.02; done; sleep 0.5; "
+        "kill -HUP $run; wait $run; echo detached $? >&2; rm state/filler; "
+        f"{zsw} resume --state-dir state --json --output quiet > summary.json; status=$?; "
+        "cat run.err >&2; exit $status"))
     assert "detached 1\n" in res.stderr, res.stderr  # 1, not 129: it left the state dir full
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {(t["status"], t["attempts"]) for t in summary["tasks"]} == {("succeeded", 1)}, summary["tasks"]
-    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(tasks)), "each ran to its end once"
+    assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(FILLED_TASKS)), "each ran once"
