@@ -142,7 +142,8 @@ def test_wait_for_input_new_counts_only_a_wait_that_begins_after_it(monkeypatch)
 
     def snap(*waiting: tuple[str, int]) -> dict[str, object]:
         return {"run_id": "r", "state": "running", "tasks": [
-            {"name": n, "generation": g, "status": "running", "waiting_input": True} for n, g in waiting]}
+            {"name": n, "id": f"t-{n}", "generation": g, "status": "running", "waiting_input": True}
+            for n, g in waiting]}
 
     looks = iter([snap(("a", 1)), snap(("a", 1)), snap(), snap(("b", 1)), snap(("a", 2), ("b", 1))])
     monkeypatch.setattr(wait, "load_status", lambda run, rows: next(looks))
