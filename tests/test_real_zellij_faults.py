@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakeprocs import command_line
 from realzellij import RealZellij
 from swarmtest import GATE, kill_run_processes, wait_until
 from zellijtest import FAST
@@ -180,7 +181,7 @@ def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, rz: Re
     server is stopped."""
     rz.host("host", tmux)
     s = LiveSwarm(swarm, rz, DETACH_SWARM)
-    servers = [p for p in rz.processes() if "--server" in p.cmdline()]
+    servers = [p for p in rz.processes() if "--server" in command_line(p)]
     try:
         s.wait_holder()
         for server in servers:

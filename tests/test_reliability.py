@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fakeprocs import command_line
 from swarmtest import (
     GATE,
     Running,
@@ -883,7 +884,7 @@ def test_sigterm_while_the_zellij_server_is_stopped_cancels_every_task_and_waits
     servers = []
     try:
         wait_until(lambda: _started(run) == 3, what="three panes")
-        servers = [p for p in z.processes() if "--server" in " ".join(p.cmdline())]
+        servers = [p for p in z.processes() if "--server" in command_line(p)]
         for server in servers:
             server.suspend()
         proc.send_signal(signal.SIGTERM)

@@ -422,3 +422,28 @@ def test_zellij_compact_normal_run_has_no_renderer_died(swarm, fz, version):
     assert summary["warnings"] == []
     assert [(v["view"], v["state"]) for v in summary["views"]] == [
         ("board", "alive"), ("slot-1", "alive"), ("slot-2", "alive")]
+
+
+def test_a_view_whose_registration_was_withdrawn_ends_unreported(run, sleeper):
+    """A backend that makes its session anew (a ``retry`` of a run whose kept Zellij session
+    nobody watched) withdraws the registrations of the views it held, then ends them: their
+    end is its doing, no ``renderer_died``."""
+    make_private_dir(run.dir / "views")
+    board = sleeper()
+    assert Registration(run, "board").write(board.pid)
+    w = ViewWatch(run, schedule=Schedule())
+    try:
+        assert [r["view"] for r in w.rows()] == ["board"]
+        (run.dir / "views" / "board.json").unlink()
+        board.kill()
+        board.wait()
+        got: list = []
+
+        def let_go() -> bool:
+            got.extend(w.read())
+            return w.rows() == []
+
+        wait_until(let_go, what="the board let go of")
+        assert got == []
+    finally:
+        w.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fakeprocs import command_line
 from swarmtest import GATE, wait_until
 from zellijtest import FAST
 
@@ -233,7 +234,7 @@ def test_ctrl_c_with_the_sessions_server_stopped_waits_out_no_call(swarm, fz, ve
     swarm.write("sw.toml", DETACH_SWARM)
     proc = swarm.popen("run", "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
                        env=fz.env(version, inside="host", **FAST))
-    servers = [p for p in fz.processes() if "--server" in p.cmdline()]
+    servers = [p for p in fz.processes() if "--server" in command_line(p)]
     try:
         wait_until(lambda: (swarm.cwd / "holder.up").exists(), what="holder running")
         for server in servers:
@@ -263,7 +264,7 @@ def test_ctrl_c_while_the_session_gives_no_answer_at_the_start_starts_no_task(sw
     No task starts after a Ctrl-C: every one is cancelled, none ran."""
     fz.host("host", "0.45.0", client=True)
     swarm.write("t.txt", "".join(f"echo started {i} >> ledger.txt; sleep 5\n" for i in range(4)))
-    servers = [p for p in fz.processes() if "--server" in p.cmdline()]
+    servers = [p for p in fz.processes() if "--server" in command_line(p)]
     for server in servers:
         server.suspend()
     try:

@@ -270,7 +270,11 @@ class ZellijBackend:
     def _ended(self, session: str) -> bool:
         """Delete our live ``session`` and wait (``SETTLE``) for its server to end — it does
         after its answer (contract §2.4), and a session made under its name before then is the
-        dying one: whether it did."""
+        dying one: whether it did. The views it held (an earlier supervisor's board) go with it
+        by our doing: their registrations are withdrawn first, and their end is no
+        ``renderer_died``."""
+        for registration in self.ctx.paths.views.glob("*.json"):
+            registration.unlink(missing_ok=True)
         self._delete_dead(session)
         deadline = time.monotonic() + zellij_cli.SETTLE
         while self.z.server_runs(session):

@@ -64,7 +64,7 @@ _WAKE = object()  # epoll data: the eventfd a poll-fallback scan wakes us throug
 
 
 def views_dir(run: RunPaths) -> Path:
-    return run.dir / "views"
+    return run.views
 
 
 def view_name(kind: str, slot: int | None) -> str:
@@ -224,7 +224,7 @@ class ViewWatch:
 
     def _scan(self, gone: list[Gone], *, startup: bool = False) -> None:
         """Look at every registration in ``views/``; follow the new ones."""
-        for view in self._views.values():
+        for view in list(self._views.values()):  # (one withdrawn leaves it)
             if view.polled and pid_end.ended(view.pid, view.start):
                 self._ended(view, gone)
         try:
@@ -276,6 +276,11 @@ class ViewWatch:
 
     def _ended(self, view: _View, gone: list[Gone]) -> None:
         self._unfollow(view)
+        if not (self.dir / f"{view.name}.json").exists():
+            # its registration was withdrawn: let go of on purpose (the backend made the
+            # session it was in anew), no death of a view of the run
+            del self._views[view.name]
+            return
         self._gone(view, gone)
 
     def _gone(self, view: _View, gone: list[Gone]) -> None:

@@ -298,6 +298,11 @@ class RunPaths:
         return self.dir / "lock"
 
     @property
+    def views(self) -> Path:
+        """The registrations of the run's board and slot-view panes (``engine.view_watch``)."""
+        return self.dir / "views"
+
+    @property
     def alive(self) -> Path:
         """Who supervises the run, from where, and when it last said so (``runlock``): what
         another host, which cannot see the lock, judges the run by."""
