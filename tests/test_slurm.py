@@ -689,6 +689,30 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+def test_a_cancel_ends_queued_steps_a_restarted_controller_forgot(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """Steps queued behind another job, then slurmctld restarted without its job state: it no
+    longer knows them, and their sruns wait for a grant that never comes. A SIGTERM to the
+    supervisor withdrew each step by a ``scancel`` of a job id Slurm had forgotten, and waited
+    for ever for the srun to end (an adversary waited 9.5 minutes). Its own srun is ended
+    too: the run ends cancelled, nothing ran, no srun is left."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER)
+    with busy(env), headless(swarm, "q.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        def seen_queued() -> bool:  # by the run's own look at the queue: it knows their job ids
+            return sum('"event":"step_state"' in line and '"PENDING"' in line
+                       for line in (run / "events.jsonl").read_text().splitlines()) >= 2
+
+        wait_until(seen_queued, timeout=60, what="the run sees its steps queued")
+        forget_the_newest_jobs(cluster)
+        r.proc.send_signal(signal.SIGTERM)
+        assert r.proc.wait(timeout=60) == 143
+    assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
+    assert not (swarm.cwd / "ledger").exists()
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun of the run left")
+
+
 # ----- no cluster needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("table", "error"), [

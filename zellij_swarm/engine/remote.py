@@ -455,11 +455,13 @@ class SlurmExecutor:
             step = self._step(lg)
             if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
                 # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
-                # claim taken and runs nothing. One squeue does not list (it waits inside the
-                # allocation) is withdrawn by its srun, our child, which nothing of it runs under
+                # claim taken and runs nothing. Its job is cancelled, and its srun, our child,
+                # which nothing of it runs under, is ended too: a step squeue does not list (it
+                # waits inside the allocation), or a job a restarted controller forgot — its
+                # srun waits for ever for a grant, and a cancel of the run waited with it
                 if step is not None:
                     self.cluster.cancel(step, name=name)
-                elif lg.child and lg.pid is not None:
+                if lg.child and lg.pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(lg.pid, signal.SIGTERM)
                 return None
