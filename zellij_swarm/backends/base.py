@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from zellij_swarm import pid_end
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
@@ -185,12 +186,16 @@ class Backend(Protocol):
 
 
 def alive_unless_gone(answer: Callable[[], bool | None], gone: Callable[[], bool], *, settle: float,
-                      every: float) -> bool:
+                      every: float, server: int | None = None) -> bool:
     """Whether a multiplexer's session is alive, false only on evidence of its death — taken
     for dead, its panes' workers would be recorded lost and run again. ``answer``: what the
     multiplexer says (None: no answer, or none to trust); ``gone``: what its server's remains
     say (its process, its socket). With neither, asked again every ``every`` seconds until
-    ``settle`` has passed (a server that is going goes well within it), then alive."""
+    ``settle`` has passed (a server that is going goes well within it), then alive. A
+    ``server`` (its pid, when known) that is stopped is alive at once: it can neither answer
+    nor end by itself, and each answer asked of it would wait out its time."""
+    if server is not None and pid_end.stopped(server):
+        return True
     deadline = time.monotonic() + settle
     while True:
         said = answer()

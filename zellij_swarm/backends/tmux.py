@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import external, names, pid_end, quoting
+from zellij_swarm import external, names, quoting
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
     WHERE_PANES_ARE,
@@ -655,10 +655,8 @@ class TmuxBackend:
             except BackendError:  # no answer
                 return None
 
-        server = self.client.server_pid
-        if server is not None and pid_end.stopped(server):
-            return True  # a stopped server cannot answer, nor end by itself
-        return alive_unless_gone(answer, lambda: not self.client.listening(), settle=SETTLE, every=0.1)
+        return alive_unless_gone(answer, lambda: not self.client.listening(), settle=SETTLE, every=0.1,
+                                 server=self.client.server_pid)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return (self.attach_argv, self.env) if self.attach_argv else None

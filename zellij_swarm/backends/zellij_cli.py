@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm import external, pid_end
+from zellij_swarm import external
 from zellij_swarm.backends.base import alive_unless_gone
 from zellij_swarm.exc import BackendError
 
@@ -208,11 +208,9 @@ class Zellij:
         no such evidence: its probe of a busy server can fail (contract §2.0) or outlast our
         call, and a live session taken for dead has its panes' workers recorded lost and run
         again."""
-        server = self.server_pid(name)
-        if server is not None and pid_end.stopped(server):
-            return True  # a stopped server cannot answer ``ls``, nor end by itself
         return alive_unless_gone(lambda: True if self.listed_live(name) else None,
-                                 lambda: not self.server_runs(name), settle=settle, every=0.05)
+                                 lambda: not self.server_runs(name), settle=settle, every=0.05,
+                                 server=self.server_pid(name))
 
     def live_in(self, rows: Mapping[str, SessionRow], name: str) -> bool:
         """Whether the session ``name`` is live, given one ``ls``'s ``rows``: listed live; or,
