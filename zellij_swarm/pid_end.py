@@ -9,6 +9,8 @@ zombie (ended, its parent has not collected it yet) has ended too.
 from __future__ import annotations
 
 import os
+import select
+import time
 
 
 class PidfdUnavailable(OSError):
@@ -30,6 +32,31 @@ def start_ticks(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (None if there is none)."""
     stat = _stat(pid)
     return int(stat[19]) if stat is not None else None
+
+
+POLL = 0.05  # seconds between two looks at /proc (``wait_end`` without a pidfd)
+
+
+def wait_end(pid: int, timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for process ``pid`` (no child of ours) to end — by its
+    pidfd, or where the kernel gives none by a look at /proc every ``POLL`` seconds: whether
+    it did."""
+    start = start_ticks(pid)
+    try:
+        fd = open_pidfd(pid)
+    except PidfdUnavailable:
+        deadline = time.monotonic() + timeout
+        while not ended(pid, start):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL)
+        return True
+    if fd is None:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0]) or ended(pid, start)
+    finally:
+        os.close(fd)
 
 
 def ticks_now() -> int | None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import names, quoting
+from zellij_swarm import names, pid_end, quoting
 from zellij_swarm.backends import zellij_cli
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
@@ -184,7 +184,7 @@ class ZellijBackend:
         if live(target):
             self.mode = "here" if self.here and target == own else "tab"
             if self.mode == "tab" and target == names.session(ctx.run_id) and self._clientless() \
-                    and self._ended(target):
+                    and self._made_way(target):
                 # The run's own session, kept by an earlier end of it (its failed panes to look
                 # at), that nobody is attached to — a `retry`: a tab made in a session with no
                 # client holds no pane Zellij lists (contract §2.17), so its panes were waited
@@ -267,21 +267,17 @@ class ZellijBackend:
                 if titles.get(p.pane_id, running) != running and self.z.has("pane_id_target"):
                     self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
 
-    def _ended(self, session: str) -> bool:
+    def _made_way(self, session: str) -> bool:
         """Delete our live ``session`` and wait (``SETTLE``) for its server to end — it does
         after its answer (contract §2.4), and a session made under its name before then is the
         dying one: whether it did. The views it held (an earlier supervisor's board) go with it
         by our doing: their registrations are withdrawn first, and their end is no
         ``renderer_died``."""
+        server = self.z.server_pid(session)
         for registration in self.ctx.paths.views.glob("*.json"):
             registration.unlink(missing_ok=True)
         self._delete_dead(session)
-        deadline = time.monotonic() + zellij_cli.SETTLE
-        while self.z.server_runs(session):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return server is None or pid_end.wait_end(server, zellij_cli.SETTLE)
 
     def _clientless(self) -> bool:
         """No client is attached to the target session (from 0.44, where a tab made there holds
