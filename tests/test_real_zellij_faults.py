@@ -221,3 +221,20 @@ def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm,
     row = swarm.tasks()["task-1"]
     assert (row["status"], row["attempts"]) == ("succeeded", 2) and row["pane_id"], row
     assert warnings(run) == []
+
+
+def test_a_session_nobody_watches_that_is_not_the_runs_own_is_not_waited_on(swarm, rz: RealZellij):
+    """``--session NAME``: a live session with no client, not the run's to make anew. A tab
+    of the swarm's there would hold no pane 0.45.0 lists: the run goes headless at once,
+    saying why once, and the session keeps its one tab."""
+    rz.host("theirs")  # detached: no client
+    swarm.write("t.txt", "echo ran >> ledger.txt\n")
+    res = swarm("run", "t.txt", "--backend", "zellij", "--ui", "live", "--session", "theirs", "--output", "quiet",
+                env=rz.env(**FAST), timeout=60)
+    assert res.code == 0, res
+    run = swarm.latest()
+    assert warnings(run) == ["client_detached"]
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["pane_id"]) == ("succeeded", None), row
+    assert (swarm.cwd / "ledger.txt").read_text() == "ran\n"
+    assert rz.act("theirs", "query-tab-names", answer="Tab #1").split("\n")[:-1] == ["Tab #1"]

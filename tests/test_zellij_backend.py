@@ -202,7 +202,7 @@ def test_before_044_outside_live_is_an_error_under_require(swarm, fz):
 
 def test_ui_from_the_environment_and_the_flag_overrides_it(swarm, fz):
     """ZELLIJ_SWARM_UI switches the mode with no flag; --ui wins; auto picks Zellij inside it."""
-    fz.host("host", "0.45.0")
+    fz.host("host", "0.45.0", client=True)  # a user in it: a tab made with no client lists no pane (0.45)
     swarm.write("two.toml", '[swarm]\njobs = 2\n[[task]]\ncmd = "true"\n[[task]]\ncmd = "true"\n')
     env = fz.env("0.45.0", inside="host", ZELLIJ_SWARM_UI="live", **FAST)
     res = swarm("run", "two.toml", env=env, timeout=60)

@@ -308,3 +308,23 @@ def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm,
     row = swarm.tasks()["task-1"]
     assert (row["status"], row["attempts"]) == ("succeeded", 2) and row["pane_id"], row
     assert [e["code"] for e in events(run) if e["event"] == "warning"] == []
+
+
+def test_a_session_of_someone_else_s_that_nobody_watches_is_not_waited_on(swarm, fz):
+    """``--session NAME`` names a live session that no client is attached to, and that is not
+    the run's own to make anew: a tab made there would hold no pane 0.45.0 lists. The run
+    waited 10 s for panes it could not see, and ran its worker in one nobody could find. It
+    runs headless at once and says why, once; the session is left as it was."""
+    fz.host("theirs", "0.45.0")
+    swarm.write("t.txt", "echo ran >> ledger.txt\n")
+    res = swarm("run", "t.txt", "--backend", "zellij", "--ui", "live", "--session", "theirs", "--output", "quiet",
+                env=fz.env("0.45.0", **FAST), timeout=60)
+    assert res.code == 0, res
+    run = swarm.latest()
+    said = [e for e in events(run) if e["event"] == "warning"]
+    assert [e["code"] for e in said] == ["client_detached"], said
+    assert "no client is attached to session 'theirs'" in said[0]["message"]
+    [row] = swarm.tasks().values()
+    assert (row["status"], row["pane_id"]) == ("succeeded", None), row
+    assert ledger(swarm) == ["ran"]
+    assert [t["name"] for t in fz.session("0.45.0", "theirs")["tabs"]] == ["Tab #1"]

@@ -183,12 +183,16 @@ class ZellijBackend:
         row = sessions.get(target)
         if live(target):
             self.mode = "here" if self.here and target == own else "tab"
-            if self.mode == "tab" and target == names.session(ctx.run_id) and self._clientless() \
-                    and self._made_way(target):
-                # The run's own session, kept by an earlier end of it (its failed panes to look
-                # at), that nobody is attached to — a `retry`: a tab made in a session with no
-                # client holds no pane Zellij lists (contract §2.17), so its panes were waited
-                # for in vain and ran unseen. Nobody is looking at it: it is made anew.
+            if self.mode == "tab" and self._clientless():
+                # A tab made in a session with no client holds no pane Zellij lists (contract
+                # §2.17): its panes were waited for in vain and ran unseen. The run's own
+                # session, kept by an earlier end of it (its failed panes) — a `retry` — is
+                # made anew: nobody is looking at it. Anyone else's is not ours to remake: the
+                # swarm runs headless, and says why.
+                if target != names.session(ctx.run_id) or not self._made_way(target):
+                    raise BackendError("client_detached", f"zellij {caps['version']}: no client is attached to "
+                                                          f"session {target!r}, where a tab of the swarm's would "
+                                                          "hold no pane Zellij lists")
                 self.mode = "session"
         else:
             if row is not None:
