@@ -713,6 +713,33 @@ def test_a_cancel_ends_queued_steps_a_restarted_controller_forgot(swarm: Swarm, 
     wait_until(lambda: clients(run) == [], timeout=30, what="no srun of the run left")
 
 
+def test_queued_steps_a_restarted_controller_forgot_run_again(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """Steps queued behind another job, then slurmctld restarted without its job state: their
+    sruns wait for a grant that never comes, and the run followed them for ever ("queued in
+    Slurm"), the cluster idle. A step Slurm listed as queued, no longer lists, whose wrapper
+    never started and whose srun still waits here, was forgotten: its claim is taken (should
+    Slurm start it after all, it runs nothing), its srun ended, and the task waits for a slot
+    again, its attempt not spent — every task once, all succeeded."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER)
+    with busy(env), headless(swarm, "q.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+
+        def seen_queued() -> bool:  # by the run's own look at the queue: it knows their job ids
+            return sum('"event":"step_state"' in line and '"PENDING"' in line
+                       for line in (run / "events.jsonl").read_text().splitlines()) >= 2
+
+        wait_until(seen_queued, timeout=60, what="the run sees its steps queued")
+        forget_the_newest_jobs(cluster)
+        assert r.proc.wait(timeout=120) == 0, r.proc.stderr.read() if r.proc.stderr else ""
+    tasks = swarm.tasks()
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
+    assert '"executor_forgot"' in (run / "events.jsonl").read_text()
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun of the run left")
+
+
 # ----- no cluster needed -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("table", "error"), [
@@ -902,3 +929,74 @@ def test_a_step_that_could_not_reach_the_controller_runs_again_once_it_answers(s
     # (a step that ended while the controller was stopped stays COMPLETING a minute: Slurm's own)
     wait_until(lambda: [q for q in queue(cluster) if not q.endswith("COMPLETING")] == [], timeout=30,
                what="nothing of the run pending or running")
+
+
+def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc``, then ``scancel`` of the run's allocation while its steps run: the
+    running tasks were recorded ``failed (143)`` (slurmd's SIGTERM, read as their own end),
+    and every later task was dispatched into the dead allocation and failed each attempt
+    (``executor_failed``: "job has expired"). A cancel from outside is the run's cancel: the
+    running tasks end ``cancelled (executor_cancelled)``, the rest never start and end
+    ``cancelled``, none failed; the run exits 130 and leaves nothing in Slurm's queue."""
+    env = clean_env(**cluster)
+    swarm.write("a.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "a{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; sleep 30; echo "$ZELLIJ_SWARM_TASK" >> '
+        "ledger'\n" for i in range(5)))
+    with headless(swarm, "a.toml", env, "--slurm-alloc", "--retries", "1") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="two steps running")
+        alloc = [q.split()[0] for q in queue(cluster) if q.split()[1] == f"zsw.{run.name}.alloc"]
+        assert len(alloc) == 1, queue(cluster)
+        subprocess.run(["scancel", alloc[0]], env=env, check=True, timeout=30)
+        assert r.proc.wait(timeout=120) == 130, r.proc.stderr.read() if r.proc.stderr else ""
+    tasks = rows(swarm)
+    began = sorted(p.name.removeprefix("began.") for p in swarm.cwd.glob("began.*"))
+    assert len(began) == 2, began
+    for name, (status, reason, _, attempts) in tasks.items():
+        assert (status, reason) == ("cancelled", "executor_cancelled"), tasks
+        assert attempts == (1 if name in began else 0), tasks
+    assert not (swarm.cwd / "ledger").exists()
+    assert "cancelled from outside" in (run / "events.jsonl").read_text()
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=60,
+               what=f"nothing of the run in the queue, not {queue(cluster)}")
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
+
+
+def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc`` on one node, and that node set DOWN while the steps run: the
+    allocation ends NODE_FAIL with its steps. Their work was lost, not done badly — they run
+    again without using an attempt — and the rest of the run is not dispatched into the dead
+    allocation (it failed every attempt, "job has expired"): the run asks for a new one and
+    finishes there, every task exactly once (the ledger)."""
+    env = clean_env(**cluster)
+    swarm.write("n.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "n{i}"\ncmd = \'echo "$ZELLIJ_SWARM_TASK" >> began; sleep 4; echo "$ZELLIJ_SWARM_TASK" >> '
+        "ledger'\n" for i in range(4)))
+    try:
+        with headless(swarm, "n.toml", env, "--slurm-alloc") as r:
+            assert r.run is not None
+            run = r.run
+            wait_until(lambda: (swarm.cwd / "began").exists() and len((swarm.cwd / "began").read_text().split()) == 2,
+                       timeout=60, what="two steps running")
+            out = subprocess.run(["squeue", "--noheader", "--format=%j %N"], env=env, capture_output=True, text=True,
+                                 timeout=30).stdout
+            node = next(line.split()[1] for line in out.splitlines() if line.split()[0] == f"zsw.{run.name}.alloc")
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=zsw-test"], env=env,
+                           check=True, timeout=30)
+            wait_until(lambda: '"executor_lost"' in (run / "events.jsonl").read_text(), timeout=60,
+                       what="the steps lost with their allocation")
+            # (this cluster may have returned it to service already)
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env, capture_output=True,
+                           timeout=30)
+            assert r.proc.wait(timeout=180) == 0, r.proc.stderr.read() if r.proc.stderr else ""
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], env=env, capture_output=True,
+                       timeout=30)
+    tasks = swarm.tasks()
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert len({e["job"] for e in events if e["event"] == "executor_allocated"}) == 2, "a second allocation"
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=120,
+               what=f"nothing of the run in the queue, not {queue(cluster)}")

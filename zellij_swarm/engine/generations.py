@@ -562,15 +562,25 @@ class Generations:
         if verdict is None:
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
             return
+        if lg.forgotten and rec is None and lg.kill_reason is None:
+            # Slurm forgot it while it was queued, and it was withdrawn (its claim is ours):
+            # nothing of it ran, and the task waits for a slot again, its attempt not spent
+            self._requeue_unstarted(lg, reason="executor_forgot")
+            return
         reason = verdict
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
                 generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
-            if lg.kill_reason is None and remote.controller_unreachable(lg.gen) and \
+            lost_with = self.executor.allocation_lost if self.executor is not None else None
+            if lg.kill_reason is None and (lost_with is not None or remote.controller_unreachable(lg.gen)) and \
                     generation_files.take_claim(lg.gen):
                 # Nothing ran (its claim is ours now: a step Slurm starts late runs nothing),
                 # and the same request works once the controller answers again (a restart, a
-                # moment's outage): the task waits for a slot again, its attempt not spent.
+                # moment's outage), or in the allocation asked for anew: the task waits for a
+                # slot again, its attempt not spent.
+                if lost_with is not None:
+                    self._requeue_unstarted(lg, reason="allocation_lost")
+                    return
                 self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} could not reach Slurm's "
                                               f"controller{remote.srun_error(lg.gen)}; it runs again", lg.task)
                 self._requeue_unstarted(lg, reason="executor_unreachable")

@@ -83,6 +83,9 @@ class RemoteEvents:
     seen: Callable[[LiveGen, Job], None]  # its step as squeue lists it
     gone: Callable[[LiveGen], None]  # its step left Slurm and its sidecar has had its grace
     queued_too_long: Callable[[LiveGen], None]  # its step waited longer than --slurm-max-queue
+    # the run's allocation (--slurm-alloc) ended, not by the run: its job, Slurm's state of it
+    # (None: Slurm no longer knows it); said once, before the first step it took is explained
+    allocation_ended: Callable[[str, str | None], None]
     warn: Callable[[str, str, Any], None]
 
 
@@ -205,6 +208,16 @@ def srun_error(gen: generation_files.GenPaths) -> str:
     return f": {lines[-1].strip()}" if lines else ""
 
 
+def end_srun(lg: LiveGen) -> None:
+    """SIGTERM to the ``srun`` of a step withdrawn before its wrapper started (its claim is
+    ours: nothing of it runs or will): our child, else found by its command line (in a pane;
+    adopted by ``resume``)."""
+    pid = lg.pid if lg.child else procs.wrapper_process(lg.gen)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
 class SlurmExecutor:
     def __init__(self, cluster: Slurm, *, run_id: str, settings: Resolved, calls: CallRunner, timers: Timers,
                  live: dict[int, LiveGen], clock: Callable[[], float], wallclock: Callable[[], float],
@@ -225,6 +238,10 @@ class SlurmExecutor:
         self.requeued = False  # the batch job runs again: its earlier run's steps ended with it
         self.host_ending = False  # the batch job is being ended or requeued: nothing more starts
         self.request: tuple[str, subprocess.Popen[bytes]] | None = None  # its job, and the salloc that asked
+        # the allocation ended, not by the run (a cancel from outside, its node failed, its
+        # time limit): its job and Slurm's state of it; nothing more is dispatched into it
+        self.allocation_lost: tuple[str, str | None] | None = None
+        self._lost_said = False
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
 
@@ -250,9 +267,14 @@ class SlurmExecutor:
 
     @property
     def holding(self) -> bool:
-        """Nothing is dispatched: the allocation was asked for and not granted yet, or the
-        batch job the run is in is ending."""
-        return self.allocating or self.host_ending
+        """Nothing is dispatched: the allocation was asked for and not granted yet, or it
+        ended (``allocation_lost``), or the batch job the run is in is ending."""
+        return self.allocating or self.host_ending or self.allocation_lost is not None
+
+    def ask_again(self) -> None:
+        """The allocation ended (``allocation_lost``): forget it, so that ``allocate`` asks
+        for a new one; the steps it took are followed to their ends as before."""
+        self.allocation, self.request, self.allocation_lost, self._lost_said = None, None, None, False
 
     @property
     def allocating(self) -> bool:
@@ -357,11 +379,13 @@ class SlurmExecutor:
         for lg in self._remote():
             job = jobs.get((lg.gen.slot, lg.gen.gen))
             if job is not None:
-                lg.job_id = job.id
+                lg.job_id, lg.unlisted_since = job.id, None
                 self.on.seen(lg, job)
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)
+            elif self._forgotten_in_queue(lg, now):
+                self._withdraw_forgotten(lg)
             elif (lg.job_id is not None or generation_files.claim_or_planted(lg.gen) is not None
                   or now - (lg.remote_since or now) > SUBMIT_GRACE) and not self._srun_alive(lg):
                 # listed before, or its wrapper started, or given time to be listed — and no srun
@@ -369,6 +393,30 @@ class SlurmExecutor:
                 # controller that restarted may have forgotten its job while the step runs on,
                 # and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
+
+    def _forgotten_in_queue(self, lg: LiveGen, now: float) -> bool:
+        """Squeue listed the step as queued and has not listed it for ``SIDECAR_GRACE``, its
+        wrapper never started, and its ``srun`` still waits here: a controller restarted
+        without its job state forgot it, and that ``srun`` would wait for ever for a grant
+        (a running step it forgot runs on, and is followed to its sidecar)."""
+        if lg.job_id is None or lg.step_running or lg.forgotten or lg.kill_reason is not None or lg.collected:
+            return False
+        if lg.unlisted_since is None:
+            lg.unlisted_since = now
+        return (now - lg.unlisted_since >= SIDECAR_GRACE and generation_files.claim_or_planted(lg.gen) is None
+                and self._srun_alive(lg))
+
+    def _withdraw_forgotten(self, lg: LiveGen) -> None:
+        """A queued step Slurm forgot: its claim taken — should Slurm start it after all, its
+        wrapper runs nothing (no claim to be had: it started meanwhile, and is followed as any
+        other) — and its ``srun`` ended; the task waits for a slot again (``forgotten``)."""
+        if not generation_files.take_claim(lg.gen):
+            return
+        lg.forgotten = True
+        self.on.warn("executor_lost", f"slurm: the queued step of task {lg.task.name!r} (job {lg.job_id}) is no "
+                                      "longer known to Slurm (its controller restarted without it); withdrawn, the "
+                                      "task runs again", lg.task)
+        end_srun(lg)
 
     @staticmethod
     def _srun_alive(lg: LiveGen) -> bool:
@@ -401,6 +449,7 @@ class SlurmExecutor:
             then("executor_lost")
             return
         unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
+        allocation = self.allocation
 
         def ask() -> str | None:
             if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:
@@ -408,6 +457,12 @@ class SlurmExecutor:
                 # with it, and nothing more is started in it
                 self.host_ending = True
                 return "executor_lost"
+            if allocation is not None and allocation != self.host_job and \
+                    (ended := self._allocation_end(allocation)) is not None:
+                # the allocation went, and every step in it — whatever its wrapper saw
+                # (slurmd's SIGTERM), or a step that could not start in it ("job has expired")
+                self.allocation_lost = self.allocation_lost or ended
+                return "executor_cancelled" if ended[1] in slurm.CANCELLED else "executor_lost"
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
@@ -420,7 +475,24 @@ class SlurmExecutor:
                 state = self.cluster.state(job_id, name=name)
             return slurm.classify(state, recorded_signal=recorded_signal)
 
-        self.calls.submit(ask, lambda done: then(done.value if done.error is None else unknown))
+        def answered(done: Done[str | None]) -> None:
+            if self.allocation_lost is not None and not self._lost_said:
+                self._lost_said = True
+                self.on.allocation_ended(*self.allocation_lost)
+            then(done.value if done.error is None else unknown)
+
+        self.calls.submit(ask, answered)
+
+    def _allocation_end(self, job: str) -> tuple[str, str | None] | None:
+        """The run's allocation ``job`` as Slurm ended it (off the loop): its job and end state
+        once it has settled (None: Slurm no longer knows it); None while it runs."""
+        name = slurm.allocation_name(self.run_id)
+        state = self.cluster.state(job, name=name)
+        deadline = time.monotonic() + SETTLE_WAIT
+        while state in slurm.ACTIVE and state != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL)  # being ended (COMPLETING): its end state comes shortly
+            state = self.cluster.state(job, name=name)
+        return None if state in slurm.ACTIVE else (job, state)
 
     def _step(self, lg: LiveGen) -> str | None:
         """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,
@@ -461,9 +533,7 @@ class SlurmExecutor:
                 # srun waits for ever for a grant, and a cancel of the run waited with it
                 if step is not None:
                     self.cluster.cancel(step, name=name)
-                if lg.child and lg.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(lg.pid, signal.SIGTERM)
+                end_srun(lg)
                 return None
             if step is None:
                 return None

@@ -72,7 +72,7 @@ from zellij_swarm.records.states import TaskStatus, all_succeeded
 from zellij_swarm.records.task import EndedTask, EndedTasks, TaskRecord, input_number, task_id, wrapper_ends
 from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.watch import Inotify, Watcher
-from zellij_swarm.worker import worktree, wrapper
+from zellij_swarm.worker import slurm, worktree, wrapper
 from zellij_swarm.worker.launcher import Launcher, peak_rss_kib
 from zellij_swarm.worker.slurm import Slurm
 
@@ -549,7 +549,8 @@ class Supervisor:
                 on=RemoteEvents(running=lambda lg: self.gens.step_running(lg),
                                 seen=lambda lg, job: self.gens.step_seen(lg, job),
                                 gone=lambda lg: self.gens.step_gone(lg),
-                                queued_too_long=lambda lg: self.gens.queued_too_long(lg), warn=self._warn))
+                                queued_too_long=lambda lg: self.gens.queued_too_long(lg),
+                                allocation_ended=self._allocation_ended, warn=self._warn))
             self.stopper.remote = self.executor
             self.executor.requeued = self.slurm_job is not None and self.plan.resume is not None
         self.headless = HeadlessWorkers(
@@ -610,7 +611,7 @@ class Supervisor:
         if gone and not any(w["code"] == "renderer_died" for w in self.warnings):
             self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
 
-    def _allocate(self) -> bool:
+    def _allocate(self, *, resumed: bool | None = None) -> bool:
         """``--slurm-alloc``: the run's one allocation (a resumed run's own, while Slurm runs
         it; one still queued was an earlier supervisor's request — maybe killed before it said
         so — withdrawn, and asked anew), for as many tasks as may run at once: min(jobs, tasks
@@ -622,7 +623,8 @@ class Supervisor:
         wanted = self.jobs if self._input_open() else min(self.jobs, left)
         try:
             job = self.executor.allocate(
-                resumed=self.plan.resume is not None, wanted=wanted, log=self.paths.dir / "salloc.log",
+                resumed=self.plan.resume is not None if resumed is None else resumed, wanted=wanted,
+                log=self.paths.dir / "salloc.log",
                 on=AllocationEvents(queued=self._allocation_queued, granted=self._allocation_granted,
                                     gave_up=self._allocation_gave_up))
         except exc.BackendError as e:
@@ -639,6 +641,27 @@ class Supervisor:
 
     def _allocation_granted(self, job: str) -> None:
         self.events.emit("executor_allocated", job=job)
+
+    def _allocation_ended(self, job: str, state: str | None) -> None:
+        """The run's allocation ended, not by the run, and its steps with it. A cancel from
+        outside (``scancel``) is the run's cancel: what still waits ends ``cancelled``
+        (``executor_cancelled``), as the steps that ran in it do, and the run exits 130.
+        Otherwise (its node failed, it was preempted, its time limit, Slurm forgot it) the
+        work was lost, not done badly: the run asks for a new allocation and goes on there —
+        its lost steps run again without using an attempt."""
+        assert self.executor is not None
+        if state in slurm.CANCELLED:
+            self._warn("executor_cancelled", f"slurm: the swarm's allocation (job {job}) was cancelled from outside "
+                                             "the run: the run is cancelled", None)
+            self.stop.cancelled = True
+            self.slots.close()
+            self.policy.cancel_pending("executor_cancelled")  # (its steps end with it: Slurm kills them)
+            return
+        self._warn("executor_lost", f"slurm: the swarm's allocation (job {job}) ended "
+                                    f"({state or 'Slurm no longer knows it'}): its steps were lost with it; the run "
+                                    "asks for a new allocation", None)
+        self.executor.ask_again()
+        self._allocate(resumed=False)
 
     def _allocation_gave_up(self, code: str, why: str) -> None:
         """The allocation cannot be had: the run fails before any task starts (its request

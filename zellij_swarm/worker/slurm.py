@@ -72,6 +72,7 @@ class Job:
 # another job took its place — the work was lost, not done badly, whatever the wrapper saw
 # (slurmd ends the step's processes with SIGTERM first).
 NODE_LOST = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED"})
+CANCELLED = frozenset({"CANCELLED", "REVOKED"})  # a cancel from outside the run
 # States of a batch job that is ending or being requeued while its batch step still runs: the
 # steps Slurm ends meanwhile go with the job
 JOB_ENDING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "PENDING", *NODE_LOST})
@@ -91,7 +92,7 @@ def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
     a caller with no job to ask about does not call this."""
     if state == "TIMEOUT":
         return "timeout"
-    if state in ("CANCELLED", "REVOKED"):
+    if state in CANCELLED:
         return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
         return "out_of_memory"
