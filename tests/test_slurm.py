@@ -689,55 +689,52 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-def test_a_cancel_ends_queued_steps_a_restarted_controller_forgot(swarm: Swarm, cluster: dict[str, str]) -> None:
-    """Steps queued behind another job, then slurmctld restarted without its job state: it no
-    longer knows them, and their sruns wait for a grant that never comes. A SIGTERM to the
-    supervisor withdrew each step by a ``scancel`` of a job id Slurm had forgotten, and waited
-    for ever for the srun to end (an adversary waited 9.5 minutes). Its own srun is ended
-    too: the run ends cancelled, nothing ran, no srun is left."""
+@contextlib.contextmanager
+def forgotten_while_queued(swarm: Swarm, cluster: dict[str, str]) -> Iterator[Running]:
+    """``LEDGER``'s two steps queued behind another job, seen queued by the run's own look at
+    the queue (it knows their job ids), then slurmctld restarted without its job state: it no
+    longer knows them (nor the job they waited behind), and their sruns wait for a grant that
+    never comes. The run, still going."""
     env = clean_env(**cluster)
     swarm.write("q.toml", LEDGER)
     with busy(env), headless(swarm, "q.toml", env) as r:
         assert r.run is not None
-        run = r.run
-        def seen_queued() -> bool:  # by the run's own look at the queue: it knows their job ids
-            return sum('"event":"step_state"' in line and '"PENDING"' in line
-                       for line in (run / "events.jsonl").read_text().splitlines()) >= 2
-
-        wait_until(seen_queued, timeout=60, what="the run sees its steps queued")
+        events = r.run / "events.jsonl"
+        wait_until(lambda: sum('"event":"step_state"' in line and '"PENDING"' in line
+                               for line in events.read_text().splitlines()) >= 2,
+                   timeout=60, what="the run sees its steps queued")
         forget_the_newest_jobs(cluster)
+        yield r
+
+
+def test_a_cancel_ends_queued_steps_a_restarted_controller_forgot(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """A SIGTERM to the supervisor (``forgotten_while_queued``) withdrew each step by a
+    ``scancel`` of a job id Slurm had forgotten, and waited for ever for the srun to end (an
+    adversary waited 9.5 minutes). Its own srun is ended too: the run ends cancelled, nothing
+    ran, no srun is left."""
+    with forgotten_while_queued(swarm, cluster) as r:
         r.proc.send_signal(signal.SIGTERM)
         assert r.proc.wait(timeout=60) == 143
     assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
     assert not (swarm.cwd / "ledger").exists()
-    wait_until(lambda: clients(run) == [], timeout=30, what="no srun of the run left")
+    assert r.run is not None
+    wait_until(lambda: clients(r.run) == [], timeout=30, what="no srun of the run left")
 
 
 def test_queued_steps_a_restarted_controller_forgot_run_again(swarm: Swarm, cluster: dict[str, str]) -> None:
-    """Steps queued behind another job, then slurmctld restarted without its job state: their
-    sruns wait for a grant that never comes, and the run followed them for ever ("queued in
-    Slurm"), the cluster idle. A step Slurm listed as queued, no longer lists, whose wrapper
-    never started and whose srun still waits here, was forgotten: its claim is taken (should
-    Slurm start it after all, it runs nothing), its srun ended, and the task waits for a slot
-    again, its attempt not spent — every task once, all succeeded."""
-    env = clean_env(**cluster)
-    swarm.write("q.toml", LEDGER)
-    with busy(env), headless(swarm, "q.toml", env) as r:
-        assert r.run is not None
-        run = r.run
-
-        def seen_queued() -> bool:  # by the run's own look at the queue: it knows their job ids
-            return sum('"event":"step_state"' in line and '"PENDING"' in line
-                       for line in (run / "events.jsonl").read_text().splitlines()) >= 2
-
-        wait_until(seen_queued, timeout=60, what="the run sees its steps queued")
-        forget_the_newest_jobs(cluster)
+    """Left alone (``forgotten_while_queued``), the run followed such steps for ever ("queued
+    in Slurm"), the cluster idle. A step Slurm listed as queued, no longer lists, whose
+    wrapper never started and whose srun still waits here, was forgotten: its claim is taken
+    (should Slurm start it after all, it runs nothing), its srun ended, and the task waits for
+    a slot again, its attempt not spent — every task once, all succeeded."""
+    with forgotten_while_queued(swarm, cluster) as r:
         assert r.proc.wait(timeout=120) == 0, r.proc.stderr.read() if r.proc.stderr else ""
     tasks = swarm.tasks()
     assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
-    assert '"executor_forgot"' in (run / "events.jsonl").read_text()
-    wait_until(lambda: clients(run) == [], timeout=30, what="no srun of the run left")
+    assert r.run is not None
+    assert '"executor_forgot"' in (r.run / "events.jsonl").read_text()
+    wait_until(lambda: clients(r.run) == [], timeout=30, what="no srun of the run left")
 
 
 # ----- no cluster needed -------------------------------------------------------------------------
