@@ -960,6 +960,62 @@ def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, clus
     wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
 
 
+@pytest.mark.parametrize("end", ["scancel", "node_down"])
+def test_an_allocation_that_ended_while_no_step_ran_takes_no_attempt(swarm: Swarm, cluster: dict[str, str],
+                                                                      end: str) -> None:
+    """The allocation ends while none of its steps runs (the run paused): the next task's
+    step cannot start in it ("job has expired") and failed ``executor_failed`` — and so did
+    every later one, into the same dead allocation. A cancel from outside cancels the run,
+    that task with it; any other end (its node set DOWN) asks for a new allocation, where
+    that task runs without having spent an attempt — every task once."""
+    env = clean_env(**cluster)
+    swarm.write("p.toml", "[swarm]\njobs = 1\n" + "".join(
+        f'[[task]]\nname = "p{i}"\ncmd = \'sleep 2; echo "$ZELLIJ_SWARM_TASK" >> ledger\'\n' for i in range(3)))
+    try:
+        with headless(swarm, "p.toml", env, "--slurm-alloc", "--retries", "1") as r:
+            assert r.run is not None
+            run = r.run
+            wait_until(lambda: '"worker_process_spawned"' in (run / "events.jsonl").read_text(), timeout=60,
+                       what="the first step started")
+            res = swarm("pause", run.name, env=env)
+            assert res.code == 0, res.stderr
+            wait_until(lambda: (swarm.cwd / "ledger").exists() and not [
+                t for t in json.loads(swarm("status", "--json", run.name, env=env).stdout)["tasks"]
+                if t["status"] == "running"], timeout=60, what="no step running")
+            out = subprocess.run(["squeue", "--noheader", "--format=%i %j %N"], env=env, capture_output=True,
+                                 text=True, timeout=30).stdout
+            job, node = next((line.split()[0], line.split()[2]) for line in out.splitlines()
+                             if line.split()[1] == f"zsw.{run.name}.alloc")
+            if end == "scancel":
+                subprocess.run(["scancel", job], env=env, check=True, timeout=30)
+            else:
+                subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=zsw-test"], env=env,
+                               check=True, timeout=30)
+            wait_until(lambda: job not in {q.split()[0] for q in queue(cluster)}, timeout=60,
+                       what="the allocation ended")
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env, capture_output=True,
+                           timeout=30)
+            assert swarm("unpause", run.name, env=env).code == 0
+            code = r.proc.wait(timeout=180)
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n1,n2", "state=resume"], env=env, capture_output=True,
+                       timeout=30)
+    tasks = rows(swarm)
+    ran = (swarm.cwd / "ledger").read_text().split()
+    assert len(ran) == len(set(ran)), ran
+    assert not [t for t in tasks.values() if t[0] == "failed"], tasks
+    if end == "scancel":
+        assert code == 130
+        assert {tasks[name][:2] for name in tasks if name not in ran} == {("cancelled", "executor_cancelled")}, tasks
+    else:
+        assert code == 0, tasks
+        assert {(status, attempts) for status, _, _, attempts in tasks.values()} == {("succeeded", 1)}, tasks
+        assert '"allocation_lost"' in (run / "events.jsonl").read_text()
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=120,
+               what=f"nothing of the run in the queue, not {queue(cluster)}")
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
+
+
 def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluster: dict[str, str]) -> None:
     """``--slurm-alloc`` on one node, and that node set DOWN while the steps run: the
     allocation ends NODE_FAIL with its steps. Their work was lost, not done badly — they run

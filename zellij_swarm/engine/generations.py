@@ -571,14 +571,13 @@ class Generations:
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
                 generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
-            lost_with = self.executor.allocation_lost if self.executor is not None else None
-            if lg.kill_reason is None and (lost_with is not None or remote.controller_unreachable(lg.gen)) and \
+            if lg.kill_reason is None and (lg.allocation_ended or remote.controller_unreachable(lg.gen)) and \
                     generation_files.take_claim(lg.gen):
                 # Nothing ran (its claim is ours now: a step Slurm starts late runs nothing),
                 # and the same request works once the controller answers again (a restart, a
                 # moment's outage), or in the allocation asked for anew: the task waits for a
                 # slot again, its attempt not spent.
-                if lost_with is not None:
+                if lg.allocation_ended:
                     self._requeue_unstarted(lg, reason="allocation_lost")
                     return
                 self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} could not reach Slurm's "

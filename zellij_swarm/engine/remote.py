@@ -274,6 +274,9 @@ class SlurmExecutor:
     def ask_again(self) -> None:
         """The allocation ended (``allocation_lost``): forget it, so that ``allocate`` asks
         for a new one; the steps it took are followed to their ends as before."""
+        if self.request is not None and self.request[1].poll() is None:
+            self.request[1].kill()  # (its salloc --no-shell exited once Slurm granted it: not this one)
+            self.request[1].wait()
         self.allocation, self.request, self.allocation_lost, self._lost_said = None, None, None, False
 
     @property
@@ -460,8 +463,12 @@ class SlurmExecutor:
             if allocation is not None and allocation != self.host_job and \
                     (ended := self._allocation_end(allocation)) is not None:
                 # the allocation went, and every step in it — whatever its wrapper saw
-                # (slurmd's SIGTERM), or a step that could not start in it ("job has expired")
-                self.allocation_lost = self.allocation_lost or ended
+                # (slurmd's SIGTERM), or a step that could not start in it ("job has expired").
+                # Said of the run's allocation only while it is the one: a step of one already
+                # asked for anew is not news.
+                if allocation == self.allocation and self.allocation_lost is None:
+                    self.allocation_lost = ended
+                lg.allocation_ended = True
                 return "executor_cancelled" if ended[1] in slurm.CANCELLED else "executor_lost"
             step = self._step(lg)
             if not step or self.allocation is not None:

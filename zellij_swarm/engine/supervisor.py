@@ -657,11 +657,13 @@ class Supervisor:
             self.slots.close()
             self.policy.cancel_pending("executor_cancelled")  # (its steps end with it: Slurm kills them)
             return
+        stopping = self.is_stopping()
         self._warn("executor_lost", f"slurm: the swarm's allocation (job {job}) ended "
-                                    f"({state or 'Slurm no longer knows it'}): its steps were lost with it; the run "
-                                    "asks for a new allocation", None)
-        self.executor.ask_again()
-        self._allocate(resumed=False)
+                                    f"({state or 'Slurm no longer knows it'}): its steps were lost with it"
+                                    + ("" if stopping else "; the run asks for a new allocation"), None)
+        if not stopping:  # (a run that stops starts nothing more: it holds dispatch on the ended one)
+            self.executor.ask_again()
+            self._allocate(resumed=False)
 
     def _allocation_gave_up(self, code: str, why: str) -> None:
         """The allocation cannot be had: the run fails before any task starts (its request
