@@ -58,6 +58,15 @@ def queue(env: dict[str, str]) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
+def logged(run: Path) -> str:
+    """The run's event log so far: "" until its supervisor has made it (a run's directory is
+    there a moment before its log)."""
+    try:
+        return (run / "events.jsonl").read_text()
+    except FileNotFoundError:
+        return ""
+
+
 def rows(swarm: Swarm) -> dict[str, tuple[str, str | None, int | None, int]]:
     return {name: (t["status"], t.get("reason"), t.get("exit_code"), t["attempts"])
             for name, t in swarm.tasks().items()}
@@ -522,7 +531,7 @@ def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm,
         r.killed()
         resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
         try:
-            wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), timeout=60, what="resumed")
+            wait_until(lambda: "run_resumed" in logged(run), timeout=60, what="resumed")
             subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)
             assert resumed.wait(timeout=120) == 0, resumed.stderr.read() if resumed.stderr else ""
         finally:
@@ -552,7 +561,7 @@ def test_a_resumed_supervisor_withdraws_the_queued_steps_it_adopted_when_stopped
         r.killed()
         resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
         try:
-            wait_until(lambda: "run_resumed" in (run / "events.jsonl").read_text(), timeout=60, what="resumed")
+            wait_until(lambda: "run_resumed" in logged(run), timeout=60, what="resumed")
             if how == "TERM":
                 resumed.send_signal(signal.SIGTERM)
             else:
@@ -699,9 +708,9 @@ def forgotten_while_queued(swarm: Swarm, cluster: dict[str, str]) -> Iterator[Ru
     swarm.write("q.toml", LEDGER)
     with busy(env), headless(swarm, "q.toml", env) as r:
         assert r.run is not None
-        events = r.run / "events.jsonl"
+        run = r.run
         wait_until(lambda: sum('"event":"step_state"' in line and '"PENDING"' in line
-                               for line in events.read_text().splitlines()) >= 2,
+                               for line in logged(run).splitlines()) >= 2,
                    timeout=60, what="the run sees its steps queued")
         forget_the_newest_jobs(cluster)
         yield r
@@ -915,7 +924,7 @@ def test_a_step_that_could_not_reach_the_controller_runs_again_once_it_answers(s
         wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="the first two steps run")
         os.kill(ctld, signal.SIGSTOP)
         try:
-            wait_until(lambda: '"executor_unreachable"' in (run / "events.jsonl").read_text(), timeout=90,
+            wait_until(lambda: '"executor_unreachable"' in logged(run), timeout=90,
                        what="a step that could not reach the controller, requeued")
         finally:
             os.kill(ctld, signal.SIGCONT)
@@ -975,7 +984,7 @@ def test_an_allocation_that_ended_while_no_step_ran_takes_no_attempt(swarm: Swar
         with headless(swarm, "p.toml", env, "--slurm-alloc", "--retries", "1") as r:
             assert r.run is not None
             run = r.run
-            wait_until(lambda: '"worker_process_spawned"' in (run / "events.jsonl").read_text(), timeout=60,
+            wait_until(lambda: '"worker_process_spawned"' in logged(run), timeout=60,
                        what="the first step started")
             res = swarm("pause", run.name, env=env)
             assert res.code == 0, res.stderr
@@ -1037,7 +1046,7 @@ def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluste
             node = next(line.split()[1] for line in out.splitlines() if line.split()[0] == f"zsw.{run.name}.alloc")
             subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=zsw-test"], env=env,
                            check=True, timeout=30)
-            wait_until(lambda: '"executor_lost"' in (run / "events.jsonl").read_text(), timeout=60,
+            wait_until(lambda: '"executor_lost"' in logged(run), timeout=60,
                        what="the steps lost with their allocation")
             # (this cluster may have returned it to service already)
             subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env, capture_output=True,
