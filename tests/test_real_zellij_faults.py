@@ -223,6 +223,41 @@ def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm,
     assert warnings(run) == []
 
 
+def test_retry_of_an_interrupted_run_keeps_the_session_its_workers_still_run_in(swarm, rz: RealZellij):
+    """The supervisor of a live run made outside Zellij (its own session, no client) is
+    killed while two workers run in their panes; ``retry`` then adopted them — and made the
+    run's session anew (nobody watched it), which killed them: ``cancelled (pane_closed)``,
+    their work never done (7 times in 7). A session where a worker of the run still runs is
+    never made anew: the adopted workers finish there, once, and what the retry runs goes
+    headless, saying why."""
+    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n"
+                         + f'{GATE}; echo "$ZELLIJ_SWARM_TASK" >> ledger.txt\n' * 2)
+    proc = swarm.popen("run", "t.txt", "-j", "3", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=rz.env(**FAST))
+    run = swarm.started()
+    try:
+        def shown() -> dict[str, str]:
+            return {t["name"]: t["status"] for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
+
+        wait_until(lambda: shown() == {"task-1": "failed", "task-2": "running", "task-3": "running"}, timeout=60,
+                   what="one task failed, two running in their panes")
+        proc.kill()
+        proc.communicate(timeout=30)
+        retry = swarm.popen("retry", run.name, "--backend", "zellij", "--output", "quiet", env=rz.env(**FAST))
+        wait_until(lambda: shown().get("task-1") == "succeeded", timeout=60, what="the retried task's end")
+        swarm.open_gate()
+        out, err = retry.communicate(timeout=60)
+        assert retry.returncode == 0, err
+    finally:
+        swarm.open_gate()
+        kill_run_processes(run.name)
+    rows = swarm.tasks()
+    assert {name: (t["status"], t["attempts"]) for name, t in rows.items()} == {
+        "task-1": ("succeeded", 2), "task-2": ("succeeded", 1), "task-3": ("succeeded", 1)}, rows
+    assert sorted((swarm.cwd / "ledger.txt").read_text().split()) == ["task-2", "task-3"]
+    assert warnings(run) == ["client_detached"]
+
+
 def test_a_session_nobody_watches_that_is_not_the_runs_own_is_not_waited_on(swarm, rz: RealZellij):
     """``--session NAME``: a live session with no client, not the run's to make anew. A tab
     of the swarm's there would hold no pane 0.45.0 lists: the run goes headless at once,

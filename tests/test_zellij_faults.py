@@ -310,6 +310,41 @@ def test_retry_of_a_run_whose_kept_session_nobody_watches_shows_its_panes(swarm,
     assert [e["code"] for e in events(run) if e["event"] == "warning"] == []
 
 
+@pytest.mark.parametrize("version", ["0.45.0", "0.44.3"])
+def test_retry_of_an_interrupted_run_keeps_the_session_its_workers_still_run_in(swarm, fz, version):
+    """As against the real 0.45.0 (tests/test_real_zellij_faults.py): the supervisor killed
+    while two workers run in the run's own session, which no client watches; ``retry``
+    adopted them and made the session anew, killing them (``cancelled (pane_closed)``). A
+    session where a worker of the run still runs is never made anew."""
+    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n"
+                         + f'{GATE}; echo "$ZELLIJ_SWARM_TASK" >> ledger.txt\n' * 2)
+    proc = swarm.popen("run", "t.txt", "-j", "3", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                       env=fz.env(version, **FAST))
+    run = swarm.started()
+
+    def shown() -> dict[str, str]:
+        return {t["name"]: t["status"] for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
+
+    try:
+        wait_until(lambda: shown() == {"task-1": "failed", "task-2": "running", "task-3": "running"}, timeout=60,
+                   what="one task failed, two running in their panes")
+        proc.kill()
+        proc.communicate(timeout=30)
+        retry = swarm.popen("retry", run.name, "--backend", "zellij", "--output", "quiet",
+                            env=fz.env(version, **FAST))
+        wait_until(lambda: shown().get("task-1") == "succeeded", timeout=60, what="the retried task's end")
+        swarm.open_gate()
+        _, err = retry.communicate(timeout=60)
+        assert retry.returncode == 0, err
+    finally:
+        swarm.open_gate()
+    rows = swarm.tasks()
+    assert {name: (t["status"], t["attempts"]) for name, t in rows.items()} == {
+        "task-1": ("succeeded", 2), "task-2": ("succeeded", 1), "task-3": ("succeeded", 1)}, rows
+    assert sorted(ledger(swarm)) == ["task-2", "task-3"]
+    assert [e["code"] for e in events(run) if e["event"] == "warning"] == ["client_detached"]
+
+
 def test_a_session_of_someone_else_s_that_nobody_watches_is_not_waited_on(swarm, fz):
     """``--session NAME`` names a live session that no client is attached to, and that is not
     the run's own to make anew: a tab made there would hold no pane 0.45.0 lists. The run

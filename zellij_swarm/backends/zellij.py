@@ -187,8 +187,10 @@ class ZellijBackend:
                 # A tab made in a session with no client holds no pane Zellij lists (contract
                 # §2.17): its panes were waited for in vain and ran unseen. The run's own
                 # session, kept by an earlier end of it (its failed panes) — a `retry` — is
-                # made anew: nobody is looking at it. Anyone else's is not ours to remake: the
-                # swarm runs headless, and says why.
+                # made anew: nobody is looking at it — unless a worker of the run still runs
+                # there (a `retry` of a run whose supervisor was killed adopts it: deleting
+                # the session would kill it). Anyone else's is not ours to remake. Otherwise
+                # the swarm runs headless, and says why.
                 if target != names.session(ctx.run_id) or not self._made_way(target):
                     raise BackendError("client_detached", f"zellij {caps['version']}: no client is attached to "
                                                           f"session {target!r}, where a tab of the swarm's would "
@@ -272,12 +274,15 @@ class ZellijBackend:
                     self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
 
     def _made_way(self, session: str) -> bool:
-        """Delete our live ``session`` and wait (``SETTLE``) for its server to end — it does
+        """False when a wrapper of the run still runs in ``session`` (its server's
+        descendants); else delete our live ``session`` and wait (``SETTLE``) for its server to end — it does
         after its answer (contract §2.4), and a session made under its name before then is the
         dying one: whether it did. The views it held (an earlier supervisor's board) go with it
         by our doing: their registrations are withdrawn first, and their end is no
         ``renderer_died``."""
         server = self.z.server_pid(session)
+        if server is not None and procs.runs_under(server, self.ctx.paths.dir):
+            return False  # a worker of the run still runs in one of its panes
         for registration in self.ctx.paths.views.glob("*.json"):
             registration.unlink(missing_ok=True)
         self._delete_dead(session)

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zellij_swarm.records import generation_files
@@ -253,6 +254,20 @@ def cmdline(pid: int) -> list[bytes]:
             return f.read().split(b"\0")[:-1]
     except OSError:
         return []
+
+
+def runs_under(ancestor: int, run_dir: Path) -> bool:
+    """Whether a wrapper of the run whose directory is ``run_dir`` runs below ``ancestor`` (a
+    multiplexer's server, whose panes' processes are its descendants): a command line with a
+    path in the run's directory — a pane's wrapper file, its pane leader's files."""
+    import psutil
+
+    inside = os.fsencode(str(run_dir)) + b"/"
+    try:
+        below = psutil.Process(ancestor).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return False
+    return any(arg.startswith(inside) for p in below for arg in cmdline(p.pid))
 
 
 def runs_wrapper(gen: GenPaths, argv: list[bytes]) -> bool:
