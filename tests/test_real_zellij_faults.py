@@ -246,7 +246,7 @@ def test_retry_of_an_interrupted_run_keeps_the_session_its_workers_still_run_in(
         retry = swarm.popen("retry", run.name, "--backend", "zellij", "--output", "quiet", env=rz.env(**FAST))
         wait_until(lambda: shown().get("task-1") == "succeeded", timeout=60, what="the retried task's end")
         swarm.open_gate()
-        out, err = retry.communicate(timeout=60)
+        _, err = retry.communicate(timeout=60)
         assert retry.returncode == 0, err
     finally:
         swarm.open_gate()

@@ -1026,30 +1026,29 @@ def test_an_allocation_that_ended_while_no_step_ran_takes_no_attempt(swarm: Swar
 
 
 def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluster: dict[str, str]) -> None:
-    """``--slurm-alloc`` on one node, and that node set DOWN while the steps run: the
-    allocation ends NODE_FAIL with its steps. Their work was lost, not done badly — they run
-    again without using an attempt — and the rest of the run is not dispatched into the dead
-    allocation (it failed every attempt, "job has expired"): the run asks for a new one and
-    finishes there, every task exactly once (the ledger)."""
+    """``--slurm-alloc`` across both nodes (10 tasks at once, 8 CPUs a node), and one of them
+    set DOWN while every step runs: the allocation ends NODE_FAIL with all its steps. Their
+    work was lost, not done badly — each runs again without using an attempt (``--retries
+    0``: one recorded ``failed (143)`` would fail the run) — and the rest of the run is not
+    dispatched into the dead allocation: the run asks for one new allocation (each step
+    explained asked for one more, and the run waited on the last while the others held the
+    nodes) and finishes there, every task exactly once (the ledger)."""
     env = clean_env(**cluster)
-    swarm.write("n.toml", "[swarm]\njobs = 2\n" + "".join(
+    swarm.write("n.toml", "[swarm]\njobs = 10\n" + "".join(
         f'[[task]]\nname = "n{i}"\ncmd = \'echo "$ZELLIJ_SWARM_TASK" >> began; sleep 4; echo "$ZELLIJ_SWARM_TASK" >> '
-        "ledger'\n" for i in range(4)))
+        "ledger'\n" for i in range(10)))
     try:
-        with headless(swarm, "n.toml", env, "--slurm-alloc") as r:
+        with headless(swarm, "n.toml", env, "--slurm-alloc", "--retries", "0") as r:
             assert r.run is not None
             run = r.run
-            wait_until(lambda: (swarm.cwd / "began").exists() and len((swarm.cwd / "began").read_text().split()) == 2,
-                       timeout=60, what="two steps running")
-            out = subprocess.run(["squeue", "--noheader", "--format=%j %N"], env=env, capture_output=True, text=True,
-                                 timeout=30).stdout
-            node = next(line.split()[1] for line in out.splitlines() if line.split()[0] == f"zsw.{run.name}.alloc")
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=zsw-test"], env=env,
-                           check=True, timeout=30)
+            wait_until(lambda: (swarm.cwd / "began").exists() and len((swarm.cwd / "began").read_text().split()) == 10,
+                       timeout=60, what="every step running")
+            subprocess.run(["scontrol", "update", "nodename=n1", "state=down", "reason=zsw-test"], env=env, check=True,
+                           timeout=30)
             wait_until(lambda: '"executor_lost"' in logged(run), timeout=60,
                        what="the steps lost with their allocation")
             # (this cluster may have returned it to service already)
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env, capture_output=True,
+            subprocess.run(["scontrol", "update", "nodename=n1", "state=resume"], env=env, capture_output=True,
                            timeout=30)
             assert r.proc.wait(timeout=180) == 0, r.proc.stderr.read() if r.proc.stderr else ""
     finally:
@@ -1059,6 +1058,9 @@ def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluste
     assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    assert len({e["job"] for e in events if e["event"] == "executor_allocated"}) == 2, "a second allocation"
+    assert len([e for e in events if e["event"] == "executor_allocating"]) == 2, "one allocation asked for anew"
+    assert len({e["job"] for e in events if e["event"] == "executor_allocated"}) == 2
+    assert [e["code"] for e in events if e["event"] == "warning"] == ["executor_lost"]
     wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=120,
                what=f"nothing of the run in the queue, not {queue(cluster)}")
+    wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")

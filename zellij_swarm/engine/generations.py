@@ -396,6 +396,12 @@ class Generations:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
                                           relayed=not (lg.child and lg.pane is None))  # headless from the start
+        if lg.forgotten and rec is None and lg.kill_reason is None:
+            # Slurm forgot its step while it was queued, and it was withdrawn (its claim is
+            # ours; in a pane, its srun's end closed it): nothing of it ran, and the task waits
+            # for a slot again, its attempt not spent
+            self._requeue_unstarted(lg, reason="executor_forgot")
+            return
         # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
         hung_up = rec is None or ended_with_its_terminal(lg, rec)
         pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.claim_or_planted(lg.gen) is None)
@@ -561,11 +567,6 @@ class Generations:
         Slurm's job state explains it (``slurm.classify``; None: the record stands)."""
         if verdict is None:
             self._classify(lg, rec, None, session_alive=True)  # a worker killed by a signal of its own
-            return
-        if lg.forgotten and rec is None and lg.kill_reason is None:
-            # Slurm forgot it while it was queued, and it was withdrawn (its claim is ours):
-            # nothing of it ran, and the task waits for a slot again, its attempt not spent
-            self._requeue_unstarted(lg, reason="executor_forgot")
             return
         reason = verdict
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \

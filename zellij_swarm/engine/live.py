@@ -140,7 +140,8 @@ class LiveGen:
     step_running: bool = False  # squeue has seen its step run
     unlisted_since: float | None = None  # squeue listed its step, then no longer did, from then (monotonic)
     forgotten: bool = False  # its queued step was forgotten by Slurm and withdrawn: it runs again
-    allocation_ended: bool = False  # the allocation its step was in ended, not by the run
+    allocation: str | None = None  # the run's allocation (--slurm-alloc) its step was given
+    allocation_ended: bool = False  # ... which ended, not by the run
     gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace
     node: str | None = None  # the Slurm node its step ran on (its launch heartbeat says)
     step: str | None = None  # its step's "job.step" id (its launch heartbeat says)

@@ -84,7 +84,8 @@ class RemoteEvents:
     gone: Callable[[LiveGen], None]  # its step left Slurm and its sidecar has had its grace
     queued_too_long: Callable[[LiveGen], None]  # its step waited longer than --slurm-max-queue
     # the run's allocation (--slurm-alloc) ended, not by the run: its job, Slurm's state of it
-    # (None: Slurm no longer knows it); said once, before the first step it took is explained
+    # (None: Slurm no longer knows it); said once an allocation, before the first step it took
+    # is explained
     allocation_ended: Callable[[str, str | None], None]
     warn: Callable[[str, str, Any], None]
 
@@ -96,6 +97,9 @@ class AllocationEvents:
     queued: Callable[[str, str], None]  # job id, why it waits (said again when that changes)
     granted: Callable[[str], None]
     gave_up: Callable[[str, str], None]  # a fault code, and why
+    # it ended before Slurm granted it, not by the run: a cancel from outside (its state), or
+    # a controller that forgot it (None) — as ``RemoteEvents.allocation_ended``
+    ended: Callable[[str, str | None], None]
 
 
 def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[TaskSpec]) -> None:
@@ -238,10 +242,11 @@ class SlurmExecutor:
         self.requeued = False  # the batch job runs again: its earlier run's steps ended with it
         self.host_ending = False  # the batch job is being ended or requeued: nothing more starts
         self.request: tuple[str, subprocess.Popen[bytes]] | None = None  # its job, and the salloc that asked
-        # the allocation ended, not by the run (a cancel from outside, its node failed, its
-        # time limit): its job and Slurm's state of it; nothing more is dispatched into it
-        self.allocation_lost: tuple[str, str | None] | None = None
-        self._lost_said = False
+        # the run's allocations that ended, not by the run (a cancel from outside, a node
+        # failed, a time limit, a controller that forgot it): Slurm's state of each, and those
+        # the supervisor was told of. Nothing more is dispatched into one.
+        self.ended_allocations: dict[str, str | None] = {}
+        self._told: set[str] = set()
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
 
@@ -262,42 +267,52 @@ class SlurmExecutor:
         if self.allocation is not None or wanted == 0:
             return None
         self.request = self.cluster.request_allocation(self.run_id, wanted, self.settings.slurm, log)
-        self._await_allocation(self.settings.slurm_alloc_wait, on)
+        self._await_allocation(self.request[0], self.settings.slurm_alloc_wait, on)
         return self.request[0]
 
     @property
     def holding(self) -> bool:
         """Nothing is dispatched: the allocation was asked for and not granted yet, or it
-        ended (``allocation_lost``), or the batch job the run is in is ending."""
-        return self.allocating or self.host_ending or self.allocation_lost is not None
+        ended (``ended_allocations``), or the batch job the run is in is ending."""
+        return self.allocating or self.host_ending or self.allocation in self.ended_allocations
 
     def ask_again(self) -> None:
-        """The allocation ended (``allocation_lost``): forget it, so that ``allocate`` asks
-        for a new one; the steps it took are followed to their ends as before."""
+        """The allocation ended: forget it, so that ``allocate`` asks for a new one; the steps
+        it took are followed to their ends as before."""
         if self.request is not None and self.request[1].poll() is None:
-            self.request[1].kill()  # (its salloc --no-shell exited once Slurm granted it: not this one)
+            self.request[1].kill()  # one still queued, or forgotten: its salloc waits for ever
             self.request[1].wait()
-        self.allocation, self.request, self.allocation_lost, self._lost_said = None, None, None, False
+        self.allocation, self.request = None, None
 
     @property
     def allocating(self) -> bool:
         """The allocation was asked for and not granted yet."""
         return self.request is not None and self.allocation is None
 
-    def _await_allocation(self, limit: float | None, on: AllocationEvents) -> None:
-        """Follow the allocation asked for until Slurm grants it (``on.granted``); while it
-        waits, ``on.queued`` with Slurm's reason; ``on.gave_up`` when it waited ``limit``
-        seconds, or its job ended first. ``close`` cancels it, granted or not."""
+    def _await_allocation(self, job: str, limit: float | None, on: AllocationEvents) -> None:
+        """Follow the allocation asked for (``job``) until Slurm grants it (``on.granted``);
+        while it waits, ``on.queued`` with Slurm's reason; ``on.ended`` when it was cancelled
+        from outside or forgotten first, ``on.gave_up`` when it waited ``limit`` seconds or
+        ended otherwise. ``close`` cancels it, granted or not. Asked for anew (``ask_again``),
+        it is no longer followed."""
         deadline = None if limit is None else self.clock() + limit
         said: list[str] = []
+        name = slurm.allocation_name(self.run_id)
+
+        def current() -> bool:
+            return self.request is not None and self.request[0] == job and self.allocation is None
+
+        def state() -> tuple[str | None, str]:
+            # squeue lists it while it waits or runs; once it ended, its end state (None:
+            # Slurm no longer knows it)
+            return self.cluster.job_state(job) or (self.cluster.state(job, name=name), "")
 
         def look() -> None:
-            if self.request is not None and self.allocation is None:
-                job = self.request[0]
-                self.calls.submit(lambda: self.cluster.job_state(job), lambda done: answered(job, done))
+            if current():
+                self.calls.submit(state, answered)
 
-        def answered(job: str, done: Done[tuple[str, str] | None]) -> None:
-            if self.request is None or self.allocation is not None:
+        def answered(done: Done[tuple[str | None, str]]) -> None:
+            if not current():
                 return
             if done.error is None:
                 state, reason = done.value or ("", "")
@@ -305,8 +320,11 @@ class SlurmExecutor:
                     self.allocation = job
                     on.granted(job)
                     return
+                if state is None or state in slurm.CANCELLED:
+                    on.ended(job, state)
+                    return
                 if state not in slurm.ACTIVE:
-                    on.gave_up(external.EXECUTOR.failed, f"its job {job} ended before Slurm granted it")
+                    on.gave_up(external.EXECUTOR.failed, f"its job {job} ended ({state}) before Slurm granted it")
                     return
                 if reason != (said[-1] if said else None):
                     said.append(reason)
@@ -333,6 +351,7 @@ class SlurmExecutor:
         """A generation was handed to srun: follow its step from now on (and withdraw it
         once it has waited ``--slurm-max-queue`` without starting)."""
         lg.remote_since, lg.submitted_at = self.clock(), self.wallclock()
+        lg.allocation = self.allocation if self.allocation != self.host_job else None
         if (limit := self.settings.slurm_max_queue) is not None:
             lg.deadlines.append(self.timers.after(limit, lambda: self._queue_limit(lg)))
         if not self._ticking:
@@ -452,7 +471,9 @@ class SlurmExecutor:
             then("executor_lost")
             return
         unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
-        allocation = self.allocation
+        ended_allocations = self.ended_allocations
+        if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
+            lg.allocation = self.allocation  # adopted by a resume: in the run's allocation as it found it
 
         def ask() -> str | None:
             if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:
@@ -460,16 +481,13 @@ class SlurmExecutor:
                 # with it, and nothing more is started in it
                 self.host_ending = True
                 return "executor_lost"
-            if allocation is not None and allocation != self.host_job and \
-                    (ended := self._allocation_end(allocation)) is not None:
-                # the allocation went, and every step in it — whatever its wrapper saw
-                # (slurmd's SIGTERM), or a step that could not start in it ("job has expired").
-                # Said of the run's allocation only while it is the one: a step of one already
-                # asked for anew is not news.
-                if allocation == self.allocation and self.allocation_lost is None:
-                    self.allocation_lost = ended
+            if (allocation := lg.allocation) is not None and (
+                    allocation in ended_allocations or self._allocation_ended(allocation)):
+                # the allocation it was given went, and every step in it — whatever its
+                # wrapper saw (slurmd's SIGTERM), or a step that could not start in it ("job
+                # has expired")
                 lg.allocation_ended = True
-                return "executor_cancelled" if ended[1] in slurm.CANCELLED else "executor_lost"
+                return "executor_cancelled" if ended_allocations[allocation] in slurm.CANCELLED else "executor_lost"
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
@@ -483,23 +501,27 @@ class SlurmExecutor:
             return slurm.classify(state, recorded_signal=recorded_signal)
 
         def answered(done: Done[str | None]) -> None:
-            if self.allocation_lost is not None and not self._lost_said:
-                self._lost_said = True
-                self.on.allocation_ended(*self.allocation_lost)
+            if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:
+                self._told.add(allocation)  # (an allocation asked for anew is not ended again)
+                if allocation == self.allocation:
+                    self.on.allocation_ended(allocation, self.ended_allocations[allocation])
             then(done.value if done.error is None else unknown)
 
         self.calls.submit(ask, answered)
 
-    def _allocation_end(self, job: str) -> tuple[str, str | None] | None:
-        """The run's allocation ``job`` as Slurm ended it (off the loop): its job and end state
-        once it has settled (None: Slurm no longer knows it); None while it runs."""
+    def _allocation_ended(self, job: str) -> bool:
+        """Whether the run's allocation ``job`` ended (off the loop): its end state, once it
+        has settled, goes in ``ended_allocations`` (None: Slurm no longer knows it)."""
         name = slurm.allocation_name(self.run_id)
         state = self.cluster.state(job, name=name)
         deadline = time.monotonic() + SETTLE_WAIT
         while state in slurm.ACTIVE and state != "RUNNING" and time.monotonic() < deadline:
             time.sleep(SETTLE_POLL)  # being ended (COMPLETING): its end state comes shortly
             state = self.cluster.state(job, name=name)
-        return None if state in slurm.ACTIVE else (job, state)
+        if state in slurm.ACTIVE:
+            return False
+        self.ended_allocations[job] = state
+        return True
 
     def _step(self, lg: LiveGen) -> str | None:
         """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,

@@ -626,7 +626,7 @@ class Supervisor:
                 resumed=self.plan.resume is not None if resumed is None else resumed, wanted=wanted,
                 log=self.paths.dir / "salloc.log",
                 on=AllocationEvents(queued=self._allocation_queued, granted=self._allocation_granted,
-                                    gave_up=self._allocation_gave_up))
+                                    gave_up=self._allocation_gave_up, ended=self._allocation_ended))
         except exc.BackendError as e:
             self._allocation_gave_up(e.code, e.message)
             return False
@@ -643,12 +643,12 @@ class Supervisor:
         self.events.emit("executor_allocated", job=job)
 
     def _allocation_ended(self, job: str, state: str | None) -> None:
-        """The run's allocation ended, not by the run, and its steps with it. A cancel from
-        outside (``scancel``) is the run's cancel: what still waits ends ``cancelled``
-        (``executor_cancelled``), as the steps that ran in it do, and the run exits 130.
-        Otherwise (its node failed, it was preempted, its time limit, Slurm forgot it) the
-        work was lost, not done badly: the run asks for a new allocation and goes on there —
-        its lost steps run again without using an attempt."""
+        """The run's allocation ended, not by the run — granted, with its steps, or while it
+        still waited in the queue. A cancel from outside (``scancel``) is the run's cancel:
+        what still waits ends ``cancelled`` (``executor_cancelled``), as the steps that ran
+        in it do, and the run exits 130. Otherwise (its node failed, it was preempted, its
+        time limit, Slurm forgot it) the work was lost, not done badly: the run asks for a
+        new allocation and goes on there — its lost steps run again without using an attempt."""
         assert self.executor is not None
         if state in slurm.CANCELLED:
             self._warn("executor_cancelled", f"slurm: the swarm's allocation (job {job}) was cancelled from outside "
@@ -659,7 +659,7 @@ class Supervisor:
             return
         stopping = self.is_stopping()
         self._warn("executor_lost", f"slurm: the swarm's allocation (job {job}) ended "
-                                    f"({state or 'Slurm no longer knows it'}): its steps were lost with it"
+                                    f"({state or 'Slurm no longer knows it'})"
                                     + ("" if stopping else "; the run asks for a new allocation"), None)
         if not stopping:  # (a run that stops starts nothing more: it holds dispatch on the ended one)
             self.executor.ask_again()
