@@ -125,8 +125,14 @@ def test_a_task_that_meets_eof_on_stdin_gets_a_hint_and_every_failure_a_logs_hin
     assert STDIN_HINT in line
 
 
-def test_a_failure_that_is_not_about_stdin_gets_no_stdin_hint(swarm) -> None:
-    swarm.write("s.toml", '[[task]]\nname = "x y"\ncmd = "echo compile error; exit 2"\n')
+@pytest.mark.parametrize("said", [
+    "compile error", "npm ERR! code E404", "Err:1 http://deb.debian.org/debian bookworm InRelease",
+    "make: *** [all] Err 2", "go: err a", "ERR", "parse: unexpected EOF", "tar: Unexpected end of file",
+])
+def test_a_failure_that_is_not_about_stdin_gets_no_stdin_hint(swarm, said: str) -> None:
+    """An ordinary failure's words — a bare "err", npm's "ERR!", apt's "Err:1", a parser's
+    "unexpected EOF" — are no sign of a program that needed a terminal."""
+    swarm.write("s.toml", '[[task]]\nname = "x y"\ncmd = """echo \'' + said + '\' >&2; exit 2"""\n')
     res = swarm("run", "s.toml", "--backend", "headless")
     [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("x y: failed")]
     assert line.endswith(f"zellij-swarm logs {swarm.latest().name} 'x y'") and STDIN_HINT not in line

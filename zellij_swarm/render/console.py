@@ -92,12 +92,14 @@ def counts_text(counts: dict[str, int]) -> str:
 
 
 # What a program prints when it needs a terminal and has none: end-of-file at once on its
-# stdin (Python's EOFError, C's "end of file", "not a tty" checks), a terminal ioctl that
-# fails, curses that cannot start (setupterm, "Error opening terminal", a call that returned
-# ERR). A heuristic, only for the failure hint below.
+# stdin (Python's EOFError, "end of file on standard input", "not a tty" checks), a terminal
+# ioctl that fails, curses that cannot start (setupterm, "Error opening terminal", a call that
+# returned ERR). A heuristic, only for the failure hint below — and never a word every tool
+# prints on an ordinary failure: "npm ERR!", apt's "Err:1", make's "Err 2", a parser's
+# "unexpected EOF".
 _NEEDS_TERMINAL = re.compile(
-    rb"\bEOF\b|EOFError|end[ -]of[ -]file|not an? (tty|terminal)|inappropriate ioctl|setupterm"
-    rb"|error opening terminal|_curses\.error|returned ERR|\bERR\b", re.IGNORECASE)
+    rb"EOFError|EOF when reading|end[ -]of[ -]file[^\n]{0,24}(stdin|standard input)|not an? (tty|terminal)"
+    rb"|inappropriate ioctl|setupterm|error opening terminal|_curses\.error|returned ERR", re.IGNORECASE)
 _TAIL_BYTES = 2048
 STDIN_HINT = "it has no terminal in compact/headless mode (stdin closed); --ui live gives it one"
 
