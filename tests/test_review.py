@@ -170,3 +170,40 @@ def test_a_worktree_taken_apart_by_hand_is_not_called_pruned(swarm: Swarm) -> No
     assert out.code == 0 and "(no longer a git worktree (no .git in it): its branch is shown)" in out.stdout
     lines = swarm("diff", env=env).stdout.splitlines()
     assert "worktree no longer a git worktree" in lines[0] and "worktree gone (pruned)" in lines[1], lines
+
+
+def test_collect_refuses_what_would_commit_conflict_markers_or_drop_commits(swarm: Swarm) -> None:
+    """``collect`` committed an unresolved merge, its conflict markers as the task's work, and
+    on a detached HEAD that did not contain the task's branch it moved the branch there,
+    leaving the agent's earlier commit on no branch; both said "committed" and exited 0.
+    Each is refused, exit 2, one line, nothing committed — and collected once the agent's
+    worktree is put right."""
+    repo(swarm, {"f.txt": "base\n"})
+    git(swarm, "checkout", "-q", "-b", "other")
+    (swarm.cwd / "f.txt").write_text("theirs\n")
+    git(swarm, "commit", "-qam", "theirs")
+    git(swarm, "checkout", "-q", "-")
+    swarm.write("s.toml", "[swarm]\nworktree = true\n"
+                          '[[task]]\nname = "conflict"\n'
+                          "cmd = 'echo ours > f.txt && git commit -qam ours && git merge -q other || true'\n"
+                          '[[task]]\nname = "diverge"\n'
+                          "cmd = 'echo a > a.txt && git add a.txt && git commit -qm A && git checkout -q --detach HEAD~1"
+                          " && echo b > b.txt'\n")
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    run = swarm.latest().name
+    tips = {task: git(swarm, "rev-parse", f"refs/heads/swarm/{run}/{task}") for task in ("conflict", "diverge")}
+    res = swarm("collect", run, "conflict", env=git_env(swarm))
+    assert res.code == 2 and len(res.stderr.splitlines()) == 1, res
+    assert "unresolved merge conflicts (f.txt)" in res.stderr
+    res = swarm("collect", run, "diverge", env=git_env(swarm))
+    assert res.code == 2 and len(res.stderr.splitlines()) == 1, res
+    assert f"does not contain the task's branch swarm/{run}/diverge" in res.stderr
+    assert {task: git(swarm, "rev-parse", f"refs/heads/swarm/{run}/{task}") for task in tips} == tips
+    worktrees = swarm.cwd / ".zellij-swarm" / "runs" / run / "worktrees"
+    (worktrees / "t1" / "f.txt").write_text("resolved\n")
+    git(swarm, "add", "f.txt", where=worktrees / "t1")
+    git(swarm, "merge", "-q", f"swarm/{run}/diverge", where=worktrees / "t2")
+    res = swarm("collect", run, "conflict", "diverge", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    assert git(swarm, "merge-base", "--is-ancestor", tips["diverge"], f"refs/heads/swarm/{run}/diverge") == ""

@@ -2,7 +2,10 @@
 onto its branch, so that the branch can be merged or pushed (SPEC §8.4).
 
 - A task still running (or, in a running run, yet to run) is refused: its agent may be
-  writing. Every task named is checked before anything is committed.
+  writing. So is one whose worktree has unresolved merge conflicts (their markers would be
+  committed as its work), or sits on a detached HEAD that does not contain its branch (moving
+  the branch there would leave commits on no branch). Every task named is checked before
+  anything is committed.
 - Its files as they are, untracked ones included, ignored ones left out, in one commit whose
   message names the task and the run; a detached HEAD (the agent checked out a commit) is
   committed on and the task's branch moved to the commit.
@@ -46,10 +49,12 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         if (why := worktree.not_a_worktree(Path(record["path"]))) is not None:
             raise exc.UsageError(f"task {shown}: its worktree {record['path']} is {why}; its branch "
                                  f"{record.get('branch') or '(unknown)'} keeps what it committed")
+        if (why := worktree.collect_refusal(Path(record["path"]), _branch(run, t))) is not None:
+            raise exc.UsageError(f"task {shown}: its worktree {record['path']} {why}")
     lines = []
     for t in chosen:
         record = t["worktree"]
-        branch = record.get("branch") or _task_branch(run, t)
+        branch = _branch(run, t)
         done = worktree.collect(Path(record["path"]), branch=branch, message=message(t["name"], snap["run_id"]),
                                 verify=verify)
         if not done.committed:
@@ -62,6 +67,11 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
             what += "" if verify else ", no hooks run"
         lines.append(quoting.terminal_text(f"{done.commit}  {t['name']} · {what}"))
     return lines
+
+
+def _branch(run: RunPaths, task: dict[str, Any]) -> str | None:
+    """The task's branch: as its worktree's record names it, else as the run named it."""
+    return task["worktree"].get("branch") or _task_branch(run, task)
 
 
 def _task_branch(run: RunPaths, task: dict[str, Any]) -> str | None:

@@ -616,6 +616,26 @@ class Collected:
     on: str | None  # the branch the commit is on: the worktree's own (the agent may have switched), or ``moved``
 
 
+def collect_refusal(path: Path, branch: str | None) -> str | None:
+    """Why ``collect`` must not commit what the worktree ``path`` holds (None: it may), as
+    ``git commit`` would refuse, or as a commit would lose work: paths a merge left unmerged
+    (their conflict markers would be committed as the task's work), or a detached HEAD that
+    does not contain the task's ``branch`` (moving the branch there would leave its commits
+    on no branch)."""
+    unmerged = sorted({name for name in _git(path, "diff", "--name-only", "--diff-filter=U", "-z").stdout.split("\0")
+                       if name})
+    if unmerged:
+        shown = ", ".join(unmerged[:3]) + (f" and {len(unmerged) - 3} more" if len(unmerged) > 3 else "")
+        return f"has unresolved merge conflicts ({shown}): resolve them (git add), then collect again"
+    if branch is None or current_branch(path) is not None:
+        return None
+    tip = _git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip()
+    if tip and _git(path, "merge-base", "--is-ancestor", tip, "HEAD", check=False).returncode != 0:
+        return (f"is on a detached HEAD that does not contain the task's branch {branch}: moving the branch there "
+                "would leave its commits on no branch; check out (or merge) the branch in the worktree, then collect")
+    return None
+
+
 def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Collected:
     """Commit everything the worktree ``path`` holds that is not committed (untracked files
     included, ignored ones not) onto its branch. A detached HEAD is committed on and
