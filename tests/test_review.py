@@ -187,8 +187,8 @@ def test_collect_refuses_what_would_commit_conflict_markers_or_drop_commits(swar
                           '[[task]]\nname = "conflict"\n'
                           "cmd = 'echo ours > f.txt && git commit -qam ours && git merge -q other || true'\n"
                           '[[task]]\nname = "diverge"\n'
-                          "cmd = 'echo a > a.txt && git add a.txt && git commit -qm A && git checkout -q --detach HEAD~1"
-                          " && echo b > b.txt'\n")
+                          "cmd = 'echo a > a.txt && git add a.txt && git commit -qm A"
+                          " && git checkout -q --detach HEAD~1 && echo b > b.txt'\n")
     res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
     assert res.code == 0, res.stderr
     run = swarm.latest().name

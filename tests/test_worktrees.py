@@ -454,3 +454,34 @@ def test_naming_branches_walks_the_tasks_once_however_many_are_named(tmp_path: P
     # the names are those of one walk over every task
     given = worktree.BranchNames("R")
     assert all(wts._names.of(tid, []) == given.of(tid, [(t, s.name) for t, s in specs]) for tid, _ in specs)
+
+
+@pytest.mark.parametrize("again", ["retries", "retry"])
+def test_a_task_that_removed_its_worktree_runs_again_in_a_new_one(swarm: Swarm, again: str) -> None:
+    """A worktree task that removed its own worktree (``rm -rf`` of it) and failed could never
+    run again: git keeps the registration of a removed worktree, and refused to add one there
+    ("missing but already registered"), every attempt ``worktree_failed``; within the run
+    the next attempt was sent to the missing directory. The next attempt gets its worktree
+    again, from the task's branch, which kept what it committed."""
+    cmd = (f"if [ -e {swarm.cwd}/first ]; then git log --format=%s -1 > seen; "
+           f"else touch {swarm.cwd}/first; echo k > k; git add k; git commit -qm kept; "
+           'cd .. && rm -rf \\"$OLDPWD\\"; exit 1; fi')
+    repo(swarm, {"s.toml": f"""
+[[task]]
+name = "wrecker"
+worktree = true
+retries = {1 if again == "retries" else 0}
+cmd = "{cmd}"
+"""})
+    code, _, rundir = run(swarm, "s.toml")
+    if again == "retry":
+        assert code == 1
+        res = swarm("retry", rundir.name, env=git_env(swarm))
+        assert res.code == 0, res.stderr
+    else:
+        assert code == 0
+    row = swarm.tasks()["wrecker"]
+    assert (row["status"], [a["status"] for a in row["history"]]) == ("succeeded", ["failed", "succeeded"]), row
+    assert (rundir / "worktrees" / "t1" / "seen").read_text() == "kept\n"
+    res = swarm("diff", rundir.name, "wrecker", env=git_env(swarm))
+    assert res.code == 0 and "kept" in res.stdout, res

@@ -280,7 +280,9 @@ class Worktrees:
             raise WorktreeError("the run has no base commit for worktrees: none of its tasks wanted one when it "
                                 "started (start a run with --worktree for that)")
         place(self.base, spec.cwd or cwd)  # a cwd outside the repository fails before anything is made
-        wt = self._made.get(task_id) or self.existing(task_id)
+        wt = self._made.get(task_id)
+        if wt is None or not (wt.path / ".git").exists():  # (an earlier attempt may have removed it)
+            wt = self.existing(task_id)
         if wt is None:
             wt = self._add(self.base, self.path(task_id), self._branch(task_id, tasks))
         wt.new_attempt()
@@ -314,6 +316,11 @@ class Worktrees:
         except OSError as e:
             raise WorktreeError(f"cannot create {path.parent}: {e.strerror}") from None
         with _repository_locked(base.repo):
+            if not path.exists():
+                # A worktree its task removed (``rm -rf`` of its directory) stays registered:
+                # git refuses to add one there again ("missing but already registered"), and
+                # its branch counts as checked out there. That registration alone goes.
+                _git(base.repo, "worktree", "remove", "--force", str(path), check=False)
             # The branch exists when the run was pruned and then retried: the work goes on from it.
             has_branch = _git(base.repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}",
                               check=False).returncode == 0
