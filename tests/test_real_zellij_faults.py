@@ -15,7 +15,7 @@ import pytest
 from fakeprocs import command_line
 from realzellij import RealZellij
 from swarmtest import GATE, kill_run_processes, wait_until
-from zellijtest import FAST
+from zellijtest import FAST, retry_after_the_supervisor_is_killed
 
 from zellij_swarm.backends import zellij_cli
 
@@ -230,27 +230,8 @@ def test_retry_of_an_interrupted_run_keeps_the_session_its_workers_still_run_in(
     their work never done (7 times in 7). A session where a worker of the run still runs is
     never made anew: the adopted workers finish there, once, and what the retry runs goes
     headless, saying why."""
-    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n"
-                         + f'{GATE}; echo "$ZELLIJ_SWARM_TASK" >> ledger.txt\n' * 2)
-    proc = swarm.popen("run", "t.txt", "-j", "3", "--backend", "zellij", "--ui", "live", "--output", "quiet",
-                       env=rz.env(**FAST))
-    run = swarm.started()
-    try:
-        def shown() -> dict[str, str]:
-            return {t["name"]: t["status"] for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
-
-        wait_until(lambda: shown() == {"task-1": "failed", "task-2": "running", "task-3": "running"}, timeout=60,
-                   what="one task failed, two running in their panes")
-        proc.kill()
-        proc.communicate(timeout=30)
-        retry = swarm.popen("retry", run.name, "--backend", "zellij", "--output", "quiet", env=rz.env(**FAST))
-        wait_until(lambda: shown().get("task-1") == "succeeded", timeout=60, what="the retried task's end")
-        swarm.open_gate()
-        _, err = retry.communicate(timeout=60)
-        assert retry.returncode == 0, err
-    finally:
-        swarm.open_gate()
-        kill_run_processes(run.name)
+    run, retried = retry_after_the_supervisor_is_killed(swarm, rz.env(**FAST))
+    assert retried.returncode == 0, retried.stderr
     rows = swarm.tasks()
     assert {name: (t["status"], t["attempts"]) for name, t in rows.items()} == {
         "task-1": ("succeeded", 2), "task-2": ("succeeded", 1), "task-3": ("succeeded", 1)}, rows

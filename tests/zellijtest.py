@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 from fakeprocs import alive, kill_all, processes_of
-from swarmtest import clean_env
+from swarmtest import GATE, Swarm, clean_env, kill_run_processes, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_DIR = REPO / "scripts" / "fake-zellij"
@@ -161,3 +161,31 @@ def check_calls(calls: list[dict[str, Any]]) -> None:
             assert "--session" in head, f"no --session in {argv}"
         assert c.get("exit") in (0, 1) or (sub == "delete-session" and c.get("exit") == 2), c
         assert "error:" not in c.get("stderr", ""), c
+
+
+def retry_after_the_supervisor_is_killed(swarm: Swarm,
+                                         env: dict[str, str]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A live run made outside Zellij (its own session, no client) with one task failed and
+    two running in their panes; its supervisor killed; then ``retry`` of it, the two let go
+    once the retried task has ended. The run, and the retry's exit and stderr."""
+    swarm.write("t.txt", "test -e flag || { touch flag; exit 3; }\n"
+                         + f'{GATE}; echo "$ZELLIJ_SWARM_TASK" >> ledger.txt\n' * 2)
+    proc = swarm.popen("run", "t.txt", "-j", "3", "--backend", "zellij", "--ui", "live", "--output", "quiet", env=env)
+    run = swarm.started()
+
+    def shown() -> dict[str, str]:
+        return {t["name"]: t["status"] for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
+
+    try:
+        wait_until(lambda: shown() == {"task-1": "failed", "task-2": "running", "task-3": "running"}, timeout=60,
+                   what="one task failed, two running in their panes")
+        proc.kill()
+        proc.communicate(timeout=30)
+        retry = swarm.popen("retry", run.name, "--backend", "zellij", "--output", "quiet", env=env)
+        wait_until(lambda: shown().get("task-1") == "succeeded", timeout=60, what="the retried task's end")
+        swarm.open_gate()
+        out, err = retry.communicate(timeout=60)
+        return run, subprocess.CompletedProcess(retry.args, retry.returncode, out, err)
+    finally:
+        swarm.open_gate()
+        kill_run_processes(run.name)
