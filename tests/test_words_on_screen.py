@@ -312,3 +312,45 @@ def test_a_live_zellij_worker_blocked_reading_is_waiting_until_it_reads(swarm, f
             proc.kill()
         if run is not None:
             kill_run_processes(run.name)
+
+
+def on_a_terminal(swarm, *args: str, cols: int) -> list[str]:
+    """What ``zellij-swarm ARGS`` prints on a terminal ``cols`` columns wide: its lines."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its stdout is the terminal, that wide
+        fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+        os.chdir(swarm.cwd)
+        os.execve(swarm.cmd(*args)[0], swarm.cmd(*args), clean_env())
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child has gone, and the terminal with it
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return out.decode().replace("\r\n", "\n").splitlines()
+
+
+def test_ls_on_an_80_column_terminal_cuts_its_lines_never_wraps_them(swarm) -> None:
+    """A run whose counts take more than the row's room wrapped its ``ls`` row at 80 columns
+    (``6: 2 f`` / ``ailed, …``). On a terminal every line is cut to its width, as ``status``
+    cuts its own; piped, the row is whole (``ls --json`` has every count)."""
+    swarm.write("s.txt", "exit 1\nexit 1\ntrue\ntrue\ntrue\ntrue\n")
+    assert swarm("run", "s.txt", "--backend", "headless", "--output", "quiet").code == 1
+    lines = on_a_terminal(swarm, "ls", cols=80)
+    assert len(lines) == 2 and all(width(line) <= 80 for line in lines), lines
+    assert lines[1].endswith("…"), lines
+    whole = swarm("ls").stdout.splitlines()
+    assert whole[1].endswith("6: 2 failed, 4 succeeded") and whole[1].startswith(lines[1][:-1]), whole

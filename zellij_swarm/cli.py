@@ -380,7 +380,8 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
 @click.option("--json", "json_output", is_flag=True, help="machine-readable output")
 @_state_dir_option
 def ls_(json_output: bool, state_dir: str | None) -> None:
-    """Runs under the state directory, newest first."""
+    """Runs under the state directory, newest first. On a terminal every line fits its width
+    (cut, never wrapped): ``--json`` has every count."""
     path = _state_dir(state_dir)
     problems = [p for run in rundir.all_runs(path) if (p := rundir.untrusted_run(run))]
     rows, unreadable = views.ls_rows(path)
@@ -388,7 +389,9 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
         if said:
             more = f" (and {len(said) - 1} more run(s) like it)" if len(said) > 1 else ""
             click.echo(f"zellij-swarm: warning: {said[0]}{more}", err=True)
-    click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows, unreadable=len(unreadable)))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
+    click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows, unreadable=len(unreadable),
+                                                                             width=width))
 
 
 def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) -> tuple[RunPaths, dict[str, Any],

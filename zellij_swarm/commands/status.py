@@ -613,14 +613,16 @@ def _near(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def format_ls(rows: list[dict[str, Any]], *, unreadable: int = 0) -> str:
+def format_ls(rows: list[dict[str, Any]], *, unreadable: int = 0, width: int | None = None) -> str:
+    """One row per run; with ``width`` (a terminal's) every line is cut to it, never wrapped."""
     if not rows:
         return f"no run that can be read ({unreadable} cannot)" if unreadable else "no runs"
-    return _shown(table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
-                         [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
-                           str(r.get("waiting") or 0) if r["state"] == RunState.RUNNING else "-",
-                           f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
-                          for r in rows], indent=""))
+    lines = table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
+                  [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
+                    str(r.get("waiting") or 0) if r["state"] == RunState.RUNNING else "-",
+                    f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
+                   for r in rows], indent="")
+    return "\n".join(fit(quoting.terminal_text(line), width) for line in lines)
 
 
 def _shown(lines: Iterable[str]) -> str:
