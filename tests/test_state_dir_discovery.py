@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from swarmtest import Swarm
+from swarmtest import Swarm, clean_env
 
 from zellij_swarm.config import state_dir
 
@@ -156,3 +156,20 @@ def test_a_state_directory_that_is_a_file_is_said(tmp_path, command):
     (tmp_path / ".zellij-swarm").write_text("")
     res = swarm_in(tmp_path)(command)
     assert "internal error" not in res.stderr and "is not a directory" in res.stderr, res
+
+
+@pytest.mark.parametrize("command", [("ls",), ("status",), ("logs", "x"), ("prune",), ("cancel",)])
+@pytest.mark.parametrize("given", ["flag", "env"])
+def test_a_state_directory_that_is_a_file_is_bad_input_said_once(tmp_path, command, given):
+    """``--state-dir /etc/passwd``: a warning that it is no directory, then an error that it
+    holds no runs (two lines; ``ls`` said "no runs", exit 0). One line, exit 2, naming the
+    path and where it came from."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    if given == "flag":
+        res = swarm_in(tmp_path)(*command, "--state-dir", str(afile))
+    else:
+        res = swarm_in(tmp_path)(*command, env=clean_env(ZELLIJ_SWARM_STATE_DIR=str(afile)))
+    source = "flag --state-dir" if given == "flag" else "env ZELLIJ_SWARM_STATE_DIR"
+    assert res.code == 2 and res.stderr == (f"zellij-swarm: error: state directory {afile} (from {source}) is not a "
+                                            "directory\n"), res

@@ -78,10 +78,18 @@ def _found_state_dir(flag: str | None) -> StateDir:
 
 
 def _state_dir(flag: str | None, *, writing: bool = False) -> Path:
-    """The state directory a command works in. One another user could have written
-    (``rundir.untrusted``) is refused to commands that change a run or run its commands
-    (``resume``, ``cancel``, ``add``, ``prune``); commands that only read get a warning."""
-    path = _found_state_dir(flag).path
+    """The state directory a command works in (``_checked``)."""
+    return _checked(_found_state_dir(flag), writing=writing)
+
+
+def _checked(found: StateDir, *, writing: bool) -> Path:
+    """The state directory found, as a command may use it: one that is no directory is bad
+    input; one another user could have written (``rundir.untrusted``) is refused to commands
+    that change a run or run its commands (``resume``, ``cancel``, ``add``, ``prune``), and
+    commands that only read get a warning."""
+    path = found.path
+    if os.path.exists(path) and not os.path.isdir(path):  # bad input, said once: no warning first
+        raise exc.UsageError(f"state directory {path} (from {found.source}) is not a directory")
     if writing:
         rundir.require_trusted(path)
     elif problem := rundir.untrusted(path):
@@ -93,7 +101,7 @@ def _runs_under(flag: str | None, *, writing: bool = False) -> tuple[Path, list[
     """The state directory and its runs, newest first; none is a usage error that says where
     the state directory was looked for and how to point elsewhere."""
     found = _found_state_dir(flag)
-    path = _state_dir(str(found.path), writing=writing)
+    path = _checked(found, writing=writing)
     runs = rundir.all_runs(path)
     if not runs:
         raise exc.UsageError(found.no_runs())
