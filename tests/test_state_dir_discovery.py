@@ -53,6 +53,11 @@ def test_the_walk_stops_at_the_git_top_level_and_at_home(tmp_path):
     (home / "notes").mkdir(parents=True)
     found = state_dir.find(None, {"HOME": str(home)}, home / "notes")  # no repository: not above $HOME
     assert (found.path, found.looked) == (home / "notes" / ".zellij-swarm", (home / "notes", home))
+    # a $HOME reached through a symlink (as /home -> /data/home): the walk, up the real
+    # directories, went on above it and found another's state directory there
+    (tmp_path / "link").symlink_to(home)
+    found = state_dir.find(None, {"HOME": str(tmp_path / "link")}, home / "notes")
+    assert (found.path, found.looked) == (home / "notes" / ".zellij-swarm", (home / "notes", home))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a directory another user owns needs root")

@@ -62,7 +62,9 @@ def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> S
     if env.get(ENV):
         return StateDir(_absolute(Path(env[ENV]), here), f"env {ENV}")
     home = env.get("HOME")
-    home_dir = Path(os.path.abspath(home)) if home else None
+    # as given and as resolved: the walk goes up the real directories (getcwd's), and a $HOME
+    # reached through a symlink is never one of them as given
+    homes = {Path(os.path.abspath(home)), Path(os.path.realpath(home))} if home else set()
     looked: list[Path] = []
     skipped: str | None = None
     skipped_path: Path | None = None
@@ -87,7 +89,7 @@ def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> S
             top = directory
             break
         parent = directory.parent
-        if directory == home_dir or parent == directory or not _same_filesystem(directory, parent):
+        if directory in homes or parent == directory or not _same_filesystem(directory, parent):
             break
         directory = parent
     fallback = (top or here) / NAME
