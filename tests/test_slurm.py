@@ -699,14 +699,17 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
 
 
 @contextlib.contextmanager
-def forgotten_while_queued(swarm: Swarm, cluster: dict[str, str]) -> Iterator[Running]:
+def forgotten_while_queued(swarm: Swarm, cluster: dict[str, str], tmux: Path | None = None) -> Iterator[Running]:
     """``LEDGER``'s two steps queued behind another job, seen queued by the run's own look at
     the queue (it knows their job ids), then slurmctld restarted without its job state: it no
     longer knows them (nor the job they waited behind), and their sruns wait for a grant that
-    never comes. The run, still going."""
-    env = clean_env(**cluster)
+    never comes. The run, still going: headless, or in live tmux panes with ``tmux`` (its
+    TMUX_TMPDIR; the caller ends its server)."""
+    env = clean_env(**cluster, **({"TMUX_TMPDIR": str(tmux)} if tmux else {}))
+    args = ("--backend", "tmux", "--ui", "live") if tmux else ("--backend", "headless")
     swarm.write("q.toml", LEDGER)
-    with busy(env), headless(swarm, "q.toml", env) as r:
+    with busy(env), SlurmRunning(swarm, "q.toml", *args, "--executor", "slurm", "--output", "quiet", env=env,
+                                 settle=0) as r:
         assert r.run is not None
         run = r.run
         wait_until(lambda: sum('"event":"step_state"' in line and '"PENDING"' in line
@@ -730,13 +733,23 @@ def test_a_cancel_ends_queued_steps_a_restarted_controller_forgot(swarm: Swarm, 
     wait_until(lambda: clients(r.run) == [], timeout=30, what="no srun of the run left")
 
 
-def test_queued_steps_a_restarted_controller_forgot_run_again(swarm: Swarm, cluster: dict[str, str]) -> None:
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_queued_steps_a_restarted_controller_forgot_run_again(swarm: Swarm, cluster: dict[str, str],
+                                                              tmp_path: Path, request: pytest.FixtureRequest,
+                                                              backend: str) -> None:
     """Left alone (``forgotten_while_queued``), the run followed such steps for ever ("queued
     in Slurm"), the cluster idle. A step Slurm listed as queued, no longer lists, whose
     wrapper never started and whose srun still waits here, was forgotten: its claim is taken
     (should Slurm start it after all, it runs nothing), its srun ended, and the task waits for
-    a slot again, its attempt not spent — every task once, all succeeded."""
-    with forgotten_while_queued(swarm, cluster) as r:
+    a slot again, its attempt not spent — every task once, all succeeded. In a tmux pane the
+    srun's end closed the pane, and the task ended ``cancelled (pane_closed)`` (3 in 3)."""
+    tmux = None
+    if backend == "tmux":
+        tmux = tmp_path / "tm"
+        tmux.mkdir()
+        request.addfinalizer(lambda: subprocess.run(["tmux", "kill-server"], env=clean_env(TMUX_TMPDIR=str(tmux)),
+                                                    capture_output=True, timeout=30))
+    with forgotten_while_queued(swarm, cluster, tmux) as r:
         assert r.proc.wait(timeout=120) == 0, r.proc.stderr.read() if r.proc.stderr else ""
     tasks = swarm.tasks()
     assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
