@@ -685,7 +685,8 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
         assert later & first or max(later) < min(first), f"job ids issued again: {first} then {later}"
         code = r.proc.wait(timeout=120)
         assert code == 0, (code, {n: [(a["status"], a["reason"]) for a in t["history"]]
-                                  for n, t in swarm.tasks().items()})
+                                  for n, t in swarm.tasks().items()},
+                           [line for line in logged(run).splitlines() if '"warning"' in line])  # srun's words
     assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
     tasks = swarm.tasks()
     assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
