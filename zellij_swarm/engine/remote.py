@@ -482,7 +482,7 @@ class SlurmExecutor:
                 self.host_ending = True
                 return "executor_lost"
             if (allocation := lg.allocation) is not None and (
-                    allocation in ended_allocations or self._allocation_ended(allocation)):
+                    allocation in ended_allocations or self._allocation_end_read(allocation)):
                 # the allocation it was given went, and every step in it — whatever its
                 # wrapper saw (slurmd's SIGTERM), or a step that could not start in it ("job
                 # has expired")
@@ -493,12 +493,8 @@ class SlurmExecutor:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
             job_id = step.split(".")[0]
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
-            state = self.cluster.state(job_id, name=name)
-            deadline = time.monotonic() + SETTLE_WAIT
-            while state in slurm.ACTIVE and time.monotonic() < deadline:
-                time.sleep(SETTLE_POLL)  # the wrapper has ended; Slurm is still winding its job down
-                state = self.cluster.state(job_id, name=name)
-            return slurm.classify(state, recorded_signal=recorded_signal)
+            # (the wrapper has ended; Slurm may still be winding its job down)
+            return slurm.classify(self._settled_state(job_id, name), recorded_signal=recorded_signal)
 
         def answered(done: Done[str | None]) -> None:
             if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:
@@ -509,19 +505,27 @@ class SlurmExecutor:
 
         self.calls.submit(ask, answered)
 
-    def _allocation_ended(self, job: str) -> bool:
+    def _allocation_end_read(self, job: str) -> bool:
         """Whether the run's allocation ``job`` ended (off the loop): its end state, once it
         has settled, goes in ``ended_allocations`` (None: Slurm no longer knows it)."""
-        name = slurm.allocation_name(self.run_id)
-        state = self.cluster.state(job, name=name)
-        deadline = time.monotonic() + SETTLE_WAIT
-        while state in slurm.ACTIVE and state != "RUNNING" and time.monotonic() < deadline:
-            time.sleep(SETTLE_POLL)  # being ended (COMPLETING): its end state comes shortly
-            state = self.cluster.state(job, name=name)
+        state = self._settled_state(job, slurm.allocation_name(self.run_id), running_settles=True)
         if state in slurm.ACTIVE:
             return False
         self.ended_allocations[job] = state
         return True
+
+    def _settled_state(self, job_id: str, name: str, *, running_settles: bool = False) -> str | None:
+        """The state of our job ``job_id`` named ``name`` (``Slurm.state``: None once Slurm no
+        longer knows it), read again for up to ``SETTLE_WAIT`` while it is still being ended
+        (``RUNNING`` too, unless ``running_settles``: an allocation that runs is no ending one).
+        Off the loop: Slurm has no event for a job's end state."""
+        state = self.cluster.state(job_id, name=name)
+        deadline = time.monotonic() + SETTLE_WAIT
+        while state in slurm.ACTIVE and not (running_settles and state == "RUNNING") and \
+                time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL)
+            state = self.cluster.state(job_id, name=name)
+        return state
 
     def _step(self, lg: LiveGen) -> str | None:
         """The step's ``job.step`` id: as its wrapper's launch heartbeat names it (read here,
