@@ -66,7 +66,7 @@ def test_a_headless_wrapper_whose_launcher_died_is_followed_without_pidfd(monkey
 
 def _registered_renderer(tmp_path: Path) -> tuple[RunPaths, subprocess.Popen[bytes]]:
     run = RunPaths(tmp_path / "run")
-    view_watch.views_dir(run).mkdir(parents=True)
+    run.views.mkdir(parents=True)
     proc = subprocess.Popen(["sleep", "60"])
     view_watch.Registration(run, "board").write(proc.pid)
     return run, proc

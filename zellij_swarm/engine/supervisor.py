@@ -654,8 +654,7 @@ class Supervisor:
             self._warn("executor_cancelled", f"slurm: the swarm's allocation (job {job}) was cancelled from outside "
                                              "the run: the run is cancelled", None)
             self.stop.cancelled = True
-            self.slots.close()
-            self.policy.cancel_pending("executor_cancelled")  # (its steps end with it: Slurm kills them)
+            self._start_nothing_more("executor_cancelled")  # (its steps end with it: Slurm kills them)
             return
         stopping = self.is_stopping()
         self._warn("executor_lost", f"slurm: the swarm's allocation (job {job}) ended "
@@ -855,11 +854,16 @@ class Supervisor:
                 self._stop_everything(CANCELLED_BY_USER)
 
     def _stop_everything(self, reason: str) -> None:
-        self.slots.close()
-        self.policy.cancel_pending(reason)
+        self._start_nothing_more(reason)
         for lg in list(self.live.values()):
             self.gens.kill(lg, reason)
         self.headless.follow_all()
+
+    def _start_nothing_more(self, reason: str) -> None:
+        """No slot takes a task any more, and every task still waiting ends ``cancelled`` with
+        ``reason``; what runs is left to the caller."""
+        self.slots.close()
+        self.policy.cancel_pending(reason)
 
     def _no_launcher(self) -> None:
         """Launchers keep dying with work given and none of it started: nothing more is

@@ -63,10 +63,6 @@ _WATCHER = object()  # epoll data: the inotify watcher of views/
 _WAKE = object()  # epoll data: the eventfd a poll-fallback scan wakes us through
 
 
-def views_dir(run: RunPaths) -> Path:
-    return run.views
-
-
 def view_name(kind: str, slot: int | None) -> str:
     return "board" if kind == "board" else f"slot-{slot}"
 
@@ -92,7 +88,7 @@ class Registration:
 
     @property
     def path(self) -> Path:
-        return views_dir(self.run) / f"{self.name}.json"
+        return self.run.views / f"{self.name}.json"
 
     def write(self, pid: int | None = None, *, now: float | None = None) -> bool:
         """Register process ``pid`` (default: this one) as this view; False when it cannot
@@ -149,7 +145,7 @@ class ViewWatch:
 
     def __init__(self, run: RunPaths, *, schedule: Callable[[float, Callable[[], None]], object],
                  watcher: Callable[[], Watcher] = Inotify, clock: Callable[[], float] = time.time) -> None:
-        self.dir = views_dir(run)
+        self.dir = run.views
         self.clock = clock
         self._schedule = schedule
         self._views: dict[str, _View] = {}
