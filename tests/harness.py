@@ -770,6 +770,7 @@ class FakeMux:
         self.world = world
         self.spec = spec
         self.name = spec.name
+        self.output_copied_after_end = False
         self._scripts = {k: list(v) for k, v in spec.panes.items()}
         self._ids = itertools.count(1)
         self.session_up = True

@@ -388,6 +388,7 @@ class _Live:
     """A stand-in live backend: what it was asked, in order."""
 
     name = "tmux"
+    output_copied_after_end = False
 
     def __init__(self, gone: Exception | None = None) -> None:
         self.calls: list[tuple] = []

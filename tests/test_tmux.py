@@ -793,3 +793,26 @@ def test_a_server_that_gives_no_answer_is_alive_until_its_socket_refuses(tmux, t
     tmux("new-session", "-d", "-s", "keeper")  # the server outlives our session
     tmux("kill-session", "-t", d.backend.session_id)
     assert not d.backend.session_alive()
+
+
+@pytest.mark.parametrize("output", ["group", "tag"])
+def test_a_live_panes_whole_output_is_copied_and_counted_as_its_task_ends(swarm, tmux, output):
+    """tmux copies a pane's output to its log through ``pipe-pane``, a process of its own that
+    may not have written the last lines when the worker's end is read: the copy to stdout
+    (``group``, ``tag``) and the joblog's ``Receive`` then missed the tail (9 runs in 11). Each
+    task's output is read once its copy is complete: every last line is there, and ``Receive``
+    is the log's size."""
+    tasks = "".join(f'[[task]]\nname = "t{i}"\ncmd = "seq 1 {300 * i}; echo END-{i}"\n' for i in range(1, 9))
+    swarm.write("s.toml", "[swarm]\njobs = 8\n" + tasks)
+    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer", "--output", output,
+                "--joblog", "jobs.tsv", env=outside_env(tmux))
+    run = finish(swarm, res)
+    assert res.code == 0, res.stderr
+    assert sorted(line.split("END-")[1] for line in res.stdout.splitlines() if "END-" in line) == \
+        [str(i) for i in range(1, 9)], res.stdout[-2000:]
+    received = {r[-1].split("END-")[1]: int(r[5]) for r in
+                (line.split("\t") for line in (swarm.cwd / "jobs.tsv").read_text().splitlines()[1:])}
+    for name, row in swarm.tasks().items():
+        log = run / f"slots/slot-{row['slot']}/gen-{row['generation']}/output.log"
+        assert b"END-" + name[1:].encode() in log.read_bytes()
+        assert received[name[1:]] == log.stat().st_size, name

@@ -121,6 +121,10 @@ class RunContext:
 @runtime_checkable
 class Backend(Protocol):
     name: str
+    # True when a pane's output may reach its log after its worker's end is recorded (tmux's
+    # ``pipe-pane`` copies it in a process of its own): ``ended`` returns once it has, and what
+    # reads a generation's output as it ends waits for that (``OffLoopBackend.after_output``)
+    output_copied_after_end: bool
 
     def open(self, ctx: RunContext) -> None:
         """Prepare the session/window and the board; raise ``BackendError`` if impossible."""

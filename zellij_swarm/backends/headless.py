@@ -25,6 +25,7 @@ def worker_env(env: Mapping[str, str]) -> dict[str, str]:
 
 class HeadlessBackend:
     name = "headless"
+    output_copied_after_end = False
 
     def open(self, ctx: RunContext) -> None:
         pass

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
 from zellij_swarm.calls import CallRunner, Done
+from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker.wrapper import PaneMode
 
 CLOSE_TIMEOUT = 30.0  # seconds the end of a run waits for the backend's last calls
@@ -27,6 +29,8 @@ class OffLoopBackend:
     def __init__(self, backend: Backend, runner: CallRunner) -> None:
         self.backend = backend
         self.runner = runner
+        # a generation's directory -> what reads its output, waiting for its pane's ``ended``
+        self._copying: dict[Path, list[Callable[[], None]]] = {}
 
     @property
     def name(self) -> str:
@@ -78,7 +82,34 @@ class OffLoopBackend:
         self.runner.submit(lambda: self.backend.launch(batch), launched)
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        self.runner.submit(lambda: self.backend.ended(req, pane_id, status, label))
+        if pane_id is None or not self.backend.output_copied_after_end:
+            self.runner.submit(lambda: self.backend.ended(req, pane_id, status, label))
+            return
+        gen = req.gen.dir
+        self._copying[gen] = []
+        self.runner.submit(lambda: self.backend.ended(req, pane_id, status, label),
+                           lambda done: self._copied(gen))
+
+    def after_output(self, gen: GenPaths | None, read: Callable[[], None]) -> None:
+        """``read`` (what reads the output of ``gen``'s generation as it ends: its copy to
+        stdout, the joblog's count), once that output is whole in its log: at once, unless its
+        pane's copy is still being waited for (``output_copied_after_end``), then on the loop
+        as soon as it is."""
+        waiting = self._copying.get(gen.dir) if gen is not None else None
+        if waiting is None:
+            read()
+        else:
+            waiting.append(read)
+
+    def outputs_now(self) -> None:
+        """Read every output still waited for, as it is (a supervisor that leaves before its
+        backend's calls end)."""
+        for gen in list(self._copying):
+            self._copied(gen)
+
+    def _copied(self, gen: Path) -> None:
+        for read in self._copying.pop(gen, []):
+            read()
 
     def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
         self.runner.submit(lambda: self.backend.waiting(req, pane_id, waiting))

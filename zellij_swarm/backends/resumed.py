@@ -60,6 +60,7 @@ def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *,
 class ResumedBackend:
     def __init__(self, live: Reattached, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
         self.name = live.name  # "headless" once its panes are found gone
+        self.output_copied_after_end = live.output_copied_after_end
         self.live = live
         self.recorded = dict(place)
         self.panes = list(panes)

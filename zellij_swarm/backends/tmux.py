@@ -33,7 +33,10 @@ Titles live in a pane user option (``@zsw_title``, and the board's shorter ``@zs
 shown by ``pane-border-format`` (``BORDER_FORMAT``): a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
-set up in the invocation that opens the pane, so the worker keeps the pane's TTY.
+set up in the invocation that opens the pane, so the worker keeps the pane's TTY. The copy is a
+process of tmux's, which may not have written a worker's last lines when the worker's end is
+read; so a generation's end waits for it (``_log_copied``) before its output is read — copied
+to stdout (``--output group``), counted in the joblog.
 
 Every tmux call goes through the one tmux client (``tmux_client.TmuxClient``, a timeout and
 typed errors on every call): what makes and changes panes and windows through its ``chain``,
@@ -72,10 +75,13 @@ from zellij_swarm.backends.base import (
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
+from zellij_swarm.records import generation_files
+from zellij_swarm.worker._kernel import stat_fields
 from zellij_swarm.worker.wrapper import PaneMode
 
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
+LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to reach its log, at most
 BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
@@ -154,6 +160,9 @@ class _Window:
 
 class TmuxBackend:
     name = "tmux"
+
+    # a worker's output reaches its log after its end (``_log_copied``, in ``ended``)
+    output_copied_after_end = True
 
     def __init__(self, env: Mapping[str, str], *, inside: bool, close_session: bool) -> None:
         self.env = dict(env)
@@ -533,10 +542,39 @@ class TmuxBackend:
 
     @staticmethod
     def _pipe_command(log: Path) -> str:
-        """The ``pipe-pane`` command that copies a pane's output to ``log``. tmux runs
-        strftime over it, format-expands it, then runs it with ``sh -c``: the path is encoded
-        for that shell, then for tmux."""
-        return quoting.tmux_time_expanded(f"exec cat >>{quoting.shell_word(str(log))}")
+        """The ``pipe-pane`` command that copies a pane's output to ``log``, its pid written
+        first beside it (``LOG_COPIER``: ``_log_copied`` waits for it). tmux runs strftime over
+        it, format-expands it, then runs it with ``sh -c``: the paths are encoded for that
+        shell, then for tmux."""
+        copier = quoting.shell_word(str(log.with_name(generation_files.LOG_COPIER)))
+        return quoting.tmux_time_expanded(f"echo $$ >{copier}; exec cat >>{quoting.shell_word(str(log))}")
+
+    def _log_copied(self, pane: str, log: Path) -> None:
+        """Wait until everything the pane's worker wrote is in ``log`` (at most ``LOG_COPY_WAIT``).
+
+        tmux marks a pane dead once it has read all its terminal had and handed it to the
+        pane's pipe, but it keeps the pipe of a dead pane (``remain-on-exit``) open, and it
+        refuses to close it ("target pane has exited"): the copier never sees its input end
+        while the pane stays. But tmux marks a pane dead only once its pipe's buffer is sent
+        and its terminal read empty (``window_pane_destroy_ready``). So the copy is complete
+        when the pane is dead (or gone) and the copier has read its socket empty and sleeps,
+        waiting on it — or has ended, the pane gone. A pane that opened with no copier (a run
+        of an earlier version) has nothing to wait for."""
+        deadline = time.monotonic() + LOG_COPY_WAIT
+        try:
+            copier = int(log.with_name(generation_files.LOG_COPIER).read_bytes().strip() or b"0")
+        except (OSError, ValueError):
+            return
+        while not self._pane_dead(pane) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        while not _copied(copier, log) and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+    def _pane_dead(self, pane: str) -> bool:
+        """Whether the pane's worker has ended and tmux has read all of its output: the pane
+        is dead, or gone."""
+        res = self._tmux("display-message", "-p", "-t", pane, "#{pane_dead}", check=False)
+        return res.returncode != 0 or res.lines[:1] == ["1"]
 
     def _open_gate(self) -> None:
         """Let what waits at the start gate go on (the board, after the first batch)."""
@@ -573,6 +611,7 @@ class TmuxBackend:
             if status == "succeeded":
                 self.panes.succeeded(req.task_name)
             return
+        self._log_copied(pane, req.gen.output)
         if status != "cancelled":
             try:
                 self._set_titles({pane: req.title(label)})
@@ -704,3 +743,18 @@ class TmuxBackend:
     def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> external.CmdResult:
         assert self.started
         return self.client.chain(commands, check=check)
+
+
+def _copied(copier: int, log: Path) -> bool:
+    """Whether the copier ``copier`` (``pipe-pane``'s ``cat``) has written to ``log`` all that
+    tmux gave it, once tmux has given it all (the pane is dead): it sleeps — blocked reading
+    its socket empty, as cat writes what it read before it reads again (data arriving wakes it
+    at once; a write to a file does not sleep interruptibly) — or it is no longer that copier
+    (ended, its pid another's)."""
+    try:
+        if not os.path.samestat(os.stat(f"/proc/{copier}/fd/1"), os.stat(log)):
+            return True
+    except OSError:
+        return True
+    fields = stat_fields(copier)
+    return fields is None or fields[0] == b"S"

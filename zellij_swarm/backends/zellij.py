@@ -123,6 +123,7 @@ class _Worker:
 
 class ZellijBackend:
     name = "zellij"
+    output_copied_after_end = False  # the pane's relay writes its log before the worker's end is recorded
 
     def __init__(self, env: Mapping[str, str], *, close_session: bool, here: bool = False,
                  call_timeout: float | None = None) -> None:

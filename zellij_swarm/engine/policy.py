@@ -55,9 +55,12 @@ class TaskPolicy:
     def __init__(self, *, tasks: Mapping[str, TaskRecord], ready: ReadyQueue, live: Mapping[int, LiveGen],
                  stop: RunStop, halt: str, joblog: JobLog | None, events: EventLog, reporter: TaskReporter,
                  warn: Callable[[str, str, TaskRecord | None], None], kill: Callable[[LiveGen, str], None],
-                 changed: Callable[[], None]) -> None:
+                 changed: Callable[[], None],
+                 after_output: Callable[[GenPaths | None, Callable[[], None]], None] = lambda _gen, read: read(),
+                 ) -> None:
         """``kill`` ends a running generation on purpose; ``changed`` marks the run's
-        snapshot stale."""
+        snapshot stale; ``after_output`` runs what reads a generation's output once it is
+        whole in its log (a tmux pane's copy may come after its worker's end)."""
         self._tasks = tasks
         self._ready = ready
         self._live = live
@@ -69,6 +72,7 @@ class TaskPolicy:
         self._warn = warn
         self._kill = kill
         self._changed = changed
+        self._after_output = after_output
         self.ended_count = 0  # tasks that ended having run, and their total duration: for the ETA
         self.ended_took = 0.0
         # slot -> (task, first): a task to run again once the tree of its generation that ended
@@ -124,13 +128,10 @@ class TaskPolicy:
     def finalise(self, task: TaskRecord, status: TaskStatus, reason: str | None, gen: GenPaths | None = None) -> None:
         """A task reached its final status: freeze it, release or skip its dependents."""
         task.finish(status, reason)
-        if self._joblog is not None and (
-                problem := self._joblog.task_finished(task.row(now=None), command_text(task.spec))):
-            self._warn("joblog_error", problem, task)
         if task.started_at is not None and task.ended_at is not None:
             self.ended_count += 1
             self.ended_took += task.ended_at - task.started_at
-        self._reporter.task_ended(task, gen)
+        self._after_output(gen, lambda: self._report(task, gen))
         if status == TaskStatus.TIMED_OUT:
             self._events.emit("task_timed_out", task=task.name, reason=reason)
         elif status == TaskStatus.CANCELLED:
@@ -140,6 +141,14 @@ class TaskPolicy:
             self.skip(self._tasks[tid])
         if status not in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.UNKNOWN):  # unknown: maybe fine
             self._failed()
+
+    def _report(self, task: TaskRecord, gen: GenPaths | None) -> None:
+        """The joblog's line of a task that ended (its output counted) and its report (its
+        output copied)."""
+        if self._joblog is not None and (
+                problem := self._joblog.task_finished(task.row(now=None), command_text(task.spec))):
+            self._warn("joblog_error", problem, task)
+        self._reporter.task_ended(task, gen)
 
     def skip(self, task: TaskRecord) -> None:
         task.finish(TaskStatus.SKIPPED, "dependency_failed")

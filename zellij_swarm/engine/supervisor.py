@@ -501,7 +501,8 @@ class Supervisor:
         self.policy = TaskPolicy(tasks=self.tasks, ready=self.ready, live=self.live, stop=self.stop,
                                  halt=self.settings.halt, joblog=self.plan.joblog, events=self.events,
                                  reporter=self.reporter, warn=self._warn,
-                                 kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch)
+                                 kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch,
+                                 after_output=lambda gen, read: self.backend.after_output(gen, read))
         self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
         # The log made durable off the loop, then folding, into shells the next generations
         # take. Folds come in bursts, one per group commit (a sync of tens of milliseconds, in
@@ -922,6 +923,7 @@ class Supervisor:
             # full state dir the outcomes it saw (the launcher's, for wrappers that could not
             # write theirs) are in memory only, and `resume` would find them lost.
             self.reserve.release()
+            self.backend.outputs_now()
             snap = self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()

@@ -87,6 +87,9 @@ WORKER_ENDED = "worker-ended"
 # has its status: a relay with neither this nor WORKER_ENDED has not started its worker yet
 RELAY_RECORD = "worker-session"
 RELEASED = "released"
+# the pid of the process that copies a tmux pane's output to OUTPUT (``pipe-pane``'s ``cat``),
+# written by it as it starts: its end of the copy is waited for before the output is read
+LOG_COPIER = "log-copier"
 ARTIFACTS = "artifacts"
 
 # The events that record a generation's outcome, and carry its exit record: all there is of a
