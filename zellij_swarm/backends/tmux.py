@@ -76,7 +76,7 @@ from zellij_swarm.backends.base import (
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files
-from zellij_swarm.worker._kernel import stat_fields
+from zellij_swarm.worker import procs
 from zellij_swarm.worker.wrapper import PaneMode
 
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
@@ -756,5 +756,4 @@ def _copied(copier: int, log: Path) -> bool:
             return True
     except OSError:
         return True
-    fields = stat_fields(copier)
-    return fields is None or fields[0] == b"S"
+    return procs.state(copier) in (None, "S")

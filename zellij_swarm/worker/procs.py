@@ -166,6 +166,13 @@ def running(p: psutil.Process) -> bool:
 _WRAPPER_TRAPS = sum(1 << (int(getattr(signal, name)) - 1) for name in WORKER_SIGNALS)
 
 
+def state(pid: int) -> str | None:
+    """The process's state as the kernel has it (``R``, ``S``: sleeping, ``D``, ``Z``…); None
+    when it is gone, or not ours to read."""
+    fields = stat_fields(pid)
+    return fields[0].decode("ascii", "replace") if fields else None
+
+
 def catches(p: psutil.Process, sig: signal.Signals) -> bool:
     """``p`` has a handler of its own for ``sig`` (``SigCgt`` in ``/proc/<pid>/status``): only
     then can it hear the signal and still exit normally (an agent that traps SIGTERM, saves
