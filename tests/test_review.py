@@ -71,6 +71,32 @@ def test_diff_shows_commits_and_uncommitted_files_and_leaves_the_index_alone(swa
     assert res.code == 2 and "ran without a worktree" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_diff_of_a_worktree_holding_a_repository_with_no_commit_shows_the_rest_and_says_so(swarm: Swarm) -> None:
+    """git cannot add a repository that has no commit checked out ("'sub/' does not have a
+    commit checked out"): ``diff`` failed whole on it. The rest of the work is shown, and the
+    path left out is named — by the task's diff, and counted on its line of the run's."""
+    repo(swarm, {"README": "hello\n", "s.toml": """
+[swarm]
+worktree = true
+[[task]]
+name = "nested"
+cmd = 'mkdir vendor && git -C vendor init -q && echo new > new.txt'
+"""})
+    env = git_env(swarm)
+    assert swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=env).code == 0
+    out = swarm("diff", "nested", env=env)
+    assert out.code == 0, out.stderr
+    assert "+new" in out.stdout
+    assert out.stdout.splitlines()[-1] == \
+        "not in the diff: 'vendor/' does not have a commit checked out (git cannot add it)"
+    line = swarm("diff", env=env)
+    assert line.code == 0, line.stderr
+    assert "1 file changed, 1 insertion(+); 1 path git cannot add" in line.stdout
+    refused = swarm("collect", "nested", env=env)
+    assert refused.code == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "holds what git cannot add ('vendor/' does not have a commit checked out)" in refused.stderr
+
+
 def test_collect_commits_the_rest_onto_the_branch_detached_or_not(swarm: Swarm) -> None:
     ran(swarm)
     run = swarm.latest().name

@@ -565,10 +565,12 @@ FALLBACK_EMAIL = "zellij-swarm@localhost"
 
 
 @contextlib.contextmanager
-def _whole_index(path: Path) -> Iterator[dict[str, str]]:
+def _whole_index(path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
     """An environment whose index holds the worktree as it is — commits, changes and untracked
     files, ignored ones left out — in a temporary index file: the worktree's own index, and
-    what the agent staged in it, stay as they are."""
+    what the agent staged in it, stay as they are. With it, git's words for each path it could
+    not add (a repository the task made and never committed in: "'sub/' does not have a
+    commit checked out"): the rest is read all the same, and the reader says what was left out."""
     import tempfile  # here: only a worktree's review needs it, and every run imports this module
 
     fd, index = tempfile.mkstemp(prefix="zsw-index-")
@@ -577,8 +579,12 @@ def _whole_index(path: Path) -> Iterator[dict[str, str]]:
     env = {**_reading_env(), "GIT_INDEX_FILE": index}
     try:
         _git(path, "read-tree", "HEAD", env=env, check=False)  # a head to start from: unchanged files cost nothing
-        _git(path, "add", "--all", "--", ".", env=env, timeout=ADD_TIMEOUT)
-        yield env
+        added = _git(path, "add", "--all", "--ignore-errors", "--", ".", env=env, timeout=ADD_TIMEOUT, check=False)
+        said = [line.strip() for line in added.stderr.splitlines() if line.strip()]
+        left_out = [line.removeprefix("error: ") for line in said if line.startswith("error: ")]
+        if added.returncode != 0 and (not left_out or any(line.startswith("fatal: ") for line in said)):
+            raise WorktreeError(f"git add: {(said or [f'exit status {added.returncode}'])[0].removeprefix('fatal: ')}")
+        yield env, left_out
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(index)
@@ -589,10 +595,11 @@ def work_diff(path: Path, base: str, *, stat: bool = False) -> str:
     the diff of its files as they are now (committed or not, untracked included, ignored
     ones not) — or, with ``stat``, git's ``--stat`` of it."""
     commits = _git(path, "log", "--oneline", "--no-decorate", f"{base}..HEAD", "--", env=_reading_env()).stdout
-    with _whole_index(path) as env:
+    with _whole_index(path) as (env, left_out):
         diff = _git(path, "diff", "--cached", "--no-color", *(["--stat"] if stat else []), base, env=env,
                     timeout=ADD_TIMEOUT).stdout
-    return commits + ("\n" if commits and diff else "") + diff
+    text = commits + ("\n" if commits and diff else "") + diff
+    return text + "".join(f"not in the diff: {why} (git cannot add it)\n" for why in left_out)
 
 
 def branch_diff(repo: str, base: str, branch: str, *, stat: bool = False) -> str:
@@ -606,11 +613,12 @@ def branch_diff(repo: str, base: str, branch: str, *, stat: bool = False) -> str
 
 def work_summary(path: Path, base: str) -> str:
     """One line: ``3 files changed, 10 insertions(+), 2 deletions(-); 2 commits``."""
-    with _whole_index(path) as env:
+    with _whole_index(path) as (env, left_out):
         short = _git(path, "diff", "--cached", "--shortstat", base, env=env, timeout=ADD_TIMEOUT).stdout.strip()
     count = _git(path, "rev-list", "--count", f"{base}..HEAD", env=_reading_env()).stdout.strip()
     commits = int(count) if count.isdigit() else 0
-    return (short or "no change") + (f"; {_count(range(commits), 'commit')}" if commits else "")
+    return ((short or "no change") + (f"; {_count(range(commits), 'commit')}" if commits else "")
+            + (f"; {_count(left_out, 'path')} git cannot add" if left_out else ""))
 
 
 @dataclass(frozen=True)
@@ -626,7 +634,8 @@ class Collected:
 def collect_refusal(path: Path, branch: str | None) -> str | None:
     """Why ``collect`` must not commit what the worktree ``path`` holds (None: it may), as
     ``git commit`` would refuse, or as a commit would lose work: paths a merge left unmerged
-    (their conflict markers would be committed as the task's work), or a detached HEAD that
+    (their conflict markers would be committed as the task's work), a path git cannot add (a
+    repository the task made and never committed in), or a detached HEAD that
     does not contain the task's ``branch`` (moving the branch there would leave its commits
     on no branch)."""
     unmerged = sorted({name for name in _git(path, "diff", "--name-only", "--diff-filter=U", "-z").stdout.split("\0")
@@ -634,6 +643,11 @@ def collect_refusal(path: Path, branch: str | None) -> str | None:
     if unmerged:
         shown = ", ".join(unmerged[:3]) + (f" and {len(unmerged) - 3} more" if len(unmerged) > 3 else "")
         return f"has unresolved merge conflicts ({shown}): resolve them (git add), then collect again"
+    with _whole_index(path) as (_, left_out):
+        if left_out:
+            more = f" and {_count(left_out[1:], 'more path')}" if len(left_out) > 1 else ""
+            return (f"holds what git cannot add ({left_out[0]}{more}): commit in it, or remove it, "
+                    "then collect again")
     if branch is None or current_branch(path) is not None:
         return None
     tip = _git(path, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False).stdout.strip()
