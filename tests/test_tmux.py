@@ -497,6 +497,29 @@ def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_p
     assert f"swarm-{d.paths.run_id}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
 
 
+@pytest.mark.parametrize("closed", ["all", "one"])
+def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, closed):
+    """A failed run inside the user's session leaves its windows, and says how to close them.
+    One the user closed by hand meanwhile was named too (and its ``kill-window`` failed)."""
+    d = Driven(tmux, tmp_path, inside=True, min_pane_width="200")  # one live pane a window beside the board
+    reqs = [d.request(1, "a", "exit 3"), d.request(2, "b", "exit 3")]
+    panes = d.launch(*reqs)
+    for req, pane in zip(reqs, panes, strict=True):
+        d.dead(pane)
+        d.backend.ended(req, pane, "failed", "failed (exit 3)")
+    first, second = d.backend.windows[0].id, d.backend.windows[-1].id
+    assert first != second
+    d.tmux("kill-window", "-t", second)
+    if closed == "all":
+        d.tmux("kill-window", "-t", first)
+    d.backend.close(cancelled=False, failed=True)
+    hint = d.backend.leftover_hint()
+    if closed == "all":
+        assert hint is None
+    else:
+        assert hint == f"the swarm's window stays: close with tmux kill-window -t {first} (or zellij-swarm prune)"
+
+
 def test_a_kept_session_says_how_to_close_it(tmux, tmp_path):
     d = Driven(tmux, tmp_path)
     d.backend.close(cancelled=False, failed=False)  # a session we created stays for the user to look

@@ -713,6 +713,10 @@ class TmuxBackend:
             for w in self.windows:  # one call each: in a chain, one window already gone would stop the rest
                 self._tmux("kill-window", "-t", w.id, check=False)
             self.closed = True
+        else:  # kept, to look at what failed: those the user closed meanwhile are not named as staying
+            there = set(self._tmux("list-windows", "-t", self.session_id, "-F", "#{window_id}", check=False).lines)
+            for w in [w for w in self.windows if w.id not in there]:
+                self._forget(w)
 
     def place(self) -> dict[str, Any] | None:
         if not self.started or not self.windows:
