@@ -552,21 +552,20 @@ class TmuxBackend:
     def _log_copied(self, pane: str, log: Path) -> None:
         """Wait until everything the pane's worker wrote is in ``log`` (at most ``LOG_COPY_WAIT``).
 
-        tmux marks a pane dead once it has read all its terminal had and handed it to the
-        pane's pipe, but it keeps the pipe of a dead pane (``remain-on-exit``) open, and it
-        refuses to close it ("target pane has exited"): the copier never sees its input end
-        while the pane stays. But tmux marks a pane dead only once its pipe's buffer is sent
-        and its terminal read empty (``window_pane_destroy_ready``). So the copy is complete
-        when the pane is dead (or gone) and the copier has read its socket empty and sleeps,
-        waiting on it — or has ended, the pane gone. A pane that opened with no copier (a run
-        of an earlier version) has nothing to wait for."""
+        tmux marks a pane dead only once it has read its terminal empty and sent its pipe all
+        it had (``window_pane_destroy_ready``); but it keeps the pipe of a dead pane
+        (``remain-on-exit``) open, and refuses to close it ("target pane has exited"), so the
+        copier never sees its input end while the pane stays. The copy is complete when the
+        pane is dead (or gone) and the copier has read its socket empty and sleeps on it — or
+        has ended, the pane gone. A pane that opened with no copier (a run of an earlier
+        version) has nothing to wait for."""
         deadline = time.monotonic() + LOG_COPY_WAIT
         try:
             copier = int(log.with_name(generation_files.LOG_COPIER).read_bytes().strip() or b"0")
         except (OSError, ValueError):
             return
         while not self._pane_dead(pane) and time.monotonic() < deadline:
-            time.sleep(0.002)
+            time.sleep(0.005)  # (each look is a tmux call)
         while not _copied(copier, log) and time.monotonic() < deadline:
             time.sleep(0.002)
 
