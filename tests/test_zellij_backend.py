@@ -282,6 +282,21 @@ def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path
     assert d.warnings == []
 
 
+@pytest.mark.parametrize("version", ["0.44.3", "0.45.0"])
+def test_a_tab_the_user_closed_is_not_said_to_stay(fz, tmp_path, version):
+    """A failed run inside the user's session keeps its tab, and says how to close it — also
+    when the user had closed every pane of ours by hand meanwhile (the tab went with them)."""
+    import subprocess
+
+    d = Driven(fz, tmp_path, version)
+    for pane in sorted(d.backend.known):
+        subprocess.run(["zellij", "-s", "host", "action", "close-pane", "--pane-id", pane], env=d.env, check=True,
+                       capture_output=True)
+    assert d.tab_titles() is None
+    d.backend.close(cancelled=False, failed=True)
+    assert d.backend.leftover_hint() is None
+
+
 def test_a_close_at_the_end_that_fails_leaves_the_tab_and_the_hint_says_so(fz, tmp_path):
     """Issue 21 §3.6: the backend marked itself closed whatever its close calls answered, so a
     tab left behind came with no hint. Every close of a pane fails here: the tab stays, said."""

@@ -752,13 +752,26 @@ class ZellijBackend:
                 self.closed = killed or not self.session_alive()
         elif (self.close_session_at_end or not failed) and self.z.has("pane_id_target"):
             self._close_ours()
+        else:  # kept, to look at what failed: unless the user closed every pane of ours meanwhile
+            self.closed = self._ours_open() == set()
+
+    def _ours_open(self) -> set[str] | None:
+        """The panes of ours still open in the user's session; None when Zellij cannot list them."""
+        if not self.z.has("list_panes"):
+            return None
+        try:
+            panes = self.z.list_panes()
+        except BackendError:
+            return None
+        return None if panes is None else \
+            {f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")} & self.known
 
     def _close_ours(self) -> None:
         """Close every pane of ours still open in the user's session (our tab goes with its
         last pane); only ours: a pane the user opened in our tab stays, and so does the tab."""
-        panes = self.z.list_panes()
-        ours = ({f"terminal_{p.get('id')}" for p in panes if not p.get("is_plugin")} & self.known
-                if panes is not None else self.known)
+        ours = self._ours_open()
+        if ours is None:
+            ours = self.known
         closed = [self._pane_action("close-pane", "--pane-id", pane)
                   for pane in sorted(ours, key=lambda p: zellij_cli.pane_number(p) or 0)]
         self.closed = all(closed)  # one that would not close leaves the tab: the hint says how to close it
