@@ -947,6 +947,7 @@ class Supervisor:
         self.control.answer_late()
         self.ended_at = self.wallclock()
         self._close_backend()
+        self.backend.outputs_now()  # a backend's thread stuck past the close's wait: reported as they are
         if self.attached is not None:
             self.attached.wait()  # the user detaches, or the session just closed lets it go
         self.reserve.release()
