@@ -497,6 +497,17 @@ def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_p
     assert f"swarm-{d.paths.run_id}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
 
 
+def test_a_pane_closed_by_hand_is_dead_to_the_wait_for_its_log(tmux, tmp_path):
+    """A generation's end waits (up to 2 s, on the backend's one thread) for its pane's death
+    before its output is read. A pane closed by hand is gone — but tmux 3.3a answers a look at
+    a pane that is gone with exit 0 and an empty format: each such pane held the run 2 s."""
+    d = Driven(tmux, tmp_path)
+    live, gone = d.launch(d.request(1, "a", "exec sleep 600"), d.request(2, "b", "exec sleep 600"))
+    d.tmux("kill-pane", "-t", gone)
+    assert d.backend._pane_dead(gone)
+    assert not d.backend._pane_dead(live)
+
+
 @pytest.mark.parametrize("closed", ["all", "one"])
 def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, closed):
     """A failed run inside the user's session leaves its windows, and says how to close them.

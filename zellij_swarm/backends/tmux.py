@@ -571,9 +571,10 @@ class TmuxBackend:
 
     def _pane_dead(self, pane: str) -> bool:
         """Whether the pane's worker has ended and tmux has read all of its output: the pane
-        is dead, or gone."""
-        res = self._tmux("display-message", "-p", "-t", pane, "#{pane_dead}", check=False)
-        return res.returncode != 0 or res.lines[:1] == ["1"]
+        is dead, or gone. (tmux 3.3a's ``display-message -t`` of a pane that is gone exits 0,
+        printing its format for no pane: the pane's id in it tells.)"""
+        res = self._tmux("display-message", "-p", "-t", pane, "#{pane_id} #{pane_dead}", check=False)
+        return res.returncode != 0 or res.lines[:1] != [f"{pane} 0"]
 
     def _open_gate(self) -> None:
         """Let what waits at the start gate go on (the board, after the first batch)."""
