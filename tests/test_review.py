@@ -87,14 +87,33 @@ cmd = 'mkdir vendor && git -C vendor init -q && echo new > new.txt'
     out = swarm("diff", "nested", env=env)
     assert out.code == 0, out.stderr
     assert "+new" in out.stdout
-    assert out.stdout.splitlines()[-1] == \
-        "not in the diff: 'vendor/' does not have a commit checked out (git cannot add it)"
+    assert out.stdout.splitlines()[-1] == "not in the diff: vendor/ (git cannot add it)"
     line = swarm("diff", env=env)
     assert line.code == 0, line.stderr
     assert "1 file changed, 1 insertion(+); 1 path git cannot add" in line.stdout
     refused = swarm("collect", "nested", env=env)
     assert refused.code == 2 and "Traceback" not in refused.stderr, refused.stderr
-    assert "holds what git cannot add ('vendor/' does not have a commit checked out)" in refused.stderr
+    assert "holds what git cannot add (vendor/): commit in it, or remove it" in refused.stderr
+
+
+def test_a_path_git_cannot_add_is_named_whole_and_safe_for_a_terminal(swarm: Swarm) -> None:
+    """git's own message prints the name as it is: a newline cut it (and what followed read as
+    another path), an escape reached the terminal. The name is read whole and shown escaped."""
+    repo(swarm, {"README": "hello\n", "s.toml": r"""
+[swarm]
+worktree = true
+[[task]]
+name = "hostile"
+cmd = '''d="$(printf 'x\nerror: phantom\033[31m')"; mkdir "$d" && git -C "$d" init -q'''
+"""})
+    env = git_env(swarm)
+    assert swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=env).code == 0
+    out = swarm("diff", "hostile", env=env)
+    assert out.code == 0, out.stderr
+    assert out.stdout.splitlines()[1:] == [r"not in the diff: x\nerror: phantom\x1b[31m/ (git cannot add it)"]
+    assert "1 path git cannot add" in swarm("diff", env=env).stdout
+    refused = swarm("collect", "hostile", env=env)
+    assert refused.code == 2 and len(refused.stderr.splitlines()) == 1 and "\x1b" not in refused.stderr
 
 
 def test_collect_commits_the_rest_onto_the_branch_detached_or_not(swarm: Swarm) -> None:

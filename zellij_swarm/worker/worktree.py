@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc, external
+from zellij_swarm import exc, external, quoting
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import rundir
@@ -568,9 +568,11 @@ FALLBACK_EMAIL = "zellij-swarm@localhost"
 def _whole_index(path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
     """An environment whose index holds the worktree as it is — commits, changes and untracked
     files, ignored ones left out — in a temporary index file: the worktree's own index, and
-    what the agent staged in it, stay as they are. With it, git's words for each path it could
-    not add (a repository the task made and never committed in: "'sub/' does not have a
-    commit checked out"): the rest is read all the same, and the reader says what was left out."""
+    what the agent staged in it, stay as they are. With it, the paths git could not add (a
+    repository the task made and never committed in: "'sub/' does not have a commit checked
+    out"), each shown safe for a terminal: the rest is read all the same, and the reader says
+    what was left out. They are what the index still lacks (``ls-files --others``, whole names
+    NUL-ended), not git's messages, which print a name as it is — a newline in it would cut it."""
     import tempfile  # here: only a worktree's review needs it, and every run imports this module
 
     fd, index = tempfile.mkstemp(prefix="zsw-index-")
@@ -580,10 +582,14 @@ def _whole_index(path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
     try:
         _git(path, "read-tree", "HEAD", env=env, check=False)  # a head to start from: unchanged files cost nothing
         added = _git(path, "add", "--all", "--ignore-errors", "--", ".", env=env, timeout=ADD_TIMEOUT, check=False)
-        said = [line.strip() for line in added.stderr.splitlines() if line.strip()]
-        left_out = [line.removeprefix("error: ") for line in said if line.startswith("error: ")]
-        if added.returncode != 0 and (not left_out or any(line.startswith("fatal: ") for line in said)):
-            raise WorktreeError(f"git add: {(said or [f'exit status {added.returncode}'])[0].removeprefix('fatal: ')}")
+        left_out: list[str] = []
+        if added.returncode != 0:
+            said = [line.strip() for line in added.stderr.splitlines() if line.strip()]
+            left_out = [quoting.terminal_text(name) for name in _nul_list(_git(
+                path, "ls-files", "-z", "--others", "--exclude-standard", "--directory", "--", ".", env=env).stdout)]
+            if not left_out or any(line.startswith("fatal: ") for line in said):
+                first = (said or [f"exit status {added.returncode}"])[0]
+                raise WorktreeError(f"git add: {first.removeprefix('fatal: ')}")
         yield env, left_out
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -599,7 +605,7 @@ def work_diff(path: Path, base: str, *, stat: bool = False) -> str:
         diff = _git(path, "diff", "--cached", "--no-color", *(["--stat"] if stat else []), base, env=env,
                     timeout=ADD_TIMEOUT).stdout
     text = commits + ("\n" if commits and diff else "") + diff
-    return text + "".join(f"not in the diff: {why} (git cannot add it)\n" for why in left_out)
+    return text + "".join(f"not in the diff: {name} (git cannot add it)\n" for name in left_out)
 
 
 def branch_diff(repo: str, base: str, branch: str, *, stat: bool = False) -> str:
