@@ -264,3 +264,22 @@ def backend_args(backend: str, request: pytest.FixtureRequest) -> tuple[tuple[st
     version = backend.split("-", 1)[1]
     return ("--backend", "zellij", "--ui", "live"), request.getfixturevalue("fz").env(version, **FAST)
 
+
+def printing_swarm(swarm: Swarm, count: int) -> None:
+    """``s.toml``: ``count`` tasks ``t1``… at once, task N printing N × 300 lines and then
+    ``END-N`` (the end that a copy read too early misses)."""
+    tasks = "".join(f'[[task]]\nname = "t{i}"\ncmd = "seq 1 {300 * i}; echo END-{i}"\n' for i in range(1, count + 1))
+    swarm.write("s.toml", f"[swarm]\njobs = {count}\n" + tasks)
+
+
+def assert_whole_outputs(swarm: Swarm, run: Path, stdout: str, count: int, joblog: str = "jobs.tsv") -> None:
+    """After ``printing_swarm``: every task's whole output was copied to ``stdout`` and is in
+    its log, and the joblog's ``Receive`` of each is its log's size."""
+    assert sorted(line.split("END-")[1] for line in stdout.splitlines() if "END-" in line) == \
+        [str(i) for i in range(1, count + 1)], stdout[-2000:]
+    received = {r[-1].split("END-")[1]: int(r[5]) for r in
+                (line.split("\t") for line in (swarm.cwd / joblog).read_text().splitlines()[1:])}
+    for name, row in swarm.tasks().items():
+        log = run / f"slots/slot-{row['slot']}/gen-{row['generation']}/output.log"
+        assert b"END-" + name[1:].encode() in log.read_bytes()
+        assert received[name[1:]] == log.stat().st_size, name

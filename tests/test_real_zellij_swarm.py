@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from realzellij import RealZellij, keep_screen, normalised_screen
-from swarmtest import GATE, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, assert_whole_outputs, kill_run_processes, printing_swarm, run_processes, wait_until
 from zellijtest import FAST
 
 MIXED = f"""[swarm]
@@ -292,18 +292,10 @@ def test_a_live_panes_whole_output_is_copied_and_counted_as_its_task_ends_in_the
     """The tmux case's neighbour (test_tmux): in Zellij the pane's relay writes the log before
     the worker's end is recorded, so every last line is in the copy to stdout and in the
     joblog's count."""
-    tasks = "".join(f'[[task]]\nname = "t{i}"\ncmd = "seq 1 {300 * i}; echo END-{i}"\n' for i in range(1, 7))
-    swarm.write("s.toml", "[swarm]\njobs = 6\n" + tasks)
+    printing_swarm(swarm, 6)
     res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", "--require-multiplexer", "--close-session",
                 "--output", "tag", "--joblog", "jobs.tsv", env=rz.env(**FAST))
     run = swarm.latest()
     kill_run_processes(run.name)
     assert res.code == 0, res.stderr
-    assert sorted(line.split("END-")[1] for line in res.stdout.splitlines() if "END-" in line) == \
-        [str(i) for i in range(1, 7)], res.stdout[-2000:]
-    received = {r[-1].split("END-")[1]: int(r[5]) for r in
-                (line.split("\t") for line in (swarm.cwd / "jobs.tsv").read_text().splitlines()[1:])}
-    for name, row in swarm.tasks().items():
-        log = run / f"slots/slot-{row['slot']}/gen-{row['generation']}/output.log"
-        assert b"END-" + name[1:].encode() in log.read_bytes()
-        assert received[name[1:]] == log.stat().st_size, name
+    assert_whole_outputs(swarm, run, res.stdout, 6)

@@ -8,7 +8,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, Swarm, clean_env, full, kill_run_processes, run_processes, wait_until
+from swarmtest import (
+    GATE,
+    Swarm,
+    assert_whole_outputs,
+    clean_env,
+    full,
+    kill_run_processes,
+    printing_swarm,
+    run_processes,
+    wait_until,
+)
 from tmuxtest import inside_env, outside_env
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -836,17 +846,9 @@ def test_a_live_panes_whole_output_is_copied_and_counted_as_its_task_ends(swarm,
     (``group``, ``tag``) and the joblog's ``Receive`` then missed the tail (9 runs in 11). Each
     task's output is read once its copy is complete: every last line is there, and ``Receive``
     is the log's size."""
-    tasks = "".join(f'[[task]]\nname = "t{i}"\ncmd = "seq 1 {300 * i}; echo END-{i}"\n' for i in range(1, 9))
-    swarm.write("s.toml", "[swarm]\njobs = 8\n" + tasks)
+    printing_swarm(swarm, 8)
     res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "live", "--require-multiplexer", "--output", output,
                 "--joblog", "jobs.tsv", env=outside_env(tmux))
     run = finish(swarm, res)
     assert res.code == 0, res.stderr
-    assert sorted(line.split("END-")[1] for line in res.stdout.splitlines() if "END-" in line) == \
-        [str(i) for i in range(1, 9)], res.stdout[-2000:]
-    received = {r[-1].split("END-")[1]: int(r[5]) for r in
-                (line.split("\t") for line in (swarm.cwd / "jobs.tsv").read_text().splitlines()[1:])}
-    for name, row in swarm.tasks().items():
-        log = run / f"slots/slot-{row['slot']}/gen-{row['generation']}/output.log"
-        assert b"END-" + name[1:].encode() in log.read_bytes()
-        assert received[name[1:]] == log.stat().st_size, name
+    assert_whole_outputs(swarm, run, res.stdout, 8)
