@@ -155,6 +155,32 @@ def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
     assert res.code == 2 and "nothing to resume" in res.stderr
 
 
+@pytest.mark.parametrize("lost", ["removed", "emptied", "cut short"])
+def test_a_run_whose_event_log_lost_what_ran_is_a_damaged_record_and_runs_nothing_again(swarm, lost):
+    """The event log is what ``retry`` and ``resume`` read back a run from. One removed,
+    emptied or cut short by hand made every task it lost look never run: ``retry`` ran again
+    a task that had succeeded. The run's snapshots count what ran; a log naming fewer is a
+    damaged record — one line, and nothing is run."""
+    swarm.write("s.txt", "echo ran >> ledger\nexit 4\n")
+    assert swarm("run", "s.txt", "-j", "1", "--output", "quiet").code == 1
+    run = swarm.latest()
+    events = run / "events.jsonl"
+    if lost == "removed":
+        events.unlink()
+    elif lost == "emptied":
+        events.write_bytes(b"")
+    else:  # up to the first task's reservation, not the second's
+        lines = events.read_bytes().splitlines(keepends=True)
+        first = next(i for i, line in enumerate(lines) if b'"slot_reserved"' in line)
+        events.write_bytes(b"".join(lines[:first + 1]))
+    for args in (("retry", run.name), ("retry", "--failed", run.name)):
+        res = swarm(*args)
+        assert res.code == 1 and "Traceback" not in res.stderr, res.stderr
+        [said] = res.stderr.splitlines()
+        assert "the event log names" in said and "nothing was run" in said, said
+    assert (swarm.cwd / "ledger").read_text() == "ran\n"
+
+
 def test_sighup_detaches_and_resume_picks_it_up(swarm):
     # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
     swarm.write("h.txt", f"{GATE}; echo a >> ledger\n{GATE}; echo b >> ledger\necho c >> ledger\n")

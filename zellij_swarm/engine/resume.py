@@ -160,6 +160,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         rundir.plain_or_absent(record)
     logged = _Logged(run.events)
     stats = metrics.DispatchStats.replay(logged.read())  # one pass over the log, each event taken in
+    if (behind := _log_behind_its_snapshots(run, logged)) is not None:
+        raise DamagedRecord(behind)
     specs = task_specs(meta, logged.added)
     # the tasks' records, once specs: kept, they were a resumed 100,000-task run's largest thing (81 MB)
     meta = {k: v for k, v in meta.items() if k != "tasks"}
@@ -203,6 +205,34 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     rec.retry = logged.retry
     rec.settled = {names[task]: end for task, end in logged.settled.items() if task in names}
     return rec
+
+
+# the statuses a task reaches only once a generation of it was reserved, which the log says first
+_RAN = (TaskStatus.RUNNING, TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.LOST,
+        TaskStatus.UNKNOWN)
+
+
+def _log_behind_its_snapshots(run: RunPaths, logged: _Logged) -> str | None:
+    """Why the event log cannot be read back as the run's record (None: it can). A snapshot
+    (``state.json``, ``summary.json``) is written after the log that led to it, so the tasks it
+    counts as having run are at most those the log names reserved. A log with fewer was removed,
+    emptied or cut short by hand: read back, the tasks it lost would look never run — and
+    ``retry``, ``resume`` would run again work that was done (a task that succeeded, and
+    pushed). *Decision:* such a run is a damaged record; nothing is run."""
+    named = len({name for name, _ in logged.reserved.values()})
+    for path in (run.state, run.summary):
+        try:
+            counts = snapshot_file.load(path, rows=False).get("counts")
+        except (OSError, DamagedRecord):
+            continue
+        if not isinstance(counts, dict):
+            continue
+        ran = sum(n for status, n in counts.items() if status in _RAN and isinstance(n, int))
+        if ran > named:
+            return (f"{run.events}: the event log names {named} task(s) that ran, the run's {path.name} counts "
+                    f"{ran}: it was removed or cut short, and what it lost cannot be told from work never done; "
+                    "nothing was run")
+    return None
 
 
 # What ``restore`` reads of a generation's outcome event besides its exit record
