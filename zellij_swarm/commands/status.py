@@ -444,10 +444,9 @@ def waiting_tasks(snap: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def fit(line: str, width: int | None) -> str:
-    """A line cut to ``width`` columns with ``…`` (None: whole): a table never wraps."""
-    if width is None or len(line) <= width:
-        return line
-    return line[:max(width - 1, 0)] + "…"
+    """A line cut to ``width`` columns with ``…`` (None: whole): a table never wraps. Columns
+    as the terminal counts them: a wide character (CJK) takes two."""
+    return line if width is None else text.clip(line, width)
 
 
 # A slot's state as a person says it: one whose generation is starting is not "reserved".
@@ -564,7 +563,7 @@ def header_lines(snap: dict[str, Any], width: int | None) -> list[str]:
         tail += f"; {waiting} waiting for input (status --waiting)"
     if alloc := snap.get("slurm_allocation"):
         tail += f"; its allocation (job {alloc['job']}) is queued in Slurm ({alloc['reason']})"
-    if width is not None and len(quoting.terminal_text(f"{head}; {tail}")) > width:
+    if width is not None and text.width(quoting.terminal_text(f"{head}; {tail}")) > width:
         return [head, f"  {tail}"]
     return [f"{head}; {tail}"]
 
@@ -599,7 +598,7 @@ def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str, width: int | No
             for t, wt in mine]
     base = mine[0][1]["base"]
     head, where = f"worktrees from commit {base[:7]}, in", f"{_near(holder)}/:"
-    fits = width is None or len(quoting.terminal_text(f"{head} {where}")) <= width
+    fits = width is None or text.width(quoting.terminal_text(f"{head} {where}")) <= width
     return [*([f"{head} {where}"] if fits else [head, f"  {where}"]),
             *table(("TASK", "CHANGED", "PATH", "BRANCH"), rows)]
 
