@@ -367,3 +367,15 @@ def test_status_and_ls_count_a_wide_characters_two_columns_when_they_cut_a_line(
         lines = on_a_terminal(swarm, command, cols=80)
         assert lines and all(width(line) <= 80 for line in lines), (command, lines)
         assert any("構築" in line and line.endswith("…") for line in lines), (command, lines)
+
+
+@pytest.mark.parametrize("cmd", ["exit 3", "true"])
+def test_slot_view_of_a_finished_silent_task_tells_its_recorded_end(swarm, cmd) -> None:
+    """A task that printed nothing leaves no files once folded: ``slot-view`` took the slot
+    for one no task had run in, under a title naming the task and its end."""
+    swarm.write("s.txt", cmd + "\n")
+    swarm("run", "s.txt", "-j", "1", "--backend", "headless", "--output", "quiet")
+    title, detail = swarm("slot-view", "1", "--once", env=clean_env(COLUMNS="80", LINES="6")).stdout.splitlines()[:2]
+    code = 3 if cmd == "exit 3" else 0
+    assert title.startswith("slot 1 · task-1 · "), title
+    assert detail.startswith(f"exit {code} · ran ") and " · ended " in detail, detail

@@ -77,7 +77,7 @@ def slot_frame(
         detail = "waiting for the run to start (no state.json yet)"
     elif isinstance(state.get("jobs"), int) and not 1 <= slot <= state["jobs"]:
         detail = f"this run has slots 1-{state['jobs']}; slot {slot} will stay empty"
-    elif row.gen is None:
+    elif row.gen is None and (row.live or row.task is None):  # (one folded away is told by its record)
         detail = "waiting for the worker to start" if row.live else "no task has run in this slot yet"
     elif row.live:
         hb = row.gen
