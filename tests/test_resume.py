@@ -181,6 +181,20 @@ def test_a_run_whose_event_log_lost_what_ran_is_a_damaged_record_and_runs_nothin
     assert (swarm.cwd / "ledger").read_text() == "ran\n"
 
 
+def test_a_retry_of_a_run_whose_rows_file_is_gone_runs_nothing_and_says_so(swarm):
+    """``retry`` chooses from the tasks' rows: with ``tasks.jsonl`` removed it found none that
+    failed and said "every task succeeded" of a run with a failure."""
+    swarm.write("s.txt", "echo ran >> ledger\nexit 4\n")
+    assert swarm("run", "s.txt", "-j", "1", "--output", "quiet").code == 1
+    run = swarm.latest()
+    (run / "tasks.jsonl").unlink()
+    res = swarm("retry", run.name)
+    assert res.code == 1 and "Traceback" not in res.stderr, res.stderr
+    [said] = res.stderr.splitlines()
+    assert "rows file (tasks.jsonl) is damaged: 2 of its 2 tasks have no row" in said and "nothing was run" in said
+    assert (swarm.cwd / "ledger").read_text() == "ran\n"
+
+
 def test_sighup_detaches_and_resume_picks_it_up(swarm):
     # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
     swarm.write("h.txt", f"{GATE}; echo a >> ledger\n{GATE}; echo b >> ledger\necho c >> ledger\n")

@@ -206,6 +206,11 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
                              "task again")
     rec = load(run, ended=True)
     snap = views.load_status(run)
+    counted = sum(n for n in (snap.get("counts") or {}).values() if isinstance(n, int))
+    if len(snap["tasks"]) < counted:  # what retry chooses from: a task with no row would look fine
+        raise DamagedRecord(f"run {run.run_id}: its rows file ({snapshot_file.ROWS_FILE}) is damaged: "
+                            f"{counted - len(snap['tasks'])} of its {counted} tasks have no row that can be read, "
+                            "and which of them did not succeed cannot be told; nothing was run")
     rec.retry = retry_selection(snap, rec.specs, names, run.run_id, unknown=unknown)
     left_out = sorted(t["name"] for t in snap["tasks"]
                       if t["status"] == TaskStatus.UNKNOWN and t["id"] not in rec.retry)
