@@ -79,7 +79,7 @@ def slot_frame(
         detail = f"this run has slots 1-{state['jobs']}; slot {slot} will stay empty"
     elif row.gen is None and (row.live or row.task is None):  # (one folded away is told by its record)
         detail = "waiting for the worker to start" if row.live else "no task has run in this slot yet"
-    elif row.live:
+    elif row.live and row.gen is not None:
         hb = row.gen
         parts = [f"elapsed {duration(row.elapsed(now))}"]
         if hb.heartbeat_seen and hb.heartbeat_at is not None:
