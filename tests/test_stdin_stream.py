@@ -240,3 +240,22 @@ def test_stdin_from_dev_null_has_no_tasks(swarm):
     res = subprocess.run(swarm.cmd("run", "-", "--output", "quiet"), cwd=swarm.cwd, env=clean_env(),
                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert (res.returncode, res.stderr) == (0, "zellij-swarm: <stdin>: no tasks to run\n")
+
+
+@pytest.mark.parametrize("source", ["file", "stdin", "toml"])
+def test_a_utf8_byte_order_mark_first_is_no_part_of_the_input(swarm, source):
+    """Some editors start a UTF-8 file with a byte order mark: it became part of the first
+    command (``sh: exec: \\ufeffecho: not found``, exit 127), and a TOML file's was "invalid
+    TOML". It is read as no part of the text, as Python's own ``utf-8-sig`` reads it."""
+    bom = b"\xef\xbb\xbf"
+    if source == "toml":
+        (swarm.cwd / "s.toml").write_bytes(bom + b'[[task]]\nname = "first"\ncmd = "echo first"\n')
+        res = swarm("run", "s.toml", "--backend", "headless", "--output", "group")
+    elif source == "file":
+        (swarm.cwd / "s.txt").write_bytes(bom + b"echo first\necho second\n")
+        res = swarm("run", "s.txt", "-j", "1", "--backend", "headless", "--output", "group")
+    else:
+        res = swarm("run", "-", "-j", "1", "--backend", "headless", "--output", "group",
+                    input=(bom + b"echo first\necho second\n").decode())
+    assert res.code == 0, res.stderr
+    assert res.stdout.splitlines()[0] == "first", res.stdout

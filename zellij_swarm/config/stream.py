@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from zellij_swarm import exc
 from zellij_swarm.config import template as templates
-from zellij_swarm.config.swarmfile import TaskSpec
+from zellij_swarm.config.swarmfile import UTF8_BOM, TaskSpec
 
 CHUNK = 1 << 16
 
@@ -154,6 +154,8 @@ class InputStream:
         return tasks
 
     def _decode(self, raw: bytes) -> str:
+        if self._records == 1:
+            raw = raw.removeprefix(UTF8_BOM)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -303,9 +303,12 @@ def _read(path: str, expected: str) -> tuple[str, bytes]:
     return path, data
 
 
+UTF8_BOM = b"\xef\xbb\xbf"  # what some editors put first in a UTF-8 file: no part of its text
+
+
 def _decode(data: bytes, where: str) -> str:
     try:
-        return data.decode("utf-8")
+        return data.removeprefix(UTF8_BOM).decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise exc.InputError("not valid UTF-8", path=where, line=line) from None
