@@ -37,6 +37,14 @@ def test_an_empty_report_path_is_a_usage_error(swarm, option):
     assert swarm.runs() == []
 
 
+def test_an_empty_report_html_path_is_named_as_given(swarm):
+    """``report --html ''`` said ``--html .: is a directory``: a name never given."""
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--output", "quiet").code == 0
+    res = swarm("report", "--html", "")
+    assert (res.code, res.stderr) == (2, "zellij-swarm: error: --html: an empty file name; name the file to write\n")
+
+
 def test_resume_completes_the_junit_report_and_the_joblog(swarm):
     """kill -9 of the supervisor while a task runs: the stale green report is already gone (the
     run says it has not finished), and ``resume`` writes the whole report and the rest of the

@@ -703,6 +703,8 @@ def report(run_id: str | None, html_path: str, state_dir: str | None) -> None:
     run shows what has happened so far. Default RUN: the newest."""
     from zellij_swarm.commands.report import write_report
 
+    if not html_path:  # (as a Path, '' is '.': "--html .: is a directory", of a name never given)
+        raise exc.UsageError("--html: an empty file name; name the file to write")
     write_report(_find_run(state_dir, run_id), Path(html_path))
 
 
