@@ -23,6 +23,7 @@ from zellij_swarm.engine.stopping import CANCELLED_BY_USER, RESTARTED
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord, command_text
 
@@ -131,7 +132,8 @@ class TaskPolicy:
         if task.started_at is not None and task.ended_at is not None:
             self.ended_count += 1
             self.ended_took += task.ended_at - task.started_at
-        self._after_output(gen, lambda: self._report(task, gen))
+        row = task.row(now=None) if self._joblog is not None else None  # as it ended, whenever its line is written
+        self._after_output(gen, lambda: self._report(task, gen, row))
         if status == TaskStatus.TIMED_OUT:
             self._events.emit("task_timed_out", task=task.name, reason=reason)
         elif status == TaskStatus.CANCELLED:
@@ -142,11 +144,11 @@ class TaskPolicy:
         if status not in (TaskStatus.SUCCEEDED, TaskStatus.CANCELLED, TaskStatus.UNKNOWN):  # unknown: maybe fine
             self._failed()
 
-    def _report(self, task: TaskRecord, gen: GenPaths | None) -> None:
-        """The joblog's line of a task that ended (its output counted) and its report (its
-        output copied)."""
-        if self._joblog is not None and (
-                problem := self._joblog.task_finished(task.row(now=None), command_text(task.spec))):
+    def _report(self, task: TaskRecord, gen: GenPaths | None, row: TaskRow | None) -> None:
+        """The joblog's line of a task that ended (``row``: its row then; its output counted)
+        and its report (its output copied)."""
+        if self._joblog is not None and row is not None and (
+                problem := self._joblog.task_finished(row, command_text(task.spec))):
             self._warn("joblog_error", problem, task)
         self._reporter.task_ended(task, gen)
 
