@@ -372,6 +372,26 @@ def test_a_cancel_with_no_supervisor_reads_what_runs_from_the_records_not_the_la
         kill_run_processes(run.name)
 
 
+def test_a_cancel_with_no_supervisor_ends_what_the_worker_forks_while_it_is_being_ended(swarm):
+    """The cancel's ladder ended the processes it found at its first look: a worker that
+    forks while it is being ended (here all the grace long, each child ignoring SIGTERM as
+    its parent does) left every child forked after that look running. What is left of the
+    generation is looked for again, and ended."""
+    swarm.write("f.txt", "trap '' TERM; touch forking; while :; do sleep 60 & sleep 0.01; done\n")
+    proc = swarm.popen("run", "f.txt", "--output", "quiet", "--kill-grace", "0.5s")
+    run = swarm.started()
+    try:
+        wait_until((swarm.cwd / "forking").exists, what="the forking worker")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        res = swarm("cancel", run.name)
+        assert res.code == 0, res
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
 @pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0"])
 def test_retry_of_a_pane_run_whose_task_succeeded_after_a_failure_unseen(swarm, backend, request):
     """A pane run killed while a task's second attempt ran; that attempt then succeeded,

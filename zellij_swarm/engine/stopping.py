@@ -70,11 +70,18 @@ def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
     found = procs.generation_tree(None, procs.generation_markers(run_id, gen.slot, gen.gen))
     delivery = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found)
     procs.end_all(found, grace, termed=True)
+    ended = len(found)
+    for _ in range(SWEEP_ROUNDS):  # what a worker forked between the look and its signal runs on: looked for again
+        left = leftovers(run_id, gen)
+        if not left:
+            break
+        procs.end_all(left, grace)
+        ended += len(left)
     if delivery.sent_at is not None and (reason := generation_files.kill_reason(gen)) is not None:
         # with whether any process it reached could take it: one that ignores it and then
         # exits 0 within the grace finished on its own (recorded as caught, it was cancelled)
         generation_files.write_kill_reason(gen, reason, sent_at=delivery.sent_at, caught=delivery.caught)
-    return len(found)
+    return ended
 
 
 @dataclass(frozen=True)
