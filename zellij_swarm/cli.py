@@ -702,9 +702,9 @@ def report(run_id: str | None, html_path: str, state_dir: str | None) -> None:
     per attempt, coloured by outcome, the run's counts and its proof of parallelism. A running
     run shows what has happened so far. Default RUN: the newest."""
     from zellij_swarm.commands.report import write_report
+    from zellij_swarm.records.outputs import require_names
 
-    if not html_path:  # (as a Path, '' is '.': "--html .: is a directory", of a name never given)
-        raise exc.UsageError("--html: an empty file name; name the file to write")
+    require_names(html_path=html_path)
     write_report(_find_run(state_dir, run_id), Path(html_path))
 
 

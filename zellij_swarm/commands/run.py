@@ -29,7 +29,7 @@ from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.outputs import Outputs
+from zellij_swarm.records.outputs import Outputs, require_names
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
 from zellij_swarm.records.task import task_id
@@ -85,7 +85,7 @@ def execute(
     host program keeps its own); ``on_started`` is told the run's directory once it exists
     and its control inbox is watched (the API's handles talk to the run through it)."""
     _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
-    _require_names(junit_path=junit_path, joblog_path=joblog_path)
+    require_names(junit_path=junit_path, joblog_path=joblog_path)
     if junit_path is not None:
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
@@ -326,13 +326,6 @@ def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, jo
     checks += [("command-line argument", a) for a in sys.argv]
     for what, value in checks:
         swarmfile.require_utf8(what, value, "zellij-swarm records it as text; use a UTF-8 name")
-
-
-def _require_names(**paths: str | None) -> None:
-    """Refuse (exit 2) ``--junit ''`` and ``--joblog ''`` (or ``+``): no file to write."""
-    for option, value in paths.items():
-        if value is not None and not value.removeprefix("+" if option == "joblog_path" else ""):
-            raise exc.UsageError(f"--{option.removesuffix('_path')}: an empty file name; name the file to write")
 
 
 def _reporter(output: str | None, json_output: bool, *, run_id: str = "", record: Outputs | None = None,

@@ -14,9 +14,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from zellij_swarm import exc
 from zellij_swarm.records.rundir import RunPaths, read_json, write_json_atomic
 
 FILE = "outputs.json"
+
+
+def require_names(**paths: str | None) -> None:
+    """Refuse (exit 2) a report file given an empty name — ``--junit ''``, ``--joblog ''`` (or
+    ``+``), ``--html ''`` (keyword: the option, ``junit_path`` for ``--junit``): no file to
+    write, and as a ``Path`` it would read as ``.``, a directory never named."""
+    for option, value in paths.items():
+        if value is not None and not value.removeprefix("+" if option == "joblog_path" else ""):
+            raise exc.UsageError(f"--{option.removesuffix('_path')}: an empty file name; name the file to write")
 
 
 @dataclass(frozen=True)
