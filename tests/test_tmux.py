@@ -518,6 +518,23 @@ def test_a_pane_closed_by_hand_is_dead_to_the_wait_for_its_log(tmux, tmp_path):
     assert not d.backend._pane_dead(live)
 
 
+def test_a_task_that_ends_before_its_panes_copier_started_waits_for_the_copy(tmux, tmp_path, monkeypatch):
+    """tmux starts ``pipe-pane``'s copier as a process of its own, which a loaded machine may
+    run only after the pane's worker has ended (seen in CI: a task's last lines missing from
+    ``--output tag``). Its pid file not there yet is no reason to read the log: the end of a
+    pane this backend opened waits for its copier, and then for its copy."""
+    from zellij_swarm.backends.tmux import TmuxBackend
+    made = TmuxBackend._pipe_command
+    monkeypatch.setattr(TmuxBackend, "_pipe_command", staticmethod(lambda log: "sleep 0.5; " + made(log)))
+    d = Driven(tmux, tmp_path)
+    req = d.request(1, "a", "seq 1 2000; echo END")
+    (pane,) = d.launch(req)
+    d.dead(pane)
+    assert not req.gen.output.exists() or b"END" not in req.gen.output.read_bytes()  # no copier yet
+    d.backend.ended(req, pane, "succeeded", "done")
+    assert req.gen.output.read_bytes().endswith(b"2000\r\nEND\r\n")
+
+
 @pytest.mark.parametrize("closed", ["all", "one"])
 def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, closed):
     """A failed run inside the user's session leaves its windows, and says how to close them.

@@ -185,6 +185,7 @@ class TmuxBackend:
         self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
         self.board_pane = ""
         self.held_gate: int | None = None  # the start gate, held from ``open`` to the first batch's end
+        self.piped_panes: set[str] = set()  # panes opened here (their copiers started by tmux), till they end
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -543,13 +544,14 @@ class TmuxBackend:
     @staticmethod
     def _pipe_command(log: Path) -> str:
         """The ``pipe-pane`` command that copies a pane's output to ``log``, its pid written
-        first beside it (``LOG_COPIER``: ``_log_copied`` waits for it). tmux runs strftime over
-        it, format-expands it, then runs it with ``sh -c``: the paths are encoded for that
+        beside it once its output is ``log`` (``LOG_COPIER``: ``_log_copied`` waits for it, and
+        reads a pid whose output is not ``log`` as a copier that has ended). tmux runs strftime
+        over it, format-expands it, then runs it with ``sh -c``: the paths are encoded for that
         shell, then for tmux."""
         copier = quoting.shell_word(str(log.with_name(generation_files.LOG_COPIER)))
-        return quoting.tmux_time_expanded(f"echo $$ >{copier}; exec cat >>{quoting.shell_word(str(log))}")
+        return quoting.tmux_time_expanded(f"exec >>{quoting.shell_word(str(log))}; echo $$ >{copier}; exec cat")
 
-    def _log_copied(self, pane: str, log: Path) -> None:
+    def _log_copied(self, pane: str, log: Path, *, piped: bool) -> None:
         """Wait until everything the pane's worker wrote is in ``log`` (at most ``LOG_COPY_WAIT``).
 
         tmux marks a pane dead only once it has read its terminal empty and sent its pipe all
@@ -557,13 +559,20 @@ class TmuxBackend:
         (``remain-on-exit``) open, and refuses to close it ("target pane has exited"), so the
         copier never sees its input end while the pane stays. The copy is complete when the
         pane is dead (or gone) and the copier has read its socket empty and sleeps on it — or
-        has ended, the pane gone. A pane that opened with no copier (a run of an earlier
-        version) has nothing to wait for."""
+        has ended, the pane gone. The copier is a process tmux starts beside the pane, which a
+        loaded machine may run only after the worker has ended: a pane this backend ``piped``
+        waits for its copier's pid. One adopted with no copier (a run of an earlier version)
+        has nothing to wait for."""
         deadline = time.monotonic() + LOG_COPY_WAIT
-        try:
-            copier = int(log.with_name(generation_files.LOG_COPIER).read_bytes().strip() or b"0")
-        except (OSError, ValueError):
-            return
+        copier_file = log.with_name(generation_files.LOG_COPIER)
+        while True:
+            try:
+                copier = int(copier_file.read_bytes().strip())
+                break
+            except (OSError, ValueError):  # not there yet, or its pid half written
+                if not piped or time.monotonic() >= deadline:
+                    return
+                time.sleep(0.002)
         while not self._pane_dead(pane) and time.monotonic() < deadline:
             time.sleep(0.005)  # (each look is a tmux call)
         while not _copied(copier, log) and time.monotonic() < deadline:
@@ -598,6 +607,7 @@ class TmuxBackend:
                 results.append(LaunchFailed(failed.code, str(failed)))
             else:  # opened, before or after a failure of the rest: the run's, as any other
                 self.panes.opened(pane, pane)
+                self.piped_panes.add(pane)
                 results.append(PaneOpened(pane))
         return results
 
@@ -611,7 +621,9 @@ class TmuxBackend:
             if status == "succeeded":
                 self.panes.succeeded(req.task_name)
             return
-        self._log_copied(pane, req.gen.output)
+        piped = pane in self.piped_panes
+        self.piped_panes.discard(pane)
+        self._log_copied(pane, req.gen.output, piped=piped)
         if status != "cancelled":
             try:
                 self._set_titles({pane: req.title(label)})
