@@ -31,24 +31,26 @@ def _end(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-def _pane_wrapper(tmp_path: Path, *, before_leader: str = "") -> tuple[generation_files.GenPaths, Path]:
+def _pane_wrapper(tmp_path: Path, *, before_leader: str = "", cmd: str = "",
+                  read_to_end: bool = False) -> tuple[generation_files.GenPaths, Path]:
     gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
     gen.dir.mkdir()
     gen.artifacts.mkdir()
     saved = tmp_path / "env"
     envfile.save(saved, {"PATH": os.environ["PATH"]})
-    pane = wrapper.PaneMode("TMUX_PANE", "", saved, before_leader=before_leader)
+    pane = wrapper.PaneMode("TMUX_PANE", "", saved, before_leader=before_leader, read_to_end=read_to_end)
     who = wrapper.WorkerIdentity("run-1", "t", "t1", 1, 1, 1)
     ledger = tmp_path / "ledger"
-    rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd=f"echo ran >> {ledger}", argv=None, cwd=str(tmp_path),
-                                                 env={}, pane=pane), mode=0o700)
+    rundir.write_new(gen.wrapper, wrapper.render(gen, who, cmd=cmd or f"echo ran >> {ledger}", argv=None,
+                                                 cwd=str(tmp_path), env={}, pane=pane), mode=0o700)
     return gen, ledger
 
 
 @contextmanager
-def _on_its_terminal(gen: generation_files.GenPaths) -> Iterator[tuple[subprocess.Popen, Callable[[], None]]]:
+def _on_its_terminal(gen: generation_files.GenPaths) -> Iterator[tuple[subprocess.Popen, int, Callable[[], None]]]:
     """The wrapper started as a pane's first process, its pty the controlling terminal;
-    yields it and the pane's closing (the kernel hangs its terminal up)."""
+    yields it, the pty's reading end, and the pane's closing (the kernel hangs its terminal
+    up)."""
     master, slave = pty.openpty()
 
     def own_terminal() -> None:
@@ -65,7 +67,7 @@ def _on_its_terminal(gen: generation_files.GenPaths) -> Iterator[tuple[subproces
         closed[0] = True
 
     try:
-        yield proc, close_pane
+        yield proc, master, close_pane
     finally:
         if not closed[0]:
             os.close(master)
@@ -85,7 +87,7 @@ def test_a_pane_closed_during_its_first_stage_runs_nothing(tmp_path):
     was delivered already), and the second stage finds its terminal gone."""
     go = tmp_path / "go"
     gen, ledger = _pane_wrapper(tmp_path, before_leader=f"while ! [ -e {go} ]; do sleep 0.02; done")
-    with _on_its_terminal(gen) as (proc, close_pane):
+    with _on_its_terminal(gen) as (proc, _, close_pane):
         wait_until(gen.claim.exists, what="the first stage's claim")
         close_pane()
         go.touch()
@@ -100,7 +102,7 @@ def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tm
     opened — the supervisor's ``pane_closed``, not this case (CI once closed it that soon)."""
     gen, ledger = _pane_wrapper(tmp_path)
     os.mkfifo(gen.heartbeat)
-    with _on_its_terminal(gen) as (proc, close_pane):
+    with _on_its_terminal(gen) as (proc, _, close_pane):
         stage = ["/bin/sh", str(gen.wrapper), "restored"]  # once the environment's restore has exec'd it
 
         def armed_stage() -> bool:
@@ -118,3 +120,26 @@ def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tm
             _ran_nothing(proc, gen, ledger)
         finally:
             os.close(reader)
+
+
+def test_a_tmux_pane_leader_exits_once_its_terminal_was_read_to_its_end(tmp_path):
+    """tmux closes a pane's terminal as the pane's first process exits, if it sees nothing
+    left to read: a worker's last output still on its way through the kernel was lost to the
+    pane's screen and log (seen under load: a log short of its last 121 bytes). tmux's panes'
+    leader (``read_to_end``) closes its end and exits only once the terminal was read to its
+    end and closed: here the output waits, unread, after the worker has ended — the leader
+    with it — and then reads whole."""
+    gen, _ = _pane_wrapper(tmp_path, cmd="head -c 8000 /dev/zero | tr '\\0' x; echo END", read_to_end=True)
+    with _on_its_terminal(gen) as (proc, master, close_pane):
+        wait_until(lambda: generation_files.exit_facts(gen) is not None, what="the worker's end, recorded")
+        wait_until(lambda: proc.poll() is not None or not any(os.path.lexists(f"/proc/{proc.pid}/fd/{fd}")
+                                                              for fd in (0, 1, 2)),
+                   what="the leader's end, or its ends closed")
+        assert proc.poll() is None  # its terminal unread: the leader waits
+        read = []
+        with contextlib.suppress(OSError):  # EIO: read to its end, the leader's own end closed
+            while chunk := os.read(master, 65536):
+                read.append(chunk)
+        close_pane()
+        assert proc.wait(timeout=30) == 0
+    assert b"".join(read).endswith(b"x" * 100 + b"END\r\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -524,14 +525,23 @@ def test_a_task_that_ends_before_its_panes_copier_started_waits_for_the_copy(tmu
     ``--output tag``). Its pid file not there yet is no reason to read the log: the end of a
     pane this backend opened waits for its copier, and then for its copy."""
     from zellij_swarm.backends.tmux import TmuxBackend
+    from zellij_swarm.worker.wrapper import PANE_LEADER
+    gate = tmp_path / "copier-may-start"
     made = TmuxBackend._pipe_command
-    monkeypatch.setattr(TmuxBackend, "_pipe_command", staticmethod(lambda log: "sleep 0.5; " + made(log)))
+    monkeypatch.setattr(TmuxBackend, "_pipe_command", staticmethod(
+        lambda log: f"while ! test -e {gate}; do sleep 0.01; done; " + made(log)))
     d = Driven(tmux, tmp_path)
-    req = d.request(1, "a", "seq 1 2000; echo END")
+    leader = " ".join(PANE_LEADER)  # as a wrapper's: it exits once tmux has read its terminal to its end
+    req = d.request(1, "a", f"exec {leader} --read-to-end /bin/sh -c 'seq 1 2000; echo END'")
     (pane,) = d.launch(req)
     d.dead(pane)
-    assert not req.gen.output.exists() or b"END" not in req.gen.output.read_bytes()  # no copier yet
-    d.backend.ended(req, pane, "succeeded", "done")
+    assert not req.gen.output.with_name("log-copier").exists()
+    opening = threading.Timer(0.1, gate.touch)  # once the end is waiting
+    opening.start()
+    try:
+        d.backend.ended(req, pane, "succeeded", "done")
+    finally:
+        opening.join()
     assert req.gen.output.read_bytes().endswith(b"2000\r\nEND\r\n")
 
 

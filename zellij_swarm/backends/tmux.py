@@ -502,7 +502,7 @@ class TmuxBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
-        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=self._at_gate())
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=self._at_gate(), read_to_end=True)
 
     def _at_gate(self, at_most: float | None = None) -> str:
         """Shell that waits at the start gate (``gate_path``) until ``launch`` lets it go — for

@@ -19,11 +19,14 @@ its end as the stage would have (the hang-up mark if the terminal is gone, the e
 the heartbeat's last line: ``Records``): the worker's own end is the generation's, never a lost
 run to run again (SPEC §5.7).
 
-Run as ``python -I -S _paneleader.py [--hangup FILE [--exit FILE --heartbeat FILE]] CMD…``:
+Run as ``python -I -S _paneleader.py [--read-to-end] [--hangup FILE [--exit FILE --heartbeat FILE]] CMD…``:
 stdlib only, no site, started in a few ms. With ``--hangup``, a SIGHUP that says its terminal
 hung up — the pane closed, or the whole session went: the kernel's, or the multiplexer's, never
 one from the pane's own processes (``hung_up``) — first creates FILE: the evidence that tells a
 closed pane from a worker that exits 129 or dies of a SIGHUP of its own (SPEC §6).
+
+With ``--read-to-end`` (tmux), the leader's last act is to let the multiplexer read the pane's
+terminal to its end before it exits (``let_the_terminal_be_read``).
 
 ``_paneleader.py --step-env PANE_VAR CMD…`` (a pane that runs as a Slurm step) also empties
 the environment for CMD itself — what the wrapper's ``env -i`` does otherwise — keeping the
@@ -118,6 +121,30 @@ def reap_others(keep: set[int]) -> None:
                 pass
 
 
+READ_TO_END_WAIT = 2.0  # seconds the leader waits, at most, for the multiplexer to read its terminal to its end
+
+
+def let_the_terminal_be_read(wait: float) -> None:
+    """Close the terminal and wait, at most ``wait`` seconds, until the multiplexer has read
+    it to its end, before the leader exits.
+
+    tmux (3.3a, and its master since) closes a pane's terminal as soon as the pane's first
+    process has exited, if nothing it can see is left to read: a worker's last output can be
+    in the kernel then, on its way to the terminal's reading end (a pty's buffer, moved on
+    by a kernel thread), and is lost — to the pane's screen and to its ``pipe-pane`` log (seen
+    under load: a log that ended 121 bytes, or 6.8 KB, short of its worker's output). A read
+    that finds the terminal closed at its other end reports its end only once that buffer is
+    through: with the leader's ends closed, tmux reads to that end, closes the terminal, and
+    the kernel's hang-up of its session says so to the leader. Bounded: a process the worker
+    left holding the terminal keeps it open, and tmux then reads it as it always did."""
+    for fd in (0, 1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    signal.sigtimedwait([signal.SIGHUP], wait)  # (blocked, as it has been since the start)
+
+
 # The heartbeat's last line, the wrapper's (``wrapper``: its printf, ``%s`` for the code) or ours
 EXITED_LINE = '{{"event":"exited","code":{}}}'
 
@@ -166,6 +193,8 @@ def _append(path: str, text: str) -> None:
 def main(argv: list[str]) -> int:
     env = None
     records: dict[str, str] = {}  # --hangup, --exit, --heartbeat: the generation's files
+    read_to_end = argv[:1] == ["--read-to-end"]
+    argv = argv[read_to_end:]
     while argv[:1] in (["--step-env"], ["--hangup"], ["--exit"], ["--heartbeat"]):
         if argv[0] == "--step-env":
             env = step_environment(dict(os.environ), argv[1])
@@ -242,6 +271,8 @@ def main(argv: list[str]) -> int:
                 os.kill(pid, info.si_signo)
             except OSError:
                 pass
+    if read_to_end:
+        let_the_terminal_be_read(READ_TO_END_WAIT)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 

@@ -137,6 +137,9 @@ class PaneMode:
     # the devices it was bound to — survives the second stage's restore of the caller's
     # environment. Never otherwise: a multiplexer server's SLURM_* are stale.
     step_env: bool = False
+    # The multiplexer may close the pane's terminal before it has read the worker's last
+    # output (tmux): the pane leader lets it read to the end before it exits (``_paneleader``).
+    read_to_end: bool = False
 
 
 # A command the run's headless wrapper may run without a shell of its own (``simple_form``) is
@@ -405,7 +408,7 @@ def _headless_stage() -> list[str]:
 
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
-    leader = (" ".join(q(a) for a in PANE_LEADER)
+    leader = (" ".join(q(a) for a in PANE_LEADER) + (" --read-to-end" if pane.read_to_end else "")
               + f" --hangup {_HANGUP} --exit {_EXIT_SIDECAR} --heartbeat {_HEARTBEAT}")
     # the pane leader empties the environment for the second stage (a step's own variables
     # kept), which starts with the caller's saved one restored under them
