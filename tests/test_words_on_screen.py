@@ -359,12 +359,15 @@ def test_ls_on_an_80_column_terminal_cuts_its_lines_never_wraps_them(swarm) -> N
 def test_status_and_ls_count_a_wide_characters_two_columns_when_they_cut_a_line(swarm) -> None:
     """``status`` and ``ls`` cut every line to the terminal's width by counting characters: a
     swarm and task named in CJK, two columns each, made 110-column lines on an 80-column
-    terminal. They count columns as the terminal does now."""
+    terminal. They count columns as the terminal does now; ``logs``' list of tasks, which cut
+    none, too."""
     swarm.write("w.toml", '[swarm]\nname = "' + "構築" * 15 + '"\n[[task]]\nname = "' + "構築" * 18
                 + '"\ncmd = "exit 3"\n')
     assert swarm("run", "w.toml", "--backend", "headless", "--output", "quiet").code == 1
-    for command in ("status", "ls"):
+    for command in ("status", "ls", "logs"):
         lines = on_a_terminal(swarm, command, cols=80)
+        if command == "logs":  # (its last line, on stderr, is a command to copy: whole)
+            assert lines.pop().startswith("zellij-swarm: show a task's output with: zellij-swarm logs "), lines
         assert lines and all(width(line) <= 80 for line in lines), (command, lines)
         assert any("構築" in line and line.endswith("…") for line in lines), (command, lines)
 

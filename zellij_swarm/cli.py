@@ -108,6 +108,12 @@ def _runs_under(flag: str | None, *, writing: bool = False) -> tuple[Path, list[
     return path, runs
 
 
+def _line_width() -> int | None:
+    """The terminal's width when stdout is one — a listing's lines are cut to it, never
+    wrapped — else None (piped: whole)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 def _find_run(flag: str | None, run_id: str | None, *, writing: bool = False) -> RunPaths:
     """The run a command acts on (none named: the newest), under the same trust rule as its
     state directory: a run directory or record another user could have written
@@ -375,7 +381,7 @@ def status(run_id: str | None, json_output: bool, show_all: bool, group: str | N
     """Tasks and slots of a run (default: the latest); --group and --tag show some tasks only.
     On a terminal every line fits its width (cut, never wrapped)."""
     run = _find_run(state_dir, run_id)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
+    width = _line_width()
     shown = views.show_status(run, json_output=json_output, show_all=show_all, group=group, tags=tags,
                               waiting=waiting, latest=run_id is None, width=None if json_output else width)
     if isinstance(shown, str):
@@ -397,7 +403,7 @@ def ls_(json_output: bool, state_dir: str | None) -> None:
         if said:
             more = f" (and {len(said) - 1} more run(s) like it)" if len(said) > 1 else ""
             click.echo(f"zellij-swarm: warning: {said[0]}{more}", err=True)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a terminal's lines never wrap
+    width = _line_width()
     click.echo(json.dumps(rows, indent=1) if json_output else views.format_ls(rows, unreadable=len(unreadable),
                                                                              width=width))
 
@@ -458,7 +464,7 @@ def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, ta
     if tags:
         chosen = set(views.chosen_tasks(run, group=None, tags=tags))
         snap = {**snap, "tasks": [t for t in snap["tasks"] if t["name"] in chosen]}
-    click.echo("\n".join(task_list(run, snap)))
+    click.echo("\n".join(task_list(run, snap, width=_line_width())))
     if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example
         example = quoting.positional_line([*args, quoting.task_word(snap["tasks"][0]["name"], snap["tasks"][0]["id"])])
         click.echo(quoting.terminal_text(f"zellij-swarm: show a task's output with: zellij-swarm logs {example}"),

@@ -145,11 +145,11 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
     return 0
 
 
-def task_list(run: RunPaths, snap: dict[str, Any]) -> list[str]:
+def task_list(run: RunPaths, snap: dict[str, Any], *, width: int | None = None) -> list[str]:
     """The run's line, then its tasks, one line each under a header: name, status, attempts,
     and for a task whose name was generated (``task-3``) its command — the row's ``command``,
     else (a run recorded before rows had it) the one ``run.json`` or the event log holds.
-    Every line is safe to print (``terminal_text``)."""
+    Every line is safe to print (``terminal_text``), and cut to ``width`` columns if given."""
     tasks: list[dict[str, Any]] = snap["tasks"]
     name = f" ({snap['name']})" if snap.get("name") else ""
     head = f"run {snap['run_id']}{name}: {snap['state']}, {len(tasks)} task{'' if len(tasks) == 1 else 's'}"
@@ -160,7 +160,7 @@ def task_list(run: RunPaths, snap: dict[str, Any]) -> list[str]:
             for t in tasks]
     lines = [head, *views.table(("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), rows)] if tasks \
         else [head]
-    return [quoting.terminal_text(line) for line in lines]
+    return [views.fit(quoting.terminal_text(line), width) for line in lines]
 
 
 def _commands(run: RunPaths) -> dict[str, str]:
