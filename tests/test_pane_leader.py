@@ -143,3 +143,61 @@ def test_a_tmux_pane_leader_exits_once_its_terminal_was_read_to_its_end(tmp_path
         close_pane()
         assert proc.wait(timeout=30) == 0
     assert b"".join(read).endswith(b"x" * 100 + b"END\r\n")
+
+
+def _reaped_second_stage(proc: subprocess.Popen, gen: generation_files.GenPaths) -> None:
+    """Wait until the pane leader has reaped its second stage (``wrapper.sh restored``), which
+    recorded its worker's end: from then on the leader only ends."""
+    def reaped() -> bool:
+        if generation_files.exit_facts(gen) is None:
+            return False
+        for child in psutil.Process(proc.pid).children():
+            with contextlib.suppress(psutil.Error):
+                if child.status() == psutil.STATUS_ZOMBIE or child.cmdline()[-1:] == ["restored"]:
+                    return False
+        return True
+
+    wait_until(reaped, what="the second stage, reaped")
+
+
+def _ends_waiting_for_no_read(proc: subprocess.Popen) -> None:
+    """Follow a leader whose second stage was reaped to its end: it is never seen waiting for
+    its terminal's read to the end (a hang-up, in ``sigtimedwait``), which cannot come."""
+    def ended() -> bool:
+        if proc.poll() is not None:
+            return True
+        with contextlib.suppress(OSError):
+            assert not Path(f"/proc/{proc.pid}/wchan").read_text().startswith("do_sigtimedwait"), \
+                "the leader waits for a read to its terminal's end that cannot come"
+        return False
+
+    wait_until(ended, interval=0.002, what="the leader's end")
+
+
+def test_a_tmux_pane_leader_whose_terminal_hung_up_waits_for_no_read(tmp_path):
+    """The pane closed (or its server went) while the worker ran: the hang-up was the
+    leader's already, and no other comes — the leader outlived the run by 2 s, unseen."""
+    gen, _ = _pane_wrapper(tmp_path, cmd="exec sleep 30", read_to_end=True)
+    with _on_its_terminal(gen) as (proc, _, close_pane):
+        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(proc.pid).children(recursive=True)),
+                   what="the worker")
+        close_pane()
+        _reaped_second_stage(proc, gen)
+        _ends_waiting_for_no_read(proc)
+    assert proc.returncode == 129
+
+
+def test_a_tmux_pane_leader_whose_terminal_a_leftover_holds_waits_for_no_read(tmp_path):
+    """A worker that left a process on the terminal (``sleep 30 &``): tmux cannot read to an
+    end that process holds off, and each such task held its slot 2 s longer."""
+    gen, _ = _pane_wrapper(tmp_path, cmd="sleep 30 & echo left", read_to_end=True)
+    with _on_its_terminal(gen) as (proc, _, _):
+        _reaped_second_stage(proc, gen)
+        left = psutil.Process(proc.pid).children()
+        try:
+            _ends_waiting_for_no_read(proc)
+        finally:
+            for p in left:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+    assert proc.returncode == 0

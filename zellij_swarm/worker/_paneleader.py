@@ -124,7 +124,7 @@ def reap_others(keep: set[int]) -> None:
 READ_TO_END_WAIT = 2.0  # seconds the leader waits, at most, for the multiplexer to read its terminal to its end
 
 
-def let_the_terminal_be_read(wait: float) -> None:
+def let_the_terminal_be_read(wait: float, leader: int) -> None:
     """Close the terminal and wait, at most ``wait`` seconds, until the multiplexer has read
     it to its end, before the leader exits.
 
@@ -135,14 +135,40 @@ def let_the_terminal_be_read(wait: float) -> None:
     under load: a log that ended 121 bytes, or 6.8 KB, short of its worker's output). A read
     that finds the terminal closed at its other end reports its end only once that buffer is
     through: with the leader's ends closed, tmux reads to that end, closes the terminal, and
-    the kernel's hang-up of its session says so to the leader. Bounded: a process the worker
-    left holding the terminal keeps it open, and tmux then reads it as it always did."""
+    the kernel's hang-up of its session says so to the leader.
+
+    No wait where no such end can come: the terminal hung up already (the pane closed, its
+    server went: the hang-up was the leader's while its worker ran), or a process the worker
+    left still holds it open — tmux then reads it as it always did."""
+    try:
+        tty = os.fstat(0).st_rdev
+    except OSError:
+        return
+    if not os.isatty(0):
+        return
     for fd in (0, 1, 2):
         try:
             os.close(fd)
         except OSError:
             pass
-    signal.sigtimedwait([signal.SIGHUP], wait)  # (blocked, as it has been since the start)
+    if not holds_the_terminal(descendants(leader), tty):
+        signal.sigtimedwait([signal.SIGHUP], wait)  # (blocked, as it has been since the start)
+
+
+def holds_the_terminal(pids: list[int], tty: int) -> bool:
+    """Whether one of ``pids`` has the terminal device ``tty`` open."""
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:  # gone, or a zombie
+            continue
+        for fd in fds:
+            try:
+                if os.stat(f"/proc/{pid}/fd/{fd}").st_rdev == tty:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 # The heartbeat's last line, the wrapper's (``wrapper``: its printf, ``%s`` for the code) or ours
@@ -272,7 +298,7 @@ def main(argv: list[str]) -> int:
             except OSError:
                 pass
     if read_to_end:
-        let_the_terminal_be_read(READ_TO_END_WAIT)
+        let_the_terminal_be_read(READ_TO_END_WAIT, leader)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code
 
