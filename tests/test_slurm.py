@@ -646,12 +646,22 @@ def test_a_node_set_down_mid_run_loses_its_steps_and_they_run_again(swarm: Swarm
 def forget_the_newest_jobs(cluster: dict[str, str]) -> None:
     """Stop slurmctld, remove its job state (the newest save and the one before), start it
     again: it has forgotten every job it had, and issues their ids again."""
-    d = Path(cluster["ZSW_SLURM_DIR"])
-    pidfile = d / "pids" / "slurmctld"
-    pid = int(pidfile.read_text())
+    stop_the_controller(cluster)
+    start_the_controller_forgetting(cluster)
+
+
+def stop_the_controller(cluster: dict[str, str]) -> None:
+    pid = int((Path(cluster["ZSW_SLURM_DIR"]) / "pids" / "slurmctld").read_text())
     os.kill(pid, signal.SIGTERM)
     wait_until(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(),
                timeout=30, what="slurmctld stops")
+
+
+def start_the_controller_forgetting(cluster: dict[str, str]) -> None:
+    """slurmctld started again without its job state (as one killed outright, which had not
+    saved its newest jobs yet)."""
+    d = Path(cluster["ZSW_SLURM_DIR"])
+    pidfile = d / "pids" / "slurmctld"
     for name in ("job_state", "job_state.old"):
         (d / "state" / name).unlink(missing_ok=True)
     with open(d / "log" / "slurmctld.out", "ab") as out:
@@ -696,6 +706,32 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
         assert t["attempts"] == 1
     assert sorted((swarm.cwd / "began").read_text().split()) == sorted(
         name for name, t in tasks.items() for _ in t["history"]), "a generation is a start, and no more"
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
+@pytest.mark.parametrize("code", [143, 137])
+def test_a_step_that_ended_by_itself_while_the_controller_was_down_keeps_its_code(swarm: Swarm,
+                                                                                 cluster: dict[str, str],
+                                                                                 code: int) -> None:
+    """A worker that exits 143 (or 137) — a code a shell cannot tell from a death by SIGTERM —
+    while slurmctld is down, which then comes back without its newest jobs: the job is one
+    Slurm no longer knows, and was read as killed by it as an orphan — `lost`, and run again
+    (an adversary: 5 in 6 controller restarts). srun said the step's task exited by itself:
+    the worker's own code stands, and it ran once."""
+    env = clean_env(**cluster)
+    swarm.write("s.toml", f'[[task]]\nname = "w"\ncmd = "echo w >> began; sleep 2; exit {code}"\n')
+    with headless(swarm, "s.toml", env) as r:
+        wait_until(lambda: (swarm.cwd / "began").exists(), timeout=60, what="the worker runs")
+        stop_the_controller(cluster)
+        try:
+            wait_until(lambda: b"Exited with exit code" in b"".join(
+                p.read_bytes() for p in (swarm.latest() / "slots").glob("slot-*/gen-*/executor.log")),
+                timeout=60, what="the step ends while the controller is down")
+        finally:
+            start_the_controller_forgetting(cluster)
+        assert r.proc.wait(timeout=120) == 1
+    assert rows(swarm) == {"w": ("failed", None, code, 1)}, swarm.tasks()["w"]["history"]
+    assert (swarm.cwd / "began").read_text() == "w\n", "it ran once"
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
@@ -832,6 +868,28 @@ def test_a_death_by_signal_the_wrapper_recorded_stands_unless_slurm_ended_the_st
     and a wrapper may outlive its worker long enough to record that (CI saw `failed` for one,
     SIGKILL, where its neighbours were `lost`). One that just failed says nothing more."""
     assert slurm_cli.classify(state, recorded_signal=True) == expected
+
+
+@pytest.mark.parametrize(("said", "ended", "slurm_hand"), [
+    ("srun: error: n1: task 0: Exited with exit code 143\n", True, False),  # the wrapper ran to its end
+    ("srun: error: n1: task 0: Killed\n", True, True),  # the wrapper too: Slurm's kill of the step
+    ("srun: error: n2: task 0: Terminated\n", True, True),
+    ("slurmstepd-n2: error: *** STEP 171.0 ON n2 CANCELLED AT 2026-12-05T11:44:31 ***\nTerminated\n"
+     "srun: error: n2: task 0: Exited with exit code 143\n", True, True),
+    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-05T11:44:31 DUE TO NODE FAILURE ***\n", True, True),
+    ("", False, True),  # srun said nothing of it: not ruled out
+    ("srun: job 7 queued and waiting for resources\n", False, True),
+])
+def test_a_job_slurm_forgot_was_lost_only_if_srun_does_not_say_its_task_exited_by_itself(
+        said: str, ended: bool, slurm_hand: bool) -> None:
+    """A forgotten job's death by signal is Slurm's (an orphan's kill) unless srun's words say
+    the step's task — the wrapper, which outlives its worker's signals — exited by itself:
+    then the worker's recorded code stands."""
+    assert slurm_cli.step_end_said(said) is ended
+    assert slurm_cli.ended_by_slurm(said) is slurm_hand
+    assert slurm_cli.classify(None, recorded_signal=True, slurm_ended=slurm_hand) == (
+        "executor_lost" if slurm_hand else None)
+    assert slurm_cli.classify(None, slurm_ended=slurm_hand) == "executor_lost"  # no record: lost whatever srun said
 
 
 @pytest.mark.parametrize(("said", "code", "expected"), [

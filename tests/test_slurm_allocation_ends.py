@@ -1,17 +1,21 @@
 """The Slurm executor's rules for an allocation (``--slurm-alloc``) that ended from outside,
-against a stand-in cluster whose job states the test sets, and a call runner that answers at
-once — so that the order of events a real cluster gives only now and then (found by an
-adversary's scripts) is made on demand:
+and for a step Slurm never listed, against a stand-in cluster whose job states the test sets,
+and a call runner that answers at once — so that the order of events a real cluster gives only
+now and then (found by adversaries' scripts) is made on demand:
 
 - a step explained *after* the run asked for a new allocation answers for the allocation it
   was given, not the new one (it was classified by the new one: ``failed (143)``, an attempt
   spent, 2 runs in 3);
 - several steps of one ended allocation explained together tell the supervisor once, so it
   asks for one new allocation (it asked for one each, and a granted one was left holding the
-  nodes after the run)."""
+  nodes after the run);
+- a step squeue never listed while its srun waits on is withdrawn and runs again (a controller
+  restarted without its job state issued an id again, and the srun of the job it forgot, ending,
+  ended the new one before squeue listed it: its srun waited for ever, 3 restarts in 6)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +25,9 @@ from zellij_swarm.calls import Done
 from zellij_swarm.config import settings
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine.live import LiveGen
-from zellij_swarm.engine.remote import RemoteEvents, SlurmExecutor
+from zellij_swarm.engine.remote import SIDECAR_GRACE, SUBMIT_GRACE, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.timers import Timers
+from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
 
@@ -49,15 +54,19 @@ class AtOnce:
             then(done)
 
 
-def executor(cluster: Cluster, told: list[tuple[str, str | None]]) -> SlurmExecutor:
+def executor(cluster: Cluster, told: list[tuple[str, str | None]], *, alloc: bool = True,
+             live: dict[int, LiveGen] | None = None, clock: Callable[[], float] = lambda: 0.0,
+             warned: list[str] | None = None) -> SlurmExecutor:
     def ignored(*_: object) -> None:
         return None
 
     events = RemoteEvents(running=ignored, seen=ignored, gone=ignored, queued_too_long=ignored,
-                          allocation_ended=lambda job, state: told.append((job, state)), warn=ignored)
+                          allocation_ended=lambda job, state: told.append((job, state)),
+                          warn=lambda code, message, task: (warned if warned is not None else []).append(message))
     return SlurmExecutor(cluster, run_id="20261205-000000-abcdef",  # type: ignore[arg-type]
-                         settings=settings.resolve({"slurm_alloc": "true"}, {}), calls=AtOnce(),  # type: ignore[arg-type]
-                         timers=Timers(lambda: 0.0), live={}, clock=lambda: 0.0, wallclock=lambda: 0.0, on=events)
+                         settings=settings.resolve({"slurm_alloc": "true"} if alloc else {}, {}),
+                         calls=AtOnce(),  # type: ignore[arg-type]
+                         timers=Timers(clock), live=live or {}, clock=clock, wallclock=clock, on=events)
 
 
 def step(slot: int, allocation: str) -> LiveGen:
@@ -110,3 +119,30 @@ def test_an_allocation_slurm_forgot_is_lost_not_cancelled() -> None:
     ex.allocation = "100"
     assert explained(ex, step(1, "100"), recorded_signal=False) == "executor_lost"
     assert told == [("100", None)]
+
+
+def test_a_step_squeue_never_listed_while_its_srun_waits_on_is_withdrawn_and_runs_again(tmp_path: Path) -> None:
+    submitted = 100.0  # (the monotonic clock)
+    now = [submitted]
+    lg = step(1, "")
+    lg.allocation, lg.gen = None, GenPaths(tmp_path / "slot-1" / "gen-1", 1, 1)
+    lg.gen.dir.mkdir(parents=True)
+    srun = subprocess.Popen(["sleep", "60"])  # its srun, waiting for a grant that never comes
+    try:
+        lg.child, lg.pid, lg.remote_since = True, srun.pid, submitted
+        warned: list[str] = []
+        ex = executor(Cluster({}), [], alloc=False, live={1: lg}, clock=lambda: now[0], warned=warned)
+        for after in (1.0, SUBMIT_GRACE - 0.5, SUBMIT_GRACE + 0.5, SUBMIT_GRACE + SIDECAR_GRACE - 0.5):
+            now[0] = submitted + after
+            ex._seen(Done(value={}))  # squeue answers, without it
+            assert not lg.forgotten, after  # (a step is listed a moment after its submission)
+        now[0] = submitted + SUBMIT_GRACE + SIDECAR_GRACE + 1.0
+        ex._seen(Done(value={}))
+        assert lg.forgotten and warned == ["slurm: the step of task 't1' was never listed by Slurm (its controller "
+                                           "restarted without it); withdrawn, the task runs again"]
+        claim = generation_files.claim_or_planted(lg.gen)
+        assert claim is not None and claim.by_supervisor  # should Slurm start it after all, it runs nothing
+        assert srun.wait(timeout=30) == -15  # its srun was ended
+    finally:
+        srun.kill()
+        srun.wait()

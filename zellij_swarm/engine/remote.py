@@ -204,12 +204,17 @@ def controller_unreachable(gen: generation_files.GenPaths) -> bool:
 
 def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
+    lines = srun_said(gen, 4096).strip().splitlines()
+    return f": {lines[-1].strip()}" if lines else ""
+
+
+def srun_said(gen: generation_files.GenPaths, at_most: int = 65536) -> str:
+    """The end of the generation's executor log (what srun said), or nothing."""
     try:
         with open(generation_files.plain(gen, generation_files.EXECUTOR_LOG), "rb") as f:
-            lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
+            return f.read()[-at_most:].decode(errors="replace")
     except OSError:
         return ""
-    return f": {lines[-1].strip()}" if lines else ""
 
 
 def end_srun(lg: LiveGen) -> None:
@@ -420,8 +425,15 @@ class SlurmExecutor:
         """Squeue listed the step as queued and has not listed it for ``SIDECAR_GRACE``, its
         wrapper never started, and its ``srun`` still waits here: a controller restarted
         without its job state forgot it, and that ``srun`` would wait for ever for a grant
-        (a running step it forgot runs on, and is followed to its sidecar)."""
-        if lg.job_id is None or lg.step_running or lg.forgotten or lg.kill_reason is not None or lg.collected:
+        (a running step it forgot runs on, and is followed to its sidecar).
+
+        Or squeue never listed it, ``SUBMIT_GRACE`` after its submission (outside an
+        allocation: a step waiting inside one is never listed): a controller restarted without
+        its job state issues ids again, and the srun of a job it forgot, ending, ended the new
+        job that had its id before squeue could list it — its srun waited for ever."""
+        if lg.step_running or lg.forgotten or lg.kill_reason is not None or lg.collected:
+            return False
+        if lg.job_id is None and (self.allocation is not None or now - (lg.remote_since or now) < SUBMIT_GRACE):
             return False
         if lg.unlisted_since is None:
             lg.unlisted_since = now
@@ -435,9 +447,10 @@ class SlurmExecutor:
         if not generation_files.take_claim(lg.gen):
             return
         lg.forgotten = True
-        self.on.warn("executor_lost", f"slurm: the queued step of task {lg.task.name!r} (job {lg.job_id}) is no "
-                                      "longer known to Slurm (its controller restarted without it); withdrawn, the "
-                                      "task runs again", lg.task)
+        which = f"the queued step of task {lg.task.name!r} (job {lg.job_id}) is no longer known to Slurm" \
+            if lg.job_id is not None else f"the step of task {lg.task.name!r} was never listed by Slurm"
+        self.on.warn("executor_lost", f"slurm: {which} (its controller restarted without it); withdrawn, the task "
+                                      "runs again", lg.task)
         end_srun(lg)
 
     @staticmethod
@@ -494,7 +507,9 @@ class SlurmExecutor:
             job_id = step.split(".")[0]
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
-            return slurm.classify(self._settled_state(job_id, name), recorded_signal=recorded_signal)
+            state = self._settled_state(job_id, name)
+            said = self._step_end_said(lg) if state is None and recorded_signal else ""
+            return slurm.classify(state, recorded_signal=recorded_signal, slurm_ended=slurm.ended_by_slurm(said))
 
         def answered(done: Done[str | None]) -> None:
             if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:
@@ -504,6 +519,17 @@ class SlurmExecutor:
             then(done.value if done.error is None else unknown)
 
         self.calls.submit(ask, answered)
+
+    def _step_end_said(self, lg: LiveGen) -> str:
+        """What srun said of the step (off the loop): read again, while its ``srun`` runs on
+        (the wrapper's sidecar may show before srun has written its task's end), for up to
+        ``SETTLE_WAIT`` until it has said how the step's task ended."""
+        deadline = time.monotonic() + SETTLE_WAIT
+        said = srun_said(lg.gen)
+        while not slurm.step_end_said(said) and time.monotonic() < deadline and self._srun_alive(lg):
+            time.sleep(SETTLE_POLL)
+            said = srun_said(lg.gen)
+        return said
 
     def _allocation_end_read(self, job: str) -> bool:
         """Whether the run's allocation ``job`` ended (off the loop): its end state, once it

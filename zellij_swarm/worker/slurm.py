@@ -81,29 +81,51 @@ JOB_ENDING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
 UNKNOWN_JOB = "Invalid job id specified"  # what scontrol says of a job its controller does not know
 
 
-def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
+def classify(state: str | None, *, recorded_signal: bool = False, slurm_ended: bool = True) -> str | None:
     """The reason (``states.REASON_STATUS`` says its status) of a step whose wrapper did not
     record its exit, or recorded a death by signal (``recorded_signal``), from the job's end
     state: its time limit, a cancel from outside, its memory, its node. Otherwise a death by
     signal the wrapper recorded stands (None: Slurm says no more than the wrapper did) — but a
-    job Slurm no longer knows (None) was lost with it (``executor_lost``), recorded or not. With
-    no record, one that simply failed or completed is what a wrapper gone without its record
-    is on this machine (``no_exit_record``). ``state`` must be the job's as Slurm answered:
-    a caller with no job to ask about does not call this."""
+    job Slurm no longer knows (None) was lost with it (``executor_lost``), unless what srun said
+    of the step (``slurm_ended``: ``ended_by_slurm``) shows that its wrapper ran to its end by
+    itself. With no record, one that simply failed or completed is what a wrapper gone without
+    its record is on this machine (``no_exit_record``). ``state`` must be the job's as Slurm
+    answered: a caller with no job to ask about does not call this."""
     if state == "TIMEOUT":
         return "timeout"
     if state in CANCELLED:
         return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
         return "out_of_memory"
-    if state in NODE_LOST or state is None:
+    if state in NODE_LOST or (state is None and (slurm_ended or not recorded_signal)):
         # a job Slurm no longer knows (its controller restarted without it) has its steps
         # killed as orphans: a death by signal then is Slurm's doing, even when the wrapper
-        # outlived its worker long enough to record it
+        # outlived its worker long enough to record it. Not one whose step ended before: a
+        # controller killed outright forgets its newest jobs, and a worker that exited 143
+        # while it was down (a code a shell cannot tell from a death by SIGTERM) ran again.
         return "executor_lost"
     if recorded_signal:
         return None
     return "no_exit_record"
+
+
+# What srun's stderr (a generation's executor log) says of its step's end. Slurm's own hand:
+# slurmstepd's "*** STEP 171.0 ON n2 CANCELLED AT … ***" (or JOB), srun's "task 0: Killed" for a
+# task a signal ended. A wrapper outlives every signal aimed at its worker and exits with the
+# worker's status: srun's "task 0: Exited with exit code 143" says it ran to its end by itself.
+_SLURM_HAND = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED|: task \d+: (?!Exited with exit code)")
+_TASK_EXITED = re.compile(r": task \d+: Exited with exit code \d+")
+
+
+def ended_by_slurm(said: str) -> bool:
+    """Whether srun's words (``said``) leave it open that Slurm ended the step: they show its
+    hand, or say nothing of the step's task (what is not known is not ruled out)."""
+    return bool(_SLURM_HAND.search(said)) or not _TASK_EXITED.search(said)
+
+
+def step_end_said(said: str) -> bool:
+    """Whether srun's words say how the step's task ended (its exit, or Slurm's hand)."""
+    return bool(_SLURM_HAND.search(said) or _TASK_EXITED.search(said))
 
 
 class Slurm:
