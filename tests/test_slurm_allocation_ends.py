@@ -9,6 +9,8 @@ now and then (found by adversaries' scripts) is made on demand:
 - several steps of one ended allocation explained together tell the supervisor once, so it
   asks for one new allocation (it asked for one each, and a granted one was left holding the
   nodes after the run);
+- a step whose worker exited 143 by itself (srun says its task exited) while the controller was
+  down keeps its code when the allocation turns out forgotten (it was `lost` and ran again);
 - a step squeue never listed while its srun waits on is withdrawn and runs again (a controller
   restarted without its job state issued an id again, and the srun of the job it forgot, ending,
   ended the new one before squeue listed it: its srun waited for ever, 3 restarts in 6)."""
@@ -146,3 +148,23 @@ def test_a_step_squeue_never_listed_while_its_srun_waits_on_is_withdrawn_and_run
     finally:
         srun.kill()
         srun.wait()
+
+
+def test_a_step_of_a_forgotten_allocation_whose_task_exited_by_itself_keeps_its_code(tmp_path: Path) -> None:
+    """slurmctld killed outright forgets the allocation: a step whose wrapper recorded a death
+    by signal was `lost` and ran again — also one whose worker exited 143 by itself while the
+    controller was down (an adversary: 9 tasks run twice in 2 runs). srun's words tell."""
+    for said, expected in (("srun: error: n1: task 0: Exited with exit code 143\n", None),
+                           ("srun: error: n1: task 0: Killed\n", "executor_lost"),
+                           ("slurmstepd: error: *** STEP 5.3 ON n1 CANCELLED AT 2026-12-05T12:00:00 ***\n"
+                            "srun: error: n1: task 0: Exited with exit code 143\n", "executor_lost")):
+        told: list[tuple[str, str | None]] = []
+        ex = executor(Cluster({"100": None}), told)
+        ex.allocation = "100"
+        lg = step(1, "100")
+        lg.gen = GenPaths(tmp_path / f"case-{len(said)}", 1, 1)
+        lg.gen.dir.mkdir(parents=True)
+        lg.gen.executor_log.write_text(said)
+        assert explained(ex, lg) == expected, said
+        assert lg.allocation_ended and told == [("100", None)]
+        assert explained(ex, step(2, "100"), recorded_signal=False) == "executor_lost"  # no record: lost

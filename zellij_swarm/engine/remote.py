@@ -498,9 +498,15 @@ class SlurmExecutor:
                     allocation in ended_allocations or self._allocation_end_read(allocation)):
                 # the allocation it was given went, and every step in it — whatever its
                 # wrapper saw (slurmd's SIGTERM), or a step that could not start in it ("job
-                # has expired")
+                # has expired") — but not a step whose wrapper srun says ran to its end before
+                # a controller that restarted forgot the allocation (as of a step's own job)
                 lg.allocation_ended = True
-                return "executor_cancelled" if ended_allocations[allocation] in slurm.CANCELLED else "executor_lost"
+                state = ended_allocations[allocation]
+                if state in slurm.CANCELLED:
+                    return "executor_cancelled"
+                if state is None and recorded_signal and not slurm.ended_by_slurm(self._step_end_said(lg)):
+                    return None
+                return "executor_lost"
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
