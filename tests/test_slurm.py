@@ -871,7 +871,9 @@ def test_a_death_by_signal_the_wrapper_recorded_stands_unless_slurm_ended_the_st
 
 
 @pytest.mark.parametrize(("said", "ended", "slurm_hand"), [
-    ("srun: error: n1: task 0: Exited with exit code 143\n", True, False),  # the wrapper ran to its end
+    ("srun: error: n1: task 0: Exited with exit code 143\n", True, False),  # the worker's own exit
+    # an orphan's SIGKILL of the worker, which the wrapper outlived: its shell said so (CI)
+    ("srun: error: n1: task 0: Exited with exit code 137\nKilled\n", True, True),
     ("srun: error: n1: task 0: Killed\n", True, True),  # the wrapper too: Slurm's kill of the step
     ("srun: error: n2: task 0: Terminated\n", True, True),
     ("slurmstepd-n2: error: *** STEP 171.0 ON n2 CANCELLED AT 2026-12-05T11:44:31 ***\nTerminated\n"
@@ -883,10 +885,12 @@ def test_a_death_by_signal_the_wrapper_recorded_stands_unless_slurm_ended_the_st
 def test_a_job_slurm_forgot_was_lost_only_if_srun_does_not_say_its_task_exited_by_itself(
         said: str, ended: bool, slurm_hand: bool) -> None:
     """A forgotten job's death by signal is Slurm's (an orphan's kill) unless srun's words say
-    the step's task — the wrapper, which outlives its worker's signals — exited by itself:
-    then the worker's recorded code stands."""
+    the step's task — the wrapper, which outlives its worker's signals — exited by itself and
+    its shell reported no death by a signal: then the worker exited with its code, which
+    stands."""
     assert slurm_cli.step_end_said(said) is ended
-    assert slurm_cli.ended_by_slurm(said) is slurm_hand
+    assert slurm_cli.ended_by_slurm(said, wrapper_heard=True) is slurm_hand
+    assert slurm_cli.ended_by_slurm(said, wrapper_heard=False)  # a pane's wrapper's words are not there
     assert slurm_cli.classify(None, recorded_signal=True, slurm_ended=slurm_hand) == (
         "executor_lost" if slurm_hand else None)
     assert slurm_cli.classify(None, slurm_ended=slurm_hand) == "executor_lost"  # no record: lost whatever srun said

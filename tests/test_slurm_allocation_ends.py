@@ -156,6 +156,7 @@ def test_a_step_of_a_forgotten_allocation_whose_task_exited_by_itself_keeps_its_
     controller was down (an adversary: 9 tasks run twice in 2 runs). srun's words tell."""
     for said, expected in (("srun: error: n1: task 0: Exited with exit code 143\n", None),
                            ("srun: error: n1: task 0: Killed\n", "executor_lost"),
+                           ("srun: error: n1: task 0: Exited with exit code 137\nKilled\n", "executor_lost"),
                            ("slurmstepd: error: *** STEP 5.3 ON n1 CANCELLED AT 2026-12-05T12:00:00 ***\n"
                             "srun: error: n1: task 0: Exited with exit code 143\n", "executor_lost")):
         told: list[tuple[str, str | None]] = []

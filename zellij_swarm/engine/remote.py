@@ -504,7 +504,8 @@ class SlurmExecutor:
                 state = ended_allocations[allocation]
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
-                if state is None and recorded_signal and not slurm.ended_by_slurm(self._step_end_said(lg)):
+                if state is None and recorded_signal and \
+                        not slurm.ended_by_slurm(self._step_end_said(lg), wrapper_heard=lg.pane is None):
                     return None
                 return "executor_lost"
             step = self._step(lg)
@@ -515,7 +516,8 @@ class SlurmExecutor:
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(job_id, name)
             said = self._step_end_said(lg) if state is None and recorded_signal else ""
-            return slurm.classify(state, recorded_signal=recorded_signal, slurm_ended=slurm.ended_by_slurm(said))
+            return slurm.classify(state, recorded_signal=recorded_signal,
+                                  slurm_ended=slurm.ended_by_slurm(said, wrapper_heard=lg.pane is None))
 
         def answered(done: Done[str | None]) -> None:
             if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:

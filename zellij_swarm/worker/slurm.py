@@ -117,10 +117,17 @@ _SLURM_HAND = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED|: task \d+: 
 _TASK_EXITED = re.compile(r": task \d+: Exited with exit code \d+")
 
 
-def ended_by_slurm(said: str) -> bool:
+def ended_by_slurm(said: str, *, wrapper_heard: bool) -> bool:
     """Whether srun's words (``said``) leave it open that Slurm ended the step: they show its
-    hand, or say nothing of the step's task (what is not known is not ruled out)."""
-    return bool(_SLURM_HAND.search(said)) or not _TASK_EXITED.search(said)
+    hand, or say nothing of the step's task (what is not known is not ruled out) — or the
+    wrapper's shell said something there too. Its shell reports a worker's death by a signal
+    ("Killed", "Terminated") on its stderr, which srun passes on beside its own words, and
+    nothing for a worker that exited with a code: a wrapper that outlived an orphan's SIGKILL
+    of its worker exits 137 as one whose worker exited 137. ``wrapper_heard``: the wrapper's
+    stderr is srun's (headless; a pane's goes nowhere, and then nothing rules a signal out)."""
+    if _SLURM_HAND.search(said) or not _TASK_EXITED.search(said) or not wrapper_heard:
+        return True
+    return any(line.strip() and not line.startswith(("srun:", "slurmstepd")) for line in said.splitlines())
 
 
 def step_end_said(said: str) -> bool:
