@@ -32,6 +32,7 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker.wrapper import PaneMode
 
 
 class Cluster:
@@ -150,22 +151,50 @@ def test_a_step_squeue_never_listed_while_its_srun_waits_on_is_withdrawn_and_run
         srun.wait()
 
 
+# srun's words of a step's end, and whether they leave it open that Slurm ended it
+_WORDS = (("srun: error: n1: task 0: Exited with exit code 143\n", False),
+          ("srun: error: n1: task 0: Killed\n", True),
+          ("srun: error: n1: task 0: Exited with exit code 137\nKilled\n", True),  # the wrapper's shell: a signal
+          ("slurmstepd: error: *** STEP 5.3 ON n1 CANCELLED AT 2026-12-05T12:00:00 ***\n"
+           "srun: error: n1: task 0: Exited with exit code 143\n", True))
+
+
+def forgotten_step(tmp_path: Path, said: str, allocation: str, *, pane: bool = False) -> LiveGen:
+    """A step of a job or allocation Slurm forgot, srun having said ``said`` (its executor log)."""
+    lg = step(1, allocation)
+    lg.gen = GenPaths(tmp_path / f"case-{len(list(tmp_path.iterdir()))}", 1, 1)
+    lg.gen.dir.mkdir(parents=True)
+    lg.gen.executor_log.write_text(said)
+    lg.step = "5.0"  # (as its launch heartbeat names it)
+    if pane:
+        lg.pane = PaneMode("TMUX_PANE", "", tmp_path / "env")
+    return lg
+
+
 def test_a_step_of_a_forgotten_allocation_whose_task_exited_by_itself_keeps_its_code(tmp_path: Path) -> None:
     """slurmctld killed outright forgets the allocation: a step whose wrapper recorded a death
     by signal was `lost` and ran again — also one whose worker exited 143 by itself while the
     controller was down (an adversary: 9 tasks run twice in 2 runs). srun's words tell."""
-    for said, expected in (("srun: error: n1: task 0: Exited with exit code 143\n", None),
-                           ("srun: error: n1: task 0: Killed\n", "executor_lost"),
-                           ("srun: error: n1: task 0: Exited with exit code 137\nKilled\n", "executor_lost"),
-                           ("slurmstepd: error: *** STEP 5.3 ON n1 CANCELLED AT 2026-12-05T12:00:00 ***\n"
-                            "srun: error: n1: task 0: Exited with exit code 143\n", "executor_lost")):
+    for said, slurm_hand in _WORDS:
         told: list[tuple[str, str | None]] = []
         ex = executor(Cluster({"100": None}), told)
         ex.allocation = "100"
-        lg = step(1, "100")
-        lg.gen = GenPaths(tmp_path / f"case-{len(said)}", 1, 1)
-        lg.gen.dir.mkdir(parents=True)
-        lg.gen.executor_log.write_text(said)
-        assert explained(ex, lg) == expected, said
+        lg = forgotten_step(tmp_path, said, "100")
+        assert explained(ex, lg) == ("executor_lost" if slurm_hand else None), said
         assert lg.allocation_ended and told == [("100", None)]
-        assert explained(ex, step(2, "100"), recorded_signal=False) == "executor_lost"  # no record: lost
+        assert explained(ex, forgotten_step(tmp_path, said, "100"), recorded_signal=False) == "executor_lost"
+        assert explained(ex, forgotten_step(tmp_path, said, "100", pane=True)) == "executor_lost"
+
+
+def test_a_step_of_a_forgotten_job_whose_task_exited_by_itself_keeps_its_code(tmp_path: Path) -> None:
+    """The same of a step's own job (no ``--slurm-alloc``): Slurm no longer knows job 5. A
+    step with no record, and a pane's (its wrapper's words go nowhere), are lost whatever srun
+    said."""
+    for said, slurm_hand in _WORDS:
+        ex = executor(Cluster({}), [], alloc=False)
+        assert explained(ex, forgotten_step(tmp_path, said, "")) == ("executor_lost" if slurm_hand else None), said
+        assert explained(ex, forgotten_step(tmp_path, said, ""), recorded_signal=False) == "executor_lost"
+        assert explained(ex, forgotten_step(tmp_path, said, "", pane=True)) == "executor_lost"
+
+
+

@@ -504,10 +504,8 @@ class SlurmExecutor:
                 state = ended_allocations[allocation]
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
-                if state is None and recorded_signal and \
-                        not slurm.ended_by_slurm(self._step_end_said(lg), wrapper_heard=lg.pane is None):
-                    return None
-                return "executor_lost"
+                return "executor_lost" if state is not None or self._lost_with_forgotten_job(lg, recorded_signal) \
+                    else None
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
@@ -515,9 +513,9 @@ class SlurmExecutor:
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(job_id, name)
-            said = self._step_end_said(lg) if state is None and recorded_signal else ""
-            return slurm.classify(state, recorded_signal=recorded_signal,
-                                  slurm_ended=slurm.ended_by_slurm(said, wrapper_heard=lg.pane is None))
+            if state is None and not self._lost_with_forgotten_job(lg, recorded_signal):
+                return None
+            return slurm.classify(state, recorded_signal=recorded_signal)
 
         def answered(done: Done[str | None]) -> None:
             if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:
@@ -527,6 +525,17 @@ class SlurmExecutor:
             then(done.value if done.error is None else unknown)
 
         self.calls.submit(ask, answered)
+
+    def _lost_with_forgotten_job(self, lg: LiveGen, recorded_signal: bool) -> bool:
+        """Whether a step of a job — or an allocation — Slurm no longer knows was lost with it
+        (off the loop): slurmd kills a forgotten job's steps as orphans. Not a headless step
+        whose wrapper recorded its worker's end and whose srun says the worker exited by itself
+        (``slurm.ended_by_slurm``): a controller killed outright forgets its newest jobs, and a
+        worker that exited 143 while it was down — a code a shell cannot tell from a death by
+        SIGTERM — ran again. A pane's wrapper's words go nowhere: nothing rules a signal out."""
+        if not recorded_signal or lg.pane is not None:
+            return True
+        return slurm.ended_by_slurm(self._step_end_said(lg))
 
     def _step_end_said(self, lg: LiveGen) -> str:
         """What srun said of the step (off the loop): read again, while its ``srun`` runs on

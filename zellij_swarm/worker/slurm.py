@@ -81,28 +81,26 @@ JOB_ENDING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
 UNKNOWN_JOB = "Invalid job id specified"  # what scontrol says of a job its controller does not know
 
 
-def classify(state: str | None, *, recorded_signal: bool = False, slurm_ended: bool = True) -> str | None:
+def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
     """The reason (``states.REASON_STATUS`` says its status) of a step whose wrapper did not
     record its exit, or recorded a death by signal (``recorded_signal``), from the job's end
     state: its time limit, a cancel from outside, its memory, its node. Otherwise a death by
     signal the wrapper recorded stands (None: Slurm says no more than the wrapper did) — but a
-    job Slurm no longer knows (None) was lost with it (``executor_lost``), unless what srun said
-    of the step (``slurm_ended``: ``ended_by_slurm``) shows that its wrapper ran to its end by
-    itself. With no record, one that simply failed or completed is what a wrapper gone without
-    its record is on this machine (``no_exit_record``). ``state`` must be the job's as Slurm
-    answered: a caller with no job to ask about does not call this."""
+    job Slurm no longer knows (None) was lost with it (``executor_lost``), recorded or not (the
+    caller first rules out a worker srun says exited by itself: ``ended_by_slurm``). With no
+    record, one that simply failed or completed is what a wrapper gone without its record is on
+    this machine (``no_exit_record``). ``state`` must be the job's as Slurm answered: a caller
+    with no job to ask about does not call this."""
     if state == "TIMEOUT":
         return "timeout"
     if state in CANCELLED:
         return "executor_cancelled"
     if state == "OUT_OF_MEMORY":
         return "out_of_memory"
-    if state in NODE_LOST or (state is None and (slurm_ended or not recorded_signal)):
+    if state in NODE_LOST or state is None:
         # a job Slurm no longer knows (its controller restarted without it) has its steps
         # killed as orphans: a death by signal then is Slurm's doing, even when the wrapper
-        # outlived its worker long enough to record it. Not one whose step ended before: a
-        # controller killed outright forgets its newest jobs, and a worker that exited 143
-        # while it was down (a code a shell cannot tell from a death by SIGTERM) ran again.
+        # outlived its worker long enough to record it
         return "executor_lost"
     if recorded_signal:
         return None
@@ -117,15 +115,14 @@ _SLURM_HAND = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED|: task \d+: 
 _TASK_EXITED = re.compile(r": task \d+: Exited with exit code \d+")
 
 
-def ended_by_slurm(said: str, *, wrapper_heard: bool) -> bool:
-    """Whether srun's words (``said``) leave it open that Slurm ended the step: they show its
-    hand, or say nothing of the step's task (what is not known is not ruled out) — or the
-    wrapper's shell said something there too. Its shell reports a worker's death by a signal
-    ("Killed", "Terminated") on its stderr, which srun passes on beside its own words, and
-    nothing for a worker that exited with a code: a wrapper that outlived an orphan's SIGKILL
-    of its worker exits 137 as one whose worker exited 137. ``wrapper_heard``: the wrapper's
-    stderr is srun's (headless; a pane's goes nowhere, and then nothing rules a signal out)."""
-    if _SLURM_HAND.search(said) or not _TASK_EXITED.search(said) or not wrapper_heard:
+def ended_by_slurm(said: str) -> bool:
+    """Whether a headless step's srun's words (``said``) leave it open that Slurm ended the
+    step: they show its hand, or say nothing of the step's task (what is not known is not ruled
+    out) — or the wrapper's shell said something there too. Its shell reports a worker's death
+    by a signal ("Killed", "Terminated") on its stderr, which srun passes on beside its own
+    words, and nothing for a worker that exited with a code: a wrapper that outlived an
+    orphan's SIGKILL of its worker exits 137 as one whose worker exited 137."""
+    if _SLURM_HAND.search(said) or not _TASK_EXITED.search(said):
         return True
     return any(line.strip() and not line.startswith(("srun:", "slurmstepd")) for line in said.splitlines())
 
