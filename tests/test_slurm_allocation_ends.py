@@ -198,3 +198,31 @@ def test_a_step_of_a_forgotten_job_whose_task_exited_by_itself_keeps_its_code(tm
 
 
 
+
+def test_a_forgotten_step_whose_claim_cannot_be_written_is_withdrawn_at_a_later_look(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """A full state directory as the step is withdrawn: the claim's write failed out of the
+    look at the queue, on the supervisor's loop. It is tried again at the next look."""
+    submitted = 100.0
+    now = [submitted + SUBMIT_GRACE + SIDECAR_GRACE + 1.0]
+    lg = step(1, "")
+    lg.allocation, lg.gen = None, GenPaths(tmp_path / "slot-1" / "gen-1", 1, 1)
+    lg.gen.dir.mkdir(parents=True)
+    srun = subprocess.Popen(["sleep", "60"])
+    try:
+        lg.child, lg.pid, lg.remote_since, lg.unlisted_since = True, srun.pid, submitted, submitted + SUBMIT_GRACE
+        ex = executor(Cluster({}), [], alloc=False, live={1: lg}, clock=lambda: now[0])
+
+        def full(_gen: GenPaths) -> bool:
+            raise OSError(28, "No space left on device")
+
+        with monkeypatch.context() as m:
+            m.setattr(generation_files, "take_claim", full)
+            ex._seen(Done(value={}))
+        assert not lg.forgotten and srun.poll() is None
+        now[0] += 1.0
+        ex._seen(Done(value={}))
+        assert lg.forgotten and srun.wait(timeout=30) == -15
+    finally:
+        srun.kill()
+        srun.wait()

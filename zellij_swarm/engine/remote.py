@@ -444,7 +444,10 @@ class SlurmExecutor:
         """A queued step Slurm forgot: its claim taken — should Slurm start it after all, its
         wrapper runs nothing (no claim to be had: it started meanwhile, and is followed as any
         other) — and its ``srun`` ended; the task waits for a slot again (``forgotten``)."""
-        if not generation_files.take_claim(lg.gen):
+        try:
+            if not generation_files.take_claim(lg.gen):
+                return
+        except OSError:  # a full state directory: looked at again at the next look at the queue
             return
         lg.forgotten = True
         which = f"the queued step of task {lg.task.name!r} (job {lg.job_id}) is no longer known to Slurm" \
