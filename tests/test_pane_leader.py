@@ -201,3 +201,16 @@ def test_a_tmux_pane_leader_whose_terminal_a_leftover_holds_waits_for_no_read(tm
                 with contextlib.suppress(psutil.Error):
                     p.kill()
     assert proc.returncode == 0
+
+
+def test_a_slurm_steps_pane_leader_does_not_wait_for_a_read_to_its_end(tmp_path):
+    """A pane that runs a Slurm step: its leader's terminal is srun's, which is not closed
+    before the leader exits — a wait for that read would only wait out its bound."""
+    saved = tmp_path / "env"
+    envfile.save(saved, {"PATH": os.environ["PATH"]})
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
+    who = wrapper.WorkerIdentity("run-1", "t", "t1", 1, 1, 1)
+    for step_env, waits in ((False, True), (True, False)):
+        pane = wrapper.PaneMode("TMUX_PANE", "", saved, read_to_end=True, step_env=step_env)
+        script = wrapper.render(gen, who, cmd="true", argv=None, cwd=str(tmp_path), env={}, pane=pane)
+        assert ("--read-to-end" in script) is waits, step_env

@@ -213,9 +213,7 @@ class Dispatcher:
             argv = wrapper.headless_argv(self._paths.worker_script, args)
         else:
             if self._executor is not None:
-                # (its leader's terminal is then srun's, which is not closed before the leader
-                # exits: a read to its end would only wait out its bound)
-                lg.pane = replace(lg.pane, step_env=True, read_to_end=False)
+                lg.pane = replace(lg.pane, step_env=True)
             text = wrapper.render(gen, who, cmd=spec.cmd, argv=spec.argv, cwd=cwd, env=spec.env, pane=lg.pane,
                                   unexportable_env=self._unexportable_env)
             rundir.write_new(gen.wrapper, text, mode=0o700)

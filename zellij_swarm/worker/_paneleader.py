@@ -140,12 +140,9 @@ def let_the_terminal_be_read(wait: float, leader: int) -> None:
     No wait where no such end can come: the terminal hung up already (the pane closed, its
     server went: the hang-up was the leader's while its worker ran), or a process the worker
     left still holds it open — tmux then reads it as it always did."""
-    try:
-        tty = os.fstat(0).st_rdev
-    except OSError:
-        return
     if not os.isatty(0):
         return
+    tty = os.fstat(0).st_rdev
     for fd in (0, 1, 2):
         try:
             os.close(fd)

@@ -138,7 +138,8 @@ class PaneMode:
     # environment. Never otherwise: a multiplexer server's SLURM_* are stale.
     step_env: bool = False
     # The multiplexer may close the pane's terminal before it has read the worker's last
-    # output (tmux): the pane leader lets it read to the end before it exits (``_paneleader``).
+    # output (tmux): the pane leader lets it read to the end before it exits (``_paneleader``)
+    # — not a step's, whose terminal is srun's, never closed before the leader exits.
     read_to_end: bool = False
 
 
@@ -408,7 +409,7 @@ def _headless_stage() -> list[str]:
 
 def _pane_stages(pane: PaneMode) -> list[str]:
     q = quoting.shell_word
-    leader = (" ".join(q(a) for a in PANE_LEADER) + (" --read-to-end" if pane.read_to_end else "")
+    leader = (" ".join(q(a) for a in PANE_LEADER) + (" --read-to-end" if pane.read_to_end and not pane.step_env else "")
               + f" --hangup {_HANGUP} --exit {_EXIT_SIDECAR} --heartbeat {_HEARTBEAT}")
     # the pane leader empties the environment for the second stage (a step's own variables
     # kept), which starts with the caller's saved one restored under them
