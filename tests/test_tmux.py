@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from swarmtest import (
@@ -536,12 +537,18 @@ def test_a_task_that_ends_before_its_panes_copier_started_waits_for_the_copy(tmu
     (pane,) = d.launch(req)
     d.dead(pane)
     assert not req.gen.output.with_name("log-copier").exists()
-    opening = threading.Timer(0.1, gate.touch)  # once the end is waiting
-    opening.start()
-    try:
-        d.backend.ended(req, pane, "succeeded", "done")
-    finally:
-        opening.join()
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the backend's first wait lets the copier start
+        if not waited:
+            gate.touch()
+        waited.append(seconds)
+        time.sleep(seconds)
+
+    from zellij_swarm.backends import tmux as tmux_backend
+    monkeypatch.setattr(tmux_backend, "time", SimpleNamespace(monotonic=time.monotonic, sleep=sleep))
+    d.backend.ended(req, pane, "succeeded", "done")
+    assert waited, "the end did not wait for the copier"
     assert req.gen.output.read_bytes().endswith(b"2000\r\nEND\r\n")
 
 
