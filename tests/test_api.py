@@ -105,6 +105,25 @@ def test_run_returns_typed_results(here: Path, monkeypatch: pytest.MonkeyPatch, 
     validate(dict(result.record), "status")
 
 
+def test_a_run_and_a_handle_find_the_state_directory_as_the_commands_do(here: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """SPEC §3.1's one rule, for the API too: from a subdirectory of a repository, the run
+    goes to the ``.zellij-swarm`` at its top (where ``zellij-swarm run`` would put it, and
+    ``status`` looks), and ``open_run`` finds it there — not a new ``./.zellij-swarm``."""
+    monkeypatch.delenv("ZELLIJ_SWARM_STATE_DIR", raising=False)
+    (here / ".git").mkdir()
+    (here / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(here / "src" / "deep")
+    result = Swarm([Task("true", name="t")]).run()
+    assert result.run_dir == here / ".zellij-swarm" / "runs" / result.run_id
+    assert not (here / "src" / "deep" / ".zellij-swarm").exists()
+    monkeypatch.chdir(here / "src")
+    assert open_run(result.run_id).run_dir == result.run_dir
+    monkeypatch.setenv("ZELLIJ_SWARM_STATE_DIR", str(here / "elsewhere"))
+    with pytest.raises(errors.RunNotFound):
+        open_run(result.run_id)
+
+
 def test_summary_is_kept_for_one_release_deprecated(here: Path):
     result = Swarm([Task("exit 4", name="u")]).run()
     with pytest.warns(DeprecationWarning, match="result.tasks"):

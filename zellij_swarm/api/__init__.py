@@ -41,6 +41,7 @@ from zellij_swarm.commands import control
 from zellij_swarm.commands.run import Outcome, execute
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import BackendName, ExecutorName, HaltMode, IdlePolicy, OutputMode, UiMode
+from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TaskStatus
 
@@ -251,6 +252,8 @@ class Swarm:
         swarmfile.validate(specs, groups=self.groups)
         options = {**self.options, **({"output": output} if output is not None else {})}
         resolved = settings.resolve(options, environment, flag_source="api")
+        if resolved.sources["state_dir"] == "default":  # given nowhere: found by the commands' one rule
+            resolved = replace(resolved, state_dir=str(find_state_dir(None, environment).path))
         if resolved.sources["output"] == "default":
             resolved = replace(resolved, output="quiet", sources={**resolved.sources, "output": "default (api)"})
         return _Plan(specs, resolved, environment, self.name, self.groups)

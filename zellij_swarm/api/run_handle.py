@@ -20,6 +20,7 @@ from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings
+from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.records import rundir, runlock
 from zellij_swarm.records.rundir import RunPaths
 
@@ -123,13 +124,12 @@ class Run:
 
 def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) -> Run:
     """A handle on the run ``run_id`` (or a unique prefix of it) under ``state_dir`` (default:
-    as for the commands, ``$ZELLIJ_SWARM_STATE_DIR`` or ``./.zellij-swarm``), started by
-    anyone: ``zellij-swarm run``, a ``Swarm.start()`` of another program. ``errors.RunNotFound``
-    when there is none."""
-    spec = settings.BY_NAME["state_dir"]
-    if state_dir is None:
-        state_dir = next((os.environ[name] for name in spec.envs if os.environ.get(name)), str(spec.default()))
-    return Run(rundir.find_run(Path(state_dir).absolute(), run_id))
+    found by the commands' one rule, SPEC §3.1: ``$ZELLIJ_SWARM_STATE_DIR``, else the nearest
+    ``.zellij-swarm`` here or above, else at the git top level or here), started by anyone:
+    ``zellij-swarm run``, a ``Swarm.start()`` of another program. ``errors.RunNotFound`` when
+    there is none."""
+    where = Path(state_dir).absolute() if state_dir is not None else find_state_dir(None, os.environ).path
+    return Run(rundir.find_run(where, run_id))
 
 
 def recorded_exit_code(run: RunPaths) -> int:
