@@ -64,9 +64,18 @@ class LaunchRequest:
         holds the claim (the wrapper's first argument either way)."""
         return (*self.prefix, *(wrapper.claimed_argv(self.argv) if self.claimed else self.argv))
 
-    def pane_argv(self) -> list[str]:
-        """What a pane runs: the generation's own wrapper, through the executor's prefix."""
-        return [*self.prefix, "/bin/sh", str(self.gen.wrapper)]
+    def pane_argv(self, *, read_to_end: bool = False) -> list[str]:
+        """What a pane runs: the generation's own wrapper, through the executor's prefix.
+        With ``read_to_end`` (tmux: ``PaneMode.read_to_end``) a Slurm step's ``srun``, which
+        would be the pane's first process, runs under a pane leader here that lets the pane's
+        terminal be read to its end before it exits: tmux closes a terminal whose first
+        process ended once nothing is left to read *now*, and the kernel may still hold the
+        last output ``srun`` wrote (SPEC §2). The wrapper's own leader, on the node, cannot:
+        its terminal is ``srun``'s there."""
+        argv = [*self.prefix, "/bin/sh", str(self.gen.wrapper)]
+        if read_to_end and self.prefix:
+            return [*wrapper.PANE_LEADER, "--read-to-end", *argv]
+        return argv
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,10 @@ from zellij_swarm.worker.wrapper import PaneMode
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
 LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to reach its log, at most
+# tmux closes a pane's terminal once its first process has ended and nothing is left to read
+# at that moment, though the kernel may still hold the last output: a pane's first process
+# lets it read to the end first (``_paneleader.let_the_terminal_be_read``; SPEC §2)
+READ_TO_END = True
 BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
@@ -502,7 +506,8 @@ class TmuxBackend:
     def pane_mode(self, slot: int) -> PaneMode | None:
         if not self.shows(slot) or not self.panes.reserve():
             return None
-        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=self._at_gate(), read_to_end=True)
+        return PaneMode("TMUX_PANE", "", self.ctx.paths.saved_env, before_leader=self._at_gate(),
+                        read_to_end=READ_TO_END)
 
     def _at_gate(self, at_most: float | None = None) -> str:
         """Shell that waits at the start gate (``gate_path``) until ``launch`` lets it go — for
@@ -596,8 +601,8 @@ class TmuxBackend:
         if self.held_gate is None:
             self.held_gate = self._close_gate()
         try:
-            opened, failed = self._split([_NewPane(r.slot, r.pane_argv(), r.title("running"), r.gen.output)
-                                          for r in batch])
+            opened, failed = self._split([_NewPane(r.slot, r.pane_argv(read_to_end=READ_TO_END), r.title("running"),
+                                                   r.gen.output) for r in batch])
         finally:
             self._open_gate()
         results: list[PaneResult] = []
