@@ -240,6 +240,37 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     assert (row["status"], row["exit_code"], row["signal"], row["attempts"]) == ("failed", 128 + number, f"SIG{sig}", 1)
 
 
+@pytest.mark.parametrize("sig,backend", [
+    ("VTALRM", "tmux"), ("PROF", "headless"), ("XCPU", "zellij-0.45.0"),
+    full("XCPU", "tmux"), full("SYS", "tmux"), full("IO", "tmux"), full("VTALRM", "headless"),
+])
+def test_a_signal_the_wrapper_does_not_outlive_sent_to_the_whole_group_leaves_the_worker_s_own_end(
+        swarm, sig, backend, request):
+    """A signal outside the ones aimed at workers (VTALRM, XCPU, SYS, …) sent to the whole
+    group ends the wrapper, which does not trap it, and not a worker that handles it: that
+    worker goes on and finishes, and its own end is the task's — once. In a tmux pane such a
+    signal also reached the pane's leader, which died of it: the worker's terminal hung up
+    and nothing recorded its end (``lost``), and the task ran again."""
+    swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
+                          f'cmd = "trap \'echo caught >> ledger\' {sig}; echo started >> ledger; '
+                          'while [ ! -e go ]; do sleep 0.05; done; echo done >> ledger"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        leader = running_worker(r.run, "sleep")
+        # the group the worker is in, as its own `kill -SIG 0` would reach it: the wrapper's
+        # (headless), the pane's (tmux: its leader too), its own terminal's (Zellij's relay)
+        worker = next(p for p in psutil.Process(leader).children(recursive=True)
+                      if "echo started" in command_line(p) and "_ptyrelay" not in command_line(p))
+        os.killpg(os.getpgid(worker.pid), getattr(signal, f"SIG{sig}"))
+        wait_until(lambda: "caught" in (swarm.cwd / "ledger").read_text(), what="the worker to handle it")
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 0, swarm.tasks()["target"]
+    row = swarm.tasks()["target"]
+    assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1)
+    assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
+
+
 @pytest.mark.parametrize("backend", ["zellij-0.45.0", full("tmux"), full("zellij-0.44.3")])
 def test_a_killed_pane_leader_leaves_no_worker_behind(swarm, backend, request):
     """``kill -9`` of the process the launch heartbeat names in a pane, its leader: the

@@ -50,6 +50,15 @@ else:  # run as a script under -I, which keeps the script's own directory off sy
 # -- -PGID``, ``scancel --signal``): the wrapper, the pane leader and the pty relay outlive
 # them, so that the worker's death by one is what is recorded (the relay passes them on).
 WORKER_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM")
+# The leader outlives every other signal that ends a process by default, too (``outlived``):
+# in a tmux pane it shares its worker's process group, so a worker's ``kill -VTALRM 0`` (or a
+# signal sent to the pane's group) reaches it, and dead, it would hang up the worker's terminal,
+# with nothing left to record the worker's end: a worker that handled the signal and went on to
+# finish was recorded ``lost`` and run again. Not the faults a program's own bug raises
+# (SEGV, BUS, FPE, ILL, ABRT): a handler that returns would only meet the fault again.
+_NOT_OUTLIVED = ("SIGKILL", "SIGSTOP", "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT",
+                 # their default is not to end the process
+                 "SIGCHLD", "SIGCONT", "SIGURG", "SIGWINCH", "SIGTSTP", "SIGTTIN", "SIGTTOU")
 STEP_VARIABLES = ("SLURM", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")
 
 
@@ -75,6 +84,16 @@ def descendants(root: int) -> list[int]:
             out.append(pid)
             stack.append(pid)
     return out
+
+
+def outlived() -> list[int]:
+    """The signals the leader takes with a handler that does nothing (``main``'s ``outlive``):
+    every one that ends a process by default but those of ``_NOT_OUTLIVED``, SIGHUP and
+    SIGTERM (waited for: the leader passes them on) and those Python ignores already (PIPE,
+    XFSZ: ``worker_defaults``)."""
+    kept = {getattr(signal, name) for name in (*_NOT_OUTLIVED, "SIGHUP", "SIGTERM", "SIGPIPE", "SIGXFSZ")
+            if hasattr(signal, name)}
+    return sorted(sig for sig in signal.valid_signals() if sig not in kept)
 
 
 def worker_defaults() -> None:
@@ -235,9 +254,8 @@ def main(argv: list[str]) -> int:
         """Ctrl-C, Ctrl-\\ and a signal sent to the whole group or step reach the worker by
         themselves; the leader stays (a handler, not SIG_IGN, which the worker would inherit)."""
 
-    for name in WORKER_SIGNALS:
-        if name not in ("SIGHUP", "SIGTERM"):
-            signal.signal(getattr(signal, name), outlive)
+    for sig in outlived():
+        signal.signal(sig, outlive)
     # A hang-up and a TERM are taken with who sent them (``sigwaitinfo``): blocked from here,
     # in the child too until its exec — one that comes meanwhile ends it there, nothing run.
     waited = {signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD}
