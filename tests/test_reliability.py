@@ -375,6 +375,44 @@ def test_a_kill_of_a_task_whose_wrapper_was_killed_ends_it(swarm, how):
     assert [w["code"] for w in swarm.summary()["warnings"]].count("wrapper_lost") == 1
 
 
+SAVER = """\
+import signal, sys, time
+def saved(signum, frame):
+    with open("ledger", "a") as f: f.write("save-begin\\n")
+    time.sleep(0.5)
+    with open("ledger", "a") as f: f.write("save-end\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, saved)
+with open("ledger", "a") as f: f.write("start\\n")
+while True: time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("how,backend", [
+    ("cancel", "zellij-0.45.0"), ("cancel", "real-zellij"), full("timeout", "zellij-0.45.0"),
+    full("cancel", "zellij-0.44.3"),
+    full("cancel", "tmux"), full("cancel", "headless"),
+])
+def test_a_kill_s_sigterm_reaches_the_worker_once(swarm, how, backend, request):
+    """The ladder sends one SIGTERM: an agent that saves its work on it saves once, to the
+    end. In a Zellij pane the worker runs under the pty relay, which passes every signal on
+    to it: sent to the worker and to its relay, it came twice (1 ms apart), and the second
+    began the save again and cut the first one short."""
+    swarm.write("saver.py", SAVER)
+    limit = 'timeout = "1s"\n' if how == "timeout" else ""
+    swarm.write("s.toml", f'[[task]]\nname = "a"\n{limit}argv = ["{sys.executable}", "saver.py"]\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", "--kill-grace", "5s", *args, env=env) as r:
+        assert r.run is not None
+        wait_until(lambda: (swarm.cwd / "ledger").exists(), what="the worker to start")
+        if how == "cancel":
+            assert swarm("cancel", r.run.name, "a").code == 0
+        assert r.proc.wait(timeout=60) == 1
+    assert (swarm.cwd / "ledger").read_text().split() == ["start", "save-begin", "save-end"]
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["exit_code"]) == ("cancelled" if how == "cancel" else "timed_out", 0), row
+
+
 def test_a_worker_that_left_its_wrapper_s_group_is_followed_when_its_wrapper_is_killed(swarm):
     """``exec setsid …``: the launcher names no worker in the wrapper's group, and the task
     was recorded ``lost`` at once, its worker killed and run again. The worker still carries

@@ -119,7 +119,10 @@ class ProcessSignaller:
         if sig is None:
             return Delivery(found, None)
         workers = [p for p in found if procs.is_worker_process(p, gen, relay_started=started)]
-        others = [p for p in found if p not in workers]
+        # A relay that carries a started worker passes the signal on to it: sent to both, the
+        # worker heard it twice (an agent's save on SIGTERM begun again, cut short). SIGKILL
+        # it does not pass on, and takes itself.
+        others = [p for p in found if p not in workers and (sig == signal.SIGKILL or not procs.is_relay(p))]
         at = self.now()  # before sending: a worker's end caused by it cannot look earlier
         # The worker's own processes first: a pane's pty relay passes a signal on and reaps
         # its worker at once, so a worker signalled after it could be gone already — ended by

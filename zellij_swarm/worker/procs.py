@@ -212,6 +212,12 @@ def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) 
     return _relay_stands_for_worker(p.pid, argv, relay_started) if any(arg.endswith(_RELAY) for arg in argv) else True
 
 
+def is_relay(p: psutil.Process) -> bool:
+    """Whether ``p`` is a pty relay (``_ptyrelay.py``): it passes every signal it outlives on
+    to the worker it carries."""
+    return any(arg.endswith(_RELAY) for arg in cmdline(p.pid))
+
+
 def relay_started(gen: GenPaths) -> bool:
     """Whether ``gen``'s pty relay has started its worker: its record of the worker
     (``RELAY_RECORD``, written just before the worker's exec) or the worker's end
