@@ -309,6 +309,38 @@ def test_attach_takes_the_terminal_until_the_session_closes(swarm, tmux):
     assert tmux("list-sessions", check=False) == ""
 
 
+def test_an_attached_run_that_ended_says_so_before_its_client_detaches(swarm, tmux):
+    """--attach on a TTY, the session kept: once its tasks have ended, the run's records say
+    it ended — the board the user is attached to, ``status`` and ``ls`` — while the client
+    still holds the terminal; the end's report comes once it detaches. The records were
+    written only after the detach: the run read as running, its tasks too, for as long as
+    the user looked at it."""
+    if shutil.which("script") is None:
+        pytest.skip("script (util-linux) is not installed")
+    swarm.write("a.txt", "echo attached-run\nexit 3\n")
+    inner = " ".join(swarm.cmd("run", "a.txt", "--backend", "tmux", "--ui", "live", "--attach", "--pane-hold",
+                               "100ms"))
+    env = outside_env(tmux, TERM="xterm")
+    p = subprocess.Popen(["script", "-qfec", inner, "/dev/null"], cwd=swarm.cwd, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: tmux("list-clients", check=False).strip(), what="the client to attach")
+        run = swarm.started()
+        wait_until(lambda: json.loads(swarm("status", "--json", run.name).stdout)["state"] == "finished",
+                   what="the run to say it ended")
+        assert p.poll() is None, "the client still holds the terminal"
+        assert [(r["status"], r["exit_code"]) for r in swarm.tasks().values()] == [("succeeded", 0), ("failed", 3)]
+        assert json.loads(swarm("ls", "--json").stdout)[0]["state"] == "finished"
+        tmux("detach-client", "-a", check=False)
+        for client in tmux("list-clients", "-F", "#{client_name}", check=False).split():
+            tmux("detach-client", "-t", client, check=False)
+        assert p.wait(timeout=60) == 1
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+
 def test_attach_without_a_terminal_says_so_and_runs(swarm, tmux):
     swarm.write("a.txt", "true\n")
     res = swarm("run", "a.txt", "--backend", "tmux", "--attach", "--close-session", env=outside_env(tmux))

@@ -403,52 +403,63 @@ class Supervisor:
     # ----- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run the swarm to the end; returns the exit code of SPEC §8."""
-        self._loop_thread = threading.get_ident()
+        """Run the swarm to the end; returns the exit code of SPEC §8. With ``--attach``, the
+        run's end waits for its client (the user detaches, or the session just closed lets it
+        go) — after its last records are written and its lock let go, so that the board the
+        user looks at, ``status`` and ``ls`` say it ended; before the end's report is printed
+        on the terminal the client held."""
         with contextlib.ExitStack() as stack:
-            self._open(stack)
-            if self.plan.resume is None:
-                records.save_environment(self.paths.saved_env, self.plan.env)
-                self._write_run_json(self.plan.tasks)
-                self.add_tasks(_taken(self.plan.tasks))  # held packed from now on (RunPlan.tasks)
-                self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
-                                 backend=self.backend.name, pid=os.getpid())
-                if self.plan.worktree_base is not None and (
-                        changes := worktree.source_changes(self.plan.worktree_base)) is not None:
-                    self._warn("worktree_base", changes, None)
-                for name, jobs in self.plan.groups.items():
-                    if jobs > self.jobs:
-                        self._warn("group_capped", f"group {name!r}: jobs {jobs} is more than the run's {self.jobs} "
-                                                   f"slots; at most {self.jobs} of its tasks run at once", None)
-            else:
-                if self.plan.retrying:
-                    self._start_retry(self.plan.resume)
-                resume.restore(self, self.plan.resume)
-                self.gens.stats = self.stats  # replayed from the records: the whole run's
-                if self.plan.retrying:
-                    # the earlier end's state.json says the run ended: a retry killed once its
-                    # first workers start would leave a run read as finished, and not resumable
-                    self.snapshots.write(merged=False)
-            self.reporter.started(self.paths, len(self.tasks))
-            if not self._allocate() or not self._open_backend():
-                return self._finish()
-            # A Ctrl-C while the backend opened (a multiplexer slow to answer) is heard before the
-            # first dispatch: no task starts after it.
-            self._take_signals()
-            self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
-                run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
-                slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
-                events=self.events, stats=self.stats, stopping=self._holding_dispatch,
-                launched=self.gens.launched, worktrees=self.worktrees, shells=self.shells, executor=self.executor,
-                live_panes=self.settings.ui == "live")
-            self.dispatcher.fill()
-            self._follow_input()
-            self._maybe_attach()
-            while not self._done():
-                self._turn()
-                if self.detached:
-                    break
+            code = self._run(stack)
+        if self.attached is not None:
+            self.attached.wait()
+        self.reporter.finished(self.final_snapshot, code)
+        return code
+
+    def _run(self, stack: contextlib.ExitStack[Any]) -> int:
+        self._loop_thread = threading.get_ident()
+        self._open(stack)
+        if self.plan.resume is None:
+            records.save_environment(self.paths.saved_env, self.plan.env)
+            self._write_run_json(self.plan.tasks)
+            self.add_tasks(_taken(self.plan.tasks))  # held packed from now on (RunPlan.tasks)
+            self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
+                             backend=self.backend.name, pid=os.getpid())
+            if self.plan.worktree_base is not None and (
+                    changes := worktree.source_changes(self.plan.worktree_base)) is not None:
+                self._warn("worktree_base", changes, None)
+            for name, jobs in self.plan.groups.items():
+                if jobs > self.jobs:
+                    self._warn("group_capped", f"group {name!r}: jobs {jobs} is more than the run's {self.jobs} "
+                                               f"slots; at most {self.jobs} of its tasks run at once", None)
+        else:
+            if self.plan.retrying:
+                self._start_retry(self.plan.resume)
+            resume.restore(self, self.plan.resume)
+            self.gens.stats = self.stats  # replayed from the records: the whole run's
+            if self.plan.retrying:
+                # the earlier end's state.json says the run ended: a retry killed once its
+                # first workers start would leave a run read as finished, and not resumable
+                self.snapshots.write(merged=False)
+        self.reporter.started(self.paths, len(self.tasks))
+        if not self._allocate() or not self._open_backend():
             return self._finish()
+        # A Ctrl-C while the backend opened (a multiplexer slow to answer) is heard before the
+        # first dispatch: no task starts after it.
+        self._take_signals()
+        self.dispatcher = Dispatcher(  # after resume and the backend: both may replace what it uses
+            run_id=self.run_id, paths=self.paths, cwd=self.plan.cwd, tasks=self.tasks, ready=self.ready,
+            slots=self.slots, live=self.live, backend=self.backend, headless=self.headless, follow=self.follow,
+            events=self.events, stats=self.stats, stopping=self._holding_dispatch,
+            launched=self.gens.launched, worktrees=self.worktrees, shells=self.shells, executor=self.executor,
+            live_panes=self.settings.ui == "live")
+        self.dispatcher.fill()
+        self._follow_input()
+        self._maybe_attach()
+        while not self._done():
+            self._turn()
+            if self.detached:
+                break
+        return self._finish()
 
     def _turn(self) -> None:
         """One turn of the loop: wait for the next event or timer, handle what arrived, run
@@ -924,12 +935,10 @@ class Supervisor:
             # write theirs) are in memory only, and `resume` would find them lost.
             self.reserve.release()
             self.backend.outputs_now()
-            snap = self.final_snapshot = self.snapshots.write(merged=False)
+            self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
             self.events.flush()
-            code = 1 if self.room.full else 129  # gave up on a full state dir; else detached (SIGHUP)
-            self.reporter.finished(snap, code)
-            return code
+            return 1 if self.room.full else 129  # gave up on a full state dir; else detached (SIGHUP)
         if self.executor is not None and (left := self.executor.close()):
             self._warn("process_left_behind", f"slurm: {len(left)} step(s) of the run were still queued or running at "
                                               f"its end; cancelled: {', '.join(left[:10])}", None)
@@ -948,8 +957,6 @@ class Supervisor:
         self.ended_at = self.wallclock()
         self._close_backend()
         self.backend.outputs_now()  # a backend's thread stuck past the close's wait: reported as they are
-        if self.attached is not None:
-            self.attached.wait()  # the user detaches, or the session just closed lets it go
         self.reserve.release()
         self.headless.close(wait=True)  # every worker has ended; its usage is the summary's
         self.events.flush()
@@ -962,7 +969,6 @@ class Supervisor:
         code = self.exit_code(snap)
         self.events.emit("run_finished", state=snap["state"], exit_code=code, counts=snap["counts"])
         self.events.flush()
-        self.reporter.finished(snap, code)
         return code
 
     def _input_problem(self) -> Problem | None:
