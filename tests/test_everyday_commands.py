@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from swarmtest import GATE, Swarm, clean_env, kill_run_processes, validate, wait_until
+from swarmtest import GATE, Swarm, clean_env, full, kill_run_processes, validate, wait_until
 from tmuxtest import inside_env, outside_env
 from zellijtest import FAST, FakeZellij, check_calls
 
@@ -349,6 +349,23 @@ def test_attach_inside_zellij_goes_to_the_runs_tab_and_focuses_the_tasks_pane(sw
                                                                       "focus-pane-id")]
     assert actions == [["--session", "host", "action", "go-to-tab-by-id", str(tab["id"])],  # its name may be marked
                        ["--session", "host", "action", "focus-pane-id", pane]]
+    check_calls(fz.calls())
+
+
+@pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
+def test_attach_inside_zellij_to_a_task_whose_pane_closed_shows_the_runs_tab(swarm, fz, version):
+    """A task whose pane has closed (its hold ended): the run's tab, with a note, exit 0 —
+    as in tmux. Zellij's own error for a pane it no longer has ("Pane with id Terminal(11)
+    not found") was the answer, exit 1, after the client had moved."""
+    fz.host("host", version, client=True)
+    run = zellij_run(swarm, fz, version, "host")
+    fz.zellij("--session", "host", "action", "go-to-tab", "1", version=version)
+    tab = fz.tab(version, run.name, "host")
+    assert swarm.tasks()["ok"]["pane_id"] is not None
+    res = swarm("attach", "ok", env=fz.env(version, inside="host"))
+    assert (res.code, res.stderr) == (0, "zellij-swarm: task ok has no pane open (succeeded); showing the run's tab\n")
+    assert fz.session(version, "host")["clients"][0]["tab_id"] == tab["id"]
+    assert "focus-pane-id" not in [c["subcommand"] for c in fz.calls()]
     check_calls(fz.calls())
 
 

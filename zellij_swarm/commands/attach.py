@@ -223,9 +223,14 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     tab = _text(recorded, "tab") or names.tab(run.run_id)
     pane = task.get("pane_id") if task is not None else None
     own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    version = zellij_cli.parse_version(f"zellij {caps['version']}")
+    if task is not None and isinstance(pane, str) and version is not None and version >= (0, 44, 0):
+        z.session = session
+        if not _zellij_pane_open(z, pane):  # its pane closed (its hold ended, closed by hand)
+            _note(f"task {task['name']} has no pane open ({task['status']}); showing the run's tab")
+            pane = None
     if own == session:  # our own client: move it (calls keep our session and pane variables)
         z.session = session
-        version = zellij_cli.parse_version(f"zellij {caps['version']}")
         tab_id = recorded.get("tab_id")
         if isinstance(tab_id, int) and version is not None and version >= (0, 44, 0):
             z.call("action", "go-to-tab-by-id", str(tab_id))  # its name may be marked "(2 waiting)"
@@ -242,10 +247,20 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
     if not _terminal():
         raise exc.SwarmError(f"attaching needs a terminal on stdin and stdout; from one, run: "
                              f"{quoting.shell_line(argv)}")
-    if task is not None:
+    if task is not None and (isinstance(pane, str) or task.get("pane_id") is None):
         where = f"pane {pane}" if isinstance(pane, str) else "no pane of its own"
         _note(f"task {task['name']} is {where} in tab {tab} (Zellij can focus a pane only once you are attached)")
     return zellij_attach.attach(session, zellij_cli.scrubbed(env))
+
+
+def _zellij_pane_open(z: Zellij, pane: str) -> bool:
+    """Whether the session still has the terminal pane ``pane`` (``terminal_7``); a server that
+    gives no list in time is taken at its word later (the focus fails, or does not)."""
+    try:
+        listed = z.list_panes()
+    except exc.BackendError:
+        return True
+    return listed is None or any(not p.get("is_plugin") and f"terminal_{p.get('id')}" == pane for p in listed)
 
 
 def _zellij_session(z: Zellij, run_id: str, snap: Mapping[str, Any], recorded: Mapping[str, Any]) -> str | None:

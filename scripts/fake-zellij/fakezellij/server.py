@@ -1424,8 +1424,12 @@ class Server:
         return self.act_move_focus(req, conn)
 
     def act_focus_pane_id(self, req, conn):
-        # acts for the attached client: no effect in a detached session (§2.18)
+        # acts for the attached client: no effect in a detached session (§2.18); an id no pane
+        # has is an error, as rename-pane's (verified on 0.45.0)
         p = self.find_pane(tuple(req["pane_id"])) if req.get("pane_id") else None
+        if p is None and req.get("pane_id") is not None:
+            kind, num = req["pane_id"]
+            return {"stderr": f"Pane with id {kind.capitalize()}({num}) not found\n", "exit": 2}
         if p is not None and p.tab is not None and self.clients and not p.suppressed:
             self.set_focus(p.tab, p)
             self.relayout(p.tab)
