@@ -119,8 +119,10 @@ def test_a_run_and_a_handle_find_the_state_directory_as_the_commands_do(here: Pa
     assert not (here / "src" / "deep" / ".zellij-swarm").exists()
     monkeypatch.chdir(here / "src")
     assert open_run(result.run_id).run_dir == result.run_dir
+    with pytest.raises(errors.RunNotFound, match=r"no run 'nope' under .*: looked for \.zellij-swarm in .*--state-dir"):
+        open_run("nope")
     monkeypatch.setenv("ZELLIJ_SWARM_STATE_DIR", str(here / "elsewhere"))
-    with pytest.raises(errors.RunNotFound):
+    with pytest.raises(errors.RunNotFound, match=r"elsewhere \(from env ZELLIJ_SWARM_STATE_DIR\)"):
         open_run(result.run_id)
 
 

@@ -122,7 +122,11 @@ def _find_run(flag: str | None, run_id: str | None, *, writing: bool = False) ->
     if run_id is None:
         run = _runs_under(flag, writing=writing)[1][0]
     else:
-        run = find_run(_state_dir(flag, writing=writing), run_id)
+        found = _found_state_dir(flag)
+        try:
+            run = find_run(_checked(found, writing=writing), run_id)
+        except exc.RunNotFound as e:  # where it looked, and how to point elsewhere
+            raise exc.RunNotFound(run_id, str(found.path), message=found.no_runs(run_id)) from e
     return _trusted(run, writing=writing)
 
 

@@ -49,8 +49,8 @@ class SettingError(UsageError):
 
 
 class RunNotFound(UsageError):
-    def __init__(self, run_id: str, state_dir: str) -> None:
-        super().__init__(f"no run {run_id!r} under {state_dir}")
+    def __init__(self, run_id: str, state_dir: str, *, message: str | None = None) -> None:
+        super().__init__(message or f"no run {run_id!r} under {state_dir}")
         self.run_id = run_id
 
 

@@ -128,8 +128,13 @@ def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) ->
     ``.zellij-swarm`` here or above, else at the git top level or here), started by anyone:
     ``zellij-swarm run``, a ``Swarm.start()`` of another program. ``errors.RunNotFound`` when
     there is none."""
-    where = Path(state_dir).absolute() if state_dir is not None else find_state_dir(None, os.environ).path
-    return Run(rundir.find_run(where, run_id))
+    if state_dir is not None:
+        return Run(rundir.find_run(Path(state_dir).absolute(), run_id))
+    found = find_state_dir(None, os.environ)
+    try:
+        return Run(rundir.find_run(found.path, run_id))
+    except errors.RunNotFound as e:  # where it looked, and how to point elsewhere
+        raise errors.RunNotFound(run_id, str(found.path), message=found.no_runs(run_id)) from e
 
 
 def recorded_exit_code(run: RunPaths) -> int:

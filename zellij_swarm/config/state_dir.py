@@ -44,13 +44,14 @@ class StateDir:
     def explicit(self) -> bool:
         return self.source not in ("found", "default")
 
-    def no_runs(self) -> str:
-        """The one-line error of a command that found no run: where it looked and how to
-        point it elsewhere."""
+    def no_runs(self, run_id: str | None = None) -> str:
+        """The one-line error of a command that found no run (or none named ``run_id``): where
+        it looked and how to point it elsewhere."""
+        what = f"no run {run_id!r}" if run_id is not None else "no runs"
         if self.explicit:
-            return f"no runs under {self.path} (from {self.source})"
+            return f"{what} under {self.path} (from {self.source})"
         where = ", ".join(str(d) for d in self.looked) or str(self.path.parent)
-        return (f"no runs under {self.path}: looked for {NAME} in {where}; run from the project a swarm ran in, "
+        return (f"{what} under {self.path}: looked for {NAME} in {where}; run from the project a swarm ran in, "
                 f"or give --state-dir DIR (or set {ENV})")
 
 
