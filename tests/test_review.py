@@ -252,3 +252,18 @@ def test_collect_refuses_what_would_commit_conflict_markers_or_drop_commits(swar
     res = swarm("collect", run, "conflict", "diverge", env=git_env(swarm))
     assert res.code == 0, res.stderr
     assert git(swarm, "merge-base", "--is-ancestor", tips["diverge"], f"refs/heads/swarm/{run}/diverge") == ""
+
+
+def test_diff_summary_columns_line_up_for_wide_names(tmp_path) -> None:
+    """``diff`` with no task: one line per worktree task, its columns aligned in display
+    columns — a CJK character takes two (they were counted as one, and the row that named
+    one stood out by as many columns as it had such characters)."""
+    from zellij_swarm.commands.diff import summary
+    from zellij_swarm.render.text import width
+
+    tasks = [{"id": f"t{i}", "name": name, "status": status,
+              "worktree": {"base": "0" * 40, "path": str(tmp_path / f"wt{i}"), "branch": f"swarm/x/{i}"}}
+             for i, (name, status) in enumerate([("agent-1", "succeeded"), ("agent 2 '日本'", "failed")], 1)]
+    lines = summary({"run_id": "r", "tasks": tasks}).splitlines()
+    starts = [width(line[:line.index(status)]) for line, status in zip(lines, ("succeeded", "failed"), strict=True)]
+    assert len(set(starts)) == 1, lines

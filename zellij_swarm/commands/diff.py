@@ -16,6 +16,7 @@ from typing import Any
 
 from zellij_swarm import exc, quoting
 from zellij_swarm.records.rundir import RunPaths, read_json
+from zellij_swarm.render import text
 from zellij_swarm.worker import worktree
 
 
@@ -50,7 +51,8 @@ def summary(snap: dict[str, Any]) -> str:
     rows = [t for t in snap["tasks"] if isinstance(t.get("worktree"), dict) and t["worktree"].get("base")]
     if not rows:
         raise exc.UsageError(f"run {snap['run_id']} ran no task in a worktree (worktree = true gives a task one)")
-    width = max(len(quoting.terminal_text(t["name"])) for t in rows)
+    names = {t["id"]: quoting.terminal_text(t["name"]) for t in rows}
+    cols = max(text.width(name) for name in names.values())  # display columns: a CJK name's are 2 each
     lines = []
     for t in rows:
         record = t["worktree"]
@@ -60,7 +62,7 @@ def summary(snap: dict[str, Any]) -> str:
             what = worktree.work_summary(path, str(record["base"])) if why is None else f"worktree {why}"
         except worktree.WorktreeError as e:
             what = f"cannot tell: {e}"
-        lines.append(f"{quoting.terminal_text(t['name']):<{width}}  {t['status']:<9}  {what}  "
+        lines.append(f"{text.pad(names[t['id']], cols)}  {t['status']:<9}  {what}  "
                      f"{quoting.terminal_text(_where(record))}")
     return "\n".join(lines) + "\n"
 
