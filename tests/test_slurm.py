@@ -744,28 +744,40 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-@pytest.mark.parametrize("code", [143, 137])
-def test_a_step_that_ended_by_itself_while_the_controller_was_down_keeps_its_code(swarm: Swarm,
-                                                                                 cluster: dict[str, str],
-                                                                                 code: int) -> None:
+@pytest.mark.parametrize("code,backend", [(143, "headless"), (137, "headless"), (143, "tmux")])
+def test_a_step_that_ended_by_itself_while_the_controller_was_down_keeps_its_code(
+        swarm: Swarm, cluster: dict[str, str], code: int, backend: str, tmp_path: Path) -> None:
     """A worker that exits 143 (or 137) — a code a shell cannot tell from a death by SIGTERM —
     while slurmctld is down, which then comes back without its newest jobs: the job is one
     Slurm no longer knows, and was read as killed by it as an orphan — `lost`, and run again
     (an adversary: 5 in 6 controller restarts). srun said the step's task exited by itself:
-    the worker's own code stands, and it ran once."""
-    env = clean_env(**cluster)
+    the worker's own code stands, and it ran once. In a pane, whose wrapper's words go to the
+    pane's terminal, nothing rules Slurm's kill out: `unknown` (`job_forgotten`, a warning),
+    and not run again."""
+    tmux = tmp_path / "tm"
+    tmux.mkdir()
+    env = clean_env(**cluster, TMUX_TMPDIR=str(tmux), ZELLIJ_SWARM_PANE_HOLD_MS="100")
     swarm.write("s.toml", f'[[task]]\nname = "w"\ncmd = "echo w >> began; sleep 2; exit {code}"\n')
-    with headless(swarm, "s.toml", env) as r:
-        wait_until(lambda: (swarm.cwd / "began").exists(), timeout=60, what="the worker runs")
-        stop_the_controller(cluster)
-        try:
-            wait_until(lambda: b"Exited with exit code" in b"".join(
-                p.read_bytes() for p in (swarm.latest() / "slots").glob("slot-*/gen-*/executor.log")),
-                timeout=60, what="the step ends while the controller is down")
-        finally:
-            start_the_controller_forgetting(cluster)
-        assert r.proc.wait(timeout=120) == 1
-    assert rows(swarm) == {"w": ("failed", None, code, 1)}, swarm.tasks()["w"]["history"]
+    args = ("--backend", "tmux", "--ui", "live") if backend == "tmux" else ("--backend", "headless")
+    try:
+        with SlurmRunning(swarm, "s.toml", *args, "--executor", "slurm", "--output", "quiet", env=env,
+                          settle=0) as r:
+            wait_until(lambda: (swarm.cwd / "began").exists(), timeout=60, what="the worker runs")
+            stop_the_controller(cluster)
+            try:
+                wait_until(lambda: b"Exited with exit code" in b"".join(
+                    p.read_bytes() for p in (swarm.latest() / "slots").glob("slot-*/gen-*/executor.log")),
+                    timeout=60, what="the step ends while the controller is down")
+            finally:
+                start_the_controller_forgetting(cluster)
+            assert r.proc.wait(timeout=120) == 1
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+    if backend == "tmux":
+        assert rows(swarm) == {"w": ("unknown", "job_forgotten", code, 1)}, swarm.tasks()["w"]["history"]
+        assert [w["code"] for w in swarm.summary()["warnings"]] == ["job_forgotten"]
+    else:
+        assert rows(swarm) == {"w": ("failed", None, code, 1)}, swarm.tasks()["w"]["history"]
     assert (swarm.cwd / "began").read_text() == "w\n", "it ran once"
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 

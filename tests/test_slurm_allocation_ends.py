@@ -32,6 +32,7 @@ from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
+from zellij_swarm.worker import slurm
 from zellij_swarm.worker.wrapper import PaneMode
 
 
@@ -183,18 +184,25 @@ def test_a_step_of_a_forgotten_allocation_whose_task_exited_by_itself_keeps_its_
         assert explained(ex, lg) == ("executor_lost" if slurm_hand else None), said
         assert lg.allocation_ended and told == [("100", None)]
         assert explained(ex, forgotten_step(tmp_path, said, "100"), recorded_signal=False) == "executor_lost"
-        assert explained(ex, forgotten_step(tmp_path, said, "100", pane=True)) == "executor_lost"
+        pane = "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
+        assert explained(ex, forgotten_step(tmp_path, said, "100", pane=True)) == pane, said
+        assert explained(ex, forgotten_step(tmp_path, said, "100", pane=True), recorded_signal=False) == \
+            "executor_lost"
 
 
 def test_a_step_of_a_forgotten_job_whose_task_exited_by_itself_keeps_its_code(tmp_path: Path) -> None:
     """The same of a step's own job (no ``--slurm-alloc``): Slurm no longer knows job 5. A
-    step with no record, and a pane's (its wrapper's words go nowhere), are lost whatever srun
-    said."""
+    step with no record is lost whatever srun said. A pane's, whose wrapper's words go to its
+    terminal, is lost where srun's words show Slurm's hand, and otherwise unknown
+    (``job_forgotten``): it was lost, and ran again, also when its worker had exited 143 by
+    itself."""
     for said, slurm_hand in _WORDS:
         ex = executor(Cluster({}), [], alloc=False)
         assert explained(ex, forgotten_step(tmp_path, said, "")) == ("executor_lost" if slurm_hand else None), said
         assert explained(ex, forgotten_step(tmp_path, said, ""), recorded_signal=False) == "executor_lost"
-        assert explained(ex, forgotten_step(tmp_path, said, "", pane=True)) == "executor_lost"
+        pane = "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
+        assert explained(ex, forgotten_step(tmp_path, said, "", pane=True)) == pane, said
+        assert explained(ex, forgotten_step(tmp_path, said, "", pane=True), recorded_signal=False) == "executor_lost"
 
 
 

@@ -588,6 +588,10 @@ class Generations:
             reason = "executor_failed"
             self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} never started its wrapper"
                                           + remote.srun_error(lg.gen), lg.task)
+        if reason == "job_forgotten" and rec is not None:
+            self._warn(reason, f"slurm: the step of task {lg.task.name!r} ended (status {rec.code}) while Slurm's "
+                               "controller was down, and the controller came back without its job: whether Slurm or "
+                               "the worker ended it, nothing says; not run again (retry --unknown runs it)", lg.task)
         if rec is None:
             self._classify(lg, None, None, session_alive=True, missing=reason)
         else:

@@ -507,8 +507,7 @@ class SlurmExecutor:
                 state = ended_allocations[allocation]
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
-                return "executor_lost" if state is not None or self._lost_with_forgotten_job(lg, recorded_signal) \
-                    else None
+                return "executor_lost" if state is not None else self._forgotten_job_end(lg, recorded_signal)
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
@@ -516,8 +515,8 @@ class SlurmExecutor:
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(job_id, name)
-            if state is None and not self._lost_with_forgotten_job(lg, recorded_signal):
-                return None
+            if state is None:
+                return self._forgotten_job_end(lg, recorded_signal)
             return slurm.classify(state, recorded_signal=recorded_signal)
 
         def answered(done: Done[str | None]) -> None:
@@ -529,16 +528,23 @@ class SlurmExecutor:
 
         self.calls.submit(ask, answered)
 
-    def _lost_with_forgotten_job(self, lg: LiveGen, recorded_signal: bool) -> bool:
-        """Whether a step of a job — or an allocation — Slurm no longer knows was lost with it
-        (off the loop): slurmd kills a forgotten job's steps as orphans. Not a headless step
-        whose wrapper recorded its worker's end and whose srun says the worker exited by itself
-        (``slurm.ended_by_slurm``): a controller killed outright forgets its newest jobs, and a
-        worker that exited 143 while it was down — a code a shell cannot tell from a death by
-        SIGTERM — ran again. A pane's wrapper's words go nowhere: nothing rules a signal out."""
-        if not recorded_signal or lg.pane is not None:
-            return True
-        return slurm.ended_by_slurm(self._step_end_said(lg))
+    def _forgotten_job_end(self, lg: LiveGen, recorded_signal: bool) -> str | None:
+        """How a step of a job — or an allocation — Slurm no longer knows ended (off the loop):
+        slurmd kills a forgotten job's steps as orphans, so it was lost with it
+        (``executor_lost``, run again) — unless its wrapper recorded its worker's end and srun
+        says the worker exited by itself (``slurm.ended_by_slurm``): the record stands (None).
+        A controller killed outright forgets its newest jobs, and a worker that exited 143
+        while it was down — a code a shell cannot tell from a death by SIGTERM — ran again.
+        A pane's wrapper says what its shell saw on the pane's terminal, not to srun's log:
+        without Slurm's own hand there (``slurm_hand_shown``), whether Slurm or the worker
+        ended it nothing says — ``job_forgotten``, unknown, not run again by itself (it may
+        have finished, and pushed)."""
+        if not recorded_signal:
+            return "executor_lost"
+        said = self._step_end_said(lg)
+        if lg.pane is None:
+            return "executor_lost" if slurm.ended_by_slurm(said) else None
+        return "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
 
     def _step_end_said(self, lg: LiveGen) -> str:
         """What srun said of the step (off the loop): read again, while its ``srun`` runs on

@@ -90,6 +90,9 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     "exit_garbled": TaskStatus.UNKNOWN,  # it ended; how, nothing says
     "records_removed": TaskStatus.UNKNOWN,  # it ran, and its records went while it did (no status seen)
     "wrapper_lost": TaskStatus.UNKNOWN,  # its wrapper was killed; its worker ran on to an end nobody saw
+    # a pane's Slurm step that ended by a signal while the controller that then forgot its job
+    # was down: Slurm's kill of an orphan or the worker's own end, nothing says which
+    "job_forgotten": TaskStatus.UNKNOWN,
 }
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})

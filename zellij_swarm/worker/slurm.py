@@ -127,6 +127,12 @@ def ended_by_slurm(said: str) -> bool:
     return any(line.strip() and not line.startswith(("srun:", "slurmstepd")) for line in said.splitlines())
 
 
+def slurm_hand_shown(said: str) -> bool:
+    """Whether srun's words (``said``) show Slurm's own hand in its step's end: slurmstepd's
+    CANCELLED, or srun's word of a task a signal ended."""
+    return bool(_SLURM_HAND.search(said))
+
+
 def step_end_said(said: str) -> bool:
     """Whether srun's words say how the step's task ended (its exit, or Slurm's hand)."""
     return bool(_SLURM_HAND.search(said) or _TASK_EXITED.search(said))
