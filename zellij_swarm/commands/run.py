@@ -104,6 +104,9 @@ def execute(
     if takes_terminal and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
         attach = takes_terminal = False
+    # before the joblog and the JUnit report are written: a state directory that cannot take the
+    # run (a file, read-only, another user's) is exit 2 with the user's files as they were
+    rundir.prepare_state_dir(Path(resolved.state_dir))
     backend = make_backend(choice, env, close_session=close_session or settings.truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
     reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,
