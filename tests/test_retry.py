@@ -102,6 +102,23 @@ def test_retry_of_named_tasks_and_refusals(swarm):
     assert swarm("retry", run.name, "ok", "--failed").code == 2
 
 
+@pytest.mark.parametrize("flags, said", [
+    (("--worktree",), "started with no task in a worktree, so it has no base commit for one"),
+    (("--executor", "slurm"), "--executor slurm: cannot reach the Slurm cluster"),
+])
+def test_a_retry_with_settings_its_tasks_cannot_run_with_is_refused_and_spends_nothing(swarm, flags, said):
+    """Refused before anything runs (exit 2), as ``run`` refuses them, the run's records as
+    they were: each task's new attempt failed (``worktree_failed``, ``executor_failed``) and was
+    spent, and ``logs`` showed that empty attempt instead of the task's own output."""
+    run = first_run(swarm)
+    before = {t["name"]: (t["status"], t["attempts"]) for t in status(swarm, run)["tasks"]}
+    events = (run / "events.jsonl").read_bytes()
+    res = swarm("retry", run.name, *flags)  # (no cluster: none is configured here)
+    assert res.code == 2 and res.stderr.count("\n") == 1 and said in res.stderr, res
+    assert {t["name"]: (t["status"], t["attempts"]) for t in status(swarm, run)["tasks"]} == before
+    assert (run / "events.jsonl").read_bytes() == events
+
+
 def test_retry_of_a_running_run_says_use_restart(swarm):
     swarm.write("w.txt", "while [ ! -e go ]; do sleep 0.05; done\n")
     proc = swarm.popen("run", "w.txt", "--backend", "headless", "--output", "quiet")

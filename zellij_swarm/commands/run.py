@@ -221,6 +221,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
         print(f"zellij-swarm: not run again, as they may have finished (outcome unknown): {', '.join(left_out)}; "
               f"name them, or add --unknown", file=sys.stderr)
     resolved = _overridden(resolved_settings(rec.meta), flags)
+    _check_retry_settings(run, rec, resolved, env)
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # as run's (retry --session 'a:b' made a session 'a_b')
@@ -271,6 +272,21 @@ def _continued_joblog(outputs: Outputs) -> JobLog | None:
 # one only through the dependency it was skipped for (``retry_selection``), and one whose
 # outcome is unknown only when asked: it may have finished (an agent that pushed).
 RETRIED = UNSUCCESSFUL_STATUSES - {TaskStatus.SKIPPED, TaskStatus.UNKNOWN}
+
+
+def _check_retry_settings(run: RunPaths, rec: Recovered, resolved: Resolved, env: Mapping[str, str]) -> None:
+    """What ``run`` refuses before anything runs, a retry refuses too (exit 2), its records as
+    they were: settings given to it that its tasks cannot run with. *Decision:* they were
+    found out by each task's new attempt, which failed (``worktree_failed``,
+    ``executor_failed``) and was spent, its output hidden behind that empty attempt."""
+    retried = [spec for order, spec in enumerate(rec.specs, 1) if task_id(order) in rec.retry]
+    if rec.meta.get("worktree_base") is None and (wants := next(
+            (spec for spec in retried if worktree.wanted(spec, resolved.worktree)), None)) is not None:
+        raise exc.UsageError(f"run {run.run_id} started with no task in a worktree, so it has no base commit for one: "
+                             f"task {wants.name!r} cannot be retried in a worktree (start a new run with --worktree)")
+    if resolved.executor == "slurm":
+        remote.preflight(Slurm(env), resolved.slurm, retried)
+        slurm_nodes.preflight(Slurm(env), resolved.slurm, retried)
 
 
 def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],
