@@ -221,6 +221,26 @@ def test_a_fifo_nobody_reads_is_refused_at_once_not_waited_on(swarm, other_run):
                                          "that FIFO\n")
 
 
+@pytest.mark.parametrize("option, record", [("--joblog", "events.jsonl"), ("--junit", "run.json"),
+                                             ("--joblog", "+state.json"), ("report", "events.jsonl")])
+def test_a_report_file_among_the_run_records_is_refused(swarm, option, record):
+    """``--joblog``, ``--junit`` and ``report --html`` pointed into the state directory's
+    ``runs/`` replaced a run's own record (its event log, its run.json): the run could be
+    neither resumed nor retried. Refused (exit 2), the records as they were."""
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--output", "quiet").code == 0
+    run = swarm.latest()
+    target = f"{'+' if record.startswith('+') else ''}{run / record.removeprefix('+')}"
+    kept = (run / record.removeprefix("+")).read_bytes()
+    if option == "report":
+        res = swarm("report", run.name, "--html", target)
+    else:
+        res = swarm("run", "t.txt", option, target, "--output", "quiet")
+    assert res.code == 2 and res.stderr.count("\n") == 1 and "among the run records of" in res.stderr, res
+    assert (run / record.removeprefix("+")).read_bytes() == kept
+    assert len(swarm.runs()) == 1
+
+
 @pytest.mark.parametrize("session", ["a:b", "%1"])
 def test_retry_refuses_a_session_name_as_run_does(swarm, session):
     """``retry --backend tmux --session 'a:b'`` made a session ``a_b`` (tmux's own rewrite),

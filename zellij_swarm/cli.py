@@ -712,10 +712,12 @@ def report(run_id: str | None, html_path: str, state_dir: str | None) -> None:
     per attempt, coloured by outcome, the run's counts and its proof of parallelism. A running
     run shows what has happened so far. Default RUN: the newest."""
     from zellij_swarm.commands.report import write_report
-    from zellij_swarm.records.outputs import require_names
+    from zellij_swarm.records.outputs import require_names, require_outside_records
 
     require_names(html_path=html_path)
-    write_report(_find_run(state_dir, run_id), Path(html_path))
+    run = _find_run(state_dir, run_id)
+    require_outside_records(run.dir.parent.parent, html_path=html_path)
+    write_report(run, Path(html_path))
 
 
 _VIEW_PANE_HELP = "(used by run) this is one of the run's own panes: register it, so its end is noticed"

@@ -29,7 +29,7 @@ from zellij_swarm.engine.supervisor import RunPlan, Supervisor
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.outputs import Outputs, require_names
+from zellij_swarm.records.outputs import Outputs, require_names, require_outside_records
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
 from zellij_swarm.records.task import task_id
@@ -107,6 +107,7 @@ def execute(
     # before the joblog and the JUnit report are written: a state directory that cannot take the
     # run (a file, read-only, another user's) is exit 2 with the user's files as they were
     rundir.prepare_state_dir(Path(resolved.state_dir))
+    require_outside_records(Path(resolved.state_dir), junit_path=junit_path, joblog_path=joblog_path)
     backend = make_backend(choice, env, close_session=close_session or settings.truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
     reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zellij_swarm import exc
-from zellij_swarm.records.rundir import RunPaths, read_json, write_json_atomic
+from zellij_swarm.records.rundir import RunPaths, read_json, runs_root, write_json_atomic
 
 FILE = "outputs.json"
 
@@ -27,6 +27,20 @@ def require_names(**paths: str | None) -> None:
     for option, value in paths.items():
         if value is not None and not value.removeprefix("+" if option == "joblog_path" else ""):
             raise exc.UsageError(f"--{option.removesuffix('_path')}: an empty file name; name the file to write")
+
+
+def require_outside_records(state_dir: Path, **paths: str | None) -> None:
+    """Refuse (exit 2) a report file that would be written among the run records of
+    ``state_dir`` (keywords as for ``require_names``): ``--joblog …/runs/R/events.jsonl``
+    replaced a run's event log, and the run could be neither resumed nor retried."""
+    records = os.path.realpath(runs_root(state_dir))
+    for option, value in paths.items():
+        if value is None:
+            continue
+        target = os.path.realpath(value.removeprefix("+" if option == "joblog_path" else ""))
+        if os.path.commonpath([records, target]) == records:
+            raise exc.UsageError(f"--{option.removesuffix('_path')} {value}: that is among the run records of "
+                                 f"{state_dir}; write it elsewhere")
 
 
 @dataclass(frozen=True)
