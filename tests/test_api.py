@@ -239,6 +239,21 @@ WRONG = [  # an adversary's pass: each raised AttributeError, TypeError or Unico
     (lambda: Swarm([Task("true")]).run(env={"X": "\ud800"}), errors.InputError, "the value of X"),
     (lambda: Swarm([Task("true")]).start(env={"X": 1}), errors.InputError, "the value of X must be a string"),
     (lambda: Swarm([Task("true")]).start(env=["X"]), errors.InputError, "env must be a mapping"),
+    # a second adversary's pass: raw TypeError and AttributeError, or a value taken as it was not meant
+    (lambda: Swarm([Task(argv=5)]).run(), errors.InputError, "argv must be a list of strings, not a int"),
+    (lambda: Task(argv="ls -l"), errors.InputError, "argv must be a list of strings, not a str"),
+    (lambda: Task(argv={"A": None}), errors.InputError, "argv must be a list of strings, not a dict"),
+    (lambda: Swarm([Task("pwd", cwd=5)]).run(), errors.InputError, "cwd must be a non-empty path, not a int"),
+    (lambda: Task("pwd", cwd=""), errors.InputError, "cwd must be a non-empty path, not ''"),
+    (lambda: Task("true", slurm="gpu"), errors.InputError, "slurm must be a mapping of names to values, not a str"),
+    (lambda: Task("true", slurm=[]), errors.InputError, "slurm must be a mapping of names to values, not a list"),
+    (lambda: Task("true", slurm={1: "x"}), errors.InputError, "slurm keys are names, not a int"),
+    (lambda: Task("true", priority=[]), errors.InputError, "priority must be an integer, not a list"),
+    (lambda: open_run(5), errors.UsageError, "run_id must be a run id (a string), not a int"),
+    (lambda: open_run(["x"]), errors.UsageError, "run_id must be a run id (a string), not a list"),
+    (lambda: open_run("x", state_dir=5), errors.UsageError, "state_dir must be a path, not a int"),
+    (lambda: Swarm([Task("true")], slurm_constraint=(1,)), errors.SettingError, "invalid slurm_constraint (1,)"),
+    (lambda: Swarm([Task("true")], slurm_qos=float("nan")), errors.SettingError, "invalid slurm_qos nan"),
 ]
 
 

@@ -97,14 +97,23 @@ class Task:
                  waiting_pattern: str | None = None, slurm: SlurmResources | None = None, **unknown: Never) -> None:
         if unknown:
             raise errors.UnknownName("task key", next(iter(unknown)), swarmfile.TASK_KEYS)
-        self.cmd, self.name, self.argv, self.cwd = cmd, name, argv, cwd
         label = f"task {name!r}" if isinstance(name, str) else "a task"
-        if env is not None and not isinstance(env, Mapping):
-            raise errors.InputError(f"{label}: env must be a mapping of names to strings, not a {type(env).__name__}",
-                                    path=SOURCE)
+        if cwd is not None and (not isinstance(cwd, str | os.PathLike) or not os.fspath(cwd)):
+            raise errors.InputError(f"{label}: cwd must be a non-empty path, not {_what(cwd)}", path=SOURCE)
+        self.cmd, self.name, self.cwd = cmd, name, cwd
+        self.argv = None if argv is None else _listed(label, "argv", argv)
+        for key, value in (("env", env), ("slurm", slurm)):
+            if value is not None and not isinstance(value, Mapping):
+                raise errors.InputError(f"{label}: {key} must be a mapping of names to "
+                                        f"{'strings' if key == 'env' else 'values'}, not a {type(value).__name__}",
+                                        path=SOURCE)
+        if slurm is not None and (bad := next((k for k in slurm if not isinstance(k, str)), None)) is not None:
+            raise errors.InputError(f"{label}: slurm keys are names, not {_what(bad)}", path=SOURCE)
         self.env = dict(env or {})
         self.timeout, self.retries, self.idle_timeout = timeout, retries, idle_timeout
         self.after = after if isinstance(after, str) else _listed(label, "after", after)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise errors.InputError(f"{label}: priority must be an integer, not {_what(priority)}", path=SOURCE)
         self.priority, self.tags, self.group, self.worktree = priority, _listed(label, "tags", tags), group, worktree
         self.waiting_pattern = waiting_pattern
         self.slurm = SlurmResources(**slurm) if slurm else SlurmResources()
@@ -133,6 +142,11 @@ class Task:
             with contextlib.suppress(RuntimeError):  # ~user of no such user: the task's check says so
                 raw["cwd"] = str(base / Path(str(raw["cwd"])).expanduser())
         return raw
+
+
+def _what(value: object) -> str:
+    """A wrong value as an error names it: ``''``, or ``a int``."""
+    return repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
 
 
 def _listed(label: str, key: str, value: object) -> list[str]:

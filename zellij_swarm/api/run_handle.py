@@ -128,6 +128,10 @@ def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) ->
     ``.zellij-swarm`` here or above, else at the git top level or here), started by anyone:
     ``zellij-swarm run``, a ``Swarm.start()`` of another program. ``errors.RunNotFound`` when
     there is none."""
+    if not isinstance(run_id, str):
+        raise errors.UsageError(f"open_run: run_id must be a run id (a string), not a {type(run_id).__name__}")
+    if state_dir is not None and not isinstance(state_dir, str | os.PathLike):
+        raise errors.UsageError(f"open_run: state_dir must be a path, not a {type(state_dir).__name__}")
     if state_dir is not None:
         return Run(rundir.find_run(Path(state_dir).absolute(), run_id))
     found = find_state_dir(None, os.environ)

@@ -106,8 +106,9 @@ def execute(
         attach = takes_terminal = False
     # before the joblog and the JUnit report are written: a state directory that cannot take the
     # run (a file, read-only, another user's) is exit 2 with the user's files as they were
-    rundir.prepare_state_dir(Path(resolved.state_dir))
-    require_outside_records(Path(resolved.state_dir), junit_path=junit_path, joblog_path=joblog_path)
+    state_dir = Path(os.path.abspath(resolved.state_dir))  # as the supervisor takes it: from here
+    rundir.prepare_state_dir(state_dir)
+    require_outside_records(state_dir, junit_path=junit_path, joblog_path=joblog_path)
     backend = make_backend(choice, env, close_session=close_session or settings.truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
     reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,

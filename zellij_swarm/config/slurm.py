@@ -44,11 +44,14 @@ class Invalid(ValueError):
 
 
 def _word(pattern: re.Pattern[str], allowed: str, *, upper: bool = False) -> Callable[[object], str]:
-    """A parser of a value that is one word of ``pattern`` (a string or a number)."""
+    """A parser of a value that is one word of ``pattern`` (a string or an integer: not
+    whatever ``str`` makes of any object — through the API, ``(1,)`` passed as a constraint)."""
     def parse(raw: object) -> str:
+        if isinstance(raw, bool) or not isinstance(raw, str | int):
+            raise Invalid(allowed)
         text = str(raw).strip()
         text = text.upper() if upper else text
-        if isinstance(raw, bool) or not pattern.match(text):
+        if not pattern.match(text):
             raise Invalid(allowed)
         return text
 
