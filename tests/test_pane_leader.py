@@ -10,6 +10,7 @@ import os
 import pty
 import signal
 import subprocess
+import sys
 import termios
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -214,3 +215,24 @@ def test_a_slurm_steps_pane_leader_does_not_wait_for_a_read_to_its_end(tmp_path)
         pane = wrapper.PaneMode("TMUX_PANE", "", saved, read_to_end=True, step_env=step_env)
         script = wrapper.render(gen, who, cmd="true", argv=None, cwd=str(tmp_path), env={}, pane=pane)
         assert ("--read-to-end" in script) is waits, step_env
+
+
+def test_a_worker_that_ended_with_its_second_stage_is_recorded_not_waited_for_for_ever(tmp_path):
+    """A signal sent to a tmux pane's group (``kill -XCPU 0``, which the leader outlives and
+    the wrapper does not) can end the worker and the wrapper's second stage together: the
+    worker, a zombie, becomes the leader's child as the stage dies, and the kernel's two
+    SIGCHLDs are one. The leader took the worker to follow and waited for a SIGCHLD that had
+    come: for ever, its task ``running``. Here the worker (the stage's first child) has ended
+    unreaped when the stage is killed: its end is recorded, and the leader exits."""
+    files = {name: tmp_path / name for name in ("hangup", "exit", "heartbeat")}
+    stage = ("sleep 0.1 & exec " + sys.executable +
+             " -c 'import os, time; time.sleep(1); os.kill(os.getpid(), 9)'")
+    leader = subprocess.Popen([*wrapper.PANE_LEADER, *(a for name, path in files.items()
+                                                       for a in (f"--{name}", str(path))), "/bin/sh", "-c", stage],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert leader.wait(timeout=30) == 0
+    finally:
+        _end(leader)
+    assert files["exit"].read_text() == "0\n"
+    assert files["heartbeat"].read_text() == '{"event":"exited","code":0}\n'

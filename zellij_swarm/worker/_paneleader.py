@@ -296,6 +296,13 @@ def main(argv: list[str]) -> int:
             if orphan is None or not os.WIFSIGNALED(status) or ends is None or ends.written():
                 break
             worker = orphan[1]
+            # It may have ended already — killed with its second stage by a signal sent to
+            # the group, a zombie now: its SIGCHLD was one with the stage's, and none comes.
+            done, worker_status = os.waitpid(worker, os.WNOHANG)
+            if done:
+                status = worker_status
+                ends.write_end(status)
+                break
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
