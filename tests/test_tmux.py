@@ -317,9 +317,9 @@ def test_an_attached_run_that_ended_says_so_before_its_client_detaches(swarm, tm
     the user looked at it."""
     if shutil.which("script") is None:
         pytest.skip("script (util-linux) is not installed")
-    swarm.write("a.txt", "echo attached-run\nexit 3\n")
+    swarm.write("a.txt", "echo attached-run\n[ -e ok ] || exit 3\n")
     inner = " ".join(swarm.cmd("run", "a.txt", "--backend", "tmux", "--ui", "live", "--attach", "--pane-hold",
-                               "100ms"))
+                               "100ms", "--junit", "report.xml"))
     env = outside_env(tmux, TERM="xterm")
     p = subprocess.Popen(["script", "-qfec", inner, "/dev/null"], cwd=swarm.cwd, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -331,10 +331,16 @@ def test_an_attached_run_that_ended_says_so_before_its_client_detaches(swarm, tm
         assert p.poll() is None, "the client still holds the terminal"
         assert [(r["status"], r["exit_code"]) for r in swarm.tasks().values()] == [("succeeded", 0), ("failed", 3)]
         assert json.loads(swarm("ls", "--json").stdout)[0]["state"] == "finished"
-        tmux("detach-client", "-a", check=False)
+        report = swarm.cwd / "report.xml"
+        wait_until(lambda: 'failures="1"' in report.read_text(), what="the run's JUnit report")
+        # the run is over, and a retry may run now: its report is not overwritten at the detach
+        (swarm.cwd / "ok").touch()
+        assert swarm("retry", run.name, "--backend", "headless", "--output", "quiet").code == 0
+        assert 'failures="0"' in report.read_text()
         for client in tmux("list-clients", "-F", "#{client_name}", check=False).split():
             tmux("detach-client", "-t", client, check=False)
         assert p.wait(timeout=60) == 1
+        assert 'failures="0"' in report.read_text()
     finally:
         if p.poll() is None:
             p.kill()

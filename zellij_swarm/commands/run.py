@@ -246,16 +246,26 @@ def _supervise(sup: Supervisor, report: Path | None) -> Outcome:
         print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
     if sup.plan.joblog is not None:
         sup.plan.joblog.run = sup.paths  # its Receive column reads each task's output there
+    ended: list[Outcome] = []
+
+    def complete(code: int) -> None:
+        """The run's outputs, once its records are final and while it is still its own: an
+        ``--attach``'s client may hold the run's end long after (a retry written meanwhile was
+        overwritten with this end's report)."""
+        if sup.plan.joblog is not None:
+            sup.plan.joblog.close()
+        outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
+        if report is not None and outcome.snapshot["state"] != RunState.INTERRUPTED and (
+                problem := junit.write(report, sup.paths, outcome.summary)):
+            print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+        ended.append(outcome)
+
     try:
-        code = sup.run()
+        sup.run(complete=complete)
     finally:
         if sup.plan.joblog is not None:
             sup.plan.joblog.close()
-    outcome = Outcome(code, sup.run_id, sup.paths.dir, sup.final_snapshot)
-    if report is not None and outcome.snapshot["state"] != RunState.INTERRUPTED and (
-            problem := junit.write(report, sup.paths, outcome.summary)):
-        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
-    return outcome
+    return ended[0]
 
 
 def _continued_joblog(outputs: Outputs) -> JobLog | None:

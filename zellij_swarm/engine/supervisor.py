@@ -402,14 +402,17 @@ class Supervisor:
 
     # ----- the loop ------------------------------------------------------------------------
 
-    def run(self) -> int:
-        """Run the swarm to the end; returns the exit code of SPEC §8. With ``--attach``, the
-        run's end waits for its client (the user detaches, or the session just closed lets it
-        go) — after its last records are written and its lock let go, so that the board the
-        user looks at, ``status`` and ``ls`` say it ended; before the end's report is printed
-        on the terminal the client held."""
+    def run(self, *, complete: Callable[[int], None] = lambda code: None) -> int:
+        """Run the swarm to the end; returns the exit code of SPEC §8. ``complete`` is given
+        it once the run's records are final, while the run's lock is still held (no retry or
+        resume can have begun): the caller completes the run's outputs there (its joblog, its
+        JUnit report). With ``--attach``, the run's end then waits for its client (the user
+        detaches, or the session just closed lets it go) — after its lock is let go, so that
+        the board the user looks at, ``status`` and ``ls`` say it ended; before the end's
+        report is printed on the terminal the client held."""
         with contextlib.ExitStack() as stack:
             code = self._run(stack)
+            complete(code)
         if self.attached is not None:
             self.attached.wait()
         self.reporter.finished(self.final_snapshot, code)
