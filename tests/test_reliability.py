@@ -413,6 +413,34 @@ def test_a_kill_s_sigterm_reaches_the_worker_once(swarm, how, backend, request):
     assert (row["status"], row["exit_code"]) == ("cancelled" if how == "cancel" else "timed_out", 0), row
 
 
+TRAPPER = """\
+#!/bin/sh
+echo start >> "$1"
+trap 'echo TERM >> "$1"; sleep 0.5; echo saved >> "$1"; exit 0' TERM
+while :; do sleep 0.1; done
+"""
+
+
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("real-zellij"), full("headless")])
+def test_a_pane_s_command_that_saves_on_sigterm_is_not_cut_short(swarm, backend, request):
+    """A pane's ``cmd`` runs under ``sh -c``, and dash keeps a shell waiting there: a cancel's
+    SIGTERM ended that shell at once, the wrapper recorded 143, and the pane's terminal hung
+    up the worker in the middle of its save. A command that names a program is exec'd by
+    that shell now: the save ends, and the outcome is the worker's (exit 0, cancelled)."""
+    os.chmod(swarm.write("trapper.sh", TRAPPER), 0o755)
+    ledger = swarm.cwd / "ledger"
+    swarm.write("s.toml", f'[[task]]\nname = "a"\ncmd = "./trapper.sh {ledger}"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", "--kill-grace", "5s", *args, env=env) as r:
+        assert r.run is not None
+        wait_until(lambda: ledger.exists(), what="the worker to start")
+        assert swarm("cancel", r.run.name, "a").code == 0
+        assert r.proc.wait(timeout=60) == 1
+    assert ledger.read_text().split() == ["start", "TERM", "saved"]
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["exit_code"]) == ("cancelled", 0), row
+
+
 def test_a_worker_that_left_its_wrapper_s_group_is_followed_when_its_wrapper_is_killed(swarm):
     """``exec setsid …``: the launcher names no worker in the wrapper's group, and the task
     was recorded ``lost`` at once, its worker killed and run again. The worker still carries

@@ -228,7 +228,8 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     """What one generation is, as the wrapper's arguments after its mode:
     ``GEN-DIR CWD KIND NAME=VALUE... -- COMMAND...``, KIND ``IN_SHELL`` (one word),
     ``EXECED``, or one of ``simple_form``'s (one word): these only with ``headless``, for the
-    run's headless wrapper — a pane's runs every ``cmd`` in a shell of its own. With
+    run's headless wrapper — a pane's runs every ``cmd`` in a shell of its own, which execs
+    one that names a program (``exec CMD``). With
     ``unexportable_env`` (the run's saved environment, when it has variables no shell can
     carry) the command runs under ``envfile``'s exec, which adds them back."""
     exports = {
@@ -247,9 +248,17 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     if unexportable_env is not None:
         shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
         command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), EXECED
-    elif kind == IN_SHELL and headless and (form := simple_form(command[0])) is not None:
-        kind, text = form
-        command = (text,)
+    elif kind == IN_SHELL and (form := simple_form(command[0])) is not None:
+        if headless:
+            kind, text = form
+            command = (text,)
+        elif form[1].startswith("exec "):
+            # A pane's command runs under a shell of its own (``sh -c``): one that names a
+            # program is exec'd by it at once, so that no shell stays waiting between the
+            # worker and a signal (dash keeps one): a cancel's SIGTERM ended that shell first,
+            # the wrapper recorded 143, and the pane's terminal hung up a worker that trapped
+            # SIGTERM in the middle of its save.
+            command = (form[1],)
     return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
 
 
