@@ -421,6 +421,29 @@ while :; do sleep 0.1; done
 """
 
 
+SELF_TERM = """\
+import os, signal, sys, time
+def heard(signum, frame):
+    with open("ledger", "a") as f: f.write("TERM\\n")
+signal.signal(signal.SIGTERM, heard)
+os.kill(0, signal.SIGTERM)
+time.sleep(0.5)
+sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("backend", ["tmux", full("zellij-0.45.0"), full("headless")])
+def test_a_sigterm_a_worker_sends_its_own_group_reaches_it_once(swarm, backend, request):
+    """``kill -TERM 0`` from a worker in a tmux pane reaches the pane's leader too, which
+    passed it on to every process below it: the worker heard it twice."""
+    swarm.write("self_term.py", SELF_TERM)
+    swarm.write("s.toml", f'[[task]]\nname = "a"\nargv = ["{sys.executable}", "self_term.py"]\n')
+    args, env = backend_args(backend, request)
+    res = swarm("run", "s.toml", "--output", "quiet", *args, env=env)
+    assert res.code == 0, res.stderr
+    assert (swarm.cwd / "ledger").read_text() == "TERM\n"
+
+
 @pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("real-zellij"), full("headless")])
 def test_a_pane_s_command_that_saves_on_sigterm_is_not_cut_short(swarm, backend, request):
     """A pane's ``cmd`` runs under ``sh -c``, and dash keeps a shell waiting there: a cancel's

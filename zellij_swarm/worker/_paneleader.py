@@ -115,12 +115,20 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
     its own signal), the terminal itself says."""
     if info.si_code == SI_KERNEL or info.si_pid <= 0:
         return True
-    if info.si_pid in descendants(leader):
+    if from_the_pane(info, leader):  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
         return False
+    return session_of(info.si_pid) is not None or not os.isatty(0)
+
+
+def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool:
+    """Whether a signal the leader got was sent by one of the pane's own processes (its tree,
+    or its session): one sent to the whole group, the leader with it."""
+    if info.si_code == SI_KERNEL or info.si_pid <= 0:
+        return False
+    if info.si_pid in descendants(leader):
+        return True
     seen = session_of(info.si_pid)
-    if seen is not None:  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
-        return seen[0] != os.getsid(0)
-    return not os.isatty(0)
+    return seen is not None and seen[0] == os.getsid(0)
 
 
 def session_of(pid: int | str) -> tuple[int, bool] | None:
@@ -306,6 +314,8 @@ def main(argv: list[str]) -> int:
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
+        if info.si_signo == signal.SIGTERM and from_the_pane(info, leader):
+            continue  # the same (``kill -TERM 0``): passed on, the worker heard it twice
         if info.si_signo in passed_on:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
