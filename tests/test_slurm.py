@@ -262,6 +262,29 @@ def test_a_live_steps_last_output_reaches_its_pane_and_its_log(swarm: Swarm, clu
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
 
 
+def test_a_steps_srun_in_a_pane_has_the_callers_environment(swarm: Swarm, cluster: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    """A pane runs its command with the tmux server's environment, and a server started before
+    ``SLURM_CONF`` was set (or without Slurm on its PATH) ran every step's srun without it:
+    "Could not establish a configuration source", each task read as a closed pane. srun runs
+    with the caller's environment (the run's saved one), the pane's id kept."""
+    (tmp_path / "tm").mkdir()
+    server_env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"))  # no SLURM_CONF: started earlier
+    subprocess.run(["tmux", "new-session", "-d", "-s", "earlier"], env=server_env, check=True, timeout=30)
+    env = {**server_env, **cluster, "ZELLIJ_SWARM_PANE_HOLD_MS": "100"}
+    swarm.write("p.toml", '[swarm]\njobs = 2\n[[task]]\nname = "a"\ncmd = "echo node=$SLURMD_NODENAME"\n'
+                          '[[task]]\nname = "b"\ncmd = "exit 3"\n')
+    try:
+        res = swarm("run", "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+                    env=env)
+        assert res.code == 1, res.stderr
+        assert rows(swarm) == {"a": ("succeeded", None, 0, 1), "b": ("failed", None, 3, 1)}
+        assert "node=n" in swarm("logs", swarm.latest().name, "a").stdout
+        assert all(t["pane_id"] for t in swarm.tasks().values())
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=server_env, capture_output=True, timeout=30)
+
+
 @pytest.mark.parametrize("version,ui", [("0.45.0", "live"), full("0.43.1", "compact")])
 def test_zellij_panes_run_as_steps(swarm: Swarm, cluster: dict[str, str], fz: FakeZellij, version: str,
                                    ui: str) -> None:

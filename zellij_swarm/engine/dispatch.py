@@ -222,4 +222,6 @@ class Dispatcher:
         if self._executor is not None:
             lg.remote = True
             prefix = self._executor.prefix(lg, pty=lg.pane is not None and self._live_panes)
+            if lg.pane is not None:  # srun, run by the pane, with the caller's environment (envfile)
+                prefix = (*envfile.exec_argv("step", lg.pane.saved_env), lg.pane.pane_var, *prefix)
         lg.request = replace(lg.request, argv=argv, prefix=prefix)

@@ -15,7 +15,11 @@ No shell can read the file, so a worker gets it through this module run as a pro
   emptied of the multiplexer server's;
 - ``unexportable``: the process's own environment, plus the saved variables whose names are
   not shell identifiers — put before a worker's command when the run has any, because
-  ``/bin/sh`` (dash) drops such variables from what it passes on, so the wrapper cannot.
+  ``/bin/sh`` (dash) drops such variables from what it passes on, so the wrapper cannot;
+- ``step PANE_VAR``: the saved environment, and of the process's own only the pane's variable
+  (``TMUX_PANE``) — the ``srun`` of a Slurm step shown in a pane, which runs with the
+  multiplexer server's environment otherwise (a server started before ``SLURM_CONF`` was set,
+  or without Slurm on its ``PATH``: every step failed) and passes its own on to the step.
 
 As a program it uses the standard library alone (no site, started in a few milliseconds),
 which is why ``save`` and ``load`` import the run directory's helpers where they are used.
@@ -90,8 +94,9 @@ def unexportable(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def exec_argv(mode: str, path: Path) -> tuple[str, ...]:
-    """The words that run a command under ``mode`` (``restore`` or ``unexportable``) of the
-    environment saved in ``path``: put them before the command."""
+    """The words that run a command under ``mode`` (``restore``, ``unexportable``, or ``step``
+    and its pane variable after these words) of the environment saved in ``path``: put them
+    before the command."""
     return (sys.executable, "-I", "-S", str(Path(__file__)), mode, str(path))
 
 
@@ -109,6 +114,9 @@ def main(argv: list[str]) -> int:
     saved, own = _read(path), _own_environment()
     if mode == "restore":  # the caller's, and the wrapper's own carriers (_ZSW_PANE, _ZSW_STEP)
         env = {**saved, **{k: v for k, v in own.items() if k.startswith("_ZSW_")}}
+    elif mode == "step":  # the caller's, and the pane's id (the step's leader records it)
+        pane_var, command = command[0], command[1:]
+        env = {**saved, **({pane_var: own[pane_var]} if pane_var in own else {})}
     else:
         env = {**unexportable(saved), **own}
     # Python ignores SIGPIPE and SIGXFSZ at start-up, and an ignored signal stays ignored
