@@ -14,6 +14,9 @@ from zellij_swarm import Swarm, Task
     (["run", "nope.toml"], "nope.toml: no such file"),
     (["run", "good.txt", "-j", "0"], "invalid jobs '0' (from flag --jobs)"),
     (["run", "good.txt", "-j", "5000"], "expected an integer 1–1024"),
+    (["run", "good.txt", "-j", "1_0"], "invalid jobs '1_0' (from flag --jobs)"),  # Python's int() takes them
+    (["run", "good.txt", "--retries", "١"], "invalid retries '١' (from flag --retries)"),
+    (["run", "good.txt", "--timeout", "٣٠"], "invalid timeout '٣٠' (from flag --timeout)"),
     (["run", "good.txt", "--ui", "fancy"], "invalid ui 'fancy'"),
     (["run", "good.txt", "--bogus"], "No such option '--bogus'"),
     (["run"], "Missing argument 'FILE'"),
