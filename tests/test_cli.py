@@ -31,6 +31,8 @@ from zellij_swarm import Swarm, Task
     (["attach"], "no runs under"),
     (["attach", "nope", "t"], "no run 'nope'"),
     (["frobnicate"], "No such command 'frobnicate'"),
+    (["add", "--prio", "3", "--", "true"], "No such option: --prio (did you mean --priority?)"),
+    (["add", "--bogus", "--", "true"], "No such option: --bogus"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(swarm, args, needle):
     swarm.write("good.txt", "true\n")

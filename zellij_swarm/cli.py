@@ -7,6 +7,7 @@ anticipated.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import io
 import json
@@ -647,6 +648,11 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
     run (several: name one)."""
     raw_args = (ctx.obj or {}).get("argv") or sys.argv[1:]
     command = len(raw_args) - raw_args.index("--") - 1 if "--" in raw_args else 0  # the words after --
+    # unknown options are let through for CMD's sake (after --) only: before it, one is an error
+    if (unknown := next((a for a in args[:len(args) - command] if a.startswith("-") and a != "-"), None)):
+        known = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+        near = difflib.get_close_matches(unknown.split("=")[0], known, n=1)
+        raise exc.UsageError(f"No such option: {unknown}" + (f" (did you mean {near[0]}?)" if near else ""))
     describe_a_command = name is not None or after or priority is not None
     if not command and len(args) <= 2 and describe_a_command:  # [RUN] FILE: checked before the run is looked for
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
