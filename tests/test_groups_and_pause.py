@@ -90,8 +90,11 @@ def test_a_group_above_the_runs_jobs_is_capped_with_a_warning(swarm):
                                                             "(no [group.NAME] is defined)"),
     ('[group.gpu]\njobs = 1\n[[task]]\nname = "a"\ncmd = "true"\ngroup = "gpx"\n',
      "t.toml:3: task 'a': unknown group 'gpx' (did you mean 'gpu'?)"),
-    full('[group.gpu]\njobs = 0\n', "t.toml:1: [group.gpu]: jobs must be an integer ≥ 1"),
+    full('[group.gpu]\njobs = 0\n', "t.toml:2: [group.gpu]: jobs must be an integer ≥ 1"),
     full('[group.gpu]\njob = 1\n', "[group.gpu]: unknown key 'job' (did you mean 'jobs'?)"),
+    # the key's own line, not its table's header (as a [[task]]'s keys are named)
+    ('[group.gpu]\n\njobs = 2\njbos = 3\n', "t.toml:4: [group.gpu]: unknown key 'jbos' (did you mean 'jobs'?)"),
+    ('[[task]]\ncmd = "true"\n[group.g]\n# slots\njobs = 0\n', "t.toml:5: [group.g]: jobs must be an integer ≥ 1"),
     ('[group.gpu]\njobs = 1\n[[task]]\nname = "a"\ncmd = "true"\ngroup = 3\n',
      "task 'a': group must be the name of a [group.NAME] table"),
 ])

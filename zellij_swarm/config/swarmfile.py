@@ -399,7 +399,9 @@ def _groups(raw: object, path: str, lines: list[str]) -> dict[str, int]:
                              line=_line_of(lines, "group"))
     groups = {}
     for name, table in raw.items():
-        line = _line_of(lines, f"group.{name}") or _line_of(lines, "group")
+        header = _line_of(lines, f"group.{name}")
+        line = header or _line_of(lines, "group")
+        span = _span(lines, header - 1) if header is not None else None  # its [group.NAME] table
         if not isinstance(name, str) or not _GROUP_NAME.match(name):
             raise exc.InputError(f"group name {name!r} must be 1-64 letters, digits, '_', '-' or '.'", path=path,
                                  line=line)
@@ -407,10 +409,12 @@ def _groups(raw: object, path: str, lines: list[str]) -> dict[str, int]:
             raise exc.InputError(f"[group.{name}] must be a table with jobs = N", path=path, line=line)
         for key in table:
             if key not in GROUP_KEYS:
-                raise exc.InputError(f"[group.{name}]: {unknown_key(key, GROUP_KEYS)}", path=path, line=line)
+                raise exc.InputError(f"[group.{name}]: {unknown_key(key, GROUP_KEYS)}", path=path,
+                                     line=_key_line(lines, span, str(key)) if span else line)
         jobs = table.get("jobs")
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise exc.InputError(f"[group.{name}]: jobs must be an integer ≥ 1", path=path, line=line)
+            raise exc.InputError(f"[group.{name}]: jobs must be an integer ≥ 1", path=path,
+                                 line=_key_line(lines, span, "jobs") if span else line)
         groups[name] = jobs
     return groups
 
