@@ -163,7 +163,9 @@ MALFORMED = [
     Case("name-empty", {"s.toml": T}, ("run", "s.toml", "--name", ""), "usage",
          "--name '': a run's name must be non-empty UTF-8 text"),
     Case("session-a-toml-bool", {"s.toml": "[swarm]\nsession = true\n" + T}, ("run", "s.toml"), "usage",
-         "invalid session True (from file s.toml:2): expected a non-empty single-line name, as a string (not a bool)"),
+         "invalid session true (from file s.toml:2): expected a non-empty single-line name, as a string (not a bool)"),
+    Case("jobs-a-toml-date", {"s.toml": "[swarm]\njobs = 1979-05-27\n" + T}, ("run", "s.toml"), "usage",
+         "invalid jobs 1979-05-27 (from file s.toml:2)"),  # as written, not datetime.date(1979, 5, 27)
     Case("waiting-pattern-a-toml-float", {"s.toml": "[swarm]\nwaiting_pattern = 1.5\n" + T}, ("run", "s.toml"),
          "usage", "expected a regular expression, as a string (not a float)"),
     Case("layout-run-an-option", {}, ("layout", "--run=--version"), "usage", "no run '--version'"),

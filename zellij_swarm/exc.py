@@ -39,11 +39,21 @@ class InputError(UsageError):
         self.line = line
 
 
+def _as_written(value: object) -> str:
+    """A bad value as its user wrote it: TOML's ``true`` and ``1979-05-27``, not Python's
+    ``True`` and ``datetime.date(1979, 5, 27)``; anything else as Python quotes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if hasattr(value, "isoformat") and callable(value.isoformat):
+        return str(value.isoformat())
+    return repr(value)
+
+
 class SettingError(UsageError):
     """A setting value outside its allowed values; names the setting and its source."""
 
     def __init__(self, setting: str, value: object, source: str, allowed: str) -> None:
-        super().__init__(f"invalid {setting} {value!r} (from {source}): expected {allowed}")
+        super().__init__(f"invalid {setting} {_as_written(value)} (from {source}): expected {allowed}")
         self.setting = setting
         self.source = source
 
