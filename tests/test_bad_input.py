@@ -85,7 +85,7 @@ MALFORMED = [
     Case("stdin-closes-at-once", {}, ("run", "-"), "notice", "<stdin>: no tasks to run", stdin=""),
     # issue 10
     Case("junit-missing-dir", {"s.toml": T}, ("run", "s.toml", "--junit", "no/such/dir/r.xml"), "usage",
-         "--junit no/such/dir/r.xml: cannot write a file there: No such file or directory"),
+         "--junit no/such/dir/r.xml: cannot create a file in "),
     Case("junit-is-a-dir", {"s.toml": T}, ("run", "s.toml", "--junit", "."), "usage", "is a directory"),
     Case("add-flags-with-a-file", {"a.toml": T}, ("add", "some-run", "--name", "x", "a.toml"), "usage",
          "--name, --after and --priority describe a -- CMD task"),

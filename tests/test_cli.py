@@ -20,6 +20,8 @@ from zellij_swarm import Swarm, Task
     (["run", "good.txt", "--ui", "fancy"], "invalid ui 'fancy'"),
     (["run", "good.txt", "--bogus"], "No such option '--bogus'"),
     (["run"], "Missing argument 'FILE'"),
+    (["run", ""], "an empty file name: name a swarm file (or - for standard input)"),
+    (["run", "good.txt", "--junit", "/proc/version"], "--junit /proc/version: cannot create a file in /proc"),
     (["status", "nope"], "no run 'nope' under"),
     (["status", "nope"], "a swarm ran in, or give --state-dir DIR (or set ZELLIJ_SWARM_STATE_DIR)"),
     (["status", "--state-dir", "elsewhere", "nope"], "no run 'nope' under"),

@@ -131,7 +131,7 @@ def check_writable(path: Path) -> None:
     try:
         check_can_create(target.parent)
     except OSError as e:
-        raise exc.UsageError(f"--junit {path}: cannot write a file there: {e.strerror}") from None
+        raise exc.UsageError(f"--junit {path}: cannot create a file in {target.parent}: {e.strerror}") from None
 
 
 def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> str | None:

@@ -288,6 +288,8 @@ def _read(path: str, expected: str) -> tuple[str, bytes]:
         import sys
 
         return "<stdin>", streams.read_bytes(sys.stdin)
+    if not path:
+        raise exc.InputError(f"an empty file name: name {expected} (or - for standard input)")
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
