@@ -4,7 +4,8 @@ When a pane closes or its multiplexer dies, the kernel sends SIGHUP to the pane'
 leader only; every other process is left running on a dead terminal. A shell waiting for a
 foreground command cannot pass the signal on, so the wrapper's first stage ``exec``s this
 (same pid, still the session leader), which runs the wrapper's second stage as its child in
-the same process group and, on SIGHUP (or SIGTERM), signals every descendant — also those
+the same process group and, on SIGHUP (or SIGTERM) — not one the pane's own processes sent
+the whole group (``hung_up``, ``from_the_pane``) — signals every descendant — also those
 in sessions of their own, like the worker ``script`` runs on its own terminal: the worker
 ends, the wrapper (which traps HUP) records its exit as 129, and the supervisor classifies
 it (pane closed → ``cancelled``/``pane_closed``; session gone → ``lost``/``multiplexer_lost``).
