@@ -422,22 +422,27 @@ while :; do sleep 0.1; done
 
 
 SELF_TERM = """\
-import os, signal, sys, time
+import os, signal, subprocess, sys, time
 def heard(signum, frame):
     with open("ledger", "a") as f: f.write("TERM\\n")
 signal.signal(signal.SIGTERM, heard)
-os.kill(0, signal.SIGTERM)
+if sys.argv[1] == "itself":
+    os.kill(0, signal.SIGTERM)
+else:  # a process of its own that sends it and is gone (reaped) before the leader looks
+    subprocess.run(["/bin/kill", "-TERM", "0"])
 time.sleep(0.5)
 sys.exit(0)
 """
 
 
-@pytest.mark.parametrize("backend", ["tmux", full("zellij-0.45.0"), full("headless")])
-def test_a_sigterm_a_worker_sends_its_own_group_reaches_it_once(swarm, backend, request):
+@pytest.mark.parametrize("sender,backend", [("itself", "tmux"), ("a child", "tmux"), full("itself", "zellij-0.45.0"),
+                                            full("a child", "headless")])
+def test_a_sigterm_a_worker_sends_its_own_group_reaches_it_once(swarm, sender, backend, request):
     """``kill -TERM 0`` from a worker in a tmux pane reaches the pane's leader too, which
-    passed it on to every process below it: the worker heard it twice."""
+    passed it on to every process below it: the worker heard it twice — also when a short-
+    lived process of the worker's sent it, gone by the time the leader looked."""
     swarm.write("self_term.py", SELF_TERM)
-    swarm.write("s.toml", f'[[task]]\nname = "a"\nargv = ["{sys.executable}", "self_term.py"]\n')
+    swarm.write("s.toml", f'[[task]]\nname = "a"\nargv = ["{sys.executable}", "self_term.py", "{sender}"]\n')
     args, env = backend_args(backend, request)
     res = swarm("run", "s.toml", "--output", "quiet", *args, env=env)
     assert res.code == 0, res.stderr

@@ -116,20 +116,20 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
     its own signal), the terminal itself says."""
     if info.si_code == SI_KERNEL or info.si_pid <= 0:
         return True
-    if from_the_pane(info, leader):  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
-        return False
-    return session_of(info.si_pid) is not None or not os.isatty(0)
+    pane = from_the_pane(info, leader)  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
+    return not os.isatty(0) if pane is None else not pane
 
 
-def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool:
+def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool | None:
     """Whether a signal the leader got was sent by one of the pane's own processes (its tree,
-    or its session): one sent to the whole group, the leader with it."""
+    or its session): one sent to the whole group, the leader with it. None when its sender is
+    gone, and nothing says (a ``/bin/kill -TERM 0`` the worker ran, reaped already)."""
     if info.si_code == SI_KERNEL or info.si_pid <= 0:
         return False
     if info.si_pid in descendants(leader):
         return True
     seen = session_of(info.si_pid)
-    return seen is not None and seen[0] == os.getsid(0)
+    return None if seen is None else seen[0] == os.getsid(0)
 
 
 def session_of(pid: int | str) -> tuple[int, bool] | None:
@@ -315,8 +315,11 @@ def main(argv: list[str]) -> int:
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
-        if info.si_signo == signal.SIGTERM and from_the_pane(info, leader):
-            continue  # the same (``kill -TERM 0``): passed on, the worker heard it twice
+        if info.si_signo == signal.SIGTERM and from_the_pane(info, leader) is not False:
+            # the same (``kill -TERM 0``): passed on, the worker heard it twice. A sender gone
+            # is taken for the pane's: one outside that aimed at the group reached it already,
+            # and one that aimed at the leader alone has no one left to answer
+            continue
         if info.si_signo in passed_on:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
