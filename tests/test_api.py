@@ -249,6 +249,7 @@ WRONG = [  # an adversary's pass: each raised AttributeError, TypeError or Unico
     (lambda: Task("true", slurm=[]), errors.InputError, "slurm must be a mapping of names to values, not a list"),
     (lambda: Task("true", slurm={1: "x"}), errors.InputError, "slurm keys are names, not a int"),
     (lambda: Task("true", priority=[]), errors.InputError, "priority must be an integer, not a list"),
+    (lambda: Swarm([Task("true", after="")]).run(), errors.InputError, "after names unknown task ''"),  # as a file's
     (lambda: open_run(5), errors.UsageError, "run_id must be a run id (a string), not a int"),
     (lambda: open_run(["x"]), errors.UsageError, "run_id must be a run id (a string), not a list"),
     (lambda: open_run("x", state_dir=5), errors.UsageError, "state_dir must be a path, not a int"),

@@ -35,6 +35,7 @@ from zellij_swarm import Swarm, Task
     (["frobnicate"], "No such command 'frobnicate'"),
     (["add", "--prio", "3", "--", "true"], "No such option: --prio (did you mean --priority?)"),
     (["add", "--bogus", "--", "true"], "No such option: --bogus"),
+    (["submit", "--bogus", "good.txt"], "No such option: --bogus (sbatch's options go after FILE)"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(swarm, args, needle):
     swarm.write("good.txt", "true\n")

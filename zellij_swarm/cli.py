@@ -779,6 +779,8 @@ def submit(file: str, sbatch_options: tuple[str, ...], in_job: str | None, state
     (--time=2:00:00 --partition=long ...)."""
     from zellij_swarm.commands import submit as submitting
 
+    if file.startswith("-") and file != "-" and not os.path.lexists(file):  # an option where FILE goes
+        raise exc.UsageError(f"No such option: {file} (sbatch's options go after FILE)")
     where = _state_dir(state_dir, writing=True)
     if in_job is not None:
         sys.exit(submitting.in_job(in_job, file, state_dir=where, env=os.environ))

@@ -111,7 +111,8 @@ class Task:
             raise errors.InputError(f"{label}: slurm keys are names, not {_what(bad)}", path=SOURCE)
         self.env = dict(env or {})
         self.timeout, self.retries, self.idle_timeout = timeout, retries, idle_timeout
-        self.after = after if isinstance(after, str) else _listed(label, "after", after)
+        # (one name is a list of one: an empty one is checked as a swarm file's, not dropped)
+        self.after = [after] if isinstance(after, str) else _listed(label, "after", after)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise errors.InputError(f"{label}: priority must be an integer, not {_what(priority)}", path=SOURCE)
         self.priority, self.tags, self.group, self.worktree = priority, _listed(label, "tags", tags), group, worktree
