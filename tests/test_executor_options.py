@@ -63,6 +63,14 @@ def test_a_time_limit_has_minutes_and_seconds_below_60(text: str, ok: bool) -> N
             slurm.parse_table({"time": text})
 
 
+@pytest.mark.parametrize(("key", "text"), [("time", "٣٠"), ("time", "٣٠m"), ("cpus", "٤"), ("cpus", "1_0")])
+def test_a_slurm_number_is_ascii_digits_as_written(key: str, text: str) -> None:
+    """Python's int() and the regular expressions' ``\\d`` take other scripts' digits (and int()
+    ``1_0``): such a time went to srun as written, ``--time=٣٠``."""
+    with pytest.raises(slurm.Invalid, match=rf"slurm\.{key}"):
+        slurm.parse_table({key: text})
+
+
 def test_slurm_flags_show_what_their_value_is() -> None:
     text = CliRunner().invoke(cli.cli, ["run", "--help"], terminal_width=200).output
     shown = {line.split()[0]: line.split()[1] for line in text.splitlines() if line.strip().startswith("--slurm-")

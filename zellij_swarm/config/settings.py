@@ -17,9 +17,9 @@ from types import MappingProxyType, UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from zellij_swarm import exc
-from zellij_swarm.config import slurm
+from zellij_swarm.config import ascii_int, slurm
 
-_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z", re.ASCII)  # (not another script's digits)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -32,7 +32,6 @@ HaltMode = Literal["never", "soon", "now"]
 ExecutorName = Literal["local", "slurm"]
 
 MAX_JOBS = 1024
-_DIGITS = re.compile(r"-?[0-9]+")
 
 
 class _Invalid(ValueError):
@@ -78,11 +77,10 @@ def _int_between(low: int, high: int | None) -> Callable[[object], int]:
     def parse(raw: object) -> int:
         if isinstance(raw, bool | float):
             raise _Invalid(allowed)
-        text = str(raw).strip()
-        # ASCII digits as written: Python's int() also takes "1_0" and other scripts' digits
-        if not _DIGITS.fullmatch(text):
-            raise _Invalid(allowed)
-        value = int(text)
+        try:
+            value = ascii_int(str(raw).strip())
+        except ValueError:
+            raise _Invalid(allowed) from None
         if value < low or (high is not None and value > high):
             raise _Invalid(allowed)
         return value

@@ -30,13 +30,16 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from zellij_swarm.config import ascii_int
+
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 _NAMES = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(,[A-Za-z0-9_][A-Za-z0-9_.-]*)*\Z")
 _MEM = re.compile(r"[1-9][0-9]{0,12}[KMGT]?\Z")
 _GRES = re.compile(r"[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+){0,2}(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+){0,2})*\Z")
 _CONSTRAINT = re.compile(r"[A-Za-z0-9_\[(][A-Za-z0-9_.&|,*\[\]()-]*\Z")
-_SLURM_TIME = re.compile(r"(\d+)(?:-(\d+)(?::(\d+)(?::(\d+))?)?|:(\d+)(?::(\d+))?)?\Z")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)\Z")
+# (re.ASCII: another script's digits are no time srun takes)
+_SLURM_TIME = re.compile(r"(\d+)(?:-(\d+)(?::(\d+)(?::(\d+))?)?|:(\d+)(?::(\d+))?)?\Z", re.ASCII)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h|d)\Z", re.ASCII)
 
 
 class Invalid(ValueError):
@@ -62,7 +65,7 @@ def _cpus(raw: object) -> int:
     if isinstance(raw, bool | float):
         raise Invalid("an integer 1–4096 (CPUs per task)")
     try:
-        value = int(str(raw).strip(), 10)
+        value = ascii_int(str(raw).strip())
     except ValueError:
         raise Invalid("an integer 1–4096 (CPUs per task)") from None
     if not 1 <= value <= 4096:
