@@ -124,10 +124,7 @@ def _find_run(flag: str | None, run_id: str | None, *, writing: bool = False) ->
         run = _runs_under(flag, writing=writing)[1][0]
     else:
         found = _found_state_dir(flag)
-        try:
-            run = find_run(_checked(found, writing=writing), run_id)
-        except exc.RunNotFound as e:  # where it looked, and how to point elsewhere
-            raise exc.RunNotFound(run_id, str(found.path), message=found.no_runs(run_id)) from e
+        run = find_run(_checked(found, writing=writing), run_id, found=found)
     return _trusted(run, writing=writing)
 
 

@@ -135,10 +135,7 @@ def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) ->
     if state_dir is not None:
         return Run(rundir.find_run(Path(state_dir).absolute(), run_id))
     found = find_state_dir(None, os.environ)
-    try:
-        return Run(rundir.find_run(found.path, run_id))
-    except errors.RunNotFound as e:  # where it looked, and how to point elsewhere
-        raise errors.RunNotFound(run_id, str(found.path), message=found.no_runs(run_id)) from e
+    return Run(rundir.find_run(found.path, run_id, found=found))
 
 
 def recorded_exit_code(run: RunPaths) -> int:

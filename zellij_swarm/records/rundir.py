@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc
+from zellij_swarm.config.state_dir import StateDir
 from zellij_swarm.jsontext import compact
 from zellij_swarm.records.generation_files import EXIT_RECORD, GenPaths
 
@@ -569,15 +570,18 @@ def _started_at(run: RunPaths) -> tuple[float, str]:
         return 0.0, run.run_id
 
 
-def find_run(state_dir: Path, run_id: str | None) -> RunPaths:
-    """The named run (a unique prefix of its id is enough), or the newest one."""
+def find_run(state_dir: Path, run_id: str | None, *, found: StateDir | None = None) -> RunPaths:
+    """The named run (a unique prefix of its id is enough), or the newest one. ``found``: how
+    the state directory was found (``config.state_dir``): finding no run then says where it
+    looked, and how to point elsewhere."""
     if run_id is None:
         runs = all_runs(state_dir)
         if not runs:
-            raise exc.UsageError(f"no runs under {state_dir}")
+            raise exc.UsageError(found.no_runs() if found is not None else f"no runs under {state_dir}")
         return runs[0]
+    missing = exc.RunNotFound(run_id, str(state_dir), message=found.no_runs(run_id) if found is not None else None)
     if "/" in run_id or run_id.startswith("."):
-        raise exc.RunNotFound(run_id, str(state_dir))
+        raise missing
     exact = RunPaths(runs_root(state_dir) / run_id)
     try:
         named = exact.run_json.is_file()
@@ -593,4 +597,4 @@ def find_run(state_dir: Path, run_id: str | None) -> RunPaths:
         return matches[0]
     if len(matches) > 1:
         raise exc.UsageError(f"run id prefix {run_id!r} is ambiguous: {', '.join(r.run_id for r in matches)}")
-    raise exc.RunNotFound(run_id, str(state_dir))
+    raise missing
