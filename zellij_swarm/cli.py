@@ -647,9 +647,7 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
     command = len(raw_args) - raw_args.index("--") - 1 if "--" in raw_args else 0  # the words after --
     # unknown options are let through for CMD's sake (after --) only: before it, one is an error
     if (unknown := next((a for a in args[:len(args) - command] if a.startswith("-") and a != "-"), None)):
-        known = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
-        near = difflib.get_close_matches(unknown.split("=")[0], known, n=1)
-        raise exc.UsageError(f"No such option: {unknown}" + (f" (did you mean {near[0]}?)" if near else ""))
+        raise _no_such_option(ctx, unknown)
     describe_a_command = name is not None or after or priority is not None
     if not command and len(args) <= 2 and describe_a_command:  # [RUN] FILE: checked before the run is looked for
         raise exc.UsageError("--name, --after and --priority describe a -- CMD task; a FILE gives its own keys")
@@ -671,6 +669,15 @@ def add(ctx: click.Context, args: tuple[str, ...], name: str | None, after: tupl
     else:
         task: dict[str, Any] = {"argv": list(what), "name": name, "after": list(after), "priority": priority}
         click.echo(control.add(run, tasks=[{k: v for k, v in task.items() if v not in (None, [])}]), err=True)
+
+
+def _no_such_option(ctx: click.Context, word: str, hint: str = "") -> exc.UsageError:
+    """The error of a command that lets unknown options through (for a command's own words) for
+    one given where no such word belongs: as click says it, with the closest option."""
+    known = [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+    near = difflib.get_close_matches(word.split("=")[0], known, n=1)
+    return exc.UsageError(f"No such option: {word}" + (f" (did you mean {near[0]}?)" if near else "")
+                          + (f" ({hint})" if hint else ""))
 
 
 class _FiniteFloat(click.FloatRange):
@@ -768,7 +775,9 @@ def slot_view(args: tuple[str, ...], once: bool, view_pane: bool, state_dir: str
 @click.argument("sbatch_options", nargs=-1, type=click.UNPROCESSED, metavar="[SBATCH OPTIONS]")
 @click.option("--in-job", "in_job", default=None, hidden=True, help="the batch job's part: run RUN")
 @_state_dir_option
-def submit(file: str, sbatch_options: tuple[str, ...], in_job: str | None, state_dir: str | None) -> None:
+@click.pass_context
+def submit(ctx: click.Context, file: str, sbatch_options: tuple[str, ...], in_job: str | None,
+           state_dir: str | None) -> None:
     """Run the swarm FILE as a Slurm batch job, which survives logout: the supervisor runs in
     the job, headless, every task a Slurm step. The run's id is printed now; follow it from
     here with status, logs, proof and report (the state directory must be shared with the
@@ -777,7 +786,7 @@ def submit(file: str, sbatch_options: tuple[str, ...], in_job: str | None, state
     from zellij_swarm.commands import submit as submitting
 
     if file.startswith("-") and file != "-" and not os.path.lexists(file):  # an option where FILE goes
-        raise exc.UsageError(f"No such option: {file} (sbatch's options go after FILE)")
+        raise _no_such_option(ctx, file, "sbatch's options go after FILE")
     where = _state_dir(state_dir, writing=True)
     if in_job is not None:
         sys.exit(submitting.in_job(in_job, file, state_dir=where, env=os.environ))
