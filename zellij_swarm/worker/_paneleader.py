@@ -114,16 +114,15 @@ def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
     failure was recorded ``cancelled`` and never retried): sent by the kernel, or by a
     process outside the leader's tree (the multiplexer). Its sender gone (a worker dead of
     its own signal), the terminal itself says."""
-    if info.si_code == SI_KERNEL or info.si_pid <= 0:
-        return True
-    pane = from_the_pane(info, leader)  # (a sender of the pane's own session, orphaned or a zombie, is the pane's)
+    pane = from_the_pane(info, leader)
     return not os.isatty(0) if pane is None else not pane
 
 
 def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool | None:
     """Whether a signal the leader got was sent by one of the pane's own processes (its tree,
-    or its session): one sent to the whole group, the leader with it. None when its sender is
-    gone, and nothing says (a ``/bin/kill -TERM 0`` the worker ran, reaped already)."""
+    or its session — also one orphaned, or a zombie): one sent to the whole group, the leader
+    with it. The kernel's (a terminal's hang-up) is not. None when its sender is gone, and
+    nothing says (a ``/bin/kill -TERM 0`` the worker ran, reaped already)."""
     if info.si_code == SI_KERNEL or info.si_pid <= 0:
         return False
     if info.si_pid in descendants(leader):
@@ -284,34 +283,30 @@ def main(argv: list[str]) -> int:
     while True:
         info = signal.sigwaitinfo(waited)
         if info.si_signo == signal.SIGCHLD:
-            if worker is not None:
-                done, status = os.waitpid(worker, os.WNOHANG)
-                if done:
-                    if ends is not None:  # (always: a worker is followed only where its end can be written)
-                        ends.write_end(status)
+            if worker is None:
+                try:
+                    if os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                        reap_others({child})
+                        continue
+                except ChildProcessError:
+                    return 0
+                # Looked for before the second stage is reaped: the worker it started, now this
+                # process's child, and what the worker forked since, which started after it.
+                orphan = first_started(pid for pid in children() if pid != child)
+                _, status = os.waitpid(child, 0)
+                if orphan is None or not os.WIFSIGNALED(status) or ends is None or ends.written():
                     break
-                reap_others({worker})
-                continue
-            try:
-                if os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-                    reap_others({child})
-                    continue
-            except ChildProcessError:
-                return 0
-            # Looked for before the second stage is reaped: the worker it started, now this
-            # process's child, and what the worker forked since, which started after it.
-            orphan = first_started(pid for pid in children() if pid != child)
-            _, status = os.waitpid(child, 0)
-            if orphan is None or not os.WIFSIGNALED(status) or ends is None or ends.written():
-                break
-            worker = orphan[1]
-            # It may have ended already — killed with its second stage by a signal sent to
-            # the group, a zombie now: its SIGCHLD was one with the stage's, and none comes.
+                # Looked at at once, below: it may have ended already — killed with its second
+                # stage by a signal sent to the group, a zombie: its SIGCHLD was one with the
+                # stage's, and none comes.
+                worker = orphan[1]
             done, worker_status = os.waitpid(worker, os.WNOHANG)
             if done:
                 status = worker_status
-                ends.write_end(status)
+                if ends is not None:  # (always: a worker is followed only where its end can be written)
+                    ends.write_end(status)
                 break
+            reap_others({worker})
             continue
         if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too

@@ -209,13 +209,17 @@ def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) 
     argv = cmdline(p.pid)
     if is_wrapper(gen, p.pid, argv):
         return False
-    return _relay_stands_for_worker(p.pid, argv, relay_started) if any(arg.endswith(_RELAY) for arg in argv) else True
+    return _relay_stands_for_worker(p.pid, argv, relay_started) if _runs_relay(argv) else True
 
 
 def is_relay(p: psutil.Process) -> bool:
     """Whether ``p`` is a pty relay (``_ptyrelay.py``): it passes every signal it outlives on
     to the worker it carries."""
-    return any(arg.endswith(_RELAY) for arg in cmdline(p.pid))
+    return _runs_relay(cmdline(p.pid))
+
+
+def _runs_relay(argv: list[bytes]) -> bool:
+    return any(arg.endswith(_RELAY) for arg in argv)
 
 
 def relay_started(gen: GenPaths) -> bool:
