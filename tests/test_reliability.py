@@ -449,7 +449,8 @@ def test_a_sigterm_a_worker_sends_its_own_group_reaches_it_once(swarm, sender, b
     assert (swarm.cwd / "ledger").read_text() == "TERM\n"
 
 
-@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", full("real-zellij"), full("headless")])
+@pytest.mark.parametrize("backend", ["tmux", "zellij-0.45.0", "real-zellij", full("headless"), full("zellij-0.43.1"),
+                                     full("real-zellij-pre044")])
 def test_a_pane_s_command_that_saves_on_sigterm_is_not_cut_short(swarm, backend, request):
     """A pane's ``cmd`` runs under ``sh -c``, and dash keeps a shell waiting there: a cancel's
     SIGTERM ended that shell at once, the wrapper recorded 143, and the pane's terminal hung
