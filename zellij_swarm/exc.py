@@ -41,7 +41,12 @@ class InputError(UsageError):
 
 def _as_written(value: object) -> str:
     """A bad value as its user wrote it: TOML's ``true`` and ``1979-05-27``, not Python's
-    ``True`` and ``datetime.date(1979, 5, 27)``; anything else as Python quotes it."""
+    ``True`` and ``datetime.date(1979, 5, 27)``, a table or array by what it is (``[swarm.jobs]``
+    is no Python dict to its writer); anything else as Python quotes it."""
+    if isinstance(value, dict):
+        return "(a table)"
+    if isinstance(value, list):
+        return "(an array)"
     if isinstance(value, bool):
         return "true" if value else "false"
     if hasattr(value, "isoformat") and callable(value.isoformat):

@@ -431,15 +431,19 @@ def _span(lines: list[str], start: int | None) -> tuple[int, int] | None:
 
 def _key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
     """The line setting ``key`` in the table ``span``; without a table header (an inline table:
-    ``swarm = {…}``, ``task = [{…}]``) the first line of the file where ``key =`` is written."""
+    ``swarm = {…}``, ``task = [{…}]``, a dotted key ``swarm.jobs = …``) the first line of the
+    file where ``key =`` is written. A key written as a table of its own (``[swarm.jobs]``) is
+    on that table's header line."""
     if span is None:
-        anywhere = re.compile(r"(?:^|[\s{,])[\"']?" + re.escape(key) + r"[\"']?\s*=")
-        return next((i + 1 for i, ln in enumerate(lines) if anywhere.search(ln)), None)
-    pattern = re.compile(r"\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
-    for i in range(span[0], span[1]):
-        if pattern.match(lines[i]):
-            return i + 1
-    return span[0] + 1
+        anywhere = re.compile(r"(?:^|[\s{,.])[\"']?" + re.escape(key) + r"[\"']?\s*=")
+        found = next((i + 1 for i, ln in enumerate(lines) if anywhere.search(ln)), None)
+    else:
+        pattern = re.compile(r"\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
+        found = next((i + 1 for i in range(span[0], span[1]) if pattern.match(lines[i])), None)
+    if found is None:
+        own_table = re.compile(r"\s*\[\s*[^\[\]#]*\.\s*[\"']?" + re.escape(key) + r"[\"']?\s*\]")
+        found = next((i + 1 for i, ln in enumerate(lines) if own_table.match(ln)), None)
+    return found if found is not None or span is None else span[0] + 1
 
 
 def _env_key_line(lines: list[str], span: tuple[int, int] | None, key: str) -> int | None:
@@ -503,8 +507,9 @@ def task_from_dict(raw: object, index: int, source: str, base: Path) -> TaskSpec
 def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int, int] | None,
           base: Path) -> TaskSpec:
     header = span[0] + 1 if span else None
-    if not isinstance(raw, dict):
-        raise exc.InputError(f"task #{index + 1} must be a table", path=path, line=header)
+    if not isinstance(raw, dict):  # (``task = ["x"]`` has no [[task]] header: the line that sets it)
+        raise exc.InputError(f"task #{index + 1} must be a table", path=path,
+                             line=header or _key_line(lines, None, "task"))
     label = f"task {raw['name']!r}" if isinstance(raw.get("name"), str) else f"task #{index + 1}"
 
     def fail(message: str, key: str | None = None) -> exc.InputError:
@@ -543,8 +548,10 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
         argv = tuple(argv)
     cwd = raw.get("cwd")
     if cwd is not None:
-        if not isinstance(cwd, str) or not cwd or "\0" in cwd:
+        if not isinstance(cwd, str) or not cwd:
             raise fail("cwd must be a non-empty string", "cwd")
+        if "\0" in cwd:
+            raise fail("cwd contains a NUL byte", "cwd")
         try:
             cwd = str(base / Path(cwd).expanduser())  # relative to the file; pathlib keeps an absolute one
         except RuntimeError:  # ~user of a user this system does not know
@@ -554,11 +561,18 @@ def _task(raw: object, index: int, path: str, lines: list[str], span: tuple[int,
         raise fail("env must be a table of strings", "env")
     clean_env = {}
     for k, v in env.items():
-        if not isinstance(k, str) or not is_env_name(k) or isinstance(v, (dict, list)) or "\0" in str(v):
-            raise fail(f"env key {k!r} must be a name with a string value", "env")
+        if not isinstance(k, str) or not is_env_name(k):
+            raise fail(f"env key {k!r} is no name a shell can export (letters, digits and _, not starting with a "
+                       "digit)", "env")
+        if isinstance(v, (dict, list)):
+            raise fail(f"env key {k!r} must be a string, not a {'table' if isinstance(v, dict) else 'list'}", "env")
+        if v is None:  # (the API's: TOML has no null)
+            raise fail(f"env key {k!r} is None, not a string", "env")
         if not isinstance(v, (str, int)):  # (bool is an int) a float or a date loses how it was written
             raise fail(f"env key {k!r} is a TOML {type(v).__name__}, not a string: quote it (unquoted it would "
                        f"reach the worker as {str(v)!r}, not as written)", "env")
+        if isinstance(v, str) and "\0" in v:
+            raise fail(f"env key {k!r}: its value contains a NUL byte, which no environment can hold", "env")
         if is_reserved_env_name(k):
             raise exc.InputError(
                 f"{label}: env key {k!r} is reserved: ZELLIJ_SWARM_* names mark a generation's processes (cancel "
