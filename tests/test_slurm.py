@@ -20,10 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from realzellij import RealZellij
 from slurmtest import SLURM_LOCAL
 from swarmtest import Running, Swarm, assert_whole_outputs, clean_env, full, printing_swarm, running_worker, wait_until
 from test_worker_paths import run_and_check
-from zellijtest import FakeZellij
+from tmuxtest import Tmux
+from zellijtest import FAST, FakeZellij
 
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
@@ -283,6 +285,63 @@ def test_a_steps_srun_in_a_pane_has_the_callers_environment(swarm: Swarm, cluste
         assert all(t["pane_id"] for t in swarm.tasks().values())
     finally:
         subprocess.run(["tmux", "kill-server"], env=server_env, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("cmd", [
+    pytest.param("echo began >> ran; sleep 60", id="sleeps"),
+    pytest.param("echo began >> ran; exec sleep 60", id="exec"),
+    pytest.param("trap '' HUP TERM; echo began >> ran; while :; do sleep 0.1; done", id="ignores-hup-and-term"),
+])
+def test_a_steps_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],
+                                                                     tmp_path: Path, cmd: str) -> None:
+    """The pane of a running step closed by hand (``tmux kill-pane``) ends its ``srun``, and
+    Slurm kills the step's processes with SIGKILL: nothing on the node records an end. It was
+    ``lost (no_exit_record)`` and ran again, or, when a hang-up reached the worker first,
+    whatever the worker's shell made of it. The pane's leader marks the hang-up: the task is
+    ``cancelled (pane_closed)``, as a local pane's, and the other task goes on."""
+    (tmp_path / "tm").mkdir()
+    swarm.write("p.toml", f'[swarm]\njobs = 2\n[[task]]\nname = "long"\ncmd = "{cmd}"\n'
+                          '[[task]]\nname = "other"\ncmd = "sleep 1; echo fine"\n')
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    try:
+        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
+                          "--output", "quiet", env=env) as running:
+            def long_pane() -> str | None:
+                panes = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{@zsw_title}"], env=env,
+                                       capture_output=True, text=True, timeout=30).stdout.splitlines()
+                found = [line.split()[0] for line in panes if " long" in line]
+                return found[0] if found and (swarm.cwd / "ran").exists() else None
+
+            pane = wait_until(long_pane, what="long's step running in its pane")
+            subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
+            assert running.proc.wait(timeout=120) == 1
+        assert rows(swarm) == {"long": ("cancelled", "pane_closed", None, 1), "other": ("succeeded", None, 0, 1)}
+        assert (swarm.cwd / "ran").read_text() == "began\n"
+        assert queue(cluster) == []
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+def test_a_steps_zellij_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],
+                                                                            rz: RealZellij, tmux: Tmux) -> None:
+    """As in tmux (above), in the real Zellij: ``close-pane`` of a running step's pane."""
+    rz.host("host", tmux)
+    swarm.write("sw.toml", '[swarm]\njobs = 2\n[[task]]\nname = "long"\ncmd = "echo began >> ran; sleep 60"\n'
+                           '[[task]]\nname = "other"\ncmd = "sleep 1; echo fine"\n')
+    with SlurmRunning(swarm, "sw.toml", "--backend", "zellij", "--ui", "live", "--output", "quiet",
+                      "--executor", "slurm", env=rz.env(inside="host", **FAST, **cluster)) as running:
+        def long_pane() -> list[str] | None:
+            if running.run is None or not (swarm.cwd / "ran").exists():
+                return None
+            return [f"terminal_{p['id']}" for p in rz.panes("host")
+                    if not p["is_plugin"] and p["tab_name"] == f"swarm:{running.run.name}" and " long " in p["title"]]
+
+        pane = wait_until(long_pane, what="long's step running in its pane")
+        rz.act("host", "close-pane", "--pane-id", pane[0])
+        assert running.proc.wait(timeout=120) == 1
+    assert rows(swarm) == {"long": ("cancelled", "pane_closed", None, 1), "other": ("succeeded", None, 0, 1)}
+    assert (swarm.cwd / "ran").read_text() == "began\n"
+    assert queue(cluster) == []
 
 
 @pytest.mark.parametrize("version,ui", [("0.45.0", "live"), full("0.43.1", "compact")])

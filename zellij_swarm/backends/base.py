@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from zellij_swarm import pid_end
 from zellij_swarm.config.settings import Resolved
+from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.worker import wrapper
@@ -66,16 +67,22 @@ class LaunchRequest:
 
     def pane_argv(self, *, read_to_end: bool = False) -> list[str]:
         """What a pane runs: the generation's own wrapper, through the executor's prefix.
-        With ``read_to_end`` (tmux: ``PaneMode.read_to_end``) a Slurm step's ``srun``, which
-        would be the pane's first process, runs under a pane leader here that lets the pane's
-        terminal be read to its end before it exits: tmux closes a terminal whose first
-        process ended once nothing is left to read *now*, and the kernel may still hold the
-        last output ``srun`` wrote (SPEC §2). The wrapper's own leader, on the node, cannot:
-        its terminal is ``srun``'s there."""
+
+        A Slurm step's ``srun``, which would be the pane's first process, runs under a pane
+        leader here that marks its terminal's hang-up (``--hangup``): a pane closed by hand
+        ends ``srun``, and Slurm then kills the step's processes with SIGKILL, before any
+        hang-up reaches the wrapper's own leader on the node, and nothing there records an
+        end. With the mark, such a step is ``cancelled (pane_closed)``, as a local pane's is,
+        not ``lost`` and run again. With ``read_to_end`` (tmux: ``PaneMode.read_to_end``) the
+        leader also lets the pane's terminal be read to its end before it exits: tmux closes
+        a terminal whose first process ended once nothing is left to read *now*, and the
+        kernel may still hold the last output ``srun`` wrote (SPEC §2). The wrapper's own
+        leader, on the node, can do neither: its terminal is ``srun``'s there."""
         argv = [*self.prefix, "/bin/sh", str(self.gen.wrapper)]
-        if read_to_end and self.prefix:
-            return [*wrapper.PANE_LEADER, "--read-to-end", *argv]
-        return argv
+        if not self.prefix:
+            return argv
+        return [*wrapper.PANE_LEADER, *(["--read-to-end"] if read_to_end else []),
+                "--hangup", str(self.gen.dir / generation_files.HANGUP), *argv]
 
 
 @dataclass(frozen=True)

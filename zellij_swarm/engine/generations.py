@@ -541,6 +541,10 @@ class Generations:
                 reason = "wrapper_lost"  # its worker ran on to an end nobody saw
             elif not session_alive:
                 reason = "multiplexer_lost"
+            elif lg.in_pane and generation_files.hung_up(lg.gen):
+                # Its pane closed (its leader marked the hang-up: a tmux pane's Slurm step's
+                # srun, whose end made Slurm kill the step before anything could record it)
+                reason = "pane_closed"
             elif lg.in_pane and not _began(lg.gen):
                 # Its pane closed as it opened, before its worker began (the pane's leader, or
                 # the stage it starts, died of the hang-up before it could arm itself against
