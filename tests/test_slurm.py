@@ -315,9 +315,35 @@ def test_a_steps_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm
             pane = wait_until(long_pane, what="long's step running in its pane")
             subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
             assert running.proc.wait(timeout=120) == 1
-        assert rows(swarm) == {"long": ("cancelled", "pane_closed", None, 1), "other": ("succeeded", None, 0, 1)}
+        # (its code: none, or the worker's 137 where its wrapper outlived Slurm's SIGKILL a moment)
+        assert {name: (status, reason, attempts) for name, (status, reason, _, attempts) in rows(swarm).items()} == {
+            "long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
         assert (swarm.cwd / "ran").read_text() == "began\n"
         assert queue(cluster) == []
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+def test_a_steps_srun_that_fails_at_once_in_a_pane_is_a_failure_not_a_closed_pane(swarm: Swarm,
+                                                                                  cluster: dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    """An srun Slurm refuses (a node that does not exist) ends at once, and its pane with it,
+    before anything began on a node. That was read as a pane closed as it opened,
+    ``cancelled (pane_closed)``: never retried, and nothing said it failed. Only the pane
+    leader's mark says a step's pane was closed; without it, this is ``failed
+    (executor_failed)``, with srun's words in the warning."""
+    (tmp_path / "tm").mkdir()
+    swarm.write("f.toml", '[swarm]\njobs = 2\n[[task]]\nname = "bad"\ncmd = "echo began >> ran"\n'
+                          'slurm = { extra = ["--nodelist=n9"] }\n[[task]]\nname = "ok"\ncmd = "true"\n')
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    try:
+        res = swarm("run", "f.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+                    "--json", env=env)
+        assert res.code == 1, res.stderr
+        assert rows(swarm) == {"bad": ("failed", "executor_failed", None, 1), "ok": ("succeeded", None, 0, 1)}
+        assert [w["code"] for w in json.loads(res.stdout)["warnings"]] == ["executor_failed"]
+        assert "Invalid node name" in json.loads(res.stdout)["warnings"][0]["message"]
+        assert not (swarm.cwd / "ran").exists()
     finally:
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
 
@@ -339,7 +365,8 @@ def test_a_steps_zellij_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm
         pane = wait_until(long_pane, what="long's step running in its pane")
         rz.act("host", "close-pane", "--pane-id", pane[0])
         assert running.proc.wait(timeout=120) == 1
-    assert rows(swarm) == {"long": ("cancelled", "pane_closed", None, 1), "other": ("succeeded", None, 0, 1)}
+    assert {name: (status, reason, attempts) for name, (status, reason, _, attempts) in rows(swarm).items()} == {
+        "long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
     assert (swarm.cwd / "ran").read_text() == "began\n"
     assert queue(cluster) == []
 

@@ -542,13 +542,15 @@ class Generations:
             elif not session_alive:
                 reason = "multiplexer_lost"
             elif lg.in_pane and generation_files.hung_up(lg.gen):
-                # Its pane closed (its leader marked the hang-up: a tmux pane's Slurm step's
-                # srun, whose end made Slurm kill the step before anything could record it)
+                # Its pane closed (its leader marked the hang-up: a Slurm step's srun, whose
+                # end made Slurm kill the step before anything could record it)
                 reason = "pane_closed"
-            elif lg.in_pane and not _began(lg.gen):
+            elif lg.in_pane and not lg.remote and not _began(lg.gen):
                 # Its pane closed as it opened, before its worker began (the pane's leader, or
                 # the stage it starts, died of the hang-up before it could arm itself against
-                # it): nothing ran, as when the pane closes at the start gate.
+                # it): nothing ran, as when the pane closes at the start gate. Not a step's: an
+                # srun that failed at once ends its pane too, and only the mark above says that
+                # the pane was closed.
                 reason = "pane_closed"
             else:
                 reason = missing
