@@ -72,20 +72,30 @@ def test_every_state_of_every_machine_has_its_row_and_done_is_final() -> None:
                if phase is not GenPhase.DONE)
 
 
-@pytest.mark.parametrize("code, sig, marked_after_end, status", [
-    (1, None, 0.01, ("cancelled", "pane_closed")),  # yes's EIO, just before its leader's mark
-    (1, None, -0.5, ("cancelled", "pane_closed")),
-    ("SIGPIPE", "SIGPIPE", 0.2, ("cancelled", "pane_closed")),
-    (1, None, 30.0, ("failed", None)),  # it failed; its pane, held, was closed later
-    (3, None, -2.5, ("failed", None)),  # it ignored the hang-up and failed on its own, later
-    (0, None, -1.0, ("succeeded", None)),  # finished work, whenever its pane closed
-    (129, "SIGHUP", 30.0, ("cancelled", "pane_closed")),  # a death by the hang-up's SIGHUP
-    (1, None, None, ("failed", None)),  # no mark: its own failure
+@pytest.mark.parametrize("code, sig, marked_after_end, status, remote", [
+    (1, None, 0.01, ("cancelled", "pane_closed"), False),  # yes's EIO, just before its leader's mark
+    (1, None, -0.5, ("cancelled", "pane_closed"), False),
+    ("SIGPIPE", "SIGPIPE", 0.2, ("cancelled", "pane_closed"), False),
+    (1, None, 30.0, ("failed", None), False),  # it failed; its pane, held, was closed later
+    (3, None, -2.5, ("failed", None), False),  # it ignored the hang-up and failed on its own, later
+    (0, None, -1.0, ("succeeded", None), False),  # finished work, whenever its pane closed
+    (129, "SIGHUP", 30.0, ("cancelled", "pane_closed"), False),  # a death by the hang-up's SIGHUP
+    (1, None, None, ("failed", None), False),  # no mark: its own failure
+    # a Slurm step's exit 0 in the second after its pane closed: Slurm's kill of the step, which
+    # left the worker's shell to run on to ``exit 0``; before the close, or long after: its own
+    (0, None, -0.02, ("cancelled", "pane_closed"), True),
+    (0, None, -0.9, ("cancelled", "pane_closed"), True),
+    (0, None, 0.02, ("succeeded", None), True),
+    (0, None, -2.5, ("succeeded", None), True),
+    (0, None, -0.02, ("succeeded", None), False),  # a local pane's worker heard the hang-up, and finished
+    (0, None, None, ("succeeded", None), True),
+    (3, None, -0.3, ("cancelled", "pane_closed"), True),
 ])
 def test_a_pane_worker_that_ended_as_its_terminal_hung_up_was_ended_by_it(tmp_path, code, sig, marked_after_end,
-                                                                           status) -> None:
+                                                                           status, remote) -> None:
     """SPEC §6: any end but exit 0 in a pane whose leader marked the hang-up within 1 s of it
-    was the hang-up's doing; one long before or after it was not."""
+    was the hang-up's doing; one long before or after it was not. A Slurm step's exit 0 in
+    the second after the mark too."""
     import os
 
     from zellij_swarm.engine.outcome import outcome
@@ -93,7 +103,7 @@ def test_a_pane_worker_that_ended_as_its_terminal_hung_up_was_ended_by_it(tmp_pa
 
     gen = GenPaths(tmp_path, 1, 1)
     task = TaskRecord(spec=TaskSpec(name="t", cmd="yes"), id="t1", order=1, timeout=None, retries=0, idle_timeout=None)
-    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "t", pane=True), backfill=False)
+    lg = LiveGen(task, gen, LaunchRequest(gen, 1, "t", pane=True), backfill=False, remote=remote)
     ended = 1_700_000_000.0
     if marked_after_end is not None:
         (tmp_path / HANGUP).touch()

@@ -324,6 +324,80 @@ def test_a_steps_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
 
 
+def test_steps_whose_panes_close_under_them_never_succeed_on_their_shells_exit_0(swarm: Swarm,
+                                                                               cluster: dict[str, str],
+                                                                               tmp_path: Path) -> None:
+    """Eight steps' panes closed while each worker's ``sleep`` runs: Slurm kills each step,
+    and its sweep of the step's processes one by one (this cluster's proctrack/linuxproc)
+    sometimes killed the ``sleep`` and left the worker's shell to run on to ``exit 0``, its
+    wrapper to record it: ``succeeded`` (1 or 2 tasks in 8), its work cut short. A task is
+    ``succeeded`` only where its worker's ``sleep`` ran to its end (its mark says ``done0``);
+    every other is ``cancelled (pane_closed)``; none runs twice."""
+    (tmp_path / "tm").mkdir()
+    names = [f"w{i}" for i in range(8)]
+    swarm.write("p.toml", "[swarm]\njobs = 8\n" + "".join(
+        f'[[task]]\nname = "{n}"\ncmd = \'echo began >> {n}.mark; sleep 5; echo "done$?" >> {n}.mark; exit 0\'\n'
+        for n in names))
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    try:
+        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
+                          "--output", "quiet", env=env) as running:
+            def panes() -> list[str] | None:
+                listed = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{@zsw_title}"], env=env,
+                                        capture_output=True, text=True, timeout=30).stdout.splitlines()
+                ours = [line.split()[0] for line in listed if re.search(r" w\d ", line)]
+                began = all((swarm.cwd / f"{n}.mark").exists() for n in names)
+                return ours if len(ours) == 8 and began else None
+
+            for pane in wait_until(panes, what="eight steps running in their panes"):
+                subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
+            assert running.proc.wait(timeout=120) == 1
+        found = rows(swarm)
+        for n in names:
+            mark = (swarm.cwd / f"{n}.mark").read_text()
+            expected = ("succeeded", None) if mark == "began\ndone0\n" else ("cancelled", "pane_closed")
+            assert (found[n][0], found[n][1], found[n][3]) == (*expected, 1), (n, mark, found[n])
+        assert queue(cluster) == []
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+def test_steps_whose_panes_close_as_they_open_are_cancelled_and_never_run(swarm: Swarm, cluster: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    """Each step's pane closed the moment it is listed: before its srun began (no executor
+    log), while srun waited, or as the wrapper started. A pane that closed before its srun
+    began was read as srun failing at once — ``failed (executor_failed)``, after a 13 s
+    wait — and its retry ran the worker. Every task is ``cancelled (pane_closed)``, once."""
+    (tmp_path / "tm").mkdir()
+    names = [f"o{i}" for i in range(4)]
+    swarm.write("p.toml", "[swarm]\njobs = 4\nretries = 2\n" + "".join(
+        f'[[task]]\nname = "{n}"\ncmd = \'echo began >> {n}.mark; sleep 2; exit 0\'\n' for n in names))
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    closed: set[str] = set()
+    try:
+        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
+                          "--output", "quiet", env=env) as running:
+            def close_each_as_it_opens() -> bool:
+                listed = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{pane_start_command}"],
+                                        env=env, capture_output=True, text=True, timeout=30).stdout.splitlines()
+                for pane in (line.split()[0] for line in listed if "wrapper.sh" in line):
+                    if pane not in closed:
+                        subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, capture_output=True, timeout=30)
+                        closed.add(pane)
+                return running.proc.poll() is not None
+
+            wait_until(close_each_as_it_opens, interval=0.01, timeout=120, what="the run's end")
+        assert running.proc.returncode == 1
+        found = rows(swarm)
+        assert {n: (found[n][0], found[n][1], found[n][3]) for n in names} == {
+            n: ("cancelled", "pane_closed", 1) for n in names}, found
+        assert all((swarm.cwd / f"{n}.mark").read_text() == "began\n" for n in names
+                   if (swarm.cwd / f"{n}.mark").exists())
+        assert queue(cluster) == []
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
 def test_a_steps_srun_that_fails_at_once_in_a_pane_is_a_failure_not_a_closed_pane(swarm: Swarm,
                                                                                   cluster: dict[str, str],
                                                                                   tmp_path: Path) -> None:

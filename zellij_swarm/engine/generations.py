@@ -402,9 +402,11 @@ class Generations:
             # for a slot again, its attempt not spent
             self._requeue_unstarted(lg, reason="executor_forgot")
             return
-        # its pane, or session, went away (a step whose wrapper never started is the executor's failure)
+        # its pane, or session, went away (a step whose wrapper never started is the executor's
+        # failure — unless its pane closed before the step began, or while it waited in Slurm's queue)
         hung_up = rec is None or ended_with_its_terminal(lg, rec)
-        pane_gone = lg.in_pane and hung_up and not (lg.remote and generation_files.claim_or_planted(lg.gen) is None)
+        pane_gone = lg.in_pane and hung_up and not (
+            lg.remote and generation_files.claim_or_planted(lg.gen) is None and not _pane_closed(lg))
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
@@ -541,16 +543,8 @@ class Generations:
                 reason = "wrapper_lost"  # its worker ran on to an end nobody saw
             elif not session_alive:
                 reason = "multiplexer_lost"
-            elif lg.in_pane and generation_files.hung_up(lg.gen):
-                # Its pane closed (its leader marked the hang-up: a Slurm step's srun, whose
-                # end made Slurm kill the step before anything could record it)
-                reason = "pane_closed"
-            elif lg.in_pane and not lg.remote and not _began(lg.gen):
-                # Its pane closed as it opened, before its worker began (the pane's leader, or
-                # the stage it starts, died of the hang-up before it could arm itself against
-                # it): nothing ran, as when the pane closes at the start gate. Not a step's: an
-                # srun that failed at once ends its pane too, and only the mark above says that
-                # the pane was closed.
+            elif _pane_closed(lg) and (claim is not None or not lg.remote or generation_files.take_claim(lg.gen)):
+                # (a step that never started is claimed here: one Slurm would start late runs nothing)
                 reason = "pane_closed"
             else:
                 reason = missing
@@ -791,6 +785,21 @@ def _unrecorded(lg: LiveGen, claim: generation_files.Claim | None, status: int |
     if status is not None and claim is None:
         return Unrecorded.RECORDS_REMOVED
     return Unrecorded.UNWRITTEN
+
+
+def _pane_closed(lg: LiveGen) -> bool:
+    """A pane generation with no exit record ended with its pane, closed: its leader marked
+    the hang-up (a Slurm step's srun, whose end made Slurm kill the step before anything could
+    record it, or which waited in Slurm's queue); or the pane closed as it opened, before its
+    worker began (the pane's leader, or the stage it starts, died of the hang-up before it
+    could arm itself against it) — nothing ran, as when the pane closes at the start gate. Not
+    a step whose srun began and ended with no mark: it failed at once, and its pane ended with
+    it — the executor's failure."""
+    if not lg.in_pane:
+        return False
+    if generation_files.hung_up(lg.gen):
+        return True
+    return not _began(lg.gen) and not (lg.remote and generation_files.began_its_step(lg.gen))
 
 
 def _began(gen: generation_files.GenPaths) -> bool:

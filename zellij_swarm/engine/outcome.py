@@ -57,10 +57,17 @@ def ended_with_its_terminal(lg: LiveGen, rec: ExitRecord) -> bool:
     marked: a death by SIGHUP — the hang-up's, not the worker's own — or any end but exit 0
     within a second of the mark (a write that met the dead terminal's EIO before the
     hang-up's SIGHUP arrived: ``yes`` exits 1; not a worker that ignored the hang-up and
-    failed on its own later)."""
+    failed on its own later). A Slurm step's exit 0 within a second after the mark too: the
+    close ends its srun, and Slurm kills the step with SIGKILL, which no worker can answer
+    by finishing its work — but a sweep of the step's processes one by one
+    (proctrack/linuxproc) can kill the worker's child and leave its shell to run on to
+    ``exit 0`` (2 steps in 8 here)."""
     if rec.signal == "SIGHUP":
         return generation_files.hung_up(lg.gen)
-    return (rec.code, rec.signal) != (0, None) and generation_files.hung_up(lg.gen, ended_at=rec.ended_at)
+    near = generation_files.hung_up(lg.gen, ended_at=rec.ended_at)
+    if (rec.code, rec.signal) != (0, None):
+        return near
+    return lg.remote and near and rec.ended_at is not None and generation_files.hung_up_by(lg.gen, rec.ended_at)
 
 
 def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:

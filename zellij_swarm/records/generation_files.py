@@ -662,6 +662,20 @@ def hung_up(gen: GenPaths, *, ended_at: float | None = None) -> bool:
     return made is not None and (ended_at is None or abs(made - ended_at) <= HANGUP_NEAR_END)
 
 
+def hung_up_by(gen: GenPaths, ended_at: float) -> bool:
+    """Its pane's terminal hung up no later than ``ended_at``: the end came after the pane
+    closed (a Slurm step's, whose close Slurm answers with a kill of the step)."""
+    made = _mtime(plain(gen, HANGUP))
+    return made is not None and made <= ended_at
+
+
+def began_its_step(gen: GenPaths) -> bool:
+    """A pane's Slurm step got as far as its ``srun``: the executor log is there, which the
+    shell that starts ``srun`` opens first (``SlurmExecutor.prefix``). Not there: the pane
+    closed before its step was even asked for."""
+    return os.path.lexists(plain(gen, EXECUTOR_LOG))
+
+
 def kill_sent_at(gen: GenPaths) -> float | None:
     """When the kill's first signal reached the worker, if it did."""
     words = _sent_words(gen)
