@@ -65,6 +65,13 @@ def exits(run: Path) -> int:
     return len(list(run.glob("slots/slot-*/gen-*/exit")))
 
 
+def began(run: Path) -> int:
+    """Generations whose wrapper wrote its start (a task's row says ``running`` with a pane
+    as soon as its pane is asked for: on a loaded machine, its wrapper may not have claimed
+    its generation yet, or its pane not even be open, when a test kills the supervisor)."""
+    return sum('"started"' in f.read_text() for f in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"))
+
+
 def stop(swarm: Swarm, proc: subprocess.Popen | None, run: Path) -> None:
     """Whatever the test came to: every gate open, the supervisor and every process of the run ended."""
     for gate in ("go", "go2"):
@@ -101,6 +108,7 @@ class Killed:
             self.panes: dict[str, str] = {n: rows[n]["pane_id"] for n in ("ok", "bad", "late", "late-bad")}
             self.slots: dict[str, int] = {n: rows[n]["slot"] for n in self.panes}
             wait_until(lambda: set(self.panes.values()) <= set(view()), timeout=60, what="the panes listed")
+            wait_until(lambda: began(self.run) == 4, timeout=60, what="the four workers begun")
             self.before = set(view())
         finally:
             proc.kill()
@@ -289,6 +297,7 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
         wait_until(lambda: [t["status"] for t in status(swarm, run)["tasks"]] == ["running", "running"],
                    timeout=60, what="both running")
         wait_until(lambda: f"swarm-{run.name}" in tmux("list-windows", "-a", "-F", "#{window_name}"), what="window")
+        wait_until(lambda: began(run) == 2, timeout=60, what="both workers begun")
         proc.kill()
         proc.wait(timeout=10)
         (swarm.cwd / "go").touch()
