@@ -287,6 +287,31 @@ def test_a_steps_srun_in_a_pane_has_the_callers_environment(swarm: Swarm, cluste
         subprocess.run(["tmux", "kill-server"], env=server_env, capture_output=True, timeout=30)
 
 
+@contextlib.contextmanager
+def slurm_in_tmux(tmp_path: Path, cluster: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The environment of a run whose steps show in a private tmux server's panes; the
+    server is killed on the way out."""
+    (tmp_path / "tm").mkdir()
+    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
+    try:
+        yield env
+    finally:
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+def tmux_panes(env: dict[str, str], field: str) -> list[tuple[str, str]]:
+    """(pane id, ``field``) of every pane of the tmux server of ``env``."""
+    listed = subprocess.run(["tmux", "list-panes", "-a", "-F", f"#{{pane_id}} {field}"], env=env,
+                            capture_output=True, text=True, timeout=30).stdout.splitlines()
+    return [(line.split(" ", 1)[0], line.partition(" ")[2]) for line in listed]
+
+
+def outcomes(swarm: Swarm) -> dict[str, tuple[str, str | None, int]]:
+    """Each task's status, reason and attempts (not its code: a worker Slurm killed may have
+    had its 137 recorded, its wrapper outliving the kill a moment, or none)."""
+    return {name: (status, reason, attempts) for name, (status, reason, _, attempts) in rows(swarm).items()}
+
+
 @pytest.mark.parametrize("cmd", [
     pytest.param("echo began >> ran; sleep 60", id="sleeps"),
     pytest.param("echo began >> ran; exec sleep 60", id="exec"),
@@ -299,29 +324,21 @@ def test_a_steps_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm
     ``lost (no_exit_record)`` and ran again, or, when a hang-up reached the worker first,
     whatever the worker's shell made of it. The pane's leader marks the hang-up: the task is
     ``cancelled (pane_closed)``, as a local pane's, and the other task goes on."""
-    (tmp_path / "tm").mkdir()
     swarm.write("p.toml", f'[swarm]\njobs = 2\n[[task]]\nname = "long"\ncmd = "{cmd}"\n'
                           '[[task]]\nname = "other"\ncmd = "sleep 1; echo fine"\n')
-    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
-    try:
-        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
-                          "--output", "quiet", env=env) as running:
-            def long_pane() -> str | None:
-                panes = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{@zsw_title}"], env=env,
-                                       capture_output=True, text=True, timeout=30).stdout.splitlines()
-                found = [line.split()[0] for line in panes if " long" in line]
-                return found[0] if found and (swarm.cwd / "ran").exists() else None
+    with slurm_in_tmux(tmp_path, cluster) as env, SlurmRunning(
+            swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+            env=env) as running:
+        def long_pane() -> str | None:
+            found = [pane for pane, title in tmux_panes(env, "#{@zsw_title}") if " long " in f"{title} "]
+            return found[0] if found and (swarm.cwd / "ran").exists() else None
 
-            pane = wait_until(long_pane, what="long's step running in its pane")
-            subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
-            assert running.proc.wait(timeout=120) == 1
-        # (its code: none, or the worker's 137 where its wrapper outlived Slurm's SIGKILL a moment)
-        assert {name: (status, reason, attempts) for name, (status, reason, _, attempts) in rows(swarm).items()} == {
-            "long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
-        assert (swarm.cwd / "ran").read_text() == "began\n"
-        assert queue(cluster) == []
-    finally:
-        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+        subprocess.run(["tmux", "kill-pane", "-t", wait_until(long_pane, what="long's step running in its pane")],
+                       env=env, check=True, timeout=30)
+        assert running.proc.wait(timeout=120) == 1
+    assert outcomes(swarm) == {"long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
+    assert (swarm.cwd / "ran").read_text() == "began\n"
+    assert queue(cluster) == []
 
 
 def test_steps_whose_panes_close_under_them_never_succeed_on_their_shells_exit_0(swarm: Swarm,
@@ -333,33 +350,27 @@ def test_steps_whose_panes_close_under_them_never_succeed_on_their_shells_exit_0
     wrapper to record it: ``succeeded`` (1 or 2 tasks in 8), its work cut short. A task is
     ``succeeded`` only where its worker's ``sleep`` ran to its end (its mark says ``done0``);
     every other is ``cancelled (pane_closed)``; none runs twice."""
-    (tmp_path / "tm").mkdir()
     names = [f"w{i}" for i in range(8)]
     swarm.write("p.toml", "[swarm]\njobs = 8\n" + "".join(
         f'[[task]]\nname = "{n}"\ncmd = \'echo began >> {n}.mark; sleep 5; echo "done$?" >> {n}.mark; exit 0\'\n'
         for n in names))
-    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
-    try:
-        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
-                          "--output", "quiet", env=env) as running:
-            def panes() -> list[str] | None:
-                listed = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{@zsw_title}"], env=env,
-                                        capture_output=True, text=True, timeout=30).stdout.splitlines()
-                ours = [line.split()[0] for line in listed if re.search(r" w\d ", line)]
-                began = all((swarm.cwd / f"{n}.mark").exists() for n in names)
-                return ours if len(ours) == 8 and began else None
+    with slurm_in_tmux(tmp_path, cluster) as env, SlurmRunning(
+            swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+            env=env) as running:
+        def panes() -> list[str] | None:
+            ours = [pane for pane, title in tmux_panes(env, "#{@zsw_title}") if re.search(r" w\d ", title)]
+            began = all((swarm.cwd / f"{n}.mark").exists() for n in names)
+            return ours if len(ours) == 8 and began else None
 
-            for pane in wait_until(panes, what="eight steps running in their panes"):
-                subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
-            assert running.proc.wait(timeout=120) == 1
-        found = rows(swarm)
-        for n in names:
-            mark = (swarm.cwd / f"{n}.mark").read_text()
-            expected = ("succeeded", None) if mark == "began\ndone0\n" else ("cancelled", "pane_closed")
-            assert (found[n][0], found[n][1], found[n][3]) == (*expected, 1), (n, mark, found[n])
-        assert queue(cluster) == []
-    finally:
-        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+        for pane in wait_until(panes, what="eight steps running in their panes"):
+            subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, check=True, timeout=30)
+        assert running.proc.wait(timeout=120) == 1
+    found = outcomes(swarm)
+    for n in names:
+        mark = (swarm.cwd / f"{n}.mark").read_text()
+        expected = ("succeeded", None, 1) if mark == "began\ndone0\n" else ("cancelled", "pane_closed", 1)
+        assert found[n] == expected, (n, mark, found[n])
+    assert queue(cluster) == []
 
 
 def test_steps_whose_panes_close_as_they_open_are_cancelled_and_never_run(swarm: Swarm, cluster: dict[str, str],
@@ -368,34 +379,26 @@ def test_steps_whose_panes_close_as_they_open_are_cancelled_and_never_run(swarm:
     log), while srun waited, or as the wrapper started. A pane that closed before its srun
     began was read as srun failing at once — ``failed (executor_failed)``, after a 13 s
     wait — and its retry ran the worker. Every task is ``cancelled (pane_closed)``, once."""
-    (tmp_path / "tm").mkdir()
     names = [f"o{i}" for i in range(4)]
     swarm.write("p.toml", "[swarm]\njobs = 4\nretries = 2\n" + "".join(
         f'[[task]]\nname = "{n}"\ncmd = \'echo began >> {n}.mark; sleep 2; exit 0\'\n' for n in names))
-    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
     closed: set[str] = set()
-    try:
-        with SlurmRunning(swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm",
-                          "--output", "quiet", env=env) as running:
-            def close_each_as_it_opens() -> bool:
-                listed = subprocess.run(["tmux", "list-panes", "-a", "-F", "#{pane_id} #{pane_start_command}"],
-                                        env=env, capture_output=True, text=True, timeout=30).stdout.splitlines()
-                for pane in (line.split()[0] for line in listed if "wrapper.sh" in line):
-                    if pane not in closed:
-                        subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, capture_output=True, timeout=30)
-                        closed.add(pane)
-                return running.proc.poll() is not None
+    with slurm_in_tmux(tmp_path, cluster) as env, SlurmRunning(
+            swarm, "p.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
+            env=env) as running:
+        def close_each_as_it_opens() -> bool:
+            for pane, command in tmux_panes(env, "#{pane_start_command}"):
+                if "wrapper.sh" in command and pane not in closed:
+                    subprocess.run(["tmux", "kill-pane", "-t", pane], env=env, capture_output=True, timeout=30)
+                    closed.add(pane)
+            return running.proc.poll() is not None
 
-            wait_until(close_each_as_it_opens, interval=0.01, timeout=120, what="the run's end")
-        assert running.proc.returncode == 1
-        found = rows(swarm)
-        assert {n: (found[n][0], found[n][1], found[n][3]) for n in names} == {
-            n: ("cancelled", "pane_closed", 1) for n in names}, found
-        assert all((swarm.cwd / f"{n}.mark").read_text() == "began\n" for n in names
-                   if (swarm.cwd / f"{n}.mark").exists())
-        assert queue(cluster) == []
-    finally:
-        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+        wait_until(close_each_as_it_opens, interval=0.01, timeout=120, what="the run's end")
+    assert running.proc.returncode == 1
+    assert outcomes(swarm) == {n: ("cancelled", "pane_closed", 1) for n in names}
+    assert all((swarm.cwd / f"{n}.mark").read_text() == "began\n" for n in names
+               if (swarm.cwd / f"{n}.mark").exists())
+    assert queue(cluster) == []
 
 
 def test_a_steps_srun_that_fails_at_once_in_a_pane_is_a_failure_not_a_closed_pane(swarm: Swarm,
@@ -406,20 +409,16 @@ def test_a_steps_srun_that_fails_at_once_in_a_pane_is_a_failure_not_a_closed_pan
     ``cancelled (pane_closed)``: never retried, and nothing said it failed. Only the pane
     leader's mark says a step's pane was closed; without it, this is ``failed
     (executor_failed)``, with srun's words in the warning."""
-    (tmp_path / "tm").mkdir()
     swarm.write("f.toml", '[swarm]\njobs = 2\n[[task]]\nname = "bad"\ncmd = "echo began >> ran"\n'
                           'slurm = { extra = ["--nodelist=n9"] }\n[[task]]\nname = "ok"\ncmd = "true"\n')
-    env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster)
-    try:
+    with slurm_in_tmux(tmp_path, cluster) as env:
         res = swarm("run", "f.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
                     "--json", env=env)
-        assert res.code == 1, res.stderr
-        assert rows(swarm) == {"bad": ("failed", "executor_failed", None, 1), "ok": ("succeeded", None, 0, 1)}
-        assert [w["code"] for w in json.loads(res.stdout)["warnings"]] == ["executor_failed"]
-        assert "Invalid node name" in json.loads(res.stdout)["warnings"][0]["message"]
-        assert not (swarm.cwd / "ran").exists()
-    finally:
-        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+    assert res.code == 1, res.stderr
+    assert rows(swarm) == {"bad": ("failed", "executor_failed", None, 1), "ok": ("succeeded", None, 0, 1)}
+    assert [w["code"] for w in json.loads(res.stdout)["warnings"]] == ["executor_failed"]
+    assert "Invalid node name" in json.loads(res.stdout)["warnings"][0]["message"]
+    assert not (swarm.cwd / "ran").exists()
 
 
 def test_a_steps_zellij_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],
@@ -439,8 +438,7 @@ def test_a_steps_zellij_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm
         pane = wait_until(long_pane, what="long's step running in its pane")
         rz.act("host", "close-pane", "--pane-id", pane[0])
         assert running.proc.wait(timeout=120) == 1
-    assert {name: (status, reason, attempts) for name, (status, reason, _, attempts) in rows(swarm).items()} == {
-        "long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
+    assert outcomes(swarm) == {"long": ("cancelled", "pane_closed", 1), "other": ("succeeded", None, 1)}
     assert (swarm.cwd / "ran").read_text() == "began\n"
     assert queue(cluster) == []
 
