@@ -64,10 +64,10 @@ def ended_with_its_terminal(lg: LiveGen, rec: ExitRecord) -> bool:
     ``exit 0`` (2 steps in 8 here)."""
     if rec.signal == "SIGHUP":
         return generation_files.hung_up(lg.gen)
-    near = generation_files.hung_up(lg.gen, ended_at=rec.ended_at)
     if (rec.code, rec.signal) != (0, None):
-        return near
-    return lg.remote and near and rec.ended_at is not None and generation_files.hung_up_by(lg.gen, rec.ended_at)
+        return generation_files.hung_up(lg.gen, ended_at=rec.ended_at)
+    return lg.remote and rec.ended_at is not None and generation_files.hung_up(lg.gen, ended_at=rec.ended_at,
+                                                                                before_it=True)
 
 
 def outcome(lg: LiveGen, rec: ExitRecord, *, session_alive: bool) -> tuple[TaskStatus, str | None]:

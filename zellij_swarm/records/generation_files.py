@@ -652,21 +652,18 @@ def kill_reason(gen: GenPaths) -> str | None:
 HANGUP_NEAR_END = 1.0  # seconds between a hang-up and a worker's end that make the end the hang-up's
 
 
-def hung_up(gen: GenPaths, *, ended_at: float | None = None) -> bool:
+def hung_up(gen: GenPaths, *, ended_at: float | None = None, before_it: bool = False) -> bool:
     """Its pane's terminal hung up (``_paneleader --hangup``) — with ``ended_at``, within
     ``HANGUP_NEAR_END`` of that end, on either side: a worker that died of the hang-up's EIO
     can end before its leader, woken by the same hang-up, has made the mark (both are file
     times of one clock); a pane closed well after its worker ended, or a worker that ignored
-    the hang-up and failed well after it, was not ended by it."""
+    the hang-up and failed well after it, was not ended by it. With ``before_it``, only a
+    hang-up in the second before the end: the end came after the pane closed (a Slurm step's,
+    whose close Slurm answers with a kill of the step)."""
     made = _mtime(plain(gen, HANGUP))
-    return made is not None and (ended_at is None or abs(made - ended_at) <= HANGUP_NEAR_END)
-
-
-def hung_up_by(gen: GenPaths, ended_at: float) -> bool:
-    """Its pane's terminal hung up no later than ``ended_at``: the end came after the pane
-    closed (a Slurm step's, whose close Slurm answers with a kill of the step)."""
-    made = _mtime(plain(gen, HANGUP))
-    return made is not None and made <= ended_at
+    if made is None or ended_at is None:
+        return made is not None
+    return (0.0 if before_it else -HANGUP_NEAR_END) <= ended_at - made <= HANGUP_NEAR_END
 
 
 def began_its_step(gen: GenPaths) -> bool:
