@@ -50,18 +50,21 @@ def validate(obj: Any, name: str) -> None:
     jsonschema.validate(obj, schema(name))
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = "") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, what: str = "",
+               seen: Callable[[], object] | None = None) -> Any:
     """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``. The
     deadline is for a loaded CI machine (2 cores, two test workers, dozens of processes):
     a run's first worker once took over 10 s to start there. It costs nothing when the
-    awaited thing happens: the wait ends then."""
+    awaited thing happens: the wait ends then. ``seen``, called once the wait has failed,
+    says what there was instead: a rare failure is then explained by its own output."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+            instead = f"; instead: {seen()!r}" if seen is not None else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}{instead}")
         time.sleep(interval)
 
 

@@ -13,6 +13,8 @@ from swarmtest import Swarm, clean_env
 from zellij_swarm import cli, exc
 from zellij_swarm.commands import doctor
 from zellij_swarm.config import settings, slurm
+from zellij_swarm.engine import remote
+from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import slurm_nodes
 
 
@@ -137,3 +139,25 @@ def test_a_bad_extra_in_a_task_table_names_the_file_and_key(swarm: Swarm) -> Non
     assert not swarm.runs()
     with pytest.raises(exc.SettingError, match="slurm_extra"):
         settings.resolve({}, {"ZELLIJ_SWARM_SLURM_EXTRA": "--jobid=4"})
+
+
+@pytest.mark.parametrize(("said", "refused"), [
+    # srun's own words on this project's cluster (Slurm 22.05), measured
+    ("srun: error: Unable to allocate resources: Invalid node name specified\n", True),
+    ("srun: error: invalid partition specified: nope\n"
+     "srun: error: Unable to allocate resources: Invalid partition name specified\n", True),
+    ("srun: error: Unable to create step for job 11: Requested node configuration is not available\n", True),
+    ("srun: error: Invalid generic resource (gres) specification\n", True),
+    # a job was made, queued and then let go: not refused, it was listed (and may be again)
+    ("srun: job 3 queued and waiting for resources\nsrun: Job allocation 3 has been revoked\n", False),
+    # the step ran: its end is its sidecar's, which may show late
+    ("srun: error: n1: task 0: Exited with exit code 3\n", False),
+    ("", False),
+])
+def test_an_srun_slurm_refused_is_told_by_its_words(tmp_path, said: str, refused: bool) -> None:
+    """A step whose srun Slurm refused outright can never start: its slot is not held for the
+    time a step may take to be listed, or its sidecar to show (it was, 13 s in a pane)."""
+    gen = rundir.RunPaths(tmp_path).gen(1, 1)
+    gen.dir.mkdir(parents=True)
+    (gen.dir / generation_files.EXECUTOR_LOG).write_text(said)
+    assert remote.srun_refused(gen) is refused

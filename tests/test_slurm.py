@@ -29,6 +29,7 @@ from zellijtest import FAST, FakeZellij
 
 from zellij_swarm import exc
 from zellij_swarm.config import settings, slurm, swarmfile
+from zellij_swarm.engine import remote
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records.states import REASON_STATUS
 from zellij_swarm.records.task import Attempt, TaskRecord
@@ -401,24 +402,31 @@ def test_steps_whose_panes_close_as_they_open_are_cancelled_and_never_run(swarm:
     assert queue(cluster) == []
 
 
+@pytest.mark.parametrize("how", ["tmux", "tmux --slurm-alloc", "headless", "headless --slurm-alloc"])
 def test_a_steps_srun_that_fails_at_once_in_a_pane_is_a_failure_not_a_closed_pane(swarm: Swarm,
                                                                                   cluster: dict[str, str],
-                                                                                  tmp_path: Path) -> None:
+                                                                                  tmp_path: Path, how: str) -> None:
     """An srun Slurm refuses (a node that does not exist) ends at once, and its pane with it,
     before anything began on a node. That was read as a pane closed as it opened,
     ``cancelled (pane_closed)``: never retried, and nothing said it failed. Only the pane
     leader's mark says a step's pane was closed; without it, this is ``failed
-    (executor_failed)``, with srun's words in the warning."""
+    (executor_failed)``, with srun's words in the warning. Its slot is not held meanwhile for
+    the time a step may take to be listed (``SUBMIT_GRACE``: it was, 13 s in a pane) — nor,
+    headless, for its sidecar to show: nothing of a refused step can start."""
+    backend, *alloc = how.split()
     swarm.write("f.toml", '[swarm]\njobs = 2\n[[task]]\nname = "bad"\ncmd = "echo began >> ran"\n'
                           'slurm = { extra = ["--nodelist=n9"] }\n[[task]]\nname = "ok"\ncmd = "true"\n')
     with slurm_in_tmux(tmp_path, cluster) as env:
-        res = swarm("run", "f.toml", "--backend", "tmux", "--ui", "live", "--executor", "slurm", "--output", "quiet",
-                    "--json", env=env)
+        res = swarm("run", "f.toml", "--backend", backend, "--ui", "live", "--executor", "slurm", *alloc,
+                    "--output", "quiet", "--json", env=env)
     assert res.code == 1, res.stderr
     assert rows(swarm) == {"bad": ("failed", "executor_failed", None, 1), "ok": ("succeeded", None, 0, 1)}
     assert [w["code"] for w in json.loads(res.stdout)["warnings"]] == ["executor_failed"]
-    assert "Invalid node name" in json.loads(res.stdout)["warnings"][0]["message"]
+    assert re.search("Invalid node name|Requested node configuration",
+                     json.loads(res.stdout)["warnings"][0]["message"])
     assert not (swarm.cwd / "ran").exists()
+    held = swarm.tasks()["bad"]["slurm"]["queued_s"]
+    assert held < (remote.SUBMIT_GRACE if backend == "tmux" else remote.SIDECAR_GRACE), held
 
 
 def test_a_steps_zellij_pane_closed_by_hand_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],

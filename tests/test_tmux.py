@@ -467,7 +467,8 @@ def test_kept_panes_show_their_last_lines_carry_the_attempt_and_go_when_the_task
     def last_line() -> list[str]:
         return [ln for ln in d.tmux("capture-pane", "-p", "-t", kept).splitlines() if ln.strip()][-1:]
 
-    wait_until(lambda: last_line() == ["50"], what="the kept pane's last line after the re-tiling")
+    wait_until(lambda: last_line() == ["50"], what="the kept pane's last line after the re-tiling",
+               seen=lambda: (d.tmux("capture-pane", "-p", "-t", kept), d.tmux.panes()))
     assert "dead" not in d.tmux.capture(kept)
     # a second attempt fails, a third succeeds: the earlier attempts' panes close
     second = d.request(8, "unit-2", "exit 3", attempt=2, attempts=3)

@@ -202,6 +202,19 @@ def controller_unreachable(gen: generation_files.GenPaths) -> bool:
     return any(words in said for words in _UNREACHABLE)
 
 
+# What srun says when Slurm refuses its request outright (a node, partition, feature or amount
+# no node has): no job was made — inside an allocation, no step — so nothing of it can start.
+_REFUSED = ("Unable to allocate resources", "Unable to create step", "Invalid generic resource")
+
+
+def srun_refused(gen: generation_files.GenPaths) -> bool:
+    """The generation's srun was refused by Slurm before any job was made (its executor log
+    says so): once it has ended, nothing of the step can start or show late — no reason to
+    wait for it to be listed (``SUBMIT_GRACE``) or for its sidecar (``SIDECAR_GRACE``)."""
+    said = srun_said(gen, 4096)
+    return any(f"srun: error: {words}" in said for words in _REFUSED)
+
+
 def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
     lines = srun_said(gen, 4096).strip().splitlines()
@@ -414,11 +427,12 @@ class SlurmExecutor:
             elif self._forgotten_in_queue(lg, now):
                 self._withdraw_forgotten(lg)
             elif (lg.job_id is not None or generation_files.claim_or_planted(lg.gen) is not None
-                  or now - (lg.remote_since or now) > SUBMIT_GRACE) and not self._srun_alive(lg):
-                # listed before, or its wrapper started, or given time to be listed — and no srun
-                # of it runs here any more. Slurm not listing a step is no evidence it is gone: a
-                # controller that restarted may have forgotten its job while the step runs on,
-                # and a step waiting inside the allocation is not listed
+                  or now - (lg.remote_since or now) > SUBMIT_GRACE or srun_refused(lg.gen)) \
+                    and not self._srun_alive(lg):
+                # listed before, or its wrapper started, or given time to be listed, or refused
+                # outright — and no srun of it runs here any more. Slurm not listing a step is
+                # no evidence it is gone: a controller that restarted may have forgotten its job
+                # while the step runs on, and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
 
     def _forgotten_in_queue(self, lg: LiveGen, now: float) -> bool:
@@ -466,12 +480,14 @@ class SlurmExecutor:
 
     def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:
         """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE`` — unless
-        it was withdrawn before its wrapper ran (its claim is ours): no sidecar will come."""
+        it was withdrawn before its wrapper ran (its claim is ours), or Slurm refused its srun:
+        no sidecar will come."""
         if lg.collected or lg.gone_seen:
             return
         claim = generation_files.claim_or_planted(lg.gen)
         withdrawn = claim is not None and claim.by_supervisor and not lg.request.claimed
-        if withdrawn or generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE:
+        if withdrawn or generation_files.read_sidecar(lg.gen) is not None or waited >= SIDECAR_GRACE or \
+                (claim is None and srun_refused(lg.gen)):
             lg.gone_seen = True
             self.on.gone(lg)
             return
