@@ -244,13 +244,14 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     ("VTALRM", "tmux"), ("PROF", "headless"), ("XCPU", "zellij-0.45.0"),
     full("XCPU", "tmux"), full("SYS", "tmux"), full("IO", "tmux"), full("VTALRM", "headless"),
 ])
-def test_a_signal_the_wrapper_does_not_outlive_sent_to_the_whole_group_leaves_the_worker_s_own_end(
+def test_a_signal_outside_the_worker_signals_sent_to_the_whole_group_leaves_the_worker_s_own_end(
         swarm, sig, backend, request):
     """A signal outside the ones aimed at workers (VTALRM, XCPU, SYS, …) sent to the whole
-    group ends the wrapper, which does not trap it, and not a worker that handles it: that
-    worker goes on and finishes, and its own end is the task's — once. In a tmux pane such a
-    signal also reached the pane's leader, which died of it: the worker's terminal hung up
-    and nothing recorded its end (``lost``), and the task ran again."""
+    group, and a worker that handles it: that worker goes on and finishes, and its own end is
+    the task's — once. In a tmux pane such a signal also reached the pane's leader, which died
+    of it: the worker's terminal hung up and nothing recorded its end (``lost``), and the task
+    ran again. (The wrapper died of it too, before it outlived every such signal: its worker,
+    followed on, was the end.)"""
     swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
                           f'cmd = "trap \'echo caught >> ledger\' {sig}; echo started >> ledger; '
                           'while [ ! -e go ]; do sleep 0.05; done; echo done >> ledger"\n')
@@ -269,6 +270,32 @@ def test_a_signal_the_wrapper_does_not_outlive_sent_to_the_whole_group_leaves_th
     row = swarm.tasks()["target"]
     assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1)
     assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
+
+
+# a signal that ends a process by default and is no worker signal, and a real-time one
+GROUP_KILLS = ("VTALRM", "PROF", "XCPU", "PWR", "SYS", "34")
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", full("zellij-0.45.0")])
+def test_a_worker_that_kills_its_own_group_with_any_signal_failed_by_it(swarm, backend, request):
+    """A worker whose ``kill -SIG 0`` ends itself — the wrapper in its group was sent the
+    signal too. A wrapper that died of it (it outlived only the signals aimed at workers by
+    name), often after it had reaped its worker, left no record: the task was ``lost
+    (no_exit_record)``, 5 in 6 headless. It outlives every signal but its own faults now: the
+    worker's death by the signal is recorded, ``failed`` with its code, once."""
+    swarm.write("g.toml", "[swarm]\njobs = 6\n" + "".join(
+        f'[[task]]\nname = "s{sig}"\ncmd = "echo ran >> {sig}.mark; sleep 0.2; kill -{sig} 0; echo on >> {sig}.mark"\n'
+        for sig in GROUP_KILLS))
+    args, env = backend_args(backend, request)
+    res = swarm("run", "g.toml", "--output", "quiet", *args, env=env)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks()
+    for sig in GROUP_KILLS:
+        number = int(sig) if sig.isdigit() else getattr(signal, f"SIG{sig}")
+        row = rows[f"s{sig}"]
+        assert (row["status"], row.get("reason"), row["exit_code"], row["attempts"]) == \
+            ("failed", None, 128 + number, 1), (sig, row)
+        assert (swarm.cwd / f"{sig}.mark").read_text() == "ran\n"
 
 
 @pytest.mark.parametrize("backend", ["zellij-0.45.0", full("tmux"), full("zellij-0.44.3")])

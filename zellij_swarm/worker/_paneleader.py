@@ -87,14 +87,19 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def survivable() -> list[int]:
+    """Every signal that ends a process by default and that it can outlive with a handler
+    that does nothing: all but those of ``_NOT_OUTLIVED`` (the real-time ones too)."""
+    kept = {getattr(signal, name) for name in _NOT_OUTLIVED if hasattr(signal, name)}
+    return sorted(sig for sig in signal.valid_signals() if sig not in kept)
+
+
 def outlived() -> list[int]:
     """The signals the leader takes with a handler that does nothing (``main``'s ``outlive``):
-    every one that ends a process by default but those of ``_NOT_OUTLIVED``, SIGHUP and
-    SIGTERM (waited for: the leader passes them on) and those Python ignores already (PIPE,
-    XFSZ: ``worker_defaults``)."""
-    kept = {getattr(signal, name) for name in (*_NOT_OUTLIVED, "SIGHUP", "SIGTERM", "SIGPIPE", "SIGXFSZ")
-            if hasattr(signal, name)}
-    return sorted(sig for sig in signal.valid_signals() if sig not in kept)
+    every ``survivable`` one but SIGHUP and SIGTERM (waited for: the leader passes them on)
+    and those Python ignores already (PIPE, XFSZ: ``worker_defaults``)."""
+    passed = {signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ}
+    return [sig for sig in survivable() if sig not in passed]
 
 
 def worker_defaults() -> None:

@@ -43,6 +43,7 @@ files it writes, and what is in them, are those ``generation_files`` reads.
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from pathlib import Path
 from zellij_swarm import quoting
 from zellij_swarm.records import envfile, generation_files
 from zellij_swarm.records.generation_files import GenPaths
-from zellij_swarm.worker._paneleader import EXITED_LINE, WORKER_SIGNALS
+from zellij_swarm.worker._paneleader import EXITED_LINE, WORKER_SIGNALS, survivable
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,15 @@ def _after_worker(write: str, path: str) -> str:
     missing, or the supervisor finds something no wrapper writes there (``exit_garbled``)."""
     return f"! [ -h {path} ] && {{ [ -f {path} ] || ! [ -e {path} ]; }} && {write} >>{path}"
 
+
+# The signals the wrapper outlives (``trap :``): every one that would end it but a fault of its
+# own — a signal sent to the generation's whole process group (``kill -VTALRM 0`` from its
+# worker, ``scancel --signal``) reaches the wrapper too, and a wrapper that died of it, maybe
+# after it had reaped its worker, left no record: ``lost``, where the worker's own death by the
+# signal is its end. Those aimed at workers by name, the rest by number (dash knows no name for
+# the real-time ones); the worker is given each at its default (a handled signal is reset by exec).
+_OUTLIVED = " ".join([name.removeprefix("SIG") for name in WORKER_SIGNALS] + [
+    str(int(sig)) for sig in survivable() if int(sig) not in {int(getattr(signal, name)) for name in WORKER_SIGNALS}])
 
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
@@ -329,7 +339,7 @@ def _body(pane: PaneMode | None) -> list[str]:
         # or Slurm step, which reaches the wrapper too — so the record is always the worker's
         # death by it, never a race between the two. ``trap :`` (not ``trap ''``): a handled
         # signal is reset to its default for the worker, an ignored one would be inherited.
-        "trap : " + " ".join(name.removeprefix("SIG") for name in WORKER_SIGNALS),
+        "trap : " + _OUTLIVED,
         *(_pane_stages(pane) if pane else _headless_stage()),
         'while [ "$1" != -- ]; do export "$1"; shift; done; shift',
         f'[ "$_zsw_kind" = {IN_SHELL} ] && set -- /bin/sh -c "$1" sh',
