@@ -195,10 +195,22 @@ def test_a_retry_of_a_run_whose_rows_file_is_gone_runs_nothing_and_says_so(swarm
     assert (swarm.cwd / "ledger").read_text() == "ran\n"
 
 
-def test_sighup_detaches_and_resume_picks_it_up(swarm):
+@pytest.mark.parametrize("backend,closing", [
+    ("headless", ""), ("tmux", "--close-session"), ("tmux", "CI"), full("zellij-0.45.0", "--close-session"),
+    full("tmux", ""),
+])
+def test_sighup_detaches_and_resume_picks_it_up(swarm, backend, closing, request):
+    """The workers keep running after a SIGHUP, and ``resume`` records each once. With
+    ``--close-session`` (or ``CI`` set) the detaching supervisor closed the session it made,
+    killing them; ``resume`` then ran every one again."""
     # the two workers run until the test opens the gate: still running after the SIGHUP, whatever the load
     swarm.write("h.txt", f"{GATE}; echo a >> ledger\n{GATE}; echo b >> ledger\necho c >> ledger\n")
-    proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet")
+    args, env = backend_args(backend, request)
+    if closing == "CI":
+        env = {**(env or clean_env()), "CI": "true"}
+    elif closing:
+        args = (*args, closing)
+    proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet", *args, env=env)
     run = swarm.started()
     try:
         wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/claim").exists() for n in (1, 2)), what="workers")
@@ -210,9 +222,10 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm):
         assert json.loads(swarm("status", "--json", run.name).stdout)["state"] == "interrupted"
         assert len(run_processes(run.name)) >= 2, "workers keep running after SIGHUP"
         swarm.open_gate()
-        res = swarm("resume", run.name)
+        res = swarm("resume", run.name, env=env)
         assert res.code == 0, res.stderr
         assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
+        assert {r["status"] for r in swarm.tasks().values()} == {"succeeded"}
     finally:
         kill_run_processes(run.name)
 

@@ -722,8 +722,11 @@ class Supervisor:
 
     def _close_backend(self) -> None:
         """Once: at the end of a run (before its summary, so a closing fault is in it), or
-        on the way out of any other exit."""
-        if self._backend_closed:
+        on the way out of any other exit — but a detached one's (SIGHUP, a full state dir):
+        its workers go on in their panes for ``resume`` to take up, and nothing of the
+        session is touched — with ``--close-session`` (or ``CI``) closing it killed them,
+        and ``resume`` ran their tasks again."""
+        if self._backend_closed or self.detached:
             return
         self._backend_closed = True
         stopped = self.stop.cancelled_by_user
