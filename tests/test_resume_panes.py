@@ -11,16 +11,23 @@ What is asserted is the multiplexer's own view of the panes."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 from swarmtest import Swarm, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import Tmux, inside_env, outside_env
 from zellijtest import FAST
+
+from zellij_swarm.engine import resume
+from zellij_swarm.records import rundir
 
 GATED = """
 [swarm]
@@ -548,3 +555,70 @@ def test_a_multiplexer_that_cannot_be_run_is_said_as_such(tmp_path, backend):
     resumed = backend_for(place, {"PATH": str(tmp_path)}, [], close_session=False)
     resumed.open(ctx)
     assert [code for code, _ in warnings] == ["multiplexer_missing"] and resumed.name == "headless"
+
+
+@tmux_needed
+def test_tmux_a_pane_whose_session_went_before_its_worker_began_runs_again_after_resume(swarm, tmux):
+    """A pane's generation claimed, its worker not begun (no launch heartbeat), its session
+    gone while no supervisor ran: ``resume`` took it for a headless generation, ``lost
+    (no_exit_record)``, and never ran it (an adversary, 6 runs in 8). It is a pane's (its own
+    wrapper), lost with its session: it runs again headless, no attempt spent, once.
+    Here the test holds the panes' start gate, so the second pane's first stage waits there,
+    claimed, until it is killed with the session."""
+    env = tmux_env(tmux)
+    swarm.write("g.toml", "[swarm]\njobs = 1\n"
+                          '[[task]]\nname = "first"\ncmd = "until [ -e go ]; do sleep 0.02; done"\n'
+                          '[[task]]\nname = "second"\ncmd = "echo ran >> ledger"\n')
+    proc = swarm.popen("run", "g.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=env)
+    run = swarm.started()
+    gate = None
+    try:
+        wait_until(lambda: began(run) == 1, what="the first worker")
+        gate = os.open(run / "panes.gate", os.O_RDWR)
+        wait_until(lambda: _locked(gate), what="the start gate, between two batches")
+        (swarm.cwd / "go").touch()
+        second = run / "slots/slot-1/gen-2"
+        wait_until(lambda: (second / "claim").exists() and (second / "claim").read_text().strip(),
+                   what="the second pane's claim")
+        proc.kill()
+        proc.wait(timeout=10)
+        stage = int((second / "claim").read_text())
+        psutil.Process(stage).send_signal(signal.SIGKILL)  # the pane's first stage, waiting at the gate
+        tmux("kill-server")
+        os.close(gate)
+        gate = None
+        assert not (second / "heartbeat.jsonl").exists() or not (second / "heartbeat.jsonl").read_text()
+        res = swarm("resume", run.name, env=env)
+        assert res.code == 0, res.stderr
+        row = swarm.tasks(run)["second"]
+        assert (row["status"], row["attempts"], row["pane_id"]) == ("succeeded", 1, None), row
+        assert [a["reason"] for a in row["history"]] == ["multiplexer_lost", None]
+        assert (swarm.cwd / "ledger").read_text() == "ran\n"
+    finally:
+        if gate is not None:
+            os.close(gate)
+        stop(swarm, proc, run)
+
+
+def _locked(fd: int) -> bool:
+    """The lock on ``fd`` taken, exclusive, now (False: someone holds it)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+@pytest.mark.parametrize("wrapper,launch,in_pane", [
+    (True, None, True),  # a pane's, its worker never began
+    (True, {"pane_id": "%3"}, True),
+    (True, {"pane_id": None}, False),  # a pane's generation run headless instead
+    (False, None, False),  # a headless one that never began
+    (False, {"pane_id": None}, False),
+])
+def test_a_generation_is_a_pane_s_by_its_launch_or_else_by_its_own_wrapper(tmp_path, wrapper, launch, in_pane):
+    gen = rundir.RunPaths(tmp_path).gen(1, 2)
+    gen.dir.mkdir(parents=True)
+    if wrapper:
+        gen.wrapper.write_text("# a pane's own wrapper\n")
+    assert resume.pane_generation(gen, launch) is in_pane

@@ -81,6 +81,7 @@ class GenState:
     kill_caught: bool | None = None  # ... a process with a handler for it (the outcome rule)
     pid: int | None = None
     pane_id: str | None = None
+    in_pane: bool = False  # shown in a pane (``pane_generation``)
     followups_consumed: bool = False
     job_id: str | None = None  # a Slurm run's: its step's job, still queued or running
     folded: bool = False  # its directory was folded away: its outcome event is all there is of it
@@ -350,6 +351,7 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     launch = generation_files.heartbeat_started(gen)
     if launch:
         gs.pane_id = launch["pane_id"]
+    gs.in_pane = pane_generation(gen, launch)
     gs.exit = generation_files.exit_facts(gen)
     claim = generation_files.read_claim(gen)
     gs.pid = claim.pid if claim is not None else None
@@ -378,6 +380,17 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
         if gs.state == "vanished" and (late := generation_files.exit_facts(gen)) is not None:
             gs.exit, gs.state = late, "ended"
     return gs
+
+
+def pane_generation(gen: GenPaths, launch: dict[str, Any] | None) -> bool:
+    """A generation handed to a pane: its launch heartbeat names the pane — or, none written
+    (its pane's session went as it started, and nothing of it began), it has a wrapper of its
+    own, which only a pane's generation is given. Taken for a headless one, it was ``lost
+    (no_exit_record)`` and never run, where the session's loss runs it again headless, no
+    attempt spent. (A pane's generation run headless instead names no pane as it starts.)"""
+    if launch is not None:
+        return launch["pane_id"] is not None
+    return gen.wrapper.is_file()
 
 
 def resolved_settings(meta: dict[str, Any]) -> settings.Resolved:
@@ -450,7 +463,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         for gs in gens:
             task.attempts = max(task.attempts, gs.attempt)
             task.slot, task.generation, task.pane_id = gs.gen.slot, gs.gen.gen, gs.pane_id
-            request = LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.pane_id is not None, attempt=gs.attempt,
+            request = LaunchRequest(gs.gen, gs.gen.slot, task.name, pane=gs.in_pane, attempt=gs.attempt,
                                     attempts=task.retries + 1)
             lg = LiveGen(task, gs.gen, request,
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
