@@ -98,3 +98,18 @@ def test_a_name_is_looked_up_before_an_id_whether_its_task_ended_or_not() -> Non
     assert "t3" in r.let_go and r.tasks["c"].id == "t3"
     assert r.replies[0]["already_ended"] == ["t3"]
     assert str(r.tasks["c"].status) == "succeeded"
+
+
+@pytest.mark.parametrize("mux", [Mux("zellij"), Mux("tmux")], ids=["zellij", "tmux"])
+def test_a_supervisor_gone_mid_run_leaves_its_session_as_it_is(mux: Mux) -> None:
+    """A supervisor that goes without reaching the run's end — an internal error, or
+    detached — leaves its workers running in their panes for ``resume`` (its crash message
+    says so): the backend is not closed. With ``--close-session`` (or ``CI`` set) closing
+    it killed the session and every worker in it, which ``resume`` then ran again."""
+    with Harness(works=works(a=Work(after=10), b=Work(after=10)), jobs=2, mux=mux) as h:
+        r = h.run([task("a"), task("b")], crash_at=2)
+    assert r.exit_code is None
+    assert [call for call in r.mux_calls if call[0] == "close"] == []
+    with Harness(works=works(a=Work(after=1), b=Work(after=1)), jobs=2, mux=mux) as h:  # the run's end closes it
+        r = h.run([task("a"), task("b")])
+    assert r.exit_code == 0 and [call for call in r.mux_calls if call[0] == "close"] == [("close", False)]

@@ -546,7 +546,6 @@ class Supervisor:
             sel.register(runner.fileno(), selectors.EVENT_READ, runner.drain)
         self.calls, self.proc_calls = calls, tree_calls
         self.backend = OffLoopBackend(self.chosen_backend, calls)
-        stack.callback(self._close_backend)
         self.stopper = Stopper(run_id=self.run_id, grace=self.settings.kill_grace, slots=self.slots,
                                timers=self.timers, calls=tree_calls, clock=self.clock, wallclock=self.wallclock,
                                warn=self._warn, released=lambda lg: self.gens.slot_released(lg),
@@ -721,11 +720,11 @@ class Supervisor:
         self.policy.cancel_pending(reason)
 
     def _close_backend(self) -> None:
-        """Once: at the end of a run (before its summary, so a closing fault is in it), or
-        on the way out of any other exit — but a detached one's (SIGHUP, a full state dir):
-        its workers go on in their panes for ``resume`` to take up, and nothing of the
-        session is touched — with ``--close-session`` (or ``CI``) closing it killed them,
-        and ``resume`` ran their tasks again."""
+        """Once, at the end of a run (before its summary, so a closing fault is in it). Not
+        on any other way out — detached (SIGHUP, a full state dir) or an internal error: the
+        run's workers go on in their panes for ``resume`` to take up, and nothing of the
+        session is touched. (With ``--close-session``, or ``CI`` set, closing it killed them,
+        and ``resume`` ran their tasks again.)"""
         if self._backend_closed or self.detached:
             return
         self._backend_closed = True
