@@ -44,7 +44,7 @@ def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *,
     multiplexer we know: headless). ``env`` is the run's own (its multiplexer's socket
     directory and binary), ``panes`` its generations' panes, adopted in this order."""
     if not isinstance(place, Mapping):
-        return HeadlessBackend()
+        return Unplaced()
     where = ("socket", "session_id", "session")
     if place.get("backend") == "tmux" and all(isinstance(place.get(key), str) for key in where):
         from zellij_swarm.backends.tmux import TmuxBackend
@@ -54,7 +54,20 @@ def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *,
         from zellij_swarm.backends.zellij import ZellijBackend
 
         return ResumedBackend(ZellijBackend.at(place, env, close_session=close_session), place, panes)
-    return HeadlessBackend()
+    return Unplaced()
+
+
+class Unplaced(HeadlessBackend):
+    """A resumed run whose snapshot recorded no place for its panes (none it knows): a headless
+    run's, or one whose supervisor went before it wrote one — a Zellij run's tab is made with
+    its first panes, which claim their generations at once. Such panes cannot be found, so
+    they are taken as gone with their session, as when a recorded place is gone: a pane's
+    generation that ended without its record is ``multiplexer_lost`` and runs again
+    headless, no attempt spent (taken for closed, it was ``cancelled (pane_closed)`` and
+    never ran). A headless run has no pane generation: nothing asks it."""
+
+    def session_alive(self) -> bool:
+        return False
 
 
 class ResumedBackend:
