@@ -272,6 +272,33 @@ def test_a_signal_outside_the_worker_signals_sent_to_the_whole_group_leaves_the_
     assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
 
 
+@pytest.mark.parametrize("sig,backend", [
+    ("PROF", "zellij-0.45.0"), ("40", "zellij-0.45.0"), full("VTALRM", "real-zellij"), full("PROF", "tmux"),
+])
+def test_a_signal_sent_to_the_pane_s_group_reaches_a_worker_on_a_terminal_of_its_own(swarm, sig, backend, request):
+    """In a Zellij pane the worker runs in a session of its own, on the relay's terminal; the
+    relay is in the pane's process group. A signal sent to that group (``kill -SIG -- -PGID``)
+    that is no worker signal ended the relay, which passed on only those — and its end killed
+    the worker, which never heard it: ``failed (SIGPROF)``, and run again. The relay passes
+    every such signal on: the worker that handles it goes on, and its own end is the task's."""
+    number = int(sig) if sig.isdigit() else getattr(signal, f"SIG{sig}")
+    swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
+                          f'cmd = "trap \'echo caught >> ledger\' {number}; echo started >> ledger; '
+                          'while [ ! -e go ]; do sleep 0.05; done; echo done >> ledger"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        leader = running_worker(r.run, "sleep")  # the pane's leader: its group is the pane's
+        wait_until(lambda: "started" in (swarm.cwd / "ledger").read_text(), what="the worker's trap set")
+        os.killpg(os.getpgid(leader), number)
+        wait_until(lambda: "caught" in (swarm.cwd / "ledger").read_text(), what="the worker to handle it")
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 0, swarm.tasks()["target"]
+    row = swarm.tasks()["target"]
+    assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1)
+    assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
+
+
 # a signal that ends a process by default and is no worker signal, and a real-time one
 GROUP_KILLS = ("VTALRM", "PROF", "XCPU", "PWR", "SYS", "34")
 

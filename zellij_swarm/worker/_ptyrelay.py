@@ -54,10 +54,15 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, session_of, worker_defaults
+    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, outlived, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _paneleader import WORKER_SIGNALS, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
+    from _paneleader import (  # type: ignore[import-not-found,no-redef]
+        WORKER_SIGNALS,
+        outlived,
+        session_of,
+        worker_defaults,
+    )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -106,6 +111,14 @@ class Log:
             pass
 
 
+# What the relay passes on to its worker's group: the signals aimed at workers, and every other
+# that ends a process by default but a fault, as the pane leader outlives them — the relay sits
+# in the pane's process group, the worker in a session of its own: a ``kill -PROF -- -PGID`` of
+# the pane's group ended a relay that took only the worker signals, and its ``--end`` then
+# killed a worker the signal never reached (recorded ``failed (SIGPROF)``, and retried).
+RELAYED = sorted({int(getattr(signal, name)) for name in WORKER_SIGNALS} | {int(sig) for sig in outlived()})
+
+
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -126,12 +139,12 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
     # A signal aimed at the worker while it is being started (the pane closed at once) must
     # not be lost: blocked across the fork, then the parent's handler passes it on to the
     # child, which holds it, at its default, until it execs — and dies of it then.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, [getattr(signal, name) for name in WORKER_SIGNALS])
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, RELAYED)
     pid = os.fork()
     if pid == 0:
         try:
-            for name in WORKER_SIGNALS:
-                signal.signal(getattr(signal, name), signal.SIG_DFL)
+            for signum in RELAYED:
+                signal.signal(signum, signal.SIG_DFL)
             os.close(master)
             os.close(go_w)
             os.login_tty(slave)  # a session of its own: its id is this pid
@@ -318,8 +331,8 @@ def main(argv: list[str]) -> int:
         except OSError:
             pass
 
-    for name in WORKER_SIGNALS:
-        signal.signal(getattr(signal, name), forward)
+    for signum in RELAYED:
+        signal.signal(signum, forward)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd sees it
     child, master, held = start(argv[1:], outer, size, record)
     signal.pthread_sigmask(signal.SIG_SETMASK, held)  # what came meanwhile is passed on now
