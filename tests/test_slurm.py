@@ -884,9 +884,15 @@ def stop_the_controller(cluster: dict[str, str]) -> None:
 def start_the_controller_forgetting(cluster: dict[str, str]) -> None:
     """slurmctld started again without its job state (as one killed outright, which had not
     saved its newest jobs yet)."""
+    start_the_controller(cluster, forgetting=True)
+
+
+def start_the_controller(cluster: dict[str, str], *, forgetting: bool = False) -> None:
+    """slurmctld started again, with the job state it saved as it stopped (``forgetting``:
+    without it)."""
     d = Path(cluster["ZSW_SLURM_DIR"])
     pidfile = d / "pids" / "slurmctld"
-    for name in ("job_state", "job_state.old"):
+    for name in ("job_state", "job_state.old") if forgetting else ():
         (d / "state" / name).unlink(missing_ok=True)
     with open(d / "log" / "slurmctld.out", "ab") as out:
         ctld = subprocess.Popen(["slurmctld", "-D", "-i", "-f", cluster["SLURM_CONF"]], stdin=subprocess.DEVNULL,
@@ -1245,6 +1251,44 @@ def test_a_step_that_could_not_reach_the_controller_runs_again_once_it_answers(s
     # (a step that ended while the controller was stopped stays COMPLETING a minute: Slurm's own)
     wait_until(lambda: [q for q in queue(cluster) if not q.endswith("COMPLETING")] == [], timeout=30,
                what="nothing of the run pending or running")
+
+
+@pytest.mark.timeout(300)  # an outage, GONE_WAIT (30 s), and the queued steps' turn
+def test_the_jobs_of_steps_that_ended_while_the_controller_was_down_free_their_cpus(swarm: Swarm,
+                                                                                    cluster: dict[str, str]) -> None:
+    """slurmctld does not answer while two steps that fill the cluster end: their srun retries
+    some ten seconds and exits, and Slurm keeps their jobs RUNNING, nothing in them, holding
+    every CPU. The run's queued steps waited for those CPUs for ever (an adversary: 3 runs in
+    3). A job of the run listed ``GONE_WAIT`` with no generation of it followed is cancelled:
+    the queued steps run, and every task runs once. (Stopped with SIGTERM: a controller
+    SIGSTOPped leaves srun waiting on its connection.)"""
+    env = clean_env(**cluster)
+    swarm.write("f.toml", "[swarm]\njobs = 4\nslurm = { cpus = 8 }\n" + "".join(  # (8: a whole node)
+        f'[[task]]\nname = "f{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; sleep 2; echo "$ZELLIJ_SWARM_TASK" >> '
+        "ledger'\n" for i in range(4)))
+    with headless(swarm, "f.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="the first two steps run")
+        stop_the_controller(cluster)
+        try:
+            # both ended, and an srun of theirs gave up on the controller and exited (the
+            # queued two wait; the other may wait for the controller to come back)
+            def first_two_sruns() -> list[str]:
+                return [c for c in clients(run) if f"zsw.{run.name}.t1." in c or f"zsw.{run.name}.t2." in c]
+
+            wait_until(lambda: logged(run).count('"worker_completed"') == 2 and len(first_two_sruns()) < 2,
+                       timeout=90, interval=0.2, what="the two steps ended, an srun of theirs gone",
+                       seen=lambda: (logged(run).count('"worker_completed"'), first_two_sruns()))
+        finally:
+            start_the_controller(cluster)
+        code = r.proc.wait(timeout=150)
+        assert code == 0, swarm("status", run.name, "--all", env=env).stdout
+    tasks = swarm.tasks()
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks)
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
+               timeout=30, what="nothing of the run pending or running")
 
 
 def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, cluster: dict[str, str]) -> None:

@@ -42,6 +42,7 @@ wrapper runs as a job step, possibly on another host.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -267,6 +268,10 @@ class SlurmExecutor:
         self._told: set[str] = set()
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
+        # the run's jobs Slurm lists that no generation it follows is of, each since when
+        # (``_end_lingering``), and those of them cancelled
+        self._unfollowed: dict[str, float] = {}
+        self._lingering_cancelled: set[str] = set()
 
     # ----- start ---------------------------------------------------------------------------
 
@@ -434,6 +439,29 @@ class SlurmExecutor:
                 # no evidence it is gone: a controller that restarted may have forgotten its job
                 # while the step runs on, and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
+        self._end_lingering(jobs, now)
+
+    def _end_lingering(self, jobs: dict[tuple[int, int], Job], now: float) -> None:
+        """Cancel a job of the run that Slurm has listed for ``GONE_WAIT`` while no generation
+        it follows is of it: one whose step ended (its end recorded, its slot freed) and stays.
+        An ``srun`` that cannot reach the controller when its step ends retries some ten
+        seconds and exits; Slurm then keeps its job RUNNING, nothing in it, holding its CPUs
+        until the run's end cancels it — and the run's queued steps waited for them for ever
+        (a controller down 12 s). By id and name: an id issued again is another's."""
+        followed = {(lg.gen.slot, lg.gen.gen) for lg in self._remote()}
+        unfollowed = {job.id: job for key, job in jobs.items() if key not in followed}
+        self._unfollowed = {job_id: self._unfollowed.get(job_id, now) for job_id in unfollowed}
+        for job_id, job in unfollowed.items():
+            if now - self._unfollowed[job_id] < GONE_WAIT or job_id in self._lingering_cancelled:
+                continue
+            self._lingering_cancelled.add(job_id)
+            self.on.warn("process_left_behind", f"slurm: job {job_id} ({job.name}) was still {job.state.lower()} "
+                                                f"{GONE_WAIT:g}s after its step ended; cancelled", None)
+            self.calls.submit(functools.partial(self.cluster.cancel, job_id, name=job.name), self._cancel_said)
+
+    def _cancel_said(self, done: Done[None]) -> None:
+        if done.error is not None:
+            self.on.warn(external.EXECUTOR.failed, f"slurm: cannot cancel a job of the run ({done.error})", None)
 
     def _forgotten_in_queue(self, lg: LiveGen, now: float) -> bool:
         """Squeue listed the step as queued and has not listed it for ``SIDECAR_GRACE``, its
