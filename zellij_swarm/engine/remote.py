@@ -449,7 +449,9 @@ class SlurmExecutor:
         until the run's end cancels it — and the run's queued steps waited for them for ever
         (a controller down 12 s). By id and name: an id issued again is another's."""
         followed = {(lg.gen.slot, lg.gen.gen) for lg in self._remote()}
-        unfollowed = {job.id: job for key, job in jobs.items() if key not in followed}
+        # (not one COMPLETING: Slurm winds it down itself — a step that ended while the
+        # controller was away stays so a minute — and a cancel changes nothing of it)
+        unfollowed = {job.id: job for key, job in jobs.items() if key not in followed and job.state != "COMPLETING"}
         self._unfollowed = {job_id: self._unfollowed.get(job_id, now) for job_id in unfollowed}
         for job_id, job in unfollowed.items():
             if now - self._unfollowed[job_id] < GONE_WAIT or job_id in self._lingering_cancelled:
