@@ -13,7 +13,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -240,36 +240,46 @@ def test_a_signal_sent_to_the_whole_group_is_the_workers_death(swarm, sig, backe
     assert (row["status"], row["exit_code"], row["signal"], row["attempts"]) == ("failed", 128 + number, f"SIG{sig}", 1)
 
 
-@pytest.mark.parametrize("sig,backend", [
-    ("VTALRM", "tmux"), ("PROF", "headless"), ("XCPU", "zellij-0.45.0"),
-    full("XCPU", "tmux"), full("SYS", "tmux"), full("IO", "tmux"), full("VTALRM", "headless"),
-])
-def test_a_signal_outside_the_worker_signals_sent_to_the_whole_group_leaves_the_worker_s_own_end(
-        swarm, sig, backend, request):
-    """A signal outside the ones aimed at workers (VTALRM, XCPU, SYS, …) sent to the whole
-    group, and a worker that handles it: that worker goes on and finishes, and its own end is
-    the task's — once. In a tmux pane such a signal also reached the pane's leader, which died
-    of it: the worker's terminal hung up and nothing recorded its end (``lost``), and the task
-    ran again. (The wrapper died of it too, before it outlived every such signal: its worker,
-    followed on, was the end.)"""
+def handled_group_signal(swarm, request, backend: str, sig: str, group: Callable[[int], int]) -> None:
+    """A worker that handles ``sig`` (a name, or a number) is sent it through the process
+    group ``group`` names (given the launch heartbeat's pid): it goes on and finishes, and
+    its own end is the task's — once."""
+    number = int(sig) if sig.isdigit() else getattr(signal, f"SIG{sig}")
     swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
-                          f'cmd = "trap \'echo caught >> ledger\' {sig}; echo started >> ledger; '
+                          f'cmd = "trap \'echo caught >> ledger\' {number}; echo started >> ledger; '
                           'while [ ! -e go ]; do sleep 0.05; done; echo done >> ledger"\n')
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
         leader = running_worker(r.run, "sleep")
-        # the group the worker is in, as its own `kill -SIG 0` would reach it: the wrapper's
-        # (headless), the pane's (tmux: its leader too), its own terminal's (Zellij's relay)
-        worker = next(p for p in psutil.Process(leader).children(recursive=True)
-                      if "echo started" in command_line(p) and "_ptyrelay" not in command_line(p))
-        os.killpg(os.getpgid(worker.pid), getattr(signal, f"SIG{sig}"))
+        wait_until(lambda: "started" in (swarm.cwd / "ledger").read_text(), what="the worker's trap set")
+        os.killpg(group(leader), number)
         wait_until(lambda: "caught" in (swarm.cwd / "ledger").read_text(), what="the worker to handle it")
         (swarm.cwd / "go").touch()
         assert r.proc.wait(timeout=60) == 0, swarm.tasks()["target"]
     row = swarm.tasks()["target"]
     assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1)
     assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
+
+
+@pytest.mark.parametrize("sig,backend", [
+    ("VTALRM", "tmux"), ("PROF", "headless"), ("XCPU", "zellij-0.45.0"),
+    full("XCPU", "tmux"), full("SYS", "tmux"), full("IO", "tmux"), full("VTALRM", "headless"),
+])
+def test_a_signal_outside_the_worker_signals_sent_to_the_whole_group_leaves_the_worker_s_own_end(
+        swarm, sig, backend, request):
+    """A signal outside the ones aimed at workers (VTALRM, XCPU, SYS, …) sent to the worker's
+    whole group, as its own ``kill -SIG 0`` would reach it: the wrapper's (headless), the
+    pane's (tmux: its leader too), its own terminal's (Zellij's relay). In a tmux pane such a
+    signal also reached the pane's leader, which died of it: the worker's terminal hung up
+    and nothing recorded its end (``lost``), and the task ran again. (The wrapper died of it
+    too, before it outlived every such signal: its worker, followed on, was the end.)"""
+    def workers_group(leader: int) -> int:
+        worker = next(p for p in psutil.Process(leader).children(recursive=True)
+                      if "echo started" in command_line(p) and "_ptyrelay" not in command_line(p))
+        return os.getpgid(worker.pid)
+
+    handled_group_signal(swarm, request, backend, sig, workers_group)
 
 
 @pytest.mark.parametrize("sig,backend", [
@@ -281,22 +291,7 @@ def test_a_signal_sent_to_the_pane_s_group_reaches_a_worker_on_a_terminal_of_its
     that is no worker signal ended the relay, which passed on only those — and its end killed
     the worker, which never heard it: ``failed (SIGPROF)``, and run again. The relay passes
     every such signal on: the worker that handles it goes on, and its own end is the task's."""
-    number = int(sig) if sig.isdigit() else getattr(signal, f"SIG{sig}")
-    swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
-                          f'cmd = "trap \'echo caught >> ledger\' {number}; echo started >> ledger; '
-                          'while [ ! -e go ]; do sleep 0.05; done; echo done >> ledger"\n')
-    args, env = backend_args(backend, request)
-    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
-        assert r.run is not None
-        leader = running_worker(r.run, "sleep")  # the pane's leader: its group is the pane's
-        wait_until(lambda: "started" in (swarm.cwd / "ledger").read_text(), what="the worker's trap set")
-        os.killpg(os.getpgid(leader), number)
-        wait_until(lambda: "caught" in (swarm.cwd / "ledger").read_text(), what="the worker to handle it")
-        (swarm.cwd / "go").touch()
-        assert r.proc.wait(timeout=60) == 0, swarm.tasks()["target"]
-    row = swarm.tasks()["target"]
-    assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1)
-    assert (swarm.cwd / "ledger").read_text().split() == ["started", "caught", "done"]
+    handled_group_signal(swarm, request, backend, sig, os.getpgid)  # the pane leader's group: the pane's
 
 
 # a signal that ends a process by default and is no worker signal, and a real-time one
