@@ -720,12 +720,13 @@ class Supervisor:
         self.policy.cancel_pending(reason)
 
     def _close_backend(self) -> None:
-        """Once, at the end of a run (before its summary, so a closing fault is in it). Not
-        on any other way out — detached (SIGHUP, a full state dir) or an internal error: the
-        run's workers go on in their panes for ``resume`` to take up, and nothing of the
-        session is touched. (With ``--close-session``, or ``CI`` set, closing it killed them,
-        and ``resume`` ran their tasks again.)"""
-        if self._backend_closed or self.detached:
+        """Once, at the end of a run (``_finish``, before its summary, so a closing fault is
+        in it). Not on any other way out — detached (SIGHUP, a full state dir: ``_finish``
+        returns first) or an internal error: the run's workers go on in their panes for
+        ``resume`` to take up, and nothing of the session is touched. (With
+        ``--close-session``, or ``CI`` set, closing it killed them, and ``resume`` ran their
+        tasks again.)"""
+        if self._backend_closed:
             return
         self._backend_closed = True
         stopped = self.stop.cancelled_by_user

@@ -94,18 +94,26 @@ def survivable() -> list[int]:
     return sorted(sig for sig in signal.valid_signals() if sig not in kept)
 
 
+# What Python ignores from its start (``worker_defaults`` undoes it for a worker)
+_PYTHON_IGNORES = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def handled() -> list[int]:
+    """The ``survivable`` signals a Python process of ours takes with a handler of its own:
+    all but those Python ignores already. The pty relay passes each on to its worker."""
+    return [sig for sig in survivable() if sig not in _PYTHON_IGNORES]
+
+
 def outlived() -> list[int]:
     """The signals the leader takes with a handler that does nothing (``main``'s ``outlive``):
-    every ``survivable`` one but SIGHUP and SIGTERM (waited for: the leader passes them on)
-    and those Python ignores already (PIPE, XFSZ: ``worker_defaults``)."""
-    passed = {signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ}
-    return [sig for sig in survivable() if sig not in passed]
+    every ``handled`` one but SIGHUP and SIGTERM (waited for: the leader passes them on)."""
+    return [sig for sig in handled() if sig not in (signal.SIGHUP, signal.SIGTERM)]
 
 
 def worker_defaults() -> None:
     """In a worker's process, before its exec: Python ignores SIGPIPE and SIGXFSZ; a worker
     must not."""
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+    for sig in _PYTHON_IGNORES:
         signal.signal(sig, signal.SIG_DFL)
 
 

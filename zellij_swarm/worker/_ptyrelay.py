@@ -54,15 +54,10 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._paneleader import WORKER_SIGNALS, outlived, session_of, worker_defaults
+    from zellij_swarm.worker._paneleader import handled, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _paneleader import (  # type: ignore[import-not-found,no-redef]
-        WORKER_SIGNALS,
-        outlived,
-        session_of,
-        worker_defaults,
-    )
+    from _paneleader import handled, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -111,12 +106,12 @@ class Log:
             pass
 
 
-# What the relay passes on to its worker's group: the signals aimed at workers, and every other
-# that ends a process by default but a fault, as the pane leader outlives them — the relay sits
-# in the pane's process group, the worker in a session of its own: a ``kill -PROF -- -PGID`` of
-# the pane's group ended a relay that took only the worker signals, and its ``--end`` then
-# killed a worker the signal never reached (recorded ``failed (SIGPROF)``, and retried).
-RELAYED = sorted({int(getattr(signal, name)) for name in WORKER_SIGNALS} | {int(sig) for sig in outlived()})
+# What the relay passes on to its worker's group: every signal that ends a process by default
+# but a fault (``handled``) — the relay sits in the pane's process group, the worker in a
+# session of its own: a ``kill -PROF -- -PGID`` of the pane's group ended a relay that took
+# only the worker signals, and its ``--end`` then killed a worker the signal never reached
+# (recorded ``failed (SIGPROF)``, and retried).
+RELAYED = handled()
 
 
 def write_all(fd: int, data: bytes) -> None:

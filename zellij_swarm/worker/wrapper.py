@@ -118,8 +118,8 @@ def _after_worker(write: str, path: str) -> str:
 # after it had reaped its worker, left no record: ``lost``, where the worker's own death by the
 # signal is its end. Those aimed at workers by name, the rest by number (dash knows no name for
 # the real-time ones); the worker is given each at its default (a handled signal is reset by exec).
-_OUTLIVED = " ".join([name.removeprefix("SIG") for name in WORKER_SIGNALS] + [
-    str(int(sig)) for sig in survivable() if int(sig) not in {int(getattr(signal, name)) for name in WORKER_SIGNALS}])
+_NAMED = {int(getattr(signal, name)): name.removeprefix("SIG") for name in WORKER_SIGNALS}
+_OUTLIVED = " ".join(_NAMED.get(int(sig), str(int(sig))) for sig in survivable())
 
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
