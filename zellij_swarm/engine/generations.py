@@ -632,11 +632,14 @@ class Generations:
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
             **(task.slurm if lg.remote and task.slurm else {}),
         )
-        if rec is not None and generation_files.committed_by_wrapper(rec) and not lg.request.pane:
-            # Folded once its outcome is durable — never one that was ever handed to a pane,
-            # also when it ran headless after all: a pane that comes up late must find its
-            # claim taken and run nothing (a generation runs at most once).
-            self.ended.append(lg.gen)
+        if rec is not None and generation_files.committed_by_wrapper(rec):
+            if lg.remote and self.executor is not None:
+                self.executor.step_ended(lg.gen)  # nothing of it is left: a job that stays is cancelled
+            if not lg.request.pane:
+                # Folded once its outcome is durable — never one that was ever handed to a pane,
+                # also when it ran headless after all: a pane that comes up late must find its
+                # claim taken and run nothing (a generation runs at most once).
+                self.ended.append(lg.gen)
         if task.last_end_is_free:
             task.attempts -= 1
         if reason == "multiplexer_lost":

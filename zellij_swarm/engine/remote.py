@@ -268,10 +268,9 @@ class SlurmExecutor:
         self._told: set[str] = set()
         self._ticking = False
         self._call_failed = False  # said once: squeue keeps failing
-        # the run's jobs Slurm lists that no generation it follows is of, each since when
-        # (``_end_lingering``), and those of them cancelled
-        self._unfollowed: dict[str, float] = {}
-        self._lingering_cancelled: set[str] = set()
+        # the steps whose wrapper recorded their end while Slurm still listed them, by (slot,
+        # generation), each since when (``step_ended``, ``_end_lingering``)
+        self._ended_steps: dict[tuple[int, int], float] = {}
 
     # ----- start ---------------------------------------------------------------------------
 
@@ -441,25 +440,30 @@ class SlurmExecutor:
                 self.left_queue(lg)
         self._end_lingering(jobs, now)
 
+    def step_ended(self, gen: generation_files.GenPaths) -> None:
+        """The step of ``gen`` ended, its wrapper's record of it committed: the evidence that
+        nothing of its work is left (``_end_lingering``)."""
+        self._ended_steps[(gen.slot, gen.gen)] = self.clock()
+
     def _end_lingering(self, jobs: dict[tuple[int, int], Job], now: float) -> None:
-        """Cancel a job of the run that Slurm has listed for ``GONE_WAIT`` while no generation
-        it follows is of it: one whose step ended (its end recorded, its slot freed) and stays.
-        An ``srun`` that cannot reach the controller when its step ends retries some ten
-        seconds and exits; Slurm then keeps its job RUNNING, nothing in it, holding its CPUs
-        until the run's end cancels it — and the run's queued steps waited for them for ever
-        (a controller down 12 s). By id and name: an id issued again is another's."""
-        followed = {(lg.gen.slot, lg.gen.gen) for lg in self._remote()}
-        # (not one COMPLETING: Slurm winds it down itself — a step that ended while the
-        # controller was away stays so a minute — and a cancel changes nothing of it)
-        unfollowed = {job.id: job for key, job in jobs.items() if key not in followed and job.state != "COMPLETING"}
-        self._unfollowed = {job_id: self._unfollowed.get(job_id, now) for job_id in unfollowed}
-        for job_id, job in unfollowed.items():
-            if now - self._unfollowed[job_id] < GONE_WAIT or job_id in self._lingering_cancelled:
+        """Cancel a job of the run that Slurm still lists ``GONE_WAIT`` after its step's wrapper
+        recorded its end. An ``srun`` that cannot reach the controller when its step ends
+        retries some ten seconds and exits; Slurm then keeps its job RUNNING, nothing in it,
+        holding its CPUs until the run's end cancels it — and the run's queued steps waited
+        for them for ever (a controller down 12 s). Never a step with no such record: nothing
+        says its work is over. By id and name: an id issued again is another's."""
+        for key in self._ended_steps.keys() - jobs.keys():  # it left the queue
+            del self._ended_steps[key]
+        for key, job in jobs.items():
+            ended = self._ended_steps.get(key)
+            # (not one COMPLETING: Slurm winds it down itself — a step that ended while the
+            # controller was away stays so a minute — and a cancel changes nothing of it)
+            if ended is None or now - ended < GONE_WAIT or job.state == "COMPLETING":
                 continue
-            self._lingering_cancelled.add(job_id)
-            self.on.warn("process_left_behind", f"slurm: job {job_id} ({job.name}) was still {job.state.lower()} "
+            del self._ended_steps[key]
+            self.on.warn("process_left_behind", f"slurm: job {job.id} ({job.name}) was still {job.state.lower()} "
                                                 f"{GONE_WAIT:g}s after its step ended; cancelled", None)
-            self.calls.submit(functools.partial(self.cluster.cancel, job_id, name=job.name), self._cancel_said)
+            self.calls.submit(functools.partial(self.cluster.cancel, job.id, name=job.name), self._cancel_said)
 
     def _cancel_said(self, done: Done[None]) -> None:
         if done.error is not None:
