@@ -76,6 +76,9 @@ class GenerationWatch:
             self._by_dir.pop(lg.gen.dir, None)
             lg.watching_dir = False
         self._polled_pids.pop(id(lg), None)
+        self._drop_pidfd(lg)
+
+    def _drop_pidfd(self, lg: LiveGen) -> None:
         if lg.pidfd is not None:
             self._sel.unregister(lg.pidfd)
             os.close(lg.pidfd)
@@ -94,6 +97,7 @@ class GenerationWatch:
         if fd is None:
             self._pid_gone(lg)
             return
+        self._drop_pidfd(lg)  # following another pid of it now: the one before would wake it for nothing
         lg.pidfd = fd
         self._sel.register(lg.pidfd, selectors.EVENT_READ, lambda: self._pid_gone(lg))
 
@@ -142,12 +146,9 @@ class GenerationWatch:
             self._timers.after(POLL_INTERVAL, lambda: self._poll(lg))
 
     def _pid_gone(self, lg: LiveGen) -> None:
+        self._drop_pidfd(lg)  # (a pidfd that has fired stays readable: never left registered)
         if lg.done:  # its exit sidecar was collected earlier in this loop turn
             return
-        if lg.pidfd is not None:
-            self._sel.unregister(lg.pidfd)
-            os.close(lg.pidfd)
-            lg.pidfd = None
         # A pane's heartbeat names its leader, which can die (kill -9) before the wrapper's
         # second stage, its child, has recorded anything: while that still runs, follow it.
         if lg.in_pane and generation_files.read_sidecar(lg.gen) is None and (
