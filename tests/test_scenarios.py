@@ -326,6 +326,14 @@ CANCEL: tuple[Case, ...] = (
          order=("inbox_consumed", "worker_failed a", "task_cancelled a")),
     Case("while-the-run-ends", (A,), {"a": Want("succeeded")}, mux=Mux(cancel_while_ending=True),
          replies=({"ok": False},), order=("worker_completed a", "inbox_consumed", "run_finished")),
+    # read in the turn its last worker exits by itself: the cancel ended nothing, the run
+    # finished (it was: "cancelled", exit 130, and its Zellij tab kept as a cancelled run's)
+    Case("the-whole-run-as-its-last-worker-exits", (A, B), {"a": Want("succeeded"), "b": Want("succeeded")},
+         works=works(a=Work(after=1), b=Work(after=2)), messages=(Message(2, "cancel"),), mux=Mux(),
+         order=("worker_completed a", "inbox_consumed", "worker_completed b", "run_finished")),
+    Case("the-whole-run-as-its-last-worker-fails", (A,), {"a": Want("failed", code=3)}, exit=1,
+         works=works(a=Work(after=1, code=3)), messages=(Message(1, "cancel"),),
+         order=("inbox_consumed", "worker_failed a", "run_finished")),
     Case("cancelled-is-never-retried", (task("a", retries=3),), {"a": Want("cancelled", "cancelled_by_user")}, exit=1,
          works=works(a=Work(after=30)), messages=(Message(1, "cancel", ("a",)),),
          order=("inbox_consumed", "worker_failed a", "task_cancelled a", "run_finished")),
@@ -686,3 +694,12 @@ def test_scenario(case: Case, played: dict[int, Any]) -> None:
     if isinstance(result, BaseException):
         raise result
     check(case, result)
+
+
+def test_a_stop_that_ended_nothing_leaves_the_run_finished_and_its_session_closed_as_a_success() -> None:
+    """The whole-run cancel of the table's case, read in the turn b exits: the run's state is
+    what its tasks say, and the multiplexer is closed as for a run that succeeded."""
+    [case] = [c for c in CANCEL if c.id == "the-whole-run-as-its-last-worker-exits"]
+    r = play(case)
+    assert r.summary is not None and r.summary["state"] == "finished", r.summary
+    assert [c for c in r.mux_calls if c[0] == "close"] == [("close", False)], r.mux_calls

@@ -37,6 +37,10 @@ class RunStop:
     halted: bool = False  # ``--halt`` after a failure
     launcher_failed: bool = False  # launchers kept dying with work given and none started
     start_error: str | None = None  # the backend could not start under require
+    # The user's stop came once every task had ended by itself (a cancel read in the turn the
+    # last worker exited, a Ctrl-C in the end's pane hold): it ended nothing, so the run is
+    # not ``cancelled`` — its state and exit code are its tasks' (``Supervisor._finish``).
+    moot: bool = False
 
     @property
     def stopping(self) -> bool:
@@ -44,8 +48,9 @@ class RunStop:
 
     @property
     def cancelled_by_user(self) -> bool:
-        """The run was stopped by its user (a signal, ``cancel``): its state is ``cancelled``."""
-        return self.signal is not None or self.cancelled
+        """The run was stopped by its user (a signal, ``cancel``) while it had something to
+        stop: its state is ``cancelled``."""
+        return (self.signal is not None or self.cancelled) and not self.moot
 
 
 class TaskReporter(Protocol):

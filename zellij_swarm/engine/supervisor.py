@@ -960,6 +960,9 @@ class Supervisor:
                            session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
                            found=self._left_behind)
         self.control.answer_late()
+        if self.stop.cancelled_by_user and not self._input_open() and not snapshot.counts_of(self)["cancelled"]:
+            self.stop.moot = True
+            self.reporter.notice("the stop came after every task had ended by itself: nothing was cancelled")
         self.ended_at = self.wallclock()
         self._close_backend()
         self.backend.outputs_now()  # a backend's thread stuck past the close's wait: reported as they are
@@ -985,10 +988,8 @@ class Supervisor:
         return self.plan.resume.input_problem if self.plan.resume is not None else None
 
     def exit_code(self, snap: dict[str, Any]) -> int:
-        if self.stop.signal is not None:
-            return EXIT_CODES[self.stop.signal]
-        if self.stop.cancelled:
-            return 130
+        if self.stop.cancelled_by_user:
+            return EXIT_CODES[self.stop.signal] if self.stop.signal is not None else 130
         if self._input_problem() is not None:
             return 2  # bad input: a record of it stopped the reading (what was read before it ran)
         if self.stop.start_error:
