@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,44 @@ def test_a_file_open_in_another_process_is_never_reused(run: RunPaths, pool: She
     finally:
         holder.communicate(b"\n", timeout=30)
     assert list(run.slot_dir(1).iterdir()) == []
+
+
+# Run in a process of its own: the fold's write lease on each file, broken by an open from
+# elsewhere while it is held. Before, the break's SIGIO ended the process ("I/O possible").
+_FOLD_BROKEN_INTO = """
+import fcntl, os, subprocess, sys, time
+from pathlib import Path
+from zellij_swarm.records.rundir import RunPaths
+from zellij_swarm.records.shells import ShellPool
+
+control, openers = fcntl.fcntl, []
+
+def let_go_once_opened_elsewhere(fd, cmd, arg=0):
+    if (cmd, arg) == (fcntl.F_SETLEASE, fcntl.F_UNLCK):  # the lease is held: now an open from elsewhere
+        opener = subprocess.Popen(["sh", "-c", f"exec 3>>/proc/{os.getpid()}/fd/{fd}"])
+        openers.append(opener)
+        deadline = time.monotonic() + 30
+        while "break_lease" not in Path(f"/proc/{opener.pid}/wchan").read_text():  # held up by the lease
+            assert opener.poll() is None and time.monotonic() < deadline, "the opener was never held up"
+            time.sleep(0.005)
+    return control(fd, cmd, arg)
+
+fcntl.fcntl = let_go_once_opened_elsewhere
+ShellPool(Path(sys.argv[1]) / "slots", limit=4).fold(RunPaths(Path(sys.argv[1])).gen(1, 1))
+assert len(openers) == 4 and [o.wait(timeout=30) for o in openers] == [0] * 4, openers
+"""
+
+
+def test_an_open_from_elsewhere_while_the_fold_holds_its_lease_ends_no_process(run: RunPaths, pool: ShellPool) -> None:
+    """The fold empties the wrapper's lines under a write lease. Another process opening the
+    file then breaks the lease, which the kernel tells the holder with a signal: SIGIO by
+    default, which ends the supervisor (or a program running a swarm through the Python API,
+    whose log-commit thread it is). The opener waits until the lease is let go."""
+    gen = start(run, pool, 1, 1)
+    run_wrapper(run, gen)
+    done = subprocess.run([sys.executable, "-c", _FOLD_BROKEN_INTO, str(run.dir)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 0, (done.returncode, done.stderr)
 
 
 @pytest.mark.parametrize("planted", ["symlink", "hard link"])

@@ -23,9 +23,10 @@ A file is reused only when nothing can write to it again. The fold renames the d
 into ``.shells/`` under a name of its own first, so that its generation's paths reach
 nothing any more, then looks again: every file still the wrapper's (plain, one link, the logs
 empty, the heartbeat its two lines), and none open in any process — a write lease
-(``F_SETLEASE``) is granted only on a file no other descriptor is open on. A worker's leftover
-holding its stdout would otherwise carry its output into another task's records. Anything
-else, and the directory goes back to its name and is folded as before.
+(``F_SETLEASE``) is granted only on a file no other descriptor is open on, and the wrapper's
+lines are emptied under it. A worker's leftover holding its stdout would otherwise carry its
+output into another task's records. Anything else, and the directory goes back to its name
+and is folded as before.
 
 Shells are taken on the supervisor's loop and made on its log-commit thread: a deque of their
 names between the two (its append and pop are atomic). A run whose pool keeps none
@@ -43,6 +44,7 @@ import contextlib
 import fcntl
 import itertools
 import os
+import signal
 import stat
 from pathlib import Path
 
@@ -60,6 +62,7 @@ from zellij_swarm.records.generation_files import (
 SHELLS = ".shells"  # in the run's slots/
 _FOLDING = "folding"  # a directory being looked at once more before it is a shell
 _EMPTIED = (EXIT_SIDECAR, HEARTBEAT)  # the wrapper's lines; the logs are empty already
+_CHECKED = (OUTPUT, STDERR, *_EMPTIED)  # every file of a shell, in the order they are looked at
 _STRAY = "stray-"  # an artifacts/ a leftover wrote into after its shell was made (``take``)
 _SHELL_NAMES = frozenset(SHELL_FILES)
 _UID = os.getuid()
@@ -150,9 +153,9 @@ class ShellPool:
             if not (keep_artifacts and _empty_directory(artifacts)):
                 with contextlib.suppress(FileNotFoundError):
                     os.rmdir(artifacts)  # the shell goes without it; the worker's files in it: no shell
-            if _shell_like(folding) and not any(_open_elsewhere(f"{folding}/{n}") for n in SHELL_FILES):
-                for name in _EMPTIED:
-                    _empty(f"{folding}/{name}")
+            # the logs (empty already) first: a file emptied here is one whose facts the
+            # log holds, should the directory go back to be folded
+            if _shell_like(folding) and all(_unheld(f"{folding}/{n}", empty=n in _EMPTIED) for n in _CHECKED):
                 name = str(next(self._numbers))
                 os.rename(folding, f"{self._dir}/{name}")
                 self._names.append(name)
@@ -222,27 +225,30 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
-def _open_elsewhere(path: str) -> bool:
-    """Some process has the file open, or that cannot be told: a write lease is granted only
-    on a file no other descriptor is open on."""
+def _unheld(path: str, *, empty: bool) -> bool:
+    """No other process has the file open — a write lease is granted only on a file no other
+    descriptor is open on — and, with ``empty``, it was emptied under that lease, so nothing
+    opened it in between. False when that cannot be told (no leases on this filesystem).
+
+    A lease's break (an open by someone else while it is held) is told by SIGURG, ignored
+    unless handled, not by the default SIGIO, which ends a process: an open in that
+    microsecond ended the supervisor, or a program running a swarm through the Python API,
+    with "I/O possible"."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
-        return True
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
-        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
         return False
-    except OSError:  # EAGAIN: open elsewhere; EINVAL: no leases on this filesystem
-        return True
-    finally:
-        os.close(fd)
-
-
-def _empty(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.ftruncate(fd, 0)
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)  # EAGAIN: open elsewhere; EINVAL: no leases
+        try:
+            if empty:
+                os.ftruncate(fd, 0)
+        finally:
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
 
