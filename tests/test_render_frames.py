@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from zellij_swarm.records import runlock
 from zellij_swarm.records.generation_files import GenPaths, read_gen
 from zellij_swarm.records.rundir import RunPaths, write_json_atomic
 from zellij_swarm.render.board import BoardView, board_frame
@@ -110,8 +112,14 @@ def slot_lines(fake: FakeRun, slot: int, *, now: float = NOW, cols: int = 80, ro
 
 
 @pytest.fixture
-def fake(tmp_path: Path) -> FakeRun:
-    return FakeRun(tmp_path, jobs=4)
+def fake(tmp_path: Path) -> Iterator[FakeRun]:
+    """A run whose supervisor is alive: this test holds its lock (a ``running`` run nobody
+    holds is shown ``interrupted``)."""
+    run = FakeRun(tmp_path, jobs=4)
+    lock = runlock.RunLock(run.run)
+    lock.acquire()
+    yield run
+    lock.release()
 
 
 # -- slot view: terminal rendering ---------------------------------------------------------
@@ -321,6 +329,25 @@ def test_board_rows_show_state_task_elapsed_last_line_and_exit(fake: FakeRun) ->
     # attempt: the slot's generation number is not one to show).
     assert re.fullmatch(r"  failed\s+oops\s+10s\s+9  slot 4, attempt 1", lines[7])
     assert len(lines) == 8
+
+
+def test_a_run_whose_supervisor_is_gone_is_shown_interrupted_and_still_followed(tmp_path: Path) -> None:
+    """Killed (``kill -9``) and not resumed yet: its snapshot still says ``running``. The board
+    and the slot's view say ``interrupted``, as ``status`` does, rather than a run whose clock
+    ticks on; they keep following it, for a ``resume`` makes it run again."""
+    gone = FakeRun(tmp_path, jobs=1)
+    gone.start(1, 1, "build", at=NOW - 83, output=b"compiling\n")
+    gone.write()
+    board, slot = BoardView(gone.run), SlotView(gone.run, 1)
+    for view in (board, slot):
+        frame = view.frame(80, 24, NOW, color=False, notice=None)
+        assert "interrupted" in frame.lines[0] + frame.lines[2] and not frame.done, frame.lines[:3]
+    lock = runlock.RunLock(gone.run)  # resumed: a supervisor holds the run again
+    lock.acquire()
+    try:
+        assert "running" in board.frame(80, 24, NOW, color=False, notice=None).lines[0]
+    finally:
+        lock.release()
 
 
 def _busy_run(root: Path, jobs: int, running: int, failed: int = 0) -> FakeRun:

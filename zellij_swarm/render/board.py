@@ -458,7 +458,8 @@ class BoardView:
         live_paths = {g.paths.output: n for n, g in gens.items() if g is not None and not g.done}
         last = {n: self.last_lines.get(p) for p, n in live_paths.items()}
         self.last_lines.forget_except(set(live_paths))
-        lines = board_frame(state, gens, cols=cols, rows=rows, now=now, last_lines=last, color=color, notice=notice)
+        lines = board_frame(self.states.shown(state), gens, cols=cols, rows=rows, now=now, last_lines=last, color=color,
+                            notice=notice)
         done = state is not None and state.get("state") != RunState.RUNNING
         watch = [self.run.dir, self.run.slots]
         watch += [self.run.slot_dir(n) for n in gens]

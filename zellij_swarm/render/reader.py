@@ -15,10 +15,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from zellij_swarm.records import runlock
 from zellij_swarm.records.generation_files import GenInfo
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.snapshot_file import RowsReader
-from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES, own_end
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES, RunState, own_end
 
 
 def _num(value: Any) -> float | None:
@@ -50,6 +51,15 @@ class StateReader:
             except (OSError, ValueError):
                 return self._state
         return self._state
+
+    def shown(self, state: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``state`` as a view shows it: a run whose snapshot says ``running`` while no
+        supervisor holds its lock (killed; ``resume`` takes it up) is ``interrupted``, as
+        ``status`` says — its clock ticking on and its rows "running" were a run that seemed
+        to go on. The view keeps following it all the same: a resume makes it run again."""
+        if state is not None and state.get("state") == RunState.RUNNING and runlock.holder(self.run) is None:
+            return {**state, "state": RunState.INTERRUPTED}
+        return state
 
 
 def gen_records(state: dict[str, Any] | None) -> dict[tuple[int, int], dict[str, Any]]:

@@ -147,7 +147,8 @@ class SlotView:
                     join_parts([(("── stderr " + "─" * c)[:c], "2")], c, color), *err]
 
         lines = slot_frame(
-            self.slot, state, gen, cols=cols, rows=rows, now=now, tail=tail, color=color, notice=notice
+            self.slot, self.states.shown(state), gen, cols=cols, rows=rows, now=now, tail=tail, color=color,
+            notice=notice,
         )
         done = state is not None and state.get("state") != RunState.RUNNING
         watch = [self.run.dir, self.run.slots, self.run.slot_dir(self.slot)]
