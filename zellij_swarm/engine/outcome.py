@@ -37,6 +37,12 @@ def killed_status(reason: str) -> TaskStatus:
     return REASON_STATUS.get(reason, TaskStatus.CANCELLED)
 
 
+def kill_reached(lg: LiveGen, rec: ExitRecord) -> bool:
+    """Whether the kill's first signal reached the worker while it ran: it ended at or after
+    that moment (an end of unknown time counts as after)."""
+    return lg.kill_sent_at is not None and (rec.ended_at is None or rec.ended_at >= lg.kill_sent_at)
+
+
 def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
     """Whether the kill's first signal reached the worker, and the worker ended at or after
     that moment (an end of unknown time counts as after) — by that signal, or by an exit of
@@ -46,7 +52,7 @@ def ended_by_kill(lg: LiveGen, rec: ExitRecord) -> bool:
     check before it and the signal are two steps), or a child (a ``sleep`` killed, its shell
     went on to the end) — the soak of a tmux run saw a task that wrote its ledger line and
     exited 0 recorded ``cancelled`` and run again."""
-    if lg.kill_sent_at is None or (rec.ended_at is not None and rec.ended_at < lg.kill_sent_at):
+    if not kill_reached(lg, rec):
         return False
     own_exit = rec.code is not None and rec.signal is None
     return not own_exit or lg.kill_caught is not False

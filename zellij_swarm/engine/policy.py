@@ -37,9 +37,13 @@ class RunStop:
     halted: bool = False  # ``--halt`` after a failure
     launcher_failed: bool = False  # launchers kept dying with work given and none started
     start_error: str | None = None  # the backend could not start under require
+    # A user's stop (or a cancel of one task) sent its signal to a worker that was still
+    # running: the stop did something, whatever the worker then did (``outcome.kill_reached``).
+    reached_a_worker: bool = False
     # The user's stop came once every task had ended by itself (a cancel read in the turn the
-    # last worker exited, a Ctrl-C in the end's pane hold): it ended nothing, so the run is
-    # not ``cancelled`` — its state and exit code are its tasks' (``Supervisor._finish``).
+    # last worker exited, a Ctrl-C as the run ends): it reached no worker, cancelled no task and
+    # left no input unread, so the run is not ``cancelled`` — its state and exit code are its
+    # tasks' (``Supervisor._finish``).
     moot: bool = False
 
     @property

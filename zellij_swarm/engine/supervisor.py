@@ -960,7 +960,8 @@ class Supervisor:
                            session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
                            found=self._left_behind)
         self.control.answer_late()
-        if self.stop.cancelled_by_user and not self._input_open() and not snapshot.counts_of(self)["cancelled"]:
+        if (self.stop.cancelled_by_user and not self.stop.reached_a_worker and not self._input_open()
+                and not snapshot.counts_of(self)["cancelled"]):
             self.stop.moot = True
             self.reporter.notice("the stop came after every task had ended by itself: nothing was cancelled")
         self.ended_at = self.wallclock()
