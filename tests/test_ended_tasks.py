@@ -113,3 +113,19 @@ def test_a_supervisor_gone_mid_run_leaves_its_session_as_it_is(mux: Mux) -> None
     with Harness(works=works(a=Work(after=1), b=Work(after=1)), jobs=2, mux=mux) as h:  # the run's end closes it
         r = h.run([task("a"), task("b")])
     assert r.exit_code == 0 and [call for call in r.mux_calls if call[0] == "close"] == [("close", False)]
+
+
+def test_the_warnings_said_before_a_resume_stay_in_the_runs_record() -> None:
+    """A supervisor killed after a warning (here an ended task's idle warning; a refused Slurm
+    step's is another): the resumed run's summary lists it still, for the run and on its
+    task's row, as ``status`` showed them before the resume — said once, not again."""
+    with Harness(works={"a": (Work(after=10, output_every=0.5),), "b": (Work(after=4),)},
+                 idle_timeout=2, idle_policy="warn") as h:
+        first = h.run([task("a"), task("b")], crash_at=5)
+        assert first.warnings() == ["idle_timeout"] and first.tasks["b"].status == TaskStatus.SUCCEEDED
+        resumed = h.resume(after=1)
+    assert resumed.exit_code == 0 and resumed.summary is not None
+    assert resumed.warnings() == ["idle_timeout"]  # the whole log: said once, before the resume
+    assert [(w["code"], w["task"]) for w in resumed.summary["warnings"]] == [("idle_timeout", "b")]
+    rows = {row["name"]: row for row in resumed.summary["tasks"]}
+    assert [w["code"] for w in rows["b"]["warnings"]] == ["idle_timeout"] and rows["a"]["warnings"] == []

@@ -56,6 +56,7 @@ from zellij_swarm.records import envfile, generation_files, rundir, runlock, sna
 from zellij_swarm.records import log as records
 from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.log import EventLog
+from zellij_swarm.records.rows import WarningRow
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths, has_record, read_json
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
@@ -102,6 +103,9 @@ class Recovered:
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)
     allocation: str | None = None  # a Slurm run's allocation (--slurm-alloc), as the log names it
     input_problem: Problem | None = None  # the bad record that stopped the reading of its stdin
+    # every warning the run said before, in order, with its task's id (None: the run's own):
+    # its snapshot lists them still, as it did (they were said once, in the log)
+    warnings: list[tuple[WarningRow, str | None]] = field(default_factory=list)
 
 
 def wrapper_alive(gen: GenPaths, pid: int) -> bool:
@@ -170,6 +174,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     rec.consumed_messages = logged.consumed
     names = {s.name: id_of_order(i) for i, s in enumerate(specs, 1)}
     rec.allocation = logged.allocation
+    rec.warnings = [(w, names.get(w["task"]) if w["task"] is not None else None) for w in logged.warnings]
     rec.input_problem = logged.input_problem
     on_disk = run.generations_on_disk()
     steps: dict[tuple[int, int], Job] = {}
@@ -259,6 +264,7 @@ class _Logged:
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)  # the retry under way: the last since the run ended
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task name -> cancelled/skipped, reason
+    warnings: list[WarningRow] = field(default_factory=list)  # every warning said, in order
 
     def read(self) -> Iterator[dict[str, Any]]:
         """The log's events, each taken in (``take``) as it is passed on. A line that parses
@@ -309,6 +315,10 @@ class _Logged:
             self.retry, self.input_problem = {}, None
         elif name == "run_retried" and isinstance(e.get("tasks"), dict):
             self.retry = {_text(tid): (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
+        elif name == "warning":
+            task = e.get("task")
+            self.warnings.append({"code": _text(e["code"]), "message": _text(e["message"]),
+                                  "task": None if task is None else _text(task)})
         elif name in ("task_cancelled", "task_skipped") and isinstance(task := e.get("task"), str):
             reason = e.get("reason")
             self.settled[task] = ("cancelled" if name == "task_cancelled" else "skipped",
@@ -413,6 +423,8 @@ class ResumedRun(Protocol):
     @property
     def events(self) -> EventLog: ...
     @property
+    def warnings(self) -> list[WarningRow]: ...
+    @property
     def follow(self) -> GenerationWatch: ...
     @property
     def control(self) -> Control: ...
@@ -437,6 +449,10 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     run.add_tasks(rec.specs, enqueue=False)
     for task in run.tasks.values():  # before any row is frozen: a task's row shows its worktree
         task.worktree = run.worktrees.existing(task.id)
+    for warning, task_id in rec.warnings:
+        run.warnings.append(warning)
+        if task_id is not None and task_id in run.tasks:
+            run.tasks[task_id].warn(warning)
     run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
     run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
     by_task: dict[str, list[GenState]] = {}
