@@ -544,8 +544,11 @@ def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_p
     assert f"swarm-{d.paths.run_id}" in names
     hint = d.backend.leftover_hint()
     window = d.backend.windows[0].id
-    assert hint == f"the swarm's window stays: close with tmux kill-window -t {window} (or zellij-swarm prune)"
-    subprocess.run(hint.split(": close with ")[1].split(" (or")[0], shell=True, check=True, env=d.env)
+    assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {window} "
+                    "(or zellij-swarm prune)")
+    # typed in a terminal outside that server (after a resume from one, say): it reaches it all the same
+    elsewhere = clean_env(TMUX_TMPDIR=str(tmp_path))
+    subprocess.run(hint.split(": close with ")[1].split(" (or")[0], shell=True, check=True, env=elsewhere)
     assert f"swarm-{d.paths.run_id}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}").split()
 
 
@@ -612,7 +615,8 @@ def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, 
     if closed == "all":
         assert hint is None
     else:
-        assert hint == f"the swarm's window stays: close with tmux kill-window -t {first} (or zellij-swarm prune)"
+        assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {first} "
+                        "(or zellij-swarm prune)")
 
 
 def test_a_kept_session_says_how_to_close_it(tmux, tmp_path):

@@ -752,7 +752,7 @@ class TmuxBackend:
         staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed
         if not staying:
             return None
-        kill = ["tmux"]
+        kill = ["tmux", "-S", self.socket_path]  # typed in any terminal: not only one inside this server
         for i, w in enumerate(staying):
             kill += ([";"] if i else []) + ["kill-window", "-t", w.id]
         windows = "window stays" if len(staying) == 1 else "windows stay"
