@@ -503,3 +503,25 @@ def test_logs_takes_a_name_before_an_id_and_its_hint_runs_as_printed(swarm):
     words = shlex.split(hint.split(" — zellij-swarm ", 1)[1])
     assert words[:2] == ["logs", "--"]
     assert swarm(*words).stdout == "neg\n"
+
+
+def test_a_hint_copied_as_printed_reaches_a_run_kept_in_another_state_dir(swarm: Swarm, tmp_path: Path) -> None:
+    """A run given ``--state-dir`` elsewhere: every command its hints offer names that
+    directory, so that each, copied as printed into the same shell, finds the run (they named
+    none, and said "no run …", exit 2). Hints of a run in the project's own state directory
+    stay as short as before."""
+    elsewhere = tmp_path / "records of mine"
+    res = swarm("run", "--state-dir", str(elsewhere), ":::", "echo four; exit 4")
+    assert res.code == 1, res.stderr
+    offered = [line[line.index("zellij-swarm logs"):].removesuffix(" TASK")
+               for line in res.stderr.splitlines() if "zellij-swarm logs" in line]
+    assert offered, res.stderr
+    for hint in offered:
+        words = shlex.split(hint)
+        assert words[:4] == ["zellij-swarm", "logs", "--state-dir", str(elsewhere)], hint
+        copied = swarm(*words[1:])
+        assert copied.code == 0, (hint, copied.stderr)
+    listed = swarm("logs", "--state-dir", str(elsewhere))
+    assert f"zellij-swarm logs --state-dir '{elsewhere}' task-1" in listed.stderr, listed.stderr
+    here = swarm("run", ":::", "exit 4")
+    assert "zellij-swarm logs" in here.stderr and "--state-dir" not in here.stderr, here.stderr

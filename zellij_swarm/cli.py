@@ -27,7 +27,7 @@ from zellij_swarm.backends.zellij_layout import STYLE_HELP, generate
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile, template
-from zellij_swarm.config.state_dir import StateDir
+from zellij_swarm.config.state_dir import StateDir, flag_for
 from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.records import rundir
@@ -469,8 +469,8 @@ def logs(args: tuple[str, ...], follow: bool, attempt: int | None, raw: bool, ta
     click.echo("\n".join(task_list(run, snap, width=_line_width())))
     if snap["tasks"]:  # the run as the user named it (none: the latest), and a task of it as the example
         example = quoting.positional_line([*args, quoting.task_word(snap["tasks"][0]["name"], snap["tasks"][0]["id"])])
-        click.echo(quoting.terminal_text(f"zellij-swarm: show a task's output with: zellij-swarm logs {example}"),
-                   err=True)
+        show_one = f"zellij-swarm logs{flag_for(run.state_dir, os.environ)} {example}"
+        click.echo(quoting.terminal_text(f"zellij-swarm: show a task's output with: {show_one}"), err=True)
 
 
 @cli.command()

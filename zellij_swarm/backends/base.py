@@ -20,12 +20,14 @@ its event loop: every method but ``shows`` may take a multiplexer call's full ti
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from zellij_swarm import pid_end
+from zellij_swarm.config import state_dir
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
@@ -33,9 +35,13 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.wrapper import PaneMode
 
-# The line that says where a run's panes are: short enough for 80 columns after ``zellij-swarm: ``,
-# and naming the one command that shows them from any terminal (it finds the run's window or tab).
-WHERE_PANES_ARE = "panes in {}; see them from any terminal: zellij-swarm attach"
+
+def where_panes_are(multiplexer: str, paths: RunPaths) -> str:
+    """The line that says where a run's panes are: short enough for 80 columns after
+    ``zellij-swarm: `` (with the project's own state directory), and naming the one command
+    that shows them from any terminal (it finds the run's window or tab)."""
+    return f"panes in {multiplexer}; see them from any terminal: zellij-swarm attach" \
+           f"{state_dir.flag_for(paths.state_dir, os.environ)}"
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,6 @@ from typing import Any
 from zellij_swarm import external, names, quoting
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
-    WHERE_PANES_ARE,
     LaunchFailed,
     LaunchRequest,
     PaneOpened,
@@ -72,6 +71,7 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
     alive_unless_gone,
+    where_panes_are,
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
@@ -270,7 +270,7 @@ class TmuxBackend:
             self.attach_argv = ["tmux", "-S", socket, "switch-client", "-t", window]
         elif self.created_session:
             self.attach_argv = ["tmux", "-S", socket, "attach", "-t", self.session_name]
-        ctx.notice(WHERE_PANES_ARE.format("tmux"))
+        ctx.notice(where_panes_are("tmux", ctx.paths))
         if not self.live:
             self._open_renderers(min(ctx.settings.jobs, self.panes.cap))
 

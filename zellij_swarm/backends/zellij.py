@@ -61,13 +61,13 @@ from zellij_swarm.backends import zellij_cli
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
-    WHERE_PANES_ARE,
     LaunchFailed,
     LaunchRequest,
     PaneOpened,
     PaneResult,
     RunContext,
     RunPane,
+    where_panes_are,
 )
 from zellij_swarm.backends.zellij_cli import Zellij
 from zellij_swarm.exc import BackendError
@@ -347,7 +347,7 @@ class ZellijBackend:
             self._create_session(session, path, deadline)
             # a client of our own, attached again if Zellij drops it as it attaches (contract §6.19)
             self.attach_argv = [sys.executable, "-m", "zellij_swarm.backends.zellij_attach", session]
-            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
+            ctx.notice(where_panes_are("Zellij", ctx.paths))
         else:
             # --attach: the client stays on the swarm's tab, where new-tab takes it. Given back
             # its own tab and then sent to ours, two CLI calls whose order the server need not
@@ -360,7 +360,7 @@ class ZellijBackend:
                 self.attach_argv = ["zellij", "--session", session, "action",
                                     *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
                                       else ["go-to-tab-name", names.tab(ctx.run_id)])]
-            ctx.notice(WHERE_PANES_ARE.format("Zellij"))
+            ctx.notice(where_panes_are("Zellij", ctx.paths))
         try:
             return self._await_layout(board, slots, first, deadline)
         finally:

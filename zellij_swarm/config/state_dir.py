@@ -108,3 +108,16 @@ def _same_filesystem(a: Path, b: Path) -> bool:
         return os.stat(a).st_dev == os.stat(b).st_dev
     except OSError:
         return False
+
+
+def flag_for(path: Path, env: Mapping[str, str], cwd: Path | None = None) -> str:
+    """What a command line a hint offers needs to reach the state directory ``path`` from here:
+    ``--state-dir PATH`` (a shell word, with its space before it), or nothing when the rule
+    above finds it anyway (this project's own, ``$ZELLIJ_SWARM_STATE_DIR``). A hint of a run
+    started with ``--state-dir`` elsewhere, copied as printed, found no run (exit 2)."""
+    import shlex  # only hints need it
+
+    found = find(None, env, cwd).path
+    if os.path.realpath(found) == os.path.realpath(path):
+        return ""
+    return f" --state-dir {shlex.quote(str(path))}"

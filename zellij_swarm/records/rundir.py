@@ -269,6 +269,11 @@ class RunPaths:
         return self.dir.name
 
     @property
+    def state_dir(self) -> Path:
+        """The state directory the run's records are in (``<state-dir>/runs/<run-id>``)."""
+        return self.dir.parent.parent
+
+    @property
     def run_json(self) -> Path:
         return self.dir / "run.json"
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from zellij_swarm import quoting, streams
+from zellij_swarm.config import state_dir
 from zellij_swarm.engine.progress import ProgressFacts
 from zellij_swarm.records import rundir
 from zellij_swarm.records.generation_files import GenPaths
@@ -184,6 +185,7 @@ class ConsoleReporter:
         self.panes = False
         self._line_shown = False
         self._run_id = run_id
+        self._where = ""  # how a hint's command reaches the run's state directory (``started``)
         self._warnings = 0
         self._unwritable: set[IO[bytes]] = set()  # given up: nobody reads them (``_copy_or_give_up``)
 
@@ -203,6 +205,7 @@ class ConsoleReporter:
 
     def started(self, run: RunPaths, total: int) -> None:
         self._run_id = run.run_id
+        self._where = state_dir.flag_for(run.state_dir, os.environ)
         if self.mode != "quiet":
             self._say(f"zellij-swarm: run {run.run_id}: {total} task(s); records in {run.dir}")
 
@@ -232,7 +235,7 @@ class ConsoleReporter:
         is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
             return ""
-        hint = f" — zellij-swarm logs {quoting.positional_line([self._run_id, quoting.task_word(task.name, task.id)])}"
+        hint = f" — {self._command('logs', self._run_id, quoting.task_word(task.name, task.id))}"
         if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
@@ -249,7 +252,7 @@ class ConsoleReporter:
             which = "stdout" if to is self.out and self.out is not self.err_bytes else "stderr"
             why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             self._say(f"zellij-swarm: warning: the workers' output is no longer copied to {which} "
-                      f"({why}); the run goes on: `zellij-swarm logs {self._run_id} TASK` reads it")
+                      f"({why}); the run goes on: `{self._command('logs', self._run_id)} TASK` reads it")
 
     @staticmethod
     def _copy(path: Path, to: IO[bytes], prefix: bytes | None) -> None:
@@ -290,7 +293,8 @@ class ConsoleReporter:
         run_id = snapshot["run_id"]
         if self.mode == "quiet":
             if self._warnings:
-                self._say(f"zellij-swarm: {self._warnings} warning(s); read them with: zellij-swarm status {run_id}")
+                read = self._command("status", run_id)
+                self._say(f"zellij-swarm: {self._warnings} warning(s); read them with: {read}")
             return
         counts = {k: v for k, v in snapshot["counts"].items() if v}
         wall = (snapshot["metrics"].get("wall_time_ms") or 0) / 1000
@@ -298,9 +302,13 @@ class ConsoleReporter:
         verb = "detached" if snapshot["state"] == RunState.INTERRUPTED else str(snapshot["state"])
         self._say(f"zellij-swarm: run {run_id} {verb} in {wall:.1f}s: {summary} (exit {exit_code})")
         if snapshot["state"] == RunState.INTERRUPTED:
-            self._say(f"zellij-swarm: workers keep running; continue with: zellij-swarm resume {run_id}")
+            self._say(f"zellij-swarm: workers keep running; continue with: {self._command('resume', run_id)}")
         elif not self.copies_output:  # the output was in panes, or only in the logs
-            self._say(f"zellij-swarm: read any task's output with: zellij-swarm logs {run_id} TASK")
+            self._say(f"zellij-swarm: read any task's output with: {self._command('logs', run_id)} TASK")
+
+    def _command(self, name: str, *words: str) -> str:
+        """Our command ``name`` with ``words`` as a hint offers it, reaching this run's records."""
+        return f"zellij-swarm {name}{self._where} {quoting.positional_line(words)}"
 
     def _clear_line(self) -> None:
         if self._line_shown:
