@@ -8,9 +8,11 @@ and no room for ``FULL_GIVE_UP`` seconds the run stops, interrupted and resumabl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
+from zellij_swarm.config import state_dir
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.records import rundir
 from zellij_swarm.records.log import EventLog
@@ -86,7 +88,8 @@ class StateDirRoom:
             # Nothing runs and nothing can start: the run stops here, resumable as it is.
             self._problem(f"error: the state directory {self._state_dir} has had no room for "
                           f"{FULL_GIVE_UP:g}s: run {self._run_id} is interrupted; "
-                          f"`zellij-swarm resume {self._run_id}` goes on once there is room")
+                          f"`zellij-swarm resume{state_dir.flag_for(self._state_dir, os.environ)} {self._run_id}` "
+                          "goes on once there is room")
             self._give_up()
             return
         self._timers.after(ROOM_RECHECK, self._look_for_room)
