@@ -334,6 +334,11 @@ CANCEL: tuple[Case, ...] = (
     Case("the-whole-run-as-its-last-worker-fails", (A,), {"a": Want("failed", code=3)}, exit=1,
          works=works(a=Work(after=1, code=3)), messages=(Message(1, "cancel"),),
          order=("inbox_consumed", "worker_failed a", "run_finished")),
+    # ... a task cancelled before it by a cancel of its own: the whole-run stop still ended nothing
+    Case("the-whole-run-as-its-last-worker-exits-after-a-task-cancel", (A, B),
+         {"a": Want("cancelled", "cancelled_by_user", code=143), "b": Want("succeeded")}, exit=1,
+         works=works(a=Work(after=30), b=Work(after=2)), messages=(Message(1, "cancel", ("a",)), Message(2, "cancel")),
+         order=("task_cancelled a", "inbox_consumed", "worker_completed b", "run_finished")),
     Case("cancelled-is-never-retried", (task("a", retries=3),), {"a": Want("cancelled", "cancelled_by_user")}, exit=1,
          works=works(a=Work(after=30)), messages=(Message(1, "cancel", ("a",)),),
          order=("inbox_consumed", "worker_failed a", "task_cancelled a", "run_finished")),

@@ -601,7 +601,7 @@ class Generations:
                         reason: str | None) -> None:
         task, slot = lg.task, lg.gen.slot
         cancelled = lg.kill_reason == CANCELLED_BY_USER
-        if cancelled and (rec is None or kill_reached(lg, rec)):
+        if cancelled and lg.gen in self.stop.ending and (rec is None or kill_reached(lg, rec)):
             self.stop.reached_a_worker = True
         self._let_go(lg)
         self._freed_at[slot] = self.clock()

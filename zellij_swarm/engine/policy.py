@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from zellij_swarm.engine.live import LiveGen
@@ -37,14 +37,22 @@ class RunStop:
     halted: bool = False  # ``--halt`` after a failure
     launcher_failed: bool = False  # launchers kept dying with work given and none started
     start_error: str | None = None  # the backend could not start under require
-    # A user's stop (or a cancel of one task) sent its signal to a worker that was still
-    # running: the stop did something, whatever the worker then did (``outcome.kill_reached``).
+    # What the user's whole-run stop did (not a cancel of one task before it): the generations
+    # it set out to end, and whether its signal reached one of them still running — the stop
+    # did something then, whatever the worker did next (``outcome.kill_reached``) — or it
+    # cancelled tasks still waiting.
+    ending: set[GenPaths] = field(default_factory=set)
     reached_a_worker: bool = False
+    cancelled_waiting: bool = False
     # The user's stop came once every task had ended by itself (a cancel read in the turn the
-    # last worker exited, a Ctrl-C as the run ends): it reached no worker, cancelled no task and
-    # left no input unread, so the run is not ``cancelled`` — its state and exit code are its
-    # tasks' (``Supervisor._finish``).
+    # last worker exited, a Ctrl-C as the run ends): it did none of the above and left no input
+    # unread, so the run is not ``cancelled`` — its state and exit code are its tasks'
+    # (``Supervisor._finish``).
     moot: bool = False
+
+    def ended_something(self, *, input_left: bool) -> bool:
+        """Whether the whole-run stop ended anything, ``input_left`` unread too."""
+        return self.reached_a_worker or self.cancelled_waiting or input_left
 
     @property
     def stopping(self) -> bool:
@@ -166,11 +174,13 @@ class TaskPolicy:
         self._events.emit("task_skipped", task=task.name, reason="dependency_failed")
         self._reporter.task_ended(task, None)
 
-    def cancel_pending(self, reason: str) -> None:
-        """Every task still waiting ends ``cancelled`` with ``reason``."""
-        for tid in [*self._ready.drain(), *self._waiting_for_trees()]:
+    def cancel_pending(self, reason: str) -> bool:
+        """Every task still waiting ends ``cancelled`` with ``reason``; whether there was one."""
+        waiting = [*self._ready.drain(), *self._waiting_for_trees()]
+        for tid in waiting:
             self.finalise(self._tasks[tid], TaskStatus.CANCELLED, reason)
         self._changed()
+        return bool(waiting)
 
     def cancel_task(self, task: TaskRecord) -> bool:
         """Cancel one task: a waiting one ends now, a running one through the ladder. False

@@ -874,6 +874,7 @@ class Supervisor:
     def _stop_everything(self, reason: str) -> None:
         self._start_nothing_more(reason)
         for lg in list(self.live.values()):
+            self.stop.ending.add(lg.gen)
             self.gens.kill(lg, reason)
         self.headless.follow_all()
 
@@ -881,7 +882,8 @@ class Supervisor:
         """No slot takes a task any more, and every task still waiting ends ``cancelled`` with
         ``reason``; what runs is left to the caller."""
         self.slots.close()
-        self.policy.cancel_pending(reason)
+        if self.policy.cancel_pending(reason):
+            self.stop.cancelled_waiting = True
 
     def _no_launcher(self) -> None:
         """Launchers keep dying with work given and none of it started: nothing more is
@@ -960,8 +962,7 @@ class Supervisor:
                            session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
                            found=self._left_behind)
         self.control.answer_late()
-        if (self.stop.cancelled_by_user and not self.stop.reached_a_worker and not self._input_open()
-                and not snapshot.counts_of(self)["cancelled"]):
+        if self.stop.cancelled_by_user and not self.stop.ended_something(input_left=self._input_open()):
             self.stop.moot = True
             self.reporter.notice("the stop came after every task had ended by itself: nothing was cancelled")
         self.ended_at = self.wallclock()
