@@ -330,14 +330,18 @@ CANCEL: tuple[Case, ...] = (
     # finished (it was: "cancelled", exit 130, and its Zellij tab kept as a cancelled run's)
     Case("the-whole-run-as-its-last-worker-exits", (A, B), {"a": Want("succeeded"), "b": Want("succeeded")},
          works=works(a=Work(after=1), b=Work(after=2)), messages=(Message(2, "cancel"),), mux=Mux(),
+         replies=({"ok": False, "cancelled": [], "already_ended": ["every task"],
+                   "error": "nothing to cancel: every task already ended"},),
          order=("worker_completed a", "inbox_consumed", "worker_completed b", "run_finished")),
     Case("the-whole-run-as-its-last-worker-fails", (A,), {"a": Want("failed", code=3)}, exit=1,
          works=works(a=Work(after=1, code=3)), messages=(Message(1, "cancel"),),
+         replies=({"ok": False, "cancelled": [], "already_ended": ["every task"]},),
          order=("inbox_consumed", "worker_failed a", "run_finished")),
     # ... a task cancelled before it by a cancel of its own: the whole-run stop still ended nothing
     Case("the-whole-run-as-its-last-worker-exits-after-a-task-cancel", (A, B),
          {"a": Want("cancelled", "cancelled_by_user", code=143), "b": Want("succeeded")}, exit=1,
          works=works(a=Work(after=30), b=Work(after=2)), messages=(Message(1, "cancel", ("a",)), Message(2, "cancel")),
+         replies=({"ok": True, "cancelled": ["a"]}, {"ok": False, "cancelled": [], "already_ended": ["every task"]}),
          order=("task_cancelled a", "inbox_consumed", "worker_completed b", "run_finished")),
     Case("cancelled-is-never-retried", (task("a", retries=3),), {"a": Want("cancelled", "cancelled_by_user")}, exit=1,
          works=works(a=Work(after=30)), messages=(Message(1, "cancel", ("a",)),),
@@ -396,6 +400,7 @@ OUTCOME_RULE: tuple[Case, ...] = (
     # inside exit(), or whose shell goes on past a killed child): its exit 0 after it is its own.
     Case("TERM-sent-unheard-then-exit-0-on-its-own", (A,), {"a": Want("succeeded", code=0)},
          exit=130, works=works(a=Work(after=2, term="ignores")), messages=(Message(1, "cancel"),),
+         replies=({"ok": True, "cancelled": ["the whole run"]},),
          order=("inbox_consumed", "kill_sent a", "worker_completed a", "run_finished"),
          at={"kill_sent a": 1.0, "worker_completed a": 2.0}),
     Case("TERM-sent-unheard-then-exit-1-on-its-own", (A,), {"a": Want("failed", code=1)},

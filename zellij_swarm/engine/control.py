@@ -25,6 +25,7 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import EndedTask, TaskRecord
 
+WHOLE_RUN = "the whole run"  # what a whole-run cancel's answer says it cancelled
 _DONE = {"cancel": "cancelled", "add": "added", "pause": "paused or unpaused", "restart": "restarted"}
 # How long the answer to a cancel or restart of running tasks waits for their generations to
 # end: below the CLI's wait (30 s), so that a worker slow to die (a long kill grace) still
@@ -45,6 +46,7 @@ class _Awaited:
     not_done: str  # … and of what was not: "already_ended" | "not_running"
     ending: dict[str, str] = field(default_factory=dict)  # task id -> name, kill under way
     timer: Timer | None = None
+    whole_run: bool = False  # a cancel of the whole run: it did something, or nothing (``_cancel_run``)
 
 
 class ControlledRun(Protocol):
@@ -57,7 +59,8 @@ class ControlledRun(Protocol):
     def refusal(self, spec: swarmfile.TaskSpec) -> str | None: ...  # why the run could never run it
 
     def is_stopping(self) -> bool: ...
-    def cancel_all(self) -> None: ...
+    def cancel_all(self) -> dict[str, str]: ...  # the running tasks it sets out to end: id -> name
+    def stop_ended_something(self) -> bool: ...  # the whole-run stop ended a worker, a waiting task, input
     def cancel_task(self, task: TaskRecord) -> bool: ...  # False: it had already ended
     def add_live(self, specs: list[swarmfile.TaskSpec], *, source: str) -> None: ...
     def pause(self, group: str | None, paused: bool) -> None: ...
@@ -99,6 +102,10 @@ class Control:
         on its own (what it did stands), whether it runs again (its task policy has decided)."""
         for awaited in [a for a in self._awaited if task.id in a.ending]:
             name = awaited.ending.pop(task.id)
+            if awaited.whole_run:  # its answer names no task: said once all have ended
+                if not awaited.ending:
+                    self._answer_held(awaited)
+                continue
             took = reason == RESTARTED if awaited.done == "restarted" else status == TaskStatus.CANCELLED
             if not took:  # it ended on its own (before the signal, or ignoring it), or by another kill
                 kind = awaited.msg.body.get("kind")
@@ -156,6 +163,8 @@ class Control:
         kind = msg.body.get("kind")
         if kind == "add":
             inbox.reply(self.paths, msg, self._add(msg))
+        elif kind == "cancel" and not msg.body.get("tasks"):
+            self._cancel_run(msg)
         elif kind == "cancel":
             self._answer_once_ended(msg, self._cancel(msg.body.get("tasks") or []), "cancelled", "already_ended")
         elif kind == "restart":
@@ -177,6 +186,20 @@ class Control:
         awaited.timer = self.timers.after(ANSWER_WITHIN, lambda: self._answer_held(awaited))
         self._awaited.append(awaited)
 
+    def _cancel_run(self, msg: inbox.Message) -> None:
+        """Cancel the whole run, answered as a cancel of tasks is, once the generations it ends
+        have ended: only then is it known whether it ended anything, or came once every task
+        had ended on its own — the run then finishes as it would have, and the answer says
+        nothing was cancelled (it said "the whole run")."""
+        ending = self.run.cancel_all()
+        awaited = _Awaited(msg, {"cancelled": [WHOLE_RUN], "already_ended": []}, "cancelled", "already_ended",
+                           ending, whole_run=True)
+        self._awaited.append(awaited)
+        if ending:
+            awaited.timer = self.timers.after(ANSWER_WITHIN, lambda: self._answer_held(awaited))
+        else:
+            self._answer_held(awaited)
+
     def _answer_held(self, awaited: _Awaited) -> None:
         if awaited not in self._awaited:
             return
@@ -184,6 +207,8 @@ class Control:
         if awaited.timer is not None:
             self.timers.cancel(awaited.timer)
         answer = awaited.answer
+        if awaited.whole_run and not awaited.ending and not self.run.stop_ended_something():
+            answer = {"cancelled": [], "already_ended": ["every task"]}
         done, not_done = answer[awaited.done], answer[awaited.not_done]
         answer = _cancelled(done, not_done) if awaited.done == "cancelled" else _restarted(done, not_done)
         if awaited.ending:  # signalled, not ended yet: done, unless they end on their own first
@@ -191,10 +216,7 @@ class Control:
         inbox.reply(self.paths, awaited.msg, answer)
 
     def _cancel(self, names: list[str]) -> dict[str, Any]:
-        """Cancel the whole run, or the named tasks (names or ids); the reply says what it did."""
-        if not names:
-            self.run.cancel_all()
-            return {"ok": True, "cancelled": ["the whole run"]}
+        """Cancel the named tasks (names or ids); the reply says what it did."""
         cancelled, ended = [], []
         for name in names:
             task = self.run.find_task(name)

@@ -843,9 +843,14 @@ class Supervisor:
 
     # ----- what the control inbox does to the run ---------------------------------------------
 
-    def cancel_all(self) -> None:
+    def cancel_all(self) -> dict[str, str]:
+        running = {lg.task.id: lg.task.name for lg in self.live.values()}
         self.stop.cancelled = True
         self._stop_everything(CANCELLED_BY_USER)
+        return running
+
+    def stop_ended_something(self) -> bool:
+        return self.stop.ended_something(input_left=self._input_open())
 
     def cancel_task(self, task: TaskRecord) -> bool:
         return self.policy.cancel_task(task)
