@@ -254,3 +254,25 @@ def test_daemon_left_behind_is_reported_and_ended(swarm):
         assert run_processes(run_id) == []
     finally:
         kill_run_processes(run_id)
+
+
+def test_a_stop_after_the_runs_end_is_recorded_changes_no_exit_code():
+    """Once the supervisor's loop let its signals go (``SignalWakeup.close``: the run's end is
+    recorded, its records are being closed), a SIGTERM, Ctrl-C or hang-up changes nothing: the
+    process ends with the code the records hold. Put back to their defaults, they ended a run
+    recorded as finished with 0 by 143 or 130 ("aborted"), in the last ~55 ms of ``run``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import os, signal\n"
+              "from zellij_swarm.engine.signals import SignalWakeup\n"
+              "wakeup = SignalWakeup()\n"
+              "wakeup.close()\n"
+              "for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
+              "    os.kill(os.getpid(), sig)\n"
+              "print('recorded exit', flush=True)\n"
+              "raise SystemExit(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(Path(__file__).parents[1]), "PATH": "/usr/bin:/bin"})
+    assert (done.returncode, done.stdout) == (3, "recorded exit\n"), done
