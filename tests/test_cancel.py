@@ -258,8 +258,8 @@ def test_daemon_left_behind_is_reported_and_ended(swarm):
 
 def test_a_stop_after_the_runs_end_is_recorded_changes_no_exit_code():
     """Once the supervisor's loop let its signals go (``SignalWakeup.close``: the run's end is
-    recorded, its records are being closed), a SIGTERM, Ctrl-C or hang-up changes nothing: the
-    process ends with the code the records hold. Put back to their defaults, they ended a run
+    recorded, its records are being closed), a SIGTERM, Ctrl-C or hang-up changes nothing
+    until ``run`` returns: the process ends with the code the records hold. Put back to their defaults, they ended a run
     recorded as finished with 0 by 143 or 130 ("aborted"), in the last ~55 ms of ``run``."""
     import subprocess
     import sys
@@ -272,6 +272,8 @@ def test_a_stop_after_the_runs_end_is_recorded_changes_no_exit_code():
               "for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
               "    os.kill(os.getpid(), sig)\n"
               "print('recorded exit', flush=True)\n"
+              "wakeup.restore()  # as run returns its code: they are the process's own again\n"
+              "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n"
               "raise SystemExit(3)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(Path(__file__).parents[1]), "PATH": "/usr/bin:/bin"})

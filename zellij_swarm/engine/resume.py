@@ -47,7 +47,7 @@ from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.generations import Generations
 from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.outcome import killed_status, outcome
-from zellij_swarm.engine.policy import TaskPolicy
+from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.slots import Slots
@@ -440,6 +440,8 @@ class ResumedRun(Protocol):
     @property
     def policy(self) -> TaskPolicy: ...
     @property
+    def stop(self) -> RunStop: ...
+    @property
     def gens(self) -> Generations: ...
 
 
@@ -486,6 +488,10 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                          phase=GenPhase.STARTED, timeout_armed=True, kill_reason=gs.kill_reason,
                          kill_sent_at=gs.kill_sent_at, kill_caught=gs.kill_caught,
                          remote=run.executor is not None, job_id=gs.job_id)
+            if gs.kill_reason == stopping.CANCELLED_BY_USER and gs.kill_sent_at is not None:
+                # a ``cancel`` of the run while no supervisor ran sent it: the stop its message asks
+                # for (applied once this resume reads the inbox) set out to end it
+                run.stop.ending.add(gs.gen)
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:
@@ -556,6 +562,9 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
         if gs.recorded else None
     lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
+    if lg.gen in run.stop.ending and gs.recorded is None and (status, reason) == (TaskStatus.CANCELLED,
+                                                                                 stopping.CANCELLED_BY_USER):
+        run.stop.reached_a_worker = True  # (that stop ended it)
     if run.executor is not None and gs.exit is not None and generation_files.committed_by_wrapper(gs.exit):
         run.executor.step_ended(lg.gen)  # ended while no supervisor ran: a job of it Slurm keeps is cancelled
     if not gs.followups_consumed and not gs.folded:  # a folded generation has no artifacts left to read

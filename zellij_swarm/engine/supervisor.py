@@ -176,6 +176,7 @@ class Supervisor:
         self._loop_thread: int | None = None  # the thread that runs the loop (``run``): its CPU is ``usage``'s
         self.signaller: Signaller = signaller or ProcessSignaller()
         self._handle_signals = handle_signals
+        self._wakeup: SignalWakeup | None = None  # the loop's signals, while it handles them
         self._take_signals: Callable[[], None] = lambda: None  # those arrived since the loop last looked
         self.applied_messages: set[str] = set(plan.resume.consumed_messages) if plan.resume else set()
         self.jobs: int = self.settings.jobs
@@ -410,13 +411,17 @@ class Supervisor:
         detaches, or the session just closed lets it go) — after its lock is let go, so that
         the board the user looks at, ``status`` and ``ls`` say it ended; before the end's
         report is printed on the terminal the client held."""
-        with contextlib.ExitStack() as stack:
-            code = self._run(stack)
-            complete(code)
-        if self.attached is not None:
-            self.attached.wait()
-        self.reporter.finished(self.final_snapshot, code)
-        return code
+        try:
+            with contextlib.ExitStack() as stack:
+                code = self._run(stack)
+                complete(code)
+            if self.attached is not None:
+                self.attached.wait()
+            self.reporter.finished(self.final_snapshot, code)
+            return code
+        finally:
+            if self._wakeup is not None:
+                self._wakeup.restore()  # a stop since the end was recorded did nothing (SignalWakeup)
 
     def _run(self, stack: contextlib.ExitStack[Any]) -> int:
         self._loop_thread = threading.get_ident()
@@ -587,7 +592,7 @@ class Supervisor:
             records_unwritable=self.room.unwritable, backend_unstartable=self._backend_unstartable,
             full_seen_at=lambda: self.room.full_seen_at)
         if self._handle_signals:
-            wakeup = SignalWakeup()
+            self._wakeup = wakeup = SignalWakeup()
             stack.callback(wakeup.close)
             if (fd := wakeup.fileno()) is not None:
                 self._take_signals = lambda: self._on_signals(wakeup.received())
