@@ -601,7 +601,9 @@ class Generations:
                         reason: str | None) -> None:
         task, slot = lg.task, lg.gen.slot
         cancelled = lg.kill_reason == CANCELLED_BY_USER
-        if cancelled and lg.gen in self.stop.ending and (rec is None or kill_reached(lg, rec)):
+        if cancelled and lg.gen in self.stop.ending and (
+                status == TaskStatus.CANCELLED or rec is None or kill_reached(lg, rec)):
+            # ended by the stop (withdrawn before it ran too: a step still queued), or reached by it
             self.stop.reached_a_worker = True
         self._let_go(lg)
         self._freed_at[slot] = self.clock()

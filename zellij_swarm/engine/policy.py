@@ -38,9 +38,10 @@ class RunStop:
     launcher_failed: bool = False  # launchers kept dying with work given and none started
     start_error: str | None = None  # the backend could not start under require
     # What the user's whole-run stop did (not a cancel of one task before it): the generations
-    # it set out to end, and whether its signal reached one of them still running — the stop
-    # did something then, whatever the worker did next (``outcome.kill_reached``) — or it
-    # cancelled tasks still waiting.
+    # it set out to end, and whether it ended one — withdrew it before it ran (a Slurm step
+    # still queued), or its signal reached its worker still running: the stop did something
+    # then, whatever the worker did next (``outcome.kill_reached``) — or cancelled tasks still
+    # waiting.
     ending: set[GenPaths] = field(default_factory=set)
     reached_a_worker: bool = False
     cancelled_waiting: bool = False
