@@ -604,7 +604,7 @@ class Generations:
         if cancelled and lg.gen in self.stop.ending and (
                 status == TaskStatus.CANCELLED or rec is None or kill_reached(lg, rec)):
             # ended by the stop (withdrawn before it ran too: a step still queued), or reached by it
-            self.stop.reached_a_worker = True
+            self.stop.ended_a_generation = True
         self._let_go(lg)
         self._freed_at[slot] = self.clock()
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued

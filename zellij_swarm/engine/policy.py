@@ -43,7 +43,7 @@ class RunStop:
     # then, whatever the worker did next (``outcome.kill_reached``) — or cancelled tasks still
     # waiting.
     ending: set[GenPaths] = field(default_factory=set)
-    reached_a_worker: bool = False
+    ended_a_generation: bool = False
     cancelled_waiting: bool = False
     # The user's stop came once every task had ended by itself (a cancel read in the turn the
     # last worker exited, a Ctrl-C as the run ends): it did none of the above and left no input
@@ -53,7 +53,7 @@ class RunStop:
 
     def ended_something(self, *, input_left: bool) -> bool:
         """Whether the whole-run stop ended anything, ``input_left`` unread too."""
-        return self.reached_a_worker or self.cancelled_waiting or input_left
+        return self.ended_a_generation or self.cancelled_waiting or input_left
 
     @property
     def stopping(self) -> bool:
