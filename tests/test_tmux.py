@@ -24,6 +24,8 @@ from swarmtest import (
 )
 from tmuxtest import inside_env, outside_env
 
+from zellij_swarm.backends.base import or_prune
+
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (scripts/setup installs it)")
 
@@ -544,8 +546,8 @@ def test_inside_tmux_the_swarm_window_closes_unless_something_failed(tmux, tmp_p
     assert f"swarm-{d.paths.run_id}" in names
     hint = d.backend.leftover_hint()
     window = d.backend.windows[0].id
-    assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {window} "
-                    "(or zellij-swarm prune)")
+    assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {window}"
+                    f"{or_prune(d.paths)}")
     # typed in a terminal outside that server (after a resume from one, say): it reaches it all the same
     elsewhere = clean_env(TMUX_TMPDIR=str(tmp_path))
     subprocess.run(hint.split(": close with ")[1].split(" (or")[0], shell=True, check=True, env=elsewhere)
@@ -615,8 +617,8 @@ def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, 
     if closed == "all":
         assert hint is None
     else:
-        assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {first} "
-                        "(or zellij-swarm prune)")
+        assert hint == (f"the swarm's window stays: close with tmux -S {d.backend.socket_path} kill-window -t {first}"
+                        f"{or_prune(d.paths)}")
 
 
 def test_a_kept_session_says_how_to_close_it(tmux, tmp_path):
@@ -639,6 +641,23 @@ def test_prune_removes_the_windows_ended_runs_left_in_the_users_session(swarm, t
     res = swarm("prune", env=env)
     assert res.stdout == f"removed tmux window swarm-{run.name} ({ours}) in session host\n", res.stderr
     assert f"swarm-{run.name}" not in tmux("list-windows", "-t", "host", "-F", "#{window_name}")
+
+
+def test_the_prune_a_kept_window_s_hint_offers_reaches_a_run_kept_in_another_state_dir(swarm, tmux, tmp_path):
+    """Run with ``--state-dir`` elsewhere: the "(or zellij-swarm prune …)" its end offers names
+    that directory; copied as printed, it finds the window (bare, it found nothing, exit 0)."""
+    import shlex
+
+    swarm.write("f.txt", "exit 3\n")
+    env = inside_env(tmux)
+    elsewhere = tmp_path / "kept records"
+    res = swarm("run", "f.txt", "--backend", "tmux", "--ui", "live", "--state-dir", str(elsewhere), env=env)
+    assert res.code == 1, res.stderr
+    [offered] = [line.rsplit("(or ", 1)[1].removesuffix(")") for line in res.stderr.splitlines() if "(or " in line]
+    words = shlex.split(offered)
+    assert words[:4] == ["zellij-swarm", "prune", "--state-dir", str(elsewhere)], offered
+    pruned = swarm(*words[1:], env=env)
+    assert pruned.code == 0 and pruned.stdout.startswith("removed tmux window swarm-"), pruned
 
 
 def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_until_it_ended(tmux, tmp_path,

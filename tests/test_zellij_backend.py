@@ -6,18 +6,23 @@ pane lifecycle, well-formed calls only."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from swarmtest import clean_env, full, wait_until
 from zellijtest import FAST, check_calls
 
+from zellij_swarm.backends.base import prune_command
 from zellij_swarm.backends.zellij import BIRTHS
 from zellij_swarm.backends.zellij_cli import SessionRow
+from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.exc import BackendError
+from zellij_swarm.records.rundir import RunPaths
 
 SWARM = """
 [swarm]
@@ -273,7 +278,7 @@ def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path
         return
     assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
     assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
-                                         "close it with zellij-swarm prune")
+                                         f"close it with {prune_command(d.backend.ctx.paths)}")
     [left] = leftovers.find(d.env, [run_id, "20250101-000000-000000"]).leftovers
     assert (left.run_id, left.what) == (run_id, f"zellij tab swarm:{run_id} in session host")
     assert left.remove is not None
@@ -308,7 +313,7 @@ def test_a_close_at_the_end_that_fails_leaves_the_tab_and_the_hint_says_so(fz, t
     d.backend.close(cancelled=False, failed=False)
     assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
     assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
-                                         "close it with zellij-swarm prune")
+                                         f"close it with {prune_command(d.backend.ctx.paths)}")
     assert {c for c, _ in d.warnings} == {"pane_call_failed"}
 
 
@@ -375,6 +380,8 @@ def test_a_kept_session_says_how_to_delete_it_with_the_socket_directory_it_lives
     b = ZellijBackend({"ZELLIJ_SOCKET_DIR": "/tmp/my socks"}, close_session=False)
     assert b.leftover_hint() is None  # nothing was opened
     b.started, b.created_session, b.z.session = True, True, "swarm-1"
+    # a run of the project's own state directory: the prune it offers needs no --state-dir
+    b.ctx = SimpleNamespace(paths=RunPaths(find_state_dir(None, os.environ).path / "runs" / "20260101-000000-abcdef"))
     assert b.leftover_hint() == ("zellij session 'swarm-1' stays: close it with ZELLIJ_SOCKET_DIR='/tmp/my socks' "
                                  "zellij delete-session --force swarm-1 (or zellij-swarm prune)")
 

@@ -36,6 +36,17 @@ from zellij_swarm.worker import wrapper
 from zellij_swarm.worker.wrapper import PaneMode
 
 
+def prune_command(paths: RunPaths) -> str:
+    """``zellij-swarm prune`` as a hint offers it: with the run's state directory where the
+    rule would not find it from here (``state_dir.flag_for``), so that it finds the run."""
+    return f"zellij-swarm prune{state_dir.flag_for(paths.state_dir, os.environ)}"
+
+
+def or_prune(paths: RunPaths) -> str:
+    """The end of a hint that says how to close what a run left."""
+    return f" (or {prune_command(paths)})"
+
+
 def where_panes_are(multiplexer: str, paths: RunPaths) -> str:
     """The line that says where a run's panes are: short enough for 80 columns after
     ``zellij-swarm: `` (with the project's own state directory), and naming the one command

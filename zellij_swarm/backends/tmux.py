@@ -71,6 +71,7 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
     alive_unless_gone,
+    or_prune,
     where_panes_are,
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
@@ -748,7 +749,7 @@ class TmuxBackend:
         if self.created_session:
             kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", self.session_name]
             return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
-                   " (or zellij-swarm prune)"
+                   f"{or_prune(self.ctx.paths)}"
         staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed
         if not staying:
             return None
@@ -756,7 +757,7 @@ class TmuxBackend:
         for i, w in enumerate(staying):
             kill += ([";"] if i else []) + ["kill-window", "-t", w.id]
         windows = "window stays" if len(staying) == 1 else "windows stay"
-        return f"the swarm's {windows}: close with {quoting.shell_line(kill)} (or zellij-swarm prune)"
+        return f"the swarm's {windows}: close with {quoting.shell_line(kill)}{or_prune(self.ctx.paths)}"
 
     def _tmux(self, *args: str, check: bool = True) -> external.CmdResult:
         return self._chain([args], check=check)

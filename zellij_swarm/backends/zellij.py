@@ -67,6 +67,8 @@ from zellij_swarm.backends.base import (
     PaneResult,
     RunContext,
     RunPane,
+    or_prune,
+    prune_command,
     where_panes_are,
 )
 from zellij_swarm.backends.zellij_cli import Zellij
@@ -803,10 +805,10 @@ class ZellijBackend:
         session = self.z.session or ""
         if self.created_session:
             delete = self._as_typed(["zellij", "delete-session", "--force", session])
-            return f"zellij session {session!r} stays: close it with {delete} (or zellij-swarm prune)"
+            return f"zellij session {session!r} stays: close it with {delete}{or_prune(self.ctx.paths)}"
         if self.mode == "here":
             return "the swarm's panes stay in this tab: close them as any pane"
-        how = "zellij-swarm prune" if self.z.has("list_panes") else "Zellij's tab mode (Ctrl t, x)"
+        how = prune_command(self.ctx.paths) if self.z.has("list_panes") else "Zellij's tab mode (Ctrl t, x)"
         return f"tab swarm:{self.ctx.run_id} stays in zellij session {session!r}: close it with {how}"
 
 
