@@ -129,3 +129,19 @@ def test_the_warnings_said_before_a_resume_stay_in_the_runs_record() -> None:
     assert [(w["code"], w["task"]) for w in resumed.summary["warnings"]] == [("idle_timeout", "b")]
     rows = {row["name"]: row for row in resumed.summary["tasks"]}
     assert [w["code"] for w in rows["b"]["warnings"]] == ["idle_timeout"] and rows["a"]["warnings"] == []
+
+
+def test_an_idle_timeouts_kill_keeps_its_warning_on_its_tasks_row_across_a_resume() -> None:
+    """Under ``idle_policy`` kill an idle timeout's warning goes on its task's row only (its
+    ``timed_out`` says the rest), logged as the ``idle_timeout`` event, not a warning: a resume
+    (or a retry) said it again from that event, or the row lost it."""
+    with Harness(works={"a": (Work(after=10, output_every=0.5),), "b": (Work(after=30),)},
+                 idle_timeout=2, idle_policy="kill") as h:
+        first = h.run([task("a"), task("b")], crash_at=5)
+        assert first.tasks["b"].status == TaskStatus.TIMED_OUT
+        said = [w["message"] for w in first.tasks["b"].warnings]
+        assert len(said) == 1 and said[0].startswith("no output and no heartbeat for "), said
+        resumed = h.resume(after=1)
+    assert resumed.summary is not None and resumed.summary["warnings"] == []  # the run never listed it
+    rows = {row["name"]: row for row in resumed.summary["tasks"]}
+    assert [w["message"] for w in rows["b"]["warnings"]] == said and rows["a"]["warnings"] == []

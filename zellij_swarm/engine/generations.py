@@ -62,6 +62,13 @@ TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start
 Warn = Callable[[str, str, TaskRecord | None], None]
 
 
+def idle_message(silence: float, limit: float) -> str:
+    """What an idle timeout's warning says (the run's, under ``idle_policy`` warn; the task's
+    row only, under kill, where ``timed_out`` says the rest) — ``resume`` says it again from
+    the ``idle_timeout`` event."""
+    return f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
+
+
 class Generations:
     def __init__(self, *, settings: Resolved, paths: RunPaths, state_dir: Path, live: dict[int, LiveGen],
                  slots: Slots, ready: ReadyQueue, timers: Timers, clock: Callable[[], float],
@@ -224,7 +231,8 @@ class Generations:
         if lg.done:
             return
         limit = lg.task.idle_timeout
-        message = f"no output and no heartbeat for {silence:.1f}s (idle_timeout {limit:g}s)"
+        assert limit is not None  # (watched only with one)
+        message = idle_message(silence, limit)
         self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          silence_s=round(silence, 3), policy=self.settings.idle_policy)
         if self.settings.idle_policy == "warn":

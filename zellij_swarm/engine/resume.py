@@ -44,7 +44,7 @@ from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics, stopping
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
-from zellij_swarm.engine.generations import Generations
+from zellij_swarm.engine.generations import Generations, idle_message
 from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.outcome import killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
@@ -104,8 +104,9 @@ class Recovered:
     allocation: str | None = None  # a Slurm run's allocation (--slurm-alloc), as the log names it
     input_problem: Problem | None = None  # the bad record that stopped the reading of its stdin
     # every warning the run said before, in order, with its task's id (None: the run's own):
-    # its snapshot lists them still, as it did (they were said once, in the log)
-    warnings: list[tuple[WarningRow, str | None]] = field(default_factory=list)
+    # its snapshot lists them still, as it did (they were said once, in the log). An idle
+    # timeout's kill put its warning on the task's row only, said from the silence it logged.
+    warnings: list[tuple[WarningRow, str | None, float | None]] = field(default_factory=list)
 
 
 def wrapper_alive(gen: GenPaths, pid: int) -> bool:
@@ -174,7 +175,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     rec.consumed_messages = logged.consumed
     names = {s.name: id_of_order(i) for i, s in enumerate(specs, 1)}
     rec.allocation = logged.allocation
-    rec.warnings = [(w, names.get(w["task"]) if w["task"] is not None else None) for w in logged.warnings]
+    rec.warnings = [(w, names.get(w["task"]) if w["task"] is not None else None, silence)
+                    for w, silence in logged.warnings]
     rec.input_problem = logged.input_problem
     on_disk = run.generations_on_disk()
     steps: dict[tuple[int, int], Job] = {}
@@ -264,7 +266,9 @@ class _Logged:
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)
     retry: dict[str, tuple[int, int]] = field(default_factory=dict)  # the retry under way: the last since the run ended
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task name -> cancelled/skipped, reason
-    warnings: list[WarningRow] = field(default_factory=list)  # every warning said, in order
+    # every warning said, in order, and an idle timeout's kill, with its silence: its message
+    # needs its task's limit, not known here yet (``Recovered.warnings``)
+    warnings: list[tuple[WarningRow, float | None]] = field(default_factory=list)
 
     def read(self) -> Iterator[dict[str, Any]]:
         """The log's events, each taken in (``take``) as it is passed on. A line that parses
@@ -317,8 +321,11 @@ class _Logged:
             self.retry = {_text(tid): (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
         elif name == "warning":
             task = e.get("task")
-            self.warnings.append({"code": _text(e["code"]), "message": _text(e["message"]),
-                                  "task": None if task is None else _text(task)})
+            self.warnings.append(({"code": _text(e["code"]), "message": _text(e["message"]),
+                                   "task": None if task is None else _text(task)}, None))
+        elif name == "idle_timeout" and e.get("policy") != "warn":  # (under warn: a warning event follows)
+            self.warnings.append(({"code": "idle_timeout", "message": "", "task": _text(e["task"])},
+                                  float(e["silence_s"])))
         elif name in ("task_cancelled", "task_skipped") and isinstance(task := e.get("task"), str):
             reason = e.get("reason")
             self.settled[task] = ("cancelled" if name == "task_cancelled" else "skipped",
@@ -451,10 +458,16 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     run.add_tasks(rec.specs, enqueue=False)
     for task in run.tasks.values():  # before any row is frozen: a task's row shows its worktree
         task.worktree = run.worktrees.existing(task.id)
-    for warning, task_id in rec.warnings:
-        run.warnings.append(warning)
-        if task_id is not None and task_id in run.tasks:
-            run.tasks[task_id].warn(warning)
+    for warning, task_id, idle_silence in rec.warnings:
+        owner = run.tasks[task_id] if task_id is not None and task_id in run.tasks else None
+        if idle_silence is None:
+            run.warnings.append(warning)
+        elif owner is None or owner.idle_timeout is None:
+            continue
+        else:  # an idle timeout's kill: on its task's row only, as it was said
+            warning = {**warning, "message": idle_message(idle_silence, owner.idle_timeout)}
+        if owner is not None:
+            owner.warn(warning)
     run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
     run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
     by_task: dict[str, list[GenState]] = {}
