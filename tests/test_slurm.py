@@ -724,6 +724,9 @@ def test_a_busy_cluster_the_allocation_waits_and_queue_limits_give_up(cluster: d
                    timeout=60, what="the other allocation said queued")
         r["alloc-term"].proc.send_signal(signal.SIGTERM)
         assert r["alloc-term"].proc.wait(timeout=60) == 128 + signal.SIGTERM
+        # its allocation is cancelled with it: no longer said to be queued (it was, in status and summary)
+        assert "queued in Slurm" not in swarms["alloc-term"]("status", r["alloc-term"].run.name).stdout
+        assert "slurm_allocation" not in swarms["alloc-term"].summary()
         assert r["alloc-wait"].proc.wait(timeout=60) == 1
         assert r["max-queue"].proc.wait(timeout=60) == 1
         subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)

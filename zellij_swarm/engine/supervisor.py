@@ -251,7 +251,8 @@ class Supervisor:
         if self.groups:
             out["groups"] = [{"name": name, "jobs": jobs, "running": self.ready.out_in(name)}
                              for name, jobs in self.groups.items()]
-        if self.allocation_queued is not None and self.executor is not None and self.executor.allocating:
+        if (self.allocation_queued is not None and self.executor is not None and self.executor.allocating
+                and self.ended_at is None):  # (at the run's end its allocation is cancelled, granted or not)
             out["slurm_allocation"] = self.allocation_queued  # nothing starts until Slurm grants it
         return out
 
