@@ -525,3 +525,19 @@ def test_a_hint_copied_as_printed_reaches_a_run_kept_in_another_state_dir(swarm:
     assert f"zellij-swarm logs --state-dir '{elsewhere}' task-1" in listed.stderr, listed.stderr
     here = swarm("run", ":::", "exit 4")
     assert "zellij-swarm logs" in here.stderr and "--state-dir" not in here.stderr, here.stderr
+
+
+def test_a_hint_names_the_state_dir_when_a_worker_made_one_the_rule_now_finds_first(swarm: Swarm) -> None:
+    """Whether a hint needs ``--state-dir`` is decided as it is printed: run from ``sub/`` with
+    the project's state directory above it, a task that makes ``sub/.zellij-swarm`` and fails
+    leaves the rule finding that one. Its hint, decided as the run started, named no state
+    directory, and copied as printed found no run there (exit 2)."""
+    swarm.state_dir.mkdir()
+    sub = Swarm(swarm.cwd / "sub")
+    sub.cwd.mkdir()
+    res = sub("run", ":::", "mkdir .zellij-swarm; exit 3")
+    assert res.code == 1 and (sub.cwd / ".zellij-swarm").is_dir(), res.stderr
+    [hint] = [line.split(" — ")[1] for line in res.stderr.splitlines() if " — zellij-swarm logs" in line]
+    words = shlex.split(hint)
+    assert words[:4] == ["zellij-swarm", "logs", "--state-dir", str(swarm.state_dir)], hint
+    assert sub(*words[1:]).code == 0

@@ -185,7 +185,7 @@ class ConsoleReporter:
         self.panes = False
         self._line_shown = False
         self._run_id = run_id
-        self._where = ""  # how a hint's command reaches the run's state directory (``started``)
+        self._state_dir: Path | None = None  # the run's, once it said it started (``_command``)
         self._warnings = 0
         self._unwritable: set[IO[bytes]] = set()  # given up: nobody reads them (``_copy_or_give_up``)
 
@@ -205,7 +205,7 @@ class ConsoleReporter:
 
     def started(self, run: RunPaths, total: int) -> None:
         self._run_id = run.run_id
-        self._where = state_dir.flag_for(run.state_dir, os.environ)
+        self._state_dir = run.state_dir
         if self.mode != "quiet":
             self._say(f"zellij-swarm: run {run.run_id}: {total} task(s); records in {run.dir}")
 
@@ -307,8 +307,11 @@ class ConsoleReporter:
             self._say(f"zellij-swarm: read any task's output with: {self._command('logs', run_id)} TASK")
 
     def _command(self, name: str, *words: str) -> str:
-        """Our command ``name`` with ``words`` as a hint offers it, reaching this run's records."""
-        return f"zellij-swarm {name}{self._where} {quoting.positional_line(words)}"
+        """Our command ``name`` with ``words`` as a hint offers it, reaching this run's records
+        from here as things stand when it is printed (a worker may have made a state directory
+        the rule now finds first)."""
+        where = "" if self._state_dir is None else state_dir.flag_for(self._state_dir, os.environ)
+        return f"zellij-swarm {name}{where} {quoting.positional_line(words)}"
 
     def _clear_line(self) -> None:
         if self._line_shown:
