@@ -236,3 +236,35 @@ def test_a_worker_that_ended_with_its_second_stage_is_recorded_not_waited_for_fo
         _end(leader)
     assert files["exit"].read_text() == "0\n"
     assert files["heartbeat"].read_text() == '{"event":"exited","code":0}\n'
+
+
+def test_a_pane_closed_while_the_workers_own_hang_up_waits_to_be_taken_is_passed_on(tmp_path):
+    """A worker traps its own ``kill -HUP 0`` (which reaches the leader too) and goes on; its
+    pane closes before the leader has taken that SIGHUP (a loaded machine: here the leader is
+    stopped meanwhile). A signal pending is not queued twice: the kernel's hang-up is one with
+    the worker's, its sender the worker — taken for the worker's own only, the pane's closing
+    was never passed on (the worker was never told) nor marked. The terminal says it hung up."""
+    gate, ledger = tmp_path / "gate", tmp_path / "ledger"  # (the ledger _pane_wrapper names)
+    gen, _ = _pane_wrapper(tmp_path, cmd=(
+        f"trap 'echo hup >> {ledger}' HUP; echo ready >> {ledger}; "
+        f"until [ -e {gate} ]; do sleep 0.02; done; kill -HUP 0; echo on >> {ledger}; "
+        f"until [ -e {gate}.end ]; do sleep 0.02; done; echo end >> {ledger}"))
+    with _on_its_terminal(gen) as (proc, _, close_pane):
+        wait_until(lambda: ledger.exists() and "ready" in ledger.read_text().split(), what="the worker")
+        [leader] = [p for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+                    if any("_paneleader" in a for a in p.cmdline())]
+        assert leader.pid == proc.pid  # the pane's first process, its session's leader: the kernel's hang-up is its
+        leader.suspend()
+        try:
+            wait_until(lambda: leader.status() == psutil.STATUS_STOPPED, what="the leader stopped")
+            gate.touch()
+            wait_until(lambda: "on" in ledger.read_text().split(), what="the worker's own hang-up, trapped")
+            close_pane()
+        finally:
+            leader.resume()
+        wait_until(lambda: ledger.read_text().split().count("hup") == 2, what="the pane's hang-up passed on",
+                   seen=lambda: ledger.read_text().split())
+        assert gen.dir.joinpath(generation_files.HANGUP).exists()
+        Path(f"{gate}.end").touch()
+        assert proc.wait(timeout=30) == 0
+    assert ledger.read_text().split() == ["ready", "hup", "on", "hup", "end"]

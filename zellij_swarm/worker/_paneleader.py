@@ -120,15 +120,22 @@ def worker_defaults() -> None:
 SI_KERNEL = 0x80  # a signal's si_code when the kernel sent it (a terminal's hang-up), not a process
 
 
-def hung_up(info: signal.struct_siginfo, leader: int) -> bool:
+def hung_up(info: signal.struct_siginfo, leader: int, *, on_a_terminal: bool = True) -> bool:
     """Whether a SIGHUP the leader got says its terminal hung up — the pane closed, or its
     multiplexer went — rather than came from the pane's own processes (a worker's ``kill -HUP
     0`` reaches the whole group, the leader too; taken for a closed pane, that worker's own
     failure was recorded ``cancelled`` and never retried): sent by the kernel, or by a
     process outside the leader's tree (the multiplexer). Its sender gone (a worker dead of
-    its own signal), the terminal itself says."""
+    its own signal), the terminal itself says.
+
+    So it does for one the pane's own processes sent (the leader started ``on_a_terminal``):
+    a signal pending is not queued twice, and the kernel's hang-up that comes while the
+    worker's own SIGHUP waits to be taken (a loaded machine) is one with it, its sender the
+    worker's — taken for the worker's own only, the pane's closing was never passed on."""
     pane = from_the_pane(info, leader)
-    return not os.isatty(0) if pane is None else not pane
+    if pane is None:
+        return not os.isatty(0)
+    return not pane or (on_a_terminal and not os.isatty(0))
 
 
 def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool | None:
@@ -268,6 +275,7 @@ def main(argv: list[str]) -> int:
     ends = Records(hangup, records["--exit"], records["--heartbeat"]) if len(records) == 3 and hangup else None
 
     leader = os.getpid()
+    on_a_terminal = os.isatty(0)
     if ends is not None:
         become_subreaper()
 
@@ -321,7 +329,7 @@ def main(argv: list[str]) -> int:
                 break
             reap_others({worker})
             continue
-        if info.si_signo == signal.SIGHUP and not hung_up(info, leader):
+        if info.si_signo == signal.SIGHUP and not hung_up(info, leader, on_a_terminal=on_a_terminal):
             continue  # the pane's own (``kill -HUP 0``): it reached whom its sender meant, the leader too
         if info.si_signo == signal.SIGTERM and from_the_pane(info, leader) is not False:
             # the same (``kill -TERM 0``): passed on, the worker heard it twice. A sender gone
