@@ -40,7 +40,7 @@ from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
 from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
-from zellij_swarm.engine.outcome import ended_with_its_terminal, kill_reached, killed_status, outcome
+from zellij_swarm.engine.outcome import ended_with_its_terminal, killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
 from zellij_swarm.engine.room import ROOM_RECHECK
@@ -609,10 +609,7 @@ class Generations:
                         reason: str | None) -> None:
         task, slot = lg.task, lg.gen.slot
         cancelled = lg.kill_reason == CANCELLED_BY_USER
-        if cancelled and lg.gen in self.stop.ending and (
-                status == TaskStatus.CANCELLED or rec is None or kill_reached(lg, rec)):
-            # ended by the stop (withdrawn before it ran too: a step still queued), or reached by it
-            self.stop.ended_a_generation = True
+        self.stop.generation_ended(lg, status, rec)
         self._let_go(lg)
         self._freed_at[slot] = self.clock()
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued

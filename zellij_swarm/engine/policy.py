@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.outcome import kill_reached
 from zellij_swarm.engine.scheduler import ReadyQueue
 from zellij_swarm.engine.stopping import CANCELLED_BY_USER, RESTARTED
-from zellij_swarm.records.generation_files import GenPaths
+from zellij_swarm.records.generation_files import ExitRecord, GenPaths
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.log import EventLog
 from zellij_swarm.records.rows import TaskRow
@@ -50,6 +51,15 @@ class RunStop:
     # unread, so the run is not ``cancelled`` — its state and exit code are its tasks'
     # (``Supervisor._finish``).
     moot: bool = False
+
+    def generation_ended(self, lg: LiveGen, status: TaskStatus, rec: ExitRecord | None) -> None:
+        """One of the run's generations ended (with ``status``, its exit record ``rec``): one the
+        whole-run stop set out to end was ended by it when it withdrew it before it ran (a
+        Slurm step still queued: ``cancelled``), or when its signal reached its worker still
+        running, whatever the worker did next (``outcome.kill_reached``)."""
+        if lg.gen in self.ending and lg.kill_reason == CANCELLED_BY_USER and (
+                status == TaskStatus.CANCELLED or rec is None or kill_reached(lg, rec)):
+            self.ended_a_generation = True
 
     def ended_something(self, *, input_left: bool) -> bool:
         """Whether the whole-run stop ended anything, ``input_left`` unread too."""

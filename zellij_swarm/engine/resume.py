@@ -575,9 +575,7 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
         if gs.recorded else None
     lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
-    if lg.gen in run.stop.ending and gs.recorded is None and (status, reason) == (TaskStatus.CANCELLED,
-                                                                                 stopping.CANCELLED_BY_USER):
-        run.stop.ended_a_generation = True  # (that stop ended it)
+    run.stop.generation_ended(lg, status, exit_rec)
     if run.executor is not None and gs.exit is not None and generation_files.committed_by_wrapper(gs.exit):
         run.executor.step_ended(lg.gen)  # ended while no supervisor ran: a job of it Slurm keeps is cancelled
     if not gs.followups_consumed and not gs.folded:  # a folded generation has no artifacts left to read

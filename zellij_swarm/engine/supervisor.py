@@ -973,7 +973,7 @@ class Supervisor:
                            session_alive=self.backend.session_alive_now(), launcher=self.headless.live_launcher(),
                            found=self._left_behind)
         self.control.answer_late()
-        if self.stop.cancelled_by_user and not self.stop.ended_something(input_left=self._input_open()):
+        if self.stop.cancelled_by_user and not self.stop_ended_something():
             self.stop.moot = True
             self.reporter.notice("the stop came after every task had ended by itself: nothing was cancelled")
         self.ended_at = self.wallclock()
