@@ -57,7 +57,7 @@ class RunStop:
         whole-run stop set out to end was ended by it when it withdrew it before it ran (a
         Slurm step still queued: ``cancelled``), or when its signal reached its worker still
         running, whatever the worker did next (``outcome.kill_reached``)."""
-        if lg.gen in self.ending and lg.kill_reason == CANCELLED_BY_USER and (
+        if lg.kill_reason == CANCELLED_BY_USER and lg.gen in self.ending and (  # (cheap test first: every end asks)
                 status == TaskStatus.CANCELLED or rec is None or kill_reached(lg, rec)):
             self.ended_a_generation = True
 
