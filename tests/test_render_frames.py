@@ -350,6 +350,36 @@ def test_a_run_whose_supervisor_is_gone_is_shown_interrupted_and_still_followed(
         lock.release()
 
 
+def test_an_interrupted_runs_end_that_no_supervisor_recorded_is_told_as_such(tmp_path: Path) -> None:
+    """After kill -9, a worker that exits has its exit in its files only: the counters (the
+    records) still count it running, as ``status`` does. Its row says it ended, with its
+    exit, and that ``resume`` records it, never ``succeeded`` beside ``0 succeeded``; the
+    run's clock stops where its records stop."""
+    gone = FakeRun(tmp_path, jobs=2)
+    gone.start(1, 1, "build", at=NOW - 83, output=b"compiling\n")
+    gone.start(2, 1, "lint", at=NOW - 80)
+    gone.finish(2, 1, "lint", code=0, at=NOW - 70, record=False)
+    gone.write()
+    state = gone.state()
+    state["updated_at"] = NOW - 75  # its last snapshot, before the worker's end
+    write_json_atomic(gone.run.state, state)
+    lines = plain(BoardView(gone.run).frame(80, 24, NOW + 30, color=False, notice=None).lines)
+    assert lines[0].startswith("demo · interrupted · 2 slots · 8m45s"), lines[0]
+    assert lines[1] == "0 failed · 2 running · 0 succeeded", lines[1]
+    assert re.fullmatch(r"1 running\s+build\s+1m53s\s+compiling", lines[3]), lines[3]
+    assert re.fullmatch(r"2 ended\s+lint\s+10s\s+0  `resume` records it", lines[4]), lines[4]
+    slot = plain(SlotView(gone.run, 2).frame(80, 24, NOW, color=False, notice=None).lines)
+    assert slot[0].startswith("slot 2 · lint · ended"), slot[0]
+    assert "not recorded: `resume` records it" in slot[1], slot[1]
+    lock = runlock.RunLock(gone.run)  # resumed and running: the end is told as the records will say
+    lock.acquire()
+    try:
+        lines = plain(BoardView(gone.run).frame(80, 24, NOW, color=False, notice=None).lines)
+        assert re.fullmatch(r"2 succeeded\s+lint\s+10s\s+0  running", lines[4]), lines[4]
+    finally:
+        lock.release()
+
+
 def _busy_run(root: Path, jobs: int, running: int, failed: int = 0) -> FakeRun:
     fake = FakeRun(root, jobs=jobs)
     for n in range(1, jobs + 1):

@@ -53,7 +53,15 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import FAILED_STATUSES, TERMINAL_STATUSES, UNSUCCESSFUL_STATUSES, RunState
 from zellij_swarm.render.console import COUNT_ORDER
 from zellij_swarm.render.loop import Frame, run_view
-from zellij_swarm.render.reader import SlotRow, StateReader, describe_slot, gen_records, slot_entries
+from zellij_swarm.render.reader import (
+    UNRECORDED_END,
+    SlotRow,
+    StateReader,
+    describe_slot,
+    gen_records,
+    json_number,
+    slot_entries,
+)
 from zellij_swarm.render.text import STATUS_SGR, clip, clip_middle, duration, join_parts, pad, ranges, width
 from zellij_swarm.worker.screen import LastScreenLines
 
@@ -81,10 +89,9 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
     if state is None:
         return [clip("waiting for the run to start (no state.json yet)", cols)]
     run_state = str(state.get("state") or "?")
-    started, ended = state.get("started_at"), state.get("ended_at")
-    elapsed = None
-    if isinstance(started, (int, float)):
-        elapsed = (ended if isinstance(ended, (int, float)) else now) - started
+    started = json_number(state.get("started_at"))
+    until = json_number(state.get("ended_at")) or json_number(state.get("last_seen_at"))  # (``StateReader.shown``)
+    elapsed = None if started is None else (until or now) - started
     title = [
         (terminal_text(state.get("name") or "swarm"), "1"),
         (" · ", None),
@@ -156,6 +163,8 @@ def _detail(row: SlotRow, last_line: str, changed: int | None = None) -> str:
         return "Slurm's queue: time not charged"
     if row.live:
         return last_line or (row.command or "")
+    if row.status == UNRECORDED_END:
+        return "`resume` records it"
     if row.status in TERMINAL_STATUSES:
         where = "idle" if row.slot_state == "idle" else row.slot_state
         return f"{where} · reason {terminal_text(row.reason)}" if row.reason else where
@@ -319,14 +328,14 @@ def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tu
     hidden = sorted(
         ((key, rec) for key, rec in records.items()
          if key not in shown and rec.get("status") in UNSUCCESSFUL_STATUSES),
-        key=lambda item: -(_num(item[1].get("ended_at")) or 0.0),
+        key=lambda item: -(json_number(item[1].get("ended_at")) or 0.0),
     )
     if room <= 0 or not hidden:
         return []
     lines = []
     for (slot, _), rec in hidden[: room if len(hidden) <= room else room - 1]:
         status = str(rec.get("status"))
-        started, ended = _num(rec.get("started_at")), _num(rec.get("ended_at"))
+        started, ended = json_number(rec.get("started_at")), json_number(rec.get("ended_at"))
         took = duration(ended - started) if started is not None and ended is not None else ""
         code = rec.get("exit_code")
         attempt = rec.get("attempt")
@@ -346,10 +355,6 @@ def _unlucky_tasks(records: dict[tuple[int, int], dict[str, Any]], shown: set[tu
     if len(hidden) > room:
         lines.append(clip(f"{len(hidden) - room + 1} more attempts did not succeed", cols))
     return lines
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def board_frame(
@@ -372,7 +377,9 @@ def board_frame(
     entries = slot_entries(state)
     records = gen_records(state)
     changed = _changed_files(state)
-    slots = [describe_slot(n, gens.get(n), entries.get(n), records) for n in _slot_numbers(state, gens)]
+    interrupted = (state or {}).get("state") == RunState.INTERRUPTED
+    slots = [describe_slot(n, gens.get(n), entries.get(n), records, interrupted=interrupted)
+             for n in _slot_numbers(state, gens)]
     lines = _header(state, len(slots), cols, now, color)
     footer = [join_parts([(notice, "33")], cols, color)] if notice else []
     room = max(rows - len(lines) - len(footer), 0)

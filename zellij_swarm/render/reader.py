@@ -22,7 +22,8 @@ from zellij_swarm.records.snapshot_file import RowsReader
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, TERMINAL_STATUSES, RunState, own_end
 
 
-def _num(value: Any) -> float | None:
+def json_number(value: Any) -> float | None:
+    """A JSON number as a float (a bool is none); None for anything else."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -56,9 +57,13 @@ class StateReader:
         """``state`` as a view shows it: a run whose snapshot says ``running`` while no
         supervisor holds its lock (killed; ``resume`` takes it up) is ``interrupted``, as
         ``status`` says — its clock ticking on and its rows "running" were a run that seemed
-        to go on. The view keeps following it all the same: a resume makes it run again."""
+        to go on. The view keeps following it all the same: a resume makes it run again.
+        Its clock stops at ``last_seen_at``: the last moment the supervisor was known alive,
+        the later of its last snapshot and its liveness stamp (rewritten every few seconds)."""
         if state is not None and state.get("state") == RunState.RUNNING and runlock.holder(self.run) is None:
-            return {**state, "state": RunState.INTERRUPTED}
+            stamp = runlock.stamp(self.run)
+            seen = [t for t in (json_number(state.get("updated_at")), stamp.at if stamp else None) if t is not None]
+            return {**state, "state": RunState.INTERRUPTED, "last_seen_at": max(seen, default=None)}
         return state
 
 
@@ -117,7 +122,7 @@ def _recorded_row(slot: int, slot_state: str, rec: dict[str, Any]) -> SlotRow:
     attempt = rec.get("attempt") if isinstance(rec.get("attempt"), int) else None
     number = rec.get("generation") if isinstance(rec.get("generation"), int) else None
     return SlotRow(slot, slot_state, status, task=rec.get("task"), attempt=attempt, number=number,
-                   started_at=_num(rec.get("started_at")), ended_at=_num(rec.get("ended_at")),
+                   started_at=json_number(rec.get("started_at")), ended_at=json_number(rec.get("ended_at")),
                    exit_code=rec.get("exit_code"), signal=rec.get("signal"), reason=rec.get("reason"),
                    command=_text(rec.get("command")))
 
@@ -131,6 +136,9 @@ def slot_entries(state: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
 
 
 LIVE = frozenset({"running", "starting", "queued"})  # queued: a Slurm step waiting for its node
+# A generation of an interrupted run whose wrapper committed its exit after its supervisor was
+# gone: it ended, but no record says so yet — ``resume`` records it (``status`` says the same).
+UNRECORDED_END = "ended"
 
 
 @dataclass(frozen=True)
@@ -177,10 +185,15 @@ def describe_slot(
     gen: GenInfo | None,
     entry: dict[str, Any] | None,
     records: dict[tuple[int, int], dict[str, Any]],
+    *,
+    interrupted: bool = False,
 ) -> SlotRow:
     """Combine a slot's ``state.json`` entry, its newest generation and that generation's record.
     The newest generation on disk may be older than the slot's newest: those after it ended
-    and were folded away (``generation_files.fold``), and their records are all there is."""
+    and were folded away (``generation_files.fold``), and their records are all there is.
+    A generation that ended before its record says so is told by its own end while a
+    supervisor goes on (the record follows within a turn), and as ``UNRECORDED_END`` in an
+    ``interrupted`` run, where no record follows until a ``resume``."""
     entry = entry or {}
     slot_state = str(entry.get("state") or "idle")
     entry_gen = entry.get("generation") if isinstance(entry.get("generation"), int) else None
@@ -192,7 +205,7 @@ def describe_slot(
         # its generation is not on disk yet: starting, or running as far as state.json knows
         return SlotRow(slot, slot_state, "running" if slot_state == "running" else "starting",
                        task=entry.get("task"), attempt=entry.get("attempt"), number=entry_gen,
-                       started_at=_num(entry.get("started_at")))
+                       started_at=json_number(entry.get("started_at")))
     if newest > on_disk:
         return _recorded_row(slot, slot_state, records[(slot, newest)])
     if gen is None:
@@ -205,15 +218,15 @@ def describe_slot(
     if recorded in TERMINAL_STATUSES:
         status = str(recorded)
     elif gen.done:
-        # exit.json is there but state.json has not caught up yet.
-        status = str(own_end(gen.exit_code, gen.signal))
+        # its exit is committed but state.json has not caught up yet
+        status = UNRECORDED_END if interrupted else str(own_end(gen.exit_code, gen.signal))
     else:
         status = "running" if gen.heartbeat_seen else _not_started(rec)
     if status in LIVE and slot_state == "idle":
         slot_state = "running"  # state.json lags the generation's own files
     ended_at = gen.ended_at if gen.done else None
     if status in TERMINAL_STATUSES and ended_at is None:
-        ended_at = _num(rec.get("ended_at"))
+        ended_at = json_number(rec.get("ended_at"))
     attempt = rec.get("attempt", entry.get("attempt") if entry_gen == gen.gen else None)
     return SlotRow(
         slot,
@@ -222,7 +235,7 @@ def describe_slot(
         task=task,
         attempt=attempt if isinstance(attempt, int) else None,
         gen=gen,
-        started_at=gen.started_at or _num(rec.get("started_at")),
+        started_at=gen.started_at or json_number(rec.get("started_at")),
         ended_at=ended_at,
         exit_code=gen.exit_code if gen.done else rec.get("exit_code"),
         signal=gen.signal if gen.done else rec.get("signal"),

@@ -30,7 +30,7 @@ from zellij_swarm.records.generation_files import GenInfo, GenReader
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import RunState
 from zellij_swarm.render.loop import Frame, run_view
-from zellij_swarm.render.reader import StateReader, describe_slot, gen_records, slot_entries
+from zellij_swarm.render.reader import UNRECORDED_END, StateReader, describe_slot, gen_records, slot_entries
 from zellij_swarm.render.text import STATUS_SGR, clip, clock_time, duration, join_parts
 from zellij_swarm.worker.screen import TailScreen
 
@@ -61,7 +61,8 @@ def slot_frame(
     ``tail(cols, rows)`` gives the rendered output lines (see ``TailScreen.render``).
     """
     entry = slot_entries(state).get(slot)
-    row = describe_slot(slot, gen, entry, gen_records(state))
+    row = describe_slot(slot, gen, entry, gen_records(state),
+                        interrupted=(state or {}).get("state") == RunState.INTERRUPTED)
     style = STATUS_SGR.get(row.status)
 
     title: list[tuple[str, str | None]] = [(f"slot {slot}", "1"), (" · ", None)]
@@ -95,6 +96,8 @@ def slot_frame(
             parts.append(f"reason {terminal_text(row.reason)}")
         if row.ended_at is not None:
             parts.append(f"ended {clock_time(row.ended_at)}")
+        if row.status == UNRECORDED_END:
+            parts.append("not recorded: `resume` records it")
         # Only what was recorded (SPEC §9): whether a launch heartbeat was seen is not — it
         # goes with the generation's files when they are folded, maybe before a view read it
         # (a worker that never sent one ended with a reason, shown above).
