@@ -154,3 +154,29 @@ def test_doctor_says_whether_the_tmux_found_is_the_tested_one(tmp_path: Path, mo
     info = doctor.report(env)
     assert info["tmux"]["version"] == f"tmux {version}"
     assert said in doctor.format_report(info, env)
+
+
+def test_an_install_without_libtmux_says_so_in_one_line(tmp_path: Path) -> None:
+    """libtmux is a declared dependency; an interpreter that cannot import it (a venv made by
+    hand) is told as a missing tmux is — one line naming the package and the interpreter, and
+    the run goes on headless, or under ``--require-multiplexer`` runs nothing — never as an
+    internal error at the first tmux call. The backend's name is said once."""
+    probe = ("import sys\n"
+             "class NoLibtmux:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             "        if name.split('.')[0] == 'libtmux': raise ModuleNotFoundError(name)\n"
+             "sys.meta_path.insert(0, NoLibtmux())\n"
+             "from zellij_swarm import cli\n"
+             "cli.main(sys.argv[1:])\n")
+    (tmp_path / "tasks").write_text(f"echo x >>{tmp_path}/ran\n")
+    env = clean_env(TMUX_TMPDIR=str(tmp_path))
+    env.pop("TMUX", None)
+    said = f"tmux: the Python package libtmux cannot be imported by {sys.executable}"
+    for required, code, runs in ((True, 1, ""), (False, 0, "x\n")):
+        argv = ["run", "--backend", "tmux", "--state-dir", str(tmp_path / "s"), str(tmp_path / "tasks")]
+        out = subprocess.run([sys.executable, "-c", probe, *argv, *(["--require-multiplexer"] * required)],
+                             capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+        warning = [line for line in out.stderr.splitlines() if "warning [multiplexer_missing]" in line]
+        assert len(warning) == 1 and f"] {said} (" in warning[0], out.stderr
+        assert "internal error" not in out.stderr and out.returncode == code, out.stderr
+        assert (tmp_path / "ran").read_text() == runs if runs else not (tmp_path / "ran").exists()

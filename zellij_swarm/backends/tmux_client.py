@@ -27,10 +27,12 @@ and a run checks it once (``TmuxBackend.open``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +60,19 @@ QUIET_SINCE = (3, 2)  # below it a run warns, once: untested
 WORKS_SINCE = (3, 0)
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _require_libtmux() -> None:
+    """Raise ``multiplexer_missing`` when this interpreter cannot import libtmux, a package
+    zellij-swarm declares: a broken install (a venv made by hand, another Python) is told in
+    one line that names the interpreter, not as an internal error at the first tmux call."""
+    try:
+        import libtmux  # noqa: F401  # (imported where it is used; here only whether it can be)
+    except ImportError as e:
+        raise BackendError("multiplexer_missing",
+                           f"tmux: the Python package libtmux cannot be imported by {sys.executable} ({e}); "
+                           "install zellij-swarm with its dependencies (scripts/setup does)") from None
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,7 @@ class TmuxClient:
         if self._server is None:
             if self.binary is None:
                 raise BackendError("multiplexer_missing", "tmux: not found on PATH")
+            _require_libtmux()
             import libtmux  # here, not at the top: see the module docstring
 
             self._server = libtmux.Server(socket_path=self.socket_path, tmux_bin=self.binary)
@@ -219,6 +235,7 @@ class TmuxClient:
         """The tmux binary's version, asked once per binary in a process (libtmux caches it)."""
         if self.binary is None:
             raise BackendError("multiplexer_missing", "tmux: not found on PATH")
+        _require_libtmux()
         from libtmux.common import get_version_str
 
         binary = self.binary
@@ -302,6 +319,8 @@ class TmuxClient:
         ok, value = box[0]
         if ok:
             return value  # type: ignore[return-value]  # what call() returned
+        if isinstance(value, BackendError):  # (libtmux missing: ``_require_libtmux``)
+            raise value
         from libtmux import exc as libtmux_exc
 
         if isinstance(value, libtmux_exc.TmuxCommandNotFound):

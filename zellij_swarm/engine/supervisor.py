@@ -146,6 +146,11 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + os.urandom(3).hex()
 
 
+def _said_by(backend: str, message: str) -> str:
+    """A backend's fault as the run tells it: named by the backend, once (``tmux: not found
+    on PATH`` already is)."""
+    return message if message.startswith(f"{backend}:") else f"{backend}: {message}"
+
 class Supervisor:
     def __init__(
         self,
@@ -702,7 +707,7 @@ class Supervisor:
             name = self.backend.name
             self.backend = self.gens.backend = OffLoopBackend(HeadlessBackend(), self.calls)
             if not self.settings.require_multiplexer:
-                self._warn(e.code, f"{name}: {e.message}; running headless", None)
+                self._warn(e.code, f"{_said_by(name, e.message)}; running headless", None)
                 return True
             self._backend_unstartable(name, e.code, e.message)
             return False
@@ -711,7 +716,7 @@ class Supervisor:
         """Under require, a backend that cannot start fails the run before any task runs,
         whether that shows at ``open`` (compact) or at the first launch (live): every task
         still waiting ends ``cancelled`` with reason ``<backend>_<code>``, attempts 0."""
-        self._fail_before_start(f"{name}: {message}", code, f"{name}_{code}", message,
+        self._fail_before_start(_said_by(name, message), code, f"{name}_{code}", message,
                                 why="required (--require-multiplexer)")
 
     def _fail_before_start(self, error: str, code: str, reason: str, message: str, *, why: str) -> None:
