@@ -148,6 +148,36 @@ def test_a_cancelled_task_that_ignores_it_and_fails_on_its_own_is_not_run_again(
         kill_run_processes(run_dir.name)
 
 
+def test_a_cancel_a_stopped_supervisor_never_took_says_so_and_does_nothing(swarm):
+    """A supervisor stopped (``kill -STOP``, Ctrl-Z) holds its run but reads no message: the
+    cancel it never took is withdrawn — nothing done, and not later either, once the
+    supervisor goes on — and the answer says the supervisor is stopped and how to let it go
+    on, not that the run ended."""
+    from zellij_swarm.commands import control
+    from zellij_swarm.exc import SwarmError
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("t.toml", '[[task]]\nname = "w"\ncmd = "until [ -e go ]; do sleep 0.02; done; echo done"\n')
+    proc = swarm.popen("run", "t.toml", "--output", "quiet")
+    run_dir = swarm.started()
+    try:
+        wait_until(lambda: (run_dir / "slots/slot-1/gen-1/heartbeat.jsonl").exists(), what="the worker started")
+        proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(SwarmError) as said:
+            control.ask(RunPaths(run_dir), "cancel", timeout=0.5, tasks=["w"])
+        assert (f"its supervisor (pid {proc.pid}) did not take the cancel within 0.5s — it is stopped: "
+                f"`kill -CONT {proc.pid}` lets it go on; nothing was done") in str(said.value), said.value
+        proc.send_signal(signal.SIGCONT)
+        (swarm.cwd / "go").touch()
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+        assert swarm.tasks()["w"]["status"] == "succeeded"
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run_dir.name)
+
+
 def test_cancel_or_restart_of_a_task_of_an_ended_run_says_the_run_ended(swarm):
     """A task named once its run has ended is that run's task, not a missing run."""
     swarm.write("a.toml", '[[task]]\nname = "w"\ncmd = "true"\n')

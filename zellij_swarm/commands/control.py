@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc, quoting
+from zellij_swarm import exc, pid_end, quoting
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.records import inbox, runlock
@@ -25,16 +25,28 @@ from zellij_swarm.records.states import RunState
 
 def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[str, Any] | None, int | None]:
     """(the supervisor's answer, its pid). None as the answer: it took the message, but did
-    not answer within ``timeout``. Raises ``exc.SwarmError`` when the run ended before it
-    took the message (which is then withdrawn: nothing was done)."""
+    not answer within ``timeout``. Raises ``exc.SwarmError`` when the supervisor did not take
+    the message — the run ended first, or its supervisor is stopped (``kill -STOP``, Ctrl-Z)
+    or too busy to read it within ``timeout`` — which is then withdrawn: nothing was done."""
     pid = runlock.holder(run)
     msg_id = inbox.send(run, kind, **body)
     answer = inbox.await_reply(run, msg_id, timeout=timeout, still_running=lambda: runlock.holder(run) is not None)
     if answer is None and inbox.withdraw(run, msg_id):
-        raise exc.SwarmError(f"run {run.run_id} ended before the {kind} reached it; nothing was done")
+        raise exc.SwarmError(_not_taken(run, kind, timeout))
     if answer is None:  # taken while we gave up waiting: look once more for the answer
         answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
     return answer, pid
+
+
+def _not_taken(run: RunPaths, kind: str, timeout: float) -> str:
+    """Why the supervisor did not take a message: the run ended, or it still holds the run
+    and did not read its inbox in time — told apart, for only the second is worth a retry."""
+    holder = runlock.holder(run)
+    if holder is None:
+        return f"run {run.run_id} ended before the {kind} reached it; nothing was done"
+    who = f"its supervisor (pid {holder})" if holder > 0 else "its supervisor"
+    why = f" — it is stopped: `kill -CONT {holder}` lets it go on" if holder > 0 and pid_end.stopped(holder) else ""
+    return f"run {run.run_id}: {who} did not take the {kind} within {timeout:g}s{why}; nothing was done"
 
 
 def _active(run: RunPaths, verb: str) -> dict[str, Any]:
