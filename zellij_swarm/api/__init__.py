@@ -171,8 +171,9 @@ class _Plan:
 class Swarm:
     """Tasks and settings; ``run()`` runs them, ``start()`` starts them. Settings not given
     come from the environment (``ZELLIJ_SWARM_JOBS``, …) or their defaults, as for
-    ``zellij-swarm run``; ``output`` defaults to ``quiet``: a library prints nothing unless
-    asked. ``groups``: ``[group.NAME] jobs = N`` tables, as ``{"gpu": 2}``."""
+    ``zellij-swarm run``; ``output`` defaults to ``quiet``: nothing of the tasks is printed,
+    only the end's one line counting warnings, when there were any (``SwarmResult.warnings``
+    holds them). ``groups``: ``[group.NAME] jobs = N`` tables, as ``{"gpu": 2}``."""
 
     def __init__(
         self,
