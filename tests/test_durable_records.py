@@ -328,6 +328,23 @@ def test_an_event_log_read_with_names_skipped_leaves_out_those_and_garbage_only(
     assert [e["ts"] for e in log.read_events(path)] == [1, 2, 3, 4]
 
 
+def test_an_event_glued_to_a_partial_line_another_writer_left_is_read(tmp_path):
+    """Something else appended a partial line to the log while the run wrote it: the
+    supervisor's next line is glued to it. That line's event — a task's end — is read all
+    the same; lost, a resume ran a task that had ended again. A line no event ends is still
+    garbage, and a torn last line is still left out."""
+    from zellij_swarm.records import log
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"ts":1,"event":"slot_reserved","slot":1,"gen":1}\n'
+                     b'{"ts":1,"ev{"ts":1,"ev{"ts":2,"event":"worker_completed","slot":1,"gen":1}\n'
+                     b'{"ts":3,"ev{"ts":3,"event":"x","a":[}\n'
+                     b'{"ts":4,"event":"worker_failed","slot":1,"gen":2}')
+    assert [(e["ts"], e["event"]) for e in log.read_events(path)] == [(1, "slot_reserved"), (2, "worker_completed")]
+    skip = frozenset({"worker_process_spawned"})
+    assert [e["ts"] for e in log.read_events(path, skip=skip)] == [1, 2]
+
+
 def test_a_kills_sent_line_says_whether_it_was_caught_and_reads_back(tmp_path: Path) -> None:
     """`sent <time>` (a run recorded before: caught, as it may have been), `sent <time> uncaught`;
     a later reason keeps the first signal's moment and what it found."""

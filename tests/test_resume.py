@@ -139,6 +139,38 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
             subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=10)
 
 
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+@pytest.mark.parametrize("removes", ["claim", "directory", "directory-for-a-file"])
+def test_a_worker_that_removed_its_records_is_never_run_again_by_a_resume(swarm, backend, removes, request):
+    """A worker removes its claim, or its generation's whole directory (``rm -rf``, a ``git
+    clean`` of the state dir), and the supervisor is killed: the claim, or the directory,
+    made before the log named the generation, was removed — it ran. The resume follows it
+    if it still runs, and never takes it over and runs the task a second time beside it."""
+    flags, env = backend_args(backend, request)
+    gone = {"claim": 'rm -f "$G/claim"', "directory": 'rm -rf "$G"',
+            "directory-for-a-file": 'rm -rf "$G"; echo x > "$G"'}[removes]
+    swarm.write("t.txt", f'G=$(dirname "$ZELLIJ_SWARM_HEARTBEAT"); echo run >> ledger; {gone}; touch removed; '
+                         'until [ -e go ]; do sleep 0.02; done\n')
+    proc = swarm.popen("run", "t.txt", "--output", "quiet", *flags, env=env)
+    run_dir = swarm.started()
+    try:
+        wait_until(lambda: (swarm.cwd / "removed").exists(), what="the worker removed its records")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        resumed = swarm.popen("resume", run_dir.name, "--output", "quiet", env=env)
+        wait_until(lambda: '"event":"run_resumed"' in (run_dir / "events.jsonl").read_text(),
+                   what="the resume under way")
+        (swarm.cwd / "go").touch()
+        resumed.communicate(timeout=60)
+        assert (swarm.cwd / "ledger").read_text() == "run\n", "run once"
+        row = swarm.tasks()["task-1"]
+        assert row["attempts"] == 1 and row["status"] in ("succeeded", "unknown"), row
+    finally:
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run_dir.name)
+
+
 def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
     swarm.write("s.txt", "sleep 30\n")
     proc = swarm.popen("run", "s.txt", "--output", "quiet")

@@ -92,8 +92,10 @@ class Dispatcher:
                     rundir.make_private_dir(lg.gen.dir, exist_ok=False)  # and slot-<n>/ for its first generation
                     rundir.make_private_dir(lg.gen.artifacts)
             except OSError as e:  # a full or read-only state directory: this task fails, the run goes on
+                self._log_reserved(lg)
                 self._launched(lg, LaunchFailed("state_dir_error", f"cannot write {lg.gen.dir}: {e.strerror}"))
                 continue
+            self._log_reserved(lg)
             if self._worktrees.wanted(lg.task.spec) and not self._enter_worktree(lg):
                 continue
             (shown if in_pane else headless).append(lg)
@@ -186,18 +188,23 @@ class Dispatcher:
 
     def _reserve(self, task: TaskRecord) -> LiveGen:
         slot, gen_no = self._slots.reserve()
-        backfill = gen_no > 1
         gen = self._paths.gen(slot, gen_no)
         task.start_generation(slot, gen_no)
-        reserved = self._events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
-        self._stats.reserved(reserved["ts"], (slot, gen_no))
-        if backfill:
-            self._stats.backfill_count += 1
-            self._events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
         lg = LiveGen(task, gen, LaunchRequest(gen, slot, task.name, attempt=task.attempts, attempts=task.retries + 1),
-                     backfill)
+                     gen_no > 1)
         self._live[slot] = lg
         return lg
+
+    def _log_reserved(self, lg: LiveGen) -> None:
+        """Name the reservation in the log — once its directory is made (or could not be):
+        the log's lines may reach the disk at any emit, and a generation the log names whose
+        directory is missing had it removed after it was made: it ran (``resume._inspect``)."""
+        task, slot, gen_no = lg.task, lg.gen.slot, lg.gen.gen
+        reserved = self._events.emit("slot_reserved", task=task.name, slot=slot, gen=gen_no, attempt=task.attempts)
+        self._stats.reserved(reserved["ts"], (slot, gen_no))
+        if lg.backfill:
+            self._stats.backfill_count += 1
+            self._events.emit("backfill", task=task.name, slot=slot, gen=gen_no)
 
     def _write_generation(self, lg: LiveGen) -> None:
         """How the generation starts: headless, the run's wrapper with its arguments; in a

@@ -789,13 +789,14 @@ def _unrecorded(lg: LiveGen, claim: generation_files.Claim | None, status: int |
                                status == wrapper.UNCLAIMED_EXIT and there):
         return Unrecorded.NOTHING_RAN
     if not there:  # (a headless wrapper never seen to start may have been stopped before it could;
-        # a pane's claims the generation before anything else, and only its worker removes it)
-        ran = status is not None or lg.pid is not None or lg.in_pane
+        # a pane's claims the generation before anything else, and only its worker removes it; one
+        # a resume took up began — ``resume._inspect`` — as it was made before the log named it)
+        ran = status is not None or lg.pid is not None or lg.in_pane or lg.heartbeat_seen
         return Unrecorded.RECORDS_REMOVED if ran else Unrecorded.UNWRITTEN
     if status is not None and (claim is None or claim.by_supervisor) and not _began(lg.gen):
         return Unrecorded.NEVER_BEGAN  # (the claim the supervisor took for a "claimed" one is not its own)
-    if status is not None and claim is None:
-        return Unrecorded.RECORDS_REMOVED
+    if claim is None and (status is not None or _began(lg.gen)):
+        return Unrecorded.RECORDS_REMOVED  # (its start is written after its claim)
     return Unrecorded.UNWRITTEN
 
 

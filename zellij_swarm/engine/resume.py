@@ -187,7 +187,10 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         except exc.BackendError as unreachable:
             raise exc.UsageError(f"run {run.run_id} runs on Slurm, and Slurm cannot say which of its steps still "
                                  f"run ({unreachable}); nothing was changed") from None
-    for key in sorted(on_disk.keys() | logged.outcomes.keys()):
+    # every generation on disk or with an outcome, and every one the log reserved: one whose
+    # directory is gone had it removed after it was made, and ran (``_inspect``) — not one
+    # withdrawn unstarted (its directory stays, and it is on disk)
+    for key in sorted(on_disk.keys() | logged.outcomes.keys() | (logged.reserved.keys() - logged.withdrawn)):
         gen = on_disk.get(key) or run.gen(*key)
         logged_exit, recorded = logged.outcomes.get(key, (None, None))
         header = generation_files.read_wrapper_header(gen) if key in on_disk else None
@@ -261,6 +264,7 @@ class _Logged:
     consumed: set[str] = field(default_factory=set)  # inbox messages taken
     # (slot, gen) -> (task name, attempt), as the slot_reserved events say
     reserved: dict[tuple[Any, Any], tuple[Any, Any]] = field(default_factory=dict)
+    withdrawn: set[tuple[int, int]] = field(default_factory=set)  # generations requeued unstarted (task_requeued)
     allocation: str | None = None  # the last executor_allocated's job
     input_problem: Problem | None = None  # what input_ended says stopped the reading
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)
@@ -297,6 +301,8 @@ class _Logged:
             self.outcomes[_slot_gen(e)] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
         elif name == "slot_reserved":
             self.reserved[_slot_gen(e)] = (e.get("task"), e.get("attempt"))
+        elif name == "task_requeued":
+            self.withdrawn.add(_slot_gen(e))
         elif name == "task_added":
             # left out, every task added after it would take its id: the record is damaged
             if not isinstance(e.get("spec"), dict):
@@ -373,6 +379,15 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     claim = generation_files.read_claim(gen)
     gs.pid = claim.pid if claim is not None else None
     found = None  # a process found running the wrapper now, by its command line
+    # No claim, yet its wrapper began (its start, written after its claim, is there), or its
+    # whole directory is gone, which dispatch made before the log named it: the claim, or the
+    # directory, was removed — by its worker (``rm -rf``, ``git clean``), or by a fold whose
+    # outcome the log lost. It ran: never unstarted, never taken over and run again.
+    removed = gs.exit is None and claim is None and not slurm and (launch is not None or not gen.dir.is_dir())
+    if removed:
+        gs.pid = found = procs.wrapper_process(gen)
+        if found is None and launch is not None:
+            gs.pid = launch["pid"]
     if gs.exit is None and claim is not None and (claim.unwritten or claim.by_supervisor):
         # created, its pid not written yet: its wrapper writes it now, or died before it ran
         # anything — then no process runs the wrapper, and the generation stays unstarted.
@@ -391,6 +406,8 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
         # a Slurm step its wrapper claimed, which Slurm does not list (a restarted controller
         # forgets its newest jobs) while its srun still runs here: followed, never run again
         gs.state, gs.pid = "running", None
+    elif removed:
+        gs.state = "running" if found is not None else "vanished"  # (its end: ``records_removed``)
     elif gs.pid is not None:
         gs.state = "running" if gs.pid == found or wrapper_alive(gen, gs.pid) else "vanished"
         # a wrapper that exits between the two checks has committed its record by now
@@ -478,7 +495,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         # a generation nothing started whose end the log records (a kill took its claim first)
         # was an attempt of its task all the same: replayed below, or a retry would count one less
         if gs.task_id not in run.tasks or (gs.state == "unstarted" and gs.recorded is None):
-            with contextlib.suppress(FileNotFoundError):  # it never ran, and now never will: a new generation runs
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # it never ran, and now never will
                 procs.claim_for_supervisor(gs.gen)
             if gs.task_id in run.tasks and gs.kill_reason not in (None, RESTARTED):
                 # ended before it started (a cancel, a halt): no new generation runs either

@@ -169,6 +169,11 @@ def plain(gen: GenPaths, name: str) -> str:
     return f"{gen.dir}/{name}"
 
 
+# A file that is not there — or whose directory is not one any more (a worker put a file in
+# its generation's directory's place): the record is missing either way.
+ABSENT = (FileNotFoundError, NotADirectoryError)
+
+
 def _mtime(path: str | os.PathLike[str]) -> float | None:
     """A file's modification time; a symlink's own, never its target's (``lstat``)."""
     try:
@@ -206,7 +211,7 @@ def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
     """(task id, attempt) from the wrapper's first line; None without a wrapper."""
     try:
         first = rundir.read_record(gen.wrapper, _LINE_LIMIT).split(b"\n", 1)[0]
-    except FileNotFoundError:
+    except ABSENT:
         return None
     m = _HEADER_FIELDS.match(first.decode("utf-8", "replace"))
     return (m.group(2), int(m.group(5))) if m else None
@@ -300,7 +305,7 @@ def read_claim(gen: GenPaths) -> Claim | None:
     claim)."""
     try:
         fd, st = rundir.open_record_stat(plain(gen, CLAIM))
-    except FileNotFoundError:
+    except ABSENT:
         return None
     try:
         data = os.read(fd, 64)
@@ -350,7 +355,7 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
     its ``job.step`` id)."""
     try:
         first = rundir.read_record(gen.heartbeat, _LINE_LIMIT).partition(b"\n")
-    except FileNotFoundError:
+    except ABSENT:
         return None
     if not first[1]:
         return None
@@ -433,7 +438,7 @@ def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
     from one holding what no wrapper writes, or a symlink (never followed)."""
     try:
         return _parse_sidecar(rundir.read_record(gen.exit_sidecar, _LINE_LIMIT))
-    except FileNotFoundError:
+    except ABSENT:
         return None
     except rundir.UnsafeRecord:
         return None, EXIT_GARBLED
@@ -454,7 +459,7 @@ def read_exit_record(gen: GenPaths) -> ExitRecord | None:
     """``exit.json``, or None until one is written."""
     try:
         return ExitRecord.from_json(rundir.read_json(gen.exit_record))
-    except (FileNotFoundError, ValueError):
+    except (*ABSENT, ValueError):
         return None
 
 
@@ -466,7 +471,7 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
         st = os.lstat(plain(gen, EXIT_SIDECAR))  # a symlink there is a garbled sidecar: ended
         if st.st_size > 0:
             return _worker_end(gen, st.st_mtime), False
-    except FileNotFoundError:
+    except ABSENT:
         pass
     rec = read_exit_record(gen)
     return (rec.ended_at, True) if rec is not None and rec.ended_at is not None else None
@@ -484,7 +489,7 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None, relayed: bool = True) -
     side: tuple[int | None, str | None] | None
     try:
         fd, st = rundir.open_record_stat(plain(gen, EXIT_SIDECAR))
-    except FileNotFoundError:
+    except ABSENT:
         return read_exit_record(gen)
     except rundir.UnsafeRecord:  # planted in its place, or no file: the generation ended, how is not known
         ended, side = os.lstat(plain(gen, EXIT_SIDECAR)).st_mtime, (None, EXIT_GARBLED)
@@ -640,7 +645,7 @@ def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = Non
 def _kill_lines(gen: GenPaths) -> list[str]:
     try:
         return rundir.read_record(gen.kill, _LINE_LIMIT).decode("utf-8", "replace").splitlines()
-    except FileNotFoundError:
+    except ABSENT:
         return []
 
 

@@ -122,6 +122,21 @@ def _end_torn_line(fd: int) -> None:
 
 _decode = json.JSONDecoder().decode  # of a str: json.loads of bytes first guesses their encoding
 _EVENT_KEY = b'"event":"'
+_LINE_START = b'{"ts":'  # how every line the supervisor writes begins (``EventLog.emit``)
+
+
+def _glued(line: bytes) -> Any:
+    """The event a line that does not parse ends with, when it is one of ours glued to a
+    partial line something else appended to the log while it was written
+    (``{"ts":1,"ev{"ts":…}``): losing it, a resume took a task whose end it records for one
+    that never ended, and ran it again. None when no whole event ends the line."""
+    at = line.rfind(_LINE_START, 1)
+    while at > 0:
+        try:
+            return _decode(line[at:].decode("utf-8"))
+        except ValueError:
+            at = line.rfind(_LINE_START, 1, at)
+    return None
 
 
 def read_events(path: Path, *, skip: frozenset[str] = frozenset(),
@@ -155,7 +170,7 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
                 try:
                     event = _decode(line.decode("utf-8"))
                 except ValueError:
-                    continue
+                    event = _glued(line)
                 if isinstance(event, dict) and wanted(event.get("event")):
                     yield event
     except FileNotFoundError:

@@ -177,10 +177,14 @@ def open_record(path: str | os.PathLike[str]) -> int:
 
 def open_record_stat(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
     """``open_record``, with the file's status. The open never waits (``O_NONBLOCK``: a FIFO
-    put in a record's place is refused, not waited on)."""
+    put in a record's place is refused, not waited on). A record whose directory is a file
+    now (a worker replaced its generation's directory) is not there: ``FileNotFoundError``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as e:
+        if e.errno == errno.ENOTDIR:
+            raise FileNotFoundError(errno.ENOENT, f"{e.strerror} (a file in the place of its directory)",
+                                    os.fspath(path)) from None
         if e.errno == errno.ELOOP:
             raise UnsafeRecord(path) from None
         if e.errno in (errno.ENXIO, errno.ENODEV):  # a socket, a device with no driver: no file
