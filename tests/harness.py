@@ -778,6 +778,7 @@ class FakeMux:
         self.calls: list[tuple[Any, ...]] = []  # what it was asked, in order: ("ended", task, status, label)…
         self.closed_failed: bool | None = None  # what close() was told: did anything not succeed
         self.ctx: RunContext | None = None
+        self.place_on_disk: list[bool] = []  # at each launch: was the run's snapshot naming where the panes are?
 
     def open(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -799,6 +800,9 @@ class FakeMux:
     def _launch(self, req: LaunchRequest) -> PaneResult:
         with self.world.lock:
             self.calls.append(("launch", req.task_name))
+            assert self.ctx is not None
+            state = json.loads(self.ctx.paths.state.read_text()) if self.ctx.paths.state.exists() else {}
+            self.place_on_disk.append(state.get("multiplexer") == self.place())
             if not self.session_up:
                 return LaunchFailed("pane_call_failed", f"{self.name}: no session")
             script = self._scripts.get(req.task_name)
@@ -869,7 +873,7 @@ class FakeMux:
         return None
 
     def place(self) -> dict[str, Any] | None:
-        return None
+        return {"backend": "fake", "session": self.name}  # no multiplexer a resume knows: headless
 
 
 # ----- running a scenario -------------------------------------------------------------------
@@ -940,6 +944,8 @@ class Result:
     let_go: list[str] = field(default_factory=list)  # the ended tasks whose records it let go of, in that order
     made: list[str] = field(default_factory=list)  # the tasks whose records it made (TaskTable), in that order
     ran: dict[str, int] = field(default_factory=dict)  # task name -> how many of its wrappers ran its worker
+    # at each pane launch: whether the run's snapshot named where its panes are (``place``)
+    place_on_disk: list[bool] = field(default_factory=list)
 
     @property
     def labels(self) -> list[str]:
@@ -1087,7 +1093,8 @@ class Harness:
         return Result(code, {t.name: t for t in tasks}, events, summary, self._replies(),
                       list(self.mux.calls) if self.mux else [], reporter.problems, world.clock.wall_epoch,
                       reporter.warned, generations.seen, list(ended), made,
-                      dict(collections.Counter(w.name for w in world.wrappers if w.ran)))
+                      dict(collections.Counter(w.name for w in world.wrappers if w.ran)),
+                      list(self.mux.place_on_disk) if self.mux else [])
 
     def _replies(self) -> list[dict[str, Any]]:
         run = self.world.run

@@ -92,6 +92,9 @@ def check(case: Case, r: Result) -> None:
     assert {k: r.summary["metrics"][k] for k in case.metrics} == dict(case.metrics)
     if case.mux_calls is not None:
         assert tuple(c for c in r.mux_calls if c[0] != "close") == case.mux_calls
+    # where the panes are is on disk before any pane runs: a supervisor killed as its first panes
+    # start leaves a resume that asks the multiplexer there how a pane that hung up ended
+    assert all(r.place_on_disk), r.place_on_disk
     assert any(case.problem in line for line in r.problems) if case.problem else not r.problems, r.problems
 
 

@@ -792,12 +792,17 @@ class ZellijBackend:
         return (f"ZELLIJ_SOCKET_DIR={quoting.shell_word(sock)} " if sock else "") + quoting.shell_line(argv)
 
     def place(self) -> dict[str, Any] | None:
-        if not self.started:
+        """Where the run's panes are — from ``open`` on, where they will be: the first panes
+        come up with the tab (or session) and claim their generations at once, and a
+        supervisor killed before it recorded the place left a resume that could not tell a
+        pane closed from a session lost (it took the one for the other, and ran the task again)."""
+        if not self.mode:
             return None
         # the tab's id (0.44+): found by it while its name is marked ``(2 waiting)`` (``_mark_waiting``)
         tab_id = None if self.mode == "here" else self.tab_id
         return {"backend": "zellij", "session": self.z.session, "tab": None if self.mode == "here" else
-                names.tab(self.ctx.run_id), "tab_id": tab_id, "created_session": self.created_session}
+                names.tab(self.ctx.run_id), "tab_id": tab_id,
+                "created_session": self.created_session or (self.mode == "session" and not self.started)}
 
     def leftover_hint(self) -> str | None:
         if not self.started or self.closed or not self.alive:

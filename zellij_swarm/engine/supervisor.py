@@ -457,6 +457,10 @@ class Supervisor:
         self.reporter.started(self.paths, len(self.tasks))
         if not self._allocate() or not self._open_backend():
             return self._finish()
+        if self.multiplexer is not None:
+            # where the panes will be, on disk before any pane claims its generation: a resume
+            # asks the multiplexer there whether a pane that hung up was closed or lost with it
+            self.snapshots.write(merged=False)
         # A Ctrl-C while the backend opened (a multiplexer slow to answer) is heard before the
         # first dispatch: no task starts after it.
         self._take_signals()
