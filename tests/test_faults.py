@@ -502,3 +502,29 @@ def test_outcomes_printed_before_a_full_state_dir_ended_the_run_are_not_lost(tmp
     assert "ended 1" in res.stderr and "has had no room" in res.stderr, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert "lost" not in {t["status"] for t in summary["tasks"]}, summary["tasks"]
+
+
+def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_is_never_run_again(tmp_path):
+    """The supervisor is killed; its workers end while the state directory is full, so their
+    exit sidecars are refused (their wrappers' ``exited`` lines still fit in the heartbeat's
+    block); room is made and `resume` goes on. No record says how they ended: `unknown
+    (state_dir_error)` — never `lost`, which a plain `retry` would run again."""
+    _needs_unshare(tmp_path)
+    ledger = tmp_path / "ledger"
+    (tmp_path / "t.txt").write_text("".join(f"until [ -e go ]; do sleep 0.02; done; echo t{i} >> {ledger}\n"
+                                            for i in range(3)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    script = (f"{zsw} run -j 3 --state-dir state --output quiet t.txt 2> run.err & run=$!; "
+              "until [ $(ls state/runs/*/slots/slot-*/gen-1/heartbeat.jsonl 2>/dev/null | wc -l) -ge 3 ]; "
+              "do sleep 0.02; done; sleep 0.2; kill -9 $run; wait $run; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; touch go; "
+              f"until [ {LEDGER_LINES} -ge 3 ]; do sleep 0.02; done; sleep 0.5; rm state/filler; "
+              f"{zsw} resume --state-dir state --output quiet; "
+              f"{zsw} status --state-dir state --json > status.json; "
+              f"{zsw} retry --state-dir state --output quiet; echo retry=$?")
+    res = _in_private_mount(tmp_path, "size=1m", script)
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    rows = json.loads((tmp_path / "status.json").read_text())["tasks"]
+    assert {(t["status"], t["reason"]) for t in rows} == {("unknown", "state_dir_error")}, rows
+    assert "retry=2" in res.stdout, res.stdout + res.stderr
+    assert sorted(ledger.read_text().split()) == ["t0", "t1", "t2"], "each ran once"

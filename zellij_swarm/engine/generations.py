@@ -536,7 +536,8 @@ class Generations:
                 else:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
-            elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg):
+            elif exited or rundir.unwritable(self.paths.dir) or self._full_while_it_ran(lg) \
+                    or generation_files.heartbeat_says_exited(lg.gen):  # (its sidecar refused, then room again)
                 self._records_unwritable(f"the state directory {self.state_dir} is full or cannot be written: the "
                                          f"wrapper of task {lg.task.name!r} could not record its start or its exit",
                                          lg.task)

@@ -578,6 +578,23 @@ def wrapper_heartbeat(path: str) -> bool:
     return len(lines) <= 2 and all(_wrapper_line(line) for line in lines)
 
 
+def heartbeat_says_exited(gen: GenPaths) -> bool:
+    """The heartbeat ends with the wrapper's ``exited`` line, which it appends after its exit
+    sidecar: a wrapper whose sidecar is missing went on to its end all the same — the state
+    directory refused the sidecar (full), or a leftover removed it. (A worker can write that
+    line too: read as such an end, it is an end not known, never a run to make again.)"""
+    try:
+        fd, st = rundir.open_record_stat(gen.heartbeat)
+    except (*ABSENT, rundir.UnsafeRecord):
+        return False
+    try:
+        tail = os.pread(fd, _LINE_LIMIT, max(st.st_size - _LINE_LIMIT, 0))
+    finally:
+        os.close(fd)
+    lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
+    return tail.endswith(b"\n") and lines[-1].startswith(b'{"event":"exited",')
+
+
 def discard_unstarted(gen: GenPaths) -> bool:
     """Remove a generation that never ran: its wrapper (a pane's), a claim the supervisor
     took, an empty executor log and artifacts directory, then the directory. False when
