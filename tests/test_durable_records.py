@@ -143,13 +143,16 @@ def test_a_damaged_run_json_is_one_line_in_status_and_resume(swarm, ended_run, d
 
 @pytest.mark.parametrize("record", ["state.json", "run.json"])
 @pytest.mark.parametrize("damage", [b"[]", b"null", b'"x"', b"5", b"{}", b'{"state": "finished", "tasks": 5}',
-                                    b'{"state": "gone"}'])
+                                    b'{"state": "gone"}', b'{"state": "running", "tasks": []}',
+                                    b'{"state": "finished", "tasks": [], "run_id": "r", "counts": {}, "slots": []}'])
 def test_a_record_that_parses_but_is_not_one_is_one_line(swarm, ended_run, record, damage):
     """A snapshot or run record that is valid JSON of another shape: a reader's TypeError,
-    KeyError or AttributeError — an internal error — in ls, status, prune, retry and resume."""
+    KeyError or AttributeError — an internal error — in ls, status, logs, report, prune,
+    retry and resume."""
     (ended_run / "summary.json").unlink()
     (ended_run / record).write_bytes(damage)
-    for args in (("ls",), ("status",), ("prune",), ("retry", ended_run.name), ("resume", ended_run.name)):
+    for args in (("ls",), ("status",), ("status", "--json"), ("logs",), ("report", "--html", "r.html"), ("prune",),
+                 ("retry", ended_run.name), ("resume", ended_run.name)):
         res = swarm(*args)
         assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
         assert res.code in (0, 1, 2) and res.stderr.count("\n") <= 1, (args, res)

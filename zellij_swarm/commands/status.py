@@ -57,9 +57,9 @@ def load_written(run: RunPaths) -> dict[str, Any]:
 
 # What every reader of a snapshot takes as given, and the type it takes it as (SPEC §7.1)
 _SNAPSHOT_FIELDS: tuple[tuple[str, type | tuple[type, ...], bool], ...] = (
-    ("state", str, True), ("run_id", str, False), ("tasks", list, False), ("counts", dict, False),
-    ("slots", list, False), ("settings", dict, False), ("metrics", dict, False), ("warnings", list, False),
-    ("rows", dict, False), ("started_at", (int, float), False))
+    ("state", str, True), ("run_id", str, True), ("tasks", list, True), ("counts", dict, True),
+    ("slots", list, True), ("settings", dict, False), ("metrics", dict, False), ("warnings", list, False),
+    ("rows", dict, False), ("started_at", (int, float), True))
 
 
 def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
