@@ -361,3 +361,19 @@ def test_a_kills_sent_line_says_whether_it_was_caught_and_reads_back(tmp_path: P
     assert (generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)) == (12.5, False)
     gen.kill.write_text("cancelled_by_user\nsent 12.5\n")  # as runs recorded it before
     assert (generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)) == (12.5, True)
+
+
+def test_an_ended_run_whose_rows_file_was_cut_short_is_read_from_its_summary(swarm):
+    """The rows file of a run that ended lost its tail (a disk, a hand); its summary, written
+    once and fsynced, holds every row: status shows each task as it ended, never `pending`
+    in a finished run, nor a task missing."""
+    swarm.write("t.txt", "exit 0\nexit 1\nexit 0\nexit 1\n")
+    assert swarm("run", "t.txt", "-j", "2", "--output", "quiet").code == 1
+    run = swarm.latest()
+    rows = run / "tasks.jsonl"
+    os.truncate(rows, rows.stat().st_size // 2)
+    shown = json.loads(swarm("status", "--json", run.name).stdout)
+    assert [(t["name"], t["status"]) for t in shown["tasks"]] == [
+        ("task-1", "succeeded"), ("task-2", "failed"), ("task-3", "succeeded"), ("task-4", "failed")], shown["tasks"]
+    text = swarm("status", run.name).stdout
+    assert "pending" not in text and "task-4" in text, text

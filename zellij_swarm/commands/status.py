@@ -70,9 +70,11 @@ def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
         state = read_json(run.state)
     except FileNotFoundError:
         state = None
-    if isinstance(state, dict) and isinstance(state.get("rows"), dict) and (
-            state.get("ended_at") is not None or not has_record(run.summary)):
+    if isinstance(state, dict) and isinstance(state.get("rows"), dict) and not has_record(run.summary):
         snap = state
+    elif isinstance(state, dict) and isinstance(state.get("rows"), dict) and state.get("ended_at") is not None \
+            and _rows_file_holds(run, state["rows"]):
+        snap = state  # (its rows file cut short, the summary, which holds every row, is read instead)
     else:
         for path in (run.summary, run.state):
             try:
@@ -84,6 +86,14 @@ def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
             snap = _before_any_snapshot(run)
     _check_shape(snap, run)
     return snap
+
+
+def _rows_file_holds(run: RunPaths, rows: dict[str, Any]) -> bool:
+    """The rows file holds at least what the snapshot says stands for its rows."""
+    try:
+        return os.stat(run.dir / snapshot_file.ROWS_FILE).st_size >= int(rows.get("bytes") or 0)
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _before_any_snapshot(run: RunPaths) -> dict[str, Any]:
