@@ -343,3 +343,15 @@ def test_a_session_of_someone_else_s_that_nobody_watches_is_not_waited_on(swarm,
     assert (row["status"], row["pane_id"]) == ("succeeded", None), row
     assert ledger(swarm) == ["ran"]
     assert [t["name"] for t in fz.session("0.45.0", "theirs")["tabs"]] == ["Tab #1"]
+
+
+def test_a_compact_session_whose_panes_never_show_runs_headless_and_says_no_pane_is_there(swarm, fz):
+    """The session comes up but its panes are never listed (it died as its layout came up,
+    or the listing fails): the compact run goes on headless, with its warning — and never
+    said first that its panes are in Zellij, to be seen with an `attach` that finds none."""
+    env = fz.env("0.45.0", faults="fail:list-panes:1:boom", **FAST)
+    swarm.write("sw.toml", SWARM)
+    res = swarm("run", "sw.toml", "--backend", "zellij", "--ui", "compact", env=env, timeout=90)
+    assert res.code == 0, res.stderr
+    assert ledger(swarm) == sorted(f"t{i}" for i in range(TASKS))
+    assert "running headless" in res.stderr and "panes in Zellij" not in res.stderr, res.stderr

@@ -349,7 +349,6 @@ class ZellijBackend:
             self._create_session(session, path, deadline)
             # a client of our own, attached again if Zellij drops it as it attaches (contract §6.19)
             self.attach_argv = [sys.executable, "-m", "zellij_swarm.backends.zellij_attach", session]
-            ctx.notice(where_panes_are("Zellij", ctx.paths))
         else:
             # --attach: the client stays on the swarm's tab, where new-tab takes it. Given back
             # its own tab and then sent to ours, two CLI calls whose order the server need not
@@ -362,9 +361,12 @@ class ZellijBackend:
                 self.attach_argv = ["zellij", "--session", session, "action",
                                     *(["go-to-tab-by-id", str(self.tab_id)] if self.tab_id is not None
                                       else ["go-to-tab-name", names.tab(ctx.run_id)])]
-            ctx.notice(where_panes_are("Zellij", ctx.paths))
         try:
-            return self._await_layout(board, slots, first, deadline)
+            shown = self._await_layout(board, slots, first, deadline)
+            # said once the panes are there: a session that died as its layout came up left
+            # the run headless, and an `attach` of it nothing to show
+            ctx.notice(where_panes_are("Zellij", ctx.paths))
+            return shown
         finally:
             if home is not None:
                 # Zellij moves the client to a tab just made as it lays the tab out, which can
