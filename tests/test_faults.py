@@ -528,3 +528,17 @@ def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_
     assert {(t["status"], t["reason"]) for t in rows} == {("unknown", "state_dir_error")}, rows
     assert "retry=2" in res.stdout, res.stdout + res.stderr
     assert sorted(ledger.read_text().split()) == ["t0", "t1", "t2"], "each ran once"
+
+
+def test_retry_and_resume_in_a_read_only_state_dir_are_a_clear_error_before_anything(tmp_path):
+    """The state directory went read-only after the run: `retry` (and `resume`) refuse it as
+    `run` does, in one line naming it (exit 2), not with the run's lock's OSError (exit 1)."""
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("exit 1\n")
+    zsw = f"{sys.executable} -m zellij_swarm"
+    res = _in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
+                                                 f"mount -o remount,ro state && {zsw} retry --state-dir state; "
+                                                 "echo retry=$?")
+    assert res.stdout.strip().endswith("retry=2"), res.stdout + res.stderr
+    assert res.stderr.splitlines()[-1] == \
+        f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system", res.stderr

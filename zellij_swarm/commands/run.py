@@ -130,6 +130,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     new generations run headless. ``handle_signals`` as for ``execute``."""
     rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
     rec = load(run)
+    rundir.require_writable_run(run)
     resolved = resolved_settings(rec.meta)
     if output:
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
@@ -209,6 +210,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     if runlock.holder(run) is not None:
         raise exc.UsageError(f"run {run.run_id} is running: `zellij-swarm restart {run.run_id} TASK` runs a running "
                              "task again")
+    rundir.require_writable_run(run)
     rec = load(run, ended=True)
     snap = views.load_status(run)
     counted = sum(n for n in (snap.get("counts") or {}).values() if isinstance(n, int))

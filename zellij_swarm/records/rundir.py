@@ -518,6 +518,16 @@ def require_trusted_run(run: RunPaths) -> None:
         raise exc.UsageError(problem)
 
 
+def require_writable_run(run: RunPaths) -> None:
+    """Refuse (exit 2), before anything is done, a run to be supervised again (``resume``,
+    ``retry``) whose directory cannot be written — a read-only or full state directory — as
+    ``run`` refuses such a state directory, rather than fail on the run's lock."""
+    try:
+        check_can_create(run.dir)
+    except OSError as e:
+        raise exc.UsageError(f"cannot use state directory {run.state_dir}: {e.strerror}") from None
+
+
 def require_trusted(state_dir: Path) -> None:
     """Refuse (exit 2) a state directory another user could have written (see ``untrusted``)."""
     problem = untrusted(state_dir)
