@@ -215,11 +215,17 @@ def test_a_run_whose_event_log_lost_what_ran_is_a_damaged_record_and_runs_nothin
 
 def test_a_retry_of_a_run_whose_rows_file_is_gone_runs_nothing_and_says_so(swarm):
     """``retry`` chooses from the tasks' rows: with ``tasks.jsonl`` removed it found none that
-    failed and said "every task succeeded" of a run with a failure."""
+    failed and said "every task succeeded" of a run with a failure. The summary, which holds
+    every row, stands for it; without it too, nothing is run, and that is said."""
     swarm.write("s.txt", "echo ran >> ledger\nexit 4\n")
     assert swarm("run", "s.txt", "-j", "1", "--output", "quiet").code == 1
     run = swarm.latest()
     (run / "tasks.jsonl").unlink()
+    res = swarm("retry", run.name, "--output", "quiet")
+    assert res.code == 1 and (swarm.cwd / "ledger").read_text() == "ran\n", res.stderr  # the failure only, again
+    assert swarm.tasks()["task-2"]["attempts"] == 2
+    (run / "tasks.jsonl").unlink()
+    (run / "summary.json").unlink()
     res = swarm("retry", run.name)
     assert res.code == 1 and "Traceback" not in res.stderr, res.stderr
     [said] = res.stderr.splitlines()
