@@ -905,17 +905,26 @@ def start_the_controller(cluster: dict[str, str], *, forgetting: bool = False) -
                                       timeout=30).returncode == 0, timeout=30, what="slurmctld answers again")
 
 
-def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Swarm,
-                                                                      cluster: dict[str, str]) -> None:
+@pytest.mark.parametrize("backend", ["headless", "tmux"])
+def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Swarm, cluster: dict[str, str],
+                                                                      backend: str, tmp_path: Path) -> None:
     """slurmctld restarted without its job state while steps run: Slurm no longer lists them
     and issues their ids again. A step whose srun runs on is followed to its sidecar; one Slurm
-    then kills as an orphan is `lost` and runs again — never while it still runs: every task
-    finished exactly once, no two copies of one ever ran at once."""
-    env = clean_env(**cluster)
+    then kills as an orphan is `lost` (`executor_lost`) and runs again — never while it still
+    runs: every task finished exactly once, no two copies of one ever ran at once. In a pane
+    too: a step that left no record, its pane not closed, was Slurm's end, not `lost
+    (no_exit_record)`, which spent the task's attempt and ran nothing again (an adversary)."""
+    tmux = tmp_path / "tm"
+    tmux.mkdir()
+    env = clean_env(**cluster, TMUX_TMPDIR=str(tmux), ZELLIJ_SWARM_PANE_HOLD_MS="100")
+    args = ("--backend", "tmux", "--ui", "live") if backend == "tmux" else ("--backend", "headless")
     swarm.write("worker.py", ONE_AT_A_TIME)
     swarm.write("c.toml", "[swarm]\njobs = 4\nslurm = { cpus = 2 }\n" + "".join(
         f'[[task]]\nname = "c{i}"\nargv = ["python3", "worker.py", "8"]\n' for i in range(6)))
-    with headless(swarm, "c.toml", env) as r:
+    with contextlib.ExitStack() as stack:
+        stack.callback(subprocess.run, ["tmux", "kill-server"], env=env, capture_output=True, timeout=30)
+        r = stack.enter_context(SlurmRunning(swarm, "c.toml", *args, "--executor", "slurm", "--output", "quiet",
+                                             env=env, settle=0))
         assert r.run is not None
         run = r.run
         wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()

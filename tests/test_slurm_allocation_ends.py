@@ -234,3 +234,20 @@ def test_a_forgotten_step_whose_claim_cannot_be_written_is_withdrawn_at_a_later_
     finally:
         srun.kill()
         srun.wait()
+
+
+def test_a_step_refused_for_a_job_id_a_restarted_controller_issued_again_ran_nothing(tmp_path: Path) -> None:
+    """A controller restarted without its newest jobs issues their ids again; a node that
+    killed the forgotten job's orphans revoked its credential, and refuses a new step of that
+    id before its wrapper begins. Nothing ran, and the same request works with the next id:
+    read as the controller's outage (the task waits for a slot again, no attempt spent), not
+    a final ``executor_failed`` (seen once in CI's Slurm tier, and by an adversary)."""
+    from zellij_swarm.engine import remote
+
+    gen = GenPaths(tmp_path / "slot-1" / "gen-2", 1, 2)
+    gen.dir.mkdir(parents=True)
+    gen.executor_log.write_text("srun: error: Application launch failed: Job credential revoked\n")
+    assert remote.controller_unreachable(gen)
+    gen.executor_log.write_text("srun: error: Unable to allocate resources: Requested node configuration is not "
+                                "available\n")
+    assert not remote.controller_unreachable(gen)

@@ -415,6 +415,14 @@ class Generations:
         hung_up = rec is None or ended_with_its_terminal(lg, rec)
         pane_gone = lg.in_pane and hung_up and not (
             lg.remote and generation_files.claim_or_planted(lg.gen) is None and not _pane_closed(lg))
+        if pane_gone and rec is None and lg.remote and self.executor is not None and lg.kill_reason is None \
+                and not generation_files.hung_up(lg.gen):
+            # A step in a pane that began, with no record and no hang-up its pane's leader
+            # marked: its pane did not close — Slurm ended it (an orphan's kill once a restarted
+            # controller forgot its job, a node lost), as for a headless step — unless the
+            # whole session went with it
+            self.backend.session_alive(lambda alive: self._step_or_session_end(lg, alive))
+            return
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
@@ -570,6 +578,14 @@ class Generations:
         rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
                                                    signal=generation_files.signal_name(code), ended_at=self.wallclock())
         self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+
+    def _step_or_session_end(self, lg: LiveGen, session_alive: bool) -> None:
+        """``collect``'s end of a pane's step with no record and no hang-up mark: the session's
+        loss when it is gone, else Slurm's job state says (``executor.explain``)."""
+        if not session_alive or self.executor is None:
+            self._classify(lg, None, None, session_alive=session_alive)
+            return
+        self.executor.explain(lg, lambda verdict: self._classify_step(lg, None, verdict), recorded_signal=False)
 
     def _classify_step(self, lg: LiveGen, rec: generation_files.ExitRecord | None, verdict: str | None) -> None:
         """A step's end the wrapper did not record, or recorded as a death by signal, as

@@ -192,13 +192,17 @@ def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_
 
 
 # What srun says when Slurm's controller cannot be reached (stopped, restarting, the network):
-# nothing of the step was started, and the same request succeeds once it answers again.
+# nothing of the step was started, and the same request succeeds once it answers again. So too
+# when a controller that restarted without its newest jobs issued the step a job id again whose
+# credential the node had revoked as it killed the forgotten job's orphans: refused before the
+# step's wrapper began ("Application launch failed: Job credential revoked").
 _UNREACHABLE = ("Unable to contact slurm controller", "connect failure", "Socket timed out",
-                "Zero Bytes were transmitted or received", "Connection refused")
+                "Zero Bytes were transmitted or received", "Connection refused", "Job credential revoked")
 
 
 def controller_unreachable(gen: generation_files.GenPaths) -> bool:
-    """The generation's srun ended because Slurm's controller could not be reached."""
+    """The generation's srun ended because Slurm's controller could not be reached (or, just
+    restarted, handed out a job id whose credential was revoked)."""
     said = srun_error(gen)
     return any(words in said for words in _UNREACHABLE)
 
