@@ -248,6 +248,8 @@ def test_a_step_refused_for_a_job_id_a_restarted_controller_issued_again_ran_not
     gen.dir.mkdir(parents=True)
     gen.executor_log.write_text("srun: error: Application launch failed: Job credential revoked\n")
     assert remote.controller_unreachable(gen)
+    gen.executor_log.write_text("srun: error: Unable to allocate resources: Connection reset by peer\n")
+    assert remote.controller_unreachable(gen)  # (the controller killed as it answered)
     gen.executor_log.write_text("srun: error: Unable to allocate resources: Requested node configuration is not "
                                 "available\n")
     assert not remote.controller_unreachable(gen)

@@ -197,7 +197,8 @@ def term_step(cluster: Slurm, run_id: str, gen: generation_files.GenPaths, step_
 # credential the node had revoked as it killed the forgotten job's orphans: refused before the
 # step's wrapper began ("Application launch failed: Job credential revoked").
 _UNREACHABLE = ("Unable to contact slurm controller", "connect failure", "Socket timed out",
-                "Zero Bytes were transmitted or received", "Connection refused", "Job credential revoked")
+                "Zero Bytes were transmitted or received", "Connection refused", "Connection reset by peer",
+                "Job credential revoked")
 
 
 def controller_unreachable(gen: generation_files.GenPaths) -> bool:
