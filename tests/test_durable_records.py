@@ -348,6 +348,25 @@ def test_an_event_glued_to_a_partial_line_another_writer_left_is_read(tmp_path):
     assert [e["ts"] for e in log.read_events(path, skip=skip)] == [1, 2]
 
 
+def test_a_record_nested_too_deep_to_parse_is_damaged_not_a_crash(swarm, ended_run):
+    """``[[[[…`` (100,000 deep) in place of a record, or as a line of a log, exceeded the
+    parser's recursion limit: an internal error in every reader. It is text that is not JSON."""
+    deep = b"[" * 100_000
+    with (ended_run / "events.jsonl").open("ab") as log:
+        log.write(deep + b"\n")
+    with (ended_run / "tasks.jsonl").open("ab") as rows:
+        rows.write(deep + b"\n")
+    for args in (("status",), ("proof", ended_run.name), ("retry", ended_run.name)):
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
+    (ended_run / "summary.json").write_bytes(deep)
+    (ended_run / "state.json").write_bytes(deep)
+    for args in (("ls",), ("status",), ("logs",), ("retry", ended_run.name), ("resume", ended_run.name)):
+        res = swarm(*args)
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr, (args, res)
+        assert res.stderr.count("\n") <= 1, (args, res)
+
+
 def test_a_kills_sent_line_says_whether_it_was_caught_and_reads_back(tmp_path: Path) -> None:
     """`sent <time>` (a run recorded before: caught, as it may have been), `sent <time> uncaught`;
     a later reason keeps the first signal's moment and what it found."""

@@ -579,6 +579,22 @@ def test_a_damaged_snapshot_does_not_stop_a_resume(swarm, backend, request):
         kill_run_processes(run.name)
 
 
+def test_a_number_withdrawn_unstarted_is_never_given_again(swarm, interrupted_run):
+    """A generation the log reserved and then withdrew unstarted (its directory could not be
+    made: a full disk) is on disk nowhere. A resume gave its number to the next generation of
+    its slot, and a later resume, reading that number as withdrawn, looked past the one that
+    ran — and ran its task again (an adversary). Numbers are never given twice."""
+    run = interrupted_run
+    with (run / "events.jsonl").open("a") as log:  # task b reserved slot 1's gen 2, withdrawn unmade
+        log.write('{"ts":1,"event":"slot_reserved","task":"b","slot":1,"gen":2,"attempt":1}\n'
+                  '{"ts":1,"event":"task_requeued","task":"b","slot":1,"gen":2,"reason":"state_dir_full"}\n')
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 0, res.stderr
+    records = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    assert [(e["task"], e["gen"]) for e in records if e["event"] == "slot_reserved"] == [("a", 1), ("b", 2), ("b", 3)]
+    assert {r["status"] for r in swarm.tasks().values()} == {"succeeded"}
+
+
 @pytest.mark.parametrize("claim", [None, "supervisor"])
 def test_a_generation_the_log_never_named_is_forgotten(swarm, interrupted_run, claim):
     """Killed after a pane generation's wrapper was written and before the log named it (the

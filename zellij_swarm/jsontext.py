@@ -39,3 +39,13 @@ _PIECES = _pieces()
 def compact(obj: Any) -> str:
     """``obj`` as compact JSON text: ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"))``."""
     return "".join(_PIECES(obj, 0))
+
+
+def loads(data: str | bytes) -> Any:
+    """``json.loads``, where a document nested too deep for the parser — a damaged or planted
+    record, ``[[[[…`` — fails as any other text that is not JSON (``JSONDecodeError``, a
+    ``ValueError``), not with a ``RecursionError`` no reader expects."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep to be read", "", 0) from None

@@ -7,7 +7,6 @@ program that made it ending, leaves the run going, and ``open_run`` finds it aga
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import subprocess
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zellij_swarm import errors, pid_end
+from zellij_swarm import errors, jsontext, pid_end
 from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
@@ -167,7 +166,7 @@ def _last_events(run: RunPaths) -> list[dict[str, Any]]:
     events = []
     for line in lines[:-1]:  # the last is empty, or torn
         try:
-            event = json.loads(line)
+            event = jsontext.loads(line)
         except ValueError:
             continue
         if isinstance(event, dict):

@@ -51,7 +51,6 @@ CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import defaultdict
@@ -60,7 +59,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc
+from zellij_swarm import exc, jsontext
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.rundir import RunPaths, open_record, read_json
@@ -94,7 +93,7 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
             for line in f:
                 if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
                     try:
-                        yield json.loads(line)
+                        yield jsontext.loads(line)
                     except ValueError:
                         continue
     except FileNotFoundError:
@@ -112,7 +111,7 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
                 if not (line.endswith(b"\n") and _OUTCOME_NEEDLE in line):
                     continue
                 try:
-                    e = json.loads(line)
+                    e = jsontext.loads(line)
                 except ValueError:
                     continue
                 slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))

@@ -9,12 +9,11 @@ recognised as a duplicate and does not run twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zellij_swarm import exc
+from zellij_swarm import exc, jsontext
 from zellij_swarm.config import swarmfile
 
 FOLLOWUPS = "followups.jsonl"
@@ -83,7 +82,7 @@ def from_followups(data: bytes, path: Path, parent: str, known: Iterable[str], b
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
+            raw = jsontext.loads(line)
             if not isinstance(raw, dict):
                 raise ValueError("not a JSON object")
         except ValueError as e:

@@ -25,7 +25,6 @@ is rendered (its output's new bytes fed to pyte) only when the kernel's word is 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import struct
@@ -34,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zellij_swarm import jsontext
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timer, Timers
 from zellij_swarm.records.rundir import open_record
@@ -165,7 +165,7 @@ def _last_event(path: Path, size: int) -> str | None:
     for line in reversed(lines):
         if line.strip():
             try:
-                record = json.loads(line)
+                record = jsontext.loads(line)
             except ValueError:
                 return None
             event = record.get("event") if isinstance(record, dict) else None

@@ -95,6 +95,9 @@ class Recovered:
     specs: list[swarmfile.TaskSpec]
     gens: list[GenState]
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
+    # each slot's highest generation number the log reserved — also one withdrawn unstarted and
+    # never made: never handed out again, so that a number names one generation only
+    numbered: dict[int, int] = field(default_factory=dict)
     consumed_messages: set[str] = field(default_factory=set)
     stats: metrics.DispatchStats = field(default_factory=metrics.DispatchStats)  # replayed from the event log
     pauses: list[tuple[str | None, bool]] = field(default_factory=list)  # (group, paused), in the log's order
@@ -212,6 +215,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         gs.followups_consumed = key in logged.followups
         rec.gens.append(gs)
     rec.stats = stats
+    for slot, gen_no in logged.reserved:
+        rec.numbered[slot] = max(rec.numbered.get(slot, 0), gen_no)
     rec.pauses = logged.pauses
     rec.retry = logged.retry
     rec.settled = {names[task]: end for task, end in logged.settled.items() if task in names}
@@ -300,7 +305,9 @@ class _Logged:
                 raise TypeError(e)
             self.outcomes[_slot_gen(e)] = (_logged_exit(e), {k: e[k] for k in _OUTCOME_KEPT if k in e})
         elif name == "slot_reserved":
-            self.reserved[_slot_gen(e)] = (e.get("task"), e.get("attempt"))
+            key = _slot_gen(e)
+            self.reserved[key] = (e.get("task"), e.get("attempt"))
+            self.withdrawn.discard(key)  # (a number a resume gave again, before numbers were kept)
         elif name == "task_requeued":
             self.withdrawn.add(_slot_gen(e))
         elif name == "task_added":
@@ -487,6 +494,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             owner.warn(warning)
     run.events.emit("run_resumed", run_id=run.run_id, pid=os.getpid(), generations=len(rec.gens))
     run.stats = rec.stats  # replayed from that completed log: the metrics are the whole run's
+    for slot, gen_no in rec.numbered.items():
+        run.slots.seen(slot, gen_no)
     by_task: dict[str, list[GenState]] = {}
     for gs in rec.gens:
         if not gs.task_id and _forget(gs.gen):

@@ -43,7 +43,6 @@ The ``views`` rows of a snapshot (``rows()``) are as the supervisor last saw the
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import time
@@ -52,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import pid_end
+from zellij_swarm import jsontext, pid_end
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify, Watcher
@@ -294,7 +293,7 @@ class ViewWatch:
 def _read(path: Path) -> _View | None:
     """A registration, or None when it is not one (absent, empty, damaged, foreign)."""
     try:
-        rec = json.loads(path.read_bytes() or b"null")
+        rec = jsontext.loads(path.read_bytes() or b"null")
         kind, slot, pid = rec["kind"], rec.get("slot"), rec["pid"]
         start, at = rec.get("start"), rec.get("at")
     except (OSError, ValueError, TypeError, KeyError):

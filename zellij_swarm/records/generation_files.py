@@ -58,7 +58,6 @@ status and any status above 128 also names the likely signal in ``signal``.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import signal as _signal
@@ -68,6 +67,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
+
+from zellij_swarm import jsontext
 
 WRAPPER = "wrapper.sh"
 CLAIM = "claim"
@@ -360,7 +361,7 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
     if not first[1]:
         return None
     try:
-        line = json.loads(first[0])
+        line = jsontext.loads(first[0])
     except ValueError:
         return None
     if not isinstance(line, dict) or line.get("event") != "started":

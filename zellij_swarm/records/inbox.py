@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zellij_swarm import jsontext
 from zellij_swarm.records.rundir import RunPaths, make_private_dir, open_record, write_atomic
 
 
@@ -48,7 +49,7 @@ def pending(run: RunPaths) -> list[Message]:
                 st = os.fstat(f.fileno())
                 if st.st_uid != os.geteuid() or st.st_mode & 0o022:  # the run dir's trust rule
                     raise ValueError(f"not written by you (uid {st.st_uid}, mode {st.st_mode & 0o777:04o}); ignored")
-                body = json.loads(f.read())
+                body = jsontext.loads(f.read())
             if not isinstance(body, dict):
                 raise ValueError("not a JSON object")
         except FileNotFoundError:
@@ -108,7 +109,7 @@ def await_reply(run: RunPaths, msg_id: str, *, timeout: float,
         while True:
             try:
                 with os.fdopen(open_record(path), "rb") as f:
-                    answer = json.loads(f.read())
+                    answer = jsontext.loads(f.read())
                 return answer if isinstance(answer, dict) else None
             except FileNotFoundError:
                 pass

@@ -134,7 +134,7 @@ def _glued(line: bytes) -> Any:
     while at > 0:
         try:
             return _decode(line[at:].decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):
             at = line.rfind(_LINE_START, 1, at)
     return None
 
@@ -169,7 +169,7 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
                             continue
                 try:
                     event = _decode(line.decode("utf-8"))
-                except ValueError:
+                except (ValueError, RecursionError):  # (a line nested too deep to parse is no event either)
                     event = _glued(line)
                 if isinstance(event, dict) and wanted(event.get("event")):
                     yield event

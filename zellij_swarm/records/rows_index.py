@@ -22,7 +22,6 @@ missing index, only slower.
 from __future__ import annotations
 
 import heapq
-import json
 import mmap
 import os
 import stat
@@ -31,6 +30,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from zellij_swarm import jsontext
 from zellij_swarm.records.rundir import open_record
 
 INDEX_FILE = "tasks.idx"
@@ -174,7 +174,7 @@ class IndexWriter:
 
 def _a_row(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(jsontext.loads(line), dict)
     except ValueError:
         return False
 

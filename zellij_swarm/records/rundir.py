@@ -19,7 +19,6 @@ the recorded start time rather than trusting names.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
@@ -31,7 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc
+from zellij_swarm import exc, jsontext
 from zellij_swarm.config.state_dir import StateDir
 from zellij_swarm.jsontext import compact
 from zellij_swarm.records.generation_files import EXIT_RECORD, GenPaths
@@ -247,7 +246,7 @@ def read_json(path: Path) -> dict[str, Any]:
     if not data:
         raise FileNotFoundError(errno.ENOENT, "empty record (counts as absent)", str(path))
     try:
-        record = json.loads(data)
+        record = jsontext.loads(data)
     except ValueError as e:
         raise DamagedRecord(f"{path}: damaged record (not valid JSON: {e}); it cannot be read") from None
     if not isinstance(record, dict):  # every record of ours is a JSON object

@@ -42,7 +42,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from zellij_swarm import exc, pid_end
+from zellij_swarm import exc, jsontext, pid_end
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 
@@ -150,7 +150,7 @@ class RunLock:
 def stamp(run: RunPaths) -> Stamp | None:
     """The run's liveness stamp as its supervisor last wrote it (None: none, or unreadable)."""
     try:
-        data = json.loads(rundir.read_record(run.alive, 4096))
+        data = jsontext.loads(rundir.read_record(run.alive, 4096))
         return Stamp(str(data["host"]), int(data["pid"]), str(data["job"]) if data.get("job") else None,
                      float(data["at"]))
     except (OSError, ValueError, KeyError, TypeError):

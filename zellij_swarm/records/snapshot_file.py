@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import gc
 import heapq
-import json
 import os
 import re
 import stat
@@ -36,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, cast
 
+from zellij_swarm import jsontext
 from zellij_swarm.jsontext import compact
 from zellij_swarm.records import rows_index
 from zellij_swarm.records.rows import Snapshot, TaskRow
@@ -114,7 +114,7 @@ class RowsFile:
 
     def uncommitted(self) -> list[TaskRow]:
         """The rows queued and not yet in the file (after a failed write)."""
-        return [json.loads(line) for line in self._queued]
+        return [jsontext.loads(line) for line in self._queued]
 
     def commit(self, *, durable: bool = False) -> int:
         """Write what is queued (and with ``durable``, fsync the file); the committed length."""
@@ -385,7 +385,7 @@ def _parse_whole(lines: list[bytes]) -> list[Any] | None:
     if not lines:
         return []
     try:
-        parsed = json.loads(b"[" + b",".join(lines) + b"]")
+        parsed = jsontext.loads(b"[" + b",".join(lines) + b"]")
     except ValueError:
         return None
     return parsed if isinstance(parsed, list) and len(parsed) == len(lines) else None
@@ -402,7 +402,7 @@ def _newest_that_parse(newest_first: Iterable[tuple[bytes, int]], taken: Callabl
         if number >= 0 and taken(number):
             continue
         try:
-            row = json.loads(line)
+            row = jsontext.loads(line)
         except ValueError:
             continue
         if number >= 0:
@@ -422,7 +422,7 @@ def _parse(lines: Iterable[bytes]) -> list[Any]:
     out = []
     for line in lines:
         try:
-            out.append(json.loads(line))
+            out.append(jsontext.loads(line))
         except ValueError:
             continue
     return out
