@@ -11,6 +11,7 @@ never lost. Where the kernel gives no pidfd (``pid_end``) a followed pid is look
 
 from __future__ import annotations
 
+import errno
 import os
 import selectors
 from collections.abc import Callable, Iterable
@@ -60,7 +61,9 @@ class GenerationWatch:
         try:
             self._watcher.add(lg.gen.dir)
         except OSError as e:
-            if not self._watch_failed:
+            # (a directory that is gone — its worker removed it — is polled, and nothing said:
+            # its end is told as records removed; the watcher itself failing is worth a word)
+            if not self._watch_failed and e.errno not in (errno.ENOENT, errno.ENOTDIR):
                 self._watch_failed = True
                 self._seen.warn("watch_failed", f"cannot watch {lg.gen.dir} ({e.strerror}); polling generation "
                                                 f"directories every {POLL_INTERVAL:g}s instead", lg.task)
