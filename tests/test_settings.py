@@ -28,6 +28,9 @@ def test_ms_env_variables_and_durations():
     assert (r.heartbeat_timeout, r.pane_hold) == (0.25, 1.5)
     assert resolve({"heartbeat_timeout": "2s"}, {}).heartbeat_timeout == 2.0
     assert [parse_duration(v) for v in (30, "500ms", "90s", "5m", "1h", 0.5)] == [30, 0.5, 90, 300, 3600, 0.5]
+    for endless in (10**400, float("inf"), "9" * 400 + "h"):  # (an int past any float: an OverflowError, a crash)
+        with pytest.raises(ValueError, match="a finite duration"):
+            parse_duration(endless)
 
 
 @pytest.mark.parametrize("raw, value", [("1", True), ("yes", True), ("ON", True), ("true", True),

@@ -4,6 +4,7 @@ talked to, every libtmux call under a deadline, the rows it reads, and the versi
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -180,3 +181,28 @@ def test_an_install_without_libtmux_says_so_in_one_line(tmp_path: Path) -> None:
         assert len(warning) == 1 and f"] {said} (" in warning[0], out.stderr
         assert "internal error" not in out.stderr and out.returncode == code, out.stderr
         assert (tmp_path / "ran").read_text() == runs if runs else not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("silent", ["#{session_name}", "#{window_width} #{window_height}", "#{pid} #{socket_path}"])
+def test_a_tmux_answer_left_empty_as_the_window_opens_is_a_fault_not_a_crash(tmp_path: Path, silent: str) -> None:
+    """A server or session that goes as the run opens its window (killed by hand, in the
+    moment) can leave a `display-message -p` with nothing printed: an IndexError or a
+    ValueError, an internal error, where it is a tmux fault — said, and the run headless."""
+    real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tmux").write_text(f'#!/bin/sh\nfor a; do [ "$a" = {shlex.quote(silent)} ] && exit 0; done\n'
+                                  f'exec {real} "$@"\n')
+    (bin_dir / "tmux").chmod(0o755)
+    (tmp_path / "t.txt").write_text(f"echo x >> {tmp_path}/ran\n")
+    env = clean_env(TMUX_TMPDIR=str(tmp_path), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env.pop("TMUX", None)
+    try:
+        out = subprocess.run([sys.executable, "-m", "zellij_swarm", "run", "--backend", "tmux", "--ui", "live",
+                              "--state-dir", str(tmp_path / "s"), str(tmp_path / "t.txt")],
+                             capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    finally:
+        subprocess.run([real, "kill-server"], env=env, capture_output=True, timeout=30)
+    assert "internal error" not in out.stderr and out.returncode == 0, out.stderr
+    assert "warning [pane_call_failed] tmux: tmux display-message: no answer" in out.stderr, out.stderr
+    assert (tmp_path / "ran").read_text() == "x\n"

@@ -230,41 +230,41 @@ class TmuxBackend:
         s = ctx.settings
         if self.inside and not s.session:
             pane = self.env.get("TMUX_PANE", "")
-            self.session_id = self._tmux("display-message", "-p", "-t", pane, "#{session_id}").lines[0]
-            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
-                                "-n", quoting.tmux_expanded(name), *board).lines[0]
+            self.session_id = self._answer("display-message", "-p", "-t", pane, "#{session_id}")[0]
+            window = self._answer("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
+                                "-n", quoting.tmux_expanded(name), *board)[0]
         elif s.session and self._has_session(s.session):
             self.session_id = s.session
-            window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:",
-                                "-n", quoting.tmux_expanded(name), *board).lines[0]
+            window = self._answer("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{s.session}:",
+                                "-n", quoting.tmux_expanded(name), *board)[0]
         else:
             session = s.session or name
             # Panes need no cwd (wrappers change to their task's cwd themselves, renderers take
             # absolute paths), and ours may hold anything, a newline included: the session
             # starts at /.
             try:
-                self.session_id, window = self._tmux(
+                self.session_id, window = self._answer(
                     "new-session", "-d", "-P", "-F", "#{session_id} #{window_id}", "-s",
                     quoting.tmux_expanded(session), "-n", quoting.tmux_expanded(name), "-x", str(SESSION_SIZE[0]),
-                    "-y", str(SESSION_SIZE[1]), "-c", "/", *board).lines[0].split()
+                    "-y", str(SESSION_SIZE[1]), "-c", "/", *board, fields=2)
             except BackendError as e:
                 # A retry finds the session this run made at its start and left at its end (as
                 # sessions stay): its new panes go there, in a window of their own.
                 if s.session or "duplicate session" not in e.message or not self._has_session(name):
                     raise
-                self.session_id = self._tmux("display-message", "-p", "-t", f"={name}:", "#{session_id}").lines[0]
-                window = self._tmux("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
-                                    "-n", quoting.tmux_expanded(name), *board).lines[0]
+                self.session_id = self._answer("display-message", "-p", "-t", f"={name}:", "#{session_id}")[0]
+                window = self._answer("new-window", "-d", "-P", "-F", "#{window_id}", "-t", f"{self.session_id}:",
+                                    "-n", quoting.tmux_expanded(name), *board)[0]
             self.created_session = True  # (the run's own, found again: as if made now)
-        self.session_name = self._tmux("display-message", "-p", "-t", self.session_id, "#{session_name}").lines[0]
+        self.session_name = self._answer("display-message", "-p", "-t", self.session_id, "#{session_name}")[0]
         self._add_window(window, name)
-        self.board_pane = board_pane = self._tmux("display-message", "-p", "-t", window, "#{pane_id}").lines[0]
+        self.board_pane = board_pane = self._answer("display-message", "-p", "-t", window, "#{pane_id}")[0]
         self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
         self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(f"board · {ctx.run_id}"))
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
         # the server's pid too: a call it leaves unanswered is given up on once it is stopped
-        pid, _, self.socket_path = self._tmux("display-message", "-p", "#{pid} #{socket_path}").lines[0].partition(" ")
+        pid, self.socket_path = self._answer("display-message", "-p", "#{pid} #{socket_path}", fields=2)
         socket = self.socket_path
         self.client.server_pid = int(pid) if pid.isdigit() else None
         if self.inside:  # --attach moves this client to the swarm's window (in whichever session it is)
@@ -332,8 +332,8 @@ class TmuxBackend:
         """Take the window ``window_id`` on: its options set now, or (its ``size`` given: an
         overflow window, made for panes) in the invocation that opens its first panes."""
         if size is None:
-            shown = self._tmux("display-message", "-p", "-t", window_id, "#{window_width} #{window_height}").lines[0]
-            width, height = (int(v) for v in shown.split())
+            width, height = (int(v) for v in self._answer("display-message", "-p", "-t", window_id,
+                                                          "#{window_width} #{window_height}", fields=2))
         else:
             width, height = size
         options = [("pane-border-status", "top"), ("pane-border-format", BORDER_FORMAT),
@@ -383,9 +383,9 @@ class TmuxBackend:
         taken = {w.name for w in self.windows}
         name = next(n for k in itertools.count(len(self.windows) + 1) if (n := names.window(self.ctx.run_id, k))
                     not in taken)
-        wid, placeholder, width, height = self._tmux(
+        wid, placeholder, width, height = self._answer(
             "new-window", "-d", "-P", "-F", "#{window_id} #{pane_id} #{window_width} #{window_height}",
-            "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep", "2147483647").lines[0].split()
+            "-t", f"{self.session_id}:", "-n", quoting.tmux_expanded(name), "sleep", "2147483647", fields=4)
         w = self._add_window(wid, name, (int(width), int(height)))
         w.placeholder = placeholder
         return w
@@ -674,7 +674,7 @@ class TmuxBackend:
 
     def _ring(self) -> None:
         """A BEL on the board's terminal: tmux sets the bell flag of its window."""
-        tty = self._tmux("display-message", "-p", "-t", self.board_pane, "#{pane_tty}").lines[0]
+        tty = self._answer("display-message", "-p", "-t", self.board_pane, "#{pane_tty}")[0]
         try:
             fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError:
@@ -761,6 +761,17 @@ class TmuxBackend:
 
     def _tmux(self, *args: str, check: bool = True) -> external.CmdResult:
         return self._chain([args], check=check)
+
+    def _answer(self, *args: str, fields: int = 1) -> list[str]:
+        """What a tmux command that prints one line (``-P``, ``display-message -p``) printed:
+        the line, or its ``fields`` words (the last one the rest of the line). A server or
+        session that went meanwhile can leave it empty: ``pane_call_failed``, not an
+        IndexError in the middle of opening the run's window."""
+        lines = self._tmux(*args).lines
+        words = lines[0].split(None, fields - 1) if lines else []
+        if len(words) != fields:
+            raise BackendError("pane_call_failed", f"tmux {args[0]}: no answer (its server or session gone?)")
+        return words if fields > 1 else [lines[0]]
 
     def _chain(self, commands: Sequence[Sequence[str]], *, check: bool = True) -> external.CmdResult:
         assert self.started

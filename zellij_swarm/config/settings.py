@@ -43,13 +43,18 @@ def parse_duration(raw: object) -> float:
     if isinstance(raw, bool):
         raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
     if isinstance(raw, int | float):
-        seconds = float(raw)
+        try:
+            seconds = float(raw)
+        except OverflowError:  # an integer past any float (TOML's are 64-bit, Python's are not bounded)
+            seconds = float("inf")
     else:
         m = _DURATION.match(str(raw))
         if not m:
             raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-    if not seconds > 0 or seconds == float("inf"):
+    if seconds == float("inf"):
+        raise _Invalid("a finite duration such as 30, \"5m\" or \"1h\"")
+    if not seconds > 0:
         raise _Invalid("a positive duration")
     return seconds
 
