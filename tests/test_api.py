@@ -11,12 +11,13 @@ import io
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from swarmtest import kill_run_processes, validate, wait_until
+from swarmtest import clean_env, kill_run_processes, validate, wait_until
 
 from zellij_swarm import Run, Swarm, SwarmResult, Task, TaskResult, TaskStatus, errors, open_run
 from zellij_swarm.api import SlurmResources, check_settings_keywords
@@ -169,7 +170,57 @@ def test_ctrl_c_cancels_the_run_through_the_ladder_then_is_raised(here: Path, re
         os.kill(int(str(seen["pid"])), 0)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ctrl_c_as_run_starts_its_thread_cancels_what_began(tmp_path: Path, when: str):
+    """A Ctrl-C that lands inside the supervisor thread's start — the thread begun ("after")
+    or not ("before") — is raised once the run that began is cancelled and ended; one that
+    never began runs nothing. It was raised at once while the run went on to its end, and the
+    program could not exit until it had."""
+    script = (
+        "import sys, threading, time\n"
+        "from zellij_swarm import Swarm, Task\n"
+        "start = threading.Thread.start\n"
+        "def interrupted(self):\n"
+        "    if self.name == 'zellij-swarm supervisor':\n"
+        "        if sys.argv[1] == 'after':\n"
+        "            start(self)\n"
+        "        raise KeyboardInterrupt\n"
+        "    start(self)\n"
+        "threading.Thread.start = interrupted\n"
+        "try:\n"
+        "    Swarm([Task(f'echo began >> {sys.argv[2]}/ledger; sleep 30; echo done >> {sys.argv[2]}/ledger', "
+        "name='t')], state_dir=sys.argv[2] + '/s', backend='headless', kill_grace=0.2).run()\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n")
+    out = subprocess.run([sys.executable, "-c", script, when, str(tmp_path)], capture_output=True, text=True,
+                         timeout=25, env=clean_env(), cwd=tmp_path)
+    assert out.stdout == "interrupted\n" and out.returncode == 0, out.stderr
+    ledger = tmp_path / "ledger"
+    assert "done" not in (ledger.read_text() if ledger.exists() else "")
+    runs = list((tmp_path / "s" / "runs").glob("*")) if (tmp_path / "s" / "runs").exists() else []
+    if when == "after" and runs:
+        [run] = runs
+        assert open_run(run.name, state_dir=tmp_path / "s").wait(timeout=5).state in ("cancelled", "finished")
+        kill_run_processes(run.name)
+    else:
+        assert not ledger.exists(), "nothing began"
+
+
 # ----- start() and the handle ---------------------------------------------------------------------
+
+
+def test_wait_takes_no_nan_and_an_endless_timeout_as_none(here: Path):
+    """``Run.wait(timeout=nan)`` waited for ever from one handle and raised a bare ValueError
+    from another; ``inf`` or 1e300 a bare OverflowError. NaN is refused as any bad timeout is;
+    a timeout longer than any clock counts is no limit, as None."""
+    run = Swarm([Task("true", name="a")]).start()
+    again = open_run(run.run_id)
+    for handle in (run, again):
+        with pytest.raises(errors.UsageError, match="timeout must be a number"):
+            handle.wait(timeout=float("nan"))
+    for handle in (run, again):
+        for endless in (float("inf"), 1e300, 10**30):
+            assert handle.wait(timeout=endless).exit_code == 0
 
 
 def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path):

@@ -318,20 +318,34 @@ class _InThread:
         self._run: RunPaths | None = None  # once its directory exists and its inbox is watched
         self._outcome.add_done_callback(lambda _: self._notify())
         self._thread = threading.Thread(target=self._supervise, name="zellij-swarm supervisor")
+        # A Ctrl-C can land inside ``Thread.start``, the thread begun or not: whichever of the
+        # two takes this lock first decides — the thread runs, and the caller cancels it; or
+        # the caller has given up, and the thread runs nothing.
+        self._start_lock = threading.Lock()
+        self._began = False
+        self._abandoned = False
 
     def result(self) -> SwarmResult:
-        self._thread.start()
         try:
+            self._thread.start()
             outcome = self._outcome.result()  # raises what the run raised
         except BaseException:
-            if not self._outcome.done():  # interrupted while it runs
-                _uninterrupted(self._cancel_and_wait)
-            self._thread.join()
+            with self._start_lock:
+                self._abandoned = True
+                began = self._began
+            if began:
+                if not self._outcome.done():  # interrupted while it runs
+                    _uninterrupted(self._cancel_and_wait)
+                self._thread.join()
             raise
         self._thread.join()
         return SwarmResult(outcome.exit_code, outcome.run_dir, outcome.snapshot)
 
     def _supervise(self) -> None:
+        with self._start_lock:
+            if self._abandoned:
+                return  # interrupted as it started: nothing runs
+            self._began = True
         plan = self._plan
         try:
             # a copy: a run empties the list of tasks it is given (RunPlan.tasks)

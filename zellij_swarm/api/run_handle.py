@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Run", "open_run"]
 
 PROC_LOOK = 0.05  # seconds between two looks at /proc where the kernel gives no pidfd
+FOREVER = 10.0 * 365 * 86400  # seconds of a wait beyond which it has no limit (select's time_t overflows)
 EVENTS_TAIL = 1 << 16  # bytes of the event log read for the run's last word: its end is among its last lines
 
 
@@ -67,8 +68,11 @@ class Run:
         """Wait until the run has no supervisor — it ended, or was interrupted — and return
         its result, as ``Swarm.run()`` does. ``errors.WaitTimeout`` after ``timeout``
         seconds; the run goes on. Ctrl-C here leaves the run going (``cancel`` ends it)."""
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not timeout >= 0):  # (NaN is not)
             raise errors.UsageError(f"wait: timeout must be a number of seconds (or None), not {timeout!r}")
+        if timeout is not None and timeout > FOREVER:
+            timeout = None  # longer than any clock here counts (inf, 1e300): no limit, as None
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._process is not None:
             try:
