@@ -621,11 +621,28 @@ def test_the_hint_at_the_end_names_only_the_windows_still_there(tmux, tmp_path, 
                         f"{or_prune(d.paths)}")
 
 
-def test_a_kept_session_says_how_to_close_it(tmux, tmp_path):
+@pytest.mark.parametrize("gone", [False, "killed", "its last pane closed as the run ends"])
+def test_a_kept_session_says_how_to_close_it(tmux, tmp_path, gone):
+    """A session the run made stays for the user to look at, and the hint says how to close
+    it — that session exactly: tmux takes a bare name as a prefix, and once the session was
+    gone the hint's `kill-session -t proj` killed the user's `proj-old`. One whose last pane
+    was closed meanwhile (tmux ended it) is not said to stay."""
     d = Driven(tmux, tmp_path)
+    if gone == "killed":
+        d.tmux("kill-session", "-t", d.backend.session_id)
+    elif gone:  # the board closed by hand; the one worker's pane, held after its success, closes at the end
+        req = d.request(1, "a", "true")
+        [pane] = d.launch(req)
+        d.dead(pane)
+        d.backend.ended(req, pane, "succeeded", "succeeded")
+        d.tmux("kill-pane", "-t", d.backend.board_pane)
     d.backend.close(cancelled=False, failed=False)  # a session we created stays for the user to look
     hint = d.backend.leftover_hint()
+    if gone:
+        assert hint is None
+        return
     assert hint and hint.startswith(f"tmux session 'swarm-{d.paths.run_id}' stays: close it with tmux -S ")
+    assert f" kill-session -t =swarm-{d.paths.run_id} " in hint, hint
 
 
 def test_prune_removes_the_windows_ended_runs_left_in_the_users_session(swarm, tmux):

@@ -727,6 +727,8 @@ class TmuxBackend:
             if self.close_session_at_end:
                 self._tmux("kill-session", "-t", self.session_id, check=False)
                 self.closed = True
+            elif not self.client.has_session(self.session_id):
+                self.closed = True  # its last pane closed (the others by hand): tmux ended it, nothing stays
         elif self.close_session_at_end or not failed:  # the user's session: leave nothing behind
             for w in self.windows:  # one call each: in a chain, one window already gone would stop the rest
                 self._tmux("kill-window", "-t", w.id, check=False)
@@ -747,7 +749,8 @@ class TmuxBackend:
         if not self.started or self.closed or not self.alive or not self.windows:
             return None
         if self.created_session:
-            kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", self.session_name]
+            # "=": that very name — tmux takes a bare one as a prefix, and killed `proj-old` for `proj`
+            kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", f"={self.session_name}"]
             return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
                    f"{or_prune(self.ctx.paths)}"
         staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed
