@@ -697,3 +697,26 @@ def test_a_wrapper_started_long_after_the_supervisor_took_its_claim_is_adopted(t
     # (the sleep's shell, forked for it and not yet exec'd, has the wrapper's command line
     # until the SIGKILL has taken it too)
     wait_until(lambda: _inspect(gen, "t1", 1, None).state == "unstarted", what="the stand-in gone")
+
+
+def test_an_interrupted_runs_workers_are_not_said_to_wait_for_nobody(swarm):
+    """With no supervisor, nothing watches a worker for input: `status --json` said
+    `"waiting_input": false`, `status --waiting` "no task waits for input" and `wait
+    --for-input` gave up saying so, while an agent sat at its prompt (an adversary). Whether
+    it waits is not known (null), and each says the run is interrupted."""
+    swarm.write("t.txt", f"{GATE}\n")
+    proc = swarm.popen("run", "t.txt", "--output", "quiet")
+    run = swarm.started()
+    try:
+        swarm.wait_counts(run, running=1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        [row] = json.loads(swarm("status", "--json", run.name).stdout)["tasks"]
+        assert (row["status"], row["waiting_input"]) == ("running", None), row
+        said = swarm("status", "--waiting", run.name).stdout
+        assert "interrupted; nothing watches its workers for input" in said, said
+        res = swarm("wait", "--for-input", run.name)
+        assert res.code == 1 and "interrupted; nothing watches its workers for input" in res.stderr, res
+    finally:
+        swarm.open_gate()
+        kill_run_processes(run.name)

@@ -272,6 +272,9 @@ def _running_durations_now(snap: dict[str, Any], run: RunPaths, now: float) -> N
             continue
         if interrupted:
             _since_the_supervisor_went(run, t)
+            # nothing watches a worker for input while no supervisor runs: whether it waits is
+            # not known (null), unless it has ended — "false" told a person not needed
+            t["waiting_input"] = False if "exited" in t else None
         if t.get("started_at") is not None:
             until = t["exited"]["ended_at"] if "exited" in t else now
             t["duration_s"] = round(max(0.0, until - t["started_at"]), 3)
@@ -582,6 +585,9 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
     """``status --waiting``: the tasks waiting for input, each with the command that shows its
     pane (the run named unless it is the latest, which ``attach`` takes by default)."""
     waiting = waiting_tasks(snap)
+    if not waiting and snap["state"] == RunState.INTERRUPTED:
+        return _shown([f"run {snap['run_id']}: interrupted; nothing watches its workers for input until "
+                       "`zellij-swarm resume` (whether one waits is not known)"])
     if not waiting:
         return _shown([f"run {snap['run_id']}: no task waits for input"])
     return _shown(table(("TASK", "SLOT", "ATTACH"),

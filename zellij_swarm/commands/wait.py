@@ -40,6 +40,11 @@ def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[
             for t in fresh:
                 say(attach_line(snap, t, latest=latest))
             return 0
+        if snap["state"] == "interrupted":
+            ended = (f"zellij-swarm: run {snap['run_id']} is interrupted; nothing watches its workers for input "
+                     f"until `zellij-swarm resume` (whether one waits is not known)")
+            print(quoting.terminal_text(ended), file=sys.stderr)
+            return 1
         if snap["state"] != "running":
             ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; no task waits for input"
             print(quoting.terminal_text(ended), file=sys.stderr)
