@@ -272,9 +272,6 @@ def _running_durations_now(snap: dict[str, Any], run: RunPaths, now: float) -> N
             continue
         if interrupted:
             _since_the_supervisor_went(run, t)
-            # nothing watches a worker for input while no supervisor runs: whether it waits is
-            # not known (null), unless it has ended — "false" told a person not needed
-            t["waiting_input"] = False if "exited" in t else None
         if t.get("started_at") is not None:
             until = t["exited"]["ended_at"] if "exited" in t else now
             t["duration_s"] = round(max(0.0, until - t["started_at"]), 3)
@@ -286,7 +283,8 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
     it committed (its sidecar). A worker that ended waits for no one: its ``waiting_input``
     is false once its exit is known, and unknown (None) once its wrapper is gone without one
     — the supervisor that would have said so is gone (``wait --for-input`` sent the user to
-    a task that had ended)."""
+    a task that had ended). One the supervisor last saw not waiting may wait since, with
+    nothing watching: unknown too, not false (an agent sat at its prompt, said not needed)."""
     if not isinstance(t.get("slot"), int) or not isinstance(t.get("generation"), int):
         return
     gen = run.gen(t["slot"], t["generation"])
@@ -302,7 +300,7 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
         code, reason = sidecar
         t["exited"] = {"code": code, "reason": reason, "ended_at": ended[0]}
         t["waiting_input"] = False
-    elif t.get("waiting_input") and (wrapper is None or pid_end.ended(wrapper, None)):
+    elif not t.get("waiting_input") or wrapper is None or pid_end.ended(wrapper, None):
         t["waiting_input"] = None
 
 
