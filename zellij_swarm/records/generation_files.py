@@ -170,11 +170,6 @@ def plain(gen: GenPaths, name: str) -> str:
     return f"{gen.dir}/{name}"
 
 
-# A file that is not there — or whose directory is not one any more (a worker put a file in
-# its generation's directory's place): the record is missing either way.
-ABSENT = (FileNotFoundError, NotADirectoryError)
-
-
 def _mtime(path: str | os.PathLike[str]) -> float | None:
     """A file's modification time; a symlink's own, never its target's (``lstat``)."""
     try:
@@ -212,7 +207,7 @@ def read_wrapper_header(gen: GenPaths) -> tuple[str, int] | None:
     """(task id, attempt) from the wrapper's first line; None without a wrapper."""
     try:
         first = rundir.read_record(gen.wrapper, _LINE_LIMIT).split(b"\n", 1)[0]
-    except ABSENT:
+    except FileNotFoundError:
         return None
     m = _HEADER_FIELDS.match(first.decode("utf-8", "replace"))
     return (m.group(2), int(m.group(5))) if m else None
@@ -306,7 +301,7 @@ def read_claim(gen: GenPaths) -> Claim | None:
     claim)."""
     try:
         fd, st = rundir.open_record_stat(plain(gen, CLAIM))
-    except ABSENT:
+    except FileNotFoundError:
         return None
     try:
         data = os.read(fd, 64)
@@ -356,7 +351,7 @@ def heartbeat_started(gen: GenPaths) -> dict[str, Any] | None:
     its ``job.step`` id)."""
     try:
         first = rundir.read_record(gen.heartbeat, _LINE_LIMIT).partition(b"\n")
-    except ABSENT:
+    except FileNotFoundError:
         return None
     if not first[1]:
         return None
@@ -439,7 +434,7 @@ def read_sidecar(gen: GenPaths) -> tuple[int | None, str | None] | None:
     from one holding what no wrapper writes, or a symlink (never followed)."""
     try:
         return _parse_sidecar(rundir.read_record(gen.exit_sidecar, _LINE_LIMIT))
-    except ABSENT:
+    except FileNotFoundError:
         return None
     except rundir.UnsafeRecord:
         return None, EXIT_GARBLED
@@ -460,7 +455,7 @@ def read_exit_record(gen: GenPaths) -> ExitRecord | None:
     """``exit.json``, or None until one is written."""
     try:
         return ExitRecord.from_json(rundir.read_json(gen.exit_record))
-    except (*ABSENT, ValueError):
+    except (FileNotFoundError, ValueError):
         return None
 
 
@@ -472,7 +467,7 @@ def ended_at(gen: GenPaths) -> tuple[float, bool] | None:
         st = os.lstat(plain(gen, EXIT_SIDECAR))  # a symlink there is a garbled sidecar: ended
         if st.st_size > 0:
             return _worker_end(gen, st.st_mtime), False
-    except ABSENT:
+    except (FileNotFoundError, NotADirectoryError):  # (a file in its directory's place: as rundir reads it)
         pass
     rec = read_exit_record(gen)
     return (rec.ended_at, True) if rec is not None and rec.ended_at is not None else None
@@ -490,7 +485,7 @@ def exit_facts(gen: GenPaths, *, pid: int | None = None, relayed: bool = True) -
     side: tuple[int | None, str | None] | None
     try:
         fd, st = rundir.open_record_stat(plain(gen, EXIT_SIDECAR))
-    except ABSENT:
+    except FileNotFoundError:
         return read_exit_record(gen)
     except rundir.UnsafeRecord:  # planted in its place, or no file: the generation ended, how is not known
         ended, side = os.lstat(plain(gen, EXIT_SIDECAR)).st_mtime, (None, EXIT_GARBLED)
@@ -586,7 +581,7 @@ def heartbeat_says_exited(gen: GenPaths) -> bool:
     line too: read as such an end, it is an end not known, never a run to make again.)"""
     try:
         fd, st = rundir.open_record_stat(gen.heartbeat)
-    except (*ABSENT, rundir.UnsafeRecord):
+    except (FileNotFoundError, rundir.UnsafeRecord):
         return False
     try:
         tail = os.pread(fd, _LINE_LIMIT, max(st.st_size - _LINE_LIMIT, 0))
@@ -663,7 +658,7 @@ def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = Non
 def _kill_lines(gen: GenPaths) -> list[str]:
     try:
         return rundir.read_record(gen.kill, _LINE_LIMIT).decode("utf-8", "replace").splitlines()
-    except ABSENT:
+    except FileNotFoundError:
         return []
 
 

@@ -9,7 +9,6 @@ of the run, and names how much of the append-only rows file (``snapshot_file``) 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from bisect import insort
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from zellij_swarm import jsontext
 from zellij_swarm.jsontext import compact
 from zellij_swarm.records import envfile, snapshot_file
 from zellij_swarm.records.rundir import RunPaths, open_record, write_atomic
@@ -120,7 +120,6 @@ def _end_torn_line(fd: int) -> None:
         pass  # a full disk: the writes that follow report it
 
 
-_decode = json.JSONDecoder().decode  # of a str: json.loads of bytes first guesses their encoding
 _EVENT_KEY = b'"event":"'
 _LINE_START = b'{"ts":'  # how every line the supervisor writes begins (``EventLog.emit``)
 
@@ -133,8 +132,8 @@ def _glued(line: bytes) -> Any:
     at = line.rfind(_LINE_START, 1)
     while at > 0:
         try:
-            return _decode(line[at:].decode("utf-8"))
-        except (ValueError, RecursionError):
+            return jsontext.loads(line[at:].decode("utf-8"))
+        except ValueError:
             at = line.rfind(_LINE_START, 1, at)
     return None
 
@@ -168,8 +167,8 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
                         if not wanted(line[start:line.find(b'"', start)].decode("utf-8", "replace")):
                             continue
                 try:
-                    event = _decode(line.decode("utf-8"))
-                except (ValueError, RecursionError):  # (a line nested too deep to parse is no event either)
+                    event = jsontext.loads(line.decode("utf-8"))  # (a str: bytes would have their encoding guessed)
+                except ValueError:
                     event = _glued(line)
                 if isinstance(event, dict) and wanted(event.get("event")):
                     yield event
