@@ -70,11 +70,10 @@ def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
         state = read_json(run.state)
     except FileNotFoundError:
         state = None
-    if isinstance(state, dict) and isinstance(state.get("rows"), dict) and not has_record(run.summary):
+    if isinstance(state, dict) and isinstance(state.get("rows"), dict) and (not has_record(run.summary) or (
+            # an ended run's, while its rows file holds what it stands for (cut short: the summary, whole)
+            state.get("ended_at") is not None and _rows_file_holds(run, state["rows"]))):
         snap = state
-    elif isinstance(state, dict) and isinstance(state.get("rows"), dict) and state.get("ended_at") is not None \
-            and _rows_file_holds(run, state["rows"]):
-        snap = state  # (its rows file cut short, the summary, which holds every row, is read instead)
     else:
         for path in (run.summary, run.state):
             try:
@@ -449,6 +448,14 @@ def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool) -> 
     return f"zellij-swarm attach {quoting.positional_line([*run, quoting.task_word(task['name'], task['id'])])}"
 
 
+def none_waiting(snap: dict[str, Any]) -> str:
+    """What is said when no task of ``snap`` is shown waiting for input: none does — or, with
+    no supervisor (``interrupted``), nothing watches, and whether one waits is not known."""
+    if snap["state"] == RunState.INTERRUPTED:
+        return "nothing watches its workers for input until `zellij-swarm resume` (whether one waits is not known)"
+    return "no task waits for input"
+
+
 def waiting_tasks(snap: dict[str, Any]) -> list[dict[str, Any]]:
     """The running tasks whose workers wait for input, in plan order."""
     return [t for t in snap["tasks"] if t.get("status") == "running" and t.get("waiting_input")]
@@ -583,11 +590,9 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
     """``status --waiting``: the tasks waiting for input, each with the command that shows its
     pane (the run named unless it is the latest, which ``attach`` takes by default)."""
     waiting = waiting_tasks(snap)
-    if not waiting and snap["state"] == RunState.INTERRUPTED:
-        return _shown([f"run {snap['run_id']}: interrupted; nothing watches its workers for input until "
-                       "`zellij-swarm resume` (whether one waits is not known)"])
     if not waiting:
-        return _shown([f"run {snap['run_id']}: no task waits for input"])
+        interrupted = "interrupted; " if snap["state"] == RunState.INTERRUPTED else ""
+        return _shown([f"run {snap['run_id']}: {interrupted}{none_waiting(snap)}"])
     return _shown(table(("TASK", "SLOT", "ATTACH"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
                           attach_line(snap, t, latest=latest)) for t in waiting],

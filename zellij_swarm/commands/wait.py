@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zellij_swarm import quoting
-from zellij_swarm.commands.status import attach_line, load_status, waiting_tasks
+from zellij_swarm.commands.status import attach_line, load_status, none_waiting, waiting_tasks
 from zellij_swarm.records.rundir import RunPaths
 
 POLL = 0.25  # seconds between two looks at the snapshot
@@ -40,13 +40,8 @@ def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[
             for t in fresh:
                 say(attach_line(snap, t, latest=latest))
             return 0
-        if snap["state"] == "interrupted":
-            ended = (f"zellij-swarm: run {snap['run_id']} is interrupted; nothing watches its workers for input "
-                     f"until `zellij-swarm resume` (whether one waits is not known)")
-            print(quoting.terminal_text(ended), file=sys.stderr)
-            return 1
         if snap["state"] != "running":
-            ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; no task waits for input"
+            ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; {none_waiting(snap)}"
             print(quoting.terminal_text(ended), file=sys.stderr)
             return 1
         sleep(POLL)

@@ -151,6 +151,7 @@ def _said_by(backend: str, message: str) -> str:
     on PATH`` already is)."""
     return message if message.startswith(f"{backend}:") else f"{backend}: {message}"
 
+
 class Supervisor:
     def __init__(
         self,
