@@ -514,11 +514,13 @@ def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_
     (tmp_path / "t.txt").write_text("".join(f"until [ -e go ]; do sleep 0.02; done; echo t{i} >> {ledger}\n"
                                             for i in range(3)))
     zsw = f"{sys.executable} -m zellij_swarm"
+    hearts = "state/runs/*/slots/slot-*/gen-1/heartbeat.jsonl"
     script = (f"{zsw} run -j 3 --state-dir state --output quiet t.txt 2> run.err & run=$!; "
-              "until [ $(ls state/runs/*/slots/slot-*/gen-1/heartbeat.jsonl 2>/dev/null | wc -l) -ge 3 ]; "
-              "do sleep 0.02; done; sleep 0.2; kill -9 $run; wait $run; "
+              f"until [ $(cat {hearts} 2>/dev/null | grep -c started) -ge 3 ]; do sleep 0.02; done; "
+              "kill -9 $run; wait $run; "
               "head -c 4M /dev/zero > state/filler 2>/dev/null; touch go; "
-              f"until [ {LEDGER_LINES} -ge 3 ]; do sleep 0.02; done; sleep 0.5; rm state/filler; "
+              # every wrapper past its refused sidecar: its exited line written after it
+              f"until [ $(cat {hearts} | grep -c exited) -ge 3 ]; do sleep 0.02; done; rm state/filler; "
               f"{zsw} resume --state-dir state --output quiet; "
               f"{zsw} status --state-dir state --json > status.json; "
               f"{zsw} retry --state-dir state --output quiet; echo retry=$?")
