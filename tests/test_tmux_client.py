@@ -181,6 +181,10 @@ def test_an_install_without_libtmux_says_so_in_one_line(tmp_path: Path) -> None:
         assert len(warning) == 1 and f"] {said} (" in warning[0], out.stderr
         assert "internal error" not in out.stderr and out.returncode == code, out.stderr
         assert (tmp_path / "ran").read_text() == runs if runs else not (tmp_path / "ran").exists()
+    doctor = subprocess.run([sys.executable, "-c", probe, "doctor"], capture_output=True, text=True, timeout=60,
+                            env=env, cwd=tmp_path)  # (it said "tmux: not found", tmux being there)
+    assert f"tmux: not usable: the Python package libtmux cannot be imported by {sys.executable}" in doctor.stdout, \
+        doctor.stdout + doctor.stderr
 
 
 @pytest.mark.parametrize("silent", ["#{session_name}", "#{window_width} #{window_height}", "#{pid} #{socket_path}"])

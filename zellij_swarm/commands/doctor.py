@@ -31,7 +31,8 @@ from zellij_swarm.worker.slurm import Slurm
 
 def _tmux(env: Mapping[str, str]) -> dict[str, Any]:
     """The tmux found: its version (``tmux 3.3a``, None when there is none that answers),
-    whether it is the tested one, old enough to warn (below 3.2), too old to use."""
+    whether it is the tested one, old enough to warn (below 3.2), too old to use; and, when
+    a tmux binary is there but cannot be used, why (``problem``: no answer, no libtmux)."""
     info: dict[str, Any] = {"version": None, "tested": False, "old": False, "too_old": False,
                             "inside_session": bool(env.get("TMUX"))}
     client = TmuxClient(env, timeout=5)
@@ -39,7 +40,8 @@ def _tmux(env: Mapping[str, str]) -> dict[str, Any]:
         return info
     try:
         version = client.version()
-    except exc.BackendError:
+    except exc.BackendError as e:
+        info["problem"] = e.message
         return info
     info.update(version=f"tmux {version.text}", tested=version.tested, too_old=version.too_old,
                 old=version.untested_old)
@@ -47,6 +49,8 @@ def _tmux(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _tmux_line(t: Mapping[str, Any]) -> str:
+    if t.get("problem"):
+        return f"tmux: not usable: {t['problem'].removeprefix('tmux: ')}"
     line = f"tmux: {t['version'] or 'not found'}"
     if t["version"] and t["tested"]:
         line += " (tested)"
