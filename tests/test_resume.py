@@ -139,7 +139,7 @@ def test_sigkill_at_random_moments_then_resume(swarm, tmp_path, backend, request
             subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, timeout=10)
 
 
-@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+@pytest.mark.parametrize("backend", ["headless", full("tmux"), full("zellij-0.45.0"), full("real-zellij")])
 @pytest.mark.parametrize("removes", ["claim", "directory", "directory-for-a-file"])
 def test_a_worker_that_removed_its_records_is_never_run_again_by_a_resume(swarm, backend, removes, request):
     """A worker removes its claim, or its generation's whole directory (``rm -rf``, a ``git
