@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from zellijtest import FAST, FakeZellij, check_calls
 
 from zellij_swarm.backends import zellij_attach
 from zellij_swarm.backends.zellij_attach import REATTACHES
+from zellij_swarm.commands import status as views
 from zellij_swarm.commands.logs import LineEnds
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
@@ -541,3 +543,25 @@ def test_a_hint_names_the_state_dir_when_a_worker_made_one_the_rule_now_finds_fi
     words = shlex.split(hint)
     assert words[:4] == ["zellij-swarm", "logs", "--state-dir", str(swarm.state_dir)], hint
     assert sub(*words[1:]).code == 0
+
+
+def test_the_commands_readers_offer_reach_a_run_kept_in_another_state_dir(swarm: Swarm, tmp_path: Path) -> None:
+    """Not only ``run``'s hints: the command ``status --waiting`` and ``wait --for-input`` offer
+    to show a waiting task, ``status``'s ``--all`` of a big run and ``attach``'s look elsewhere
+    at a headless run name the state directory the rule would not find, so that each, copied as
+    printed, reaches the run (they named none: "no runs under …", exit 2)."""
+    elsewhere = tmp_path / "records of mine"
+    res = swarm("run", "--state-dir", str(elsewhere), ":::", *[f"exit {n % 2}" for n in range(101)])
+    assert res.code == 1, res.stderr
+    snap = json.loads(swarm("status", "--state-dir", str(elsewhere), "--json").stdout)
+    waiting = {**snap, "tasks": [{**snap["tasks"][0], "status": "running", "waiting_input": True}]}
+    offered = [re.search(r"zellij-swarm status[^`]*", swarm("status", "--state-dir", str(elsewhere)).stdout)[0],
+               re.search(r"zellij-swarm status[^`]*", swarm("attach", "--state-dir", str(elsewhere)).stderr)[0],
+               views.format_waiting(waiting, latest=True, where=elsewhere).splitlines()[1].split("  ")[-1].strip()]
+    for hint in offered:
+        words = shlex.split(hint)
+        assert "--state-dir" in words and words[words.index("--state-dir") + 1] == str(elsewhere), hint
+        if words[1] != "attach":  # (a headless run has no pane to attach to)
+            copied = swarm(*words[1:])
+            assert copied.code == 0, (hint, copied.stderr)
+    assert "--state-dir" not in views.format_waiting(waiting, latest=True, where=None)

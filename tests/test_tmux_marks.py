@@ -137,8 +137,13 @@ def test_wait_for_input_on_an_ended_run_says_none_waits(swarm) -> None:
     assert swarm("wait").code == 2
 
 
-def test_wait_for_input_new_counts_only_a_wait_that_begins_after_it(monkeypatch) -> None:
+def test_wait_for_input_new_counts_only_a_wait_that_begins_after_it(monkeypatch, tmp_path) -> None:
     from zellij_swarm.commands import wait
+    from zellij_swarm.records.rundir import RunPaths, runs_root
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZELLIJ_SWARM_STATE_DIR", raising=False)
+    run = RunPaths(runs_root(tmp_path / ".zellij-swarm") / "r")  # where the rule looks: no --state-dir
 
     def snap(*waiting: tuple[str, int]) -> dict[str, object]:
         return {"run_id": "r", "state": "running", "tasks": [
@@ -148,8 +153,8 @@ def test_wait_for_input_new_counts_only_a_wait_that_begins_after_it(monkeypatch)
     looks = iter([snap(("a", 1)), snap(("a", 1)), snap(), snap(("b", 1)), snap(("a", 2), ("b", 1))])
     monkeypatch.setattr(wait, "load_status", lambda run, rows: next(looks))
     said: list[str] = []
-    assert wait.for_input(None, latest=True, new=True, say=said.append, sleep=lambda s: None) == 0  # type: ignore[arg-type]
+    assert wait.for_input(run, latest=True, new=True, say=said.append, sleep=lambda s: None) == 0
     assert said == ["zellij-swarm attach b"]
     said.clear()
-    assert wait.for_input(None, latest=False, say=said.append, sleep=lambda s: None) == 0  # type: ignore[arg-type]
+    assert wait.for_input(run, latest=False, say=said.append, sleep=lambda s: None) == 0
     assert said == ["zellij-swarm attach r a", "zellij-swarm attach r b"]

@@ -20,7 +20,6 @@ its event loop: every method but ``shows`` may take a multiplexer call's full ti
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from zellij_swarm.worker.wrapper import PaneMode
 def prune_command(paths: RunPaths) -> str:
     """``zellij-swarm prune`` as a hint offers it: with the run's state directory where the
     rule would not find it from here (``state_dir.flag_for``), so that it finds the run."""
-    return f"zellij-swarm prune{state_dir.flag_for(paths.state_dir, os.environ)}"
+    return state_dir.command(paths.state_dir, "prune")
 
 
 def or_prune(paths: RunPaths) -> str:
@@ -51,8 +50,7 @@ def where_panes_are(multiplexer: str, paths: RunPaths) -> str:
     """The line that says where a run's panes are: short enough for 80 columns after
     ``zellij-swarm: `` (with the project's own state directory), and naming the one command
     that shows them from any terminal (it finds the run's window or tab)."""
-    return f"panes in {multiplexer}; see them from any terminal: zellij-swarm attach" \
-           f"{state_dir.flag_for(paths.state_dir, os.environ)}"
+    return f"panes in {multiplexer}; see them from any terminal: {state_dir.command(paths.state_dir, 'attach')}"
 
 
 @dataclass(frozen=True)

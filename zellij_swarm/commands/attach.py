@@ -51,6 +51,7 @@ from zellij_swarm import exc, names, quoting
 from zellij_swarm.backends import zellij_attach, zellij_cli
 from zellij_swarm.backends.tmux_client import TmuxClient
 from zellij_swarm.backends.zellij_cli import Zellij
+from zellij_swarm.config import state_dir
 from zellij_swarm.records.rundir import RunPaths, read_json
 
 CALL_TIMEOUT = 10.0
@@ -78,8 +79,8 @@ def attach(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, env
 
 
 def _look_instead(run: RunPaths) -> str:
-    return (f"see its tasks with `zellij-swarm status {run.run_id}` and their output with "
-            f"`zellij-swarm logs {run.run_id} TASK`")
+    return (f"see its tasks with `{state_dir.command(run.state_dir, 'status', run.run_id)}` and their output with "
+            f"`{state_dir.command(run.state_dir, 'logs', run.run_id)} TASK`")
 
 
 def _run_json(run: RunPaths) -> dict[str, Any]:

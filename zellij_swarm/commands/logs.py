@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 
 from zellij_swarm import exc, pid_end, quoting, streams
 from zellij_swarm.commands import status as views
+from zellij_swarm.config import state_dir
 from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.rundir import RunPaths
@@ -208,7 +209,7 @@ class _AttemptEnd:
 
 def _interrupted(run: RunPaths, what: str) -> int:
     print(f"zellij-swarm: run {run.run_id} is interrupted (its supervisor is gone) {what}; "
-          f"`zellij-swarm resume {run.run_id}` goes on with it", file=sys.stderr)
+          f"`{state_dir.command(run.state_dir, 'resume', run.run_id)}` goes on with it", file=sys.stderr)
     return 1
 
 

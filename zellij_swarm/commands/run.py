@@ -18,7 +18,7 @@ from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
 from zellij_swarm.commands import junit
 from zellij_swarm.commands import status as views
-from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config import settings, state_dir, swarmfile
 from zellij_swarm.config import slurm as slurm_config
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.stream import InputStream
@@ -218,7 +218,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
         raise DamagedRecord(f"run {run.run_id}: its rows file ({snapshot_file.ROWS_FILE}) is damaged: "
                             f"{counted - len(snap['tasks'])} of its {counted} tasks have no row that can be read, "
                             "and which of them did not succeed cannot be told; nothing was run")
-    rec.retry = retry_selection(snap, rec.specs, names, run.run_id, unknown=unknown)
+    rec.retry = retry_selection(snap, rec.specs, names, run.run_id, unknown=unknown, where=run.state_dir)
     left_out = sorted(t["name"] for t in snap["tasks"]
                       if t["status"] == TaskStatus.UNKNOWN and t["id"] not in rec.retry)
     if left_out:
@@ -304,11 +304,13 @@ def _check_retry_settings(run: RunPaths, rec: Recovered, resolved: Resolved, env
 
 
 def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],
-                    run_id: str, *, unknown: bool = False) -> dict[str, tuple[int, int]]:
+                    run_id: str, *, unknown: bool = False,
+                    where: Path | None = None) -> dict[str, tuple[int, int]]:
     """The tasks a ``retry`` runs again — the named ones, else every one that ended without
     succeeding (``RETRIED``) — with the tasks skipped because of them, transitively; each as
     ``id: (attempts granted anew, attempts made)``: its retries start again from here, and
-    a restart, which used none, is not counted twice."""
+    a restart, which used none, is not counted twice. ``where``: the run's state directory,
+    for the hint of an error."""
     rows = {t["name"]: t for t in snap["tasks"]}
     for name in names:
         if name not in rows:
@@ -329,7 +331,7 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
                                  "--unknown or name them")
         if unended:  # an interrupted run: its work is not over, and none of it failed
             raise exc.UsageError(f"run {run_id}: no task failed; {unended} have not ended (the run was interrupted): "
-                                 f"`zellij-swarm resume {run_id}` goes on with them")
+                                 f"`{state_dir.command(where, 'resume', run_id)}` goes on with them")
         raise exc.UsageError(f"run {run_id}: every task succeeded; nothing to retry (name tasks to run them again)")
     selection = {}
     for name in chosen:

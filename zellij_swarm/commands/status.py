@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, pid_end, quoting
+from zellij_swarm.config import state_dir
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
@@ -179,7 +180,7 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
     if waiting:
         view["tasks"] = waiting_tasks(snap)  # running rows: the snapshot's own
         if not json_output:
-            return format_waiting(view, latest)
+            return format_waiting(view, latest, run.state_dir)
     hidden = unreadable = 0
     if group is not None or tags:
         chosen = set(chosen_tasks(run, group=group, tags=tags))
@@ -204,7 +205,7 @@ def _status_of(run: RunPaths, *, json_output: bool, show_all: bool, group: str |
             unreadable, hidden = hidden, 0
     if json_output:
         return snapshot_json({**view, "slots": visible_slots(view, show_all)})
-    return format_status(view, show_all, width, hidden=hidden, unreadable=unreadable)
+    return format_status(view, show_all, width, hidden=hidden, unreadable=unreadable, where=run.state_dir)
 
 
 _ROW = json.JSONEncoder(separators=(",", ":")).encode  # ASCII: any name, a lone surrogate too, is printable
@@ -442,10 +443,11 @@ def short_when(ts: float | None, now: float) -> str:
         "%Y-%m-%d %H:%M")
 
 
-def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool) -> str:
-    """The command that shows a task's pane; the run named unless it is the latest."""
+def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool, where: Path | None = None) -> str:
+    """The command that shows a task's pane; the run named unless it is the latest, and its
+    state directory ``where`` when the rule would not find it from here."""
     run = [] if latest else [snap["run_id"]]
-    return f"zellij-swarm attach {quoting.positional_line([*run, quoting.task_word(task['name'], task['id'])])}"
+    return state_dir.command(where, "attach", *run, quoting.task_word(task["name"], task["id"]))
 
 
 def none_waiting(snap: dict[str, Any]) -> str:
@@ -530,7 +532,7 @@ def _attempts(t: dict[str, Any]) -> str:
 
 
 def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None, *, hidden: int = 0,
-                  unreadable: int = 0) -> str:
+                  unreadable: int = 0, where: Path | None = None) -> str:
     """The run's line (its counts, and how many wait for input), then a table of its tasks
     (one line each, with a header; ``hidden``: how many more the run has, said after it) and
     of its slots that can still do work (all with ``show_all``), its worktrees, views and
@@ -550,7 +552,8 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
     if hidden:
         lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: a run of over {EVERY_TASK_UP_TO} "
-                     "lists its running and failed ones; `zellij-swarm status --all` lists every task)")
+                     f"lists its running and failed ones; `{state_dir.command(where, 'status --all')}` lists "
+                     "every task)")
     if unreadable:
         lines.append(f"  ({unreadable:,} {'task' if unreadable == 1 else 'tasks'} counted with no row that can be "
                      "read: the rows file (tasks.jsonl) is damaged)")
@@ -565,7 +568,7 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
         from zellij_swarm.engine.view_watch import describe as describe_views  # rare: loaded when needed
 
         lines.append(f"view: {describe_views(gone)} gone (renderer_died); the tasks are not affected — "
-                     f"`zellij-swarm board {snap['run_id']}` shows the run in any terminal")
+                     f"`{state_dir.command(where, 'board', snap['run_id'])}` shows the run in any terminal")
     for w in snap.get("warnings", []):
         lines.append(f"warning [{w['code']}]{' ' + w['task'] + ':' if w.get('task') else ''} {w['message']}")
     return "\n".join(fit(quoting.terminal_text(line), width) for line in lines)
@@ -586,7 +589,7 @@ def header_lines(snap: dict[str, Any], width: int | None) -> list[str]:
     return [f"{head}; {tail}"]
 
 
-def format_waiting(snap: dict[str, Any], latest: bool) -> str:
+def format_waiting(snap: dict[str, Any], latest: bool, where: Path | None = None) -> str:
     """``status --waiting``: the tasks waiting for input, each with the command that shows its
     pane (the run named unless it is the latest, which ``attach`` takes by default)."""
     waiting = waiting_tasks(snap)
@@ -595,7 +598,7 @@ def format_waiting(snap: dict[str, Any], latest: bool) -> str:
         return _shown([f"run {snap['run_id']}: {interrupted}{none_waiting(snap)}"])
     return _shown(table(("TASK", "SLOT", "ATTACH"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
-                          attach_line(snap, t, latest=latest)) for t in waiting],
+                          attach_line(snap, t, latest=latest, where=where)) for t in waiting],
                         indent=""))
 
 

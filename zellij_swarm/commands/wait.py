@@ -38,7 +38,7 @@ def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[
         fresh = [t for key, t in waiting.items() if key not in seen]
         if fresh:
             for t in fresh:
-                say(attach_line(snap, t, latest=latest))
+                say(attach_line(snap, t, latest=latest, where=run.state_dir))
             return 0
         if snap["state"] != "running":
             ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; {none_waiting(snap)}"

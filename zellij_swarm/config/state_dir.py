@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from zellij_swarm import quoting
+
 NAME = ".zellij-swarm"
 ENV = "ZELLIJ_SWARM_STATE_DIR"
 
@@ -121,3 +123,12 @@ def flag_for(path: Path, env: Mapping[str, str], cwd: Path | None = None) -> str
     if os.path.realpath(found) == os.path.realpath(path):
         return ""
     return f" --state-dir {shlex.quote(str(path))}"
+
+
+def command(path: Path | None, name: str, *words: str) -> str:
+    """Our command ``name`` (with any options: ``"status --all"``) and its positional
+    ``words`` as a hint offers it: with ``--state-dir`` when the rule would not find the state
+    directory ``path`` from here (``flag_for``; no ``path``: none), so that it reaches the run
+    when copied as printed."""
+    where = "" if path is None else flag_for(path, os.environ)
+    return f"zellij-swarm {name}{where} {quoting.positional_line(words)}".rstrip()

@@ -8,7 +8,6 @@ and no room for ``FULL_GIVE_UP`` seconds the run stops, interrupted and resumabl
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,7 +87,7 @@ class StateDirRoom:
             # Nothing runs and nothing can start: the run stops here, resumable as it is.
             self._problem(f"error: the state directory {self._state_dir} has had no room for "
                           f"{FULL_GIVE_UP:g}s: run {self._run_id} is interrupted; "
-                          f"`zellij-swarm resume{state_dir.flag_for(self._state_dir, os.environ)} {self._run_id}` "
+                          f"`{state_dir.command(self._state_dir, 'resume', self._run_id)}` "
                           "goes on once there is room")
             self._give_up()
             return

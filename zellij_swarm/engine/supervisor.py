@@ -34,7 +34,7 @@ from zellij_swarm.backends.base import Backend, RunContext
 from zellij_swarm.backends.headless import HeadlessBackend, worker_env
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.calls import CallRunner
-from zellij_swarm.config import swarmfile
+from zellij_swarm.config import state_dir, swarmfile
 from zellij_swarm.config.settings import API_SOURCE, Resolved
 from zellij_swarm.config.stream import InputStream, Problem, read_ahead
 from zellij_swarm.engine import metrics, resume, snapshot, view_watch
@@ -965,7 +965,7 @@ class Supervisor:
             self.reserve.release()
             self.backend.outputs_now()
             self.final_snapshot = self.snapshots.write(merged=False)
-            self.events.emit("run_detached", resume=f"zellij-swarm resume {self.run_id}")
+            self.events.emit("run_detached", resume=state_dir.command(self.paths.state_dir, "resume", self.run_id))
             self.events.flush()
             return 1 if self.room.full else 129  # gave up on a full state dir; else detached (SIGHUP)
         if self.executor is not None and (left := self.executor.close()):

@@ -310,8 +310,7 @@ class ConsoleReporter:
         """Our command ``name`` with ``words`` as a hint offers it, reaching this run's records
         from here as things stand when it is printed (a worker may have made a state directory
         the rule now finds first)."""
-        where = "" if self._state_dir is None else state_dir.flag_for(self._state_dir, os.environ)
-        return f"zellij-swarm {name}{where} {quoting.positional_line(words)}"
+        return state_dir.command(self._state_dir, name, *words)
 
     def _clear_line(self) -> None:
         if self._line_shown:
