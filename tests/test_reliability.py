@@ -30,7 +30,7 @@ from swarmtest import (
     running_worker,
     wait_until,
 )
-from tmuxtest import outside_env
+from tmuxtest import inside_env, outside_env
 from zellijtest import FAST
 
 from zellij_swarm import watch
@@ -584,6 +584,35 @@ def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
     assert ledger.read_text().split() == ["start", "done"]
     res = swarm("retry")
+    assert "unknown" in res.stderr and ledger.read_text().split() == ["start", "done"], res
+
+
+@pytest.mark.parametrize("backend", ["headless", full("tmux-compact")])
+def test_a_worker_that_outlived_its_wrapper_and_ended_while_no_supervisor_ran_is_unknown(swarm, backend, request):
+    """``kill -9`` of a headless wrapper, seen by its supervisor (a ``wrapper_lost`` warning:
+    its worker runs on), then of the supervisor and its launcher; the worker finishes while
+    nothing runs. ``resume`` found the wrapper gone and nothing of it left, and recorded it
+    ``lost (no_exit_record)``: a plain ``retry`` ran the finished work again (an adversary, 5
+    in 5 headless, 1 in 1 compact). The log says the worker outlived its wrapper: its end,
+    which nobody saw, is ``unknown`` (``wrapper_lost``), never run again by itself."""
+    ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
+    env = inside_env(request.getfixturevalue("tmux")) if backend == "tmux-compact" else None
+    flags = ("--backend", "tmux", "--ui", "compact") if backend == "tmux-compact" else ()
+    with Running(swarm, "s.toml", "--output", "quiet", *flags, env=env) as r:
+        assert r.run is not None
+        wrapper = psutil.Process(running_worker(r.run, "sleep"))
+        launcher = wait_until(lambda: _launcher(r.proc.pid), what="the launcher")
+        wrapper.kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        r.killed()
+        launcher.kill()
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
+        wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
+        assert swarm("resume", r.run.name, "--output", "quiet", env=env).code == 1
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    res = swarm("retry", env=env)
     assert "unknown" in res.stderr and ledger.read_text().split() == ["start", "done"], res
 
 

@@ -86,6 +86,7 @@ class GenState:
     followups_consumed: bool = False
     job_id: str | None = None  # a Slurm run's: its step's job, still queued or running
     folded: bool = False  # its directory was folded away: its outcome event is all there is of it
+    orphaned: bool = False  # its wrapper was killed while its worker ran on, as its supervisor said
 
 
 @dataclass
@@ -213,6 +214,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         else:
             gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm)
         gs.followups_consumed = key in logged.followups
+        gs.orphaned = key in logged.orphaned
         rec.gens.append(gs)
     rec.stats = stats
     for slot, gen_no in logged.reserved:
@@ -269,6 +271,10 @@ class _Logged:
     consumed: set[str] = field(default_factory=set)  # inbox messages taken
     # (slot, gen) -> (task name, attempt), as the slot_reserved events say
     reserved: dict[tuple[Any, Any], tuple[Any, Any]] = field(default_factory=dict)
+    newest: dict[str, tuple[int, int]] = field(default_factory=dict)  # task name -> its newest reserved generation
+    # generations whose wrapper was killed while their worker ran on (a ``wrapper_lost``
+    # warning, said of the task's newest generation): an end found later is the worker's
+    orphaned: set[tuple[int, int]] = field(default_factory=set)
     withdrawn: set[tuple[int, int]] = field(default_factory=set)  # generations requeued unstarted (task_requeued)
     allocation: str | None = None  # the last executor_allocated's job
     input_problem: Problem | None = None  # what input_ended says stopped the reading
@@ -307,6 +313,8 @@ class _Logged:
         elif name == "slot_reserved":
             key = _slot_gen(e)
             self.reserved[key] = (e.get("task"), e.get("attempt"))
+            if isinstance(e.get("task"), str):
+                self.newest[e["task"]] = key
             self.withdrawn.discard(key)  # (a number a resume gave again, before numbers were kept)
         elif name == "task_requeued":
             self.withdrawn.add(_slot_gen(e))
@@ -336,6 +344,8 @@ class _Logged:
             task = e.get("task")
             self.warnings.append(({"code": _text(e["code"]), "message": _text(e["message"]),
                                    "task": None if task is None else _text(task)}, None))
+            if e["code"] == "wrapper_lost" and isinstance(task, str) and task in self.newest:
+                self.orphaned.add(self.newest[task])
         elif name == "idle_timeout" and e.get("policy") != "warn":  # (under warn: a warning event follows)
             self.warnings.append(({"code": "idle_timeout", "message": "", "task": _text(e["task"])},
                                   float(e["silence_s"])))
@@ -534,6 +544,11 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             if gs.state == "running":
                 to_adopt.append(lg)
             elif gs.recorded is None and not busy and gs is gens[-1]:
+                if gs.orphaned and gs.state == "vanished":
+                    # the supervisor saw its wrapper killed and its worker run on: whatever is
+                    # left of it is that worker, whose end nobody saw (``wrapper_lost``) — it
+                    # may have finished, and pushed
+                    lg.move(GenPhase.ORPHANED)
                 to_collect.append(lg)  # its last attempt ended unseen: handled as if seen now
             else:
                 _replay(run, lg, gs)
