@@ -1147,6 +1147,21 @@ def test_a_job_slurm_forgot_was_lost_only_if_srun_does_not_say_its_task_exited_b
     # (how the executor reads a forgotten job with these words: test_slurm_allocation_ends.py)
 
 
+@pytest.mark.parametrize(("said", "outside"), [
+    ("slurmstepd-n1: error: *** STEP 103.0 ON n1 CANCELLED AT 2026-12-06T03:58:02 ***\n"
+     "srun: error: n1: task 0: Killed\n", True),  # `scancel 103.0`
+    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-05T11:44:31 ***\n", True),
+    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-05T11:44:31 DUE TO TIME LIMIT ***\n", False),
+    ("slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-05T11:44:31 DUE TO NODE FAILURE ***\n", False),
+    ("srun: error: Node failure on n2\n", False),
+    ("srun: error: n1: task 0: Killed\n", False),
+])
+def test_a_cancel_from_outside_is_told_from_slurms_own_in_sruns_words(said: str, outside: bool) -> None:
+    """slurmstepd says CANCELLED for a person's `scancel` and for Slurm's own ends, which it
+    gives a reason ("DUE TO …"): only the first is the step's ``executor_cancelled``."""
+    assert slurm_cli.cancelled_from_outside(said) is outside
+
+
 @pytest.mark.parametrize(("said", "code", "expected"), [
     ("JobId=7 JobName=zsw.r.t1.1.1 JobState=FAILED Reason=None", 0, "FAILED"),
     ("JobId=7 JobName=someone.else JobState=RUNNING", 0, None),  # the id issued again
@@ -1433,3 +1448,75 @@ def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluste
     wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=120,
                what=f"nothing of the run in the queue, not {queue(cluster)}")
     wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
+
+
+def steps_of(env: dict[str, str], run: Path, task: str) -> list[str]:
+    """The ids (``JOB.STEP``) of the steps of ``run``'s task named ``task`` that Slurm lists."""
+    out = subprocess.run(["squeue", "--steps", "--noheader", "--format=%i %j"], env=clean_env(**env),
+                         capture_output=True, text=True, timeout=30).stdout
+    ids = {t["name"]: t["id"] for t in json.loads((run / "state.json").read_text())["tasks"]} \
+        if (run / "state.json").exists() else {}
+    return [line.split()[0] for line in out.splitlines()
+            if len(line.split()) == 2 and line.split()[1].startswith(f"zsw.{run.name}.{ids.get(task, '?')}.")]
+
+
+@pytest.mark.parametrize("alloc", [False, True], ids=["own-job", "slurm-alloc"])
+def test_a_step_scancelled_from_outside_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],
+                                                                       alloc: bool) -> None:
+    """``scancel JOB.STEP`` of a running task's step (its job, or the run's allocation, lives
+    on): srun says "*** STEP … CANCELLED AT … ***" and Slurm keeps no state of the step. It was
+    `lost (no_exit_record)` outside an allocation, and inside one `lost (executor_lost)` and
+    run again at once — a cancel a person asked for is `cancelled (executor_cancelled)`, and
+    runs nothing again."""
+    env = clean_env(**cluster)
+    swarm.write("c.toml", "[swarm]\njobs = 2\n"
+                '[[task]]\nname = "gone"\ncmd = \'echo gone >> ledger; sleep 60\'\n'
+                '[[task]]\nname = "stays"\ncmd = \'echo stays >> ledger; sleep 2\'\n')
+    with headless(swarm, "c.toml", env, *(["--slurm-alloc"] if alloc else [])) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: (swarm.cwd / "ledger").exists() and "gone" in (swarm.cwd / "ledger").read_text(),
+                   timeout=60, what="the step of `gone` runs")
+        wait_until(lambda: steps_of(cluster, run, "gone"), timeout=30, what="Slurm lists its step")
+        [step] = steps_of(cluster, run, "gone")
+        subprocess.run(["scancel", step], env=env, check=True, timeout=30)
+        r.proc.wait(timeout=120)
+    got = rows(swarm)
+    assert got["gone"][:2] == ("cancelled", "executor_cancelled"), swarm.tasks()["gone"]["history"]
+    assert got["stays"][:2] == ("succeeded", None), got
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == ["gone", "stays"]
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q] == [], timeout=60,
+               what=f"nothing of the run in the queue, not {queue(cluster)}")
+
+
+def test_a_step_whose_node_failed_while_its_worker_runs_on_is_unknown_and_not_run_again(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``kill -9`` of a node's slurmd while a step runs there: after ``SlurmdTimeout`` Slurm
+    marks the node down and the job ``NODE_FAIL``, and srun gives up ("Node failure") — but
+    with slurmd gone nothing ends the step, and its worker runs on to its end. It was `lost`
+    and ran again beside itself (an adversary, 2 in 2: finished work run twice). NODE_FAIL is
+    no word that the worker stopped: with a claim of its wrapper's and no sign of Slurm's hand,
+    it is `unknown (node_failed)`, a warning says it may still run there, and it never runs
+    again by itself."""
+    env = clean_env(**cluster)
+    swarm.write("n.toml", "[swarm]\njobs = 1\nslurm = { extra = [\"--nodelist=n2\"] }\n"
+                '[[task]]\nname = "agent"\ncmd = \'echo "$$" >> ledger; sleep 50; echo done >> ledger\'\n')
+    slurm_dir = cluster["ZSW_SLURM_DIR"]
+    try:
+        with headless(swarm, "n.toml", env) as r:
+            assert r.run is not None
+            wait_until(lambda: (swarm.cwd / "ledger").exists(), timeout=60, what="the worker runs on n2")
+            os.kill(int((Path(slurm_dir) / "pids" / "slurmd.n2").read_text()), signal.SIGKILL)
+            assert r.proc.wait(timeout=150) == 1, r.proc.stderr.read() if r.proc.stderr else ""
+        got = rows(swarm)
+        assert got["agent"][:2] == ("unknown", "node_failed"), swarm.tasks()["agent"]["history"]
+        assert [w["code"] for w in swarm.summary()["warnings"]].count("node_failed") == 1, swarm.summary()["warnings"]
+        assert len((swarm.cwd / "ledger").read_text().split()) == 1, "one start: never run again"
+        retried = swarm("retry", swarm.latest().name)
+        assert retried.code == 2 and "unknown" in retried.stderr, retried.stderr
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+            os.kill(int((swarm.cwd / "ledger").read_text().split()[0]), signal.SIGKILL)  # the worker's shell
+        subprocess.run([sys.executable, str(SLURM_LOCAL), "node-up", "n2", "--dir", slurm_dir], timeout=60)
+        subprocess.run(["scontrol", "update", "nodename=n2", "state=resume"], env=env, capture_output=True,
+                       timeout=30)

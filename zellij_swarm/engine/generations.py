@@ -617,6 +617,11 @@ class Generations:
             self._warn(reason, f"slurm: the step of task {lg.task.name!r} ended (status {rec.code}) while Slurm's "
                                "controller was down, and the controller came back without its job: whether Slurm or "
                                "the worker ended it, nothing says; not run again (retry --unknown runs it)", lg.task)
+        if reason == "node_failed":
+            lg.read_step()
+            self._warn(reason, f"slurm: the node{' ' + lg.node if lg.node else ''} of task {lg.task.name!r} failed "
+                               "while it ran (Slurm lost its slurmd), and nothing says its worker ended: it may still "
+                               "run there; not run again (retry --unknown runs it)", lg.task)
         if rec is None:
             self._classify(lg, None, None, session_alive=True, missing=reason)
         else:

@@ -562,7 +562,12 @@ class SlurmExecutor:
                 state = ended_allocations[allocation]
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
-                return "executor_lost" if state is not None else self._forgotten_job_end(lg, recorded_signal)
+                if state is None:
+                    return self._forgotten_job_end(lg, recorded_signal)
+                return self._node_failed_end(lg) if state in slurm.NODE_LOST and not recorded_signal else \
+                    "executor_lost"
+            if slurm.cancelled_from_outside(self._step_end_said(lg)):
+                return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
             step = self._step(lg)
             if not step or self.allocation is not None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
@@ -572,6 +577,8 @@ class SlurmExecutor:
             state = self._settled_state(job_id, name)
             if state is None:
                 return self._forgotten_job_end(lg, recorded_signal)
+            if state in slurm.NODE_LOST and not recorded_signal:
+                return self._node_failed_end(lg)
             return slurm.classify(state, recorded_signal=recorded_signal)
 
         def answered(done: Done[str | None]) -> None:
@@ -600,6 +607,19 @@ class SlurmExecutor:
         if lg.pane is None:
             return "executor_lost" if slurm.ended_by_slurm(said) else None
         return "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
+
+    def _node_failed_end(self, lg: LiveGen) -> str:
+        """How a step whose node failed, and whose wrapper recorded nothing, ended (off the
+        loop). Slurm says NODE_FAIL when the node's slurmd stops answering: that is no word
+        that its worker stopped — with slurmd gone, nothing on the node ends the step, and the
+        worker runs on to its end. One whose wrapper claimed it, with no word of Slurm's hand
+        in srun's (slurmstepd's CANCELLED, a task killed), may still run there: ``node_failed``,
+        unknown, never run again by itself (finished work run twice is the worst outcome). One
+        that never started, or that Slurm was seen to end, was lost: ``executor_lost``."""
+        claim = generation_files.claim_or_planted(lg.gen)
+        if claim is None or claim.by_supervisor or slurm.slurm_hand_shown(self._step_end_said(lg)):
+            return "executor_lost"
+        return "node_failed"
 
     def _step_end_said(self, lg: LiveGen) -> str:
         """What srun said of the step (off the loop): read again, while its ``srun`` runs on

@@ -93,6 +93,9 @@ REASON_STATUS: Final[dict[str, TaskStatus]] = {
     # a pane's Slurm step that ended by a signal while the controller that then forgot its job
     # was down: Slurm's kill of an orphan or the worker's own end, nothing says which
     "job_forgotten": TaskStatus.UNKNOWN,
+    # a Slurm step whose node failed (Slurm lost its slurmd) while its worker ran, with no word
+    # that anything ended it: the worker may run on there, and finish
+    "node_failed": TaskStatus.UNKNOWN,
 }
 # A slot reserved for a generation or running it: what ``status`` lists without ``--all``.
 ACTIVE_SLOT_STATES: Final = frozenset({SlotState.RESERVED, SlotState.RUNNING})

@@ -113,6 +113,9 @@ def classify(state: str | None, *, recorded_signal: bool = False) -> str | None:
 # worker's status: srun's "task 0: Exited with exit code 143" says it ran to its end by itself.
 _SLURM_HAND = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED|: task \d+: (?!Exited with exit code)")
 _TASK_EXITED = re.compile(r": task \d+: Exited with exit code \d+")
+# slurmstepd's word of a cancel nobody but a person asked for: a `scancel` of the step or its
+# job from outside (Slurm's own say "… CANCELLED AT … DUE TO TIME LIMIT", "… NODE FAILURE").
+_CANCELLED_FROM_OUTSIDE = re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+ \*\*\*")
 
 
 def ended_by_slurm(said: str) -> bool:
@@ -131,6 +134,12 @@ def slurm_hand_shown(said: str) -> bool:
     """Whether srun's words (``said``) show Slurm's own hand in its step's end: slurmstepd's
     CANCELLED, or srun's word of a task a signal ended."""
     return bool(_SLURM_HAND.search(said))
+
+
+def cancelled_from_outside(said: str) -> bool:
+    """Whether srun's words (``said``) say the step, or its job, was cancelled from outside
+    the run (``scancel``): slurmstepd's CANCELLED with no reason of Slurm's own after it."""
+    return bool(_CANCELLED_FROM_OUTSIDE.search(said))
 
 
 def step_end_said(said: str) -> bool:
