@@ -294,6 +294,81 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
         kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("backend", ["headless", full("tmux")])
+def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, backend, request):
+    """``cancel`` of an interrupted run while its ``resume`` starts: the resume had read the
+    run's records before the cancel wrote its kill, adopted the worker, and saw it die of the
+    cancel's SIGTERM — recorded ``failed (SIGTERM)``, the cancel not counted (an adversary, 5
+    in 16). A supervisor that collects a generation it did not kill reads its kill file: the
+    cancel's reason and the moment its signal reached the worker."""
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("c.txt", "echo start >> ledger; sleep 60\n")
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "c.txt", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until((swarm.cwd / "ledger").exists, what="the worker")
+        swarm.wait_counts(run, running=1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        wait_until(lambda: '"worker_adopted"' in (run / "events.jsonl").read_text(), what="the worker adopted")
+        gen = RunPaths(run).gen(1, 1)
+        # what `cancel` does to a run it finds interrupted, once the resume has read it
+        generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
+        assert stopping.end_now(run.name, gen, 5.0) >= 1
+        resumed.wait(timeout=60)
+        [row] = swarm.tasks().values()
+        assert (row["status"], row["reason"], row["attempts"]) == ("cancelled", "cancelled_by_user", 1), row
+        assert (swarm.cwd / "ledger").read_text() == "start\n"
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_a_cancel_that_finds_a_resume_taking_the_run_waits_for_its_answer(swarm, monkeypatch):
+    """``cancel`` of a run it found interrupted, a ``resume`` taking the run before the cancel
+    read its records: it said "error: … still supervised by pid N; nothing to resume", exit 1
+    (an adversary, 12 in 18) — while the resumed supervisor read its message and cancelled
+    the run. It now waits for that supervisor's answer, and says what was cancelled."""
+    from zellij_swarm.commands import control
+    from zellij_swarm.records import runlock
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("c.txt", "echo start >> ledger; sleep 60\n")
+    proc = swarm.popen("run", "c.txt", "--output", "quiet")
+    run = swarm.started()
+    resumed = None
+    try:
+        wait_until((swarm.cwd / "ledger").exists, what="the worker")
+        swarm.wait_counts(run, running=1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        paths = RunPaths(run)
+        unsupervised = control._cancel_unsupervised
+
+        def a_resume_first(*args, **kwargs):
+            nonlocal resumed
+            resumed = swarm.popen("resume", run.name, "--output", "quiet")
+            wait_until(lambda: runlock.holder(paths) is not None, what="the resume holding the run")
+            return unsupervised(*args, **kwargs)
+
+        monkeypatch.setattr(control, "_cancel_unsupervised", a_resume_first)
+        said = control.cancel(paths, [])
+        assert "cancelled in run" in said and "the whole run" in said, said
+        assert resumed is not None and resumed.wait(timeout=60) == 130
+        [row] = swarm.tasks().values()
+        assert (row["status"], row["reason"]) == ("cancelled", "cancelled_by_user"), row
+    finally:
+        proc.kill()
+        if resumed is not None:
+            resumed.kill()
+        kill_run_processes(run.name)
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux"])
 def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is_no_cancel(
         swarm, backend, request, monkeypatch):

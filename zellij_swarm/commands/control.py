@@ -29,13 +29,17 @@ def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[
     the message — the run ended first, or its supervisor is stopped (``kill -STOP``, Ctrl-Z)
     or too busy to read it within ``timeout`` — which is then withdrawn: nothing was done."""
     pid = runlock.holder(run)
-    msg_id = inbox.send(run, kind, **body)
+    return _answer(run, inbox.send(run, kind, **body), kind, timeout=timeout), pid
+
+
+def _answer(run: RunPaths, msg_id: str, kind: str, *, timeout: float) -> dict[str, Any] | None:
+    """The answer to the message ``msg_id`` (``ask``)."""
     answer = inbox.await_reply(run, msg_id, timeout=timeout, still_running=lambda: runlock.holder(run) is not None)
     if answer is None and inbox.withdraw(run, msg_id):
         raise exc.SwarmError(_not_taken(run, kind, timeout))
     if answer is None:  # taken while we gave up waiting: look once more for the answer
         answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
-    return answer, pid
+    return answer
 
 
 def _not_taken(run: RunPaths, kind: str, timeout: float) -> str:
@@ -68,8 +72,11 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     if group is not None or tags:
         names += [n for n in views.chosen_tasks(run, group=group, tags=tags, specs=specs) if n not in names]
     if snap["state"] == RunState.INTERRUPTED:
-        inbox.send(run, "cancel", tasks=names)  # a resume records it
-        return _cancel_unsupervised(run, snap, set(names))
+        msg_id = inbox.send(run, "cancel", tasks=names)  # a resume records it
+        try:
+            return _cancel_unsupervised(run, snap, set(names))
+        except exc.RunBusy:  # a resume took the run meanwhile: its supervisor reads the message, and answers
+            return _told(run, "cancel", "cancelled", _answer(run, msg_id, "cancel", timeout=30), runlock.holder(run))
     return _tell(run, "cancel", "cancelled", tasks=names)
 
 
@@ -77,6 +84,11 @@ def _tell(run: RunPaths, kind: str, done: str, **body: Any) -> str:
     """Ask the supervisor to ``kind`` some tasks; the line saying which it did (the reply's
     ``done`` list) and, when it could not do them all, why. None done: an error."""
     answer, pid = ask(run, kind, timeout=30, **body)
+    return _told(run, kind, done, answer, pid)
+
+
+def _told(run: RunPaths, kind: str, done: str, answer: dict[str, Any] | None, pid: int | None) -> str:
+    """``_tell``'s line, from the supervisor's ``answer``."""
     if answer is None:
         return f"zellij-swarm: {kind} delivered to run {run.run_id} (supervisor pid {pid}), no answer"
     if not answer.get(done):

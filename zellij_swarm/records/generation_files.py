@@ -644,11 +644,13 @@ _SENT = "sent "
 _UNCAUGHT = "uncaught"
 
 
-def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None, caught: bool = True) -> None:
+def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None, caught: bool = True,
+                      unsent: bool = False) -> None:
     """Record why the generation is being ended; a moment its kill was already sent (an
     earlier supervisor's, an earlier ``cancel``'s) is kept, with whether it was caught: the
-    first signal is what counts."""
-    if sent_at is None:
+    first signal is what counts — unless ``unsent``: a moment marked before the signal went,
+    which then reached nothing, is taken back."""
+    if sent_at is None and not unsent:
         sent_at, known = kill_sent_at(gen), kill_caught(gen)
         caught = known is not False
     sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
