@@ -60,6 +60,10 @@ def test_a_submitted_swarm_runs_in_a_batch_job_under_the_id_it_was_given(swarm: 
     res = swarm("submit", "s.toml", "--time=5", env=clean_env(ZELLIJ_SWARM_SLURM_CPUS="64", **cluster))
     assert res.code == 2 and "cpus=64" in res.stderr, res.stderr
     assert not set(queue(env)) - set(before), "checked before sbatch"
+    # an option sbatch refuses: its word of which, not only its "Try sbatch --help"
+    refused = swarm("submit", "s.toml", "--no-such-sbatch-option", env=env)
+    assert refused.code == 2 and "--no-such-sbatch-option" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     job, run_id, run_dir = submitted(swarm, env, "s.toml", "--time=5")
     ended(env, job, run_dir)
     status = json.loads(swarm("status", run_id, "--json", env=env).stdout)

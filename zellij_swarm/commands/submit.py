@@ -87,7 +87,9 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
     job = res.stdout.strip().split(";")[0]
     if res.returncode != 0 or not job.isdigit():
         script.unlink(missing_ok=True)
-        said = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        # what it refused, not only its closing "Try sbatch --help" (an unknown option comes before it)
+        lines = [line.strip() for line in res.stderr.splitlines() if line.strip() and "--help" not in line]
+        said = "; ".join(lines) or (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
         raise exc.UsageError(f"submit: sbatch did not take the job: {said}")
     return (f"zellij-swarm: run {run_id} submitted as Slurm job {job}; follow it with `zellij-swarm status {run_id}` "
             f"(its output: {batch}/{run_id}.out)")
