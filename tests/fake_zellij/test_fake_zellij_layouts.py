@@ -113,6 +113,24 @@ def test_close_tab_last_tab_ends_session(fake):
     fake.wait_for(lambda: "EXITED" in fake.run("ls", "-n").out)
 
 
+def test_close_tab_and_rename_tab_with_no_client(fake, version):
+    """With no client attached, 0.45.0 closes no tab (exit 0: its session lives on) and plain
+    ``rename-tab`` refuses (verified on the real binary); 0.44 acts on the first tab (as read
+    from its source); 0.43 does nothing."""
+    fake.create("d", version=version)
+    fake.run("-s", "d", "action", "new-tab", version=version)
+    r = fake.run("-s", "d", "action", "rename-tab", "R", version=version)
+    if version >= "0.45":
+        assert (r.rc, r.err) == (2, "Cannot rename the focused tab: no client is attached to this session. Target a "
+                                    "tab explicitly with --tab-id.\n")
+    else:
+        assert (r.rc, r.err) == (0, "")
+    r = fake.run("-s", "d", "action", "close-tab", version=version)
+    assert (r.rc, r.out, r.err) == (0, "", "")
+    names = fake.run("-s", "d", "action", "query-tab-names", version=version).out.split("\n")
+    assert names == (["Tab #2", ""] if "0.44" <= version < "0.45" else ["Tab #1", "Tab #2", ""]), names
+
+
 BAD = [
     ('layout {\n    pane split_direction=vertical;\n}\n', "Failed to parse KDL"),
     ('layout {\n    pane focus=#true;\n}\n', "Failed to parse KDL"),

@@ -1334,15 +1334,17 @@ class Server:
         self.after_change()
 
     def _active_or_first_tab(self):
+        """The client's tab; with no client, the first on 0.44 (as read from its source) —
+        on 0.45.0 none (verified: ``close-tab`` does nothing, ``rename-tab`` refuses)."""
         t = self.client_tab()
-        if t is None and self.version >= (0, 44, 0) and self.tabs:
+        if t is None and (0, 44, 0) <= self.version < (0, 45, 0) and self.tabs:
             t = self.tabs[0]
         return t
 
     def act_close_tab(self, req, conn):
         t = self._active_or_first_tab()
         if t is None:
-            return {}
+            return {}  # no client: nothing closed, exit 0 (0.45.0, verified)
         for p in list(t.panes):
             self.kill_pane_process(p)
         self.tabs.remove(t)
@@ -1352,6 +1354,9 @@ class Server:
 
     def act_rename_tab(self, req, conn):
         t = self._active_or_first_tab()
+        if t is None and self.version >= (0, 45, 0):
+            return {"stderr": "Cannot rename the focused tab: no client is attached to this session. Target a tab "
+                              "explicitly with --tab-id.\n", "exit": 2}  # (0.45.0, verified)
         if t is not None:
             t.name = req["opts"]["name"]
         return {}
