@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import Swarm, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, Swarm, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import Tmux, inside_env, outside_env
 from zellijtest import FAST
 
@@ -228,6 +228,44 @@ def test_resume_after_the_session_was_killed_runs_headless_with_one_warning(swar
     said = [ln for ln in err.splitlines() if "session_missing" in ln]
     assert len(said) == (place == "recorded") and all("headless" in line for line in said), err
     assert run_processes(killed.run.name) == []
+
+
+@pytest.mark.parametrize("backend", [pytest.param("tmux", marks=tmux_needed), "zellij-0.45.0"])
+def test_a_session_made_before_the_run_recorded_its_place_is_said_to_stay_after_resume(swarm, backend, request):
+    """A supervisor killed as it made its session, before its snapshot named it: ``resume``
+    runs the rest headless (nothing names the session) — and said nothing of the session,
+    which stayed with its board (an adversary, 3 in 3 on the real 0.45). Its end says that
+    it stays, and the command that closes it, which does."""
+    if backend == "tmux":
+        t = request.getfixturevalue("tmux")
+        env, args = tmux_env(t), ("--backend", "tmux")
+        sessions = lambda: t("list-sessions", "-F", "#S", check=False).split()  # noqa: E731
+    else:
+        fz = request.getfixturevalue("fz")
+        env, args = fz.env("0.45.0", **FAST), ("--backend", "zellij")
+        sessions = lambda: [  # noqa: E731
+            line.split()[0] for line in fz.zellij("list-sessions", "-n", version="0.45.0", check=False).stdout
+            .splitlines() if line.strip() and "EXITED" not in line]
+    swarm.write("s.txt", f"{GATE}\n")
+    proc = swarm.popen("run", "s.txt", *args, "--ui", "compact", env=env)
+    run = swarm.started()
+    try:
+        swarm.wait_counts(run, running=1)
+        proc.kill()
+        proc.wait(timeout=10)
+        state = run / "state.json"
+        state.write_text(json.dumps({k: v for k, v in json.loads(state.read_text()).items() if k != "multiplexer"}))
+        assert f"swarm-{run.name}" in sessions()
+        swarm.open_gate()
+        res = swarm("resume", run.name, env=env)
+        assert res.code == 0, res.stderr
+        assert f"session swarm-{run.name}, opened before the run was interrupted, stays: close it with " \
+               "zellij-swarm prune" in res.stderr, res.stderr
+        assert swarm("prune", env=env).code == 0
+        wait_until(lambda: f"swarm-{run.name}" not in sessions(), what="the session closed by prune")
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
 
 
 @tmux_needed

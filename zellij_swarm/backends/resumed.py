@@ -26,7 +26,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from zellij_swarm.backends.base import Backend, LaunchRequest, PaneResult, RunContext, RunPane
+from zellij_swarm.backends import leftovers
+from zellij_swarm.backends.base import Backend, LaunchRequest, PaneResult, RunContext, RunPane, prune_command
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
@@ -44,7 +45,7 @@ def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *,
     multiplexer we know: headless). ``env`` is the run's own (its multiplexer's socket
     directory and binary), ``panes`` its generations' panes, adopted in this order."""
     if not isinstance(place, Mapping):
-        return Unplaced()
+        return Unplaced(env)
     where = ("socket", "session_id", "session")
     if place.get("backend") == "tmux" and all(isinstance(place.get(key), str) for key in where):
         from zellij_swarm.backends.tmux import TmuxBackend
@@ -54,7 +55,7 @@ def backend_for(place: Any, env: Mapping[str, str], panes: Sequence[RunPane], *,
         from zellij_swarm.backends.zellij import ZellijBackend
 
         return ResumedBackend(ZellijBackend.at(place, env, close_session=close_session), place, panes)
-    return Unplaced()
+    return Unplaced(env)
 
 
 class Unplaced(HeadlessBackend):
@@ -66,8 +67,28 @@ class Unplaced(HeadlessBackend):
     headless, no attempt spent (taken for closed, it was ``cancelled (pane_closed)`` and
     never ran). A headless run has no pane generation: nothing asks it."""
 
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+        self._ctx: RunContext | None = None
+
+    def open(self, ctx: RunContext) -> None:
+        self._ctx = ctx
+
     def session_alive(self) -> bool:
         return False
+
+    def leftover_hint(self) -> str | None:
+        """What the run opened before its supervisor went without saying where (its session,
+        made as it started: a supervisor killed then) stays, found by the run's name in its
+        own multiplexers (``leftovers``): said, with the command that closes it."""
+        ctx = self._ctx
+        if ctx is None or ctx.settings.backend == "headless":
+            return None
+        found = leftovers.find(self._env, [ctx.run_id]).leftovers
+        if not found:
+            return None
+        return f"{found[0].what}, opened before the run was interrupted, stays: close it with " \
+               f"{prune_command(ctx.paths)}"
 
 
 class ResumedBackend:
