@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,33 @@ def test_a_run_that_cannot_be_read_is_named_where_runs_are_looked_for(swarm, end
         assert res.code == 2 and f"(run {ended_run.name}: " in res.stderr and "damaged" in res.stderr, res
     res = swarm("prune", "--older-than", "1s")  # nothing of it removed, and said
     assert res.code == 0 and f"skipped run {ended_run.name}: " in res.stdout and ended_run.exists(), res
+
+
+def test_a_run_killed_before_it_recorded_itself_is_named_and_pruned(swarm, ended_run):
+    """A supervisor killed as it started, before it wrote its run.json, leaves a run
+    directory (its lock, its empty log, the room it reserved) no command saw: ``ls`` said
+    nothing of it, ``prune`` left it for ever (an adversary, 3 in 20 early kills). ``ls``
+    names it, and ``prune`` removes it — nothing of it ran. One whose log holds events lost
+    its record: named, and left as it is."""
+    runs = ended_run.parent
+    unstarted, damaged = runs / "20991231-235959-0dead0", runs / "20991231-235959-0dead1"
+    for run in (unstarted, damaged):
+        run.mkdir()
+        for name in ("lock", "events.jsonl", ".reserve"):
+            (run / name).write_bytes(b"")
+    (damaged / "events.jsonl").write_text('{"ts":1,"event":"run_started"}\n')
+    res = swarm("ls")
+    assert res.code == 0 and ended_run.name in res.stdout, res
+    assert f"run {unstarted.name}: its supervisor went before it recorded the run; nothing of it ran" in res.stderr \
+        or f"run {damaged.name}: its run record (run.json) is missing" in res.stderr, res.stderr
+    assert "(and 1 more run(s) like it)" in res.stderr, res.stderr
+    res = swarm("prune")  # kept its week, as any run record is
+    assert res.code == 0 and unstarted.exists(), res
+    os.utime(unstarted, (time.time() - 8 * 86400,) * 2)
+    res = swarm("prune")
+    assert res.code == 0 and f"removed run {unstarted.name}" in res.stdout, res
+    assert f"skipped run {damaged.name}: its run record (run.json) is missing" in res.stdout, res
+    assert damaged.exists() and not unstarted.exists()
 
 
 def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swarm):

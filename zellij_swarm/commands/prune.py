@@ -15,6 +15,7 @@ holds none. A run whose worktree is kept keeps its records, which its worktree i
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -54,6 +55,14 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
     runs = list(views.statuses(all_runs(state_dir), unreadable))
     for why in unreadable:  # nothing of it is removed
         yield Line(f"skipped {why}")
+    now = time.time()
+    for run, why, never_ran in views.unrecorded_runs(state_dir):
+        if not never_ran:
+            yield Line(f"skipped {why}")
+        elif now - _mtime(run.dir, now) > older_than:  # its age: when its supervisor last wrote in it
+            if not dry_run:
+                shutil.rmtree(run.dir)
+            yield Line(f"{verb} run {run.run_id} ({run.dir}): its supervisor went before it recorded the run")
     ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
     looked = leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs))
@@ -61,7 +70,6 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
         yield Line(f"could not look for what ended runs left: {why}", unanswered=True)
     for left in looked.leftovers:
         found.setdefault(left.run_id, []).append(left)
-    now = time.time()
     for run, snap in ended:
         for left in found.get(run.run_id, []):
             if left.remove is None:
@@ -82,6 +90,13 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
             if not dry_run:
                 shutil.rmtree(run.dir)
             yield Line(f"{verb} run {run.run_id} ({run.dir})")
+
+
+def _mtime(path: Path, default: float) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return default
 
 
 def _named_sessions(runs: list[tuple[RunPaths, dict[str, Any]]]) -> list[leftovers.NamedSession]:

@@ -20,7 +20,7 @@ from zellij_swarm.config import state_dir
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
-from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json
+from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json, runs_without_record
 from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
 from zellij_swarm.render import text
 from zellij_swarm.render.console import counts_text, describe
@@ -328,6 +328,21 @@ def statuses(runs: Iterable[RunPaths], unreadable: list[str], *,
         yield run, snap
 
 
+def unrecorded_runs(where: Path) -> Iterator[tuple[RunPaths, str, bool]]:
+    """The run directories with no run record and no supervisor (one starting has none yet),
+    each with why it cannot be read, and whether nothing of it ever ran — its event log is
+    empty: a supervisor that went before it recorded its run (a kill as it started), whose
+    directory ``prune`` removes. One whose log holds anything lost its record: left as it is."""
+    for run in runs_without_record(where):
+        if runlock.holder(run) is not None:
+            continue
+        if has_record(run.events):
+            yield run, f"run {run.run_id}: its run record ({run.run_json.name}) is missing; it cannot be read", False
+        else:
+            yield run, (f"run {run.run_id}: its supervisor went before it recorded the run; nothing of it ran — "
+                        f"`{state_dir.command(run.state_dir, 'prune')}` removes it"), True
+
+
 def ls_rows(state_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per run, newest first: its name, state, start, how many tasks it has in each
     status (``failed`` counts the tasks that failed, timed out or were lost — a cancelled or
@@ -341,6 +356,7 @@ def ls_rows(state_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
                      "started_at": snap["started_at"], "tasks": sum(counts.values()),
                      "failed": sum(v for k, v in counts.items() if k in FAILED_STATUSES), "counts": counts,
                      "waiting": len(waiting_tasks(snap))})
+    unreadable += [why for _, why, _ in unrecorded_runs(state_dir)]
     return rows, unreadable
 
 

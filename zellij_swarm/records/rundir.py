@@ -573,6 +573,17 @@ def all_runs(state_dir: Path) -> list[RunPaths]:
     return sorted(runs, key=_started_at, reverse=True)
 
 
+def runs_without_record(state_dir: Path) -> list[RunPaths]:
+    """The run directories that hold no run record (``run.json``): a supervisor that is
+    starting, or that went before it wrote one (``all_runs`` leaves them out)."""
+    root = runs_root(state_dir)
+    try:
+        entries = [root / n for n in os.listdir(root) if not n.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [RunPaths(p) for p in entries if p.is_dir() and not p.is_symlink() and not has_record(p / "run.json")]
+
+
 _STARTED_AT = re.compile(rb'"started_at":(-?[0-9][0-9.eE+-]*)[,}]')
 
 
