@@ -500,6 +500,8 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
     flags = ["--slurm-alloc"] if alloc else []
     with headless(swarm, "l.toml", env, *flags) as r:
         wait_until(lambda: (swarm.cwd / "ledger").exists(), timeout=60, what="a first task done")
+        assert r.run is not None
+        wait_until(lambda: '"worker_completed"' in logged(r.run), timeout=60, what="a first end recorded")
         r.killed()
         # from a shell that has no SLURM_CONF: the run's own saved environment names its cluster
         res = swarm("resume", r.run.name, "--output", "quiet", env=clean_env())
@@ -507,6 +509,9 @@ def test_kill_9_of_the_supervisor_then_resume_runs_every_task_once(swarm: Swarm,
     run = r.run
     ledger = (swarm.cwd / "ledger").read_text().split()
     assert sorted(ledger) == sorted(f"t{i:02d}" for i in range(24)), "every task ran exactly once"
+    # each row says where it ran, those that ended before the kill too (they lost it on resume)
+    rows = json.loads(swarm("status", run.name, "--json").stdout)["tasks"]
+    assert all((t.get("slurm") or {}).get("node") in ("n1", "n2") for t in rows), rows
     report = json.loads(swarm("proof", run.name, "--json").stdout)
     assert report["ok"], report["blockers"]
     assert queue(cluster) == []

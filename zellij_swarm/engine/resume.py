@@ -615,6 +615,8 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
     # where a Slurm step ran, as its outcome event says (``Attempt.slurm``)
     slurm: dict[str, Any] | None = {k: gs.recorded[k] for k in ("node", "job", "queued_s") if k in gs.recorded} \
         if gs.recorded else None
+    if slurm:
+        lg.task.slurm = slurm  # its row's too, as when it was seen to end (`status`: "on n2 · queued 1.2s")
     lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
     run.stop.generation_ended(lg, status, exit_rec)
     if run.executor is not None and gs.exit is not None and generation_files.committed_by_wrapper(gs.exit):
