@@ -99,3 +99,18 @@ def test_a_server_stopped_is_given_up_on_only_once_stopped_for_the_probes_time(m
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_failure_is_told_by_the_line_that_says_what_went_wrong(tmp_path: Path):
+    """A command's error is its stderr's first line — but a Python script that crashed (the
+    fake Zellij without a module it needs) says "Traceback (most recent call last):" first,
+    which told the user nothing (an adversary's pane_call_failed warning): its last line."""
+    crash = tmp_path / "crash"
+    crash.write_text("#!/bin/sh\nprintf 'Traceback (most recent call last):\\n  File \"x\", line 1\\n"
+                     "ModuleNotFoundError: No module named ckdl\\n' >&2\nexit 1\n")
+    crash.chmod(0o755)
+    with pytest.raises(BackendError) as failed:
+        external.run([str(crash)], timeout=10, faults=external.MULTIPLEXER)
+    assert str(failed.value).endswith(": ModuleNotFoundError: No module named ckdl"), failed.value
+    assert external.what_it_said("\n  sh: 1: x: not found\nmore\n") == "sh: 1: x: not found"
+    assert external.what_it_said("") == ""

@@ -104,18 +104,28 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
         except subprocess.TimeoutExpired as e:
             _kill(proc)
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            said = err.strip().splitlines()
+            said = what_it_said(err)
             raise BackendError(faults.timeout, f"{command}: no answer within {timeout:g}s"
-                               + (f" (it said: {said[0].strip()})" if said else ""), stderr=err) from None
+                               + (f" (it said: {said})" if said else ""), stderr=err) from None
         except BaseException:  # given up on (``give_up``'s error), or the caller was interrupted
             _kill(proc)
             raise
     result = CmdResult(tuple(argv), proc.returncode, stdout, stderr)
     if check and proc.returncode != 0:
-        first = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[0]
+        first = what_it_said(stderr) or f"exit status {proc.returncode}"
         first = first.removeprefix(f"{os.path.basename(argv[0])}: ")  # said once, by us
         raise BackendError(faults.failed, f"{command}: {first}", stderr=stderr, stdout=stdout)
     return result
+
+
+def what_it_said(stderr: str) -> str:
+    """The line of a command's stderr that says what went wrong: its first — but the last of
+    a Python traceback (a script that crashed: its first line, "Traceback (most recent call
+    last):", says nothing). Empty when it said nothing."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
 
 
 def _answer(proc: subprocess.Popen[str], deadline: float,

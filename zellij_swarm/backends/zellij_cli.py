@@ -192,10 +192,10 @@ class Zellij:
             # again while the session may be live (listed, or its server runs), until the
             # call's deadline.
             if not self.session_live(self.session or "", settle=0) or time.monotonic() > deadline:
-                first = res.stderr.strip().splitlines()[0]
-                raise BackendError("session_missing", f"zellij: {first}", stderr=res.stderr)
+                raise BackendError("session_missing", f"zellij: {external.what_it_said(res.stderr)}",
+                                   stderr=res.stderr)
             time.sleep(0.05)
-        first = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[0]
+        first = external.what_it_said(res.stderr) or f"exit status {res.returncode}"
         if check and res.returncode != 0:
             what = " ".join(a for a in args[:2] if not a.startswith("-"))
             raise BackendError("pane_call_failed", f"zellij {what}: {first}", stderr=res.stderr)
