@@ -1465,9 +1465,11 @@ def steps_of(env: dict[str, str], run: Path, task: str) -> list[str]:
             if len(line.split()) == 2 and line.split()[1].startswith(f"zsw.{run.name}.{ids.get(task, '?')}.")]
 
 
-@pytest.mark.parametrize("alloc", [False, True], ids=["own-job", "slurm-alloc"])
+@pytest.mark.parametrize(("alloc", "live"), [(False, False), (True, False), (False, True), full(True, True)],
+                         ids=["own-job", "slurm-alloc", "own-job-live-pane", "slurm-alloc-live-pane"])
 def test_a_step_scancelled_from_outside_is_cancelled_and_not_run_again(swarm: Swarm, cluster: dict[str, str],
-                                                                       alloc: bool) -> None:
+                                                                       alloc: bool, live: bool,
+                                                                       tmp_path: Path) -> None:
     """``scancel JOB.STEP`` of a running task's step (its job, or the run's allocation, lives
     on): srun says "*** STEP … CANCELLED AT … ***" and Slurm keeps no state of the step. It was
     `lost (no_exit_record)` outside an allocation, and inside one `lost (executor_lost)` and
@@ -1477,7 +1479,14 @@ def test_a_step_scancelled_from_outside_is_cancelled_and_not_run_again(swarm: Sw
     swarm.write("c.toml", "[swarm]\njobs = 2\n"
                 '[[task]]\nname = "gone"\ncmd = \'echo gone >> ledger; sleep 60\'\n'
                 '[[task]]\nname = "stays"\ncmd = \'echo stays >> ledger; sleep 2\'\n')
-    with headless(swarm, "c.toml", env, *(["--slurm-alloc"] if alloc else [])) as r:
+    flags = ["--slurm-alloc"] if alloc else []
+    with contextlib.ExitStack() as stack:
+        if live:  # srun --pty: slurmstepd's words go to the pane's terminal, not to srun's log
+            in_tmux = stack.enter_context(slurm_in_tmux(tmp_path, cluster))
+            r = stack.enter_context(SlurmRunning(swarm, "c.toml", "--backend", "tmux", "--ui", "live", "--executor",
+                                                 "slurm", "--output", "quiet", *flags, env=in_tmux))
+        else:
+            r = stack.enter_context(headless(swarm, "c.toml", env, *flags))
         assert r.run is not None
         run = r.run
         wait_until(lambda: (swarm.cwd / "ledger").exists() and "gone" in (swarm.cwd / "ledger").read_text(),

@@ -60,7 +60,7 @@ from zellij_swarm.engine import step_signal
 from zellij_swarm.engine.live import LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import BackendError
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs, slurm
 from zellij_swarm.worker.slurm import Job, Slurm
 
@@ -69,6 +69,7 @@ SIDECAR_GRACE = 3.0  # seconds a step's exit sidecar may take to show after Slur
 SUBMIT_GRACE = 10.0  # seconds an srun may take to list its step before its absence means anything
 SETTLE_WAIT = 5.0  # seconds Slurm may take to give an ended step's job its end state
 SETTLE_POLL = 0.2  # seconds between two looks at it meanwhile (one scontrol each; Slurm has no event for it)
+PANE_LOG_WAIT = 2.0  # seconds a pane's log may take to show what its terminal showed last (tmux's pipe-pane)
 # seconds the SIGTERM sent on a step's node may take (srun some 30 ms, the helper's start a few
 # hundred): a node that does not answer holds the run's Slurm calls this long, then the step
 # is signalled through the controller
@@ -225,6 +226,20 @@ def srun_error(gen: generation_files.GenPaths) -> str:
     """``: <srun's last error line>`` from a headless step's executor log, or nothing."""
     lines = srun_said(gen, 4096).strip().splitlines()
     return f": {lines[-1].strip()}" if lines else ""
+
+
+def _terminal_said(gen: generation_files.GenPaths, at_most: int = 4096) -> str:
+    """The end of what a pane's terminal showed (its output log), or nothing."""
+    try:
+        fd, st = rundir.open_record_stat(gen.output)
+    except (FileNotFoundError, rundir.UnsafeRecord):
+        return ""
+    try:
+        return os.pread(fd, at_most, max(st.st_size - at_most, 0)).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def srun_said(gen: generation_files.GenPaths, at_most: int = 65536) -> str:
@@ -566,7 +581,7 @@ class SlurmExecutor:
                     return self._forgotten_job_end(lg, recorded_signal)
                 return self._node_failed_end(lg) if state in slurm.NODE_LOST and not recorded_signal else \
                     "executor_lost"
-            if slurm.cancelled_from_outside(self._step_end_said(lg)):
+            if self._cancelled_from_outside(lg):
                 return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
             step = self._step(lg)
             if not step or self.allocation is not None:
@@ -607,6 +622,21 @@ class SlurmExecutor:
         if lg.pane is None:
             return "executor_lost" if slurm.ended_by_slurm(said) else None
         return "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
+
+    def _cancelled_from_outside(self, lg: LiveGen) -> bool:
+        """Whether the step was cancelled from outside (off the loop): slurmstepd says so in
+        srun's words — or, for a step with a terminal (``srun --pty``, a live pane), on that
+        terminal, which its pane's log copies (a moment later: looked at again for up to
+        ``PANE_LOG_WAIT`` once srun says Slurm killed its task)."""
+        said = self._step_end_said(lg)
+        if slurm.cancelled_from_outside(said):
+            return True
+        if lg.pane is None:
+            return False
+        deadline = time.monotonic() + (PANE_LOG_WAIT if slurm.slurm_hand_shown(said) else 0.0)
+        while not slurm.cancelled_from_outside(shown := _terminal_said(lg.gen)) and time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL)
+        return slurm.cancelled_from_outside(shown)
 
     def _node_failed_end(self, lg: LiveGen) -> str:
         """How a step whose node failed, and whose wrapper recorded nothing, ended (off the
