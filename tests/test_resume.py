@@ -294,15 +294,18 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
         kill_run_processes(run.name)
 
 
-@pytest.mark.parametrize("backend", ["headless", full("tmux")])
-def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, backend, request):
+@pytest.mark.parametrize("backend, message", [("headless", False), ("headless", True), full("tmux", False),
+                                              full("tmux", True)])
+def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, backend, message, request):
     """``cancel`` of an interrupted run while its ``resume`` starts: the resume had read the
     run's records before the cancel wrote its kill, adopted the worker, and saw it die of the
     cancel's SIGTERM — recorded ``failed (SIGTERM)``, the cancel not counted (an adversary, 5
-    in 16). A supervisor that collects a generation it did not kill reads its kill file: the
-    cancel's reason and the moment its signal reached the worker."""
+    in 16). With the cancel's message (``message``) read by the resumed supervisor first, its
+    own kill reached nothing, and the same (3 in 20). A supervisor that collects a generation
+    whose kill it did not see reach the worker reads its kill file: the cancel's reason and
+    the moment its signal reached the worker."""
     from zellij_swarm.engine import stopping
-    from zellij_swarm.records import generation_files
+    from zellij_swarm.records import generation_files, inbox
     from zellij_swarm.records.rundir import RunPaths
 
     swarm.write("c.txt", "echo start >> ledger; sleep 60\n")
@@ -318,6 +321,8 @@ def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, ba
         wait_until(lambda: '"worker_adopted"' in (run / "events.jsonl").read_text(), what="the worker adopted")
         gen = RunPaths(run).gen(1, 1)
         # what `cancel` does to a run it finds interrupted, once the resume has read it
+        if message:
+            inbox.send(RunPaths(run), "cancel", tasks=[])
         generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
         assert stopping.end_now(run.name, gen, 5.0) >= 1
         resumed.wait(timeout=60)

@@ -400,14 +400,14 @@ class Generations:
             return
         lg.move(GenPhase.COLLECTED)
         self.follow.unwatch(lg)
-        if lg.kill_reason is None and not lg.child:
+        if lg.kill_sent_at is None and not lg.child and (sent := generation_files.kill_sent_at(lg.gen)) is not None:
             # A `cancel` of the run while no supervisor held it ended the worker of a
             # generation this one adopts (``control``: its reason, then the moment its signal
-            # reached the worker, in the kill file) — also while a resume was starting: the
-            # outcome rule weighs that kill as ours.
-            lg.kill_reason = generation_files.kill_reason(lg.gen)
-            lg.kill_sent_at = generation_files.kill_sent_at(lg.gen)
-            lg.kill_caught = generation_files.kill_caught(lg.gen)
+            # reached the worker, in the kill file) — also while a resume was starting, whose
+            # own kill, asked by the same cancel, then reached nothing: the outcome rule
+            # weighs that kill as ours.
+            lg.kill_reason = lg.kill_reason or generation_files.kill_reason(lg.gen)
+            lg.kill_sent_at, lg.kill_caught = sent, generation_files.kill_caught(lg.gen)
         if lg.remote:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
