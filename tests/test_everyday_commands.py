@@ -565,3 +565,35 @@ def test_the_commands_readers_offer_reach_a_run_kept_in_another_state_dir(swarm:
             copied = swarm(*words[1:])
             assert copied.code == 0, (hint, copied.stderr)
     assert "--state-dir" not in views.format_waiting(waiting, latest=True, where=None)
+
+
+def test_the_commands_an_interrupted_runs_readers_offer_reach_it_in_another_state_dir(swarm: Swarm,
+                                                                                       tmp_path: Path) -> None:
+    """The neighbours of the hints above (an adversary found them after): an interrupted run
+    kept elsewhere — what ``status --waiting`` and ``cancel`` say ``resume`` does, and the
+    ``retry`` a finished run's ``resume`` offers — name its state directory, and work pasted."""
+    elsewhere = tmp_path / "records 'of' mine"
+    proc = swarm.popen("run", "--state-dir", str(elsewhere), "--output", "quiet", ":::", GATE)
+    try:
+        run = wait_until(lambda: next(iter((elsewhere / "runs").glob("*/state.json")), None), what="the run").parent
+        wait_until(lambda: json.loads(swarm("status", "--state-dir", str(elsewhere), "--json").stdout)["counts"]
+                   .get("running") == 1, what="the task running")
+        proc.send_signal(9)
+        proc.wait(timeout=10)
+
+        def offered(text: str, name: str) -> list[str]:
+            words = shlex.split(re.search(rf"`(zellij-swarm {name}[^`]*)`", text)[1])
+            assert words[2:4] == ["--state-dir", str(elsewhere)], text
+            return words
+
+        offered(swarm("status", "--state-dir", str(elsewhere), "--waiting").stdout, "resume")
+        cancelled = swarm("cancel", "--state-dir", str(elsewhere), run.name)
+        assert cancelled.code == 0, cancelled.stderr
+        resumed = swarm(*offered(cancelled.stderr, "resume")[1:])
+        assert resumed.code == 130, resumed.stderr
+        again = swarm("resume", "--state-dir", str(elsewhere), run.name)
+        swarm.open_gate()  # the retry runs the cancelled task again
+        assert again.code == 2 and swarm(*offered(again.stderr, "retry")[1:]).code == 0, again.stderr
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)

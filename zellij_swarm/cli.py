@@ -28,6 +28,7 @@ from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, swarmfile, template
 from zellij_swarm.config.state_dir import StateDir, flag_for
+from zellij_swarm.config.state_dir import command as state_command
 from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.config.stream import InputStream, read_ahead
 from zellij_swarm.records import rundir
@@ -181,7 +182,8 @@ def _acting_run(flag: str | None, command: str, run_id: str | None, *, not_a_run
         if unreadable:  # it may be one of them
             more = f", and {len(unreadable) - 1} more run(s) cannot" if len(unreadable) > 1 else ""
             what = f"{what} ({unreadable[0]}{more})"
-        raise exc.UsageError(f"{given}{where} is {what}: name the RUN to {command} (zellij-swarm ls lists them)")
+        raise exc.UsageError(f"{given}{where} is {what}: name the RUN to {command} ({state_command(path, 'ls')} lists "
+                             "them)")
     shown = ", ".join(r.run_id for r in candidates[:5]) + (", …" if len(candidates) > 5 else "")
     raise exc.UsageError(f"{given}{len(candidates)} runs are {what} ({shown}): name the RUN to {command}")
 

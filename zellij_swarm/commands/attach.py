@@ -78,6 +78,10 @@ def attach(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, env
                           f"{_look_instead(run)}")
 
 
+def _attach_command(run: RunPaths) -> str:
+    return state_dir.command(run.state_dir, "attach", run.run_id)
+
+
 def _look_instead(run: RunPaths) -> str:
     return (f"see its tasks with `{state_dir.command(run.state_dir, 'status', run.run_id)}` and their output with "
             f"`{state_dir.command(run.state_dir, 'logs', run.run_id)} TASK`")
@@ -156,7 +160,7 @@ def _tmux_attach(run: RunPaths, task: dict[str, Any] | None, recorded: Mapping[s
     same_server = inside is not None and (server is None or os.path.realpath(server) == os.path.realpath(inside))
     if inside is not None and not same_server:
         raise exc.SwarmError(f"run {run.run_id} is on another tmux server ({server}) than the one you are in: from "
-                             f"a terminal outside tmux run `zellij-swarm attach {run.run_id}`, or "
+                             f"a terminal outside tmux run `{_attach_command(run)}`, or "
                              f"`tmux -S {server} attach -t {window.session_name}`")
     if not same_server and not _terminal():
         shown = [*tmux.attach_argv(window.session_id)[:-1], window.session_name]
@@ -242,7 +246,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
         return 0
     if own is not None:
         raise exc.SwarmError(f"run {run.run_id} is in zellij session {session!r}, not in {own!r} where you are: "
-                             f"from a terminal outside Zellij run `zellij-swarm attach {run.run_id}` "
+                             f"from a terminal outside Zellij run `{_attach_command(run)}` "
                              f"(or `zellij attach {session}`)")
     argv = ["zellij", "attach", session]
     if not _terminal():

@@ -17,7 +17,7 @@ from typing import Any
 
 from zellij_swarm import exc, pid_end, quoting
 from zellij_swarm.commands import status as views
-from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config import settings, state_dir, swarmfile
 from zellij_swarm.records import inbox, runlock
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.states import RunState
@@ -40,6 +40,11 @@ def _answer(run: RunPaths, msg_id: str, kind: str, *, timeout: float) -> dict[st
     if answer is None:  # taken while we gave up waiting: look once more for the answer
         answer = inbox.await_reply(run, msg_id, timeout=0, still_running=lambda: False)
     return answer
+
+
+def _command(run: RunPaths, name: str) -> str:
+    """Our command ``name`` on ``run``, as a hint offers it (``state_dir.command``)."""
+    return state_dir.command(run.state_dir, name, run.run_id)
 
 
 def _not_taken(run: RunPaths, kind: str, timeout: float) -> str:
@@ -107,7 +112,7 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     names = list(names)
     snap = views.load_status(run, rows=False)
     if snap["state"] != RunState.RUNNING:
-        hint = f"; `zellij-swarm resume {run.run_id}` first" if snap["state"] == RunState.INTERRUPTED else ""
+        hint = f"; `{_command(run, 'resume')}` first" if snap["state"] == RunState.INTERRUPTED else ""
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to restart{hint}")
     known = {s.name for s in views.task_specs_of(run, strict=True)}
     missing = [n for n in names if n not in known]
@@ -163,10 +168,10 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
         what = "worker process(es)"
     line = f"zellij-swarm: run {run.run_id} has no supervisor: ended {ended} {what}"
     if chosen or not names or names - ended_keys:  # something is left for resume to cancel
-        line += f"; `zellij-swarm resume {run.run_id}` records the cancellation"
+        line += f"; `{_command(run, 'resume')}` records the cancellation"
     if ended_alone:
         line += (f"; ended on their own before the cancel, not cancelled: "
-                 f"{quoting.terminal_text(', '.join(ended_alone))} (`zellij-swarm resume {run.run_id}` records how)")
+                 f"{quoting.terminal_text(', '.join(ended_alone))} (`{_command(run, 'resume')}` records how)")
     return line
 
 

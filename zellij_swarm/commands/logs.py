@@ -121,7 +121,7 @@ def show(run: RunPaths, key: str, *, attempt: int | None, follow: bool, raw: boo
     if in_pane and stream == "stderr":
         both = quoting.positional_line([quoting.task_word(task["name"], task["id"])])
         raise exc.UsageError(f"task {task['name']!r} ran in a pane, whose one terminal held its stdout and stderr "
-                             f"together: `zellij-swarm logs {both}` shows both")
+                             f"together: `{state_dir.command(run.state_dir, 'logs', run.run_id)} {both}` shows both")
     if gen is None:
         print(f"zellij-swarm: task {task['name']!r} " + ("has not started yet" if task["status"] == "pending" else
               f"ended without starting ({task['status']}{': ' + task['reason'] if task.get('reason') else ''})"),

@@ -134,7 +134,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     resolved = resolved_settings(rec.meta)
     if output:
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
-    reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
+    reporter = _reporter(resolved.output, json_output, run=run)
     outputs = Outputs.load(run)
     try:
         place = views.load_status(run, rows=False).get("multiplexer")  # where its panes are
@@ -208,7 +208,8 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     may have finished; the caller is told in one line which were left out."""
     rundir.require_trusted_run(run)
     if runlock.holder(run) is not None:
-        raise exc.UsageError(f"run {run.run_id} is running: `zellij-swarm restart {run.run_id} TASK` runs a running "
+        raise exc.UsageError(f"run {run.run_id} is running: `{state_dir.command(run.state_dir, 'restart', run.run_id)} "
+                             "TASK` runs a running "
                              "task again")
     rundir.require_writable_run(run)
     rec = load(run, ended=True)
@@ -235,7 +236,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
                    run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
                    joblog=_continued_joblog(outputs))
-    reporter = _reporter(resolved.output, json_output, run_id=run.run_id)
+    reporter = _reporter(resolved.output, json_output, run=run)
     reporter.panes = choice.name != "headless"
     return _supervise(Supervisor(plan, backend, reporter), outputs.junit)
 
@@ -363,17 +364,17 @@ def _require_text(resolved: Resolved, *, source: str, junit_path: str | None, jo
         swarmfile.require_utf8(what, value, "zellij-swarm records it as text; use a UTF-8 name")
 
 
-def _reporter(output: str | None, json_output: bool, *, run_id: str = "", record: Outputs | None = None,
+def _reporter(output: str | None, json_output: bool, *, run: RunPaths | None = None, record: Outputs | None = None,
               on_started: Callable[[RunPaths], None] | None = None) -> ConsoleReporter:
     """The output mode (default: progress on a terminal, group elsewhere); with --json the
-    workers' output goes to stderr so that stdout is one JSON document. ``run_id``: a run
+    workers' output goes to stderr so that stdout is one JSON document. ``run``: a run
     that goes on, whose hints name it before it says it started; ``record``: a new run's
     outputs, recorded in its directory as it starts (and ``on_started`` told it)."""
     mode = output or ("progress" if sys.stderr.isatty() else "group")
     out = streams.bytes_out(sys.stderr) if json_output else None
     if record is not None:
         return _RecordingReporter(mode, record, out=out, on_started=on_started)
-    return ConsoleReporter(mode, out=out, run_id=run_id)
+    return ConsoleReporter(mode, out=out, run_id=run.run_id if run else "", state_dir=run.state_dir if run else None)
 
 
 class _RecordingReporter(ConsoleReporter):

@@ -466,11 +466,13 @@ def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool, whe
     return state_dir.command(where, "attach", *run, quoting.task_word(task["name"], task["id"]))
 
 
-def none_waiting(snap: dict[str, Any]) -> str:
+def none_waiting(snap: dict[str, Any], where: Path | None = None) -> str:
     """What is said when no task of ``snap`` is shown waiting for input: none does — or, with
-    no supervisor (``interrupted``), nothing watches, and whether one waits is not known."""
+    no supervisor (``interrupted``), nothing watches, and whether one waits is not known
+    (``where``: its state directory, for the command that resumes it)."""
     if snap["state"] == RunState.INTERRUPTED:
-        return "nothing watches its workers for input until `zellij-swarm resume` (whether one waits is not known)"
+        return (f"nothing watches its workers for input until `{state_dir.command(where, 'resume', snap['run_id'])}` "
+                "(whether one waits is not known)")
     return "no task waits for input"
 
 
@@ -490,14 +492,15 @@ SLOT_WORDS = {"reserved": "starting"}
 NAME_COLUMN_MAX = 40
 
 
-def dispatching_text(snap: dict[str, Any]) -> str | None:
+def dispatching_text(snap: dict[str, Any], where: Path | None = None) -> str | None:
     """``paused: new tasks wait for unpause`` and each group's ``gpu 2/2 running (paused)``;
     None when the run has no groups and nothing is paused."""
     paused = snap.get("paused") or {}
     groups = snap.get("groups") or []
     if not paused.get("run") and not paused.get("groups") and not groups:
         return None
-    parts = ["paused: no new task starts until `zellij-swarm unpause`"] if paused.get("run") else []
+    parts = [f"paused: no new task starts until `{state_dir.command(where, 'unpause', snap['run_id'])}`"] \
+        if paused.get("run") else []
     held = set(paused.get("groups") or [])
     running = snap.get("state") == RunState.RUNNING
     parts += [f"group {g['name']} " + (f"{g['running']}/{g['jobs']} running" if running else f"jobs {g['jobs']}")
@@ -555,7 +558,7 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
     warnings. With ``width`` (a terminal's), every line is cut to it: the run id is in the
     header, never repeated on a row."""
     lines = header_lines(snap, width)
-    if (dispatching := dispatching_text(snap)) is not None:
+    if (dispatching := dispatching_text(snap, where)) is not None:
         lines.append(dispatching)
     tasks = snap["tasks"]
     if tasks:
@@ -611,7 +614,7 @@ def format_waiting(snap: dict[str, Any], latest: bool, where: Path | None = None
     waiting = waiting_tasks(snap)
     if not waiting:
         interrupted = "interrupted; " if snap["state"] == RunState.INTERRUPTED else ""
-        return _shown([f"run {snap['run_id']}: {interrupted}{none_waiting(snap)}"])
+        return _shown([f"run {snap['run_id']}: {interrupted}{none_waiting(snap, where)}"])
     return _shown(table(("TASK", "SLOT", "ATTACH"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
                           attach_line(snap, t, latest=latest, where=where)) for t in waiting],

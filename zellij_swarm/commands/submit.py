@@ -36,6 +36,7 @@ from pathlib import Path
 from zellij_swarm import exc, external
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config import slurm as slurm_config
+from zellij_swarm.config import state_dir as state_dir_
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.supervisor import new_run_id
 from zellij_swarm.records import inbox, rundir
@@ -91,8 +92,9 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
         lines = [line.strip() for line in res.stderr.splitlines() if line.strip() and "--help" not in line]
         said = "; ".join(lines) or (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
         raise exc.UsageError(f"submit: sbatch did not take the job: {said}")
-    return (f"zellij-swarm: run {run_id} submitted as Slurm job {job}; follow it with `zellij-swarm status {run_id}` "
-            f"(its output: {batch}/{run_id}.out)")
+    follow = state_dir_.command(where, "status", run_id)
+    return f"zellij-swarm: run {run_id} submitted as Slurm job {job}; follow it with `{follow}` " \
+           f"(its output: {batch}/{run_id}.out)"
 
 
 def in_job(run_id: str, file: str, *, state_dir: Path, env: Mapping[str, str]) -> int:

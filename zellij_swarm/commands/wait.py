@@ -41,7 +41,7 @@ def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[
                 say(attach_line(snap, t, latest=latest, where=run.state_dir))
             return 0
         if snap["state"] != "running":
-            ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; {none_waiting(snap)}"
+            ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; {none_waiting(snap, run.state_dir)}"
             print(quoting.terminal_text(ended), file=sys.stderr)
             return 1
         sleep(POLL)

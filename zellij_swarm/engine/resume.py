@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchRequest
-from zellij_swarm.config import settings, swarmfile
+from zellij_swarm.config import settings, state_dir, swarmfile
 from zellij_swarm.config.stream import Problem
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics, stopping
@@ -156,7 +156,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     again."""
     holder = runlock.holder(run)
     if holder is not None:
-        what = "retry: `zellij-swarm restart RUN TASK` runs a running task again" if ended else "resume"
+        what = f"retry: `{state_dir.command(run.state_dir, 'restart', run.run_id)} TASK` runs a running task again" \
+            if ended else "resume"
         raise exc.RunBusy(f"run {run.run_id} is still supervised by pid {holder}; nothing to {what}")
     meta = read_json(run.run_json)
     if not (isinstance(meta.get("tasks"), list) and isinstance(meta.get("settings"), dict)
@@ -164,7 +165,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         raise DamagedRecord(f"{run.run_json}: damaged record (no list of tasks and settings, which every run "
                             "records); it cannot be resumed")
     if not ended and has_record(run.summary):
-        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume (`zellij-swarm retry` runs "
+        raise exc.RunNotActive(f"run {run.run_id} has finished; nothing to resume "
+                               f"(`{state_dir.command(run.state_dir, 'retry', run.run_id)}` runs "
                                "its failures again)")
     for record in (run.events, run.dir / snapshot_file.ROWS_FILE):  # the resumed supervisor appends to both
         rundir.plain_or_absent(record)

@@ -639,7 +639,7 @@ class Supervisor:
         for v in gone:
             self.events.emit("view_gone", view=v.name, pid=v.pid)
         if gone and not any(w["code"] == "renderer_died" for w in self.warnings):
-            self._warn("renderer_died", view_watch.message(gone, self.run_id), None)
+            self._warn("renderer_died", view_watch.message(gone, self.run_id, self.paths.state_dir), None)
 
     def _allocate(self, *, resumed: bool | None = None) -> bool:
         """``--slurm-alloc``: the run's one allocation (a resumed run's own, while Slurm runs

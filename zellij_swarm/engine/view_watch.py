@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import jsontext, pid_end
+from zellij_swarm.config import state_dir
 from zellij_swarm.records import rundir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.watch import Inotify, Watcher
@@ -318,11 +319,11 @@ def describe(names: Iterable[str]) -> str:
     return " and ".join(parts) or "no view"
 
 
-def message(gone: list[Gone], run_id: str) -> str:
+def message(gone: list[Gone], run_id: str, where: Path | None = None) -> str:
     """The text of the run's one ``renderer_died`` warning: the views found gone first (a
     session that ends takes the others with it a moment later; ``status`` lists them all)."""
     what = describe(g.name for g in gone)
     pids = ", ".join(str(g.pid) for g in gone)
     return (f"{what} ended while the run goes on (renderer pid {pids}: its pane was closed, its process "
-            f"killed or its session ended); the tasks keep running. `zellij-swarm status {run_id}` lists the "
-            f"views gone; `zellij-swarm board {run_id}` shows the run in any terminal")
+            f"killed or its session ended); the tasks keep running. `{state_dir.command(where, 'status', run_id)}` "
+            f"lists the views gone; `{state_dir.command(where, 'board', run_id)}` shows the run in any terminal")

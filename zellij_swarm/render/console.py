@@ -169,9 +169,9 @@ def _eta(f: ProgressFacts) -> str | None:
 
 class ConsoleReporter:
     def __init__(self, mode: str, *, out: IO[bytes] | None = None, err: IO[str] | None = None,
-                 run_id: str = "") -> None:
-        """``run_id``: a resumed run's, whose tasks may end (and be hinted at) before it says
-        it started."""
+                 run_id: str = "", state_dir: Path | None = None) -> None:
+        """``run_id``, ``state_dir``: a resumed run's, whose tasks may end (and be hinted at)
+        before it says it started."""
         self.mode = mode
         self.out = out if out is not None else streams.bytes_out(sys.stdout)
         self.err = err if err is not None else streams.text_or_nowhere(sys.stderr)
@@ -185,7 +185,7 @@ class ConsoleReporter:
         self.panes = False
         self._line_shown = False
         self._run_id = run_id
-        self._state_dir: Path | None = None  # the run's, once it said it started (``_command``)
+        self._state_dir = state_dir  # the run's, once it said it started (``_command``)
         self._warnings = 0
         self._unwritable: set[IO[bytes]] = set()  # given up: nobody reads them (``_copy_or_give_up``)
 
