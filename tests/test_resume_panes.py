@@ -297,6 +297,37 @@ def test_tmux_a_pane_closed_by_hand_before_resume_is_that_task_alone(swarm, tmux
 
 
 @tmux_needed
+def test_tmux_a_task_answered_while_no_supervisor_runs_is_no_longer_said_to_wait(swarm, tmux):
+    """A task the supervisor last saw waiting, answered by hand after the supervisor was
+    killed: ``status``, ``status --waiting`` and ``wait --for-input`` still said it waited —
+    the last word of a supervisor that is gone (an adversary, 2 in 2). The kernel is asked
+    again: waiting while it reads, not once it is busy."""
+    swarm.write("w.toml", '[swarm]\njobs = 1\n[[task]]\nname = "ask"\n'
+                          "cmd = 'read a; until [ -e go ]; do sleep 0.05; done'\n")
+    env = tmux_env(tmux)
+    proc = swarm.popen("run", "w.toml", "--backend", "tmux", "--ui", "live", "--output", "quiet", env=env)
+    run = swarm.started()
+
+    def waits() -> object:
+        [row] = json.loads(swarm("status", run.name, "--json", env=env).stdout)["tasks"]
+        return row["waiting_input"]
+
+    try:
+        pane = wait_until(lambda: waiting_pane(swarm, run), timeout=60, what="ask waiting in its pane")
+        proc.kill()
+        proc.wait(timeout=10)
+        assert waits() is True
+        assert "waiting for input" in swarm("board", run.name, "--once", env=env).stdout
+        tmux("send-keys", "-t", pane, "x", "Enter")
+        wait_until(lambda: waits() is False, timeout=30, what="the answered task no longer waiting")
+        assert "nothing watches" in swarm("status", run.name, "--waiting", env=env).stdout
+        assert "waiting for input" not in swarm("board", run.name, "--once", env=env).stdout
+    finally:
+        (swarm.cwd / "go").touch()
+        stop(swarm, None, run)
+
+
+@tmux_needed
 def test_tmux_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, tmux):
     """The resumed supervisor marks an adopted worker waiting for input (its title and its
     window's name) and takes the mark away when it reads."""

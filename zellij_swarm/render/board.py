@@ -83,9 +83,11 @@ def _slot_numbers(state: dict[str, Any] | None, gens: Mapping[int, GenInfo | Non
     return sorted(numbers | set(slot_entries(state)) | set(gens))
 
 
-def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, color: bool) -> list[str]:
+def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, color: bool,
+            waiting: int | None = None) -> list[str]:
     """The run's title line (its id last: the first thing a narrow pane cuts), then its
-    counters, never cut: they wrap onto further lines when the pane is narrow."""
+    counters, never cut: they wrap onto further lines when the pane is narrow (``waiting``:
+    how many wait for input, when not as the state's rows say)."""
     if state is None:
         return [clip("waiting for the run to start (no state.json yet)", cols)]
     run_state = str(state.get("state") or "?")
@@ -102,7 +104,7 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
     run_id = f" · {terminal_text(state.get('run_id') or '')}"
     if sum(width(text) for text, _ in title) + width(run_id) <= cols:  # a run id cut short names no run
         title.append((run_id, None))
-    return [join_parts(title, cols, color), *_counters(state, cols, color)]
+    return [join_parts(title, cols, color), *_counters(state, cols, color, waiting)]
 
 
 def _paused(state: dict[str, Any]) -> list[tuple[str, str | None]]:
@@ -114,12 +116,13 @@ def _paused(state: dict[str, Any]) -> list[tuple[str, str | None]]:
     return [(" · ", None), (what, "1;35")]
 
 
-def _counters(state: dict[str, Any], cols: int, color: bool) -> list[str]:
+def _counters(state: dict[str, Any], cols: int, color: bool, waiting: int | None = None) -> list[str]:
     """``1 failed · 2 waiting for input · 3 running · 10 pending · 58 succeeded``: failures
     first, then who needs a person, then the rest; as many lines as the width needs."""
     counts = dict(state.get("counts") or {})
-    waiting = sum(1 for t in state.get("tasks") or [] if isinstance(t, dict) and t.get("status") == "running"
-                  and t.get("waiting_input"))
+    if waiting is None:
+        waiting = sum(1 for t in state.get("tasks") or [] if isinstance(t, dict) and t.get("status") == "running"
+                      and t.get("waiting_input"))
     parts: list[tuple[str, str | None]] = []
     ended = state.get("state") != RunState.RUNNING
     for name in COUNTERS:
@@ -380,7 +383,8 @@ def board_frame(
     interrupted = (state or {}).get("state") == RunState.INTERRUPTED
     slots = [describe_slot(n, gens.get(n), entries.get(n), records, interrupted=interrupted)
              for n in _slot_numbers(state, gens)]
-    lines = _header(state, len(slots), cols, now, color)
+    # with no supervisor its rows' waiting is a gone one's last word: the slots' own (``describe_slot``)
+    lines = _header(state, len(slots), cols, now, color, sum(1 for r in slots if r.waiting) if interrupted else None)
     footer = [join_parts([(notice, "33")], cols, color)] if notice else []
     room = max(rows - len(lines) - len(footer), 0)
     sw = len(str(max((r.slot for r in slots), default=1)))

@@ -242,8 +242,23 @@ def describe_slot(
         reason=rec.get("reason"),
         number=gen.gen,
         command=_text(rec.get("command")),
-        waiting=rec.get("waiting_input", False) if status in LIVE else False,
+        waiting=_waiting(rec, gen, interrupted) if status in LIVE else False,
     )
+
+
+def _waiting(rec: dict[str, Any], gen: GenInfo, interrupted: bool) -> bool | None:
+    """Whether a live row's worker waits for input: as its record says — but with no
+    supervisor (``interrupted``) that is the last word of one that is gone: one it saw
+    waiting is asked of the kernel again (a person may have answered since), one it did not,
+    unknown (``status`` says the same)."""
+    said: bool | None = rec.get("waiting_input", False)
+    if not interrupted:
+        return said
+    if not said or gen.pid is None:
+        return None
+    from zellij_swarm.worker import waiting  # only for a run with no supervisor
+
+    return waiting.waits_now(gen.pid)
 
 
 def _text(value: Any) -> str | None:

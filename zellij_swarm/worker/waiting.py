@@ -278,6 +278,14 @@ def tty_wait(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | Non
     return look(pid, proc=proc, procs=procs).wait
 
 
+def waits_now(pid: int, *, proc: Path = PROC) -> bool | None:
+    """Whether the worker on ``pid``'s terminal waits for input now, as far as the kernel
+    alone says — for a reader with no supervisor's watch (no screen, no silence measured): a
+    read of the terminal, or a poll of it alone, waits; busy elsewhere, not; a poll among
+    sockets or pipes, or what cannot be seen: None."""
+    return {TtyWait.READING: True, TtyWait.POLLING: True, TtyWait.BUSY: False}.get(tty_wait(pid, proc=proc))
+
+
 def look(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = None) -> Look:
     """``tty_wait``, with why it is UNKNOWN when access was refused."""
     calls = _SYSCALLS.get(platform.machine())
