@@ -5,7 +5,9 @@ before it, made again by hand after it, or used by a later run — is the user's
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 from swarmtest import Swarm, kill_run_processes, run_processes, wait_until
@@ -110,7 +112,21 @@ def test_a_tmux_server_that_gives_no_answer_is_named_and_prune_exits_1(swarm: Sw
         os.kill(server, signal.SIGCONT)
     assert res.code == 1, res
     assert res.stdout == "could not look for what ended runs left: tmux list-windows: no answer within 10s\n", res
-    assert res.stderr == ("zellij-swarm: error: a multiplexer gave no answer (above): what ended runs left in it is "
-                          "still there; prune again once it answers\n"), res
+    assert res.stderr == ("zellij-swarm: error: a multiplexer could not be asked (above): what ended runs left in it "
+                          "is still there; prune again once it can be\n"), res
     assert "mywork" in tmux_sessions(tmux)
     assert swarm("prune", env=env).stdout == "removed tmux session mywork\n"
+
+
+def test_a_multiplexer_a_run_used_that_is_not_on_path_here_is_named_and_prune_exits_1(swarm: Swarm,
+                                                                                    fz: FakeZellij) -> None:
+    """``prune`` from a terminal whose PATH has no zellij, after a run in Zellij: it printed
+    nothing and exited 0, the run's session left (an adversary, 3 in 3) — as if nothing were
+    there. It says it could not look, and exits 1."""
+    env = fz.env("0.45.0", **FAST)
+    run_in(swarm, env, "--backend", "zellij", "--session", "mywork")
+    no_zellij = {**env, "PATH": os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                                if not (Path(p) / "zellij").exists())}
+    res = swarm("prune", env=no_zellij)
+    assert res.code == 1 and "zellij is not on PATH here" in res.stdout, res
+    assert "mywork" in zellij_sessions(fz)

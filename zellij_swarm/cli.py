@@ -868,8 +868,8 @@ def prune(older_than: str, dry_run: bool, force: bool, drop_ignored: bool, state
         raise exc.SwarmError(f"kept {kept} worktree{'' if kept == 1 else 's'} of ended runs (above) so as not to "
                              "lose work; save it as its line says, or prune --force to discard it")
     if unanswered:
-        raise exc.SwarmError("a multiplexer gave no answer (above): what ended runs left in it is still there; "
-                             "prune again once it answers")
+        raise exc.SwarmError("a multiplexer could not be asked (above): what ended runs left in it is still there; "
+                             "prune again once it can be")
 
 
 def main(argv: list[str] | None = None) -> None:

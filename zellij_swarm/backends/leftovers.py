@@ -60,13 +60,19 @@ class Found:
     unanswered: list[str]  # "tmux list-windows: no answer within 10s": where nothing could be looked at
 
 
-def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[NamedSession] = ()) -> Found:
-    """Every session, window and tab of the runs ``run_ids``, and the ``named`` sessions."""
+def find(env: Mapping[str, str], run_ids: Collection[str], named: Collection[NamedSession] = (),
+         expected: Collection[str] = ()) -> Found:
+    """Every session, window and tab of the runs ``run_ids``, and the ``named`` sessions.
+    ``expected``: the multiplexers the runs recorded panes in — one missing here is said to
+    have gone unlooked at (``unanswered``), not taken to hold nothing."""
     ids = set(run_ids)
     found = Found([], [])
     if ids or named:
         by_name = {(n.backend, n.name): n for n in named}
         found.leftovers = _tmux(env, ids, by_name, found.unanswered) + _zellij(env, ids, by_name, found.unanswered)
+    for name in sorted(expected):
+        if name in ("tmux", "zellij") and not shutil.which(name, path=env.get("PATH")):
+            found.unanswered.append(f"{name} is not on PATH here: what the runs left in it was not looked for")
     return found
 
 
