@@ -450,3 +450,16 @@ def test_a_slot_whose_newest_generations_were_folded_away_shows_their_record(tmp
     assert (row.task, row.status) == ("d", "running")  # its own generation is not on disk yet
     row = describe_slot(1, read_gen(older), {"slot": 1, "state": "reserved", "generation": 4, "task": "d"}, records)
     assert (row.task, row.status) == ("d", "starting")
+
+
+def test_a_narrow_boards_title_drops_its_clock_and_id_whole_never_cuts_them(tmp_path: Path) -> None:
+    """At 31 columns (the board's width in Zellij's default layout at 80×24) the title read
+    `zadv · finished · 12 slots · 4…`, the clock cut: it is left out whole, as the run id is."""
+    fake = _busy_run(tmp_path, jobs=12, running=0, failed=1)
+    state = fake.write(state="finished", ended_at=NOW - 0.5)
+    gens = {n: read_gen(fake.run.generations(n)[-1]) for n in range(1, 13)}
+    base = "demo · finished · 12 slots"
+    for cols in range(width(base), 80):
+        title = board_frame(state, gens, cols=cols, rows=24, now=NOW)[0]
+        assert title.startswith(base) and "…" not in title and width(title) <= cols, (cols, title)
+    assert board_frame(state, gens, cols=31, rows=24, now=NOW)[0] == base

@@ -99,11 +99,13 @@ def _header(state: dict[str, Any] | None, n_slots: int, cols: int, now: float, c
         (" · ", None),
         (run_state, "1;33" if run_state == RunState.RUNNING else ("32" if run_state == RunState.FINISHED else "1;31")),
         *_paused(state),
-        (f" · {n_slots} slots · {duration(elapsed)}", None),
+        (f" · {n_slots} slots", None),
     ]
-    run_id = f" · {terminal_text(state.get('run_id') or '')}"
-    if sum(width(text) for text, _ in title) + width(run_id) <= cols:  # a run id cut short names no run
-        title.append((run_id, None))
+    # then its clock and its id, each only whole: a time or a run id cut short says nothing
+    for part in (f" · {duration(elapsed)}", f" · {terminal_text(state.get('run_id') or '')}"):
+        if sum(width(text) for text, _ in title) + width(part) > cols:
+            break
+        title.append((part, None))
     return [join_parts(title, cols, color), *_counters(state, cols, color, waiting)]
 
 
