@@ -253,7 +253,9 @@ def test_sighup_detaches_and_resume_picks_it_up(swarm, backend, closing, request
     proc = swarm.popen("run", "h.txt", "-j", "2", "--output", "quiet", *args, env=env)
     run = swarm.started()
     try:
-        wait_until(lambda: all((run / f"slots/slot-{n}/gen-1/claim").exists() for n in (1, 2)), what="workers")
+        # begun, not only claimed: a pane's first stage claims before its worker's environment is restored
+        wait_until(lambda: len(run_processes(run.name)) >= 2 and all(
+            (run / f"slots/slot-{n}/gen-1/heartbeat.jsonl").exists() for n in (1, 2)), what="workers")
         proc.send_signal(signal.SIGHUP)
         assert proc.wait(timeout=10) == 129
         detached = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()
@@ -294,6 +296,21 @@ def test_cancel_of_an_interrupted_run_ends_its_workers_and_resume_records_it(swa
         kill_run_processes(run.name)
 
 
+def _interrupted(swarm, line: str, began: str, *args: str, env=None) -> Path:
+    """A run of the one command ``line``, its supervisor killed (-9) once its worker runs and
+    has made ``began``; every process of it ended if that is not reached."""
+    swarm.write("c.txt", line + "\n")
+    proc = swarm.popen("run", "c.txt", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until((swarm.cwd / began).exists, what="the worker")
+        swarm.wait_counts(run, running=1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    return run
+
+
 @pytest.mark.parametrize("backend, message", [("headless", False), ("headless", True), full("tmux", False),
                                               full("tmux", True)])
 def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, backend, message, request):
@@ -308,15 +325,9 @@ def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, ba
     from zellij_swarm.records import generation_files, inbox
     from zellij_swarm.records.rundir import RunPaths
 
-    swarm.write("c.txt", "echo start >> ledger; sleep 60\n")
     args, env = backend_args(backend, request)
-    proc = swarm.popen("run", "c.txt", *args, "--output", "quiet", env=env)
-    run = swarm.started()
+    run = _interrupted(swarm, "echo start >> ledger; sleep 60", "ledger", *args, env=env)
     try:
-        wait_until((swarm.cwd / "ledger").exists, what="the worker")
-        swarm.wait_counts(run, running=1)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
         resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
         wait_until(lambda: '"worker_adopted"' in (run / "events.jsonl").read_text(), what="the worker adopted")
         gen = RunPaths(run).gen(1, 1)
@@ -330,7 +341,6 @@ def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, ba
         assert (row["status"], row["reason"], row["attempts"]) == ("cancelled", "cancelled_by_user", 1), row
         assert (swarm.cwd / "ledger").read_text() == "start\n"
     finally:
-        proc.kill()
         kill_run_processes(run.name)
 
 
@@ -343,15 +353,9 @@ def test_a_cancel_that_finds_a_resume_taking_the_run_waits_for_its_answer(swarm,
     from zellij_swarm.records import runlock
     from zellij_swarm.records.rundir import RunPaths
 
-    swarm.write("c.txt", "echo start >> ledger; sleep 60\n")
-    proc = swarm.popen("run", "c.txt", "--output", "quiet")
-    run = swarm.started()
+    run = _interrupted(swarm, "echo start >> ledger; sleep 60", "ledger")
     resumed = None
     try:
-        wait_until((swarm.cwd / "ledger").exists, what="the worker")
-        swarm.wait_counts(run, running=1)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
         paths = RunPaths(run)
         unsupervised = control._cancel_unsupervised
 
@@ -368,7 +372,6 @@ def test_a_cancel_that_finds_a_resume_taking_the_run_waits_for_its_answer(swarm,
         [row] = swarm.tasks().values()
         assert (row["status"], row["reason"]) == ("cancelled", "cancelled_by_user"), row
     finally:
-        proc.kill()
         if resumed is not None:
             resumed.kill()
         kill_run_processes(run.name)
@@ -388,15 +391,10 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
     from zellij_swarm.engine import stopping
     from zellij_swarm.records.rundir import RunPaths
 
-    swarm.write("c.txt", f"trap '' TERM; touch started; {GATE}; echo done >> ledger\n")
     args, env = backend_args(backend, request)
-    proc = swarm.popen("run", "c.txt", *args, "--kill-grace", "30s", "--output", "quiet", env=env)
-    run = swarm.started()
+    run = _interrupted(swarm, f"trap '' TERM; touch started; {GATE}; echo done >> ledger", "started", *args,
+                       "--kill-grace", "30s", env=env)
     try:
-        wait_until((swarm.cwd / "started").exists, what="the worker")
-        swarm.wait_counts(run, running=1)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
         delivered = threading.Event()
         deliver = stopping.ProcessSignaller.deliver
 
@@ -422,7 +420,6 @@ def test_a_cancel_with_no_supervisor_of_a_worker_that_ignores_it_and_finishes_is
         swarm("retry", run.name, env=env)
         assert (swarm.cwd / "ledger").read_text() == "done\n"
     finally:
-        proc.kill()
         kill_run_processes(run.name)
 
 

@@ -285,8 +285,9 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
     — the supervisor that would have said so is gone (``wait --for-input`` sent the user to
     a task that had ended). One the supervisor last saw not waiting may wait since, with
     nothing watching: unknown too, not false (an agent sat at its prompt, said not needed).
-    One it last saw waiting may have been answered since: the kernel is asked again
-    (``waiting.waits_now``; a person's answer left it "waiting" in every view)."""
+    One in a pane it last saw waiting may have been answered since: the kernel is asked
+    again (``waiting.waits_now``; a person's answer left it "waiting" in every view) — one
+    that said itself that it waits (its heartbeat, SPEC §9) is taken at its word."""
     if not isinstance(t.get("slot"), int) or not isinstance(t.get("generation"), int):
         return
     gen = run.gen(t["slot"], t["generation"])
@@ -304,7 +305,7 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
         t["waiting_input"] = False
     elif not t.get("waiting_input") or wrapper is None or pid_end.ended(wrapper, None):
         t["waiting_input"] = None
-    else:
+    elif t.get("pane_id") is not None:
         from zellij_swarm.worker import waiting  # only for a run with no supervisor
 
         t["waiting_input"] = waiting.waits_now(wrapper)
