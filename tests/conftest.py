@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -107,7 +107,8 @@ def _tier(item: pytest.Item) -> str | None:
     """The tier a test runs in besides the fast one (scripts/test): ``real_zellij`` (it uses
     the real Zellij), ``slurm`` (the real local cluster), ``fake`` (the fake Zellij: its own
     tests, the Zellij backend's suites against it, every other test's Zellij cases, and the
-    replays of the real one's transcripts)."""
+    replays of the real one's transcripts), ``tmux`` (a real tmux server: the tmux backend's
+    tests and every other test's tmux cases)."""
     path = Path(str(item.fspath))
     fixtures = getattr(item, "fixturenames", ())
     if "rz" in fixtures or "rz_pre044" in fixtures or "real-zellij" in item.name:
@@ -116,17 +117,22 @@ def _tier(item: pytest.Item) -> str | None:
         return "slurm"
     if path.parent.name == "fake_zellij" or path.name in _FAKE_ZELLIJ_SUITES or _on_the_fake(item, fixtures):
         return "fake"
+    if "tmux" in fixtures or _a_case_of(item, lambda v: v.startswith("tmux")):
+        return "tmux"
     return None
+
+
+def _a_case_of(item: pytest.Item, backend: Callable[[str], bool]) -> bool:
+    """The test is the case of a test parametrised over backends that ``backend`` names."""
+    callspec = getattr(item, "callspec", None)
+    values = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(v, str) and backend(v) for v in values)
 
 
 def _on_the_fake(item: pytest.Item, fixtures: Sequence[str]) -> bool:
     """The test drives the fake Zellij: it takes the ``fz`` fixture, or is the Zellij case
     (a ``zellij…`` backend, a Zellij version) of a test parametrised over backends."""
-    if "fz" in fixtures:
-        return True
-    callspec = getattr(item, "callspec", None)
-    values = callspec.params.values() if callspec is not None else ()
-    return any(isinstance(v, str) and (v.startswith("zellij") or _VERSION.fullmatch(v) is not None) for v in values)
+    return "fz" in fixtures or _a_case_of(item, lambda v: v.startswith("zellij") or _VERSION.fullmatch(v) is not None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

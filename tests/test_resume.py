@@ -311,7 +311,7 @@ def _interrupted(swarm, line: str, began: str, *args: str, env=None) -> Path:
     return run
 
 
-@pytest.mark.parametrize("backend, message", [("headless", False), ("headless", True), full("tmux", False),
+@pytest.mark.parametrize("backend, message", [("headless", False), full("headless", True), full("tmux", False),
                                               full("tmux", True)])
 def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, backend, message, request):
     """``cancel`` of an interrupted run while its ``resume`` starts: the resume had read the

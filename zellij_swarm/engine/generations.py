@@ -400,12 +400,13 @@ class Generations:
             return
         lg.move(GenPhase.COLLECTED)
         self.follow.unwatch(lg)
-        if lg.kill_sent_at is None and not lg.child and (sent := generation_files.kill_sent_at(lg.gen)) is not None:
+        if not lg.child and (sent := generation_files.kill_sent_at(lg.gen)) is not None and (
+                lg.kill_sent_at is None or sent < lg.kill_sent_at):
             # A `cancel` of the run while no supervisor held it ended the worker of a
             # generation this one adopts (``control``: its reason, then the moment its signal
             # reached the worker, in the kill file) — also while a resume was starting, whose
-            # own kill, asked by the same cancel, then reached nothing: the outcome rule
-            # weighs that kill as ours.
+            # own kill, asked by the same cancel, came later or reached nothing: the first
+            # signal is what the outcome rule weighs.
             lg.kill_reason = lg.kill_reason or generation_files.kill_reason(lg.gen)
             lg.kill_sent_at, lg.kill_caught = sent, generation_files.kill_caught(lg.gen)
         if lg.remote:
