@@ -228,27 +228,22 @@ def srun_error(gen: generation_files.GenPaths) -> str:
     return f": {lines[-1].strip()}" if lines else ""
 
 
-def _terminal_said(gen: generation_files.GenPaths, at_most: int = 4096) -> str:
+def _said(path: str | os.PathLike[str], at_most: int) -> str:
+    """The end of a log, or nothing."""
+    try:
+        return rundir.read_record_tail(path, at_most).decode(errors="replace")
+    except OSError:  # (an unsafe record is one too)
+        return ""
+
+
+def _terminal_said(gen: generation_files.GenPaths) -> str:
     """The end of what a pane's terminal showed (its output log), or nothing."""
-    try:
-        fd, st = rundir.open_record_stat(gen.output)
-    except (FileNotFoundError, rundir.UnsafeRecord):
-        return ""
-    try:
-        return os.pread(fd, at_most, max(st.st_size - at_most, 0)).decode(errors="replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+    return _said(gen.output, 4096)
 
 
 def srun_said(gen: generation_files.GenPaths, at_most: int = 65536) -> str:
     """The end of the generation's executor log (what srun said), or nothing."""
-    try:
-        with open(generation_files.plain(gen, generation_files.EXECUTOR_LOG), "rb") as f:
-            return f.read()[-at_most:].decode(errors="replace")
-    except OSError:
-        return ""
+    return _said(generation_files.plain(gen, generation_files.EXECUTOR_LOG), at_most)
 
 
 def end_srun(lg: LiveGen) -> None:

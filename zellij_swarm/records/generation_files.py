@@ -580,13 +580,9 @@ def heartbeat_says_exited(gen: GenPaths) -> bool:
     directory refused the sidecar (full), or a leftover removed it. (A worker can write that
     line too: read as such an end, it is an end not known, never a run to make again.)"""
     try:
-        fd, st = rundir.open_record_stat(gen.heartbeat)
+        tail = rundir.read_record_tail(gen.heartbeat, _LINE_LIMIT)
     except (FileNotFoundError, rundir.UnsafeRecord):
         return False
-    try:
-        tail = os.pread(fd, _LINE_LIMIT, max(st.st_size - _LINE_LIMIT, 0))
-    finally:
-        os.close(fd)
     lines = tail.rstrip(b"\n").rsplit(b"\n", 1)
     return tail.endswith(b"\n") and lines[-1].startswith(b'{"event":"exited",')
 

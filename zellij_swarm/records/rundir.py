@@ -217,6 +217,16 @@ _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOC
                stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
+def read_record_tail(path: str | os.PathLike[str], at_most: int) -> bytes:
+    """The last ``at_most`` bytes of a record or log, opened as ``open_record_stat`` does
+    (what a worker's output, srun's words or a heartbeat ended with)."""
+    fd, st = open_record_stat(path)
+    try:
+        return os.pread(fd, at_most, max(st.st_size - at_most, 0))
+    finally:
+        os.close(fd)
+
+
 def read_record(path: str | os.PathLike[str], limit: int = -1) -> bytes:
     """The bytes of a record (at most ``limit``; all with -1), opened as ``open_record`` does.
     Read with ``os.read``, not through a file object, which makes three system calls more

@@ -110,16 +110,11 @@ def reads_as_needing_a_terminal(gen: GenPaths) -> bool:
     program that needed a terminal: it met end-of-file on its stdin, or could not set one up."""
     for path in (gen.stderr, gen.output):
         try:
-            fd, st = rundir.open_record_stat(path)  # a FIFO a worker put there is never waited on
+            tail = rundir.read_record_tail(path, _TAIL_BYTES)  # a FIFO a worker put there is never waited on
         except OSError:
             continue
-        try:
-            if _NEEDS_TERMINAL.search(os.pread(fd, _TAIL_BYTES, max(0, st.st_size - _TAIL_BYTES))) is not None:
-                return True
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
+        if _NEEDS_TERMINAL.search(tail) is not None:
+            return True
     return False
 
 
