@@ -572,10 +572,7 @@ class SlurmExecutor:
                 state = ended_allocations[allocation]
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
-                if state is None:
-                    return self._forgotten_job_end(lg, recorded_signal)
-                return self._node_failed_end(lg) if state in slurm.NODE_LOST and not recorded_signal else \
-                    "executor_lost"
+                return by_end_state(state, "executor_lost")
             if self._cancelled_from_outside(lg):
                 return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
             step = self._step(lg)
@@ -585,11 +582,16 @@ class SlurmExecutor:
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(job_id, name)
+            return by_end_state(state, slurm.classify(state, recorded_signal=recorded_signal))
+
+        def by_end_state(state: str | None, otherwise: str | None) -> str | None:
+            """The step's end from the end state of its job, or of its allocation: Slurm
+            forgot it (None), its node stopped answering — or ``otherwise``."""
             if state is None:
                 return self._forgotten_job_end(lg, recorded_signal)
             if state in slurm.NODE_LOST and not recorded_signal:
                 return self._node_failed_end(lg)
-            return slurm.classify(state, recorded_signal=recorded_signal)
+            return otherwise
 
         def answered(done: Done[str | None]) -> None:
             if (allocation := lg.allocation) in self.ended_allocations and allocation not in self._told:
