@@ -66,7 +66,7 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
     ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
     looked = leftovers.find(env, [run.run_id for run, _ in ended], _named_sessions(runs),
-                            expected={str((snap.get("multiplexer") or {}).get("backend")) for _, snap in ended})
+                            expected={(snap.get("multiplexer") or {}).get("backend") or "" for _, snap in ended})
     for why in looked.unanswered:  # whatever the runs left there stays: said, and prune exits 1
         yield Line(f"could not look for what ended runs left: {why}", unanswered=True)
     for left in looked.leftovers:

@@ -283,11 +283,10 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
     it committed (its sidecar). A worker that ended waits for no one: its ``waiting_input``
     is false once its exit is known, and unknown (None) once its wrapper is gone without one
     — the supervisor that would have said so is gone (``wait --for-input`` sent the user to
-    a task that had ended). One the supervisor last saw not waiting may wait since, with
-    nothing watching: unknown too, not false (an agent sat at its prompt, said not needed).
-    One in a pane it last saw waiting may have been answered since: the kernel is asked
-    again (``waiting.waits_now``; a person's answer left it "waiting" in every view) — one
-    that said itself that it waits (its heartbeat, SPEC §9) is taken at its word."""
+    a task that had ended). Otherwise what the supervisor last said is weighed as the board
+    weighs it (``waiting.with_no_supervisor``: not seen waiting, unknown — an agent sat at
+    its prompt, said not needed; seen waiting in a pane, the kernel asked again — a person's
+    answer left it "waiting" in every view)."""
     if not isinstance(t.get("slot"), int) or not isinstance(t.get("generation"), int):
         return
     gen = run.gen(t["slot"], t["generation"])
@@ -303,12 +302,12 @@ def _since_the_supervisor_went(run: RunPaths, t: dict[str, Any]) -> None:
         code, reason = sidecar
         t["exited"] = {"code": code, "reason": reason, "ended_at": ended[0]}
         t["waiting_input"] = False
-    elif not t.get("waiting_input") or wrapper is None or pid_end.ended(wrapper, None):
-        t["waiting_input"] = None
-    elif t.get("pane_id") is not None:
+    else:
         from zellij_swarm.worker import waiting  # only for a run with no supervisor
 
-        t["waiting_input"] = waiting.waits_now(wrapper)
+        gone = wrapper is not None and pid_end.ended(wrapper, None)
+        t["waiting_input"] = waiting.with_no_supervisor(t.get("waiting_input"), in_pane=t.get("pane_id") is not None,
+                                                        pid=None if gone else wrapper)
 
 
 def visible_slots(snap: dict[str, Any], show_all: bool) -> list[dict[str, Any]]:

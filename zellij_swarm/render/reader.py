@@ -248,20 +248,14 @@ def describe_slot(
 
 def _waiting(rec: dict[str, Any], gen: GenInfo, interrupted: bool) -> bool | None:
     """Whether a live row's worker waits for input: as its record says — but with no
-    supervisor (``interrupted``) that is the last word of one that is gone: one in a pane it
-    saw waiting is asked of the kernel again (a person may have answered since), one it did
-    not, unknown (``status`` says the same; one that said itself that it waits is taken at
-    its word)."""
+    supervisor (``interrupted``) that is the last word of one that is gone, weighed as
+    ``status`` weighs it (``waiting.with_no_supervisor``)."""
     said: bool | None = rec.get("waiting_input", False)
     if not interrupted:
         return said
-    if not said or gen.pid is None:
-        return None
-    if rec.get("pane_id") is None:
-        return said
     from zellij_swarm.worker import waiting  # only for a run with no supervisor
 
-    return waiting.waits_now(gen.pid)
+    return waiting.with_no_supervisor(said, in_pane=rec.get("pane_id") is not None, pid=gen.pid)
 
 
 def _text(value: Any) -> str | None:

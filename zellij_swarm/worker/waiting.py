@@ -286,6 +286,17 @@ def waits_now(pid: int, *, proc: Path = PROC) -> bool | None:
     return {TtyWait.READING: True, TtyWait.POLLING: True, TtyWait.BUSY: False}.get(tty_wait(pid, proc=proc))
 
 
+def with_no_supervisor(said: bool | None, *, in_pane: bool, pid: int | None) -> bool | None:
+    """Whether a running worker of a run with no supervisor waits for input, its supervisor
+    having last said ``said``: one it saw waiting in a pane may have been answered since —
+    the kernel is asked again (``waits_now``); one that said itself that it waits (its
+    heartbeat) is taken at its word; one it did not see waiting, or whose wrapper (``pid``)
+    is not known, may wait since with nothing watching: unknown."""
+    if not said or pid is None:
+        return None
+    return waits_now(pid) if in_pane else said
+
+
 def look(pid: int, *, proc: Path = PROC, procs: Mapping[int, ProcStat] | None = None) -> Look:
     """``tty_wait``, with why it is UNKNOWN when access was refused."""
     calls = _SYSCALLS.get(platform.machine())
