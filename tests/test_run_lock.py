@@ -157,3 +157,53 @@ def _raised(step) -> BaseException | None:
     except BaseException as e:  # handed to the test's thread, which asserts on it
         return e
     return None
+
+
+# A supervisor of the run that holds its lock until its stdin closes.
+HOLDING_SUPERVISOR = """
+import os, sys
+from pathlib import Path
+from zellij_swarm.records import runlock
+from zellij_swarm.records.rundir import RunPaths
+runlock.RunLock(RunPaths(Path(sys.argv[1]))).acquire()
+print("holding", flush=True)
+os.read(0, 1)
+"""
+# The command, as one that looked for a supervisor in the moment before another took the run:
+# every look before it takes the lock finds none.
+LOOKED_TOO_EARLY = """
+import sys
+from zellij_swarm.records import runlock
+from zellij_swarm.cli import main
+holder, acquire = runlock.holder, runlock.RunLock.acquire
+def acquire_now(lock):
+    runlock.holder = holder
+    return acquire(lock)
+runlock.holder, runlock.RunLock.acquire = (lambda run: None), acquire_now
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("command", ["retry", "resume"])
+def test_a_retry_or_resume_that_loses_the_run_to_another_is_refused_with_exit_2(swarm, command):
+    """Two ``retry`` of one run at once (an adversary): the one that found the run free and
+    then lost its lock to the other said "is being supervised by pid N" with exit 1, where a
+    ``retry`` of a running run is exit 2 — as it is when the other supervisor is seen first."""
+    swarm.write("w.txt", "false\n" if command == "retry" else "sleep 0.1\n")
+    if command == "retry":
+        assert swarm("run", "w.txt", "--output", "quiet").code == 1
+        run = swarm.runs()[0].name
+    else:
+        run = interrupted_run(swarm)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDING_SUPERVISOR, str(swarm.state_dir / "runs" / run)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        res = subprocess.run([sys.executable, "-c", LOOKED_TOO_EARLY, command, run, "--output", "quiet"],
+                             cwd=swarm.cwd, capture_output=True, text=True, env=clean_env(), timeout=60)
+        assert res.returncode == 2, res.stderr
+        assert f"is being supervised by pid {holder.pid}" in res.stderr and "Traceback" not in res.stderr
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        kill_run_processes(run)

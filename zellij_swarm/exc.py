@@ -74,7 +74,11 @@ class RunNotActive(UsageError):
 
 
 class RunBusy(SwarmError):
-    """Another supervisor holds the run lock."""
+    """Another supervisor holds the run lock: a refusal, nothing done — exit 2, as a ``retry``
+    or ``resume`` of a running run is, whether the other supervisor was seen before this one
+    tried to take the run or only by the lock (two at once: one of them loses the race)."""
+
+    exit_code = 2
 
 
 class StateDirError(SwarmError):
