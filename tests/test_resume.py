@@ -180,7 +180,7 @@ def test_resume_refuses_while_the_supervisor_lives_and_after_the_end(swarm):
         run = swarm.started()
         wait_until(lambda: (run / "lock").exists() and (run / "lock").read_text().strip(), what="lock")
         res = swarm("resume", run.name)
-        assert res.code == 1 and f"supervised by pid {proc.pid}" in res.stderr
+        assert res.code == 2 and f"supervised by pid {proc.pid}" in res.stderr  # a refusal, as retry's
     finally:
         swarm("cancel", run.name)
         proc.wait(timeout=30)

@@ -4,6 +4,7 @@ with new attempts and their history kept (issue 15 part 1)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 import pytest
@@ -100,6 +101,16 @@ def test_retry_of_named_tasks_and_refusals(swarm):
     assert rows["flaky"]["attempts"] == 2, "not named, not run"
     assert swarm("retry", run.name, "nope").code == 2
     assert swarm("retry", run.name, "ok", "--failed").code == 2
+
+
+def test_a_retry_says_how_long_it_took_and_how_long_since_the_run_began(swarm):
+    """Its last line said "finished in 3.6s" of a retry that took 0.1 s: the run's time since
+    it first began, gaps included, read as the retry's."""
+    run = first_run(swarm)
+    res = swarm("retry", run.name, "--output", "group")
+    took = re.search(r"finished in ([0-9.]+)s \(([0-9.]+)s since the run began\)", res.stderr)
+    assert took is not None, res.stderr
+    assert float(took[1]) <= float(took[2])
 
 
 @pytest.mark.parametrize("flags, said", [

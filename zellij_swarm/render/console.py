@@ -29,6 +29,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -168,6 +169,9 @@ class ConsoleReporter:
         """``run_id``, ``state_dir``: a resumed run's, whose tasks may end (and be hinted at)
         before it says it started."""
         self.mode = mode
+        # A run that goes on (resume, retry) began long before this command: its end says the
+        # time this command took, and the run's own since it began.
+        self._continued_since = time.monotonic() if run_id else None
         self.out = out if out is not None else streams.bytes_out(sys.stdout)
         self.err = err if err is not None else streams.text_or_nowhere(sys.stderr)
         # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
@@ -295,7 +299,9 @@ class ConsoleReporter:
         wall = (snapshot["metrics"].get("wall_time_ms") or 0) / 1000
         summary = counts_text(counts)
         verb = "detached" if snapshot["state"] == RunState.INTERRUPTED else str(snapshot["state"])
-        self._say(f"zellij-swarm: run {run_id} {verb} in {wall:.1f}s: {summary} (exit {exit_code})")
+        took = f"{wall:.1f}s" if self._continued_since is None else \
+            f"{time.monotonic() - self._continued_since:.1f}s ({wall:.1f}s since the run began)"
+        self._say(f"zellij-swarm: run {run_id} {verb} in {took}: {summary} (exit {exit_code})")
         if snapshot["state"] == RunState.INTERRUPTED:
             self._say(f"zellij-swarm: workers keep running; continue with: {self._command('resume', run_id)}")
         elif not self.copies_output:  # the output was in panes, or only in the logs
