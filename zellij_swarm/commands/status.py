@@ -537,20 +537,15 @@ def task_note(t: dict[str, Any]) -> str:
 
 
 def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX), two spaces
-    apart; the last column is free. A first cell wider than that is never cut — the name is
-    what commands take — but has a line of its own, the rest of its row on the next, under
-    their headings (*Decision*: it pushed the rest of its line out of its columns). Cells are
-    measured as the terminal shows them: escaped first (a tab is ``\\t``, two columns), a
-    wide character two columns, a combining mark none."""
+    """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX: a longer name
+    pushes its own line, it is never cut), two spaces apart; the last column is free. Cells
+    are measured as the terminal shows them: escaped first (a tab is ``\\t``, two columns),
+    a wide character two columns, a combining mark none."""
     shown = [tuple(quoting.terminal_text(c) for c in cells) for cells in (header, *rows)]
     widths = [max(text.width(cells[i]) for cells in shown) for i in range(len(header) - 1)]
     widths[0] = min(widths[0], NAME_COLUMN_MAX)
     out = []
     for cells in shown:
-        if len(cells) > 1 and text.width(cells[0]) > widths[0]:
-            out.append(indent + cells[0])
-            cells = ("", *cells[1:])
         line = "".join(c + " " * (max(w - text.width(c), 0) + 2)
                        for c, w in zip(cells, widths, strict=False)) + cells[-1]
         out.append(indent + line.rstrip())
