@@ -404,6 +404,99 @@ def test_tmux_resume_inside_the_users_session_closes_the_swarms_window_when_all_
     assert "stays" not in err, err
 
 
+# ----- retry: a new supervisor takes over what the run's earlier one left ------------------------
+
+FLAKY = """
+[swarm]
+jobs = 3
+[[task]]
+name = "flaky"
+cmd = "test -e flaked || { touch flaked; echo flaky; exit 3; }"
+[[task]]
+name = "bad"
+cmd = "echo bad; exit 4"
+[[task]]
+name = "ok"
+cmd = "echo ok"
+"""
+
+
+def boards(panes: dict[str, str]) -> list[str]:
+    return [pane for pane, title in panes.items() if title.endswith("· board")]
+
+
+@tmux_needed
+def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, tmux):
+    """The run ended with flaky and bad failed, their panes kept beside its board; its retry
+    runs them again in a window of its own: flaky now succeeds, and its earlier attempt's
+    kept pane closes, as within one run; bad fails again, and both its panes are kept (two,
+    within --keep-failed-panes 2); the earlier supervisor's board, stale, makes way for the
+    retry's."""
+    env = tmux_env(tmux)
+    view = tmux_panes(tmux)
+    swarm.write("s.toml", FLAKY)
+    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "live", "--keep-failed-panes", "2", "--output", "group",
+                env=env)
+    run = swarm.latest()
+    try:
+        assert res.code == 1, res.stderr
+        first = swarm.tasks(run)
+        kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
+        before = view()
+        assert set(kept.values()) <= set(before) and len(boards(before)) == 1, before
+        res = swarm("retry", run.name, "--output", "group", env=env)
+    finally:
+        kill_run_processes(run.name)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks(run)
+    assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
+    left = wait_until(lambda: (v := view()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
+                      what="the retried success's pane closed after its hold")
+    assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
+    assert boards(left) != boards(before) and len(boards(left)) == 1, f"the earlier board stayed: {left}"
+    assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
+    assert left[kept["bad"]].endswith("bad · failed (exit 4)"), left
+    assert f"tmux session 'swarm-{run.name}' stays" in res.stderr, res.stderr
+    assert "warning" not in res.stderr, res.stderr
+    assert run_processes(run.name) == []
+
+
+@tmux_needed
+def test_tmux_a_retry_of_an_interrupted_run_retitles_and_settles_the_panes_it_adopts(swarm, tmux):
+    """The supervisor was killed with four tasks running in panes; ok and bad ended while
+    none ran. ``retry bad`` follows the run's panes as ``resume`` would, and runs bad again
+    in a pane of its own: ok's pane closes, bad's failure is retitled, then closed by its
+    retry's failure (--keep-failed-panes 1, the oldest first); late and late-bad, adopted, are
+    retitled with their outcomes as they end — none stays titled ``running``."""
+    env = tmux_env(tmux)
+    view = tmux_panes(tmux)
+    killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
+    run, panes = killed.run, killed.panes
+    proc = None
+    try:
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: exits(run) == 2, timeout=60, what="ok and bad ended while no supervisor ran")
+        proc = swarm.popen("retry", run.name, "bad", "--output", "group", env=env)
+        wait_until(killed.adopted, timeout=60, what="the retry adopted the late ones")
+        wait_until(lambda: panes["ok"] not in view() and panes["bad"] not in view(), timeout=60,
+                   what=f"ok's pane closed, bad's closed by its retry's failure: {view()}")
+        (swarm.cwd / "go2").touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        killed.close(proc)
+    assert proc.returncode == 1, err
+    rows = swarm.tasks(run)
+    assert {n: r["status"] for n, r in rows.items()} == {
+        "ok": "succeeded", "bad": "failed", "late": "succeeded", "late-bad": "failed", "new": "succeeded"}
+    left = wait_until(lambda: (v := view()) and panes["late"] not in v and v, timeout=60,
+                      what="late's pane closed after its hold")
+    assert not [t for t in left.values() if t.endswith("running")], f"a pane still titled running: {left}"
+    # --keep-failed-panes 1: late-bad's failure, the newest, is the one kept
+    assert left.get(panes["late-bad"]) == killed.title("late-bad", "failed (exit 4)"), left
+    assert len(boards(left)) == 1 and len(left) == 2, left
+    assert run_processes(run.name) == []
+
+
 # ----- Zellij: the fake (0.45.0 with pane ids, 0.43.1 without), then the real 0.45.0 ------------
 
 def fake_panes(swarm: Swarm, fz, version: str, session: str | None = None) -> Panes:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from zellij_swarm.backends import leftovers
 from zellij_swarm.backends.base import Backend, LaunchRequest, PaneResult, RunContext, RunPane, prune_command
@@ -160,3 +160,83 @@ class ResumedBackend:
 
     def leftover_hint(self) -> str | None:
         return self.live.leftover_hint() if self.following else None
+
+
+@runtime_checkable
+class TakesOver(Backend, Protocol):
+    """A live backend that can take on, once open, what earlier supervisors of its run left."""
+
+    def take_over(self, place: Mapping[str, Any] | None, panes: Sequence[RunPane]) -> None:
+        ...
+
+
+class RetriedBackend:
+    """A ``retry``'s backend (SPEC §8 ``retry``): its new generations run in panes it opens as a
+    new run's do, and once it is open it takes over what the run's earlier supervisors left in
+    the same multiplexer (``take_over``): their stale boards and slot views close; their kept
+    failed panes stay within ``--keep-failed-panes`` and close when their task succeeds; the
+    panes of workers still running (a retry of a run whose supervisor was killed adopts them)
+    are followed to their ends and retitled. What the supervisor tells of those panes before
+    the backend is open (the ends ``restore`` recorded) waits for it, as a resumed run's does."""
+
+    def __init__(self, live: TakesOver, place: Any, panes: Sequence[RunPane]) -> None:
+        self.live = live
+        self.name = live.name
+        self.output_copied_after_end = live.output_copied_after_end
+        self.recorded = dict(place) if isinstance(place, Mapping) else None
+        self.panes = list(panes)
+        self._opened = False
+        self._told: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def open(self, ctx: RunContext) -> None:
+        with self._lock:
+            self._opened = True
+            told, self._told = self._told, []
+            self.live.open(ctx)  # one that fails leaves the run headless: nothing to follow
+            try:
+                self.live.take_over(self.recorded, self.panes)
+            except BackendError:
+                pass  # what the earlier supervisors left is gone, or cannot be listed: as a new run
+            for call in told:
+                call()
+
+    def _follow(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if self._opened:
+                call()
+            else:
+                self._told.append(call)
+
+    def shows(self, slot: int) -> bool:
+        return self.live.shows(slot)
+
+    def pane_mode(self, slot: int) -> PaneMode | None:
+        return self.live.pane_mode(slot)
+
+    def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        return self.live.launch(batch)
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        self._follow(lambda: self.live.ended(req, pane_id, status, label))
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        self._follow(lambda: self.live.waiting(req, pane_id, waiting))
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        self._follow(lambda: self.live.abandon(pane_id, req))
+
+    def session_alive(self) -> bool:
+        return self.live.session_alive()
+
+    def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
+        return self.live.attach_command()
+
+    def close(self, *, cancelled: bool, failed: bool = True) -> None:
+        self.live.close(cancelled=cancelled, failed=failed)
+
+    def place(self) -> dict[str, Any] | None:
+        return self.live.place()
+
+    def leftover_hint(self) -> str | None:
+        return self.live.leftover_hint()

@@ -55,6 +55,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,7 @@ LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to
 READ_TO_END = True
 BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
+_VIEW_TITLE = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
 # one (the board's: ``board · <run-id>``), that, and where neither fits, ``board``: tmux would
@@ -191,6 +193,7 @@ class TmuxBackend:
         self.board_pane = ""
         self.held_gate: int | None = None  # the start gate, held from ``open`` to the first batch's end
         self.piped_panes: set[str] = set()  # panes opened here (their copiers started by tmux), till they end
+        self.elsewhere: tuple[str, list[str]] | None = None  # a retry's: the run's windows in another server
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -327,6 +330,62 @@ class TmuxBackend:
             self._show_waiting()
         except BackendError:
             pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
+
+    # ----- a retry's: what earlier supervisors of the run left beside its new window ---------
+
+    def take_over(self, place: Mapping[str, Any] | None, panes: Sequence[RunPane]) -> None:
+        """After ``open``, for a ``retry``: the windows earlier supervisors of this run left in
+        this server (their ``@zsw_run`` names it; a run id is never another run's) join the
+        run's, so that what they hold lives on as in one run. Their boards and slot views are
+        stale (this supervisor has its own): closed. Their worker panes (``panes``, the run's
+        generations' as its records name them, in the order they ended) are taken into the
+        pane lifecycle as ``adopt`` takes a resumed run's: a failure kept (within
+        ``keep_failed_panes``, the oldest closing first) until its task succeeds, a worker
+        still running followed to its end and retitled. A pane of no generation of the run
+        (the user's) stays as it is. Windows left in another server (``place``'s socket, not
+        this one's) cannot be reached from here: ``leftover_hint`` names them."""
+        ours = {w.id for w in self.windows}
+        rows = [row for row in self.client.panes() or [] if row.run == self.ctx.run_id and row.window_id not in ours]
+        generations = {p.pane_id: p for p in panes}
+        stale: list[str] = []
+        windows: dict[str, _Window] = {}
+        for row in rows:
+            w = windows.get(row.window_id)
+            if w is None:
+                shown = names.parse(row.window_name, [self.ctx.run_id])
+                w = windows[row.window_id] = _Window(
+                    row.window_id, names.window(self.ctx.run_id, shown.overflow if shown else None), capacity=0,
+                    shown_waiting=shown.waiting if shown else 0)
+            if row.short or (row.id not in generations and _VIEW_TITLE.fullmatch(row.title)):
+                stale.append(row.id)  # an earlier supervisor's board or slot view
+            else:
+                w.panes.add(row.id)
+        self.windows += [w for w in windows.values() if w.panes]
+        for pane in stale:
+            self._kill_pane(pane)
+        running = {}
+        for p in panes:
+            if any(p.pane_id in w.panes for w in windows.values()):
+                self.panes.adopt(p.pane_id, p.pane_id, p.req.task_name, p.status)
+                if p.status is None:
+                    running[p.pane_id] = p.req.title("running")
+        try:
+            self._set_titles(running)
+        except BackendError:
+            pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
+        self.elsewhere = self._left_elsewhere(place)
+
+    def _left_elsewhere(self, place: Mapping[str, Any] | None) -> tuple[str, list[str]] | None:
+        """The windows of this run an earlier supervisor left in another tmux server (its
+        recorded ``place``) that are still there: that server's socket and their ids."""
+        socket = place.get("socket") if isinstance(place, Mapping) and place.get("backend") == "tmux" else None
+        if not isinstance(socket, str) or not socket or os.path.realpath(socket) == os.path.realpath(self.socket_path):
+            return None
+        try:
+            there = [row.id for row in TmuxClient(self.env, socket).windows() if row.run == self.ctx.run_id]
+        except BackendError:
+            return None
+        return (socket, there) if there else None
 
     def _add_window(self, window_id: str, name: str, size: tuple[int, int] | None = None) -> _Window:
         """Take the window ``window_id`` on: its options set now, or (its ``size`` given: an
@@ -746,6 +805,18 @@ class TmuxBackend:
                 "created_session": self.created_session}
 
     def leftover_hint(self) -> str | None:
+        here = self._leftover_here()
+        if self.elsewhere is None:
+            return here
+        socket, windows = self.elsewhere
+        kill = ["tmux", "-S", socket]
+        for i, window in enumerate(windows):
+            kill += ([";"] if i else []) + ["kill-window", "-t", window]
+        what = "window stays" if len(windows) == 1 else "windows stay"
+        there = f"the run's earlier {what} in another tmux server: close with {quoting.shell_line(kill)}"
+        return there if here is None else f"{here}; {there}"
+
+    def _leftover_here(self) -> str | None:
         if not self.started or self.closed or not self.alive or not self.windows:
             return None
         if self.created_session:

@@ -231,6 +231,8 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # as run's (retry --session 'a:b' made a session 'a_b')
     backend = make_backend(choice, env, close_session=outputs.close_session or settings.truthy(env.get("CI")))
+    if isinstance(backend, resumed.TakesOver):  # what the run's earlier supervisors left there is taken over
+        backend = resumed.RetriedBackend(backend, snap.get("multiplexer"), _run_panes(rec, resolved))
     plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
                    run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
