@@ -429,9 +429,8 @@ def boards(panes: dict[str, str]) -> list[str]:
 def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, tmux):
     """The run ended with flaky and bad failed, their panes kept beside its board; its retry
     runs them again in a window of its own: flaky now succeeds, and its earlier attempt's
-    kept pane closes, as within one run; bad fails again, and both its panes are kept (two,
-    within --keep-failed-panes 2); the earlier supervisor's board, stale, makes way for the
-    retry's."""
+    kept pane closes, as within one run; bad fails again, and both its panes are kept (within
+    --keep-failed-panes); the earlier supervisor's board, stale, makes way for the retry's."""
     env = tmux_env(tmux)
     view = tmux_panes(tmux)
     swarm.write("s.toml", FLAKY)
@@ -444,7 +443,8 @@ def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_
         kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
         before = view()
         assert set(kept.values()) <= set(before) and len(boards(before)) == 1, before
-        res = swarm("retry", run.name, "--output", "group", env=env)
+        # room for the three failures, whichever of flaky's and bad's ends comes first
+        res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
     finally:
         kill_run_processes(run.name)
     assert res.code == 1, res.stderr
@@ -550,6 +550,47 @@ def test_real_zellij_resume_settles_the_adopted_panes(swarm, rz):
     follow_through(swarm, killed, retitled=True)
     assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
                                               killed.title("late-bad", "failed (exit 4)")])
+
+
+@pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
+def test_zellij_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, fz, version):
+    """As in tmux: the run's tab in the user's session kept flaky's and bad's failed panes;
+    its retry makes a tab of its own, where flaky succeeds: flaky's earlier pane and the
+    earlier board close, bad's two failures stay (the earlier one in the earlier tab)."""
+    fz.host("host", version, client=True)
+    env = fz.env(version, inside="host", **FAST)
+    swarm.write("s.toml", FLAKY)
+    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", "--keep-failed-panes", "2",
+                "--output", "group", env=env)
+    run = swarm.latest()
+
+    def tabs() -> list[dict[str, str]]:
+        return [{p["pane_id"]: p["title"] for p in t["panes"]} for t in fz.session(version, "host")["tabs"]
+                if t["name"].startswith(f"swarm:{run.name}")]
+
+    try:
+        assert res.code == 1, res.stderr
+        first = swarm.tasks(run)
+        kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
+        [before] = tabs()
+        assert set(kept.values()) <= set(before) and len(boards(before)) == 1, before
+        # room for the three failures, whichever of flaky's and bad's ends comes first
+        res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
+    finally:
+        kill_run_processes(run.name)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks(run)
+    assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
+    def panes() -> dict[str, str]:
+        return {pane: title for tab in tabs() for pane, title in tab.items()}
+
+    left = wait_until(lambda: (v := panes()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
+                      what="the retried success's pane closed after its hold")
+    assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
+    assert len(boards(left)) == 1 and boards(left) != boards(before), f"the earlier board stayed: {left}"
+    assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
+    assert "warning" not in res.stderr, res.stderr
+    assert run_processes(run.name) == []
 
 
 # ----- in process: the lifecycle of adopted panes, and a resumed backend's order of calls --------

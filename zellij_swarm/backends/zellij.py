@@ -153,6 +153,7 @@ class ZellijBackend:
         self.shown_waiting = 0  # the count our tab's name shows
         self.alive = True
         self.closed = False  # close() closed the session, or our tab's panes
+        self.elsewhere: str | None = None  # a retry's: the live session an earlier supervisor of the run left
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -275,6 +276,56 @@ class ZellijBackend:
                 self.open_panes[p.pane_id] = p.req.slot
                 if titles.get(p.pane_id, running) != running and self.z.has("pane_id_target"):
                     self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
+
+    def take_over(self, place: Mapping[str, Any] | None, panes: Sequence[RunPane]) -> None:
+        """After ``open``, for a ``retry``: what earlier supervisors of this run left in the
+        session the retry's panes go to joins the run's, so that it lives on as in one run.
+        Their board and slot views are stale (this supervisor has its own): closed. Their
+        worker panes (``panes``, the run's generations' as its records name them, in the order
+        they ended) are taken into the pane lifecycle as ``adopt`` takes a resumed run's: a
+        failure kept (within ``keep_failed_panes``, the oldest closing first) until its task
+        succeeds, a worker still running followed to its end and retitled. Only a pane Zellij
+        lists with the title the run gave it is taken (pane ids are counted anew in a session
+        made again); one the user opened stays. A session made anew for the retry holds
+        nothing earlier; before 0.44 nothing lists panes, and only the wrappers' holds of the
+        panes the records name can be ended. What stays in another session, ``leftover_hint``
+        names."""
+        session = place.get("session") if isinstance(place, Mapping) and place.get("backend") == "zellij" else None
+        if isinstance(session, str) and session != self.z.session:
+            self.elsewhere = session if self.z.live_in(self.z.sessions(), session) else None
+            return
+        if self.mode not in ("tab", "here"):
+            return  # a session of the retry's own: an earlier one of the run's name was deleted first
+        if not self.z.has("list_panes"):
+            for p in panes:  # their holds end by their generations' files (``_close``)
+                self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
+            return
+        listed = self.z.list_panes()
+        if listed is None:
+            return
+        run_id = self.ctx.run_id
+        titles = {f"terminal_{p.get('id')}": (str(p.get("title")), names.parse(str(p.get("tab_name") or ""), [run_id]))
+                  for p in listed if not p.get("is_plugin")}
+        for pane, (title, tab) in titles.items():
+            if pane in self.known or pane == self.board_pane:
+                continue
+            in_ours = tab is not None and tab.kind == ":"
+            if title == f"zellij-swarm {run_id} · board" or (in_ours and _SLOT_VIEW.fullmatch(title)):
+                self._pane_action("close-pane", "--pane-id", pane)
+        running = []
+        for p in panes:
+            title = titles.get(p.pane_id, ("", None))[0]
+            mine = layout.title(f"slot {p.req.slot} · {p.req.task_name} · ")  # whatever its attempt and state
+            if p.pane_id in self.known or not title.startswith(mine):
+                continue
+            self.known.add(p.pane_id)
+            self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
+            if p.status is None:
+                self.open_panes[p.pane_id] = p.req.slot
+                running.append(p)
+        for p in running:
+            if titles[p.pane_id][0] != self._title(p.req, "running") and self.z.has("pane_id_target"):
+                self._pane_action("rename-pane", "--pane-id", p.pane_id, self._title(p.req, "running"))
 
     def _made_way(self, session: str) -> bool:
         """False when a wrapper of the run still runs in ``session`` (its server's
@@ -807,6 +858,14 @@ class ZellijBackend:
                 "created_session": self.created_session or (self.mode == "session" and not self.started)}
 
     def leftover_hint(self) -> str | None:
+        here = self._leftover_here()
+        if self.elsewhere is None:
+            return here
+        there = f"the run's earlier panes stay in zellij session {self.elsewhere!r}: close them with " \
+                f"{prune_command(self.ctx.paths)}"
+        return there if here is None else f"{here}; {there}"
+
+    def _leftover_here(self) -> str | None:
         if not self.started or self.closed or not self.alive:
             return None
         session = self.z.session or ""
