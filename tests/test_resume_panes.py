@@ -593,6 +593,41 @@ def test_zellij_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_th
     assert run_processes(run.name) == []
 
 
+def test_real_zellij_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, rz, tmux):
+    """As against the fake: in the user's session (a client on a tmux pane), the retry's tab
+    beside the run's; flaky's earlier pane and the earlier board close."""
+    rz.host("host", tmux)
+    env = rz.env(inside="host", **FAST)
+    swarm.write("s.toml", FLAKY)
+    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", "--keep-failed-panes", "2",
+                "--output", "group", env=env)
+    run = swarm.latest()
+
+    def panes() -> dict[str, str]:
+        return {f"terminal_{p['id']}": p["title"] for p in rz.panes("host")
+                if not p["is_plugin"] and str(p.get("tab_name")).startswith(f"swarm:{run.name}")}
+
+    try:
+        assert res.code == 1, res.stderr
+        first = swarm.tasks(run)
+        kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
+        before = wait_until(lambda: (v := panes()) and set(kept.values()) <= set(v) and v, timeout=60,
+                            what="the kept panes listed")
+        assert len(boards(before)) == 1, before
+        res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
+    finally:
+        kill_run_processes(run.name)
+    assert res.code == 1, res.stderr
+    rows = swarm.tasks(run)
+    assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
+    left = wait_until(lambda: (v := panes()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
+                      what="the retried success's pane closed after its hold")
+    assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
+    assert len(boards(left)) == 1 and boards(left) != boards(before), f"the earlier board stayed: {left}"
+    assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
+    assert "warning" not in res.stderr, res.stderr
+
+
 # ----- in process: the lifecycle of adopted panes, and a resumed backend's order of calls --------
 
 def test_adopted_panes_settle_as_their_recorded_outcomes_say():
