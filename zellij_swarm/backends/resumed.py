@@ -91,29 +91,71 @@ class Unplaced(HeadlessBackend):
                f"{prune_command(ctx.paths)}"
 
 
-class ResumedBackend:
+class _ToldOnceOpen:
+    """What the supervisor tells of the run's earlier panes (an end, a wait, a pane let go)
+    before the backend is open — the ends ``restore`` recorded, told from its backend thread
+    while its own thread opens the backend — waits for ``open`` (``_told``), and is told to the
+    live backend once it has taken those panes on; after that, at once. One lock holds it all."""
+
+    live: Backend
+
+    def __init__(self) -> None:
+        self._opened = False
+        self._told: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def _following(self) -> bool:
+        """The live backend follows the run's panes (what is told to it is not dropped)."""
+        return True
+
+    def _opening(self) -> list[Callable[[], None]]:
+        """Open from now on (called under the lock): what was told before, to be told now."""
+        self._opened = True
+        told, self._told = self._told, []
+        return told
+
+    def _follow(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._opened:
+                self._told.append(call)
+            elif self._following():
+                call()
+
+    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
+        self._follow(lambda: self.live.ended(req, pane_id, status, label))
+
+    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
+        self._follow(lambda: self.live.waiting(req, pane_id, waiting))
+
+    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
+        self._follow(lambda: self.live.abandon(pane_id, req))
+
+
+class ResumedBackend(_ToldOnceOpen):
+    live: Reattached
+
     def __init__(self, live: Reattached, place: Mapping[str, Any], panes: Sequence[RunPane]) -> None:
+        super().__init__()
         self.name = live.name  # "headless" once its panes are found gone
         self.output_copied_after_end = live.output_copied_after_end
         self.live = live
         self.recorded = dict(place)
         self.panes = list(panes)
         self.following = False  # open adopted the run's panes: the live backend's lifecycle is theirs
-        self._opened = False
-        self._told: list[Callable[[], None]] = []  # what the supervisor said of its panes before open
-        self._lock = threading.Lock()
         self.headless = HeadlessBackend()
+
+    def _following(self) -> bool:
+        return self.following
 
     def open(self, ctx: RunContext) -> None:
         with self._lock:
-            self._opened = True
+            told = self._opening()
             try:
                 self.live.adopt(ctx, self.recorded, self.panes)
                 self.following = True
             except BackendError as e:
                 self.name = "headless"
                 ctx.warn(e.code, f"{e.message}; the run goes on headless, its panes no longer followed")
-            told, self._told = self._told, []
             if self.following:
                 for call in told:
                     call()
@@ -126,22 +168,6 @@ class ResumedBackend:
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return self.headless.launch(batch)
-
-    def _follow(self, call: Callable[[], None]) -> None:
-        with self._lock:
-            if not self._opened:
-                self._told.append(call)
-            elif self.following:
-                call()
-
-    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        self._follow(lambda: self.live.ended(req, pane_id, status, label))
-
-    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
-        self._follow(lambda: self.live.waiting(req, pane_id, waiting))
-
-    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
-        self._follow(lambda: self.live.abandon(pane_id, req))
 
     def session_alive(self) -> bool:
         with self._lock:
@@ -170,7 +196,7 @@ class TakesOver(Backend, Protocol):
         ...
 
 
-class RetriedBackend:
+class RetriedBackend(_ToldOnceOpen):
     """A ``retry``'s backend (SPEC §8 ``retry``): its new generations run in panes it opens as a
     new run's do, and once it is open it takes over what the run's earlier supervisors left in
     the same multiplexer (``take_over``): their stale boards and slot views close; their kept
@@ -179,20 +205,19 @@ class RetriedBackend:
     are followed to their ends and retitled. What the supervisor tells of those panes before
     the backend is open (the ends ``restore`` recorded) waits for it, as a resumed run's does."""
 
+    live: TakesOver
+
     def __init__(self, live: TakesOver, place: Any, panes: Sequence[RunPane]) -> None:
+        super().__init__()
         self.live = live
         self.name = live.name
         self.output_copied_after_end = live.output_copied_after_end
         self.recorded = dict(place) if isinstance(place, Mapping) else None
         self.panes = list(panes)
-        self._opened = False
-        self._told: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
 
     def open(self, ctx: RunContext) -> None:
         with self._lock:
-            self._opened = True
-            told, self._told = self._told, []
+            told = self._opening()
             self.live.open(ctx)  # one that fails leaves the run headless: nothing to follow
             try:
                 self.live.take_over(self.recorded, self.panes)
@@ -200,13 +225,6 @@ class RetriedBackend:
                 pass  # what the earlier supervisors left is gone, or cannot be listed: as a new run
             for call in told:
                 call()
-
-    def _follow(self, call: Callable[[], None]) -> None:
-        with self._lock:
-            if self._opened:
-                call()
-            else:
-                self._told.append(call)
 
     def shows(self, slot: int) -> bool:
         return self.live.shows(slot)
@@ -216,15 +234,6 @@ class RetriedBackend:
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return self.live.launch(batch)
-
-    def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
-        self._follow(lambda: self.live.ended(req, pane_id, status, label))
-
-    def waiting(self, req: LaunchRequest, pane_id: str | None, waiting: bool) -> None:
-        self._follow(lambda: self.live.waiting(req, pane_id, waiting))
-
-    def abandon(self, pane_id: str | None, req: LaunchRequest) -> None:
-        self._follow(lambda: self.live.abandon(pane_id, req))
 
     def session_alive(self) -> bool:
         return self.live.session_alive()
