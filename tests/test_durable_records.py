@@ -410,6 +410,34 @@ def test_a_kills_sent_line_says_whether_it_was_caught_and_reads_back(tmp_path: P
     assert (generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)) == (12.5, True)
 
 
+def test_a_kills_first_moment_stays_whoever_records_a_later_one(tmp_path: Path) -> None:
+    """The first signal is what counts: a later moment (a resumed supervisor's ladder reaching
+    what a ``cancel``'s signal left of the worker) does not take the place of an earlier one;
+    an earlier one does. A moment marked before its signal went (``stamped``) is its marker's
+    to replace, or to take back when the signal reached nothing — not another's, recorded
+    in its place meanwhile."""
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+
+    def recorded() -> tuple[float | None, bool | None]:
+        return generation_files.kill_sent_at(gen), generation_files.kill_caught(gen)
+
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=10.0, caught=True)
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=10.5, caught=False)
+    assert recorded() == (10.0, True) and gen.kill.read_text() == "cancelled_by_user\nsent 10.0\n"
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=9.5, caught=False)
+    assert recorded() == (9.5, False)
+    # end_now: its own mark replaced by what its signal came to, or taken back
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=9.5, caught=True, stamped=9.5)
+    assert recorded() == (9.5, True)
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=None, stamped=9.5)
+    assert recorded() == (None, None) and gen.kill.read_text() == "cancelled_by_user\n"
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=20.0)  # its mark
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=19.0, caught=False)  # a supervisor's, earlier
+    generation_files.write_kill_reason(gen, "cancelled_by_user", sent_at=None, stamped=20.0)  # reached nothing
+    assert recorded() == (19.0, False)
+
+
 def test_an_ended_run_whose_rows_file_was_cut_short_is_read_from_its_summary(swarm):
     """The rows file of a run that ended lost its tail (a disk, a hand); its summary, written
     once and fsynced, holds every row: status shows each task as it ended, never `pending`

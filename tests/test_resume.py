@@ -344,6 +344,39 @@ def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, ba
         kill_run_processes(run.name)
 
 
+def test_a_resumed_ladder_that_reaches_a_leftover_after_a_cancel_ended_the_worker_keeps_the_cancels_moment(
+        monkeypatch):
+    """The interleaving behind the case above's flakes (1 in 8), driven in order: the
+    cancel with no supervisor (``stopping.end_now``) records its moment and its SIGTERM ends
+    the worker's shell, which the wrapper records (143); the resumed supervisor, which read
+    the cancel's message, reaches the worker's child (``sleep``, not yet signalled by the
+    cancel) a coarse tick later. It wrote that later moment over the cancel's in ``kill``,
+    then judged the end by it: the shell ended before any kill, ``failed (SIGTERM)``. The
+    first signal is the one that counts: ``cancelled``."""
+    from harness import TERM, FakeSignaller, Harness, Message, Work, task
+
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files
+
+    def a_cancel_got_there_first(self, gen, sig, find):
+        if sig != signal.SIGTERM:
+            return original(self, gen, sig, find)
+        with self.world.lock:
+            [worker] = [w for w in self.world.wrappers if w.gen.dir == gen.dir and w.running]
+            at = self.now()
+            generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER, sent_at=at, caught=False)
+            worker.exit(TERM)
+            return stopping.Delivery([], at + 0.004, False)  # a process left of it, reached a tick later
+
+    original = FakeSignaller.deliver
+    with Harness(works={"a": (Work(after=100),)}) as h:
+        h.run([task("a")], crash_at=2)
+        monkeypatch.setattr(FakeSignaller, "deliver", a_cancel_got_there_first)
+        r = h.resume(after=1, messages=(Message(1, "cancel", ("a",)),))
+    a = r.tasks["a"]
+    assert (str(a.status), a.reason, a.exit_code) == ("cancelled", "cancelled_by_user", 143)
+
+
 def test_a_cancel_that_finds_a_resume_taking_the_run_waits_for_its_answer(swarm, monkeypatch):
     """``cancel`` of a run it found interrupted, a ``resume`` taking the run before the cancel
     read its records: it said "error: … still supervised by pid N; nothing to resume", exit 1

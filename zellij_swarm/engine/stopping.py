@@ -70,18 +70,21 @@ def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
     found = procs.generation_tree(None, procs.generation_markers(run_id, gen.slot, gen.gen))
     # the reason to mark sent; an earlier cancel's signal is the one that counts, its moment kept
     reason = generation_files.kill_reason(gen) if generation_files.kill_sent_at(gen) is None else None
+    stamped = None
     if reason is not None:
         # Marked sent before it goes, as the live ladder times its signals: a resume starting
         # meanwhile collects the worker's death by it at once, and must find the kill that
         # caused it (seen without its moment, the kill counts for nothing: "failed (SIGTERM)").
-        generation_files.write_kill_reason(gen, reason, sent_at=ProcessSignaller().now())
+        stamped = ProcessSignaller().now()
+        generation_files.write_kill_reason(gen, reason, sent_at=stamped)
     delivery = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found)
     if reason is not None:
         # with whether any process it reached could take it: one that ignores it and then
         # exits 0 within the grace finished on its own (recorded as caught, it was cancelled);
-        # one it reached none of had ended on its own: no kill was sent
+        # one it reached none of had ended on its own: no kill was sent (the moment marked is
+        # taken back — not a resumed supervisor's, whose signal reached it first)
         generation_files.write_kill_reason(gen, reason, sent_at=delivery.sent_at, caught=delivery.caught,
-                                           unsent=delivery.sent_at is None)
+                                           stamped=stamped)
     procs.end_all(found, grace, termed=True)
     ended = len(found)
     for _ in range(SWEEP_ROUNDS):  # what a worker forked between the look and its signal runs on: looked for again

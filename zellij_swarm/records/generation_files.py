@@ -641,14 +641,20 @@ _UNCAUGHT = "uncaught"
 
 
 def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = None, caught: bool = True,
-                      unsent: bool = False) -> None:
-    """Record why the generation is being ended; a moment its kill was already sent (an
-    earlier supervisor's, an earlier ``cancel``'s) is kept, with whether it was caught: the
-    first signal is what counts — unless ``unsent``: a moment marked before the signal went,
-    which then reached nothing, is taken back."""
-    if sent_at is None and not unsent:
-        sent_at, known = kill_sent_at(gen), kill_caught(gen)
-        caught = known is not False
+                      stamped: float | None = None) -> None:
+    """Record why the generation is being ended, and the moment its kill was sent. The first
+    signal is what counts: a moment already recorded (an earlier supervisor's, a ``cancel``'s
+    with no supervisor) is kept, with whether it was caught, unless ``sent_at`` is earlier —
+    a resumed supervisor whose ladder reaches what is left of a worker (a child it forked)
+    after a ``cancel``'s signal had ended the worker itself must not put its later moment in
+    the place of the one that ended it (the worker's end then looked earlier than any kill:
+    ``failed (SIGTERM)``). ``stamped``: the moment this caller recorded before its signal
+    went (``stopping.end_now``), its own to replace — with what the signal came to
+    (``sent_at``), or taken back when it reached nothing (None): another's moment recorded
+    in its place meanwhile stays."""
+    recorded = kill_sent_at(gen)
+    if recorded is not None and recorded != stamped and (sent_at is None or recorded < sent_at):
+        sent_at, caught = recorded, kill_caught(gen) is not False
     sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
     rundir.write_atomic(gen.kill, reason + "\n" + sent)
 
