@@ -335,7 +335,8 @@ def test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel(swarm, ba
         if message:
             inbox.send(RunPaths(run), "cancel", tasks=[])
         generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
-        assert stopping.end_now(run.name, gen, 5.0) >= 1
+        # the resume's own ladder, asked by the message, may end the worker before this finds it
+        assert stopping.end_now(run.name, gen, 5.0) >= (0 if message else 1)
         resumed.wait(timeout=60)
         [row] = swarm.tasks().values()
         assert (row["status"], row["reason"], row["attempts"]) == ("cancelled", "cancelled_by_user", 1), row
