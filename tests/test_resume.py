@@ -378,6 +378,29 @@ def test_a_resumed_ladder_that_reaches_a_leftover_after_a_cancel_ended_the_worke
     assert (str(a.status), a.reason, a.exit_code) == ("cancelled", "cancelled_by_user", 143)
 
 
+def test_a_cancel_whose_generation_a_resume_folds_meanwhile_records_nothing_and_goes_on(tmp_path, monkeypatch):
+    """``cancel`` of an interrupted run (``stopping.end_now``) while a ``resume`` that read its
+    message ends the worker, collects its generation and folds its directory: the cancel's
+    record of what its signal came to raised FileNotFoundError (a loop of the case above
+    under load, 3 in 80). Nothing is left to record it in: the resume recorded the outcome."""
+    import shutil
+
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files
+
+    gen = generation_files.GenPaths(tmp_path / "gen-1", 1, 1)
+    gen.dir.mkdir()
+    generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER)
+
+    def the_resume_got_there_first(self, g, sig, find):
+        shutil.rmtree(g.dir)
+        return stopping.Delivery([], None)
+
+    monkeypatch.setattr(stopping.ProcessSignaller, "deliver", the_resume_got_there_first)
+    assert stopping.end_now("20260101-000000-abcdef", gen, 0.1) == 0
+    assert not gen.dir.exists()
+
+
 def test_a_cancel_that_finds_a_resume_taking_the_run_waits_for_its_answer(swarm, monkeypatch):
     """``cancel`` of a run it found interrupted, a ``resume`` taking the run before the cancel
     read its records: it said "error: … still supervised by pid N; nothing to resume", exit 1
