@@ -36,3 +36,26 @@ def test_a_pane_cancelled_before_its_wrapper_claimed_it_runs_on_retry():
         ran = [w for w in h.world.wrappers if w.name == "a" and w.ran]
     assert again.tasks["a"].status == "succeeded" and len(ran) == 1
     assert again.tasks["b"].status == "succeeded"
+
+
+def test_a_retry_keeps_the_logged_end_of_a_pane_generation_withdrawn_before_it_started():
+    """Zellij live, ``--halt now`` or a cancel (an adversary, 9 runs in 10): a pane generation
+    withdrawn before its wrapper came keeps its directory and the supervisor's claim (a pane's
+    generation is never folded), its end in the log: cancelled, never started. ``retry`` read
+    its files instead and recorded its end anew — an ``exit.json`` with the claim's time as its
+    start and the retry's as its end: seconds of work invented, ``proof`` failing on them. The
+    log's record is the generation's."""
+    works = {"a": (Work(after=1),), "b": (Work(after=1),)}
+    slow = Mux(panes={"a": (Pane(delay=5, outlives_abandon=True),), "b": (Pane(),)})
+    with Harness(works=works, mux=slow, heartbeat_timeout=30.0) as h:
+        first = h.run([task("a"), task("b")], messages=(Message(0.5, "cancel", ("a",)),))
+        [withdrawn] = first.tasks["a"].history
+        assert (withdrawn.status, withdrawn.started_at) == ("cancelled", None)
+        gen = h.world.run.gen(withdrawn.slot, withdrawn.generation)
+        h.world.advance(3)  # the retry comes later: its moment is no end of anything
+        again = h.retry()
+        assert not gen.exit_record.exists(), gen.exit_record.read_text()
+    a = again.tasks["a"]
+    assert [(x.status, x.started_at, x.ended_at) for x in a.history[:1]] == [
+        ("cancelled", None, withdrawn.ended_at)], a.history
+    assert a.status == "succeeded" and len(a.history) == 2

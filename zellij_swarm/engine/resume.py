@@ -214,7 +214,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
             gs = GenState(gen, task_id, attempt, "ended", exit=logged_exit, recorded=recorded,
                           folded=key not in on_disk)
         else:
-            gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm)
+            gs = _inspect(gen, task_id, attempt, recorded, steps.get(key), slurm=on_slurm, logged_exit=logged_exit)
         gs.followups_consumed = key in logged.followups
         gs.orphaned = key in logged.orphaned
         rec.gens.append(gs)
@@ -385,7 +385,12 @@ def _logged_exit(outcome: dict[str, Any]) -> ExitRecord:
 
 
 def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any] | None,
-             step: Job | None = None, *, slurm: bool = False) -> GenState:
+             step: Job | None = None, *, slurm: bool = False, logged_exit: ExitRecord | None = None) -> GenState:
+    """What a generation's files say of it now. One whose end the log holds (``recorded``,
+    ``logged_exit``) and whose files hold none — a pane's withdrawn before its wrapper came,
+    under the supervisor's claim; one whose wrapper vanished — ended as the log says: its end
+    is never recorded anew (*Decision*: a ``retry`` wrote an ``exit.json`` for it, its start
+    the claim's time and its end the retry's: seconds of work that never was)."""
     gs = GenState(gen, task_id, attempt, "unstarted", recorded=recorded)
     gs.kill_reason = generation_files.kill_reason(gen)
     gs.kill_sent_at = generation_files.kill_sent_at(gen)
@@ -432,6 +437,8 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
         # a wrapper that exits between the two checks has committed its record by now
         if gs.state == "vanished" and (late := generation_files.exit_facts(gen)) is not None:
             gs.exit, gs.state = late, "ended"
+    if gs.exit is None and logged_exit is not None and gs.state != "running":
+        gs.exit, gs.state = logged_exit, "ended"
     return gs
 
 
