@@ -149,6 +149,33 @@ def test_registrations_of_an_earlier_life_dead_ones_dropped_live_ones_followed(r
         w.close()
 
 
+def test_a_retry_follows_none_of_the_earlier_lifes_views(run, sleeper):
+    """A ``retry`` closes the earlier supervisor's board and slot views it finds and opens its
+    own (``take_over``). Followed, the old board's end was a ``renderer_died`` — whenever it
+    was closed before its successor's registration replaced it (the tmux retry test, 1 in
+    10). Its own views, registered after it began, it follows."""
+    make_private_dir(run.dir / "views")
+    old_board, old_slot = sleeper(), sleeper()
+    Registration(run, "board").write(old_board.pid)
+    Registration(run, "slot-view", 1).write(old_slot.pid)
+    w = ViewWatch(run, schedule=Schedule(), earlier=False)
+    try:
+        assert w.rows() == []
+        old_slot.kill()
+        old_slot.wait()
+        new_board = sleeper()
+        Registration(run, "board").write(new_board.pid)
+        wait_until(lambda: (readable(w.fileno(), 0.05) and w.read() == [])
+                   and [(r["view"], r["pid"]) for r in w.rows()] == [("board", new_board.pid)], what="the new board")
+        old_board.kill()
+        old_board.wait()
+        assert not readable(w.fileno(), 0.2) or w.read() == []
+        new_board.kill()
+        assert read_until(w, "the new board gone") == [view_watch.Gone("board", "board", None, new_board.pid)]
+    finally:
+        w.close()
+
+
 def test_a_registrant_left_a_zombie_is_of_an_earlier_life_too(run):
     """tmux keeps a dead pane's process unreaped (remain-on-exit): a kept window's board of
     the run's earlier life is a zombie under its own pid and start time. Taken for alive,

@@ -553,7 +553,8 @@ class Supervisor:
                                                 ended=lambda lg: self.gens.collect(lg), warn=self._warn))
         self._watch_inbox()
         sel.register(watcher.fileno(), selectors.EVENT_READ, lambda: self._on_files(watcher.read()))
-        self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after)  # before any pane exists
+        self.views = views = view_watch.ViewWatch(self.paths, schedule=self.timers.after,  # before any pane exists
+                                                  earlier=not self.plan.retrying)
         stack.callback(views.close)
         sel.register(views.fileno(), selectors.EVENT_READ, lambda: self._on_views_gone(views.read()))
         # two threads for slow calls: tree kills never wait behind a pane call

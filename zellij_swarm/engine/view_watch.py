@@ -35,7 +35,10 @@ How, the same for tmux and Zellij and with no polling of the multiplexer:
   earlier life: those still alive are followed, the dead ones removed quietly (they ended
   with the interrupted run, or before it: not this supervisor's to report). ``once per run``
   is the supervisor's rule (no second ``renderer_died`` in its warnings); a resumed
-  supervisor starts with no warnings, so it may say it once more.
+  supervisor starts with no warnings, so it may say it once more. A ``retry`` follows none
+  of them (``earlier=False``): its backend opens views of its own and closes the earlier
+  supervisor's it finds (``take_over``) — their end is its doing, never a ``renderer_died``
+  (*Decision*: closing a stale board raced the new one's registration, and was reported).
 
 The ``views`` rows of a snapshot (``rows()``) are as the supervisor last saw them: in
 ``summary.json`` ``alive`` means alive when the run ended (renderers then end with it).
@@ -144,11 +147,17 @@ class ViewWatch:
     """
 
     def __init__(self, run: RunPaths, *, schedule: Callable[[float, Callable[[], None]], object],
-                 watcher: Callable[[], Watcher] = Inotify, clock: Callable[[], float] = time.time) -> None:
+                 watcher: Callable[[], Watcher] = Inotify, clock: Callable[[], float] = time.time,
+                 earlier: bool = True) -> None:
+        """``earlier``: follow the registrations of the run's earlier life still alive (a
+        resumed run's views go on); False for a ``retry``'s, which are never followed."""
         self.dir = run.views
         self.clock = clock
         self._schedule = schedule
         self._views: dict[str, _View] = {}
+        self._earlier = earlier
+        # with ``earlier`` False: (pid, start) of the registrations found as it began
+        self._not_followed: set[tuple[int, int | None]] = set()
         self._sel = selectors.DefaultSelector()
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._sel.register(self._wake, selectors.EVENT_READ, _WAKE)
@@ -231,7 +240,10 @@ class ViewWatch:
             if file.startswith(".") or not file.endswith(".json"):
                 continue  # a registration being written (rundir's temp files start with a dot)
             reg = _read(self.dir / file)
-            if reg is None or reg.name != file[:-len(".json")]:
+            if reg is None or reg.name != file[:-len(".json")] or (reg.pid, reg.start) in self._not_followed:
+                continue
+            if startup and not self._earlier:
+                self._not_followed.add((reg.pid, reg.start))
                 continue
             cur = self._views.get(reg.name)
             if cur is not None and (cur.pid, cur.start) == (reg.pid, reg.start):
