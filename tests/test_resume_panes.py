@@ -462,6 +462,48 @@ def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_
 
 
 @tmux_needed
+@pytest.mark.parametrize("retried_from", ["inside", "outside, CI", "outside"])
+def test_tmux_a_retry_closes_the_runs_panes_of_an_earlier_window_never_the_users(swarm, tmux, retried_from):
+    """The run, started in the user's session, left its window there with flaky's and bad's
+    failed panes; the user opened a shell beside them. Retried from the same session, every
+    task now succeeding, the retry killed that window whole, the user's shell with it (an
+    adversary). Retried from outside under CI (its own session, closed at its end), bad failing
+    again, it closed its session and neither closed the earlier window's panes nor named them.
+    A retry closes the run's panes of a window it took over one by one, wherever it is; what
+    it leaves there, its notice names."""
+    inside = tmux_env(tmux, inside=True)
+    swarm.write("s.toml", FLAKY.replace('cmd = "echo bad; exit 4"', 'cmd = "test -e fixed || exit 4"'))
+    res = swarm("run", "s.toml", "--ui", "live", "--keep-failed-panes", "2", "--output", "group", env=inside)
+    run = swarm.latest()
+    try:
+        assert res.code == 1, res.stderr
+        first = swarm.tasks(run)
+        window = tmux("display-message", "-p", "-t", first["bad"]["pane_id"], "#{window_id}").strip()
+        shell = tmux("split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window, "sleep 600").strip()
+        if retried_from == "inside":
+            (swarm.cwd / "fixed").touch()
+            res = swarm("retry", run.name, "--output", "group", env=inside)
+        else:
+            ci = {"CI": "true"} if "CI" in retried_from else {}
+            res = swarm("retry", run.name, "--backend", "tmux", "--output", "group", env=dict(tmux_env(tmux), **ci))
+    finally:
+        kill_run_processes(run.name)
+    assert res.code == (0 if retried_from == "inside" else 1), res.stderr
+    if retried_from == "outside":  # bad's kept panes stay, its earlier one in the user's session: named
+        close = f"the run's earlier panes in another session stay: close with tmux -S {tmux.socket} kill-pane -t "
+        assert close + first["bad"]["pane_id"] in res.stderr, res.stderr
+        assert shell in tmux_panes(tmux)()
+        tmux("kill-session", "-t", f"=swarm-{run.name}")
+        return
+    left = wait_until(lambda: (v := tmux_panes(tmux)()) and first["flaky"]["pane_id"] not in v
+                      and first["bad"]["pane_id"] not in v and v, timeout=60, what="the run's earlier panes closed")
+    assert shell in left, f"the user's shell was closed: {left}"
+    assert tmux("display-message", "-p", "-t", shell, "#{window_id}").strip() == window
+    assert all(not title for pane, title in left.items() if pane != shell), left  # no pane of the run stays
+    assert "stays" not in res.stderr, res.stderr
+
+
+@tmux_needed
 def test_tmux_a_retry_of_an_interrupted_run_retitles_and_settles_the_panes_it_adopts(swarm, tmux):
     """The supervisor was killed with four tasks running in panes; ok and bad ended while
     none ran. ``retry bad`` follows the run's panes as ``resume`` would, and runs bad again

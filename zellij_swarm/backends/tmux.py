@@ -163,6 +163,18 @@ class _Window:
     placeholder: str | None = None  # an overflow window's first pane, until real panes arrive
     setup: list[list[str]] = field(default_factory=list)  # its options, sent with its first panes
     shown_waiting: int = 0  # the count its name shows
+    # An earlier supervisor's window of the run, taken over by a ``retry`` (``take_over``): its
+    # ``panes`` are the run's generations' only, closed one by one — never the window, where a
+    # pane the user opened keeps it — and it may be in another session of the server.
+    taken_from: str | None = None  # that session's id
+
+
+def _closing(windows: Sequence[_Window]) -> list[list[str]]:
+    """The tmux commands that close ``windows``: a window of the run's own whole, one taken
+    over from an earlier supervisor pane by pane (a pane the user opened there keeps it)."""
+    return [args for w in windows for args in (
+        [["kill-pane", "-t", pane] for pane in sorted(w.panes)] if w.taken_from is not None
+        else [["kill-window", "-t", w.id]])]
 
 
 class TmuxBackend:
@@ -346,6 +358,7 @@ class TmuxBackend:
         this one's) cannot be reached from here: ``leftover_hint`` names them."""
         ours = {w.id for w in self.windows}
         rows = [row for row in self.client.panes() or [] if row.run == self.ctx.run_id and row.window_id not in ours]
+        sessions = {w.id: w.session_id for w in self.client.windows()}
         generations = {p.pane_id: p for p in panes}
         stale: list[str] = []
         windows: dict[str, _Window] = {}
@@ -355,11 +368,11 @@ class TmuxBackend:
                 shown = names.parse(row.window_name, [self.ctx.run_id])
                 w = windows[row.window_id] = _Window(
                     row.window_id, names.window(self.ctx.run_id, shown.overflow if shown else None), capacity=0,
-                    shown_waiting=shown.waiting if shown else 0)
+                    shown_waiting=shown.waiting if shown else 0, taken_from=sessions.get(row.window_id, ""))
             if row.short or (row.id not in generations and _VIEW_TITLE.fullmatch(row.title)):
                 stale.append(row.id)  # an earlier supervisor's board or slot view
-            else:
-                w.panes.add(row.id)
+            elif row.id in generations:
+                w.panes.add(row.id)  # (any other pane there is the user's: never touched)
         self.windows += [w for w in windows.values() if w.panes]
         for pane in stale:
             self._kill_pane(pane)
@@ -785,17 +798,24 @@ class TmuxBackend:
         if self.created_session:  # kept for the user to attach and look (SPEC §2)
             if self.close_session_at_end:
                 self._tmux("kill-session", "-t", self.session_id, check=False)
+                self._close([w for w in self.windows if w.taken_from not in (None, self.session_id)])
                 self.closed = True
             elif not self.client.has_session(self.session_id):
                 self.closed = True  # its last pane closed (the others by hand): tmux ended it, nothing stays
         elif self.close_session_at_end or not failed:  # the user's session: leave nothing behind
-            for w in self.windows:  # one call each: in a chain, one window already gone would stop the rest
-                self._tmux("kill-window", "-t", w.id, check=False)
+            self._close(self.windows)
             self.closed = True
-        else:  # kept, to look at what failed: those the user closed meanwhile are not named as staying
-            there = set(self._tmux("list-windows", "-t", self.session_id, "-F", "#{window_id}", check=False).lines)
+        # kept, to look at what failed: those the user closed meanwhile are not named as staying
+        if not self.closed:
+            there = set(self._tmux("list-windows", "-a", "-F", "#{window_id}", check=False).lines)
             for w in [w for w in self.windows if w.id not in there]:
                 self._forget(w)
+
+    def _close(self, windows: Sequence[_Window]) -> None:
+        """Close ``windows``: the run's own whole, a taken-over one's panes of the run (one call
+        each: in a chain, one already gone would stop the rest)."""
+        for args in _closing(windows):
+            self._tmux(*args, check=False)
 
     def place(self) -> dict[str, Any] | None:
         if not self.started or not self.windows:
@@ -819,19 +839,23 @@ class TmuxBackend:
     def _leftover_here(self) -> str | None:
         if not self.started or self.closed or not self.alive or not self.windows:
             return None
+        # tmux closed those whose panes all closed
+        staying = [w for w in self.windows if w.panes and (not self.created_session or w.taken_from
+                                                               not in (None, self.session_id))]
+        said = []
         if self.created_session:
             # "=": that very name — tmux takes a bare one as a prefix, and killed `proj-old` for `proj`
             kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", f"={self.session_name}"]
-            return f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}" \
-                   f"{or_prune(self.ctx.paths)}"
-        staying = [w for w in self.windows if w.panes]  # tmux closed those whose panes all closed
-        if not staying:
-            return None
-        kill = ["tmux", "-S", self.socket_path]  # typed in any terminal: not only one inside this server
-        for i, w in enumerate(staying):
-            kill += ([";"] if i else []) + ["kill-window", "-t", w.id]
-        windows = "window stays" if len(staying) == 1 else "windows stay"
-        return f"the swarm's {windows}: close with {quoting.shell_line(kill)}{or_prune(self.ctx.paths)}"
+            said.append(f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}")
+        if staying:
+            kill = ["tmux", "-S", self.socket_path]  # typed in any terminal: not only one inside this server
+            for i, args in enumerate(_closing(staying)):
+                kill += ([";"] if i else []) + args
+            windows = "window stays" if len(staying) == 1 else "windows stay"
+            what = "the run's earlier panes in another session stay" if self.created_session else \
+                f"the swarm's {windows}"
+            said.append(f"{what}: close with {quoting.shell_line(kill)}")
+        return f"{'; '.join(said)}{or_prune(self.ctx.paths)}" if said else None
 
     def _tmux(self, *args: str, check: bool = True) -> external.CmdResult:
         return self._chain([args], check=check)
