@@ -26,6 +26,7 @@ from swarmtest import GATE, Swarm, full, kill_run_processes, run_processes, wait
 from tmuxtest import Tmux, inside_env, outside_env
 from zellijtest import FAST
 
+from zellij_swarm import external
 from zellij_swarm.engine import resume
 from zellij_swarm.records import rundir
 
@@ -501,6 +502,34 @@ def test_tmux_a_retry_closes_the_runs_panes_of_an_earlier_window_never_the_users
     assert tmux("display-message", "-p", "-t", shell, "#{window_id}").strip() == window
     assert all(not title for pane, title in left.items() if pane != shell), left  # no pane of the run stays
     assert "stays" not in res.stderr, res.stderr
+
+
+@tmux_needed
+def test_tmux_every_retry_names_the_runs_windows_left_in_another_server(swarm, tmux):
+    """The run was started inside another tmux server than its retries' (the user's own,
+    on a socket of its own). The first retry named the windows it left there; the second
+    knew only the place the first recorded — its own — and named nothing (an adversary)."""
+    other = tmux.tmpdir / "other"
+    external.run(["tmux", "-S", str(other), "new-session", "-d", "-s", "u2", "-x", "200", "-y", "50"],
+                 timeout=10, env=tmux.client.env)
+    try:
+        pid = external.run(["tmux", "-S", str(other), "display-message", "-p", "#{pid}"], timeout=10,
+                           env=tmux.client.env).stdout.strip()
+        inside = dict(tmux_env(tmux), TMUX=f"{other},{pid},0", TMUX_PANE="%0")
+        swarm.write("t.txt", "exit 3\necho fine\n")
+        res = swarm("run", "t.txt", "--ui", "live", "--output", "group", env=inside)
+        run = swarm.latest()
+        assert res.code == 1, res.stderr
+        try:
+            for _ in range(2):
+                res = swarm("retry", run.name, "--backend", "tmux", "--output", "group", env=tmux_env(tmux))
+                assert res.code == 1, res.stderr
+                assert f"the run's earlier window stays in another tmux server: close with tmux -S {other} " \
+                       "kill-window -t @" in res.stderr, res.stderr
+        finally:
+            kill_run_processes(run.name)
+    finally:
+        external.run(["tmux", "-S", str(other), "kill-server"], timeout=10, env=tmux.client.env, check=False)
 
 
 @tmux_needed

@@ -21,7 +21,7 @@ its event loop: every method but ``shows`` may take a multiplexer call's full ti
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +39,21 @@ def prune_command(paths: RunPaths) -> str:
     """``zellij-swarm prune`` as a hint offers it: with the run's state directory where the
     rule would not find it from here (``state_dir.flag_for``), so that it finds the run."""
     return state_dir.command(paths.state_dir, "prune")
+
+
+EARLIER = "earlier"  # in a retry's place: where earlier supervisors' panes stay that it could not close
+
+
+def places_of(place: Any, backend: str) -> list[Mapping[str, Any]]:
+    """A run's recorded ``place`` (``Backend.place``) and the earlier places it carries — what
+    earlier supervisors left where a retry's panes did not go (another tmux server, another
+    Zellij session), kept in each later one's place so that a second retry still names them —
+    those of ``backend``."""
+    if not isinstance(place, Mapping):
+        return []
+    earlier = place.get(EARLIER)
+    return [p for p in [place, *(earlier if isinstance(earlier, list) else [])]
+            if isinstance(p, Mapping) and p.get("backend") == backend]
 
 
 def or_prune(paths: RunPaths) -> str:

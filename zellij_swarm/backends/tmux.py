@@ -65,6 +65,7 @@ from typing import Any
 from zellij_swarm import external, names, quoting
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
+    EARLIER,
     LaunchFailed,
     LaunchRequest,
     PaneOpened,
@@ -73,6 +74,7 @@ from zellij_swarm.backends.base import (
     RunPane,
     alive_unless_gone,
     or_prune,
+    places_of,
     where_panes_are,
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
@@ -205,7 +207,7 @@ class TmuxBackend:
         self.board_pane = ""
         self.held_gate: int | None = None  # the start gate, held from ``open`` to the first batch's end
         self.piped_panes: set[str] = set()  # panes opened here (their copiers started by tmux), till they end
-        self.elsewhere: tuple[str, list[str]] | None = None  # a retry's: the run's windows in another server
+        self.elsewhere: list[tuple[str, list[str]]] = []  # a retry's: the run's windows in other servers
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -388,17 +390,21 @@ class TmuxBackend:
             pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
         self.elsewhere = self._left_elsewhere(place)
 
-    def _left_elsewhere(self, place: Mapping[str, Any] | None) -> tuple[str, list[str]] | None:
-        """The windows of this run an earlier supervisor left in another tmux server (its
-        recorded ``place``) that are still there: that server's socket and their ids."""
-        socket = place.get("socket") if isinstance(place, Mapping) and place.get("backend") == "tmux" else None
-        if not isinstance(socket, str) or not socket or os.path.realpath(socket) == os.path.realpath(self.socket_path):
-            return None
-        try:
-            there = [row.id for row in TmuxClient(self.env, socket).windows() if row.run == self.ctx.run_id]
-        except BackendError:
-            return None
-        return (socket, there) if there else None
+    def _left_elsewhere(self, place: Mapping[str, Any] | None) -> list[tuple[str, list[str]]]:
+        """The windows of this run earlier supervisors left in other tmux servers (the recorded
+        ``place``, and the earlier places it carries) that are still there: each server's
+        socket and their ids."""
+        found: dict[str, tuple[str, list[str]]] = {os.path.realpath(self.socket_path): ("", [])}
+        for earlier in places_of(place, "tmux"):
+            socket = earlier.get("socket")
+            if not isinstance(socket, str) or not socket or os.path.realpath(socket) in found:
+                continue
+            try:
+                there = [row.id for row in TmuxClient(self.env, socket).windows() if row.run == self.ctx.run_id]
+            except BackendError:
+                continue
+            found[os.path.realpath(socket)] = (socket, there)
+        return [(socket, there) for socket, there in found.values() if there]
 
     def _add_window(self, window_id: str, name: str, size: tuple[int, int] | None = None) -> _Window:
         """Take the window ``window_id`` on: its options set now, or (its ``size`` given: an
@@ -822,19 +828,19 @@ class TmuxBackend:
             return None
         return {"backend": "tmux", "socket": self.socket_path, "session": self.session_name,
                 "session_id": self.session_id, "windows": [w.id for w in self.windows],
-                "created_session": self.created_session}
+                "created_session": self.created_session,
+                **({EARLIER: [{"backend": "tmux", "socket": socket, "windows": there}
+                              for socket, there in self.elsewhere]} if self.elsewhere else {})}
 
     def leftover_hint(self) -> str | None:
-        here = self._leftover_here()
-        if self.elsewhere is None:
-            return here
-        socket, windows = self.elsewhere
-        kill = ["tmux", "-S", socket]
-        for i, window in enumerate(windows):
-            kill += ([";"] if i else []) + ["kill-window", "-t", window]
-        what = "window stays" if len(windows) == 1 else "windows stay"
-        there = f"the run's earlier {what} in another tmux server: close with {quoting.shell_line(kill)}"
-        return there if here is None else f"{here}; {there}"
+        said = [here] if (here := self._leftover_here()) is not None else []
+        for socket, windows in self.elsewhere:
+            kill = ["tmux", "-S", socket]
+            for i, window in enumerate(windows):
+                kill += ([";"] if i else []) + ["kill-window", "-t", window]
+            what = "window stays" if len(windows) == 1 else "windows stay"
+            said.append(f"the run's earlier {what} in another tmux server: close with {quoting.shell_line(kill)}")
+        return "; ".join(said) or None
 
     def _leftover_here(self) -> str | None:
         if not self.started or self.closed or not self.alive or not self.windows:

@@ -61,6 +61,7 @@ from zellij_swarm.backends import zellij_cli
 from zellij_swarm.backends import zellij_layout as layout
 from zellij_swarm.backends._lifecycle import PaneLifecycle
 from zellij_swarm.backends.base import (
+    EARLIER,
     LaunchFailed,
     LaunchRequest,
     PaneOpened,
@@ -68,6 +69,7 @@ from zellij_swarm.backends.base import (
     RunContext,
     RunPane,
     or_prune,
+    places_of,
     prune_command,
     where_panes_are,
 )
@@ -153,7 +155,7 @@ class ZellijBackend:
         self.shown_waiting = 0  # the count our tab's name shows
         self.alive = True
         self.closed = False  # close() closed the session, or our tab's panes
-        self.elsewhere: str | None = None  # a retry's: the live session an earlier supervisor of the run left
+        self.elsewhere: list[str] = []  # a retry's: the live sessions earlier supervisors of the run left
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -290,9 +292,13 @@ class ZellijBackend:
         nothing earlier; before 0.44 nothing lists panes, and only the wrappers' holds of the
         panes the records name can be ended. What stays in another session, ``leftover_hint``
         names."""
+        others = {name for earlier in places_of(place, "zellij")
+                  if isinstance(name := earlier.get("session"), str) and name != self.z.session}
+        if others:
+            sessions = self.z.sessions()
+            self.elsewhere = sorted(name for name in others if self.z.live_in(sessions, name))
         session = place.get("session") if isinstance(place, Mapping) and place.get("backend") == "zellij" else None
         if isinstance(session, str) and session != self.z.session:
-            self.elsewhere = session if self.z.live_in(self.z.sessions(), session) else None
             return
         if self.mode not in ("tab", "here"):
             return  # a session of the retry's own: an earlier one of the run's name was deleted first
@@ -855,15 +861,14 @@ class ZellijBackend:
         tab_id = None if self.mode == "here" else self.tab_id
         return {"backend": "zellij", "session": self.z.session, "tab": None if self.mode == "here" else
                 names.tab(self.ctx.run_id), "tab_id": tab_id,
-                "created_session": self.created_session or (self.mode == "session" and not self.started)}
+                "created_session": self.created_session or (self.mode == "session" and not self.started),
+                **({EARLIER: [{"backend": "zellij", "session": s} for s in self.elsewhere]} if self.elsewhere else {})}
 
     def leftover_hint(self) -> str | None:
-        here = self._leftover_here()
-        if self.elsewhere is None:
-            return here
-        there = f"the run's earlier panes stay in zellij session {self.elsewhere!r}: close them with " \
-                f"{prune_command(self.ctx.paths)}"
-        return there if here is None else f"{here}; {there}"
+        said = [here] if (here := self._leftover_here()) is not None else []
+        said += [f"the run's earlier panes stay in zellij session {session!r}: close them with "
+                 f"{prune_command(self.ctx.paths)}" for session in self.elsewhere]
+        return "; ".join(said) or None
 
     def _leftover_here(self) -> str | None:
         if not self.started or self.closed or not self.alive:
