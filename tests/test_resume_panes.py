@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import GATE, Swarm, full, kill_run_processes, run_processes, wait_until
+from swarmtest import GATE, Result, Swarm, full, kill_run_processes, run_processes, wait_until
 from tmuxtest import Tmux, inside_env, outside_env
 from zellijtest import FAST
 
@@ -426,40 +426,47 @@ def boards(panes: dict[str, str]) -> list[str]:
     return [pane for pane, title in panes.items() if title.endswith("· board")]
 
 
-@tmux_needed
-def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, tmux):
-    """The run ended with flaky and bad failed, their panes kept beside its board; its retry
-    runs them again in a window of its own: flaky now succeeds, and its earlier attempt's
-    kept pane closes, as within one run; bad fails again, and both its panes are kept (within
-    --keep-failed-panes); the earlier supervisor's board, stale, makes way for the retry's."""
-    env = tmux_env(tmux)
-    view = tmux_panes(tmux)
+def retried_flaky(swarm: Swarm, args: tuple[str, ...], env: dict[str, str],
+                  panes: Callable[[Path], dict[str, str]]) -> tuple[Path, str, Result]:
+    """FLAKY run live with ``args``, flaky's and bad's failed panes kept beside its board, then
+    retried: flaky now succeeds, and its earlier attempt's kept pane closes, as within one run;
+    bad fails again, and both its panes are kept (within --keep-failed-panes: room for the three
+    failures, whichever of flaky's and bad's ends comes first); the earlier supervisor's board,
+    stale, makes way for the retry's. ``panes(run)``: the run's panes and their titles. The
+    run, bad's earlier pane and the retry's result."""
     swarm.write("s.toml", FLAKY)
-    res = swarm("run", "s.toml", "--backend", "tmux", "--ui", "live", "--keep-failed-panes", "2", "--output", "group",
-                env=env)
+    res = swarm("run", "s.toml", *args, "--ui", "live", "--keep-failed-panes", "2", "--output", "group", env=env)
     run = swarm.latest()
     try:
         assert res.code == 1, res.stderr
         first = swarm.tasks(run)
         kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
-        before = view()
-        assert set(kept.values()) <= set(before) and len(boards(before)) == 1, before
-        # room for the three failures, whichever of flaky's and bad's ends comes first
+        before = wait_until(lambda: (v := panes(run)) and set(kept.values()) <= set(v) and v, timeout=60,
+                            what="the kept panes listed")
+        assert len(boards(before)) == 1, before
         res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
     finally:
         kill_run_processes(run.name)
     assert res.code == 1, res.stderr
     rows = swarm.tasks(run)
     assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
-    left = wait_until(lambda: (v := view()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
+    left = wait_until(lambda: (v := panes(run)) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
                       what="the retried success's pane closed after its hold")
     assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
-    assert boards(left) != boards(before) and len(boards(left)) == 1, f"the earlier board stayed: {left}"
+    assert len(boards(left)) == 1 and boards(left) != boards(before), f"the earlier board stayed: {left}"
     assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
     assert left[kept["bad"]].endswith("bad · failed (exit 4)"), left
-    assert f"tmux session 'swarm-{run.name}' stays" in res.stderr, res.stderr
     assert "warning" not in res.stderr, res.stderr
     assert run_processes(run.name) == []
+    return run, kept["bad"], res
+
+
+@tmux_needed
+def test_tmux_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, tmux):
+    """``retried_flaky`` in tmux: the retry's window is in a session of its own."""
+    view = tmux_panes(tmux)
+    run, _, res = retried_flaky(swarm, ("--backend", "tmux"), tmux_env(tmux), lambda run: view())
+    assert f"tmux session 'swarm-{run.name}' stays" in res.stderr, res.stderr
 
 
 @tmux_needed
@@ -486,7 +493,9 @@ def test_tmux_a_retry_closes_the_runs_panes_of_an_earlier_window_never_the_users
             res = swarm("retry", run.name, "--output", "group", env=inside)
         else:
             ci = {"CI": "true"} if "CI" in retried_from else {}
-            res = swarm("retry", run.name, "--backend", "tmux", "--output", "group", env=dict(tmux_env(tmux), **ci))
+            # room for the three failures, whichever of flaky's and bad's ends comes first
+            res = swarm("retry", run.name, "--backend", "tmux", "--keep-failed-panes", "3", "--output", "group",
+                        env=dict(tmux_env(tmux), **ci))
     finally:
         kill_run_processes(run.name)
     assert res.code == (0 if retried_from == "inside" else 1), res.stderr
@@ -625,78 +634,27 @@ def test_real_zellij_resume_settles_the_adopted_panes(swarm, rz):
 
 @pytest.mark.parametrize("version", ["0.45.0", full("0.44.3")])
 def test_zellij_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, fz, version):
-    """As in tmux: the run's tab in the user's session kept flaky's and bad's failed panes;
-    its retry makes a tab of its own, where flaky succeeds: flaky's earlier pane and the
-    earlier board close, bad's two failures stay (the earlier one in the earlier tab)."""
+    """``retried_flaky`` in the fake Zellij, from the user's session: the retry makes a tab of
+    its own, bad's earlier failure stays in the earlier tab."""
     fz.host("host", version, client=True)
-    env = fz.env(version, inside="host", **FAST)
-    swarm.write("s.toml", FLAKY)
-    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", "--keep-failed-panes", "2",
-                "--output", "group", env=env)
-    run = swarm.latest()
 
-    def tabs() -> list[dict[str, str]]:
-        return [{p["pane_id"]: p["title"] for p in t["panes"]} for t in fz.session(version, "host")["tabs"]
-                if t["name"].startswith(f"swarm:{run.name}")]
+    def panes(run: Path) -> dict[str, str]:
+        return {p["pane_id"]: p["title"] for t in fz.session(version, "host")["tabs"]
+                if t["name"].startswith(f"swarm:{run.name}") for p in t["panes"]}
 
-    try:
-        assert res.code == 1, res.stderr
-        first = swarm.tasks(run)
-        kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
-        [before] = tabs()
-        assert set(kept.values()) <= set(before) and len(boards(before)) == 1, before
-        # room for the three failures, whichever of flaky's and bad's ends comes first
-        res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
-    finally:
-        kill_run_processes(run.name)
-    assert res.code == 1, res.stderr
-    rows = swarm.tasks(run)
-    assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
-    def panes() -> dict[str, str]:
-        return {pane: title for tab in tabs() for pane, title in tab.items()}
-
-    left = wait_until(lambda: (v := panes()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
-                      what="the retried success's pane closed after its hold")
-    assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
-    assert len(boards(left)) == 1 and boards(left) != boards(before), f"the earlier board stayed: {left}"
-    assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
-    assert "warning" not in res.stderr, res.stderr
-    assert run_processes(run.name) == []
+    retried_flaky(swarm, ("--backend", "zellij"), fz.env(version, inside="host", **FAST), panes)
 
 
 def test_real_zellij_a_retry_closes_the_kept_panes_of_a_task_that_now_succeeds_and_the_stale_board(swarm, rz, tmux):
-    """As against the fake: in the user's session (a client on a tmux pane), the retry's tab
-    beside the run's; flaky's earlier pane and the earlier board close."""
+    """``retried_flaky`` against the real Zellij: in the user's session (a client on a tmux
+    pane), the retry's tab beside the run's."""
     rz.host("host", tmux)
-    env = rz.env(inside="host", **FAST)
-    swarm.write("s.toml", FLAKY)
-    res = swarm("run", "s.toml", "--backend", "zellij", "--ui", "live", "--keep-failed-panes", "2",
-                "--output", "group", env=env)
-    run = swarm.latest()
 
-    def panes() -> dict[str, str]:
+    def panes(run: Path) -> dict[str, str]:
         return {f"terminal_{p['id']}": p["title"] for p in rz.panes("host")
                 if not p["is_plugin"] and str(p.get("tab_name")).startswith(f"swarm:{run.name}")}
 
-    try:
-        assert res.code == 1, res.stderr
-        first = swarm.tasks(run)
-        kept = {n: first[n]["pane_id"] for n in ("flaky", "bad")}
-        before = wait_until(lambda: (v := panes()) and set(kept.values()) <= set(v) and v, timeout=60,
-                            what="the kept panes listed")
-        assert len(boards(before)) == 1, before
-        res = swarm("retry", run.name, "--keep-failed-panes", "3", "--output", "group", env=env)
-    finally:
-        kill_run_processes(run.name)
-    assert res.code == 1, res.stderr
-    rows = swarm.tasks(run)
-    assert (rows["flaky"]["status"], rows["bad"]["status"]) == ("succeeded", "failed")
-    left = wait_until(lambda: (v := panes()) and rows["flaky"]["pane_id"] not in v and v, timeout=60,
-                      what="the retried success's pane closed after its hold")
-    assert kept["flaky"] not in left, f"the kept pane of flaky's failed attempt stayed: {left}"
-    assert len(boards(left)) == 1 and boards(left) != boards(before), f"the earlier board stayed: {left}"
-    assert set(left) == {*boards(left), kept["bad"], rows["bad"]["pane_id"]}, left
-    assert "warning" not in res.stderr, res.stderr
+    retried_flaky(swarm, ("--backend", "zellij"), rz.env(inside="host", **FAST), panes)
 
 
 # ----- in process: the lifecycle of adopted panes, and a resumed backend's order of calls --------
