@@ -49,6 +49,24 @@ def tab(run_id: str, waiting: int = 0) -> str:
     return marked(f"{PREFIX}:{run_id}", waiting)
 
 
+def board_title(run_id: str) -> str:
+    """The title of a run's board pane (tmux, Zellij): how a later supervisor of the run knows it."""
+    return f"zellij-swarm {run_id} · board"
+
+
+def slot_view_title(slot: int) -> str:
+    """The title of a compact run's slot-view pane."""
+    return f"slot {slot}"
+
+
+def is_slot_view_title(title: str) -> bool:
+    """Whether ``title`` is a slot-view pane's (``slot_view_title``)."""
+    return _SLOT_VIEW.fullmatch(title) is not None
+
+
+_SLOT_VIEW = re.compile(r"slot \d+")
+
+
 def marked(name: str, waiting: int) -> str:
     """``name`` with the count of its waiting tasks, or as it is when none waits."""
     return f"{name} ({waiting} waiting)" if waiting else name

@@ -55,7 +55,6 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
-import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,7 +91,6 @@ LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to
 READ_TO_END = True
 BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
-_VIEW_TITLE = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
 # one (the board's: ``board · <run-id>``), that, and where neither fits, ``board``: tmux would
@@ -177,6 +175,15 @@ def _closing(windows: Sequence[_Window]) -> list[list[str]]:
     return [args for w in windows for args in (
         [["kill-pane", "-t", pane] for pane in sorted(w.panes)] if w.taken_from is not None
         else [["kill-window", "-t", w.id]])]
+
+
+def _command_line(socket: str, commands: list[list[str]]) -> str:
+    """``commands`` as one line a person types in any terminal (not only one inside this
+    server: its socket named), separated by tmux's ``;``."""
+    words = ["tmux", "-S", socket]
+    for i, args in enumerate(commands):
+        words += ([";"] if i else []) + args
+    return quoting.shell_line(words)
 
 
 class TmuxBackend:
@@ -276,7 +283,7 @@ class TmuxBackend:
         self.session_name = self._answer("display-message", "-p", "-t", self.session_id, "#{session_name}")[0]
         self._add_window(window, name)
         self.board_pane = board_pane = self._answer("display-message", "-p", "-t", window, "#{pane_id}")[0]
-        self._set_titles({board_pane: f"zellij-swarm {ctx.run_id} · board"})
+        self._set_titles({board_pane: names.board_title(ctx.run_id)})
         self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(f"board · {ctx.run_id}"))
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
@@ -332,7 +339,16 @@ class TmuxBackend:
             self.board_pane = self.board_pane or next((row.id for row in rows if row.short), "")
         if not self.windows:
             raise BackendError("tab_gone", f"tmux: the run's windows in session {self.session_name!r} are gone")
-        listed = set().union(*(w.panes for w in self.windows))
+        self._adopt_panes(panes, set().union(*(w.panes for w in self.windows)))
+        try:
+            self._show_waiting()
+        except BackendError:
+            pass  # a mark is not worth a warning; a server that is gone is noticed elsewhere
+
+    def _adopt_panes(self, panes: Sequence[RunPane], listed: set[str]) -> None:
+        """Take the generations' panes of ``panes`` that tmux still lists (``listed``) into
+        the pane lifecycle: an ended one kept or closed as its outcome says, a running one
+        followed and titled ``running``."""
         running = {}
         for p in panes:
             if p.pane_id in listed:
@@ -341,7 +357,6 @@ class TmuxBackend:
                     running[p.pane_id] = p.req.title("running")
         try:
             self._set_titles(running)
-            self._show_waiting()
         except BackendError:
             pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
 
@@ -371,23 +386,14 @@ class TmuxBackend:
                 w = windows[row.window_id] = _Window(
                     row.window_id, names.window(self.ctx.run_id, shown.overflow if shown else None), capacity=0,
                     shown_waiting=shown.waiting if shown else 0, taken_from=sessions.get(row.window_id, ""))
-            if row.short or (row.id not in generations and _VIEW_TITLE.fullmatch(row.title)):
+            if row.short or (row.id not in generations and names.is_slot_view_title(row.title)):
                 stale.append(row.id)  # an earlier supervisor's board or slot view
             elif row.id in generations:
                 w.panes.add(row.id)  # (any other pane there is the user's: never touched)
         self.windows += [w for w in windows.values() if w.panes]
         for pane in stale:
             self._kill_pane(pane)
-        running = {}
-        for p in panes:
-            if any(p.pane_id in w.panes for w in windows.values()):
-                self.panes.adopt(p.pane_id, p.pane_id, p.req.task_name, p.status)
-                if p.status is None:
-                    running[p.pane_id] = p.req.title("running")
-        try:
-            self._set_titles(running)
-        except BackendError:
-            pass  # a title is not worth a warning; a server that is gone is noticed elsewhere
+        self._adopt_panes(panes, set().union(*(w.panes for w in windows.values())))
         self.elsewhere = self._left_elsewhere(place)
 
     def _left_elsewhere(self, place: Mapping[str, Any] | None) -> list[tuple[str, list[str]]]:
@@ -447,7 +453,8 @@ class TmuxBackend:
 
     def _open_renderers(self, count: int) -> None:
         """Compact mode: one ``slot-view`` pane per visible slot, for the whole run."""
-        _, failed = self._split([_NewPane(slot, self.ctx.renderer_argv("slot-view", str(slot)), f"slot {slot}")
+        _, failed = self._split([_NewPane(slot, self.ctx.renderer_argv("slot-view", str(slot)),
+                                          names.slot_view_title(slot))
                                  for slot in range(1, count + 1)])
         if failed is not None:
             raise failed
@@ -835,11 +842,9 @@ class TmuxBackend:
     def leftover_hint(self) -> str | None:
         said = [here] if (here := self._leftover_here()) is not None else []
         for socket, windows in self.elsewhere:
-            kill = ["tmux", "-S", socket]
-            for i, window in enumerate(windows):
-                kill += ([";"] if i else []) + ["kill-window", "-t", window]
+            kill = _command_line(socket, [["kill-window", "-t", window] for window in windows])
             what = "window stays" if len(windows) == 1 else "windows stay"
-            said.append(f"the run's earlier {what} in another tmux server: close with {quoting.shell_line(kill)}")
+            said.append(f"the run's earlier {what} in another tmux server: close with {kill}")
         return "; ".join(said) or None
 
     def _leftover_here(self) -> str | None:
@@ -854,13 +859,10 @@ class TmuxBackend:
             kill = ["tmux", "-S", self.socket_path, "kill-session", "-t", f"={self.session_name}"]
             said.append(f"tmux session {self.session_name!r} stays: close it with {quoting.shell_line(kill)}")
         if staying:
-            kill = ["tmux", "-S", self.socket_path]  # typed in any terminal: not only one inside this server
-            for i, args in enumerate(_closing(staying)):
-                kill += ([";"] if i else []) + args
             windows = "window stays" if len(staying) == 1 else "windows stay"
             what = "the run's earlier panes in another session stay" if self.created_session else \
                 f"the swarm's {windows}"
-            said.append(f"{what}: close with {quoting.shell_line(kill)}")
+            said.append(f"{what}: close with {_command_line(self.socket_path, _closing(staying))}")
         return f"{'; '.join(said)}{or_prune(self.ctx.paths)}" if said else None
 
     def _tmux(self, *args: str, check: bool = True) -> external.CmdResult:

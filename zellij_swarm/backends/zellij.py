@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import signal
 import sys
 import time
@@ -99,7 +98,6 @@ RELAY_END = (f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {quoting.sh
              f'--end "$_zsw_d/{generation_files.RELAY_RECORD}"')
 _FOREVER = "2147483647"
 _HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec
-_SLOT_VIEW = re.compile(r"slot \d+")  # a compact run's slot-view pane, by its title
 
 
 def _pre44_hold(hold: float, run_id: str) -> str:
@@ -250,14 +248,14 @@ class ZellijBackend:
         if not self.session_alive():
             raise BackendError("session_missing", f"zellij: the run's session {self.z.session!r} is gone")
         listed = self.z.list_panes() if self.z.has("list_panes") else None
-        board = f"zellij-swarm {ctx.run_id} · board"
+        board = names.board_title(ctx.run_id)
         ids = {p.pane_id for p in panes}
         tabs = {id(p): names.parse(str(p.get("tab_name") or ""), [ctx.run_id]) for p in listed or []}
         ours = [p for p in listed or [] if not p.get("is_plugin") and (self.mode == "here" or (
             (tab := tabs[id(p)]) is not None and tab.kind == ":"))]
         titles = {f"terminal_{p.get('id')}": str(p.get("title")) for p in ours}
         self.known = {pane for pane, title in titles.items() if pane in ids or title == board
-                      or _SLOT_VIEW.fullmatch(title)} if listed is not None else ids
+                      or names.is_slot_view_title(title)} if listed is not None else ids
         if not self.known:
             raise _tab_gone(self.z.session)
         self.board_pane = next((pane for pane in self.known if titles.get(pane) == board), None)
@@ -270,14 +268,20 @@ class ZellijBackend:
                     self.z.call("action", "rename-tab-by-id", str(self.tab_id), names.tab(ctx.run_id))
                     self.shown_waiting = 0
         for p in panes:
-            if p.pane_id not in self.known:
-                continue  # closed by hand: its generation's end is its task's alone
-            self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
-            running = self._title(p.req, "running")
-            if p.status is None:
-                self.open_panes[p.pane_id] = p.req.slot
-                if titles.get(p.pane_id, running) != running and self.z.has("pane_id_target"):
-                    self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
+            if p.pane_id in self.known:  # (one closed by hand: its generation's end is its task's alone)
+                self._adopt_pane(p, titles.get(p.pane_id))
+
+    def _adopt_pane(self, p: RunPane, title: str | None) -> None:
+        """Take a generation's pane, listed with ``title`` (None: not known), into the pane
+        lifecycle: an ended one kept or closed as its outcome says, a running one followed and
+        titled ``running``."""
+        self.known.add(p.pane_id)
+        self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
+        running = self._title(p.req, "running")
+        if p.status is None:
+            self.open_panes[p.pane_id] = p.req.slot
+            if title is not None and title != running and self.z.has("pane_id_target"):
+                self._pane_action("rename-pane", "--pane-id", p.pane_id, running)
 
     def take_over(self, place: Mapping[str, Any] | None, panes: Sequence[RunPane]) -> None:
         """After ``open``, for a ``retry``: what earlier supervisors of this run left in the
@@ -316,22 +320,13 @@ class ZellijBackend:
             if pane in self.known or pane == self.board_pane:
                 continue
             in_ours = tab is not None and tab.kind == ":"
-            if title == f"zellij-swarm {run_id} · board" or (in_ours and _SLOT_VIEW.fullmatch(title)):
+            if title == names.board_title(run_id) or (in_ours and names.is_slot_view_title(title)):
                 self._pane_action("close-pane", "--pane-id", pane)
-        running = []
         for p in panes:
             title = titles.get(p.pane_id, ("", None))[0]
             mine = layout.title(f"slot {p.req.slot} · {p.req.task_name} · ")  # whatever its attempt and state
-            if p.pane_id in self.known or not title.startswith(mine):
-                continue
-            self.known.add(p.pane_id)
-            self.panes.adopt(p.req.gen.dir, _Worker(p.req, p.pane_id), p.req.task_name, p.status)
-            if p.status is None:
-                self.open_panes[p.pane_id] = p.req.slot
-                running.append(p)
-        for p in running:
-            if titles[p.pane_id][0] != self._title(p.req, "running") and self.z.has("pane_id_target"):
-                self._pane_action("rename-pane", "--pane-id", p.pane_id, self._title(p.req, "running"))
+            if p.pane_id not in self.known and title.startswith(mine):
+                self._adopt_pane(p, title)
 
     def _made_way(self, session: str) -> bool:
         """False when a wrapper of the run still runs in ``session`` (its server's
@@ -382,13 +377,13 @@ class ZellijBackend:
         """Create our tab (or session) with the board, the slot views (compact) or ``first``'s
         worker panes (live), in one call; returns the worker panes' ids where Zellij has them."""
         ctx = self.ctx
-        board = layout.PaneSpec(f"zellij-swarm {ctx.run_id} · board", _sh(ctx.renderer_argv("board")), focus=True)
+        board = layout.PaneSpec(names.board_title(ctx.run_id), _sh(ctx.renderer_argv("board")), focus=True)
         if self.live:
             close = not self.z.has("pane_id_target")
             slots = [layout.PaneSpec(self._title(r, "running"), r.pane_argv(), close_on_exit=close)
                      for r in sorted(first, key=lambda r: r.slot)]
         else:
-            slots = [layout.PaneSpec(f"slot {n}", _sh(ctx.renderer_argv("slot-view", str(n))))
+            slots = [layout.PaneSpec(names.slot_view_title(n), _sh(ctx.renderer_argv("slot-view", str(n))))
                      for n in range(1, min(ctx.settings.jobs, self.panes.cap) + 1)]
         self.started = True
         if self.mode == "here":

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from zellij_swarm import quoting
+from zellij_swarm import names, quoting
 
 if TYPE_CHECKING:
     import ckdl
@@ -160,7 +160,7 @@ def generate(jobs: int, ui: str = "compact", style: str = "swarm", *, run: str |
         return verbatim(out + (["--state-dir", state_dir] if state_dir else []))
 
     board = PaneSpec("board", argv("board"), focus=True)
-    slots = [PaneSpec(f"slot {n}", argv("slot-view", str(n))) for n in range(1, jobs + 1)]
+    slots = [PaneSpec(names.slot_view_title(n), argv("slot-view", str(n))) for n in range(1, jobs + 1)]
     return document(board, slots, tab_name="swarm", style=style)
 
 
