@@ -408,3 +408,17 @@ def test_the_run_wrapper_and_a_panes_own_wrapper_run_the_same_way(run: RunPaths,
         assert subprocess.run(argv, timeout=30).returncode == 0
         results.append(json.loads(gen.output.read_text()))
     assert results[0] == results[1] == [hostile, str(tmp_path), "v -- $x\n", "t\n'x'"]
+
+
+def test_a_kill_is_recorded_in_no_directory_that_is_gone(gen):
+    """Every writer of a kill — the supervisor's ladder, a ``cancel`` with no supervisor, a
+    resume's — may come after the generation's directory went (folded once a resume collected
+    it, or removed by its worker): nothing is recorded, and nothing made in its place; a
+    directory that is there takes the record."""
+    gf.write_kill_reason(gen, "cancelled_by_user", sent_at=10.0)
+    assert gf.kill_reason(gen) == "cancelled_by_user" and gf.kill_sent_at(gen) == 10.0
+    for name in os.listdir(gen.dir):
+        os.unlink(gen.dir / name)
+    os.rmdir(gen.dir)
+    gf.write_kill_reason(gen, "cancelled_by_user", sent_at=11.0)
+    assert not gen.dir.exists()

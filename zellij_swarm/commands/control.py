@@ -10,7 +10,6 @@ the line to show the user; a refusal is an ``exc`` error (one line, its exit cod
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -149,8 +148,7 @@ def _cancel_unsupervised(run: RunPaths, snap: dict[str, Any], names: set[str]) -
             ended_keys |= {name, gs.task_id}  # named either way
         else:
             continue
-        with contextlib.suppress(FileNotFoundError):  # its directory removed meanwhile: its worker ends all the same
-            generation_files.write_kill_reason(gs.gen, stopping.CANCELLED_BY_USER)
+        generation_files.write_kill_reason(gs.gen, stopping.CANCELLED_BY_USER)  # (none in a directory removed)
     if resolved.executor == "slurm":  # its workers are job steps: Slurm ends them, wherever they run
         from zellij_swarm.engine import remote
         from zellij_swarm.records import envfile

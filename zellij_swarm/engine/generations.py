@@ -753,15 +753,12 @@ class Generations:
         self._write_kill(lg, reason, sent_at=lg.kill_sent_at, caught=lg.kill_caught is not False)
 
     def _write_kill(self, lg: LiveGen, reason: str, *, sent_at: float | None, caught: bool) -> None:
-        """The kill in the generation's records, for ``resume``. A directory its worker
-        removed takes nothing: its end says the records went (``_classify``), not the state
-        directory's fault."""
+        """The kill in the generation's records, for ``resume`` (none in a directory that is
+        gone: ``write_kill_reason``)."""
         try:
             generation_files.write_kill_reason(lg.gen, reason, sent_at=sent_at, caught=caught)
         except OSError as e:
-            if lg.gen.dir.is_dir():
-                self._warn("state_dir_error", f"cannot record the kill of task {lg.task.name!r}: {e.strerror}",
-                           lg.task)
+            self._warn("state_dir_error", f"cannot record the kill of task {lg.task.name!r}: {e.strerror}", lg.task)
 
     def delivered(self, lg: LiveGen, sent_at: float | None, caught: bool) -> None:
         """A signal of a generation's ladder came out. The first that reached the worker is

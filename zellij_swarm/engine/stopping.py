@@ -76,14 +76,15 @@ def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
         # meanwhile collects the worker's death by it at once, and must find the kill that
         # caused it (seen without its moment, the kill counts for nothing: "failed (SIGTERM)").
         stamped = ProcessSignaller().now()
-        _record_kill(gen, reason, sent_at=stamped)
+        generation_files.write_kill_reason(gen, reason, sent_at=stamped)
     delivery = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: found)
     if reason is not None:
         # with whether any process it reached could take it: one that ignores it and then
         # exits 0 within the grace finished on its own (recorded as caught, it was cancelled);
         # one it reached none of had ended on its own: no kill was sent (the moment marked is
         # taken back — not a resumed supervisor's, whose signal reached it first)
-        _record_kill(gen, reason, sent_at=delivery.sent_at, caught=delivery.caught, stamped=stamped)
+        generation_files.write_kill_reason(gen, reason, sent_at=delivery.sent_at, caught=delivery.caught,
+                                           stamped=stamped)
     procs.end_all(found, grace, termed=True)
     ended = len(found)
     for _ in range(SWEEP_ROUNDS):  # what a worker forked between the look and its signal runs on: looked for again
@@ -93,18 +94,6 @@ def end_now(run_id: str, gen: GenPaths, grace: float) -> int:
         procs.end_all(left, grace)
         ended += len(left)
     return ended
-
-
-def _record_kill(gen: GenPaths, reason: str, *, sent_at: float | None, caught: bool = True,
-                 stamped: float | None = None) -> None:
-    """``end_now``'s record of its kill — none once the generation's directory is gone: a
-    resume that read the cancel's message collected the generation meanwhile and folded it
-    (its outcome is in the run's log); the write raised FileNotFoundError out of ``cancel``."""
-    try:
-        generation_files.write_kill_reason(gen, reason, sent_at=sent_at, caught=caught, stamped=stamped)
-    except FileNotFoundError:
-        if gen.dir.is_dir():
-            raise
 
 
 @dataclass(frozen=True)

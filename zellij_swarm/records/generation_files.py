@@ -651,12 +651,21 @@ def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = Non
     ``failed (SIGTERM)``). ``stamped``: the moment this caller recorded before its signal
     went (``stopping.end_now``), its own to replace — with what the signal came to
     (``sent_at``), or taken back when it reached nothing (None): another's moment recorded
-    in its place meanwhile stays."""
+    in its place meanwhile stays.
+
+    A generation whose directory is gone takes no record: folded once its outcome was in the
+    log (a resume that read a ``cancel``'s message collected it meanwhile), or removed by its
+    worker (``rm -rf``; its end says the records went) — nothing is left to record it in.
+    Raises OSError when the directory is there and refuses the write (a full state dir)."""
     recorded = kill_sent_at(gen)
     if recorded is not None and recorded != stamped and (sent_at is None or recorded < sent_at):
         sent_at, caught = recorded, kill_caught(gen) is not False
     sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
-    rundir.write_atomic(gen.kill, reason + "\n" + sent)
+    try:
+        rundir.write_atomic(gen.kill, reason + "\n" + sent)
+    except FileNotFoundError:
+        if gen.dir.is_dir():
+            raise
 
 
 def _kill_lines(gen: GenPaths) -> list[str]:
