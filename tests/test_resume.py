@@ -378,6 +378,54 @@ def test_a_resumed_ladder_that_reaches_a_leftover_after_a_cancel_ended_the_worke
     assert (str(a.status), a.reason, a.exit_code) == ("cancelled", "cancelled_by_user", 143)
 
 
+def test_a_resumed_supervisors_record_of_the_cancels_reason_keeps_the_moment_the_cancel_recorded_meanwhile(
+        monkeypatch):
+    """The interleaving behind the later flakes of
+    ``test_a_cancel_that_ends_a_worker_as_a_resume_adopts_it_is_a_cancel`` with the message
+    (headless and tmux, under load; every run with a pause of 50 ms put there), driven in
+    order: the resumed supervisor applies the cancel's message and reads the kill record to
+    write the cancel's reason into it; before it writes, the cancel with no supervisor
+    (``stopping.end_now``) records its moment, its SIGTERM ends the worker (143), and it
+    records what the signal came to. The supervisor then wrote back the reason with no moment,
+    as it had read it: its own signal reached nothing, and the worker's death by the cancel
+    was ``failed (SIGTERM)``. A writer holds the record from its read to its write: the
+    cancel's writes wait for the supervisor's, and its moment stays."""
+    import threading
+
+    from harness import TERM, Harness, Message, Work, task
+
+    from zellij_swarm.engine import stopping
+    from zellij_swarm.records import generation_files, rundir
+
+    def the_cancel_with_no_supervisor(gen):
+        with h.world.lock:
+            [worker] = [w for w in h.world.wrappers if w.gen.dir == gen.dir and w.running]
+            at = h.world.clock.wall()
+        generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER, sent_at=at)  # marked before it goes
+        with h.world.lock:
+            worker.exit(TERM)
+        generation_files.write_kill_reason(gen, stopping.CANCELLED_BY_USER, sent_at=at, caught=False, stamped=at)
+
+    cancel: list[threading.Thread] = []
+    write_atomic = rundir.write_atomic
+
+    def the_cancel_between_the_read_and_the_write(path, data, **kw):
+        if path.name == generation_files.KILL and not cancel and threading.current_thread() is threading.main_thread():
+            gen = generation_files.GenPaths(path.parent, 1, 1)
+            cancel.append(threading.Thread(target=the_cancel_with_no_supervisor, args=(gen,)))
+            cancel[0].start()
+            cancel[0].join(timeout=0.5)  # done at once, unless it waits for this write
+        write_atomic(path, data, **kw)
+
+    with Harness(works={"a": (Work(after=100),)}) as h:
+        h.run([task("a")], crash_at=2)
+        monkeypatch.setattr(rundir, "write_atomic", the_cancel_between_the_read_and_the_write)
+        r = h.resume(after=1, messages=(Message(1, "cancel"),))
+        cancel[0].join()
+    a = r.tasks["a"]
+    assert (str(a.status), a.reason, a.exit_code, a.attempts) == ("cancelled", "cancelled_by_user", 143, 1)
+
+
 def test_a_cancel_whose_generation_a_resume_folds_meanwhile_records_nothing_and_goes_on(tmp_path, monkeypatch):
     """``cancel`` of an interrupted run (``stopping.end_now``) while a ``resume`` that read its
     message ends the worker, collects its generation and folds its directory: the cancel's

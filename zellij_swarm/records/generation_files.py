@@ -57,12 +57,14 @@ status and any status above 128 also names the likely signal in ``signal``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import re
 import signal as _signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -656,16 +658,57 @@ def write_kill_reason(gen: GenPaths, reason: str, *, sent_at: float | None = Non
     A generation whose directory is gone takes no record: folded once its outcome was in the
     log (a resume that read a ``cancel``'s message collected it meanwhile), or removed by its
     worker (``rm -rf``; its end says the records went) — nothing is left to record it in.
-    Raises OSError when the directory is there and refuses the write (a full state dir)."""
-    recorded = kill_sent_at(gen)
-    if recorded is not None and recorded != stamped and (sent_at is None or recorded < sent_at):
-        sent_at, caught = recorded, kill_caught(gen) is not False
-    sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
+    Raises OSError when the directory is there and refuses the write (a full state dir).
+
+    The record is read and written back by one writer at a time (``_kill_record_held``): the
+    supervisor and a ``cancel`` with no supervisor (``stopping.end_now``) write it from two
+    processes, and one that wrote back what it had read before the other's write erased it."""
+    with _kill_record_held(gen):
+        recorded = kill_sent_at(gen)
+        if recorded is not None and recorded != stamped and (sent_at is None or recorded < sent_at):
+            sent_at, caught = recorded, kill_caught(gen) is not False
+        sent = f"{_SENT}{sent_at!r}" + ("" if caught else f" {_UNCAUGHT}") + "\n" if sent_at is not None else ""
+        try:
+            rundir.write_atomic(gen.kill, reason + "\n" + sent)
+        except FileNotFoundError:
+            if gen.dir.is_dir():
+                raise
+
+
+KILL_RECORD_WAIT = 1.0  # seconds a kill record's writer waits for another, which holds it for a read and a write
+
+
+@contextlib.contextmanager
+def _kill_record_held(gen: GenPaths) -> Iterator[None]:
+    """Hold the generation's kill record while it is read and written back: an ``flock`` on
+    the generation's directory, so that nothing is added to it. A resumed supervisor read
+    the record to write a cancel's reason into it, a ``cancel`` with no supervisor then
+    recorded the moment its SIGTERM reached the worker, and the supervisor's write put the
+    reason back with no moment: the worker's death by the cancel was ``failed (SIGTERM)``
+    (a cancel of an interrupted run as its resume starts, headless and tmux, under load). A
+    holder that does not let go within ``KILL_RECORD_WAIT`` (stopped midway: Ctrl-Z) is not
+    waited for further, nor is a directory that cannot be locked (gone: the write says so; a
+    file system without ``flock``): the record is then written unheld."""
     try:
-        rundir.write_atomic(gen.kill, reason + "\n" + sent)
-    except FileNotFoundError:
-        if gen.dir.is_dir():
-            raise
+        fd = os.open(gen.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + KILL_RECORD_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.001)
+            except OSError:
+                break
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _kill_lines(gen: GenPaths) -> list[str]:
