@@ -994,6 +994,75 @@ def test_a_step_that_ended_by_itself_while_the_controller_was_down_keeps_its_cod
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+# ONE_AT_A_TIME, whose later starts of a task take their second argument's seconds
+SOONER_AGAIN = ONE_AT_A_TIME.replace(
+    "time.sleep(float(sys.argv[1]))",
+    "time.sleep(float(sys.argv[1 if open('began').read().split().count(task) == 1 else 2]))")
+
+
+def nodes(env: dict[str, str]) -> dict[str, str]:
+    """The node of every running job, by its id."""
+    out = subprocess.run(["squeue", "--noheader", "--states=RUNNING", "--format=%i %N"], env=clean_env(**env),
+                         capture_output=True, text=True, timeout=30).stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+def test_a_step_slurm_ended_for_a_forgotten_job_with_its_id_runs_again(swarm: Swarm, cluster: dict[str, str]) -> None:
+    """slurmctld killed outright comes back without its newest jobs — the run's, here: its job
+    state as it was before the run — and issues their ids again while their steps run on. n1's
+    slurmd is held (SIGSTOP) as it comes back, so that n2 registers first: the steps killed
+    there as orphans run again, as new jobs with the ids of the long steps still running on n1
+    (`long0`, `long1`). n1 then registers them "on the wrong node", and Slurm ends the new
+    jobs for the old steps' sake — FAILED, JobLaunchFailure, ExitCode 0:9 — their workers
+    started. Those were `lost (no_exit_record)`, `failed 143` or `cancelled`, their attempt
+    spent, their work never done (an adversary, 3 in 3): two generations of the run under one
+    job id are `executor_lost` and run again, as the old steps are (one whose wrapper had not
+    begun waits for a slot again). Every task finished once, none twice at once."""
+    d = Path(cluster["ZSW_SLURM_DIR"])
+    saved = {name: (d / "state" / name).read_bytes() if (d / "state" / name).exists() else None
+             for name in ("job_state", "job_state.old")}  # the newest jobs from here on are the run's
+    swarm.write("worker.py", SOONER_AGAIN)
+    swarm.write("i.toml", "[swarm]\njobs = 4\n" + "".join(  # two steps on each node
+        f'[[task]]\nname = "long{i}"\nargv = ["python3", "worker.py", "15", "1"]\n'
+        'slurm = { cpus = 4, extra = "--nodelist=n1" }\n' for i in range(2)) + "".join(
+        f'[[task]]\nname = "mid{i}"\nargv = ["python3", "worker.py", "4", "1"]\n'
+        'slurm = { cpus = 4, extra = "--nodelist=n2" }\n' for i in range(6)))
+    n1 = int((d / "pids" / "slurmd.n1").read_text())
+    with headless(swarm, "i.toml", clean_env(**cluster)) as r:
+        wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
+                   else False, timeout=60, what="four workers run, two on each node")
+        on_n1 = {job for job, node in nodes(cluster).items() if node == "n1"}
+        assert len(on_n1) == 2, nodes(cluster)
+        os.kill(n1, signal.SIGSTOP)
+        try:
+            os.kill(int((d / "pids" / "slurmctld").read_text()), signal.SIGKILL)
+            for name, state in saved.items():
+                (d / "state" / name).unlink(missing_ok=True)
+                if state is not None:
+                    (d / "state" / name).write_bytes(state)
+            start_the_controller(cluster)
+            wait_until(lambda: any(job in on_n1 and node == "n2" for job, node in nodes(cluster).items()), timeout=60,
+                       what="a job with a long step's id running on n2")
+        finally:
+            os.kill(n1, signal.SIGCONT)
+        code = r.proc.wait(timeout=120)
+        assert code == 0, (code, {n: [(a["status"], a["reason"], a.get("slurm")) for a in t["history"]]
+                                  for n, t in swarm.tasks().items()})
+    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
+    tasks = swarm.tasks()
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
+    for name, t in tasks.items():
+        ends = [(a["status"], a["reason"]) for a in t["history"]]
+        assert ends in ([("succeeded", None)], [("lost", "executor_lost"), ("succeeded", None)]), (name, ends)
+        assert t["attempts"] == 1
+    assert [a["reason"] for name in ("long0", "long1") for a in tasks[name]["history"]] == ["executor_lost", None] * 2
+    # a new job under an old step's id was ended for it: lost, or — its wrapper not begun — requeued
+    ended_for_it = [n for n, t in tasks.items() for a in t["history"] if a["slurm"]["node"] == "n2"
+                    and a["slurm"]["job"].split(".")[0] in on_n1 and a["reason"] == "executor_lost"]
+    assert ended_for_it or '"executor_forgot"' in logged(swarm.latest()), {n: t["history"] for n, t in tasks.items()}
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
 @contextlib.contextmanager
 def forgotten_while_queued(swarm: Swarm, cluster: dict[str, str], tmux: Path | None = None) -> Iterator[Running]:
     """``LEDGER``'s two steps queued behind another job, seen queued by the run's own look at

@@ -207,6 +207,60 @@ def test_a_step_of_a_forgotten_job_whose_task_exited_by_itself_keeps_its_code(tm
 
 
 
+# srun's words of steps Slurm ended for another job that had their id: slurmstepd's FAILED (or
+# CANCELLED, as for a cancel from outside), the wrapper's shell's "Terminated" — or nothing of
+# the task (its wrapper SIGKILLed with it)
+_ENDED_FOR_ANOTHER = ("slurmstepd-n2: error: *** STEP 5.0 ON n2 FAILED (non-zero exit code or other failure mode) ***\n"
+                      "srun: error: n2: task 0: Exited with exit code 143\nTerminated\n",
+                      "slurmstepd-n2: error: *** STEP 5.0 ON n2 CANCELLED AT 2026-12-06T09:12:41 ***\n"
+                      "srun: error: n2: task 0: Exited with exit code 143\nTerminated\n",
+                      "")
+
+
+def test_a_step_whose_job_id_another_step_of_the_run_held_meanwhile_was_lost(tmp_path: Path) -> None:
+    """slurmctld killed outright forgets its newest jobs and issues their ids again: job 5,
+    generation A's (its step runs on, on n1), becomes B's. Slurm then ends B's job for A's sake
+    (A's step registers on the wrong node): FAILED, JobLaunchFailure, ExitCode 0:9, B's step
+    killed with its worker started. B was `lost (no_exit_record)`, or `failed 143`, or
+    `cancelled` — its attempt spent, the task's work never done (an adversary, 3 in 3). Two
+    generations of the run under one job id at once is the evidence: `executor_lost`, run
+    again without using an attempt — whether A is still followed or was seen to end after B's
+    submission. A worker srun says exited by itself keeps its code."""
+    for said in _ENDED_FOR_ANOTHER:
+        for a_ended_at in (None, 3.0):  # A followed still, or seen to end since B's submission (at 1.0)
+            other = step(2, "")
+            other.allocation, other.job_id = None, "5"
+            ex = executor(Cluster({"5": "FAILED"}), [], alloc=False, live={2: other} if a_ended_at is None else {})
+            if a_ended_at is not None:
+                ex.step_over(other.gen, "5", a_ended_at)
+            b = forgotten_step(tmp_path, said, "")
+            b.allocation, b.submitted_at = None, 1.0
+            recorded = bool(said)  # (its wrapper recorded the SIGTERM; SIGKILLed with it, nothing)
+            assert explained(ex, b, recorded_signal=recorded) == "executor_lost", (said, a_ended_at)
+    ex = executor(Cluster({"5": "FAILED"}), [], alloc=False)
+    ex.step_over(GenPaths(tmp_path / "a", 2, 1), "5", 3.0)
+    exited = forgotten_step(tmp_path, "srun: error: n2: task 0: Exited with exit code 143\n", "")
+    exited.allocation, exited.submitted_at = None, 1.0
+    assert explained(ex, exited) is None  # the worker's own 143 stands
+
+
+def test_a_job_id_held_before_the_step_was_submitted_or_never_is_no_evidence(tmp_path: Path) -> None:
+    """The neighbours stay as they were: a wrapper `kill -9`ed from outside (FAILED, no record)
+    is `lost (no_exit_record)`, a death by signal it recorded stands, slurmstepd's CANCELLED
+    is a cancel from outside — with no other generation under its id, or one that was seen to
+    end before it was submitted (a controller's id issued again long after is harmless)."""
+    for held_before in (False, True):
+        for said, recorded, want in ((_ENDED_FOR_ANOTHER[0], True, None),
+                                     (_ENDED_FOR_ANOTHER[1], True, "executor_cancelled"),
+                                     ("", False, "no_exit_record")):
+            ex = executor(Cluster({"5": "FAILED"}), [], alloc=False)
+            if held_before:
+                ex.step_over(GenPaths(tmp_path / "a", 2, 1), "5", 0.5)
+            b = forgotten_step(tmp_path, said, "")
+            b.allocation, b.submitted_at = None, 1.0
+            assert explained(ex, b, recorded_signal=recorded) == want, (said, held_before)
+
+
 def test_a_forgotten_step_whose_claim_cannot_be_written_is_withdrawn_at_a_later_look(tmp_path: Path,
                                                                                     monkeypatch) -> None:
     """A full state directory as the step is withdrawn: the claim's write failed out of the

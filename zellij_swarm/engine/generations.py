@@ -606,14 +606,18 @@ class Generations:
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
                 generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, or could not reach Slurm
-            if lg.kill_reason is None and (lg.allocation_ended or remote.controller_unreachable(lg.gen)) and \
+            if lg.kill_reason is None and (lg.allocation_ended or lg.id_issued_again
+                                           or remote.controller_unreachable(lg.gen)) and \
                     generation_files.take_claim(lg.gen):
                 # Nothing ran (its claim is ours now: a step Slurm starts late runs nothing),
                 # and the same request works once the controller answers again (a restart, a
-                # moment's outage), or in the allocation asked for anew: the task waits for a
-                # slot again, its attempt not spent.
+                # moment's outage), or in the allocation asked for anew, or with a job id of its
+                # own: the task waits for a slot again, its attempt not spent.
                 if lg.allocation_ended:
                     self._requeue_unstarted(lg, reason="allocation_lost")
+                    return
+                if lg.id_issued_again:  # Slurm ended its job, before its wrapper began, for a forgotten one
+                    self._requeue_unstarted(lg, reason="executor_forgot")
                     return
                 self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} could not reach Slurm's "
                                               f"controller{remote.srun_error(lg.gen)}; it runs again", lg.task)
@@ -645,6 +649,8 @@ class Generations:
         self._freed_at[slot] = self.clock()
         if lg.remote:  # what stays of its step in the row: where it ran, how long it queued
             task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
+            if self.executor is not None:
+                self.executor.step_over(lg.gen, (task.slurm or {}).get("job"), self.wallclock())
         if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
                                                             generation_files.committed_by_wrapper(rec)) \
                 or (not lg.remote and self.policy.runs_again(task, status, reason, cancelled=cancelled)

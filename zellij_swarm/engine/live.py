@@ -140,6 +140,8 @@ class LiveGen:
     step_running: bool = False  # squeue has seen its step run
     unlisted_since: float | None = None  # squeue listed its step, then no longer did, from then (monotonic)
     forgotten: bool = False  # its queued step was forgotten by Slurm and withdrawn: it runs again
+    # Slurm ended its job for another step of the run that held its id (``SlurmExecutor.explain``)
+    id_issued_again: bool = False
     allocation: str | None = None  # the run's allocation (--slurm-alloc) its step was given
     allocation_ended: bool = False  # ... which ended, not by the run
     gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace

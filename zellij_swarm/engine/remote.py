@@ -22,7 +22,9 @@ wrapper runs as a job step, possibly on another host.
   failed, or it was preempted, ``lost`` (``executor_lost``) — also over a death by signal the
   wrapper recorded (slurmd's SIGTERM) — which runs again without using an attempt, up to
   ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any
-  fault). A code the worker exited with stands.
+  fault). So is a step whose own job had an id another step of the run held meanwhile (a
+  controller that forgot that one's job issued its id again, and Slurm ended the new job for
+  the old step's sake: ``_ids_held_meanwhile``). A code the worker exited with stands.
 - **Ending**: SIGTERM to the worker on its node (``step_signal``, run beside the step: it says
   whether the worker was running and had a handler for it — the outcome rule), or, when that
   cannot be said there, ``scancel --signal=TERM`` of the step (the wrapper and worker run their
@@ -41,6 +43,7 @@ wrapper runs as a job step, possibly on another host.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
@@ -286,6 +289,10 @@ class SlurmExecutor:
         # the steps whose wrapper recorded their end while Slurm still listed them, by (slot,
         # generation), each since when (``step_ended``, ``_end_lingering``)
         self._ended_steps: dict[tuple[int, int], float] = {}
+        # the job ids of the run's steps seen to end, each with when (wall clock) and its (slot,
+        # generation), in that order: kept while a step submitted before that end is followed
+        # (``_ids_held_meanwhile``; ``_forget_released`` lets go of the rest)
+        self._released: collections.deque[tuple[float, str, tuple[int, int]]] = collections.deque()
 
     # ----- start ---------------------------------------------------------------------------
 
@@ -435,6 +442,7 @@ class SlurmExecutor:
             return
         jobs = done.value or {}
         now = self.clock()
+        self._forget_released()
         for lg in self._remote():
             job = jobs.get((lg.gen.slot, lg.gen.gen))
             if job is not None:
@@ -454,6 +462,42 @@ class SlurmExecutor:
                 # while the step runs on, and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
         self._end_lingering(jobs, now)
+
+    def step_over(self, gen: generation_files.GenPaths, job: str | None, at: float) -> None:
+        """The step of ``gen``, whose job was ``job`` (an id, or "job.step"; None: never
+        known), was seen to end at ``at`` (wall clock: the supervisor recorded its end — or,
+        for a resume, the earlier supervisor did): its id counts as held until then
+        (``_ids_held_meanwhile``)."""
+        if job:
+            self._released.append((at, job.split(".")[0], (gen.slot, gen.gen)))
+
+    def _forget_released(self) -> None:
+        """Let go of the ends recorded before every step followed now was submitted: no step
+        that can still end was in Slurm's queue while they held their ids. Kept all while a
+        step a resume adopted runs (when it was submitted is not known)."""
+        followed = [lg.submitted_at for lg in self.live.values() if lg.remote]
+        if None in followed:
+            return
+        horizon = min((at for at in followed if at is not None), default=None)
+        while self._released and (horizon is None or self._released[0][0] < horizon):
+            self._released.popleft()
+
+    def _ids_held_meanwhile(self, lg: LiveGen) -> frozenset[str]:
+        """The job ids other generations of the run held while ``lg``'s step was in Slurm:
+        those of every step still followed (its end not recorded yet), and those of the steps
+        seen to end since ``lg``'s was submitted (since its wrapper started, for one a resume
+        adopted: when it was submitted is not known). Slurm never issues one id to two jobs
+        at once — only a controller that forgot its newest jobs issues their ids again."""
+        since = lg.submitted_at if lg.submitted_at is not None else generation_files.started_at(lg.gen)
+        if since is None:
+            return frozenset()
+        itself = (lg.gen.slot, lg.gen.gen)
+        others = [other for other in self.live.values() if other.remote and (other.gen.slot, other.gen.gen) != itself]
+        for other in others:
+            other.read_step()  # (squeue may not have listed it before its controller forgot it)
+        followed = {job.split(".")[0] for other in others if (job := other.job_id or other.step)}
+        ended = {job for at, job, key in self._released if at >= since and key != itself}
+        return frozenset(followed | ended)
 
     def step_ended(self, gen: generation_files.GenPaths) -> None:
         """The step of ``gen`` ended, its wrapper's record of it committed: the evidence that
@@ -553,6 +597,7 @@ class SlurmExecutor:
             return
         unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
         ended_allocations = self.ended_allocations
+        held_meanwhile = self._ids_held_meanwhile(lg)  # (on the loop: ``live`` is the loop's)
         if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
             lg.allocation = self.allocation  # adopted by a resume: in the run's allocation as it found it
 
@@ -573,16 +618,29 @@ class SlurmExecutor:
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
                 return by_end_state(state, "executor_lost")
-            if self._cancelled_from_outside(lg):
+            cancelled = self._cancelled_from_outside(lg)
+            step = self._step(lg) if not cancelled or held_meanwhile else None
+            own_job = step.split(".")[0] if step and self.allocation is None else None
+            if cancelled and own_job not in held_meanwhile:
                 return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
-            step = self._step(lg)
-            if not step or self.allocation is not None:
+            if own_job is None:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
-            job_id = step.split(".")[0]
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
-            state = self._settled_state(job_id, name)
-            return by_end_state(state, slurm.classify(state, recorded_signal=recorded_signal))
+            state = self._settled_state(own_job, name)
+            verdict = slurm.classify(state, recorded_signal=recorded_signal)
+            if own_job in held_meanwhile and verdict in (None, "no_exit_record"):
+                # Its job had an id another step of the run held meanwhile: a controller that
+                # forgot that step's job issued the id again, and Slurm ended this job for the
+                # other's sake — the old step registered on the wrong node, or its srun ended
+                # the job with that id: FAILED, JobLaunchFailure, its step killed (slurmstepd
+                # may say CANCELLED, as for a cancel from outside). Read as an orphan's end:
+                # a worker srun says exited by itself stands
+                lg.id_issued_again = True
+                return self._forgotten_job_end(lg, recorded_signal)
+            if cancelled:
+                return "executor_cancelled"
+            return by_end_state(state, verdict)
 
         def by_end_state(state: str | None, otherwise: str | None) -> str | None:
             """The step's end from the end state of its job, or of its allocation: Slurm

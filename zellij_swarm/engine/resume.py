@@ -628,6 +628,8 @@ def _replay(run: ResumedRun, lg: LiveGen, gs: GenState) -> None:
         lg.task.slurm = slurm  # its row's too, as when it was seen to end (`status`: "on n2 · queued 1.2s")
     lg.task.end_generation(status, exit_rec, reason, backfill=lg.backfill, ended_at=run.wallclock(), slurm=slurm)
     run.stop.generation_ended(lg, status, exit_rec)
+    if run.executor is not None and slurm and gs.recorded:  # (its job's id was held until then)
+        run.executor.step_over(lg.gen, slurm.get("job"), gs.recorded.get("ts", run.wallclock()))
     if run.executor is not None and gs.exit is not None and generation_files.committed_by_wrapper(gs.exit):
         run.executor.step_ended(lg.gen)  # ended while no supervisor ran: a job of it Slurm keeps is cancelled
     if not gs.followups_consumed and not gs.folded:  # a folded generation has no artifacts left to read
