@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pytest
 from swarmtest import wait_until
 
 from zellij_swarm.records import envfile, generation_files, rundir
@@ -121,6 +122,47 @@ def test_a_pane_closed_during_its_second_stage_before_its_worker_runs_nothing(tm
             _ran_nothing(proc, gen, ledger)
         finally:
             os.close(reader)
+
+
+def test_a_killed_pane_leader_leaves_no_hang_up_mark_whenever_its_terminal_closes(tmp_path):
+    """``kill -9`` of the pane's leader: the multiplexer closes the pane's terminal as it reaps
+    its first process, and the worker dies of the hang-up. Nobody closed the pane, and its
+    worker's end is its own failure (SPEC §2, "A killed pty relay"): the second stage, which
+    marks a hang-up it finds before its leader has (SPEC §6), marks none once its leader is
+    dead. Here the order that made 1 run in 10 (8 in 20 under load) ``cancelled
+    (pane_closed)``, forced: the terminal is closed before the worker ends."""
+    gate = tmp_path / "gate"
+    gen, _ = _pane_wrapper(tmp_path, cmd=f"trap '' HUP; until [ -e {gate} ]; do sleep 0.02; done; "
+                                         "trap - HUP; kill -HUP $$")
+    with _on_its_terminal(gen) as (proc, _, close_pane):
+        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(proc.pid).children(recursive=True)),
+                   what="the worker")
+        proc.kill()  # the pane's first process: its leader (the first stage exec'd it)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        close_pane()
+        gate.touch()
+        wait_until(lambda: generation_files.exit_facts(gen) is not None, what="the worker's end, recorded")
+    facts = generation_files.exit_facts(gen)
+    assert facts is not None and (facts.code, facts.signal) == (129, "SIGHUP")
+    assert not gen.dir.joinpath(generation_files.HANGUP).exists()
+
+
+@pytest.mark.parametrize("leader_lives", [True, False])
+def test_a_second_stage_tells_whether_its_leader_lives(tmp_path, leader_lives):
+    """What the second stage's hang-up mark rests on (``wrapper._LEADER_GONE``): a hang-up
+    found while the leader, its parent, lives is marked — the leader marks it too, maybe
+    later — and one found once the leader was killed is not."""
+    ready, gate, answer = tmp_path / "ready", tmp_path / "gate", tmp_path / "answer"
+    stage = (f": >{ready}; until [ -e {gate} ]; do sleep 0.02; done; "
+             f"if {{ {wrapper._LEADER_GONE}; }}; then echo gone >{answer}; else echo lives >{answer}; fi")
+    leader = subprocess.Popen(["/bin/sh", "-c", '/bin/sh -c "$1" & wait', "sh", stage])
+    wait_until(ready.exists, what="the stage, started")
+    if not leader_lives:
+        leader.kill()
+    gate.touch()
+    wait_until(lambda: answer.exists() and answer.read_text().endswith("\n"), what="the stage's answer")
+    leader.wait(timeout=10)
+    assert answer.read_text() == ("lives\n" if leader_lives else "gone\n")
 
 
 def test_a_tmux_pane_leader_exits_once_its_terminal_was_read_to_its_end(tmp_path):

@@ -121,6 +121,14 @@ def _after_worker(write: str, path: str) -> str:
 _NAMED = {int(getattr(signal, name)): name.removeprefix("SIG") for name in WORKER_SIGNALS}
 _OUTLIVED = " ".join(_NAMED.get(int(sig), str(int(sig))) for sig in survivable())
 
+# The pane's second stage's leader is dead: the stage's parent is no longer the process that
+# started it (``$PPID``, the leader; the kernel gives an orphan to a subreaper or init as the
+# leader exits, before the multiplexer hears of the exit and closes the pane's terminal). Its
+# parent read from ``/proc`` (field 4 of ``stat``, after the command name's ``)``); unreadable,
+# the leader is taken to live.
+_LEADER_GONE = ('{ read -r _zsw_st </proc/$$/stat; } 2>/dev/null && _zsw_st="${_zsw_st##*) }" '
+                '&& _zsw_st="${_zsw_st#* }" && [ "${_zsw_st%% *}" != "$PPID" ]')
+
 _HEADLESS_HEARTBEAT = f'printf \'{{"event":"started","pid":%s,"pane_id":null%s}}\\n\' $$ {_NODE} >>{_HEARTBEAT}'
 
 
@@ -391,7 +399,12 @@ def _body(pane: PaneMode | None) -> list[str]:
         # leader's, which marks it too but may come second (SPEC §6). A mark the leader made
         # is left as it is: its time is the hang-up's, which the outcome compares with the end.
         # (nor made through a dangling link the worker left there: ``_after_worker``)
-        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || [ -e {_HANGUP} ] || [ -h {_HANGUP} ] || : >{_HANGUP}']
+        # Not in the leader's place once it is dead (``kill -9``): nobody closed the pane —
+        # the multiplexer closes a pane's terminal as its first process, the leader, exits,
+        # and the worker's end by that hang-up is its own failure, as when a Zellij pane's pty
+        # relay is killed (SPEC §2): unmarked, whichever of the close and this look came first.
+        *([f'  [ -n "$_zsw_headless" ] || [ -t 0 ] || [ -e {_HANGUP} ] || [ -h {_HANGUP} ] || '
+           f'{{ {_LEADER_GONE}; }} || : >{_HANGUP}']
           if pane else []),
         # Appended, not written with ``>``: the sidecar is absent or empty here (a shell's is
         # emptied by its fold), so the line is the same — but ext4 allocates the blocks of a
