@@ -159,6 +159,7 @@ def test_a_second_stage_tells_whether_its_leader_lives(tmp_path, leader_lives):
     wait_until(ready.exists, what="the stage, started")
     if not leader_lives:
         leader.kill()
+        leader.wait(timeout=10)  # dead, so the stage has its new parent before it looks (not a moment after)
     gate.touch()
     wait_until(lambda: answer.exists() and answer.read_text().endswith("\n"), what="the stage's answer")
     leader.wait(timeout=10)
