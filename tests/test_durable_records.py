@@ -16,7 +16,7 @@ import pytest
 from swarmtest import GATE, full, kill_run_processes
 
 from zellij_swarm import Swarm, Task
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, rundir
 
 
 def test_commit_markers_are_fsynced(tmp_path, monkeypatch):
@@ -452,3 +452,19 @@ def test_an_ended_run_whose_rows_file_was_cut_short_is_read_from_its_summary(swa
         ("task-1", "succeeded"), ("task-2", "failed"), ("task-3", "succeeded"), ("task-4", "failed")], shown["tasks"]
     text = swarm("status", run.name).stdout
     assert "pending" not in text and "task-4" in text, text
+
+
+def test_a_directory_lock_is_taken_once_let_go_and_not_while_another_holds_it(tmp_path):
+    """``rundir.flock_within``, under the kill record's writers and the worktrees' adder: a
+    second holder waits out its time and is told so (False), then takes it once it is free."""
+    first, second = (os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for _ in range(2))
+    try:
+        assert rundir.flock_within(first, 0.05, every=0.01)
+        assert not rundir.flock_within(second, 0.05, every=0.01)
+        os.close(first)
+        first = -1
+        assert rundir.flock_within(second, 0.05, every=0.01)
+    finally:
+        for fd in (first, second):
+            if fd >= 0:
+                os.close(fd)

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from realzellij import RealZellij
@@ -910,6 +911,21 @@ def start_the_controller(cluster: dict[str, str], *, forgetting: bool = False) -
                                       timeout=30).returncode == 0, timeout=30, what="slurmctld answers again")
 
 
+def finished_once_each(swarm: Swarm) -> dict[str, Any]:
+    """The tasks of a run of ``ONE_AT_A_TIME`` workers whose steps Slurm lost once at most:
+    none ran twice at once, each finished once (its ledger line), each ended succeeded — at
+    its second generation if Slurm lost its first (``executor_lost``, run again without an
+    attempt)."""
+    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
+    tasks = swarm.tasks()
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
+    for name, t in tasks.items():
+        ends = [(a["status"], a["reason"]) for a in t["history"]]
+        assert ends in ([("succeeded", None)], [("lost", "executor_lost"), ("succeeded", None)]), (name, ends)
+        assert t["attempts"] == 1
+    return tasks
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux"])
 def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Swarm, cluster: dict[str, str],
                                                                       backend: str, tmp_path: Path) -> None:
@@ -944,13 +960,7 @@ def test_a_controller_that_forgets_its_jobs_mid_run_runs_no_task_twice(swarm: Sw
         assert code == 0, (code, {n: [(a["status"], a["reason"]) for a in t["history"]]
                                   for n, t in swarm.tasks().items()},
                            [line for line in logged(run).splitlines() if '"warning"' in line])  # srun's words
-    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
-    tasks = swarm.tasks()
-    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
-    for name, t in tasks.items():
-        ends = [(a["status"], a["reason"]) for a in t["history"]]
-        assert ends in ([("succeeded", None)], [("lost", "executor_lost"), ("succeeded", None)]), (name, ends)
-        assert t["attempts"] == 1
+    tasks = finished_once_each(swarm)
     assert sorted((swarm.cwd / "began").read_text().split()) == sorted(
         name for name, t in tasks.items() for _ in t["history"]), "a generation is a start, and no more"
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
@@ -1048,13 +1058,7 @@ def test_a_step_slurm_ended_for_a_forgotten_job_with_its_id_runs_again(swarm: Sw
         code = r.proc.wait(timeout=120)
         assert code == 0, (code, {n: [(a["status"], a["reason"], a.get("slurm")) for a in t["history"]]
                                   for n, t in swarm.tasks().items()})
-    assert not (swarm.cwd / "overlap").exists(), (swarm.cwd / "overlap").read_text()
-    tasks = swarm.tasks()
-    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(tasks), "every task finished once"
-    for name, t in tasks.items():
-        ends = [(a["status"], a["reason"]) for a in t["history"]]
-        assert ends in ([("succeeded", None)], [("lost", "executor_lost"), ("succeeded", None)]), (name, ends)
-        assert t["attempts"] == 1
+    tasks = finished_once_each(swarm)
     assert [a["reason"] for name in ("long0", "long1") for a in tasks[name]["history"]] == ["executor_lost", None] * 2
     # a new job under an old step's id was ended for it: lost, or — its wrapper not begun — requeued
     ended_for_it = [n for n, t in tasks.items() for a in t["history"] if a["slurm"]["node"] == "n2"

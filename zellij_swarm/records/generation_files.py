@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import signal as _signal
@@ -695,17 +694,8 @@ def _kill_record_held(gen: GenPaths) -> Iterator[None]:
         yield
         return
     try:
-        deadline = time.monotonic() + KILL_RECORD_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.001)
-            except OSError:
-                break
+        with contextlib.suppress(OSError):  # (not taken within the wait, or no flock: unheld)
+            rundir.flock_within(fd, KILL_RECORD_WAIT, every=0.001)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -19,6 +19,7 @@ the recorded start time rather than trusting names.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import stat
@@ -54,6 +55,21 @@ def open_to_write(path: str | os.PathLike[str], flags: int = 0, mode: int = 0o66
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK | flags, mode)
     os.set_blocking(fd, True)
     return fd
+
+
+def flock_within(fd: int, seconds: float, *, every: float) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, looking again every ``every`` seconds for at most
+    ``seconds`` while another holds it: False when it was not let go by then. Another error
+    (no ``flock`` on this file system) is raised."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(every)
 
 
 def unwritable_why(e: OSError) -> str:

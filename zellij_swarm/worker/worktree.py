@@ -26,12 +26,10 @@ a ``WorktreeError`` in git's own words; dispatch turns one into a failed generat
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
 import stat
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,16 +337,8 @@ def _repository_locked(repo: str) -> Iterator[None]:
     common = _common_dir(repo)
     fd = os.open(common, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise WorktreeError(f"{common} stayed locked by another swarm adding a worktree for "
-                                        f"{LOCK_TIMEOUT:g}s") from None
-                time.sleep(0.05)
+        if not rundir.flock_within(fd, LOCK_TIMEOUT, every=0.05):
+            raise WorktreeError(f"{common} stayed locked by another swarm adding a worktree for {LOCK_TIMEOUT:g}s")
         yield
     finally:
         os.close(fd)  # releases the lock
