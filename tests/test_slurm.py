@@ -181,6 +181,10 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     # the step ends without its record (the worker lives on: proctrack/linuxproc, which
     # slurm-local uses, loses an orphan; the end-of-run sweep ends it)
     ("kill -9 the wrapper", "headless", ("lost", "no_exit_record", None)),
+    # srun's process left behind ends the job, and Slurm records a cancel: no cancel from
+    # outside, but a process of the run killed from outside, as the wrapper above (it was
+    # `cancelled (executor_cancelled)`, never run again)
+    ("kill -9 its srun", "headless", ("lost", "no_exit_record", None)),
 ])
 def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, str], how: str, backend: str,
                                                want: tuple[str, str | None, object], request: pytest.FixtureRequest,
@@ -205,6 +209,10 @@ def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, s
         if how.startswith("scancel"):
             job = next(q.split()[0] for q in queue(cluster) if "RUNNING" in q)
             subprocess.run(["scancel", f"--signal={how.split()[1]}", job], env=env, check=True, timeout=30)
+        elif how == "kill -9 its srun":  # (the supervisor's child, as the log names it)
+            [srun] = [e["pid"] for e in map(json.loads, logged(r.run).splitlines())
+                      if e["event"] == "worker_process_spawned"]
+            os.kill(srun, signal.SIGKILL)
         else:
             os.kill(wrapper, signal.SIGKILL)
         assert r.proc.wait(timeout=60) == 1

@@ -307,3 +307,19 @@ def test_a_step_refused_for_a_job_id_a_restarted_controller_issued_again_ran_not
     gen.executor_log.write_text("srun: error: Unable to allocate resources: Requested node configuration is not "
                                 "available\n")
     assert not remote.controller_unreachable(gen)
+
+
+def test_a_step_whose_srun_was_killed_here_is_no_cancel_from_outside(tmp_path: Path) -> None:
+    """``kill -9`` of a step's ``srun`` (the OOM killer's too): the srun process it leaves ends
+    the job, which Slurm records as a cancel (slurmstepd's CANCELLED, "cancelled by interactive
+    user"). It was `cancelled (executor_cancelled)`, never run again, though nobody cancelled
+    anything (an adversary, 3 in 3): the step ended as a process of the run killed from outside
+    ends it — its wrapper's record stands, or none: `lost (no_exit_record)`. A `scancel` from
+    outside ends srun by its exit, and stays a cancel."""
+    said = "slurmstepd: error: *** STEP 5.0 ON n1 CANCELLED AT 2026-12-06T10:00:00 ***\n"
+    for srun_status, recorded, want in ((9, False, "no_exit_record"), (9, True, None),  # died of SIGKILL
+                                        (1 << 8, False, "executor_cancelled"), (1 << 8, True, "executor_cancelled")):
+        ex = executor(Cluster({"5": "CANCELLED"}), [], alloc=False)
+        lg = forgotten_step(tmp_path, said, "")
+        lg.allocation, lg.child, lg.wait_status = None, True, srun_status
+        assert explained(ex, lg, recorded_signal=recorded) == want, (srun_status, recorded)

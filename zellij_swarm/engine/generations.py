@@ -394,6 +394,8 @@ class Generations:
         if not lg.outlived_its_wrapper and (worker := self._left_by_killed_wrapper(lg, wait_status)) is not None:
             self._await_worker(lg, wait_status, worker)
             return
+        if lg.remote and wait_status is not None:
+            lg.wait_status = wait_status  # its srun's end, for ``explain`` once its sidecar had its wait
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
             self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
@@ -435,7 +437,7 @@ class Generations:
         if self.executor is not None and lg.remote and lg.kill_reason is None and (rec is None or rec.signal) \
                 and not pane_gone:
             # an end the wrapper did not explain: Slurm's job state does (its time limit, a
-            # cancel from outside, a node lost)
+            # cancel from outside, a node lost) — or its srun's own death here
             self.executor.explain(lg, lambda verdict: self._classify_step(lg, rec, verdict),
                                   recorded_signal=rec is not None)
             return

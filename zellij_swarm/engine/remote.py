@@ -598,6 +598,8 @@ class SlurmExecutor:
         unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
         ended_allocations = self.ended_allocations
         held_meanwhile = self._ids_held_meanwhile(lg)  # (on the loop: ``live`` is the loop's)
+        srun_killed = lg.child and lg.kill_reason is None and lg.wait_status is not None \
+            and os.WIFSIGNALED(lg.wait_status)
         if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
             lg.allocation = self.allocation  # adopted by a resume: in the run's allocation as it found it
 
@@ -618,6 +620,15 @@ class SlurmExecutor:
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
                 return by_end_state(state, "executor_lost")
+            if srun_killed:
+                # Its srun, our child, was killed here by a signal nothing of ours sent (`kill
+                # -9`, the OOM killer): the srun process it leaves ends the job, which Slurm
+                # records as a cancel ("cancelled by interactive user", slurmstepd's CANCELLED)
+                # — no cancel from outside, which ends srun by its exit. The step ended as a
+                # process of the run killed from outside ends it, as a wrapper's death does:
+                # its record stands, or it is `lost (no_exit_record)`, as with both of srun's
+                # processes killed (*Decision*: it was `cancelled`, never run again)
+                return None if recorded_signal else "no_exit_record"
             cancelled = self._cancelled_from_outside(lg)
             step = self._step(lg) if not cancelled or held_meanwhile else None
             own_job = step.split(".")[0] if step and self.allocation is None else None
