@@ -1025,6 +1025,10 @@ def nodes(env: dict[str, str]) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
 
 
+# Full matrix only: in CI (beside the other tests, under load) Slurm once kept a job of it
+# listed more than 30 s after the run had ended, every outcome right, and the next test on
+# that cluster waited on it — what lingers there is not understood yet (closing note).
+@pytest.mark.full
 def test_a_step_slurm_ended_for_a_forgotten_job_with_its_id_runs_again(swarm: Swarm, cluster: dict[str, str]) -> None:
     """slurmctld killed outright comes back without its newest jobs — the run's, here: its job
     state as it was before the run — and issues their ids again while their steps run on. n1's
