@@ -52,7 +52,6 @@ tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands â€
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import os
 import time
@@ -78,7 +77,7 @@ from zellij_swarm.backends.base import (
 )
 from zellij_swarm.backends.tmux_client import MESSAGE_LIMIT, WORKS_SINCE, TmuxClient, TmuxVersion
 from zellij_swarm.exc import BackendError
-from zellij_swarm.records import generation_files
+from zellij_swarm.records import generation_files, rundir
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.wrapper import PaneMode
 
@@ -621,16 +620,11 @@ class TmuxBackend:
             fd = os.open(self.gate_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         except OSError:
             return None
-        deadline = time.monotonic() + GATE_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return None
-                time.sleep(0.005)  # a wrapper passing the gate holds it for the start of a `true`
+        # (a wrapper passing the gate holds it for the start of a `true`: looked at every 5 ms)
+        if rundir.flock_within(fd, GATE_WAIT, every=0.005):
+            return fd
+        os.close(fd)
+        return None
 
     @staticmethod
     def _pipe_command(log: Path) -> str:
