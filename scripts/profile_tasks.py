@@ -36,12 +36,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMIT_THREAD = "zellij-swarm log commit"  # records.folding names its thread so
-# The main thread's phases: (label, file, function) whose cumulative time is the phase's.
-PHASES = [
+# What the main thread's loop is made of: (label, file, function) whose cumulative time is
+# the part's, wherever it is called (a snapshot is built at the run's end too).
+LOOP_PARTS = [
     ("dispatch: reserve, write, start", "engine/dispatch.py", "fill"),
     ("launcher replies: started, ended, collect", "engine/headless_workers.py", "on_readable"),
     ("snapshots", "engine/snapshot.py", "build"),
-    ("end of run", "engine/supervisor.py", "_finish"),
 ]
 
 
@@ -154,19 +154,15 @@ def main() -> None:
               f"{per_task['supervisor'] - per_task['main']:.3f}) + launcher {per_task['launcher']:.3f}")
         main_total = main_stats.total_tt  # type: ignore[attr-defined]
         scale = per_task["main"] / main_total if main_total else 0.0
-        turns = cumulative(main_stats, "engine/supervisor.py", "_turn")
+        run = cumulative(main_stats, "engine/supervisor.py", "_run")
         finish = cumulative(main_stats, "engine/supervisor.py", "_finish")
+        phases = [("start-up: imports, reading the tasks, setup", main_total - run), ("the loop", run - finish),
+                  *((f"  of which {label}", cumulative(main_stats, file, function))
+                    for label, file, function in LOOP_PARTS),
+                  ("end of run", finish)]
         print("\nThe main thread, by phase (share of its profile, as ms per task of the plain run):")
-        shown = 0.0
-        for label, file, function in PHASES:
-            spent = cumulative(main_stats, file, function)
-            shown += spent if function != "_finish" else 0.0
-            print(f"  {label:<45} {spent / main_total:6.1%}  {spent * scale:.3f} ms")
-        print(f"  {'the rest of its turns (waiting, timers, rows)':<45} {(turns - shown) / main_total:6.1%}  "
-              f"{(turns - shown) * scale:.3f} ms")
-        start = main_total - turns - finish
-        print(f"  {'start-up (imports, reading the tasks, setup)':<45} {start / main_total:6.1%}  "
-              f"{start * scale:.3f} ms")
+        for label, spent in phases:
+            print(f"  {label:<54} {spent / main_total:6.1%}  {spent * scale:.3f} ms")
         for title, stats, ms in (("main thread", main_stats, per_task["main"]),
                                  ("log-commit thread", commit_stats, per_task["supervisor"] - per_task["main"])):
             total = stats.total_tt  # type: ignore[attr-defined]
