@@ -597,7 +597,8 @@ class SlurmExecutor:
             return
         unknown = None if recorded_signal else "executor_lost"  # Slurm says nothing: the record stands
         ended_allocations = self.ended_allocations
-        held_meanwhile = self._ids_held_meanwhile(lg)  # (on the loop: ``live`` is the loop's)
+        # (on the loop: ``live`` is the loop's; a step in the run's allocation has no job of its own)
+        held_meanwhile = self._ids_held_meanwhile(lg) if self.allocation is None else frozenset()
         srun_killed = lg.child and lg.kill_reason is None and lg.wait_status is not None \
             and os.WIFSIGNALED(lg.wait_status)
         if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
