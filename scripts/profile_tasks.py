@@ -74,9 +74,9 @@ def profiled(state: Path, tasks: Path, jobs: int) -> tuple[pstats.Stats, pstats.
 
     threading.Thread.run = run  # type: ignore[method-assign]
     sys.argv = ["zellij-swarm", *zsw_argv(state, tasks, jobs)]
-    from zellij_swarm import cli
-    main.enable()
+    main.enable()  # before the imports: they are most of a run's start-up
     try:
+        from zellij_swarm import cli
         cli.main()
     except SystemExit:
         pass
