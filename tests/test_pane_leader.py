@@ -312,3 +312,34 @@ def test_a_pane_closed_while_the_workers_own_hang_up_waits_to_be_taken_is_passed
         Path(f"{gate}.end").touch()
         assert proc.wait(timeout=30) == 0
     assert ledger.read_text().split() == ["ready", "hup", "on", "hup", "end"]
+
+
+def test_a_slurm_steps_pane_leader_records_its_sruns_death_by_a_signal_it_did_not_send(tmp_path):
+    """In a pane, a step's ``srun`` is the leader's child: its ``kill -9`` from outside is no
+    cancel, though Slurm records one, and nothing else here sees it (it was `cancelled
+    (executor_cancelled)`). The leader writes the signal (``--killed``) — not for an exit,
+    nor for a signal it passed on itself (a closed pane's hang-up: the mark says that)."""
+    def led(cmd: str, *, term: bool = False) -> tuple[int, Path]:
+        killed = tmp_path / f"killed-{len(list(tmp_path.iterdir()))}"
+        ready = tmp_path / "ready"
+        ready.unlink(missing_ok=True)
+        leader = subprocess.Popen([*wrapper.PANE_LEADER, "--hangup", str(tmp_path / "hangup"), "--killed", str(killed),
+                                   "/bin/sh", "-c", cmd.replace("READY", f": > {ready}")],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if term:  # from outside, to the leader alone: passed on to its child
+                wait_until(ready.exists, what="the child")
+                leader.send_signal(signal.SIGTERM)
+            return leader.wait(timeout=30), killed
+        finally:
+            _end(leader)
+
+    code, killed = led("kill -9 $$")
+    assert code == 128 + signal.SIGKILL and killed.read_text() == f"{signal.SIGKILL}\n"
+    code, killed = led("kill -TERM $$")
+    assert code == 128 + signal.SIGTERM and killed.read_text() == f"{signal.SIGTERM}\n"
+    code, killed = led("exit 3")
+    assert code == 3 and not killed.exists()
+    code, killed = led("READY; exec sleep 30", term=True)  # the leader's own passing on
+    assert code == 128 + signal.SIGTERM and not killed.exists()
+    assert not (tmp_path / "hangup").exists()

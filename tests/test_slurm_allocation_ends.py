@@ -323,3 +323,27 @@ def test_a_step_whose_srun_was_killed_here_is_no_cancel_from_outside(tmp_path: P
         lg = forgotten_step(tmp_path, said, "")
         lg.allocation, lg.child, lg.wait_status = None, True, srun_status
         assert explained(ex, lg, recorded_signal=recorded) == want, (srun_status, recorded)
+
+
+def test_a_pane_step_whose_srun_was_killed_here_is_no_cancel_from_outside(tmp_path: Path) -> None:
+    """In a pane, the step's ``srun`` is the pane leader's child, not the supervisor's: its
+    ``kill -9`` was `cancelled (executor_cancelled)` (an adversary, 3 in 3 on the local
+    cluster: Slurm records a cancel, and slurmstepd says nothing on the pane's terminal). The
+    pane's leader writes srun's death by a signal it did not pass on itself in the
+    generation's ``executor-killed``: read as a headless step's srun killed here — its
+    wrapper's record stands, or `lost (no_exit_record)`. Without it (a `scancel`, which ends
+    srun by its exit) it stays a cancel."""
+    for killed, recorded, want in ((True, False, "no_exit_record"), (True, True, None),
+                                   (False, False, "executor_cancelled"), (False, True, "executor_cancelled")):
+        ex = executor(Cluster({"5": "CANCELLED"}), [], alloc=False)
+        lg = forgotten_step(tmp_path, "", "", pane=True)  # (srun says nothing in a pane)
+        lg.allocation = None
+        if killed:
+            (lg.gen.dir / generation_files.EXECUTOR_KILLED).write_text("9\n")
+        assert explained(ex, lg, recorded_signal=recorded) == want, (killed, recorded)
+    # our own kill (a withdrawal, a timeout) is no kill from outside: Slurm's state says
+    ex = executor(Cluster({"5": "CANCELLED"}), [], alloc=False)
+    lg = forgotten_step(tmp_path, "", "", pane=True)
+    lg.allocation, lg.kill_reason = None, "cancelled_by_user"
+    (lg.gen.dir / generation_files.EXECUTOR_KILLED).write_text("15\n")
+    assert explained(ex, lg, recorded_signal=False) == "executor_cancelled"

@@ -103,7 +103,9 @@ class LaunchRequest:
         ends ``srun``, and Slurm then kills the step's processes with SIGKILL, before any
         hang-up reaches the wrapper's own leader on the node, and nothing there records an
         end. With the mark, such a step is ``cancelled (pane_closed)``, as a local pane's is,
-        not ``lost`` and run again. With ``read_to_end`` (tmux: ``PaneMode.read_to_end``) the
+        not ``lost`` and run again. The leader also writes ``srun``'s death by a signal it
+        did not pass on (``--killed``): a ``kill -9`` from outside, which Slurm records as a
+        cancel, and which is none. With ``read_to_end`` (tmux: ``PaneMode.read_to_end``) the
         leader also lets the pane's terminal be read to its end before it exits: tmux closes
         a terminal whose first process ended once nothing is left to read *now*, and the
         kernel may still hold the last output ``srun`` wrote (SPEC §2). The wrapper's own
@@ -112,7 +114,8 @@ class LaunchRequest:
         if not self.prefix:
             return argv
         return [*wrapper.PANE_LEADER, *(["--read-to-end"] if read_to_end else []),
-                "--hangup", str(self.gen.dir / generation_files.HANGUP), *argv]
+                "--hangup", str(self.gen.dir / generation_files.HANGUP),
+                "--killed", str(self.gen.dir / generation_files.EXECUTOR_KILLED), *argv]
 
 
 @dataclass(frozen=True)

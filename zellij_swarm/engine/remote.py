@@ -599,8 +599,8 @@ class SlurmExecutor:
         ended_allocations = self.ended_allocations
         # (on the loop: ``live`` is the loop's; a step in the run's allocation has no job of its own)
         held_meanwhile = self._ids_held_meanwhile(lg) if self.allocation is None else frozenset()
-        srun_killed = lg.child and lg.kill_reason is None and lg.wait_status is not None \
-            and os.WIFSIGNALED(lg.wait_status)
+        ours = lg.kill_reason is not None  # (a withdrawal ends a pane's srun: no kill from outside)
+        srun_killed = lg.child and not ours and lg.wait_status is not None and os.WIFSIGNALED(lg.wait_status)
         if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
             lg.allocation = self.allocation  # adopted by a resume: in the run's allocation as it found it
 
@@ -621,14 +621,16 @@ class SlurmExecutor:
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
                 return by_end_state(state, "executor_lost")
-            if srun_killed:
-                # Its srun, our child, was killed here by a signal nothing of ours sent (`kill
-                # -9`, the OOM killer): the srun process it leaves ends the job, which Slurm
-                # records as a cancel ("cancelled by interactive user", slurmstepd's CANCELLED)
-                # — no cancel from outside, which ends srun by its exit. The step ended as a
-                # process of the run killed from outside ends it, as a wrapper's death does:
-                # its record stands, or it is `lost (no_exit_record)`, as with both of srun's
-                # processes killed (*Decision*: it was `cancelled`, never run again)
+            if srun_killed or (not ours and generation_files.executor_killed(lg.gen) is not None):
+                # Its srun, our child — or in a pane its pane leader's, which wrote the signal
+                # (``_paneleader --killed``) — was killed here by a signal nothing of ours sent
+                # (`kill -9`, the OOM killer): the srun process it leaves ends the job, which
+                # Slurm records as a cancel ("cancelled by interactive user", slurmstepd's
+                # CANCELLED) — no cancel from outside, which ends srun by its exit. The step
+                # ended as a process of the run killed from outside ends it, as a wrapper's
+                # death does: its record stands, or it is `lost (no_exit_record)`, as with
+                # both of srun's processes killed (*Decision*: it was `cancelled`, never run
+                # again; in a pane too)
                 return None if recorded_signal else "no_exit_record"
             cancelled = self._cancelled_from_outside(lg)
             step = self._step(lg) if not cancelled or held_meanwhile else None

@@ -82,6 +82,9 @@ EXIT_SIDECAR = "exit"
 EXIT_RECORD = "exit.json"
 KILL = "kill"
 HANGUP = "hangup"
+# A pane's Slurm step: the signal its ``srun`` (the pane leader's child) died of, one the
+# leader did not pass on itself (``_paneleader --killed``): killed from outside, no cancel
+EXECUTOR_KILLED = "executor-killed"
 # made by a Zellij pane's pty relay as its worker exits, before it drains the worker's terminal
 # (up to 2 s): the worker's end, which the exit sidecar, written after the drain, would postdate
 WORKER_ENDED = "worker-ended"
@@ -525,7 +528,7 @@ def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, 
 
 # What a fold removes before anything else: the claim first (a reader that finds no claim
 # takes the log's word for the generation), then the supervisor's records of it.
-_FOLDED_FIRST = (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP)
+_FOLDED_FIRST = (CLAIM, CLAIM_DRAFT, EXIT_RECORD, KILL, HANGUP, EXECUTOR_KILLED)
 
 
 def fold(gen: GenPaths, keep: Callable[[Path, set[str]], bool] | None = None) -> None:
@@ -590,11 +593,12 @@ def heartbeat_says_exited(gen: GenPaths) -> bool:
 
 def discard_unstarted(gen: GenPaths) -> bool:
     """Remove a generation that never ran: its wrapper (a pane's), a claim the supervisor
-    took, an empty executor log and artifacts directory, then the directory. False when
-    anything else is left in it."""
+    took, an empty executor log and artifacts directory (and the mark of a pane's ``srun``
+    killed while it waited), then the directory. False when anything else is left in it."""
     _remove(f"{gen.dir}/{WRAPPER}")
     _remove(f"{gen.dir}/{CLAIM_DRAFT}")
     _remove_empty(f"{gen.dir}/{EXECUTOR_LOG}")
+    _remove(f"{gen.dir}/{EXECUTOR_KILLED}")
     for name in SHELL_FILES:  # a shell's, as it came (``records.shells``)
         _remove_empty(f"{gen.dir}/{name}")
     claim = read_claim(gen)
@@ -728,6 +732,16 @@ def hung_up(gen: GenPaths, *, ended_at: float | None = None, before_it: bool = F
     if made is None or ended_at is None:
         return made is not None
     return (0.0 if before_it else -HANGUP_NEAR_END) <= ended_at - made <= HANGUP_NEAR_END
+
+
+def executor_killed(gen: GenPaths) -> int | None:
+    """The signal a pane's step's ``srun`` died of, as the pane's leader wrote it
+    (``EXECUTOR_KILLED``); None when it did not die so (or nothing says)."""
+    try:
+        text = rundir.read_record(plain(gen, EXECUTOR_KILLED), _LINE_LIMIT).decode("ascii", "replace")
+    except OSError:
+        return None
+    return int(text) if text.strip().isdigit() else None
 
 
 def began_its_step(gen: GenPaths) -> bool:

@@ -20,11 +20,16 @@ its end as the stage would have (the hang-up mark if the terminal is gone, the e
 the heartbeat's last line: ``Records``): the worker's own end is the generation's, never a lost
 run to run again (SPEC §5.7).
 
-Run as ``python -I -S _paneleader.py [--read-to-end] [--hangup FILE [--exit FILE --heartbeat FILE]] CMD…``:
-stdlib only, no site, started in a few ms. With ``--hangup``, a SIGHUP that says its terminal
+Run as ``python -I -S _paneleader.py [--read-to-end] [--hangup FILE [--exit FILE --heartbeat FILE
+| --killed FILE]] CMD…``: stdlib only, no site, started in a few ms. With ``--hangup``, a SIGHUP that says its terminal
 hung up — the pane closed, or the whole session went: the kernel's, or the multiplexer's, never
 one from the pane's own processes (``hung_up``) — first creates FILE: the evidence that tells a
 closed pane from a worker that exits 129 or dies of a SIGHUP of its own (SPEC §6).
+
+With ``--killed FILE`` (a pane that runs a Slurm step: its child is the step's ``srun``), a
+child that dies of a signal the leader did not pass on itself has that signal's number written
+in FILE: ``srun`` killed from outside (``kill -9``, the OOM killer), which Slurm records as a
+cancel though nobody cancelled anything — and nothing else here sees it (SPEC §11).
 
 With ``--read-to-end`` (tmux), the leader's last act is to let the multiplexer read the pane's
 terminal to its end before it exits (``let_the_terminal_be_read``).
@@ -265,9 +270,12 @@ def main(argv: list[str]) -> int:
     records: dict[str, str] = {}  # --hangup, --exit, --heartbeat: the generation's files
     read_to_end = argv[:1] == ["--read-to-end"]
     argv = argv[read_to_end:]
-    while argv[:1] in (["--step-env"], ["--hangup"], ["--exit"], ["--heartbeat"]):
+    killed = None  # --killed: where a child's death by a signal not passed on is written
+    while argv[:1] in (["--step-env"], ["--hangup"], ["--exit"], ["--heartbeat"], ["--killed"]):
         if argv[0] == "--step-env":
             env = step_environment(dict(os.environ), argv[1])
+        elif argv[0] == "--killed":
+            killed = argv[1]
         else:
             records[argv[0]] = argv[1]
         argv = argv[2:]
@@ -315,6 +323,8 @@ def main(argv: list[str]) -> int:
                 # process's child, and what the worker forked since, which started after it.
                 orphan = first_started(pid for pid in children() if pid != child)
                 _, status = os.waitpid(child, 0)
+                if killed is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) not in passed_on:
+                    _append(killed, f"{os.WTERMSIG(status)}\n")  # killed from outside: before the pane can close
                 if orphan is None or not os.WIFSIGNALED(status) or ends is None or ends.written():
                     break
                 # Looked at at once, below: it may have ended already — killed with its second
