@@ -233,6 +233,31 @@ def test_a_signal_sent_to_a_step_from_outside(swarm: Swarm, cluster: dict[str, s
     assert queue(cluster) == []
 
 
+def test_a_step_whose_srun_and_its_helper_were_killed_runs_on_to_its_end(swarm: Swarm,
+                                                                          cluster: dict[str, str]) -> None:
+    """``kill -9`` of a headless step's ``srun`` and its helper: nothing ends the step, which
+    runs on unseen by srun. It was `lost (no_exit_record)` 3 s later, and with a retry the task
+    ran again while its first run went on (helper 85). Its generation waits for Slurm to let
+    the step go or for its record: the record is the outcome, and the task runs once."""
+    swarm.write("s.toml", '[[task]]\nname = "target"\nretries = 1\n'
+                          'cmd = "sleep 4; echo $SLURM_JOB_ID >> ledger"\n')
+    env = clean_env(**cluster)
+    with Running(swarm, "s.toml", "--backend", "headless", "--executor", "slurm", "--output", "quiet", env=env,
+                 settle=0) as r:
+        assert r.run is not None
+        running_worker(r.run, "sleep")
+        [srun] = [e["pid"] for e in map(json.loads, logged(r.run).splitlines())
+                  if e["event"] == "worker_process_spawned"]
+        import psutil
+        helpers = wait_until(lambda: psutil.Process(srun).children(), what="srun's helper")
+        for pid in [srun, *(p.pid for p in helpers)]:
+            os.kill(pid, signal.SIGKILL)
+        assert r.proc.wait(timeout=60) == 0
+    assert rows(swarm)["target"] == ("succeeded", None, 0, 1)
+    assert len((swarm.cwd / "ledger").read_text().split()) == 1  # it ran once
+    wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
+
+
 def pane_srun(run: Path) -> int:
     """The ``srun`` of the run's step in a pane: the one whose parent is no ``srun`` (its
     helper is its child)."""

@@ -18,9 +18,12 @@ now and then (found by adversaries' scripts) is made on demand:
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.calls import Done
@@ -347,3 +350,134 @@ def test_a_pane_step_whose_srun_was_killed_here_is_no_cancel_from_outside(tmp_pa
     lg.allocation, lg.kill_reason = None, "cancelled_by_user"
     (lg.gen.dir / generation_files.EXECUTOR_KILLED).write_text("15\n")
     assert explained(ex, lg, recorded_signal=False) == "executor_cancelled"
+
+
+class Steps(Cluster):
+    """A cluster that also lists the steps of each job (``Slurm.steps``: job id -> names)."""
+
+    def __init__(self, states: dict[str, str | None], steps: dict[str, set[str]]) -> None:
+        super().__init__(states)
+        self.listed = steps
+        self.asked = 0
+
+    def steps(self, job_ids: Any) -> dict[str, set[str]]:
+        self.asked += 1
+        return {job: self.listed[job] for job in job_ids if job in self.listed}
+
+
+def _orphaned_step(tmp_path: Path, *, pane: bool) -> tuple[LiveGen, str]:
+    lg = step(1, "")
+    lg.allocation, lg.gen = None, GenPaths(tmp_path / "slot-1" / "gen-1", 1, 1)
+    lg.gen.dir.mkdir(parents=True)
+    lg.job_id, lg.step, lg.step_running = "5", "5.0", True
+    if pane:
+        lg.pane = PaneMode("TMUX_PANE", "", tmp_path / "env")
+        lg.request = LaunchRequest(lg.gen, 1, "t1", pane=True)
+    else:  # its srun, our child, died of SIGKILL, as its launcher reported
+        lg.child, lg.pid, lg.wait_status = True, 999999, 9
+    return lg, slurm.job_name("20261205-000000-abcdef", "t1", 1, 1)
+
+
+@pytest.mark.parametrize("pane", [False, True])
+def test_a_step_whose_srun_was_killed_is_gone_only_once_slurm_no_longer_lists_it(tmp_path: Path, pane: bool) -> None:
+    """``kill -9`` of a step's ``srun`` and its helper: the step runs on, unseen by srun, and
+    its job stays RUNNING. It was `lost (no_exit_record)` 3 s later and ran again beside its
+    own running copy (headless: srun's death was taken for the step's end; helper 85, on a
+    local cluster). Now: while Slurm lists the step it is followed (its record, when it comes,
+    is the outcome); gone from the job — at two looks — it left the queue (its sidecar's
+    grace, then its end is read), and its job, empty, is cancelled. In a pane too (srun is the
+    pane leader's child): there the job stayed RUNNING, empty, and the run never ended —
+    unless an srun of it still runs here."""
+    now = [100.0]
+    lg, name = _orphaned_step(tmp_path, pane=pane)
+    gone: list[LiveGen] = []
+    cluster = Steps({"5": "RUNNING"}, {"5": {name, "python"}})  # (python: a step_signal beside it)
+    events = RemoteEvents(running=lambda _lg: None, seen=lambda _lg, _job: None, gone=gone.append,
+                          queued_too_long=lambda _lg: None, allocation_ended=lambda *_: None,
+                          warn=lambda *_: None)
+    timers = Timers(lambda: now[0])
+    ex = SlurmExecutor(cluster, run_id="20261205-000000-abcdef",  # type: ignore[arg-type]
+                       settings=settings.resolve({}, {}), calls=AtOnce(),  # type: ignore[arg-type]
+                       timers=timers, live={1: lg}, clock=lambda: now[0], wallclock=lambda: now[0], on=events)
+    listed = {(1, 1): slurm.Job("5", name, "RUNNING", "None")}
+
+    def look(after: float) -> None:
+        now[0] += after
+        timers.run_due()
+        ex._seen(Done(value=listed))
+
+    for _ in range(5):  # its step runs on: followed, never taken for gone
+        look(1.0)
+        look(1.0)
+    assert not gone and not lg.step_left_job and cluster.asked == 10, pane
+    cluster.listed["5"] = {"python"}  # its step ended, no record: the job stays, empty
+    look(1.0)
+    assert lg.stepless_since is not None and not lg.step_left_job  # one look is not enough
+    look(1.0)
+    assert lg.step_left_job
+    for _ in range(int(SIDECAR_GRACE / 0.25) + 2):  # its sidecar's grace
+        look(0.25)
+    assert gone == [lg], pane
+    # once its end is recorded, its job, empty, is cancelled at the next look
+    cancelled: list[str] = []
+    cluster.cancel = lambda job_id, name=None: cancelled.append(job_id)  # type: ignore[attr-defined]
+    del ex.live[1]  # (``collect``: its end recorded, the generation let go)
+    ex.step_ended(lg.gen, emptied=True)
+    look(1.0)
+    assert cancelled == ["5"], pane
+
+
+def test_a_pane_step_whose_srun_still_runs_here_is_not_asked_about(tmp_path: Path) -> None:
+    """Slurm listing no step of a job is no evidence while its srun runs here: it may be
+    creating it (a pane's srun, found by its command line)."""
+    now = [100.0]
+    lg, name = _orphaned_step(tmp_path, pane=True)
+    cluster = Steps({"5": "RUNNING"}, {})
+    gone: list[LiveGen] = []
+    events = RemoteEvents(running=lambda _lg: None, seen=lambda _lg, _job: None, gone=gone.append,
+                          queued_too_long=lambda _lg: None, allocation_ended=lambda *_: None, warn=lambda *_: None)
+    ex = SlurmExecutor(cluster, run_id="20261205-000000-abcdef",  # type: ignore[arg-type]
+                       settings=settings.resolve({}, {}), calls=AtOnce(),  # type: ignore[arg-type]
+                       timers=Timers(lambda: now[0]), live={1: lg}, clock=lambda: now[0], wallclock=lambda: now[0],
+                       on=events)
+    srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",  # (it names the wrapper)
+                             str(lg.gen.wrapper)])
+    try:
+        for _ in range(3):
+            now[0] += 1.0
+            ex._seen(Done(value={(1, 1): slurm.Job("5", name, "RUNNING", "None")}))
+        assert not lg.step_left_job and not gone and cluster.asked == 0
+        # a queued job whose srun is not ours to see: not asked about either
+        srun.kill()
+        srun.wait()
+        ex._seen(Done(value={(1, 1): slurm.Job("5", name, "PENDING", "Resources")}))
+        assert lg.stepless_since is None and cluster.asked == 0
+    finally:
+        srun.kill()
+        srun.wait()
+
+
+def test_a_left_queue_begun_before_a_pane_fallback_does_not_take_its_new_step_for_gone(tmp_path: Path) -> None:
+    """A pane whose srun was killed as its step started sent no heartbeat: it runs again as a
+    headless step, the same generation. The sidecar re-reads begun when its first job left the
+    queue ran on, and took the new step, running, for lost: its task ran again beside it
+    (an experiment, 1 in 1). A generation started again meanwhile is followed anew."""
+    from dataclasses import replace
+
+    now = [100.0]
+    lg, _ = _orphaned_step(tmp_path, pane=True)
+    gone: list[LiveGen] = []
+    events = RemoteEvents(running=lambda _lg: None, seen=lambda _lg, _job: None, gone=gone.append,
+                          queued_too_long=lambda _lg: None, allocation_ended=lambda *_: None, warn=lambda *_: None)
+    timers = Timers(lambda: now[0])
+    ex = SlurmExecutor(Cluster({}), run_id="20261205-000000-abcdef",  # type: ignore[arg-type]
+                       settings=settings.resolve({}, {}), calls=AtOnce(),  # type: ignore[arg-type]
+                       timers=timers, live={1: lg}, clock=lambda: now[0], wallclock=lambda: now[0], on=events)
+    ex.left_queue(lg)
+    now[0] += 1.0
+    timers.run_due()
+    lg.request = replace(lg.request, claimed=True)  # (``_pane_fault``: it runs headless now)
+    for _ in range(int(SIDECAR_GRACE / 0.25) + 4):
+        now[0] += 0.25
+        timers.run_due()
+    assert not gone and not lg.gone_seen

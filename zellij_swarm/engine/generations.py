@@ -398,7 +398,14 @@ class Generations:
             lg.wait_status = wait_status  # its srun's end, for ``explain`` once its sidecar had its wait
         if self.executor is not None and lg.remote and not lg.gone_seen and \
                 generation_files.read_sidecar(lg.gen) is None:
-            self.executor.left_queue(lg)  # a sidecar written on the node may show late: re-read first
+            # A step's srun that exits — it waited for its step's task — lets its sidecar,
+            # written on the node, show late: re-read first. One that died of a signal here
+            # (``kill -9`` of it and its helper) says nothing of its step, which may run on to
+            # its end: it is followed as before, until its record comes or Slurm no longer
+            # lists it (``SlurmExecutor._seen``) — taken for lost at once, it ran again beside
+            # itself (*Decision*, SPEC §11)
+            if not self.executor.srun_killed(lg):
+                self.executor.left_queue(lg)
             return
         lg.move(GenPhase.COLLECTED)
         self.follow.unwatch(lg)
@@ -653,15 +660,16 @@ class Generations:
             task.slurm = remote.SlurmExecutor.where(lg, ended_at=self.wallclock()) or None
             if self.executor is not None:
                 self.executor.step_over(lg.gen, (task.slurm or {}).get("job"), self.wallclock())
-        if reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
-                                                            generation_files.committed_by_wrapper(rec)) \
+        if (reason in ("multiplexer_lost", "pane_closed") or (rec is not None and not
+                                                             generation_files.committed_by_wrapper(rec))
                 or (not lg.remote and self.policy.runs_again(task, status, reason, cancelled=cancelled)
-                    and self.stopper.may_have_left(lg)):
+                    and self.stopper.may_have_left(lg))) and not lg.step_left_job:
             # Its terminal or its wrapper is gone, but the worker may not be (a program that
             # never writes does not notice; a killed wrapper leaves its child running): end
             # what is left of it before anything runs again. So too when the task runs again
             # after a failure its wrapper recorded: a child of it that ignores the hang-up or
             # the signal that ended its shell runs on (a Slurm step's end is Slurm's to clean).
+            # Not a step Slurm no longer lists, whose srun is gone: nothing of it is left.
             self.stopper.end_tree(lg)
         tree_left = self.stopper.hold_slot(lg)
         if not tree_left:
@@ -680,8 +688,10 @@ class Generations:
             signal=attempt.signal, reason=reason, started_at=attempt.started_at, ended_at=attempt.ended_at,
             **(task.slurm if lg.remote and task.slurm else {}),
         )
+        if lg.remote and self.executor is not None and lg.step_left_job:
+            self.executor.step_ended(lg.gen, emptied=True)  # its job, empty, nothing of it will end: cancelled
         if rec is not None and generation_files.committed_by_wrapper(rec):
-            if lg.remote and self.executor is not None:
+            if lg.remote and self.executor is not None and not lg.step_left_job:
                 self.executor.step_ended(lg.gen)  # nothing of it is left: a job that stays is cancelled
             if not lg.request.pane:
                 # Folded once its outcome is durable — never one that was ever handed to a pane,

@@ -145,6 +145,10 @@ class LiveGen:
     allocation: str | None = None  # the run's allocation (--slurm-alloc) its step was given
     allocation_ended: bool = False  # ... which ended, not by the run
     gone_seen: bool = False  # its step left Slurm's queue, and its sidecar had its grace
+    # its job is listed and no srun of it is left here, and Slurm lists no step of it in the
+    # job, from then (monotonic): its work is over, and its job empty (``SlurmExecutor._steps_seen``)
+    stepless_since: float | None = None
+    step_left_job: bool = False  # ... seen twice: collected as gone, its empty job cancelled once it is
     node: str | None = None  # the Slurm node its step ran on (its launch heartbeat says)
     step: str | None = None  # its step's "job.step" id (its launch heartbeat says)
     kill: KillState = field(init=False)

@@ -289,6 +289,7 @@ class SlurmExecutor:
         # the steps whose wrapper recorded their end while Slurm still listed them, by (slot,
         # generation), each since when (``step_ended``, ``_end_lingering``)
         self._ended_steps: dict[tuple[int, int], float] = {}
+        self._emptied: set[tuple[int, int]] = set()  # ... of those, the ones Slurm let go of the step (``emptied``)
         # the job ids of the run's steps seen to end, each with when (wall clock) and its (slot,
         # generation), in that order: kept while a step submitted before that end is followed
         # (``_ids_held_meanwhile``; ``_forget_released`` lets go of the rest)
@@ -443,6 +444,7 @@ class SlurmExecutor:
         jobs = done.value or {}
         now = self.clock()
         self._forget_released()
+        orphaned: list[tuple[LiveGen, Job, bool]] = []
         for lg in self._remote():
             job = jobs.get((lg.gen.slot, lg.gen.gen))
             if job is not None:
@@ -451,6 +453,10 @@ class SlurmExecutor:
                 if job.running and not lg.step_running:
                     lg.step_running = True
                     self.on.running(lg)
+                if (look := self._srun_may_be_gone(lg, job)) is not None:
+                    orphaned.append((lg, job, look))
+                else:
+                    lg.stepless_since = None
             elif self._forgotten_in_queue(lg, now):
                 self._withdraw_forgotten(lg)
             elif (lg.job_id is not None or generation_files.claim_or_planted(lg.gen) is not None
@@ -462,6 +468,62 @@ class SlurmExecutor:
                 # while the step runs on, and a step waiting inside the allocation is not listed
                 self.left_queue(lg)
         self._end_lingering(jobs, now)
+        if orphaned:
+            self._look_for_steps(orphaned)
+
+    def _srun_may_be_gone(self, lg: LiveGen, job: Job) -> bool | None:
+        """Whether the listed ``job`` of ``lg``'s own step may have no ``srun`` left here, so
+        that Slurm's steps of it are to be asked for (on the loop: nothing blocks): True when
+        that is to be looked for first (``procs.wrapper_processes``: a pane's srun, the pane
+        leader's child; one a resume adopted), False when it is known — a headless step's
+        srun, our child, ended (its launcher said so) — None otherwise. Never inside the
+        allocation, whose squeue lists steps (a step it no longer lists left the queue), nor
+        a step still queued whose srun may run elsewhere: only our own child's end says that
+        nothing will ever start it."""
+        if self.allocation is not None or lg.gone_seen or lg.forgotten:
+            return None
+        if lg.child and lg.pid is not None:
+            return False if lg.wait_status is not None else None
+        return True if job.running else None
+
+    def _look_for_steps(self, orphaned: list[tuple[LiveGen, Job, bool]]) -> None:
+        """Ask Slurm, off the loop, which of these listed jobs, whose ``srun`` may be gone,
+        still have their step: a step whose srun was killed here (``kill -9`` of srun and its
+        helper) runs on, unseen by srun, its job RUNNING, and ends with its wrapper's record —
+        or Slurm ended it as it started, with no record, and keeps its job RUNNING, empty,
+        for ever (a pane's task showed running, and its run never ended). Not Slurm's answer
+        of the job, nor srun's death, says the step's work is over: Slurm no longer listing
+        the step, no srun of it left here, does (``_steps_seen``)."""
+        asked = [(lg.gen, job.id, job.name, look) for lg, job, look in orphaned]
+
+        def stepless() -> set[tuple[int, int]]:
+            alive = procs.wrapper_processes(gen for gen, _, _, look in asked if look)
+            left = [(gen, job, name) for gen, job, name, _ in asked if gen.dir not in alive]
+            steps = self.cluster.steps(job for _, job, _ in left) if left else {}
+            return {(gen.slot, gen.gen) for gen, job, name in left if name not in steps.get(job, ())}
+
+        keys = {(lg.gen.slot, lg.gen.gen): lg for lg, _, _ in orphaned}
+        self.calls.submit(stepless, lambda done: self._steps_seen(keys, done))
+
+    def _steps_seen(self, asked: dict[tuple[int, int], LiveGen], done: Done[set[tuple[int, int]]]) -> None:
+        """Slurm's steps of jobs whose srun may be gone (``_look_for_steps``): a generation
+        whose job lists no step of it, no srun of it left here, at two looks in a row, has
+        left the queue (``left_queue``: its sidecar's grace, then its end is read) — its job,
+        empty, is cancelled once its end is recorded (``step_ended``). Slurm not answering
+        says nothing: it is followed by its files, as when squeue fails."""
+        if done.error is not None:
+            return
+        now = self.clock()
+        for key, lg in asked.items():
+            if lg.collected or lg.gone_seen or self.live.get(key[0]) is not lg:
+                continue
+            if key not in (done.value or set()):
+                lg.stepless_since = None
+            elif lg.stepless_since is None:
+                lg.stepless_since = now
+            elif now - lg.stepless_since >= STATE_INTERVAL / 2:
+                lg.step_left_job = True
+                self.left_queue(lg)
 
     def step_over(self, gen: generation_files.GenPaths, job: str | None, at: float) -> None:
         """The step of ``gen``, whose job was ``job`` (an id, or "job.step"; None: never
@@ -499,10 +561,17 @@ class SlurmExecutor:
         ended = {job for at, job, key in self._released if at >= since and key != itself}
         return frozenset(followed | ended)
 
-    def step_ended(self, gen: generation_files.GenPaths) -> None:
+    def step_ended(self, gen: generation_files.GenPaths, *, emptied: bool = False) -> None:
         """The step of ``gen`` ended, its wrapper's record of it committed: the evidence that
-        nothing of its work is left (``_end_lingering``)."""
-        self._ended_steps[(gen.slot, gen.gen)] = self.clock()
+        nothing of its work is left (``_end_lingering``). ``emptied``: Slurm no longer lists
+        the step in its job, and no srun of it is left here to end that job
+        (``_steps_seen``): the job is cancelled at the next look, not ``GONE_WAIT`` later."""
+        key = (gen.slot, gen.gen)
+        self._ended_steps[key] = self.clock() - (GONE_WAIT if emptied else 0.0)
+        if emptied:
+            self._emptied.add(key)
+        else:
+            self._emptied.discard(key)
 
     def _end_lingering(self, jobs: dict[tuple[int, int], Job], now: float) -> None:
         """Cancel a job of the run that Slurm still lists ``GONE_WAIT`` after its step's wrapper
@@ -513,6 +582,7 @@ class SlurmExecutor:
         says its work is over. By id and name: an id issued again is another's."""
         for key in self._ended_steps.keys() - jobs.keys():  # it left the queue
             del self._ended_steps[key]
+            self._emptied.discard(key)
         for key, job in jobs.items():
             ended = self._ended_steps.get(key)
             # (not one COMPLETING: Slurm winds it down itself — a step that ended while the
@@ -520,8 +590,15 @@ class SlurmExecutor:
             if ended is None or now - ended < GONE_WAIT or job.state == "COMPLETING":
                 continue
             del self._ended_steps[key]
-            self.on.warn("process_left_behind", f"slurm: job {job.id} ({job.name}) was still {job.state.lower()} "
-                                                f"{GONE_WAIT:g}s after its step ended; cancelled", None)
+            if key in self._emptied:
+                self._emptied.discard(key)
+                self.on.warn("process_left_behind", f"slurm: job {job.id} ({job.name}) was still {job.state.lower()} "
+                                                    "with no step left in it and no srun of it left here; cancelled",
+                             None)
+            else:
+                self.on.warn("process_left_behind", f"slurm: job {job.id} ({job.name}) was still "
+                                                    f"{job.state.lower()} {GONE_WAIT:g}s after its step ended; "
+                                                    "cancelled", None)
             self.calls.submit(functools.partial(self.cluster.cancel, job.id, name=job.name), self._cancel_said)
 
     def _cancel_said(self, done: Done[None]) -> None:
@@ -568,14 +645,26 @@ class SlurmExecutor:
         """The generation's ``srun`` still runs here: our child (headless), else found by its
         command line (in a pane; adopted by ``resume``)."""
         if lg.child and lg.pid is not None:
-            return procs.alive(lg.pid)
+            return lg.wait_status is None and procs.alive(lg.pid)  # (its end reported: gone)
         return procs.wrapper_process(lg.gen) is not None
 
-    def left_queue(self, lg: LiveGen, waited: float = 0.0) -> None:
+    @staticmethod
+    def srun_killed(lg: LiveGen) -> bool:
+        """A headless step's ``srun``, our child, died of a signal (``kill -9`` from outside,
+        the OOM killer): its step may run on without it — Slurm says when it is gone."""
+        return lg.child and lg.wait_status is not None and os.WIFSIGNALED(lg.wait_status)
+
+    def left_queue(self, lg: LiveGen, waited: float = 0.0, request: Any = None) -> None:
         """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE`` — unless
         it was withdrawn before its wrapper ran (its claim is ours), or Slurm refused its srun:
-        no sidecar will come."""
+        no sidecar will come. A generation started again meanwhile as a step of its own (a
+        pane that sent no heartbeat runs headless) is no longer the step that left: it is
+        followed anew (the re-reads ran on, and took its new step, running, for lost)."""
         if lg.collected or lg.gone_seen:
+            return
+        if request is None:
+            request = lg.request
+        elif lg.request is not request:
             return
         claim = generation_files.claim_or_planted(lg.gen)
         withdrawn = claim is not None and claim.by_supervisor and not lg.request.claimed
@@ -584,7 +673,7 @@ class SlurmExecutor:
             lg.gone_seen = True
             self.on.gone(lg)
             return
-        self.timers.after(0.25, lambda: self.left_queue(lg, waited + 0.25))
+        self.timers.after(0.25, lambda: self.left_queue(lg, waited + 0.25, request))
 
     def explain(self, lg: LiveGen, then: Callable[[str | None], None], *, recorded_signal: bool) -> None:
         """The reason of a step's end from Slurm's job state, off the loop (``slurm.classify``;
@@ -641,7 +730,7 @@ class SlurmExecutor:
                 return unknown  # never listed, or inside the allocation: no job state of its own to read
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
-            state = self._settled_state(own_job, name)
+            state = self._settled_state(own_job, name, running_settles=lg.step_left_job)  # (empty: it stays so)
             verdict = slurm.classify(state, recorded_signal=recorded_signal)
             if own_job in held_meanwhile and verdict in (None, "no_exit_record"):
                 # Its job had an id another step of the run held meanwhile: a controller that

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -318,6 +318,24 @@ def wrapper_process(gen: GenPaths) -> int | None:
         if name.isdigit() and int(name) != me and is_wrapper(gen, int(name), cmdline(int(name))) and alive(int(name)):
             return int(name)
     return None
+
+
+def wrapper_processes(gens: Iterable[GenPaths]) -> set[Path]:
+    """The directories of those of ``gens`` whose wrapper runs here (``is_wrapper``, alive):
+    one scan of every process's command line for all of them."""
+    wanted = list(gens)
+    found: set[Path] = set()
+    if not wanted:
+        return found
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        argv = cmdline(int(name))
+        for gen in wanted:
+            if gen.dir not in found and is_wrapper(gen, int(name), argv) and alive(int(name)):
+                found.add(gen.dir)
+    return found
 
 
 _PF_KTHREAD = 0x00200000  # a kernel thread, in /proc/PID/stat's flags: it never has a command line

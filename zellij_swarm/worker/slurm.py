@@ -182,6 +182,20 @@ class Slurm:
                 out[(where[1], where[2])] = job
         return out
 
+    def steps(self, job_ids: Iterable[str]) -> dict[str, set[str]]:
+        """The steps Slurm lists in each of these jobs: job id -> the names of its steps (one
+        ``squeue --steps``; a job with none, or one Slurm no longer has, is left out). Raises
+        ``BackendError`` when Slurm does not answer."""
+        wanted = sorted(set(job_ids))
+        out: dict[str, set[str]] = {}
+        if not wanted:
+            return out
+        res = self._run(["squeue", "--noheader", "--steps", f"--jobs={','.join(wanted)}", "--format=%i|%j"])
+        for line in res.lines:
+            step, _, name = line.strip().partition("|")
+            out.setdefault(step.split(".")[0], set()).add(name)
+        return out
+
     def state(self, job_id: str, *, name: str | None = None) -> str | None:
         """A job's state, ended ones included while Slurm remembers them (``MinJobAge``). A
         job's, never a step's: Slurm keeps no end state of a step's own. With ``name``: None
