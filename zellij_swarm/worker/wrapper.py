@@ -380,8 +380,14 @@ def _body(pane: PaneMode | None) -> list[str]:
         # made in the subshell that becomes the worker: one that exists when the pane leader
         # passes the hang-up on dies of it (a subshell's traps are reset), one forked after
         # finds the terminal hung up already — no moment in between starts a worker unseen.
+        # Nor does one whose leader is dead (killed outright): Zellij keeps the terminal of a
+        # pane whose first process ended (held), and a worker started there after the
+        # supervisor found the leader dead with no start written would run beside the
+        # generation that runs its task again (SPEC §2). (Not a Slurm step's: its leader is on
+        # the node, and such a generation is never run again so.)
+        leader_lives = "" if pane.step_env else f" && ! {{ {_LEADER_GONE}; }}"
         in_pane = run("2>&3 3>&-", pane.runner + " " if pane.runner else "",
-                      guard=f"[ -t 0 ] && ! [ -e {_HANGUP} ] || exit 129; ")
+                      guard=f"[ -t 0 ] && ! [ -e {_HANGUP} ]{leader_lives} || exit 129; ")
         launch = (f'  if [ -n "$_zsw_headless" ]; then {run("</dev/null " + redirect)}; '
                   f'else exec 3>&2 2>/dev/null; {in_pane}; fi')
     # A shell that cannot fork (no process to be had) exits on the spot, status 2 — what a
