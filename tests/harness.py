@@ -861,6 +861,9 @@ class FakeMux:
             self.world.send("cancel", ())
         return self.session_up
 
+    def pane_exited(self, pane_id: str | None) -> None:
+        return None  # a pane of this world closes with its wrapper: nothing stays listed
+
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return None
 

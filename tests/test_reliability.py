@@ -367,6 +367,72 @@ def test_a_killed_tmux_pane_leader_is_its_workers_failure_though_tmux_closed_the
     assert (row["status"], row["reason"], row["signal"], row["attempts"]) == ("failed", None, "SIGHUP", 2)
 
 
+def _before_its_start(run: Path, act: Callable[[int], None]) -> None:
+    """``act`` on the first pane's first process — its first stage, or the leader it becomes
+    (the claim's pid) — stopped as soon as its claim is written, with what it had started,
+    none of it having written its start yet; then all of it goes on."""
+    def claimed() -> int | None:
+        for claim in run.glob("slots/slot-1/gen-1/claim"):
+            text = claim.read_text().strip()
+            if text:
+                return int(text)
+        return None
+
+    pid = wait_until(claimed, interval=0.0005, what="the pane's claim")
+    os.kill(pid, signal.SIGSTOP)
+    below = psutil.Process(pid).children(recursive=True)
+    for p in below:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.suspend()
+    beat = run / "slots/slot-1/gen-1/heartbeat.jsonl"
+    assert not (beat.exists() and '"started"' in beat.read_text()), "stopped too late: its start is written"
+    act(pid)
+    for p in below:  # (the kernel's SIGHUP at the leader's end reaches them as they go on)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.resume()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("backend", ["tmux", "real-zellij"])
+def test_a_pane_leader_killed_before_its_worker_started_runs_it_again(swarm, backend, request):
+    """``kill -9`` of a pane's first process before its wrapper wrote its start (its first
+    ~50 ms): nobody closed the pane — tmux keeps it dead, Zellij held — but with no start and
+    no record it was taken for a pane closed as it opened: ``cancelled (pane_closed)``, never
+    run (tmux 5 runs in 8, Zellij 3 in 4, at that moment). Nothing ran, and nothing of it can
+    start the worker any more: the task runs again, its attempt not spent, once."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("s.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "echo ran >> {ledger}"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, "--require-multiplexer", env=env) as r:
+        assert r.run is not None
+        _before_its_start(r.run, lambda pid: os.kill(pid, signal.SIGKILL))
+        assert r.proc.wait(timeout=60) == 0
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["attempts"], row["generation"]) == ("succeeded", 1, 2), row
+    assert ledger.read_text() == "ran\n"
+    assert [w["code"] for w in swarm.summary()["warnings"]] == ["pane_leader_killed"]
+
+
+def test_a_tmux_pane_closed_by_hand_before_its_worker_started_is_still_cancelled(swarm, tmux):
+    """The neighbour: the same moment, but the pane closed (``kill-pane``): it is gone, and
+    nothing ran — ``cancelled (pane_closed)``, as before."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("s.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "echo ran >> {ledger}"\n')
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
+                 "--require-multiplexer", env=outside_env(tmux)) as r:
+        assert r.run is not None
+        def close(_pid: int) -> None:
+            pane = next(p for p, row in tmux.panes().items() if "· a ·" in row["title"])
+            tmux("kill-pane", "-t", pane)
+
+        _before_its_start(r.run, close)
+        assert r.proc.wait(timeout=60) == 1
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("cancelled", "pane_closed", 1), row
+    assert not ledger.exists()
+
+
 def _worker_at_a_gate(swarm, *, trap: str, last: str, retries: int) -> Path:
     """``s.toml``: slot 1 runs task ``a`` (``trap`` first), which writes ``start`` to the
     ledger it returns, waits at the gate ``go``, writes ``done`` and ends with ``last``; then ``b``."""

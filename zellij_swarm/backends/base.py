@@ -149,6 +149,20 @@ class LaunchFailed:
     unstartable: bool = False
 
 
+@dataclass(frozen=True)
+class PaneExited:
+    """A pane its multiplexer still lists, its first process (the pane's leader) ended: tmux's
+    dead pane (``remain-on-exit``), Zellij's held one. Nobody closed it — a pane closed by hand
+    is gone. ``signal`` (``SIGKILL``) or ``code``: how that process ended, when the
+    multiplexer says (Zellij gives no signal, and no code for a death by one)."""
+
+    signal: str | None = None
+    code: int | None = None
+
+    def says(self) -> str:
+        return f"died of {self.signal}" if self.signal else f"exited {self.code}" if self.code is not None else "ended"
+
+
 PaneResult = PaneOpened | LaunchFailed
 LaunchResult = Queued | PaneOpened | LaunchFailed
 
@@ -212,6 +226,13 @@ class Backend(Protocol):
         ...
 
     def session_alive(self) -> bool:
+        ...
+
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        """Whether the pane ``pane_id`` is still listed with its first process ended
+        (``PaneExited``): asked only of a pane generation that left no exit record, no start
+        and no hang-up mark. None when the pane is gone (closed), still running, or the
+        multiplexer cannot say."""
         ...
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.backends.base import LaunchFailed, LaunchRequest, PaneExited, PaneResult, RunContext
 from zellij_swarm.worker.wrapper import PaneMode
 
 
@@ -50,6 +50,9 @@ class HeadlessBackend:
 
     def session_alive(self) -> bool:
         return True
+
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        return None
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return None

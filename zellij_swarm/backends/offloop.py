@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneResult, RunContext
+from zellij_swarm.backends.base import Backend, LaunchFailed, LaunchRequest, PaneExited, PaneResult, RunContext
 from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker.wrapper import PaneMode
@@ -119,6 +119,15 @@ class OffLoopBackend:
 
     def session_alive(self, then: Callable[[bool], None]) -> None:
         self.runner.submit(self.backend.session_alive, lambda done: then(bool(done.value)))
+
+    def session_and_pane(self, pane_id: str | None, then: Callable[[bool, PaneExited | None], None]) -> None:
+        """``session_alive``, and while the session is, whether the pane ``pane_id`` is still
+        listed with its first process ended (``Backend.pane_exited``): one turn of the runner."""
+        def ask() -> tuple[bool, PaneExited | None]:
+            alive = self.backend.session_alive()
+            return alive, self.backend.pane_exited(pane_id) if alive else None
+
+        self.runner.submit(ask, lambda done: then(*(done.value or (False, None))))
 
     def session_alive_now(self) -> bool:
         """At the end of the run, when the loop has nothing else to do: wait for the answer."""

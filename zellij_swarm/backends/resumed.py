@@ -27,7 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from zellij_swarm.backends import leftovers
-from zellij_swarm.backends.base import Backend, LaunchRequest, PaneResult, RunContext, RunPane, prune_command
+from zellij_swarm.backends.base import (
+    Backend,
+    LaunchRequest,
+    PaneExited,
+    PaneResult,
+    RunContext,
+    RunPane,
+    prune_command,
+)
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.exc import BackendError
 from zellij_swarm.worker.wrapper import PaneMode
@@ -173,6 +181,10 @@ class ResumedBackend(_ToldOnceOpen):
         with self._lock:
             return self.live.session_alive()
 
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        with self._lock:
+            return self.live.pane_exited(pane_id) if self.following else None
+
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return None  # a resumed run has no --attach
 
@@ -237,6 +249,9 @@ class RetriedBackend(_ToldOnceOpen):
 
     def session_alive(self) -> bool:
         return self.live.session_alive()
+
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        return self.live.pane_exited(pane_id)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         return self.live.attach_command()

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ from zellij_swarm.backends.base import (
     EARLIER,
     LaunchFailed,
     LaunchRequest,
+    PaneExited,
     PaneOpened,
     PaneResult,
     RunContext,
@@ -83,6 +85,7 @@ from zellij_swarm.worker.wrapper import PaneMode
 
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
+PANE_DEAD_WAIT = 2.0  # seconds a pane still listed alive after its leader's end may take to be marked dead
 LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to reach its log, at most
 # tmux closes a pane's terminal once its first process has ended and nothing is left to read
 # at that moment, though the kernel may still hold the last output: a pane's first process
@@ -669,6 +672,36 @@ class TmuxBackend:
         printing its format for no pane: the pane's id in it tells.)"""
         res = self._tmux("display-message", "-p", "-t", pane, "#{pane_id} #{pane_dead}", check=False)
         return res.returncode != 0 or res.lines[:1] != [f"{pane} 0"]
+
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        """tmux keeps a pane whose first process ended (``remain-on-exit``), dead — its
+        terminal closed: ``#{pane_dead}`` is tmux's descriptor of it closed — with how that
+        process ended; a pane closed by hand (``kill-pane``) is gone. One still listed alive
+        is looked at again for ``PANE_DEAD_WAIT``: tmux marks it dead as it reaps its first
+        process."""
+        if pane_id is None or not self.started:
+            return None
+        deadline = time.monotonic() + PANE_DEAD_WAIT
+        while True:
+            try:
+                res = self._tmux("display-message", "-p", "-t", pane_id,
+                                 "#{pane_id}|#{pane_dead}|#{pane_dead_signal}|#{pane_dead_status}", check=False)
+            except BackendError:
+                return None  # no answer: nothing says
+            row = res.lines[0].split("|") if res.returncode == 0 and res.lines else []
+            if len(row) != 4 or row[0] != pane_id:
+                return None  # gone (tmux 3.3a prints the format for no pane, exit 0)
+            _, dead, number, status = row
+            if dead == "1":  # (no ``pane_dead_signal`` before 3.3: the status only)
+                if number.isdigit():
+                    try:
+                        return PaneExited(signal=signal.Signals(int(number)).name)
+                    except ValueError:
+                        return PaneExited(code=128 + int(number))
+                return PaneExited(code=int(status) if status.isdigit() else None)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
 
     def _open_gate(self) -> None:
         """Let what waits at the start gate go on (the board, after the first batch)."""

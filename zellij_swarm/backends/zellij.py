@@ -63,6 +63,7 @@ from zellij_swarm.backends.base import (
     EARLIER,
     LaunchFailed,
     LaunchRequest,
+    PaneExited,
     PaneOpened,
     PaneResult,
     RunContext,
@@ -81,6 +82,7 @@ from zellij_swarm.worker.wrapper import PTY_RELAY, PaneMode
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 BIRTHS = 3  # sessions made for one run, when each died as it was born (0.45.0's panic)
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
+PANE_EXIT_WAIT = 2.0  # seconds a pane still listed running after its leader's end may take to be held
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 # ``list-panes`` asked again, this many times this far apart, before a backfill takes "no
 # answer" for "the anchor is there": a busy server closes a call now and then with nothing
@@ -789,6 +791,32 @@ class ZellijBackend:
         if self.alive and self.started and self.z.session:
             self.alive = self.z.session_live(self.z.session)
         return self.alive
+
+    def pane_exited(self, pane_id: str | None) -> PaneExited | None:
+        """From 0.44 Zellij holds a pane whose command ended (no close-on-exit: contract
+        §3.5), ``exited``, with its exit status (none after a signal); a pane closed by hand
+        is gone from ``list-panes``. One still listed running is looked at again for
+        ``PANE_EXIT_WAIT``, and so is a list that did not come. Before 0.44 a pane closes
+        with its command, as a closed one does: nothing says."""
+        number = zellij_cli.pane_number(pane_id) if pane_id is not None else None
+        if number is None or not self.started or not self.z.has("pane_id_target") or not self.z.has("list_panes"):
+            return None
+        deadline = time.monotonic() + PANE_EXIT_WAIT
+        while True:
+            try:
+                panes = self.z.list_panes()
+            except BackendError:
+                return None
+            if panes is not None:
+                pane = next((p for p in panes if not p.get("is_plugin") and p.get("id") == number), None)
+                if pane is None:
+                    return None  # closed
+                if pane.get("exited") is True:
+                    status = pane.get("exit_status")
+                    return PaneExited(code=status if isinstance(status, int) else None)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
 
     def attach_command(self) -> tuple[list[str], dict[str, str]] | None:
         if not self.attach_argv or (self.inside and self.mode == "session"):  # a client in a pane would nest

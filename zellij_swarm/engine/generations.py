@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm.backends.base import LaunchFailed, LaunchResult, PaneOpened
+from zellij_swarm.backends.base import LaunchFailed, LaunchResult, PaneExited, PaneOpened
 from zellij_swarm.backends.offloop import OffLoopBackend
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.engine import metrics, remote, stopping
@@ -459,7 +459,12 @@ class Generations:
         unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
         # not our kill's doing — or our kill is the session's loss, sent after it (a worker that
         # ended by the hang-up before it is lost with its session, not closed with its pane)
-        if (pane_gone or unmarked_hangup) and (lg.kill_sent_at is None or lg.kill_reason == "multiplexer_lost"):
+        if pane_gone and rec is None and lg.kill_sent_at is None and _unstarted_in_its_pane(lg):
+            # closed as it opened, or its leader killed before its worker began: the multiplexer
+            # says which — a pane it still lists, its first process ended, was not closed
+            self.backend.session_and_pane(lg.pane_id, lambda alive, exited: self._classify(
+                lg, rec, sig, session_alive=alive, pane_exited=exited))
+        elif (pane_gone or unmarked_hangup) and (lg.kill_sent_at is None or lg.kill_reason == "multiplexer_lost"):
             self.backend.session_alive(lambda alive: self._classify(lg, rec, sig, session_alive=alive))
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
@@ -530,9 +535,12 @@ class Generations:
         return True
 
     def _classify(self, lg: LiveGen, rec: generation_files.ExitRecord | None, sig: str | None, *,
-                  session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None) -> None:
+                  session_alive: bool, missing: str = "no_exit_record", wait_status: int | None = None,
+                  pane_exited: PaneExited | None = None) -> None:
         """A generation's end from its exit record; without one, the reason is ours (a kill),
-        the state directory's, the lost session's, or ``missing`` (what else is known)."""
+        the state directory's, the lost session's, or ``missing`` (what else is known).
+        ``pane_exited``: its pane is still listed, its first process ended (asked only of a
+        pane generation that never began, ``_unstarted_in_its_pane``)."""
         if rec is None:
             # The wrapper is gone without committing its exit: killed by us (our kill reached
             # it, or it never ran), or by someone else, or it could not write.
@@ -578,6 +586,9 @@ class Generations:
                 reason = "wrapper_lost"  # its worker ran on to an end nobody saw
             elif not session_alive:
                 reason = "multiplexer_lost"
+            elif pane_exited is not None and _unstarted_in_its_pane(lg):
+                self._leader_killed(lg, pane_exited)
+                return
             elif _pane_closed(lg) and (claim is not None or not lg.remote or generation_files.take_claim(lg.gen)):
                 # (a step that never started is claimed here: one Slurm would start late runs nothing)
                 reason = "pane_closed"
@@ -586,6 +597,21 @@ class Generations:
             rec = generation_files.record_missing_exit(lg.gen, reason=reason, code=None, signal=sig,
                                                        ended_at=self.wallclock())
         self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+
+    def _leader_killed(self, lg: LiveGen, exited: PaneExited) -> None:
+        """A pane generation with no exit record, no start and no hang-up mark, whose pane its
+        multiplexer still lists with its first process ended: nobody closed it — its leader
+        (or the first stage that becomes it) was killed before its worker began (``kill -9``,
+        the OOM killer). Nothing ran, and nothing of it can start the worker any more: its
+        start would come before it (``_began`` is read after the multiplexer's answer, so
+        after the leader's end), and the second stage starts no worker once its terminal
+        has hung up (tmux closes a dead pane's) or its leader is gone (``wrapper``'s guard).
+        Its pane is closed and its task waits for a slot again, its attempt not spent."""
+        self._warn("pane_leader_killed", f"the pane {lg.pane_id} of task {lg.task.name!r} was not closed, but its "
+                                         f"first process {exited.says()} before its worker started: nothing ran; "
+                                         "it runs again, without using an attempt", lg.task)
+        self.backend.abandon(lg.pane_id, lg.request)
+        self._requeue_unstarted(lg, reason="pane_leader_killed")
 
     def _end_by_wait_status(self, lg: LiveGen, wait_status: int, *, session_alive: bool) -> None:
         """End a generation whose wrapper exited without its exit record as the launcher saw
@@ -853,12 +879,19 @@ def _pane_closed(lg: LiveGen) -> bool:
     worker began (the pane's leader, or the stage it starts, died of the hang-up before it
     could arm itself against it) — nothing ran, as when the pane closes at the start gate. Not
     a step whose srun began and ended with no mark: it failed at once, and its pane ended with
-    it — the executor's failure."""
+    it — the executor's failure. (A pane its multiplexer still lists, its first process ended,
+    was not closed: ``_leader_killed``, asked first.)"""
     if not lg.in_pane:
         return False
     if generation_files.hung_up(lg.gen):
         return True
     return not _began(lg.gen) and not (lg.remote and generation_files.began_its_step(lg.gen))
+
+
+def _unstarted_in_its_pane(lg: LiveGen) -> bool:
+    """A local pane generation that left no start and no hang-up mark: its pane closed as it
+    opened, or its leader was killed before its worker began (``_pane_closed``)."""
+    return lg.in_pane and not lg.remote and not generation_files.hung_up(lg.gen) and not _began(lg.gen)
 
 
 def _began(gen: generation_files.GenPaths) -> bool:
