@@ -34,6 +34,7 @@ from tmuxtest import inside_env, outside_env
 from zellijtest import FAST
 
 from zellij_swarm import watch
+from zellij_swarm.engine import generations
 from zellij_swarm.engine.timers import Timers
 
 
@@ -367,12 +368,12 @@ def test_a_killed_tmux_pane_leader_is_its_workers_failure_though_tmux_closed_the
     assert (row["status"], row["reason"], row["signal"], row["attempts"]) == ("failed", None, "SIGHUP", 2)
 
 
-def _before_its_start(run: Path, act: Callable[[int], None]) -> None:
-    """``act`` on the first pane's first process — its first stage, or the leader it becomes
-    (the claim's pid) — stopped as soon as its claim is written, with what it had started,
-    none of it having written its start yet; then all of it goes on."""
+def _before_its_start(run: Path, act: Callable[[int], None], gen: int = 1) -> None:
+    """``act`` on slot 1's pane of generation ``gen``: its first process — its first stage, or
+    the leader it becomes (the claim's pid) — stopped as soon as its claim is written, with
+    what it had started, none of it having written its start yet; then all of it goes on."""
     def claimed() -> int | None:
-        for claim in run.glob("slots/slot-1/gen-1/claim"):
+        for claim in run.glob(f"slots/slot-1/gen-{gen}/claim"):
             text = claim.read_text().strip()
             if text:
                 return int(text)
@@ -384,7 +385,7 @@ def _before_its_start(run: Path, act: Callable[[int], None]) -> None:
     for p in below:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.suspend()
-    beat = run / "slots/slot-1/gen-1/heartbeat.jsonl"
+    beat = run / f"slots/slot-1/gen-{gen}/heartbeat.jsonl"
     assert not (beat.exists() and '"started"' in beat.read_text()), "stopped too late: its start is written"
     act(pid)
     for p in below:  # (the kernel's SIGHUP at the leader's end reaches them as they go on)
@@ -412,6 +413,26 @@ def test_a_pane_leader_killed_before_its_worker_started_runs_it_again(swarm, bac
     assert (row["status"], row["attempts"], row["generation"]) == ("succeeded", 1, 2), row
     assert ledger.read_text() == "ran\n"
     assert [w["code"] for w in swarm.summary()["warnings"]] == ["pane_leader_killed"]
+
+
+def test_pane_leaders_killed_again_and_again_before_the_start_end_in_a_failure(swarm, tmux):
+    """Something that kills every new pane's first process (an OOM killer on a starved
+    machine): each time nothing ran, and each time the task ran again without using an
+    attempt — for ever, the run never ending. After ``FREE_RUNS_AFTER_LEADER_KILLED`` such
+    re-runs, the next one is its attempt's failure, with the signal the leader died of."""
+    ledger = swarm.cwd / "ledger"
+    swarm.write("s.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "echo ran >> {ledger}"\n')
+    kills = generations.FREE_RUNS_AFTER_LEADER_KILLED + 1
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
+                 "--require-multiplexer", env=outside_env(tmux)) as r:
+        assert r.run is not None
+        for gen in range(1, kills + 1):
+            _before_its_start(r.run, lambda pid: os.kill(pid, signal.SIGKILL), gen)
+        assert r.proc.wait(timeout=60) == 1
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["signal"], row["attempts"], row["generation"]) == ("failed", "SIGKILL", 1, kills), row
+    assert not ledger.exists()
+    assert [w["code"] for w in swarm.summary()["warnings"]] == ["pane_leader_killed"] * kills
 
 
 def test_a_tmux_pane_closed_by_hand_before_its_worker_started_is_still_cancelled(swarm, tmux):

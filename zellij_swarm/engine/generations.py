@@ -57,6 +57,11 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs, wrapper
 from zellij_swarm.worker.slurm import Job
 
+# A task's pane leaders killed before its worker began (``_leader_killed``) that run it again
+# without using an attempt; the next such end is a failure of its attempt: something that
+# kills every new pane's first process (a memory-starved machine's OOM killer) would
+# otherwise run the task again for ever, never counted.
+FREE_RUNS_AFTER_LEADER_KILLED = 3
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 Warn = Callable[[str, str, TaskRecord | None], None]
@@ -111,6 +116,7 @@ class Generations:
         self.ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
         self._lost_said = False  # the session's loss has been told
+        self._leader_kills: dict[str, int] = {}  # task id -> its pane leaders killed before its start
 
     def launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
@@ -606,10 +612,22 @@ class Generations:
         start would come before it (``_began`` is read after the multiplexer's answer, so
         after the leader's end), and the second stage starts no worker once its terminal
         has hung up (tmux closes a dead pane's) or its leader is gone (``wrapper``'s guard).
-        Its pane is closed and its task waits for a slot again, its attempt not spent."""
-        self._warn("pane_leader_killed", f"the pane {lg.pane_id} of task {lg.task.name!r} was not closed, but its "
-                                         f"first process {exited.says()} before its worker started: nothing ran; "
-                                         "it runs again, without using an attempt", lg.task)
+        Its pane is closed and its task waits for a slot again, its attempt not spent — up to
+        ``FREE_RUNS_AFTER_LEADER_KILLED`` times; after that, such an end is the attempt's
+        failure, with how the leader ended, as a leader killed later is (SPEC §2)."""
+        kills = self._leader_kills[lg.task.id] = self._leader_kills.get(lg.task.id, 0) + 1
+        said = (f"the pane {lg.pane_id} of task {lg.task.name!r} was not closed, but its first process "
+                f"{exited.says()} before its worker started: nothing ran; ")
+        if kills > FREE_RUNS_AFTER_LEADER_KILLED:
+            self._warn("pane_leader_killed", said + f"its panes' first processes were killed {kills} times: "
+                                                    "this attempt counts as failed", lg.task)
+            code = exited.code if exited.signal is None else 128 + signal.Signals[exited.signal]
+            rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
+                                                       signal=exited.signal or generation_files.signal_name(code),
+                                                       ended_at=self.wallclock())
+            self._end_generation(lg, rec, TaskStatus.FAILED, None)
+            return
+        self._warn("pane_leader_killed", said + "it runs again, without using an attempt", lg.task)
         self.backend.abandon(lg.pane_id, lg.request)
         self._requeue_unstarted(lg, reason="pane_leader_killed")
 
