@@ -23,7 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
+from swarmtest import wait_until
 
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.calls import Done
@@ -443,6 +445,8 @@ def test_a_pane_step_whose_srun_still_runs_here_is_not_asked_about(tmp_path: Pat
     srun = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",  # (it names the wrapper)
                              str(lg.gen.wrapper)])
     try:
+        # (until its exec is done, it has this process's command line: no srun of the step)
+        wait_until(lambda: str(lg.gen.wrapper) in psutil.Process(srun.pid).cmdline(), what="srun's exec")
         for _ in range(3):
             now[0] += 1.0
             ex._seen(Done(value={(1, 1): slurm.Job("5", name, "RUNNING", "None")}))
