@@ -7,11 +7,22 @@ really ended runs again. The interleavings themselves are harness scenarios
 from __future__ import annotations
 
 import collections
+import os
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
-from swarmtest import GATE, backend_args, full, kill_run_processes, run_processes, run_to_its_end, wait_until
+from swarmtest import (
+    GATE,
+    Running,
+    backend_args,
+    full,
+    kill_run_processes,
+    run_processes,
+    run_to_its_end,
+    wait_until,
+)
 
 TASKS = 300
 HELD = 20  # the last tasks wait at the gate: the run cannot end before the stop reaches it
@@ -307,3 +318,40 @@ def test_a_time_limit_that_ends_before_the_worker_has_started_times_it_out(swarm
     assert res.code == 1, res
     rows = swarm.tasks()
     assert {(t["status"], t["reason"]) for t in rows.values()} == {("timed_out", "timeout")}, rows
+
+
+@pytest.mark.parametrize("how, backend", [("cancel", "headless"), ("timeout", "headless"), ("cancel", "tmux")])
+def test_a_worker_that_exited_0_before_the_kill_reached_only_its_leftover_child_succeeded(swarm, how, backend, request):
+    """The worker's own process (a shell with no trap) wrote its line and exited 0; its
+    wrapper had not recorded that yet when a cancel or a time limit came, whose SIGTERM
+    reached only the child the worker left in the background — one with a handler for it.
+    The rule took that handler for the worker's: the exit 0 the wrapper then recorded, later
+    than the signal, was the kill's (``cancelled``, ``timed_out``), and ``retry`` (or the
+    task's own retry) ran finished work again (an adversary: 3 runs in 4 with a timeout).
+    The wrapper is held stopped here from just before the worker's exit until the child has
+    heard the signal, which fixes that order."""
+    ledger, child = swarm.cwd / "ledger", swarm.cwd / "child"
+    limit = 'timeout = "5s"\n' if how == "timeout" else ""  # (what comes before its end takes ms)
+    swarm.write("s.toml", f'[swarm]\njobs = 1\nkill_grace = "30s"\n[[task]]\nname = "a"\n{limit}'
+                          f'cmd = "sh -c \'trap \\"kill $!; exit 0\\" TERM; echo $$ > {child}; sleep 60 & wait\' & '
+                          f'until [ -s {child} ]; do sleep 0.01; done; {GATE}; echo end >> {ledger}"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        leftover = int(wait_until(lambda: child.exists() and child.read_text().strip(), what="the worker's child"))
+        wrapper = psutil.Process(psutil.Process(leftover).ppid()).ppid()  # the parent of the worker's own process
+        os.kill(wrapper, signal.SIGSTOP)  # it cannot record the worker's end before the kill
+        try:
+            swarm.open_gate()
+            wait_until(lambda: ledger.exists(), what="the worker's last line")
+            # (``cancel`` waits for the run's answer, which waits for the wrapper)
+            cancel = swarm.popen("cancel", r.run.name, env=env) if how == "cancel" else None
+            wait_until(lambda: not psutil.pid_exists(leftover) or psutil.Process(leftover).status() == "zombie",
+                       timeout=60, what="the leftover child's end, by the kill's SIGTERM")
+        finally:
+            os.kill(wrapper, signal.SIGCONT)
+        r.proc.wait(timeout=60)
+        assert cancel is None or cancel.wait(timeout=60) == 0
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["exit_code"]) == ("succeeded", 0), row
+    assert ledger.read_text() == "end\n"

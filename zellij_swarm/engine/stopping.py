@@ -141,14 +141,26 @@ class ProcessSignaller:
         # this very signal, yet not reached by it, and its end taken for its own. Each is
         # looked at again just before its signal: one that ended on its own since the scan
         # (a zombie takes a signal without a word) was not reached by it.
+        #
+        # Whether a normal exit may be the signal's doing is the worker's top process's to
+        # say — the one whose end the wrapper records: reached while it ran, with a handler
+        # of its own, or ignoring the signal while a process below it that has one heard
+        # it. A top with neither dies of the signal, so its normal exit was its own, whatever
+        # its leftover children trap (*Decision*, SPEC §5.7).
         reached: list[psutil.Process] = []
-        caught = False
+        top_hears = top_ignores = below_hears = False
         for p in workers:
             if procs.running(p):
                 hears = procs.catches(p, sig)  # read before the signal: its handler then
+                top = procs.is_worker_top(p, gen)
+                ignores = top and not hears and procs.ignores(p, sig)
                 if procs.send([p], sig):
                     reached.append(p)
-                    caught = caught or hears
+                    if top:
+                        top_hears, top_ignores = top_hears or hears, top_ignores or ignores
+                    else:
+                        below_hears = below_hears or hears
+        caught = top_hears or (top_ignores and below_hears)
         return Delivery(reached + procs.send(others, sig), at if reached else None, caught)
 
     def now(self) -> float:

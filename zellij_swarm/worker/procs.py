@@ -148,6 +148,7 @@ def send(procs: list[psutil.Process], sig: signal.Signals) -> list[psutil.Proces
 # A pane's pty relay (worker/_ptyrelay.py) runs between the wrapper and the worker: it only
 # passes signals on, and outlives its worker by the moment it takes to report the status.
 _RELAY = b"_ptyrelay.py"
+_LEADER = b"_paneleader.py"
 
 
 _PF_EXITING = 0x4  # the kernel's flag on a process inside exit(): its end is decided
@@ -196,6 +197,36 @@ def catches(p: psutil.Process, sig: signal.Signals) -> bool:
     if caught & _WRAPPER_TRAPS == _WRAPPER_TRAPS and _unexeced_fork(p.pid, cmdline(p.pid)):
         return False
     return bool(caught >> (int(sig) - 1) & 1)
+
+
+def ignores(p: psutil.Process, sig: signal.Signals) -> bool:
+    """``p`` ignores ``sig`` (``SigIgn`` in ``/proc/<pid>/status``: ``trap '' TERM``, what its
+    children inherit across an exec). False when that cannot be read."""
+    try:
+        with open(f"/proc/{p.pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def is_worker_top(p: psutil.Process, gen: GenPaths) -> bool:
+    """Whether ``p``, a process of ``gen``'s worker (``is_worker_process``), is the one whose
+    end its wrapper records: a child of the wrapper (a headless one, a pane's second stage) or
+    of the pty relay that carries it — or the relay itself, standing for a worker it has not
+    started. Not a process the worker left in the background, reparented at the worker's end
+    to the launcher, init or the pane leader — which runs the wrapper, and adopts what its
+    processes leave."""
+    fields = stat_fields(p.pid)
+    if fields is None:
+        return False
+    parent = int(fields[1])
+    argv = cmdline(parent)
+    if any(arg.endswith(_LEADER) for arg in argv):
+        return False
+    return is_wrapper(gen, parent, argv) or _runs_relay(argv)
 
 
 def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) -> bool:
