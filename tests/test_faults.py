@@ -4,11 +4,14 @@ state directory, a worker closing its stdout early."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from fakeprocs import command_line
 from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, run_to_its_end, wait_until
@@ -544,3 +547,30 @@ def test_retry_and_resume_in_a_read_only_state_dir_are_a_clear_error_before_anyt
     assert res.stdout.strip().endswith("retry=2"), res.stdout + res.stderr
     assert res.stderr.splitlines()[-1] == \
         f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system", res.stderr
+
+
+@pytest.mark.parametrize("backend", ["headless", "tmux", full("real-zellij")])
+def test_a_hang_up_sent_to_the_workers_group_from_another_terminal_is_its_own_failure(swarm, backend, request):
+    """``kill -HUP -- -PGID`` of the worker's process group from another terminal, its pane
+    open: tmux's pane leader took any SIGHUP from outside the pane for its terminal's, marked
+    it, and the task was ``cancelled (pane_closed)``, its retry forfeited — headless and Zellij
+    recorded the same end ``failed`` (an adversary, 4 in 4). Only the multiplexer (a process
+    above the leader), the kernel, or a terminal that is gone says the pane closed."""
+    pid_file = swarm.cwd / "again"
+    swarm.write("h.toml", '[[task]]\nname = "t"\nretries = 1\n'
+                          f'cmd = "[ -e {pid_file} ] && exit 0; echo $$ > {pid_file}.new; '
+                          f'mv {pid_file}.new {pid_file}; exec sleep 30"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        worker = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), what="t running"))
+        wait_until(lambda: psutil.Process(worker).name() == "sleep", what="the worker's exec")
+        os.killpg(os.getpgid(worker), signal.SIGHUP)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        [row] = swarm.tasks().values()
+        assert [(a["status"], a["reason"], a["signal"]) for a in row["history"]] == [
+            ("failed", None, "SIGHUP"), ("succeeded", None, None)], row
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)

@@ -143,6 +143,23 @@ def hung_up(info: signal.struct_siginfo, leader: int, *, on_a_terminal: bool = T
     return not pane or (on_a_terminal and not os.isatty(0))
 
 
+def from_the_multiplexer(info: signal.struct_siginfo) -> bool:
+    """Whether a SIGHUP from outside the pane is its terminal's hang-up: sent by the kernel,
+    or by a process above the leader (the multiplexer's server, which closes the pane) — or
+    its terminal is gone anyway. Not one a user sent the pane's processes from another
+    terminal (``kill -HUP -- -PGID``), the terminal alive: the worker's end by it is its own,
+    as headless (*Decision*, SPEC §6: tmux recorded it ``cancelled (pane_closed)``)."""
+    if info.si_code == SI_KERNEL or info.si_pid <= 0 or not os.isatty(0):
+        return True
+    pid = os.getppid()
+    while pid > 1:
+        if pid == info.si_pid:
+            return True
+        fields = stat_fields(pid)
+        pid = int(fields[1]) if fields is not None else 0
+    return False
+
+
 def from_the_pane(info: signal.struct_siginfo, leader: int) -> bool | None:
     """Whether a signal the leader got was sent by one of the pane's own processes (its tree,
     or its session — also one orphaned, or a zombie): one sent to the whole group, the leader
@@ -349,7 +366,7 @@ def main(argv: list[str]) -> int:
         if info.si_signo in passed_on:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
-        if info.si_signo == signal.SIGHUP and hangup is not None:
+        if info.si_signo == signal.SIGHUP and hangup is not None and from_the_multiplexer(info):
             try:  # before the worker can end and its exit be recorded
                 os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
             except OSError:
