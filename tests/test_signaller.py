@@ -174,30 +174,44 @@ def test_the_wrapper_s_own_traps_in_a_fork_not_yet_the_worker_are_no_handler_of_
             p.wait()
 
 
-def test_a_signal_counts_as_caught_only_when_a_process_it_reached_has_a_handler_for_it(tmp_path: Path) -> None:
+def test_a_signal_counts_as_caught_only_when_the_workers_own_process_has_a_handler_for_it(tmp_path: Path) -> None:
     """The outcome rule reads a normal exit after the kill as the kill's doing only then
-    (engine.outcome.ended_by_kill): a shell with no trap cannot exit 0 on hearing SIGTERM."""
-    ready = tmp_path / "ready"
-    trapping = subprocess.Popen(["sh", "-c", f"trap 'exit 0' TERM; touch {ready}; while :; do sleep 0.05; done"])
+    (engine.outcome.ended_by_kill): a shell with no trap cannot exit 0 on hearing SIGTERM. The
+    worker's own process is the wrapper's child; a child the worker left in the background,
+    reparented at its end, that traps the signal says nothing of the worker's exit (a shell
+    that wrote its last line and exited 0 was recorded ``cancelled`` for its child's trap)."""
+    gen = GenPaths(tmp_path / "gen-1", 1, 1)
+    ready, left_ready = tmp_path / "ready", tmp_path / "left-ready"
+    trap = "trap 'exit 0' TERM; touch {}; while :; do sleep 0.05; done"
+    # a wrapper stand-in (its command line names the generation) whose child is the worker
+    wrapper = subprocess.Popen(["sh", "-c", 'sh -c "$1"; :', "sh", trap.format(ready), str(gen.dir)])
+    left = subprocess.Popen(["sh", "-c", trap.format(left_ready)])  # a leftover: no wrapper above it
     plain = subprocess.Popen(["sleep", "60"])
     shell = subprocess.Popen(["sh", "-c", "sleep 60; true"])  # a task's shell, no trap (the soak's t0168)
     try:
-        wait_until(ready.exists, what="the trap set")
-        gen = GenPaths(tmp_path / "gen-1", 1, 1)
-        assert procs.catches(psutil.Process(trapping.pid), signal.SIGTERM)
+        wait_until(lambda: ready.exists() and left_ready.exists(), what="the traps set")
+        [worker] = psutil.Process(wrapper.pid).children()
+        assert procs.is_worker_top(worker, gen) and not procs.is_worker_top(psutil.Process(left.pid), gen)
+        assert procs.catches(worker, signal.SIGTERM)
         assert not procs.catches(psutil.Process(plain.pid), signal.SIGTERM)
         assert not procs.catches(psutil.Process(shell.pid), signal.SIGTERM)
         unheard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(plain.pid)])
         assert unheard.sent_at is not None and not unheard.caught
         assert plain.wait(timeout=5) == -signal.SIGTERM
-        heard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(trapping.pid)])
+        leftover = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [psutil.Process(left.pid)])
+        assert leftover.sent_at is not None and not leftover.caught
+        assert left.wait(timeout=5) == 0
+        heard = ProcessSignaller().deliver(gen, signal.SIGTERM, lambda: [worker])
         assert heard.sent_at is not None and heard.caught
-        assert trapping.wait(timeout=5) == 0
+        assert wrapper.wait(timeout=5) == 0
     finally:
-        for p in (trapping, plain, shell):
+        for p in (wrapper, left, plain, shell):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        for p in psutil.Process().children(recursive=True):  # the worker, should its wrapper be gone
+            if str(ready) in " ".join(p.cmdline()):
+                p.kill()
 
 
 def test_a_zombie_leader_leads_nothing_and_an_unseen_end_is_not_swept_by_session() -> None:
