@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import sys
 from pathlib import Path
 
 import psutil
@@ -355,3 +356,68 @@ def test_a_worker_that_exited_0_before_the_kill_reached_only_its_leftover_child_
     row = swarm.tasks()["a"]
     assert (row["status"], row["exit_code"]) == ("succeeded", 0), row
     assert ledger.read_text() == "end\n"
+
+
+_SAVER = """\
+import os, signal, sys, time
+def saved(signum, frame):
+    with open("ledger", "a") as f: f.write("save-begin\\n")
+    time.sleep(0.3)
+    with open("ledger", "a") as f: f.write("save-end\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, saved)
+with open("ledger", "a") as f: f.write("start %d\\n" % os.getpid())
+for _ in range(600): time.sleep(0.1)
+with open("ledger", "a") as f: f.write("done\\n")
+"""
+# an init as tini and dumb-init are: the signals blocked, taken by sigwait and passed on to its child
+_INIT = """\
+import os, signal, sys
+sigs = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD}
+signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+child = os.fork()
+if child == 0:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+    os.execvp(sys.argv[1], sys.argv[1:])
+while True:
+    info = signal.sigwaitinfo(sigs)
+    if info.si_signo == signal.SIGCHLD:
+        pid, st = os.waitpid(child, os.WNOHANG)
+        if pid:
+            sys.exit(os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+        continue
+    os.kill(child, info.si_signo)
+"""
+
+
+@pytest.mark.parametrize("shape, backend", [("under an init", "headless"), ("under an init", "tmux"),
+                                            ("its wrapper killed", "headless"), ("its wrapper killed", "tmux")])
+def test_an_agent_that_saves_on_a_cancel_and_exits_0_was_cancelled(swarm, shape, backend, request):
+    """The neighbours of the rule above: the signal reached the worker's work, which saved and
+    exited 0 — cut short, ``cancelled``, and never ``succeeded`` (a dependent would run on
+    unfinished work). Its top process an init that blocks the signal and passes it on
+    (``tini``, ``dumb-init``); or its wrapper killed from outside first, its worker adopted,
+    no process left to tell its top by (an adversary: both ``succeeded``, 10 in 10 and 6 in 6,
+    with a rule that looked only for a handler of the top's own)."""
+    py = sys.executable
+    swarm.write("saver.py", _SAVER)
+    swarm.write("init.py", _INIT)
+    argv = f'["{py}", "init.py", "{py}", "saver.py"]' if shape == "under an init" else f'["{py}", "saver.py"]'
+    swarm.write("s.toml", f'[swarm]\nkill_grace = "10s"\n[[task]]\nname = "a"\nargv = {argv}\n'
+                          '[[task]]\nname = "b"\nafter = ["a"]\ncmd = "echo b >> ledger"\n')
+    ledger = swarm.cwd / "ledger"
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        saver = int(wait_until(lambda: ledger.exists() and ledger.read_text().split()[1:2], what="the saver")[0])
+        if shape == "its wrapper killed":
+            wrapper = psutil.Process(saver).parent()
+            wrapper.kill()
+            wait_until(lambda: not psutil.pid_exists(wrapper.pid) or wrapper.status() == "zombie",
+                       what="the wrapper gone")
+        assert swarm("cancel", r.run.name, "a", env=env).code == 0
+        r.proc.wait(timeout=60)
+    row = swarm.tasks()["a"]
+    assert row["status"] == "cancelled", row
+    # (an init's child hears the signal twice, from the ladder and from the init passing it on)
+    assert "save-end" in ledger.read_text().split() and "b" not in ledger.read_text().split()

@@ -142,25 +142,24 @@ class ProcessSignaller:
         # looked at again just before its signal: one that ended on its own since the scan
         # (a zombie takes a signal without a word) was not reached by it.
         #
-        # Whether a normal exit may be the signal's doing is the worker's top process's to
-        # say — the one whose end the wrapper records: reached while it ran, with a handler
-        # of its own, or ignoring the signal while a process below it that has one heard
-        # it. A top with neither dies of the signal, so its normal exit was its own, whatever
-        # its leftover children trap (*Decision*, SPEC §5.7).
+        # A normal exit may be the signal's doing only if it reached the worker's top process
+        # — the one whose end the wrapper records — while that ran, and a process it reached
+        # has a handler for it: the top itself, or one below it that the top waits for (an
+        # init that takes the signal by sigwait and passes it on, ``tini``). A top that had
+        # ended was not reached, whatever a child it left in the background traps
+        # (*Decision*, SPEC §5.7). Its wrapper gone with no record (killed from outside), no
+        # process can be told for its top: any reached that has a handler counts.
         reached: list[psutil.Process] = []
-        top_hears = top_ignores = below_hears = False
+        top_reached = any_hears = False
         for p in workers:
             if procs.running(p):
                 hears = procs.catches(p, sig)  # read before the signal: its handler then
                 top = procs.is_worker_top(p, gen)
-                ignores = top and not hears and procs.ignores(p, sig)
                 if procs.send([p], sig):
                     reached.append(p)
-                    if top:
-                        top_hears, top_ignores = top_hears or hears, top_ignores or ignores
-                    else:
-                        below_hears = below_hears or hears
-        caught = top_hears or (top_ignores and below_hears)
+                    any_hears, top_reached = any_hears or hears, top_reached or top
+        caught = any_hears and (top_reached or (not procs.wrapper_lives(gen)
+                                                and generation_files.read_sidecar(gen) is None))
         return Delivery(reached + procs.send(others, sig), at if reached else None, caught)
 
     def now(self) -> float:

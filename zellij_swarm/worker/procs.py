@@ -154,12 +154,12 @@ _LEADER = b"_paneleader.py"
 _PF_EXITING = 0x4  # the kernel's flag on a process inside exit(): its end is decided
 
 
-def running(p: psutil.Process) -> bool:
-    """``p`` exists and has not begun to end: not a zombie, nor inside ``exit()`` — a worker
-    that called it on its own is not a zombie until its exit is done, and a signal that
-    reaches it meanwhile is delivered, yet changes nothing (CI saw such a worker, ended 0 on
-    its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
-    fields = stat_fields(p.pid)
+def running(p: psutil.Process | int) -> bool:
+    """``p`` (a process, or its pid) exists and has not begun to end: not a zombie, nor inside
+    ``exit()`` — a worker that called it on its own is not a zombie until its exit is done,
+    and a signal that reaches it meanwhile is delivered, yet changes nothing (CI saw such a
+    worker, ended 0 on its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
+    fields = stat_fields(p if isinstance(p, int) else p.pid)
     return fields is not None and fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
@@ -199,19 +199,6 @@ def catches(p: psutil.Process, sig: signal.Signals) -> bool:
     return bool(caught >> (int(sig) - 1) & 1)
 
 
-def ignores(p: psutil.Process, sig: signal.Signals) -> bool:
-    """``p`` ignores ``sig`` (``SigIgn`` in ``/proc/<pid>/status``: ``trap '' TERM``, what its
-    children inherit across an exec). False when that cannot be read."""
-    try:
-        with open(f"/proc/{p.pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"SigIgn:"):
-                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
 def is_worker_top(p: psutil.Process, gen: GenPaths) -> bool:
     """Whether ``p``, a process of ``gen``'s worker (``is_worker_process``), is the one whose
     end its wrapper records: a child of the wrapper (a headless one, a pane's second stage) or
@@ -224,9 +211,23 @@ def is_worker_top(p: psutil.Process, gen: GenPaths) -> bool:
         return False
     parent = int(fields[1])
     argv = cmdline(parent)
-    if any(arg.endswith(_LEADER) for arg in argv):
-        return False
-    return is_wrapper(gen, parent, argv) or _runs_relay(argv)
+    return _runs_relay(argv) or (is_wrapper(gen, parent, argv) and not _runs_leader(argv))
+
+
+def _runs_leader(argv: list[bytes]) -> bool:
+    return any(arg.endswith(_LEADER) for arg in argv)
+
+
+def wrapper_lives(gen: GenPaths) -> bool:
+    """Whether ``gen``'s wrapper runs (a headless one, a pane's second stage — not the pane
+    leader, which outlives it): one scan of every process's command line."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            argv = cmdline(int(name))
+            if is_wrapper(gen, int(name), argv) and not _runs_leader(argv) and running(int(name)):
+                return True
+    return False
 
 
 def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) -> bool:
