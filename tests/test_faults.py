@@ -56,6 +56,13 @@ def _recorded_ends(run: Path) -> list[str]:
     return [e["task"] for e in _events_so_far(run) if e["event"] in ("worker_completed", "worker_failed")]
 
 
+def _pending(pid: int, sig: signal.Signals) -> bool:
+    """``sig`` waits to be taken by ``pid`` (its thread's or its process's pending set)."""
+    masks = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+             if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(int(m, 16) >> (int(sig) - 1) & 1 for m in masks)
+
+
 def close_by_hand(backend: str, request, run: Path, pane: str) -> None:
     """Close a run's pane as a user does: tmux's kill-pane, Zellij's close-pane."""
     close = ("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane)
@@ -571,6 +578,36 @@ def test_a_hang_up_sent_to_the_workers_group_from_another_terminal_is_its_own_fa
         [row] = swarm.tasks().values()
         assert [(a["status"], a["reason"], a["signal"]) for a in row["history"]] == [
             ("failed", None, "SIGHUP"), ("succeeded", None, None)], row
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+@pytest.mark.parametrize("backend", ["tmux", full("real-zellij")])
+def test_a_pane_closed_after_a_users_hang_up_marks_its_close_when_it_comes(swarm, backend, request):
+    """A user's ``kill -HUP`` of the pane's leader from another terminal, then the pane closed
+    by hand; the worker ignores both and fails on its own seconds later. The leader had passed
+    the first SIGHUP on and took the close's for the same, unmarked; the wrapper marked the
+    hang-up only at the worker's end, which then read as the close's: ``cancelled
+    (pane_closed)``, its retry forfeited (an adversary: tmux 3 in 3, Zellij 2 in 2). Closed
+    alone, the same worker is ``failed`` and retried."""
+    swarm.write("h.toml", '[[task]]\nname = "t"\nretries = 1\n'
+                          'cmd = "[ -e again ] && exit 0; touch again; trap \'\' HUP; sleep 2.5; exit 3"\n')
+    args, env = backend_args(backend, request)
+    proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t running")
+        beat = (run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines()
+        leader = next(json.loads(line)["pid"] for line in beat if json.loads(line).get("event") == "started")
+        os.kill(leader, signal.SIGHUP)
+        # taken before the close's (a signal pending is not queued twice: the two would be one)
+        wait_until(lambda: not _pending(leader, signal.SIGHUP), what="the leader's taking the user's SIGHUP")
+        close_by_hand(backend, request, run, pane)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        [row] = swarm.tasks().values()
+        assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
+            ("failed", None, 3), ("succeeded", None, 0)], row
     finally:
         proc.kill()
         kill_run_processes(run.name)
