@@ -28,6 +28,21 @@ _SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
 # A worker that holds its run open until the test is ready: the shell waits for the file ``gate``
 # in the run's cwd, which ``Swarm.open_gate`` creates. A gate, never a sleep the run might outlast.
 GATE = "until [ -e gate ]; do sleep 0.02; done"
+# An agent that saves its work on SIGTERM (half a second), then exits 0: ``saver.py`` of a
+# test's directory, run there; it writes its pid to ``saver.pid`` and its steps to ``ledger``.
+SAVER = """\
+import os, signal, sys, time
+def saved(signum, frame):
+    with open("ledger", "a") as f: f.write("save-begin\\n")
+    time.sleep(0.5)
+    with open("ledger", "a") as f: f.write("save-end\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, saved)
+with open("saver.pid.new", "w") as f: f.write(str(os.getpid()))
+os.rename("saver.pid.new", "saver.pid")
+with open("ledger", "a") as f: f.write("start\\n")
+while True: time.sleep(60)
+"""
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -16,6 +16,7 @@ import psutil
 import pytest
 from swarmtest import (
     GATE,
+    SAVER,
     Running,
     backend_args,
     full,
@@ -358,18 +359,6 @@ def test_a_worker_that_exited_0_before_the_kill_reached_only_its_leftover_child_
     assert ledger.read_text() == "end\n"
 
 
-_SAVER = """\
-import os, signal, sys, time
-def saved(signum, frame):
-    with open("ledger", "a") as f: f.write("save-begin\\n")
-    time.sleep(0.3)
-    with open("ledger", "a") as f: f.write("save-end\\n")
-    sys.exit(0)
-signal.signal(signal.SIGTERM, saved)
-with open("ledger", "a") as f: f.write("start %d\\n" % os.getpid())
-for _ in range(600): time.sleep(0.1)
-with open("ledger", "a") as f: f.write("done\\n")
-"""
 # an init as tini and dumb-init are: the signals blocked, taken by sigwait and passed on to its child
 _INIT = """\
 import os, signal, sys
@@ -400,7 +389,7 @@ def test_an_agent_that_saves_on_a_cancel_and_exits_0_was_cancelled(swarm, shape,
     no process left to tell its top by (an adversary: both ``succeeded``, 10 in 10 and 6 in 6,
     with a rule that looked only for a handler of the top's own)."""
     py = sys.executable
-    swarm.write("saver.py", _SAVER)
+    swarm.write("saver.py", SAVER)
     swarm.write("init.py", _INIT)
     argv = f'["{py}", "init.py", "{py}", "saver.py"]' if shape == "under an init" else f'["{py}", "saver.py"]'
     swarm.write("s.toml", f'[swarm]\nkill_grace = "10s"\n[[task]]\nname = "a"\nargv = {argv}\n'
@@ -409,7 +398,8 @@ def test_an_agent_that_saves_on_a_cancel_and_exits_0_was_cancelled(swarm, shape,
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
-        saver = int(wait_until(lambda: ledger.exists() and ledger.read_text().split()[1:2], what="the saver")[0])
+        pid = swarm.cwd / "saver.pid"
+        saver = int(wait_until(lambda: pid.exists() and pid.read_text(), what="the saver"))
         if shape == "its wrapper killed":
             wrapper = psutil.Process(saver).parent()
             wrapper.kill()

@@ -21,6 +21,7 @@ import pytest
 from fakeprocs import command_line
 from swarmtest import (
     GATE,
+    SAVER,
     Running,
     backend_args,
     clean_env,
@@ -528,19 +529,6 @@ def test_a_kill_of_a_task_whose_wrapper_was_killed_ends_it(swarm, how):
     assert (row["status"], row["reason"]) == want, row
     assert "done" not in ledger.read_text().split()
     assert [w["code"] for w in swarm.summary()["warnings"]].count("wrapper_lost") == 1
-
-
-SAVER = """\
-import signal, sys, time
-def saved(signum, frame):
-    with open("ledger", "a") as f: f.write("save-begin\\n")
-    time.sleep(0.5)
-    with open("ledger", "a") as f: f.write("save-end\\n")
-    sys.exit(0)
-signal.signal(signal.SIGTERM, saved)
-with open("ledger", "a") as f: f.write("start\\n")
-while True: time.sleep(60)
-"""
 
 
 @pytest.mark.parametrize("how,backend", [
