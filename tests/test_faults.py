@@ -14,7 +14,17 @@ from pathlib import Path
 import psutil
 import pytest
 from fakeprocs import command_line
-from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, run_to_its_end, wait_until
+from swarmtest import (
+    GATE,
+    Running,
+    backend_args,
+    clean_env,
+    full,
+    kill_run_processes,
+    run_processes,
+    run_to_its_end,
+    wait_until,
+)
 from tmuxtest import outside_env
 from zellijtest import FAST
 
@@ -568,19 +578,14 @@ def test_a_hang_up_sent_to_the_workers_group_from_another_terminal_is_its_own_fa
                           f'cmd = "[ -e {pid_file} ] && exit 0; echo $$ > {pid_file}.new; '
                           f'mv {pid_file}.new {pid_file}; exec sleep 30"\n')
     args, env = backend_args(backend, request)
-    proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
-    run = swarm.started()
-    try:
+    with Running(swarm, "h.toml", *args, "--output", "quiet", env=env) as r:
         worker = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), what="t running"))
         wait_until(lambda: psutil.Process(worker).name() == "sleep", what="the worker's exec")
         os.killpg(os.getpgid(worker), signal.SIGHUP)
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
-        [row] = swarm.tasks().values()
-        assert [(a["status"], a["reason"], a["signal"]) for a in row["history"]] == [
-            ("failed", None, "SIGHUP"), ("succeeded", None, None)], row
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
+        assert r.proc.wait(timeout=60) == 0
+    [row] = swarm.tasks().values()
+    assert [(a["status"], a["reason"], a["signal"]) for a in row["history"]] == [
+        ("failed", None, "SIGHUP"), ("succeeded", None, None)], row
 
 
 @pytest.mark.parametrize("backend", ["tmux", full("real-zellij")])
@@ -594,9 +599,9 @@ def test_a_pane_closed_after_a_users_hang_up_marks_its_close_when_it_comes(swarm
     swarm.write("h.toml", '[[task]]\nname = "t"\nretries = 1\n'
                           'cmd = "[ -e again ] && exit 0; touch again; trap \'\' HUP; sleep 2.5; exit 3"\n')
     args, env = backend_args(backend, request)
-    proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
-    run = swarm.started()
-    try:
+    with Running(swarm, "h.toml", *args, "--output", "quiet", env=env) as r:
+        run = r.run
+        assert run is not None
         pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t running")
         beat = (run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines()
         leader = next(json.loads(line)["pid"] for line in beat if json.loads(line).get("event") == "started")
@@ -604,10 +609,7 @@ def test_a_pane_closed_after_a_users_hang_up_marks_its_close_when_it_comes(swarm
         # taken before the close's (a signal pending is not queued twice: the two would be one)
         wait_until(lambda: not _pending(leader, signal.SIGHUP), what="the leader's taking the user's SIGHUP")
         close_by_hand(backend, request, run, pane)
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
-        [row] = swarm.tasks().values()
-        assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
-            ("failed", None, 3), ("succeeded", None, 0)], row
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
+        assert r.proc.wait(timeout=60) == 0
+    [row] = swarm.tasks().values()
+    assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [
+        ("failed", None, 3), ("succeeded", None, 0)], row
