@@ -85,7 +85,7 @@ from zellij_swarm.worker.wrapper import PaneMode
 
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
-PANE_DEAD_WAIT = 2.0  # seconds a pane still listed alive after its leader's end may take to be marked dead
+PANE_DEAD_WAIT = 5.0  # seconds a pane still listed alive after its leader's end may take to be marked dead
 LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to reach its log, at most
 # tmux closes a pane's terminal once its first process has ended and nothing is left to read
 # at that moment, though the kernel may still hold the last output: a pane's first process
@@ -686,13 +686,13 @@ class TmuxBackend:
             try:
                 res = self._tmux("display-message", "-p", "-t", pane_id,
                                  "#{pane_id}|#{pane_dead}|#{pane_dead_signal}|#{pane_dead_status}", check=False)
-            except BackendError:
-                return None  # no answer: nothing says
-            row = res.lines[0].split("|") if res.returncode == 0 and res.lines else []
-            if len(row) != 4 or row[0] != pane_id:
+                row = res.lines[0].split("|") if res.returncode == 0 and res.lines else []
+            except BackendError:  # no answer in time (a busy server): asked again
+                row = None
+            if row is not None and (len(row) != 4 or row[0] != pane_id):
                 return None  # gone (tmux 3.3a prints the format for no pane, exit 0)
-            _, dead, number, status = row
-            if dead == "1":  # (no ``pane_dead_signal`` before 3.3: the status only)
+            if row is not None and row[1] == "1":
+                _, _, number, status = row  # (no ``pane_dead_signal`` before 3.3: the status only)
                 if number.isdigit():
                     try:
                         return PaneExited(signal=signal.Signals(int(number)).name)

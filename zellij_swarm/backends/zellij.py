@@ -82,7 +82,9 @@ from zellij_swarm.worker.wrapper import PTY_RELAY, PaneMode
 READY_TIMEOUT = 10.0  # seconds for a new session/tab to show its panes
 BIRTHS = 3  # sessions made for one run, when each died as it was born (0.45.0's panic)
 READY_ENV = "ZELLIJ_SWARM_ZELLIJ_READY_TIMEOUT_MS"  # overrides it (tests, slow machines)
-PANE_EXIT_WAIT = 2.0  # seconds a pane still listed running after its leader's end may take to be held
+# seconds a pane still listed running after its leader's end may take to be held (a server
+# under load takes seconds; only a rare end waits for it, off the loop)
+PANE_EXIT_WAIT = 5.0
 FIND_TIMEOUT = 2.0  # seconds to find a pane by name when ``run`` printed no id
 # ``list-panes`` asked again, this many times this far apart, before a backfill takes "no
 # answer" for "the anchor is there": a busy server closes a call now and then with nothing
@@ -796,7 +798,7 @@ class ZellijBackend:
         """From 0.44 Zellij holds a pane whose command ended (no close-on-exit: contract
         §3.5), ``exited``, with its exit status (none after a signal); a pane closed by hand
         is gone from ``list-panes``. One still listed running is looked at again for
-        ``PANE_EXIT_WAIT``, and so is a list that did not come. Before 0.44 a pane closes
+        ``PANE_EXIT_WAIT``, and so is a list that did not come or failed. Before 0.44 a pane closes
         with its command, as a closed one does: nothing says."""
         number = zellij_cli.pane_number(pane_id) if pane_id is not None else None
         if number is None or not self.started or not self.z.has("pane_id_target") or not self.z.has("list_panes"):
@@ -805,8 +807,8 @@ class ZellijBackend:
         while True:
             try:
                 panes = self.z.list_panes()
-            except BackendError:
-                return None
+            except BackendError:  # a busy server's call that failed or outlasted its time: asked again
+                panes = None
             if panes is not None:
                 pane = next((p for p in panes if not p.get("is_plugin") and p.get("id") == number), None)
                 if pane is None:
