@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, external
+from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
@@ -654,7 +655,7 @@ class SlurmExecutor:
         the OOM killer): its step may run on without it — Slurm says when it is gone."""
         return lg.child and lg.wait_status is not None and os.WIFSIGNALED(lg.wait_status)
 
-    def left_queue(self, lg: LiveGen, waited: float = 0.0, request: Any = None) -> None:
+    def left_queue(self, lg: LiveGen, waited: float = 0.0, request: LaunchRequest | None = None) -> None:
         """Slurm no longer has the step: its sidecar is re-read for ``SIDECAR_GRACE`` — unless
         it was withdrawn before its wrapper ran (its claim is ours), or Slurm refused its srun:
         no sidecar will come. A generation started again meanwhile as a step of its own (a
