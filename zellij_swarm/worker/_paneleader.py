@@ -363,16 +363,20 @@ def main(argv: list[str]) -> int:
             # is taken for the pane's: one outside that aimed at the group reached it already,
             # and one that aimed at the leader alone has no one left to answer
             continue
+        closed = False  # the multiplexer's hang-up, marked now: passed on also after a user's SIGHUP
         if info.si_signo == signal.SIGHUP and hangup is not None and from_the_multiplexer(info):
             # before the worker can end and its exit be recorded — also when a user's SIGHUP
             # from another terminal was passed on before: the pane's close is marked when it
             # comes, not at the worker's end (a worker that ignored both and failed later
-            # was then taken for one the close ended: ``cancelled (pane_closed)``)
+            # was then taken for one the close ended: ``cancelled (pane_closed)``), and passed
+            # on (a worker that outlived the user's went on running with no pane, and its
+            # run never ended)
             try:
                 os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+                closed = True
             except OSError:
                 pass
-        if info.si_signo in passed_on:  # once each: the tree was signalled already
+        if info.si_signo in passed_on and not closed:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
         for pid in descendants(leader):
