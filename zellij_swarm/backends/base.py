@@ -153,14 +153,14 @@ class LaunchFailed:
 class PaneExited:
     """A pane its multiplexer still lists, its first process (the pane's leader) ended: tmux's
     dead pane (``remain-on-exit``), Zellij's held one. Nobody closed it — a pane closed by hand
-    is gone. ``signal`` (``SIGKILL``) or ``code``: how that process ended, when the
-    multiplexer says (Zellij gives no signal, and no code for a death by one)."""
+    is gone. ``code``: how that process ended, as a shell says it (a death by a signal is
+    128 + its number), when the multiplexer says (Zellij gives no code for a death by one)."""
 
-    signal: str | None = None
     code: int | None = None
 
     def says(self) -> str:
-        return f"died of {self.signal}" if self.signal else f"exited {self.code}" if self.code is not None else "ended"
+        sig = generation_files.signal_name(self.code)
+        return f"died of {sig}" if sig else f"exited {self.code}" if self.code is not None else "ended"
 
 
 PaneResult = PaneOpened | LaunchFailed

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -694,10 +693,7 @@ class TmuxBackend:
             if row is not None and row[1] == "1":
                 _, _, number, status = row  # (no ``pane_dead_signal`` before 3.3: the status only)
                 if number.isdigit():
-                    try:
-                        return PaneExited(signal=signal.Signals(int(number)).name)
-                    except ValueError:
-                        return PaneExited(code=128 + int(number))
+                    return PaneExited(code=128 + int(number))
                 return PaneExited(code=int(status) if status.isdigit() else None)
             if time.monotonic() >= deadline:
                 return None

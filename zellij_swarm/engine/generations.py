@@ -621,9 +621,8 @@ class Generations:
         if kills > FREE_RUNS_AFTER_LEADER_KILLED:
             self._warn("pane_leader_killed", said + f"its panes' first processes were killed {kills} times: "
                                                     "this attempt counts as failed", lg.task)
-            code = exited.code if exited.signal is None else 128 + signal.Signals[exited.signal]
-            rec = generation_files.record_missing_exit(lg.gen, reason=None, code=code,
-                                                       signal=exited.signal or generation_files.signal_name(code),
+            rec = generation_files.record_missing_exit(lg.gen, reason=None, code=exited.code,
+                                                       signal=generation_files.signal_name(exited.code),
                                                        ended_at=self.wallclock())
             self._end_generation(lg, rec, TaskStatus.FAILED, None)
             return
