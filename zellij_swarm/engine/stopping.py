@@ -158,7 +158,7 @@ class ProcessSignaller:
                 if procs.send([p], sig):
                     reached.append(p)
                     any_hears, top_reached = any_hears or hears, top_reached or top
-        caught = any_hears and (top_reached or (not procs.wrapper_lives(gen)
+        caught = any_hears and (top_reached or (not procs.wrapper_processes([gen], leaders=False)
                                                 and generation_files.read_sidecar(gen) is None))
         return Delivery(reached + procs.send(others, sig), at if reached else None, caught)
 

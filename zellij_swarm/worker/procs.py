@@ -154,12 +154,12 @@ _LEADER = b"_paneleader.py"
 _PF_EXITING = 0x4  # the kernel's flag on a process inside exit(): its end is decided
 
 
-def running(p: psutil.Process | int) -> bool:
-    """``p`` (a process, or its pid) exists and has not begun to end: not a zombie, nor inside
-    ``exit()`` — a worker that called it on its own is not a zombie until its exit is done,
-    and a signal that reaches it meanwhile is delivered, yet changes nothing (CI saw such a
-    worker, ended 0 on its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
-    fields = stat_fields(p if isinstance(p, int) else p.pid)
+def running(p: psutil.Process) -> bool:
+    """``p`` exists and has not begun to end: not a zombie, nor inside ``exit()`` — a worker
+    that called it on its own is not a zombie until its exit is done, and a signal that
+    reaches it meanwhile is delivered, yet changes nothing (CI saw such a worker, ended 0 on
+    its own, recorded cancelled). One ``/proc/<pid>/stat`` read."""
+    fields = stat_fields(p.pid)
     return fields is not None and fields[0] not in (b"Z", b"X", b"x") and not int(fields[6]) & _PF_EXITING
 
 
@@ -216,18 +216,6 @@ def is_worker_top(p: psutil.Process, gen: GenPaths) -> bool:
 
 def _runs_leader(argv: list[bytes]) -> bool:
     return any(arg.endswith(_LEADER) for arg in argv)
-
-
-def wrapper_lives(gen: GenPaths) -> bool:
-    """Whether ``gen``'s wrapper runs (a headless one, a pane's second stage — not the pane
-    leader, which outlives it): one scan of every process's command line."""
-    me = os.getpid()
-    for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != me:
-            argv = cmdline(int(name))
-            if is_wrapper(gen, int(name), argv) and not _runs_leader(argv) and running(int(name)):
-                return True
-    return False
 
 
 def is_worker_process(p: psutil.Process, gen: GenPaths, *, relay_started: bool) -> bool:
@@ -352,9 +340,10 @@ def wrapper_process(gen: GenPaths) -> int | None:
     return None
 
 
-def wrapper_processes(gens: Iterable[GenPaths]) -> set[Path]:
+def wrapper_processes(gens: Iterable[GenPaths], *, leaders: bool = True) -> set[Path]:
     """The directories of those of ``gens`` whose wrapper runs here (``is_wrapper``, alive):
-    one scan of every process's command line for all of them."""
+    one scan of every process's command line for all of them. ``leaders`` False: a pane's
+    leader, which runs the wrapper and outlives its second stage, does not count."""
     wanted = list(gens)
     found: set[Path] = set()
     if not wanted:
@@ -365,7 +354,8 @@ def wrapper_processes(gens: Iterable[GenPaths]) -> set[Path]:
             continue
         argv = cmdline(int(name))
         for gen in wanted:
-            if gen.dir not in found and is_wrapper(gen, int(name), argv) and alive(int(name)):
+            if gen.dir not in found and is_wrapper(gen, int(name), argv) and (leaders or not _runs_leader(argv)) \
+                    and alive(int(name)):
                 found.add(gen.dir)
     return found
 
