@@ -325,6 +325,7 @@ def main(argv: list[str]) -> int:
         finally:
             os._exit(127)
     passed_on: set[int] = set()
+    closed_seen = False  # the multiplexer's hang-up came (the pane closed, or its session went)
     worker = None  # the worker its second stage left running, killed from outside
     while True:
         info = signal.sigwaitinfo(waited)
@@ -363,19 +364,22 @@ def main(argv: list[str]) -> int:
             # is taken for the pane's: one outside that aimed at the group reached it already,
             # and one that aimed at the leader alone has no one left to answer
             continue
-        closed = False  # the multiplexer's hang-up, marked now: passed on also after a user's SIGHUP
-        if info.si_signo == signal.SIGHUP and hangup is not None and from_the_multiplexer(info):
-            # before the worker can end and its exit be recorded — also when a user's SIGHUP
-            # from another terminal was passed on before: the pane's close is marked when it
-            # comes, not at the worker's end (a worker that ignored both and failed later
-            # was then taken for one the close ended: ``cancelled (pane_closed)``), and passed
-            # on (a worker that outlived the user's went on running with no pane, and its
-            # run never ended)
-            try:
-                os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-                closed = True
-            except OSError:
-                pass
+        # The multiplexer's hang-up, the first time it comes: marked before the worker can end
+        # and its exit be recorded, and passed on — also when a user's SIGHUP from another
+        # terminal was passed on before, and when the wrapper's second stage, finding the
+        # terminal gone, made the mark first. Taken for the one passed on already, the close
+        # was marked only at the worker's end, which then read as the close's (a worker that
+        # ignored both and failed later: ``cancelled (pane_closed)``), and a worker that had
+        # outlived the user's SIGHUP never heard it and ran on with no pane, its run never ending.
+        closed = info.si_signo == signal.SIGHUP and not closed_seen and from_the_multiplexer(info)
+        if closed:
+            closed_seen = True
+            if hangup is not None:
+                try:
+                    os.close(os.open(hangup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                     0o600))
+                except OSError:
+                    pass
         if info.si_signo in passed_on and not closed:  # once each: the tree was signalled already
             continue
         passed_on.add(info.si_signo)
