@@ -214,3 +214,24 @@ def test_status_columns_line_up_whatever_the_names_hold():
             assert width(before) == at, line
         else:  # whole, and two spaces after it
             assert before == f"  {name}  ", line
+
+
+def test_a_name_too_long_for_its_column_has_a_line_of_its_own_on_a_terminal():
+    """On a terminal (``width``), where every line is cut to it, a name over the first
+    column's cap is on a line of its own, whole, and its row's other cells on the next line,
+    under their columns: the cut takes none of them. The column is as wide as the names that
+    fit it."""
+    from zellij_swarm.commands.status import NAME_COLUMN_MAX, fit, table
+    from zellij_swarm.render.text import width
+
+    long_names = ["x" * (NAME_COLUMN_MAX + 1), "名" * (NAME_COLUMN_MAX // 2 + 1)]
+    rows = [(n, "failed (exit 1, 0.0s)", "1", "3", "note") for n in ["short", *long_names]]
+    lines = [fit(line, 80) for line in table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows, width=80)]
+    header, short, *pushed = lines
+    assert header.split() == ["TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"] and width(header) < 80
+    at = header.index("STATUS")
+    assert short.index("failed") == at
+    assert pushed == [f"  {long_names[0]}", f"{'':{at}}failed (exit 1, 0.0s)  1         3     note",
+                      f"  {long_names[1]}", f"{'':{at}}failed (exit 1, 0.0s)  1         3     note"]
+    # not on a terminal: one line per row, for grep and awk
+    assert len(table(("TASK", "STATUS", "ATTEMPTS", "SLOT", "NOTE"), rows)) == 4

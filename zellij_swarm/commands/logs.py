@@ -159,7 +159,8 @@ def task_list(run: RunPaths, snap: dict[str, Any], *, width: int | None = None) 
     rows = [(t["name"], t["status"], str(t.get("attempts") or 0),
              (t.get("command") or recorded.get(t["name"], "")) if GENERATED_NAME.fullmatch(t["name"]) else "")
             for t in tasks]
-    lines = [head, *views.table(("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), rows)] if tasks \
+    lines = [head, *views.table(("TASK", "STATUS", "ATTEMPTS", "COMMAND" if generated else ""), rows,
+                                           width=width)] if tasks \
         else [head]
     return [views.fit(quoting.terminal_text(line), width) for line in lines]
 

@@ -536,16 +536,23 @@ def task_note(t: dict[str, Any]) -> str:
     return " · ".join(notes)
 
 
-def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    """Columns as wide as their widest cell (the first at most NAME_COLUMN_MAX: a longer name
-    pushes its own line, it is never cut), two spaces apart; the last column is free. Cells
-    are measured as the terminal shows them: escaped first (a tab is ``\\t``, two columns),
-    a wide character two columns, a combining mark none."""
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], indent: str = "  ", *,
+          width: int | None = None) -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart; the last column is free. The
+    first is as wide as its widest name of at most NAME_COLUMN_MAX columns. A longer name is
+    never cut (it is what a user types to name the task): it pushes its own line — or, with
+    ``width`` (a terminal's, where every line is cut to it), has a line of its own and the
+    rest of its row comes on the next, under the columns, which the cut would have taken.
+    Cells are measured as the terminal shows them: escaped first (a tab is ``\\t``, two
+    columns), a wide character two columns, a combining mark none."""
     shown = [tuple(quoting.terminal_text(c) for c in cells) for cells in (header, *rows)]
     widths = [max(text.width(cells[i]) for cells in shown) for i in range(len(header) - 1)]
-    widths[0] = min(widths[0], NAME_COLUMN_MAX)
+    widths[0] = max(w for cells in shown if (w := text.width(cells[0])) <= NAME_COLUMN_MAX)  # the header's fits
     out = []
     for cells in shown:
+        if width is not None and text.width(cells[0]) > widths[0]:
+            out.append(indent + cells[0])
+            cells = ("", *cells[1:])
         line = "".join(c + " " * (max(w - text.width(c), 0) + 2)
                        for c, w in zip(cells, widths, strict=False)) + cells[-1]
         out.append(indent + line.rstrip())
@@ -574,7 +581,8 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
             status = describe(t, named=False)
             rows.append((t["name"], status, _attempts(t), "-" if t.get("slot") is None else str(t["slot"]),
                          *((t.get("group") or "-",) if grouped else ()), task_note(t)))
-        lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows)
+        lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows,
+                       width=width)
     if hidden:
         lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: a run of over {EVERY_TASK_UP_TO} "
                      f"lists its running and failed ones; `{state_dir.command(where, 'status --all')}` lists "
