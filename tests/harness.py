@@ -588,7 +588,7 @@ class FakeLauncher:
             self.dead = True
             self._pipe.wake()  # its reply pipe reads end-of-file
 
-    def submit(self, requests: list[tuple[str, tuple[str, ...]]]) -> None:
+    def submit(self, requests: list[tuple[str, str, tuple[str, ...]]]) -> None:
         with self.world.lock:
             if self.dead:
                 return
@@ -598,7 +598,7 @@ class FakeLauncher:
                 return
             if self.stopped:
                 return
-            for token, argv in requests:
+            for token, _, argv in requests:
                 # the run's worker.sh with MODE and the generation's arguments, or a pane's own
                 # wrapper.sh [MODE]
                 mode, args = wrapper.start_parts(argv)

@@ -13,13 +13,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import pytest
 from zygote import ForkServer
 
 from zellij_swarm.records import rundir, snapshot_file
+
+if TYPE_CHECKING:
+    import psutil
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "zellij_swarm" / "schemas"
 _SCRUB_PREFIXES = ("ZELLIJ", "TMUX", "ZELLIJ_SWARM_")
@@ -167,6 +170,23 @@ def run_processes(run_id: str) -> list[int]:
     from zellij_swarm.worker import procs
 
     return [p.pid for p in procs.marked(procs.run_markers(run_id)) if _alive(p)]
+
+
+def launcher_of(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Process | None:
+    """The supervisor's launcher (``worker._launcher``), its child, but for ``not_pid``."""
+    import psutil
+
+    try:
+        kids = psutil.Process(supervisor_pid).children()
+    except psutil.NoSuchProcess:
+        return None
+    for p in kids:
+        try:
+            if p.pid != not_pid and any(a.endswith("_launcher.py") for a in p.cmdline()):
+                return p
+        except psutil.NoSuchProcess:
+            continue
+    return None
 
 
 def alive(pid: int) -> bool:

@@ -59,7 +59,7 @@ class Replies:
         return taken
 
     def start(self, *argv: str) -> int:
-        self.handle.submit([("t", argv)])
+        self.handle.submit([("t", "", argv)])
         (reply,) = self.take(1)
         assert isinstance(reply, Started), reply
         return reply.pid
@@ -196,7 +196,7 @@ def test_no_worker_is_named_when_it_left_the_wrapper_s_group(said, tmp_path):
 def test_a_wrapper_that_cannot_start_is_reported_with_its_error(launcher, said):
     """The error's text, as the task's warning shows it — not its number before it
     ("cannot start the wrapper: 7 Argument list too long")."""
-    launcher.submit([("missing", ("/nonexistent/wrapper",))])
+    launcher.submit([("missing", "", ("/nonexistent/wrapper",))])
     (reply,) = said.take(1)
     assert isinstance(reply, NotStarted) and reply.token == "missing"
     assert reply.message == "No such file or directory", reply.message
@@ -213,7 +213,7 @@ def test_arguments_reach_the_wrapper_byte_for_byte(said, tmp_path):
 def test_a_batch_is_started_at_once_and_its_starts_come_back_in_one_reply(launcher, said):
     """One write of requests (under PIPE_BUF: read whole) is answered by one write: the
     supervisor wakes once for the batch, not once per wrapper."""
-    launcher.submit([(f"b{i}", ("/bin/sh", "-c", "exit 0")) for i in range(20)])
+    launcher.submit([(f"b{i}", "", ("/bin/sh", "-c", "exit 0")) for i in range(20)])
     select.select([launcher.fileno()], [], [], 30)
     first = launcher.read()
     assert [r.token for r in first if isinstance(r, Started)] == [f"b{i}" for i in range(20)]
@@ -271,3 +271,37 @@ def test_an_orphan_a_wrapper_left_is_adopted_and_reaped_unreported(said, launche
     wait_until(lambda: orphan not in _alive_children(launcher.pid), what="the orphan reaped by the launcher")
     pid = said.start("/bin/sh", "-c", "exit 4")  # the next reply is this wrapper's start, then its end
     assert os.WEXITSTATUS(said.ended(pid)) == 4
+
+
+def test_a_killed_wrapper_s_worker_end_is_recorded_only_where_its_wrapper_would_have(tmp_path):
+    """``record_end`` writes the end of a killed wrapper's worker (with no supervisor to tell)
+    as the wrapper would have, a code — only while the claim is still that wrapper's (a folded
+    generation's is gone, its directory maybe another's), into an empty sidecar (a shell's),
+    and never through a link."""
+    from zellij_swarm.worker._launcher import record_end
+
+    gen = tmp_path / "gen-1"
+    gen.mkdir()
+    (gen / "claim").write_text("4242\n")
+    record_end(bytes(gen), 4242, signal.SIGKILL)  # a wait status: death by SIGKILL
+    assert (gen / "exit").read_text() == "137\n"
+    record_end(bytes(gen), 4242, 0)  # one end only
+    assert (gen / "exit").read_text() == "137\n"
+
+    (gen / "exit").write_text("")  # a shell's, emptied
+    record_end(bytes(gen), 4242, 3 << 8)
+    assert (gen / "exit").read_text() == "3\n"
+
+    (gen / "exit").unlink()
+    record_end(bytes(gen), 4343, 0)  # the claim is another wrapper's
+    assert not (gen / "exit").exists()
+    (gen / "claim").unlink()
+    record_end(bytes(gen), 4242, 0)  # folded: no claim
+    assert not (gen / "exit").exists()
+
+    (gen / "claim").write_text("4242\n")
+    victim = tmp_path / "victim"
+    victim.write_text("")
+    (gen / "exit").symlink_to(victim)
+    record_end(bytes(gen), 4242, 0)
+    assert victim.read_text() == ""

@@ -13,19 +13,24 @@ import subprocess
 from collections.abc import Iterator
 
 import psutil
-from swarmtest import Running, clean_env, run_processes, wait_until
+from swarmtest import Running, clean_env, launcher_of, run_processes, wait_until
 
 WORKER = 'echo one; until [ -e go ]; do sleep 0.02; done; echo two'
 # the first gate opens once the supervisor is gone; the second once ``logs`` has shown "two"
 TWO_GATES = WORKER + '; until [ -e go2 ]; do sleep 0.02; done; echo three'
 
 
-def _kill_wrapper_and_worker(run) -> None:
-    """SIGKILL the generation's wrapper (first: one that outlived its worker even for a moment
-    would record the worker's end), then every process of the run."""
+def _kill_everything(r: Running) -> None:
+    """SIGKILL the supervisor and its launcher (which would record the end of a killed
+    wrapper's worker), the generation's wrapper (first: one that outlived its worker even for a
+    moment would record the worker's end), then every process of the run."""
     from zellij_swarm.records.rundir import RunPaths
     from zellij_swarm.worker import procs
 
+    launcher = wait_until(lambda: launcher_of(r.proc.pid), what="the launcher")
+    r.killed()
+    launcher.kill()
+    run = r.run
     wrapper = procs.wrapper_process(RunPaths(run).gen(1, 1))
     assert wrapper is not None
     os.kill(wrapper, signal.SIGKILL)
@@ -73,8 +78,7 @@ def test_following_outlives_the_supervisor_while_the_worker_writes(swarm):
 
 def test_following_an_attempt_that_can_no_longer_end_says_the_run_is_interrupted(swarm):
     with following(swarm, f'[[task]]\nname = "w"\ncmd = "{WORKER}"\n', "w", shown="stdout") as (r, logs):
-        r.killed()
-        _kill_wrapper_and_worker(r.run)  # the wrapper and its worker too: no exit is ever written
+        _kill_everything(r)  # the wrapper and its worker too: no exit is ever written
         out, err = logs.communicate(timeout=60)
     assert logs.returncode == 1 and out == b"one\n", (out, err)
     lines = err.decode().splitlines()
@@ -84,8 +88,7 @@ def test_following_an_attempt_that_can_no_longer_end_says_the_run_is_interrupted
 def test_following_a_pending_task_of_a_run_that_was_interrupted(swarm):
     toml = f'[swarm]\njobs = 1\n[[task]]\nname = "w"\ncmd = "{WORKER}"\n[[task]]\nname = "later"\ncmd = "echo later"\n'
     with following(swarm, toml, "later", shown="stderr") as (r, logs):
-        r.killed()
-        _kill_wrapper_and_worker(r.run)
+        _kill_everything(r)
         out, err = logs.communicate(timeout=60)
     assert logs.returncode == 1 and out == b"", (out, err)
     lines = err.decode().splitlines()

@@ -27,6 +27,7 @@ from swarmtest import (
     clean_env,
     full,
     kill_run_processes,
+    launcher_of,
     run_processes,
     running_worker,
     wait_until,
@@ -59,20 +60,6 @@ def _interrupted(swarm, *run_args: str) -> Iterator[Path]:
         kill_run_processes(run.name)
 
 
-def _launcher(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Process | None:
-    try:
-        kids = psutil.Process(supervisor_pid).children()
-    except psutil.NoSuchProcess:
-        return None
-    for p in kids:
-        try:
-            if p.pid != not_pid and any(a.endswith("_launcher.py") for a in p.cmdline()):
-                return p
-        except psutil.NoSuchProcess:
-            continue
-    return None
-
-
 def _started(run: Path) -> int:
     return len(_started_gens(run))
 
@@ -101,10 +88,10 @@ def test_launcher_killed_twice_mid_run_is_replaced_and_every_task_runs_once(swar
     proc = swarm.popen("run", "l.txt", "-j", "3", "--output", "quiet")
     run = _run_dir(swarm)
     try:
-        first = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        first = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
         wait_until(lambda: _started(run) >= 2, what="workers running")
         first.send_signal(sig)
-        second = wait_until(lambda: _launcher(proc.pid, not_pid=first.pid), what="a new launcher")
+        second = wait_until(lambda: launcher_of(proc.pid, not_pid=first.pid), what="a new launcher")
         seen = _started(run)
         wait_until(lambda: _started(run) > seen, what="the new launcher starting workers")
         second.send_signal(sig)
@@ -138,9 +125,9 @@ def test_signals_still_work_after_the_launcher_died_and_the_loop_is_idle(swarm, 
     run = _run_dir(swarm)
     try:
         wait_until(lambda: _started(run) == 2, what="both workers")
-        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
         launcher.kill()
-        wait_until(lambda: _launcher(proc.pid, not_pid=launcher.pid), what="a new launcher")
+        wait_until(lambda: launcher_of(proc.pid, not_pid=launcher.pid), what="a new launcher")
         supervisor = psutil.Process(proc.pid)
         # No busy loop: while both workers sleep, the supervisor waits. A loop spinning on the
         # dead launcher's pipe burnt a whole core (0.9 s of CPU a second).
@@ -652,7 +639,7 @@ def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_
     with Running(swarm, "s.toml", "--output", "quiet") as r:
         assert r.run is not None
         wrapper = psutil.Process(running_worker(r.run, "sleep"))
-        launcher = wait_until(lambda: _launcher(r.proc.pid), what="the launcher")
+        launcher = wait_until(lambda: launcher_of(r.proc.pid), what="the launcher")
         if lost == "launcher":
             launcher.kill()
             wait_until(lambda: _logged(r.run, "launcher_lost"), what="the launcher's loss noticed")
@@ -695,7 +682,7 @@ def test_a_worker_that_outlived_its_wrapper_and_ended_while_no_supervisor_ran_is
     with Running(swarm, "s.toml", "--output", "quiet", *flags, env=env) as r:
         assert r.run is not None
         wrapper = psutil.Process(running_worker(r.run, "sleep"))
-        launcher = wait_until(lambda: _launcher(r.proc.pid), what="the launcher")
+        launcher = wait_until(lambda: launcher_of(r.proc.pid), what="the launcher")
         wrapper.kill()
         wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
         r.killed()
@@ -708,6 +695,38 @@ def test_a_worker_that_outlived_its_wrapper_and_ended_while_no_supervisor_ran_is
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
     res = swarm("retry", env=env)
     assert "unknown" in res.stderr and ledger.read_text().split() == ["start", "done"], res
+
+
+@pytest.mark.parametrize("launcher_too", [False, True], ids=["launcher-lives", "launcher-killed"])
+def test_a_worker_whose_wrapper_died_with_its_supervisor_and_that_finished_before_resume_runs_once(
+        swarm, launcher_too):
+    """``kill -9`` of the supervisor and of a headless wrapper (``pkill -9 -f`` of the state
+    directory's path reaches both) before the supervisor saw the wrapper die; the worker
+    finishes while no supervisor runs. ``resume`` found the wrapper gone with nothing of it
+    left and recorded ``lost (no_exit_record)``, and ran the finished work again (an
+    adversary: 5 in 5, in every order of the kills). The launcher, left alone, stays while
+    the worker runs and records its end as the wrapper would have: ``succeeded``. Killed too,
+    nobody saw the end: ``unknown`` (``wrapper_lost``), never run again by itself."""
+    ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        wrapper = psutil.Process(running_worker(r.run, "sleep"))
+        launcher = wait_until(lambda: launcher_of(r.proc.pid), what="the launcher")
+        r.killed()
+        if launcher_too:
+            launcher.kill()
+        wrapper.kill()
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
+        wait_until(lambda: run_processes(r.run.name) == [] and not launcher.is_running(),
+                   what="nothing of the run left")
+        assert swarm("resume", r.run.name, "--output", "quiet").code == (1 if launcher_too else 0)
+    row = swarm.tasks()["a"]
+    want = ("unknown", "wrapper_lost", None) if launcher_too else ("succeeded", None, 0)
+    assert (row["status"], row["reason"], row["exit_code"], row["attempts"]) == (*want, 1), row
+    assert swarm.tasks()["b"]["status"] == "succeeded"
+    swarm("retry")
+    assert ledger.read_text().split() == ["start", "done"]
 
 
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------
@@ -1090,7 +1109,7 @@ def test_a_stopped_launcher_is_replaced_and_every_task_runs_once(swarm):
     swarm.write("l.txt", "".join(f"sleep 0.3; echo {n} >> ledger\n" for n in names))
     proc = swarm.popen("run", "l.txt", "-j", "3", "--output", "quiet")
     run = _run_dir(swarm)
-    launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+    launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
     try:
         wait_until(lambda: _started(run) >= 2, what="workers running")
         launcher.suspend()  # SIGSTOP: alive, silent
@@ -1114,7 +1133,7 @@ def test_signals_work_while_the_launcher_is_stopped(swarm, stop):
     launcher = None
     try:
         wait_until(lambda: _started(run) == 2, what="both workers")
-        launcher = wait_until(lambda: _launcher(proc.pid), what="the launcher")
+        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
         launcher.suspend()
         proc.send_signal(stop)
         assert proc.wait(timeout=30) == {signal.SIGTERM: 143, signal.SIGINT: 130}[stop]

@@ -13,7 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, backend_args, clean_env, full, kill_run_processes, run_processes, validate, wait_until
+from swarmtest import (
+    GATE,
+    backend_args,
+    clean_env,
+    full,
+    kill_run_processes,
+    launcher_of,
+    run_processes,
+    validate,
+    wait_until,
+)
 
 from zellij_swarm import pid_end
 
@@ -671,10 +681,12 @@ def test_an_interrupted_run_s_workers_that_ended_wait_for_no_one(swarm):
     try:
         wait_until(lambda: len(json.loads(swarm("status", "--json", "--waiting", run.name).stdout)["tasks"]) == 3,
                    what="three tasks waiting")
+        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         rows = {t["name"]: t for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]}
         c_wrapper = int((run / f"slots/slot-{rows['c']['slot']}/gen-1/claim").read_text())
+        launcher.kill()  # which would see c's worker's end and record it
         os.killpg(c_wrapper, signal.SIGKILL)
         wait_until(lambda: pid_end.ended(c_wrapper, None), what="c's wrapper gone")
         swarm.open_gate()
@@ -827,10 +839,12 @@ def test_a_claim_that_names_no_pid_yet(swarm, writer, claimed):
         claim = run / "slots/slot-2/gen-1/claim"
         wait_until(lambda: claim.exists() and claim.read_text().strip(), what="the second worker started")
         wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         wrapper = psutil.Process(int(claim.read_text()))
-        if writer == "gone":
+        if writer == "gone":  # with its launcher, which would see its worker's end and record it
+            launcher.kill()
             doomed = [wrapper, *wrapper.children(recursive=True)]
             for p in doomed:
                 with contextlib.suppress(psutil.NoSuchProcess):  # a `sleep 0.05` of the loop may just have ended

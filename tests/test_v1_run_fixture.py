@@ -110,9 +110,10 @@ def test_resume_ends_it_running_only_what_never_ran(swarm: Swarm, v1: Path) -> N
     assert res.code == 1, res.stderr  # tasks failed
     data = swarm.summary(v1)
     after = rows(data)
-    # gone without an exit record, nobody's kill: lost, and what waited on ``gate`` skipped
-    assert after == {**RECORDED, "gate": ("lost", None, None, "no_exit_record", 1),
-                     "hold": ("lost", None, None, "no_exit_record", 1),
+    # began, and gone without an exit record, nobody's kill, nothing of them left: they may
+    # have finished (``unknown``, never run again by itself), and what waited on ``gate`` skipped
+    assert after == {**RECORDED, "gate": ("unknown", None, None, "wrapper_lost", 1),
+                     "hold": ("unknown", None, None, "wrapper_lost", 1),
                      "later": ("succeeded", 0, None, None, 1),
                      "after-gate": ("skipped", None, None, "dependency_failed", 0)}
     new = [json.loads(line) for line in (v1 / "events.jsonl").read_text().splitlines()[before:]]
@@ -128,7 +129,7 @@ def test_resume_ends_it_running_only_what_never_ran(swarm: Swarm, v1: Path) -> N
 @pytest.mark.parametrize("ending", [False, True], ids=["running", "being-cancelled"])
 def test_resume_leaves_alone_a_stranger_that_took_a_lost_wrapper_s_pid(swarm: Swarm, v1: Path, ending: bool) -> None:
     """``gate``'s wrapper is gone; its pid, in its claim, now leads somebody else's session (a
-    reboot, pids come round). Collecting it as lost, the resumed run ended what it found in
+    reboot, pids come round). Collecting it, the resumed run ended what it found in
     that session; and when the supervisor before had begun ending it (its ``kill``), it
     carried on that ladder on the pid's process tree: a stranger's processes, both."""
     stranger = subprocess.Popen(["sh", "-c", "sleep 300 & wait"], start_new_session=True)
@@ -138,11 +139,11 @@ def test_resume_leaves_alone_a_stranger_that_took_a_lost_wrapper_s_pid(swarm: Sw
         claim = v1 / "slots/slot-1/gen-4/claim"
         claim.write_text(f"{stranger.pid}\n")
         os.utime(claim, ns=(MANIFEST["mtime_ns"]["slots/slot-1/gen-4/claim"],) * 2)
-        if ending:  # asked, not sent: the wrapper had claimed it, so it ran, and is lost
+        if ending:  # asked, not sent: the wrapper had claimed it, so it ran, and how it ended is not known
             (v1 / "slots/slot-1/gen-4/kill").write_text("cancelled_by_user\n")
         res = swarm("resume", RUN, "--output", "quiet")
         assert res.code == 1, res.stderr
-        assert rows(swarm.summary(v1))["gate"] == ("lost", None, None, "no_exit_record", 1)
+        assert rows(swarm.summary(v1))["gate"] == ("unknown", None, None, "wrapper_lost", 1)
         assert psutil.Process(member).status() != psutil.STATUS_ZOMBIE and stranger.poll() is None
     finally:
         os.killpg(stranger.pid, signal.SIGKILL)

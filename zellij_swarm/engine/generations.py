@@ -588,8 +588,12 @@ class Generations:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
-            elif lg.outlived_its_wrapper:
-                reason = "wrapper_lost"  # its worker ran on to an end nobody saw
+            elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)):
+                # its worker ran on to an end nobody saw — or began, and its wrapper was killed
+                # (``kill -9``; found gone by a resume) with nothing of it left: it ended with its
+                # wrapper, or before it, or after it with no launcher left to see it; it may
+                # have finished, and pushed (*Decision*, SPEC §5.7)
+                reason = "wrapper_lost"
             elif not session_alive:
                 reason = "multiplexer_lost"
             elif pane_exited is not None and _unstarted_in_its_pane(lg):

@@ -75,7 +75,9 @@ class HeadlessWorkers:
                                                   "restarted") for _ in requests]
         tokens = [f"{r.slot}.{r.gen.gen}" for r in requests]
         if requests:
-            self.launcher.submit([(t, r.headless_argv()) for t, r in zip(tokens, requests, strict=True)])
+            # (a Slurm step's srun, its ``prefix``, runs its wrapper on a node: no directory here)
+            self.launcher.submit([(t, "" if r.prefix else str(r.gen.dir), r.headless_argv())
+                                  for t, r in zip(tokens, requests, strict=True)])
         return [Queued(t) for t in tokens]
 
     def live_launcher(self) -> int | None:

@@ -6,7 +6,9 @@ not spend on exits and backfill. The launcher does that on the other core. Proto
 are lines; requests are fields each ended by NUL (an argument may hold a newline, never a NUL):
 
     in:  E <count> <NAME=value>...  the environment of the wrappers started from now on
-    in:  S <token> <argc> <arg>...  start argv (each of these a field)
+    in:  S <token> <dir> <argc> <arg>...  start argv (each of these a field); <dir>: the
+                                    generation directory of a local headless wrapper, or
+                                    empty (a Slurm step's srun: its wrapper is on a node)
     out: S <token> <pid>            started
          F <token> <errno> <text>   could not start
          A <pid> <worker pid>       a started wrapper died of a signal, its worker running on
@@ -26,7 +28,8 @@ POSIX_SPAWN_USEVFORK changes nothing (glibc always clones vfork-style). One thre
 all: it starts every request one read brings (a whole batch) and answers them in one write,
 then reaps the wrappers SIGCHLD says have ended — so a wrapper's start is always told before
 its end. When its input closes (the supervisor ended or died) the launcher keeps reaping
-until the last wrapper has ended, then exits: workers outlive their supervisor.
+until the last wrapper, and the last worker of a killed wrapper, has ended, then exits:
+workers outlive their supervisor.
 
 It is the *subreaper* of what it starts (``PR_SET_CHILD_SUBREAPER``): a process a worker left
 behind whose parent ended — a daemon's double fork, with ``setsid`` and ``env -i`` leaving
@@ -39,6 +42,10 @@ running, and the worker — the wrapper's own child — becomes the launcher's a
 Reaping the dead wrapper, the launcher names it (A): of its children in the wrapper's process
 group, the one that started first (what the worker forked since started after it), and
 reports its exact end (O), which is the generation's — the record its wrapper could not write.
+With no supervisor left to tell (its input closed), it writes that end in the generation's
+exit sidecar as the wrapper would have (``record_end``), so that a ``resume`` reads the
+worker's own end: the worker of a wrapper killed with its supervisor (``pkill -9 -f`` of the
+state directory's path reaches both) may finish before the resume, and nothing else saw it.
 
 Run as ``python -I -S _launcher.py``: stdlib only, and of it only built-in modules — ``_signal``
 rather than ``signal``, whose enums load ``enum`` and more: 0.8 MB of the launcher's 10 MB —
@@ -49,6 +56,7 @@ import _signal as signal  # type: ignore[import-not-found]  # (no stub) the modu
 import os
 import resource
 import select
+import stat  # (``os`` has loaded it)
 import sys
 
 if __package__:
@@ -77,6 +85,9 @@ class Wrappers:
         self.reaped: dict[int, list[tuple[int, int, int]]] = {}
         self.pending: list[bytes] = []  # fields of a request not complete yet
         self.partial = b""  # a field not complete yet
+        self.dirs: dict[int, bytes] = {}  # running wrapper pid -> its generation directory, if local
+        self.orphan_dirs: dict[int, tuple[bytes, int]] = {}  # worker pid -> (directory, its wrapper's pid)
+        self.supervised = True  # the supervisor reads the replies; False once its requests ended
 
     def take(self, chunk: bytes) -> list[bytes]:
         """Start what the requests in ``chunk`` ask for; the replies to them."""
@@ -90,7 +101,7 @@ class Wrappers:
                 out.append(b"P\n")
                 at += 1
                 continue
-            head = 3 if kind == b"S" else 2  # S <token> <argc> | E <count>
+            head = 4 if kind == b"S" else 2  # S <token> <dir> <argc> | E <count>
             if len(fields) < at + head:
                 break
             end = at + head + int(fields[at + head - 1])
@@ -99,18 +110,20 @@ class Wrappers:
             if kind == b"E":  # built once, for every wrapper until the next
                 self.env = dict(item.partition(b"=")[::2] for item in fields[at + head:end])
             else:
-                out.append(self.start(fields[at + 1], fields[at + head:end]))
+                out.append(self.start(fields[at + 1], fields[at + head:end], fields[at + 2]))
             at = end
         self.pending = fields[at:]
         return out
 
-    def start(self, token: bytes, argv: list[bytes]) -> bytes:
+    def start(self, token: bytes, argv: list[bytes], directory: bytes = b"") -> bytes:
         try:
             pid = os.posix_spawn(argv[0], argv, self.env, file_actions=STDIO, setsid=True,
                                  setsigdef=DEFAULTS, setsigmask=())
         except OSError as e:
             return b"F %s %d %s\n" % (token, e.errno or 0, (e.strerror or "").encode())
         self.running.add(pid)
+        if directory:
+            self.dirs[pid] = directory
         return b"S %s %d\n" % (token, pid)
 
     def reap(self) -> list[bytes]:
@@ -136,6 +149,7 @@ class Wrappers:
                 out += self.wrapper_ended(pid, status)
             elif pid in self.orphans:
                 self.orphans.discard(pid)
+                self.worker_ended(pid, status)
                 out.append(b"O %d %d\n" % (pid, status))
             elif fields is not None and int(fields[2]) in self.running:  # of a live wrapper's group
                 self.reaped.setdefault(int(fields[2]), []).append((int(fields[19]), pid, status))
@@ -143,6 +157,7 @@ class Wrappers:
 
     def wrapper_ended(self, pid: int, status: int) -> list[bytes]:
         reaped = self.reaped.pop(pid, [])
+        directory = self.dirs.pop(pid, None)
         if not os.WIFSIGNALED(status):
             return [b"X %d %d\n" % (pid, status)]
         worker = self.worker_of(pid, reaped)
@@ -150,10 +165,20 @@ class Wrappers:
             return [b"X %d %d\n" % (pid, status)]
         _, worker_pid, worker_status = worker
         said = [b"A %d %d\n" % (pid, worker_pid), b"X %d %d\n" % (pid, status)]
+        if directory is not None:
+            self.orphan_dirs[worker_pid] = (directory, pid)
         if worker_status is None:
             self.orphans.add(worker_pid)
             return said
+        self.worker_ended(worker_pid, worker_status)
         return [*said, b"O %d %d\n" % (worker_pid, worker_status)]
+
+    def worker_ended(self, worker: int, status: int) -> None:
+        """A killed wrapper's worker ended: with no supervisor to tell, its end is written
+        where its wrapper would have written it (``record_end``)."""
+        directory, wrapper = self.orphan_dirs.pop(worker, (None, 0))
+        if directory is not None and not self.supervised:
+            record_end(directory, wrapper, status)
 
     def worker_of(self, wrapper: int, reaped: list[tuple[int, int, int]]) -> tuple[int, int, int | None] | None:
         """The worker a wrapper killed from outside left — its own child, this launcher's
@@ -165,6 +190,32 @@ class Wrappers:
         ours = [pid for pid in children() if pid not in self.running and pid not in self.orphans]
         live = first_started(ours, lambda fields: int(fields[2]) == wrapper)
         return min([*reaped, *([(*live, None)] if live else [])], default=None)
+
+
+def record_end(directory: bytes, wrapper: int, status: int) -> None:
+    """Write a worker's end (its wait ``status``) in its generation's exit sidecar, as its
+    wrapper (pid ``wrapper``, killed) would have: its code, 128 + n for a death by signal n.
+    Only while the claim is still that wrapper's — a generation that was folded has none, and
+    its directory may be another's by now — and the sidecar empty (a shell's is there,
+    emptied), and never through a link. Any failure leaves the end unrecorded, as before."""
+    code = os.waitstatus_to_exitcode(status)
+    try:
+        claim = os.open(directory + b"/claim", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if os.read(claim, 64).strip() != b"%d" % wrapper:
+                return
+        finally:
+            os.close(claim)
+        fd = os.open(directory + b"/exit", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o644)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.write(fd, b"%d\n" % (code if code >= 0 else 128 - code))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def send(fd: int, lines: list[bytes]) -> None:
@@ -189,7 +240,7 @@ def main() -> None:
     poller.register(requests, select.POLLIN)
     poller.register(woken, select.POLLIN)
     reading = True
-    while reading or wrappers.running:
+    while reading or wrappers.running or wrappers.orphans:
         lines = []
         ready = {fd for fd, _ in poller.poll()}
         if requests in ready:
@@ -197,7 +248,7 @@ def main() -> None:
                 lines += wrappers.take(chunk)
             else:
                 poller.unregister(requests)
-                reading = False
+                reading = wrappers.supervised = False
         if woken in ready:
             os.read(woken, 4096)  # one byte per SIGCHLD; any left over wakes the next poll
             lines += wrappers.reap()

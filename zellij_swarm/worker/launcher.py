@@ -98,14 +98,16 @@ class Launcher:
     def fileno(self) -> int:
         return self._rep_r
 
-    def submit(self, requests: list[tuple[str, tuple[str, ...]]]) -> None:
-        """Queue wrappers to start: (token, argv). A launcher that died takes nothing; its
-        loss shows on the reply pipe."""
+    def submit(self, requests: list[tuple[str, str, tuple[str, ...]]]) -> None:
+        """Queue wrappers to start: (token, generation directory, argv) — the directory of a
+        local headless wrapper, where the launcher records its worker's end should the wrapper
+        be killed with no supervisor left to tell; empty for any other. A launcher that died
+        takes nothing; its loss shows on the reply pipe."""
         if self.lost:
             return
         self.submitted += len(requests)
-        self._write("".join(f"S\0{token}\0{len(argv)}\0" + "\0".join(argv) + "\0"  # (an argv is never empty)
-                            for token, argv in requests).encode("utf-8", "surrogateescape"))
+        self._write("".join(f"S\0{token}\0{directory}\0{len(argv)}\0" + "\0".join(argv) + "\0"  # (argv: never empty)
+                            for token, directory, argv in requests).encode("utf-8", "surrogateescape"))
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
