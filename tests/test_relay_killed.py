@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from swarmtest import Running, backend_args, run_processes, wait_until
+from swarmtest import GATE, Running, backend_args, run_processes, wait_until
 
 
 def _relay(run_id: str) -> psutil.Process:
@@ -54,6 +54,34 @@ def test_a_killed_relay_leaves_no_worker_that_ignores_the_hangup(swarm, backend,
     assert rows["next"]["status"] == "succeeded"
     assert [w for w in swarm.summary()["warnings"] if w["code"] == "process_left_behind"] == []
     assert not (r.run / "slots/slot-1/gen-1/worker-session").exists()
+
+
+@pytest.mark.parametrize("backend", ["zellij-0.45.0"])
+def test_a_relay_killed_as_it_drains_an_ended_worker_s_terminal_keeps_the_worker_s_end(swarm, backend, request):
+    """The relay drains its worker's terminal after the worker exits, then exits with the
+    worker's status. ``kill -9`` of it in that drain: the wrapper recorded the relay's death,
+    137, as the worker's — finished work ``failed``, and retried (an adversary: 10 of 24
+    tasks, real Zellij). The relay marks the worker's end with its code as it sees it: that
+    code stands, and nothing runs twice. (A process the worker left holding its terminal
+    keeps the drain going while it writes.)"""
+    ledger = swarm.cwd / "ledger"
+    writer = "(trap '' HUP; while :; do echo tick || exit; sleep 0.01; done) &"
+    swarm.write("s.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "a"\nretries = 1\n'
+                          f'cmd = "{writer} {GATE}; echo done >> {ledger}; exit 0"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        relay = _relay(r.run.name)
+        ended = r.run / "slots/slot-1/gen-1/worker-ended"
+        swarm.open_gate()
+        wait_until(lambda: ended.exists() and ended.read_text().endswith("\n"), interval=0.002,
+                   what="the worker's end marked")
+        relay.kill()
+        assert r.proc.wait(timeout=60) == 0
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1), row
+    assert ledger.read_text() == "done\n"
 
 
 def _running(p: psutil.Process) -> bool:

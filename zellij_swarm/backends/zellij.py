@@ -98,8 +98,10 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + (
     f' --record "$_zsw_d/{generation_files.RELAY_RECORD}" --ended "$_zsw_d/{generation_files.WORKER_ENDED}"'
     ' "$_zsw_d/output.log"')
-RELAY_END = (f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {quoting.shell_line(PTY_RELAY)} '
-             f'--end "$_zsw_d/{generation_files.RELAY_RECORD}"')
+# (the worker's code, when it had ended before its relay was killed: ``_ptyrelay.end_session``)
+RELAY_END = (f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {{ _zsw_w=$({quoting.shell_line(PTY_RELAY)} '
+             f'--end "$_zsw_d/{generation_files.RELAY_RECORD}" "$_zsw_d/{generation_files.WORKER_ENDED}") && '
+             '[ -n "$_zsw_w" ] && _zsw_rc=$_zsw_w; }')
 _FOREVER = "2147483647"
 _HOLD_EXEC_WAIT = 2.0  # seconds: between a wrapper's look for the released mark and its exec
 

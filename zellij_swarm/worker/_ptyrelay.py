@@ -37,8 +37,10 @@ session leader on a terminal of its own, may ignore the hang-up the terminal's e
 it would run on unrecorded while its slot runs the next task. So with ``--record FILE`` the
 relay writes the worker's pid and session to FILE before the worker starts (the forked child
 waits for it), and removes FILE once it has the worker's status. FILE left behind means the
-relay died first: ``_ptyrelay.py --end FILE``, which the wrapper runs before it records the
-exit, kills every process of that session and waits until they are gone. A session's id is
+relay died first: ``_ptyrelay.py --end FILE ENDED``, which the wrapper runs before it
+records the exit, kills every process of that session and waits until they are gone — and
+says the worker's code when the relay had marked its end (``--ended``): a relay killed in its
+drain is no death of the worker's. A session's id is
 never reused while a process of it lives, so nothing else is killed.
 """
 
@@ -168,9 +170,23 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
     return pid, master, held
 
 
-def end_session(record: str) -> None:
+def end_session(record: str, ended: str | None = None) -> None:
     """``--end``: kill every process of the session ``record`` names, wait (up to
-    ``END_WAIT``) until none runs, then remove the record."""
+    ``END_WAIT``) until none runs, then remove the record — and print the worker's code
+    where its end was marked (``mark_ended``, in ``ended``): the relay was killed while it
+    drained the terminal of a worker that had ended, whose code then stands, not the relay's
+    death (a Zellij pane's worker that exited 0 was recorded 137 and ran again)."""
+    if ended is not None:
+        try:
+            fd = os.open(ended, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                code = os.read(fd, 16).strip()
+            finally:
+                os.close(fd)
+            if code.isdigit():
+                write_all(1, code + b"\n")  # (the relay exits by ``os._exit``: nothing buffered)
+        except OSError:
+            pass
     try:
         with open(record, "rb") as f:
             session = int(f.read().split()[1])
@@ -193,13 +209,27 @@ def end_session(record: str) -> None:
     os.unlink(record)
 
 
-def mark_ended(path: str) -> None:
-    """The worker's end, as a file's time (a full disk, or its directory gone, leaves none:
-    the wrapper's record of the exit then stands alone)."""
+def mark_ended(path: str, status: int) -> None:
+    """The worker's end, as a file's time, and its code (``exit_code``) in it: should the
+    relay be killed in its drain, its own death is not the worker's end (``end_session``).
+    A full disk, or its directory gone, leaves none: the wrapper's record of the exit then
+    stands alone."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"%d\n" % exit_code(status))
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+def exit_code(status: int) -> int:
+    """A wait status as a shell says it: its code, or 128 + N for a death by signal N."""
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
 
 
 def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None = None) -> int:
@@ -221,7 +251,7 @@ def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None
                 status, quiet_until = st, time.monotonic() + DRAIN
                 given_up_at = time.monotonic() + DRAIN_LIMIT
                 if ended is not None:
-                    mark_ended(ended)
+                    mark_ended(ended, st)
         watched = [master, wake_r] + ([0] if stdin_open else [])
         timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
@@ -283,8 +313,8 @@ def raw(attrs: list[Any]) -> list[Any]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--end"] and len(argv) == 2:
-        end_session(argv[1])
+    if argv[:1] == ["--end"] and len(argv) in (2, 3):
+        end_session(*argv[1:])
         return 0
     record = ended = None
     if argv[:1] == ["--record"]:
@@ -292,7 +322,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--ended"]:
         ended, argv = argv[1], argv[2:]
     if len(argv) < 2:
-        sys.stderr.write("usage: _ptyrelay.py [--record FILE] [--ended FILE] LOG CMD... | _ptyrelay.py --end FILE\n")
+        sys.stderr.write("usage: _ptyrelay.py [--record FILE] [--ended FILE] LOG CMD... | "
+                         "_ptyrelay.py --end FILE [ENDED]\n")
         return 2
     log = Log(argv[0])
     on_tty = os.isatty(0)
@@ -356,8 +387,7 @@ def main(argv: list[str]) -> int:
             os.unlink(record)  # the worker's status is known: nothing of it is left to end
         except FileNotFoundError:  # its directory removed by the worker: the status still is its
             pass
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
+    return exit_code(status)
 
 
 if __name__ == "__main__":
