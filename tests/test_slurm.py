@@ -178,9 +178,9 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     full("scancel QUIT", "zellij", ("failed", None, 128 + signal.SIGQUIT)),
     full("scancel ALRM", "tmux", ("failed", None, 128 + signal.SIGALRM)),
     full("scancel KILL", "headless", ("cancelled", "executor_cancelled", ...)),  # Slurm takes it for a cancel
-    # the step ends without its record (the worker lives on: proctrack/linuxproc, which
-    # slurm-local uses, loses an orphan; the end-of-run sweep ends it)
-    ("kill -9 the wrapper", "headless", ("lost", "no_exit_record", None)),
+    # the step ends without its record, and its worker may live on (proctrack/linuxproc, which
+    # slurm-local uses, loses an orphan; the end-of-run sweep ends it here): it is not run again
+    ("kill -9 the wrapper", "headless", ("unknown", "wrapper_lost", None)),
     # srun's process left behind ends the job, and Slurm records a cancel: no cancel from
     # outside, but a process of the run killed from outside, as the wrapper above (it was
     # `cancelled (executor_cancelled)`, never run again)
@@ -1303,6 +1303,25 @@ def test_a_cancel_from_outside_is_told_from_slurms_own_in_sruns_words(said: str,
     assert slurm_cli.cancelled_from_outside(said) is outside
 
 
+@pytest.mark.parametrize(("said", "killed"), [
+    ("srun: error: n1: task 0: Killed\n", True),  # `kill -9` of the wrapper on its node
+    ("srun: error: n1: task 0: Terminated\n", True),
+    ("srun: error: n1: task 0: Exited with exit code 143\n", False),  # the wrapper exited: its worker ended
+    ("", False),  # srun said nothing (killed itself): nothing says the wrapper died of a signal
+    ("slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-05T11:44:31 ***\n"
+     "srun: error: n1: task 0: Terminated\n", False),  # a cancel
+    ("slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-12-05T11:44:31 DUE TO TIME LIMIT ***\n"
+     "srun: error: n1: task 0: Killed\n", False),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=12.0. Some of the step tasks have been OOM Killed.\n"
+     "srun: error: n1: task 0: Out Of Memory\n", False),
+    ("srun: error: Node failure on n2\nsrun: error: n2: task 0: Killed\n", False),
+])
+def test_a_wrapper_killed_from_outside_is_told_from_slurms_own_in_sruns_words(said: str, killed: bool) -> None:
+    """srun says its task, the step's wrapper, died of a signal, and nothing of Slurm's hand:
+    the wrapper was killed from outside, and its worker may run on (``wrapper_lost``)."""
+    assert remote.wrapper_killed(said) is killed
+
+
 @pytest.mark.parametrize(("said", "code", "expected"), [
     ("JobId=7 JobName=zsw.r.t1.1.1 JobState=FAILED Reason=None", 0, "FAILED"),
     ("JobId=7 JobName=someone.else JobState=RUNNING", 0, None),  # the id issued again
@@ -1670,3 +1689,48 @@ def test_a_step_whose_node_failed_while_its_worker_runs_on_is_unknown_and_not_ru
         subprocess.run([sys.executable, str(SLURM_LOCAL), "node-up", "n2", "--dir", slurm_dir], timeout=60)
         subprocess.run(["scontrol", "update", "nodename=n2", "state=resume"], env=env, capture_output=True,
                        timeout=30)
+
+
+@pytest.mark.parametrize(("alloc", "resumed"), [(False, False), (True, False), full(False, True)],
+                         ids=["own-job", "slurm-alloc", "supervisor-killed-too"])
+def test_a_steps_wrapper_killed_while_its_worker_runs_on_is_unknown_and_not_run_again(
+        swarm: Swarm, cluster: dict[str, str], alloc: bool, resumed: bool) -> None:
+    """``kill -9`` of a step's wrapper alone (srun's task on the node) while its worker runs:
+    the worker, reparented, leaves the step — proctrack/linuxproc, which slurm-local uses, does
+    not end it, nor does anything where a worker left the step's cgroup — and runs on after
+    Slurm let the step go. It was `lost (no_exit_record)` (in the run's allocation, `lost
+    (executor_lost)`) and, with a retry left, ran again beside itself (an adversary, 5 in 5,
+    with its supervisor alive and killed then resumed). A wrapper that claimed its generation
+    and died of a signal neither ours nor Slurm's (its job's state and srun's words show no hand
+    of Slurm's) may have left its worker running: `unknown (wrapper_lost)`, with a warning,
+    never run again by itself."""
+    import psutil
+
+    env = clean_env(**cluster)
+    swarm.write("w.toml", '[[task]]\nname = "agent"\nretries = 2\n'
+                          'cmd = \'echo "$$" >> ledger; sleep 8; echo done >> ledger\'\n')
+    flags = ["--slurm-alloc"] if alloc else []
+    ledger = swarm.cwd / "ledger"
+    try:
+        with headless(swarm, "w.toml", env, *flags) as r:
+            assert r.run is not None
+            wrapper = running_worker(r.run, "sleep")
+            wait_until(lambda: ledger.exists(), timeout=30, what="the worker's start")
+            if resumed:
+                r.killed()
+            os.kill(wrapper, signal.SIGKILL)
+            code = swarm("resume", r.run.name, "--output", "quiet", env=env, timeout=90).code if resumed else \
+                r.proc.wait(timeout=90)
+        got = swarm.tasks()["agent"]
+        assert (got["status"], got.get("reason"), got["attempts"]) == ("unknown", "wrapper_lost", 1), got["history"]
+        assert code == 1
+        starts = [line for line in ledger.read_text().split() if line != "done"]
+        assert len(starts) == 1, f"one start: never run again, not {starts}"
+        assert [w["code"] for w in swarm.summary()["warnings"]].count("wrapper_lost") == 1, swarm.summary()["warnings"]
+        retried = swarm("retry", swarm.latest().name)
+        assert retried.code == 2 and "unknown" in retried.stderr, retried.stderr
+        wait_until(lambda: [q for q in queue(cluster) if f"zsw.{swarm.latest().name}." in q] == [], timeout=60,
+                   what=f"nothing of the run in the queue, not {queue(cluster)}")
+    finally:
+        with contextlib.suppress(FileNotFoundError, ValueError, IndexError, psutil.Error):
+            psutil.Process(int(ledger.read_text().split()[0])).kill()  # the worker's shell, if it runs on

@@ -691,6 +691,12 @@ class Generations:
             self._warn(reason, f"slurm: the node{' ' + lg.node if lg.node else ''} of task {lg.task.name!r} failed "
                                "while it ran (Slurm lost its slurmd), and nothing says its worker ended: it may still "
                                "run there; not run again (retry --unknown runs it)", lg.task)
+        if reason == "wrapper_lost":
+            lg.read_step()
+            self._warn(reason, f"slurm: the wrapper of task {lg.task.name!r} was killed"
+                               f"{' on ' + lg.node if lg.node else ''} by a signal neither the run nor Slurm sent, "
+                               "before it recorded its worker's end: its worker may run on where Slurm does not see "
+                               "it; not run again (retry --unknown runs it)", lg.task)
         if rec is None:
             self._classify(lg, None, None, session_alive=True, missing=reason)
         else:

@@ -24,7 +24,9 @@ wrapper runs as a job step, possibly on another host.
   ``task.LOST_RERUNS`` times a task (a node that keeps failing then uses attempts like any
   fault). So is a step whose own job had an id another step of the run held meanwhile (a
   controller that forgot that one's job issued its id again, and Slurm ended the new job for
-  the old step's sake: ``_ids_held_meanwhile``). A code the worker exited with stands.
+  the old step's sake: ``_ids_held_meanwhile``). A wrapper that died of a signal neither ours
+  nor Slurm's may have left its worker running past the step: ``wrapper_lost``, unknown, never
+  run again by itself (``_killed_wrapper_end``). A code the worker exited with stands.
 - **Ending**: SIGTERM to the worker on its node (``step_signal``, run beside the step: it says
   whether the worker was running and had a handler for it — the outcome rule), or, when that
   cannot be said there, ``scancel --signal=TERM`` of the step (the wrapper and worker run their
@@ -47,6 +49,7 @@ import collections
 import contextlib
 import functools
 import os
+import re
 import signal
 import subprocess
 import time
@@ -224,6 +227,19 @@ def srun_refused(gen: generation_files.GenPaths) -> bool:
     wait for it to be listed (``SUBMIT_GRACE``) or for its sidecar (``SIDECAR_GRACE``)."""
     said = srun_said(gen, 4096)
     return any(f"srun: error: {words}" in said for words in _REFUSED)
+
+
+# srun's word of its task — the wrapper — ended by a signal ("srun: error: n1: task 0: Killed"),
+# and words of Slurm's own hand in a step's end: slurmstepd's (a cancel, a time limit, an
+# oom-kill), a node that failed, a preemption
+_TASK_SIGNALLED = re.compile(r": task \d+: (?!Exited with exit code)")
+_SLURMS_END = re.compile(r"slurmstepd|CANCELLED|DUE TO|oom[-_ ]?kill|Out Of Memory|Node failure|[Pp]reempt")
+
+
+def wrapper_killed(said: str) -> bool:
+    """Whether srun's words (``said``) say that its task, the step's wrapper, died of a signal,
+    and nothing says Slurm sent it: the wrapper was killed from outside."""
+    return bool(_TASK_SIGNALLED.search(said)) and not _SLURMS_END.search(said)
 
 
 def srun_error(gen: generation_files.GenPaths) -> str:
@@ -727,8 +743,8 @@ class SlurmExecutor:
             own_job = step.split(".")[0] if step and self.allocation is None else None
             if cancelled and own_job not in held_meanwhile:
                 return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
-            if own_job is None:
-                return unknown  # never listed, or inside the allocation: no job state of its own to read
+            if own_job is None:  # never listed, or inside the allocation: no job state of its own to read
+                return unknown if recorded_signal or ours else self._killed_wrapper_end(lg, unknown)
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(own_job, name, running_settles=lg.step_left_job)  # (empty: it stays so)
@@ -744,7 +760,8 @@ class SlurmExecutor:
                 return self._forgotten_job_end(lg, recorded_signal)
             if cancelled:
                 return "executor_cancelled"
-            return by_end_state(state, verdict)
+            verdict = by_end_state(state, verdict)
+            return self._killed_wrapper_end(lg, verdict) if verdict == "no_exit_record" and not ours else verdict
 
         def by_end_state(state: str | None, otherwise: str | None) -> str | None:
             """The step's end from the end state of its job, or of its allocation: Slurm
@@ -781,6 +798,24 @@ class SlurmExecutor:
         if lg.pane is None:
             return "executor_lost" if slurm.ended_by_slurm(said) else None
         return "executor_lost" if slurm.slurm_hand_shown(said) else "job_forgotten"
+
+    def _killed_wrapper_end(self, lg: LiveGen, otherwise: str | None) -> str | None:
+        """How a step whose wrapper recorded nothing ended, when Slurm's state of it says no
+        more than that (off the loop): its job failed or completed, or it ran in the run's
+        allocation, which lives on. One whose wrapper claimed its generation and then died of
+        a signal — srun says its task did (``wrapper_killed``) — that was not ours (no kill of
+        the run's) nor Slurm's (no time limit, cancel, memory or node of Slurm's in its state
+        or its words) was killed from outside (``kill -9``, the OOM killer), and its worker
+        may run on: a process reparented as its wrapper dies leaves what Slurm tracks of the
+        step (proctrack/linuxproc; a worker that left the step's cgroup), and ends with nothing
+        Slurm does. ``wrapper_lost``, unknown, never run again by itself — as on this machine
+        when nobody sees the worker's end (*Decision*: it was `lost (no_exit_record)` and, with
+        a retry left, ran again beside itself). Otherwise ``otherwise``. Asked only of a step
+        no kill of ours was asked for."""
+        claim = generation_files.claim_or_planted(lg.gen)
+        if claim is None or claim.by_supervisor or not wrapper_killed(self._step_end_said(lg)):
+            return otherwise
+        return "wrapper_lost"
 
     def _cancelled_from_outside(self, lg: LiveGen) -> bool:
         """Whether the step was cancelled from outside (off the loop): slurmstepd says so in
