@@ -135,6 +135,9 @@ class Work:
     # while the state directory is full (``rundir.unwritable``, which a test patches), its wrapper
     # creates its claim but cannot write its pid into it, and exits 0 having run nothing
     claim_fails_when_full: bool = False
+    # while the state directory is full, its wrapper claims the generation (its pid written) and
+    # can write nothing more — no start, no exit — and ends at ``after``: it ran, nobody saw how
+    silent_when_full: bool = False
     spawn_error: str | None = None  # the launcher cannot start its wrapper (NotStarted)
     cwd_missing: bool = False  # the wrapper finds no cwd: ``- cwd_missing``, status 1
     output_every: float | None = None  # prints a line this often (the idle watchdog's input)
@@ -406,10 +409,13 @@ class FakeWrapper:
         if not self._write("claim", f"{self.pid}\n", append=False, exclusive=not self.claimed):
             self.end_helper()
             return False
-        pane = json.dumps(self.pane_id) if self.pane_id is not None else "null"
-        self._write("heartbeat.jsonl", f'{{"event":"started","pid":{self.pid},"pane_id":{pane}}}\n')
         self.running = self.ran = True
         w = self.work
+        if w.silent_when_full and rundir.unwritable(self.gen.dir):
+            self.world.after(w.after, lambda: self._ended(w.code << 8))
+            return True
+        pane = json.dumps(self.pane_id) if self.pane_id is not None else "null"
+        self._write("heartbeat.jsonl", f'{{"event":"started","pid":{self.pid},"pane_id":{pane}}}\n')
         if w.cwd_missing:
             self.world.after(0.0, lambda: self.exit(1, sidecar="- cwd_missing"))
             return True

@@ -6,13 +6,16 @@ The same end to end on a real filled filesystem: tests/test_faults.py."""
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 from harness import Harness, Mux, Work, task
 
 from zellij_swarm import exc
 from zellij_swarm.commands import run as run_command
 from zellij_swarm.engine import room
-from zellij_swarm.records import rundir
+from zellij_swarm.records import generation_files, rundir
 
 
 @pytest.fixture
@@ -50,6 +53,31 @@ def test_a_pane_worker_whose_end_nobody_saw_is_unknown_and_not_retried(full):
     assert r.summary["counts"]["unknown"] == 1
     with pytest.raises(exc.UsageError, match="1 task\\(s\\) of unknown outcome and no other to retry"):
         run_command.retry_selection(r.summary, [task("a")], [], "run")
+
+
+def test_a_pane_wrapper_that_could_write_nothing_but_its_claim_is_collected_while_the_disk_stays_full(
+        full, monkeypatch):
+    """A pane's wrapper claimed its generation, then could write no start and no exit (the
+    disk full), and ended. At its heartbeat deadline the supervisor's own claim — a draft
+    first — found no room either, and the look was made again every second without ever
+    asking whether the claimant still lived: the run never ended while the disk stayed full
+    (an adversary: tmux, 3 in 3, once for 12 minutes). The claim is the wrapper's, so its end
+    is looked for, and nobody saw how it ran: ``unknown``."""
+    install = generation_files._install_supervisor_claim
+
+    def no_room(gen, how):
+        if full["full"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return install(gen, how)
+
+    monkeypatch.setattr(generation_files, "_install_supervisor_claim", no_room)
+    monkeypatch.setattr(room, "FULL_GIVE_UP", 1e6)  # the disk stays full: the run does not give up
+    with Harness(works={"a": (Work(after=1, silent_when_full=True),)}, mux=Mux()) as h:
+        h.world.at(30, lambda: full.update(full=False))
+        r = h.run([task("a", retries=2)])
+    a = r.tasks["a"]
+    assert (a.status, a.reason, a.attempts) == ("unknown", "state_dir_error", 1)
+    assert r.at("worker_failed a") < 30  # not once there was room again
 
 
 def test_retry_leaves_unknown_tasks_unless_asked(full):

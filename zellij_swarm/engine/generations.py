@@ -332,10 +332,15 @@ class Generations:
         except OSError as e:
             if self._collected_if_removed(lg):
                 return
-            # no room for our claim: the pane's fate is decided once there is
-            self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
-            lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
-            return
+            if not generation_files.claimed_by_wrapper(lg.gen):
+                # no room for our claim: the pane's fate is decided once there is
+                self._records_unwritable(f"cannot write the claim of {lg.gen.dir}: {e.strerror}", lg.task)
+                lg.deadlines.append(self.timers.after(ROOM_RECHECK, lambda: self._heartbeat_deadline(lg)))
+                return
+            # The pane claimed it, and wrote no start (a full disk): ours, a draft first, needed
+            # room it did not — re-armed while the disk stayed full, the claimant's end was never
+            # looked for, and the run never ended (an adversary: tmux, 3 in 3)
+            taken = False
         if not taken:
             # The pane claimed it: its heartbeat is on the way — unless the claimant is gone.
             # (One gone before it wrote its pid ran nothing: its claim was taken over above.)
