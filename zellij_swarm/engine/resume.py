@@ -407,12 +407,16 @@ def _inspect(gen: GenPaths, task_id: str, attempt: int, recorded: dict[str, Any]
     # whole directory is gone, which dispatch made before the log named it: the claim, or the
     # directory, was removed — by its worker (``rm -rf``, ``git clean``), or by a fold whose
     # outcome the log lost. It ran: never unstarted, never taken over and run again.
-    removed = gs.exit is None and claim is None and not slurm and (launch is not None or not gen.dir.is_dir())
+    # An empty claim with that start is the same (its pid is written before the start): the
+    # claim was emptied — taken for one whose wrapper died before writing it, the task ran
+    # again beside its first worker (an adversary, 2 in 2).
+    removed = gs.exit is None and (claim is None or claim.unwritten) and not slurm and (
+        launch is not None or not gen.dir.is_dir())
     if removed:
         gs.pid = found = procs.wrapper_process(gen)
         if found is None and launch is not None:
             gs.pid = launch["pid"]
-    if gs.exit is None and claim is not None and (claim.unwritten or claim.by_supervisor):
+    if not removed and gs.exit is None and claim is not None and (claim.unwritten or claim.by_supervisor):
         # created, its pid not written yet: its wrapper writes it now, or died before it ran
         # anything — then no process runs the wrapper, and the generation stays unstarted.
         # Taken by the supervisor, it may have been handed to a wrapper started ``claimed``,
