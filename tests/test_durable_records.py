@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from swarmtest import GATE, full, kill_run_processes
+from swarmtest import GATE, full, kill_run_processes, wait_until
 
 from zellij_swarm import Swarm, Task
 from zellij_swarm.records import generation_files, rundir
@@ -130,6 +130,41 @@ def test_a_run_killed_before_it_recorded_itself_is_named_and_pruned(swarm, ended
     assert res.code == 0 and f"removed run {unstarted.name}" in res.stdout, res
     assert f"skipped run {damaged.name}: its run record (run.json) is missing" in res.stdout, res
     assert damaged.exists() and not unstarted.exists()
+
+
+@pytest.mark.parametrize("gone", ["empty", "missing"])
+def test_an_interrupted_run_whose_snapshot_is_gone_is_not_read_as_one_that_started_nothing(swarm, gone):
+    """An interrupted run whose state.json is empty (a crash as it was written) or missing:
+    its readers took it for a run before its first snapshot — ``status`` said "1 pending"
+    and listed no running task, ``logs`` had no such task (an adversary, 4 in 4). Its running
+    tasks are in no other record but the event log: each reader says so in one line, and
+    ``resume`` rebuilds it, running each task once."""
+    swarm.write("t.toml", "".join(f'[[task]]\nname = "{n}"\ncmd = "{GATE}; echo {n} >> ledger"\n' for n in "ab")
+                + '[[task]]\nname = "c"\ncmd = "echo c >> ledger"\nafter = ["a"]\n')
+    proc = swarm.popen("run", "t.toml", "-j", "2", "--output", "quiet")
+    run = swarm.started()
+    try:
+        wait_until(lambda: len(list(run.glob("slots/slot-*/gen-1/claim"))) == 2, what="two tasks running")
+        wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them")
+        proc.kill()
+        proc.wait(timeout=10)
+        if gone == "empty":
+            (run / "state.json").write_bytes(b"")
+        else:
+            (run / "state.json").unlink()
+        for command in (("status", run.name), ("logs", run.name, "a")):
+            res = swarm(*command)
+            _one_line_error(res)
+            assert res.code == 1 and "state.json" in res.stderr and "resume" in res.stderr, res
+        swarm.open_gate()
+        res = swarm("resume", run.name, "--output", "quiet")
+        assert res.code == 0, res
+        assert sorted((swarm.cwd / "ledger").read_text().split()) == ["a", "b", "c"]
+        assert {t["name"]: t["status"] for t in json.loads(swarm("status", "--json", run.name).stdout)["tasks"]} \
+            == {"a": "succeeded", "b": "succeeded", "c": "succeeded"}
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
 
 
 def test_a_running_run_whose_state_json_is_damaged_can_be_seen_and_cancelled(swarm):

@@ -83,9 +83,27 @@ def _latest_snapshot(run: RunPaths) -> dict[str, Any]:
             except FileNotFoundError:
                 continue
         else:
-            snap = _before_any_snapshot(run)
+            snap = _before_any_snapshot(run)  # (a damaged run.json is said first)
+            if _started_tasks(run):
+                # Its snapshot (a zero-length one: a crash as it was written, or a hand) held
+                # its running tasks, which its rows file does not: read as a run before its
+                # first snapshot, an interrupted run showed them as never started, and nothing
+                # of them to ``logs`` (an adversary). Said instead; ``_instead_of_damaged``
+                # reads it so while its supervisor lives, which writes it again.
+                raise DamagedRecord(f"{run.state}: missing or empty, though the run started tasks (its event log "
+                                    "says so); it cannot be read — `resume` rebuilds it from the event log")
     _check_shape(snap, run)
     return snap
+
+
+def _started_tasks(run: RunPaths) -> bool:
+    """The run's event log names a reservation: it started tasks. (Its first lines: the
+    first batch is reserved as the run starts.)"""
+    try:
+        with open(run.events, "rb") as f:
+            return b'"event":"slot_reserved"' in f.read(1 << 20)
+    except OSError:
+        return False
 
 
 def _rows_file_holds(run: RunPaths, rows: dict[str, Any]) -> bool:
