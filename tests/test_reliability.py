@@ -729,12 +729,14 @@ def test_a_worker_whose_wrapper_died_with_its_supervisor_and_that_finished_befor
     assert ledger.read_text().split() == ["start", "done"]
 
 
-def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that_died_first(swarm):
+@pytest.mark.parametrize("claim", ["emptied", "removed"])
+def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that_died_first(swarm, claim):
     """``kill -9`` of the supervisor, its launcher and a wrapper while its worker runs on, and
     the claim emptied: ``resume`` took it for the claim of a wrapper killed before it wrote
     its pid (before it ran anything) and ran the task again beside the first worker (an
     adversary, 2 in 2). The wrapper wrote its start, after its pid: it ran. Its worker is
-    followed to its end, which nobody saw: ``unknown``, run once."""
+    followed to its end, which nobody saw: ``unknown``, run once. The claim removed: the
+    worker was not followed but recorded at once, and the run's end killed it (2 in 2)."""
     ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
     with Running(swarm, "s.toml", "--output", "quiet") as r:
         assert r.run is not None
@@ -743,7 +745,8 @@ def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that
         r.killed()
         launcher.kill()
         wrapper.kill()
-        (r.run / "slots/slot-1/gen-1/claim").write_text("")
+        path = r.run / "slots/slot-1/gen-1/claim"
+        path.write_text("") if claim == "emptied" else path.unlink()
         resumed = swarm.popen("resume", r.run.name, "--output", "quiet")
         try:
             wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
@@ -754,7 +757,8 @@ def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that
             resumed.kill()
         assert run_processes(r.run.name) == []
     row = swarm.tasks()["a"]
-    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    reason = "wrapper_lost" if claim == "emptied" else "records_removed"
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", reason, 1), row
     assert ledger.read_text().split() == ["start", "done"]
 
 

@@ -494,7 +494,8 @@ class Generations:
             return None
         if lg.worker_pid is None and lg.kill_sent_at is not None:
             return None  # the kill's: a signal of ours reached it before
-        if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen):
+        if generation_files.ended_at(lg.gen) is not None or not (
+                generation_files.claimed_by_wrapper(lg.gen) or _began(lg.gen)):  # (its claim removed since)
             return None
         if lg.worker_pid is not None:
             return lg.worker_pid
