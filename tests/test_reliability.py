@@ -760,6 +760,49 @@ def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that
     reason = "wrapper_lost" if claim == "emptied" else "records_removed"
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", reason, 1), row
     assert ledger.read_text().split() == ["start", "done"]
+def _second_stage(leader: int) -> psutil.Process:
+    """The wrapper's second stage of a pane whose leader is ``leader`` (its child)."""
+    return next(p for p in psutil.Process(leader).children() if "restored" in command_line(p))
+
+
+@pytest.mark.parametrize("backend,supervisor", [
+    ("tmux", "lives"), ("tmux", "killed"), ("real-zellij", "lives"), full("real-zellij", "killed"),
+])
+def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_followed(
+        swarm, backend, supervisor, request):
+    """``kill -9`` of a pane's leader and of its wrapper's second stage (and of the supervisor,
+    then ``resume``) while the worker ignores the hang-up and runs on: nothing records its
+    end. The task was ``lost (no_exit_record)`` at once, the worker sent the ladder's SIGTERM,
+    and the task ran again (an adversary, 4 in 4 tmux, 3 in 3 Zellij). Nobody closed the pane
+    (no hang-up mark): as headless, the worker is followed to its end, which nobody sees —
+    ``unknown (wrapper_lost)``, never killed nor run again by itself (SPEC §5.7)."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        leader = psutil.Process(running_worker(r.run, "sleep"))
+        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
+        stage = _second_stage(leader.pid)
+        if supervisor == "killed":
+            r.killed()
+        leader.kill()
+        stage.kill()
+        resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env) if supervisor == "killed" else None
+        try:
+            wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+            time.sleep(1.5)  # a ladder would have reached the worker by now (kill_grace 1s)
+            assert ledger.read_text().split() == ["start"]
+            (swarm.cwd / "go").touch()
+            assert (resumed or r.proc).wait(timeout=60) == 1
+        finally:
+            if resumed is not None:
+                resumed.kill()
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+    assert '"event":"kill_sent"' not in (r.run / "events.jsonl").read_text()
+    assert swarm.tasks()["b"]["status"] == "succeeded"
 
 
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------

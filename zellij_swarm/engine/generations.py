@@ -117,6 +117,9 @@ class Generations:
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
         self._lost_said = False  # the session's loss has been told
         self._leader_kills: dict[str, int] = {}  # task id -> its pane leaders killed before its start
+        # a pane generation whose leader and wrapper are gone while something of it runs on
+        # (``_left_in_its_pane``) -> whether its session's answer is still on its way
+        self._pane_left_asked: dict[Path, bool] = {}
 
     def launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
@@ -405,6 +408,16 @@ class Generations:
         if not lg.outlived_its_wrapper and (worker := self._left_by_killed_wrapper(lg, wait_status)) is not None:
             self._await_worker(lg, wait_status, worker)
             return
+        if not lg.outlived_its_wrapper and (asked := self._pane_left_asked.get(lg.gen.dir)) is not False:
+            if asked:
+                return  # whether its session lives is being asked: its end is read with the answer
+            if self._left_in_its_pane(lg) is not None:
+                # Its pane's leader and wrapper killed while its worker runs on — unless the
+                # session went with them (``multiplexer_lost``, as before): the multiplexer
+                # says first, once (answered, False until the generation is collected)
+                self._pane_left_asked[lg.gen.dir] = True
+                self.backend.session_alive(lambda alive: self._pane_left_answered(lg, alive, wait_status))
+                return
         if lg.remote and wait_status is not None:
             lg.wait_status = wait_status  # its srun's end, for ``explain`` once its sidecar had its wait
         if self.executor is not None and lg.remote and not lg.gone_seen and \
@@ -419,6 +432,7 @@ class Generations:
                 self.executor.left_queue(lg)
             return
         lg.move(GenPhase.COLLECTED)
+        self._pane_left_asked.pop(lg.gen.dir, None)
         self.follow.unwatch(lg)
         if not lg.child and (sent := generation_files.kill_sent_at(lg.gen)) is not None and (
                 lg.kill_sent_at is None or sent < lg.kill_sent_at):
@@ -502,6 +516,40 @@ class Generations:
         left = stopping.leftovers(self.paths.run_id, lg.gen)
         return left[0].pid if left else None
 
+    def _left_in_its_pane(self, lg: LiveGen) -> int | None:
+        """A local pane generation whose leader and wrapper are both gone without its exit
+        record — killed from outside (``kill -9``, the OOM killer): its leader, the
+        worker's subreaper, is not there to write the worker's end — while its worker, which
+        ignored the hang-up that followed, runs on: the pid to follow (SPEC §5.7). Not a pane
+        that was closed: a leader marks its terminal's hang-up before anything else, so a close
+        it lived to see left its mark (``pane_closed``, as before); with no mark it was dead
+        before its pane could be closed — a close of it now hangs up nothing that had not hung
+        up as its leader died. Not one a signal of ours had reached (the kill's), nor one that
+        never began. None when nothing of it runs on."""
+        if not lg.in_pane or lg.remote or lg.pid is None or lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN):
+            return None
+        if lg.kill_sent_at is not None or generation_files.kill_sent_at(lg.gen) is not None:
+            return None
+        if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen) \
+                or not _began(lg.gen) or generation_files.hung_up(lg.gen):
+            return None
+        left = stopping.leftovers(self.paths.run_id, lg.gen)
+        return left[0].pid if left else None
+
+    def _pane_left_answered(self, lg: LiveGen, session_alive: bool, wait_status: int | None) -> None:
+        """The multiplexer's answer for ``_left_in_its_pane``: its session lives, and what is
+        left of the generation still runs — followed to its end (ORPHANED); else its end is
+        read as before (the session's loss, or an end that came meanwhile)."""
+        if lg.collected:
+            self._pane_left_asked.pop(lg.gen.dir, None)
+            return
+        if session_alive and not lg.signalling and (worker := self._left_in_its_pane(lg)) is not None:
+            del self._pane_left_asked[lg.gen.dir]
+            self._await_worker(lg, wait_status, worker)
+            return
+        self._pane_left_asked[lg.gen.dir] = False
+        self.collect(lg, wait_status)
+
     def _await_worker(self, lg: LiveGen, wait_status: int | None, worker: int) -> None:
         """ORPHANED, once: its end, seen, is read as the worker's (``outlived_its_wrapper``)."""
         lg.move(GenPhase.ORPHANED)
@@ -509,7 +557,8 @@ class Generations:
         how = f"was killed by {signal.Signals(os.WTERMSIG(wait_status)).name}" if wait_status is not None else "is gone"
         then = ("its worker's own end, as its launcher saw it, is the task's" if lg.worker_pid is not None else
                 "its worker runs on, and is followed to its end, which nobody sees")
-        self._warn("wrapper_lost", f"the wrapper of task {lg.task.name!r} (pid {lg.pid}) {how} before it recorded "
+        who = f"is gone with its pane's leader (pid {lg.pid})" if lg.in_pane else f"(pid {lg.pid}) {how}"
+        self._warn("wrapper_lost", f"the wrapper of task {lg.task.name!r} {who} before it recorded "
                                    f"its worker's end: {then}", lg.task)
         if lg.worker_pid is None:
             self.follow.follow_pid(lg, worker)
