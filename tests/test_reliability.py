@@ -805,6 +805,57 @@ def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_fo
     assert swarm.tasks()["b"]["status"] == "succeeded"
 
 
+def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm, tmux):
+    """The neighbour: the worker followed after its pane's leader and wrapper were killed is
+    ended by a kill of ours as any is — the kill's outcome, not run again."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
+                 env=outside_env(tmux)) as r:
+        assert r.run is not None
+        leader = psutil.Process(running_worker(r.run, "sleep"))
+        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
+        stage = _second_stage(leader.pid)
+        leader.kill()
+        stage.kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        assert swarm("cancel", r.run.name, "a").code == 0
+        assert r.proc.wait(timeout=60) == 1
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["attempts"]) == ("cancelled", "cancelled_by_user", 1), row
+    assert ledger.read_text().split() == ["start"]
+
+
+def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_lost_with_its_session(swarm, tmux):
+    """The neighbour: the supervisor, the pane's leader and wrapper killed, then the whole tmux
+    server, before ``resume``: the session is gone (``multiplexer_lost``, as before) — the
+    worker that outlived it all is ended, and the task runs again headless, no attempt spent."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=0)
+    env = outside_env(tmux)
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live", env=env) as r:
+        assert r.run is not None
+        leader = psutil.Process(running_worker(r.run, "sleep"))
+        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
+        stage = _second_stage(leader.pid)
+        r.killed()
+        leader.kill()
+        stage.kill()
+        tmux("kill-server")
+        resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env)
+        try:
+            wait_until(lambda: ledger.read_text().split() == ["start", "start"], what="the task run again")
+            (swarm.cwd / "go").touch()
+            assert resumed.wait(timeout=60) == 0
+        finally:
+            resumed.kill()
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["attempts"]) == ("succeeded", 1), row
+    assert [(h["status"], h.get("reason")) for h in row["history"]] == [("lost", "multiplexer_lost"),
+                                                                        ("succeeded", None)], row
+    assert ledger.read_text().split() == ["start", "start", "done"]
+
+
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------
 
 
