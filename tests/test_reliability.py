@@ -760,6 +760,8 @@ def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that
     reason = "wrapper_lost" if claim == "emptied" else "records_removed"
     assert (row["status"], row["reason"], row["attempts"]) == ("unknown", reason, 1), row
     assert ledger.read_text().split() == ["start", "done"]
+
+
 def _second_stage(leader: int) -> psutil.Process:
     """The wrapper's second stage of a pane whose leader is ``leader`` (its child)."""
     return next(p for p in psutil.Process(leader).children() if "restored" in command_line(p))
