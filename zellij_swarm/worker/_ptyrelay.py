@@ -284,7 +284,7 @@ def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None
                     raise
                 data = b""
             if not data:
-                return status if status is not None else os.waitpid(child, 0)[1]
+                return status if status is not None else _reaped(child, ended)
             log.write(data)
             if screen:
                 try:
@@ -293,10 +293,18 @@ def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None
                     if e.errno == errno.EIO:  # the pane's terminal hung up: so does the worker's
                         os.close(master)
                         signal.set_wakeup_fd(-1)  # nothing reads it any more
-                        return status if status is not None else os.waitpid(child, 0)[1]
+                        return status if status is not None else _reaped(child, ended)
                     screen = False
             if status is not None:
                 quiet_until = time.monotonic() + DRAIN
+
+
+def _reaped(child: int, ended: str | None) -> int:
+    """Wait for CMD, whose terminal is gone, and mark its end: its wait status."""
+    status = os.waitpid(child, 0)[1]
+    if ended is not None:
+        mark_ended(ended, status)
+    return status
 
 
 def raw(attrs: list[Any]) -> list[Any]:
