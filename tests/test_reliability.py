@@ -628,13 +628,20 @@ def _wrapper_of(run: Path) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("lost", ["supervisor and launcher", full("launcher")])
-def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_not_run_again(swarm, lost):
+@pytest.mark.parametrize("lost, claim", [("supervisor and launcher", "kept"), full("launcher", "kept"),
+                                         ("supervisor and launcher", "emptied"),
+                                         full("supervisor and launcher", "removed")])
+def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_not_run_again(swarm, lost, claim):
     """The same kill where no launcher is left to reap the worker: its supervisor and launcher
     were killed first (``resume`` then finds the wrapper gone), or its launcher (a new one
     does not know the worker). The worker is followed to its end, which nobody sees:
     ``unknown`` (``wrapper_lost``) — it may have finished, and pushed — never run again by
-    itself; ``retry`` leaves it out and says so."""
+    itself; ``retry`` leaves it out and says so. With its claim emptied meanwhile, ``resume``
+    took it for the claim of a wrapper killed before it wrote its pid (before it ran
+    anything), and ran the task again beside the first worker (an adversary, 2 in 2): the
+    wrapper wrote its start, after its pid, so it ran. With its claim removed, the worker was
+    not followed but recorded at once (``records_removed``), and the run's end killed it
+    (2 in 2)."""
     ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
     with Running(swarm, "s.toml", "--output", "quiet") as r:
         assert r.run is not None
@@ -647,6 +654,11 @@ def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_
             r.killed()
             launcher.kill()
         wrapper.kill()
+        claim_file = r.run / "slots/slot-1/gen-1/claim"
+        if claim == "emptied":
+            claim_file.write_text("")
+        elif claim == "removed":
+            claim_file.unlink()
         if lost == "launcher":
             wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
             (swarm.cwd / "go").touch()
@@ -662,7 +674,8 @@ def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_
                 resumed.kill()
         assert run_processes(r.run.name) == []
     row = swarm.tasks()["a"]
-    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    reason = "records_removed" if claim == "removed" else "wrapper_lost"
+    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", reason, 1), row
     assert ledger.read_text().split() == ["start", "done"]
     res = swarm("retry")
     assert "unknown" in res.stderr and ledger.read_text().split() == ["start", "done"], res
@@ -729,42 +742,12 @@ def test_a_worker_whose_wrapper_died_with_its_supervisor_and_that_finished_befor
     assert ledger.read_text().split() == ["start", "done"]
 
 
-@pytest.mark.parametrize("claim", ["emptied", "removed"])
-def test_an_emptied_claim_of_a_worker_that_runs_on_is_no_claim_of_a_wrapper_that_died_first(swarm, claim):
-    """``kill -9`` of the supervisor, its launcher and a wrapper while its worker runs on, and
-    the claim emptied: ``resume`` took it for the claim of a wrapper killed before it wrote
-    its pid (before it ran anything) and ran the task again beside the first worker (an
-    adversary, 2 in 2). The wrapper wrote its start, after its pid: it ran. Its worker is
-    followed to its end, which nobody saw: ``unknown``, run once. The claim removed: the
-    worker was not followed but recorded at once, and the run's end killed it (2 in 2)."""
-    ledger = _worker_at_a_gate(swarm, trap="", last="exit 0", retries=2)
-    with Running(swarm, "s.toml", "--output", "quiet") as r:
-        assert r.run is not None
-        wrapper = psutil.Process(running_worker(r.run, "sleep"))
-        launcher = wait_until(lambda: launcher_of(r.proc.pid), what="the launcher")
-        r.killed()
-        launcher.kill()
-        wrapper.kill()
-        path = r.run / "slots/slot-1/gen-1/claim"
-        path.write_text("") if claim == "emptied" else path.unlink()
-        resumed = swarm.popen("resume", r.run.name, "--output", "quiet")
-        try:
-            wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
-            assert ledger.read_text().split() == ["start"]
-            (swarm.cwd / "go").touch()
-            assert resumed.wait(timeout=60) == 1
-        finally:
-            resumed.kill()
-        assert run_processes(r.run.name) == []
-    row = swarm.tasks()["a"]
-    reason = "wrapper_lost" if claim == "emptied" else "records_removed"
-    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", reason, 1), row
-    assert ledger.read_text().split() == ["start", "done"]
-
-
-def _second_stage(leader: int) -> psutil.Process:
-    """The wrapper's second stage of a pane whose leader is ``leader`` (its child)."""
-    return next(p for p in psutil.Process(leader).children() if "restored" in command_line(p))
+def _leader_and_wrapper(run: Path, ledger: Path) -> tuple[psutil.Process, psutil.Process]:
+    """Once ``_worker_at_a_gate``'s worker runs in its pane: the pane's leader, and the
+    wrapper's second stage (the leader's child)."""
+    leader = psutil.Process(running_worker(run, "sleep"))
+    wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
+    return leader, next(p for p in leader.children() if "restored" in command_line(p))
 
 
 @pytest.mark.parametrize("backend,supervisor", [
@@ -782,9 +765,7 @@ def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_fo
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
-        leader = psutil.Process(running_worker(r.run, "sleep"))
-        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
-        stage = _second_stage(leader.pid)
+        leader, stage = _leader_and_wrapper(r.run, ledger)
         if supervisor == "killed":
             r.killed()
         leader.kill()
@@ -792,8 +773,7 @@ def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_fo
         resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env) if supervisor == "killed" else None
         try:
             wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
-            time.sleep(1.5)  # a ladder would have reached the worker by now (kill_grace 1s)
-            assert ledger.read_text().split() == ["start"]
+            assert ledger.read_text().split() == ["start"]  # (a ladder sent at any time: ``kill_sent`` below)
             (swarm.cwd / "go").touch()
             assert (resumed or r.proc).wait(timeout=60) == 1
         finally:
@@ -814,9 +794,7 @@ def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm,
     with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
                  env=outside_env(tmux)) as r:
         assert r.run is not None
-        leader = psutil.Process(running_worker(r.run, "sleep"))
-        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
-        stage = _second_stage(leader.pid)
+        leader, stage = _leader_and_wrapper(r.run, ledger)
         leader.kill()
         stage.kill()
         wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
@@ -836,9 +814,7 @@ def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_lost_with_its_
     env = outside_env(tmux)
     with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live", env=env) as r:
         assert r.run is not None
-        leader = psutil.Process(running_worker(r.run, "sleep"))
-        wait_until(lambda: ledger.exists() and ledger.read_text() == "start\n", what="the worker")
-        stage = _second_stage(leader.pid)
+        leader, stage = _leader_and_wrapper(r.run, ledger)
         r.killed()
         leader.kill()
         stage.kill()
