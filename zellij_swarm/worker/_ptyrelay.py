@@ -56,10 +56,12 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._paneleader import handled, session_of, worker_defaults
+    from zellij_swarm.worker._kernel import stat_fields
+    from zellij_swarm.worker._paneleader import handled, mark_ended, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _paneleader import handled, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
+    from _kernel import stat_fields  # type: ignore[import-not-found,no-redef]
+    from _paneleader import handled, mark_ended, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -172,28 +174,18 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
 
 def end_session(record: str, ended: str | None = None) -> None:
     """``--end``: kill every process of the session ``record`` names, wait (up to
-    ``END_WAIT``) until none runs, then remove the record — and print the worker's code
-    where its end was marked (``mark_ended``, in ``ended``): the relay was killed while it
-    drained the terminal of a worker that had ended, whose code then stands, not the relay's
-    death (a Zellij pane's worker that exited 0 was recorded 137 and ran again)."""
-    if ended is not None:
-        try:
-            fd = os.open(ended, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                code = os.read(fd, 16).strip()
-            finally:
-                os.close(fd)
-            if code.isdigit():
-                write_all(1, code + b"\n")  # (the relay exits by ``os._exit``: nothing buffered)
-        except OSError:
-            pass
+    ``END_WAIT``) until none runs, then remove the record — and print the worker's code when
+    it had ended (``worker_code``): the relay was killed as its worker ended, or while it
+    drained its terminal, and its own death is not the worker's (a Zellij pane's worker that
+    exited 0 was recorded 137 and ran again)."""
     try:
         with open(record, "rb") as f:
-            session = int(f.read().split()[1])
+            worker, session = (int(field) for field in f.read().split()[:2])
     except FileNotFoundError:
         return
-    except (OSError, ValueError, IndexError):
-        session = 0  # garbled: nothing is known to end
+    except (OSError, ValueError):
+        worker = session = 0  # garbled: nothing is known to end
+    code = worker_code(worker, session, ended) if ended is not None and session > 1 else None
     deadline = time.monotonic() + END_WAIT
     while session > 1:
         alive = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
@@ -207,23 +199,27 @@ def end_session(record: str, ended: str | None = None) -> None:
                 pass
         time.sleep(0.01)
     os.unlink(record)
+    if code is not None:
+        write_all(1, b"%d\n" % code)  # (the relay exits by ``os._exit``: nothing buffered)
 
 
-def mark_ended(path: str, status: int) -> None:
-    """The worker's end, as a file's time, and its code (``exit_code``) in it: should the
-    relay be killed in its drain, its own death is not the worker's end (``end_session``).
-    A full disk, or its directory gone, leaves none: the wrapper's record of the exit then
-    stands alone."""
+def worker_code(worker: int, session: int, ended: str) -> int | None:
+    """The code of a relay's worker that ended: a zombie nobody has reaped yet (its relay
+    died first; the pane's leader, which adopts it, reaps it), read from the kernel — or, once
+    reaped, the relay's mark (``ended``), or the leader's (``_paneleader.mark_relays_worker``:
+    made before it reaps). None while it runs, or when nothing says."""
+    fields = stat_fields(worker)
+    if fields is not None and fields[0] == b"Z" and int(fields[3]) == session and len(fields) > 49:
+        return exit_code(int(fields[49]))  # (/proc/PID/stat's exit_code: a wait status)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(ended, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            code = os.read(fd, 16).strip()
+        finally:
+            os.close(fd)
     except OSError:
-        return
-    try:
-        os.write(fd, b"%d\n" % exit_code(status))
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        return None
+    return int(code) if code.isdigit() else None
 
 
 def exit_code(status: int) -> int:
@@ -250,8 +246,8 @@ def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None
             if pid:
                 status, quiet_until = st, time.monotonic() + DRAIN
                 given_up_at = time.monotonic() + DRAIN_LIMIT
-                if ended is not None:
-                    mark_ended(ended, st)
+                if ended is not None:  # should the relay be killed in its drain: ``end_session``
+                    mark_ended(ended, exit_code(st))
         watched = [master, wake_r] + ([0] if stdin_open else [])
         timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
@@ -303,7 +299,7 @@ def _reaped(child: int, ended: str | None) -> int:
     """Wait for CMD, whose terminal is gone, and mark its end: its wait status."""
     status = os.waitpid(child, 0)[1]
     if ended is not None:
-        mark_ended(ended, status)
+        mark_ended(ended, exit_code(status))
     return status
 
 
