@@ -185,7 +185,7 @@ def end_session(record: str, ended: str | None = None) -> None:
         return
     except (OSError, ValueError):
         worker = session = 0  # garbled: nothing is known to end
-    code = worker_code(worker, session, ended) if ended is not None and session > 1 else None
+    code = worker_code(worker, session, ended) if ended is not None else None
     deadline = time.monotonic() + END_WAIT
     while session > 1:
         alive = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
@@ -208,7 +208,7 @@ def worker_code(worker: int, session: int, ended: str) -> int | None:
     died first; the pane's leader, which adopts it, reaps it), read from the kernel — or, once
     reaped, the relay's mark (``ended``), or the leader's (``_paneleader.mark_relays_worker``:
     made before it reaps). None while it runs, or when nothing says."""
-    fields = stat_fields(worker)
+    fields = stat_fields(worker) if worker > 1 else None
     if fields is not None and fields[0] == b"Z" and int(fields[3]) == session and len(fields) > 49:
         return exit_code(int(fields[49]))  # (/proc/PID/stat's exit_code: a wait status)
     try:
