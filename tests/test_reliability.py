@@ -742,6 +742,31 @@ def test_a_worker_whose_wrapper_died_with_its_supervisor_and_that_finished_befor
     assert ledger.read_text().split() == ["start", "done"]
 
 
+def test_a_resumed_run_takes_the_launcher_s_word_for_a_worker_that_left_a_daemon(swarm):
+    """``kill -9`` of the supervisor and a wrapper, then ``resume`` at once, while the worker
+    runs on; it ends, leaving a daemon. The resumed supervisor followed what carries the
+    generation's markers — the daemon too — and the run did not end while the daemon ran,
+    though the launcher had written the worker's end (an adversary, 2 in 2; older than the
+    launcher's record). That record is the worker's end: ``succeeded``, once."""
+    ledger = _worker_at_a_gate(swarm, trap="", last="sleep 1000 & exit 0", retries=2)
+    with Running(swarm, "s.toml", "--output", "quiet") as r:
+        assert r.run is not None
+        wrapper = psutil.Process(running_worker(r.run, "sleep"))
+        r.killed()
+        wrapper.kill()
+        resumed = swarm.popen("resume", r.run.name, "--output", "quiet")
+        try:
+            wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+            (swarm.cwd / "go").touch()
+            assert resumed.wait(timeout=60) == 0
+        finally:
+            resumed.kill()
+        wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["exit_code"], row["attempts"]) == ("succeeded", 0, 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+
+
 def _leader_and_wrapper(run: Path, ledger: Path) -> tuple[psutil.Process, psutil.Process]:
     """Once ``_worker_at_a_gate``'s worker runs in its pane: the pane's leader, and the
     wrapper's second stage (the leader's child)."""

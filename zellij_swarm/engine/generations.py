@@ -399,8 +399,14 @@ class Generations:
         waits for the answer."""
         if lg.collected:
             return
-        if lg.phase is GenPhase.ORPHANED and not lg.worker_over and not self._worker_gone(lg):
-            return  # its worker runs on: its end comes (``worker_ended``, or a pidfd's: ``_worker_gone``)
+        if lg.phase is GenPhase.ORPHANED and not lg.worker_over:
+            if generation_files.read_sidecar(lg.gen) is not None:
+                # its end, which the launcher that started its wrapper wrote with no supervisor
+                # to tell (``_launcher.record_end``) — what it left (a daemon) may run on, and
+                # kept a resumed run waiting for it
+                lg.worker_over = True
+            elif not self._worker_gone(lg):
+                return  # its worker runs on: its end comes (``worker_ended``, or a pidfd's: ``_worker_gone``)
         if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
