@@ -61,3 +61,9 @@ def become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):  # no C library to be had, or no prctl in it
         pass
+
+
+def shell_code(status: int) -> int:
+    """A wait status as a shell says it: the exit code, or 128 + N for a death by signal N."""
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code

@@ -60,10 +60,16 @@ import stat  # (``os`` has loaded it)
 import sys
 
 if __package__:
-    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, stat_fields
+    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, shell_code, stat_fields
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _kernel import become_subreaper, children, first_started, stat_fields  # type: ignore[import-not-found,no-redef]
+    from _kernel import (  # type: ignore[import-not-found,no-redef]
+        become_subreaper,
+        children,
+        first_started,
+        shell_code,
+        stat_fields,
+    )
 
 STDIO = [
     (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
@@ -198,7 +204,6 @@ def record_end(directory: bytes, wrapper: int, status: int) -> None:
     Only while the claim is still that wrapper's — a generation that was folded has none, and
     its directory may be another's by now — and the sidecar empty (a shell's is there,
     emptied), and never through a link. Any failure leaves the end unrecorded, as before."""
-    code = os.waitstatus_to_exitcode(status)
     try:
         claim = os.open(directory + b"/claim", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -211,7 +216,7 @@ def record_end(directory: bytes, wrapper: int, status: int) -> None:
         try:
             st = os.fstat(fd)
             if stat.S_ISREG(st.st_mode) and st.st_size == 0:
-                os.write(fd, b"%d\n" % (code if code >= 0 else 128 - code))
+                os.write(fd, b"%d\n" % shell_code(status))
         finally:
             os.close(fd)
     except OSError:

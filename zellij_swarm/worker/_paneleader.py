@@ -47,10 +47,16 @@ import stat
 import sys
 
 if __package__:
-    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, stat_fields
+    from zellij_swarm.worker._kernel import become_subreaper, children, first_started, shell_code, stat_fields
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _kernel import become_subreaper, children, first_started, stat_fields  # type: ignore[import-not-found,no-redef]
+    from _kernel import (  # type: ignore[import-not-found,no-redef]
+        become_subreaper,
+        children,
+        first_started,
+        shell_code,
+        stat_fields,
+    )
 
 # The signals that end a process by default and that someone may aim at a worker (``kill -SIG
 # -- -PGID``, ``scancel --signal``): the wrapper, the pane leader and the pty relay outlive
@@ -302,8 +308,7 @@ class Records:
         """Write the worker's end as the second stage would have — the hang-up mark when the
         terminal is gone, the exit sidecar, the heartbeat's last line — for the worker of a
         second stage that was killed from outside: its own end is the generation's."""
-        code = os.waitstatus_to_exitcode(status)
-        code = code if code >= 0 else 128 - code
+        code = shell_code(status)
         if not os.isatty(0) and not os.path.lexists(self.hangup):
             _append(self.hangup, "")
         _append(self.exit, f"{code}\n")
@@ -432,8 +437,7 @@ def main(argv: list[str]) -> int:
                 pass
     if read_to_end:
         let_the_terminal_be_read(READ_TO_END_WAIT, leader)
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
+    return shell_code(status)
 
 
 if __name__ == "__main__":

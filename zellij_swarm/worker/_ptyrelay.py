@@ -56,11 +56,11 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._kernel import stat_fields
+    from zellij_swarm.worker._kernel import shell_code, stat_fields
     from zellij_swarm.worker._paneleader import handled, mark_ended, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _kernel import stat_fields  # type: ignore[import-not-found,no-redef]
+    from _kernel import shell_code, stat_fields  # type: ignore[import-not-found,no-redef]
     from _paneleader import handled, mark_ended, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
@@ -210,7 +210,7 @@ def worker_code(worker: int, session: int, ended: str) -> int | None:
     made before it reaps). None while it runs, or when nothing says."""
     fields = stat_fields(worker) if worker > 1 else None
     if fields is not None and fields[0] == b"Z" and int(fields[3]) == session and len(fields) > 49:
-        return exit_code(int(fields[49]))  # (/proc/PID/stat's exit_code: a wait status)
+        return shell_code(int(fields[49]))  # (/proc/PID/stat's exit_code: a wait status)
     try:
         fd = os.open(ended, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -220,12 +220,6 @@ def worker_code(worker: int, session: int, ended: str) -> int | None:
     except OSError:
         return None
     return int(code) if code.isdigit() else None
-
-
-def exit_code(status: int) -> int:
-    """A wait status as a shell says it: its code, or 128 + N for a death by signal N."""
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
 
 
 def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None = None) -> int:
@@ -247,7 +241,7 @@ def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None
                 status, quiet_until = st, time.monotonic() + DRAIN
                 given_up_at = time.monotonic() + DRAIN_LIMIT
                 if ended is not None:  # should the relay be killed in its drain: ``end_session``
-                    mark_ended(ended, exit_code(st))
+                    mark_ended(ended, shell_code(st))
         watched = [master, wake_r] + ([0] if stdin_open else [])
         timeout = None if status is None else max(0.0, min(quiet_until, given_up_at) - time.monotonic())
         ready = select.select(watched, [], [], timeout)[0]
@@ -299,7 +293,7 @@ def _reaped(child: int, ended: str | None) -> int:
     """Wait for CMD, whose terminal is gone, and mark its end: its wait status."""
     status = os.waitpid(child, 0)[1]
     if ended is not None:
-        mark_ended(ended, exit_code(status))
+        mark_ended(ended, shell_code(status))
     return status
 
 
@@ -391,7 +385,7 @@ def main(argv: list[str]) -> int:
             os.unlink(record)  # the worker's status is known: nothing of it is left to end
         except FileNotFoundError:  # its directory removed by the worker: the status still is its
             pass
-    return exit_code(status)
+    return shell_code(status)
 
 
 if __name__ == "__main__":
