@@ -186,56 +186,14 @@ def session_of(pid: int | str) -> tuple[int, bool] | None:
     return (int(fields[3]), fields[0] == b"Z") if fields is not None else None
 
 
-# A Zellij pane's pty relay (``_ptyrelay``), in the generation's directory: its worker's pid and
-# session while it runs (``--record``), and its mark of the worker's end, with its code
-# (``--ended``) — the names ``records.generation_files`` gives them (RELAY_RECORD, WORKER_ENDED)
-RELAY_RECORD = "worker-session"
-WORKER_ENDED = "worker-ended"
-
-
-def reap_others(keep: set[int], generation: str | None = None) -> None:
-    """Reap the children that ended but ``keep``: what a worker left and this process adopted
-    — the worker of a pty relay killed as its worker ended (in ``generation``) marked first."""
+def reap_others(keep: set[int]) -> None:
+    """Reap the children that ended but ``keep``: what a worker left and this process adopted."""
     for pid in children():
         if pid not in keep:
-            if generation is not None:
-                mark_relays_worker(pid, generation)
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
-
-
-def mark_relays_worker(pid: int, generation: str) -> None:
-    """``pid``, ended and adopted, is the worker of the generation's pty relay, which died
-    before it reaped it (``kill -9`` as the worker exited): its end is marked with its code,
-    as the relay would have, before it is reaped — the wrapper's ``--end`` reads it, where the
-    relay's own death, 137, was taken for the worker's (finished work failed, and run again)."""
-    mark = os.path.join(generation, WORKER_ENDED)
-    try:
-        with open(os.path.join(generation, RELAY_RECORD), "rb") as f:
-            if int(f.read(64).split()[0]) != pid or os.path.lexists(mark):
-                return
-        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except (OSError, ValueError, IndexError):
-        return
-    if ended is not None:
-        mark_ended(mark, ended.si_status if ended.si_code == os.CLD_EXITED else 128 + ended.si_status)
-
-
-def mark_ended(path: str, code: int) -> None:
-    """A worker's end, as a file's time, and its code in it (a full disk, or its directory
-    gone, leaves none: the wrapper's record of the exit then stands alone)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return
-    try:
-        os.write(fd, b"%d\n" % code)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 READ_TO_END_WAIT = 2.0  # seconds the leader waits, at most, for the multiplexer to read its terminal to its end
@@ -380,7 +338,7 @@ def main(argv: list[str]) -> int:
             if worker is None:
                 try:
                     if os.waitid(os.P_PID, child, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-                        reap_others({child}, os.path.dirname(hangup) if ends is not None and hangup else None)
+                        reap_others({child})
                         continue
                 except ChildProcessError:
                     return 0

@@ -56,12 +56,12 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._kernel import shell_code, stat_fields
-    from zellij_swarm.worker._paneleader import handled, mark_ended, session_of, worker_defaults
+    from zellij_swarm.worker._kernel import shell_code
+    from zellij_swarm.worker._paneleader import handled, session_of, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _kernel import shell_code, stat_fields  # type: ignore[import-not-found,no-redef]
-    from _paneleader import handled, mark_ended, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
+    from _kernel import shell_code  # type: ignore[import-not-found,no-redef]
+    from _paneleader import handled, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -175,17 +175,17 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
 def end_session(record: str, ended: str | None = None) -> None:
     """``--end``: kill every process of the session ``record`` names, wait (up to
     ``END_WAIT``) until none runs, then remove the record — and print the worker's code when
-    it had ended (``worker_code``): the relay was killed as its worker ended, or while it
-    drained its terminal, and its own death is not the worker's (a Zellij pane's worker that
-    exited 0 was recorded 137 and ran again)."""
+    the relay had reaped it (``worker_code``): the relay was killed while it drained its
+    terminal, and its own death is not the worker's (a Zellij pane's worker that exited 0 was
+    recorded 137 and ran again)."""
     try:
         with open(record, "rb") as f:
-            worker, session = (int(field) for field in f.read().split()[:2])
+            session = int(f.read().split()[1])
     except FileNotFoundError:
         return
-    except (OSError, ValueError):
-        worker = session = 0  # garbled: nothing is known to end
-    code = worker_code(worker, session, ended) if ended is not None else None
+    except (OSError, ValueError, IndexError):
+        session = 0  # garbled: nothing is known to end
+    code = worker_code(ended) if ended is not None else None
     deadline = time.monotonic() + END_WAIT
     while session > 1:
         alive = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
@@ -203,14 +203,14 @@ def end_session(record: str, ended: str | None = None) -> None:
         write_all(1, b"%d\n" % code)  # (the relay exits by ``os._exit``: nothing buffered)
 
 
-def worker_code(worker: int, session: int, ended: str) -> int | None:
-    """The code of a relay's worker that ended: a zombie nobody has reaped yet (its relay
-    died first; the pane's leader, which adopts it, reaps it), read from the kernel — or, once
-    reaped, the relay's mark (``ended``), or the leader's (``_paneleader.mark_relays_worker``:
-    made before it reaps). None while it runs, or when nothing says."""
-    fields = stat_fields(worker) if worker > 1 else None
-    if fields is not None and fields[0] == b"Z" and int(fields[3]) == session and len(fields) > 49:
-        return shell_code(int(fields[49]))  # (/proc/PID/stat's exit_code: a wait status)
+def worker_code(ended: str) -> int | None:
+    """The worker's code, as its relay marked it having reaped it (``ended``): None when it
+    did not (the relay was killed before). Not a zombie's, read from the kernel: the relay's
+    death hangs the worker's terminal up, and a worker that ended by that, in the moment
+    before ``--end`` looks — one that exits 0 on SIGHUP — was cut short (an adversary's, 4 in
+    4, recorded ``succeeded``); nor does a process's state say that it ended (a main thread
+    that exited shows Z while its other threads run). So a relay killed in the moment
+    between its worker's exit and its wait is the worker's death, as before."""
     try:
         fd = os.open(ended, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
@@ -220,6 +220,21 @@ def worker_code(worker: int, session: int, ended: str) -> int | None:
     except OSError:
         return None
     return int(code) if code.isdigit() else None
+
+
+def mark_ended(path: str, code: int) -> None:
+    """A worker's end, as a file's time, and its code in it (a full disk, or its directory
+    gone, leaves none: the wrapper's record of the exit then stands alone)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"%d\n" % code)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def relay(master: int, child: int, log: Log, stdin_open: bool, ended: str | None = None) -> int:
