@@ -66,18 +66,21 @@ def _recorded_ends(run: Path) -> list[str]:
     return [e["task"] for e in _events_so_far(run) if e["event"] in ("worker_completed", "worker_failed")]
 
 
+def _in_sets(pid: int, sig: signal.Signals, *sets: str) -> bool:
+    """``sig`` is in one of ``pid``'s signal sets as /proc/PID/status lists them (``SigPnd``…)."""
+    masks = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+             if line.split(":")[0] in sets]
+    return any(int(m, 16) >> (int(sig) - 1) & 1 for m in masks)
+
+
 def _pending(pid: int, sig: signal.Signals) -> bool:
     """``sig`` waits to be taken by ``pid`` (its thread's or its process's pending set)."""
-    masks = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-             if line.startswith(("SigPnd:", "ShdPnd:"))]
-    return any(int(m, 16) >> (int(sig) - 1) & 1 for m in masks)
+    return _in_sets(pid, sig, "SigPnd", "ShdPnd")
 
 
 def _handles(pid: int, sig: signal.Signals) -> bool:
     """``pid`` has a handler of its own for ``sig`` (not ignored, not the default)."""
-    [mask] = [line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-              if line.startswith("SigCgt:")]
-    return bool(int(mask, 16) >> (int(sig) - 1) & 1)
+    return _in_sets(pid, sig, "SigCgt")
 
 
 def close_by_hand(backend: str, request, run: Path, pane: str) -> None:
@@ -620,7 +623,7 @@ def test_a_pane_closed_after_a_users_hang_up_marks_its_close_when_it_comes(swarm
         beat = (run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines()
         leader = next(json.loads(line)["pid"] for line in beat if json.loads(line).get("event") == "started")
         worker_pid = wait_until(lambda: next((p.pid for p in psutil.process_iter(["cmdline"])
-                                               if "touch again" in " ".join(p.info["cmdline"] or [])), None),
+                                               if "[ -e again ]" in " ".join(p.info["cmdline"] or [])), None),
                                 what="the worker's shell")
         os.kill(leader, signal.SIGHUP)
         # taken before the close's, by the leader and then by the worker (a signal pending is
