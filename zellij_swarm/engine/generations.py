@@ -39,7 +39,7 @@ from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
-from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
+from zellij_swarm.engine.live import GenPhase, KillState, LiveGen, SessionAsked
 from zellij_swarm.engine.outcome import ended_with_its_terminal, killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
@@ -117,9 +117,6 @@ class Generations:
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
         self._lost_said = False  # the session's loss has been told
         self._leader_kills: dict[str, int] = {}  # task id -> its pane leaders killed before its start
-        # a pane generation whose leader and wrapper are gone while something of it runs on
-        # (``_left_in_its_pane``) -> whether its session's answer is still on its way
-        self._pane_left_asked: dict[Path, bool] = {}
 
     def launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
@@ -411,18 +408,17 @@ class Generations:
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
             return
-        if not lg.outlived_its_wrapper and (worker := self._left_by_killed_wrapper(lg, wait_status)) is not None:
-            self._await_worker(lg, wait_status, worker)
-            return
-        if not lg.outlived_its_wrapper and (asked := self._pane_left_asked.get(lg.gen.dir)) is not False:
-            if asked:
+        if not lg.outlived_its_wrapper and lg.session_asked is not SessionAsked.ANSWERED:
+            if lg.session_asked is SessionAsked.ASKED:
                 return  # whether its session lives is being asked: its end is read with the answer
-            if self._left_in_its_pane(lg) is not None:
-                # Its pane's leader and wrapper killed while its worker runs on — unless the
-                # session went with them (``multiplexer_lost``, as before): the multiplexer
-                # says first, once (answered, False until the generation is collected)
-                self._pane_left_asked[lg.gen.dir] = True
-                self.backend.session_alive(lambda alive: self._pane_left_answered(lg, alive, wait_status))
+            if (worker := self._left_running(lg, wait_status)) is not None:
+                if lg.in_pane:
+                    # unless the session went with its leader and wrapper (``multiplexer_lost``,
+                    # as before): the multiplexer says first, once
+                    lg.session_asked = SessionAsked.ASKED
+                    self.backend.session_alive(lambda alive: self._pane_left_answered(lg, alive, wait_status))
+                else:
+                    self._await_worker(lg, wait_status, worker)
                 return
         if lg.remote and wait_status is not None:
             lg.wait_status = wait_status  # its srun's end, for ``explain`` once its sidecar had its wait
@@ -438,7 +434,6 @@ class Generations:
                 self.executor.left_queue(lg)
             return
         lg.move(GenPhase.COLLECTED)
-        self._pane_left_asked.pop(lg.gen.dir, None)
         self.follow.unwatch(lg)
         if not lg.child and (sent := generation_files.kill_sent_at(lg.gen)) is not None and (
                 lg.kill_sent_at is None or sent < lg.kill_sent_at):
@@ -500,60 +495,53 @@ class Generations:
         else:
             self._classify(lg, rec, sig, session_alive=True, wait_status=wait_status)
 
-    def _left_by_killed_wrapper(self, lg: LiveGen, wait_status: int | None) -> int | None:
-        """A headless wrapper gone without its record — killed from outside (``kill -9``, the
-        OOM killer; its wait status a death by a signal), or found gone by a resume or once
-        its launcher was lost (no status) — while its worker runs on: the pid to follow. Such
-        a worker may finish its work yet: it is not ended, and its end is the generation's
-        (SPEC §5.7). Its launcher named it (``worker_pid``) and tells its exact end. Where no
-        launcher tells it — none left, or none named one (a worker that left its wrapper's
-        process group: ``setsid``) — a process that carries the generation's markers is
-        followed to its end, which nobody sees, unless a signal of ours had already reached
-        it: then it is the kill's. None when nothing of it runs on."""
-        if lg.in_pane or lg.remote or lg.pid is None or (wait_status is not None and not os.WIFSIGNALED(wait_status)):
-            return None
-        if lg.worker_pid is None and lg.kill_sent_at is not None:
-            return None  # the kill's: a signal of ours reached it before
-        if generation_files.ended_at(lg.gen) is not None or not (
-                generation_files.claimed_by_wrapper(lg.gen) or _began(lg.gen)):  # (its claim removed since)
-            return None
-        if lg.worker_pid is not None:
-            return lg.worker_pid
-        left = stopping.leftovers(self.paths.run_id, lg.gen)
-        return left[0].pid if left else None
+    def _left_running(self, lg: LiveGen, wait_status: int | None) -> int | None:
+        """What of a local generation runs on after its wrapper was killed from outside
+        (``kill -9``, the OOM killer) before it recorded its worker's end: the pid to follow.
+        Such a worker may finish its work yet: it is not ended, and its end is the
+        generation's (SPEC §5.7). None when nothing of it runs on, or its end is known
+        otherwise: its record was written, a signal of ours reached it first (the kill's), or
+        it never began.
 
-    def _left_in_its_pane(self, lg: LiveGen) -> int | None:
-        """A local pane generation whose leader and wrapper are both gone without its exit
-        record — killed from outside (``kill -9``, the OOM killer): its leader, the
-        worker's subreaper, is not there to write the worker's end — while its worker, which
-        ignored the hang-up that followed, runs on: the pid to follow (SPEC §5.7). Not a pane
-        that was closed: a leader marks its terminal's hang-up before anything else, so a close
-        it lived to see left its mark (``pane_closed``, as before); with no mark it was dead
-        before its pane could be closed — a close of it now hangs up nothing that had not hung
-        up as its leader died. Not one a signal of ours had reached (the kill's), nor one that
-        never began. None when nothing of it runs on."""
-        if not lg.in_pane or lg.remote or lg.pid is None or lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN):
+        Headless: the wrapper's wait status is a death by a signal, or a resume or a lost
+        launcher found it gone (no status). Its launcher named the worker (``worker_pid``) and
+        tells its exact end; where none tells it — none left, or none named one (a worker that
+        left its wrapper's process group: ``setsid``) — a process that carries the
+        generation's markers is followed to its end, which nobody sees.
+
+        In a pane: its leader, the worker's subreaper, is gone too, and the worker ignored the
+        hang-up that followed. Not a pane that was closed: a leader marks its terminal's
+        hang-up before anything else, so a close it lived to see left its mark
+        (``pane_closed``, as before); with no mark it was dead before its pane could be closed
+        — a close now hangs up nothing that had not hung up as its leader died."""
+        if lg.remote or lg.pid is None or generation_files.ended_at(lg.gen) is not None:
             return None
-        if lg.kill_sent_at is not None or generation_files.kill_sent_at(lg.gen) is not None:
-            return None
-        if generation_files.ended_at(lg.gen) is not None or not generation_files.claimed_by_wrapper(lg.gen) \
-                or not _began(lg.gen) or generation_files.hung_up(lg.gen):
-            return None
+        if lg.in_pane:
+            if lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN) or lg.kill_sent_at is not None \
+                    or generation_files.kill_sent_at(lg.gen) is not None or generation_files.hung_up(lg.gen) \
+                    or not (generation_files.claimed_by_wrapper(lg.gen) and _began(lg.gen)):
+                return None
+        else:
+            if (wait_status is not None and not os.WIFSIGNALED(wait_status)) or (
+                    lg.worker_pid is None and lg.kill_sent_at is not None):
+                return None
+            if not (generation_files.claimed_by_wrapper(lg.gen) or _began(lg.gen)):  # (its claim removed since)
+                return None
+            if lg.worker_pid is not None:
+                return lg.worker_pid
         left = stopping.leftovers(self.paths.run_id, lg.gen)
         return left[0].pid if left else None
 
     def _pane_left_answered(self, lg: LiveGen, session_alive: bool, wait_status: int | None) -> None:
-        """The multiplexer's answer for ``_left_in_its_pane``: its session lives, and what is
-        left of the generation still runs — followed to its end (ORPHANED); else its end is
-        read as before (the session's loss, or an end that came meanwhile)."""
+        """The multiplexer's answer for a pane's ``_left_running``: its session lives, and
+        what is left of the generation still runs — followed to its end (ORPHANED); else its
+        end is read as before (the session's loss, or an end that came meanwhile)."""
+        lg.session_asked = SessionAsked.ANSWERED
         if lg.collected:
-            self._pane_left_asked.pop(lg.gen.dir, None)
             return
-        if session_alive and not lg.signalling and (worker := self._left_in_its_pane(lg)) is not None:
-            del self._pane_left_asked[lg.gen.dir]
+        if session_alive and not lg.signalling and (worker := self._left_running(lg, wait_status)) is not None:
             self._await_worker(lg, wait_status, worker)
             return
-        self._pane_left_asked[lg.gen.dir] = False
         self.collect(lg, wait_status)
 
     def _await_worker(self, lg: LiveGen, wait_status: int | None, worker: int) -> None:
@@ -570,7 +558,7 @@ class Generations:
             self.follow.follow_pid(lg, worker)
 
     def worker_ended(self, lg: LiveGen, wait_status: int) -> None:
-        """The worker of a killed wrapper (``_left_by_killed_wrapper``) ended so, as its
+        """The worker of a killed wrapper (``_left_running``) ended so, as its
         launcher reaped it."""
         lg.worker_status = wait_status
         lg.worker_over = True
