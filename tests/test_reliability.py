@@ -784,8 +784,10 @@ def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_fo
     then ``resume``) while the worker ignores the hang-up and runs on: nothing records its
     end. The task was ``lost (no_exit_record)`` at once, the worker sent the ladder's SIGTERM,
     and the task ran again (an adversary, 4 in 4 tmux, 3 in 3 Zellij). Nobody closed the pane
-    (no hang-up mark): as headless, the worker is followed to its end, which nobody sees —
-    ``unknown (wrapper_lost)``, never killed nor run again by itself (SPEC §5.7)."""
+    (no hang-up mark): as headless, the worker is followed to its end, never killed nor run
+    again by itself (SPEC §5.7). In tmux nobody sees that end: ``unknown (wrapper_lost)``. In
+    Zellij the worker's pty relay lives on and reaps it: its own end, ``succeeded`` — it was
+    ``unknown`` too, though the relay had marked the worker's code."""
     ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
@@ -800,16 +802,49 @@ def test_a_pane_s_leader_and_wrapper_killed_leave_a_worker_that_runs_on_to_be_fo
             wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
             assert ledger.read_text().split() == ["start"]  # (a ladder sent at any time: ``kill_sent`` below)
             (swarm.cwd / "go").touch()
-            assert (resumed or r.proc).wait(timeout=60) == 1
+            assert (resumed or r.proc).wait(timeout=60) == (0 if backend == "real-zellij" else 1)
         finally:
             if resumed is not None:
                 resumed.kill()
         assert run_processes(r.run.name) == []
     row = swarm.tasks()["a"]
-    assert (row["status"], row["reason"], row["attempts"]) == ("unknown", "wrapper_lost", 1), row
+    seen = ("succeeded", None, 0) if backend == "real-zellij" else ("unknown", "wrapper_lost", None)
+    assert (row["status"], row["reason"], row["exit_code"], row["attempts"]) == (*seen, 1), row
     assert ledger.read_text().split() == ["start", "done"]
     assert '"event":"kill_sent"' not in (r.run / "events.jsonl").read_text()
     assert swarm.tasks()["b"]["status"] == "succeeded"
+
+
+@pytest.mark.parametrize("last, relay, want", [
+    ("exit 3", "lives", ("failed", None, 3, ["start", "done", "start", "done"])),
+    full("exit 0", "killed", ("unknown", "wrapper_lost", None, ["start", "done"])),
+])
+def test_a_zellij_pane_s_worker_left_by_its_killed_leader_and_wrapper_ends_as_its_relay_saw(
+        swarm, rz, last, relay, want):
+    """The neighbours in Zellij: the relay's mark is the worker's own end whatever it is — a
+    failure of its own is the attempt's, and runs again by its retries — and a relay killed
+    with the leader and wrapper saw nothing: ``unknown (wrapper_lost)``, never run again."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last=last, retries=1)
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "zellij", "--ui", "live",
+                 env=rz.env(**FAST)) as r:
+        assert r.run is not None
+        leader, stage = _leader_and_wrapper(r.run, ledger)
+        relays = [p for p in stage.children() if "_ptyrelay" in command_line(p)]
+        assert len(relays) == 1, [command_line(p) for p in stage.children()]
+        leader.kill()
+        stage.kill()
+        if relay == "killed":
+            relays[0].kill()
+        wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: ledger.read_text().split() == want[3], what="the worker's runs")
+        r.proc.wait(timeout=60)
+        (swarm.cwd / "go").unlink()
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    assert (row["status"], row["reason"], row["history"][0]["exit_code"]) == want[:3], row
+    assert ledger.read_text().split() == want[3]
+    assert '"event":"kill_sent"' not in (r.run / "events.jsonl").read_text()
 
 
 def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm, tmux):

@@ -448,6 +448,12 @@ class Generations:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
                                           relayed=not (lg.child and lg.pane is None))  # headless from the start
+        if rec is None and lg.in_pane and lg.outlived_its_wrapper and (
+                relayed := generation_files.relayed_end(lg.gen)) is not None:
+            # the worker its pane's killed leader and wrapper left, as its pty relay reaped it
+            # (a Zellij pane's): its own end, which no wrapper recorded
+            rec = generation_files.record_missing_exit(lg.gen, reason=None, code=relayed[0], ended_at=relayed[1],
+                                                       signal=generation_files.signal_name(relayed[0]))
         if lg.forgotten and rec is None and lg.kill_reason is None:
             # Slurm forgot its step while it was queued, and it was withdrawn (its claim is
             # ours; in a pane, its srun's end closed it): nothing of it ran, and the task waits
@@ -550,7 +556,9 @@ class Generations:
         lg.wait_status = wait_status
         how = f"was killed by {signal.Signals(os.WTERMSIG(wait_status)).name}" if wait_status is not None else "is gone"
         then = ("its worker's own end, as its launcher saw it, is the task's" if lg.worker_pid is not None else
-                "its worker runs on, and is followed to its end, which nobody sees")
+                "its worker runs on, and is followed to its end: its pty relay's record of it (Zellij) is the "
+                "task's, else nobody sees it"
+                if lg.in_pane else "its worker runs on, and is followed to its end, which nobody sees")
         who = f"is gone with its pane's leader (pid {lg.pid})" if lg.in_pane else f"(pid {lg.pid}) {how}"
         self._warn("wrapper_lost", f"the wrapper of task {lg.task.name!r} {who} before it recorded "
                                    f"its worker's end: {then}", lg.task)
