@@ -160,6 +160,34 @@ def test_collect_names_the_branch_it_committed_on_when_the_agent_switched(swarm:
     assert git(swarm, "rev-parse", f"refs/heads/swarm/{run}/agent") != sha
 
 
+def test_collect_moves_the_branch_to_a_detached_head_that_committed_everything(swarm: Swarm) -> None:
+    """An agent that detached its HEAD and committed all its work there left nothing
+    uncommitted: ``collect`` said "its branch is at this commit" and moved nothing, so the
+    task's branch stayed at the base and the work on no branch. The branch moves there, as
+    it does when something was committed; an agent on a branch of its own is named."""
+    repo(swarm, {"README": "x\n"})
+    swarm.write("s.toml", '[[task]]\nname = "det"\nworktree = true\n'
+                          'cmd = "git checkout -q --detach && echo y > y && git add y && git commit -qm mine"\n'
+                          '[[task]]\nname = "own"\nworktree = true\n'
+                          'cmd = "git checkout -q -b mywork && echo z > z && git add z && git commit -qm mine"\n')
+    res = swarm("run", "s.toml", "--backend", "headless", "--output", "quiet", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    run = swarm.latest().name
+    res = swarm("collect", run, "det", "own", env=git_env(swarm))
+    assert res.code == 0, res.stderr
+    det, own = res.stdout.splitlines()
+    wt = swarm.cwd / ".zellij-swarm" / "runs" / run / "worktrees"
+    head = git(swarm, "rev-parse", "HEAD", where=wt / "t1")
+    assert git(swarm, "log", "-1", "--format=%s", head) == "mine"
+    assert git(swarm, "rev-parse", f"refs/heads/swarm/{run}/det") == head
+    assert det == f"{head}  det · nothing uncommitted; its branch swarm/{run}/det moved to this commit"
+    mine = git(swarm, "rev-parse", "refs/heads/mywork")
+    assert own == (f"{mine}  own · nothing uncommitted: this commit is on mywork, the branch its worktree is on "
+                   f"(the task's branch swarm/{run}/own did not move)")
+    again = swarm("collect", run, "det", env=git_env(swarm))
+    assert again.stdout == f"{head}  det · nothing uncommitted: its branch is at this commit\n", again.stdout
+
+
 def test_collect_uses_the_repositorys_identity_and_runs_hooks_with_verify(swarm: Swarm) -> None:
     ran(swarm)
     git(swarm, "config", "user.name", "Repo Person")

@@ -8,7 +8,8 @@ onto its branch, so that the branch can be merged or pushed (SPEC §8.4).
   anything is committed.
 - Its files as they are, untracked ones included, ignored ones left out, in one commit whose
   message names the task and the run; a detached HEAD (the agent checked out a commit) is
-  committed on and the task's branch moved to the commit.
+  committed on and the task's branch moved to the commit — also when the agent committed
+  everything there itself.
 - The repository's identity commits; where it names no one, ``zellij-swarm
   <zellij-swarm@localhost>``, and the line says so. No hook runs unless ``--verify``.
 - One line per task, the commit id first: ``<commit>  agent-2 · committed on swarm/…``.
@@ -58,7 +59,13 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         done = worktree.collect(Path(record["path"]), branch=branch, message=message(t["name"], snap["run_id"]),
                                 verify=verify)
         if not done.committed:
-            what = "nothing uncommitted: its branch is at this commit"
+            if done.moved:  # the agent committed on a detached HEAD
+                what = f"nothing uncommitted; its branch {done.moved} moved to this commit"
+            elif done.on is not None and branch is not None and done.on != branch:
+                what = (f"nothing uncommitted: this commit is on {done.on}, the branch its worktree is on "
+                        f"(the task's branch {branch} did not move)")
+            else:
+                what = "nothing uncommitted: its branch is at this commit"
         else:
             what = f"committed on {done.on or 'its HEAD'}" + (" (moved to it)" if done.moved else "")
             if done.on is not None and branch is not None and done.on != branch:  # the agent switched branches

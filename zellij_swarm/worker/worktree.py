@@ -656,7 +656,8 @@ def collect_refusal(path: Path, branch: str | None) -> str | None:
 def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Collected:
     """Commit everything the worktree ``path`` holds that is not committed (untracked files
     included, ignored ones not) onto its branch. A detached HEAD is committed on and
-    ``branch``, the task's, moved to the new commit. The repository's identity commits, else
+    ``branch``, the task's, moved to the new commit (or to the commit the agent made there, when
+    nothing is left to commit). The repository's identity commits, else
     ``FALLBACK_NAME``; no hook runs unless ``verify``."""
     identity = _identity(path)
     env = dict(os.environ)
@@ -679,9 +680,11 @@ def collect(path: Path, *, branch: str | None, message: str, verify: bool) -> Co
     head = _git(path, "rev-parse", "HEAD").stdout.strip()
     moved = None
     on = current_branch(path)
-    if on is None and branch is not None and staged:
-        _git(path, "update-ref", "-m", "zellij-swarm collect", f"refs/heads/{branch}", head)
-        moved = branch
+    if on is None and branch is not None:  # a detached HEAD: committed now, or by the agent (it contains the branch)
+        ref = f"refs/heads/{branch}"
+        if _git(path, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.strip() != head:
+            _git(path, "update-ref", "-m", "zellij-swarm collect", ref, head)
+            moved = branch
     who = identity or f"{FALLBACK_NAME} <{FALLBACK_EMAIL}>"
     return Collected(head, staged, who, identity is None, moved, on or moved)
 
