@@ -197,6 +197,23 @@ def test_cancel_unknown_task_or_run_is_exit_2(swarm):
     assert res.code == 2 and res.stderr.count("\n") == 1 and "no run 'nope-run'" in res.stderr
 
 
+def test_an_ambiguous_run_prefix_is_called_ambiguous_by_the_commands_that_act(swarm):
+    """``cancel``, ``restart``, ``retry`` and ``collect`` took a prefix that matches two runs
+    for a task or for no run ("no run '2026…'", "run … has no task '2026…'"), where the
+    commands that read say it is ambiguous. They say so too, naming the runs."""
+    swarm.write("a.toml", '[[task]]\nname = "w"\ncmd = "exit 1"\n')
+    assert swarm("run", "a.toml", "--output", "quiet").code == 1
+    assert swarm("run", "a.toml", "--output", "quiet").code == 1
+    first, second = sorted(p.name for p in (swarm.cwd / ".zellij-swarm" / "runs").iterdir())
+    prefix = first[:next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)]
+    for args in (["cancel", prefix], ["restart", prefix, "w"], ["retry", prefix], ["retry", prefix, "w"],
+                 ["collect", prefix, "w"], ["pause", prefix]):
+        res = swarm(*args)
+        assert res.code == 2 and res.stderr.count("\n") == 1, (args, res.stderr)
+        assert f"run id prefix {prefix!r} is ambiguous: " in res.stderr and first in res.stderr \
+            and second in res.stderr, (args, res.stderr)
+
+
 def test_halt_soon_stops_dispatching_after_first_failure(swarm):
     swarm.write("h.toml", """
 [swarm]

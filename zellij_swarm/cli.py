@@ -196,7 +196,11 @@ def _run_then(flag: str | None, command: str, args: tuple[str, ...]) -> tuple[Ru
     if args:
         try:
             named = find_run(_state_dir(flag, writing=True), args[0])
-        except exc.UsageError:
+        except exc.RunNotFound:
+            named = None
+        except exc.UsageError:  # a prefix of several runs: said as such, unless it is a task's name
+            if not _has_task(_default_or_none(flag, command), args[0]):
+                raise
             named = None
         if named is not None and named.run_id != args[0] and _has_task(_default_or_none(flag, command), args[0]):
             named = None  # a prefix of a run id that is also a task's name: the task wins
