@@ -257,6 +257,38 @@ def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path)
         run.wait(timeout=30)  # its supervisor collected
 
 
+def test_a_handle_let_go_while_its_run_goes_on_warns_nothing_and_leaves_no_zombie(tmp_path: Path):
+    """The run outlives the program that started it, but a handle let go of while it ran (or
+    held at the program's exit) said "ResourceWarning: subprocess N is still running" — an
+    error in a test suite run with ``-W error`` — and the supervisor, once ended, stayed a
+    zombie until the program exited. Whoever holds the handle, the supervisor is reaped."""
+    script = (
+        "import gc, os, sys, time\n"
+        "from zellij_swarm import Swarm, Task\n"
+        "def started():\n"
+        "    run = Swarm([Task('while [ ! -e go ]; do sleep 0.02; done', name='gated')], backend='headless').start()\n"
+        "    return run.run_id, run.pid\n"
+        "run_id, pid = started()\n"
+        "gc.collect()\n"
+        "open('go', 'w').close()\n"
+        "deadline = time.monotonic() + 20\n"
+        "while os.path.exists(f'/proc/{pid}') and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "print(run_id, 'zombie' if os.path.exists(f'/proc/{pid}') else 'reaped', flush=True)\n"
+        "kept = Swarm([Task('sleep 0.3', name='kept')], backend='headless').start()\n"
+        "print(kept.run_id)\n")
+    out = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True, timeout=40,
+                         env=clean_env(), cwd=tmp_path)
+    runs = out.stdout.split()
+    try:
+        assert out.returncode == 0 and runs[1] == "reaped", (out.stdout, out.stderr)
+        assert "ResourceWarning" not in out.stderr, out.stderr
+        assert open_run(runs[2], state_dir=tmp_path / ".zellij-swarm").wait(timeout=20).exit_code == 0
+    finally:
+        for run_id in runs[::2]:
+            kill_run_processes(run_id)
+
+
 @pytest.mark.parametrize("option", [{"timeout": -1}, {"retries": "x"}, {"idle_timeout": "soon"}])
 def test_a_task_s_bad_setting_names_the_api_as_its_source(here: Path, option):
     """A task's setting from the API was said to come "from file <api>:None"."""

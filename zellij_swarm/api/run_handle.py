@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,10 @@ class Run:
     def __init__(self, run: RunPaths, *, process: subprocess.Popen[bytes] | None = None) -> None:
         self._run = run
         self._process = process
+        if process is not None:  # reaped when it ends, whoever holds this handle: one let go of (or held as the
+            # program exits) while the run goes on is no "subprocess is still running" ResourceWarning, and its
+            # supervisor no zombie (``wait`` and ``pid`` read the status the reaper collected)
+            threading.Thread(target=process.wait, name=f"zellij-swarm reaper {run.run_id}", daemon=True).start()
 
     @property
     def run_id(self) -> str:
