@@ -186,6 +186,29 @@ def test_pause_of_an_ended_run_is_refused(swarm):
     assert res.code == 2 and "is finished: nothing to pause" in res.stderr, res.stderr
 
 
+def test_a_run_that_ended_paused_is_retried_unpaused_and_offers_no_unpause(swarm):
+    """A run paused (and a group of it) until it ended kept its pauses: `status` told to run
+    `zellij-swarm unpause RUN`, which an ended run refuses, and `retry` ran nothing, silently,
+    for ever — its tasks waited for an unpause. A pause holds a running run's dispatch; the
+    run's end lifts it."""
+    swarm.write("p.toml", '[swarm]\njobs = 1\n[group.gpu]\njobs = 1\n'
+                          '[[task]]\nname = "a"\ngroup = "gpu"\n'
+                          'cmd = "while [ ! -e go ]; do sleep 0.05; done; test -e again || { touch again; exit 1; }"\n')
+    with Running(swarm, "p.toml", "--backend", "headless", "--output", "quiet") as r:
+        run = r.run
+        wait_until(lambda: rows(snapshot(swarm, run)).get("a") == "running", what="a running")
+        assert swarm("pause", run.name).code == 0
+        assert swarm("pause", run.name, "--group", "gpu").code == 0
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 1
+    shown = swarm("status", run.name).stdout
+    assert "unpause" not in shown and "paused" not in shown, shown
+    assert swarm("unpause", run.name).code == 2  # (what it would have offered)
+    res = swarm("retry", run.name, "--output", "quiet", timeout=60)
+    assert res.code == 0, res.stderr
+    assert rows(snapshot(swarm, run)) == {"a": "succeeded"}
+
+
 FILTERED = """
 [swarm]
 jobs = 4

@@ -518,8 +518,10 @@ NAME_COLUMN_MAX = 40
 
 def dispatching_text(snap: dict[str, Any], where: Path | None = None) -> str | None:
     """``paused: new tasks wait for unpause`` and each group's ``gpu 2/2 running (paused)``;
-    None when the run has no groups and nothing is paused."""
-    paused = snap.get("paused") or {}
+    None when the run has no groups and nothing is paused. An ended run's pauses are over
+    (an ended run cannot be unpaused, and its retry is not paused): not shown."""
+    ended = snap.get("state") not in (RunState.RUNNING, RunState.INTERRUPTED)
+    paused = {} if ended else snap.get("paused") or {}
     groups = snap.get("groups") or []
     if not paused.get("run") and not paused.get("groups") and not groups:
         return None

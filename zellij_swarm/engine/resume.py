@@ -338,8 +338,9 @@ class _Logged:
             group = e.get("group")
             self.pauses.append((None if group is None else _text(group), name == "paused"))
         elif name == "run_finished":
-            # (a run that ended has said what its input left unread: a retry's is its own end)
-            self.retry, self.input_problem = {}, None
+            # (a run that ended has said what its input left unread: a retry's is its own end;
+            # its pauses held its dispatch while it ran — a retry, an explicit request, runs)
+            self.retry, self.input_problem, self.pauses = {}, None, []
         elif name == "run_retried" and isinstance(e.get("tasks"), dict):
             self.retry = {_text(tid): (int(v[0]), int(v[1])) for tid, v in e["tasks"].items()}
         elif name == "warning":
@@ -594,7 +595,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         run.gens.collect(lg)
     for lg in to_adopt:
         _adopt(run, lg)
-    for group, paused in rec.pauses:  # a paused run stays paused
+    for group, paused in rec.pauses:  # a paused run stays paused (the pauses of one that ended do not last)
         (run.ready.pause if paused else run.ready.unpause)(group)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
 
