@@ -59,6 +59,14 @@ def test_help_explains(swarm):
         assert word in res.stdout
 
 
+def test_the_top_help_names_the_state_directory_rule_the_commands_follow(swarm):
+    """``zellij-swarm --help`` said runs are recorded under ``./.zellij-swarm`` "by default":
+    from a subdirectory every command uses the nearest one above (or the git top level's)."""
+    res = swarm("--help")
+    assert res.code == 0 and "./.zellij-swarm by default" not in res.stdout, res.stdout
+    assert "the nearest .zellij-swarm here or above" in " ".join(res.stdout.split()), res.stdout
+
+
 def test_status_of_unknown_task_in_logs(swarm):
     swarm.write("a.txt", "true\n")
     swarm("run", "a.txt")

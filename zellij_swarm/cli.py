@@ -249,7 +249,9 @@ def cli() -> None:
     """Run a swarm of worker commands in a bounded pool of slots, one pane per worker.
 
     Workers run in Zellij or tmux panes, or headless (in CI); every exit code is captured
-    and every run is recorded under the state directory (./.zellij-swarm by default).
+    and every run is recorded under the state directory: --state-dir, else
+    $ZELLIJ_SWARM_STATE_DIR, else the nearest .zellij-swarm here or above (up to the git top
+    level), else one at the git top level or here.
     """
 
 
