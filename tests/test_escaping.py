@@ -146,9 +146,9 @@ def test_tmux_compact(tmp_path, tmux):
         kill_run_processes(s.latest().name)
     # the renderers found the run in the state directory (a trailing ';' survived tmux)
     panes = {title: p for p, title in tmux_titles(tmux).items()}
-    assert sorted(panes) == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+    assert sorted(panes) == sorted([f"{run.name} · board", "slot 1", "slot 2"])
     wait_until(lambda: "run finished" in tmux.capture(panes["slot 1"]), what="slot view's final frame")
-    wait_until(lambda: "1 failed" in tmux.capture(panes[f"zellij-swarm {run.name} · board"]),
+    wait_until(lambda: "1 failed" in tmux.capture(panes[f"{run.name} · board"]),
                        what="board's final frame")
 
 
@@ -174,7 +174,7 @@ def test_zellij(tmp_path, fz, version, ui):
                             and want in t and t, what="the failed pane, titled")
     else:
         titles = [p["title"] for p in fz.tab(version, run.name, session)["panes"]]
-        assert sorted(titles) == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+        assert sorted(titles) == sorted([f"{run.name} · board", "slot 1", "slot 2"])
     assert all(t.isprintable() for t in titles), titles
 
 

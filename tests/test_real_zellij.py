@@ -49,11 +49,11 @@ def test_a_swarm_in_the_real_zellij(swarm, rz, tmux, where, ui, require):
             assert output(run, WEIRD) == "tty\n"  # the worker had the pane's terminal
             assert output(run, "ok1") == "out-ok1\n"
             bad_slot = rows["bad"]["slot"]
-            assert titles == sorted([f"zellij-swarm {run_id} · board", f"slot {bad_slot} · bad · failed (exit 3)"])
+            assert titles == sorted([f"{run_id} · board", f"slot {bad_slot} · bad · failed (exit 3)"])
         else:
             assert all(hb["pane_id"] is None for hb in hbs.values())
             assert output(run, WEIRD) == "notty\n"
-            assert titles == sorted([f"zellij-swarm {run_id} · board", "slot 1", "slot 2"])
+            assert titles == sorted([f"{run_id} · board", "slot 1", "slot 2"])
         if where == "outside":
             # where the panes are, how to see them
             assert "panes in Zellij; see them from any terminal: zellij-swarm attach" in res.stderr

@@ -44,7 +44,7 @@ def test_run_attach_inside_the_real_zellij_moves_the_client_to_the_swarms_tab(sw
     if not wait_until(lambda: swarm.runs() or proc.poll() is not None, what="the run") or not swarm.runs():
         raise AssertionError(f"the run ended before it began: {proc.communicate()}")
     run = swarm.runs()[0]
-    board = f"zellij-swarm {run.name} · board"
+    board = f"{run.name} · board"
     try:
         titles: list[str] = []
 

@@ -50,6 +50,7 @@ def test_a_live_swarm_at_80x24_in_the_real_zellij(swarm, rz: RealZellij, tmux):
         mid = wait_until(lambda: screen_with("slot 1 · agent · running", "slot 2 · lint · failed (exit 3)",
                                              "1 succeeded"), what="both slots' panes titled", timeout=15)
         assert "screens · running · 2 slots" in mid, mid  # the board's title line
+        assert run.name in mid.splitlines()[0], mid  # its border's title, its run id whole (it was cut mid-id)
         assert "1 failed · 1 running" in mid, mid
         keep_screen("80x24", "mid.txt", normalised_screen(mid, run.name))
         swarm.open_gate()

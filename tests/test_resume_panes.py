@@ -181,7 +181,7 @@ def test_tmux_resume_settles_the_adopted_panes(swarm, tmux):
     killed = Killed(swarm, env, ("--backend", "tmux", "--ui", "live"), view)
     err = follow_through(swarm, killed, retitled=True)
     board = [title for title in view().values() if title.endswith("· board")]
-    assert board == [f"zellij-swarm {killed.run.name} · board"]
+    assert board == [f"{killed.run.name} · board"]
     assert set(view()) == {next(p for p, t in view().items() if t.endswith("· board")), killed.panes["late-bad"]}
     # the session the run created stays, and the end says how to close it
     assert f"tmux session 'swarm-{killed.run.name}' stays: close it with" in err, err
@@ -600,7 +600,7 @@ def test_zellij_resume_settles_the_adopted_panes(swarm, fz, version):
     before = len([c for c in fz.calls() if c["subcommand"] in ("run", "new-pane", "new-tab")])
     follow_through(swarm, killed, retitled=True)
     assert len([c for c in fz.calls() if c["subcommand"] in ("run", "new-pane", "new-tab")]) == before
-    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+    assert sorted(view().values()) == sorted([f"{killed.run.name} · board",
                                               killed.title("late-bad", "failed (exit 4)")])
 
 
@@ -612,7 +612,7 @@ def test_zellij_before_044_resume_ends_the_holds_the_policy_lets_go(swarm, fz):
     env, view = fz.env(version, inside="host", **FAST), fake_panes(swarm, fz, version, "host")
     killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
     follow_through(swarm, killed, retitled=False)
-    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+    assert sorted(view().values()) == sorted([f"{killed.run.name} · board",
                                               killed.title("late-bad", "running")])
 
 
@@ -628,7 +628,7 @@ def test_real_zellij_resume_settles_the_adopted_panes(swarm, rz):
 
     killed = Killed(swarm, env, ("--backend", "zellij", "--ui", "live"), view)
     follow_through(swarm, killed, retitled=True)
-    assert sorted(view().values()) == sorted([f"zellij-swarm {killed.run.name} · board",
+    assert sorted(view().values()) == sorted([f"{killed.run.name} · board",
                                               killed.title("late-bad", "failed (exit 4)")])
 
 

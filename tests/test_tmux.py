@@ -126,17 +126,17 @@ def test_compact_renderer_panes_with_require(swarm, tmux, headless_outcomes):
     assert [e for e in events(run) if e["event"] == "warning"] == []
     panes = tmux.panes()
     titles = sorted(v["title"] for v in panes.values())
-    assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2", "slot 3"])
+    assert titles == sorted([f"{run.name} · board", "slot 1", "slot 2", "slot 3"])
     # renderers end with the run and keep their final picture
     wait_until(lambda: all(v["dead"] == "1" for v in tmux.panes().values()), what="renderers finished")
     slot_panes = {v["title"]: p for p, v in tmux.panes().items()}
     assert "run finished" in tmux.capture(slot_panes["slot 1"])
     # in reading order, the board first; each dead view keeps its first line (nothing scrolled)
     order = tmux("list-panes", "-s", "-t", f"swarm-{run.name}", "-F", "#{@zsw_title}").splitlines()
-    assert order == [f"zellij-swarm {run.name} · board", "slot 1", "slot 2", "slot 3"]
+    assert order == [f"{run.name} · board", "slot 1", "slot 2", "slot 3"]
     for n in (1, 2, 3):
         assert tmux("capture-pane", "-p", "-t", slot_panes[f"slot {n}"]).startswith(f"slot {n} · ")
-    board = tmux.capture(slot_panes[f"zellij-swarm {run.name} · board"])
+    board = tmux.capture(slot_panes[f"{run.name} · board"])
     assert "4 succeeded" in board and "2 failed" in board
 
 
@@ -158,7 +158,7 @@ def test_panes_run_whatever_the_users_shell(swarm, tmux, headless_outcomes, wher
     assert outcomes(swarm) == headless_outcomes
     assert [e for e in events(run) if e["event"] == "warning"] == []
     titles = [v["title"] for v in tmux.panes().values()]
-    assert f"zellij-swarm {run.name} · board" in titles
+    assert f"{run.name} · board" in titles
 
 
 @pytest.mark.parametrize("rows", [30, full(12)])
@@ -175,7 +175,7 @@ def test_dead_views_keep_their_title_when_the_window_shrinks_after_the_end(swarm
     assert tmux.capture(panes["slot 1"]).rstrip().endswith("500"), "the view filled its pane"
     tmux("resize-window", "-t", f"swarm-{run.name}:", "-y", str(rows))
     assert tmux("capture-pane", "-p", "-t", panes["slot 1"]).startswith("slot 1 · flood · failed")
-    assert tmux("capture-pane", "-p", "-t", panes[f"zellij-swarm {run.name} · board"]).startswith("swarm · finished")
+    assert tmux("capture-pane", "-p", "-t", panes[f"{run.name} · board"]).startswith("swarm · finished")
 
 
 def test_progress_bar_and_colour_render_as_one_line_in_slot_view(swarm, tmux):
@@ -420,7 +420,7 @@ def test_panes_read_in_slot_order_and_live_ones_keep_a_minimum_width(tmux, tmp_p
     assert min_width == 60
 
     d = Driven(tmux, tmp_path)
-    board = f"zellij-swarm {d.paths.run_id} · board"
+    board = f"{d.paths.run_id} · board"
     d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in (3, 1, 2)))
     assert d.titles() == [board, "slot 1 · t1 · running", "slot 2 · t2 · running", "slot 3 · t3 · running"]
     d.launch(d.request(2, "u2", "exec sleep 600"), d.request(5, "t5", "exec sleep 600"))

@@ -38,6 +38,17 @@ def test_names_are_built_and_read_back_marked_or_not() -> None:
     assert names.parse("swarm-run-7", ["run-7"]).run_id == "run-7"  # type: ignore[union-attr]
 
 
+def test_a_board_is_known_by_its_title_and_by_the_title_older_runs_gave_it() -> None:
+    """The run id leads the board's title, so a narrow border cuts the rest, never the id; a
+    resume still knows the board of a run started when the title began ``zellij-swarm``."""
+    run = "20261206-181146-7c1f2a"
+    assert names.board_title(run).startswith(run)
+    assert names.is_board_title(names.board_title(run), run)
+    assert names.is_board_title(f"zellij-swarm {run} · board", run)
+    assert not names.is_board_title(names.board_title(run), "20261206-181146-000000")
+    assert not names.is_board_title("slot 1", run)
+
+
 def test_two_waiting_agents_mark_the_runs_window_in_the_status_bar(swarm, tmux: Tmux) -> None:
     tmux("new-session", "-d", "-s", "host", "-x", "80", "-y", "24")
     pane = tmux("display-message", "-p", "-t", "host:", "#{pane_id}").strip()

@@ -126,7 +126,7 @@ def test_swarm_in_zellij(swarm, fz, version, where, ui):
         assert output(run, "ok1") == "out-ok1\n"  # script's header and footer are gone
         # the failed pane stays, titled; the successful ones were closed
         bad_slot = rows["bad"]["slot"]
-        assert titles == sorted([f"zellij-swarm {run_id} · board", f"slot {bad_slot} · bad · failed (exit 3)"])
+        assert titles == sorted([f"{run_id} · board", f"slot {bad_slot} · bad · failed (exit 3)"])
         closed = {c["argv"][-1] for c in fz.calls() if c["subcommand"] == "close-pane"}
         assert closed == {hbs[n]["pane_id"] for n in EXPECTED if n != "bad"}
         # the first batch came in one layout, backfill through single run calls
@@ -140,7 +140,7 @@ def test_swarm_in_zellij(swarm, fz, version, where, ui):
     else:
         assert all(hb["pane_id"] is None for hb in hbs.values())
         assert output(run, WEIRD) == "notty\n"
-        assert titles == sorted([f"zellij-swarm {run_id} · board", "slot 1", "slot 2"])
+        assert titles == sorted([f"{run_id} · board", "slot 1", "slot 2"])
         assert all(p["stacked"] for p in tab["panes"] if p["title"].startswith("slot"))
         assert not [c for c in fz.calls() if c["subcommand"] == "run"]
     if where == "outside":
@@ -173,14 +173,14 @@ def test_before_044(swarm, fz, version, where, ui):
         assert output(run, WEIRD) == "tty\n"
         # successful panes close after the hold, the failed one stays (title fixed at creation)
         bad_slot = swarm.tasks()["bad"]["slot"]
-        want = sorted([f"zellij-swarm {run.name} · board", f"slot {bad_slot} · bad · running"])
+        want = sorted([f"{run.name} · board", f"slot {bad_slot} · bad · running"])
         wait_until(lambda: sorted(p["title"] for p in fz.tab(version, run.name, session)["panes"]) == want,
                    timeout=10, what="only the board and the failed pane left")
         assert not [c for c in fz.calls() if "--pane-id" in c["argv"]]
     else:
         assert all(hb["pane_id"] is None for hb in hbs.values())
         titles = sorted(p["title"] for p in fz.tab(version, run.name, session)["panes"])
-        assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+        assert titles == sorted([f"{run.name} · board", "slot 1", "slot 2"])
     check_calls(fz.calls())
 
 
@@ -192,7 +192,7 @@ def test_before_044_outside_live_degrades(swarm, fz, version):
     warnings = [e["code"] for e in events(run) if e["event"] == "warning"]
     assert warnings == ["live_degraded_to_compact"]
     titles = sorted(p["title"] for p in fz.tab(version, run.name, f"swarm-{run.name}")["panes"])
-    assert titles == sorted([f"zellij-swarm {run.name} · board", "slot 1", "slot 2"])
+    assert titles == sorted([f"{run.name} · board", "slot 1", "slot 2"])
 
 
 def test_before_044_outside_live_is_an_error_under_require(swarm, fz):
@@ -270,13 +270,13 @@ def test_inside_zellij_the_swarm_tab_closes_unless_something_failed(fz, tmp_path
 
     d = Driven(fz, tmp_path, "0.44.3")
     run_id = d.paths.run_id
-    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    assert d.tab_titles() == [f"{run_id} · board", "slot 1", "slot 2"]
     d.backend.close(cancelled=False, failed=failed)
     if not failed:
         assert d.tab_titles() is None  # its last pane closed, with a client attached: the tab went
         assert d.backend.leftover_hint() is None
         return
-    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    assert d.tab_titles() == [f"{run_id} · board", "slot 1", "slot 2"]
     assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
                                          f"close it with {prune_command(d.backend.ctx.paths)}")
     [left] = leftovers.find(d.env, [run_id, "20250101-000000-000000"]).leftovers
@@ -311,7 +311,7 @@ def test_a_close_at_the_end_that_fails_leaves_the_tab_and_the_hint_says_so(fz, t
     d.backend.env = d.env
     d.backend.z.env = d.env
     d.backend.close(cancelled=False, failed=False)
-    assert d.tab_titles() == [f"zellij-swarm {run_id} · board", "slot 1", "slot 2"]
+    assert d.tab_titles() == [f"{run_id} · board", "slot 1", "slot 2"]
     assert d.backend.leftover_hint() == (f"tab swarm:{run_id} stays in zellij session 'host': "
                                          f"close it with {prune_command(d.backend.ctx.paths)}")
     assert {c for c, _ in d.warnings} == {"pane_call_failed"}
@@ -411,7 +411,7 @@ def test_before_044_panes_the_swarm_means_to_close_are_closed(swarm, fz, version
     run = check_outcomes(swarm, res)
     titles = wait_until(lambda: (t := [p["title"] for p in fz.tab(version, run.name, "host")["panes"]]) and
                         len(t) == 1 and t, what="every worker pane closed")
-    assert titles == [f"zellij-swarm {run.name} · board"]
+    assert titles == [f"{run.name} · board"]
     assert procs.marked(procs.hold_markers(run.name)) == []
 
 
@@ -481,7 +481,7 @@ def test_a_session_that_dies_as_it_is_born_is_made_again(swarm, fz, version, ui)
     assert len(made) == BIRTHS
     assert fz.session(version, f"swarm-{run.name}")["live"]
     titles = [p["title"] for p in fz.tab(version, run.name, f"swarm-{run.name}")["panes"]]
-    assert f"zellij-swarm {run.name} · board" in titles
+    assert f"{run.name} · board" in titles
 
 
 @pytest.mark.parametrize("require", [False, True])

@@ -50,8 +50,17 @@ def tab(run_id: str, waiting: int = 0) -> str:
 
 
 def board_title(run_id: str) -> str:
-    """The title of a run's board pane (tmux, Zellij): how a later supervisor of the run knows it."""
-    return f"zellij-swarm {run_id} · board"
+    """The title of a run's board pane (tmux, Zellij): how a later supervisor of the run knows
+    it. The run id first: a border too narrow for the title cuts its end — at 80 columns
+    Zellij gives the board of the ``swarm`` style 30 — and the id stays whole (it was
+    ``zellij-swarm RUN · board``, cut mid-id)."""
+    return f"{run_id} · board"
+
+
+def is_board_title(title: str, run_id: str) -> bool:
+    """Whether ``title`` is the board's of ``run_id`` — also as a run started before the title
+    changed named it, which a resume by this version still recognises."""
+    return title in (board_title(run_id), f"zellij-swarm {run_id} · board")
 
 
 def slot_view_title(slot: int) -> str:

@@ -29,8 +29,9 @@ waits; each new wait rings the bell in the board's pane (a BEL written to its
 terminal), which sets the window's bell flag in the status bar of a client looking elsewhere
 — the board's, not the worker's, so that the worker's output and idle clock stay its own.
 
-Titles live in a pane user option (``@zsw_title``, and the board's shorter ``@zsw_short``)
-shown by ``pane-border-format`` (``BORDER_FORMAT``): a worker
+Titles live in a pane user option (``@zsw_title``, and the board's shorter ``@zsw_short``,
+its run id alone, then ``board``, for a border too narrow: never an id cut) shown by
+``pane-border-format`` (``BORDER_FORMAT``): a worker
 printing its own title escape changes ``pane_title``, which we never display, so it cannot
 overwrite slot, task and state. Live output reaches ``output.log`` through ``pipe-pane``,
 set up in the invocation that opens the pane, so the worker keeps the pane's TTY. The copy is a
@@ -285,7 +286,7 @@ class TmuxBackend:
         self._add_window(window, name)
         self.board_pane = board_pane = self._answer("display-message", "-p", "-t", window, "#{pane_id}")[0]
         self._set_titles({board_pane: names.board_title(ctx.run_id)})
-        self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(f"board · {ctx.run_id}"))
+        self._tmux("set-option", "-p", "-t", board_pane, "@zsw_short", title_text(ctx.run_id))
         self.windows[0].panes.add(board_pane)
         self.slot_of[board_pane] = 0
         # the server's pid too: a call it leaves unanswered is given up on once it is stopped

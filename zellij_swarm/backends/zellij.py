@@ -326,7 +326,7 @@ class ZellijBackend:
             if pane in self.known or pane == self.board_pane:
                 continue
             in_ours = tab is not None and tab.kind == ":"
-            if title == names.board_title(run_id) or (in_ours and names.is_slot_view_title(title)):
+            if names.is_board_title(title, run_id) or (in_ours and names.is_slot_view_title(title)):
                 self._pane_action("close-pane", "--pane-id", pane)
         for p in panes:
             title = titles.get(p.pane_id, ("", None))[0]
