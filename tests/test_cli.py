@@ -124,13 +124,14 @@ def test_prune_removes_old_ended_runs_but_never_running_ones(swarm):
     running = wait_until(lambda: [r for r in swarm.runs() if r != ended], what="second run")[0]
     try:
         wait_until(lambda: (running / "slots/slot-1/gen-1/claim").exists(), what="worker")
-        dry = swarm("prune", "--older-than", "1ms", "--dry-run")
+        dry = swarm("prune", "--older-than", "0", "--dry-run")  # 0: every ended run (it was refused)
         assert dry.code == 0 and dry.stdout == f"would remove run {ended.name} ({ended})\n"
         assert ended.exists()
         res = swarm("prune", "--older-than", "1ms")
         assert res.stdout == f"removed run {ended.name} ({ended})\n"
         assert not ended.exists() and running.exists()
         assert swarm("prune", "--older-than", "eventually").code == 2
+        assert swarm("prune", "--older-than", "-1s").code == 2
     finally:
         swarm("cancel", running.name)
         live.wait(timeout=30)

@@ -846,7 +846,7 @@ def layout(jobs: int, ui: str, style: str, run_id: str | None, state_dir: str | 
 
 @cli.command()
 @click.option("--older-than", default="7d", show_default=True, metavar="DURATION",
-              help="remove the records of ended runs older than this")
+              help="remove the records of ended runs older than this (0: every ended run)")
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
 @click.option("--force", is_flag=True, help="also remove worktrees holding uncommitted work (it is lost)")
 @click.option("--drop-ignored", is_flag=True, help="also remove worktrees whose only leftovers are files git ignores")
@@ -861,7 +861,7 @@ def prune(older_than: str, dry_run: bool, force: bool, drop_ignored: bool, state
     from zellij_swarm.commands.prune import prune as do_prune
 
     try:
-        age = settings.parse_duration(older_than)
+        age = settings.parse_duration(older_than, zero=True)  # 0: every ended run
     except ValueError as e:
         raise exc.UsageError(f"invalid --older-than {older_than!r}: expected {e}") from None
     kept = unanswered = 0

@@ -38,8 +38,9 @@ class _Invalid(ValueError):
     """Raised by a parser; carries the description of the allowed values."""
 
 
-def parse_duration(raw: object) -> float:
-    """Seconds from a number or a string like ``"500ms"``, ``"90s"``, ``"5m"``, ``"1h"``."""
+def parse_duration(raw: object, *, zero: bool = False) -> float:
+    """Seconds from a number or a string like ``"500ms"``, ``"90s"``, ``"5m"``, ``"1h"``;
+    above 0, or 0 too with ``zero``."""
     if isinstance(raw, bool):
         raise _Invalid("a duration such as 30, \"500ms\", \"90s\", \"5m\" or \"1h\"")
     if isinstance(raw, int | float):
@@ -54,8 +55,8 @@ def parse_duration(raw: object) -> float:
         seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
     if seconds == float("inf"):
         raise _Invalid("a finite duration such as 30, \"5m\" or \"1h\"")
-    if not seconds > 0:
-        raise _Invalid("a positive duration")
+    if not (seconds > 0 or (zero and seconds == 0)):
+        raise _Invalid("a duration of 0 or more" if zero else "a positive duration")
     return seconds
 
 
