@@ -117,6 +117,33 @@ def test_a_waiting_task_is_counted_in_ls_and_status_and_listed_by_status_waiting
             kill_run_processes(run.name)
 
 
+@pytest.mark.parametrize("policy", ["kill", full("warn")])
+def test_a_task_waiting_for_input_is_not_idle(swarm, policy):
+    """An agent that asked a person something is silent until they answer: with
+    ``--idle-timeout`` it was ended (``timed_out (idle_timeout)``) while it waited — or, with
+    ``warn``, called idle. Its silence now counts anew while it waits; it ends as it does."""
+    cmd = ('echo \'{"event":"waiting_input"}\' >> "$ZELLIJ_SWARM_HEARTBEAT"; '
+           'while [ ! -e answer ]; do sleep 0.05; done; echo answered')
+    swarm.write("s.toml", "[[task]]\nname = \"agent\"\ncmd = '''" + cmd + "'''\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", "--idle-timeout", "0.5s",
+                       "--idle-policy", policy)
+    run = None
+    try:
+        run = swarm.started()
+        wait_until(lambda: (run / "events.jsonl").read_text().count('"event":"idle_while_waiting"') >= 2,
+                   what="the idle watch passing over the waiting task twice")
+        (swarm.cwd / "answer").touch()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        (swarm.cwd / "answer").touch()
+        proc.wait(timeout=30)
+        if run is not None:
+            kill_run_processes(run.name)
+    row = swarm.tasks()["agent"]
+    assert (row["status"], row["warnings"]) == ("succeeded", []), row
+    assert '"event":"idle_timeout"' not in (run / "events.jsonl").read_text()
+
+
 def test_a_task_that_needs_a_terminal_gets_the_hint(swarm):
     swarm.write("s.toml", "[[task]]\nname = \"tui\"\ncmd = '''python3 -c \"import curses; "
                           "curses.setupterm('no-such-terminal')\"'''\n")

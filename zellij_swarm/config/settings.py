@@ -259,7 +259,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retries", "--retries", ("ZELLIJ_SWARM_RETRIES",), _int_between(0, 1000), lambda: 0,
             help="extra attempts for failed, timed-out or lost tasks"),
     Setting("idle_timeout", "--idle-timeout", ("ZELLIJ_SWARM_IDLE_TIMEOUT",), parse_duration, lambda: None,
-            help="limit on silence (no output, no heartbeat) per task", default_text="none (no limit)"),
+            help="limit on silence (no output, no heartbeat) per task; a worker waiting for input is not silent",
+            default_text="none (no limit)"),
     Setting("waiting_pattern", "--waiting-pattern", ("ZELLIJ_SWARM_WAITING_PATTERN",), _regex, lambda: None,
             help="a regex that, found on a live worker's screen, says it waits for input ('' for none; "
                  "a task's own waiting_pattern wins)",

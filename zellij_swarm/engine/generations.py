@@ -233,11 +233,19 @@ class Generations:
         self.kill(lg, "timeout")
 
     def _on_idle(self, lg: LiveGen, silence: float) -> None:
-        """The watchdog found a worker silent for longer than its idle_timeout."""
+        """The watchdog found a worker silent for longer than its idle_timeout. One that waits
+        for input is not idle: an agent that asked a person something is silent until they
+        answer, and ending it (``idle_policy`` kill) lost the conversation — its silence is
+        counted anew from now, and the idle limit still ends one that stalls after its wait."""
         if lg.done:
             return
         limit = lg.task.idle_timeout
         assert limit is not None  # (watched only with one)
+        if lg.task.waiting_input:
+            self.events.emit("idle_while_waiting", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
+                             silence_s=round(silence, 3))
+            self.watchdog.register(lg.gen, limit, lambda again: self._on_idle(lg, again))
+            return
         message = idle_message(silence, limit)
         self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          silence_s=round(silence, 3), policy=self.settings.idle_policy)
