@@ -257,7 +257,6 @@ class Running:
 def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
     """Once the worker ``name`` runs under the first generation that wrote its launch
     heartbeat: that heartbeat's pid (the wrapper's; a pane's leader)."""
-    import psutil
 
     def launched() -> int | None:
         for beat in run.glob("slots/slot-*/gen-*/heartbeat.jsonl"):
@@ -267,9 +266,23 @@ def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
         return None
 
     pid: int = wait_until(launched, timeout=timeout, what="the launch heartbeat")
-    wait_until(lambda: any(c.name() == name for c in psutil.Process(pid).children(recursive=True)),
-               timeout=timeout, what=f"the worker {name} runs")
+    wait_until(lambda: child_named(pid, name), timeout=timeout, what=f"the worker {name} runs")
     return pid
+
+
+def child_named(pid: int, name: str) -> Any:
+    """A descendant of ``pid`` whose name is ``name`` (a ``psutil.Process``), else None. A
+    short-lived one gone as it is looked at (a gate loop's ``sleep 0.02``) is passed over: it
+    failed a test now and then."""
+    import psutil
+
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if child.name() == name:
+                return child
+        except (psutil.Error, OSError):
+            continue
+    return None
 
 
 def run_to_its_end(swarm: Swarm, file: str, backend: str, request: pytest.FixtureRequest) -> Any:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import wait_until
+from swarmtest import child_named, wait_until
 
 from zellij_swarm.records import envfile, generation_files, rundir
 from zellij_swarm.worker import procs, wrapper
@@ -135,8 +135,7 @@ def test_a_killed_pane_leader_leaves_no_hang_up_mark_whenever_its_terminal_close
     gen, _ = _pane_wrapper(tmp_path, cmd=f"trap '' HUP; until [ -e {gate} ]; do sleep 0.02; done; "
                                          "trap - HUP; kill -HUP $$")
     with _on_its_terminal(gen) as (proc, _, close_pane):
-        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(proc.pid).children(recursive=True)),
-                   what="the worker")
+        wait_until(lambda: child_named(proc.pid, "sleep"), what="the worker")
         proc.kill()  # the pane's first process: its leader (the first stage exec'd it)
         assert proc.wait(timeout=10) == -signal.SIGKILL
         close_pane()
@@ -223,8 +222,7 @@ def test_a_tmux_pane_leader_whose_terminal_hung_up_waits_for_no_read(tmp_path):
     leader's already, and no other comes — the leader outlived the run by 2 s, unseen."""
     gen, _ = _pane_wrapper(tmp_path, cmd="exec sleep 30", read_to_end=True)
     with _on_its_terminal(gen) as (proc, _, close_pane):
-        wait_until(lambda: any(c.name() == "sleep" for c in psutil.Process(proc.pid).children(recursive=True)),
-                   what="the worker")
+        wait_until(lambda: child_named(proc.pid, "sleep"), what="the worker")
         close_pane()
         _reaped_second_stage(proc, gen)
         _ends_waiting_for_no_read(proc)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import full, wait_until
+from swarmtest import child_named, full, wait_until
 
 from zellij_swarm.worker import _ptyrelay
 from zellij_swarm.worker.wrapper import PTY_RELAY
@@ -85,8 +85,7 @@ def _close_pane(master: int) -> None:
 
 
 def _worker(pid: int, name: str) -> psutil.Process:
-    return wait_until(lambda: next((c for c in psutil.Process(pid).children(recursive=True) if c.name() == name),
-                                   None), what=f"{name} runs")
+    return wait_until(lambda: child_named(pid, name), what=f"{name} runs")
 
 
 def test_output_reaches_the_log_and_the_status_is_the_workers(tmp_path: Path) -> None:
