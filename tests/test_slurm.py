@@ -1480,6 +1480,36 @@ def test_the_jobs_of_steps_that_ended_while_the_controller_was_down_free_their_c
                timeout=30, what="nothing of the run pending or running")
 
 
+def test_a_timeout_due_while_the_controller_is_down_ends_its_step_once_it_answers(swarm: Swarm,
+                                                                                 cluster: dict[str, str]) -> None:
+    """A task's ``timeout`` comes while slurmctld does not answer (down longer than a Slurm
+    call may take): the ladder's TERM and its ``scancel`` failed, each with a warning, and
+    nobody asked again — the worker ran on after the controller came back, and the run never
+    ended (an adversary, 2 in 2; a ``cancel`` of the run then did nothing either). A ladder
+    call that failed is made again until the step has ended: the task is ``timed_out``, the
+    run ends, nothing of it is left."""
+    env = clean_env(**cluster)
+    swarm.write("t.toml", "[swarm]\njobs = 2\ntimeout = \"3s\"\n" + "".join(
+        f'[[task]]\nname = "h{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; exec sleep 1000\'\n' for i in range(2)))
+    with headless(swarm, "t.toml", env, "--kill-grace", "1s") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(list(swarm.cwd.glob("began.*"))) == 2, timeout=60, what="both steps run")
+        stop_the_controller(cluster)
+        try:  # the timeout comes, and the ladder's calls find no controller (each waits its 10 s)
+            wait_until(lambda: logged(run).count("cannot signal the step") == 2, timeout=90, interval=0.2,
+                       what="the TERM of both steps failed")
+        finally:
+            start_the_controller(cluster)
+        code = r.proc.wait(timeout=90)
+        assert code == 1, swarm("status", run.name, "--all", env=env).stdout
+    assert {(t["status"], t.get("reason")) for t in swarm.tasks().values()} == {("timed_out", "timeout")}, \
+        swarm.tasks()
+    assert clients(run) == []
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
+               timeout=30, what="nothing of the run pending or running")
+
+
 def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, cluster: dict[str, str]) -> None:
     """``--slurm-alloc``, then ``scancel`` of the run's allocation while its steps run: the
     running tasks were recorded ``failed (143)`` (slurmd's SIGTERM, read as their own end),

@@ -64,7 +64,7 @@ from zellij_swarm.calls import CallRunner, Done
 from zellij_swarm.config.settings import Resolved
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import step_signal
-from zellij_swarm.engine.live import LiveGen
+from zellij_swarm.engine.live import GenPhase, LiveGen
 from zellij_swarm.engine.timers import Timers
 from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files, rundir
@@ -82,6 +82,9 @@ PANE_LOG_WAIT = 2.0  # seconds a pane's log may take to show what its terminal s
 # is signalled through the controller
 NODE_SIGNAL_TIMEOUT = 5.0
 GONE_WAIT = 30.0  # seconds an ended step may stay in the queue (Slurm's KillWait and more) before its slot is freed
+# seconds before a call of a step's ending ladder that failed (a controller that does not answer)
+# is made again: until it is, the step runs on — and nothing else would ever end it
+LADDER_RETRY = 2.0
 
 
 @dataclass(frozen=True)
@@ -902,10 +905,16 @@ class SlurmExecutor:
         no node known yet, ``srun`` refused), ``scancel --signal=TERM`` sends it to the whole
         step, taken as caught. ``delivered`` hears, on the loop, when the TERM was sent to a
         step that runs and whether it was caught (None: it was not sent). A failing Slurm
-        call is a warning: the step is followed to its end as before, and the grace's
-        ``scancel`` comes all the same."""
+        call is a warning (once) and is made again every ``LADDER_RETRY`` until it works or
+        the step has ended by itself (``delivered`` hears then that nothing was sent): the
+        grace's ``scancel`` comes ``grace`` after the TERM was sent. (*Decision*: a timeout
+        due while the controller did not answer had both calls fail once and never again —
+        the worker ran on and the run never ended; and the ``scancel``, when it came after
+        the failed TERM, recorded the step it ended ``lost (no_exit_record)``, not
+        ``timed_out``: its TERM counted as never sent.)"""
         # its own job is ended by id and name: a restarted controller may have issued its id again
         name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen) if self.allocation is None else None
+
 
         def term() -> tuple[float, bool] | None:
             step = self._step(lg)
@@ -928,20 +937,35 @@ class SlurmExecutor:
             if (step := self._step(lg)) is not None:
                 self.cluster.cancel(step, name=name)
 
+        failed: set[str] = set()  # the calls that failed (said once each)
+
+        def ended() -> bool:  # by itself, while a call of the ladder failed
+            return lg.collected or lg.phase is GenPhase.END_SEEN or lg.phase is GenPhase.ORPHANED
+
         def answered(done: Done[tuple[float, bool] | None]) -> None:
-            if done.error is not None:
-                self.on.warn(external.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
-                                                   f"({done.error}); it is cancelled after the grace", lg.task)
+            if done.error is not None and not ended():
+                if "term" not in failed:
+                    failed.add("term")
+                    self.on.warn(external.EXECUTOR.failed, f"slurm: cannot signal the step of task {lg.task.name!r} "
+                                                       f"({done.error}); asked again every {LADDER_RETRY:g}s",
+                                 lg.task)
+                self.timers.after(LADDER_RETRY, lambda: self.calls.submit(term, answered) if not ended()
+                                  else answered(Done()))  # (nothing was sent)
+                return
             sent_at, caught = done.value if done.value is not None else (None, True)
             delivered(sent_at, caught)
+            self.timers.after(grace, lambda: self.calls.submit(kill, cancelled))
 
         def cancelled(done: Done[None]) -> None:
-            if done.error is not None:
-                self.on.warn(external.EXECUTOR.failed, f"slurm: cannot cancel the step of task {lg.task.name!r} "
-                                                   f"({done.error})", lg.task)
+            if done.error is not None and not lg.collected:
+                if "kill" not in failed:
+                    failed.add("kill")
+                    self.on.warn(external.EXECUTOR.failed, f"slurm: cannot cancel the step of task {lg.task.name!r} "
+                                                       f"({done.error}); asked again every {LADDER_RETRY:g}s",
+                                 lg.task)
+                self.timers.after(LADDER_RETRY, lambda: None if lg.collected else self.calls.submit(kill, cancelled))
 
         self.calls.submit(term, answered)
-        self.timers.after(grace, lambda: self.calls.submit(kill, cancelled))
 
     def when_gone(self, lg: LiveGen, then: Callable[[], None], waited: float = 0.0) -> None:
         """Call ``then`` once Slurm no longer lists the step (or after ``GONE_WAIT``)."""
