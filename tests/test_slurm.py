@@ -1510,6 +1510,54 @@ def test_a_timeout_due_while_the_controller_is_down_ends_its_step_once_it_answer
                timeout=30, what="nothing of the run pending or running")
 
 
+def term_sent_through_the_controller(run: Path) -> bool:
+    """A ``scancel --signal=TERM`` of the run's runs (waiting for its controller)."""
+    import psutil
+
+    return any(p.info["name"] == "scancel" and "--signal=TERM" in (p.info["cmdline"] or [])
+               and any(f"zsw.{run.name}." in word for word in p.info["cmdline"] or [])
+               for p in psutil.process_iter(["name", "cmdline"]))
+
+
+def test_a_step_a_restarted_controller_no_longer_lists_is_ended_through_its_job(swarm: Swarm,
+                                                                              cluster: dict[str, str]) -> None:
+    """slurmctld saves a job's state as Slurm grants it, but a step made in it only with the
+    next change: killed outright seconds after the steps began, it comes back knowing their
+    jobs, RUNNING, and none of their steps (``squeue --steps``). A timeout due meanwhile sent
+    its TERM, once the controller answered, by the step's id — "not found", yet recorded as
+    sent — and its ``scancel`` too: nothing reached the workers, which ran on, and the run
+    never ended (an adversary, 2 in 2); a worker that ended by itself later was recorded
+    ``timed_out``. A step of a job of its own is signalled and cancelled through its job
+    (by id and name): Slurm ends every step of it on its node, listed or not."""
+    env = clean_env(**cluster)
+    swarm.write("t.toml", "[swarm]\njobs = 1\ntimeout = \"5s\"\n" + "".join(
+        f'[[task]]\nname = "f{i}"\ncmd = \'touch began.$ZELLIJ_SWARM_TASK; exec sleep 1000\'\n' for i in range(1)))
+    ctld = Path(cluster["ZSW_SLURM_DIR"]) / "pids" / "slurmctld"
+    with headless(swarm, "t.toml", env, "--kill-grace", "1s") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: list(swarm.cwd.glob("began.*")), timeout=60, what="the step runs")
+        pid = int(ctld.read_text())
+        os.kill(pid, signal.SIGKILL)
+        try:  # the timeout comes, its TERM finds no one on the node, and its scancel waits for the controller
+            wait_until(lambda: term_sent_through_the_controller(run), timeout=90, interval=0.1,
+                       what="a scancel --signal=TERM waits for the controller")
+        finally:
+            start_the_controller(cluster)
+        steps = subprocess.run(["squeue", "--steps", "--noheader", "--format=%i %j"], env=env, capture_output=True,
+                               text=True, timeout=30).stdout
+        jobs = [q for q in queue(cluster) if f"zsw.{run.name}." in q]
+        if f"zsw.{run.name}." in steps or not jobs:
+            pytest.skip(f"the controller came back knowing the steps, or not their jobs: {steps!r}, {jobs}")
+        code = r.proc.wait(timeout=90)
+        assert code == 1, swarm("status", run.name, "--all", env=env).stdout
+    assert {(t["status"], t.get("reason")) for t in swarm.tasks().values()} == {("timed_out", "timeout")}, \
+        swarm.tasks()
+    assert clients(run) == []
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
+               timeout=30, what="nothing of the run pending or running")
+
+
 def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, cluster: dict[str, str]) -> None:
     """``--slurm-alloc``, then ``scancel`` of the run's allocation while its steps run: the
     running tasks were recorded ``failed (143)`` (slurmd's SIGTERM, read as their own end),

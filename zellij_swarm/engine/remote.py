@@ -915,6 +915,13 @@ class SlurmExecutor:
         # its own job is ended by id and name: a restarted controller may have issued its id again
         name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen) if self.allocation is None else None
 
+        def target(step: str) -> str:
+            # A step of a job of its own is signalled and cancelled through its job: Slurm ends
+            # every step of it on its node. A controller killed outright comes back knowing
+            # the job (saved as it was granted) and not its step (saved only with a later
+            # change): a `scancel` of JOB.STEP is then "not found", and nothing else ends it
+            return step.partition(".")[0] if name is not None else step
+
 
         def term() -> tuple[float, bool] | None:
             step = self._step(lg)
@@ -931,11 +938,11 @@ class SlurmExecutor:
             if step is None:
                 return None
             where = (lg.node, lg.step) if lg.node is not None and lg.step is not None else None
-            return term_step(self.cluster, self.run_id, lg.gen, step, where, now, name=name)
+            return term_step(self.cluster, self.run_id, lg.gen, target(step), where, now, name=name)
 
         def kill() -> None:
             if (step := self._step(lg)) is not None:
-                self.cluster.cancel(step, name=name)
+                self.cluster.cancel(target(step), name=name)
 
         failed: set[str] = set()  # the calls that failed (said once each)
 
