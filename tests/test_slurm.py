@@ -1480,6 +1480,7 @@ def test_the_jobs_of_steps_that_ended_while_the_controller_was_down_free_their_c
                timeout=30, what="nothing of the run pending or running")
 
 
+@pytest.mark.full  # a controller down for a minute: unit tests in test_slurm_allocation_ends hold the rule
 def test_a_timeout_due_while_the_controller_is_down_ends_its_step_once_it_answers(swarm: Swarm,
                                                                                  cluster: dict[str, str]) -> None:
     """A task's ``timeout`` comes while slurmctld does not answer (down longer than a Slurm
@@ -1519,6 +1520,7 @@ def term_sent_through_the_controller(run: Path) -> bool:
                for p in psutil.process_iter(["name", "cmdline"]))
 
 
+@pytest.mark.full  # a controller down for a minute: unit tests in test_slurm_allocation_ends hold the rule
 def test_a_step_a_restarted_controller_no_longer_lists_is_ended_through_its_job(swarm: Swarm,
                                                                               cluster: dict[str, str]) -> None:
     """slurmctld saves a job's state as Slurm grants it, but a step made in it only with the

@@ -32,8 +32,9 @@ from zellij_swarm.calls import Done
 from zellij_swarm.config import settings
 from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine.live import LiveGen
-from zellij_swarm.engine.remote import SIDECAR_GRACE, SUBMIT_GRACE, RemoteEvents, SlurmExecutor
+from zellij_swarm.engine.remote import LADDER_RETRY, SIDECAR_GRACE, SUBMIT_GRACE, RemoteEvents, SlurmExecutor
 from zellij_swarm.engine.timers import Timers
+from zellij_swarm.exc import BackendError
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.records.task import TaskRecord
@@ -485,3 +486,71 @@ def test_a_left_queue_begun_before_a_pane_fallback_does_not_take_its_new_step_fo
         now[0] += 0.25
         timers.run_due()
     assert not gone and not lg.gone_seen
+
+
+class Ending(Cluster):
+    """Slurm as the ladder meets it: ``signal`` and ``cancel`` calls recorded as made (the
+    step or job id), the first ``down`` of them refused as a controller that does not answer."""
+
+    def __init__(self, down: int = 0) -> None:
+        super().__init__({})
+        self.down = down
+        self.made: list[tuple[str, str]] = []
+
+    def _call(self, what: str, target: str) -> None:
+        if self.down:
+            self.down -= 1
+            raise BackendError("scancel: error: Unable to contact slurm controller (connect failure)")
+        self.made.append((what, target))
+
+    def signal(self, step_id: str, sig: str, *, name: str | None = None) -> None:
+        self._call(f"signal {sig}", step_id)
+
+    def cancel(self, step_id: str, *, name: str | None = None) -> None:
+        self._call("cancel", step_id)
+
+
+def _ended(cluster: Ending, *, alloc: bool) -> tuple[list[float | None], list[float], list[str]]:
+    """A running step (``300.0``, no node known: the TERM goes through the controller) ended
+    with a grace of 1 s, and 10 s of the loop's timers after: when the TERM was delivered, the
+    clock at each call made, and the warnings."""
+    now = [100.0]
+    timers = Timers(lambda: now[0])
+    warned: list[str] = []
+    ex = executor(cluster, [], alloc=alloc, warned=warned, clock=lambda: now[0])
+    ex.timers = timers
+    ex.allocation = "200" if alloc else None
+    lg = step(1, "200")
+    lg.allocation = ex.allocation
+    lg.step, lg.step_running = "300.0", True
+    delivered: list[float | None] = []
+    made_at: list[float] = []
+    ex.end(lg, 1.0, lambda: now[0], lambda at, _caught: delivered.append(at))
+    seen = 0
+    for _ in range(40):
+        now[0] += 0.25
+        timers.run_due()
+        made_at += [now[0]] * (len(cluster.made) - seen)
+        seen = len(cluster.made)
+    return delivered, made_at, warned
+
+
+@pytest.mark.parametrize("alloc, target", [(False, "300"), (True, "300.0")])
+def test_a_step_of_a_job_of_its_own_is_signalled_and_cancelled_through_its_job(alloc: bool, target: str) -> None:
+    """A restarted controller may know a job and not its step (it saves a step only with a
+    later change): ``scancel`` of ``JOB.STEP`` was "not found" and nothing ended the worker.
+    A step of a job of its own is ended through the job; one inside an allocation by its id."""
+    cluster = Ending()
+    delivered, _, warned = _ended(cluster, alloc=alloc)
+    assert cluster.made == [("signal TERM", target), ("cancel", target)] and delivered == [100.0] and not warned
+
+
+def test_a_ladder_call_refused_by_a_controller_that_does_not_answer_is_made_again() -> None:
+    """The TERM refused twice (the controller down): it was never made again, the worker ran
+    on and the run never ended. It is made again every ``LADDER_RETRY`` (one warning), and the
+    grace's ``scancel`` comes a grace after the TERM that was sent."""
+    cluster = Ending(down=2)
+    delivered, made_at, warned = _ended(cluster, alloc=False)
+    assert [what for what, _ in cluster.made] == ["signal TERM", "cancel"]
+    assert delivered == [100.0 + 2 * LADDER_RETRY] and made_at[1] - delivered[0] == pytest.approx(1.0, abs=0.25)
+    assert len(warned) == 1 and "asked again" in warned[0], warned
