@@ -44,12 +44,14 @@ class _NoInotify:
 
 @pytest.mark.parametrize("err", PIDFD_ERRORS)
 def test_a_vanished_pane_wrapper_is_noticed_without_pidfd(monkeypatch, err):
-    """The pane's wrapper is followed by its pid: without pidfd, /proc is looked at instead."""
+    """The pane's wrapper is followed by its pid: without pidfd, /proc is looked at instead.
+    (Killed after its worker began, nothing of it left, no hang-up mark: its end nobody saw,
+    ``unknown (wrapper_lost)`` — SPEC §5.7.)"""
     refuse_pidfd(monkeypatch, err)
     with Harness(works={"a": (Work(after=2, vanishes=True),), "b": (Work(after=3),)}, mux=Mux()) as h:
         r = h.run([task("a"), task("b")])
     assert {n: (str(t.status), t.reason) for n, t in r.tasks.items()} == {
-        "a": ("lost", "no_exit_record"), "b": ("succeeded", None)}
+        "a": ("unknown", "wrapper_lost"), "b": ("succeeded", None)}
     assert r.warnings() == ["pidfd_unavailable"]  # once, for every pid followed
     assert r.at("worker_failed a") == pytest.approx(2.0, abs=0.3)  # within a poll interval
 

@@ -847,6 +847,35 @@ def test_a_zellij_pane_s_worker_left_by_its_killed_leader_and_wrapper_ends_as_it
     assert '"event":"kill_sent"' not in (r.run / "events.jsonl").read_text()
 
 
+@pytest.mark.parametrize("backend", ["tmux", "real-zellij"])
+def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_that_ended_before_resume_runs_once(
+        swarm, backend, request):
+    """The neighbour with nothing left for ``resume`` to follow: ``kill -9`` of the supervisor,
+    the pane's leader and its wrapper; the worker, which ignored the hang-up, finishes while no
+    supervisor runs. ``resume`` recorded it ``lost (no_exit_record)`` and ran the finished work
+    again (an adversary: 2 in 2, tmux and Zellij) — though in Zellij its pty relay had marked
+    its code. Its end, as a followed one's: the relay's mark in Zellij (``succeeded``), in tmux
+    nobody saw it — ``unknown (wrapper_lost)``, never run again by itself (SPEC §5.7)."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        leader, stage = _leader_and_wrapper(r.run, ledger)
+        r.killed()
+        leader.kill()
+        stage.kill()
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
+        wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
+        assert swarm("resume", r.run.name, "--output", "quiet", env=env).code == (0 if backend == "real-zellij" else 1)
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    seen = ("succeeded", None, 0) if backend == "real-zellij" else ("unknown", "wrapper_lost", None)
+    assert (row["status"], row["reason"], row["exit_code"], row["attempts"]) == (*seen, 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+    assert swarm.tasks()["b"]["status"] == "succeeded"
+
+
 def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm, tmux):
     """The neighbour: the worker followed after its pane's leader and wrapper were killed is
     ended by a kill of ours as any is — the kill's outcome, not run again."""

@@ -531,9 +531,7 @@ class Generations:
         if lg.remote or lg.pid is None or generation_files.ended_at(lg.gen) is not None:
             return None
         if lg.in_pane:
-            if lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN) or lg.kill_sent_at is not None \
-                    or generation_files.kill_sent_at(lg.gen) is not None or generation_files.hung_up(lg.gen) \
-                    or not (generation_files.claimed_by_wrapper(lg.gen) and _began(lg.gen)):
+            if lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN) or not _leader_and_wrapper_killed(lg):
                 return None
         else:
             if (wait_status is not None and not os.WIFSIGNALED(wait_status)) or (
@@ -653,11 +651,21 @@ class Generations:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
-            elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)):
+            elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)) or (
+                    session_alive and _leader_and_wrapper_killed(lg)):
                 # its worker ran on to an end nobody saw — or began, and its wrapper was killed
                 # (``kill -9``; found gone by a resume) with nothing of it left: it ended with its
                 # wrapper, or before it, or after it with no launcher left to see it; it may
-                # have finished, and pushed (*Decision*, SPEC §5.7)
+                # have finished, and pushed (*Decision*, SPEC §5.7). A pane's leader killed
+                # with it: in Zellij its pty relay may have reaped the worker and marked its
+                # code — its own end, as when it was followed (``collect``)
+                if lg.in_pane and not lg.outlived_its_wrapper and (
+                        relayed := generation_files.relayed_end(lg.gen)) is not None:
+                    rec = generation_files.record_missing_exit(
+                        lg.gen, reason=None, code=relayed[0], ended_at=relayed[1],
+                        signal=generation_files.signal_name(relayed[0]))
+                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
+                    return
                 reason = "wrapper_lost"
             elif not session_alive:
                 reason = "multiplexer_lost"
@@ -978,6 +986,16 @@ def _pane_closed(lg: LiveGen) -> bool:
     if generation_files.hung_up(lg.gen):
         return True
     return not _began(lg.gen) and not (lg.remote and generation_files.began_its_step(lg.gen))
+
+
+def _leader_and_wrapper_killed(lg: LiveGen) -> bool:
+    """A local pane generation with no exit record whose leader and wrapper were killed from
+    outside (``kill -9``, the OOM killer) after its worker began: no hang-up mark (a leader
+    marks its terminal's hang-up before anything else: a pane closed, or a session lost, while
+    it lived has it), its claim still its wrapper's, and no signal of ours sent (SPEC §5.7)."""
+    return lg.in_pane and not lg.remote and lg.kill_sent_at is None \
+        and generation_files.kill_sent_at(lg.gen) is None and not generation_files.hung_up(lg.gen) \
+        and generation_files.claimed_by_wrapper(lg.gen) and _began(lg.gen)
 
 
 def _unstarted_in_its_pane(lg: LiveGen) -> bool:
