@@ -144,6 +144,41 @@ def test_a_task_waiting_for_input_is_not_idle(swarm, policy):
     assert '"event":"idle_timeout"' not in (run / "events.jsonl").read_text()
 
 
+def test_a_task_waiting_for_input_is_not_idle_to_the_run_that_resumes_it(swarm):
+    """The neighbour after ``kill -9`` of the supervisor: ``resume`` adopts the waiting agent,
+    silent for longer than its limit, and its idle watch fired before the first look for
+    input (``--idle-timeout 1s``: a tick of 0.25 s, the look's 0.5 s) — ``timed_out
+    (idle_timeout)``, its conversation lost (an adversary, 2 in 2). Whether it waits is looked
+    at first; it ends as it does."""
+    cmd = ('echo \'{"event":"waiting_input"}\' >> "$ZELLIJ_SWARM_HEARTBEAT"; '
+           'while [ ! -e answer ]; do sleep 0.05; done; echo answered')
+    swarm.write("s.toml", "[[task]]\nname = \"agent\"\ncmd = '''" + cmd + "'''\n")
+    proc = swarm.popen("run", "s.toml", "--backend", "headless", "--output", "quiet", "--idle-timeout", "1s")
+    resumed = run = None
+    try:
+        run = swarm.started()
+        wait_until(lambda: '"event":"idle_while_waiting"' in (run / "events.jsonl").read_text(),
+                   what="the idle watch passing over the waiting task")
+        proc.kill()
+        proc.wait(timeout=10)
+        resumed = swarm.popen("resume", run.name, "--output", "quiet")
+        wait_until(lambda: (run / "events.jsonl").read_text().count('"event":"idle_while_waiting"') >= 2
+                   or '"event":"idle_timeout"' in (run / "events.jsonl").read_text(),
+                   what="the resumed run's idle watch passing over it")
+        (swarm.cwd / "answer").touch()
+        assert resumed.wait(timeout=30) == 0
+    finally:
+        (swarm.cwd / "answer").touch()
+        for p in (proc, resumed):
+            if p is not None:
+                p.kill()
+                p.wait(timeout=30)
+        if run is not None:
+            kill_run_processes(run.name)
+    assert swarm.tasks()["agent"]["status"] == "succeeded"
+    assert '"event":"idle_timeout"' not in (run / "events.jsonl").read_text()
+
+
 def test_a_task_that_needs_a_terminal_gets_the_hint(swarm):
     swarm.write("s.toml", "[[task]]\nname = \"tui\"\ncmd = '''python3 -c \"import curses; "
                           "curses.setupterm('no-such-terminal')\"'''\n")

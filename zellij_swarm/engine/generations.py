@@ -246,6 +246,13 @@ class Generations:
                              silence_s=round(silence, 3))
             self.watchdog.register(lg.gen, limit, lambda again: self._on_idle(lg, again))
             return
+        if not self.input_watch.looked_at(lg):
+            # whether it waits is not known yet (a worker a resume adopted, silent for longer
+            # than its limit, before the first look for input): its silence stands, and is
+            # judged again at the watchdog's next tick
+            self.watchdog.register(lg.gen, limit, lambda again: self._on_idle(lg, again),
+                                   since=self.wallclock() - silence)
+            return
         message = idle_message(silence, limit)
         self.events.emit("idle_timeout", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen,
                          silence_s=round(silence, 3), policy=self.settings.idle_policy)

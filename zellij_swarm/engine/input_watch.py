@@ -57,6 +57,7 @@ class _Watched:
     asked: tuple[tuple[int, int, int, int], bool] | None = None  # (output size, mtime, cols, rows), prompt seen
     verdict: bool | None = False
     doubted_once: bool = False  # the last look unmarked or could not tell: one such look changes nothing
+    looked: bool = False  # a look was taken since it was registered
 
 
 class InputWatch:
@@ -76,6 +77,12 @@ class InputWatch:
         if self._tick_timer is None:
             self._tick_timer = self._timers.after(TICK, self._tick)
 
+    def looked_at(self, lg: LiveGen) -> bool:
+        """Whether it is known if ``lg`` waits for input: a look at it was taken (within a ``TICK`` of its
+        registration), or it is not looked at (a Slurm step's)."""
+        w = self._watched.get(lg.gen.slot)
+        return w is None or w.lg is not lg or w.looked
+
     def unregister(self, lg: LiveGen) -> None:
         w = self._watched.get(lg.gen.slot)
         if w is not None and w.lg is lg:
@@ -90,6 +97,7 @@ class InputWatch:
         procs = waiting.scan_procs() if any(w.lg.in_pane for w in self._watched.values()) else {}
         for w in list(self._watched.values()):
             verdict = self._judge(w, procs)
+            w.looked = True
             doubt = (w.verdict is True and verdict is not True) or (verdict is None and w.verdict is not None)
             if doubt and not w.doubted_once:
                 # a waiting program caught repainting, or a process that ended between two
