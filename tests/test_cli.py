@@ -138,6 +138,29 @@ def test_prune_removes_old_ended_runs_but_never_running_ones(swarm):
         kill_run_processes(running.name)
 
 
+def test_prune_beside_another_prune_skips_a_run_the_other_removed(swarm):
+    """Two ``prune --older-than 0`` at once (every ended run is both one's target): the one that
+    came second to a run's directory crashed (``internal error: FileNotFoundError``, exit 1;
+    an adversary, 2 in 2). A run the other removed is gone: nothing to do, no line for it."""
+    import shutil
+
+    from zellij_swarm.commands.prune import _prune
+
+    swarm.write("a.txt", "true\n")
+    for _ in range(2):
+        assert swarm("run", "a.txt", "--output", "quiet").code == 0
+    runs = swarm.runs()
+    assert len(runs) == 2
+    lines = []
+    for line in _prune(runs[0].parent.parent, {}, older_than=0.0, dry_run=False, force=False, drop_ignored=False):
+        lines.append(line.text)
+        for other in runs:
+            if other.exists() and other.name not in line.text:
+                shutil.rmtree(other)  # the other prune's
+    assert len(lines) == 1 and lines[0].startswith("removed run "), lines
+    assert not any(run.exists() for run in runs)
+
+
 def test_layout_prints_valid_kdl(swarm):
     import ckdl
 

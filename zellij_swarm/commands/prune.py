@@ -60,8 +60,8 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
         if not never_ran:
             yield Line(f"skipped {why}")
         elif now - _mtime(run.dir, now) > older_than:  # its age: when its supervisor last wrote in it
-            if not dry_run:
-                shutil.rmtree(run.dir)
+            if not dry_run and not _remove_run(run.dir):
+                continue
             yield Line(f"{verb} run {run.run_id} ({run.dir}): its supervisor went before it recorded the run")
     ended = [(run, snap) for run, snap in runs if snap["state"] in ENDED]
     found: dict[str, list[leftovers.Leftover]] = {}
@@ -88,9 +88,25 @@ def _prune(state_dir: Path, env: Mapping[str, str], *, older_than: float, dry_ru
             if kept:
                 yield Line(f"kept run {run.run_id} ({run.dir}): its worktrees are in it")
                 continue
-            if not dry_run:
-                shutil.rmtree(run.dir)
+            if not dry_run and not _remove_run(run.dir):
+                continue
             yield Line(f"{verb} run {run.run_id} ({run.dir})")
+
+
+def _remove_run(path: Path) -> bool:
+    """Remove a run's directory; False when it was gone already: another ``prune`` beside this
+    one removed it (with ``--older-than 0`` every ended run is both one's), and what of it that
+    one removes meanwhile is no error here either."""
+    def gone_already(func: object, where: str, info: tuple[type[BaseException], BaseException, object]) -> None:
+        if not isinstance(info[1], FileNotFoundError):
+            raise info[1]
+
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    shutil.rmtree(path, onerror=gone_already)
+    return True
 
 
 def _mtime(path: Path, default: float) -> float:
