@@ -463,12 +463,10 @@ class Generations:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
                                           relayed=not (lg.child and lg.pane is None))  # headless from the start
-        if rec is None and lg.in_pane and lg.outlived_its_wrapper and (
-                relayed := generation_files.relayed_end(lg.gen)) is not None:
+        if rec is None and lg.in_pane and lg.outlived_its_wrapper:
             # the worker its pane's killed leader and wrapper left, as its pty relay reaped it
             # (a Zellij pane's): its own end, which no wrapper recorded
-            rec = generation_files.record_missing_exit(lg.gen, reason=None, code=relayed[0], ended_at=relayed[1],
-                                                       signal=generation_files.signal_name(relayed[0]))
+            rec = generation_files.relayed_exit(lg.gen)
         if lg.forgotten and rec is None and lg.kill_reason is None:
             # Slurm forgot its step while it was queued, and it was withdrawn (its claim is
             # ours; in a pane, its srun's end closed it): nothing of it ran, and the task waits
@@ -667,10 +665,7 @@ class Generations:
                 # with it: in Zellij its pty relay may have reaped the worker and marked its
                 # code — its own end, as when it was followed (``collect``)
                 if lg.in_pane and not lg.outlived_its_wrapper and (
-                        relayed := generation_files.relayed_end(lg.gen)) is not None:
-                    rec = generation_files.record_missing_exit(
-                        lg.gen, reason=None, code=relayed[0], ended_at=relayed[1],
-                        signal=generation_files.signal_name(relayed[0]))
+                        rec := generation_files.relayed_exit(lg.gen)) is not None:
                     self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
                     return
                 reason = "wrapper_lost"

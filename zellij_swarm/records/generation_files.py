@@ -513,16 +513,19 @@ def _worker_end(gen: GenPaths, recorded: float) -> float:
     return min(recorded, marked) if marked is not None else recorded
 
 
-def relayed_end(gen: GenPaths) -> tuple[int, float] | None:
-    """The worker's code and the time of its end, as a Zellij pane's pty relay marked them
-    having reaped it (``WORKER_ENDED``), else None: no relay (tmux, headless), or none that
-    reaped it (killed first), or a mark something else wrote (not a code)."""
+def relayed_exit(gen: GenPaths) -> ExitRecord | None:
+    """The worker's end as a Zellij pane's pty relay marked it having reaped it
+    (``WORKER_ENDED``: its code, and its time), recorded as the wrapper would have, for a
+    wrapper killed before it could; None with no such mark: no relay (tmux, headless), one
+    killed before it reaped the worker, or a mark something else wrote (not a code)."""
     try:
         code = rundir.read_record(plain(gen, WORKER_ENDED), 16).strip()
         ended = os.lstat(plain(gen, WORKER_ENDED)).st_mtime
     except OSError:
         return None
-    return (int(code), ended) if code.isdigit() and len(code) <= 3 else None
+    if not (code.isdigit() and len(code) <= 3):
+        return None
+    return record_missing_exit(gen, reason=None, code=int(code), signal=signal_name(int(code)), ended_at=ended)
 
 
 def record_missing_exit(gen: GenPaths, *, reason: str | None, code: int | None, signal: str | None,
