@@ -254,17 +254,17 @@ class ZellijBackend:
         if not self.session_alive():
             raise BackendError("session_missing", f"zellij: the run's session {self.z.session!r} is gone")
         listed = self.z.list_panes() if self.z.has("list_panes") else None
-        board = names.board_title(ctx.run_id)
         ids = {p.pane_id for p in panes}
         tabs = {id(p): names.parse(str(p.get("tab_name") or ""), [ctx.run_id]) for p in listed or []}
         ours = [p for p in listed or [] if not p.get("is_plugin") and (self.mode == "here" or (
             (tab := tabs[id(p)]) is not None and tab.kind == ":"))]
         titles = {f"terminal_{p.get('id')}": str(p.get("title")) for p in ours}
-        self.known = {pane for pane, title in titles.items() if pane in ids or title == board
+        self.known = {pane for pane, title in titles.items() if pane in ids or names.is_board_title(title, ctx.run_id)
                       or names.is_slot_view_title(title)} if listed is not None else ids
         if not self.known:
             raise _tab_gone(self.z.session)
-        self.board_pane = next((pane for pane in self.known if titles.get(pane) == board), None)
+        self.board_pane = next((pane for pane in self.known if names.is_board_title(titles.get(pane, ""), ctx.run_id)),
+                               None)
         if self.mode != "here" and ours and (tab := tabs[id(ours[0])]) is not None:
             # its name may still count the waiting of the supervisor that died: none is known
             # to wait until the input watch says so again
