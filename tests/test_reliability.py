@@ -406,11 +406,11 @@ def test_a_pane_leader_killed_before_its_worker_started_runs_it_again(swarm, bac
 def test_pane_leaders_killed_again_and_again_before_the_start_end_in_a_failure(swarm, tmux):
     """Something that kills every new pane's first process (an OOM killer on a starved
     machine): each time nothing ran, and each time the task ran again without using an
-    attempt — for ever, the run never ending. After ``FREE_RUNS_AFTER_LEADER_KILLED`` such
+    attempt — for ever, the run never ending. After ``FREE_RUNS`` such
     re-runs, the next one is its attempt's failure, with the signal the leader died of."""
     ledger = swarm.cwd / "ledger"
     swarm.write("s.toml", f'[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "echo ran >> {ledger}"\n')
-    kills = generations.FREE_RUNS_AFTER_LEADER_KILLED + 1
+    kills = generations.FREE_RUNS + 1
     with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live",
                  "--require-multiplexer", env=outside_env(tmux)) as r:
         assert r.run is not None

@@ -807,12 +807,15 @@ def test_a_busy_cluster_the_allocation_waits_and_queue_limits_give_up(cluster: d
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
-@pytest.mark.parametrize("alloc", [False, True])
+@pytest.mark.parametrize("alloc, sruns_too", [(False, False), (True, False), (False, True)])
 def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm, cluster: dict[str, str],
-                                                                     alloc: bool) -> None:
+                                                                     alloc: bool, sruns_too: bool) -> None:
     """The supervisor killed while its steps (or its allocation) wait behind another job; `resume`
     follows them to their end: every task runs once, and nothing of the run is left — no srun,
-    no salloc, nothing in the queue."""
+    no salloc, nothing in the queue. Its ``srun``s killed with it (the whole process group, as a
+    login node's crash ends it): their jobs were granted with nothing to start a step, and each
+    task was ``failed (executor_failed)`` — an attempt spent, or with no retries a failure,
+    though nothing of it ran (an adversary, 2 in 2). Nothing ran: each runs again, once."""
     env = clean_env(**cluster)
     swarm.write("q.toml", LEDGER.replace("range(2)", "range(3)").replace("jobs = 2", "jobs = 2") + "".join(
         f'[[task]]\nname = "r{i}"\ncmd = \'echo "$ZELLIJ_SWARM_TASK" >> ledger\'\n' for i in range(2)))
@@ -823,6 +826,11 @@ def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm,
         wait_until(lambda: [q for q in queue(env) if f"zsw.{run.name}." in q and q.endswith("PENDING")], timeout=60,
                    what="the run waits in the queue")
         r.killed()
+        if sruns_too:
+            for pid in clients(run, pids=True):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+            wait_until(lambda: clients(run) == [], what="no srun of the run left")
         resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
         try:
             wait_until(lambda: "run_resumed" in logged(run), timeout=60, what="resumed")

@@ -23,6 +23,7 @@ The tracker takes its collaborators in its constructor and knows nothing of the 
 
 from __future__ import annotations
 
+import collections
 import enum
 import os
 import signal
@@ -57,11 +58,12 @@ from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.worker import procs, wrapper
 from zellij_swarm.worker.slurm import Job
 
-# A task's pane leaders killed before its worker began (``_leader_killed``) that run it again
-# without using an attempt; the next such end is a failure of its attempt: something that
-# kills every new pane's first process (a memory-starved machine's OOM killer) would
-# otherwise run the task again for ever, never counted.
-FREE_RUNS_AFTER_LEADER_KILLED = 3
+# Ends of a task's generation before anything of it ran — its pane's leader killed before its
+# worker began (``_leader_killed``), its step's srun killed before the step began
+# (``_classify_step``) — that run it again without using an attempt, for each cause; the next
+# such end is a failure of its attempt: something that kills every new pane's first process, or
+# every srun (a memory-starved machine's OOM killer), would otherwise run it again for ever.
+FREE_RUNS = 3
 TIMEOUT_RECHECK = 1.0  # seconds: how often a time limit looks again for a start that has not come (a queued step)
 
 Warn = Callable[[str, str, TaskRecord | None], None]
@@ -116,7 +118,7 @@ class Generations:
         self.ended: list[generation_files.GenPaths] = []  # this turn's, folded once their outcome is durable
         self._freed_at: dict[int, float] = {}  # slot -> when its worker's end was taken (monotonic)
         self._lost_said = False  # the session's loss has been told
-        self._leader_kills: dict[str, int] = {}  # task id -> its pane leaders killed before its start
+        self._free_runs: collections.Counter[tuple[str, str]] = collections.Counter()  # (cause, task id) -> runs
 
     def launched(self, lg: LiveGen, result: LaunchResult) -> None:
         """How a generation's start went. A pane's wrapper may have reported its exit
@@ -692,12 +694,12 @@ class Generations:
         after the leader's end), and the second stage starts no worker once its terminal
         has hung up (tmux closes a dead pane's) or its leader is gone (``wrapper``'s guard).
         Its pane is closed and its task waits for a slot again, its attempt not spent — up to
-        ``FREE_RUNS_AFTER_LEADER_KILLED`` times; after that, such an end is the attempt's
+        ``FREE_RUNS`` times; after that, such an end is the attempt's
         failure, with how the leader ended, as a leader killed later is (SPEC §2)."""
-        kills = self._leader_kills[lg.task.id] = self._leader_kills.get(lg.task.id, 0) + 1
+        kills = self._free_run(lg, "pane_leader_killed")
         said = (f"the pane {lg.pane_id} of task {lg.task.name!r} was not closed, but its first process "
                 f"{exited.says()} before its worker started: nothing ran; ")
-        if kills > FREE_RUNS_AFTER_LEADER_KILLED:
+        if kills > FREE_RUNS:
             self._warn("pane_leader_killed", said + f"its panes' first processes were killed {kills} times: "
                                                     "this attempt counts as failed", lg.task)
             rec = generation_files.record_missing_exit(lg.gen, reason=None, code=exited.code,
@@ -708,6 +710,12 @@ class Generations:
         self._warn("pane_leader_killed", said + "it runs again, without using an attempt", lg.task)
         self.backend.abandon(lg.pane_id, lg.request)
         self._requeue_unstarted(lg, reason="pane_leader_killed")
+
+    def _free_run(self, lg: LiveGen, cause: str) -> int:
+        """One more end of ``lg``'s task before anything of it ran, for ``cause``: how many so
+        far (``FREE_RUNS`` of them run it again without using an attempt)."""
+        self._free_runs[(cause, lg.task.id)] += 1
+        return self._free_runs[(cause, lg.task.id)]
 
     def _end_by_wait_status(self, lg: LiveGen, wait_status: int, *, session_alive: bool) -> None:
         """End a generation whose wrapper exited without its exit record as the launcher saw
@@ -736,9 +744,13 @@ class Generations:
         reason = verdict
         if rec is None and REASON_STATUS[reason] == TaskStatus.LOST and \
                 generation_files.claim_or_planted(lg.gen) is None:
-            # its wrapper never started: srun refused the step, or could not reach Slurm
+            # its wrapper never started: srun refused the step, could not reach Slurm, or was
+            # killed before its step began (from outside, or with a supervisor, as the run's
+            # process group: it said nothing, and its job, granted later, holds no step)
+            silent = not remote.srun_said(lg.gen, 4096).strip()
             if lg.kill_reason is None and (lg.allocation_ended or lg.id_issued_again
-                                           or remote.controller_unreachable(lg.gen)) and \
+                                           or remote.controller_unreachable(lg.gen)
+                                           or (silent and self._free_run(lg, "srun_lost") <= FREE_RUNS)) and \
                     generation_files.take_claim(lg.gen):
                 # Nothing ran (its claim is ours now: a step Slurm starts late runs nothing),
                 # and the same request works once the controller answers again (a restart, a
@@ -749,6 +761,12 @@ class Generations:
                     return
                 if lg.id_issued_again:  # Slurm ended its job, before its wrapper began, for a forgotten one
                     self._requeue_unstarted(lg, reason="executor_forgot")
+                    return
+                if silent:
+                    self._warn("executor_failed", f"slurm: the srun of task {lg.task.name!r} ended before its step "
+                                                  "began, and said nothing (killed): nothing of it ran; it runs again",
+                               lg.task)
+                    self._requeue_unstarted(lg, reason="srun_lost")
                     return
                 self._warn("executor_failed", f"slurm: the step of task {lg.task.name!r} could not reach Slurm's "
                                               f"controller{remote.srun_error(lg.gen)}; it runs again", lg.task)
