@@ -396,9 +396,9 @@ def test_a_pane_leader_killed_before_its_worker_started_runs_it_again(swarm, bac
     with Running(swarm, "s.toml", "--output", "quiet", *args, "--require-multiplexer", env=env) as r:
         assert r.run is not None
         _before_its_start(r.run, lambda pid: os.kill(pid, signal.SIGKILL))
-        assert r.proc.wait(timeout=60) == 0
+        code = r.proc.wait(timeout=60)
     row = swarm.tasks()["a"]
-    assert (row["status"], row["attempts"], row["generation"]) == ("succeeded", 1, 2), row
+    assert (code, row["status"], row["attempts"], row["generation"]) == (0, "succeeded", 1, 2), (row, swarm.summary())
     assert ledger.read_text() == "ran\n"
     assert [w["code"] for w in swarm.summary()["warnings"]] == ["pane_leader_killed"]
 

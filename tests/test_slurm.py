@@ -1488,6 +1488,19 @@ def test_the_jobs_of_steps_that_ended_while_the_controller_was_down_free_their_c
                timeout=30, what="nothing of the run pending or running")
 
 
+def timed_out_and_nothing_left(swarm: Swarm, r: Running, cluster: dict[str, str]) -> None:
+    """The run ``r`` ends (exit 1) with every task ``timed_out``, and nothing of it is left: no
+    srun here, nothing of it pending or running in Slurm."""
+    assert r.run is not None
+    run = r.run
+    assert r.proc.wait(timeout=90) == 1, swarm("status", run.name, "--all", env=clean_env(**cluster)).stdout
+    assert {(t["status"], t.get("reason")) for t in swarm.tasks().values()} == {("timed_out", "timeout")}, \
+        swarm.tasks()
+    assert clients(run) == []
+    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
+               timeout=30, what="nothing of the run pending or running")
+
+
 @pytest.mark.full  # a controller down for a minute: unit tests in test_slurm_allocation_ends hold the rule
 def test_a_timeout_due_while_the_controller_is_down_ends_its_step_once_it_answers(swarm: Swarm,
                                                                                  cluster: dict[str, str]) -> None:
@@ -1510,13 +1523,7 @@ def test_a_timeout_due_while_the_controller_is_down_ends_its_step_once_it_answer
                        what="the TERM of both steps failed")
         finally:
             start_the_controller(cluster)
-        code = r.proc.wait(timeout=90)
-        assert code == 1, swarm("status", run.name, "--all", env=env).stdout
-    assert {(t["status"], t.get("reason")) for t in swarm.tasks().values()} == {("timed_out", "timeout")}, \
-        swarm.tasks()
-    assert clients(run) == []
-    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
-               timeout=30, what="nothing of the run pending or running")
+        timed_out_and_nothing_left(swarm, r, cluster)
 
 
 def term_sent_through_the_controller(run: Path) -> bool:
@@ -1559,13 +1566,7 @@ def test_a_step_a_restarted_controller_no_longer_lists_is_ended_through_its_job(
         jobs = [q for q in queue(cluster) if f"zsw.{run.name}." in q]
         if f"zsw.{run.name}." in steps or not jobs:
             pytest.skip(f"the controller came back knowing the steps, or not their jobs: {steps!r}, {jobs}")
-        code = r.proc.wait(timeout=90)
-        assert code == 1, swarm("status", run.name, "--all", env=env).stdout
-    assert {(t["status"], t.get("reason")) for t in swarm.tasks().values()} == {("timed_out", "timeout")}, \
-        swarm.tasks()
-    assert clients(run) == []
-    wait_until(lambda: [q for q in queue(cluster) if f"zsw.{run.name}." in q and not q.endswith("COMPLETING")] == [],
-               timeout=30, what="nothing of the run pending or running")
+        timed_out_and_nothing_left(swarm, r, cluster)
 
 
 def test_an_allocation_cancelled_from_outside_cancels_the_run(swarm: Swarm, cluster: dict[str, str]) -> None:

@@ -466,6 +466,11 @@ def _pane_stages(pane: PaneMode) -> list[str]:
         '  case $_ZSW_PANE in ""|*[!A-Za-z0-9_%]*) _zsw_pj=null ;;',
         f'    *) _zsw_pj="\\"{pane.pane_prefix}$_ZSW_PANE\\"" ;; esac',
         *(['  eval "$_ZSW_STEP"'] if pane.step_env else []),  # its node, for the heartbeat
+        # Not once its leader is dead (killed outright while this stage was starting): no
+        # worker will start (the guard at its fork), and a start written now made the
+        # supervisor, which had found the leader dead with no start, take the generation for
+        # one whose worker began (``unknown``, not run again) — nothing had run.
+        *([] if pane.step_env else [f"  if {_LEADER_GONE}; then exit 129; fi"]),
         f'  printf \'{{"event":"started","pid":%s,"pane_id":%s%s}}\\n\' "$PPID" "$_zsw_pj" {_NODE} >>{_HEARTBEAT}',
         *(['  eval "$_ZSW_STEP"; unset _ZSW_STEP'] if pane.step_env else []),  # over the caller's
         f'  export {pane.pane_var}="$_ZSW_PANE"; unset _ZSW_PANE ;;',
