@@ -922,7 +922,6 @@ class SlurmExecutor:
             # change): a `scancel` of JOB.STEP is then "not found", and nothing else ends it
             return step.partition(".")[0] if name is not None else step
 
-
         def term() -> tuple[float, bool] | None:
             step = self._step(lg)
             if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
