@@ -746,8 +746,10 @@ class Generations:
                 generation_files.claim_or_planted(lg.gen) is None:
             # its wrapper never started: srun refused the step, could not reach Slurm, or was
             # killed before its step began (from outside, or with a supervisor, as the run's
-            # process group: it said nothing, and its job, granted later, holds no step)
-            silent = not remote.srun_said(lg.gen, 4096).strip()
+            # process group: it said nothing, and its job, granted later, holds no step). Not
+            # a pane's srun: one that ends silently there went with its pane (``_classify``:
+            # closed as it opened, or its leader killed), and ran again it ran what was cancelled
+            silent = not lg.in_pane and not remote.srun_said(lg.gen, 4096).strip()
             if lg.kill_reason is None and (lg.allocation_ended or lg.id_issued_again
                                            or remote.controller_unreachable(lg.gen)
                                            or (silent and self._free_run(lg, "srun_lost") <= FREE_RUNS)) and \
