@@ -58,18 +58,20 @@ def collect(run: RunPaths, snap: dict[str, Any], names: tuple[str, ...], *, veri
         branch = _branch(run, t)
         done = worktree.collect(Path(record["path"]), branch=branch, message=message(t["name"], snap["run_id"]),
                                 verify=verify)
+        # the agent switched its worktree to a branch of its own
+        elsewhere = (f"the branch its worktree is on (the task's branch {branch} did not move)"
+                     if done.on is not None and branch is not None and done.on != branch else None)
         if not done.committed:
             if done.moved:  # the agent committed on a detached HEAD
                 what = f"nothing uncommitted; its branch {done.moved} moved to this commit"
-            elif done.on is not None and branch is not None and done.on != branch:
-                what = (f"nothing uncommitted: this commit is on {done.on}, the branch its worktree is on "
-                        f"(the task's branch {branch} did not move)")
+            elif elsewhere:
+                what = f"nothing uncommitted: this commit is on {done.on}, {elsewhere}"
             else:
                 what = "nothing uncommitted: its branch is at this commit"
         else:
             what = f"committed on {done.on or 'its HEAD'}" + (" (moved to it)" if done.moved else "")
-            if done.on is not None and branch is not None and done.on != branch:  # the agent switched branches
-                what += f", the branch its worktree is on (the task's branch {branch} did not move)"
+            if elsewhere:
+                what += f", {elsewhere}"
             what += f" as {done.identity}" + (" (the repository names no one)" if done.fallback else "")
             what += "" if verify else ", no hooks run"
         lines.append(quoting.terminal_text(f"{done.commit}  {t['name']} · {what}"))
