@@ -465,9 +465,10 @@ class Generations:
             lg.read_step()
         rec = generation_files.exit_facts(lg.gen, pid=lg.pid if lg.child and not lg.remote else None,
                                           relayed=not (lg.child and lg.pane is None))  # headless from the start
-        if rec is None and lg.in_pane and lg.outlived_its_wrapper:
-            # the worker its pane's killed leader and wrapper left, as its pty relay reaped it
-            # (a Zellij pane's): its own end, which no wrapper recorded
+        if rec is None and lg.in_pane and (lg.outlived_its_wrapper or _leader_and_wrapper_killed(lg)):
+            # the worker its pane's killed leader and wrapper left — followed to its end, or
+            # ended before anyone looked — as its pty relay reaped it (a Zellij pane's): its
+            # own end, which no wrapper recorded; none (tmux, a relay killed too): ``_classify``
             rec = generation_files.relayed_exit(lg.gen)
         if lg.forgotten and rec is None and lg.kill_reason is None:
             # Slurm forgot its step while it was queued, and it was withdrawn (its claim is
@@ -663,13 +664,8 @@ class Generations:
                 # its worker ran on to an end nobody saw — or began, and its wrapper was killed
                 # (``kill -9``; found gone by a resume) with nothing of it left: it ended with its
                 # wrapper, or before it, or after it with no launcher left to see it; it may
-                # have finished, and pushed (*Decision*, SPEC §5.7). A pane's leader killed
-                # with it: in Zellij its pty relay may have reaped the worker and marked its
-                # code — its own end, as when it was followed (``collect``)
-                if lg.in_pane and not lg.outlived_its_wrapper and (
-                        rec := generation_files.relayed_exit(lg.gen)) is not None:
-                    self._end_generation(lg, rec, *outcome(lg, rec, session_alive=session_alive))
-                    return
+                # have finished, and pushed (*Decision*, SPEC §5.7). (A Zellij pane's relay
+                # that saw the worker's end gave it to ``collect``.)
                 reason = "wrapper_lost"
             elif not session_alive:
                 reason = "multiplexer_lost"
