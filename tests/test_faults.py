@@ -295,9 +295,9 @@ def test_a_closed_pane_is_cancelled_when_ls_does_not_list_its_live_session(swarm
     run = swarm.started()
     try:
         # ls is read as the session comes up, too: the fault comes once it is up
-        opened = wait_until(lambda: _opened_panes(run)[:2], what="both panes opened")
-        pane = heartbeat_pane(run, 1)
-        assert pane in opened
+        # slot 1's pane: opened (its event) and its worker started in it (its heartbeat)
+        pane = wait_until(lambda: heartbeat_pane(run, 1) in _opened_panes(run) and heartbeat_pane(run, 1),
+                          what="slot 1's worker started in its opened pane")
         faults.write_text(ls)
         fz.zellij("--session", f"swarm-{run.name}", "action", "close-pane", "--pane-id", pane, version="0.45.0")
         wait_until(lambda: "t0" in _recorded_ends(run), what="t0's end by the hang-up, recorded")
