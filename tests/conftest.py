@@ -79,14 +79,15 @@ def rz_pre044() -> Iterator[RealZellij]:
 
 @pytest.fixture
 def interrupted_run(swarm: Swarm) -> Iterator[Path]:
-    """A run whose supervisor was killed (-9) while its first task ran and its second waited."""
+    """A run whose supervisor was killed (-9) while its first task ran and its second waited,
+    after its first snapshot (a run killed before it is a case of its own: readers say so)."""
     swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
                           '[[task]]\nname = "b"\ncmd = "echo fine"\n')
     proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
     run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
-        wait_until(lambda: (run / "run.json").exists(), what="run.json")
+        wait_until(lambda: (run / "run.json").exists() and RunPaths(run).state.exists(), what="the first snapshot")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         (swarm.cwd / "go").touch()

@@ -95,8 +95,8 @@ def test_python_api_matches_cli(tmp_path, monkeypatch):
     result = Swarm([Task("echo hi", name="a"), Task(argv=["sh", "-c", "exit 5"], name="b", after=["a"]),
                     Task("true", name="c", after=["b"])], jobs=2, retries=1).run()
     assert result.exit_code == 1 and not result.ok
-    rows = {t["name"]: t for t in result.summary["tasks"]}
-    validate(result.summary, "status")
+    rows = {t["name"]: t for t in result.record["tasks"]}
+    validate(dict(result.record), "status")
     assert (rows["a"]["status"], rows["b"]["exit_code"], rows["b"]["attempts"], rows["c"]["status"]) == (
         "succeeded", 5, 2, "skipped")
     assert (result.run_dir / "summary.json").exists()
