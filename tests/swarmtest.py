@@ -254,6 +254,19 @@ class Running:
         self.proc.wait(timeout=10)
 
 
+def killed_outright(process: Any) -> None:
+    """``kill -9`` of ``process`` (a ``psutil.Process``), returning once it has exited (a
+    zombie, or reaped): its children are its reaper's by then. A wrapper killed as its worker
+    ends may yet reap that worker — the signal is acted on when it next runs, which on a busy
+    machine can be after the worker's end — and die with the end unwritten: a kill the test
+    meant to come first would then not have (a fast-tier run under load, 2 in 55)."""
+    import psutil
+
+    process.kill()
+    wait_until(lambda: not process.is_running() or process.status() == psutil.STATUS_ZOMBIE,
+               what=f"pid {process.pid} gone")
+
+
 def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
     """Once the worker ``name`` runs under the first generation that wrote its launch
     heartbeat: that heartbeat's pid (the wrapper's; a pane's leader)."""

@@ -21,6 +21,7 @@ from swarmtest import (
     backend_args,
     full,
     kill_run_processes,
+    killed_outright,
     run_processes,
     run_to_its_end,
     wait_until,
@@ -401,10 +402,7 @@ def test_an_agent_that_saves_on_a_cancel_and_exits_0_was_cancelled(swarm, shape,
         pid = swarm.cwd / "saver.pid"
         saver = int(wait_until(lambda: pid.exists() and pid.read_text(), what="the saver"))
         if shape == "its wrapper killed":
-            wrapper = psutil.Process(saver).parent()
-            wrapper.kill()
-            wait_until(lambda: not psutil.pid_exists(wrapper.pid) or wrapper.status() == "zombie",
-                       what="the wrapper gone")
+            killed_outright(psutil.Process(saver).parent())
         assert swarm("cancel", r.run.name, "a", env=env).code == 0
         r.proc.wait(timeout=60)
     row = swarm.tasks()["a"]

@@ -27,6 +27,7 @@ from swarmtest import (
     clean_env,
     full,
     kill_run_processes,
+    killed_outright,
     launcher_of,
     run_processes,
     running_worker,
@@ -653,7 +654,7 @@ def test_a_wrapper_killed_with_no_launcher_to_see_its_worker_end_is_unknown_and_
         else:
             r.killed()
             launcher.kill()
-        wrapper.kill()
+        killed_outright(wrapper)
         claim_file = r.run / "slots/slot-1/gen-1/claim"
         if claim == "emptied":
             claim_file.write_text("")
@@ -728,7 +729,7 @@ def test_a_worker_whose_wrapper_died_with_its_supervisor_and_that_finished_befor
         r.killed()
         if launcher_too:
             launcher.kill()
-        wrapper.kill()
+        killed_outright(wrapper)
         (swarm.cwd / "go").touch()
         wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
         wait_until(lambda: run_processes(r.run.name) == [] and not launcher.is_running(),
