@@ -68,7 +68,8 @@ def status_snapshot() -> dict[str, Any]:
 
     return {"run_id": RUN_ID, "name": "agents", "state": "running", "started_at": 1796051483.0,
             "counts": {"failed": 2, "running": 2, "succeeded": 2},
-            "tasks": [task(1, "succeeded", 0), task(2, "failed", 3), task(3, "running", None, waiting_input=True),
+            "tasks": [task(1, "succeeded", 0), task(2, "failed", 3),
+                      task(3, "running", None, waiting_input=True, pane_id="terminal_3"),
                       task(4, "failed", 1, command="claude -p 'refactor the parser, then its tests, then docs'"),
                       task(5, "running", None), task(6, "succeeded", 0)],
             "slots": [], "warnings": []}
@@ -108,8 +109,10 @@ def test_a_waiting_task_is_counted_in_ls_and_status_and_listed_by_status_waiting
         wait_until(lambda: "waiting for input" in swarm("status").stdout, what="the task waiting")
         assert json.loads(swarm("ls", "--json").stdout)[0]["waiting"] == 1
         assert swarm("ls").stdout.splitlines()[1].split()[5] == "1"  # RUN NAME STATE STARTED (2 words) WAITING
+        # headless: no pane to attach to — its output, followed, is where what it asked shows
         assert swarm("status", "--waiting").stdout.splitlines()[1].split() == [
-            "agent-2", "1", "zellij-swarm", "attach", "agent-2"]
+            "agent-2", "1", "zellij-swarm", "logs", "--follow", "agent-2"]
+        assert swarm("wait", "--for-input").stdout == "zellij-swarm logs --follow agent-2\n"
     finally:
         (swarm.cwd / "done").touch()
         proc.wait(timeout=30)

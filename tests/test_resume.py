@@ -697,7 +697,7 @@ def test_an_interrupted_run_s_workers_that_ended_wait_for_no_one(swarm):
         assert {t["name"]: t["waiting_input"] for t in doc["tasks"]} == {"a": False, "b": True, "c": None}
         assert "1 waiting for input" in swarm("status", run.name).stdout
         res = swarm("wait", "--for-input", run.name)
-        assert res.stdout == f"zellij-swarm attach {run.name} b\n", res
+        assert res.stdout == f"zellij-swarm logs --follow {run.name} b\n", res  # headless: no pane
     finally:
         proc.kill()
         kill_run_processes(run.name)

@@ -208,10 +208,15 @@ def test_a_full_disk_elsewhere_is_not_blamed_on_the_output(ended_run: Path, monk
 
 
 def test_an_attach_hint_for_a_task_named_like_an_option_runs_as_printed() -> None:
-    from zellij_swarm.commands.status import attach_line
+    from zellij_swarm.commands.status import show_command
 
-    assert attach_line({"run_id": "r1"}, {"name": "-x", "id": "t1"}, latest=False) == "zellij-swarm attach -- r1 -x"
-    assert attach_line({"run_id": "r1"}, {"name": "b", "id": "t2"}, latest=True) == "zellij-swarm attach b"
+    pane = {"pane_id": "%3"}
+    assert show_command({"run_id": "r1"}, {"name": "-x", "id": "t1", **pane}, latest=False) == (
+        "zellij-swarm attach -- r1 -x")
+    assert show_command({"run_id": "r1"}, {"name": "b", "id": "t2", **pane}, latest=True) == "zellij-swarm attach b"
+    # no pane (headless): nothing to attach to, its output shows what it asked
+    assert show_command({"run_id": "r1"}, {"name": "-x", "id": "t1", "pane_id": None}, latest=False) == (
+        "zellij-swarm logs --follow -- r1 -x")
 
 
 def test_a_hint_names_by_its_id_a_task_whose_name_a_terminal_shows_escaped(swarm) -> None:

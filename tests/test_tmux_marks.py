@@ -158,7 +158,7 @@ def test_wait_for_input_new_counts_only_a_wait_that_begins_after_it(monkeypatch,
 
     def snap(*waiting: tuple[str, int]) -> dict[str, object]:
         return {"run_id": "r", "state": "running", "tasks": [
-            {"name": n, "id": f"t-{n}", "generation": g, "status": "running", "waiting_input": True}
+            {"name": n, "id": f"t-{n}", "generation": g, "status": "running", "waiting_input": True, "pane_id": f"%{g}"}
             for n, g in waiting]}
 
     looks = iter([snap(("a", 1)), snap(("a", 1)), snap(), snap(("b", 1)), snap(("a", 2), ("b", 1))])

@@ -483,11 +483,14 @@ def short_when(ts: float | None, now: float) -> str:
         "%Y-%m-%d %H:%M")
 
 
-def attach_line(snap: dict[str, Any], task: dict[str, Any], *, latest: bool, where: Path | None = None) -> str:
-    """The command that shows a task's pane; the run named unless it is the latest, and its
-    state directory ``where`` when the rule would not find it from here."""
+def show_command(snap: dict[str, Any], task: dict[str, Any], *, latest: bool, where: Path | None = None) -> str:
+    """The command that shows a waiting task: ``attach`` to its pane — or, for a worker with
+    no pane (headless, a Slurm step run so), which has nothing to attach to, its output
+    followed (``logs --follow``), where what it asked is. The run named unless it is the
+    latest, and its state directory ``where`` when the rule would not find it from here."""
     run = [] if latest else [snap["run_id"]]
-    return state_dir.command(where, "attach", *run, quoting.task_word(task["name"], task["id"]))
+    how = "attach" if task.get("pane_id") is not None else "logs --follow"
+    return state_dir.command(where, how, *run, quoting.task_word(task["name"], task["id"]))
 
 
 def none_waiting(snap: dict[str, Any], where: Path | None = None) -> str:
@@ -649,9 +652,9 @@ def format_waiting(snap: dict[str, Any], latest: bool, where: Path | None = None
     if not waiting:
         interrupted = "interrupted; " if snap["state"] == RunState.INTERRUPTED else ""
         return _shown([f"run {snap['run_id']}: {interrupted}{none_waiting(snap, where)}"])
-    return _shown(table(("TASK", "SLOT", "ATTACH"),
+    return _shown(table(("TASK", "SLOT", "SHOW IT"),
                         [(t["name"], "-" if t.get("slot") is None else str(t["slot"]),
-                          attach_line(snap, t, latest=latest, where=where)) for t in waiting],
+                          show_command(snap, t, latest=latest, where=where)) for t in waiting],
                         indent=""))
 
 

@@ -1,6 +1,7 @@
 """``zellij-swarm wait --for-input [RUN]``: block until a task of the run waits for input, then
-print the command that shows it (``zellij-swarm attach …``), one line per waiting task — a
-line to hand to any notifier (``notify-send``, a chat hook, a phone).
+print the command that shows it (``zellij-swarm attach …``; ``logs --follow …`` for a worker
+with no pane, headless), one line per waiting task — a line to hand to any notifier
+(``notify-send``, a chat hook, a phone).
 
 It reads the run's snapshot (the supervisor rewrites it within a second of a change; only
 its own rows, the running tasks', are read) every ``POLL`` seconds. With ``new``, a task
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zellij_swarm import quoting
-from zellij_swarm.commands.status import attach_line, load_status, none_waiting, waiting_tasks
+from zellij_swarm.commands.status import load_status, none_waiting, show_command, waiting_tasks
 from zellij_swarm.records.rundir import RunPaths
 
 POLL = 0.25  # seconds between two looks at the snapshot
@@ -38,7 +39,7 @@ def for_input(run: RunPaths, *, latest: bool, new: bool = False, say: Callable[[
         fresh = [t for key, t in waiting.items() if key not in seen]
         if fresh:
             for t in fresh:
-                say(attach_line(snap, t, latest=latest, where=run.state_dir))
+                say(show_command(snap, t, latest=latest, where=run.state_dir))
             return 0
         if snap["state"] != "running":
             ended = f"zellij-swarm: run {snap['run_id']} is {snap['state']}; {none_waiting(snap, run.state_dir)}"
