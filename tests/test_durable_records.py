@@ -145,7 +145,8 @@ def test_an_interrupted_run_whose_snapshot_is_gone_is_not_read_as_one_that_start
     run = swarm.started()
     try:
         wait_until(lambda: len(list(run.glob("slots/slot-*/gen-1/claim"))) == 2, what="two tasks running")
-        wait_until(lambda: '"running"' in (run / "state.json").read_text(), what="a snapshot of them")
+        state = run / "state.json"  # (none before the first snapshot; replaced whole by each)
+        wait_until(lambda: state.exists() and '"running"' in state.read_text(), what="a snapshot of them")
         proc.kill()
         proc.wait(timeout=10)
         if gone == "empty":

@@ -335,7 +335,7 @@ def test_an_attached_run_that_ended_says_so_before_its_client_detaches(swarm, tm
         assert [(r["status"], r["exit_code"]) for r in swarm.tasks().values()] == [("succeeded", 0), ("failed", 3)]
         assert json.loads(swarm("ls", "--json").stdout)[0]["state"] == "finished"
         report = swarm.cwd / "report.xml"
-        wait_until(lambda: 'failures="1"' in report.read_text(), what="the run's JUnit report")
+        wait_until(lambda: report.exists() and 'failures="1"' in report.read_text(), what="the run's JUnit report")
         # the run is over, and a retry may run now: its report is not overwritten at the detach
         (swarm.cwd / "ok").touch()
         assert swarm("retry", run.name, "--backend", "headless", "--output", "quiet").code == 0
