@@ -74,14 +74,21 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
     deadline is for a loaded CI machine (2 cores, two test workers, dozens of processes):
     a run's first worker once took over 10 s to start there. It costs nothing when the
     awaited thing happens: the wait ends then. ``seen``, called once the wait has failed,
-    says what there was instead: a rare failure is then explained by its own output."""
+    says what there was instead: a rare failure is then explained by its own output. A file
+    the predicate reads that is not there yet (``FileNotFoundError``) is a thing not happened
+    yet — a record written later than usual on a busy machine failed tests so — and named in
+    the failure if the wait ends so."""
     deadline = time.monotonic() + timeout
+    missing: FileNotFoundError | None = None
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except FileNotFoundError as e:
+            value, missing = None, e
         if value:
             return value
         if time.monotonic() > deadline:
-            instead = f"; instead: {seen()!r}" if seen is not None else ""
+            instead = f"; instead: {seen()!r}" if seen is not None else f"; last: {missing}" if missing else ""
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}{instead}")
         time.sleep(interval)
 
