@@ -82,7 +82,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
     missing: FileNotFoundError | None = None
     while True:
         try:
-            value = predicate()
+            value, missing = predicate(), None
         except FileNotFoundError as e:
             value, missing = None, e
         if value:
