@@ -898,3 +898,46 @@ def test_a_generation_is_a_pane_s_by_its_launch_or_else_by_its_own_wrapper(tmp_p
     if wrapper:
         gen.wrapper.write_text("# a pane's own wrapper\n")
     assert resume.pane_generation(gen, launch) is in_pane
+
+
+@pytest.mark.parametrize("backend", [pytest.param("tmux", marks=tmux_needed), "real-zellij"])
+@pytest.mark.parametrize("how", ["exit 129", "kill -HUP $$"])
+def test_a_worker_s_own_sighup_before_its_session_went_is_its_failure_after_resume(swarm, backend, how, request):
+    """A pane's worker that exited 129 (or died of a SIGHUP it sent itself) while no supervisor
+    ran, its pane's leader gone with no hang-up mark, its session killed only after that:
+    ``resume`` found the session gone and took the death for the session's, ``lost
+    (multiplexer_lost)``, and ran the task again — its work done twice, its retries 0 (an
+    adversary, 3 runs in 3 in tmux, 1 in 1 in the real Zellij 0.45). A leader marks a hang-up
+    that comes while its second stage lives: one gone without a mark saw none, and the SIGHUP
+    was the worker's own."""
+    if backend == "tmux":
+        t = request.getfixturevalue("tmux")
+        env, args, kill = tmux_env(t), ("--backend", "tmux"), lambda run: t("kill-server")
+    else:
+        rz = request.getfixturevalue("rz")
+        env, args = rz.env(**FAST), ("--backend", "zellij")
+        kill = lambda run: rz.zellij("kill-session", f"swarm-{run.name}")  # noqa: E731
+    swarm.write("h.toml", '[[task]]\nname = "h"\n'
+                          f'cmd = "until [ -e go ]; do sleep 0.02; done; echo h >> ledger; {how}"\n')
+    proc = swarm.popen("run", "h.toml", *args, "--ui", "live", "--output", "quiet", env=env)
+    run = swarm.started()
+    try:
+        wait_until(lambda: began(run) == 1, timeout=60, what="the worker begun in its pane")
+        proc.kill()
+        proc.wait(timeout=10)
+        gen = run / "slots/slot-1/gen-1"
+        leader = json.loads((gen / "heartbeat.jsonl").read_text().splitlines()[0])["pid"]
+        assert json.loads((gen / "heartbeat.jsonl").read_text().splitlines()[0])["pane_id"]
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: exits(run) == 1, what="the worker's end recorded")
+        wait_until(lambda: not psutil.pid_exists(leader) or psutil.Process(leader).status() == psutil.STATUS_ZOMBIE,
+                   what="the pane's leader gone")
+        assert not (gen / "hangup").exists()
+        kill(run)
+        res = swarm("resume", run.name, "--output", "quiet", env=env)
+        assert res.code == 1, res.stderr
+        row = swarm.tasks(run)["h"]
+        assert [(a["status"], a["reason"], a["exit_code"]) for a in row["history"]] == [("failed", None, 129)], row
+        assert (swarm.cwd / "ledger").read_text() == "h\n", "run once"
+    finally:
+        stop(swarm, proc, run)

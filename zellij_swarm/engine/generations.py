@@ -503,8 +503,10 @@ class Generations:
         if wait_status is not None and os.WIFSIGNALED(wait_status):
             sig = signal.Signals(os.WTERMSIG(wait_status)).name
         # A pane's worker dead of SIGHUP with no mark of its leader's (yet): the multiplexer may
-        # have signalled it before it closed the terminal (a killed tmux server does): ask it too.
-        unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone
+        # have signalled it before it closed the terminal (a killed tmux server does): ask it too
+        # — unless its leader is gone with no mark: no hang-up reached it while its worker ran.
+        unmarked_hangup = lg.in_pane and rec is not None and rec.signal == "SIGHUP" and not pane_gone \
+            and not _leader_gone_unmarked(lg)
         # not our kill's doing — or our kill is the session's loss, sent after it (a worker that
         # ended by the hang-up before it is lost with its session, not closed with its pane)
         if pane_gone and rec is None and lg.kill_sent_at is None and _unstarted_in_its_pane(lg):
@@ -1014,6 +1016,20 @@ def _leader_and_wrapper_killed(lg: LiveGen) -> bool:
     return lg.in_pane and not lg.remote and lg.kill_sent_at is None \
         and generation_files.kill_sent_at(lg.gen) is None and not generation_files.hung_up(lg.gen) \
         and generation_files.claimed_by_wrapper(lg.gen) and _began(lg.gen)
+
+
+def _leader_gone_unmarked(lg: LiveGen) -> bool:
+    """A local pane generation whose leader (and second stage) ended with no hang-up mark. A
+    leader marks a hang-up that comes while its second stage lives, before it reaps the stage
+    (a pending SIGHUP is taken before the SIGCHLD): so the pane's terminal did not hang up, nor
+    did its multiplexer signal it, while the worker ran — a SIGHUP the worker died of was its
+    own (``exit 129``, ``kill -HUP $$``), whatever became of its session after. *Decision*: a
+    ``resume`` that found the session killed since took the death for the session's, ``lost
+    (multiplexer_lost)``, and ran the finished task again. Looked at in this order: a mark made
+    just before the leader ended is seen. A leader that still runs (its mark may be on its way)
+    says nothing: the session is asked, as before."""
+    return lg.in_pane and not lg.remote and procs.wrapper_process(lg.gen) is None \
+        and not generation_files.hung_up(lg.gen)
 
 
 def _unstarted_in_its_pane(lg: LiveGen) -> bool:
