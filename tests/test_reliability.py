@@ -877,6 +877,34 @@ def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_that_ended_before
     assert swarm.tasks()["b"]["status"] == "succeeded"
 
 
+def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_that_ended_before_its_session_went_runs_once(
+        swarm, tmux):
+    """The neighbour whose tmux server is killed after the worker's end, before ``resume``: the
+    session gone, the task was ``lost (multiplexer_lost)`` and ran again — its work done
+    twice (an adversary, 2 in 2). The leader killed with no mark had hung up the worker's
+    terminal already: the session's end took nothing from it. Nobody saw its end:
+    ``unknown (wrapper_lost)``, never run again by itself."""
+    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
+    env = outside_env(tmux)
+    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live", env=env) as r:
+        assert r.run is not None
+        leader, stage = _leader_and_wrapper(r.run, ledger)
+        r.killed()
+        leader.kill()
+        stage.kill()
+        (swarm.cwd / "go").touch()
+        wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
+        wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
+        tmux("kill-server")
+        assert swarm("resume", r.run.name, "--output", "quiet", env=env).code == 1
+        assert run_processes(r.run.name) == []
+    row = swarm.tasks()["a"]
+    seen = (row["status"], row["reason"], row["exit_code"], row["attempts"])
+    assert seen == ("unknown", "wrapper_lost", None, 1), row
+    assert ledger.read_text().split() == ["start", "done"]
+    assert swarm.tasks()["b"]["status"] == "succeeded"
+
+
 def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm, tmux):
     """The neighbour: the worker followed after its pane's leader and wrapper were killed is
     ended by a kill of ours as any is — the kill's outcome, not run again."""

@@ -662,12 +662,17 @@ class Generations:
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
             elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)) or (
-                    session_alive and _leader_and_wrapper_killed(lg)):
+                    _leader_and_wrapper_killed(lg) and (
+                        session_alive or not stopping.leftovers(self.paths.run_id, lg.gen))):
                 # its worker ran on to an end nobody saw — or began, and its wrapper was killed
                 # (``kill -9``; found gone by a resume) with nothing of it left: it ended with its
                 # wrapper, or before it, or after it with no launcher left to see it; it may
                 # have finished, and pushed (*Decision*, SPEC §5.7). (A Zellij pane's relay
-                # that saw the worker's end gave it to ``collect``.)
+                # that saw the worker's end gave it to ``collect``.) Also once its session is
+                # gone, if nothing of it is left: its killed leader had hung up its terminal
+                # already, with no mark — a session lost while the leader lived leaves one — so
+                # the session's end took nothing from it (*Decision*: it was ``lost``, and a
+                # worker that had finished before the session was killed ran again).
                 reason = "wrapper_lost"
             elif not session_alive:
                 reason = "multiplexer_lost"
