@@ -250,7 +250,7 @@ def test_a_worker_that_ignores_the_hang_up_and_fails_later_failed_on_its_own(swa
     The wrapper re-made the leader's hang-up mark at the worker's end, so the mark always
     read as the end's, and it was recorded ``pane_closed``, never retried (found by a sweep)."""
     swarm.write("h.toml", '[[task]]\nname = "t"\nretries = 1\n'
-                          'cmd = "[ -e again ] && exit 0; touch again; trap \'\' HUP; sleep 2.5; exit 3"\n')
+                          'cmd = "[ -e again ] && exit 0; trap \'\' HUP; touch again; sleep 2.5; exit 3"\n')
     args, env = backend_args(backend, request)
     proc = swarm.popen("run", "h.toml", *args, "--output", "quiet", env=env)
     run = swarm.started()
