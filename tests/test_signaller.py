@@ -4,6 +4,7 @@ worker's own, whatever passes it on first."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -169,7 +170,8 @@ def test_the_wrapper_s_own_traps_in_a_fork_not_yet_the_worker_are_no_handler_of_
     finally:
         for p in (held, own):
             for c in psutil.Process(p.pid).children(recursive=True):
-                c.kill()
+                with contextlib.suppress(psutil.NoSuchProcess):  # a ``sleep 0.05`` that ended meanwhile
+                    c.kill()
             p.kill()
             p.wait()
 
