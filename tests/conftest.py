@@ -80,14 +80,17 @@ def rz_pre044() -> Iterator[RealZellij]:
 @pytest.fixture
 def interrupted_run(swarm: Swarm) -> Iterator[Path]:
     """A run whose supervisor was killed (-9) while its first task ran and its second waited,
-    after its first snapshot (a run killed before it is a case of its own: readers say so)."""
+    after a snapshot that shows it running (a run killed before its first is a case of its
+    own: readers say so)."""
     swarm.write("s.toml", '[swarm]\njobs = 1\n[[task]]\nname = "a"\ncmd = "while [ ! -e go ]; do sleep 0.05; done"\n'
                           '[[task]]\nname = "b"\ncmd = "echo fine"\n')
     proc = swarm.popen("run", "s.toml", "--output", "quiet", "--backend", "headless")
     run = swarm.started()
     try:
         wait_until(lambda: (run / "slots/slot-1/gen-1/claim").exists(), what="the worker started")
-        wait_until(lambda: (run / "run.json").exists() and RunPaths(run).state.exists(), what="the first snapshot")
+        # and a snapshot that says so: killed before its first, the run's record is damaged
+        # (``status``: missing, though the event log says tasks started), not just interrupted
+        swarm.wait_counts(run, running=1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         (swarm.cwd / "go").touch()
