@@ -31,8 +31,14 @@ def test_silent_new_pane(fake):
     assert len(fake.panes("f")) == 3
 
 
+# The window in which a new session drops (≥0.44) or holds (<0.44) actions: long enough that a
+# loaded machine's calls come within it (600 ms was not: CI's fake tier at a load of 15 queried
+# a session already built, and 0.43.1 answered its tab).
+INIT_DELAY_MS = 4000
+
+
 def test_init_delay_drops_actions(fake):
-    make(fake, faults="init_delay_ms=1500")
+    make(fake, faults=f"init_delay_ms={INIT_DELAY_MS}")
     r = fake.run("-s", "f", "run", "--", "/bin/sleep", "30")
     assert (r.rc, r.out, r.err) == (0, "", "")  # dropped: no id, no pane
     r = fake.run("-s", "f", "action", "list-panes", "--json")
@@ -40,7 +46,7 @@ def test_init_delay_drops_actions(fake):
     assert (r.rc, r.out, r.err) == (0, "[]\n", "")
     assert fake.session("f")["initialising"] is True
     assert "f [Created" in fake.run("ls", "-n").out  # live while initialising
-    fake.wait_for(lambda: not fake.session("f")["initialising"], timeout=5)
+    fake.wait_for(lambda: not fake.session("f")["initialising"], timeout=INIT_DELAY_MS / 1000 + 10)
     panes = fake.wait_for(lambda: fake.panes("f"), what="layout panes after init")
     assert len(panes) == 1
     assert fake.run("-s", "f", "run", "--", "/bin/sleep", "30").out == "terminal_1\n"
@@ -48,7 +54,7 @@ def test_init_delay_drops_actions(fake):
 
 def test_init_delay_old_version_waits(fake):
     v = "0.43.1"
-    make(fake, version=v, faults="init_delay_ms=600")
+    make(fake, version=v, faults=f"init_delay_ms={INIT_DELAY_MS}")
     t0 = time.monotonic()
     r = fake.run("-s", "f", "action", "query-tab-names", version=v)
     assert (r.rc, r.out) == (0, "")
