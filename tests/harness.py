@@ -195,7 +195,8 @@ class Mux:
     open_error: str | None = None  # ``open`` raises BackendError with this code
     session_lost_at: float | None = None  # the whole session dies (virtual seconds into the run)
     # ... its workers dying of the server's own SIGHUP before a pane leader could leave its
-    # hang-up mark (a killed tmux server signals its panes' process groups)
+    # hang-up mark (a killed tmux server signals its panes' process groups): each leader,
+    # signalled too, still runs, its mark to come (``FakeWrapper.leader_to_mark``)
     lost_unmarked: bool = False
     # a whole-run cancel is sent when the supervisor first asks whether the session lives: in a
     # run without a hang-up, that is as the run ends (before its end-of-run sweep)
@@ -373,6 +374,7 @@ class FakeWrapper:
         self.running = False
         self.reacting = False  # its SIGTERM has reached it
         self.ran = False  # it claimed the generation and ran its worker
+        self.leader: int | None = None  # a pane leader outliving it (``leader_to_mark``)
         world.wrappers.append(self)
 
     def _write(self, name: str, text: str, *, append: bool = True, exclusive: bool = False,
@@ -462,6 +464,14 @@ class FakeWrapper:
         self._write("heartbeat.jsonl", f'{{"event":"exited","code":{code}}}\n')
         self._ended(code << 8)
 
+    def leader_to_mark(self) -> None:
+        """Its pane's leader lives on a moment, the hang-up that reached it still to be marked: a
+        stand-in process with the wrapper's command line (``procs.wrapper_process`` finds it),
+        there until the scenario ends. (The helper is the second stage, which ends with its
+        worker.) A leader gone with no mark saw no hang-up, and its worker's SIGHUP was its own."""
+        if self.running and self.leader is None:
+            self.leader = self.world.spawn_helper(self.gen)
+
     def hang_up(self) -> None:
         """Its pane's terminal hangs up: the pane leader leaves its mark and forwards the
         hang-up; the worker dies of it, and the wrapper records 129."""
@@ -505,6 +515,10 @@ class FakeWrapper:
         if self.pid is not None:
             os.waitpid(self.pid, 0)
             self.pid = None
+        if self.leader is not None:
+            os.kill(self.leader, signal.SIGKILL)
+            os.waitpid(self.leader, 0)
+            self.leader = None
 
 
 class FakeSignaller:
@@ -846,8 +860,13 @@ class FakeMux:
     def _lose_session(self) -> None:
         self.session_up = False
         for w in self.world.wrappers:
-            if w.pane_id is not None:
-                w.exit(HUP) if self.spec.lost_unmarked else w.hang_up()
+            if w.pane_id is None:
+                continue
+            if self.spec.lost_unmarked:
+                w.leader_to_mark()
+                w.exit(HUP)
+            else:
+                w.hang_up()
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         with self.world.lock:
