@@ -86,6 +86,9 @@ from zellij_swarm.worker.wrapper import PaneMode
 SETTLE = 5.0  # seconds a server that gives no answer may take to close its socket (``_session_there``)
 GATE_WAIT = 1.0  # seconds a batch waits to hold the panes' start gate, else opens without it
 PANE_DEAD_WAIT = 5.0  # seconds a pane still listed alive after its leader's end may take to be marked dead
+# seconds a dead pane may take to say how its first process ended: tmux sees the terminal closed
+# before it reaps the process, which took up to 8 s on a loaded 2-core machine (off the loop)
+PANE_STATUS_WAIT = 20.0
 LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to reach its log, at most
 # tmux closes a pane's terminal once its first process has ended and nothing is left to read
 # at that moment, though the kernel may still hold the last output: a pane's first process
@@ -677,26 +680,43 @@ class TmuxBackend:
         """tmux keeps a pane whose first process ended (``remain-on-exit``), dead — its
         terminal closed: ``#{pane_dead}`` is tmux's descriptor of it closed — with how that
         process ended; a pane closed by hand (``kill-pane``) is gone. One still listed alive
-        is looked at again for ``PANE_DEAD_WAIT``: tmux marks it dead as it reaps its first
-        process."""
+        is looked at again for ``PANE_DEAD_WAIT``, and one dead with no status yet for
+        ``PANE_STATUS_WAIT``: dead is its terminal closed (format.c: ``fd == -1``), how its
+        first process ended is there once tmux has reaped it (``PANE_STATUSREADY``), which
+        can come seconds later."""
         if pane_id is None or not self.started:
             return None
         deadline = time.monotonic() + PANE_DEAD_WAIT
+        awaiting_status = False
         while True:
             try:
                 res = self._tmux("display-message", "-p", "-t", pane_id,
-                                 "#{pane_id}|#{pane_dead}|#{pane_dead_signal}|#{pane_dead_status}", check=False)
+                                 "#{pane_id}|#{pane_dead}|#{pane_dead_signal}|#{pane_dead_status}|#{pane_pid}",
+                                 check=False)
                 row = res.lines[0].split("|") if res.returncode == 0 and res.lines else []
             except BackendError:  # no answer in time (a busy server): asked again
                 row = None
-            if row is not None and (len(row) != 4 or row[0] != pane_id):
+            if row is not None and (len(row) != 5 or row[0] != pane_id):
                 return None  # gone (tmux 3.3a prints the format for no pane, exit 0)
             if row is not None and row[1] == "1":
-                _, _, number, status = row  # (no ``pane_dead_signal`` before 3.3: the status only)
+                _, _, number, status, pid = row  # (no ``pane_dead_signal`` before 3.3: the status only)
                 if number.isdigit():
                     return PaneExited(code=128 + int(number))
-                return PaneExited(code=int(status) if status.isdigit() else None)
-            if time.monotonic() >= deadline:
+                if status.isdigit():
+                    return PaneExited(code=int(status))
+                # Dead before reaped: a leader's kill read "ended", its signal lost — tmux left
+                # it a zombie for 20 s and more on a loaded machine (3 runs in 15). The kernel
+                # has its status; and a tmux with no signal format never says more.
+                code = procs.zombie_code(int(pid)) if pid.isdigit() else None
+                if code is not None:
+                    return PaneExited(code=code)
+                if not self.version.has_dead_signal:
+                    return PaneExited(code=None)
+                if not awaiting_status:
+                    awaiting_status, deadline = True, time.monotonic() + PANE_STATUS_WAIT
+                elif time.monotonic() >= deadline:
+                    return PaneExited(code=None)
+            elif time.monotonic() >= deadline:
                 return None
             time.sleep(0.05)
 

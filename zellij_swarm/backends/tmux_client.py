@@ -55,6 +55,7 @@ TESTED = (3, 3)  # the tmux the tests run against (Debian's 3.3a)
 # 3.2 and older have no ``remain-on-exit-format``: a dead pane gets tmux's fixed "Pane is dead"
 # line, which scrolls a renderer's first line (the board's counters) out of sight.
 REMAIN_ON_EXIT_FORMAT_SINCE = (3, 3)
+DEAD_SIGNAL_SINCE = (3, 3)  # ``#{pane_dead_signal}``
 QUIET_SINCE = (3, 2)  # below it a run warns, once: untested
 # Pane options (``set-option -p``) came with 3.0: every title (``@zsw_title``) is one.
 WORKS_SINCE = (3, 0)
@@ -96,6 +97,12 @@ class TmuxVersion:
     @property
     def has_remain_on_exit_format(self) -> bool:
         return self.number is None or self.number >= REMAIN_ON_EXIT_FORMAT_SINCE
+
+    @property
+    def has_dead_signal(self) -> bool:
+        """``#{pane_dead_signal}`` (tmux 3.3): a dead pane's signal; before, a pane whose first
+        process died of one says nothing of how it ended."""
+        return self.number is None or self.number >= DEAD_SIGNAL_SINCE
 
 
 def parse_version(text: str) -> TmuxVersion:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from zellij_swarm.records import generation_files
 from zellij_swarm.records.generation_files import GenPaths
 from zellij_swarm.worker import waiting
-from zellij_swarm.worker._kernel import stat_fields
+from zellij_swarm.worker._kernel import shell_code, stat_fields
 from zellij_swarm.worker._paneleader import WORKER_SIGNALS
 
 if TYPE_CHECKING:
@@ -405,6 +405,17 @@ def take_abandoned_claim(gen: GenPaths) -> bool:
     if claim is None or not claim.unwritten or wrapper_process(gen) is not None:
         return False
     return generation_files.take_unwritten_claim(gen)
+
+
+def zombie_code(pid: int) -> int | None:
+    """How ``pid`` ended, as a shell says it (128 + N for a signal N), if it has ended and its
+    parent has not reaped it yet (a zombie): the kernel keeps its wait status in
+    /proc/PID/stat's ``exit_code`` (Linux 3.5). Not yet reaped, its pid is nobody else's.
+    None: alive, gone, or not to be read."""
+    fields = stat_fields(pid)
+    if fields is None or fields[0] != b"Z" or len(fields) < 50:
+        return None
+    return shell_code(int(fields[49]))  # field 52 of the line, the 50th after "pid (name)"
 
 
 def alive(pid: int) -> bool:
