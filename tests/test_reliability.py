@@ -924,32 +924,48 @@ def test_a_cancel_ends_the_worker_a_pane_s_killed_leader_and_wrapper_left(swarm,
     assert ledger.read_text().split() == ["start"]
 
 
-def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_lost_with_its_session(swarm, tmux):
-    """The neighbour: the supervisor, the pane's leader and wrapper killed, then the whole tmux
-    server, before ``resume``: the session is gone (``multiplexer_lost``, as before) — the
-    worker that outlived it all is ended, and the task runs again headless, no attempt spent."""
+@pytest.mark.parametrize("backend,supervisor", [("tmux", "killed"), ("tmux", "alive"), ("real-zellij", "killed")])
+def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_followed_whatever_became_of_its_session(
+        swarm, backend, supervisor, request):
+    """The neighbour: the pane's leader and wrapper killed (the supervisor too, or not), then
+    the whole tmux server, while the worker, which ignores the hang-up, runs on. A live
+    supervisor that was following it went on following it; a ``resume`` found the session
+    gone and took it for the session's loss — ``multiplexer_lost``: the worker ended, the task
+    run again (an adversary, tmux and Zellij). Its leader was dead before the session could
+    take anything from it (no hang-up mark): it is followed to its end, which nobody sees in
+    tmux — ``unknown (wrapper_lost)``, run once; Zellij's pty relay sees it: ``succeeded``."""
     ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=0)
-    env = outside_env(tmux)
-    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live", env=env) as r:
+    args, env = backend_args(backend, request)
+    if backend == "tmux":
+        lose_session = lambda run: request.getfixturevalue("tmux")("kill-server")  # noqa: E731
+    else:
+        lose_session = lambda run: request.getfixturevalue("rz").zellij("kill-session", f"swarm-{run.name}")  # noqa: E731
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
         leader, stage = _leader_and_wrapper(r.run, ledger)
-        r.killed()
-        leader.kill()
-        stage.kill()
-        tmux("kill-server")
-        resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env)
+        if supervisor == "killed":
+            r.killed()
+        killed_outright(leader)
+        killed_outright(stage)
+        if supervisor == "alive":
+            wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
+        lose_session(r.run)
+        resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env) if supervisor == "killed" else None
+        want = ("unknown", "wrapper_lost") if backend == "tmux" else ("succeeded", None)
         try:
-            wait_until(lambda: ledger.read_text().split() == ["start", "start"], what="the task run again")
+            if resumed is not None:
+                wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the worker followed")
+            assert ledger.read_text().split() == ["start"]  # not ended, not run again
             (swarm.cwd / "go").touch()
-            assert resumed.wait(timeout=60) == 0
+            assert (resumed or r.proc).wait(timeout=60) == (1 if want[0] == "unknown" else 0)
         finally:
-            resumed.kill()
+            if resumed is not None:
+                resumed.kill()
         assert run_processes(r.run.name) == []
     row = swarm.tasks()["a"]
-    assert (row["status"], row["attempts"]) == ("succeeded", 1), row
-    assert [(h["status"], h.get("reason")) for h in row["history"]] == [("lost", "multiplexer_lost"),
-                                                                        ("succeeded", None)], row
-    assert ledger.read_text().split() == ["start", "start", "done"]
+    assert (row["status"], row["reason"], row["attempts"]) == (*want, 1), row
+    assert [h["status"] for h in row["history"]] == [want[0]], row
+    assert ledger.read_text().split() == ["start", "done"]
 
 
 # ----- 3. the kill ladder reaches every process of the generation ------------------------------

@@ -40,7 +40,7 @@ from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.headless_workers import HeadlessWorkers
 from zellij_swarm.engine.input_watch import InputWatch
-from zellij_swarm.engine.live import GenPhase, KillState, LiveGen, SessionAsked
+from zellij_swarm.engine.live import GenPhase, KillState, LiveGen
 from zellij_swarm.engine.outcome import ended_with_its_terminal, killed_status, outcome
 from zellij_swarm.engine.policy import RunStop, TaskPolicy
 from zellij_swarm.engine.remote import SlurmExecutor
@@ -425,18 +425,12 @@ class Generations:
             lg.move(GenPhase.END_SEEN)
             lg.wait_status = wait_status
             return
-        if not lg.outlived_its_wrapper and lg.session_asked is not SessionAsked.ANSWERED:
-            if lg.session_asked is SessionAsked.ASKED:
-                return  # whether its session lives is being asked: its end is read with the answer
-            if (worker := self._left_running(lg, wait_status)) is not None:
-                if lg.in_pane:
-                    # unless the session went with its leader and wrapper (``multiplexer_lost``,
-                    # as before): the multiplexer says first, once
-                    lg.session_asked = SessionAsked.ASKED
-                    self.backend.session_alive(lambda alive: self._pane_left_answered(lg, alive, wait_status))
-                else:
-                    self._await_worker(lg, wait_status, worker)
-                return
+        if not lg.outlived_its_wrapper and (worker := self._left_running(lg, wait_status)) is not None:
+            # followed to its end whatever became of a pane's session since: its leader was dead
+            # before the session could take anything from it (no hang-up mark), as a live
+            # supervisor that followed it before the session went keeps following it
+            self._await_worker(lg, wait_status, worker)
+            return
         if lg.remote and wait_status is not None:
             lg.wait_status = wait_status  # its srun's end, for ``explain`` once its sidecar had its wait
         if self.executor is not None and lg.remote and not lg.gone_seen and \
@@ -554,18 +548,6 @@ class Generations:
         left = stopping.leftovers(self.paths.run_id, lg.gen)
         return left[0].pid if left else None
 
-    def _pane_left_answered(self, lg: LiveGen, session_alive: bool, wait_status: int | None) -> None:
-        """The multiplexer's answer for a pane's ``_left_running``: its session lives, and
-        what is left of the generation still runs — followed to its end (ORPHANED); else its
-        end is read as before (the session's loss, or an end that came meanwhile)."""
-        lg.session_asked = SessionAsked.ANSWERED
-        if lg.collected:
-            return
-        if session_alive and not lg.signalling and (worker := self._left_running(lg, wait_status)) is not None:
-            self._await_worker(lg, wait_status, worker)
-            return
-        self.collect(lg, wait_status)
-
     def _await_worker(self, lg: LiveGen, wait_status: int | None, worker: int) -> None:
         """ORPHANED, once: its end, seen, is read as the worker's (``outlived_its_wrapper``)."""
         lg.move(GenPhase.ORPHANED)
@@ -661,18 +643,17 @@ class Generations:
                     self._end_by_wait_status(lg, wait_status or 0, session_alive=session_alive)
                     return
                 reason = "state_dir_error"  # it ran, and how it ended is known to nobody: ``unknown``
-            elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)) or (
-                    _leader_and_wrapper_killed(lg) and (
-                        session_alive or not stopping.leftovers(self.paths.run_id, lg.gen))):
+            elif lg.outlived_its_wrapper or (not lg.in_pane and not lg.remote and _began(lg.gen)) or \
+                    _leader_and_wrapper_killed(lg):
                 # its worker ran on to an end nobody saw — or began, and its wrapper was killed
                 # (``kill -9``; found gone by a resume) with nothing of it left: it ended with its
                 # wrapper, or before it, or after it with no launcher left to see it; it may
                 # have finished, and pushed (*Decision*, SPEC §5.7). (A Zellij pane's relay
-                # that saw the worker's end gave it to ``collect``.) Also once its session is
-                # gone, if nothing of it is left: its killed leader had hung up its terminal
-                # already, with no mark — a session lost while the leader lived leaves one — so
-                # the session's end took nothing from it (*Decision*: it was ``lost``, and a
-                # worker that had finished before the session was killed ran again).
+                # that saw the worker's end gave it to ``collect``.) Whatever became of a pane's
+                # session since: its killed leader had hung up its terminal already, with no
+                # mark — a session lost while the leader lived leaves one — so the session's end
+                # took nothing from it (*Decision*: it was ``lost``, and a worker that had
+                # finished before the session was killed ran again).
                 reason = "wrapper_lost"
             elif not session_alive:
                 reason = "multiplexer_lost"

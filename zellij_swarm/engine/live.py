@@ -76,14 +76,6 @@ class Ladder(enum.StrEnum):
     KILL = "kill"  # past SIGKILL: what is left of its tree was forked since
 
 
-class SessionAsked(enum.StrEnum):
-    """Whether the multiplexer was asked if a pane generation's session lives, once its
-    leader and wrapper were found killed while its worker ran on (``Generations._left_running``)."""
-    NOT_ASKED = "not_asked"
-    ASKED = "asked"  # its answer is on its way: the generation's end waits for it
-    ANSWERED = "answered"  # its end is read as any other from now on
-
-
 _ENDS = frozenset({GenPhase.END_SEEN, GenPhase.COLLECTED, GenPhase.DONE})
 # One table per machine: members of different StrEnums with one value ("none") are equal.
 GEN_TRANSITIONS: Final[dict[type[enum.StrEnum], dict[Any, frozenset[Any]]]] = {
@@ -137,7 +129,6 @@ class LiveGen:
     worker_pid: int | None = None
     worker_status: int | None = None  # its exact wait status, as the launcher reaped it
     worker_over: bool = False  # it has ended (its status told, or nothing of it is left to see)
-    session_asked: SessionAsked = SessionAsked.NOT_ASKED  # a pane's, when its leader and wrapper were killed
     deadlines: list[Timer] = field(default_factory=list)  # its timeout and heartbeat timers
     idle_message: str | None = None  # why the watchdog ended it
     files_followed: bool = False  # its directory is watched or polled
