@@ -768,6 +768,14 @@ def test_a_resumed_run_takes_the_launcher_s_word_for_a_worker_that_left_a_daemon
     assert ledger.read_text().split() == ["start", "done"]
 
 
+def _lose_session(backend: str, request: pytest.FixtureRequest, run: Path) -> None:
+    """The run's session gone from under it: the tmux server killed, the Zellij session."""
+    if backend == "tmux":
+        request.getfixturevalue("tmux")("kill-server")
+    else:
+        request.getfixturevalue("rz").zellij("kill-session", f"swarm-{run.name}")
+
+
 def _leader_and_wrapper(run: Path, ledger: Path) -> tuple[psutil.Process, psutil.Process]:
     """Once ``_worker_at_a_gate``'s worker runs in its pane: the pane's leader, and the
     wrapper's second stage (the leader's child)."""
@@ -848,59 +856,37 @@ def test_a_zellij_pane_s_worker_left_by_its_killed_leader_and_wrapper_ends_as_it
     assert '"event":"kill_sent"' not in (r.run / "events.jsonl").read_text()
 
 
-@pytest.mark.parametrize("backend", ["tmux", "real-zellij"])
+@pytest.mark.parametrize("backend,session", [("tmux", "lives"), ("real-zellij", "lives"), ("tmux", "killed"),
+                                             full("real-zellij", "killed")])
 def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_that_ended_before_resume_runs_once(
-        swarm, backend, request):
+        swarm, backend, session, request):
     """The neighbour with nothing left for ``resume`` to follow: ``kill -9`` of the supervisor,
     the pane's leader and its wrapper; the worker, which ignored the hang-up, finishes while no
     supervisor runs. ``resume`` recorded it ``lost (no_exit_record)`` and ran the finished work
     again (an adversary: 2 in 2, tmux and Zellij) — though in Zellij its pty relay had marked
     its code. Its end, as a followed one's: the relay's mark in Zellij (``succeeded``), in tmux
-    nobody saw it — ``unknown (wrapper_lost)``, never run again by itself (SPEC §5.7)."""
+    nobody saw it — ``unknown (wrapper_lost)``, never run again by itself (SPEC §5.7). So too
+    when the session was killed after the worker's end, before ``resume``: it was ``lost
+    (multiplexer_lost)`` and ran again (an adversary, tmux 2 in 2) — the leader killed with no
+    mark had hung up the worker's terminal already, and the session's end took nothing from it."""
     ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
         leader, stage = _leader_and_wrapper(r.run, ledger)
         r.killed()
-        leader.kill()
-        stage.kill()
+        killed_outright(leader)
+        killed_outright(stage)
         (swarm.cwd / "go").touch()
         wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
         wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
+        if session == "killed":
+            _lose_session(backend, request, r.run)
         assert swarm("resume", r.run.name, "--output", "quiet", env=env).code == (0 if backend == "real-zellij" else 1)
         assert run_processes(r.run.name) == []
     row = swarm.tasks()["a"]
     seen = ("succeeded", None, 0) if backend == "real-zellij" else ("unknown", "wrapper_lost", None)
     assert (row["status"], row["reason"], row["exit_code"], row["attempts"]) == (*seen, 1), row
-    assert ledger.read_text().split() == ["start", "done"]
-    assert swarm.tasks()["b"]["status"] == "succeeded"
-
-
-def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_that_ended_before_its_session_went_runs_once(
-        swarm, tmux):
-    """The neighbour whose tmux server is killed after the worker's end, before ``resume``: the
-    session gone, the task was ``lost (multiplexer_lost)`` and ran again — its work done
-    twice (an adversary, 2 in 2). The leader killed with no mark had hung up the worker's
-    terminal already: the session's end took nothing from it. Nobody saw its end:
-    ``unknown (wrapper_lost)``, never run again by itself."""
-    ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=2)
-    env = outside_env(tmux)
-    with Running(swarm, "s.toml", "--output", "quiet", "--backend", "tmux", "--ui", "live", env=env) as r:
-        assert r.run is not None
-        leader, stage = _leader_and_wrapper(r.run, ledger)
-        r.killed()
-        leader.kill()
-        stage.kill()
-        (swarm.cwd / "go").touch()
-        wait_until(lambda: ledger.read_text().split() == ["start", "done"], what="the worker's end")
-        wait_until(lambda: run_processes(r.run.name) == [], what="nothing of the run left")
-        tmux("kill-server")
-        assert swarm("resume", r.run.name, "--output", "quiet", env=env).code == 1
-        assert run_processes(r.run.name) == []
-    row = swarm.tasks()["a"]
-    seen = (row["status"], row["reason"], row["exit_code"], row["attempts"])
-    assert seen == ("unknown", "wrapper_lost", None, 1), row
     assert ledger.read_text().split() == ["start", "done"]
     assert swarm.tasks()["b"]["status"] == "succeeded"
 
@@ -936,10 +922,6 @@ def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_followed_whate
     tmux — ``unknown (wrapper_lost)``, run once; Zellij's pty relay sees it: ``succeeded``."""
     ledger = _worker_at_a_gate(swarm, trap="trap '' HUP; ", last="exit 0", retries=0)
     args, env = backend_args(backend, request)
-    if backend == "tmux":
-        lose_session = lambda run: request.getfixturevalue("tmux")("kill-server")  # noqa: E731
-    else:
-        lose_session = lambda run: request.getfixturevalue("rz").zellij("kill-session", f"swarm-{run.name}")  # noqa: E731
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
         leader, stage = _leader_and_wrapper(r.run, ledger)
@@ -949,7 +931,7 @@ def test_a_pane_s_worker_left_by_its_killed_leader_and_wrapper_is_followed_whate
         killed_outright(stage)
         if supervisor == "alive":
             wait_until(lambda: _logged(r.run, "wrapper_lost"), what="the killed wrapper noticed")
-        lose_session(r.run)
+        _lose_session(backend, request, r.run)
         resumed = swarm.popen("resume", r.run.name, "--output", "quiet", env=env) if supervisor == "killed" else None
         want = ("unknown", "wrapper_lost") if backend == "tmux" else ("succeeded", None)
         try:
