@@ -465,10 +465,11 @@ class FakeWrapper:
         self._ended(code << 8)
 
     def leader_to_mark(self) -> None:
-        """Its pane's leader lives on a moment, the hang-up that reached it still to be marked: a
-        stand-in process with the wrapper's command line (``procs.wrapper_process`` finds it),
-        there until the scenario ends. (The helper is the second stage, which ends with its
-        worker.) A leader gone with no mark saw no hang-up, and its worker's SIGHUP was its own."""
+        """Its pane's leader, which outlives its worker's end by the session's loss, the
+        hang-up that reached it still to be marked: a stand-in process with the wrapper's
+        command line (``procs.wrapper_process`` finds it), there until the scenario ends. (The
+        helper is the second stage, which ends with its worker.) A leader gone with no mark saw
+        no hang-up, and its worker's SIGHUP was its own."""
         if self.running and self.leader is None:
             self.leader = self.world.spawn_helper(self.gen)
 
@@ -854,7 +855,10 @@ class FakeMux:
         if not self.session_up or (("abandon", pane_id) in self.calls and not pane.outlives_abandon):
             return  # its pane is gone before its wrapper ran
         w = FakeWrapper(self.world, req.gen, claimed=False, pane_id=pane_id)
-        if w.start() and pane.closed_after is not None:
+        started = w.start()
+        if started and self.spec.lost_unmarked:
+            w.leader_to_mark()  # there from the pane's start, as a leader is
+        if started and pane.closed_after is not None:
             self.world.after(pane.closed_after, w.hang_up)
 
     def _lose_session(self) -> None:
@@ -862,11 +866,7 @@ class FakeMux:
         for w in self.world.wrappers:
             if w.pane_id is None:
                 continue
-            if self.spec.lost_unmarked:
-                w.leader_to_mark()
-                w.exit(HUP)
-            else:
-                w.hang_up()
+            w.exit(HUP) if self.spec.lost_unmarked else w.hang_up()  # (its leader lives on: ``_start``)
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         with self.world.lock:
