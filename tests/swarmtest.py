@@ -216,9 +216,23 @@ def _alive(p: Any) -> bool:
 
 
 def kill_run_processes(run_id: str) -> None:
+    """Every process of the run ends: those its markers name, and those that run a file of
+    its directory — a wrapper that runs its worker's shell loop itself (``eval``) has the
+    markers only in what it exports, and outlived a failed test's cleanup, looping at its gate."""
+    import psutil
+
     from zellij_swarm.worker import procs
 
-    procs.end_all(procs.marked(procs.run_markers(run_id)), 1.0)
+    named = []
+    in_its_dir = f"/runs/{run_id}/"
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and any(in_its_dir in arg for arg in p.cmdline()):
+                named.append(p)
+        except psutil.Error:
+            continue
+    marked = procs.marked(procs.run_markers(run_id))
+    procs.end_all([*marked, *(p for p in named if p.pid not in {m.pid for m in marked})], 1.0)
 
 
 def full(*values: Any) -> Any:
