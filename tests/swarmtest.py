@@ -223,16 +223,26 @@ def kill_run_processes(run_id: str) -> None:
 
     from zellij_swarm.worker import procs
 
-    named = []
     in_its_dir = f"/runs/{run_id}/"
-    for p in psutil.process_iter():
-        try:
-            if p.pid != os.getpid() and any(in_its_dir in arg for arg in p.cmdline()):
-                named.append(p)
-        except psutil.Error:
-            continue
-    marked = procs.marked(procs.run_markers(run_id))
-    procs.end_all([*marked, *(p for p in named if p.pid not in {m.pid for m in marked})], 1.0)
+
+    def found() -> list[psutil.Process]:
+        marked = procs.marked(procs.run_markers(run_id))
+        named = []
+        for p in psutil.process_iter():
+            try:
+                if p.pid != os.getpid() and p.pid not in {m.pid for m in marked} and any(
+                        in_its_dir in arg for arg in p.cmdline()):
+                    named.append(p)
+            except psutil.Error:
+                continue
+        return [*marked, *named]
+
+    # again until none is found: a wrapper looked at before it forked its worker forks it
+    # meanwhile (a worker left so waited at its gate for an hour)
+    for _ in range(5):
+        if not (left := found()):
+            return
+        procs.end_all(left, 1.0)
 
 
 def full(*values: Any) -> Any:
