@@ -216,9 +216,11 @@ def _alive(p: Any) -> bool:
 
 
 def kill_run_processes(run_id: str) -> None:
-    """Every process of the run ends: those its markers name, and those that run a file of
-    its directory — a wrapper that runs its worker's shell loop itself (``eval``) has the
-    markers only in what it exports, and outlived a failed test's cleanup, looping at its gate."""
+    """Every process of the run ends: those its markers name, and the shells that run a file
+    of its directory — a wrapper that runs its worker's shell loop itself (``eval``) has the
+    markers only in what it exports, and outlived a failed test's cleanup, looping at its
+    gate. (A shell, with that file as an argument of its own: a tmux server's command line is
+    the client's that started it, a pane's command in one of its arguments.)"""
     import psutil
 
     from zellij_swarm.worker import procs
@@ -230,8 +232,9 @@ def kill_run_processes(run_id: str) -> None:
         named = []
         for p in psutil.process_iter():
             try:
-                if p.pid != os.getpid() and p.pid not in {m.pid for m in marked} and any(
-                        in_its_dir in arg for arg in p.cmdline()):
+                argv = p.cmdline()
+                if p.pid != os.getpid() and p.pid not in {m.pid for m in marked} and argv \
+                        and argv[0].endswith("sh") and any(in_its_dir in a and " " not in a for a in argv[1:]):
                     named.append(p)
             except psutil.Error:
                 continue
