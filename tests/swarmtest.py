@@ -229,11 +229,12 @@ def kill_run_processes(run_id: str) -> None:
 
     def found() -> list[psutil.Process]:
         marked = procs.marked(procs.run_markers(run_id))
+        seen = {m.pid for m in marked} | {os.getpid()}
         named = []
         for p in psutil.process_iter():
             try:
                 argv = p.cmdline()
-                if p.pid != os.getpid() and p.pid not in {m.pid for m in marked} and argv \
+                if p.pid not in seen and argv \
                         and argv[0].endswith("sh") and any(in_its_dir in a and " " not in a for a in argv[1:]):
                     named.append(p)
             except psutil.Error:
