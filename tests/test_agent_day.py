@@ -89,6 +89,21 @@ def test_status_fits_80_columns_with_short_branches_and_relative_worktrees(monke
     assert any(line.endswith("…") for line in lines), "a long row is cut, not wrapped"
 
 
+def test_a_worktree_task_whose_name_is_too_long_keeps_its_row_at_80_columns(monkeypatch):
+    """The worktrees table follows the task table's rule: a name too long for its column has a
+    line of its own and the rest of its row (files changed, path, branch) the next one — the
+    cut would take them all."""
+    monkeypatch.chdir("/")
+    snap = status_snapshot()
+    long = "agent-4-refactors-the-parser-and-its-tests-then-the-docs-and-the-changelog"
+    snap["tasks"][3] = {**snap["tasks"][3], "name": long,
+                        "worktree": {**snap["tasks"][3]["worktree"], "branch": f"swarm/{RUN_ID}/{long[:64]}"}}
+    lines = views.format_status(snap, False, 80).splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("  TASK  ") and "CHANGED" in line):]
+    at = table.index(f"  {long}")
+    assert re.match(r"^ +4 +t4 +swarm/…/agent-4-refactors", table[at + 1]), "\n".join(table)
+
+
 def test_status_waiting_lists_them_with_the_attach_command():
     text = views.format_waiting(status_snapshot(), latest=True)
     assert text.splitlines()[1].split() == ["agent-3", "3", "zellij-swarm", "attach", "agent-3"]

@@ -678,7 +678,7 @@ def worktree_lines(tasks: Iterable[dict[str, Any]], run_id: str, width: int | No
     head, where = f"worktrees from commit {base[:7]}, in", f"{_near(holder)}/:"
     fits = width is None or text.width(quoting.terminal_text(f"{head} {where}")) <= width
     return [*([f"{head} {where}"] if fits else [head, f"  {where}"]),
-            *table(("TASK", "CHANGED", "PATH", "BRANCH"), rows)]
+            *table(("TASK", "CHANGED", "PATH", "BRANCH"), rows, width=width)]
 
 
 def _near(path: str) -> str:
