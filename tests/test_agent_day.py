@@ -104,6 +104,16 @@ def test_a_worktree_task_whose_name_is_too_long_keeps_its_row_at_80_columns(monk
     assert re.match(r"^ +4 +t4 +swarm/…/agent-4-refactors", table[at + 1]), "\n".join(table)
 
 
+def test_the_hint_to_list_every_task_survives_80_columns(monkeypatch):
+    """A run of over 100 tasks lists only its running and failed ones; the line that says so
+    is cut at a terminal's width like every line, so the command that lists the rest comes
+    first in it, where the cut does not take it."""
+    monkeypatch.chdir("/")
+    lines = views.format_status(status_snapshot(), False, 80, hidden=189).splitlines()
+    hint = next(line for line in lines if "189 tasks not listed" in line)
+    assert "`zellij-swarm status --all`" in hint, hint
+
+
 def test_status_waiting_lists_them_with_the_attach_command():
     text = views.format_waiting(status_snapshot(), latest=True)
     assert text.splitlines()[1].split() == ["agent-3", "3", "zellij-swarm", "attach", "agent-3"]

@@ -607,9 +607,10 @@ def format_status(snap: dict[str, Any], show_all: bool, width: int | None = None
         lines += table(("TASK", "STATUS", "ATTEMPTS", "SLOT", *(("GROUP",) if grouped else ()), "NOTE"), rows,
                        width=width)
     if hidden:
-        lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: a run of over {EVERY_TASK_UP_TO} "
-                     f"lists its running and failed ones; `{state_dir.command(where, 'status --all')}` lists "
-                     "every task)")
+        # the command first: a terminal's width cuts the end of the line
+        lines.append(f"  ({hidden:,} {'task' if hidden == 1 else 'tasks'} not listed: "
+                     f"`{state_dir.command(where, 'status --all')}` lists every task; a run of over "
+                     f"{EVERY_TASK_UP_TO} lists its running and failed ones)")
     if unreadable:
         lines.append(f"  ({unreadable:,} {'task' if unreadable == 1 else 'tasks'} counted with no row that can be "
                      "read: the rows file (tasks.jsonl) is damaged)")
