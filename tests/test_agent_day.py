@@ -318,6 +318,18 @@ def test_run_attach_inside_tmux_keeps_its_output_and_switches_to_the_swarm(swarm
 
 @needs_tmux
 @needs_script
+def test_run_attach_of_a_headless_run_keeps_its_output(swarm, tmux, terminal):
+    """A headless run has no session for ``--attach`` to show: nothing takes the terminal, so
+    the run prints what it prints without the flag (not quiet, as for a client drawn over it)."""
+    screen = terminal.type(shlex.join(["zellij-swarm", "run", "--backend", "headless", "--attach", "-j", "1",
+                                       "echo out-{}; exit {}", ":::", "0", "3"]))
+    lines = screen.splitlines()
+    assert [ln for ln in lines if ln.startswith("out-")] == ["out-0", "out-3"], screen
+    assert "task-2: failed (exit 3" in screen and "[exit 1]" in screen, screen
+
+
+@needs_tmux
+@needs_script
 def test_headless_on_a_terminal_shows_each_tasks_output_and_status_fits(swarm, tmux, terminal):
     screen = terminal.type(shlex.join(["zellij-swarm", "run", "--backend", "headless", "-j", "1",
                                        "echo out-{}; exit {}", ":::", "0", "3", "0"]))

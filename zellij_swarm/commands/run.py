@@ -100,6 +100,10 @@ def execute(
         print(f"zellij-swarm: warning: {note}", file=sys.stderr)
     # --attach inside the multiplexer moves this client to the swarm's window or tab; outside, the
     # session's client takes this terminal (and the run's own output would be drawn over: quiet)
+    if attach and choice.name == "headless":  # no session, no panes: nothing takes this terminal
+        print(f"zellij-swarm: --attach: the run is headless ({choice.why}), with no panes to show; not attaching",
+              file=sys.stderr)
+        attach = False
     takes_terminal = attach and not _inside(choice, env)
     if takes_terminal and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print("zellij-swarm: --attach needs a terminal on stdin and stdout; not attaching", file=sys.stderr)
