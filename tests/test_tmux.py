@@ -1018,3 +1018,25 @@ def _pane_exited_as_tmux_answers(monkeypatch: pytest.MonkeyPatch, version: str,
 
     monkeypatch.setattr(backend, "_tmux", tmux)
     return backend.pane_exited("%7"), len(asked)
+
+
+def test_the_boards_border_never_cuts_the_run_id(tmux):
+    """tmux draws a pane's border label in the pane's width less 4 columns (screen-redraw.c:
+    ``width = wp->sx - 4``) and cuts what is longer. At every width the board's label is its
+    whole title, the whole run id, or ``board`` — and fits what tmux draws: a compact board of
+    80x24 with 6 slots is 26 columns, where the id was cut to ``20261207-002950-7ef30``."""
+    from zellij_swarm import names
+    from zellij_swarm.backends.tmux import BORDER_FORMAT, title_text
+
+    run_id = "20261207-002950-7ef30c"
+    title = title_text(names.board_title(run_id))
+    tmux("new-session", "-d", "-s", "s", "-x", "120", "-y", "10")
+    pane = tmux("display-message", "-p", "-t", "s:", "#{pane_id}").strip()
+    tmux("set-option", "-p", "-t", pane, "@zsw_title", title)
+    tmux("set-option", "-p", "-t", pane, "@zsw_short", run_id)
+    for width in range(10, 41):
+        tmux("resize-window", "-t", "s:", "-x", str(width))
+        assert tmux("display-message", "-p", "-t", pane, "#{pane_width}").strip() == str(width)
+        label = tmux("display-message", "-p", "-t", pane, BORDER_FORMAT).rstrip("\n")
+        assert label.strip() in (title, run_id, "board"), (width, label)
+        assert len(label) <= width - 4 or label.strip() == "board", (width, label)

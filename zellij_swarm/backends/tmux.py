@@ -98,10 +98,12 @@ BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the firs
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
-# one (the board's: ``board · <run-id>``), that, and where neither fits, ``board``: tmux would
-# cut the title at the border's end, and a run id cut short names no run.
-BORDER_FORMAT = (" #{?#{&&:#{@zsw_short},#{e|<:#{pane_width},#{e|+:#{n:@zsw_title},2}}},"
-                 "#{?#{e|<:#{pane_width},#{e|+:#{n:@zsw_short},2}},board,#{@zsw_short}},#{@zsw_title}} ")
+# one (the board's: its run id), that, and where neither fits, ``board``: tmux would
+# cut the title at the border's end, and a run id cut short names no run. A label fits when it
+# and its two spaces take at most the pane's width less 4: tmux draws it in that much
+# (screen-redraw.c, ``width = wp->sx - 4``) — so a title of n columns needs a pane of n + 6.
+BORDER_FORMAT = (" #{?#{&&:#{@zsw_short},#{e|<:#{pane_width},#{e|+:#{n:@zsw_title},6}}},"
+                 "#{?#{e|<:#{pane_width},#{e|+:#{n:@zsw_short},6}},board,#{@zsw_short}},#{@zsw_title}} ")
 
 
 def title_text(text: str) -> str:
