@@ -114,6 +114,25 @@ def test_the_hint_to_list_every_task_survives_80_columns(monkeypatch):
     assert "`zellij-swarm status --all`" in hint, hint
 
 
+def test_diff_of_every_task_at_80_columns_keeps_its_counts(tmp_path):
+    """``diff`` (every worktree task, a line each) repeated the run's ``swarm/<run-id>/``
+    branch on every row and padded to its longest name: at 80 columns every line wrapped. On
+    a terminal its lines are fitted as ``status``'s are."""
+    from zellij_swarm.commands import diff
+
+    def task(name: str) -> dict[str, Any]:
+        return {"id": name, "name": name, "status": "succeeded",
+                "worktree": {"path": str(tmp_path / name), "base": "0" * 40, "branch": f"swarm/{RUN_ID}/{name}"}}
+
+    long = "agent-" + "x" * 60
+    snap = {"run_id": RUN_ID, "tasks": [task("agent-1"), task(long)]}
+    lines = diff.summary(snap, 80).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].split()[:2] == ["agent-1", "succeeded"] and lines[0].endswith("branch swarm/…/agent-1"), lines
+    assert lines[1] == long and lines[2].split()[0] == "succeeded", lines  # its own line, the rest under
+    assert f"branch swarm/{RUN_ID}/agent-1" in diff.summary(snap).splitlines()[0]  # piped: whole
+
+
 def test_status_waiting_lists_them_with_the_attach_command():
     text = views.format_waiting(status_snapshot(), latest=True)
     assert text.splitlines()[1].split() == ["agent-3", "3", "zellij-swarm", "attach", "agent-3"]

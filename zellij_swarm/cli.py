@@ -521,7 +521,8 @@ def diff(args: tuple[str, ...], stat: bool, state_dir: str | None) -> None:
     from zellij_swarm.commands import diff as review
 
     run, snap, task = _run_and_task(state_dir, args, "diff")
-    click.echo(review.show(run, snap, views.find_task(snap, task) if task is not None else None, stat=stat), nl=False)
+    click.echo(review.show(run, snap, views.find_task(snap, task) if task is not None else None, stat=stat,
+                           width=_line_width()), nl=False)
 
 
 @cli.command()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from zellij_swarm import exc, quoting
+from zellij_swarm.commands import status as views
 from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.render import text
 from zellij_swarm.worker import worktree
@@ -29,10 +30,12 @@ def worktree_of(snap: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def show(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, *, stat: bool) -> str:
-    """The text ``diff`` prints."""
+def show(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, *, stat: bool,
+         width: int | None = None) -> str:
+    """The text ``diff`` prints; the summary of every task fitted to ``width``, a terminal's
+    (one task's diff is git's, whole)."""
     if task is None:
-        return summary(snap)
+        return summary(snap, width)
     record = worktree_of(snap, task)
     path, base = Path(record["path"]), str(record["base"])
     head = f"task {task['name']} ({task['status']}) · {_where(record)} · base {base[:12]} · {path}"
@@ -46,13 +49,19 @@ def show(run: RunPaths, snap: dict[str, Any], task: dict[str, Any] | None, *, st
     return quoting.terminal_text(head) + "\n" + (body or "no change\n")
 
 
-def summary(snap: dict[str, Any]) -> str:
-    """One line per worktree task: ``agent-2  failed  3 files changed, … ; 2 commits  swarm/…``."""
+def summary(snap: dict[str, Any], width: int | None = None) -> str:
+    """One line per worktree task: ``agent-2  failed  3 files changed, … ; 2 commits  swarm/…``.
+    With ``width`` (a terminal's), as ``status`` shows its tables: every line cut to it, never
+    wrapped, the run's own branches as ``swarm/…/TASK`` (the run id, 22 columns, on every row
+    pushed the counts off an 80-column screen), and a name wider than the name column on a line
+    of its own, the rest of its row under it."""
     rows = [t for t in snap["tasks"] if isinstance(t.get("worktree"), dict) and t["worktree"].get("base")]
     if not rows:
         raise exc.UsageError(f"run {snap['run_id']} ran no task in a worktree (worktree = true gives a task one)")
     names = {t["id"]: quoting.terminal_text(t["name"]) for t in rows}
-    cols = max(text.width(name) for name in names.values())  # display columns: a CJK name's are 2 each
+    widths = [text.width(name) for name in names.values()]  # display columns: a CJK name's are 2 each
+    cols = max(widths) if width is None else max((w for w in widths if w <= views.NAME_COLUMN_MAX), default=4)
+    ours = f"swarm/{snap['run_id']}/" if width is not None else None
     lines = []
     for t in rows:
         record = t["worktree"]
@@ -62,21 +71,30 @@ def summary(snap: dict[str, Any]) -> str:
             what = worktree.work_summary(path, str(record["base"])) if why is None else f"worktree {why}"
         except worktree.WorktreeError as e:
             what = f"cannot tell: {e}"
-        lines.append(f"{text.pad(names[t['id']], cols)}  {t['status']:<9}  {what}  "
-                     f"{quoting.terminal_text(_where(record))}")
-    return "\n".join(lines) + "\n"
+        name = names[t["id"]]
+        if text.width(name) > cols:
+            lines.append(name)
+            name = ""
+        lines.append(f"{text.pad(name, cols)}  {t['status']:<9}  {what}  "
+                     f"{quoting.terminal_text(_where(record, ours))}")
+    return "".join(views.fit(line, width) + "\n" for line in lines)
 
 
-def _where(record: dict[str, Any]) -> str:
-    """``branch swarm/…``, as the worktree is now: an agent may have left its HEAD detached."""
+def _where(record: dict[str, Any], ours: str | None = None) -> str:
+    """``branch swarm/…``, as the worktree is now: an agent may have left its HEAD detached.
+    A branch under ``ours`` (the run's ``swarm/<run-id>/``) is shown ``swarm/…/TASK``."""
     path, branch = Path(record["path"]), record.get("branch")
     try:
         on = worktree.current_branch(path) if (path / ".git").exists() else branch
     except worktree.WorktreeError:
         on = branch
+
+    def short(name: str) -> str:
+        return "swarm/…/" + name[len(ours):] if ours is not None and name.startswith(ours) else name
+
     if on is not None:
-        return f"branch {on}"
-    return "detached HEAD" + (f" (its branch {branch})" if branch else "")
+        return f"branch {short(on)}"
+    return "detached HEAD" + (f" (its branch {short(branch)})" if branch else "")
 
 
 def _repo_of(run: RunPaths) -> str | None:
