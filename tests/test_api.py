@@ -236,6 +236,8 @@ def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path)
         assert same.run_dir == run.run_dir and same.pid == run.pid
         wait_until(lambda: run.status()["early"].ok, what="early to end")
         assert run.logs("early") == "early\n"
+        with pytest.raises(errors.UnknownTask, match=r"has no task 'eraly' \(did you mean 'early'\?\)"):
+            run.cancel("eraly")  # as ``logs`` says it, and ``result["biuld"]``
         with pytest.raises(errors.WaitTimeout):
             run.wait(timeout=0.1)
         run.pause()

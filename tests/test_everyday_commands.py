@@ -84,6 +84,12 @@ def test_logs_takes_a_task_of_the_latest_run_or_lists_a_runs_tasks(swarm):
 
     one_line_error(swarm("logs", "ghost"), 2, f"run {latest.name} has no task 'ghost', and no run id starts with it")
     one_line_error(swarm("logs", first.name, "ghost"), 2, f"run {first.name} has no task 'ghost'")
+    # a misspelt task: the closest one named, for every command that takes a task
+    for command in (("logs",), ("logs", first.name), ("attach",), ("diff",), ("retry", first.name)):
+        typo = "bulid" if len(command) == 1 else "tsak-2"
+        meant = "build" if len(command) == 1 else "task-2"
+        one_line_error(swarm(*command, typo), 2, f"has no task '{typo}'")
+        assert f"(did you mean '{meant}'?)" in swarm(*command, typo).stderr, command
     one_line_error(swarm("logs", "-f"), 2, "-f needs a task")
     one_line_error(swarm("logs", "a", "b", "c"), 2, "logs takes [RUN] [TASK], not 3 arguments")
 

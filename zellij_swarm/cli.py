@@ -437,7 +437,8 @@ def _run_and_task(state_dir: str | None, args: tuple[str, ...], command: str) ->
     try:
         run = _find_run(state_dir, args[0])
     except exc.RunNotFound:
-        raise exc.UsageError(f"run {latest.run_id} has no task {args[0]!r}, and no run id starts with it") from None
+        raise exc.UnknownTask(latest.run_id, args[0], (t["name"] for t in snap["tasks"]),
+                              also=", and no run id starts with it") from None
     return run, (snap if run == latest else views.load_status(run)), None
 
 

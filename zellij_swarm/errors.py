@@ -14,9 +14,6 @@ worker's failure is never one of them: it is a task's status (``TaskResult.statu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from zellij_swarm.config.swarmfile import did_you_mean
 from zellij_swarm.exc import (
     BackendError,
     InputError,
@@ -26,31 +23,13 @@ from zellij_swarm.exc import (
     SettingError,
     StateDirError,
     SwarmError,
+    UnknownName,
+    UnknownTask,
     UsageError,
 )
 
 __all__ = ["BackendError", "InputError", "RunBusy", "RunNotActive", "RunNotFound", "RunStartError", "SettingError",
            "StateDirError", "SwarmError", "UnknownName", "UnknownTask", "UsageError", "WaitTimeout"]
-
-
-class UnknownName(UsageError):
-    """A keyword, setting or task name that does not exist: ``what`` it was meant to be and
-    the ``name`` given; the message names the closest of ``known`` when one is close."""
-
-    def __init__(self, what: str, name: str, known: Iterable[str], *, message: str = "") -> None:
-        self.what = what
-        self.name = name
-        self.known = tuple(sorted(known))
-        super().__init__(f"{message or f'unknown {what} {name!r}'}{did_you_mean(name, self.known)}")
-
-
-class UnknownTask(UnknownName, KeyError):
-    """``result["biuld"]``: the run has no task of that name or id (a ``KeyError`` too, as a
-    mapping's missing key is)."""
-
-    def __init__(self, run_id: str, name: str, known: Iterable[str]) -> None:
-        super().__init__("task", name, known, message=f"run {run_id} has no task {name!r}")
-        self.run_id = run_id
 
 
 class WaitTimeout(SwarmError, TimeoutError):

@@ -7,6 +7,8 @@ uses and a message that names what was wrong and where, so the CLI can print one
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class SwarmError(Exception):
     """Root of every deliberate zellij-swarm error."""
@@ -25,6 +27,59 @@ class UsageError(SwarmError):
     """Bad input or usage: a malformed swarm file, an invalid setting, an unknown run."""
 
     exit_code = 2
+
+
+# How alike a misspelt name and a known one must be (``difflib`` ratio) to be suggested:
+# ``comand`` is 0.67 like ``cmd``, ``job`` 0.86 like ``jobs``, while ``flavour`` is at most
+# 0.32 like any setting (0.6 is also difflib's own default).
+SUGGEST_CUTOFF = 0.6
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'cmd'?)`` for a misspelt key or name, or ``""`` when nothing known is
+    close. Compared in lower case with ``-`` read as ``_`` on both sides (``Max-Visible-Panes``
+    for a key, ``agnet_1`` for a task ``agent-1``); the known name is said as it is. Of equally
+    close names the one sharing the longest start wins (``args``: ``argv``, not ``tags``)."""
+    import difflib  # only for a misspelt name: not worth its memory in every run
+
+    def norm(name: str) -> str:
+        return name.lower().replace("-", "_")
+
+    typed = norm(word)
+    named: dict[str, str] = {}
+    for name in sorted(known):
+        named.setdefault(norm(name), name)
+    close = difflib.get_close_matches(typed, list(named), n=3, cutoff=SUGGEST_CUTOFF)
+    if not close:
+        return ""
+
+    def likeness(key: str) -> tuple[float, int]:
+        pairs = zip(typed, key, strict=False)
+        shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(typed), len(key)))
+        return round(difflib.SequenceMatcher(None, typed, key).ratio(), 6), shared
+
+    return f" (did you mean {named[max(close, key=likeness)]!r}?)"
+
+
+class UnknownName(UsageError):
+    """A keyword, setting or task name that does not exist: ``what`` it was meant to be and
+    the ``name`` given; the message names the closest of ``known`` when one is close."""
+
+    def __init__(self, what: str, name: str, known: Iterable[str], *, message: str = "") -> None:
+        self.what = what
+        self.name = name
+        self.known = tuple(sorted(known))
+        super().__init__(f"{message or f'unknown {what} {name!r}'}{did_you_mean(name, self.known)}")
+
+
+class UnknownTask(UnknownName, KeyError):
+    """The run has no task of that name or id: ``result["biuld"]``, ``cancel biuld`` (a
+    ``KeyError`` too, as a mapping's missing key is). ``also``: what else the word was not
+    (``, and no run id starts with it``), said before the suggestion."""
+
+    def __init__(self, run_id: str, name: str, known: Iterable[str], *, also: str = "") -> None:
+        super().__init__("task", name, known, message=f"run {run_id} has no task {name!r}{also}")
+        self.run_id = run_id
 
 
 class InputError(UsageError):

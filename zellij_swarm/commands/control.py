@@ -72,7 +72,7 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     known = {s.name for s in specs} | {t["id"] for t in snap["tasks"]}
     missing = [n for n in names if n not in known]
     if missing:
-        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
+        raise exc.UnknownTask(run.run_id, missing[0], (s.name for s in specs))
     if group is not None or tags:
         names += [n for n in views.chosen_tasks(run, group=group, tags=tags, specs=specs) if n not in names]
     if snap["state"] == RunState.INTERRUPTED:
@@ -116,7 +116,7 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     known = {s.name for s in views.task_specs_of(run, strict=True)}
     missing = [n for n in names if n not in known]
     if missing:
-        raise exc.UsageError(f"run {run.run_id} has no task {missing[0]!r}")
+        raise exc.UnknownTask(run.run_id, missing[0], known)
     return _tell(run, "restart", "restarted", tasks=names)
 
 

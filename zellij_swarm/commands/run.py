@@ -321,7 +321,7 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
     rows = {t["name"]: t for t in snap["tasks"]}
     for name in names:
         if name not in rows:
-            raise exc.UsageError(f"run {run_id} has no task {name!r}")
+            raise exc.UnknownTask(run_id, name, rows)
     retried = RETRIED | {TaskStatus.UNKNOWN} if unknown else RETRIED
     chosen = set(names) if names else {n for n, t in rows.items() if t["status"] in retried}
     after = {s.name: set(s.after) for s in specs}

@@ -466,7 +466,7 @@ def find_task(snap: dict[str, Any], key: str) -> dict[str, Any]:
     tasks: list[dict[str, Any]] = snap["tasks"]
     found = next((t for t in tasks if t["name"] == key), None) or next((t for t in tasks if t["id"] == key), None)
     if found is None:
-        raise exc.UsageError(f"run {snap['run_id']} has no task {key!r}")
+        raise exc.UnknownTask(snap["run_id"], key, (t["name"] for t in tasks))
     return found
 
 

@@ -2,7 +2,7 @@
 
 Everything is validated before anything runs; each error is one line naming the file, the
 line and the key (``swarm.toml:12: task 'build': unknown key 'comand' (did you mean 'cmd'?)``).
-An unknown key gets the closest known one as a suggestion (``did_you_mean``), in ``[[task]]``
+An unknown key gets the closest known one as a suggestion (``exc.did_you_mean``), in ``[[task]]``
 tables, ``[swarm]`` and inline tables alike.
 """
 
@@ -33,35 +33,11 @@ _TASK_HEADER = re.compile(r"\s*\[\[\s*task\s*\]\]")
 _TABLE_HEADER = re.compile(r"\s*\[")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column \d+\)\s*$")
-# How alike a misspelt key and a known one must be (``difflib`` ratio) to be suggested:
-# ``comand`` is 0.67 like ``cmd``, ``job`` 0.86 like ``jobs``, while ``flavour`` is at most
-# 0.32 like any setting (0.6 is also difflib's own default).
-SUGGEST_CUTOFF = 0.6
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'cmd'?)`` for a misspelt key, or ``""`` when nothing known is close.
-    Compared in lower case with ``-`` read as ``_`` (``Max-Visible-Panes``), since every key
-    is a lower-case snake_case name. Of equally close keys the one sharing the longest start
-    wins (``args``: ``argv``, not ``tags``)."""
-    import difflib  # only for a misspelt key: not worth its memory in every run
-
-    typed = word.lower().replace("-", "_")
-    close = difflib.get_close_matches(typed, sorted(known), n=3, cutoff=SUGGEST_CUTOFF)
-    if not close:
-        return ""
-
-    def likeness(key: str) -> tuple[float, int]:
-        pairs = zip(typed, key, strict=False)
-        shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(typed), len(key)))
-        return round(difflib.SequenceMatcher(None, typed, key).ratio(), 6), shared
-
-    return f" (did you mean {max(close, key=likeness)!r}?)"
 
 
 def unknown_key(key: str, known: Iterable[str]) -> str:
     """``unknown key 'comand' (did you mean 'cmd'?)``."""
-    return f"unknown key {key!r}{did_you_mean(key, known)}"
+    return f"unknown key {key!r}{exc.did_you_mean(key, known)}"
 
 
 def is_env_name(key: str) -> bool:
@@ -341,7 +317,7 @@ def parse_toml(text: str, path: str, *, known: Iterable[str] = (), known_groups:
     lines = text.splitlines()
     unknown = sorted(set(doc) - {"swarm", "task", "group"})
     if unknown:
-        hint = did_you_mean(unknown[0], ("swarm", "task", "group"))
+        hint = exc.did_you_mean(unknown[0], ("swarm", "task", "group"))
         raise exc.InputError(f"unknown table or key {unknown[0]!r}{hint} (expected [swarm], [group.NAME] and "
                              "[[task]])", path=path, line=_line_of(lines, unknown[0]))
     groups = _groups(doc.get("group", {}), path, lines)
@@ -622,7 +598,7 @@ def validate(tasks: Iterable[TaskSpec], known: Iterable[str] = (), groups: Itera
         named = set(groups)
         for t in tasks:
             if t.group is not None and t.group not in named:
-                hint = did_you_mean(t.group, named)
+                hint = exc.did_you_mean(t.group, named)
                 raise exc.InputError(f"task {t.name!r}: unknown group {t.group!r}{hint}"
                                      f"{'' if named else ' (no [group.NAME] is defined)'}", path=t.origin or None)
     names: dict[str, TaskSpec] = {n: TaskSpec(name=n) for n in known}
