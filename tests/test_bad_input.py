@@ -141,6 +141,14 @@ MALFORMED = [
            "usage", f"invalid session {session!r} (from flag --session): expected a tmux session name that does not "
                     f"start with {session[0]!r}")
       for name, session in (("pane-id", "%1"), ("session-id", "$0"), ("window-id", "@1"), ("exact", "=x"))),
+    # Zellij refuses these names itself (zellij-utils 0.45.0 validate_session_name): `attach` failed
+    # mid-run, and the run went headless with a warning (or, required, cancelled every task)
+    Case("session-zellij-slash", {"s.toml": T}, ("run", "s.toml", "--backend", "zellij", "--session", "team/x"),
+         "usage", "invalid session 'team/x' (from flag --session): expected a zellij session name without '/'"),
+    *(Case(f"session-zellij-{name}", {"s.toml": T}, ("run", "s.toml", "--backend", "zellij"), "usage",
+           f"invalid session {session!r} (from env ZELLIJ_SWARM_SESSION): expected a zellij session name other "
+           f"than '.' or '..'", env={"ZELLIJ_SWARM_SESSION": session})
+      for name, session in (("dot", "."), ("dotdot", ".."))),
     Case("state-dir-not-utf8", {"s.toml": T}, ("run", "s.toml", "--state-dir", os.fsdecode(b"s\xff")), "usage",
          "is not valid UTF-8"),
     Case("junit-not-utf8", {"s.toml": T}, ("run", "s.toml", "--junit", os.fsdecode(b"j\xff.xml")), "usage",

@@ -142,16 +142,20 @@ def _regex(raw: object) -> str:
 
 def _session(raw: object) -> str:
     """A multiplexer session name: a name, never an option (``zellij attach -x``), one line.
-    What a backend cannot take beyond that (tmux: ``:`` and ``.``) is ``check_session``'s."""
+    What a backend cannot take beyond that (tmux: ``:`` and ``.``; Zellij: ``/``) is ``check_session``'s."""
     text = _text(raw)
     if text.startswith("-"):
         raise _Invalid("a session name that does not start with '-' (it would be read as an option)")
     return text
 
 
-# Characters a backend's session names cannot hold: tmux reads ``:`` and ``.`` in a target as
-# "session:window.pane" (libtmux refuses them: BadSessionName).
-SESSION_FORBIDDEN = {"tmux": ":."}
+# Characters a backend's session names cannot hold, and why: tmux reads ``:`` and ``.`` in a
+# target as "session:window.pane" (libtmux refuses them: BadSessionName); Zellij names a session's
+# socket file by it and refuses ``/`` (zellij-utils 0.45.0, ``validate_session_name``).
+SESSION_FORBIDDEN = {"tmux": (":.", "tmux reads them as session:window.pane"),
+                     "zellij": ("/", "zellij names the session's socket file by it")}
+# ... nor be: Zellij refuses ``.`` and ``..`` (``Invalid session name``).
+SESSION_FORBIDDEN_WHOLE = {"zellij": (".", "..")}
 # ... nor start with: in a tmux target ``$`` starts a session id, ``@`` a window's, ``%`` a
 # pane's, ``=`` an exact name — ``--session '%1'`` ran in another session, and the hint to
 # close it named the user's pane, whose session ``kill-session -t %1`` killed.
@@ -163,11 +167,14 @@ def check_session(resolved: Resolved, backend: str) -> None:
     name = resolved.session
     if not name:
         return
-    bad = [c for c in SESSION_FORBIDDEN.get(backend, "") if c in name]
+    chars, why = SESSION_FORBIDDEN.get(backend, ("", ""))
+    bad = [c for c in chars if c in name]
     if bad:
         raise exc.SettingError("session", name, resolved.sources["session"],
-                               f"a {backend} session name without {' or '.join(repr(c) for c in bad)} "
-                               f"({backend} reads them as session:window.pane)")
+                               f"a {backend} session name without {' or '.join(repr(c) for c in bad)} ({why})")
+    if name in (whole := SESSION_FORBIDDEN_WHOLE.get(backend, ())):
+        raise exc.SettingError("session", name, resolved.sources["session"],
+                               f"a {backend} session name other than {' or '.join(repr(w) for w in whole)}")
     if name[0] in SESSION_FORBIDDEN_FIRST.get(backend, ""):
         raise exc.SettingError("session", name, resolved.sources["session"],
                                f"a {backend} session name that does not start with {name[0]!r} ({backend} reads "
