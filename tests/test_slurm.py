@@ -845,6 +845,36 @@ def test_kill_9_of_a_supervisor_whose_steps_are_queued_then_resume(swarm: Swarm,
     wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
 
 
+def test_kill_9_of_a_supervisor_whose_queued_steps_a_restarted_controller_forgot_then_resume(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """The supervisor killed while its steps wait behind another job, then slurmctld restarted
+    without its job state: it no longer knows the steps, and their ``srun``s — orphans of the
+    killed supervisor — wait for ever for a grant. ``resume`` takes their claims and runs the
+    tasks again, and left those ``srun``s running after the run had ended (an adversary, 2 in
+    2): they are ended. Every task ran once, and nothing of the run is left."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER)
+    with busy(env), headless(swarm, "q.toml", env) as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len(queued(env, run)) == 2, timeout=60, what="the run waits in the queue")
+        r.killed()
+        forget_the_newest_jobs(cluster)
+        assert not [q for q in queue(cluster) if f"zsw.{run.name}." in q], "the controller forgot the run's jobs"
+        resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        try:
+            assert resumed.wait(timeout=120) == 0, resumed.stderr.read() if resumed.stderr else ""
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+                resumed.wait(timeout=10)
+        # (before SlurmRunning's own end of what is left of the run)
+        assert clients(run) == [], "no srun of the run left"
+    assert sorted((swarm.cwd / "ledger").read_text().split()) == sorted(swarm.tasks())
+    assert {(t["status"], t["attempts"]) for t in swarm.tasks().values()} == {("succeeded", 1)}
+    wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
+
+
 @pytest.mark.parametrize("how", ["TERM", "cancel"])
 def test_a_resumed_supervisor_withdraws_the_queued_steps_it_adopted_when_stopped(swarm: Swarm,
                                                                                  cluster: dict[str, str],

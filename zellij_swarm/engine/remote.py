@@ -273,7 +273,18 @@ def end_srun(lg: LiveGen) -> None:
     """SIGTERM to the ``srun`` of a step withdrawn before its wrapper started (its claim is
     ours: nothing of it runs or will): our child, else found by its command line (in a pane;
     adopted by ``resume``)."""
-    pid = lg.pid if lg.child else procs.wrapper_process(lg.gen)
+    _end(lg.pid if lg.child else procs.wrapper_process(lg.gen))
+
+
+def end_unstarted_srun(gen: generation_files.GenPaths) -> None:
+    """SIGTERM to the ``srun`` of a step whose claim ``resume`` took before its wrapper
+    started, found by its command line: an orphan of the killed supervisor, which waits here
+    for ever when Slurm no longer knows its job (a controller restarted without its job
+    state) — nothing of it runs or will."""
+    _end(procs.wrapper_process(gen))
+
+
+def _end(pid: int | None) -> None:
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -41,7 +41,7 @@ from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings, state_dir, swarmfile
 from zellij_swarm.config.stream import Problem
 from zellij_swarm.config.swarmfile import TaskSpec
-from zellij_swarm.engine import metrics, stopping
+from zellij_swarm.engine import metrics, remote, stopping
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
 from zellij_swarm.engine.generations import Generations, idle_message
@@ -529,7 +529,10 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         # was an attempt of its task all the same: replayed below, or a retry would count one less
         if gs.task_id not in run.tasks or (gs.state == "unstarted" and gs.recorded is None):
             with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # it never ran, and now never will
-                procs.claim_for_supervisor(gs.gen)
+                if procs.claim_for_supervisor(gs.gen) and run.executor is not None:
+                    # its srun, the killed supervisor's, may still wait here: for ever, when a
+                    # restarted controller forgot its job (Slurm no longer lists it)
+                    remote.end_unstarted_srun(gs.gen)
             if gs.task_id in run.tasks and gs.kill_reason not in (None, RESTARTED):
                 # ended before it started (a cancel, a halt): no new generation runs either
                 rec.settled.setdefault(gs.task_id, (str(killed_status(gs.kill_reason)), gs.kill_reason))
