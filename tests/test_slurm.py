@@ -875,6 +875,44 @@ def test_kill_9_of_a_supervisor_whose_queued_steps_a_restarted_controller_forgot
     wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
 
 
+def test_kill_9_of_a_supervisor_whose_allocation_a_restarted_controller_forgot_then_resume(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc``: the supervisor killed while steps run in its allocation, then
+    slurmctld restarted without its job state: it forgot the allocation, and slurmd killed its
+    steps as orphans ("task 0: Killed"). ``resume`` asks for a new allocation, and read the
+    adopted steps as steps of that one, whose end says nothing of theirs: each was ``unknown
+    (wrapper_lost)`` — a wrapper killed by nobody's signal — and never ran again (an
+    adversary, 2 in 2: 5 and 6 of 6). They went with the allocation they ran in: ``lost
+    (executor_lost)``, run again without using an attempt; every task finished once. (A job
+    of its own first: the run's allocation is not the cluster's first job, whose id the
+    restarted controller would give the new allocation — its steps' ids too.)"""
+    env = clean_env(**cluster)
+    subprocess.run(["sbatch", "--wait", "--output=/dev/null", "--wrap", "true"], env=env, check=True,
+                   capture_output=True, timeout=60)
+    swarm.write("worker.py", ONE_AT_A_TIME)
+    swarm.write("a.toml", "[swarm]\njobs = 4\nslurm = { cpus = 2 }\n" + "".join(
+        f'[[task]]\nname = "a{i}"\nargv = ["python3", "worker.py", "6"]\n' for i in range(6)))
+    with headless(swarm, "a.toml", env, "--slurm-alloc") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
+                   else False, timeout=60, what="four workers run")
+        r.killed()
+        forget_the_newest_jobs(cluster)
+        assert not [q for q in queue(cluster) if f"zsw.{run.name}." in q], "the controller forgot the allocation"
+        resumed = swarm.popen("resume", run.name, "--output", "quiet", env=env)
+        try:
+            code = resumed.wait(timeout=120)
+        finally:
+            if resumed.poll() is None:
+                resumed.kill()
+                resumed.wait(timeout=10)
+        assert code == 0, {n: [(a["status"], a["reason"]) for a in t["history"]] for n, t in swarm.tasks().items()}
+        assert clients(run) == [], "no srun or salloc of the run left"
+    finished_once_each(swarm)
+    wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
+
+
 @pytest.mark.parametrize("how", ["TERM", "cancel"])
 def test_a_resumed_supervisor_withdraws_the_queued_steps_it_adopted_when_stopped(swarm: Swarm,
                                                                                  cluster: dict[str, str],

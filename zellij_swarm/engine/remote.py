@@ -721,8 +721,6 @@ class SlurmExecutor:
         held_meanwhile = self._ids_held_meanwhile(lg) if self.allocation is None else frozenset()
         ours = lg.kill_reason is not None  # (a withdrawal ends a pane's srun: no kill from outside)
         srun_killed = lg.child and not ours and lg.wait_status is not None and os.WIFSIGNALED(lg.wait_status)
-        if lg.allocation is None and lg.submitted_at is None and self.allocation != self.host_job:
-            lg.allocation = self.allocation  # adopted by a resume: in the run's allocation as it found it
 
         def ask() -> str | None:
             if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:

@@ -553,7 +553,10 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                          backfill=gs.gen.gen > 1, pid=gs.pid, pane_id=gs.pane_id, heartbeat_seen=True,
                          phase=GenPhase.STARTED, timeout_armed=True, kill_reason=gs.kill_reason,
                          kill_sent_at=gs.kill_sent_at, kill_caught=gs.kill_caught,
-                         remote=run.executor is not None, job_id=gs.job_id)
+                         remote=run.executor is not None, job_id=gs.job_id,
+                         # the allocation its step was given, as the log says: the run may ask for
+                         # a new one now, and the end of that one says nothing of this step's
+                         allocation=rec.allocation if run.executor is not None else None)
             if gs.kill_reason == stopping.CANCELLED_BY_USER and gs.kill_sent_at is not None:
                 # a ``cancel`` of the run while no supervisor ran sent it: the stop its message asks
                 # for (applied once this resume reads the inbox) set out to end it
@@ -669,8 +672,10 @@ def _adopt(run: ResumedRun, lg: LiveGen, *, gone: bool = False) -> None:
     if lg.collected:
         return
     if run.executor is not None:
+        given = lg.allocation
         run.executor.launched(lg)  # a Slurm step: followed in Slurm's queue and by its files
         lg.submitted_at = None  # handed to srun before this supervisor: how long it queued is not known
+        lg.allocation = given  # ... in the allocation it was given then, not the one this run has (or asks for)
     elif gone:
         return
     elif lg.pid is None:
