@@ -1769,6 +1769,52 @@ def test_an_allocation_whose_node_failed_is_asked_for_again(swarm: Swarm, cluste
     wait_until(lambda: clients(run) == [], timeout=30, what="no srun or salloc of the run")
 
 
+def test_an_allocation_a_restarted_controller_forgot_and_gave_its_id_again_is_not_waited_on(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``--slurm-alloc``: slurmctld killed outright while steps run in the allocation comes back
+    with its job state from before the run — it forgot the allocation, slurmd kills its steps
+    as orphans, and the id it issues next is the allocation's own. The run asks for a new
+    allocation, which Slurm grants with that id: the run took it for the ended one and
+    dispatched nothing into it, holding it for ever with every task pending (an adversary, 2 in
+    2: 90 s and 4 minutes). It goes on there: the lost steps run again, every task finishes,
+    and nothing of the run is left."""
+    d = Path(cluster["ZSW_SLURM_DIR"])
+    stop_the_controller(cluster)  # which saves its job state as it stops: the next id in it is the run's
+    saved = {name: (d / "state" / name).read_bytes() if (d / "state" / name).exists() else None
+             for name in ("job_state", "job_state.old")}  # the newest jobs from here on are the run's
+    start_the_controller(cluster)
+    env = clean_env(**cluster)
+    swarm.write("a.toml", "[swarm]\njobs = 4\nslurm = { cpus = 2 }\n" + "".join(
+        f'[[task]]\nname = "a{i}"\ncmd = \'echo "$ZELLIJ_SWARM_TASK" >> began; sleep 3; '
+        'echo "$ZELLIJ_SWARM_TASK" >> ledger\'\n' for i in range(6)))
+    with headless(swarm, "a.toml", env, "--slurm-alloc") as r:
+        assert r.run is not None
+        run = r.run
+        wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
+                   else False, timeout=60, what="four workers run")
+        first = [e["job"] for e in events(run) if e["event"] == "executor_allocated"]
+        os.kill(int((d / "pids" / "slurmctld").read_text()), signal.SIGKILL)
+        for name, state in saved.items():
+            (d / "state" / name).unlink(missing_ok=True)
+            if state is not None:
+                (d / "state" / name).write_bytes(state)
+        start_the_controller(cluster)
+        try:
+            code = r.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code == 0, (code, [e for e in events(run) if e["event"].startswith("executor_allocat")],
+                           swarm("status", run.name, env=env).stdout)
+        assert clients(run) == [], "no srun or salloc of the run left"
+    allocated = [e["job"] for e in events(run) if e["event"] == "executor_allocated"]
+    assert len(allocated) == 2 and allocated[0] == allocated[1] == first[0], f"its id issued again: {allocated}"
+    tasks = swarm.tasks()
+    assert {(t["status"], t["attempts"]) for t in tasks.values()} == {("succeeded", 1)}, tasks
+    ran = (swarm.cwd / "ledger").read_text().split()
+    assert sorted(ran) == sorted(tasks), "every task finished once"
+    wait_until(lambda: queue(cluster) == [], timeout=30, what=f"an empty queue, not {queue(cluster)}")
+
+
 def steps_of(env: dict[str, str], run: Path, task: str) -> list[str]:
     """The ids (``JOB.STEP``) of the steps of ``run``'s task named ``task`` that Slurm lists."""
     out = subprocess.run(["squeue", "--steps", "--noheader", "--format=%i %j"], env=clean_env(**env),

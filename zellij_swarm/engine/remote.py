@@ -358,6 +358,19 @@ class SlurmExecutor:
         if self.request is not None and self.request[1].poll() is None:
             self.request[1].kill()  # one still queued, or forgotten: its salloc waits for ever
             self.request[1].wait()
+        if (ended := self.allocation) is not None and ended in self.ended_allocations:
+            # Slurm may give the new one this one's id (a restarted controller that forgot it
+            # issues the id again): the ended one is told apart from here on by a name of its
+            # own, or the new one would be taken for it — nothing dispatched into it, for ever
+            apart = f"{ended}~{len(self.ended_allocations)}"
+            self.ended_allocations[apart] = self.ended_allocations[ended]
+            if ended in self._told:
+                self._told.add(apart)
+            for lg in self.live.values():
+                if lg.allocation == ended:
+                    lg.allocation = apart
+            del self.ended_allocations[ended]
+            self._told.discard(ended)
         self.allocation, self.request = None, None
 
     @property
@@ -735,7 +748,8 @@ class SlurmExecutor:
                 # has expired") — but not a step whose wrapper srun says ran to its end before
                 # a controller that restarted forgot the allocation (as of a step's own job)
                 lg.allocation_ended = True
-                state = ended_allocations[allocation]
+                # (told apart meanwhile, if the run asked for a new one: ``ask_again``)
+                state = ended_allocations.get(allocation, ended_allocations.get(lg.allocation or ""))
                 if state in slurm.CANCELLED:
                     return "executor_cancelled"
                 return by_end_state(state, "executor_lost")
