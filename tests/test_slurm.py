@@ -759,6 +759,41 @@ def test_a_busy_cluster_queued_steps_are_not_timed_out_and_end_cleanly(cluster: 
     wait_until(lambda: queue(cluster) == [], timeout=30, what="an empty queue")
 
 
+def test_a_queued_step_scancelled_before_the_run_first_saw_it_is_cancelled_not_failed(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """Steps queued behind another job, each ``scancel``led from outside as soon as squeue
+    lists it — before the run's own once-a-second look at the queue had seen its job. Its
+    ``srun`` says only "Unable to allocate resources: Job/step already completing or
+    completed", and the run, knowing no job of it, took it for a step Slurm refused: ``failed
+    (executor_failed)``, and with ``--retries`` run again though the user cancelled it (an
+    adversary, 2 in 2). Slurm still has the job's end state, by its name: ``cancelled
+    (executor_cancelled)``, as for a step cancelled later, and never run again."""
+    env = clean_env(**cluster)
+    swarm.write("q.toml", LEDGER)
+    with busy(env) as blocker, headless(swarm, "q.toml", env, "--retries", "2") as r:
+        assert r.run is not None
+        run = r.run
+        done: set[str] = set()
+
+        def cancel_each() -> bool:
+            for line in queued(env, run):
+                job = line.split()[0]
+                if job not in done:
+                    subprocess.run(["scancel", job], env=env, check=True, timeout=30)
+                    done.add(job)
+            return len(done) == 2
+
+        wait_until(cancel_each, timeout=60, what="both steps listed, and cancelled")
+        time.sleep(3)  # the run's looks at the queue since
+        subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)  # (a step started again runs)
+        assert r.proc.wait(timeout=60) == 1, r.proc.stderr.read() if r.proc.stderr else ""
+    tasks = swarm.tasks()
+    assert {n: [(a["status"], a["reason"]) for a in t["history"]] for n, t in tasks.items()} == {
+        n: [("cancelled", "executor_cancelled")] for n in tasks}
+    assert not (swarm.cwd / "ledger").exists()
+    assert clients(run) == []
+
+
 def events(run: Path) -> list[dict[str, object]]:
     """The run's events so far: its whole lines (the last may be being written)."""
     whole = (run / "events.jsonl").read_text().rpartition("\n")[0]

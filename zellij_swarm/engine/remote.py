@@ -766,12 +766,17 @@ class SlurmExecutor:
                 return None if recorded_signal else "no_exit_record"
             cancelled = self._cancelled_from_outside(lg)
             step = self._step(lg) if not cancelled or held_meanwhile else None
+            name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
+            if step is None and not cancelled and not ours and self.allocation is None and \
+                    lg.submitted_at is not None:
+                # never listed: a job Slurm made and ended between two looks at the queue (a
+                # `scancel` of it while it waited) is known by its name, with its end state
+                step = lg.job_id = next((job for job, _ in self.cluster.named(name, ended=True)), None)
             own_job = step.split(".")[0] if step and self.allocation is None else None
             if cancelled and own_job not in held_meanwhile:
                 return "executor_cancelled"  # `scancel` of the step (JOB.STEP), which leaves its job no state of it
             if own_job is None:  # never listed, or inside the allocation: no job state of its own to read
                 return unknown if recorded_signal or ours else self._killed_wrapper_end(lg, unknown)
-            name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             # (the wrapper has ended; Slurm may still be winding its job down)
             state = self._settled_state(own_job, name, running_settles=lg.step_left_job)  # (empty: it stays so)
             verdict = slurm.classify(state, recorded_signal=recorded_signal)

@@ -277,9 +277,11 @@ class Slurm:
                 out[parts[0]] = (parts[1].split()[0], float(parts[2]))  # "CANCELLED by 0": its word
         return out
 
-    def named(self, name: str) -> list[tuple[str, str]]:
-        """Our jobs of that name Slurm lists: (id, state) each."""
-        res = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={name}", "--format=%i|%T"])
+    def named(self, name: str, *, ended: bool = False) -> list[tuple[str, str]]:
+        """Our jobs of that name Slurm lists: (id, state) each; with ``ended``, those that
+        ended too, while Slurm remembers them (``MinJobAge``)."""
+        res = self._run(["squeue", "--noheader", f"--user={self.user}", f"--name={name}", "--format=%i|%T",
+                         *(["--states=all"] if ended else [])])
         return [(parts[0], parts[1]) for line in res.lines if len(parts := line.strip().split("|")) == 2]
 
     def job_state(self, job_id: str) -> tuple[str, str] | None:
