@@ -131,6 +131,19 @@ def test_a_partition_is_judged_by_its_own_nodes() -> None:
     assert slurm_nodes._verdict({"cpus": 16}, nodes, default) is None  # the default partition: debug
 
 
+def test_an_allocation_larger_than_its_partition_is_named() -> None:
+    """``--slurm-alloc`` asks for min(jobs, tasks) tasks at once in one allocation: more CPUs
+    than its partition's nodes have in all, and Slurm queues it for ever (PartitionConfig)."""
+    nodes, default = slurm_nodes.parse_sinfo(SINFO)  # debug: n1 (8) and n2 (16)
+    assert slurm_nodes._allocation_shortfall({"cpus": 8}, 4, nodes, default) == (
+        "the swarm's allocation asks for 32 CPUs (4 tasks at once × cpus=8); the nodes of partition debug have 24 "
+        "in all: -j 3 at most")
+    assert slurm_nodes._allocation_shortfall({"cpus": 8}, 3, nodes, default) is None
+    assert slurm_nodes._allocation_shortfall({}, 25, nodes, default) is not None  # one CPU a task when not said
+    assert slurm_nodes._allocation_shortfall({"partition": "gpu"}, 9, nodes, default) is not None  # n1 alone
+    assert slurm_nodes._allocation_shortfall({"cpus": 32}, 1, nodes, default) is None  # the tasks' own check says it
+
+
 def test_a_bad_extra_in_a_task_table_names_the_file_and_key(swarm: Swarm) -> None:
     swarm.write("s.toml", '[[task]]\nname = "a"\ncmd = "true"\nslurm = { extra = ["-n", "4"] }\n')
     res = swarm("run", "s.toml", "--backend", "headless", "--executor", "slurm")

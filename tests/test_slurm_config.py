@@ -27,6 +27,19 @@ def test_a_request_no_node_can_grant_is_refused_before_the_run(swarm: Swarm, clu
     assert not swarm.runs()
 
 
+def test_an_allocation_the_partition_can_never_grant_is_refused_before_the_run(swarm: Swarm,
+                                                                              cluster: dict[str, str]) -> None:
+    """Each task fits a node, but ``--slurm-alloc`` asks for them all at once: Slurm left such
+    an allocation queued for ever (PartitionConfig), and the run waited with it."""
+    args = ("run", "--executor", "slurm", "--backend", "headless", "--slurm-alloc", "--slurm-cpus", "4", "-j", "6",
+            "true {}", ":::", *"abcdef")
+    res = swarm(*args, env=clean_env(**cluster))
+    assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "the swarm's allocation asks for 24 CPUs (6 tasks at once × cpus=4)" in res.stderr, res.stderr
+    assert "have 16 in all: -j 4 at most" in res.stderr, res.stderr
+    assert not swarm.runs()
+
+
 def test_extra_options_reach_the_step_and_a_launch_failure_keeps_slurms_words(swarm: Swarm,
                                                                              cluster: dict[str, str]) -> None:
     swarm.write("x.toml", "[swarm]\njobs = 4\n"

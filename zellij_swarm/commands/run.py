@@ -93,7 +93,8 @@ def execute(
     base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
     if resolved.executor == "slurm":
         remote.preflight(Slurm(env), resolved.slurm, specs)
-        slurm_nodes.preflight(Slurm(env), resolved.slurm, specs)
+        slurm_nodes.preflight(Slurm(env), resolved.slurm, specs,
+                              allocation=min(resolved.jobs, len(specs)) if resolved.slurm_alloc else None)
     elif note := slurm_config.ignored({name: resolved.sources[name] for name in settings.BY_NAME if
                                        name.startswith("slurm_") and resolved.sources[name] != "default"},
                                       [spec.name for spec in specs if spec.slurm]):
@@ -307,7 +308,8 @@ def _check_retry_settings(run: RunPaths, rec: Recovered, resolved: Resolved, env
                              f"task {wants.name!r} cannot be retried in a worktree (start a new run with --worktree)")
     if resolved.executor == "slurm":
         remote.preflight(Slurm(env), resolved.slurm, retried)
-        slurm_nodes.preflight(Slurm(env), resolved.slurm, retried)
+        slurm_nodes.preflight(Slurm(env), resolved.slurm, retried,
+                              allocation=min(resolved.jobs, len(retried)) if resolved.slurm_alloc else None)
 
 
 def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],

@@ -69,7 +69,9 @@ def submit(file: str, sbatch_options: list[str], *, state_dir: Path, env: Mappin
     source, resolved = _load(str(path), state_dir, env)
     cluster = Slurm(env)
     remote.preflight(cluster, resolved.slurm, source.tasks)
-    slurm_nodes.preflight(cluster, resolved.slurm, source.tasks)
+    sized_by_user = any(o.startswith(("--ntasks", "-n")) for o in sbatch_options)  # (sbatch takes the last)
+    slurm_nodes.preflight(cluster, resolved.slurm, source.tasks,
+                          allocation=None if sized_by_user else min(resolved.jobs, len(source.tasks)))
     run_id = new_run_id(time.time())
     where = Path(resolved.state_dir).absolute()  # the job starts in --chdir, but says where it is by path
     rundir.prepare_state_dir(where)

@@ -179,15 +179,20 @@ def shortfall(resources: Mapping[str, Any], candidates: list[Node]) -> str | Non
     return " and ".join(label for label, _, _ in tests) + " on one node"
 
 
-def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[TaskSpec]) -> None:
+def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[TaskSpec], *,
+              allocation: int | None = None) -> None:
     """Refuse (``exc.UsageError``, one line) a run one of whose tasks asks for what no node of
-    its partition(s) has. Checked once per distinct request."""
+    its partition(s) has, checked once per distinct request — or whose allocation (``--slurm-alloc``,
+    ``submit``'s job: ``allocation`` tasks at once, each with ``resources``) asks for more CPUs
+    than its partition has in all, which Slurm leaves queued for ever (``PartitionConfig``)."""
     try:
         all_nodes, default = nodes(cluster)
     except BackendError as e:
         raise exc.UsageError(f"--executor slurm: cannot read the cluster's nodes: {e}") from None
     if not all_nodes:
         return
+    if allocation is not None and (problem := _allocation_shortfall(resources, allocation, all_nodes, default)):
+        raise exc.UsageError(f"--executor slurm: {problem}")
     verdicts: dict[tuple[tuple[str, str], ...], str | None] = {}
     refused: list[tuple[str, str]] = []
     tasks = list(tasks)
@@ -206,10 +211,28 @@ def preflight(cluster: Slurm, resources: Mapping[str, Any], tasks: Iterable[Task
 
 
 def _verdict(wanted: Mapping[str, Any], all_nodes: list[Node], default: str | None) -> str | None:
+    candidates, where = _candidates(wanted, all_nodes, default)
+    problem = shortfall(wanted, candidates)
+    return None if problem is None else f"{problem}: no node of {where} has it"
+
+
+def _allocation_shortfall(resources: Mapping[str, Any], tasks: int, all_nodes: list[Node],
+                          default: str | None) -> str | None:
+    """Why an allocation of ``tasks`` tasks of ``resources`` can never be granted: more CPUs
+    than the nodes of its partition have in all (a node down now counts: it may come back);
+    None when they have enough."""
+    candidates, where = _candidates(resources, all_nodes, default)
+    per_task = int(resources.get("cpus") or 1)
+    total = sum(n.cpus for n in candidates)
+    if not candidates or tasks * per_task <= total or per_task > total:  # (the last: the tasks' own check says)
+        return None
+    return (f"the swarm's allocation asks for {tasks * per_task} CPUs ({tasks} tasks at once × cpus={per_task}); "
+            f"the nodes of {where} have {total} in all: -j {total // per_task} at most")
+
+
+def _candidates(wanted: Mapping[str, Any], all_nodes: list[Node], default: str | None) -> tuple[list[Node], str]:
+    """The nodes a request may run on (its partitions', else the default partition's), and
+    where that is, in words."""
     partitions = str(wanted["partition"]).split(",") if wanted.get("partition") else [default] if default else []
     candidates = [n for n in all_nodes if not partitions or n.partitions & set(partitions)]
-    problem = shortfall(wanted, candidates)
-    if problem is None:
-        return None
-    where = f"partition {', '.join(partitions)}" if partitions else "the cluster"
-    return f"{problem}: no node of {where} has it"
+    return candidates, f"partition {', '.join(partitions)}" if partitions else "the cluster"
