@@ -178,6 +178,33 @@ def test_a_cancel_a_stopped_supervisor_never_took_says_so_and_does_nothing(swarm
         kill_run_processes(run_dir.name)
 
 
+def test_a_cancel_of_tasks_some_of_which_had_ended_names_those_it_did_not_cancel(swarm):
+    """The answer to a cancel says what happened (SPEC §5.7): of the tasks named, the one
+    cancelled and the one that had already ended, which stays as it ended — not only the
+    first, which would leave the asker believing the second was cancelled too."""
+    swarm.write("t.toml", '[[task]]\nname = "quick"\ncmd = "true"\n'
+                          '[[task]]\nname = "long"\ncmd = "sleep 60"\n[swarm]\njobs = 2\n')
+    proc = swarm.popen("run", "t.toml", "--output", "quiet")
+    run_dir = swarm.started()
+    try:
+        wait_until(lambda: '"task":"quick"' in (run_dir / "events.jsonl").read_text().replace(" ", "")
+                   and '"event":"worker_completed"' in (run_dir / "events.jsonl").read_text().replace(" ", ""),
+                   what="quick ended")
+        wait_until(lambda: (run_dir / "slots/slot-2/gen-1/heartbeat.jsonl").exists()
+                   or (run_dir / "slots/slot-1/gen-2/heartbeat.jsonl").exists(), what="long started")
+        res = swarm("cancel", run_dir.name, "quick", "long")
+        assert res.code == 0, res.stderr
+        assert "cancelled in run" in res.stderr and "long" in res.stderr, res.stderr
+        assert "quick" in res.stderr and "already ended" in res.stderr, res.stderr
+        assert proc.wait(timeout=30) == 1
+        rows = swarm.tasks()
+        assert (rows["quick"]["status"], rows["long"]["status"]) == ("succeeded", "cancelled")
+    finally:
+        proc.kill()
+        proc.communicate()
+        kill_run_processes(run_dir.name)
+
+
 def test_cancel_or_restart_of_a_task_of_an_ended_run_says_the_run_ended(swarm):
     """A task named once its run has ended is that run's task, not a missing run."""
     swarm.write("a.toml", '[[task]]\nname = "w"\ncmd = "true"\n')

@@ -99,6 +99,9 @@ def _told(run: RunPaths, kind: str, done: str, answer: dict[str, Any] | None, pi
         raise exc.SwarmError(answer.get("error") or f"run {run.run_id}: nothing {done}")
     what = quoting.terminal_text(", ".join(answer[done]))
     also = f"; {quoting.terminal_text(answer['error'])}" if answer.get("error") else ""
+    if kind == "cancel" and answer.get("already_ended") and not answer.get("error"):
+        # some were cancelled: those that had ended stay as they ended, and the line says so
+        also += f"; already ended, not cancelled: {quoting.terminal_text(', '.join(answer['already_ended']))}"
     if answer.get("still_ending"):  # the supervisor answers before a worker slow to die has died
         also += (f"; still ending: {quoting.terminal_text(', '.join(answer['still_ending']))} "
                  f"(unless it ends on its own first)")
