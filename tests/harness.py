@@ -174,6 +174,9 @@ class Launch:
     claim_lag: float = 0.0
     stops_after: float | None = None  # stopped (SIGSTOP) this long after it started: from then on it
     # starts, reports and answers nothing
+    # it tells of a wrapper's end this long after the wrapper ended (a busy launcher, or one
+    # that reaps after the supervisor's pidfd on the wrapper fired)
+    reports_ends_after: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -600,6 +603,12 @@ class FakeLauncher:
         return self._pipe.r
 
     def reply(self, item: Any) -> None:
+        if isinstance(item, Ended) and self.script.reports_ends_after:
+            self.world.after(self.script.reports_ends_after, lambda: self._reply(item))
+            return
+        self._reply(item)
+
+    def _reply(self, item: Any) -> None:
         if not (self.dead or self.stopped) and self._pipe.w >= 0:
             self._replies.append(item)
             self._pipe.wake()

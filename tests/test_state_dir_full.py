@@ -10,7 +10,7 @@ import errno
 import os
 
 import pytest
-from harness import Harness, Mux, Work, task
+from harness import Harness, Launch, Message, Mux, Work, task
 
 from zellij_swarm import exc
 from zellij_swarm.commands import run as run_command
@@ -41,6 +41,23 @@ def test_a_headless_exit_the_wrapper_could_not_record_is_the_launchers(full):
     assert r.tasks["c"].status == "succeeded" and r.at("worker_launch_invoked c") >= 3.0  # waited for room
     r.assert_order("dispatch_held", "dispatch_resumed", "worker_launch_invoked c")
     assert r.warnings() == ["state_dir_error"] and r.exit_code == 1
+
+
+@pytest.mark.parametrize("cancel_at", [1.2])
+def test_a_headless_exit_the_wrapper_could_not_record_is_the_launchers_when_its_pidfd_fires_first(full, cancel_at):
+    """A whole-run stop follows every headless wrapper by a pidfd as well (the launcher may be
+    stuck). A wrapper that could not write its sidecar ends just before the stop, and its
+    pidfd fires before its launcher, alive and answering, reports the wait status it reaped.
+    Its end is that status, not ``unknown``: the launcher holds it (SPEC §5.8). An adversary:
+    SIGTERM to a headless run on a full state dir, a task that had written its ledger line
+    recorded ``unknown (state_dir_error)`` (and ``wrapper_lost`` with room)."""
+    work = Work(after=1, term="ignores", unrecorded=True)
+    with Harness(works={"a": (work,)}, launches=(Launch(reports_ends_after=0.5),)) as h:
+        h.world.at(6, lambda: full.update(full=False))
+        r = h.run([task("a")], messages=(Message(at=cancel_at, kind="cancel"),))
+    a = r.tasks["a"]
+    assert (a.status, a.exit_code, a.reason) == ("succeeded", 0, None)
+    assert r.at("worker_completed a") >= 1.5  # the launcher's word, not the pidfd's
 
 
 def test_a_pane_worker_whose_end_nobody_saw_is_unknown_and_not_retried(full):

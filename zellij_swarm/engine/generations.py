@@ -413,6 +413,14 @@ class Generations:
         waits for the answer."""
         if lg.collected:
             return
+        if wait_status is None and lg.child and not lg.remote and lg.wait_status is None \
+                and lg.phase is not GenPhase.ORPHANED and generation_files.read_sidecar(lg.gen) is None:
+            # A headless wrapper gone without its sidecar (a full disk refused it, or it was
+            # killed), its end seen first by its pidfd, which a stopping run watches as well:
+            # its launcher, which reaps it and still answers, tells its wait status in a
+            # moment (``ended``) — the outcome SPEC §5.8 takes, never ``unknown`` for want of
+            # waiting. A launcher lost meanwhile hands it back to its pidfd, no longer its child.
+            return
         if lg.phase is GenPhase.ORPHANED and not lg.worker_over:
             if generation_files.read_sidecar(lg.gen) is not None:
                 # its end, which the launcher that started its wrapper wrote with no supervisor
@@ -423,7 +431,8 @@ class Generations:
                 return  # its worker runs on: its end comes (``worker_ended``, or a pidfd's: ``_worker_gone``)
         if lg.signalling:  # a signal of its ladder is on its way: whether it reached the worker decides
             lg.move(GenPhase.END_SEEN)
-            lg.wait_status = wait_status
+            if wait_status is not None:  # (the launcher's, told first: a pidfd's later news has none)
+                lg.wait_status = wait_status
             return
         if not lg.outlived_its_wrapper and (worker := self._left_running(lg, wait_status)) is not None:
             # followed to its end whatever became of a pane's session since: its leader was dead
