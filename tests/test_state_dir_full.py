@@ -43,12 +43,13 @@ def test_a_headless_exit_the_wrapper_could_not_record_is_the_launchers(full):
     assert r.warnings() == ["state_dir_error"] and r.exit_code == 1
 
 
-@pytest.mark.parametrize("cancel_at", [1.2])
+@pytest.mark.parametrize("cancel_at", [1.2, 0.5])
 def test_a_headless_exit_the_wrapper_could_not_record_is_the_launchers_when_its_pidfd_fires_first(full, cancel_at):
     """A whole-run stop follows every headless wrapper by a pidfd as well (the launcher may be
-    stuck). A wrapper that could not write its sidecar ends just before the stop, and its
-    pidfd fires before its launcher, alive and answering, reports the wait status it reaped.
-    Its end is that status, not ``unknown``: the launcher holds it (SPEC §5.8). An adversary:
+    stuck). A wrapper that could not write its sidecar ends — just before the stop (1.2), or
+    after a TERM it ignored (0.5: uncaught, its exit its own) — and its pidfd fires before
+    its launcher, alive and answering, reports the wait status it reaped. Its end is that
+    status, not ``unknown`` or the kill's: the launcher holds it (SPEC §5.8). An adversary:
     SIGTERM to a headless run on a full state dir, a task that had written its ledger line
     recorded ``unknown (state_dir_error)`` (and ``wrapper_lost`` with room)."""
     work = Work(after=1, term="ignores", unrecorded=True)

@@ -621,7 +621,11 @@ class Generations:
                 claim is None or claim.unwritten or claim.pid == lg.pid or (claim.by_supervisor and lg.request.claimed))
             unrecorded = _unrecorded(lg, claim, os.WEXITSTATUS(wait_status or 0) if exited else None)
             ran = unrecorded is Unrecorded.RECORDS_REMOVED or (claim is not None and not claim.by_supervisor)
-            if lg.kill_reason and (lg.kill_sent_at is not None or not ran):
+            # a wrapper that ran and exited by itself gave its worker's status to the launcher:
+            # the outcome rule weighs that status against the kill, as it would its sidecar's
+            # (a worker that ignored the TERM and exited 0 ended on its own)
+            known = exited and unrecorded in (Unrecorded.UNWRITTEN, Unrecorded.RECORDS_REMOVED)
+            if lg.kill_reason and (lg.kill_sent_at is not None or not ran) and not known:
                 reason = lg.kill_reason
                 if unrecorded is Unrecorded.RECORDS_REMOVED:
                     self._warn("records_removed", f"the records of task {lg.task.name!r} ({lg.gen.dir}) were removed "
