@@ -576,6 +576,42 @@ def test_retry_and_resume_in_a_read_only_state_dir_are_a_clear_error_before_anyt
         f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system", res.stderr
 
 
+def test_a_state_dir_with_too_little_room_for_a_run_is_a_clear_error_before_anything(tmp_path):
+    """Room left in the state directory, but not for what a run writes as it starts (the room
+    it sets aside for its final records, then its run.json): `run` refuses it as it refuses a
+    full or read-only one — exit 2, one line naming it, nothing run — not "cannot write: No
+    space left on device" (exit 1), which names nothing. An adversary: 288 KiB left on a
+    tmpfs, a 100-task run."""
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("".join(f"echo t{i} >> ledger\n" for i in range(100)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    res = _in_private_mount(tmp_path, "size=2m", f"head -c 1760k /dev/zero > state/filler; "
+                                                 f"{zsw} run --state-dir state --output quiet t.txt; echo run=$?")
+    assert res.stdout.strip() == "run=2", res.stdout + res.stderr
+    assert res.stderr == f"zellij-swarm: error: cannot use state directory {tmp_path}/state: No space left on " \
+                         "device\n", res.stderr
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_retry_in_a_state_dir_that_filled_since_is_a_clear_error_before_anything(tmp_path):
+    """The state directory filled after the run: `retry` refuses it in one line naming it
+    (exit 2), as it refuses a read-only one, not with the run's lock's OSError (exit 1,
+    "cannot write: No space left on device"); the run stays as it was, and retries once
+    there is room."""
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("echo ran >> ledger; [ -e ok ]\n")
+    zsw = f"{sys.executable} -m zellij_swarm"
+    res = _in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
+                                                 "head -c 8m /dev/zero > state/filler 2>/dev/null; "
+                                                 f"{zsw} retry --state-dir state --output quiet; echo retry=$?; "
+                                                 f"rm state/filler; touch ok; {zsw} retry --state-dir state --output "
+                                                 "quiet; echo again=$?")
+    assert res.stdout.split() == ["retry=2", "again=0"], res.stdout + res.stderr
+    assert f"zellij-swarm: error: cannot use state directory {tmp_path}/state: No space left on device\n" \
+        in res.stderr, res.stderr
+    assert (tmp_path / "ledger").read_text() == "ran\nran\n"
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux", full("real-zellij")])
 def test_a_hang_up_sent_to_the_workers_group_from_another_terminal_is_its_own_failure(swarm, backend, request):
     """``kill -HUP -- -PGID`` of the worker's process group from another terminal, its pane

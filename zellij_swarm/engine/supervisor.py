@@ -15,6 +15,7 @@ never an exception; only setup problems (bad state directory, busy run) raise.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import resource
@@ -432,10 +433,8 @@ class Supervisor:
 
     def _run(self, stack: contextlib.ExitStack[Any]) -> int:
         self._loop_thread = threading.get_ident()
-        self._open(stack)
+        self._open_records(stack)
         if self.plan.resume is None:
-            records.save_environment(self.paths.saved_env, self.plan.env)
-            self._write_run_json(self.plan.tasks)
             self.add_tasks(_taken(self.plan.tasks))  # held packed from now on (RunPlan.tasks)
             self.events.emit("run_started", run_id=self.run_id, jobs=self.jobs, tasks=len(self.tasks),
                              backend=self.backend.name, pid=os.getpid())
@@ -506,6 +505,21 @@ class Supervisor:
         self._let_go_of_ended()
         self.room.records_failed(self.events.error or self.snapshots.error)
         self._maybe_progress()
+
+    def _open_records(self, stack: contextlib.ExitStack[Any]) -> None:
+        """``_open``, and a new run's first records. A state directory with room for its probe
+        (``rundir.check_can_create``: an empty file) but not for what a run writes before
+        anything runs — its lock, the room set aside for its final records, its run.json — is
+        refused as a full one is: one line naming it (exit 2), nothing started."""
+        try:
+            self._open(stack)
+            if self.plan.resume is None:
+                records.save_environment(self.paths.saved_env, self.plan.env)
+                self._write_run_json(self.plan.tasks)
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+                raise
+            raise exc.UsageError(f"cannot use state directory {self.state_dir}: {e.strerror}") from None
 
     def _open(self, stack: contextlib.ExitStack[Any]) -> None:
         """The run's records, and every source of events in one selector, each registered
