@@ -510,14 +510,15 @@ class Supervisor:
         """``_open``, and a new run's first records. A state directory with room for its probe
         (``rundir.check_can_create``: an empty file) but not for what a run writes before
         anything runs — its lock, the room set aside for its final records, its run.json — is
-        refused as a full one is: one line naming it (exit 2), nothing started."""
+        refused as a full one is: one line naming it (exit 2), nothing started. (Any other
+        error names the file it met, as before: a read-only directory is the probe's.)"""
         try:
             self._open(stack)
             if self.plan.resume is None:
                 records.save_environment(self.paths.saved_env, self.plan.env)
                 self._write_run_json(self.plan.tasks)
         except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise exc.UsageError(f"cannot use state directory {self.state_dir}: {e.strerror}") from None
 
