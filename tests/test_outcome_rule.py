@@ -18,6 +18,7 @@ from swarmtest import (
     GATE,
     SAVER,
     Running,
+    alive,
     backend_args,
     full,
     kill_run_processes,
@@ -349,8 +350,8 @@ def test_a_worker_that_exited_0_before_the_kill_reached_only_its_leftover_child_
             wait_until(lambda: ledger.exists(), what="the worker's last line")
             # (``cancel`` waits for the run's answer, which waits for the wrapper)
             cancel = swarm.popen("cancel", r.run.name, env=env) if how == "cancel" else None
-            wait_until(lambda: not psutil.pid_exists(leftover) or psutil.Process(leftover).status() == "zombie",
-                       timeout=60, what="the leftover child's end, by the kill's SIGTERM")
+            # (``alive``: a zombie, or reaped between two looks at it, has ended)
+            wait_until(lambda: not alive(leftover), timeout=60, what="the leftover child's end, by the kill's SIGTERM")
         finally:
             os.kill(wrapper, signal.SIGCONT)
         r.proc.wait(timeout=60)
