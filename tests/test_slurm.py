@@ -1062,6 +1062,27 @@ def stop_the_controller(cluster: dict[str, str]) -> None:
                timeout=30, what="slurmctld stops")
 
 
+JOB_STATE = ("job_state", "job_state.old")  # what slurmctld saves of its jobs, in its state dir
+
+
+def saved_job_state(cluster: dict[str, str]) -> dict[str, bytes | None]:
+    """The controller's job state as it is now: what a controller killed outright later comes
+    back with (``killed_back_to``), having forgotten every job made since."""
+    d = Path(cluster["ZSW_SLURM_DIR"]) / "state"
+    return {name: (d / name).read_bytes() if (d / name).exists() else None for name in JOB_STATE}
+
+
+def killed_back_to(cluster: dict[str, str], saved: dict[str, bytes | None]) -> None:
+    """slurmctld killed outright, and started again with the job state ``saved`` earlier."""
+    d = Path(cluster["ZSW_SLURM_DIR"])
+    os.kill(int((d / "pids" / "slurmctld").read_text()), signal.SIGKILL)
+    for name, state in saved.items():
+        (d / "state" / name).unlink(missing_ok=True)
+        if state is not None:
+            (d / "state" / name).write_bytes(state)
+    start_the_controller(cluster)
+
+
 def start_the_controller_forgetting(cluster: dict[str, str]) -> None:
     """slurmctld started again without its job state (as one killed outright, which had not
     saved its newest jobs yet)."""
@@ -1073,7 +1094,7 @@ def start_the_controller(cluster: dict[str, str], *, forgetting: bool = False) -
     without it)."""
     d = Path(cluster["ZSW_SLURM_DIR"])
     pidfile = d / "pids" / "slurmctld"
-    for name in ("job_state", "job_state.old") if forgetting else ():
+    for name in JOB_STATE if forgetting else ():
         (d / "state" / name).unlink(missing_ok=True)
     with open(d / "log" / "slurmctld.out", "ab") as out:
         ctld = subprocess.Popen(["slurmctld", "-D", "-i", "-f", cluster["SLURM_CONF"]], stdin=subprocess.DEVNULL,
@@ -1205,8 +1226,7 @@ def test_a_step_slurm_ended_for_a_forgotten_job_with_its_id_runs_again(swarm: Sw
     job id are `executor_lost` and run again, as the old steps are (one whose wrapper had not
     begun waits for a slot again). Every task finished once, none twice at once."""
     d = Path(cluster["ZSW_SLURM_DIR"])
-    saved = {name: (d / "state" / name).read_bytes() if (d / "state" / name).exists() else None
-             for name in ("job_state", "job_state.old")}  # the newest jobs from here on are the run's
+    saved = saved_job_state(cluster)  # the newest jobs from here on are the run's
     swarm.write("worker.py", SOONER_AGAIN)
     swarm.write("i.toml", "[swarm]\njobs = 4\n" + "".join(  # two steps on each node
         f'[[task]]\nname = "long{i}"\nargv = ["python3", "worker.py", "15", "1"]\n'
@@ -1221,12 +1241,7 @@ def test_a_step_slurm_ended_for_a_forgotten_job_with_its_id_runs_again(swarm: Sw
         assert len(on_n1) == 2, nodes(cluster)
         os.kill(n1, signal.SIGSTOP)
         try:
-            os.kill(int((d / "pids" / "slurmctld").read_text()), signal.SIGKILL)
-            for name, state in saved.items():
-                (d / "state" / name).unlink(missing_ok=True)
-                if state is not None:
-                    (d / "state" / name).write_bytes(state)
-            start_the_controller(cluster)
+            killed_back_to(cluster, saved)
             wait_until(lambda: any(job in on_n1 and node == "n2" for job, node in nodes(cluster).items()), timeout=60,
                        what="a job with a long step's id running on n2")
         finally:
@@ -1813,10 +1828,8 @@ def test_an_allocation_a_restarted_controller_forgot_and_gave_its_id_again_is_no
     dispatched nothing into it, holding it for ever with every task pending (an adversary, 2 in
     2: 90 s and 4 minutes). It goes on there: the lost steps run again, every task finishes,
     and nothing of the run is left."""
-    d = Path(cluster["ZSW_SLURM_DIR"])
     stop_the_controller(cluster)  # which saves its job state as it stops: the next id in it is the run's
-    saved = {name: (d / "state" / name).read_bytes() if (d / "state" / name).exists() else None
-             for name in ("job_state", "job_state.old")}  # the newest jobs from here on are the run's
+    saved = saved_job_state(cluster)  # the newest jobs from here on are the run's
     start_the_controller(cluster)
     env = clean_env(**cluster)
     swarm.write("a.toml", "[swarm]\njobs = 4\nslurm = { cpus = 2 }\n" + "".join(
@@ -1828,12 +1841,7 @@ def test_an_allocation_a_restarted_controller_forgot_and_gave_its_id_again_is_no
         wait_until(lambda: len((swarm.cwd / "began").read_text().split()) >= 4 if (swarm.cwd / "began").exists()
                    else False, timeout=60, what="four workers run")
         first = [e["job"] for e in events(run) if e["event"] == "executor_allocated"]
-        os.kill(int((d / "pids" / "slurmctld").read_text()), signal.SIGKILL)
-        for name, state in saved.items():
-            (d / "state" / name).unlink(missing_ok=True)
-            if state is not None:
-                (d / "state" / name).write_bytes(state)
-        start_the_controller(cluster)
+        killed_back_to(cluster, saved)
         try:
             code = r.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
