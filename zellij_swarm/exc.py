@@ -7,7 +7,7 @@ uses and a message that names what was wrong and where, so the CLI can print one
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 
 class SwarmError(Exception):
@@ -80,6 +80,14 @@ class UnknownTask(UnknownName, KeyError):
     def __init__(self, run_id: str, name: str, known: Iterable[str], *, also: str = "") -> None:
         super().__init__("task", name, known, message=f"run {run_id} has no task {name!r}{also}")
         self.run_id = run_id
+
+    @classmethod
+    def check(cls, run_id: str, names: Iterable[str], known: Collection[str],
+              suggested: Iterable[str] | None = None) -> None:
+        """Raise for the first of ``names`` not in ``known`` (names and ids a command takes),
+        suggesting the closest of ``suggested`` (default: ``known``)."""
+        if (missing := next((n for n in names if n not in known), None)) is not None:
+            raise cls(run_id, missing, known if suggested is None else suggested)
 
 
 class InputError(UsageError):

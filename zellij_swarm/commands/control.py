@@ -69,10 +69,8 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     snap = _active(run, "cancel")
     names, tags = list(names), list(tags)
     specs = views.task_specs_of(run, strict=True)
-    known = {s.name for s in specs} | {t["id"] for t in snap["tasks"]}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise exc.UnknownTask(run.run_id, missing[0], (s.name for s in specs))
+    exc.UnknownTask.check(run.run_id, names, {s.name for s in specs} | {t["id"] for t in snap["tasks"]},
+                          suggested=(s.name for s in specs))
     if group is not None or tags:
         names += [n for n in views.chosen_tasks(run, group=group, tags=tags, specs=specs) if n not in names]
     if snap["state"] == RunState.INTERRUPTED:
@@ -116,10 +114,7 @@ def restart(run: RunPaths, names: Iterable[str]) -> str:
     if snap["state"] != RunState.RUNNING:
         hint = f"; `{_command(run, 'resume')}` first" if snap["state"] == RunState.INTERRUPTED else ""
         raise exc.RunNotActive(f"run {run.run_id} is {snap['state']}: nothing to restart{hint}")
-    known = {s.name for s in views.task_specs_of(run, strict=True)}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise exc.UnknownTask(run.run_id, missing[0], known)
+    exc.UnknownTask.check(run.run_id, names, {s.name for s in views.task_specs_of(run, strict=True)})
     return _tell(run, "restart", "restarted", tasks=names)
 
 

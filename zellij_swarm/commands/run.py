@@ -321,9 +321,7 @@ def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], na
     a restart, which used none, is not counted twice. ``where``: the run's state directory,
     for the hint of an error."""
     rows = {t["name"]: t for t in snap["tasks"]}
-    for name in names:
-        if name not in rows:
-            raise exc.UnknownTask(run_id, name, rows)
+    exc.UnknownTask.check(run_id, names, rows.keys())
     retried = RETRIED | {TaskStatus.UNKNOWN} if unknown else RETRIED
     chosen = set(names) if names else {n for n, t in rows.items() if t["status"] in retried}
     after = {s.name: set(s.after) for s in specs}
