@@ -269,23 +269,12 @@ def srun_said(gen: generation_files.GenPaths, at_most: int = 65536) -> str:
     return _said(generation_files.plain(gen, generation_files.EXECUTOR_LOG), at_most)
 
 
-def end_srun(lg: LiveGen) -> None:
+def end_srun(gen: generation_files.GenPaths, child: int | None = None) -> None:
     """SIGTERM to the ``srun`` of a step withdrawn before its wrapper started (its claim is
-    ours: nothing of it runs or will): our child, else found by its command line (in a pane;
-    adopted by ``resume``)."""
-    _end(lg.pid if lg.child else procs.wrapper_process(lg.gen))
-
-
-def end_unstarted_srun(gen: generation_files.GenPaths) -> None:
-    """SIGTERM to the ``srun`` of a step whose claim ``resume`` took before its wrapper
-    started, found by its command line: an orphan of the killed supervisor, which waits here
-    for ever when Slurm no longer knows its job (a controller restarted without its job
-    state) — nothing of it runs or will."""
-    _end(procs.wrapper_process(gen))
-
-
-def _end(pid: int | None) -> None:
-    if pid is not None:
+    ours: nothing of it runs or will): ``child``, ours, else found by its command line — in a
+    pane, or adopted by ``resume``, or the orphan of a killed supervisor, which waits for ever
+    when Slurm no longer knows its job (a controller restarted without its job state)."""
+    if (pid := child if child is not None else procs.wrapper_process(gen)) is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
 
@@ -682,7 +671,7 @@ class SlurmExecutor:
             if lg.job_id is not None else f"the step of task {lg.task.name!r} was never listed by Slurm"
         self.on.warn("executor_lost", f"slurm: {which} (its controller restarted without it); withdrawn, the task "
                                       "runs again", lg.task)
-        end_srun(lg)
+        end_srun(lg.gen, lg.pid if lg.child else None)
 
     @staticmethod
     def _srun_alive(lg: LiveGen) -> bool:
@@ -960,7 +949,7 @@ class SlurmExecutor:
                 # srun waits for ever for a grant, and a cancel of the run waited with it
                 if step is not None:
                     self.cluster.cancel(step, name=name)
-                end_srun(lg)
+                end_srun(lg.gen, lg.pid if lg.child else None)
                 return None
             if step is None:
                 return None

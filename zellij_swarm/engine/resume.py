@@ -532,7 +532,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
                 if procs.claim_for_supervisor(gs.gen) and run.executor is not None:
                     # its srun, the killed supervisor's, may still wait here: for ever, when a
                     # restarted controller forgot its job (Slurm no longer lists it)
-                    remote.end_unstarted_srun(gs.gen)
+                    remote.end_srun(gs.gen)
             if gs.task_id in run.tasks and gs.kill_reason not in (None, RESTARTED):
                 # ended before it started (a cancel, a halt): no new generation runs either
                 rec.settled.setdefault(gs.task_id, (str(killed_status(gs.kill_reason)), gs.kill_reason))
