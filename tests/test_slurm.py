@@ -784,7 +784,10 @@ def test_a_queued_step_scancelled_before_the_run_first_saw_it_is_cancelled_not_f
             return len(done) == 2
 
         wait_until(cancel_each, timeout=60, what="both steps listed, and cancelled")
-        time.sleep(3)  # the run's looks at the queue since
+        # each step's end decided while the blocker still holds the CPUs (a retry, were it
+        # one, would run once it is let go)
+        wait_until(lambda: len({e["task"] for e in events(run) if e["event"] in ("worker_completed", "worker_failed")})
+                   == 2, timeout=60, what="both steps' ends recorded")
         subprocess.run(["scancel", blocker], env=env, check=True, timeout=30)  # (a step started again runs)
         assert r.proc.wait(timeout=60) == 1, r.proc.stderr.read() if r.proc.stderr else ""
     tasks = swarm.tasks()
