@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -512,6 +513,56 @@ def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_detach(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {(t["status"], t["attempts"]) for t in summary["tasks"]} == {("succeeded", 1)}, summary["tasks"]
     assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(FILLED_TASKS)), "each ran once"
+
+
+# Takes every block of the state directory freed, within microseconds, until told to stop.
+_FILLER = """
+import os
+fd = os.open("state/filler2", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+block = bytes(4096)
+while not os.path.exists("stop-filling"):
+    for _ in range(1000):
+        try:
+            os.write(fd, block)
+        except OSError:
+            pass
+"""
+
+
+@pytest.mark.parametrize("stop", ["HUP", "TERM"])
+def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_stop_while_it_stays_full(tmp_path, stop):
+    """32 workers end while the state directory is full, and another program keeps it full —
+    taking every block freed, at once — until the supervisor, sent SIGHUP (it detaches) or
+    SIGTERM (it cancels the 8 tasks not started), is gone: the room it set aside for its last
+    records is all it has. An adversary's runs: the room was given back, the filler took it,
+    the log's last lines (the ends the launcher told, for the wrappers' sidecars were refused)
+    were lost, and `resume` found tasks that had succeeded `unknown (state_dir_error)`;
+    `retry --unknown` would have run them again."""
+    _needs_unshare(tmp_path)
+    ledger = tmp_path / "ledger"
+    (tmp_path / "t.txt").write_text("".join(f"touch started.{i}; until [ -e go ]; do sleep 0.02; done; "
+                                            f"echo t{i} >> {ledger}\n" for i in range(40)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    # 32 ends: their lines fill more than the page the log's last block may have left (4 KiB)
+    script = (f"{zsw} run -j 32 --state-dir state --output quiet t.txt 2> run.err & run=$!; "
+              "until [ $(ls started.* 2>/dev/null | wc -l) -ge 32 ]; do sleep 0.02; done; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; touch go; "
+              f"until [ {LEDGER_LINES} -ge 32 ] && grep -q 'is full or cannot be written' run.err; "
+              "do sleep 0.02; done; "
+              f"{sys.executable} -c {shlex.quote(_FILLER)} & filler=$!; "
+              # A second for the launcher's word of the last ends to reach the supervisor; one not
+              # seen by then is adopted by `resume`: the test holds either way.
+              f"sleep 1; kill -{stop} $run; wait $run; echo stopped $? >&2; touch stop-filling; wait $filler; "
+              "rm state/filler state/filler2; mount -o remount,size=20m state; "
+              f"{zsw} resume --state-dir state --json --output quiet > summary.json; cat run.err >&2")
+    res = _in_private_mount(tmp_path, "size=1m", script)
+    assert f"stopped {1 if stop == 'HUP' else 143}\n" in res.stderr, res.stderr
+    ran = ledger.read_text().split()
+    assert len(ran) == len(set(ran)) == (40 if stop == "HUP" else 32), "each ran once"
+    outcomes = {(t["status"], t["attempts"]) if t["command"].split()[-3] in ran else (t["status"], t["reason"])
+                for t in json.loads((tmp_path / "summary.json").read_text())["tasks"]}
+    # (SIGTERM: the tasks that never started are cancelled by it, as on any disk)
+    assert outcomes == ({("succeeded", 1)} if stop == "HUP" else {("succeeded", 1), ("cancelled", "cancelled_by_user")})
 
 
 @pytest.mark.full

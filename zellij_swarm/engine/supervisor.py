@@ -548,7 +548,7 @@ class Supervisor:
                                  reporter=self.reporter, warn=self._warn,
                                  kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch,
                                  after_output=lambda gen, read: self.backend.after_output(gen, read))
-        self.reserve = records.SpaceReserve(self.paths.dir / ".reserve", len(self.plan.tasks))
+        self.reserve = records.SpaceReserve(self.paths, len(self.plan.tasks))
         # The log made durable off the loop, then folding, into shells the next generations
         # take. Folds come in bursts, one per group commit (a sync of tens of milliseconds, in
         # which every slot may turn over more than once): a pool of twice the slots ran dry
@@ -977,11 +977,12 @@ class Supervisor:
         if self.detached:
             # These are this supervisor's last records: the room kept for them is theirs. On a
             # full state dir the outcomes it saw (the launcher's, for wrappers that could not
-            # write theirs) are in memory only, and `resume` would find them lost.
-            self.reserve.release()
+            # write theirs) are in memory only, and `resume` would find them lost: the log's
+            # lines go into that room first, then the snapshot gets what is left of it.
             self.backend.outputs_now()
-            self.final_snapshot = self.snapshots.write(merged=False)
             self.events.emit("run_detached", resume=state_dir.command(self.paths.state_dir, "resume", self.run_id))
+            self.reserve.hand_over(self.events)
+            self.final_snapshot = self.snapshots.write(merged=False)
             self.events.flush()
             return 1 if self.room.full else 129  # gave up on a full state dir; else detached (SIGHUP)
         if self.executor is not None and (left := self.executor.close()):
@@ -1005,9 +1006,8 @@ class Supervisor:
         self.ended_at = self.wallclock()
         self._close_backend()
         self.backend.outputs_now()  # a backend's thread stuck past the close's wait: reported as they are
-        self.reserve.release()
         self.headless.close(wait=True)  # every worker has ended; its usage is the summary's
-        self.events.flush()
+        self.reserve.hand_over(self.events)  # (flushed; what a full disk refused, kept in its room)
         self.commit.submit(self.gens.ended if self.events.error is None else [])
         self.commit.close()  # every outcome is durable before the summary says the run ended
         self.shells.clear()

@@ -13,6 +13,7 @@ import os
 import time
 from bisect import insort
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -36,14 +37,23 @@ class EventLog:
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time,
                  on_emit: Callable[[], None] = lambda: None) -> None:
         self._path = path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        _end_torn_line(fd)
-        self._good = os.fstat(fd).st_size  # the length known to be on disk, whole lines only
-        self._file: TextIO | None = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
-        self._unflushed: list[str] = []  # the lines since ``_good``
         self._clock = clock
         self._on_emit = on_emit
         self.error: OSError | None = None
+        self._spilled: Path | None = None  # a spill (``spill``) of the lines since ``_good``
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self._file: TextIO | None = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+        self._unflushed: list[str] = []  # the lines since ``_good``
+        if (spill := pending_spill(path)) is not None:
+            self._good = spill.at  # an earlier supervisor's last lines, spilled: they come first
+            self._unflushed = spill.body.decode("utf-8").splitlines(keepends=True)
+            self._spilled = spill.path
+            self._file.close()
+            self._file = None
+            self._rewrite()
+        else:
+            _end_torn_line(fd)
+            self._good = os.fstat(fd).st_size  # the length known to be on disk, whole lines only
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {"ts": round(self._clock(), 6), "event": event, **fields}
@@ -101,6 +111,54 @@ class EventLog:
         self._unflushed.clear()
         self._file = os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
         self.error = None
+        if self._spilled is not None:  # the log holds what the spill did: durably first
+            try:
+                os.fsync(fd)
+                self._spilled.unlink()
+            except OSError:
+                pass  # a spill the log already holds is passed over by every reader
+            self._spilled = None
+
+    def spill(self, room: Path) -> bool:
+        """Write the lines the log could not take into ``room``: the space set aside at the
+        run's start for its last records (``SpaceReserve``), so taking it needs no new block.
+        On a disk that something keeps full, those lines — the outcomes the launcher told
+        while the disk refused the wrappers' sidecars — would otherwise be lost when this
+        supervisor ends, and ``resume`` would find finished tasks ``unknown``. The longest run of
+        whole lines that fits is kept, then the rest of the room is given back. Every reader
+        (``iter_events``) reads the log up to where the spill starts, then the spill; the
+        run's next ``EventLog`` (a ``resume``) puts it into the log. False when nothing needed it
+        or it could not be written."""
+        if self.error is None or not self._unflushed:
+            return False
+        header = compact({_SPILL_KEY: self._path.name, "at": self._good}).encode() + b"\n"
+        try:
+            fd = os.open(room, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fits = os.fstat(fd).st_size - len(header)
+            body = bytearray()
+            for line in self._unflushed:
+                data = line.encode()
+                if len(body) + len(data) > fits:
+                    break
+                body += data
+            if not body:
+                return False
+            # The body first, then the header that makes it a spill: a supervisor killed in
+            # between leaves a plain reserve. Zeros past the body (killed before the cut) end it.
+            os.pwrite(fd, body, len(header))
+            os.fdatasync(fd)
+            os.pwrite(fd, header, 0)
+            os.fdatasync(fd)
+            os.ftruncate(fd, len(header) + len(body))
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        self._spilled = room
+        return True
 
     def close(self) -> None:
         self.flush()
@@ -155,25 +213,82 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
     def wanted(name: object) -> bool:  # (a name that is no string: a line that is no event)
         return isinstance(name, str) and name not in skip and (only is None or name in only)
 
+    for line in _log_lines(path):
+        if skip or only is not None:
+            at = line.find(_EVENT_KEY)
+            if at >= 0:
+                start = at + len(_EVENT_KEY)
+                if not wanted(line[start:line.find(b'"', start)].decode("utf-8", "replace")):
+                    continue
+        try:
+            event = jsontext.loads(line.decode("utf-8"))  # (a str: bytes would have their encoding guessed)
+        except ValueError:
+            event = _glued(line)
+        if isinstance(event, dict) and wanted(event.get("event")):
+            yield event
+
+
+def _log_lines(path: Path) -> Iterator[bytes]:
+    """The complete lines of a log (a torn last one is passed over); with a spill pending, the
+    log's up to where the spill starts, then the spill's."""
+    spill = pending_spill(path)
     try:
         with os.fdopen(open_record(path), "rb") as f:  # a FIFO in its place is refused, not waited on
+            left = spill.at if spill is not None else -1
             for line in f:
-                if not line.endswith(b"\n"):
-                    continue
-                if skip or only is not None:
-                    at = line.find(_EVENT_KEY)
-                    if at >= 0:
-                        start = at + len(_EVENT_KEY)
-                        if not wanted(line[start:line.find(b'"', start)].decode("utf-8", "replace")):
-                            continue
-                try:
-                    event = jsontext.loads(line.decode("utf-8"))  # (a str: bytes would have their encoding guessed)
-                except ValueError:
-                    event = _glued(line)
-                if isinstance(event, dict) and wanted(event.get("event")):
-                    yield event
+                if left >= 0:
+                    if len(line) > left:
+                        break
+                    left -= len(line)
+                if line.endswith(b"\n"):
+                    yield line
     except FileNotFoundError:
         pass
+    if spill is not None:
+        yield from spill.body.splitlines(keepends=True)
+
+
+_SPILL_KEY = "spill_of"
+SPILL_ROOM = ".reserve"  # a run's room for its last records, beside its log (``SpaceReserve``)
+
+
+@dataclass(frozen=True)
+class Spill:
+    path: Path
+    at: int  # the length of the log the spilled lines follow
+    body: bytes  # whole lines
+
+
+def pending_spill(log: Path) -> Spill | None:
+    """The lines a supervisor spilled into its reserved room (``EventLog.spill``) that the log
+    does not hold yet (a log that went on from where the spill starts with the same lines holds
+    them: a supervisor killed before it removed the spill it had just written back)."""
+    room = log.parent / SPILL_ROOM
+    try:
+        with os.fdopen(open_record(room), "rb") as f:
+            header = f.readline(256)
+            if not header.startswith(b'{"%s":' % _SPILL_KEY.encode()):
+                return None
+            fields = jsontext.loads(header.decode("utf-8"))
+            body = f.read().split(b"\0", 1)[0]
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(fields, dict) or fields.get(_SPILL_KEY) != log.name:
+        return None
+    at, body = fields.get("at"), body[:body.rfind(b"\n") + 1]
+    if not isinstance(at, int) or at < 0 or not body:
+        return None
+    try:
+        with os.fdopen(open_record(log), "rb") as f:
+            at = min(at, os.fstat(f.fileno()).st_size)  # a log cut short since: the spill follows what is left
+            f.seek(at)
+            if f.read(len(body)) == body:
+                return None
+    except FileNotFoundError:
+        at = 0
+    except OSError:
+        return None
+    return Spill(room, at, body)
 
 
 class SnapshotWriter:
@@ -306,14 +421,17 @@ class _Durations:
 class SpaceReserve:
     """Room set aside at a run's start for its final records. A state directory that fills
     up during the run (a worker's output, another program) would otherwise leave no room
-    for ``summary.json``, and the run would read ``interrupted`` for ever; releasing the
-    reserve just before the summary is written gives it back."""
+    for ``summary.json``, and the run would read ``interrupted`` for ever; it is given back
+    just before the summary is written (``hand_over``). A room that holds a spill the log
+    still needs (``pending_spill``: the run's log found the disk still full) is left as it is."""
 
-    def __init__(self, path: Path, tasks: int) -> None:
-        self._path = path
+    def __init__(self, run: RunPaths, tasks: int) -> None:
+        self._path = run.dir / SPILL_ROOM
         size = min(max(256 << 10, 1536 * tasks), 32 << 20)  # a summary row is ~1 KB
+        if pending_spill(run.events) is not None:
+            return
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError:
             return  # a full state dir is reported by the writes that matter
         try:
@@ -322,6 +440,13 @@ class SpaceReserve:
             pass
         finally:
             os.close(fd)
+
+    def hand_over(self, log: EventLog) -> None:
+        """Before a supervisor's last records: the lines its log could not take go into this
+        room (``EventLog.spill``), which gives back the rest of it; with none, all of it is."""
+        log.flush()
+        if not log.spill(self._path):
+            self.release()
 
     def release(self) -> None:
         try:

@@ -6,6 +6,7 @@ Layout (SPEC §5, §7)::
     <state-dir>/.gitignore                     ignores everything
     <state-dir>/runs/<run-id>/                 every directory mode 0700, owned by the user
         run.json  events.jsonl  state.json  summary.json  environ (0600)  lock
+        .reserve                               room for the last records (log.SpaceReserve)
         worker.sh                              the run's headless wrapper (generation_files)
         inbox/                                 control messages, one file each
         inbox/consumed/                        messages already applied
