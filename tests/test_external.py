@@ -114,3 +114,6 @@ def test_a_failure_is_told_by_the_line_that_says_what_went_wrong(tmp_path: Path)
     assert str(failed.value).endswith(": ModuleNotFoundError: No module named ckdl"), failed.value
     assert external.what_it_said("\n  sh: 1: x: not found\nmore\n") == "sh: 1: x: not found"
     assert external.what_it_said("") == ""
+    said = "Error: the IPC socket path is too long (111 bytes, max 107):\n  /tmp/s/contract_version_1/a\n\nThis is"
+    assert external.what_it_said(said) == \
+        "Error: the IPC socket path is too long (111 bytes, max 107): /tmp/s/contract_version_1/a"

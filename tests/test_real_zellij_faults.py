@@ -254,3 +254,29 @@ def test_a_session_nobody_watches_that_is_not_the_runs_own_is_not_waited_on(swar
     assert (row["status"], row["pane_id"]) == ("succeeded", None), row
     assert (swarm.cwd / "ledger.txt").read_text() == "ran\n"
     assert rz.act("theirs", "query-tab-names", answer="Tab #1").split("\n")[:-1] == ["Tab #1"]
+
+
+def test_a_session_whose_socket_path_would_be_too_long_is_refused_before_anything(swarm, rz: RealZellij):
+    """Zellij refuses to make a session whose socket's path is over 107 bytes, as `attach`
+    makes it: the run went on headless with a warning cut at its colon, or, with
+    --require-zellij, cancelled every task (exit 1). A `--session` (or ZELLIJ_SWARM_SESSION)
+    too long for the socket directory, or a ZELLIJ_SOCKET_DIR too long for the run's own
+    session, is bad input: one line, exit 2, no run; one byte shorter runs."""
+    swarm.write("t.txt", "echo hi\n")
+    room = zellij_cli.SOCKET_PATH_MAX - len(f"{rz.sockdir}/contract_version_1/")
+    for name, extra in (("x" * (room + 1), ()), ("y" * (room + 1), ("--require-zellij",))):
+        res = swarm("run", "t.txt", "--backend", "zellij", "--session", name, *extra, env=rz.env(), timeout=60)
+        assert res.code == 2 and res.stderr.count("\n") == 1, res
+        assert res.stderr.startswith(f"zellij-swarm: error: invalid session '{name}' (from flag --session): "
+                                     "expected a shorter name, or a shorter ZELLIJ_SOCKET_DIR: zellij 0.45.0 would "
+                                     f"make its socket {rz.sockdir}/contract_version_1/{name} (108 bytes), "
+                                     "over the 107 "), res
+    long_dir = f"{rz.sockdir}/{'d' * 70}"
+    res = swarm("run", "t.txt", "--backend", "zellij", env=rz.env(ZELLIJ_SOCKET_DIR=long_dir), timeout=60)
+    assert res.code == 2 and res.stderr.count("\n") == 1 and "set a shorter ZELLIJ_SOCKET_DIR" in res.stderr, res
+    assert not swarm.runs() and not [n for n in rz.session_names() if n[0] in "xy" or n.startswith("swarm-")]
+    fits = "z" * room
+    res = swarm("run", "t.txt", "--backend", "zellij", "--session", fits, "--output", "quiet", env=rz.env(), timeout=60)
+    assert res.code == 0 and fits in rz.session_names(), res
+    res = swarm("retry", swarm.latest().name, "task-1", "--session", fits + "z", env=rz.env(), timeout=60)
+    assert res.code == 2 and "expected a shorter name" in res.stderr, res

@@ -121,11 +121,15 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
 def what_it_said(stderr: str) -> str:
     """The line of a command's stderr that says what went wrong: its first — but the last of
     a Python traceback (a script that crashed: its first line, "Traceback (most recent call
-    last):", says nothing). Empty when it said nothing."""
+    last):", says nothing) — with the next, when the first ends with a colon that announces it
+    (zellij: "the IPC socket path is too long (111 bytes, max 107):", the path on the next).
+    Empty when it said nothing."""
     lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    if lines[0].startswith("Traceback (most recent call last)"):
+        return lines[-1]
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
 def _answer(proc: subprocess.Popen[str], deadline: float,

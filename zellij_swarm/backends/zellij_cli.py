@@ -124,6 +124,11 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
     return rows
 
 
+# bytes: a Unix socket's path (``sun_path``: 108 with its NUL); 0.45.0 checks it as it makes a
+# session ("the IPC socket path is too long (111 bytes, max 107)"), earlier ones fail to bind it
+SOCKET_PATH_MAX = 107
+
+
 class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""
 
@@ -290,6 +295,16 @@ class Zellij:
             os.path.join(self.env["XDG_RUNTIME_DIR"], "zellij") if self.env.get("XDG_RUNTIME_DIR")
             else os.path.join(self.env.get("TMPDIR") or "/tmp", f"zellij-{os.getuid()}"))
         return os.path.join(root, "contract_version_1" if self.has("contract_dir") else str(self.caps["version"]))
+
+    def socket_too_long(self, session: str) -> str | None:
+        """Why a session of this name cannot be made here — its socket's path is longer than a
+        Unix socket's may be, which Zellij refuses as ``attach`` makes it — or None."""
+        path = os.path.join(self.socket_dir(), session)
+        size = len(path.encode("utf-8", "surrogateescape"))
+        if size <= SOCKET_PATH_MAX:
+            return None
+        return (f"zellij {self.caps['version']} would make its socket {path} ({size} bytes), over the "
+                f"{SOCKET_PATH_MAX} bytes a socket's path may have")
 
     def wait_live(self, deadline: float) -> None:
         """Poll ``ls -n`` until our session, just made by ``attach --create-background``, is

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import exc, streams
+from zellij_swarm import exc, names, streams
 from zellij_swarm.backends import leftovers, resumed
 from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
+from zellij_swarm.backends.zellij_cli import CALL_TIMEOUT, Zellij
 from zellij_swarm.commands import junit
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings, state_dir, swarmfile
@@ -25,7 +27,7 @@ from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.resume import Recovered, load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
-from zellij_swarm.engine.supervisor import RunPlan, Supervisor
+from zellij_swarm.engine.supervisor import RunPlan, Supervisor, new_run_id
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
@@ -90,6 +92,7 @@ def execute(
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # before any run directory exists
+    _check_zellij_socket(resolved, choice, env, new_run_id(time.time()))  # (its length: a run id's)
     base = worktree.plan_base(specs, resolved, os.getcwd())  # HEAD now, once; exit 2 outside a repository
     if resolved.executor == "slurm":
         remote.preflight(Slurm(env), resolved.slurm, specs)
@@ -235,6 +238,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # as run's (retry --session 'a:b' made a session 'a_b')
+    _check_zellij_socket(resolved, choice, env, run.run_id)
     backend = make_backend(choice, env, close_session=outputs.close_session or settings.truthy(env.get("CI")))
     if isinstance(backend, resumed.TakesOver):  # what the run's earlier supervisors left there is taken over
         backend = resumed.RetriedBackend(backend, snap.get("multiplexer"), _run_panes(rec, resolved))
@@ -415,6 +419,29 @@ def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool,
 
         return ZellijBackend(env, close_session=close_session, here=here)
     return HeadlessBackend()
+
+
+def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, str], run_id: str) -> None:
+    """Refuse (exit 2) a Zellij session the run would make whose socket's path is too long
+    for a socket: Zellij refused it only as the run made it, which then went on headless, or,
+    under ``--require-multiplexer``, cancelled every task. The name is ``--session``'s, or the
+    run's own outside Zellij; the session a run starts in has its socket already. A Zellij
+    that cannot be asked is the backend's to report, as before."""
+    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    session = resolved.session or own or names.session(run_id)
+    if choice.name != "zellij" or session == own:
+        return
+    z = Zellij(env, timeout=CALL_TIMEOUT)
+    try:
+        z.version()
+    except exc.BackendError:
+        return
+    if (why := z.socket_too_long(session)) is None:
+        return
+    if resolved.session:
+        raise exc.SettingError("session", resolved.session, resolved.sources["session"],
+                               f"a shorter name, or a shorter ZELLIJ_SOCKET_DIR: {why}")
+    raise exc.UsageError(f"the run's zellij session cannot be made: {why}; set a shorter ZELLIJ_SOCKET_DIR")
 
 
 def _inside(choice: Choice, env: Mapping[str, str]) -> bool:
