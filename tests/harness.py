@@ -940,6 +940,9 @@ class QuietReporter:
     def task_ended(self, task: Any, gen: GenPaths | None) -> None:
         pass
 
+    def running_headless(self) -> None:
+        pass
+
     def progress(self, counts: dict[str, int], now: float) -> None:
         pass
 

@@ -349,6 +349,23 @@ def test_run_attach_of_a_headless_run_keeps_its_output(swarm, tmux, terminal):
 
 @needs_tmux
 @needs_script
+@pytest.mark.parametrize("attach", [["--attach"], []], ids=["attach", "no-attach"])
+def test_a_run_whose_backend_falls_back_to_headless_prints_as_a_headless_run(swarm, tmux, terminal, attach):
+    """``--backend zellij`` where Zellij cannot make the run's session (here: no zellij on
+    PATH): the run goes on headless. No pane shows a worker, so the output is copied as a
+    headless run's is; and with ``--attach`` no session's client ever takes the terminal, so
+    nothing is held back — it printed its warning and nothing else, not the tasks' output nor
+    their failures (an adversary's find)."""
+    screen = terminal.type(shlex.join(["zellij-swarm", "run", "--backend", "zellij", *attach, "-j", "1",
+                                       "echo out-{}; exit {}", ":::", "0", "3"]))
+    lines = screen.splitlines()
+    assert "running headless" in screen, screen
+    assert [ln for ln in lines if ln.startswith("out-")] == ["out-0", "out-3"], screen
+    assert "task-2: failed (exit 3" in screen and "[exit 1]" in screen, screen
+
+
+@needs_tmux
+@needs_script
 def test_headless_on_a_terminal_shows_each_tasks_output_and_status_fits(swarm, tmux, terminal):
     screen = terminal.type(shlex.join(["zellij-swarm", "run", "--backend", "headless", "-j", "1",
                                        "echo out-{}; exit {}", ":::", "0", "3", "0"]))

@@ -119,8 +119,9 @@ def execute(
     require_outside_records(state_dir, junit_path=junit_path, joblog_path=joblog_path)
     backend = make_backend(choice, env, close_session=close_session or settings.truthy(env.get("CI")), here=here)
     outputs = Outputs.of_options(junit=junit_path, joblog=joblog_path, close_session=close_session)
-    reporter = _reporter("quiet" if takes_terminal else resolved.output, json_output, record=outputs,
-                         on_started=on_started)
+    reporter = _reporter(resolved.output, json_output, record=outputs, on_started=on_started)
+    if takes_terminal:
+        reporter.hold_for_attach()
     reporter.panes = choice.name != "headless"
     # before the run: a bad path is exit 2
     joblog = JobLog.from_option(joblog_path) if joblog_path is not None else None

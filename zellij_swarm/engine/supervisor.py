@@ -127,6 +127,7 @@ class Reporter(Protocol):
     def problem(self, text: str) -> None: ...  # shown in every output mode, quiet included
     def warning(self, w: WarningRow) -> None: ...  # one of the run's warnings, as it is recorded
     def task_ended(self, task: TaskRecord, gen: generation_files.GenPaths | None) -> None: ...
+    def running_headless(self) -> None: ...  # the backend fell back: no pane shows a worker
     wants_progress: bool  # whether progress() draws anything (the loop wakes for it only then)
 
     def progress(self, facts: ProgressFacts) -> None: ...
@@ -727,6 +728,7 @@ class Supervisor:
         except exc.BackendError as e:
             name = self.backend.name
             self.backend = self.gens.backend = OffLoopBackend(HeadlessBackend(), self.calls)
+            self.reporter.running_headless()
             if not self.settings.require_multiplexer:
                 self._warn(e.code, f"{_said_by(name, e.message)}; running headless", None)
                 return True

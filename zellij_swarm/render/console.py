@@ -177,16 +177,36 @@ class ConsoleReporter:
         # a worker's stderr goes to stderr as it came, as GNU parallel's --group does
         self.err_bytes: IO[bytes] = streams.bytes_out(self.err)
         self.tty = self.err.isatty()
-        # a terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a line per task
-        self.wants_progress = mode == "progress" and self.tty and os.environ.get("TERM") != "dumb"
+        self.wants_progress = self._draws_progress()
         # the workers are shown in panes (the run's backend is a multiplexer): their output is
         # not copied in ``progress`` mode; without panes it is, to a terminal
         self.panes = False
+        self._mode_unattached: str | None = None  # the mode ``hold_for_attach`` put aside
         self._line_shown = False
         self._run_id = run_id
         self._state_dir = state_dir  # the run's, once it said it started (``_command``)
         self._warnings = 0
         self._unwritable: set[IO[bytes]] = set()  # given up: nobody reads them (``_copy_or_give_up``)
+
+    def _draws_progress(self) -> bool:
+        # a terminal that cannot erase a line (TERM=dumb: Emacs' shell) gets a line per task
+        return self.mode == "progress" and self.tty and os.environ.get("TERM") != "dumb"
+
+    def hold_for_attach(self) -> None:
+        """``run --attach`` from outside the multiplexer: the session's client takes this
+        terminal, and the run's own output would be drawn over: quiet, unless the run falls
+        back to headless (``running_headless``), and no client ever comes."""
+        self._mode_unattached, self.mode = self.mode, "quiet"
+        self.wants_progress = False
+
+    def running_headless(self) -> None:
+        """The run's backend could not open and the run goes on headless: no pane shows a
+        worker, so their output is copied as a headless run's is; and with no session, no
+        client takes this terminal: what ``hold_for_attach`` held back is shown after all."""
+        self.panes = False
+        if self._mode_unattached is not None:
+            self.mode, self._mode_unattached = self._mode_unattached, None
+            self.wants_progress = self._draws_progress()
 
     @property
     def copies_output(self) -> bool:
