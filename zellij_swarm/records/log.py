@@ -46,7 +46,7 @@ class EventLog:
         self._unflushed: list[str] = []  # the lines since ``_good``
         if (spill := pending_spill(path)) is not None:
             self._good = spill.at  # an earlier supervisor's last lines, spilled: they come first
-            self._unflushed = spill.body.decode("utf-8").splitlines(keepends=True)
+            self._unflushed = spill.body.decode("utf-8", "replace").splitlines(keepends=True)
             self._spilled = spill.path
             self._file.close()
             self._file = None
