@@ -117,3 +117,11 @@ def test_lines_a_full_disk_refused_go_into_the_runs_room_and_outlive_its_supervi
     lines = res.stdout.splitlines()
     assert lines[:2] == ["True", "exit 0"], res.stdout + res.stderr
     assert int(lines[2].split()[0]) < 128, "the room's rest was given back"
+
+
+def test_a_spill_with_damaged_bytes_is_put_into_the_log_not_a_crash(tmp_path):
+    run = _run(tmp_path)
+    run.events.write_bytes(_line(1))
+    _spill(run, len(_line(1)), b'{"ts":2,"event":"e","n":"\xff"}\n' + _line(3))
+    log.EventLog(run.events).close()
+    assert [e["n"] for e in log.iter_events(run.events)] == [1, "\ufffd", 3]
