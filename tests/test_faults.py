@@ -663,6 +663,34 @@ def test_retry_in_a_state_dir_that_filled_since_is_a_clear_error_before_anything
     assert (tmp_path / "ledger").read_text() == "ran\nran\n"
 
 
+def test_cancel_of_a_run_whose_state_dir_is_full_still_stops_it(tmp_path):
+    """`cancel RUN` posts a message in the run's inbox, which a full state directory refuses:
+    it said "cannot write: No space left on device" (exit 1), naming nothing, and the run went
+    on. A whole-run cancel now stops it by the signal that cancels a run (SIGTERM, to the
+    supervisor that holds the run), and says so; a cancel of some tasks, which no signal can
+    carry, is refused in one line naming the state directory, nothing done."""
+    _needs_unshare(tmp_path)
+    (tmp_path / "t.txt").write_text("".join(f"touch started.{i}; until [ -e go ]; do sleep 0.02; done\n"
+                                            for i in range(4)))
+    zsw = f"{sys.executable} -m zellij_swarm"
+    script = (f"{zsw} run -j 2 --state-dir state --output quiet t.txt 2> run.err & run=$!; "
+              "until [ -e started.0 ] && [ -e started.1 ]; do sleep 0.02; done; "
+              "head -c 4M /dev/zero > state/filler 2>/dev/null; "
+              # (a run the cancel does not reach ends anyway, its workers let go after a minute)
+              "( sleep 60; touch go ) > /dev/null 2>&1 & watchdog=$!; "
+              f"{zsw} cancel --state-dir state task-1; echo some=$?; "
+              f"{zsw} cancel --state-dir state; echo whole=$?; "
+              "wait $run; echo run=$?; kill $watchdog; rm state/filler; "
+              f"{zsw} status --state-dir state --json > status.json")
+    res = _in_private_mount(tmp_path, "size=1m", script)
+    assert "some=1\n" in res.stdout and "whole=0\n" in res.stdout and "run=143\n" in res.stdout, res
+    assert "cannot send the cancel to run " in res.stderr and f"its state directory {tmp_path}/state cannot be " \
+        "written (No space left on device); nothing was done" in res.stderr, res.stderr
+    assert "sent its supervisor (pid " in res.stderr and "SIGTERM instead, which cancels the run" in res.stderr, res
+    rows = json.loads((tmp_path / "status.json").read_text())["tasks"]
+    assert {t["status"] for t in rows} == {"cancelled"}, rows
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux", full("real-zellij")])
 def test_a_hang_up_sent_to_the_workers_group_from_another_terminal_is_its_own_failure(swarm, backend, request):
     """``kill -HUP -- -PGID`` of the worker's process group from another terminal, its pane

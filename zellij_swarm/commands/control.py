@@ -10,6 +10,9 @@ the line to show the user; a refusal is an ``exc`` error (one line, its exit cod
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,19 @@ def ask(run: RunPaths, kind: str, *, timeout: float, **body: Any) -> tuple[dict[
     the message — the run ended first, or its supervisor is stopped (``kill -STOP``, Ctrl-Z)
     or too busy to read it within ``timeout`` — which is then withdrawn: nothing was done."""
     pid = runlock.holder(run)
-    return _answer(run, inbox.send(run, kind, **body), kind, timeout=timeout), pid
+    return _answer(run, _post(run, kind, **body), kind, timeout=timeout), pid
+
+
+def _post(run: RunPaths, kind: str, **body: Any) -> str:
+    """``inbox.send``; a state directory with no room for the message, or read-only, is
+    ``exc.StateDirError`` naming it — nothing was sent."""
+    try:
+        return inbox.send(run, kind, **body)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        raise exc.StateDirError(f"cannot send the {kind} to run {run.run_id}: its state directory {run.state_dir} "
+                                f"cannot be written ({e.strerror}); nothing was done") from None
 
 
 def _answer(run: RunPaths, msg_id: str, kind: str, *, timeout: float) -> dict[str, Any] | None:
@@ -74,12 +89,22 @@ def cancel(run: RunPaths, names: Iterable[str], *, group: str | None = None, tag
     if group is not None or tags:
         names += [n for n in views.chosen_tasks(run, group=group, tags=tags, specs=specs) if n not in names]
     if snap["state"] == RunState.INTERRUPTED:
-        msg_id = inbox.send(run, "cancel", tasks=names)  # a resume records it
+        msg_id = _post(run, "cancel", tasks=names)  # a resume records it
         try:
             return _cancel_unsupervised(run, snap, set(names))
         except exc.RunBusy:  # a resume took the run meanwhile: its supervisor reads the message, and answers
             return _told(run, "cancel", "cancelled", _answer(run, msg_id, "cancel", timeout=30), runlock.holder(run))
-    return _tell(run, "cancel", "cancelled", tasks=names)
+    try:
+        return _tell(run, "cancel", "cancelled", tasks=names)
+    except exc.StateDirError as e:
+        # No message can reach the supervisor; the signal that cancels a whole run can
+        # (SPEC §5.8). Some tasks only, no signal says which: refused, nothing done.
+        pid = runlock.holder(run)
+        if names or pid is None or pid <= 0:
+            raise
+        os.kill(pid, signal.SIGTERM)
+        return (f"zellij-swarm: {str(e).removesuffix('; nothing was done')}: sent its supervisor (pid {pid}) "
+                "SIGTERM instead, which cancels the run")
 
 
 def _tell(run: RunPaths, kind: str, done: str, **body: Any) -> str:
@@ -178,7 +203,7 @@ def set_paused(run: RunPaths, group: str | None, *, paused: bool) -> str:
     views.check_group(run, group)
     what = f"group {group!r} of run {run.run_id}" if group else f"run {run.run_id}"
     if snap["state"] == RunState.INTERRUPTED:
-        inbox.send(run, "pause", group=group, paused=paused)
+        _post(run, "pause", group=group, paused=paused)
         return f"zellij-swarm: {what} will be {verb}d when it is resumed"
     answer, pid = ask(run, "pause", timeout=30, group=group, paused=paused)
     if answer is None:
