@@ -504,3 +504,46 @@ def test_a_directory_lock_is_taken_once_let_go_and_not_while_another_holds_it(tm
         for fd in (first, second):
             if fd >= 0:
                 os.close(fd)
+
+
+def test_a_running_run_before_its_first_snapshot_shows_every_task(swarm):
+    """A run read between its start and its first snapshot — its rows file still being
+    written (the supervisor writes every pending row, one batch of up to a MB at a time, after
+    it has started its first batch), ``state.json`` not there yet: ``status`` showed only the
+    rows written so far, none of the running tasks, and no counts (an adversary: 0, 3,681 or
+    4,984 of 5,000 tasks, and 19,984 of 20,000 a second into a run). Every task of the plan is
+    shown: as its row when it has one, running when the event log has started it, pending
+    otherwise; the counts are theirs."""
+    from zellij_swarm.records import runlock
+    from zellij_swarm.records.rundir import RunPaths
+
+    swarm.write("t.toml", "".join(f'[[task]]\nname = "g{i}"\ncmd = "{GATE}"\n' for i in (1, 2))
+                + "".join(f'[[task]]\nname = "p{i}"\ncmd = "true"\nafter = ["g1"]\n' for i in range(8)))
+    proc = swarm.popen("run", "t.toml", "-j", "2", "--output", "quiet")
+    run = swarm.started()
+    lock = runlock.RunLock(RunPaths(run))
+    try:
+        state = run / "state.json"
+        wait_until(lambda: state.exists() and state.read_text().count('"running"') >= 2, what="a snapshot of g1, g2")
+        proc.kill()
+        proc.wait(timeout=10)
+        # as a reader finds it a moment earlier: no snapshot yet, three rows written of eight
+        state.unlink()
+        rows = (run / "tasks.jsonl").read_bytes().splitlines(keepends=True)
+        assert len(rows) >= 8, rows
+        (run / "tasks.jsonl").write_bytes(b"".join(rows[:3]))
+        (run / "tasks.idx").unlink(missing_ok=True)
+        lock.acquire()  # its supervisor holds the run
+        res = swarm("status", "--json", run.name)
+        assert (res.code, res.stderr) == (0, ""), res
+        shown = json.loads(res.stdout)
+        assert {t["name"]: t["status"] for t in shown["tasks"]} == \
+            {"g1": "running", "g2": "running", **{f"p{i}": "pending" for i in range(8)}}, shown["tasks"]
+        assert {k: v for k, v in shown["counts"].items() if v} == {"running": 2, "pending": 8}, shown["counts"]
+        text = swarm("status", run.name).stdout
+        assert "2 running, 8 pending" in text.splitlines()[0], text
+    finally:
+        lock.release()
+        proc.kill()
+        swarm.open_gate()
+        kill_run_processes(run.name)

@@ -21,7 +21,8 @@ from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.records import generation_files, runlock, snapshot_file
 from zellij_swarm.records.rows import TaskRow
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths, all_runs, has_record, read_json, runs_without_record
-from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState
+from zellij_swarm.records.states import ACTIVE_SLOT_STATES, FAILED_STATUSES, RunState, TaskStatus
+from zellij_swarm.records.task import packed_spec_fields
 from zellij_swarm.render import text
 from zellij_swarm.render.console import counts_text, describe
 
@@ -115,16 +116,72 @@ def _rows_file_holds(run: RunPaths, rows: dict[str, Any]) -> bool:
 
 
 def _before_any_snapshot(run: RunPaths) -> dict[str, Any]:
-    """A running run before its first snapshot, from its ``run.json``, and every row its rows
-    file holds so far (none before that snapshot)."""
+    """A running run before its first snapshot, from its ``run.json``: every task of its plan
+    (and those added since), each as the row its rows file holds so far, else as the event log
+    says — running once a generation of it was reserved and has no outcome there yet — else
+    pending. The supervisor writes the rows file's pending rows after it has started its first
+    batch, a MB at a time: a reader in between saw only the rows written so far — none of
+    the running tasks, and no counts."""
     meta = read_json(run.run_json)
     try:
         written = os.stat(run.dir / snapshot_file.ROWS_FILE).st_size
     except FileNotFoundError:
         written = 0
+    rows = snapshot_file.merge({"rows": {"file": snapshot_file.ROWS_FILE, "bytes": written}, "tasks": []},
+                               run.dir)["tasks"]
+    by_id: dict[str, dict[str, Any]] = {row["id"]: row for row in rows
+                                        if isinstance(row, dict) and isinstance(row.get("id"), str)}
+    planned = [t for t in (meta["tasks"] if isinstance(meta.get("tasks"), list) else ()) if isinstance(t, dict)]
+    # (a run whose every planned task has a row that is not pending — a damaged state.json
+    # late in a big run — has nothing the event log would change: it is not read)
+    settled = all(by_id.get(f"t{n}", {}).get("status") not in (None, "pending") for n in range(1, len(planned) + 1))
+    added, reserved = ([], {}) if settled else _since_the_plan(run)
+    plan = [*planned, *(t for t in added if isinstance(t, dict))]
+    tasks = [by_id.pop(f"t{n}") if f"t{n}" in by_id else _pending_row(spec, f"t{n}") for n, spec in enumerate(plan, 1)]
+    tasks += by_id.values()  # (rows of tasks the plan does not name: shown as they are)
+    for i, row in enumerate(tasks):
+        if row.get("status") == "pending" and (gen := reserved.get(str(row.get("name")))) is not None:
+            tasks[i] = {**row, "status": "running", "attempts": gen.get("attempt", row.get("attempts")),
+                        "slot": gen.get("slot"), "generation": gen.get("gen")}
+    counts = dict.fromkeys((s.value for s in TaskStatus), 0)
+    for row in tasks:
+        if row.get("status") in counts:
+            counts[row["status"]] += 1
     return {"run_id": run.run_id, "name": meta.get("name"), "state": "running", "started_at": meta["started_at"],
-            "ended_at": None, "settings": meta.get("settings", {}), "counts": {}, "tasks": [], "slots": [],
-            "metrics": {}, "warnings": [], "rows": {"file": snapshot_file.ROWS_FILE, "bytes": written}}
+            "ended_at": None, "settings": meta.get("settings", {}), "counts": counts, "tasks": tasks, "slots": [],
+            "metrics": {}, "warnings": []}
+
+
+def _pending_row(spec: dict[str, Any], tid: str) -> dict[str, Any]:
+    """The row of a planned task that has not run, as the rows file would hold it."""
+    name = spec.get("name")
+    row: dict[str, Any] = json.loads(snapshot_file.pending_line(name if isinstance(name, str) else tid, tid,
+                                                                packed_spec_fields(spec)))
+    return row
+
+
+def _since_the_plan(run: RunPaths) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """What the event log adds to a run's plan, in one read: the task records added since it
+    started (``resume.task_specs``'s), and by name the tasks a generation of which it names
+    reserved with no outcome after it, that reservation (slot, gen, attempt)."""
+    from zellij_swarm.engine import resume
+    from zellij_swarm.records import log as records
+
+    added: list[Any] = []
+    reserved: dict[str, dict[str, Any]] = {}
+    wanted = frozenset({*resume.ADDED_EVENTS, "slot_reserved", *generation_files.OUTCOME_EVENTS})
+    for event in records.iter_events(run.events, only=wanted):
+        name = event.get("task")
+        if event["event"] in resume.ADDED_EVENTS:
+            added.append(event.get("spec"))
+        elif not isinstance(name, str):
+            continue
+        elif event["event"] == "slot_reserved":
+            reserved[name] = event
+        elif (gen := reserved.get(name)) is not None and (gen.get("slot"), gen.get("gen")) == (
+                event.get("slot"), event.get("gen")):
+            del reserved[name]
+    return added, reserved
 
 
 def _instead_of_damaged(run: RunPaths, damaged: DamagedRecord) -> dict[str, Any]:
