@@ -151,3 +151,40 @@ def test_resume_closes_the_session_a_close_session_run_created(swarm, backend, r
         assert res.code == 0, res.stderr
         # kill-session returns before the session's server is gone
         wait_until(lambda: not leftovers.find(env, [r.run.name]).leftovers, what="the run's session to go")
+
+
+def test_a_report_that_cannot_be_marked_unfinished_is_not_left_from_an_earlier_run(tmp_path, monkeypatch):
+    """A full disk refuses the "did not finish" report a run writes as it starts (a new file
+    renamed over the old): a green report an earlier run left there survived, and passed for
+    this run's whatever became of it (an adversary: a failing run on a full tmpfs, 2 in 2).
+    Removing a file needs no room: the earlier report goes, and the warning says so."""
+    import errno
+
+    from zellij_swarm.commands import junit
+    from zellij_swarm.records.rundir import RunPaths
+
+    report = tmp_path / "r.xml"
+    report.write_text('<testsuite name="earlier" tests="1" failures="0"><testcase name="t"/></testsuite>')
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(junit, "write_atomic", full)
+    problem = junit.mark_unfinished(report, RunPaths(tmp_path / "state/runs/R"))
+    assert problem is not None and "No space left on device" in problem
+    assert "removed the report" in problem
+    assert not report.exists()
+
+
+def test_a_report_that_cannot_be_marked_unfinished_and_never_was_there_is_only_a_warning(tmp_path, monkeypatch):
+    import errno
+
+    from zellij_swarm.commands import junit
+    from zellij_swarm.records.rundir import RunPaths
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(junit, "write_atomic", full)
+    problem = junit.mark_unfinished(tmp_path / "r.xml", RunPaths(tmp_path / "state/runs/R"))
+    assert problem is not None and "removed" not in problem

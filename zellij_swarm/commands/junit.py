@@ -141,11 +141,23 @@ def write(path: Path, run: RunPaths, snapshot: dict[str, Any]) -> str | None:
 
 
 def mark_unfinished(path: Path, run: RunPaths) -> str | None:
-    """Replace the report file with ``unfinished``; a one-line warning if that fails. A
-    device, FIFO or pipe gets one report only, at the end: nothing is left in it to go stale."""
-    if _where(path)[0] == "through":
+    """Replace the report file with ``unfinished``; a one-line warning if that fails — and
+    then the file an earlier run left there is removed, so that it cannot pass for this run's.
+    A device, FIFO or pipe gets one report only, at the end: nothing is left in it to go stale."""
+    how, target = _where(path)
+    if how == "through":
         return None
-    return _put(path, run, lambda: unfinished(run.run_id))
+    problem = _put(path, run, lambda: unfinished(run.run_id))
+    if problem is not None and how == "replace":
+        # Not replaced (a full disk has no room for the new file): the report an earlier run
+        # left there must not pass for this run's. Removing it needs no room.
+        try:
+            if stat.S_ISREG(os.lstat(target).st_mode):
+                os.unlink(target)
+                problem += "; removed the report an earlier run left there"
+        except OSError:
+            pass
+    return problem
 
 
 def _put(path: Path, run: RunPaths, report: Callable[[], bytes]) -> str | None:
