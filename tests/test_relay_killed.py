@@ -131,3 +131,36 @@ def test_a_zombie_worker_s_code_is_not_taken_for_its_end(tmp_path):
         assert (res.returncode, res.stdout) == (0, b""), res
     finally:
         worker.wait()
+
+
+def test_a_killed_relay_s_end_reaches_what_its_worker_started_in_a_session_of_its_own(tmp_path):
+    """``--end`` killed only the processes of the worker's session: a worker that ran its work
+    in a session of its own (``setsid -w``, ignoring the hang-up) and waited for it had that
+    work run on after its exit was recorded, while its slot ran the next task — more
+    processes than slots until the end-of-run sweep (an adversary, real Zellij 0.45, 2 in 2).
+    What a process of the session started is the worker's too, whatever session it is in."""
+    import subprocess
+
+    from zellij_swarm.records import generation_files
+    from zellij_swarm.worker.wrapper import PTY_RELAY
+
+    pidfile = tmp_path / "pid"
+    worker = subprocess.Popen(["/bin/sh", "-c", f"trap '' HUP; setsid -w sh -c 'trap \"\" HUP; echo $$ > {pidfile}; "
+                                                "exec sleep 1000'"], start_new_session=True)
+    escaped = None
+    try:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the work in its own session")
+        escaped = psutil.Process(int(pidfile.read_text()))
+        assert os.getsid(escaped.pid) != worker.pid
+        record = tmp_path / generation_files.RELAY_RECORD
+        record.write_text(f"{worker.pid} {worker.pid}\n")
+        res = subprocess.run([*PTY_RELAY, "--end", str(record)], capture_output=True, timeout=30)
+        assert res.returncode == 0, res
+        assert worker.wait(timeout=10) == -9
+        assert not _running(escaped), "what the worker started in a session of its own runs on"
+    finally:
+        with contextlib.suppress(Exception):
+            worker.kill()
+        if escaped is not None:
+            with contextlib.suppress(psutil.Error):
+                escaped.kill()

@@ -38,7 +38,8 @@ it would run on unrecorded while its slot runs the next task. So with ``--record
 relay writes the worker's pid and session to FILE before the worker starts (the forked child
 waits for it), and removes FILE once it has the worker's status. FILE left behind means the
 relay died first: ``_ptyrelay.py --end FILE ENDED``, which the wrapper runs before it
-records the exit, kills every process of that session and waits until they are gone — and
+records the exit, kills every process of that session, and every process they started
+(one that ``setsid``s is the worker's work too), and waits until they are gone — and
 says the worker's code when the relay had marked its end (``--ended``): a relay killed in its
 drain is no death of the worker's. A session's id is
 never reused while a process of it lives, so nothing else is killed.
@@ -56,12 +57,12 @@ import termios
 import time
 
 if __package__:
-    from zellij_swarm.worker._kernel import shell_code
-    from zellij_swarm.worker._paneleader import handled, session_of, worker_defaults
+    from zellij_swarm.worker._kernel import shell_code, stat_fields
+    from zellij_swarm.worker._paneleader import handled, worker_defaults
 else:  # run as a script under -I, which keeps the script's own directory off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _kernel import shell_code  # type: ignore[import-not-found,no-redef]
-    from _paneleader import handled, session_of, worker_defaults  # type: ignore[import-not-found,no-redef]
+    from _kernel import shell_code, stat_fields  # type: ignore[import-not-found,no-redef]
+    from _paneleader import handled, worker_defaults  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs 20 ms of the relay's start
@@ -173,7 +174,8 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
 
 
 def end_session(record: str, ended: str | None = None) -> None:
-    """``--end``: kill every process of the session ``record`` names, wait (up to
+    """``--end``: kill every process of the session ``record`` names and what they started
+    (``worker_processes``), wait (up to
     ``END_WAIT``) until none runs, then remove the record — and print the worker's code when
     the relay had reaped it (``worker_code``): the relay was killed while it drained its
     terminal, and its own death is not the worker's (a Zellij pane's worker that exited 0 was
@@ -187,20 +189,59 @@ def end_session(record: str, ended: str | None = None) -> None:
         session = 0  # garbled: nothing is known to end
     code = worker_code(ended) if ended is not None else None
     deadline = time.monotonic() + END_WAIT
+    known: dict[int, bytes] = {}
     while session > 1:
-        alive = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
-                 and (seen := session_of(pid)) is not None and seen[0] == session and not seen[1]]
+        alive = worker_processes(session, known)
         if not alive or time.monotonic() > deadline:
             break
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        # Stopped first, so that none forks a process the kill would miss (a child that
+        # setsid()s, orphaned by its parent's death, leaves the tree): stopped until the
+        # tree is whole, then killed all at once.
+        while True:
+            _signal(alive, signal.SIGSTOP)
+            more = [pid for pid in worker_processes(session, known) if pid not in alive]
+            if not more:
+                break
+            alive += more
+        _signal(alive, signal.SIGKILL)
         time.sleep(0.01)
     os.unlink(record)
     if code is not None:
         write_all(1, b"%d\n" % code)  # (the relay exits by ``os._exit``: nothing buffered)
+
+
+def worker_processes(session: int, known: dict[int, bytes]) -> list[int]:
+    """The live processes of the worker's ``session`` and every process they started, in
+    whatever session it is now (``setsid``: a worker's work is its work wherever it runs),
+    and those ``known`` from an earlier look (pid: start time, so a reused pid is not one),
+    which an ancestor's death may have cut from the tree. Each found is added to ``known``."""
+    procs: dict[int, list[bytes]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (fields := stat_fields(name)) is not None and fields[0] != b"Z":
+            procs[int(name)] = fields
+    found = {pid for pid, fields in procs.items() if int(fields[3]) == session}
+    found |= {pid for pid, start in known.items() if pid in procs and procs[pid][19] == start}
+    started: dict[int, list[int]] = {}
+    for pid, fields in procs.items():
+        started.setdefault(int(fields[1]), []).append(pid)
+    todo = list(found)
+    while todo:
+        for child in started.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    found.discard(os.getpid())
+    for pid in found:
+        known[pid] = procs[pid][19]
+    return sorted(found)
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def worker_code(ended: str) -> int | None:
