@@ -6,6 +6,7 @@ repository is made in the test's own directory; every run ends every process it 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,26 @@ def test_a_worktree_whose_task_removed_its_git_file_is_kept_then_forced_away(swa
     code, out, _ = prune(swarm, "--force")
     assert code == 0 and out[0].startswith(f"removed worktree {wt} (task 'agent' of run {rid})"), out
     assert not wt.exists()
+
+
+def test_ignored_files_with_a_carriage_return_or_bytes_not_utf8_in_their_names_are_counted(swarm: Swarm) -> None:
+    """git's list of files was read as text with universal newlines and undecodable bytes
+    replaced: ``x\\r.log`` came back as ``x\\n.log`` and ``\\xff.log`` as ``\\ufffd.log``,
+    names that are not there — "0 files git ignores (0 B: x\\n.log)" (an adversary, 2 in 2).
+    The names are read as the bytes they are (one not UTF-8 shown as ``terminal_text`` does)."""
+    wt, rid, _ = one_task(swarm, "true", ignore="*.log\n")
+    (wt / "x\r.log").write_bytes(b"12345")  # as the task could have
+    with open(os.fsencode(wt) + b"/\xff.log", "wb") as f:
+        f.write(b"123")
+    code, out, _ = prune(swarm)
+    assert code == 1
+    assert out[0] == (f"kept worktree {wt} (task 'agent' of run {rid}): 2 files git ignores (8 B: x\\r.log, "
+                      "\\udcff.log); move them out, or prune --drop-ignored to discard them"), out
+
+
+def test_untracked_names_with_a_carriage_return_are_shown_as_they_are(swarm: Swarm) -> None:
+    wt, rid, _ = one_task(swarm, "true")
+    (wt / "a\rb").write_text("x")
+    code, out, _ = prune(swarm)
+    assert code == 1
+    assert out[0] == f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (a\\rb); {KEPT}", out

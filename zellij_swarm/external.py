@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from zellij_swarm import pid_end
 from zellij_swarm.exc import BackendError
@@ -84,16 +85,20 @@ def probe_timeout(unresponsive: BackendError | None, timeout: float) -> float | 
 
 
 def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None, check: bool = True,
-        faults: Faults = MULTIPLEXER, give_up: Callable[[], BackendError | None] | None = None) -> CmdResult:
+        faults: Faults = MULTIPLEXER, give_up: Callable[[], BackendError | None] | None = None,
+        exact: bool = False) -> CmdResult:
     """Run ``argv``; raise ``BackendError`` (with a code of ``faults``) when it cannot start,
     times out, or (``check``) fails. ``give_up``, asked every ``GIVE_UP_EVERY`` seconds while
     the command has not answered, may end the wait sooner: the error it returns is raised,
     the command killed — for a command whose answer can no longer come (the real Zellij's CLI,
-    its server killed in the middle of a call, spins on the closed socket until it is killed)."""
+    its server killed in the middle of a call, spins on the closed socket until it is killed).
+    With ``exact``, stdout is every byte as it came, as file names are (``os.fsdecode``: no
+    newline translated, a byte that is not UTF-8 kept as it is) — for file names a command
+    lists (``git status -z``); else it is text, ``\r`` read as a newline."""
     command = what(argv)
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", env=dict(env) if env is not None else None,
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=not exact,
+                                errors=None if exact else "replace", env=dict(env) if env is not None else None,
                                 stdin=subprocess.DEVNULL)
     except FileNotFoundError:
         raise BackendError(faults.missing, f"{argv[0]}: not found on PATH") from None
@@ -101,6 +106,8 @@ def run(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = 
     with proc:
         try:
             stdout, stderr = _answer(proc, deadline, give_up)
+            if isinstance(stdout, bytes):
+                stdout, stderr = os.fsdecode(stdout), _text(stderr)
         except subprocess.TimeoutExpired as e:
             _kill(proc)
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
@@ -132,8 +139,8 @@ def what_it_said(stderr: str) -> str:
     return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
 
 
-def _answer(proc: subprocess.Popen[str], deadline: float,
-            give_up: Callable[[], BackendError | None] | None) -> tuple[str, str]:
+def _answer(proc: subprocess.Popen[Any], deadline: float,
+            give_up: Callable[[], BackendError | None] | None) -> tuple[Any, Any]:
     """The command's stdout and stderr once it has ended; ``TimeoutExpired`` at the
     deadline; what ``give_up`` returns, when it returns something, raised."""
     while True:
@@ -148,7 +155,14 @@ def _answer(proc: subprocess.Popen[str], deadline: float,
                 raise why from None
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _text(data: str | bytes) -> str:
+    """A command's stderr as text (universal newlines, undecodable bytes replaced)."""
+    if isinstance(data, str):
+        return data
+    return data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _kill(proc: subprocess.Popen[Any]) -> None:
     """Kill the command and reap it — without reading its pipes to their end, which a
     process it started may hold open (the pipes are closed as ``run``'s ``with`` ends)."""
     proc.kill()

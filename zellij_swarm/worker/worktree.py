@@ -379,8 +379,8 @@ def changed_files(path: Path, base: str) -> int | None:
     """How many files of the worktree ``path`` differ from ``base``: changed by its commits
     or not yet committed, plus untracked ones (not ignored ones); None when git cannot say."""
     try:
-        differ = _git(path, "diff", "--name-only", "--no-renames", "-z", base, "--", env=_reading_env())
-        untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z", env=_reading_env())
+        differ = _git(path, "diff", "--name-only", "--no-renames", "-z", base, "--", env=_reading_env(), names=True)
+        untracked = _git(path, "ls-files", "--others", "--exclude-standard", "-z", env=_reading_env(), names=True)
     except WorktreeError:
         return None
     return len({*_nul_list(differ.stdout), *_nul_list(untracked.stdout)})
@@ -431,10 +431,12 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
 
 
 def _git(where: str | Path, *args: str, timeout: float = QUERY_TIMEOUT, check: bool = True,
-         env: Mapping[str, str] | None = None) -> external.CmdResult:
-    """``git -C where ARGS…`` with a timeout; a failure is a ``WorktreeError`` in git's words."""
+         env: Mapping[str, str] | None = None, names: bool = False) -> external.CmdResult:
+    """``git -C where ARGS…`` with a timeout; a failure is a ``WorktreeError`` in git's words.
+    ``names``: its output lists file names (``-z``), read as the bytes they are (a ``\r`` or a
+    byte that is not UTF-8 in a name is kept, ``external.run``'s ``exact``)."""
     try:
-        return external.run(["git", "-C", str(where), *args], timeout=timeout, check=check, env=env)
+        return external.run(["git", "-C", str(where), *args], timeout=timeout, check=check, env=env, exact=names)
     except exc.BackendError as e:
         raise WorktreeError(f"git {args[0]}: {_why(e, timeout)}") from None
 
@@ -524,7 +526,7 @@ def _status(where: str | Path, *, ignored: bool) -> list[tuple[str, str]]:
     not committed, untracked ones each; with ``ignored``, ignored ones too (mark ``!!``), a
     directory ignored as a whole as one, its name ending in ``/``."""
     out = _git(where, "status", "--porcelain=v1", "-z", "--untracked-files=all",
-               *(["--ignored=matching"] if ignored else []), env=_reading_env())
+               *(["--ignored=matching"] if ignored else []), env=_reading_env(), names=True)
     found: list[tuple[str, str]] = []
     entries = iter(_nul_list(out.stdout))
     for entry in entries:
@@ -576,7 +578,8 @@ def _whole_index(path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
         if added.returncode != 0:
             said = [line.strip() for line in added.stderr.splitlines() if line.strip()]
             left_out = [quoting.terminal_text(name) for name in _nul_list(_git(
-                path, "ls-files", "-z", "--others", "--exclude-standard", "--directory", "--", ".", env=env).stdout)]
+                path, "ls-files", "-z", "--others", "--exclude-standard", "--directory", "--", ".", env=env,
+                names=True).stdout)]
             if not left_out or any(line.startswith("fatal: ") for line in said):
                 first = (said or [f"exit status {added.returncode}"])[0]
                 raise WorktreeError(f"git add: {first.removeprefix('fatal: ')}")
@@ -634,8 +637,7 @@ def collect_refusal(path: Path, branch: str | None) -> str | None:
     repository the task made and never committed in), or a detached HEAD that
     does not contain the task's ``branch`` (moving the branch there would leave its commits
     on no branch)."""
-    unmerged = sorted({name for name in _git(path, "diff", "--name-only", "--diff-filter=U", "-z").stdout.split("\0")
-                       if name})
+    unmerged = sorted(set(_nul_list(_git(path, "diff", "--name-only", "--diff-filter=U", "-z", names=True).stdout)))
     if unmerged:
         shown = ", ".join(unmerged[:3]) + (f" and {len(unmerged) - 3} more" if len(unmerged) > 3 else "")
         return f"has unresolved merge conflicts ({shown}): resolve them (git add), then collect again"
