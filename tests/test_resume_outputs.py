@@ -188,3 +188,51 @@ def test_a_report_that_cannot_be_marked_unfinished_and_never_was_there_is_only_a
     monkeypatch.setattr(junit, "write_atomic", full)
     problem = junit.mark_unfinished(tmp_path / "r.xml", RunPaths(tmp_path / "state/runs/R"))
     assert problem is not None and "removed" not in problem
+
+
+def test_resume_writes_the_report_of_a_run_killed_between_its_end_and_its_report(swarm):
+    """A supervisor killed after it recorded the run's end (``summary.json``) and before it
+    wrote the JUnit report left the "did not finish" report, which says to resume the run —
+    and ``resume`` said the run had finished, nothing to resume: the report could never be
+    written (an adversary, ``kill -9`` as ``summary.json`` appeared: 5 in 6). ``resume``
+    writes it from the run's summary, and exits as the run did."""
+    from zellij_swarm.commands import junit
+
+    swarm.write("t.txt", "true\nexit 3\n")
+    res = swarm("run", "t.txt", "--output", "quiet", "--junit", "r.xml")
+    assert res.code == 1, res.stderr
+    [run] = swarm.runs()
+    report = swarm.cwd / "r.xml"
+    report.write_bytes(junit.unfinished(run.name))  # what the killed supervisor left there
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 1, res.stderr
+    assert res.stderr == (f"zellij-swarm: run {run.name} had finished; wrote its JUnit report {report}, which its "
+                          "supervisor, ended before it, had left unwritten\n")
+    assert cases(report) == {"task-1": None, "task-2": "failure"}
+
+
+def test_resume_leaves_a_finished_run_s_report_that_is_not_its_unfinished_one(swarm):
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--output", "quiet", "--junit", "r.xml").code == 0
+    [run] = swarm.runs()
+    (swarm.cwd / "r.xml").write_text(GREEN)  # a later run's, written there since
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 2 and "has finished; nothing to resume" in res.stderr
+    assert (swarm.cwd / "r.xml").read_text() == GREEN
+
+
+
+def test_a_report_written_by_resume_exits_as_the_run_did_without_its_last_event(swarm):
+    """Killed just after the summary, before the ``run_finished`` event: the summary says."""
+    from zellij_swarm.commands import junit
+
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--output", "quiet", "--junit", "r.xml").code == 0
+    [run] = swarm.runs()
+    events = run / "events.jsonl"
+    events.write_text("".join(line + "\n" for line in events.read_text().splitlines()
+                              if '"event":"run_finished"' not in line))
+    (swarm.cwd / "r.xml").write_bytes(junit.unfinished(run.name))
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 0, res.stderr
+    assert cases(swarm.cwd / "r.xml") == {"task-1": None}

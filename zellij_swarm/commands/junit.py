@@ -96,6 +96,16 @@ def unfinished(run_id: str) -> bytes:
     return xml
 
 
+def left_unfinished(path: Path, run_id: str) -> bool:
+    """``path`` still holds run ``run_id``'s ``unfinished`` report (its supervisor ended
+    before it replaced it), and nothing since has written another there."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(unfinished(run_id)) + 1) == unfinished(run_id)
+    except OSError:
+        return False
+
+
 def _where(path: Path) -> tuple[str, Path]:
     """How the report reaches ``path`` — the one rule for ``check_writable`` and ``write``:
 

@@ -33,7 +33,7 @@ from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs, require_names, require_outside_records
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths
-from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus
+from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus, all_succeeded
 from zellij_swarm.records.task import task_id
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import slurm_nodes, worktree
@@ -138,6 +138,8 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     wrapper is followed in its pane, which lives on as in a live run: ``backends.resumed``);
     new generations run headless. ``handle_signals`` as for ``execute``."""
     rundir.require_trusted_run(run)  # its records say what to run: another user's are refused
+    if (reported := _report_of_finished(run)) is not None:
+        return reported
     rec = load(run)
     rundir.require_writable_run(run)
     resolved = resolved_settings(rec.meta)
@@ -168,6 +170,37 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     if outcome.snapshot["state"] != RunState.INTERRUPTED and close_session:
         _close_session(run.run_id, place, rec.env)
     return outcome
+
+
+def _report_of_finished(run: RunPaths) -> Outcome | None:
+    """A finished run whose supervisor was ended after it recorded the end (``summary.json``)
+    and before it wrote the JUnit report: the report still says that the run did not finish,
+    and to resume it. The report is written from the run's summary — all that is left to do —
+    and the outcome is the run's own. None for any other run (``load`` says what it is)."""
+    if not rundir.has_record(run.summary) or runlock.holder(run) is not None:
+        return None
+    report = Outputs.load(run).junit
+    if report is None or not junit.left_unfinished(report, run.run_id):
+        return None
+    summary = rundir.read_json(run.summary)
+    if problem := junit.write(report, run, summary):
+        print(f"zellij-swarm: warning: {problem}", file=sys.stderr)
+    else:
+        print(f"zellij-swarm: run {run.run_id} had finished; wrote its JUnit report {report}, which its supervisor, "
+              "ended before it, had left unwritten", file=sys.stderr)
+    return Outcome(_finished_code(run, summary), run.run_id, run.dir, summary)
+
+
+def _finished_code(run: RunPaths, summary: dict[str, Any]) -> int:
+    """What the run exited with (its ``run_finished`` event); a supervisor killed before it
+    logged that, just after the summary: the summary's — 0 when every task succeeded."""
+    from zellij_swarm.api.run_handle import _last_events
+
+    for event in reversed(_last_events(run)):
+        if event.get("event") == "run_finished" and isinstance(event.get("exit_code"), int):
+            return int(event["exit_code"])
+    counts = summary.get("counts")
+    return 0 if isinstance(counts, dict) and all_succeeded(counts) else 1
 
 
 def _run_panes(rec: Recovered, resolved: Resolved) -> list[RunPane]:
