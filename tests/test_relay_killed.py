@@ -164,3 +164,46 @@ def test_a_killed_relay_s_end_reaches_what_its_worker_started_in_a_session_of_it
         if escaped is not None:
             with contextlib.suppress(psutil.Error):
                 escaped.kill()
+
+
+@pytest.mark.parametrize("backend", ["zellij-0.45.0", "real-zellij"])
+def test_a_relay_killed_with_its_wrapper_leaves_no_worker_that_ignores_the_hangup(swarm, backend, request):
+    """The relay and the wrapper's second stage killed together (``kill -9`` of the pane's
+    process group, where the worker, in a session of its own, is not): the pane leader, the
+    orphans' subreaper, followed the first of them, the dead relay, and wrote its 137 as the
+    worker's end while the worker ran on — the slot's next task started beside it (an
+    adversary, real Zellij 0.45 and the fake, 2 in 2). A relay that died before it had its
+    worker's status has its worker's session ended first, as the wrapper's ``--end`` does."""
+    swarm.write("s.toml", '[swarm]\njobs = 1\n'
+                          '[[task]]\nname = "stubborn"\ncmd = "trap \'\' HUP; echo $$ > pidfile; sleep 1000"\n'
+                          '[[task]]\nname = "next"\ncmd = "true"\n')
+    args, env = backend_args(backend, request)
+    with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
+        assert r.run is not None
+        pidfile = swarm.cwd / "pidfile"
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the worker runs")
+        worker = psutil.Process(int(pidfile.read_text()))
+        relay = _relay(r.run.name)
+        second_stage = relay.parent()
+        exit_record = r.run / "slots/slot-1/gen-1/exit"
+        second_stage.kill()
+        relay.kill()
+        deadline = time.monotonic() + 30
+        while not exit_record.exists():  # the moment the exit is recorded, nothing of it runs
+            assert time.monotonic() < deadline, "no exit recorded"
+            time.sleep(0.005)
+        assert not _running(worker)
+        assert r.proc.wait(timeout=60) == 1
+        assert run_processes(r.run.name) == []
+    rows = swarm.tasks()
+    assert (rows["stubborn"]["status"], rows["stubborn"]["exit_code"]) == ("failed", 137)
+    assert rows["next"]["status"] == "succeeded"
+    assert [w for w in swarm.summary()["warnings"] if w["code"] == "process_left_behind"] == []
+
+
+def test_the_pane_leader_names_the_relay_s_files_as_the_records_do():
+    from zellij_swarm.records import generation_files
+    from zellij_swarm.worker import _paneleader
+
+    assert (_paneleader.RELAY_RECORD, _paneleader.WORKER_ENDED) == (generation_files.RELAY_RECORD,
+                                                                     generation_files.WORKER_ENDED)

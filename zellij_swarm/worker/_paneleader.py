@@ -247,6 +247,11 @@ def holds_the_terminal(pids: list[int], tty: int) -> bool:
 EXITED_LINE = '{{"event":"exited","code":{}}}'
 
 
+# The pty relay's files in the generation's directory (``generation_files``: stdlib only here).
+RELAY_RECORD = "worker-session"
+WORKER_ENDED = "worker-ended"
+
+
 class Records:
     """The generation's files the second stage writes as its worker ends, given by it
     (``--hangup``, ``--exit``, ``--heartbeat``): for a worker whose second stage was killed.
@@ -261,6 +266,24 @@ class Records:
             return os.lstat(self.exit).st_size > 0
         except OSError:
             return False
+
+    def relay_ended(self, status: int) -> int:
+        """``status``, the end of the orphan followed, when it is a pty relay (Zellij) killed
+        before it had its worker's status — its record of the worker's session is left
+        (``RELAY_RECORD``): the worker, on a terminal of its own, may ignore the hang-up and
+        run on. Its session is ended first, as the second stage's ``--end`` would have
+        (``_ptyrelay.end_worker_session``), and the status is the worker's own when the relay
+        had marked its end. Any other end is ``status``."""
+        where = os.path.dirname(self.exit)
+        record = os.path.join(where, RELAY_RECORD)
+        if not os.path.lexists(record):
+            return status
+        if __package__:
+            from zellij_swarm.worker._ptyrelay import end_worker_session
+        else:
+            from _ptyrelay import end_worker_session  # type: ignore[import-not-found,no-redef]
+        code = end_worker_session(record, os.path.join(where, WORKER_ENDED))
+        return status if code is None else code << 8
 
     def write_end(self, status: int) -> None:
         """Write the worker's end as the second stage would have — the hang-up mark when the
@@ -358,6 +381,7 @@ def main(argv: list[str]) -> int:
             if done:
                 status = worker_status
                 if ends is not None:  # (always: a worker is followed only where its end can be written)
+                    status = ends.relay_ended(status)
                     ends.write_end(status)
                 break
             reap_others({worker})

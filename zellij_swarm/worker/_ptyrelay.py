@@ -174,6 +174,13 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
 
 
 def end_session(record: str, ended: str | None = None) -> None:
+    """``--end`` (``end_worker_session``), the worker's code printed when it is known."""
+    code = end_worker_session(record, ended)
+    if code is not None:
+        write_all(1, b"%d\n" % code)  # (the relay exits by ``os._exit``: nothing buffered)
+
+
+def end_worker_session(record: str, ended: str | None = None) -> int | None:
     """``--end``: kill every process of the session ``record`` names and what they started
     (``worker_processes``), wait (up to
     ``END_WAIT``) until none runs, then remove the record — and print the worker's code when
@@ -184,7 +191,7 @@ def end_session(record: str, ended: str | None = None) -> None:
         with open(record, "rb") as f:
             session = int(f.read().split()[1])
     except FileNotFoundError:
-        return
+        return None
     except (OSError, ValueError, IndexError):
         session = 0  # garbled: nothing is known to end
     code = worker_code(ended) if ended is not None else None
@@ -206,8 +213,7 @@ def end_session(record: str, ended: str | None = None) -> None:
         _signal(alive, signal.SIGKILL)
         time.sleep(0.01)
     os.unlink(record)
-    if code is not None:
-        write_all(1, b"%d\n" % code)  # (the relay exits by ``os._exit``: nothing buffered)
+    return code
 
 
 def worker_processes(session: int, known: dict[int, bytes]) -> list[int]:
