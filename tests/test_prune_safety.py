@@ -173,3 +173,22 @@ def test_untracked_names_with_a_carriage_return_are_shown_as_they_are(swarm: Swa
     code, out, _ = prune(swarm)
     assert code == 1
     assert out[0] == f"kept worktree {wt} (task 'agent' of run {rid}): uncommitted work in 1 file (a\\rb); {KEPT}", out
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_worktree_replaced_by_a_symbolic_link_is_never_worked_through(swarm: Swarm, tmp_path: Path,
+                                                                          force: bool) -> None:
+    """A worktree moved elsewhere and a link left in its place (or any link planted there):
+    ``prune`` removed what the link points to — git emptied the directory outside the run,
+    then failed on the link, "Not a directory" — and ``prune --force`` crashed, "internal
+    error: Cannot call rmtree on a symbolic link" (an adversary, 2 in 2 each). A run's records
+    are never worked through a link (SPEC §7): it is named and left for a person to look at."""
+    wt, rid, _ = one_task(swarm, "true")
+    elsewhere = tmp_path / "elsewhere"
+    wt.rename(elsewhere)
+    wt.symlink_to(elsewhere)
+    code, out, err = prune(swarm, *(["--force"] if force else []))
+    assert code == 1, err
+    assert out[0] == (f"cannot remove worktree {wt} (task 'agent' of run {rid}): it is a symbolic link (to "
+                      f"{elsewhere}), not the directory the run made; look, then remove it by hand"), out
+    assert (elsewhere / "a").exists() and wt.is_symlink()

@@ -394,6 +394,14 @@ class Removed:
     detached: bool = False  # its HEAD was on no branch
 
 
+def _not_through_a_link(path: Path) -> None:
+    """Refuse a worktree the run made that is now a symbolic link (moved elsewhere, a link
+    left in its place; or planted): git would remove what it points to, outside the run."""
+    if os.path.islink(path):
+        raise WorktreeError(f"it is a symbolic link (to {quoting.terminal_text(os.readlink(path))}), not the "
+                            "directory the run made; look, then remove it by hand")
+
+
 def _no_checkout() -> WorktreeError:
     return WorktreeError("its .git file is gone (its task removed it): git cannot tell what it holds; look, "
                          "then prune --force removes the directory")
@@ -408,6 +416,7 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
     A worktree whose ``.git`` file its task removed is no git checkout any more (git cannot
     say what it holds): with ``force`` its directory goes, and the repository forgets it at
     its next ``git worktree prune``; without, a ``WorktreeError`` says so."""
+    _not_through_a_link(path)
     if not os.path.lexists(path / ".git"):
         if not force:
             raise _no_checkout()
@@ -488,6 +497,7 @@ def unsaved(path: Path) -> Unsaved:
     files, and commits reachable from its HEAD alone. A branch (or tag, or any other ref of the
     repository) reaching a commit keeps it; ``--ignore-missing``: a HEAD on a branch without a
     commit yet (``checkout --orphan``) reaches none."""
+    _not_through_a_link(path)
     if not os.path.lexists(path / ".git"):  # git would answer for the checkout around it
         raise _no_checkout()
     entries = _status(path, ignored=True)
