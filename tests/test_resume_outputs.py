@@ -236,3 +236,21 @@ def test_a_report_written_by_resume_exits_as_the_run_did_without_its_last_event(
     res = swarm("resume", run.name, "--output", "quiet")
     assert res.code == 0, res.stderr
     assert cases(swarm.cwd / "r.xml") == {"task-1": None}
+
+
+@pytest.mark.parametrize("joblog", ["r.out", "./r.out", "+r.out", "link"])
+def test_a_junit_report_and_a_joblog_in_one_file_is_a_usage_error(swarm, joblog):
+    """``--junit r.out --joblog r.out``: the joblog was written as tasks ended, then the report
+    was renamed over it — the joblog lost without a word, exit 0 (an adversary, 2 in 2)."""
+    swarm.write("t.txt", "true\n")
+    (swarm.cwd / "link").symlink_to("r.out")
+    res = swarm("run", "t.txt", "--junit", "r.out", "--joblog", joblog)
+    assert res.code == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"zellij-swarm: error: --junit r.out and --joblog {joblog} are one "
+                                               "file: each needs a file of its own"]
+    assert swarm.runs() == []
+
+
+def test_a_junit_report_and_a_joblog_may_both_go_to_a_device(swarm):
+    swarm.write("t.txt", "true\n")
+    assert swarm("run", "t.txt", "--junit", "/dev/null", "--joblog", "/dev/null").code == 0

@@ -31,7 +31,7 @@ from zellij_swarm.engine.supervisor import RunPlan, Supervisor, new_run_id
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
-from zellij_swarm.records.outputs import Outputs, require_names, require_outside_records
+from zellij_swarm.records.outputs import Outputs, require_apart, require_names, require_outside_records
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus, all_succeeded
 from zellij_swarm.records.task import task_id
@@ -88,6 +88,7 @@ def execute(
     and its control inbox is watched (the API's handles talk to the run through it)."""
     _require_text(resolved, source=source, junit_path=junit_path, joblog_path=joblog_path)
     require_names(junit_path=junit_path, joblog_path=joblog_path)
+    require_apart(junit_path, joblog_path)
     if junit_path is not None:
         junit.check_writable(Path(junit_path))
     choice = choose(resolved.backend, env)

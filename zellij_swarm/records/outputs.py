@@ -11,6 +11,7 @@ symlink is followed when the report is written, as at the first end.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def require_outside_records(state_dir: Path, **paths: str | None) -> None:
         if os.path.commonpath([records, target]) == records:
             raise exc.UsageError(f"--{option.removesuffix('_path')} {value}: that is among the run records of "
                                  f"{state_dir}; write it elsewhere")
+
+
+def require_apart(junit_path: str | None, joblog_path: str | None) -> None:
+    """Refuse (exit 2) a JUnit report and a joblog named as one regular file (or one to be
+    made): the joblog is written as tasks end, and the report, renamed over it at the end,
+    took its place — the joblog lost without a word. A device (``/dev/null``) takes both."""
+    if junit_path is None or joblog_path is None:
+        return
+    junit, joblog = (os.path.realpath(p) for p in (junit_path, joblog_path.removeprefix("+")))
+    if junit != joblog:
+        return
+    try:
+        if not stat.S_ISREG(os.stat(junit).st_mode):
+            return
+    except OSError:
+        pass  # not there yet: both would make it
+    raise exc.UsageError(f"--junit {junit_path} and --joblog {joblog_path} are one file: each needs a file of its own")
 
 
 @dataclass(frozen=True)
