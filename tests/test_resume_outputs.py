@@ -254,3 +254,19 @@ def test_a_junit_report_and_a_joblog_in_one_file_is_a_usage_error(swarm, joblog)
 def test_a_junit_report_and_a_joblog_may_both_go_to_a_device(swarm):
     swarm.write("t.txt", "true\n")
     assert swarm("run", "t.txt", "--junit", "/dev/null", "--joblog", "/dev/null").code == 0
+
+
+@pytest.mark.parametrize("option", ["--junit", "--joblog", "+--joblog"])
+@pytest.mark.parametrize("template", [False, True])
+def test_a_report_file_that_is_the_run_s_input_is_a_usage_error(swarm, option, template):
+    """``run tasks.txt --joblog tasks.txt`` (or ``--junit``, or ``--template T args.txt``):
+    the user's file was truncated as the run started and holds a joblog now, exit 0 (an
+    adversary, 2 in 2 each)."""
+    swarm.write("tasks.txt", "true\n")
+    plus = "+" if option.startswith("+") else ""
+    args = ("--template", "echo {}", "tasks.txt") if template else ("tasks.txt",)
+    res = swarm("run", *args, option.removeprefix("+"), f"{plus}./tasks.txt")
+    assert res.code == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"zellij-swarm: error: {option.removeprefix('+')} {plus}./tasks.txt: "
+                                               "that is the run's input file tasks.txt; write it elsewhere"]
+    assert (swarm.cwd / "tasks.txt").read_text() == "true\n" and swarm.runs() == []

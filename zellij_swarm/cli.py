@@ -302,6 +302,7 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
     130 Ctrl-C or cancel; 143 SIGTERM; 129 SIGHUP (workers keep running).
     """
     from zellij_swarm.commands.run import execute
+    from zellij_swarm.records.outputs import require_not_input
 
     flags["require_multiplexer"] = _one_require_flag(require_multiplexer, require_zellij)
     if name is not None and not swarmfile.is_run_name(name):
@@ -326,6 +327,8 @@ def run(words: tuple[str, ...], template_text: str | None, null: bool, name: str
         template.refuse_unsupported(words)
         raise exc.UsageError(f"run takes one FILE, not {len(words)} arguments (a template takes its arguments "
                              "after :::, or from --template TEMPLATE FILE)")
+    if stream is None and after_separator is None:  # words name the input: a swarm file, or the arguments' file
+        require_not_input(list(words), junit_path=junit_path, joblog_path=joblog_path)
     resolved = settings.resolve(flags, os.environ, source.file_settings)
     if resolved.sources["state_dir"] == "default":  # no flag, variable or file setting: the one rule finds it
         resolved = replace(resolved, state_dir=str(_found_state_dir(None).path))

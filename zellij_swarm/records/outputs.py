@@ -10,6 +10,7 @@ symlink is followed when the report is written, as at the first end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from dataclasses import dataclass
@@ -59,6 +60,27 @@ def require_apart(junit_path: str | None, joblog_path: str | None) -> None:
     except OSError:
         pass  # not there yet: both would make it
     raise exc.UsageError(f"--junit {junit_path} and --joblog {joblog_path} are one file: each needs a file of its own")
+
+
+def require_not_input(inputs: list[str], **paths: str | None) -> None:
+    """Refuse (exit 2) a report file (keywords as for ``require_names``) that is one of the
+    run's ``inputs`` (its swarm file, its arguments' file): it was truncated, or replaced,
+    as the run started — the user's file overwritten by a report."""
+    for name in inputs:
+        try:
+            st = os.stat(name)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue  # a FIFO, /dev/stdin: nothing kept to lose
+        for option, value in paths.items():
+            if value is None:
+                continue
+            target = value.removeprefix("+" if option == "joblog_path" else "")
+            with contextlib.suppress(OSError):
+                if os.path.samefile(target, name):
+                    raise exc.UsageError(f"--{option.removesuffix('_path')} {value}: that is the run's input file "
+                                         f"{name}; write it elsewhere")
 
 
 @dataclass(frozen=True)
