@@ -4,7 +4,9 @@ report from an earlier run never passes for this one's while it has not finished
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -270,3 +272,19 @@ def test_a_report_file_that_is_the_run_s_input_is_a_usage_error(swarm, option, t
     assert res.stderr.strip().splitlines() == [f"zellij-swarm: error: {option.removeprefix('+')} {plus}./tasks.txt: "
                                                "that is the run's input file tasks.txt; write it elsewhere"]
     assert (swarm.cwd / "tasks.txt").read_text() == "true\n" and swarm.runs() == []
+
+
+def test_resume_of_a_finished_run_whose_report_went_to_a_fifo_does_not_wait_on_it(swarm):
+    """Whether the report is still this run's unfinished one is never asked of a FIFO: opened
+    to be read, it would wait for a writer for ever."""
+    swarm.write("t.txt", "true\n")
+    fifo = swarm.cwd / "r.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.DEVNULL)
+    try:
+        assert swarm("run", "t.txt", "--output", "quiet", "--junit", str(fifo)).code == 0
+    finally:
+        reader.wait(timeout=30)
+    [run] = swarm.runs()
+    res = swarm("resume", run.name, "--output", "quiet")
+    assert res.code == 2 and "has finished; nothing to resume" in res.stderr

@@ -99,11 +99,15 @@ def unfinished(run_id: str) -> bytes:
 def left_unfinished(path: Path, run_id: str) -> bool:
     """``path`` still holds run ``run_id``'s ``unfinished`` report (its supervisor ended
     before it replaced it), and nothing since has written another there."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(unfinished(run_id)) + 1) == unfinished(run_id)
+    try:  # (never blocked on a FIFO: only a regular file is ever marked unfinished)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return False
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode) and f.read(len(unfinished(run_id)) + 1) == unfinished(run_id)
+        except OSError:
+            return False
 
 
 def _where(path: Path) -> tuple[str, Path]:
