@@ -13,14 +13,15 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from zellij_swarm import errors, jsontext, pid_end
+from zellij_swarm import errors, pid_end
 from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings
 from zellij_swarm.config.state_dir import find as find_state_dir
+from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock
 from zellij_swarm.records.rundir import RunPaths
 
@@ -31,7 +32,6 @@ __all__ = ["Run", "open_run"]
 
 PROC_LOOK = 0.05  # seconds between two looks at /proc where the kernel gives no pidfd
 FOREVER = 10.0 * 365 * 86400  # seconds of a wait beyond which it has no limit (select's time_t overflows)
-EVENTS_TAIL = 1 << 16  # bytes of the event log read for the run's last word: its end is among its last lines
 
 
 class Run:
@@ -150,7 +150,7 @@ def recorded_exit_code(run: RunPaths) -> int:
     """What ``zellij-swarm run`` exited with for ``run``, from its event log: the last
     ``run_finished`` since the run last (re)started, 129 after ``run_detached``. A supervisor
     that vanished without a word: 1 (its records say the run is interrupted)."""
-    for event in reversed(_last_events(run)):
+    for event in reversed(records.last_events(run.events)):
         name = event.get("event")
         if name == "run_finished" and isinstance(event.get("exit_code"), int):
             return int(event["exit_code"])
@@ -159,28 +159,6 @@ def recorded_exit_code(run: RunPaths) -> int:
         if name in ("run_started", "run_resumed", "run_retried"):
             break
     return 1
-
-
-def _last_events(run: RunPaths) -> list[dict[str, Any]]:
-    """The complete lines of the last ``EVENTS_TAIL`` bytes of the run's event log."""
-    try:
-        with os.fdopen(rundir.open_record(run.events), "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - EVENTS_TAIL))
-            lines = f.read().split(b"\n")
-    except FileNotFoundError:
-        return []
-    if size > EVENTS_TAIL:
-        lines = lines[1:]  # begins mid-line
-    events = []
-    for line in lines[:-1]:  # the last is empty, or torn
-        try:
-            event = jsontext.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
 
 
 def _wait_for_end(pid: int, timeout: float | None) -> None:

@@ -195,9 +195,7 @@ def _report_of_finished(run: RunPaths) -> Outcome | None:
 def _finished_code(run: RunPaths, summary: dict[str, Any]) -> int:
     """What the run exited with (its ``run_finished`` event); a supervisor killed before it
     logged that, just after the summary: the summary's — 0 when every task succeeded."""
-    from zellij_swarm.api.run_handle import _last_events
-
-    for event in reversed(_last_events(run)):
+    for event in reversed(records.last_events(run.events)):
         if event.get("event") == "run_finished" and isinstance(event.get("exit_code"), int):
             return int(event["exit_code"])
     counts = summary.get("counts")

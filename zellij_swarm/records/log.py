@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import insort
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,31 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(),
             event = _glued(line)
         if isinstance(event, dict) and wanted(event.get("event")):
             yield event
+
+
+def last_events(path: Path, *, tail: int = 1 << 16) -> list[dict[str, Any]]:
+    """The complete lines of the last ``tail`` bytes of an event log (a run's last word is
+    among its last lines), then a spill's (``pending_spill``) when one holds the log's end."""
+    if pending_spill(path) is not None:  # the log's end is in the spill: read through (rare)
+        return list(deque(iter_events(path), maxlen=1000))
+    try:
+        with os.fdopen(open_record(path), "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - tail))
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return []
+    if size > tail:
+        lines = lines[1:]  # begins mid-line
+    events = []
+    for line in lines[:-1]:  # the last is empty, or torn
+        try:
+            event = jsontext.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 def _log_lines(path: Path) -> Iterator[bytes]:
