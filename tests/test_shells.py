@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from swarmtest import wait_until
+from swarmtest import kill_run_processes, wait_until
 
 from zellij_swarm.records import generation_files as gf
 from zellij_swarm.records.rundir import RunPaths, make_private_dir
@@ -297,3 +297,27 @@ def test_the_wrapper_appends_to_a_shells_files_and_never_truncates_them(run: Run
         assert (nxt.output.read_text(), nxt.stderr.read_text()) == ("out\n", "err\n")
     finally:
         subprocess.run(["chattr", "-a", *files], check=True)
+
+
+def test_a_generation_never_gets_the_artifacts_of_one_whose_leftover_left_its_group(swarm) -> None:
+    """A worker's background job in a session of its own (``setsid``, Python's
+    ``start_new_session``), its directory not changed to ``/``, writes into its generation's
+    artifacts/ after the worker ended. That directory went with its shell to a later task:
+    the job's files (follow-ups among them) became that task's — an adversary's find, 3 of 3.
+    Such a job is the launcher's child once the worker has ended (the subreaper of what the
+    wrappers leave): while it has one, no artifacts/ goes with a shell."""
+    # (it writes once its generation has been folded, a few tens of milliseconds after its end)
+    job = (f"setsid sh -c 'cd \"$ZELLIJ_SWARM_ARTIFACT_DIR\" && sleep 0.3 && "
+           f"until [ -e {swarm.cwd}/stop ]; do echo x >> leak 2>/dev/null; sleep 0.02; done' "
+           "</dev/null >/dev/null 2>&1 &")
+    later = "".join(f'[[task]]\nname = "b{i}"\ncmd = "sleep 0.2; ls -A \\"$ZELLIJ_SWARM_ARTIFACT_DIR\\" > saw.b{i}"\n'
+                    for i in range(6))
+    swarm.write("s.toml", f"[[task]]\nname = \"a\"\ncmd = '''{job}'''\n{later}")
+    try:
+        res = swarm("run", "s.toml", "-j", "1", "--backend", "headless", "--output", "quiet")
+        assert res.code == 0, res
+        saw = {i: (swarm.cwd / f"saw.b{i}").read_text() for i in range(6)}
+        assert saw == dict.fromkeys(range(6), ""), saw
+    finally:
+        (swarm.cwd / "stop").touch()
+        kill_run_processes(swarm.latest().name)

@@ -66,6 +66,7 @@ class HeadlessWorkers:
         self.children: dict[int, LiveGen] = {}  # wrapper pid -> generation the launcher started
         self.orphans: dict[int, LiveGen] = {}  # worker pid -> generation whose wrapper was killed (Orphaned)
         self._lost_idle = 0  # launchers lost in a row, given work and none of it started
+        self._launcher_lost = False  # one was: what it had adopted went to init, unseen
         self._timers.after(ANSWER_TIMEOUT, self._watch)
 
     def start(self, requests: list[LaunchRequest]) -> list[LaunchResult]:
@@ -90,6 +91,12 @@ class HeadlessWorkers:
                 any(not lg.done for lg in self.children.values()):
             return None
         return self.launcher.pid
+
+    def leftovers_alive(self) -> bool:
+        """Whether a process a worker left may live, outside its wrapper's group: the
+        launcher, the subreaper of what the wrappers leave, last said it had a child that is
+        no wrapper — or a launcher was lost, whose adopted processes went to init, unseen."""
+        return self._launcher_lost or self.launcher.adopted > 0
 
     def wait_for(self, token: str, lg: LiveGen) -> None:
         """``lg`` was queued under ``token``: its start is reported later."""
@@ -145,6 +152,7 @@ class HeadlessWorkers:
 
     def _lost(self) -> None:
         old = self.launcher
+        self._launcher_lost = True
         self._sel.unregister(old.fileno())
         how = old.end_status()
         # it started nothing: it said so of none, and no wrapper it was given has claimed its

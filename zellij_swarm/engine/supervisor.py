@@ -555,7 +555,8 @@ class Supervisor:
         # which every slot may turn over more than once): a pool of twice the slots ran dry
         # between bursts and overflowed in them, 60 % of 2,000 trivial tasks found a shell;
         # eight times, over 90 %. A Slurm step never takes one.
-        self.shells = ShellPool(self.paths.slots, limit=0 if self.settings.executor == "slurm" else 8 * self.jobs)
+        self.shells = ShellPool(self.paths.slots, limit=0 if self.settings.executor == "slurm" else 8 * self.jobs,
+                                leftovers=lambda: self.headless.leftovers_alive())  # (folds come after it is made)
         self.commit = LogCommit(self.paths.events, fold=self.shells.fold)
         stack.callback(self.commit.close)
         # The run's one headless wrapper; rewritten on resume (a new version may run it).

@@ -14,8 +14,13 @@ reservation renames a shell into place as its generation's directory (``take``),
 wrapper opens files that exist, empty — "not yet" and "nothing", as they always read. An
 empty ``artifacts/`` goes with the shell when nothing is left in the wrapper's process group
 (``group_gone``: a leftover that stayed there may have its working directory in it, which no
-check of the files sees; one that left it is a daemon, which changes its directory to ``/``);
-otherwise it is removed and ``take`` makes a new one. So one inode is made per trivial task:
+check of the files sees) and no process a worker left lives elsewhere: a job it started in a
+session of its own (``setsid``) may still write there, through its working directory or the
+path in its environment — a later task's files, once the directory was that task's. Such a
+process is the launcher's child once its worker has ended (the launcher is the subreaper of
+what the wrappers leave), and the launcher says after each wrapper's end how many children
+it has that are no wrapper (``leftovers``). Otherwise ``artifacts/`` is removed (a leftover's
+later writes then reach nothing) and ``take`` makes a new one. So one inode is made per trivial task:
 the claim, whose ``O_EXCL`` create is what makes a generation run at most once. A shell's
 ``artifacts/`` that something wrote into after its fold is set aside as ``stray-<n>``, kept.
 
@@ -46,6 +51,7 @@ import itertools
 import os
 import signal
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from zellij_swarm.records import generation_files, rundir
@@ -69,9 +75,12 @@ _UID = os.getuid()
 
 
 class ShellPool:
-    def __init__(self, slots: Path, *, limit: int) -> None:
+    def __init__(self, slots: Path, *, limit: int, leftovers: Callable[[], bool] = lambda: False) -> None:
+        """``leftovers``: whether a process a worker left may live outside its wrapper's
+        group (the launcher has a child that is no wrapper): no ``artifacts/`` is kept then."""
         self._dir = slots / SHELLS
         self._limit = limit  # shells kept at most (0: none); the rest are folded away
+        self._leftovers = leftovers
         try:
             names = [n for n in os.listdir(self._dir) if n.isdigit()]
         except FileNotFoundError:
@@ -108,10 +117,11 @@ class ShellPool:
 
     def fold(self, gen: GenPaths) -> None:
         """``generation_files.fold``, keeping the directory as a shell where it can be one —
-        with its ``artifacts/`` when that is empty and nothing is left in the wrapper's
-        process group (``group_gone``)."""
+        with its ``artifacts/`` when that is empty, nothing is left in the wrapper's process
+        group (``group_gone``) and no process a worker left lives elsewhere (``leftovers``)."""
         claim = generation_files.claim_or_planted(gen)  # read first: the fold removes it
-        keep_artifacts = claim is not None and claim.pid is not None and group_gone(claim.pid)
+        keep_artifacts = claim is not None and claim.pid is not None and group_gone(claim.pid) \
+            and not self._leftovers()
         generation_files.fold(gen, keep=lambda directory, names: self._keep(directory, names, keep_artifacts))
 
     def clear(self) -> None:

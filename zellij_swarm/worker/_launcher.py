@@ -15,6 +15,8 @@ are lines; requests are fields each ended by NUL (an argument may hold a newline
                                     (told just before the wrapper's X)
          X <pid> <wait status>      a started wrapper ended (reaped here)
          O <worker pid> <status>    the worker an A named ended (reaped here)
+         L <count>                  its children that are no wrapper of its own (what workers
+                                    left: see below), after each reap that ended a wrapper
          U <cpu seconds> <max RSS KiB>  its own usage, last, as it exits
     in:  ?                          a ping; out: P, at once
 
@@ -36,6 +38,8 @@ behind whose parent ended — a daemon's double fork, with ``setsid`` and ``env 
 nothing of the run on it — becomes the launcher's child rather than init's. The supervisor's
 end-of-run sweep finds it so (``procs.marked``'s ``adopted_by``), and the launcher reaps it
 without a word. Once the launcher has exited, what it had adopted goes on to init, as before.
+While it has such a child (L), the run keeps no ``artifacts/`` for a later generation: a job
+a worker started in a session of its own may still write into its own (``records.shells``).
 
 But for one: a wrapper killed from outside (``kill -9``, the OOM killer) leaves its worker
 running, and the worker — the wrapper's own child — becomes the launcher's at that moment.
@@ -159,6 +163,8 @@ class Wrappers:
                 out.append(b"O %d %d\n" % (pid, status))
             elif fields is not None and int(fields[2]) in self.running:  # of a live wrapper's group
                 self.reaped.setdefault(int(fields[2]), []).append((int(fields[19]), pid, status))
+        if any(line.startswith(b"X ") for line in out):
+            out.append(b"L %d\n" % sum(pid not in self.running for pid in children()))
         return out
 
     def wrapper_ended(self, pid: int, status: int) -> list[bytes]:

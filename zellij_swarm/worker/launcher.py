@@ -93,6 +93,7 @@ class Launcher:
         self.submitted = self.started = 0  # wrappers asked for, and reported started
         self.killed = False  # by us, for not answering
         self.usage: dict[str, float] | None = None  # its own CPU and peak RSS, told as it exits
+        self.adopted = 0  # its children that are no wrapper, as it last said (what workers left)
         self.ping_unanswered = False
 
     def fileno(self) -> int:
@@ -157,6 +158,8 @@ class Launcher:
             elif kind == "O":
                 worker, status = rest.split(" ")
                 out.append(WorkerEnded(int(worker), int(status)))
+            elif kind == "L":
+                self.adopted = int(rest)
             elif kind == "U":
                 cpu, rss = rest.split(" ")
                 self.usage = {"cpu_s": float(cpu), "peak_rss_mb": round(int(rss) / 1024, 1)}
