@@ -663,6 +663,27 @@ def test_retry_in_a_state_dir_that_filled_since_is_a_clear_error_before_anything
     assert (tmp_path / "ledger").read_text() == "ran\nran\n"
 
 
+def test_a_low_open_files_limit_is_raised_to_what_the_run_needs_or_refused(tmp_path):
+    """`ulimit -n` low: a run crashed as it started ("internal error: … Too many open files"),
+    or, at -j 32 with 40, on a SIGTERM that followed every worker by a pidfd — left
+    `interrupted`. The soft limit is raised to what the run needs, as far as the hard one
+    allows; a hard limit below it is one line, exit 2, before anything runs."""
+    zsw = f"{sys.executable} -m zellij_swarm"
+    run = f"{zsw} run -j 32 --backend headless --state-dir state --output quiet 'sleep 1' ::: $(seq 1 64)"
+    res = subprocess.run(["sh", "-c", f"ulimit -Sn 20; {run} & p=$!; "
+                          "until [ $(ls -d state/runs/*/slots/slot-32 2>/dev/null | wc -l) = 1 ] || ! kill -0 $p; "
+                          "do sleep 0.02; done; "
+                          "kill -TERM $p; wait $p; echo run=$?"], cwd=tmp_path, capture_output=True, text=True,
+                         env=clean_env(), timeout=120)
+    assert "run=143" in res.stdout and "internal error" not in res.stderr, res
+    res = subprocess.run(["sh", "-c", f"ulimit -n 50; {run}"], cwd=tmp_path, capture_output=True, text=True,
+                         env=clean_env(), timeout=120)
+    assert res.returncode == 2 and res.stderr == ("zellij-swarm: error: open files: a run of -j 32 needs 80, and "
+                                                  "this shell allows at most 50 (`ulimit -Hn`); run fewer at a time, "
+                                                  "or raise the limit\n"), res
+    assert len(list((tmp_path / "state" / "runs").iterdir())) == 1, "the refused run made no directory"
+
+
 def test_cancel_of_a_run_whose_state_dir_is_full_still_stops_it(tmp_path):
     """`cancel RUN` posts a message in the run's inbox, which a full state directory refuses:
     it said "cannot write: No space left on device" (exit 1), naming nothing, and the run went

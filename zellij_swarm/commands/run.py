@@ -27,7 +27,7 @@ from zellij_swarm.config.stream import InputStream
 from zellij_swarm.engine import remote
 from zellij_swarm.engine.resume import Recovered, load, resolved_settings
 from zellij_swarm.engine.stopping import RESTARTED
-from zellij_swarm.engine.supervisor import RunPlan, Supervisor, new_run_id
+from zellij_swarm.engine.supervisor import RunPlan, Supervisor, ensure_open_files, new_run_id
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock, snapshot_file
 from zellij_swarm.records.joblog import JobLog
@@ -91,6 +91,7 @@ def execute(
     require_apart(junit_path, joblog_path)
     if junit_path is not None:
         junit.check_writable(Path(junit_path))
+    ensure_open_files(resolved.jobs)
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # before any run directory exists
     _check_zellij_socket(resolved, choice, env, new_run_id(time.time()))  # (its length: a run id's)
@@ -144,6 +145,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
     rec = load(run)
     rundir.require_writable_run(run)
     resolved = resolved_settings(rec.meta)
+    ensure_open_files(resolved.jobs)
     if output:
         resolved = replace(resolved, output=output, sources={**resolved.sources, "output": "flag --output"})
     reporter = _reporter(resolved.output, json_output, run=run)
@@ -268,6 +270,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
               f"name them, or add --unknown", file=sys.stderr)
     resolved = _overridden(resolved_settings(rec.meta), flags)
     _check_retry_settings(run, rec, resolved, env)
+    ensure_open_files(resolved.jobs)
     outputs = Outputs.load(run)
     choice = choose(resolved.backend, env)
     settings.check_session(resolved, choice.name)  # as run's (retry --session 'a:b' made a session 'a_b')
