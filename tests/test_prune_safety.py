@@ -192,3 +192,37 @@ def test_a_worktree_replaced_by_a_symbolic_link_is_never_worked_through(swarm: S
     assert out[0] == (f"cannot remove worktree {wt} (task 'agent' of run {rid}): it is a symbolic link (to "
                       f"{elsewhere}), not the directory the run made; look, then remove it by hand"), out
     assert (elsewhere / "a").exists() and wt.is_symlink()
+
+
+@pytest.mark.parametrize("left", [None, "echo x > sub/notes.txt", "echo x > sub/cache.tmp"])
+def test_a_worktree_with_a_submodule_goes_when_nothing_in_it_would_be_lost(swarm: Swarm, left: str | None) -> None:
+    """git refuses to remove a worktree that holds an initialised submodule ("working trees
+    containing submodules cannot be moved or removed") unless forced: a clean one was kept
+    for ever, `prune` exit 1, its line offering only `prune --force`. What a submodule holds
+    is looked at as the worktree's own is — untracked, ignored, commits on no branch — and a
+    worktree that loses nothing goes."""
+    library = swarm.cwd.parent / f"{swarm.cwd.name}-library"
+    library.mkdir()
+    for args in (("init", "-q", "-b", "main"), ("commit", "-q", "--allow-empty", "-m", "lib")):
+        git(swarm, *args, where=library)
+    (library / ".gitignore").write_text("*.tmp\n")
+    git(swarm, "add", ".gitignore", where=library)
+    git(swarm, "commit", "-q", "-m", "ignore", where=library)
+    head = repo(swarm, {"a": "a\n"})
+    git(swarm, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "sub")
+    git(swarm, "commit", "-q", "-m", "sub")
+    init = "git -c protocol.file.allow=always submodule update -q --init"
+    swarm.write("s.toml", f'[swarm]\nworktree = true\n\n[[task]]\nname = "agent"\n'
+                          f'cmd = """{init}{f"; {left}" if left else ""}"""\n')
+    code, err, rundir = run(swarm, "s.toml")
+    assert code == 0 and head, err
+    wt, rid = rundir / "worktrees" / "t1", rundir.name
+    code, out, _ = prune(swarm)
+    if left is None:
+        assert code == 0 and out[0].startswith(f"removed worktree {wt} (task 'agent' of run {rid})"), out
+        assert not wt.exists()
+    else:
+        name = left.split()[-1]
+        kept = f"kept worktree {wt} (task 'agent' of run {rid}): "
+        assert code == 1 and out[0].startswith(kept) and name in out[0], out
+        assert (wt / name).exists()

@@ -31,7 +31,7 @@ import re
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -429,7 +429,9 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
     if branch is not None and base is not None:
         counted = _git(path, "rev-list", "--count", f"{base}..refs/heads/{branch}", check=False)
         commits = int(counted.stdout) if counted.returncode == 0 and counted.stdout.strip().isdigit() else None
-    _git(path, "worktree", "remove", *(["--force"] if force else []), str(path))
+    # git removes a worktree holding a submodule only when forced: the caller has looked at
+    # what the submodules hold (``unsaved``), as at what the worktree holds
+    _git(path, "worktree", "remove", *(["--force"] if force or submodules(path) else []), str(path))
     deleted = False
     if branch is not None and base is not None and commits == 0 and branch.startswith(f"{BRANCH_PREFIX}/"):
         deleted = _git(common, "update-ref", "-d", f"refs/heads/{branch}", base, check=False).returncode == 0
@@ -500,6 +502,19 @@ def unsaved(path: Path) -> Unsaved:
     _not_through_a_link(path)
     if not os.path.lexists(path / ".git"):  # git would answer for the checkout around it
         raise _no_checkout()
+    held = _unsaved_in(path)
+    for sub in submodules(path):  # each its own checkout: its files and commits are looked at too
+        inner = _unsaved_in(path / sub)
+        held = replace(held, uncommitted=[*held.uncommitted, *(f"{sub}/{name}" for name in inner.uncommitted)],
+                       ignored=[*held.ignored, *(f"{sub}/{name}" for name in inner.ignored)],
+                       ignored_files=held.ignored_files + inner.ignored_files,
+                       ignored_bytes=held.ignored_bytes + inner.ignored_bytes,
+                       stray_commits=held.stray_commits + inner.stray_commits)
+    return held
+
+
+def _unsaved_in(path: Path) -> Unsaved:
+    """``unsaved`` of one checkout, its submodules left out."""
     entries = _status(path, ignored=True)
     ignored = [p for mark, p in entries if mark == "!!"]
     stray = _git(path, "rev-list", "--count", "--ignore-missing", "HEAD", "--not",
@@ -508,6 +523,16 @@ def unsaved(path: Path) -> Unsaved:
     files, size = _disk_use(path, ignored)
     return Unsaved([p for mark, p in entries if mark != "!!"], ignored, files, size, int(stray.stdout.strip() or 0),
                    head)
+
+
+def submodules(path: Path) -> list[str]:
+    """The initialised submodules of the checkout ``path``, nested ones too, by their paths
+    in it (none when git cannot list them)."""
+    if not os.path.lexists(path / ".gitmodules"):
+        return []
+    listed = _git(path, "submodule", "foreach", "--quiet", "--recursive", 'printf "%s\\0" "$displaypath"',
+                  check=False, env=_reading_env(), names=True)
+    return _nul_list(listed.stdout) if listed.returncode == 0 else []
 
 
 def _disk_use(top: Path, names: Iterable[str]) -> tuple[int, int]:
