@@ -590,6 +590,7 @@ class FakeLauncher:
         self.submitted = self.started = 0
         self.ping_unanswered = False
         self.usage: dict[str, float] | None = None  # a real launcher says, as it exits
+        self.adopted = 0  # a fake wrapper leaves no process behind
         self.stopped = False
         if script.dies_after is not None:
             world.after(script.dies_after, self.die)
