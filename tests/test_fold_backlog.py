@@ -74,3 +74,20 @@ def test_the_backlog_counts_what_is_handed_over_until_it_is_folded_or_given_up(t
     wait_until(lambda: commit.backlog == 0, what="the backlog emptied")
     commit.close()
     assert folded == ([] if sync_fails else gens)
+
+
+def test_a_fold_that_raises_ends_the_run_as_an_internal_error_does_not_hang_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in a fold, on the log-commit thread, ended that thread: what it had not folded
+    stayed in the backlog, dispatch waited on it, and the run hung (a harness scenario, when
+    the fake launcher lacked what the shell pool asked of it). The loop raises it instead, as
+    any internal error: its workers run on, and ``resume`` takes them up."""
+    monkeypatch.setattr(supervisor, "FOLD_BACKLOG", BOUND)
+
+    def broken_fold(pool: ShellPool, gen: object) -> None:
+        raise RuntimeError("a fold's bug")
+
+    monkeypatch.setattr(ShellPool, "fold", broken_fold)
+    names = [f"t{i}" for i in range(10)]
+    with Harness(works={n: (Work(after=0.01),) for n in names}, jobs=JOBS) as h, \
+            pytest.raises(RuntimeError, match="a fold's bug"):
+        h.run([task(n) for n in names])

@@ -529,6 +529,7 @@ class Supervisor:
         self._let_go_of_ended()
         self.room.records_failed(self.events.error or self.snapshots.error)
         self._maybe_progress()
+        self.commit.raise_crash()
 
     def _open_records(self, stack: contextlib.ExitStack[Any]) -> None:
         """``_open``, and a new run's first records. A state directory with room for its probe

@@ -33,6 +33,7 @@ class LogCommit:
         self._wanted = False  # a sync is asked for, with or without generations to fold
         self._closed = False
         self.error: OSError | None = None
+        self.crash: Exception | None = None  # a fold's bug: the supervisor raises it (``raise_crash``)
         self._thread = threading.Thread(target=self._work, name="zellij-swarm log commit", daemon=True)
         self._thread.start()
 
@@ -53,6 +54,13 @@ class LogCommit:
         waiting, each held in memory and on disk, and no shell came back (the supervisor
         holds dispatch above ``FOLD_BACKLOG``)."""
         return self._unfolded
+
+    def raise_crash(self) -> None:
+        """A fold raised (a bug): raise it here, on the supervisor's loop, which ends as on
+        any internal error — its workers run on, and ``resume`` takes them up — rather than
+        waiting for ever on folds that no longer come."""
+        if self.crash is not None:
+            raise self.crash
 
     def _folded(self, count: int) -> None:
         with self._cond:
@@ -85,5 +93,8 @@ class LogCommit:
                 self._folded(len(batch))  # left as they are: not to be folded
                 continue
             for gen in batch:
-                self._fold(gen)
+                try:
+                    self._fold(gen)
+                except Exception as e:  # a bug: told to the loop, which would otherwise wait on the backlog
+                    self.crash = self.crash or e
                 self._folded(1)
