@@ -352,6 +352,8 @@ def test_ls_on_an_80_column_terminal_cuts_its_lines_never_wraps_them(swarm) -> N
     lines = on_a_terminal(swarm, "ls", cols=80)
     assert len(lines) == 2 and all(width(line) <= 80 for line in lines), lines
     assert lines[1].endswith("…"), lines
+    # the counts are what ls is read for: the start, day and minute, leaves them room
+    assert "6: 2 failed" in lines[1], lines
     whole = swarm("ls").stdout.splitlines()
     assert whole[1].endswith("6: 2 failed, 4 succeeded") and whole[1].startswith(lines[1][:-1]), whole
 

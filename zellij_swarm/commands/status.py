@@ -531,6 +531,10 @@ def when(ts: float | None) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
+def _day_and_minute(ts: float | None) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%m-%d %H:%M") if ts else "-"
+
+
 def short_when(ts: float | None, now: float) -> str:
     """``19:05:49`` today, ``2026-11-30 19:05`` another day."""
     if not ts:
@@ -749,11 +753,14 @@ def _near(path: str) -> str:
 
 
 def format_ls(rows: list[dict[str, Any]], *, unreadable: int = 0, width: int | None = None) -> str:
-    """One row per run; with ``width`` (a terminal's) every line is cut to it, never wrapped."""
+    """One row per run; with ``width`` (a terminal's) every line is cut to it, never wrapped.
+    Its start is the day and minute (``12-07 04:06``; ``ls --json`` has the moment, and the
+    run id the UTC second): with the whole date and the seconds, an 80-column terminal cut
+    every run's counts, the column a user reads ``ls`` for."""
     if not rows:
         return f"no run that can be read ({unreadable} cannot)" if unreadable else "no runs"
     lines = table(("RUN", "NAME", "STATE", "STARTED", "WAITING", "TASKS"),
-                  [(r["run_id"], r.get("name") or "-", r["state"], when(r["started_at"]),
+                  [(r["run_id"], r.get("name") or "-", r["state"], _day_and_minute(r["started_at"]),
                     str(r.get("waiting") or 0) if r["state"] == RunState.RUNNING else "-",
                     f"{r['tasks']}: {counts_text(r['counts'])}" if r["tasks"] else "none")
                    for r in rows], indent="")
