@@ -17,6 +17,7 @@ now and then (found by adversaries' scripts) is made on demand:
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -554,3 +555,75 @@ def test_a_ladder_call_refused_by_a_controller_that_does_not_answer_is_made_agai
     assert [what for what, _ in cluster.made] == ["signal TERM", "cancel"]
     assert delivered == [100.0 + 2 * LADDER_RETRY] and made_at[1] - delivered[0] == pytest.approx(1.0, abs=0.25)
     assert len(warned) == 1 and "asked again" in warned[0], warned
+
+
+class Queued(Cluster):
+    """A cluster where the step's job waits in the queue: what the run asks of it is kept."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__({"5": "PENDING"})
+        self.name = name
+        self.cancelled: list[str] = []
+        self.signalled: list[str] = []
+
+    def jobs(self, run_id: str, *, allocation: str | None = None) -> dict[tuple[int, int], slurm.Job]:
+        return {(1, 1): slurm.Job("5", self.name, "PENDING", "Resources")}
+
+    def cancel(self, job_id: str, *, name: str | None = None) -> None:
+        self.cancelled.append(job_id)
+
+    def signal(self, job_id: str, sig: str, *, name: str | None = None) -> None:
+        self.signalled.append(job_id)
+
+
+def _wrapper_claims(gen: GenPaths) -> bool:
+    """What the step's wrapper does as Slurm starts it: claim the generation, unless taken."""
+    try:
+        fd = os.open(gen.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    os.write(fd, b"4242\n")
+    os.close(fd)
+    return True
+
+
+@pytest.mark.parametrize("wrapper_first", [False, True])
+def test_a_step_that_starts_as_its_queue_limit_falls_due_is_never_ended_for_it(tmp_path: Path,
+                                                                                wrapper_first: bool) -> None:
+    """``--slurm-max-queue`` withdraws a step still queued. The limit's look (no claim yet)
+    and the claim's taking (by the ladder's first call, later, off the loop) were apart: a
+    step Slurm started in between had its running worker sent TERM, and its task was recorded
+    ``cancelled (queued_too_long)`` after running up to 3 s (an adversary on the local
+    cluster, a blocker released as the limit fell due: 6 of 16 steps, 2 runs in 4). Now a
+    step whose wrapper claimed first runs on untouched, and one whose wrapper comes after the
+    limit finds the claim taken and runs nothing: its job is withdrawn, never signalled."""
+    now = [100.0]
+    lg = step(1, "")
+    lg.allocation, lg.gen = None, GenPaths(tmp_path / "slot-1" / "gen-1", 1, 1)
+    lg.gen.dir.mkdir(parents=True)
+    cluster = Queued(slurm.job_name("20261205-000000-abcdef", "t1", 1, 1))
+    timers = Timers(lambda: now[0])
+    started: list[bool] = []
+
+    def due(withdrawn: LiveGen) -> None:  # the run's kill: the ladder, its first call at once
+        if not wrapper_first:  # Slurm grants the job just as the limit falls due
+            started.append(_wrapper_claims(withdrawn.gen))
+        ex.end(withdrawn, 2.0, lambda: now[0], lambda _at, _caught: None)
+
+    events = RemoteEvents(running=lambda _lg: None, seen=lambda _lg, _job: None, gone=lambda _lg: None,
+                          queued_too_long=due, allocation_ended=lambda *_: None, warn=lambda *_: None)
+    ex = SlurmExecutor(cluster, run_id="20261205-000000-abcdef",  # type: ignore[arg-type]
+                       settings=settings.resolve({"slurm_max_queue": "3s"}, {}), calls=AtOnce(),  # type: ignore[arg-type]
+                       timers=timers, live={1: lg}, clock=lambda: now[0], wallclock=lambda: now[0], on=events)
+    ex.launched(lg)
+    for _ in range(30):
+        now[0] += 0.25
+        if wrapper_first and now[0] >= 102.9 and not started:
+            started.append(_wrapper_claims(lg.gen))
+        timers.run_due()
+    assert cluster.signalled == [], "a step that started was ended for its time in the queue"
+    if wrapper_first:
+        assert started == [True] and cluster.cancelled == [] and lg.kill_reason is None
+    else:
+        assert started == [False], "the step's wrapper could start after the limit fell due"
+        assert set(cluster.cancelled) == {"5"}  # withdrawn (a plain scancel), once more after the grace

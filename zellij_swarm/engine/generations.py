@@ -891,7 +891,7 @@ class Generations:
         taken = False
         if lg.in_pane and not lg.heartbeat_seen:
             try:
-                taken = generation_files.take_claim(lg.gen)
+                taken = lg.withheld or generation_files.take_claim(lg.gen)
             except OSError:
                 # No room for it, or its directory gone — removed by its worker, which runs or
                 # ran: the pane's wrapper is ended as one that runs, and whether the kill

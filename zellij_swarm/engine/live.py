@@ -138,6 +138,7 @@ class LiveGen:
     submitted_at: float | None = None  # ... (wall clock): its time in Slurm's queue runs from here
     job_id: str | None = None  # its step's job, once squeue has listed it
     step_running: bool = False  # squeue has seen its step run
+    withheld: bool = False  # its claim was taken as its --slurm-max-queue fell due: it never runs
     unlisted_since: float | None = None  # squeue listed its step, then no longer did, from then (monotonic)
     forgotten: bool = False  # its queued step was forgotten by Slurm and withdrawn: it runs again
     # Slurm ended its job for another step of the run that held its id (``SlurmExecutor.explain``)

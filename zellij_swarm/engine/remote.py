@@ -451,7 +451,21 @@ class SlurmExecutor:
         return out
 
     def _queue_limit(self, lg: LiveGen) -> None:
-        if not (lg.done or lg.collected) and lg.kill_reason is None and generation_files.started_at(lg.gen) is None:
+        """``--slurm-max-queue`` fell due: a step still queued is withdrawn. Its claim is taken
+        here, as the limit falls due, never later: a wrapper that claimed first runs (its wait
+        is over, and it runs on untouched), one that comes after runs nothing. (*Decision*: the
+        look here and the claim's taking, by the ladder's first call, were apart; a step Slurm
+        started in between had its worker sent TERM and its task was recorded ``cancelled
+        (queued_too_long)`` after running for up to 3 s — an adversary, 6 of 16 steps.)"""
+        if lg.done or lg.collected or lg.kill_reason is not None:
+            return
+        try:
+            lg.withheld = generation_files.take_claim(lg.gen)
+        except OSError:  # no room, its directory gone: the ladder takes it, as it may
+            if generation_files.started_at(lg.gen) is None:
+                self.on.queued_too_long(lg)
+            return
+        if lg.withheld:
             self.on.queued_too_long(lg)
 
     # ----- following -----------------------------------------------------------------------
@@ -941,7 +955,7 @@ class SlurmExecutor:
 
         def term() -> tuple[float, bool] | None:
             step = self._step(lg)
-            if lg.step is None and not lg.step_running and generation_files.take_claim(lg.gen):
+            if lg.step is None and not lg.step_running and (lg.withheld or generation_files.take_claim(lg.gen)):
                 # queued: withdrawn, and should Slurm start it meanwhile, its wrapper finds its
                 # claim taken and runs nothing. Its job is cancelled, and its srun, our child,
                 # which nothing of it runs under, is ended too: a step squeue does not list (it
