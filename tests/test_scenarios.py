@@ -354,6 +354,15 @@ CANCEL: tuple[Case, ...] = (
     Case("cancelled-is-never-retried", (task("a", retries=3),), {"a": Want("cancelled", "cancelled_by_user")}, exit=1,
          works=works(a=Work(after=30)), messages=(Message(1, "cancel", ("a",)),),
          order=("inbox_consumed", "worker_failed a", "task_cancelled a", "run_finished")),
+    # a message naming what is no task's name (``Run.cancel(None)`` posted one): the supervisor
+    # died of it, its run left interrupted and a's success unrecorded
+    Case("names-that-are-not-strings", (A,), {"a": Want("succeeded")},
+         works=works(a=Work(after=3)),
+         messages=(Message(1, "cancel", (None,)), Message(1.5, "restart", (5,)), Message(2, "cancel", (["a"],))),
+         replies=({"ok": False, "error": "cancel: tasks must be a list of task names (strings), not [None]"},
+                  {"ok": False, "error": "restart: tasks must be a list of task names (strings), not [5]"},
+                  {"ok": False, "error": "cancel: tasks must be a list of task names (strings), not [['a']]"}),
+         warnings=("invalid_message",) * 3),
 )
 
 

@@ -161,7 +161,15 @@ class Control:
 
     def _apply(self, msg: inbox.Message) -> None:
         kind = msg.body.get("kind")
-        if kind == "add":
+        tasks = msg.body.get("tasks")
+        if kind in ("cancel", "restart") and tasks is not None and (
+                not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks)):
+            # names are looked up as strings: anything else in a message (written by hand, or by a
+            # caller's ``Run.cancel(None)``) is refused here, never raised out of the loop
+            error = f"{kind}: tasks must be a list of task names (strings), not {tasks!r}"
+            self.warn("invalid_message", f"inbox message {msg.id}: {error}", None)
+            inbox.reply(self.paths, msg, {"ok": False, "error": error})
+        elif kind == "add":
             inbox.reply(self.paths, msg, self._add(msg))
         elif kind == "cancel" and not msg.body.get("tasks"):
             self._cancel_run(msg)
