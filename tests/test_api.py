@@ -360,6 +360,12 @@ def test_a_run_handle_refuses_what_is_not_a_task_or_a_time(here: Path):
             run.add("echo x")
         with pytest.raises(errors.UsageError, match="timeout must be a number of seconds"):
             run.wait("abc")
+        for bad in (None, 5, ["a"], b"a"):  # None was posted, and ended the supervisor; the others raised bare
+            with pytest.raises(errors.UsageError, match=r"cancel: task #1 is a \w+, not a task's name \(a str\)"):
+                run.cancel(bad)  # type: ignore[arg-type]
+        with pytest.raises(errors.UsageError, match=r"pause: group must be a group's name \(a str\) or None"):
+            run.pause(["g"])  # type: ignore[arg-type]
+        assert run.status().state == "running"
     finally:
         (here / "go").touch()
         assert run.wait(timeout=60).exit_code == 0

@@ -86,8 +86,9 @@ class UnknownTask(UnknownName, KeyError):
               suggested: Iterable[str] | None = None) -> None:
         """Raise for the first of ``names`` not in ``known`` (names and ids a command takes),
         suggesting the closest of ``suggested`` (default: ``known``)."""
-        if (missing := next((n for n in names if n not in known), None)) is not None:
-            raise cls(run_id, missing, known if suggested is None else suggested)
+        for name in names:  # (not ``next(..., None)``: a None among the names is missing too)
+            if name not in known:
+                raise cls(run_id, name, known if suggested is None else suggested)
 
 
 class InputError(UsageError):

@@ -98,6 +98,9 @@ class Run:
         """Cancel the whole run, or the named tasks (names or ids), as ``zellij-swarm cancel``
         does: the workers end through the kill ladder. ``errors.RunNotActive`` when the run
         has ended."""
+        for i, task in enumerate(tasks, 1):
+            if not isinstance(task, str):
+                raise errors.UsageError(f"cancel: task #{i} is a {type(task).__name__}, not a task's name (a str)")
         control.cancel(self._writable(), tasks)
 
     def add(self, *tasks: Task) -> None:
@@ -112,10 +115,10 @@ class Run:
 
     def pause(self, group: str | None = None) -> None:
         """Start no new task of the run (or of ``group``) until ``unpause``; running ones go on."""
-        control.set_paused(self._writable(), group, paused=True)
+        control.set_paused(self._writable(), _group(group, "pause"), paused=True)
 
     def unpause(self, group: str | None = None) -> None:
-        control.set_paused(self._writable(), group, paused=False)
+        control.set_paused(self._writable(), _group(group, "unpause"), paused=False)
 
     def logs(self, task: str, *, attempt: int | None = None, stream: OutputStream = "stdout", raw: bool = False) -> str:
         """What ``task`` wrote to ``stream`` in its latest attempt (or ``attempt``) so far
@@ -128,6 +131,12 @@ class Run:
         rundir.require_trusted(self.run_dir.parent.parent)
         rundir.require_trusted_run(self._run)
         return self._run
+
+
+def _group(group: object, call: str) -> str | None:
+    if group is not None and not isinstance(group, str):
+        raise errors.UsageError(f"{call}: group must be a group's name (a str) or None, not a {type(group).__name__}")
+    return group
 
 
 def open_run(run_id: str, *, state_dir: str | os.PathLike[str] | None = None) -> Run:
