@@ -366,6 +366,8 @@ def test_a_run_handle_refuses_what_is_not_a_task_or_a_time(here: Path):
         with pytest.raises(errors.UsageError, match=r"pause: group must be a group's name \(a str\) or None"):
             run.pause(["g"])  # type: ignore[arg-type]
         assert run.status().state == "running"
+        with pytest.raises(errors.RunNotFound):
+            open_run("")  # a prefix of every run id: it gave the only run, this one
     finally:
         (here / "go").touch()
         assert run.wait(timeout=60).exit_code == 0

@@ -224,6 +224,25 @@ def test_cancel_unknown_task_or_run_is_exit_2(swarm):
     assert res.code == 2 and res.stderr.count("\n") == 1 and "no run 'nope-run'" in res.stderr
 
 
+def test_an_empty_word_names_no_run_and_cancels_nothing(swarm):
+    """``cancel "$TASK"`` with TASK empty: "" was a prefix of every run id, so of the only
+    running one, and the whole run was cancelled (a reading command showed the latest run)."""
+    proc, run_id = _start(swarm)
+    try:
+        res = swarm("cancel", "")
+        assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert "run " + run_id + " has no task ''" in res.stderr, res.stderr
+        for command in ("status", "proof", "diff", "logs"):
+            res = swarm(command, "")
+            assert res.code == 2 and res.stderr.count("\n") == 1, (command, res.stderr)
+            assert "no run ''" in res.stderr or "no task ''" in res.stderr, (command, res.stderr)
+        assert proc.poll() is None and json.loads(swarm("status", run_id, "--json").stdout)["state"] == "running"
+        assert swarm("cancel", run_id).code == 0
+        _check_cancelled(swarm, proc, run_id, 130)
+    finally:
+        kill_run_processes(run_id)
+
+
 def test_an_ambiguous_run_prefix_is_called_ambiguous_by_the_commands_that_act(swarm):
     """``cancel``, ``restart``, ``retry`` and ``collect`` took a prefix that matches two runs
     for a task or for no run ("no run '2026…'", "run … has no task '2026…'"), where the

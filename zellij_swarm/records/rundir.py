@@ -636,7 +636,7 @@ def find_run(state_dir: Path, run_id: str | None, *, found: StateDir | None = No
             raise exc.UsageError(found.no_runs() if found is not None else f"no runs under {state_dir}")
         return runs[0]
     missing = exc.RunNotFound(run_id, str(state_dir), message=found.no_runs(run_id) if found is not None else None)
-    if "/" in run_id or run_id.startswith("."):
+    if not run_id or "/" in run_id or run_id.startswith("."):  # "" is a prefix of every id, and names none
         raise missing
     exact = RunPaths(runs_root(state_dir) / run_id)
     try:
