@@ -259,6 +259,19 @@ def test_start_returns_a_handle_that_works_through_the_run_directory(here: Path)
         run.wait(timeout=30)  # its supervisor collected
 
 
+@pytest.mark.parametrize("tasks, code", [(["exit 3"], 1), (["true"], 0)])
+def test_a_host_that_ignores_sigchld_is_told_the_run_s_own_exit_code(here: Path, tasks: list[str], code: int):
+    """A host that sets SIGCHLD to SIG_IGN (a daemon's way to leave no zombies): the kernel
+    reaps the supervisor, Popen.wait gets ECHILD and says 0, and wait() returned exit code 0
+    and ``ok`` for a run whose task failed."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        result = Swarm([Task(cmd, name=f"t{i}") for i, cmd in enumerate(tasks)]).start().wait(timeout=60)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert (result.exit_code, result.ok) == (code, code == 0)
+
+
 def test_a_handle_let_go_while_its_run_goes_on_warns_nothing_and_leaves_no_zombie(tmp_path: Path):
     """The run outlives the program that started it, but a handle let go of while it ran (or
     held at the program's exit) said "ResourceWarning: subprocess N is still running" — an

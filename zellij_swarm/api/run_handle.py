@@ -84,7 +84,11 @@ class Run:
                 code = self._process.wait(timeout)
             except subprocess.TimeoutExpired:
                 raise errors.WaitTimeout(self.run_id, timeout or 0.0) from None
-            exit_code = 128 - code if code < 0 else code  # a supervisor killed by signal N: as a shell says it
+            # The run's own record first: a host whose SIGCHLD is ignored has the kernel reap the
+            # supervisor, and Popen then says 0 (ECHILD) whatever it exited with. Without a record
+            # (a supervisor killed by signal N) its status, as a shell says it.
+            recorded = _recorded_end(self._run)
+            exit_code = recorded if recorded is not None else 128 - code if code < 0 else code
         else:
             while (holder := runlock.holder(self._run)) is not None:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -159,6 +163,13 @@ def recorded_exit_code(run: RunPaths) -> int:
     """What ``zellij-swarm run`` exited with for ``run``, from its event log: the last
     ``run_finished`` since the run last (re)started, 129 after ``run_detached``. A supervisor
     that vanished without a word: 1 (its records say the run is interrupted)."""
+    recorded = _recorded_end(run)
+    return 1 if recorded is None else recorded
+
+
+def _recorded_end(run: RunPaths) -> int | None:
+    """The exit code ``run``'s event log gives its last end (``recorded_exit_code``), or None
+    when it records none since the run last (re)started."""
     for event in reversed(records.last_events(run.events)):
         name = event.get("event")
         if name == "run_finished" and isinstance(event.get("exit_code"), int):
@@ -167,7 +178,7 @@ def recorded_exit_code(run: RunPaths) -> int:
             return 129
         if name in ("run_started", "run_resumed", "run_retried"):
             break
-    return 1
+    return None
 
 
 def _wait_for_end(pid: int, timeout: float | None) -> None:
