@@ -131,6 +131,20 @@ def test_concurrency_above_slots_fails(tmp_path: Path) -> None:
     assert report["max_concurrency_at"] == pytest.approx(T0 + 0.2)
 
 
+@pytest.mark.parametrize("width", [80, 60])
+def test_on_a_terminal_every_line_of_the_proof_fits_its_width(tmp_path: Path, width: int) -> None:
+    """The timeline line (a 60-column bar, then its scale) and the scheduler check's tolerance
+    were wider than 80 columns in every run's proof: an 80x24 terminal wrapped them."""
+    run = make_run(tmp_path, 2, [(1, 1, 0.0, 1.0, 101), (2, 1, 0.1, 1.0, 102), (3, 1, 0.2, 0.5, 103)])
+    report = proof_of(run)
+    shown = format_proof(report, width=width)
+    assert all(len(line) <= width for line in shown.splitlines()), shown
+    bar = next(line for line in shown.splitlines() if line.startswith("  timeline:         |"))
+    assert bar.endswith("|") and len(bar) == width, shown  # the bar on a line of its own, as wide as there is room
+    words = [w for w in format_proof(report).split() if "|" not in w]
+    assert [w for w in shown.split() if "|" not in w] == words, shown  # nothing lost, nothing cut
+
+
 def test_end_and_start_at_the_same_timestamp_do_not_overlap(tmp_path: Path) -> None:
     # One slot, back to back: gen 2 starts at exactly the mtime gen 1 ended with.
     gens = [(1, 1, 0.0, 1.0, 101), (1, 2, 1.0, 2.0, 102), (1, 3, 2.0, 3.0, 103)]

@@ -722,7 +722,7 @@ def proof(run_id: str | None, json_output: bool, min_concurrency: int | None, mi
 
     report = prove(_find_run(state_dir, run_id), min_concurrency=min_concurrency,
                    min_speedup=min_speedup, max_launch_span_ms=max_launch_span)
-    click.echo(json.dumps(report, indent=1) if json_output else format_proof(report))
+    click.echo(json.dumps(report, indent=1) if json_output else format_proof(report, width=_line_width()))
     sys.exit(0 if report["ok"] else 1)
 
 

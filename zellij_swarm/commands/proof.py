@@ -52,6 +52,7 @@ CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -427,8 +428,24 @@ def _consistency(snapshot: dict[str, Any] | None, ended: bool, jobs: int, active
     return out
 
 
-def format_proof(report: dict[str, Any]) -> str:
-    """The report for humans: a few lines, the verdict last."""
+def format_proof(report: dict[str, Any], width: int | None = None) -> str:
+    """The report for humans: a few lines, the verdict last. With ``width`` (a terminal's)
+    every line fits it: the timeline's bar is narrowed to leave room for its label, and a
+    longer line goes on under its label, never wrapped by the terminal mid-word."""
+    lines = _proof_lines(report, SPARK_WIDTH if width is None else max(8, min(SPARK_WIDTH, width - LABEL - 2)))
+    if width is None:
+        return "\n".join(lines)
+    out = []
+    for line in lines:  # (one column per character: the report is ASCII but for ×, – and the bar's blocks)
+        out.extend(textwrap.wrap(line, width, subsequent_indent=" " * LABEL, break_on_hyphens=False) or [""])
+    return "\n".join(out)
+
+
+SPARK_WIDTH = 60  # the timeline bar's columns, where there is room
+LABEL = len("  scheduler check:  ")  # where the values start
+
+
+def _proof_lines(report: dict[str, Any], spark_width: int) -> list[str]:
     r = report
     lines = [f"run {r['run_id']} ({r['run_state']}): {r['slots']} slot(s)"]
     g = r["generations"]
@@ -456,7 +473,7 @@ def format_proof(report: dict[str, Any]) -> str:
     tl = r["timeline"]
     if tl["points"] and r["wall_ms"] > 0:
         top = max(r["slots"], r["max_concurrency"])
-        lines.append(f"  timeline:         |{_spark(tl['points'], r['wall_ms'] / 1000, top)}| "
+        lines.append(f"  timeline:         |{_spark(tl['points'], r['wall_ms'] / 1000, top, spark_width)}| "
                      f"0–{r['wall_ms'] / 1000:.2f} s, max per column of 0..{top}")
     c = r["consistency"]
     if c["checked"]:
@@ -471,7 +488,7 @@ def format_proof(report: dict[str, Any]) -> str:
     else:
         lines.append("proof: FAILED")
         lines.extend(f"  blocker {b['code']}: {b['message']}" for b in r["blockers"])
-    return "\n".join(lines)
+    return lines
 
 
 def _spark(points: list[dict[str, Any]], wall: float, top: int, width: int = 60) -> str:
