@@ -402,6 +402,20 @@ def test_start_refuses_what_cannot_run(here: Path):
         open_run("nope", state_dir=here)
 
 
+def test_a_current_directory_removed_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The commands say so in one line (exit 2); the API raised a bare FileNotFoundError
+    naming no path, from run(), start() and open_run() alike."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    swarm = Swarm([Task("true", name="a")], state_dir=tmp_path / "state")
+    for call in (swarm.run, swarm.start, lambda: open_run("x")):
+        with pytest.raises(errors.UsageError, match=r"^the current directory no longer exists \(it was removed\)"):
+            call()
+    assert not (tmp_path / "state").exists()
+
+
 @pytest.mark.parametrize("stdout", ["none", "closed"])
 def test_run_with_no_stdout_to_copy_to_ends_as_its_tasks_do(tmp_path, monkeypatch, stdout):
     """``output="group"`` with ``sys.stdout`` None (``pythonw``) or closed: the reporter's copy

@@ -41,6 +41,7 @@ from zellij_swarm.commands import control
 from zellij_swarm.commands.run import Outcome, execute
 from zellij_swarm.config import settings, swarmfile
 from zellij_swarm.config.settings import BackendName, ExecutorName, HaltMode, IdlePolicy, OutputMode, UiMode
+from zellij_swarm.config.state_dir import current_directory
 from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import TaskStatus
@@ -259,7 +260,7 @@ class Swarm:
         """The tasks checked (as a swarm file's are: errors raised before anything runs) and
         the settings resolved: given here > environment > default (``quiet`` output)."""
         environment = dict(os.environ) if env is None else _checked_environment(env)
-        base = Path.cwd()
+        base = current_directory()
         specs = []
         for index, task in enumerate(self.tasks):
             if not isinstance(task, Task):

@@ -20,6 +20,7 @@ from zellij_swarm.api.results import OutputStream, RunStatus, SwarmResult
 from zellij_swarm.commands import control
 from zellij_swarm.commands import status as views
 from zellij_swarm.config import settings
+from zellij_swarm.config.state_dir import current_directory
 from zellij_swarm.config.state_dir import find as find_state_dir
 from zellij_swarm.records import log as records
 from zellij_swarm.records import rundir, runlock
@@ -115,7 +116,7 @@ class Run:
         for i, task in enumerate(tasks, 1):
             if not isinstance(task, Task):
                 raise errors.InputError(f"task #{i} is a {type(task).__name__}, not a Task", path=settings.API_SOURCE)
-        control.add(self._writable(), tasks=[task.as_record(Path.cwd()) for task in tasks])
+        control.add(self._writable(), tasks=[task.as_record(current_directory()) for task in tasks])
 
     def pause(self, group: str | None = None) -> None:
         """Start no new task of the run (or of ``group``) until ``unpause``; running ones go on."""

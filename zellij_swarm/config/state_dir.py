@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from zellij_swarm import quoting
+from zellij_swarm import exc, quoting
 
 NAME = ".zellij-swarm"
 ENV = "ZELLIJ_SWARM_STATE_DIR"
@@ -57,9 +57,18 @@ class StateDir:
                 f"or give --state-dir DIR (or set {ENV})")
 
 
+def current_directory() -> Path:
+    """The current directory, or the one-line error every command and the API give when it
+    has been removed (``os.getcwd`` raises a bare ``FileNotFoundError`` naming no path)."""
+    try:
+        return Path(os.getcwd())
+    except FileNotFoundError:
+        raise exc.UsageError("the current directory no longer exists (it was removed): cd to one that does") from None
+
+
 def find(flag: str | None, env: Mapping[str, str], cwd: Path | None = None) -> StateDir:
     """The state directory by the rule above."""
-    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
+    here = Path(os.path.abspath(cwd if cwd is not None else current_directory()))
     if flag:
         return StateDir(_absolute(Path(flag), here), "flag --state-dir")
     if env.get(ENV):
