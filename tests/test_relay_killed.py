@@ -27,17 +27,34 @@ def _relay(run_id: str) -> psutil.Process:
     return wait_until(find, what="the pty relay")
 
 
+# A worker that ignores the hang-up (its pid in ``pidfile``), then a task for its slot
+STUBBORN_THEN_NEXT = ('[swarm]\njobs = 1\n'
+                      '[[task]]\nname = "stubborn"\ncmd = "trap \'\' HUP; echo $$ > pidfile; sleep 1000"\n'
+                      '[[task]]\nname = "next"\ncmd = "true"\n')
+
+
+def _worker(swarm) -> psutil.Process:
+    """The stubborn worker, once it runs."""
+    pidfile = swarm.cwd / "pidfile"
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the worker runs")
+    return psutil.Process(int(pidfile.read_text()))
+
+
+def _stubborn_killed_and_next_ran(swarm) -> None:
+    """The stubborn worker recorded as killed (137), the next task run, nothing left behind."""
+    rows = swarm.tasks()
+    assert (rows["stubborn"]["status"], rows["stubborn"]["exit_code"]) == ("failed", 137)
+    assert rows["next"]["status"] == "succeeded"
+    assert [w for w in swarm.summary()["warnings"] if w["code"] == "process_left_behind"] == []
+
+
 @pytest.mark.parametrize("backend", ["zellij-0.45.0"])
 def test_a_killed_relay_leaves_no_worker_that_ignores_the_hangup(swarm, backend, request):
-    swarm.write("s.toml", '[swarm]\njobs = 1\n'
-                          '[[task]]\nname = "stubborn"\ncmd = "trap \'\' HUP; echo $$ > pidfile; sleep 1000"\n'
-                          '[[task]]\nname = "next"\ncmd = "true"\n')
+    swarm.write("s.toml", STUBBORN_THEN_NEXT)
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
-        pidfile = swarm.cwd / "pidfile"
-        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the worker runs")
-        worker = psutil.Process(int(pidfile.read_text()))
+        worker = _worker(swarm)
         sleeper = wait_until(lambda: worker.children(), what="the worker's sleep")[0]
         relay = _relay(r.run.name)
         exit_record = r.run / "slots/slot-1/gen-1/exit"
@@ -49,10 +66,7 @@ def test_a_killed_relay_leaves_no_worker_that_ignores_the_hangup(swarm, backend,
         assert [p.pid for p in (worker, sleeper) if _running(p)] == []
         assert r.proc.wait(timeout=60) == 1
         assert run_processes(r.run.name) == []
-    rows = swarm.tasks()
-    assert (rows["stubborn"]["status"], rows["stubborn"]["exit_code"]) == ("failed", 137)
-    assert rows["next"]["status"] == "succeeded"
-    assert [w for w in swarm.summary()["warnings"] if w["code"] == "process_left_behind"] == []
+    _stubborn_killed_and_next_ran(swarm)
     assert not (r.run / "slots/slot-1/gen-1/worker-session").exists()
 
 
@@ -174,15 +188,11 @@ def test_a_relay_killed_with_its_wrapper_leaves_no_worker_that_ignores_the_hangu
     worker's end while the worker ran on — the slot's next task started beside it (an
     adversary, real Zellij 0.45 and the fake, 2 in 2). A relay that died before it had its
     worker's status has its worker's session ended first, as the wrapper's ``--end`` does."""
-    swarm.write("s.toml", '[swarm]\njobs = 1\n'
-                          '[[task]]\nname = "stubborn"\ncmd = "trap \'\' HUP; echo $$ > pidfile; sleep 1000"\n'
-                          '[[task]]\nname = "next"\ncmd = "true"\n')
+    swarm.write("s.toml", STUBBORN_THEN_NEXT)
     args, env = backend_args(backend, request)
     with Running(swarm, "s.toml", "--output", "quiet", *args, env=env) as r:
         assert r.run is not None
-        pidfile = swarm.cwd / "pidfile"
-        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the worker runs")
-        worker = psutil.Process(int(pidfile.read_text()))
+        worker = _worker(swarm)
         relay = _relay(r.run.name)
         second_stage = relay.parent()
         exit_record = r.run / "slots/slot-1/gen-1/exit"
@@ -195,10 +205,7 @@ def test_a_relay_killed_with_its_wrapper_leaves_no_worker_that_ignores_the_hangu
         assert not _running(worker)
         assert r.proc.wait(timeout=60) == 1
         assert run_processes(r.run.name) == []
-    rows = swarm.tasks()
-    assert (rows["stubborn"]["status"], rows["stubborn"]["exit_code"]) == ("failed", 137)
-    assert rows["next"]["status"] == "succeeded"
-    assert [w for w in swarm.summary()["warnings"] if w["code"] == "process_left_behind"] == []
+    _stubborn_killed_and_next_ran(swarm)
 
 
 def test_the_pane_leader_names_the_relay_s_files_as_the_records_do():
