@@ -378,6 +378,28 @@ def test_headless_on_a_terminal_shows_each_tasks_output_and_status_fits(swarm, t
     assert re.search(r"^  task-1 +succeeded ", screen, re.M), screen
 
 
+@needs_tmux
+@needs_script
+@pytest.mark.parametrize("output", ["progress", "quiet"])
+def test_a_runs_lines_fit_80_columns_with_each_command_to_copy_whole(swarm, tmux, terminal, output):
+    """The lines that end a run name a command to copy, the run's id in it: a failed task's
+    `— zellij-swarm logs RUN TASK`, `read them with: zellij-swarm status RUN`, `read any task's
+    output with: …`. On an 80-column terminal they were 81 to 93 columns: the terminal wrapped
+    them, the run id cut in two (an adversary's find). A command too wide for its line now has
+    a line of its own."""
+    swarm.write("s.toml", '[[task]]\nname = "deploy-the-frontend"\ncmd = "exit 3"\n'
+                          '[[task]]\nname = "ok"\ncmd = "true"\n')
+    screen = terminal.type(f"zellij-swarm run s.toml --backend zellij -j 1 --output {output}")
+    run = swarm.latest().name
+    shown = [ln for ln in screen.splitlines() if run in ln and "records in" not in ln]  # (a path: as long as it is)
+    check_80("\n".join(shown))
+    lines = [ln.strip() for ln in shown]
+    if output == "quiet":
+        assert f"zellij-swarm status {run}" in lines, screen
+    else:
+        assert f"zellij-swarm logs {run} deploy-the-frontend" in lines, screen
+
+
 # ----- restart on a paused run (item 10) ----------------------------------------------------------------
 
 

@@ -768,8 +768,9 @@ def test_the_end_of_run_line_names_the_run_whose_logs_it_means():
     reporter = ConsoleReporter("progress", out=io.BytesIO(), err=err, run_id="20260101-000000-abcdef")
     reporter.finished({"run_id": "20260101-000000-abcdef", "state": "finished", "counts": {"succeeded": 2},
                        "metrics": {"wall_time_ms": 1500}}, 0)
-    assert err.getvalue().splitlines()[-1] == \
-        "zellij-swarm: read any task's output with: zellij-swarm logs 20260101-000000-abcdef TASK"
+    # (too wide for a terminal that says no width, taken for 80 columns: the command on a line of its own)
+    assert err.getvalue().splitlines()[-2:] == \
+        ["zellij-swarm: read any task's output with:", "  zellij-swarm logs 20260101-000000-abcdef TASK"]
 
 
 def test_zellij_an_adopted_pane_is_marked_waiting_and_unmarked(swarm, fz):

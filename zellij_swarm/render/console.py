@@ -43,6 +43,7 @@ from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.states import FAILED_STATUSES, RunState
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.render.text import duration
+from zellij_swarm.render.text import width as text_width
 
 
 def describe(row: TaskRow, *, named: bool = True) -> str:
@@ -247,14 +248,14 @@ class ConsoleReporter:
                 if to not in self._unwritable:
                     self._copy_or_give_up(log, to, tag)
         if self.mode != "progress" or not self.tty or row["status"] != "succeeded":
-            self._say(describe(row) + self._hint(task, row, gen))
+            self._say_fitted(describe(row), " — ", self._hint(task, row, gen))
 
     def _hint(self, task: TaskRecord, row: TaskRow, gen: GenPaths | None) -> str:
         """Where to look at a task that did not succeed (and why, when the lack of a terminal
         is the likely cause); nothing for one that did, or never ran."""
         if row["status"] == "succeeded" or gen is None:
             return ""
-        hint = f" — {self._command('logs', self._run_id, quoting.task_word(task.name, task.id))}"
+        hint = self._command('logs', self._run_id, quoting.task_word(task.name, task.id))
         if row["status"] == "failed" and task.pane_id is None and reads_as_needing_a_terminal(gen):
             hint += f" ({STDIN_HINT})"
         return hint
@@ -313,7 +314,7 @@ class ConsoleReporter:
         if self.mode == "quiet":
             if self._warnings:
                 read = self._command("status", run_id)
-                self._say(f"zellij-swarm: {self._warnings} warning(s); read them with: {read}")
+                self._say_fitted(f"zellij-swarm: {self._warnings} warning(s); read them with:", " ", read)
             return
         counts = {k: v for k, v in snapshot["counts"].items() if v}
         wall = (snapshot["metrics"].get("wall_time_ms") or 0) / 1000
@@ -321,11 +322,12 @@ class ConsoleReporter:
         verb = "detached" if snapshot["state"] == RunState.INTERRUPTED else str(snapshot["state"])
         took = f"{wall:.1f}s" if self._continued_since is None else \
             f"{time.monotonic() - self._continued_since:.1f}s ({wall:.1f}s since the run began)"
-        self._say(f"zellij-swarm: run {run_id} {verb} in {took}: {summary} (exit {exit_code})")
+        self._say_fitted(f"zellij-swarm: run {run_id} {verb} in {took}:", " ", f"{summary} (exit {exit_code})")
         if snapshot["state"] == RunState.INTERRUPTED:
-            self._say(f"zellij-swarm: workers keep running; continue with: {self._command('resume', run_id)}")
+            self._say_fitted("zellij-swarm: workers keep running; continue with:", " ", self._command("resume", run_id))
         elif not self.copies_output:  # the output was in panes, or only in the logs
-            self._say(f"zellij-swarm: read any task's output with: {self._command('logs', run_id)} TASK")
+            self._say_fitted("zellij-swarm: read any task's output with:", " ",
+                             f"{self._command('logs', run_id)} TASK")
 
     def _command(self, name: str, *words: str) -> str:
         """Our command ``name`` with ``words`` as a hint offers it, reaching this run's records
@@ -340,6 +342,19 @@ class ConsoleReporter:
                 self.err.write("\r\033[K")
             except (OSError, ValueError):
                 streams.discard_unwritten(self.err)
+
+    def _say_fitted(self, text: str, sep: str, tail: str) -> None:
+        """``text``, ``sep`` and ``tail`` (a command to copy, or what a colon announces; none
+        when empty) on one line — but on a terminal too narrow for it, ``tail`` on a line of
+        its own, indented: a run id cut in the middle by the terminal's wrap is no command to
+        copy (an 80-column terminal wrapped the last lines of every run)."""
+        if not tail:
+            self._say(text)
+        elif self.tty and text_width(quoting.terminal_text(text + sep + tail)) > self._width() + 1:
+            self._say(text + sep.rstrip())
+            self._say(f"  {tail}")
+        else:
+            self._say(text + sep + tail)
 
     def _say(self, text: str) -> None:
         self._clear_line()
