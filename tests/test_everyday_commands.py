@@ -268,6 +268,10 @@ def test_attach_to_a_compact_task_selects_its_slot_view(swarm, tmux):
                           what="w2 running in a slot")
         view = wait_until(lambda: [p for p, row in tmux.panes().items() if row["title"] == f"slot {slot}"],
                           what="the slot-view pane")[0]
+        # every view of the run open: a pane opened after the attach takes the window's focus (tmux
+        # makes a split the active pane), and status tells a task's slot as it is reserved
+        every = {"slot 1", "slot 2", f"{run.name} · board"}
+        wait_until(lambda: {row["title"] for row in tmux.panes().values()} >= every, what="the board and both views")
         assert swarm("attach", "w2", env=env).code == 0
         assert tmux("display-message", "-p", "-t", "host:", "#{pane_id}").strip() == view
     finally:
