@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from swarmtest import Swarm, clean_env, wait_until
+from swarmtest import GATE, Swarm, clean_env, wait_until
 
 
 def queue(env: dict[str, str]) -> list[str]:
@@ -80,9 +80,11 @@ def test_a_submitted_swarm_runs_in_a_batch_job_under_the_id_it_was_given(swarm: 
 
 def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm, cluster: dict[str, str]) -> None:
     env = clean_env(**cluster)
+    # the second wave waits at a gate: it is running, whatever the machine's load, when the job
+    # is requeued (with a sleep, a loaded CI machine requeued it after every task had ended)
     swarm.write("r.toml", "[swarm]\njobs = 3\n" + "".join(
-        f'[[task]]\nname = "w{i}"\ncmd = \'echo w{i} >> started; sleep 1.5; echo w{i} >> ledger\'\n'
-        for i in range(6)))
+        f'[[task]]\nname = "w{i}"\ncmd = \'echo w{i} >> started; {"sleep 0.2" if i < 3 else GATE}; '
+        f'echo w{i} >> ledger\'\n' for i in range(6)))
     job, run_id, run_dir = submitted(swarm, env, "r.toml")
     ledger, started = swarm.cwd / "ledger", swarm.cwd / "started"
     wait_until(lambda: started.exists() and len(started.read_text().split()) >= 4, timeout=60,
@@ -116,6 +118,7 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
         wait_until(running_again, timeout=90, interval=1.0, what="the requeued job started again")
     except AssertionError as late:
         raise AssertionError(f"{late}; its states and restarts as seen: {seen}") from None
+    swarm.open_gate()
     ended(env, job, run_dir)
     out = (swarm.cwd / ".zellij-swarm" / "batch" / f"{run_id}.out").read_text()
     assert f"resuming run {run_id}" in out, out
