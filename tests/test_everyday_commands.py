@@ -268,10 +268,10 @@ def test_attach_to_a_compact_task_selects_its_slot_view(swarm, tmux):
                           what="w2 running in a slot")
         view = wait_until(lambda: [p for p, row in tmux.panes().items() if row["title"] == f"slot {slot}"],
                           what="the slot-view pane")[0]
-        # every view of the run open: a pane opened after the attach takes the window's focus (tmux
-        # makes a split the active pane), and status tells a task's slot as it is reserved
-        every = {"slot 1", "slot 2", f"{run.name} · board"}
-        wait_until(lambda: {row["title"] for row in tmux.panes().values()} >= every, what="the board and both views")
+        # the run's panes all opened (its first snapshot comes after): a batch of them ends by
+        # selecting again the pane that was active as it began, undoing an attach made meanwhile
+        # — and status tells a task's slot as soon as it is reserved, before that snapshot
+        wait_until(lambda: (run / "state.json").exists(), what="the run's first snapshot")
         assert swarm("attach", "w2", env=env).code == 0
         assert tmux("display-message", "-p", "-t", "host:", "#{pane_id}").strip() == view
     finally:
