@@ -627,3 +627,31 @@ def test_a_step_that_starts_as_its_queue_limit_falls_due_is_never_ended_for_it(t
     else:
         assert started == [False], "the step's wrapper could start after the limit fell due"
         assert set(cluster.cancelled) == {"5"}  # withdrawn (a plain scancel), once more after the grace
+
+
+class Named(Cluster):
+    """A cluster that remembers an ended job of the step's name."""
+
+    def jobs(self, run_id: str, *, allocation: str | None = None) -> dict[Any, Any]:
+        return {}  # never listed while it waited
+
+    def named(self, name: str, *, ended: bool = False) -> list[tuple[str, str]]:
+        return [(job, state) for job, state in self.states.items() if state is not None and ended]
+
+
+@pytest.mark.parametrize("said", ["srun: error: Unable to allocate resources: Socket timed out on send/recv "
+                                  "operation\n", "srun: error: Unable to contact slurm controller (connect failure)\n"])
+def test_a_step_whose_srun_gave_up_on_the_controller_is_no_cancel_from_outside(tmp_path: Path, said: str) -> None:
+    """A step's srun that gave up on an unanswering controller cancels the job it had asked
+    for, never listed by the run, and Slurm remembers it by its name as CANCELLED: that read as
+    a cancel from outside (a queued step scancelled before the run's first look), and the task
+    was `cancelled (executor_cancelled)` instead of waiting for a slot again (CI's Slurm tier,
+    once). srun's own words say whose end it was: lost, no attempt spent."""
+    ex = executor(Named({"7": "CANCELLED"}), [], alloc=False)
+    lg = forgotten_step(tmp_path, said, "")
+    lg.allocation, lg.step = None, None
+    assert explained(ex, lg, recorded_signal=False) == "executor_lost"
+    scancelled = forgotten_step(tmp_path, "srun: error: Unable to allocate resources: Job/step already completing "
+                                          "or completed\n", "")
+    scancelled.allocation, scancelled.step = None, None
+    assert explained(ex, scancelled, recorded_signal=False) == "executor_cancelled"  # (703a926's case stands)

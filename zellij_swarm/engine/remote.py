@@ -771,9 +771,11 @@ class SlurmExecutor:
             step = self._step(lg) if not cancelled or held_meanwhile else None
             name = slurm.job_name(self.run_id, lg.task.id, lg.gen.slot, lg.gen.gen)  # not an id issued again
             if step is None and not cancelled and not ours and self.allocation is None and \
-                    lg.submitted_at is not None:
+                    lg.submitted_at is not None and not controller_unreachable(lg.gen):
                 # never listed: a job Slurm made and ended between two looks at the queue (a
-                # `scancel` of it while it waited) is known by its name, with its end state
+                # `scancel` of it while it waited) is known by its name, with its end state —
+                # but not one whose srun gave up on the controller: srun cancels the job it had
+                # asked for, and that CANCELLED is its own, no cancel from outside
                 step = lg.job_id = next((job for job, _ in self.cluster.named(name, ended=True)), None)
             own_job = step.split(".")[0] if step and self.allocation is None else None
             if cancelled and own_job not in held_meanwhile:
