@@ -828,6 +828,9 @@ class FakeMux:
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return [self._launch(req) for req in batch]
 
+    def launch_seen(self) -> None:
+        pass
+
     def _launch(self, req: LaunchRequest) -> PaneResult:
         with self.world.lock:
             self.calls.append(("launch", req.task_name))

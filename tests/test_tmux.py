@@ -400,6 +400,7 @@ class Driven:
         for r in reqs:
             assert self.backend.pane_mode(r.slot) is not None
         results = self.backend.launch(list(reqs))
+        self.backend.launch_seen()  # as the supervisor says, once it has recorded them
         assert all(r.pane_id for r in results), results
         return [r.pane_id for r in results]
 
@@ -679,11 +680,12 @@ def test_the_prune_a_kept_window_s_hint_offers_reaches_a_run_kept_in_another_sta
     assert pruned.code == 0 and pruned.stdout.startswith("removed tmux window swarm-"), pruned
 
 
-def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_until_it_ended(tmux, tmp_path,
-                                                                                            monkeypatch):
+def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_until_it_was_recorded(tmux, tmp_path,
+                                                                                                  monkeypatch):
     """Each pane's split, title, pipe-pane and re-tiling go in one tmux invocation; the panes'
-    wrappers wait at the start gate until it has ended (their leaders would take the CPU it
-    needs), and the log has the pane's output from its first byte."""
+    wrappers wait at the start gate until it has ended and the supervisor has recorded its
+    panes (``launch_seen``: their leaders would take the CPU both need), and the log has the
+    pane's output from its first byte."""
     import psutil
 
     d = Driven(tmux, tmp_path)
@@ -710,6 +712,11 @@ def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_unt
     panes = [r.pane_id for r in d.backend.launch(reqs)]
     assert all(panes) and calls == [["list-panes"], ["split-window", "set-option", "pipe-pane", "select-layout"] * 3
                                     + ["select-pane"]]
+    for pane in panes:  # the batch has opened; not recorded yet: still at the gate
+        shell = psutil.Process(int(d.tmux("display-message", "-p", "-t", pane, "#{pane_pid}")))
+        assert any(p.name() == "flock" for p in shell.children()), pane
+    assert not list(tmp_path.glob("started-*"))
+    d.backend.launch_seen()
     for slot, req in zip((1, 2, 3), reqs, strict=True):
         wait_until(lambda req=req, slot=slot: req.gen.output.exists() and req.gen.output.read_text() == f"first {slot}",
                    what=f"slot {slot}'s output in its log")
@@ -835,6 +842,7 @@ def test_panes_a_failed_batch_opened_before_it_failed_are_the_runs(tmux, tmp_pat
     for r in reqs:
         assert d.backend.pane_mode(r.slot) is not None
     results = d.backend.launch(reqs)
+    d.backend.launch_seen()
     opened = [r.pane_id for r in results if isinstance(r, PaneOpened)]
     assert len(opened) == 2 and sum(isinstance(r, LaunchFailed) for r in results) == 1, results
     assert set(opened) <= set(tmux.panes()) and one in tmux.panes()

@@ -208,6 +208,12 @@ class Backend(Protocol):
         round trips as the backend allows."""
         ...
 
+    def launch_seen(self) -> None:
+        """The supervisor has recorded what the last ``launch`` opened: what the backend held
+        back until then may go on (tmux's start gate: 32 pane leaders starting at once took
+        the CPU the supervisor needed to record their panes, 30 ms and more on two cores)."""
+        ...
+
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         """A generation's exit is recorded (``status`` is its task status for this attempt):
         apply the pane lifecycle — hold then close, close now, or keep. A success also

@@ -39,6 +39,9 @@ class HeadlessBackend:
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return [LaunchFailed("spawn_failed", "the headless backend has no panes") for _ in batch]
 
+    def launch_seen(self) -> None:
+        pass
+
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         pass
 

@@ -73,11 +73,16 @@ class OffLoopBackend:
         self.runner.submit(lambda: [self.backend.pane_mode(s) for s in slots], decided)
 
     def launch(self, batch: list[LaunchRequest], then: Callable[[list[PaneResult]], None]) -> None:
+        """Open the batch's panes; ``then`` records them on the loop, and only after it has
+        the backend is told so (``Backend.launch_seen``)."""
         def launched(done: Done[list[PaneResult]]) -> None:
-            if done.value is not None:
-                then(done.value)
-            else:
-                then([LaunchFailed("pane_call_failed", f"{self.name}: {done.error}") for _ in batch])
+            try:
+                if done.value is not None:
+                    then(done.value)
+                else:
+                    then([LaunchFailed("pane_call_failed", f"{self.name}: {done.error}") for _ in batch])
+            finally:
+                self.runner.submit(self.backend.launch_seen)
 
         self.runner.submit(lambda: self.backend.launch(batch), launched)
 

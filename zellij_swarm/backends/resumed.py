@@ -177,6 +177,9 @@ class ResumedBackend(_ToldOnceOpen):
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return self.headless.launch(batch)
 
+    def launch_seen(self) -> None:
+        self.headless.launch_seen()
+
     def session_alive(self) -> bool:
         with self._lock:
             return self.live.session_alive()
@@ -246,6 +249,9 @@ class RetriedBackend(_ToldOnceOpen):
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         return self.live.launch(batch)
+
+    def launch_seen(self) -> None:
+        self.live.launch_seen()
 
     def session_alive(self) -> bool:
         return self.live.session_alive()

@@ -219,7 +219,7 @@ class TmuxBackend:
         self.version = TmuxVersion("", None)  # the server's tmux, asked by open()
         self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
         self.board_pane = ""
-        self.held_gate: int | None = None  # the start gate, held from ``open`` to the first batch's end
+        self.held_gate: int | None = None  # the start gate, held from ``open`` (or ``launch``) to ``launch_seen``
         self.piped_panes: set[str] = set()  # panes opened here (their copiers started by tmux), till they end
         self.elsewhere: list[tuple[str, list[str]]] = []  # a retry's: the run's windows in other servers
 
@@ -723,20 +723,24 @@ class TmuxBackend:
             time.sleep(0.05)
 
     def _open_gate(self) -> None:
-        """Let what waits at the start gate go on (the board, after the first batch)."""
+        """Let what waits at the start gate go on: a batch's panes, and the board after the
+        first batch."""
         if self.held_gate is not None:
             os.close(self.held_gate)
             self.held_gate = None
 
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
+        """The batch's panes, their leaders held at the start gate until ``launch_seen``
+        (or a failure here)."""
         self.panes.launched(len(batch))
         if self.held_gate is None:
             self.held_gate = self._close_gate()
         try:
             opened, failed = self._split([_NewPane(r.slot, r.pane_argv(read_to_end=READ_TO_END), r.title("running"),
                                                    r.gen.output) for r in batch])
-        finally:
+        except BaseException:
             self._open_gate()
+            raise
         results: list[PaneResult] = []
         for pane in opened:
             if pane is None:
@@ -747,6 +751,9 @@ class TmuxBackend:
                 self.piped_panes.add(pane)
                 results.append(PaneOpened(pane))
         return results
+
+    def launch_seen(self) -> None:
+        self._open_gate()
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it

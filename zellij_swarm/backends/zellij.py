@@ -666,6 +666,9 @@ class ZellijBackend:
         here = self.mode == "here" and own is not None and f"terminal_{own}" in listed
         return bool(self.open_panes) or self.board_pane is not None or here
 
+    def launch_seen(self) -> None:
+        pass  # a pane's leader starts as Zellij opens it: nothing is held back
+
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         self.panes.launched(len(batch))
         if self.broken is not None:
