@@ -364,3 +364,17 @@ def test_waiting_agents_mark_the_swarms_tab_by_its_id_from_044(swarm, fz, versio
         proc.communicate()
         if swarm.runs():
             kill_run_processes(swarm.runs()[0].name)
+
+
+@pytest.mark.parametrize("version", ["0.45.0", full("0.43.1")])
+def test_a_stale_session_name_hides_no_socket_path_too_long_for_the_runs_own_session(swarm, fz, version):
+    """A stale ZELLIJ_SESSION_NAME (a shell that outlived its session) sends the swarm to a
+    session of its own. The check of the socket path before the run took the stale name for
+    the session the run would use and passed a socket directory too long for the run's own:
+    the run went on, and headless. It is refused as from outside: one line, exit 2, no run."""
+    long_dir = Path(fz.sockdir) / ("d" * 70)
+    long_dir.mkdir()
+    env = fz.env(version, inside="gone-long-ago", ZELLIJ_SOCKET_DIR=str(long_dir), **FAST)
+    res = run_swarm(swarm, env)
+    assert res.code == 2 and res.stderr.count("\n") == 1 and "set a shorter ZELLIJ_SOCKET_DIR" in res.stderr, res
+    assert not swarm.runs()

@@ -181,14 +181,14 @@ class ZellijBackend:
         # session had the swarm run in a session of its own (the real 0.45.0, 2 runs in 97 on a
         # loaded machine); a named one would be deleted to be made anew. Asked once a name.
         live = functools.cache(lambda name: self.z.live_in(sessions, name))
-        if own and not s.session and not live(own):
+        target, stale = zellij_cli.run_session(s.session, own, ctx.run_id, live)
+        if stale:
             # A stale variable (a shell that outlived its session): never create a session under
             # that name behind the user's back; run as from outside, and say so.
             ctx.warn("session_missing", f"ZELLIJ_SESSION_NAME names zellij session {own!r}, which is not running; "
-                                        f"the swarm runs outside it, in session swarm-{ctx.run_id}")
+                                        f"the swarm runs outside it, in session {target}")
             own = self.z.own = None
             self.inside = False
-        target = s.session or own or names.session(ctx.run_id)
         self.z.session = target
         row = sessions.get(target)
         if live(target):

@@ -16,11 +16,11 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zellij_swarm import external
+from zellij_swarm import external, names
 from zellij_swarm.backends.base import alive_unless_gone
 from zellij_swarm.exc import BackendError
 
@@ -128,6 +128,15 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
 # session ("the IPC socket path is too long (111 bytes, max 107)"), earlier ones fail to bind it
 SOCKET_PATH_MAX = 107
 
+
+
+def run_session(chosen: str | None, own: str | None, run_id: str, live: Callable[[str], bool]) -> tuple[str, bool]:
+    """The session a run's panes go to: ``chosen`` (``--session``), else ``own``, the one the
+    run starts in, else the run's own, ``swarm-<run id>`` — also when ``own`` is stale, a shell
+    that outlived its session (then the second value is True). ``live`` tells whether a
+    session is live (``Zellij.live_in``: one ``ls`` for every name asked)."""
+    stale = bool(own) and not chosen and not live(own or "")
+    return chosen or (None if stale else own) or names.session(run_id), stale
 
 class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""

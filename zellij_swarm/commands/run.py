@@ -3,6 +3,7 @@ the Python API so both behave the same."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -12,8 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import exc, names, streams
-from zellij_swarm.backends import leftovers, resumed
+from zellij_swarm import exc, streams
+from zellij_swarm.backends import leftovers, resumed, zellij_cli
 from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
 from zellij_swarm.backends.select import Choice, choose
@@ -460,19 +461,21 @@ def make_backend(choice: Choice, env: Mapping[str, str], *, close_session: bool,
 def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, str], run_id: str) -> None:
     """Refuse (exit 2) a Zellij session the run would make whose socket's path is too long
     for a socket: Zellij refused it only as the run made it, which then went on headless, or,
-    under ``--require-multiplexer``, cancelled every task. The name is ``--session``'s, or the
-    run's own outside Zellij; the session a run starts in has its socket already. A Zellij
+    under ``--require-multiplexer``, cancelled every task. The session is the one the backend
+    will take (``zellij_cli.run_session``); one that is live has its socket already. A Zellij
     that cannot be asked is the backend's to report, as before."""
-    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
-    session = resolved.session or own or names.session(run_id)
-    if choice.name != "zellij" or session == own:
+    if choice.name != "zellij":
         return
     z = Zellij(env, timeout=CALL_TIMEOUT)
     try:
         z.version()
+        sessions = z.sessions()
     except exc.BackendError:
         return
-    if (why := z.socket_too_long(session)) is None:
+    live = functools.cache(lambda name: z.live_in(sessions, name))
+    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    session, _ = zellij_cli.run_session(resolved.session, own, run_id, live)
+    if live(session) or (why := z.socket_too_long(session)) is None:
         return
     if resolved.session:
         raise exc.SettingError("session", resolved.session, resolved.sources["session"],
