@@ -752,9 +752,9 @@ def test_a_live_board_with_no_batch_to_wait_for_starts_all_the_same(tmux, tmp_pa
     monkeypatch.setattr(backend, "BOARD_GATE_WAIT", 1)
     d = Driven(tmux, tmp_path)
     wait_until(lambda: "board" in d.tmux.capture(d.backend.board_pane), what="the board shown")
-    assert d.backend.held_gate is not None
+    assert d.backend.gate.held
     d.backend.close(cancelled=False, failed=True)
-    assert d.backend.held_gate is None
+    assert not d.backend.gate.held
 
 
 def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monkeypatch):

@@ -211,7 +211,9 @@ class Backend(Protocol):
     def launch_seen(self) -> None:
         """The supervisor has recorded what the last ``launch`` opened: what the backend held
         back until then may go on (tmux's start gate: 32 pane leaders starting at once took
-        the CPU the supervisor needed to record their panes, 30 ms and more on two cores)."""
+        the CPU the supervisor needed to record their panes, 30 ms and more on two cores).
+        Called on the supervisor's loop, not the backend's thread: no multiplexer call, and
+        what it touches guarded."""
         ...
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:

@@ -5,9 +5,10 @@ A ``zellij`` or ``tmux`` call can take its whole timeout; made on the loop, it w
 up every headless exit and backfill behind it. Here the backend object lives on the
 runner's thread: only that thread calls its methods, so its state needs no lock. What it
 gives the supervisor (a timer, a warning, a notice) is passed back onto the loop through
-``RunContext``'s callables, which this module wraps. The one question answered on the
-loop is ``shows(slot)``: whether a slot may get a pane at all, read from the backend's
-settings and flags, without a call.
+``RunContext``'s callables, which this module wraps. Two methods are called on the loop,
+neither making a call: ``shows(slot)``, whether a slot may get a pane at all, read from the
+backend's settings and flags; and ``launch_seen``, which lets go of what the backend held
+back for a batch (it guards what it touches).
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ class OffLoopBackend:
         self.runner.submit(lambda: [self.backend.pane_mode(s) for s in slots], decided)
 
     def launch(self, batch: list[LaunchRequest], then: Callable[[list[PaneResult]], None]) -> None:
-        """Open the batch's panes; ``then`` records them on the loop, and only after it has
-        the backend is told so (``Backend.launch_seen``)."""
+        """Open the batch's panes; ``then`` records them on the loop, and then the backend is
+        told so (``Backend.launch_seen``) there too: not behind the calls queued for its thread
+        meanwhile — a pane's end may wait seconds for its log — which would hold the batch's
+        panes at their start."""
         def launched(done: Done[list[PaneResult]]) -> None:
             try:
                 if done.value is not None:
@@ -82,7 +85,7 @@ class OffLoopBackend:
                 else:
                     then([LaunchFailed("pane_call_failed", f"{self.name}: {done.error}") for _ in batch])
             finally:
-                self.runner.submit(self.backend.launch_seen)
+                self.backend.launch_seen()
 
         self.runner.submit(lambda: self.backend.launch(batch), launched)
 

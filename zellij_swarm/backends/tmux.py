@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,6 +177,46 @@ class _Window:
     taken_from: str | None = None  # that session's id
 
 
+
+class _StartGate:
+    """The hold on the start gate (``TmuxBackend.gate_path``), a descriptor with an exclusive
+    ``flock``: taken on the backend's thread, let go there or on the supervisor's loop
+    (``launch_seen``) — under a lock, as a descriptor closed twice could close a file another
+    thread opened meanwhile under its number."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def hold(self, path: Path) -> bool:
+        """Hold the gate at ``path``, unless it is held already; False when it cannot be had
+        within ``GATE_WAIT`` (a wrapper stopped at it, holding it shared): without it the
+        batch's panes only start sooner. (Called on the backend's thread only.)"""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            return False
+        # (a wrapper passing the gate holds it for the start of a `true`: looked at every 5 ms)
+        if not rundir.flock_within(fd, GATE_WAIT, every=0.005):
+            os.close(fd)
+            return False
+        with self._lock:
+            self._fd = fd
+        return True
+
+    def release(self) -> None:
+        """Let what waits at the gate go on: a batch's panes, the board."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
 def _closing(windows: Sequence[_Window]) -> list[list[str]]:
     """The tmux commands that close ``windows``: a window of the run's own whole, one taken
     over from an earlier supervisor pane by pane (a pane the user opened there keeps it)."""
@@ -219,7 +260,7 @@ class TmuxBackend:
         self.version = TmuxVersion("", None)  # the server's tmux, asked by open()
         self.waiting_panes: set[str] = set()  # running workers' panes that wait for input
         self.board_pane = ""
-        self.held_gate: int | None = None  # the start gate, held from ``open`` (or ``launch``) to ``launch_seen``
+        self.gate = _StartGate()  # held from ``open`` (or ``launch``) to ``launch_seen``
         self.piped_panes: set[str] = set()  # panes opened here (their copiers started by tmux), till they end
         self.elsewhere: list[tuple[str, list[str]]] = []  # a retry's: the run's windows in other servers
 
@@ -243,17 +284,15 @@ class TmuxBackend:
         # command through the user's default-shell, which may be nologin (a service account
         # with no SHELL), fish or anything else; an argv it executes itself.
         board = ctx.renderer_argv("board")
-        if self.live:
-            # The board's start (a Python process: 0.2 s of CPU) would take what the first
-            # batch's invocations need: it waits at the start gate, held until that batch has
-            # opened — or BOARD_GATE_WAIT, when no batch comes (nothing to run, dispatch held).
-            self.held_gate = self._close_gate()
-            if self.held_gate is not None:
-                board = ["/bin/sh", "-c", f'{self._at_gate(BOARD_GATE_WAIT)}; exec "$@"', "sh", *board]
+        # A live board's start (a Python process: 0.2 s of CPU) would take what the first
+        # batch's invocations need: it waits at the start gate, held until that batch has
+        # opened — or BOARD_GATE_WAIT, when no batch comes (nothing to run, dispatch held).
+        if self.live and self.gate.hold(self.gate_path):
+            board = ["/bin/sh", "-c", f'{self._at_gate(BOARD_GATE_WAIT)}; exec "$@"', "sh", *board]
         try:
             self._open_session(ctx, name, board)
         except BaseException:
-            self._open_gate()
+            self.gate.release()
             raise
 
     def _open_session(self, ctx: RunContext, name: str, board: list[str]) -> None:
@@ -612,27 +651,14 @@ class TmuxBackend:
     @property
     def gate_path(self) -> Path:
         """The start gate of a batch's panes: ``launch`` holds it (``flock``, exclusive) while
-        it opens them, and each pane's wrapper waits for it (shared) before it starts its pane
-        leader — a Python process, whose start would take the CPU the tmux invocations still
-        opening the batch need (two cores: 32 of them made a batch take twice as long). A
-        live run's board waits there too, once: ``open`` holds the gate until the first batch
-        has opened. A lock, not a FIFO: it cannot be missed by a pane that reaches it late, and it is
-        released by the kernel if the supervisor dies holding it."""
+        it opens them and until the supervisor has recorded them (``launch_seen``), and each
+        pane's wrapper waits for it (shared) before it starts its pane leader — a Python
+        process, whose start would take the CPU the tmux invocations still opening the batch
+        need (two cores: 32 of them made a batch take twice as long), and then the
+        supervisor's. A live run's board waits there too, once: ``open`` holds the gate until
+        the first batch has opened. A lock, not a FIFO: it cannot be missed by a pane that
+        reaches it late, and it is released by the kernel if the supervisor dies holding it."""
         return self.ctx.paths.dir / "panes.gate"
-
-    def _close_gate(self) -> int | None:
-        """The gate held (``gate_path``), as a descriptor to close to open it again; None when
-        it cannot be had within ``GATE_WAIT`` (a wrapper stopped at it, holding it shared):
-        without it the batch's panes only start sooner."""
-        try:
-            fd = os.open(self.gate_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except OSError:
-            return None
-        # (a wrapper passing the gate holds it for the start of a `true`: looked at every 5 ms)
-        if rundir.flock_within(fd, GATE_WAIT, every=0.005):
-            return fd
-        os.close(fd)
-        return None
 
     @staticmethod
     def _pipe_command(log: Path) -> str:
@@ -722,24 +748,16 @@ class TmuxBackend:
                 return None
             time.sleep(0.05)
 
-    def _open_gate(self) -> None:
-        """Let what waits at the start gate go on: a batch's panes, and the board after the
-        first batch."""
-        if self.held_gate is not None:
-            os.close(self.held_gate)
-            self.held_gate = None
-
     def launch(self, batch: list[LaunchRequest]) -> list[PaneResult]:
         """The batch's panes, their leaders held at the start gate until ``launch_seen``
         (or a failure here)."""
         self.panes.launched(len(batch))
-        if self.held_gate is None:
-            self.held_gate = self._close_gate()
+        self.gate.hold(self.gate_path)
         try:
             opened, failed = self._split([_NewPane(r.slot, r.pane_argv(read_to_end=READ_TO_END), r.title("running"),
                                                    r.gen.output) for r in batch])
         except BaseException:
-            self._open_gate()
+            self.gate.release()
             raise
         results: list[PaneResult] = []
         for pane in opened:
@@ -753,7 +771,7 @@ class TmuxBackend:
         return results
 
     def launch_seen(self) -> None:
-        self._open_gate()
+        self.gate.release()  # (on the supervisor's loop: ``_StartGate`` has its lock)
 
     def ended(self, req: LaunchRequest, pane_id: str | None, status: str, label: str) -> None:
         if not self.has_panes:  # not opened yet: a retry's restore of generations that ended before it
@@ -857,7 +875,7 @@ class TmuxBackend:
         return (self.attach_argv, self.env) if self.attach_argv else None
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
-        self._open_gate()
+        self.gate.release()
         if not self.started or not self.session_alive():
             return
         self.panes.finish(cancelled=cancelled)
