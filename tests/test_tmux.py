@@ -777,6 +777,31 @@ def test_a_gate_held_by_a_stopped_wrapper_holds_no_batch_up(tmux, tmp_path, monk
         os.close(held)
 
 
+def test_a_batch_over_three_windows_makes_each_next_window_with_the_panes_before_it(tmux, tmp_path, monkeypatch):
+    """A batch that overflows into new windows made each of them in an invocation of its own
+    before that window's panes: 6 tmux clients for 32 live panes, 7 ms each here. Each next
+    window is now made at the end of the invocation that fills the window before it."""
+    d = Driven(tmux, tmp_path, min_pane_width="200")  # one live pane a window beside the board
+    calls: list[list[str]] = []
+    chain, call = d.backend._chain, d.backend._tmux
+    monkeypatch.setattr(d.backend, "_chain", lambda commands, **kw: calls.append([c[0] for c in commands])
+                        or chain(commands, **kw))
+    monkeypatch.setattr(d.backend, "_tmux", lambda *args, **kw: calls.append([args[0]]) or call(*args, **kw))
+    panes = d.launch(*(d.request(slot, f"t{slot}", "exec sleep 600") for slot in range(1, 6)))
+    made = [c for c in calls if c != ["list-panes"]]  # (what the board's window holds is asked first)
+    opened = ["split-window", "set-option", "pipe-pane", "select-layout"]
+    filled = ["kill-pane", "select-layout", "select-pane"]  # a new window's: its placeholder goes
+    assert [c[c.index("split-window"):] if "split-window" in c else c for c in made] == [
+        [*opened, "select-pane", "new-window"], [*opened * 2, *filled, "new-window"], [*opened * 2, *filled]], calls
+    assert all(set(c[:c.index("split-window")]) == {"set-option"} for c in made[1:]), calls  # its options first
+    windows = d.backend.windows
+    assert len(windows) == len({w.name for w in windows}) == 3
+    assert [sorted(d.backend.slot_of[p] for p in w.panes) for w in windows] == [[0, 1], [2, 3], [4, 5]]  # 0: board
+    assert {p for w in windows for p in w.panes} == {d.backend.board_pane, *panes}
+    for w in windows[1:]:  # the placeholder gone: the window holds the run's panes alone
+        assert set(d.tmux("list-panes", "-t", w.id, "-F", "#{pane_id}").split()) == w.panes
+
+
 def test_a_window_that_went_is_forgotten_and_the_next_panes_open_elsewhere(tmux, tmp_path):
     """An overflow window closes when its last pane does (or the user closes a window): the
     backend kept it as one with room, and every later pane of the run failed ("can't find
