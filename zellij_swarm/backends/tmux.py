@@ -42,8 +42,9 @@ to stdout (``--output group``), counted in the joblog.
 Every tmux call goes through the one tmux client (``tmux_client.TmuxClient``, a timeout and
 typed errors on every call): what makes and changes panes and windows through its ``chain``,
 one tmux invocation for many commands — a batch of panes is one invocation per window it goes
-to (commands chained with ``;``: each pane's split, title, ``pipe-pane`` and the re-tiling),
-after one that reads the window's pane order or makes the window, which libtmux cannot batch
+to (commands chained with ``;``: each pane's split, title, ``pipe-pane`` and the re-tiling,
+and last the next window the batch needs), after one that reads the first window's pane
+order, which libtmux cannot batch
 — and what finds things (a resumed run's windows, whether a session is there) and the version,
 checked once when the run opens its panes, through libtmux. Every argument is encoded for
 tmux's parser on the way (``quoting.tmux_arg``), and text tmux format-expands — the
