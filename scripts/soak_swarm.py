@@ -23,7 +23,9 @@ import psutil
 from zellij_swarm.worker import procs
 
 ZSW = [sys.executable, "-m", "zellij_swarm"]
-BACKENDS = ("headless", "tmux")
+# tmux-windows: tmux with panes too wide for two a window, so that every batch of panes spreads
+# over windows the batch makes
+BACKENDS = ("headless", "tmux", "tmux-windows")
 START_DEADLINE = 30.0  # seconds for a run to write its run.json: far beyond a loaded machine's start-up
 
 
@@ -37,10 +39,11 @@ class SoakSwarm:
         self.backend = backend
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ZELLIJ", "TMUX")) and k != "CI"}
         self.backend_args: list[str] = []
-        if backend == "tmux":  # a private tmux server, killed at the end: never the user's
+        if backend.startswith("tmux"):  # a private tmux server, killed at the end: never the user's
             (self.dir / "tmux").mkdir()
             self.env["TMUX_TMPDIR"] = str(self.dir / "tmux")
-            self.backend_args = ["--backend", "tmux", "--ui", "live", "--max-visible-panes", "8"]
+            self.backend_args = ["--backend", "tmux", "--ui", "live", "--max-visible-panes", "8",
+                                 *(["--min-pane-width", "200"] if backend == "tmux-windows" else [])]
         self.state_dir = self.dir / ".zellij-swarm"
         self.mounted = False
         self.run_id = ""
@@ -140,7 +143,7 @@ class SoakSwarm:
         ``run_dir`` then names the copy)."""
         if self.run_id:
             procs.end_all(self.left(), 1.0)
-        if self.backend == "tmux":
+        if self.backend.startswith("tmux"):
             subprocess.run(["tmux", "kill-server"], env=self.env, capture_output=True, timeout=30)
         if self.mounted:
             mount = self.state_dir
