@@ -212,6 +212,57 @@ cmd = "true"
     assert git(swarm, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
+def test_prune_forgets_a_worktree_deleted_by_hand_and_its_empty_branch(swarm: Swarm) -> None:
+    """A worktree the user deleted by hand (``rm -rf``): ``prune`` said nothing of it, and the
+    repository kept its record: its branch stayed checked out there (``+`` in ``git branch``;
+    no other worktree could check it out) until a ``git worktree prune`` of the whole
+    repository. It now forgets that record, the run's own only, and its branch goes as a
+    removed worktree's does: kept with its commits, deleted without."""
+    import shutil
+
+    head = repo(swarm, {"s.toml": """
+[swarm]
+worktree = true
+
+[[task]]
+name = "kept"
+cmd = "echo x > x; git add x; git commit -qm x"
+
+[[task]]
+name = "idle"
+cmd = "true"
+
+[[task]]
+name = "away"
+cmd = "true"
+"""})
+    code, _, rundir = run(swarm, "s.toml")
+    assert code == 0
+    rid = rundir.name
+    wt = {tid: rundir / "worktrees" / tid for tid in ("t1", "t2")}
+    locked = rundir / "worktrees" / "t3"  # one the user locked (on a drive not mounted, say): left as it is
+    git(swarm, "worktree", "lock", str(locked))
+    for path in [*wt.values(), locked]:
+        shutil.rmtree(path)
+    elsewhere = swarm.cwd.parent / "not-the-runs"  # another worktree deleted by hand: not the run's to forget
+    git(swarm, "worktree", "add", "-q", "-b", "theirs", str(elsewhere))
+    shutil.rmtree(elsewhere)
+    what = {tid: f"git's record of worktree {path} (task {name!r} of run {rid}), deleted or moved by hand"
+            for (tid, path), name in zip(wt.items(), ("kept", "idle"), strict=True)}
+    dry = swarm("prune", "--dry-run", env=git_env(swarm))
+    assert (dry.code, dry.stdout.splitlines()) == (0, [f"would remove {what['t1']}", f"would remove {what['t2']}"])
+    res = swarm("prune", "--older-than", "1ms", env=git_env(swarm))
+    assert (res.code, res.stdout.splitlines()) == (0, [
+        f"removed {what['t1']}; kept its branch swarm/{rid}/kept (1 commit)",
+        f"removed {what['t2']}; deleted its branch swarm/{rid}/idle, which held no commits",
+        f"removed run {rid} ({rundir})"]), res
+    listed = git(swarm, "worktree", "list", "--porcelain")
+    assert str(wt["t1"]) not in listed and str(wt["t2"]) not in listed and "theirs" in listed
+    assert f"{real(locked)}\0" in listed.replace("\n", "\0")
+    assert swarm_branches(swarm) == [f"swarm/{rid}/away", f"swarm/{rid}/kept"]
+    assert git(swarm, "rev-list", "--count", f"{head}..swarm/{rid}/kept") == "1"
+
+
 @pytest.mark.parametrize("how", ["flag", "env", "task"])
 def test_outside_a_git_repository_a_worktree_run_is_bad_input_and_nothing_runs(swarm: Swarm, how: str) -> None:
     marker = swarm.cwd / "ran"

@@ -142,7 +142,8 @@ def _worktrees(run: RunPaths, snap: dict[str, Any], *, dry_run: bool, force: boo
     task and what became of its branch."""
     names = {t["id"]: t["name"] for t in snap["tasks"]}
     branches = {t["id"]: (t.get("worktree") or {}).get("branch") for t in snap["tasks"]}
-    base = _base_commit(run)
+    base = _base(run)
+    yield from _deleted_by_hand(run, snap, base, dry_run=dry_run)
     for path in worktree.made(run.dir):
         what = f"worktree {path} (task {names.get(path.name, path.name)!r} of run {run.run_id})"
         try:
@@ -154,7 +155,8 @@ def _worktrees(run: RunPaths, snap: dict[str, Any], *, dry_run: bool, force: boo
             if dry_run:
                 yield Line(f"would remove {what}{dropped}")
             else:
-                removed = worktree.remove(path, base=base, force=force, task_branch=branches.get(path.name))
+                removed = worktree.remove(path, base=base.commit if base else None, force=force,
+                                          task_branch=branches.get(path.name))
                 yield Line(f"removed {what}{dropped}; {_branch_fate(removed)}")
         except worktree.WorktreeError as e:
             yield Line(f"cannot remove {what}: {e}", kept_work=True)
@@ -213,12 +215,35 @@ def _branch_fate(removed: worktree.Removed) -> str:
     return f"{detached}; {fate}" if removed.detached else fate
 
 
-def _base_commit(run: RunPaths) -> str | None:
-    """The commit the run's worktrees were made from (``run.json``'s ``worktree_base``)."""
+def _deleted_by_hand(run: RunPaths, snap: dict[str, Any], base: worktree.Base | None, *,
+                     dry_run: bool) -> Iterator[Line]:
+    """The run's worktrees whose directories were deleted or moved by hand while their
+    repository still records them (their branches checked out there, for git): each record removed, the run's
+    own only (``worktree.forget``), with a line that says so."""
+    made = worktree.worktrees_dir(run.dir)
+    gone = [t for t in snap["tasks"] if t.get("worktree") and not os.path.lexists(made / t["id"])]
+    records = worktree.recorded(base) if base is not None and gone else {}
+    for task in gone:
+        path = made / task["id"]
+        if base is None or (where := worktree.as_recorded(path)) not in records:
+            continue
+        what = f"git's record of worktree {path} (task {task['name']!r} of run {run.run_id}), deleted or moved by hand"
+        if dry_run:
+            yield Line(f"would remove {what}")
+            continue
+        try:
+            forgotten = worktree.forget(where, base=base, branch=records[where] or task["worktree"].get("branch"))
+        except worktree.WorktreeError as e:
+            yield Line(f"cannot remove {what}: {e}", kept_work=True)
+            continue
+        yield Line(f"removed {what}; {_branch_fate(forgotten)}")
+
+
+def _base(run: RunPaths) -> worktree.Base | None:
+    """What the run's worktrees were made from (``run.json``'s ``worktree_base``)."""
     try:
-        base = worktree.Base.from_record(read_json(run.run_json).get("worktree_base"))
+        return worktree.Base.from_record(read_json(run.run_json).get("worktree_base"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return base.commit if base is not None else None
 
 

@@ -432,10 +432,52 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
     # git removes a worktree holding a submodule only when forced: the caller has looked at
     # what the submodules hold (``unsaved``), as at what the worktree holds
     _git(path, "worktree", "remove", *(["--force"] if force or submodules(path) else []), str(path))
-    deleted = False
-    if branch is not None and base is not None and commits == 0 and branch.startswith(f"{BRANCH_PREFIX}/"):
-        deleted = _git(common, "update-ref", "-d", f"refs/heads/{branch}", base, check=False).returncode == 0
-    return Removed(branch, commits, deleted, detached=on is None)
+    return Removed(branch, commits, _drop_empty_branch(common, branch, base, commits), detached=on is None)
+
+
+def forget(where: str, *, base: Base, branch: str | None) -> Removed:
+    """Forget the worktree at ``where`` (as the repository records it: ``recorded``), whose
+    directory is gone — deleted by hand, not by ``remove``. Until then its branch stays
+    checked out there for git (no other worktree may check it out), and only ``git worktree
+    prune`` would forget it — with every such worktree of the repository: this forgets the
+    run's one alone (``git worktree remove --force`` of the missing path). Its ``branch`` (the
+    one checked out there, else the task's) goes as ``remove``'s does."""
+    common = _common_dir(base.repo)
+    counted = _git(common, "rev-list", "--count", f"{base.commit}..refs/heads/{branch}", check=False) \
+        if branch else None
+    commits = int(counted.stdout) if counted and counted.returncode == 0 and counted.stdout.strip().isdigit() else None
+    _git(base.repo, "worktree", "remove", "--force", where)
+    return Removed(branch, commits, _drop_empty_branch(common, branch, base.commit, commits))
+
+
+def recorded(base: Base) -> dict[str, str | None]:
+    """Every worktree the repository of ``base`` records whose directory is gone, unless it is
+    locked (``git worktree lock``: on a drive not mounted, say): its path as git has it
+    (``as_recorded``) -> the branch checked out there (None: a detached HEAD). Empty when git
+    cannot be asked."""
+    try:
+        listed = _git(base.repo, "worktree", "list", "--porcelain", "-z", names=True).stdout
+    except WorktreeError:
+        return {}
+    out: dict[str, str | None] = {}
+    for entry in listed.split("\0\0"):
+        fields = dict(field.partition(" ")[::2] for field in entry.split("\0") if field)
+        if "worktree" in fields and "locked" not in fields and not os.path.lexists(fields["worktree"]):
+            out[fields["worktree"]] = fields["branch"].removeprefix("refs/heads/") if "branch" in fields else None
+    return out
+
+
+def as_recorded(path: Path) -> str:
+    """``path`` as git records a worktree there: its directory's real path (which may be gone)."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def _drop_empty_branch(common: Path, branch: str | None, base: str | None, commits: int | None) -> bool:
+    """Delete the task's ``branch`` when it holds no commit beyond ``base`` and still points
+    there (``update-ref`` checks): nothing of the task's is lost with it. Whether it was."""
+    if branch is None or base is None or commits != 0 or not branch.startswith(f"{BRANCH_PREFIX}/"):
+        return False
+    return _git(common, "update-ref", "-d", f"refs/heads/{branch}", base, check=False).returncode == 0
 
 
 # ----- git ---------------------------------------------------------------------------------
