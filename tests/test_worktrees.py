@@ -55,6 +55,15 @@ def real(path: Path | str) -> str:
     return os.path.realpath(path)
 
 
+COMMITS = "echo x > x; git add x; git commit -qm x"  # a task that leaves a commit on its branch
+
+
+def worktree_swarm(**commands: str) -> str:
+    """A swarm file whose tasks (name=command, in order: t1, t2, …) each run in a worktree."""
+    return "[swarm]\nworktree = true\n" + "".join(f"[[task]]\nname = {name!r}\ncmd = {cmd!r}\n"
+                                                  for name, cmd in commands.items())
+
+
 def swarm_branches(swarm: Swarm) -> list[str]:
     return git(swarm, "for-each-ref", "--format=%(refname:short)", "refs/heads/swarm").split()
 
@@ -161,22 +170,7 @@ cmd = "if [ -e first ]; then echo again > second; else touch first; exit 3; fi"
 
 
 def test_prune_removes_worktrees_keeps_work_and_refuses_uncommitted_work_unless_forced(swarm: Swarm) -> None:
-    head = repo(swarm, {"s.toml": """
-[swarm]
-worktree = true
-
-[[task]]
-name = "kept"
-cmd = "echo x > x; git add x; git commit -qm x"
-
-[[task]]
-name = "dirty"
-cmd = "echo y > notes.txt"
-
-[[task]]
-name = "idle"
-cmd = "true"
-"""})
+    head = repo(swarm, {"s.toml": worktree_swarm(kept=COMMITS, dirty="echo y > notes.txt", idle="true")})
     code, _, rundir = run(swarm, "s.toml")
     assert code == 0
     rid = rundir.name
@@ -220,22 +214,7 @@ def test_prune_forgets_a_worktree_deleted_by_hand_and_its_empty_branch(swarm: Sw
     removed worktree's does: kept with its commits, deleted without."""
     import shutil
 
-    head = repo(swarm, {"s.toml": """
-[swarm]
-worktree = true
-
-[[task]]
-name = "kept"
-cmd = "echo x > x; git add x; git commit -qm x"
-
-[[task]]
-name = "idle"
-cmd = "true"
-
-[[task]]
-name = "away"
-cmd = "true"
-"""})
+    head = repo(swarm, {"s.toml": worktree_swarm(kept=COMMITS, idle="true", away="true")})
     code, _, rundir = run(swarm, "s.toml")
     assert code == 0
     rid = rundir.name
