@@ -178,7 +178,6 @@ class _Window:
     taken_from: str | None = None  # that session's id
 
 
-
 class _StartGate:
     """The hold on the start gate (``TmuxBackend.gate_path``), a descriptor with an exclusive
     ``flock``: taken on the backend's thread, let go there or on the supervisor's loop
@@ -217,6 +216,7 @@ class _StartGate:
             fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+
 
 def _closing(windows: Sequence[_Window]) -> list[list[str]]:
     """The tmux commands that close ``windows``: a window of the run's own whole, one taken

@@ -129,7 +129,6 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
 SOCKET_PATH_MAX = 107
 
 
-
 def run_session(chosen: str | None, own: str | None, run_id: str, live: Callable[[str], bool]) -> tuple[str, bool]:
     """The session a run's panes go to: ``chosen`` (``--session``), else ``own``, the one the
     run starts in, else the run's own, ``swarm-<run id>`` — also when ``own`` is stale, a shell
@@ -137,6 +136,7 @@ def run_session(chosen: str | None, own: str | None, run_id: str, live: Callable
     session is live (``Zellij.live_in``: one ``ls`` for every name asked)."""
     stale = bool(own) and not chosen and not live(own or "")
     return chosen or (None if stale else own) or names.session(run_id), stale
+
 
 class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""

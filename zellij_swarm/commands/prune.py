@@ -218,8 +218,8 @@ def _branch_fate(removed: worktree.Removed) -> str:
 def _deleted_by_hand(run: RunPaths, snap: dict[str, Any], base: worktree.Base | None, *,
                      dry_run: bool) -> Iterator[Line]:
     """The run's worktrees whose directories were deleted or moved by hand while their
-    repository still records them (their branches checked out there, for git): each record removed, the run's
-    own only (``worktree.forget``), with a line that says so."""
+    repository still records them (their branches checked out there, for git): each record
+    removed, the run's own only (``worktree.forget``), with a line that says so."""
     made = worktree.worktrees_dir(run.dir)
     gone = [t for t in snap["tasks"] if t.get("worktree") and not os.path.lexists(made / t["id"])]
     records = worktree.recorded(base) if base is not None and gone else {}
@@ -232,7 +232,8 @@ def _deleted_by_hand(run: RunPaths, snap: dict[str, Any], base: worktree.Base | 
             yield Line(f"would remove {what}")
             continue
         try:
-            forgotten = worktree.forget(where, base=base, branch=records[where] or task["worktree"].get("branch"))
+            forgotten = worktree.forget(where, base=base, branch=records[where],
+                                        task_branch=task["worktree"].get("branch"))
         except worktree.WorktreeError as e:
             yield Line(f"cannot remove {what}: {e}", kept_work=True)
             continue

@@ -435,19 +435,20 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
     return Removed(branch, commits, _drop_empty_branch(common, branch, base, commits), detached=on is None)
 
 
-def forget(where: str, *, base: Base, branch: str | None) -> Removed:
+def forget(where: str, *, base: Base, branch: str | None, task_branch: str | None) -> Removed:
     """Forget the worktree at ``where`` (as the repository records it: ``recorded``), whose
-    directory is gone — deleted by hand, not by ``remove``. Until then its branch stays
-    checked out there for git (no other worktree may check it out), and only ``git worktree
-    prune`` would forget it — with every such worktree of the repository: this forgets the
-    run's one alone (``git worktree remove --force`` of the missing path). Its ``branch`` (the
-    one checked out there, else the task's) goes as ``remove``'s does."""
+    directory is gone — deleted or moved by hand, not by ``remove``. Until then its branch
+    stays checked out there for git (no other worktree may check it out), and only ``git
+    worktree prune`` would forget it — with every such worktree of the repository: this
+    forgets the run's one alone (``git worktree remove --force`` of the missing path). Its
+    ``branch`` (the one checked out there; None, detached: ``task_branch``, the task's own)
+    goes as ``remove``'s does."""
     common = _common_dir(base.repo)
-    counted = _git(common, "rev-list", "--count", f"{base.commit}..refs/heads/{branch}", check=False) \
-        if branch else None
+    name = branch or task_branch
+    counted = _git(common, "rev-list", "--count", f"{base.commit}..refs/heads/{name}", check=False) if name else None
     commits = int(counted.stdout) if counted and counted.returncode == 0 and counted.stdout.strip().isdigit() else None
     _git(base.repo, "worktree", "remove", "--force", where)
-    return Removed(branch, commits, _drop_empty_branch(common, branch, base.commit, commits))
+    return Removed(name, commits, _drop_empty_branch(common, name, base.commit, commits), detached=branch is None)
 
 
 def recorded(base: Base) -> dict[str, str | None]:
