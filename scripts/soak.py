@@ -53,6 +53,9 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep every round's directory (a failed one is always kept)")
     ap.add_argument("--backend", default="headless", choices=BACKENDS)
     args = ap.parse_args()
+    # a soak stopped by SIGTERM (a time limit, a loop of soaks ended) ends what its round
+    # started, its tmux server included, as Ctrl-C does: the rounds' ``finally`` blocks run
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     phases = args.phase or list(PHASES)
     if args.tasks < 4 * (args.jobs or 16):
         ap.error("--tasks must be at least 4 × --jobs: a stop or a fill needs a run with a middle")

@@ -68,6 +68,9 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
         _check_finished(result, swarm, first, retry_code, failing, expected=[n for n in commands if n != failing])
     except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
         result.problems.append(f"the round could not go on: {e}")
+    except BaseException:  # the soak itself is stopped (SIGTERM, Ctrl-C): so is what the round started
+        swarm.close(keep=False)
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()

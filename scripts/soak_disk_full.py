@@ -73,6 +73,9 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
         _check(result, swarm, code, expected=list(commands))
     except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
         result.problems.append(f"the round could not go on: {e}")
+    except BaseException:  # the soak itself is stopped (SIGTERM, Ctrl-C): so is what the round started
+        swarm.close(keep=False)
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()
