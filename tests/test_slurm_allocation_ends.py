@@ -655,3 +655,42 @@ def test_a_step_whose_srun_gave_up_on_the_controller_is_no_cancel_from_outside(t
                                           "or completed\n", "")
     scancelled.allocation, scancelled.step = None, None
     assert explained(ex, scancelled, recorded_signal=False) == "executor_cancelled"  # (703a926's case stands)
+
+
+def test_a_salloc_granted_at_once_is_an_allocation_not_a_failure(tmp_path: Path) -> None:
+    """``salloc --no-shell`` exits as soon as Slurm grants the allocation. The run read its log,
+    found no "Granted" line yet, then saw it exited — having written that line in between —
+    and failed before any task: "cannot allocate the swarm's nodes: salloc: Granted job
+    allocation 88" (the real cluster, once in a tier's run). Whether it exited is now asked
+    before the log is read. Here the first read of the log comes just before salloc writes."""
+    from zellij_swarm.worker.slurm import Slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    salloc = bin_dir / "salloc"
+    salloc.write_text("#!/bin/sh\necho $$ > \"$0.pid\"\nwhile [ ! -e \"$0.go\" ]; do sleep 0.01; done\n"
+                      "echo 'salloc: Granted job allocation 88'\n")
+    salloc.chmod(0o755)
+
+    def ended(pid: int) -> bool:  # our child, not reaped yet: a zombie
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    class LogReadTooSoon(type(Path())):  # type: ignore[misc]
+        """The log, whose first read happens just before salloc writes its line and exits."""
+
+        reads = 0
+
+        def read_bytes(self) -> bytes:
+            data = super().read_bytes()
+            LogReadTooSoon.reads += 1
+            if LogReadTooSoon.reads == 1:
+                pid = wait_until(lambda: (bin_dir / "salloc.pid").exists() and
+                                 int((bin_dir / "salloc.pid").read_text() or 0), what="salloc started")
+                (bin_dir / "salloc.go").touch()
+                wait_until(lambda: ended(pid), what="salloc granted and exited")
+            return data
+
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    job, proc = Slurm(env, timeout=10).request_allocation("r1", 2, {}, LogReadTooSoon(tmp_path / "salloc.log"))
+    proc.wait(5)
+    assert job == "88"

@@ -244,8 +244,12 @@ class Slurm:
             except FileNotFoundError:
                 raise BackendError(external.EXECUTOR.missing, "salloc: not found on PATH") from None
         deadline = time.monotonic() + self.timeout
-        while (m := re.search(rb"(?:Pending|Granted) job allocation (\d+)", log.read_bytes())) is None:
+        while True:
+            # whether it exited, asked before its log is read: ``--no-shell`` exits as soon as
+            # the allocation is granted, and one that exited has written all it will
             exited = proc.poll() is not None
+            if (m := re.search(rb"(?:Pending|Granted) job allocation (\d+)", log.read_bytes())) is not None:
+                break
             if exited or time.monotonic() > deadline:
                 end_process(proc, wait=0.0)
                 said = log.read_bytes().decode(errors="replace").strip().splitlines()
