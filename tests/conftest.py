@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import signal
@@ -140,27 +139,13 @@ def _on_the_fake(item: pytest.Item, fixtures: Sequence[str]) -> bool:
     return "fz" in fixtures or _a_case_of(item, lambda v: v.startswith("zellij") or _VERSION.fullmatch(v) is not None)
 
 
-@functools.cache
-def _uses_harness(module: object) -> bool:
-    """Whether a test module takes what it runs from ``harness`` (an in-process supervisor)."""
-    return any(getattr(value, "__module__", None) == "harness" for value in vars(module).values()) \
-        if module is not None else False
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test gets the marker of its tier (``_tier``; none: the fast tier). Tests marked
     ``full`` (more versions, signals, sources of a case CI already runs) run only with
-    ZSW_FULL_MATRIX=1, so that CI stays within its time on 2 cores.
-
-    A test that runs a supervisor in this process (``harness``) fails when one of its threads
-    ends in an exception: pytest only warns of it, and a log-commit thread that died of a bug
-    left its run waiting for folds that never came, seen as a slow test, not as the bug."""
-    thread_error = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+    ZSW_FULL_MATRIX=1, so that CI stays within its time on 2 cores."""
     for item in items:
         if (tier := _tier(item)) is not None:
             item.add_marker(getattr(pytest.mark, tier))
-        if _uses_harness(getattr(item, "module", None)):
-            item.add_marker(thread_error)
     if os.environ.get("ZSW_FULL_MATRIX"):
         return
     skip = pytest.mark.skip(reason="a neighbour of a case CI runs: ZSW_FULL_MATRIX=1 (scripts/test-full) runs it")
