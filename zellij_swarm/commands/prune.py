@@ -222,7 +222,7 @@ def _deleted_by_hand(run: RunPaths, snap: dict[str, Any], base: worktree.Base | 
     removed, the run's own only (``worktree.forget``), with a line that says so."""
     made = worktree.worktrees_dir(run.dir)
     gone = [t for t in snap["tasks"] if t.get("worktree") and not os.path.lexists(made / t["id"])]
-    records = worktree.recorded(base) if base is not None and gone else {}
+    records = worktree.missing_records(base) if base is not None and gone else {}
     for task in gone:
         path = made / task["id"]
         if base is None or (where := worktree.as_recorded(path)) not in records:

@@ -436,7 +436,7 @@ def remove(path: Path, *, base: str | None, force: bool, task_branch: str | None
 
 
 def forget(where: str, *, base: Base, branch: str | None, task_branch: str | None) -> Removed:
-    """Forget the worktree at ``where`` (as the repository records it: ``recorded``), whose
+    """Forget the worktree at ``where`` (as the repository records it: ``missing_records``), whose
     directory is gone — deleted or moved by hand, not by ``remove``. Until then its branch
     stays checked out there for git (no other worktree may check it out), and only ``git
     worktree prune`` would forget it — with every such worktree of the repository: this
@@ -451,7 +451,7 @@ def forget(where: str, *, base: Base, branch: str | None, task_branch: str | Non
     return Removed(name, commits, _drop_empty_branch(common, name, base.commit, commits), detached=branch is None)
 
 
-def recorded(base: Base) -> dict[str, str | None]:
+def missing_records(base: Base) -> dict[str, str | None]:
     """Every worktree the repository of ``base`` records whose directory is gone, unless it is
     locked (``git worktree lock``: on a drive not mounted, say): its path as git has it
     (``as_recorded``) -> the branch checked out there (None: a detached HEAD). Empty when git
