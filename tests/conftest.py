@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import psutil
 import pytest
 from realzellij import RealZellij, versions
 from slurmtest import cluster  # noqa: F401  (the real-cluster fixture of every test_slurm*.py)
@@ -139,25 +137,6 @@ def _on_the_fake(item: pytest.Item, fixtures: Sequence[str]) -> bool:
     """The test drives the fake Zellij: it takes the ``fz`` fixture, or is the Zellij case
     (a ``zellij…`` backend, a Zellij version) of a test parametrised over backends."""
     return "fz" in fixtures or _a_case_of(item, lambda v: v.startswith("zellij") or _VERSION.fullmatch(v) is not None)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """A test run stopped by SIGTERM (a time limit, a CI job cancelled) ends as one stopped by
-    Ctrl-C: the tests under way tear their fixtures down, ending the servers and runs they
-    started. Without, the fake Zellij servers of the tests under way stayed running. The
-    controller of ``-n`` (its children are its workers, where the tests run) passes the
-    signal on to them."""
-    controller = bool(config.getoption("numprocesses", None)) and not hasattr(config, "workerinput")
-    signal.signal(signal.SIGTERM, lambda signum, frame: _stopped(workers=controller))
-
-
-def _stopped(*, workers: bool) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
-    if workers:
-        for child in psutil.Process().children():
-            with contextlib.suppress(psutil.Error):
-                child.send_signal(signal.SIGTERM)
-    raise KeyboardInterrupt
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
