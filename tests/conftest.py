@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import reaper
 from realzellij import RealZellij, versions
 from slurmtest import cluster  # noqa: F401  (the real-cluster fixture of every test_slurm*.py)
 from swarmtest import Swarm, kill_run_processes, scrub, wait_until
@@ -17,6 +20,26 @@ from zellijtest import FakeZellij
 
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.worker import wrapper
+
+_REAPER = pytest.StashKey[subprocess.Popen]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Mark what this process's tests start, and watch for this process dying without a
+    teardown (tests/reaper.py)."""
+    os.environ[reaper.MARK] = str(os.getpid())
+    config.stash[_REAPER] = subprocess.Popen(
+        [sys.executable, reaper.__file__, str(os.getpid())], start_new_session=True,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != reaper.MARK})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """This process tore its tests down: what it leaves running, it meant to."""
+    watcher = config.stash.get(_REAPER, None)
+    if watcher is not None:
+        watcher.kill()
+        watcher.wait()
 
 
 @pytest.fixture(autouse=True)
