@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import exc, streams
+from zellij_swarm import exc, names, streams
 from zellij_swarm.backends import leftovers, resumed, zellij_cli
 from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
@@ -467,13 +467,16 @@ def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, s
     if choice.name != "zellij":
         return
     z = Zellij(env, timeout=CALL_TIMEOUT)
+    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    candidates = [resolved.session] if resolved.session else [own, names.session(run_id)]
     try:
         z.version()
+        if all(z.socket_too_long(name) is None for name in candidates if name):
+            return  # whichever the backend takes fits: which sessions live need not be asked
         sessions = z.sessions()
     except exc.BackendError:
         return
     live = functools.cache(lambda name: z.live_in(sessions, name))
-    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
     session, _ = zellij_cli.run_session(resolved.session, own, run_id, live)
     if live(session) or (why := z.socket_too_long(session)) is None:
         return
