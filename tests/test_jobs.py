@@ -156,6 +156,30 @@ retries = 1
     assert len(invalid) == 2 and "invalid follow-up" in invalid[0]["message"]
 
 
+def test_a_followup_named_like_another_task_is_not_added_and_said_so(swarm):
+    """A first attempt's follow-up that takes another task's name (or its file's own twice) was
+    dropped without a word: an agent's next step lost. It is still not added — the name is
+    the other task's — but a warning names it; a retry writing its follow-ups again stays quiet."""
+    lines = ['{"name": "other", "cmd": "echo stolen >> ledger"}', '{"name": "next", "cmd": "echo next >> ledger"}',
+             '{"name": "next", "cmd": "echo twice >> ledger"}']
+    parent = "".join(f"""echo '{line}' >> "$ZELLIJ_SWARM_ARTIFACT_DIR/followups.jsonl"; """ for line in lines)
+    swarm.write("f.toml", f"""
+[[task]]
+name = "parent"
+cmd = '''{parent}[ "$ZELLIJ_SWARM_ATTEMPT" -ge 2 ]'''
+retries = 1
+[[task]]
+name = "other"
+cmd = "echo other >> ledger"
+after = ["parent"]
+""")
+    res = swarm("run", "f.toml", "--output", "quiet")
+    assert res.code == 0, res.stderr
+    assert sorted((swarm.cwd / "ledger").read_text().splitlines()) == ["next", "other"]
+    [warning] = [w for w in swarm.summary()["warnings"] if w["code"] == "invalid_followup"]
+    assert warning["task"] == "parent" and "'other', 'next'" in warning["message"], warning
+
+
 def test_add_is_refused_on_bad_input_and_finished_runs(swarm):
     swarm.write("a.txt", "true\n")
     swarm("run", "a.txt")

@@ -154,6 +154,11 @@ class Control:
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
             self.warn("invalid_followup", error, lg.task)
+        # A retry that writes its follow-ups again meets the names its earlier attempt added:
+        # nothing is lost. On a first attempt the name is another task's, or the file's own twice.
+        if batch.duplicates and lg.task.attempts == 1:
+            self.warn("invalid_followup", f"{path}: not added, a task of that name exists already: "
+                                          f"{', '.join(map(repr, batch.duplicates))}", lg.task)
         if batch.specs and self.run.is_stopping():
             self.warn("invalid_followup", f"{len(batch.specs)} follow-up(s) ignored: the run is stopping", lg.task)
         elif batch.specs:
