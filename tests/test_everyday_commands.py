@@ -196,6 +196,16 @@ def test_doctor_shows_defaults_not_none(swarm):
     assert info["heartbeat_timeout"] == {"value": 5.0, "source": "default", "default": "5s"}
 
 
+@pytest.mark.parametrize("inside", [True, False])
+def test_doctor_names_the_callers_zellij_session_only_from_inside_zellij(swarm, inside):
+    """A ZELLIJ_SESSION_NAME without ZELLIJ (kept by ``sudo -E``) puts the caller in no session:
+    a run makes one of its own. ``doctor`` named it "the current zellij session" all the same."""
+    env = clean_env(ZELLIJ_SWARM_BACKEND="zellij", ZELLIJ_SESSION_NAME="ghost", **({"ZELLIJ": "0"} if inside else {}))
+    res = swarm("doctor", env=env)
+    expected = "ghost (the current zellij session)" if inside else "swarm-<run-id> (a session of the run's own)"
+    assert res.code == 0 and f"  session = {expected}  (default)" in res.stdout.splitlines(), res.stdout
+
+
 # ----- attach ---------------------------------------------------------------------------------
 
 

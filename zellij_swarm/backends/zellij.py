@@ -144,7 +144,7 @@ class ZellijBackend:
         self.z = Zellij(env, timeout=call_timeout)
         raw = env.get(READY_ENV, "")
         self.ready_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else READY_TIMEOUT
-        self.inside = "ZELLIJ" in env and bool(env.get("ZELLIJ_SESSION_NAME"))
+        self.inside = zellij_cli.caller_session(env) is not None
         self.mode = ""  # session (we create it) | tab (our tab in a live session) | here
         self.created_session = False
         self.attach_argv: list[str] | None = None
@@ -174,7 +174,7 @@ class ZellijBackend:
         if not caps["tested"]:
             ctx.warn("zellij_untested", f"zellij {caps['version']} is outside the versions zellij-swarm is tested "
                                         "with (0.40–0.45): it runs, untested")
-        own = self.env.get("ZELLIJ_SESSION_NAME") if self.inside else None
+        own = self.z.own
         sessions = self.z.sessions()
         # One ``ls`` is no evidence of death: its probe of a busy server can fail, and the live
         # session is then not listed live (contract §2.2). Taken for dead, the user's own

@@ -129,6 +129,13 @@ def parse_ls(stdout: str) -> dict[str, SessionRow]:
 SOCKET_PATH_MAX = 107
 
 
+def caller_session(env: Mapping[str, str]) -> str | None:
+    """The Zellij session the caller runs in: ``ZELLIJ_SESSION_NAME`` where ``ZELLIJ`` says the
+    environment is a Zellij pane's. A name without it (kept by ``sudo -E`` or an ``env`` that
+    dropped the other) puts the caller in no session."""
+    return (env.get("ZELLIJ_SESSION_NAME") or None) if "ZELLIJ" in env else None
+
+
 def run_session(chosen: str | None, own: str | None, run_id: str, live: Callable[[str], bool]) -> tuple[str, bool]:
     """The session a run's panes go to: ``chosen`` (``--session``), else ``own``, the one the
     run starts in, else the run's own, ``swarm-<run id>`` — also when ``own`` is stale, a shell
@@ -145,7 +152,7 @@ class Zellij:
         self.env = dict(env)
         self.timeout = timeout
         self.session: str | None = None
-        self.own = env.get("ZELLIJ_SESSION_NAME") or None  # the caller's session, if inside one
+        self.own = caller_session(env)
         self.ls_error: BackendError | None = None  # the last ``ls`` that gave no answer (``listed_live``)
         # The first call to the session that got no answer in its time: every later one fails
         # with it at once (as tmux_client's does). A server stopped or stuck would cost each its

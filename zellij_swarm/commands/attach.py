@@ -227,7 +227,7 @@ def _zellij_attach(run: RunPaths, snap: Mapping[str, Any], task: dict[str, Any] 
                               f"nothing to attach to; {_look_instead(run)}")
     tab = _text(recorded, "tab") or names.tab(run.run_id)
     pane = task.get("pane_id") if task is not None else None
-    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    own = zellij_cli.caller_session(env)
     version = zellij_cli.parse_version(f"zellij {caps['version']}")
     if task is not None and isinstance(pane, str) and version is not None and version >= (0, 44, 0):
         z.session = session

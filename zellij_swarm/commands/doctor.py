@@ -19,7 +19,7 @@ from typing import Any
 from zellij_swarm import exc, quoting
 from zellij_swarm.backends.select import choose
 from zellij_swarm.backends.tmux_client import TESTED, WORKS_SINCE, TmuxClient
-from zellij_swarm.backends.zellij_cli import VERIFIED_REAL
+from zellij_swarm.backends.zellij_cli import VERIFIED_REAL, caller_session
 from zellij_swarm.backends.zellij_cli import detect as detect_zellij
 from zellij_swarm.config import settings
 from zellij_swarm.external import EXECUTOR
@@ -123,8 +123,8 @@ def _effective(name: str, entry: Mapping[str, Any], backend: str, env: Mapping[s
     if entry["value"] is not None:
         return settings.shown(name, entry["value"])
     if name == "session":
-        if backend == "zellij" and env.get("ZELLIJ_SESSION_NAME"):
-            return f"{env['ZELLIJ_SESSION_NAME']} (the current zellij session)"
+        if backend == "zellij" and (own := caller_session(env)):
+            return f"{own} (the current zellij session)"
         if backend == "tmux" and env.get("TMUX"):
             return "the current tmux session"
         return "swarm-<run-id> (a session of the run's own)"

@@ -467,7 +467,7 @@ def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, s
     if choice.name != "zellij":
         return
     z = Zellij(env, timeout=CALL_TIMEOUT)
-    own = env.get("ZELLIJ_SESSION_NAME") if "ZELLIJ" in env else None
+    own = zellij_cli.caller_session(env)
     candidates = [resolved.session] if resolved.session else [own, names.session(run_id)]
     try:
         z.version()
@@ -488,5 +488,6 @@ def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, s
 
 def _inside(choice: Choice, env: Mapping[str, str]) -> bool:
     """Whether this terminal is a client of the multiplexer the run's panes go to."""
-    return bool(env.get("TMUX")) if choice.name == "tmux" else choice.name == "zellij" and "ZELLIJ" in env
+    return bool(env.get("TMUX")) if choice.name == "tmux" else choice.name == "zellij" and \
+        zellij_cli.caller_session(env) is not None
 
