@@ -57,6 +57,14 @@ def _events_so_far(run: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()[:-1]] if log.exists() else []
 
 
+def _story(run: Path, proc: subprocess.Popen) -> tuple[int | None, list[str]]:
+    """What a run did so far, for a wait that failed: its exit status (None while it runs),
+    and its events, each as its name and what names its slot, pane or warning."""
+    keys = ("slot", "gen", "pane_id", "code", "reason", "message")
+    return proc.poll(), [" ".join([e["event"], *(f"{k}={e[k]}" for k in keys if k in e)])
+                         for e in _events_so_far(run)]
+
+
 def _opened_panes(run: Path) -> list[str]:
     """The panes the run's events say it opened so far."""
     return [e["pane_id"] for e in _events_so_far(run) if e["event"] == "pane_opened"]
@@ -163,7 +171,7 @@ def test_user_closing_a_worker_pane_cancels_that_task(swarm, backend, request):
     proc = swarm.popen("run", "l.toml", *args, "--output", "quiet", env=env)
     run = swarm.started()
     try:
-        pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane")
+        pane = wait_until(lambda: heartbeat_pane(run, 1), what="slot 1 pane", seen=lambda: _story(run, proc))
         close_by_hand(backend, request, run, pane)
         wait_until(lambda: ended(run, 1), what="t0's end by the hang-up")  # before the others may go on
         swarm.open_gate()
