@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -27,9 +28,9 @@ _REAPER = pytest.StashKey[subprocess.Popen]()
 def pytest_configure(config: pytest.Config) -> None:
     """Mark what this process's tests start, and watch for this process dying without a
     teardown (tests/reaper.py)."""
-    os.environ[reaper.MARK] = str(os.getpid())
+    os.environ[reaper.MARK] = mark = secrets.token_hex(8)
     config.stash[_REAPER] = subprocess.Popen(
-        [sys.executable, reaper.__file__, str(os.getpid())], start_new_session=True,
+        [sys.executable, reaper.__file__, str(os.getpid()), mark], start_new_session=True,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if k != reaper.MARK})
 

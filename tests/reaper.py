@@ -4,13 +4,14 @@ A test run ended by SIGTERM or SIGKILL (a CI job's timeout, ``timeout``, an impa
 developer) runs no fixture's teardown: the supervisors, fake and real Zellij servers, tmux
 servers, Slurm daemons and workers its tests had started went on, and a Slurm daemon kept the
 port the next run's cluster needed. So each test process marks its environment
-(``ZSW_TEST_OWNER``: its pid), which every process its tests start inherits, and starts this
-watcher in a session of its own. When the test process is gone, the watcher kills every
-process that still carries its mark, then exits. A test process that ends normally stops the
+(``ZSW_TEST_OWNER``: a token of its own, never a pid, which a later process may have), which
+every process its tests start inherits, and starts this watcher in a session of its own. When
+the test process is gone, the watcher kills every process that still carries its mark, then
+exits. A test process that ends normally stops the
 watcher first (conftest): it has cleaned up after itself, and what is left running was meant
 to be.
 
-Run as a script: ``python tests/reaper.py OWNER_PID``. Only ``/proc/PID/environ`` is read: the
+Run as a script: ``python tests/reaper.py OWNER_PID MARK``. Only ``/proc/PID/environ`` is read: the
 environment a process was started with (a process forked without an exec, like the zygote's
 runs, shows its parent's, which carries the same mark).
 """
@@ -24,28 +25,30 @@ import time
 
 import psutil
 
+from zellij_swarm.worker._kernel import stat_fields
+
 MARK = "ZSW_TEST_OWNER"
 POLL_S = 0.5
 
 
-def marked(owner: int) -> list[psutil.Process]:
+def marked(mark: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == os.getpid():
             continue
         try:
-            if proc.environ().get(MARK) == str(owner):
+            if proc.environ().get(MARK) == mark:
                 found.append(proc)
         except (psutil.Error, OSError):
             continue
     return found
 
 
-def reap(owner: int) -> None:
-    """SIGKILL every process marked as ``owner``'s, again until none is left (a server's pane
+def reap(mark: str) -> None:
+    """SIGKILL every process that carries ``mark``, again until none is left (a server's pane
     may have forked while the first were killed), for at most ten seconds."""
     deadline = time.monotonic() + 10
-    while (left := marked(owner)) and time.monotonic() < deadline:
+    while (left := marked(mark)) and time.monotonic() < deadline:
         for proc in left:
             try:
                 proc.send_signal(signal.SIGKILL)
@@ -55,20 +58,21 @@ def reap(owner: int) -> None:
 
 
 def main() -> None:
-    owner = int(sys.argv[1])
-    try:
-        started = psutil.Process(owner).create_time()
-        while _alive(owner, started):
-            time.sleep(POLL_S)
-    except psutil.NoSuchProcess:
-        pass
-    reap(owner)
+    owner, mark = int(sys.argv[1]), sys.argv[2]
+    started = _start_ticks(owner)
+    while started is not None and _start_ticks(owner) == started:
+        time.sleep(POLL_S)
+    reap(mark)
 
 
-def _alive(pid: int, started: float) -> bool:
-    """Not ended, not a zombie its parent has yet to reap, and not its pid reused."""
-    proc = psutil.Process(pid)
-    return proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE
+def _start_ticks(pid: int) -> bytes | None:
+    """When ``pid`` started, in the kernel's clock ticks since boot (``/proc/PID/stat``); None
+    once it has ended or is a zombie. Not psutil's ``create_time``: it adds the boot time,
+    which the kernel derives from the wall clock anew each time, and a step of the clock (a
+    virtual machine's snapshot resumed) made a live test process look replaced — the watcher
+    of pytest-xdist's controller killed every worker."""
+    fields = stat_fields(pid)
+    return None if fields is None or fields[0] == b"Z" else fields[19]
 
 
 if __name__ == "__main__":
