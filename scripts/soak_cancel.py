@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from soak_swarm import Round, SoakError, SoakSwarm, ledger_problems, recorded_wrong
+from soak_swarm import Round, SoakSwarm, ledger_problems, recorded_wrong
 
 MODES = ("sigterm", "sigint", "cancel", "halt")
 STOPPED_EXIT = {"sigterm": 143, "sigint": 130, "cancel": 130, "halt": 1}
@@ -48,7 +48,7 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
     started = time.monotonic()
     proc = swarm.start("run", "soak.toml", "--output", "quiet", *swarm.backend_args, *halt, log="run.err",
                        new_session=True)
-    try:
+    with result.watching(swarm, proc):
         swarm.wait_for_run(proc)
         if not failing and swarm.wait_for_ledger(stop_line, proc):
             time.sleep(stop_delay)
@@ -66,15 +66,6 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
             retry_code = retry.wait(SUPERVISOR_DEADLINE)
         result.facts += f", stopped in {stopped_after:.1f}s, {result.tally['tasks retried']} tasks retried"
         _check_finished(result, swarm, first, retry_code, failing, expected=[n for n in commands if n != failing])
-    except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
-        result.problems.append(f"the round could not go on: {e}")
-    except BaseException:  # the soak itself is stopped (SIGTERM, Ctrl-C): so is what the round started
-        swarm.close(keep=False)
-        raise
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return result, swarm
 
 

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from soak_swarm import Round, SoakError, SoakSwarm, ledger_problems, recorded_wrong
+from soak_swarm import Round, SoakSwarm, ledger_problems, recorded_wrong
 
 TMPFS_SIZE = "16m"  # a 300-task run's records take about 3 MB
 FILLER_BYTES = 64 << 20  # more than the tmpfs holds: the filler stops at ENOSPC
@@ -62,7 +62,7 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
                                    f"freed {free_after:.2f}s later")
     proc = swarm.start("run", "soak.toml", "--state-dir", str(swarm.state_dir), "--output", "quiet",
                        *swarm.backend_args, log="run.err")
-    try:
+    with result.watching(swarm, proc):
         swarm.wait_for_run(proc)
         if swarm.wait_for_ledger(fill_line, proc):
             time.sleep(fill_delay)
@@ -71,15 +71,6 @@ def run_round(number: int, seed: int, *, tasks: int, jobs: int, backend: str) ->
             result.missed = True
         code = proc.wait(SUPERVISOR_DEADLINE)
         _check(result, swarm, code, expected=list(commands))
-    except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
-        result.problems.append(f"the round could not go on: {e}")
-    except BaseException:  # the soak itself is stopped (SIGTERM, Ctrl-C): so is what the round started
-        swarm.close(keep=False)
-        raise
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return result, swarm
 
 

@@ -6,6 +6,7 @@ anything but succeeded, no process of the run left."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,23 @@ class Round:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @contextlib.contextmanager
+    def watching(self, swarm: SoakSwarm, proc: subprocess.Popen[bytes]) -> Iterator[None]:
+        """The round's body, around the run ``proc`` it started: a failure of the soak's own
+        steps is the round's problem; the soak itself stopped (SIGTERM, Ctrl-C) closes what
+        the round started; the run never outlives its round."""
+        try:
+            yield
+        except (SoakError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            self.problems.append(f"the round could not go on: {e}")
+        except BaseException:
+            swarm.close(keep=False)
+            raise
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def recorded_wrong(summary: dict[str, Any]) -> list[str]:
