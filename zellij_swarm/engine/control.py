@@ -154,9 +154,11 @@ class Control:
                          added=len(batch.specs), duplicates=batch.duplicates)
         for error in batch.errors:
             self.warn("invalid_followup", error, lg.task)
-        # A retry that writes its follow-ups again meets the names its earlier attempt added:
-        # nothing is lost. On a first attempt the name is another task's, or the file's own twice.
-        if batch.duplicates and lg.task.attempts == 1:
+        # A task run again (a retry, or a free re-run after its session was lost) that writes
+        # its follow-ups again meets the names its earlier run added: nothing is lost. The first
+        # time it ran (this generation's end is its first in the history), the name is another
+        # task's, or the file's own twice.
+        if batch.duplicates and len(lg.task.history) == 1:
             self.warn("invalid_followup", f"{path}: not added, a task of that name exists already: "
                                           f"{', '.join(map(repr, batch.duplicates))}", lg.task)
         if batch.specs and self.run.is_stopping():
