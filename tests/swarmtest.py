@@ -295,11 +295,9 @@ def killed_outright(process: Any) -> None:
     ends may yet reap that worker — the signal is acted on when it next runs, which on a busy
     machine can be after the worker's end — and die with the end unwritten: a kill the test
     meant to come first would then not have (a fast-tier run under load, 2 in 55)."""
-    import psutil
-
     process.kill()
-    wait_until(lambda: not process.is_running() or process.status() == psutil.STATUS_ZOMBIE,
-               what=f"pid {process.pid} gone")
+    # (reaped between ``is_running`` and the read of its status, it is gone all the same)
+    wait_until(lambda: not process.is_running() or not _alive(process), what=f"pid {process.pid} gone")
 
 
 def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
