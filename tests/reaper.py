@@ -7,72 +7,47 @@ port the next run's cluster needed. So each test process marks its environment
 (``ZSW_TEST_OWNER``: a token of its own, never a pid, which a later process may have), which
 every process its tests start inherits, and starts this watcher in a session of its own. When
 the test process is gone, the watcher kills every process that still carries its mark, then
-exits. A test process that ends normally stops the
-watcher first (conftest): it has cleaned up after itself, and what is left running was meant
-to be.
+exits. A test process that ends normally stops the watcher first (conftest): it has cleaned up
+after itself, and what is left running was meant to be.
 
-Run as a script: ``python tests/reaper.py OWNER_PID MARK``. Only ``/proc/PID/environ`` is read: the
-environment a process was started with (a process forked without an exec, like the zygote's
-runs, shows its parent's, which carries the same mark).
+Run as a script: ``python tests/reaper.py OWNER_PID MARK``. The mark is looked for where the
+run's own sweep looks for its markers (``procs.marked``): the environment a process was started
+with (a process forked without an exec, like the zygote's runs, shows its parent's, which
+carries the same mark).
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 import time
 
-import psutil
+from fakeprocs import kill_all
 
-from zellij_swarm.worker._kernel import stat_fields
+from zellij_swarm import pid_end
+from zellij_swarm.worker import procs
 
 MARK = "ZSW_TEST_OWNER"
-POLL_S = 0.5
-
-
-def marked(mark: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            if proc.environ().get(MARK) == mark:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
+WATCH_S = 3600.0  # one wait on the owner's pidfd; looked at again after each
 
 
 def reap(mark: str) -> None:
     """SIGKILL every process that carries ``mark``, again until none is left (a server's pane
     may have forked while the first were killed), for at most ten seconds."""
     deadline = time.monotonic() + 10
-    while (left := marked(mark)) and time.monotonic() < deadline:
-        for proc in left:
-            try:
-                proc.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=1)
+    while (left := procs.marked((f"{MARK}={mark}".encode(),))) and time.monotonic() < deadline:
+        kill_all(left, timeout=1)
 
 
 def main() -> None:
+    """Wait for the owner's end on its pidfd (``pid_end``: by its start ticks, so a pid the
+    kernel gave another process meanwhile reads as ended, and so does a zombie — not by
+    psutil's ``create_time``, which adds a boot time the kernel derives from the wall clock
+    anew each time), then reap what carries the mark."""
     owner, mark = int(sys.argv[1]), sys.argv[2]
-    started = _start_ticks(owner)
-    while started is not None and _start_ticks(owner) == started:
-        time.sleep(POLL_S)
+    started = pid_end.start_ticks(owner)
+    while not pid_end.ended(owner, started) and not pid_end.wait_end(owner, WATCH_S):
+        pass
     reap(mark)
-
-
-def _start_ticks(pid: int) -> bytes | None:
-    """When ``pid`` started, in the kernel's clock ticks since boot (``/proc/PID/stat``); None
-    once it has ended or is a zombie. Not psutil's ``create_time``: it adds the boot time,
-    which the kernel derives from the wall clock anew each time, and a step of the clock (a
-    virtual machine's snapshot resumed) made a live test process look replaced — the watcher
-    of pytest-xdist's controller killed every worker."""
-    fields = stat_fields(pid)
-    return None if fields is None or fields[0] == b"Z" else fields[19]
 
 
 if __name__ == "__main__":
