@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
 
-from zellij_swarm import exc, names, streams
+from zellij_swarm import exc, streams
 from zellij_swarm.backends import leftovers, resumed, zellij_cli
 from zellij_swarm.backends.base import Backend, LaunchRequest, RunPane
 from zellij_swarm.backends.headless import HeadlessBackend
@@ -468,11 +468,15 @@ def _check_zellij_socket(resolved: Resolved, choice: Choice, env: Mapping[str, s
         return
     z = Zellij(env, timeout=CALL_TIMEOUT)
     own = zellij_cli.caller_session(env)
-    candidates = [resolved.session] if resolved.session else [own, names.session(run_id)]
+
+    def taken_if(live: bool) -> str:  # the session the backend takes if every session asked is live, or none
+        return zellij_cli.run_session(resolved.session, own, run_id, lambda _name: live)[0]
+
+    candidates = {taken_if(True), taken_if(False)}
     try:
         z.version()
-        if all(z.socket_too_long(name) is None for name in candidates if name):
-            return  # whichever the backend takes fits: which sessions live need not be asked
+        if all(z.socket_too_long(name) is None for name in candidates):
+            return  # whichever it takes fits: which sessions live need not be asked
         sessions = z.sessions()
     except exc.BackendError:
         return
