@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import fakeprocs
 import jsonschema
 import pytest
 from zygote import ForkServer
@@ -176,7 +177,7 @@ class Swarm:
 def run_processes(run_id: str) -> list[int]:
     from zellij_swarm.worker import procs
 
-    return [p.pid for p in procs.marked(procs.run_markers(run_id)) if _alive(p)]
+    return [p.pid for p in procs.marked(procs.run_markers(run_id)) if fakeprocs.alive(p)]
 
 
 def launcher_of(supervisor_pid: int, *, not_pid: int | None = None) -> psutil.Process | None:
@@ -201,16 +202,7 @@ def alive(pid: int) -> bool:
     import psutil
 
     try:
-        return _alive(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _alive(p: Any) -> bool:
-    import psutil
-
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
+        return fakeprocs.alive(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return False
 
@@ -296,8 +288,7 @@ def killed_outright(process: Any) -> None:
     machine can be after the worker's end — and die with the end unwritten: a kill the test
     meant to come first would then not have (a fast-tier run under load, 2 in 55)."""
     process.kill()
-    # (reaped between ``is_running`` and the read of its status, it is gone all the same)
-    wait_until(lambda: not process.is_running() or not _alive(process), what=f"pid {process.pid} gone")
+    wait_until(lambda: not fakeprocs.alive(process), what=f"pid {process.pid} gone")
 
 
 def running_worker(run: Path, name: str, timeout: float = 60.0) -> int:
