@@ -144,7 +144,6 @@ class ZellijBackend:
         self.z = Zellij(env, timeout=call_timeout)
         raw = env.get(READY_ENV, "")
         self.ready_timeout = int(raw) / 1000 if raw.isdigit() and int(raw) > 0 else READY_TIMEOUT
-        self.inside = zellij_cli.caller_session(env) is not None
         self.mode = ""  # session (we create it) | tab (our tab in a live session) | here
         self.created_session = False
         self.attach_argv: list[str] | None = None
@@ -160,6 +159,12 @@ class ZellijBackend:
         self.alive = True
         self.closed = False  # close() closed the session, or our tab's panes
         self.elsewhere: list[str] = []  # a retry's: the live sessions earlier supervisors of the run left
+
+    @property
+    def inside(self) -> bool:
+        """The run started in a Zellij pane of a live session (``zellij_cli.caller_session``;
+        not once that session was found stale)."""
+        return self.z.own is not None
 
     # ----- set-up ------------------------------------------------------------------------
 
@@ -188,7 +193,6 @@ class ZellijBackend:
             ctx.warn("session_missing", f"ZELLIJ_SESSION_NAME names zellij session {own!r}, which is not running; "
                                         f"the swarm runs outside it, in session {target}")
             own = self.z.own = None
-            self.inside = False
         self.z.session = target
         row = sessions.get(target)
         if live(target):
