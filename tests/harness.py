@@ -157,6 +157,9 @@ class Pane:
     # it comes up so late that the supervisor's close (``abandon``) missed it: its wrapper starts anyway
     outlives_abandon: bool = False
     closed_after: float | None = None  # the user closes the pane this long after its start
+    # the user closes it as it opens, before its wrapper ran (its multiplexer lists it no more);
+    # else (``starts=False``) this world's multiplexer cannot say whether it is listed
+    closed_at_once: bool = False
     cancel_while_opening: bool = False  # a ``cancel`` of its task arrives while the pane opens
 
 
@@ -810,6 +813,7 @@ class FakeMux:
         self.closed_failed: bool | None = None  # what close() was told: did anything not succeed
         self.ctx: RunContext | None = None
         self.place_on_disk: list[bool] = []  # at each launch: was the run's snapshot naming where the panes are?
+        self.closed_panes: set[str] = set()
 
     def open(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -844,7 +848,9 @@ class FakeMux:
             if pane.fails is not None:
                 return LaunchFailed(pane.fails, f"{self.name}: {pane.fails}", unstartable=pane.unstartable)
             pane_id = f"fake_{next(self._ids)}"
-            if pane.dies_claiming:
+            if pane.closed_at_once:
+                self.closed_panes.add(pane_id)
+            elif pane.dies_claiming:
                 self.world.after(pane.delay, req.gen.claim.touch)
             elif pane.starts:
                 self.world.after(pane.delay, lambda: self._start(req, pane_id, pane))
@@ -898,6 +904,11 @@ class FakeMux:
             self._ending_sent = True
             self.world.send("cancel", ())
         return self.session_up
+
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        with self.world.lock:
+            self.calls.append(("pane_listed", pane_id))
+            return False if pane_id in self.closed_panes or not self.session_up else None
 
     def pane_exited(self, pane_id: str | None) -> None:
         return None  # a pane of this world closes with its wrapper: nothing stays listed

@@ -501,7 +501,16 @@ PANES: tuple[Case, ...] = (
          order=("pane_opened a", "heartbeat_missing a", "warning heartbeat_missing", "worker_process_spawned a",
                 "worker_completed a"),
          at={"heartbeat_missing a": 1.0, "worker_completed a": 2.0},
-         mux_calls=(("launch", "a"), ("abandon", "fake_1"))),
+         mux_calls=(("launch", "a"), ("pane_listed", "fake_1"), ("abandon", "fake_1"))),
+    # A pane closed by hand as it opened, its first stage dead of the hang-up before it could
+    # claim anything: at the heartbeat deadline it is gone. Nothing ran, and it is not run
+    # headless now: that ran in full a task its user had just cancelled (CI, tmux, once).
+    *(Case(f"pane-closed-before-its-claim-is-cancelled-never-run-headless{suffix}", (A,),
+           {"a": Want("cancelled", "pane_closed", code=None)}, exit=1, flags=flags,
+           mux=Mux(panes={"a": (Pane(starts=False, closed_at_once=True),)}),
+           order=("pane_opened a", "task_cancelled a"), at={"task_cancelled a": 1.0},
+           mux_calls=(("launch", "a"), ("pane_listed", "fake_1"), ("ended", "a", "cancelled", "cancelled")))
+      for suffix, flags in (("", {}), ("-under-require", REQUIRE))),
     # The pane closed as its wrapper created its claim: nothing ran, and nothing will.
     Case("pane-gone-before-its-claim-named-it-falls-back-headless", (A,), {"a": Want("succeeded")},
          warnings=("heartbeat_missing",), mux=Mux(panes={"a": (Pane(dies_claiming=True),)}),

@@ -1073,3 +1073,17 @@ def test_the_boards_border_never_cuts_the_run_id(tmux):
         label = tmux("display-message", "-p", "-t", pane, BORDER_FORMAT).rstrip("\n")
         assert label.strip() in (title, run_id, "board"), (width, label)
         assert len(label) <= width - 4 or label.strip() == "board", (width, label)
+
+
+def test_a_pane_is_listed_running_or_dead_and_not_once_closed_or_its_server_gone(tmux, tmp_path):
+    """What the heartbeat deadline asks of a pane that never reported: one closed by hand is
+    gone (its task was cancelled, never run headless instead); one running, or dead and kept
+    (``remain-on-exit``), is listed — a pane fault, run headless."""
+    d = Driven(tmux, tmp_path)
+    running, dead, closed = d.launch(d.request(1, "t1", "exec sleep 600"), d.request(2, "t2", "exit 3"),
+                                     d.request(3, "t3", "exec sleep 600"))
+    d.dead(dead)
+    d.tmux("kill-pane", "-t", closed)
+    assert [d.backend.pane_listed(p) for p in (running, dead, closed, None)] == [True, True, False, None]
+    d.tmux("kill-server")
+    assert d.backend.pane_listed(running) is False

@@ -582,3 +582,19 @@ def test_a_list_of_panes_that_does_not_answer_is_asked_again_before_a_backfill_t
     else:
         assert b._anchor_exists() is True and b.open_panes == {"terminal_1": 1}
     assert len(asked) == min(answers + 1, 1 + zellij.LIST_AGAIN)
+
+
+@pytest.mark.parametrize(("version", "says"), [("0.44.3", True), ("0.45.0", True), ("0.43.1", False)])
+def test_a_pane_closed_by_hand_is_not_listed_where_zellij_can_list_panes(fz, tmp_path, version, says):
+    """What the heartbeat deadline asks of a pane that never reported: from 0.44 ``list-panes``
+    says whether it is still there; before, nothing says (None: a pane fault, as it always was)."""
+    import subprocess
+
+    d = Driven(fz, tmp_path, version, ui="live")
+    kept, closed = (opened.pane_id for opened in d.backend.launch([d.request(1, "t1", "exec sleep 600"),
+                                                                   d.request(2, "t2", "exec sleep 600")]))
+    if closed is not None:  # (before 0.44 only the launch heartbeat names a pane)
+        subprocess.run(["zellij", "-s", "host", "action", "close-pane", "--pane-id", closed], env=d.env, check=True,
+                       capture_output=True)
+    listed = [d.backend.pane_listed(p) for p in (kept, closed)]
+    assert listed == ([True, False] if says else [None, None])

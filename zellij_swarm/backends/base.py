@@ -236,6 +236,13 @@ class Backend(Protocol):
     def session_alive(self) -> bool:
         ...
 
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        """Whether the multiplexer still lists the pane ``pane_id``, running or with its first
+        process ended: asked of a pane that sent no launch heartbeat in time. False when it is
+        gone (closed by hand, or its window or session went), None when the multiplexer cannot
+        say (no answer, a version that cannot list panes, no pane id)."""
+        ...
+
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         """Whether the pane ``pane_id`` is still listed with its first process ended
         (``PaneExited``): asked only of a pane generation that left no exit record, no start

@@ -54,6 +54,9 @@ class HeadlessBackend:
     def session_alive(self) -> bool:
         return True
 
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        return None
+
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         return None
 

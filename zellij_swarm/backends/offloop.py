@@ -128,6 +128,9 @@ class OffLoopBackend:
     def session_alive(self, then: Callable[[bool], None]) -> None:
         self.runner.submit(self.backend.session_alive, lambda done: then(bool(done.value)))
 
+    def pane_listed(self, pane_id: str | None, then: Callable[[bool | None], None]) -> None:
+        self.runner.submit(lambda: self.backend.pane_listed(pane_id), lambda done: then(done.value))
+
     def session_and_pane(self, pane_id: str | None, then: Callable[[bool, PaneExited | None], None]) -> None:
         """``session_alive``, and while the session is, whether the pane ``pane_id`` is still
         listed with its first process ended (``Backend.pane_exited``): one turn of the runner."""

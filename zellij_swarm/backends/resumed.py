@@ -184,6 +184,10 @@ class ResumedBackend(_ToldOnceOpen):
         with self._lock:
             return self.live.session_alive()
 
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        with self._lock:
+            return self.live.pane_listed(pane_id) if self.following else None
+
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         with self._lock:
             return self.live.pane_exited(pane_id) if self.following else None
@@ -255,6 +259,9 @@ class RetriedBackend(_ToldOnceOpen):
 
     def session_alive(self) -> bool:
         return self.live.session_alive()
+
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        return self.live.pane_listed(pane_id)
 
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         return self.live.pane_exited(pane_id)

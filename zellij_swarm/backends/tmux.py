@@ -730,6 +730,17 @@ class TmuxBackend:
         res = self._tmux("display-message", "-p", "-t", pane, "#{pane_id} #{pane_dead}", check=False)
         return res.returncode != 0 or res.lines[:1] != [f"{pane} 0"]
 
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        """tmux names a pane it lists (a dead one too: ``remain-on-exit``); for one it does not,
+        3.3a prints the format with no pane in it, and a server that is gone says so."""
+        if pane_id is None or not self.started:
+            return None
+        try:
+            res = self._tmux("display-message", "-p", "-t", pane_id, "#{pane_id}|", check=False)
+        except BackendError:  # no answer in time: a busy server says nothing either way
+            return None
+        return res.returncode == 0 and res.lines[:1] == [f"{pane_id}|"]
+
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         """tmux keeps a pane whose first process ended (``remain-on-exit``), dead — its
         terminal closed: ``#{pane_dead}`` is tmux's descriptor of it closed — with how that

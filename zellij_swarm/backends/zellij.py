@@ -803,6 +803,17 @@ class ZellijBackend:
             self.alive = self.z.session_live(self.z.session)
         return self.alive
 
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        """From 0.44, ``list-panes`` (a held pane is listed, contract §3.5); before, nothing says."""
+        number = zellij_cli.pane_number(pane_id) if pane_id is not None else None
+        if number is None or not self.started or not self.z.has("pane_id_target") or not self.z.has("list_panes"):
+            return None
+        try:
+            panes = self.z.list_panes()
+        except BackendError:
+            return None
+        return None if panes is None else any(not p.get("is_plugin") and p.get("id") == number for p in panes)
+
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         """From 0.44 Zellij holds a pane whose command ended (no close-on-exit: contract
         §3.5), ``exited``, with its exit status (none after a signal); a pane closed by hand

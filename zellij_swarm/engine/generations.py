@@ -368,6 +368,23 @@ class Generations:
                 lg.deadlines.append(
                     self.timers.after(self.settings.heartbeat_timeout, lambda: self._heartbeat_deadline(lg)))
             return
+        # The claim is ours: nothing starts in that pane any more. Whether it is still there
+        # says what became of it (``_unreported``).
+        self.backend.pane_listed(lg.pane_id, lambda listed: self._unreported(lg, listed))
+
+    def _unreported(self, lg: LiveGen, listed: bool | None) -> None:
+        """A pane generation whose launch heartbeat never came, its claim taken by the
+        supervisor, once the multiplexer has said whether it still lists the pane. Gone, it was
+        closed before its first stage could claim it (by hand, as it opened: its shell died of
+        the hang-up before it armed itself), or its session went: nothing ran — ended as a pane
+        closed at the start gate is (``collect``: ``pane_closed``, or ``multiplexer_lost``).
+        Run headless instead, the user's cancel was not the task's end: it ran in full
+        (*Decision*, SPEC §2). Listed, or nobody can say: a pane fault (``_pane_fault``)."""
+        if lg.collected:
+            return
+        if listed is False:
+            self.collect(lg)
+            return
         t = self.settings.heartbeat_timeout
         self.events.emit("heartbeat_missing", task=lg.task.name, slot=lg.gen.slot, gen=lg.gen.gen, pane_id=lg.pane_id)
         self.backend.abandon(lg.pane_id, lg.request)
