@@ -1079,7 +1079,7 @@ class Harness:
         assert run is not None
         self.world.advance(after)
         rec = _load_when_unlocked(run)
-        plan = RunPlan(tasks=rec.specs, settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
+        plan = RunPlan(tasks=[], settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
                        source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
                        resume=rec, run_dir=run.dir)
         self._send(messages, since=self.world.clock.elapsed())
@@ -1092,7 +1092,7 @@ class Harness:
         assert run is not None
         rec = resume.load(run, ended=True)
         rec.retry = retry_selection(snapshot_file.load(run.summary), rec.specs, list(names), run.run_id)
-        plan = RunPlan(tasks=rec.specs, settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
+        plan = RunPlan(tasks=[], settings=resume.resolved_settings(rec.meta), name=rec.meta.get("name"),
                        source=rec.meta.get("source", ""), cwd=rec.meta["cwd"], env=rec.env, argv=["harness"],
                        resume=rec, run_dir=run.dir, retrying=True)
         return self._supervise(plan, HeadlessBackend(), None if crash_at is None else

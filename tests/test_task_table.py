@@ -150,3 +150,37 @@ def test_a_task_skipped_as_it_is_added_skips_those_already_waiting_on_it() -> No
     assert {n: (str(t.status), t.reason) for n, t in r.tasks.items()} == {
         "f": ("failed", None), "long": ("succeeded", None), "z": ("succeeded", None),
         "x": ("skipped", "dependency_failed"), "y": ("skipped", "dependency_failed")}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=["line", "everything", "flags", "empty-argv"])
+def test_a_record_read_back_packs_as_its_spec_does(spec: TaskSpec) -> None:
+    """A resumed run packs the tasks of its records that never ran without making their specs
+    (``pack_record``): the same bytes as the spec made of the record packs into, also for a
+    record that spells a bare field another way (null, an empty list or table, 0)."""
+    from zellij_swarm.config.swarmfile import pack_record
+
+    record = spec.to_record()
+    assert pack_record(record) == TaskSpec.from_record(record).pack()
+    spelled = {**record, **{k: v for k, v in (("env", None), ("after", None), ("tags", None), ("priority", None),
+                                               ("slurm", {}), ("argv", record["argv"]))
+                            if not record.get(k)}, "unknown": 1}
+    assert pack_record(spelled) == TaskSpec.from_record(spelled).pack()
+    with pytest.raises(ValueError, match="its record's priority is not a whole number"):
+        pack_record({**record, "priority": "7"})
+
+
+def test_a_resumed_run_makes_the_records_of_the_tasks_it_needs_and_the_others_at_their_dispatch() -> None:
+    """A resumed run of 100,000 tasks made the record of every task as it began: 50,000 that
+    never ran among them. Now those that ran, or that a warning, cancel or retry names, are
+    made as it begins; the others stay packed until their dispatch, as in the run it resumes."""
+    with Harness(works=works(a=Work(after=1), b=Work(after=5), c=Work(after=1), d=Work(after=1), e=Work(after=1)),
+                 jobs=2) as h:
+        first = h.run([task("a"), task("b"), task("c"), task("d", after=["c"]), task("e")],
+                      messages=(Message(0.5, "cancel", ("e",)),), crash_at=1.5)
+        assert first.exit_code is None and first.made == ["a", "b", "e", "c"]
+        r = h.resume(after=1)
+    assert {n: (str(t.status), t.attempts) for n, t in r.tasks.items()} == {
+        "a": ("succeeded", 1), "b": ("succeeded", 1), "c": ("succeeded", 1), "d": ("succeeded", 1),
+        "e": ("cancelled", 0)}
+    # a, b and c ran (b runs on, adopted), e was cancelled: made as the resume began; d at its dispatch
+    assert r.made == ["a", "b", "c", "e", "d"]

@@ -7,7 +7,7 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +35,7 @@ from zellij_swarm.records.joblog import JobLog
 from zellij_swarm.records.outputs import Outputs, require_apart, require_names, require_outside_records
 from zellij_swarm.records.rundir import DamagedRecord, RunPaths
 from zellij_swarm.records.states import UNSUCCESSFUL_STATUSES, RunState, TaskStatus, all_succeeded
-from zellij_swarm.records.task import task_id
+from zellij_swarm.records.task import task_id, task_order
 from zellij_swarm.render.console import ConsoleReporter
 from zellij_swarm.worker import slurm_nodes, worktree
 from zellij_swarm.worker.slurm import Slurm
@@ -161,7 +161,7 @@ def resume(run: RunPaths, *, output: settings.OutputMode | None, json_output: bo
         place = None
     close_session = outputs.close_session or settings.truthy(rec.env.get("CI"))
     backend = resumed.backend_for(place, rec.env, _run_panes(rec, resolved), close_session=close_session)
-    plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
+    plan = RunPlan(tasks=[], settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv),
                    backend_reason="resumed: its panes followed where they are, new generations headless",
                    resume=rec, run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}),
@@ -208,12 +208,12 @@ def _finished_code(run: RunPaths, summary: dict[str, Any]) -> int:
 def _run_panes(rec: Recovered, resolved: Resolved) -> list[RunPane]:
     """The panes the run's generations ran in (their launch heartbeats name them), in the order
     they ended: those whose end was recorded first, by its time, then the others."""
-    specs = {task_id(n): spec for n, spec in enumerate(rec.specs, 1)}
     panes = []
     for gs in rec.gens:
-        spec = specs.get(gs.task_id)
-        if gs.pane_id is None or spec is None:
+        order = task_order(gs.task_id)
+        if gs.pane_id is None or order is None or order > len(rec.specs):
             continue
+        spec = rec.specs[order - 1]
         retries = spec.retries if spec.retries is not None else resolved.retries
         req = LaunchRequest(gs.gen, gs.gen.slot, spec.name, pane=True, attempt=gs.attempt, attempts=retries + 1)
         status = gs.recorded.get("status") if gs.recorded is not None else None
@@ -279,7 +279,7 @@ def retry(run: RunPaths, names: list[str], *, flags: Mapping[str, object], env: 
     backend = make_backend(choice, env, close_session=outputs.close_session or settings.truthy(env.get("CI")))
     if isinstance(backend, resumed.TakesOver):  # what the run's earlier supervisors left there is taken over
         backend = resumed.RetriedBackend(backend, snap.get("multiplexer"), _run_panes(rec, resolved))
-    plan = RunPlan(tasks=rec.specs, settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
+    plan = RunPlan(tasks=[], settings=resolved, name=rec.meta.get("name"), source=rec.meta.get("source", ""),
                    cwd=rec.meta["cwd"], env=rec.env, argv=list(sys.argv), backend_reason=choice.why, resume=rec,
                    run_dir=run.dir, groups=dict(rec.meta.get("groups") or {}), retrying=True,
                    worktree_base=worktree.Base.from_record(rec.meta.get("worktree_base")),
@@ -353,7 +353,7 @@ def _check_retry_settings(run: RunPaths, rec: Recovered, resolved: Resolved, env
                               allocation=min(resolved.jobs, len(retried)) if resolved.slurm_alloc else None)
 
 
-def retry_selection(snap: Mapping[str, Any], specs: list[swarmfile.TaskSpec], names: list[str],
+def retry_selection(snap: Mapping[str, Any], specs: Sequence[swarmfile.TaskSpec], names: list[str],
                     run_id: str, *, unknown: bool = False,
                     where: Path | None = None) -> dict[str, tuple[int, int]]:
     """The tasks a ``retry`` runs again — the named ones, else every one that ended without

@@ -471,7 +471,8 @@ def task_specs_of(run: RunPaths, *, strict: bool = False) -> list[TaskSpec]:
     from zellij_swarm.records import log as records
 
     try:
-        return resume.task_specs(read_json(run.run_json), records.read_events(run.events, only=resume.ADDED_EVENTS))
+        return list(resume.task_specs(read_json(run.run_json),
+                                      records.read_events(run.events, only=resume.ADDED_EVENTS)))
     except FileNotFoundError:  # (a run whose record is not written yet)
         return []
     except (OSError, ValueError, KeyError, TypeError) as e:

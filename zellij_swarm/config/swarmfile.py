@@ -144,12 +144,7 @@ class TaskSpec:
     def from_record(cls, rec: dict[str, Any]) -> TaskSpec:
         """The spec a record (``to_record``) read back from a file holds: a ``ValueError``
         naming the field when it is not of its type (a record edited or damaged in place)."""
-        if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
-            raise ValueError("a task record without a name")
-        for field_name, (fits, what) in _RECORD_TYPES.items():
-            value = rec.get(field_name)
-            if value is not None and not fits(value):
-                raise ValueError(f"task {rec['name']!r}: its record's {field_name} is not {what}")
+        _check_record(rec)
         return cls(
             name=rec["name"],
             cmd=rec.get("cmd"),
@@ -167,6 +162,32 @@ class TaskSpec:
             waiting_pattern=rec.get("waiting_pattern"),
             slurm=dict(rec["slurm"]) if rec.get("slurm") else NOTHING,
         )
+
+
+def _check_record(rec: object) -> None:
+    """A ``ValueError`` naming the field of a task record (``to_record``, read back from a
+    file) that is not of its type."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
+        raise ValueError("a task record without a name")
+    for field_name, (fits, what) in _RECORD_TYPES.items():
+        value = rec.get(field_name)
+        if value is not None and not fits(value):
+            raise ValueError(f"task {rec['name']!r}: its record's {field_name} is not {what}")
+
+
+def pack_record(rec: dict[str, Any]) -> bytes:
+    """``TaskSpec.from_record(rec).pack()``, the same bytes, without making the spec (a third
+    of the cost): a resumed run of 100,000 tasks holds those that never ran packed, as the run
+    did. A ``ValueError`` as ``from_record`` raises it."""
+    _check_record(rec)
+    kept: dict[str, Any] = {}
+    for name in _RECORD_FIELDS:
+        value = rec.get(name)
+        # what ``from_record`` makes the bare spec's value of: unset, or an empty table or list
+        if value is None or (not value and name in _EMPTY_IS_BARE) or value == _BARE.get(name):
+            continue
+        kept[name] = value
+    return compact(kept).encode()
 
 
 def _strings(value: object) -> bool:
@@ -199,6 +220,9 @@ _RECORD_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
 # What a spec with a name and nothing else records: ``pack`` leaves out what equals it
 _BARE = TaskSpec(name="").to_record()
 _UNPACKER = json.JSONDecoder()
+_RECORD_FIELDS = ("name", *_RECORD_TYPES)  # in ``to_record``'s order, which ``pack`` keeps
+# The fields whose empty value (or 0) ``from_record`` reads as the bare spec's
+_EMPTY_IS_BARE = frozenset({"env", "after", "priority", "tags", "slurm"})
 # The fields a record holds as JSON arrays or objects, and the types a spec holds them as
 _CONTAINERS: dict[str, Callable[[Any], Any]] = {"argv": tuple, "env": dict, "after": tuple, "tags": tuple,
                                                 "slurm": dict}

@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from zellij_swarm import exc
 from zellij_swarm.backends.base import LaunchRequest
 from zellij_swarm.config import settings, state_dir, swarmfile
 from zellij_swarm.config.stream import Problem
-from zellij_swarm.config.swarmfile import TaskSpec
 from zellij_swarm.engine import metrics, remote, stopping
 from zellij_swarm.engine.control import Control
 from zellij_swarm.engine.follow import GenerationWatch
@@ -61,6 +60,7 @@ from zellij_swarm.records.rundir import DamagedRecord, RunPaths, has_record, rea
 from zellij_swarm.records.states import TaskStatus
 from zellij_swarm.records.task import TaskRecord
 from zellij_swarm.records.task import task_id as id_of_order
+from zellij_swarm.records.task import task_order as order_of_id
 from zellij_swarm.records.task_table import TaskTable
 from zellij_swarm.worker import procs
 from zellij_swarm.worker.slurm import Job, Slurm
@@ -93,7 +93,7 @@ class GenState:
 class Recovered:
     meta: dict[str, Any]  # run.json, but its tasks: they are ``specs``
     env: dict[str, str]
-    specs: list[swarmfile.TaskSpec]
+    specs: RecordedSpecs
     gens: list[GenState]
     settled: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task -> (status, reason) without a gen
     # each slot's highest generation number the log reserved — also one withdrawn unstarted and
@@ -137,15 +137,44 @@ UNREAD_EVENTS = frozenset({"worker_launch_invoked", "worker_process_spawned"})
 ADDED_EVENTS = frozenset({"task_added"})  # the event-log lines ``task_specs`` reads
 
 
-def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> list[swarmfile.TaskSpec]:
+class RecordedSpecs(Sequence[swarmfile.TaskSpec]):
+    """A run's task specs read back from its records, in id order, each held packed
+    (``swarmfile.pack_record``: some 70 bytes for a line of a lines file, where its record read
+    from ``run.json`` took some 800 and its spec 300) and made when asked for. ``restore`` puts
+    the tasks that never ran back into the queue as they are held (``packed``): a resumed run
+    of 100,000 tasks makes the records of those that ran only, as the run did."""
+
+    def __init__(self, names: list[str], packed: list[bytes]) -> None:
+        self.names = names
+        self._packed = packed
+
+    def packed(self, index: int) -> bytes:
+        return self._packed[index]
+
+    @overload
+    def __getitem__(self, index: int) -> swarmfile.TaskSpec: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[swarmfile.TaskSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> swarmfile.TaskSpec | list[swarmfile.TaskSpec]:
+        if isinstance(index, slice):
+            return [swarmfile.TaskSpec.unpack(p) for p in self._packed[index]]
+        return swarmfile.TaskSpec.unpack(self._packed[index])
+
+    def __len__(self) -> int:
+        return len(self._packed)
+
+
+def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> RecordedSpecs:
     """Every task of a run in id order: those of ``run.json``, then those added while it ran
     (``add``, follow-ups), which only the event log records."""
     records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] in ADDED_EVENTS]
     try:
-        return [swarmfile.TaskSpec.from_record(t) for t in records_]
+        packed = [swarmfile.pack_record(t) for t in records_]
     except ValueError as e:
         raise DamagedRecord(f"the run's records hold a task that is not one ({e}): it cannot be read back "
                             "whole") from None
+    return RecordedSpecs([t["name"] for t in records_], packed)
 
 
 def load(run: RunPaths, *, ended: bool = False) -> Recovered:
@@ -179,7 +208,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     meta = {k: v for k, v in meta.items() if k != "tasks"}
     rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
     rec.consumed_messages = logged.consumed
-    names = {s.name: id_of_order(i) for i, s in enumerate(specs, 1)}
+    names = {name: id_of_order(i) for i, name in enumerate(specs.names, 1)}
     rec.allocation = logged.allocation
     rec.warnings = [(w, names.get(w["task"]) if w["task"] is not None else None, silence)
                     for w, silence in logged.warnings]
@@ -490,7 +519,6 @@ class ResumedRun(Protocol):
     def kill_grace(self) -> float: ...
 
     def wallclock(self) -> float: ...
-    def add_tasks(self, specs: Iterable[TaskSpec], *, enqueue: bool = True) -> list[str]: ...
     def id_named(self, name: str) -> str: ...
     @property
     def policy(self) -> TaskPolicy: ...
@@ -503,8 +531,13 @@ class ResumedRun(Protocol):
 def restore(run: ResumedRun, rec: Recovered) -> None:
     """Rebuild every task from the records of an interrupted run (read by ``load``):
     record exits that happened meanwhile, adopt live wrappers, queue the rest."""
-    run.add_tasks(rec.specs, enqueue=False)
-    for task in run.tasks.values():  # before any row is frozen: a task's row shows its worktree
+    touched = _touched(run, rec)
+    for i, name in enumerate(rec.specs.names):  # (in order: a task's order is its id)
+        if i + 1 in touched:
+            run.tasks.add(rec.specs[i], packed=False)
+        else:  # never ran, nothing settled it: it goes back into the queue as it is held
+            run.tasks.add_packed(name, rec.specs.packed(i))
+    for task in run.tasks.records():  # before any row is frozen: a task's row shows its worktree
         task.worktree = run.worktrees.existing(task.id)
     for warning, task_id, idle_silence in rec.warnings:
         owner = run.tasks[task_id] if task_id is not None and task_id in run.tasks else None
@@ -580,7 +613,7 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
             task.restore(TaskStatus.PENDING)
         else:
             _status_after(task)
-    for task in run.tasks.values():
+    for task in list(run.tasks.records()):  # (a task still packed is pending, and nothing settled it)
         again = rec.retry.get(task.id, (0, -1))[1] == task.attempts  # a retried task that never ran since
         if task.status == TaskStatus.PENDING and task.id in rec.settled and not again:
             status, reason = rec.settled[task.id]
@@ -588,13 +621,21 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
         if task.status.terminal:
             run.ready.settled(task.id, task.status == TaskStatus.SUCCEEDED)
     _end_what_is_left_before_reruns(run, by_task)
-    for task in run.tasks.values():
-        if task.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
-            run.ready.handed_out(task.id, priority=task.spec.priority, order=task.order, group=task.spec.group)
-        elif task.status == TaskStatus.PENDING and task.id not in run.ready:
-            after = [run.id_named(d) for d in task.spec.after]
-            for skipped in run.ready.add(task.id, after=after, priority=task.spec.priority, order=task.order,
-                                         group=task.spec.group):
+    for order in range(1, len(run.tasks) + 1):
+        held = run.tasks.look(order)
+        if isinstance(held, dict):  # still packed: pending
+            tid, after, priority, group = id_of_order(order), held.get("after", ()), held.get("priority", 0), \
+                held.get("group")
+        elif held is None or held.status not in (TaskStatus.RUNNING, TaskStatus.PENDING):
+            continue
+        elif held.status == TaskStatus.RUNNING:  # adopted or collected below; a retry requeues it
+            run.ready.handed_out(held.id, priority=held.spec.priority, order=order, group=held.spec.group)
+            continue
+        else:
+            tid, after, priority, group = held.id, held.spec.after, held.spec.priority, held.spec.group
+        if tid not in run.ready:
+            for skipped in run.ready.add(tid, after=[run.id_named(d) for d in after], priority=priority, order=order,
+                                         group=group):
                 run.policy.skip(run.tasks[skipped])
     for lg in to_collect:
         _adopt(run, lg, gone=True)
@@ -604,6 +645,17 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
     for group, paused in rec.pauses:  # a paused run stays paused (the pauses of one that ended do not last)
         (run.ready.pause if paused else run.ready.unpause)(group)
     run.control.read_inbox()  # what was sent while no supervisor was there (a cancel, an addition)
+
+def _touched(run: ResumedRun, rec: Recovered) -> set[int]:
+    """The orders of the tasks ``restore`` needs the records of: those with a generation, one
+    settled (cancelled, skipped) or retried, one a warning names — every one in a run that
+    makes worktrees (a worktree is made before its generation is named in the log)."""
+    if run.worktrees.base is not None:
+        return set(range(1, len(rec.specs) + 1))
+    ids = {gs.task_id for gs in rec.gens} | rec.settled.keys() | rec.retry.keys() | {
+        task_id for _, task_id, _ in rec.warnings if task_id is not None}
+    return {order for tid in ids if (order := order_of_id(tid)) is not None}
+
 
 def _end_what_is_left_before_reruns(run: ResumedRun, by_task: dict[str, list[GenState]]) -> None:
     """A task that runs again after a generation that ended before this supervisor (a failure

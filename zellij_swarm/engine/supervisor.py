@@ -86,7 +86,8 @@ class RunPlan:
     """Everything a run needs, resolved and validated."""
 
     # The run's first tasks. The supervisor takes them: it empties the list as it adds them,
-    # so that a run of 100,000 tasks does not hold their specs all along (TaskTable).
+    # so that a run of 100,000 tasks does not hold their specs all along (TaskTable). A
+    # resumed run's are in its records (``resume``).
     tasks: list[swarmfile.TaskSpec]
     settings: Resolved
     name: str | None = None
@@ -321,17 +322,14 @@ class Supervisor:
         except OSError as e:
             raise exc.StateDirError(f"cannot create run directory {self.paths.dir}: {e.strerror}") from e
 
-    def add_tasks(self, specs: Iterable[swarmfile.TaskSpec], *, enqueue: bool = True) -> list[str]:
-        """Add tasks to the run (their ids, returned, are ``t<order>``). Queued ones are held
-        packed until dispatched (``TaskTable``); ones not queued (a resumed run's, rebuilt from
-        its records at once) get their records now."""
+    def add_tasks(self, specs: Iterable[swarmfile.TaskSpec]) -> list[str]:
+        """Add tasks to the run and queue them (their ids, returned, are ``t<order>``), held
+        packed until dispatched (``TaskTable``)."""
         added = []
         later = []  # queued tasks with a dependency on one further on in ``specs``
         for spec in specs:
-            order = self.tasks.add(spec, packed=enqueue)
+            order = self.tasks.add(spec, packed=True)
             added.append(task_id(order))
-            if not enqueue:
-                continue
             if all(self._order_named(d) is not None for d in spec.after):
                 self._enqueue(order, spec.after, spec.priority, spec.group)
             else:
@@ -573,7 +571,8 @@ class Supervisor:
                                  reporter=self.reporter, warn=self._warn,
                                  kill=lambda lg, reason: self.gens.kill(lg, reason), changed=self.snapshots.touch,
                                  after_output=lambda gen, read: self.backend.after_output(gen, read))
-        self.reserve = records.SpaceReserve(self.paths, len(self.plan.tasks))
+        given = len(self.plan.tasks) if self.plan.resume is None else len(self.plan.resume.specs)
+        self.reserve = records.SpaceReserve(self.paths, given)
         # The log made durable off the loop, then folding, into shells the next generations
         # take. Folds come in bursts, one per group commit (a sync of tens of milliseconds, in
         # which every slot may turn over more than once): a pool of twice the slots ran dry

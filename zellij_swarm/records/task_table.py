@@ -53,6 +53,14 @@ class TaskTable(Mapping[str, TaskRecord]):
             self._made[order] = self._make(order, spec)
         return order
 
+    def add_packed(self, name: str, packed: bytes) -> int:
+        """Add a task held as ``packed`` (``TaskSpec.pack``, or ``pack_record`` of a resumed
+        run's records) named ``name``; its order."""
+        assert name not in self._names, name
+        self._packed.append(packed)
+        order = self._names[name] = len(self._packed)
+        return order
+
     def remove(self, task: TaskRecord) -> bool:
         """Let go of ``task``'s record (it ended); False when the table holds another, or none."""
         if self._made.get(task.order) is not task:
