@@ -134,6 +134,7 @@ def wrapper_alive(gen: GenPaths, pid: int) -> bool:
 UNREAD_EVENTS = frozenset({"worker_launch_invoked", "worker_process_spawned"})
 
 
+BACKFILL = "backfill"  # an event of which a resume reads only how many there are (``metrics``)
 ADDED_EVENTS = frozenset({"task_added"})  # the event-log lines ``task_specs`` reads
 
 
@@ -201,6 +202,7 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
         rundir.plain_or_absent(record)
     logged = _Logged(run.events)
     stats = metrics.DispatchStats.replay(logged.read())  # one pass over the log, each event taken in
+    stats.backfill_count += logged.counted[BACKFILL]  # (counted as read, not parsed: ``_Logged.read``)
     if (behind := _log_behind_its_snapshots(run, logged)) is not None:
         raise DamagedRecord(behind)
     specs = task_specs(meta, logged.added)
@@ -315,12 +317,15 @@ class _Logged:
     # every warning said, in order, and an idle timeout's kill, with its silence: its message
     # needs its task's limit, not known here yet (``Recovered.warnings``)
     warnings: list[tuple[WarningRow, float | None]] = field(default_factory=list)
+    counted: dict[str, int] = field(default_factory=lambda: {BACKFILL: 0})  # events counted, not read
 
     def read(self) -> Iterator[dict[str, Any]]:
         """The log's events, each taken in (``take``) as it is passed on. A line that parses
         but is not of the shape the supervisor writes (edited, damaged in place) is garbage,
-        left out as a line that does not parse is — but for a task added (``take``)."""
-        for e in records.iter_events(self.path, skip=UNREAD_EVENTS):
+        left out as a line that does not parse is — but for a task added (``take``). The
+        ``backfill`` events, of which nothing is read but their number, are only counted
+        (``counted``)."""
+        for e in records.iter_events(self.path, skip=UNREAD_EVENTS, tally=self.counted):
             try:
                 self.take(e)
             except DamagedRecord:
