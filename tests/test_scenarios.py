@@ -689,6 +689,16 @@ RESUME: tuple[Case, ...] = (
     Case("an-adopted-worker's-dependent-runs-after-it", (A, task("b", after=["a"])),
          {"a": Want("succeeded"), "b": Want("succeeded")}, works=works(a=Work(after=10)), crash_at=2, gap=1,
          order=("worker_adopted a", "worker_completed a", "slot_reserved b"), at={"slot_reserved b": 10.0}),
+    # The tasks that never ran go back into the queue as the run held them, packed: their
+    # priorities, and their dependencies on a task after them; one skipped before the crash stays so
+    Case("a-resumed-queue-keeps-its-order-and-what-its-tasks-wait-for",
+         (task("f", priority=9), task("x", after=["f"]), task("low"), task("high", priority=5),
+          task("y", after=["z"]), task("z")),
+         {"f": Want("failed", code=1), "x": Want("skipped", "dependency_failed", attempts=0), "low": Want("succeeded"),
+          "high": Want("succeeded"), "y": Want("succeeded"), "z": Want("succeeded")}, exit=1, flags={"jobs": 1},
+         works=works(f=Work(after=1, code=1), high=Work(after=1)), crash_at=1.5, gap=1,
+         order=("worker_failed f", "task_skipped x", "slot_reserved high", "run_resumed", "worker_completed high",
+                "slot_reserved low", "slot_reserved z", "slot_reserved y")),
     Case("an-unclaimed-generation-runs-as-a-new-one", (A,), {"a": Want("succeeded", attempts=1)},
          works=works(a=Work(start_delay=4)), crash_at=2, gap=1,
          order=("worker_launch_invoked a", "run_resumed", "slot_reserved a", "worker_process_spawned a",
