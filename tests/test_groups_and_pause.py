@@ -303,3 +303,29 @@ def test_a_selection_of_a_big_run_lists_what_needs_a_look_and_reads_only_added_t
     monkeypatch.setattr(log.jsontext, "loads", parse)
     specs = views.task_specs_of(run)
     assert len(specs) == 241 and specs[-1].tags == ("even",) and len(parsed) == 1
+
+
+def test_a_groups_bound_holds_for_its_tasks_that_a_resume_queues_again(swarm):
+    """A resumed run puts the tasks that never ran back into its queue as it held them: their
+    group comes with them, and its bound holds — one ``gpu`` task at a time, the one running at
+    the crash adopted, the others after it — while a task of no group runs beside them."""
+    import signal
+
+    ledger = swarm.cwd / "ledger"
+    step = f'echo \\"start $0\\" >> {ledger}; while [ ! -e go ]; do sleep 0.02; done; echo \\"end $0\\" >> {ledger}'
+    swarm.write("g.toml", "[swarm]\njobs = 3\n[group.gpu]\njobs = 1\n" + "".join(
+        f'[[task]]\nname = "{name}"\ncmd = "sh -c \'{step}\' {name}"\n' + ('group = "gpu"\n' if name != "free" else "")
+        for name in ("g1", "g2", "g3", "free")))
+    with Running(swarm, "g.toml", "--backend", "headless", "--output", "quiet") as r:
+        run = r.run
+        wait_until(lambda: ledger.exists() and ledger.read_text().count("start") == 2, what="g1 and free running")
+        r.proc.send_signal(signal.SIGKILL)
+        r.proc.wait(timeout=10)
+        r.proc = swarm.popen("resume", run.name, "--output", "quiet")
+        wait_until(lambda: snapshot(swarm, run).get("state") == "running", what="resumed")
+        (swarm.cwd / "go").touch()
+        assert r.proc.wait(timeout=60) == 0
+    lines = ledger.read_text().splitlines()
+    gpu = [line for line in lines if line.split()[1] != "free"]
+    assert gpu == ["start g1", "end g1", "start g2", "end g2", "start g3", "end g3"], lines
+    assert sorted(lines) == sorted(f"{what} {name}" for what in ("start", "end") for name in ("g1", "g2", "g3", "free"))
