@@ -144,7 +144,7 @@ class TaskSpec:
     def from_record(cls, rec: dict[str, Any]) -> TaskSpec:
         """The spec a record (``to_record``) read back from a file holds: a ``ValueError``
         naming the field when it is not of its type (a record edited or damaged in place)."""
-        _check_record(rec)
+        check_record(rec)
         return cls(
             name=rec["name"],
             cmd=rec.get("cmd"),
@@ -164,7 +164,7 @@ class TaskSpec:
         )
 
 
-def _check_record(rec: object) -> None:
+def check_record(rec: object) -> None:
     """A ``ValueError`` naming the field of a task record (``to_record``, read back from a
     file) that is not of its type."""
     if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
@@ -179,7 +179,7 @@ def pack_record(rec: dict[str, Any]) -> bytes:
     """``TaskSpec.from_record(rec).pack()``, the same bytes, without making the spec (a third
     of the cost): a resumed run of 100,000 tasks holds those that never ran packed, as the run
     did. A ``ValueError`` as ``from_record`` raises it."""
-    _check_record(rec)
+    check_record(rec)
     kept: dict[str, Any] = {}
     for name in _RECORD_FIELDS:
         value = rec.get(name)

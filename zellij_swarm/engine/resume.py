@@ -139,18 +139,34 @@ ADDED_EVENTS = frozenset({"task_added"})  # the event-log lines ``task_specs`` r
 
 
 class RecordedSpecs(Sequence[swarmfile.TaskSpec]):
-    """A run's task specs read back from its records, in id order, each held packed
-    (``swarmfile.pack_record``: some 70 bytes for a line of a lines file, where its record read
-    from ``run.json`` took some 800 and its spec 300) and made when asked for. ``restore`` puts
-    the tasks that never ran back into the queue as they are held (``packed``): a resumed run
-    of 100,000 tasks makes the records of those that ran only, as the run did."""
+    """A run's task specs read back from its records (``task_specs``: each one checked), in id
+    order, each turned into what the run holds of it when first asked for: its spec (``[i]``),
+    or, for a task that goes back into the queue untouched, its spec packed (``packed``:
+    ``swarmfile.pack_record``, some 70 bytes for a line of a lines file, where its record read
+    from ``run.json`` takes some 800 and its spec 300). A resumed run of 100,000 tasks makes the
+    specs and records of those that ran only, as the run did; the records read are let go of as
+    they are turned."""
 
-    def __init__(self, names: list[str], packed: list[bytes]) -> None:
-        self.names = names
-        self._packed = packed
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.names: list[str] = [r["name"] for r in records]
+        self._held: list[dict[str, Any] | bytes | swarmfile.TaskSpec] = list(records)
 
     def packed(self, index: int) -> bytes:
-        return self._packed[index]
+        held = self._held[index]
+        if isinstance(held, bytes):
+            return held
+        if isinstance(held, swarmfile.TaskSpec):
+            return held.pack()
+        packed = self._held[index] = swarmfile.pack_record(held)
+        return packed
+
+    def _spec(self, index: int) -> swarmfile.TaskSpec:
+        held = self._held[index]
+        if isinstance(held, swarmfile.TaskSpec):
+            return held
+        spec = swarmfile.TaskSpec.unpack(held) if isinstance(held, bytes) else swarmfile.TaskSpec.from_record(held)
+        self._held[index] = spec
+        return spec
 
     @overload
     def __getitem__(self, index: int) -> swarmfile.TaskSpec: ...
@@ -159,11 +175,11 @@ class RecordedSpecs(Sequence[swarmfile.TaskSpec]):
 
     def __getitem__(self, index: int | slice) -> swarmfile.TaskSpec | list[swarmfile.TaskSpec]:
         if isinstance(index, slice):
-            return [swarmfile.TaskSpec.unpack(p) for p in self._packed[index]]
-        return swarmfile.TaskSpec.unpack(self._packed[index])
+            return [self._spec(i) for i in range(len(self._held))[index]]
+        return self._spec(range(len(self._held))[index])  # (a negative index as a list takes it)
 
     def __len__(self) -> int:
-        return len(self._packed)
+        return len(self._held)
 
 
 def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> RecordedSpecs:
@@ -171,11 +187,12 @@ def task_specs(meta: dict[str, Any], events: list[dict[str, Any]]) -> RecordedSp
     (``add``, follow-ups), which only the event log records."""
     records_ = list(meta["tasks"]) + [e["spec"] for e in events if e["event"] in ADDED_EVENTS]
     try:
-        packed = [swarmfile.pack_record(t) for t in records_]
+        for record in records_:
+            swarmfile.check_record(record)
     except ValueError as e:
         raise DamagedRecord(f"the run's records hold a task that is not one ({e}): it cannot be read back "
                             "whole") from None
-    return RecordedSpecs([t["name"] for t in records_], packed)
+    return RecordedSpecs(records_)
 
 
 def load(run: RunPaths, *, ended: bool = False) -> Recovered:
