@@ -223,7 +223,8 @@ def load(run: RunPaths, *, ended: bool = False) -> Recovered:
     if (behind := _log_behind_its_snapshots(run, logged)) is not None:
         raise DamagedRecord(behind)
     specs = task_specs(meta, logged.added)
-    # the tasks' records, once specs: kept, they were a resumed 100,000-task run's largest thing (81 MB)
+    # the tasks' records: ``specs`` lets each go as restore turns it into what the run holds of it
+    # (kept in ``meta`` too, they were a resumed 100,000-task run's largest thing: 81 MB)
     meta = {k: v for k, v in meta.items() if k != "tasks"}
     rec = Recovered(meta, envfile.load(run.saved_env), specs, [])
     rec.consumed_messages = logged.consumed
@@ -671,7 +672,8 @@ def restore(run: ResumedRun, rec: Recovered) -> None:
 def _touched(run: ResumedRun, rec: Recovered) -> set[int]:
     """The orders of the tasks ``restore`` needs the records of: those with a generation, one
     settled (cancelled, skipped) or retried, one a warning names — every one in a run that
-    makes worktrees (a worktree is made before its generation is named in the log)."""
+    makes worktrees: a worktree may be there for a generation the log on disk never named (a
+    supervisor killed before it wrote out the line it had emitted)."""
     if run.worktrees.base is not None:
         return set(range(1, len(rec.specs) + 1))
     ids = {gs.task_id for gs in rec.gens} | rec.settled.keys() | rec.retry.keys() | {
