@@ -412,6 +412,26 @@ def test_an_event_glued_to_a_partial_line_another_writer_left_is_read(tmp_path):
     assert [e["ts"] for e in log.read_events(path, skip=skip)] == [1, 2]
 
 
+@pytest.mark.parametrize("cut", ["worker_process_spawned", "backfill"])
+def test_an_event_glued_to_a_partial_line_that_names_an_event_left_unread_is_read(tmp_path, cut):
+    """The partial line cut after its name (``{"ts":1,"event":"backfill","sl``): a reader
+    that leaves events of that name unparsed, or only counts them, took the whole line for
+    one of them by its first name, and lost the task's end glued after it — a resume ran the
+    ended task again. A line with more than one event's start is parsed."""
+    from zellij_swarm.engine import resume
+    from zellij_swarm.records import log
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"ts":1,"event":"slot_reserved","task":"a","slot":1,"gen":1,"attempt":1}\n'
+                     b'{"ts":1,"event":"%s","sl{"ts":2,"event":"worker_completed","task":"a","slot":1,"gen":1,'
+                     b'"status":"succeeded","code":0}\n' % cut.encode())
+    skip = frozenset({"worker_process_spawned"})
+    assert [e["event"] for e in log.read_events(path, skip=skip)] == ["slot_reserved", "worker_completed"]
+    logged = resume._Logged(path)
+    assert [e["event"] for e in logged.read()] == ["slot_reserved", "worker_completed"]
+    assert list(logged.outcomes) == [(1, 1)] and logged.counted == {"backfill": 0}
+
+
 def test_a_record_nested_too_deep_to_parse_is_damaged_not_a_crash(swarm, ended_run):
     """``[[[[…`` (100,000 deep) in place of a record, or as a line of a log, exceeded the
     parser's recursion limit: an internal error in every reader. It is text that is not JSON."""

@@ -210,16 +210,18 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(), only: frozens
     once were most of its memory. ``skip``: events of these names are left out; ``only``:
     all but those of these names are (``status --tag`` wants the tasks added, a few lines of
     hundreds of thousands). Either way a line is not even parsed when its name can be seen
-    in it as the log writes it. ``tally``: the events of its names are counted there instead
-    (a line that holds a whole object, ``{`` to ``}``), not parsed either: a resume counts
-    50,000 ``backfill`` events of a 100,000-task run, and reads nothing else of them."""
+    in it as the log writes it — a line that holds one event's start only: one glued to a
+    partial line is the event it ends with (``_glued``), whatever name the partial one had
+    got to. ``tally``: the events of its names are counted there instead (a line that holds a
+    whole object, ``{`` to ``}``), not parsed either: a resume counts 50,000 ``backfill``
+    events of a 100,000-task run, and reads nothing else of them."""
     def wanted(name: object) -> bool:  # (a name that is no string: a line that is no event)
         return isinstance(name, str) and name not in skip and (only is None or name in only)
 
     for line in _log_lines(path):
         if skip or only is not None or tally:
             at = line.find(_EVENT_KEY)
-            if at >= 0:
+            if at >= 0 and line.find(_LINE_START, 1) < 0:
                 start = at + len(_EVENT_KEY)
                 name = line[start:line.find(b'"', start)].decode("utf-8", "replace")
                 if tally and name in tally:
