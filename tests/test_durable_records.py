@@ -417,19 +417,24 @@ def test_an_event_glued_to_a_partial_line_that_names_an_event_left_unread_is_rea
     """The partial line cut after its name (``{"ts":1,"event":"backfill","sl``): a reader
     that leaves events of that name unparsed, or only counts them, took the whole line for
     one of them by its first name, and lost the task's end glued after it — a resume ran the
-    ended task again. A line with more than one event's start is parsed."""
+    ended task again. A line with more than one event's start is parsed. ``proof``, which
+    parsed the lines naming an outcome with no regard for glue, missed it too."""
+    from zellij_swarm.commands import proof
     from zellij_swarm.engine import resume
     from zellij_swarm.records import log
+    from zellij_swarm.records.rundir import RunPaths
 
     path = tmp_path / "events.jsonl"
     path.write_bytes(b'{"ts":1,"event":"slot_reserved","task":"a","slot":1,"gen":1,"attempt":1}\n'
                      b'{"ts":1,"event":"%s","sl{"ts":2,"event":"worker_completed","task":"a","slot":1,"gen":1,'
-                     b'"status":"succeeded","code":0}\n' % cut.encode())
+                     b'"status":"succeeded","code":0,"started_at":1.5,"ended_at":2.0,"pid":7}\n' % cut.encode())
     skip = frozenset({"worker_process_spawned"})
     assert [e["event"] for e in log.read_events(path, skip=skip)] == ["slot_reserved", "worker_completed"]
     logged = resume._Logged(path)
     assert [e["event"] for e in logged.read()] == ["slot_reserved", "worker_completed"]
     assert list(logged.outcomes) == [(1, 1)] and logged.counted == {"backfill": 0}
+    # ``proof`` reads it too: a folded generation's outcome is its only record
+    assert proof._folded_outcomes(RunPaths(tmp_path)) == {(1, 1): (1.5, 2.0, 7, None)}
 
 
 def test_a_record_nested_too_deep_to_parse_is_damaged_not_a_crash(swarm, ended_run):

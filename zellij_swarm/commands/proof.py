@@ -63,6 +63,7 @@ from typing import Any
 from zellij_swarm import exc, jsontext
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
+from zellij_swarm.records import log as records
 from zellij_swarm.records.rundir import RunPaths, open_record, read_json
 from zellij_swarm.records.states import RunState
 
@@ -111,9 +112,8 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
             for line in f:
                 if not (line.endswith(b"\n") and _OUTCOME_NEEDLE in line):
                     continue
-                try:
-                    e = jsontext.loads(line)
-                except ValueError:
+                e = records.parse_line(line)  # (an outcome glued to a partial line is read all the same)
+                if not isinstance(e, dict):
                     continue
                 slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
                 if (e.get("event") in generation_files.OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)

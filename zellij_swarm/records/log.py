@@ -197,6 +197,15 @@ def _glued(line: bytes) -> Any:
     return None
 
 
+def parse_line(line: bytes) -> Any:
+    """What a complete line of an event log holds: its JSON, or — a line glued to a partial
+    one — the event it ends with (``_glued``); None when no whole event ends it."""
+    try:
+        return jsontext.loads(line.decode("utf-8"))  # (a str: bytes would have their encoding guessed)
+    except ValueError:
+        return _glued(line)
+
+
 def read_events(path: Path, *, skip: frozenset[str] = frozenset(),
                 only: frozenset[str] | None = None) -> list[dict[str, Any]]:
     """Every complete line of an event log, in a list (``iter_events``)."""
@@ -230,10 +239,7 @@ def iter_events(path: Path, *, skip: frozenset[str] = frozenset(), only: frozens
                     continue
                 if not wanted(name):
                     continue
-        try:
-            event = jsontext.loads(line.decode("utf-8"))  # (a str: bytes would have their encoding guessed)
-        except ValueError:
-            event = _glued(line)
+        event = parse_line(line)
         if isinstance(event, dict) and wanted(event.get("event")):
             yield event
 
