@@ -803,16 +803,27 @@ class ZellijBackend:
             self.alive = self.z.session_live(self.z.session)
         return self.alive
 
-    def pane_listed(self, pane_id: str | None) -> bool | None:
-        """From 0.44, ``list-panes`` (a held pane is listed, contract §3.5); before, nothing says."""
+    def _listed_number(self, pane_id: str | None) -> int | None:
+        """The number ``list-panes`` gives the terminal pane ``pane_id`` (from 0.44, where a pane
+        can be named and listed); None where nothing can be asked of it."""
         number = zellij_cli.pane_number(pane_id) if pane_id is not None else None
         if number is None or not self.started or not self.z.has("pane_id_target") or not self.z.has("list_panes"):
+            return None
+        return number
+
+    @staticmethod
+    def _listed(panes: list[dict[str, Any]], number: int) -> dict[str, Any] | None:
+        return next((p for p in panes if not p.get("is_plugin") and p.get("id") == number), None)
+
+    def pane_listed(self, pane_id: str | None) -> bool | None:
+        """From 0.44, ``list-panes`` (a held pane is listed, contract §3.5); before, nothing says."""
+        if (number := self._listed_number(pane_id)) is None:
             return None
         try:
             panes = self.z.list_panes()
         except BackendError:
             return None
-        return None if panes is None else any(not p.get("is_plugin") and p.get("id") == number for p in panes)
+        return None if panes is None else self._listed(panes, number) is not None
 
     def pane_exited(self, pane_id: str | None) -> PaneExited | None:
         """From 0.44 Zellij holds a pane whose command ended (no close-on-exit: contract
@@ -820,8 +831,7 @@ class ZellijBackend:
         is gone from ``list-panes``. One still listed running is looked at again for
         ``PANE_EXIT_WAIT``, and so is a list that did not come or failed. Before 0.44 a pane closes
         with its command, as a closed one does: nothing says."""
-        number = zellij_cli.pane_number(pane_id) if pane_id is not None else None
-        if number is None or not self.started or not self.z.has("pane_id_target") or not self.z.has("list_panes"):
+        if (number := self._listed_number(pane_id)) is None:
             return None
         deadline = time.monotonic() + PANE_EXIT_WAIT
         while True:
@@ -830,7 +840,7 @@ class ZellijBackend:
             except BackendError:  # a busy server's call that failed or outlasted its time: asked again
                 panes = None
             if panes is not None:
-                pane = next((p for p in panes if not p.get("is_plugin") and p.get("id") == number), None)
+                pane = self._listed(panes, number)
                 if pane is None:
                     return None  # closed
                 if pane.get("exited") is True:
