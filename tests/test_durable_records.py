@@ -435,6 +435,10 @@ def test_an_event_glued_to_a_partial_line_that_names_an_event_left_unread_is_rea
     assert list(logged.outcomes) == [(1, 1)] and logged.counted == {"backfill": 0}
     # ``proof`` reads it too: a folded generation's outcome is its only record
     assert proof._folded_outcomes(RunPaths(tmp_path)) == {(1, 1): (1.5, 2.0, 7, None)}
+    with path.open("ab") as f:  # and a dispatch glued so: the first batch's end, for proof's figures
+        f.write(b'{"ts":3,"event":"%s","sl{"ts":3,"event":"batch_dispatch_started","size":1}\n' % cut.encode())
+    assert [e["event"] for e in proof._dispatch_events(RunPaths(tmp_path))] == ["slot_reserved",
+                                                                                 "batch_dispatch_started"]
 
 
 def test_a_record_nested_too_deep_to_parse_is_damaged_not_a_crash(swarm, ended_run):

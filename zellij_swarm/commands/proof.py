@@ -60,7 +60,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from zellij_swarm import exc, jsontext
+from zellij_swarm import exc
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
 from zellij_swarm.records import log as records
@@ -94,10 +94,7 @@ def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
         with os.fdopen(open_record(run.events), "rb") as f:
             for line in f:
                 if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
-                    try:
-                        yield jsontext.loads(line)
-                    except ValueError:
-                        continue
+                    yield records.parse_line(line)  # (one glued to a partial line: the event it ends with)
     except FileNotFoundError:
         return
 
