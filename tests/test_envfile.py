@@ -74,10 +74,15 @@ def test_the_exec_keeps_a_missing_command_a_127_and_sigpipe_default(tmp_path):
     assert not ignored & (1 << (13 - 1)), "SIGPIPE must reach the worker at its default"
 
 
+# A shell command that does the same through a program the shell starts (coreutils' env).
+DUMP_FROM_SHELL = 'cmd = "env -0 > got"'
+
+
 @pytest.mark.parametrize("backend", ["headless", "tmux", "zellij-0.45.0"])
-def test_every_variable_reaches_the_worker_byte_exact(swarm, request, backend):
+@pytest.mark.parametrize("dump", [DUMP, DUMP_FROM_SHELL], ids=["argv", "cmd"])
+def test_every_variable_reaches_the_worker_byte_exact(swarm, request, backend, dump):
     flags, env = backend_args(backend, request)
-    swarm.write("t.toml", f'[[task]]\nname = "dump"\n{DUMP}\n')
+    swarm.write("t.toml", f'[[task]]\nname = "dump"\n{dump}\n')
     res = swarm("run", "t.toml", *flags, "--require-multiplexer", "--output", "quiet",
                 env={**(env or clean_env()), **SAVED})
     try:

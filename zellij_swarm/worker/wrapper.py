@@ -42,7 +42,9 @@ files it writes, and what is in them, are those ``generation_files`` reads.
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
 import signal
 import sys
 from collections.abc import Mapping
@@ -249,7 +251,8 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     run's headless wrapper — a pane's runs every ``cmd`` in a shell of its own, which execs
     one that names a program (``exec CMD``). With
     ``unexportable_env`` (the run's saved environment, when it has variables no shell can
-    carry) the command runs under ``envfile``'s exec, which adds them back."""
+    carry) the command runs under ``envfile``'s exec, which adds them back, and a ``cmd`` under
+    ``name_keeping_shell``."""
     exports = {
         "ZELLIJ_SWARM_RUN_ID": who.run_id,
         "ZELLIJ_SWARM_TASK": who.task_name,
@@ -264,7 +267,7 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
     command = argv if argv is not None else (cmd or ":",)
     kind = EXECED if argv is not None else IN_SHELL
     if unexportable_env is not None:
-        shell = ("/bin/sh", "-c", cmd or ":", "sh") if argv is None else ()
+        shell = (*name_keeping_shell(), cmd or ":", "sh") if argv is None else ()
         command, kind = (*envfile.exec_argv("unexportable", unexportable_env), *shell, *(argv or ())), EXECED
     elif kind == IN_SHELL and (form := simple_form(command[0])) is not None:
         if headless:
@@ -278,6 +281,16 @@ def arguments(gen: GenPaths, who: WorkerIdentity, *, cmd: str | None, argv: tupl
             # SIGTERM in the middle of its save.
             command = (form[1],)
     return (str(gen.dir), cwd, kind, *(f"{k}={v}" for k, v in exports.items()), "--", *command)
+
+
+@functools.cache
+def name_keeping_shell() -> tuple[str, ...]:
+    """The words that run a ``cmd`` (``WORDS CMD sh``) in a run whose environment holds
+    variables whose names are not shell identifiers: bash in its POSIX mode, which passes them
+    on to what the command starts, as the caller passed them (dash, this project's
+    ``/bin/sh``, drops them) — else ``/bin/sh``, with that limit (SPEC §5.3, *Decision*)."""
+    bash = shutil.which("bash")
+    return (bash, "--posix", "-c") if bash else ("/bin/sh", "-c")
 
 
 def run_script(run_id: str) -> str:
