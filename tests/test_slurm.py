@@ -1495,14 +1495,16 @@ def test_which_ends_run_a_task_again_without_using_an_attempt(reasons: list[str]
 
 
 @pytest.mark.parametrize("backend", ["headless", "tmux"])
+@pytest.mark.parametrize("form", ["argv", "cmd"])
 def test_every_variable_reaches_a_step_byte_exact(swarm: Swarm, cluster: dict[str, str], tmp_path: Path,
-                                                  backend: str) -> None:
+                                                  backend: str, form: str) -> None:
     """Issue 22.9/22.14 on Slurm: a newline, non-UTF-8 bytes and names no shell can export
-    reach a step's worker, headless and in a live pane (test_envfile has the local backends)."""
-    from test_envfile import DUMP, SAVED, got_env
+    reach a step's worker, headless and in a live pane, an argv task's and what a cmd starts
+    (test_envfile has the local backends)."""
+    from test_envfile import DUMP, DUMP_FROM_SHELL, SAVED, got_env
 
     (tmp_path / "tm").mkdir()
-    swarm.write("e.toml", f'[[task]]\nname = "dump"\n{DUMP}\n')
+    swarm.write("e.toml", f'[[task]]\nname = "dump"\n{DUMP if form == "argv" else DUMP_FROM_SHELL}\n')
     env = clean_env(TMUX_TMPDIR=str(tmp_path / "tm"), ZELLIJ_SWARM_PANE_HOLD_MS="100", **cluster, **SAVED)
     flags = ("--backend", "headless") if backend == "headless" else ("--backend", "tmux", "--ui", "live")
     try:
