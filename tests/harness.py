@@ -161,6 +161,8 @@ class Pane:
     # else (``starts=False``) this world's multiplexer cannot say whether it is listed
     closed_at_once: bool = False
     cancel_while_opening: bool = False  # a ``cancel`` of its task arrives while the pane opens
+    # ... while the supervisor asks whether its multiplexer still lists it (``pane_listed``)
+    cancel_while_listed: bool = False
 
 
 @dataclass(frozen=True)
@@ -814,6 +816,7 @@ class FakeMux:
         self.ctx: RunContext | None = None
         self.place_on_disk: list[bool] = []  # at each launch: was the run's snapshot naming where the panes are?
         self.closed_panes: set[str] = set()
+        self._cancelled_when_listed: dict[str, str] = {}  # pane id -> task its pane_listed cancels
 
     def open(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -848,6 +851,8 @@ class FakeMux:
             if pane.fails is not None:
                 return LaunchFailed(pane.fails, f"{self.name}: {pane.fails}", unstartable=pane.unstartable)
             pane_id = f"fake_{next(self._ids)}"
+            if pane.cancel_while_listed:
+                self._cancelled_when_listed[pane_id] = req.task_name
             if pane.closed_at_once:
                 self.closed_panes.add(pane_id)
             elif pane.dies_claiming:
@@ -908,7 +913,12 @@ class FakeMux:
     def pane_listed(self, pane_id: str | None) -> bool | None:
         with self.world.lock:
             self.calls.append(("pane_listed", pane_id))
-            return False if pane_id in self.closed_panes or not self.session_up else None
+            listed = False if pane_id in self.closed_panes or not self.session_up else None
+            task = self._cancelled_when_listed.pop(pane_id or "", None)
+            msg = self.world.send("cancel", (task,)) if task is not None else None
+        if msg is not None:
+            self._wait_consumed(msg)
+        return listed
 
     def pane_exited(self, pane_id: str | None) -> None:
         return None  # a pane of this world closes with its wrapper: nothing stays listed

@@ -511,6 +511,15 @@ PANES: tuple[Case, ...] = (
            order=("pane_opened a", "task_cancelled a"), at={"task_cancelled a": 1.0},
            mux_calls=(("launch", "a"), ("pane_listed", "fake_1"), ("ended", "a", "cancelled", "cancelled")))
       for suffix, flags in (("", {}), ("-under-require", REQUIRE))),
+    # ... and its task cancelled while the supervisor asks whether its pane is still listed:
+    # nothing ran, the cancel is the end, and nothing is run headless, listed or not
+    *(Case(f"cancel-while-an-unreported-pane-is-looked-for-{how}", (A,),
+           {"a": Want("cancelled", "cancelled_by_user", code=None)}, exit=1,
+           mux=Mux(panes={"a": (Pane(starts=False, closed_at_once=closed, cancel_while_listed=True),)}),
+           order=("pane_opened a", "inbox_consumed", "task_cancelled a"),
+           mux_calls=(("launch", "a"), ("pane_listed", "fake_1"),
+                      ("ended", "a", "cancelled", "cancelled") if closed else ("abandon", "fake_1")))
+      for how, closed in (("closed", True), ("still-listed", False))),
     # The pane closed as its wrapper created its claim: nothing ran, and nothing will.
     Case("pane-gone-before-its-claim-named-it-falls-back-headless", (A,), {"a": Want("succeeded")},
          warnings=("heartbeat_missing",), mux=Mux(panes={"a": (Pane(dies_claiming=True),)}),

@@ -341,7 +341,8 @@ class Generations:
 
     def _heartbeat_deadline(self, lg: LiveGen) -> None:
         """No launch heartbeat in time: unless the pane claimed the generation after all, the
-        claim is taken and the pane closed (``_pane_fault``)."""
+        claim is taken, and whether the multiplexer still lists the pane decides what it was
+        (``_unreported``): closed before it ran, or a pane fault (``_pane_fault``)."""
         if lg.collected or lg.heartbeat_seen or not lg.in_pane:
             return
         try:
