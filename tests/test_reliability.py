@@ -82,7 +82,7 @@ def _started_gens(run: Path) -> set[tuple[str, str]]:
 # ----- 1. the launcher dies --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, full(signal.SIGTERM), full(signal.SIGSEGV)])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, full(signal.SIGHUP), full(signal.SIGSEGV)])
 def test_launcher_killed_twice_mid_run_is_replaced_and_every_task_runs_once(swarm, sig):
     names = [f"t{i}" for i in range(12)]
     swarm.write("l.txt", "".join(f"sleep 0.3; echo {n} >> ledger\n" for n in names))
@@ -103,6 +103,30 @@ def test_launcher_killed_twice_mid_run_is_replaced_and_every_task_runs_once(swar
         assert summary["state"] == "finished"
         assert [w["code"] for w in summary["warnings"]] == ["launcher_lost", "launcher_lost"]
         assert f"killed by {sig.name}" in summary["warnings"][0]["message"]
+        assert run_processes(run.name) == []
+    finally:
+        proc.kill()
+        kill_run_processes(run.name)
+
+
+def test_a_sigterm_to_every_process_of_the_run_cancels_it_and_loses_no_launcher(swarm):
+    """SIGTERM to the supervisor and its launcher at once, as Slurm sends it to every process
+    of a submitted swarm's job and a container's stop does: the launcher died of it first, was
+    reported lost and started again as the run stopped. It ignores SIGTERM (its supervisor
+    acts on it); the run is cancelled, and nothing is reported lost."""
+    swarm.write("t.txt", "sleep 30\nsleep 30\nsleep 30\n")
+    proc = swarm.popen("run", "t.txt", "-j", "2", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 2, what="both workers")
+        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
+        launcher.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        summary = swarm.summary()
+        assert summary["state"] == "cancelled", summary
+        assert [w["code"] for w in summary["warnings"]] == ["cancelled_by_user"], summary["warnings"]
+        assert {r["status"] for r in swarm.tasks().values()} == {"cancelled"}
         assert run_processes(run.name) == []
     finally:
         proc.kill()

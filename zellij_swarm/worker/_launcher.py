@@ -288,4 +288,9 @@ def peak_rss_kib(fallback: int) -> int:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # A SIGTERM sent to every process of a run (Slurm ending a submitted swarm's job, a
+    # container stopping, `pkill -TERM`) is its supervisor's to act on; this helper ends with
+    # its requests pipe. Dying of it first, it was reported lost and started again as the run
+    # stopped. (Its wrappers get every signal at its default: ``DEFAULTS``.)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     main()
