@@ -137,3 +137,34 @@ def test_a_requeued_job_resumes_its_own_run_and_runs_nothing_twice(swarm: Swarm,
                             for name in requeued), history
     assert [p.name for p in (swarm.cwd / ".zellij-swarm" / "runs").iterdir()] == [run_id]
     assert of_run(env, run_id, job) == []
+
+
+def test_a_submitted_job_cancelled_by_scancel_ends_its_tasks_cancelled_with_no_lost_attempt(
+        swarm: Swarm, cluster: dict[str, str]) -> None:
+    """``scancel`` of a submitted swarm's job: Slurm ends its steps and signals the
+    supervisor at once. The steps it ended were read first as lost with the job
+    (``executor_lost``, as for a requeue), then the run's cancel came: the tasks ended
+    ``cancelled``, but each showed a ``lost`` attempt, no attempt used and a warning that its
+    launcher was lost. The job was cancelled, and so was the work in it: nothing else."""
+    env = clean_env(**cluster)
+    swarm.write("c.toml", "[swarm]\njobs = 2\n" + "".join(
+        f'[[task]]\nname = "c{i}"\ncmd = \'echo c{i} >> started; {GATE}; echo c{i} >> ledger\'\n' for i in range(3)))
+    job, run_id, run_dir = submitted(swarm, env, "c.toml")
+    started = swarm.cwd / "started"
+    wait_until(lambda: started.exists() and len(started.read_text().split()) == 2, timeout=60,
+               what="two tasks running")
+    subprocess.run(["scancel", job], env=env, check=True, timeout=30)
+    ended(env, job, run_dir)
+    tasks = {t["name"]: t for t in json.loads(swarm("status", run_id, "--json", env=env).stdout)["tasks"]}
+    ran = set(started.read_text().split())
+    assert not (swarm.cwd / "ledger").exists()
+    for name, t in tasks.items():
+        history = [(a["status"], a.get("reason")) for a in t["history"]]
+        assert t["status"] == "cancelled", (name, t)
+        if name in ran:
+            assert t["attempts"] == 1 and [s for s, _ in history] == ["cancelled"], (name, history)
+        else:
+            assert t["attempts"] == 0 and history == [], (name, history)
+    warnings = json.loads(swarm("status", run_id, "--json", env=env).stdout)["warnings"]
+    assert not [w for w in warnings if w.get("code") in ("launcher_lost", "executor_lost")], warnings
+    assert of_run(env, run_id, job) == []

@@ -741,9 +741,12 @@ class SlurmExecutor:
         def ask() -> str | None:
             if self.host_job is not None and self.cluster.state(self.host_job) in slurm.JOB_ENDING:
                 # Slurm ends (or requeues) the batch job whose steps these are: the step went
-                # with it, and nothing more is started in it
+                # with it, and nothing more is started in it. A `scancel` of the job cancelled
+                # the work in it — slurmstepd says so, with no reason of Slurm's own (a requeue
+                # says "DUE TO JOB REQUEUE"): that step is not run again (it was lost, and
+                # only the run's cancel that came after kept it from running again)
                 self.host_ending = True
-                return "executor_lost"
+                return "executor_cancelled" if self._cancelled_from_outside(lg) else "executor_lost"
             if (allocation := lg.allocation) is not None and (
                     allocation in ended_allocations or self._allocation_end_read(allocation)):
                 # the allocation it was given went, and every step in it — whatever its
