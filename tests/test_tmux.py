@@ -710,8 +710,8 @@ def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_unt
         reqs.append(d.request(slot, f"t{slot}", f"{gate}; touch {tmp_path}/started-{slot}; printf 'first %s' {slot}; "
                                                "exec sleep 600"))
     panes = [r.pane_id for r in d.backend.launch(reqs)]
-    assert all(panes) and calls == [["list-panes"], ["split-window", "set-option", "pipe-pane", "select-layout"] * 3
-                                    + ["select-pane"]]
+    assert all(panes) and calls == [["list-panes"], ["set-option"]
+                                    + ["split-window", "set-option", "pipe-pane", "select-layout"] * 3 + ["run-shell"]]
     for pane in panes:  # the batch has opened; not recorded yet: still at the gate
         shell = psutil.Process(int(d.tmux("display-message", "-p", "-t", pane, "#{pane_pid}")))
         assert any(p.name() == "flock" for p in shell.children()), pane
@@ -722,6 +722,27 @@ def test_a_batch_is_one_invocation_per_window_and_its_panes_wait_at_the_gate_unt
                    what=f"slot {slot}'s output in its log")
     assert [t.split(" · ")[-1] for t in d.titles()[1:]] == ["running"] * 3
     assert d.tmux("display-message", "-p", "-t", d.backend.windows[0].id, "#{pane_id}").strip() == d.backend.board_pane
+
+
+def test_the_pane_the_user_selects_as_a_batch_opens_keeps_the_focus(tmux, tmp_path, monkeypatch):
+    """A batch's panes are split in the window's active pane, then the pane that was active is
+    again. That pane was read in an earlier invocation than the batch's: one the user selected
+    in between lost the focus to it. It is read in the batch's own invocation."""
+    d = Driven(tmux, tmp_path)
+    first = d.launch(d.request(1, "t1", "exec sleep 600"))[0]
+    window = d.backend.windows[0].id
+    d.tmux("select-pane", "-t", d.backend.board_pane)
+    panes_of = d.backend._panes_of
+
+    def then_the_user_selects(w):
+        listed = panes_of(w)
+        d.tmux("select-pane", "-t", first)  # the user's click, after the look and before the batch
+        return listed
+
+    monkeypatch.setattr(d.backend, "_panes_of", then_the_user_selects)
+    d.launch(d.request(2, "t2", "exec sleep 600"), d.request(3, "t3", "exec sleep 600"))
+    assert d.tmux("display-message", "-p", "-t", window, "#{pane_id}").strip() == first
+    assert len(d.titles(window)) == 4
 
 
 def test_a_live_board_starts_once_the_first_batch_has_opened(tmux, tmp_path, monkeypatch):
@@ -792,7 +813,7 @@ def test_a_batch_over_three_windows_makes_each_next_window_with_the_panes_before
     opened = ["split-window", "set-option", "pipe-pane", "select-layout"]
     filled = ["kill-pane", "select-layout", "select-pane"]  # a new window's: its placeholder goes
     assert [c[c.index("split-window"):] if "split-window" in c else c for c in made] == [
-        [*opened, "select-pane", "new-window"], [*opened * 2, *filled, "new-window"], [*opened * 2, *filled]], calls
+        [*opened, "run-shell", "new-window"], [*opened * 2, *filled, "new-window"], [*opened * 2, *filled]], calls
     assert all(set(c[:c.index("split-window")]) == {"set-option"} for c in made[1:]), calls  # its options first
     windows = d.backend.windows
     assert len(windows) == len({w.name for w in windows}) == 3

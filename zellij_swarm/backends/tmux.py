@@ -97,6 +97,7 @@ LOG_COPY_WAIT = 2.0  # seconds a generation's end waits for its pane's output to
 # lets it read to the end first (``_paneleader.let_the_terminal_be_read``; SPEC §2)
 READ_TO_END = True
 BOARD_GATE_WAIT = 2  # seconds a live run's board waits at the gate for the first batch, at most
+FOCUS_OPTION = "@zsw_focus"  # a window's: the pane the user had selected as a batch began there
 SESSION_SIZE = (240, 60)  # columns, rows of a detached session we create
 MIN_TILE = (20, 3)  # smallest legible tile: columns, rows of content (a renderer fits any width)
 # A pane's border shows its ``@zsw_title``; where that does not fit and the pane has a shorter
@@ -596,6 +597,7 @@ class TmuxBackend:
         order = [pane for pane, _ in listed]
         active = next((pane for pane, on in listed if on == "1"), None)
         blocks: list[tuple[int | None, list[list[str]]]] = [(None, w.setup)] if w.setup else []
+        blocks_made_window = bool(w.setup)  # (its only pane, the placeholder, goes in it)
         w.setup = []
         appended: list[tuple[int, _NewPane]] = []
         for i, item in sorted(group, key=lambda member: member[1].slot):
@@ -611,7 +613,13 @@ class TmuxBackend:
             tail += [["kill-pane", "-t", w.placeholder], ["select-layout", "-t", w.id, "tiled"]]
             active = None if active == w.placeholder else active
             w.placeholder = None
-        tail.append(["select-pane", "-t", active or f"{w.id}.{{top-left}}"])
+        if active and not blocks_made_window and self.version.runs_tmux_commands:
+            # The pane the user has selected as the batch begins, read in its own invocation
+            # (``active`` was read in an earlier one: a pane selected in between lost the focus)
+            blocks.insert(0, (None, [["set-option", "-F", "-w", "-t", w.id, FOCUS_OPTION, "#{pane_id}"]]))
+            tail.append(["run-shell", "-C", "-t", w.id, f"select-pane -t #{{{FOCUS_OPTION}}}"])
+        else:
+            tail.append(["select-pane", "-t", active or f"{w.id}.{{top-left}}"])
         blocks.append((None, tail))
         made = self._new_window() if new_window else None
         if made is not None:

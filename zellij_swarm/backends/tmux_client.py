@@ -57,6 +57,7 @@ TESTED = (3, 3)  # the tmux the tests run against (Debian's 3.3a)
 REMAIN_ON_EXIT_FORMAT_SINCE = (3, 3)
 DEAD_SIGNAL_SINCE = (3, 3)  # ``#{pane_dead_signal}``
 QUIET_SINCE = (3, 2)  # below it a run warns, once: untested
+TMUX_COMMAND_SINCE = (3, 2)  # ``run-shell -C``: a tmux command, its formats expanded
 # Pane options (``set-option -p``) came with 3.0: every title (``@zsw_title``) is one.
 WORKS_SINCE = (3, 0)
 
@@ -97,6 +98,11 @@ class TmuxVersion:
     @property
     def has_remain_on_exit_format(self) -> bool:
         return self.number is None or self.number >= REMAIN_ON_EXIT_FORMAT_SINCE
+
+    @property
+    def runs_tmux_commands(self) -> bool:
+        """``run-shell -C`` (tmux 3.2): a tmux command whose formats are expanded as it runs."""
+        return self.number is None or self.number >= TMUX_COMMAND_SINCE
 
     @property
     def has_dead_signal(self) -> bool:
