@@ -559,14 +559,17 @@ class Generations:
         hang-up before anything else, so a close it lived to see left its mark
         (``pane_closed``, as before); with no mark it was dead before its pane could be closed
         — a close now hangs up nothing that had not hung up as its leader died."""
-        if lg.remote or lg.pid is None or generation_files.ended_at(lg.gen) is not None:
+        if lg.remote or lg.pid is None:
+            return None
+        if not lg.in_pane and wait_status is not None and not os.WIFSIGNALED(wait_status):
+            return None  # (said before any look at its files: what nearly every headless end is)
+        if generation_files.ended_at(lg.gen) is not None:
             return None
         if lg.in_pane:
             if lg.phase not in (GenPhase.STARTED, GenPhase.END_SEEN) or not _leader_and_wrapper_killed(lg):
                 return None
         else:
-            if (wait_status is not None and not os.WIFSIGNALED(wait_status)) or (
-                    lg.worker_pid is None and lg.kill_sent_at is not None):
+            if lg.worker_pid is None and lg.kill_sent_at is not None:
                 return None
             if not (generation_files.claimed_by_wrapper(lg.gen) or _began(lg.gen)):  # (its claim removed since)
                 return None
