@@ -171,7 +171,8 @@ def test_cancel_scancel_from_outside_and_a_killed_slurmd(swarm: Swarm, cluster: 
     # scancel --signal reaches every process of the step, the wrapper too: it outlives the
     # signal and records the worker's death by it, as on this machine
     ("scancel USR1", "headless", ("failed", None, 128 + signal.SIGUSR1)),
-    full("scancel TERM", "headless", ("failed", None, 128 + signal.SIGTERM)),
+    # slurmstepd calls a TERM scancel sent a cancel, in a cancel's words: read as one (spec §11)
+    full("scancel TERM", "headless", ("cancelled", "executor_cancelled", 128 + signal.SIGTERM)),
     full("scancel USR2", "headless", ("failed", None, 128 + signal.SIGUSR2)),
     # in a pane the pane's leader (and in Zellij the pty relay) are in the step too
     full("scancel USR1", "zellij", ("failed", None, 128 + signal.SIGUSR1)),
@@ -1427,6 +1428,13 @@ def test_a_job_slurm_forgot_was_lost_only_if_srun_does_not_say_its_task_exited_b
     ("slurmstepd: error: *** STEP 12.0 ON n1 CANCELLED AT 2026-12-05T11:44:31 DUE TO NODE FAILURE ***\n", False),
     ("srun: error: Node failure on n2\n", False),
     ("srun: error: n1: task 0: Killed\n", False),
+    # `scancel --signal=TERM 8` (srun's words when srun itself got the signal) and `--signal=KILL
+    # 9`: slurmstepd calls both a cancel, and they are read so (spec §11)
+    ("slurmstepd-n1: error: *** STEP 8.0 ON n1 CANCELLED AT 2026-12-07T16:22:46 ***\n"
+     "srun: error: n1: task 0: Terminated\nsrun: Force Terminated StepId=8.0\n", True),
+    ("srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+     "slurmstepd-n1: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-12-07T16:23:01 ***\n"
+     "srun: error: n1: task 0: Terminated\n", True),
 ])
 def test_a_cancel_from_outside_is_told_from_slurms_own_in_sruns_words(said: str, outside: bool) -> None:
     """slurmstepd says CANCELLED for a person's `scancel` and for Slurm's own ends, which it
