@@ -768,8 +768,10 @@ def test_a_pane_closed_after_a_users_hang_up_marks_its_close_when_it_comes(swarm
         pane = wait_until(lambda: (swarm.cwd / "again").exists() and heartbeat_pane(run, 1), what="t running")
         beat = (run / "slots/slot-1/gen-1/heartbeat.jsonl").read_text().splitlines()
         leader = next(json.loads(line)["pid"] for line in beat if json.loads(line).get("event") == "started")
-        worker_pid = wait_until(lambda: next((p.pid for p in psutil.process_iter(["cmdline"])
-                                               if "[ -e again ]" in " ".join(p.info["cmdline"] or [])), None),
+        # (a shell the leader started: Zellij's pty relay names the command in its own arguments)
+        worker_pid = wait_until(lambda: next((p.pid for p in psutil.Process(leader).children(recursive=True)
+                                               if p.cmdline()[:2] == ["/bin/sh", "-c"]
+                                               and "[ -e again ]" in " ".join(p.cmdline())), None),
                                 what="the worker's shell")
         os.kill(leader, signal.SIGHUP)
         # taken before the close's, by the leader and then by the worker (a signal pending is
