@@ -114,12 +114,7 @@ def test_a_sigterm_to_every_process_of_the_run_cancels_it_and_loses_no_launcher(
     of a submitted swarm's job and a container's stop does: the launcher died of it first, was
     reported lost and started again as the run stopped. It ignores SIGTERM (its supervisor
     acts on it); the run is cancelled, and nothing is reported lost."""
-    swarm.write("t.txt", "sleep 30\nsleep 30\nsleep 30\n")
-    proc = swarm.popen("run", "t.txt", "-j", "2", "--output", "quiet")
-    run = _run_dir(swarm)
-    try:
-        wait_until(lambda: _started(run) == 2, what="both workers")
-        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
+    with _two_sleeping(swarm) as (proc, run, launcher):
         launcher.send_signal(signal.SIGTERM)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
@@ -128,6 +123,18 @@ def test_a_sigterm_to_every_process_of_the_run_cancels_it_and_loses_no_launcher(
         assert [w["code"] for w in summary["warnings"]] == ["cancelled_by_user"], summary["warnings"]
         assert {r["status"] for r in swarm.tasks().values()} == {"cancelled"}
         assert run_processes(run.name) == []
+
+
+@contextlib.contextmanager
+def _two_sleeping(swarm) -> Iterator[tuple[subprocess.Popen[str], Path, psutil.Process]]:
+    """A headless run of 30 s sleeps at -j 2, both running: its process, its directory and
+    its launcher; everything of it ended afterwards."""
+    swarm.write("s.txt", "sleep 30\nsleep 30\n")
+    proc = swarm.popen("run", "s.txt", "-j", "2", "--output", "quiet")
+    run = _run_dir(swarm)
+    try:
+        wait_until(lambda: _started(run) == 2, what="both workers")
+        yield proc, run, wait_until(lambda: launcher_of(proc.pid), what="the launcher")
     finally:
         proc.kill()
         kill_run_processes(run.name)
@@ -145,12 +152,7 @@ def test_task_that_kills_the_launcher_does_not_hang_the_run(swarm):
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, full(signal.SIGINT)])
 def test_signals_still_work_after_the_launcher_died_and_the_loop_is_idle(swarm, stop):
-    swarm.write("s.txt", "sleep 30\nsleep 30\n")
-    proc = swarm.popen("run", "s.txt", "-j", "2", "--output", "quiet")
-    run = _run_dir(swarm)
-    try:
-        wait_until(lambda: _started(run) == 2, what="both workers")
-        launcher = wait_until(lambda: launcher_of(proc.pid), what="the launcher")
+    with _two_sleeping(swarm) as (proc, run, launcher):
         launcher.kill()
         wait_until(lambda: launcher_of(proc.pid, not_pid=launcher.pid), what="a new launcher")
         supervisor = psutil.Process(proc.pid)
@@ -163,9 +165,6 @@ def test_signals_still_work_after_the_launcher_died_and_the_loop_is_idle(swarm, 
         assert proc.wait(timeout=30) == {signal.SIGTERM: 143, signal.SIGINT: 130}[stop]
         assert {t["status"] for t in swarm.tasks().values()} == {"cancelled"}
         assert run_processes(run.name) == []
-    finally:
-        proc.kill()
-        kill_run_processes(run.name)
 
 
 # ----- 2. a cmd behaves as /bin/sh -c CMD ------------------------------------------------------
