@@ -135,7 +135,7 @@ class ZellijBackend:
 
     def __init__(self, env: Mapping[str, str], *, close_session: bool, here: bool = False,
                  call_timeout: float | None = None) -> None:
-        self.env = dict(env)
+        self.env = zellij_cli.readable(env)
         self.close_session_at_end = close_session
         self.here = here
         if call_timeout is None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 
 from zellij_swarm import exc, quoting
-from zellij_swarm.backends.zellij_cli import CALL_TIMEOUT, Zellij
+from zellij_swarm.backends.zellij_cli import CALL_TIMEOUT, Zellij, readable
 
 REATTACHES = 3
 # A client dropped as it attached ends within milliseconds; one that ends later was detached or
@@ -39,6 +39,7 @@ _LOG_TAIL = 1 << 20  # what Zellij's log may gain while one client runs, read at
 def attach(session: str, env: Mapping[str, str]) -> int:
     """Be ``session``'s client on this terminal until it ends; return its exit status."""
     argv = ["zellij", "attach", session]
+    env = readable(env)  # (a client may start the session's server again: it would die of the rest)
     log = log_file(env)
     for again in range(REATTACHES + 1):
         mark, began = _size(log), time.monotonic()

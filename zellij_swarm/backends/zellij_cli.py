@@ -85,7 +85,7 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
         out["error"] = "no zellij binary on PATH"
         return out
     try:
-        res = external.run([binary, "--version"], timeout=timeout, env=scrubbed(env))
+        res = external.run([binary, "--version"], timeout=timeout, env=scrubbed(readable(env)))
     except BackendError as e:
         out["error"] = str(e)
         return out
@@ -100,6 +100,23 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
 
 def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in ("ZELLIJ_SESSION_NAME", "ZELLIJ_PANE_ID")}
+
+
+def readable(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables whose name or value is not UTF-8 (bytes ``os.environ``
+    holds as lone surrogates): Zellij, which reads its environment as Rust strings, dies of
+    them — a session started with one died as it started (the real 0.45.0, here), and the run
+    went headless. Every zellij call gets this environment; the workers in its panes get the
+    caller's whole, as every pane does, from the run's saved copy (``envfile``)."""
+    return {k: v for k, v in env.items() if _utf8(k) and _utf8(v)}
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def pane_number(pane_id: str) -> int | None:
@@ -149,7 +166,7 @@ class Zellij:
     """The zellij CLI for one target session. Calls run one at a time, on the caller's thread."""
 
     def __init__(self, env: Mapping[str, str], *, timeout: float = CALL_TIMEOUT) -> None:
-        self.env = dict(env)
+        self.env = readable(env)
         self.timeout = timeout
         self.session: str | None = None
         self.own = caller_session(env)

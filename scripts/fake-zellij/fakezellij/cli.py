@@ -712,9 +712,11 @@ def start_server(ctx, name, path):
     env.pop("ZELLIJ_PANE_ID", None)
     entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          "fake_zellij.py")
-    subprocess.run([sys.executable, entry, "--server", path], env=env, cwd=ctx.cwd,
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, close_fds=True)
+    started = subprocess.run([sys.executable, entry, "--server", path], env=env, cwd=ctx.cwd,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, close_fds=True)
+    if started.returncode == common.SERVER_DIED_OF_ITS_ENVIRONMENT:
+        return  # as the real CLI: exit 0, no session
     deadline = time.time() + 15
     while time.time() < deadline:  # the real CLI retries the connect every 50 ms
         s = common.connect(path)

@@ -9,6 +9,8 @@ import time
 
 DEFAULT_VERSION = "0.45.0"
 SOCK_MAX = 108  # sun_path size on Linux (107 usable bytes + NUL)
+# `--server`'s exit status when it dies of its environment before it forks (Rust's for a panic)
+SERVER_DIED_OF_ITS_ENVIRONMENT = 101
 
 
 class UsageError(Exception):

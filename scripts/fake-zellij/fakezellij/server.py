@@ -1483,8 +1483,23 @@ class Server:
         return {}
 
 
+def environment_is_utf8() -> bool:
+    try:
+        for name, value in os.environb.items():
+            name.decode("utf-8")
+            value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def run_server(sock_path: str) -> None:
     """`zellij --server PATH`: daemonise (fork + setsid), bind, serve."""
+    if not environment_is_utf8():
+        # The real server reads its environment as Rust strings and dies of a name or value
+        # that is not UTF-8 before it binds its socket: `attach --create-background` exits 0
+        # at once, and the session is never listed (0.45.0).
+        os._exit(common.SERVER_DIED_OF_ITS_ENVIRONMENT)
     pid = os.fork()
     if pid > 0:
         os._exit(0)
