@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from zellij_swarm.engine import metrics
 from zellij_swarm.records import log
 from zellij_swarm.records.rundir import RunPaths
 
@@ -125,3 +126,19 @@ def test_a_spill_with_damaged_bytes_is_put_into_the_log_not_a_crash(tmp_path):
     _spill(run, len(_line(1)), b'{"ts":2,"event":"e","n":"\xff"}\n' + _line(3))
     log.EventLog(run.events).close()
     assert [e["n"] for e in log.iter_events(run.events)] == [1, "\ufffd", 3]
+
+
+def test_proof_reads_a_spilled_outcome_and_first_batch_as_every_reader_does(tmp_path):
+    """``proof`` read the log's file itself, not through ``log.iter_events``: a generation
+    whose outcome the disk refused and the run spilled was a folded generation with no record,
+    and the first batch's end in the spill was never seen."""
+    from zellij_swarm.commands import proof
+
+    run = _run(tmp_path)
+    reserved = b'{"ts":1.0,"event":"slot_reserved","task":"a","slot":1,"gen":1,"attempt":1}\n'
+    run.events.write_bytes(reserved + b'{"ts":2.0,"event":"batch_disp')
+    outcome = (b'{"ts":3.0,"event":"worker_completed","task":"a","slot":1,"gen":1,"pid":7,'
+               b'"started_at":2.5,"ended_at":2.9}\n')
+    _spill(run, len(reserved), b'{"ts":2.0,"event":"batch_dispatch_started","size":1}\n' + outcome)
+    assert proof._folded_outcomes(run) == {(1, 1): (2.5, 2.9, 7, None)}
+    assert metrics.first_batch(proof._dispatch_events(run)) == (1.0, [(1, 1)])

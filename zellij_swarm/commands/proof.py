@@ -51,7 +51,6 @@ CLI (``zellij-swarm proof RUN [--json] [--min-concurrency N] [--min-speedup X]
 
 from __future__ import annotations
 
-import os
 import textwrap
 import time
 from collections import defaultdict
@@ -64,15 +63,15 @@ from zellij_swarm import exc
 from zellij_swarm.engine import metrics
 from zellij_swarm.records import generation_files
 from zellij_swarm.records import log as records
-from zellij_swarm.records.rundir import RunPaths, open_record, read_json
+from zellij_swarm.records.rundir import RunPaths, read_json
 from zellij_swarm.records.states import RunState
 
 TIMELINE_LIMIT = 200
 TOLERANCE_MS = 20.0
 TOLERANCE_FRACTION = 0.05
 _LIST_LIMIT = 20  # reused / overlapping pids listed in full up to this many
-_FIRST_BATCH_NEEDLES = tuple(name.encode() for name in metrics.FIRST_BATCH_EVENTS)
-_OUTCOME_NEEDLE = b'"event":"worker_'  # both outcome events, as the log writes them (compact JSON)
+_FIRST_BATCH = frozenset(metrics.FIRST_BATCH_EVENTS)
+_OUTCOMES = frozenset(generation_files.OUTCOME_EVENTS)
 TIE_RULE = ("at equal timestamps ends count before starts: file modification times are coarse "
             "(a clock tick, a few ms), so back-to-back generations in one slot never overlap")
 TOLERANCE_TEXT = (f"max({TOLERANCE_MS:g} ms, {TOLERANCE_FRACTION:.0%} of the scheduler's value); "
@@ -88,15 +87,9 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _dispatch_events(run: RunPaths) -> Iterator[dict[str, Any]]:
-    """The complete event-log lines ``metrics.first_batch`` reads, parsed lazily: it stops at
-    the first batch's end, so only the head of a long log is read. Other lines are not parsed."""
-    try:
-        with os.fdopen(open_record(run.events), "rb") as f:
-            for line in f:
-                if line.endswith(b"\n") and any(n in line for n in _FIRST_BATCH_NEEDLES):
-                    yield records.parse_line(line)  # (one glued to a partial line: the event it ends with)
-    except FileNotFoundError:
-        return
+    """The events ``metrics.first_batch`` reads, lazily: it stops at the first batch's end, so
+    only the head of a long log is read. Other lines are not parsed."""
+    return records.iter_events(run.events, only=_FIRST_BATCH)
 
 
 def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float, int | None, str | None]]:
@@ -104,22 +97,13 @@ def _folded_outcomes(run: RunPaths) -> dict[tuple[int, int], tuple[float, float,
     wrapper — a folded generation's only record (``generation_files.fold``); other lines are
     not parsed."""
     out: dict[tuple[int, int], tuple[float, float, int | None, str | None]] = {}
-    try:
-        with os.fdopen(open_record(run.events), "rb") as f:
-            for line in f:
-                if not (line.endswith(b"\n") and _OUTCOME_NEEDLE in line):
-                    continue
-                e = records.parse_line(line)  # (an outcome glued to a partial line is read all the same)
-                if not isinstance(e, dict):
-                    continue
-                slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
-                if (e.get("event") in generation_files.OUTCOME_EVENTS and isinstance(slot, int) and isinstance(gen, int)
-                        and isinstance(start, (int, float)) and isinstance(end, (int, float))):
-                    node = e.get("node")
-                    out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None,
-                                        node if isinstance(node, str) else None)
-    except FileNotFoundError:
-        pass
+    for e in records.iter_events(run.events, only=_OUTCOMES):
+        slot, gen, start, end, pid = (e.get(k) for k in ("slot", "gen", "started_at", "ended_at", "pid"))
+        if isinstance(slot, int) and isinstance(gen, int) and isinstance(start, (int, float)) \
+                and isinstance(end, (int, float)):
+            node = e.get("node")
+            out[(slot, gen)] = (float(start), float(end), pid if isinstance(pid, int) else None,
+                                node if isinstance(node, str) else None)
     return out
 
 
