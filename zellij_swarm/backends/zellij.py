@@ -135,7 +135,7 @@ class ZellijBackend:
 
     def __init__(self, env: Mapping[str, str], *, close_session: bool, here: bool = False,
                  call_timeout: float | None = None) -> None:
-        self.env = zellij_cli.readable(env)
+        self.env = dict(env)
         self.close_session_at_end = close_session
         self.here = here
         if call_timeout is None:
@@ -854,7 +854,7 @@ class ZellijBackend:
         if not self.attach_argv or (self.inside and self.mode == "session"):  # a client in a pane would nest
             return None
         # an action moves the client of the session we are in; a new client must not think it is inside one
-        return self.attach_argv, (self.env if "action" in self.attach_argv else zellij_cli.scrubbed(self.env))
+        return self.attach_argv, (self.z.env if "action" in self.attach_argv else zellij_cli.scrubbed(self.z.env))
 
     def close(self, *, cancelled: bool, failed: bool = True) -> None:
         if not self.started or not self.session_alive():

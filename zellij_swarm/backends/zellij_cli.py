@@ -85,7 +85,7 @@ def detect(env: Mapping[str, str], *, timeout: float = 5.0) -> dict[str, Any]:
         out["error"] = "no zellij binary on PATH"
         return out
     try:
-        res = external.run([binary, "--version"], timeout=timeout, env=scrubbed(readable(env)))
+        res = external.run([binary, "--version"], timeout=timeout, env=scrubbed(env))
     except BackendError as e:
         out["error"] = str(e)
         return out
@@ -106,8 +106,9 @@ def readable(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without the variables whose name or value is not UTF-8 (bytes ``os.environ``
     holds as lone surrogates): Zellij, which reads its environment as Rust strings, dies of
     them — a session started with one died as it started (the real 0.45.0, here), and the run
-    went headless. Every zellij call gets this environment; the workers in its panes get the
-    caller's whole, as every pane does, from the run's saved copy (``envfile``)."""
+    went headless. Every call of ``Zellij`` gets this environment, and so does a client that
+    may start a server (``zellij_attach``; ``--version`` reads none); the workers in its panes
+    get the caller's whole, as every pane does, from the run's saved copy (``envfile``)."""
     return {k: v for k, v in env.items() if _utf8(k) and _utf8(v)}
 
 
