@@ -25,8 +25,13 @@ from zellij_swarm.worker import procs
 
 ZSW = [sys.executable, "-m", "zellij_swarm"]
 # tmux-windows: tmux with panes too wide for two a window, so that every batch of panes spreads
-# over windows the batch makes
-BACKENDS = ("headless", "tmux", "tmux-windows")
+# over windows the batch makes; zellij: the real Zellij of CI's version (scripts/zellij-versions),
+# as scripts/setup built it, in a private socket directory and home
+BACKENDS = ("headless", "tmux", "tmux-windows", "zellij")
+ROOT = Path(__file__).resolve().parent.parent
+# what the real-Zellij tier's sessions start with (tests/realzellij.py): no tips, no notes, and
+# no serialised sessions that a later `list-sessions` would show
+ZELLIJ_CONFIG = "show_startup_tips false\nshow_release_notes false\nsession_serialization false\n"
 START_DEADLINE = 30.0  # seconds for a run to write its run.json: far beyond a loaded machine's start-up
 
 
@@ -45,9 +50,46 @@ class SoakSwarm:
             self.env["TMUX_TMPDIR"] = str(self.dir / "tmux")
             self.backend_args = ["--backend", "tmux", "--ui", "live", "--max-visible-panes", "8",
                                  *(["--min-pane-width", "200"] if backend == "tmux-windows" else [])]
+        if backend == "zellij":
+            self._private_zellij()
         self.state_dir = self.dir / ".zellij-swarm"
         self.mounted = False
         self.run_id = ""
+
+    def _private_zellij(self) -> None:
+        """The real Zellij first on PATH, with a home, a config and a socket directory of the
+        soak's own: its sessions are never the user's, and ``close`` ends every one. The
+        socket directory is short (``/tmp/zsk-…``): a session's socket path must fit 108 bytes."""
+        versions = dict(line.split("=", 1) for line in (ROOT / "scripts/zellij-versions").read_text().splitlines()
+                        if "=" in line and not line.startswith("#"))
+        cache = os.environ.get("ZSW_ZELLIJ_CACHE") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zellij-swarm")
+        binary = Path(cache) / f"zellij-{versions['ci'].strip()}" / "bin" / "zellij"
+        if not os.access(binary, os.X_OK):
+            raise SystemExit(f"soak: no real Zellij at {binary} (scripts/setup builds it)")
+        home, config = self.dir / "home", self.dir / "home/.config/zellij"
+        config.mkdir(parents=True)
+        (config / "config.kdl").write_text(ZELLIJ_CONFIG)
+        (self.dir / "run").mkdir(mode=0o700)
+        self.sockets = Path(tempfile.mkdtemp(prefix="zsk-", dir="/tmp"))
+        self.env.update(PATH=f"{binary.parent}:{self.env.get('PATH', '/usr/bin:/bin')}", HOME=str(home),
+                        XDG_CONFIG_HOME=str(home / ".config"), XDG_RUNTIME_DIR=str(self.dir / "run"),
+                        ZELLIJ_SOCKET_DIR=str(self.sockets))
+        self.backend_args = ["--backend", "zellij", "--ui", "live", "--max-visible-panes", "8"]
+
+    def _end_zellij(self) -> None:
+        """Every session of the soak's socket directory, then any process still naming it."""
+        for args in (["kill-all-sessions", "-y"], ["delete-all-sessions", "-y", "--force"]):
+            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                subprocess.run(["zellij", *args], env=self.env, capture_output=True, timeout=30)
+        marker = f"ZELLIJ_SOCKET_DIR={self.sockets}".encode()
+        left = []
+        for p in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                if marker in Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0"):
+                    left.append(p)
+        procs.end_all(left, 1.0)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def mount_state_dir(self, size: str) -> None:
         """The state directory becomes a tmpfs of ``size`` (in the soak's private mount
@@ -146,6 +188,8 @@ class SoakSwarm:
             procs.end_all(self.left(), 1.0)
         if self.backend.startswith("tmux"):
             subprocess.run(["tmux", "kill-server"], env=self.env, capture_output=True, timeout=30)
+        if self.backend == "zellij":
+            self._end_zellij()
         if self.mounted:
             mount = self.state_dir
             if keep:
