@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,26 @@ os.rename("saver.pid.new", "saver.pid")
 with open("ledger", "a") as f: f.write("start\\n")
 while True: time.sleep(60)
 """
+
+
+def in_private_mount(tmp_path: Path, mount_opts: str, script: str,
+                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` (in ``tmp_path``, with ``env``, else ``clean_env``) with a tmpfs mounted at
+    tmp_path/state in a private mount namespace: a state directory that can fill or be read-only."""
+    state = tmp_path / "state"
+    state.mkdir()
+    full = f"mount -t tmpfs -o {mount_opts},mode=700 tmpfs {state} && {script}"
+    return subprocess.run(["unshare", "-m", "sh", "-c", full], cwd=tmp_path, capture_output=True, text=True,
+                          env=env if env is not None else clean_env(), timeout=120)
+
+
+def needs_unshare(tmp_path: Path) -> None:
+    """Skip unless this machine gives a private mount namespace (``in_private_mount``)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs tmpfs {tmp_path}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +20,9 @@ from swarmtest import (
     backend_args,
     clean_env,
     full,
+    in_private_mount,
     kill_run_processes,
+    needs_unshare,
     run_processes,
     run_to_its_end,
     wait_until,
@@ -440,28 +441,11 @@ def test_worker_closing_stdout_early(swarm):
     assert swarm("logs", swarm.latest().name, "closer").stdout == "before\n"
 
 
-def _in_private_mount(tmp_path: Path, mount_opts: str, script: str) -> subprocess.CompletedProcess:
-    """Run ``script`` with a tmpfs mounted at tmp_path/state in a private mount namespace."""
-    state = tmp_path / "state"
-    state.mkdir()
-    full = f"mount -t tmpfs -o {mount_opts},mode=700 tmpfs {state} && {script}"
-    return subprocess.run(["unshare", "-m", "sh", "-c", full], cwd=tmp_path, capture_output=True, text=True,
-                          env=clean_env(), timeout=120)
-
-
-def _needs_unshare(tmp_path: Path) -> None:
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare is not installed")
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs tmpfs {tmp_path}"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
-
-
 def test_read_only_state_dir_is_a_clear_error_before_starting(tmp_path):
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     (tmp_path / "t.txt").write_text("echo never >> ledger\n")
     zsw = f"{sys.executable} -m zellij_swarm"
-    res = _in_private_mount(tmp_path, "ro", f"{zsw} run --state-dir state t.txt")
+    res = in_private_mount(tmp_path, "ro", f"{zsw} run --state-dir state t.txt")
     assert res.returncode == 2
     assert res.stderr == f"zellij-swarm: error: cannot use state directory {tmp_path}/state: Read-only file system\n"
     assert not (tmp_path / "ledger").exists()
@@ -471,11 +455,12 @@ LEDGER_LINES = "$(cat ledger 2>/dev/null | wc -l)"  # in a script run in the tes
 FILLED_TASKS = 40
 
 
-def _filled_mid_run(tmp_path: Path, run_args: str, then: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """A run (``run_args``) of 40 ledger tasks at -j 4 in a 1 MiB state directory that another
-    program fills once 8 have ended; ``then``: the script that goes on once the run has said
-    it is full (``$run``: its pid). What the script did, and the ledger."""
-    _needs_unshare(tmp_path)
+def _filled_mid_run(tmp_path: Path, run_args: str, then: str, *, size: str = "1m",
+                    env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    """A run (``run_args``, ``env``) of 40 ledger tasks at -j 4 in a state directory of
+    ``size`` that another program fills once 8 have ended; ``then``: the script that goes on
+    once the run has said it is full (``$run``: its pid). What the script did, and the ledger."""
+    needs_unshare(tmp_path)
     ledger = tmp_path / "ledger"
     (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(FILLED_TASKS)))
     zsw = f"{sys.executable} -m zellij_swarm"
@@ -483,7 +468,7 @@ def _filled_mid_run(tmp_path: Path, run_args: str, then: str) -> tuple[subproces
               f"until [ {LEDGER_LINES} -ge 8 ]; do sleep 0.02; done; "
               "head -c 4M /dev/zero > state/filler 2>/dev/null; "
               "until grep -q 'is full or cannot be written' run.err; do sleep 0.02; done; " + then)
-    return _in_private_mount(tmp_path, "size=1m", script), ledger
+    return in_private_mount(tmp_path, f"size={size}", script, env=env), ledger
 
 
 def test_a_state_dir_filled_mid_run_then_freed_turns_nothing_into_a_failure(tmp_path):
@@ -501,6 +486,29 @@ def test_a_state_dir_filled_mid_run_then_freed_turns_nothing_into_a_failure(tmp_
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {t["status"] for t in summary["tasks"]} == {"succeeded"}
     assert sorted(ledger.read_text().split()) == sorted(f"t{i}" for i in range(FILLED_TASKS)), "each ran once"
+
+
+@pytest.mark.parametrize("backend", ["zellij-0.45.0", "real-zellij", full("tmux")])
+def test_panes_opened_as_the_state_dir_fills_run_their_workers_or_nothing(tmp_path, backend, request):
+    """The state directory fills while panes open and workers run, then is freed. A pane's
+    worker whose end its wrapper could not record is ``unknown`` (SPEC §5.8) — but only one
+    that ran: a Zellij pane's relay died of the record it could not write before its worker
+    began, and a generation that ran nothing was ``unknown``, never run again (a soak on the
+    real Zellij: 16 tasks in 10 rounds). Every task ran once, and each is ``succeeded`` or,
+    having run, ``unknown``."""
+    args, env = backend_args(backend, request)
+    res, ledger = _filled_mid_run(tmp_path, f"{shlex.join(args)} --json --output quiet > summary.json",
+                                  "sleep 1; rm state/filler; wait $run; status=$?; cat run.err >&2; exit $status",
+                                  size="4m", env=env)
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
+    tasks = json.loads((tmp_path / "summary.json").read_text())["tasks"]
+    ran = ledger.read_text().split()
+    assert sorted(ran) == sorted(set(ran)), "a task ran twice"
+    unseen = {t["name"] for t in tasks if (t["status"], t["reason"]) == ("unknown", "state_dir_error")}
+    assert unseen <= {f"task-{int(line[1:]) + 1}" for line in ran}, ("unknown, but never ran", unseen, sorted(ran))
+    assert {t["name"]: t["status"] for t in tasks if t["name"] not in unseen} == \
+        {f"task-{i + 1}": "succeeded" for i in range(FILLED_TASKS) if f"task-{i + 1}" not in unseen}
+    assert len(ran) == FILLED_TASKS and res.returncode == (1 if unseen else 0), res.stderr
 
 
 def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_detach(tmp_path):
@@ -546,7 +554,7 @@ def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_stop_while_it_stay
     the log's last lines (the ends the launcher told, for the wrappers' sidecars were refused)
     were lost, and `resume` found tasks that had succeeded `unknown (state_dir_error)`;
     `retry --unknown` would have run them again."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     ledger = tmp_path / "ledger"
     (tmp_path / "t.txt").write_text("".join(f"touch started.{i}; until [ -e go ]; do sleep 0.02; done; "
                                             f"echo t{i} >> {ledger}\n" for i in range(40)))
@@ -565,7 +573,7 @@ def test_outcomes_seen_while_the_state_dir_was_full_outlive_a_stop_while_it_stay
               # (a resume, unless the stopped run's summary found room in what its spill gave back)
               f"{zsw} resume --state-dir state --output quiet; {zsw} status --state-dir state --json > status.json; "
               "cat run.err >&2")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+    res = in_private_mount(tmp_path, "size=1m", script)
     assert f"stopped {1 if stop == 'HUP' else 143}\n" in res.stderr, res.stderr
     ran = ledger.read_text().split()
     assert len(ran) == len(set(ran)) == (40 if stop == "HUP" else 32), "each ran once"
@@ -581,7 +589,7 @@ def test_outcomes_printed_before_a_full_state_dir_ended_the_run_are_not_lost(tmp
     logs filling a 2 MiB state directory. The run printed each task's outcome (the
     launcher's), gave up after 60 s without room, and `resume` — room made — recorded those
     tasks lost (no_exit_record), 4 runs in 7. None is lost now."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     zsw = f"{sys.executable} -m zellij_swarm"
     (tmp_path / "t.txt").write_text("".join("head -c 300000 /dev/zero | tr '\\0' x; echo; echo done\n"
                                             for _ in range(10)))
@@ -589,7 +597,7 @@ def test_outcomes_printed_before_a_full_state_dir_ended_the_run_are_not_lost(tmp
               "echo ended $? >&2; mount -o remount,size=20m state; "
               f"{zsw} resume --state-dir state --json --output quiet > summary.json; status=$?; "
               "cat run.err >&2; exit 0")
-    res = _in_private_mount(tmp_path, "size=2m", script)
+    res = in_private_mount(tmp_path, "size=2m", script)
     assert "ended 1" in res.stderr and "has had no room" in res.stderr, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert "lost" not in {t["status"] for t in summary["tasks"]}, summary["tasks"]
@@ -600,7 +608,7 @@ def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_
     exit sidecars are refused (their wrappers' ``exited`` lines still fit in the heartbeat's
     block); room is made and `resume` goes on. No record says how they ended: `unknown
     (state_dir_error)` — never `lost`, which a plain `retry` would run again."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     ledger = tmp_path / "ledger"
     (tmp_path / "t.txt").write_text("".join(f"until [ -e go ]; do sleep 0.02; done; echo t{i} >> {ledger}\n"
                                             for i in range(3)))
@@ -615,7 +623,7 @@ def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_
               f"{zsw} resume --state-dir state --output quiet; "
               f"{zsw} status --state-dir state --json > status.json; "
               f"{zsw} retry --state-dir state --output quiet; echo retry=$?")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+    res = in_private_mount(tmp_path, "size=1m", script)
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
     rows = json.loads((tmp_path / "status.json").read_text())["tasks"]
     assert {(t["status"], t["reason"]) for t in rows} == {("unknown", "state_dir_error")}, rows
@@ -626,10 +634,10 @@ def test_a_worker_that_ended_while_the_state_dir_was_full_and_no_supervisor_ran_
 def test_retry_and_resume_in_a_read_only_state_dir_are_a_clear_error_before_anything(tmp_path):
     """The state directory went read-only after the run: `retry` (and `resume`) refuse it as
     `run` does, in one line naming it (exit 2), not with the run's lock's OSError (exit 1)."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     (tmp_path / "t.txt").write_text("exit 1\n")
     zsw = f"{sys.executable} -m zellij_swarm"
-    res = _in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
+    res = in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
                                                  f"mount -o remount,ro state && {zsw} retry --state-dir state; "
                                                  "echo retry=$?")
     assert res.stdout.strip().endswith("retry=2"), res.stdout + res.stderr
@@ -643,10 +651,10 @@ def test_a_state_dir_with_too_little_room_for_a_run_is_a_clear_error_before_anyt
     full or read-only one — exit 2, one line naming it, nothing run — not "cannot write: No
     space left on device" (exit 1), which names nothing. An adversary: 288 KiB left on a
     tmpfs, a 100-task run."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     (tmp_path / "t.txt").write_text("".join(f"echo t{i} >> ledger\n" for i in range(100)))
     zsw = f"{sys.executable} -m zellij_swarm"
-    res = _in_private_mount(tmp_path, "size=2m", f"head -c 1760k /dev/zero > state/filler; "
+    res = in_private_mount(tmp_path, "size=2m", f"head -c 1760k /dev/zero > state/filler; "
                                                  f"{zsw} run --state-dir state --output quiet t.txt; echo run=$?")
     assert res.stdout.strip() == "run=2", res.stdout + res.stderr
     assert res.stderr == f"zellij-swarm: error: cannot use state directory {tmp_path}/state: No space left on " \
@@ -659,10 +667,10 @@ def test_retry_in_a_state_dir_that_filled_since_is_a_clear_error_before_anything
     (exit 2), as it refuses a read-only one, not with the run's lock's OSError (exit 1,
     "cannot write: No space left on device"); the run stays as it was, and retries once
     there is room."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     (tmp_path / "t.txt").write_text("echo ran >> ledger; [ -e ok ]\n")
     zsw = f"{sys.executable} -m zellij_swarm"
-    res = _in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
+    res = in_private_mount(tmp_path, "size=4m", f"{zsw} run --state-dir state --output quiet t.txt; "
                                                  "head -c 8m /dev/zero > state/filler 2>/dev/null; "
                                                  f"{zsw} retry --state-dir state --output quiet; echo retry=$?; "
                                                  f"rm state/filler; touch ok; {zsw} retry --state-dir state --output "
@@ -700,7 +708,7 @@ def test_cancel_of_a_run_whose_state_dir_is_full_still_stops_it(tmp_path):
     on. A whole-run cancel now stops it by the signal that cancels a run (SIGTERM, to the
     supervisor that holds the run), and says so; a cancel of some tasks, which no signal can
     carry, is refused in one line naming the state directory, nothing done."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     (tmp_path / "t.txt").write_text("".join(f"touch started.{i}; until [ -e go ]; do sleep 0.02; done\n"
                                             for i in range(4)))
     zsw = f"{sys.executable} -m zellij_swarm"
@@ -713,7 +721,7 @@ def test_cancel_of_a_run_whose_state_dir_is_full_still_stops_it(tmp_path):
               f"{zsw} cancel --state-dir state; echo whole=$?; "
               "wait $run; echo run=$?; kill $watchdog; rm state/filler; "
               f"{zsw} status --state-dir state --json > status.json")
-    res = _in_private_mount(tmp_path, "size=1m", script)
+    res = in_private_mount(tmp_path, "size=1m", script)
     assert "some=1\n" in res.stdout and "whole=0\n" in res.stdout and "run=143\n" in res.stdout, res
     assert "cannot send the cancel to run " in res.stderr and f"its state directory {tmp_path}/state cannot be " \
         "written (No space left on device); nothing was done" in res.stderr, res.stderr

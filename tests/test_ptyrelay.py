@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import pty
+import shlex
 import signal
 import struct
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import child_named, full, wait_until
+from swarmtest import child_named, full, in_private_mount, needs_unshare, wait_until
 
 from zellij_swarm.worker import _ptyrelay
 from zellij_swarm.worker.wrapper import PTY_RELAY
@@ -162,6 +163,26 @@ def test_a_log_that_cannot_be_written_loses_output_never_the_worker(tmp_path: Pa
     (SPEC §5.8: running workers go on). Its status is the worker's own now."""
     with relayed(Path("/dev/full"), "/bin/sh", "-c", "echo on; sleep 0.2; echo still on; exit 3") as (pid, m):
         assert _status(pid, m) == 3
+
+
+def test_a_full_state_dir_costs_the_relay_its_records_never_its_worker(tmp_path: Path) -> None:
+    """A state directory filled as a pane opened: the relay's record of its worker's session
+    (``--record``) could be created there but not written, the relay died of that before its
+    worker began, and the pane's generation — which ran nothing — was recorded ``unknown``,
+    never run again (a soak on the real Zellij: 16 tasks in 10 rounds). The record is a link
+    now, whose short target needs no room: the worker runs, its status is the relay's, and
+    while it runs its record names its session."""
+    needs_unshare(tmp_path)
+    record, ledger = tmp_path / "state/worker-session", tmp_path / "ledger"
+    worker = f'readlink {record} >> {ledger}; echo "ran $$" >> {ledger}; exit 3'
+    relay = shlex.join([*PTY_RELAY, "--record", str(record), str(tmp_path / "log"), "/bin/sh", "-c", worker])
+    res = in_private_mount(tmp_path, "size=64k", f"head -c 1M /dev/zero > state/filler 2>/dev/null; "
+                                                 f"{relay} < /dev/null; echo \"relay $?\"; ls -A state")
+    lines = ledger.read_text().splitlines() if ledger.exists() else []
+    assert len(lines) == 2 and lines[1].startswith("ran "), (lines, res.stdout, res.stderr)
+    pid = lines[1].split()[1]
+    assert lines[0] == f"{pid} {pid}", "the record names the worker's session"
+    assert res.stdout.splitlines() == ["relay 3", "filler"], res  # the worker's status; no record left
 
 
 def test_keys_reach_the_worker_through_its_own_line_discipline(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -67,7 +68,7 @@ def test_a_killed_relay_leaves_no_worker_that_ignores_the_hangup(swarm, backend,
         assert r.proc.wait(timeout=60) == 1
         assert run_processes(r.run.name) == []
     _stubborn_killed_and_next_ran(swarm)
-    assert not (r.run / "slots/slot-1/gen-1/worker-session").exists()
+    assert not os.path.lexists(r.run / "slots/slot-1/gen-1/worker-session")
 
 
 def test_a_relay_killed_as_it_drains_an_ended_worker_s_terminal_leaves_the_worker_s_end(tmp_path):
@@ -89,20 +90,33 @@ def test_a_relay_killed_as_it_drains_an_ended_worker_s_terminal_leaves_the_worke
                          stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     assert res.returncode == 3 and ended.read_text() == "3\n", res
 
-    def after_a_killed_relay(mark: str | None) -> str:
-        """The wrapper's status after ``RELAY_END``, its relay killed (137) with its record left."""
-        (tmp_path / generation_files.RELAY_RECORD).write_text("0 0\n")  # (a session of nothing)
+    record = tmp_path / generation_files.RELAY_RECORD
+
+    def after_a_killed_relay(mark: str | None, form: str) -> str:
+        """The wrapper's status after ``RELAY_END``, its relay killed (137) with its record left
+        in ``form`` (a link, as a relay writes it; a file, as one before links did)."""
+        _write_record(record, "0 0", form)  # (a session of nothing)
         ended.unlink(missing_ok=True)
         if mark is not None:
             ended.write_text(mark)
         script = f'_zsw_d={tmp_path}; _zsw_rc=137; {RELAY_END}; echo "$_zsw_rc"'
         return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
 
-    assert after_a_killed_relay("0\n") == "0\n"  # ended before its relay was killed: its own end
-    assert after_a_killed_relay("3\n") == "3\n"
-    assert after_a_killed_relay(None) == "137\n"  # killed before its worker ended: ended with it
-    assert after_a_killed_relay("") == "137\n"  # (a mark made on a full disk holds no code)
-    assert not (tmp_path / generation_files.RELAY_RECORD).exists()
+    for form in ("link", "file"):
+        assert after_a_killed_relay("0\n", form) == "0\n"  # ended before its relay was killed: its own end
+        assert after_a_killed_relay("3\n", form) == "3\n"
+        assert after_a_killed_relay(None, form) == "137\n"  # killed before its worker ended: ended with it
+        assert after_a_killed_relay("", form) == "137\n"  # (a mark made on a full disk holds no code)
+        assert not os.path.lexists(record)
+
+
+def _write_record(record: Path, text: str, form: str = "link") -> None:
+    """A relay's record of its worker's session (``_ptyrelay.write_record``): a link whose
+    target is ``text``, or a file holding it."""
+    if form == "link":
+        os.symlink(text, record)
+    else:
+        record.write_text(text + "\n")
 
 
 def _running(p: psutil.Process) -> bool:
@@ -122,7 +136,7 @@ def test_a_relay_that_ends_normally_leaves_no_session_record(tmp_path):
     res = subprocess.run([*PTY_RELAY, "--record", str(record), str(tmp_path / "log"), "/bin/sh", "-c", "exit 4"],
                          stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     assert res.returncode == 4, res.stderr
-    assert not record.exists() and os.path.exists(tmp_path / "log")
+    assert not os.path.lexists(record) and os.path.exists(tmp_path / "log")
 
 
 def test_a_zombie_worker_s_code_is_not_taken_for_its_end(tmp_path):
@@ -140,7 +154,7 @@ def test_a_zombie_worker_s_code_is_not_taken_for_its_end(tmp_path):
     worker = subprocess.Popen(["/bin/sh", "-c", "exit 0"], start_new_session=True)
     try:
         os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOWAIT)  # a zombie, its session its own
-        record.write_text(f"{worker.pid} {worker.pid}\n")
+        _write_record(record, f"{worker.pid} {worker.pid}")
         res = subprocess.run([*PTY_RELAY, "--end", str(record), str(ended)], capture_output=True, timeout=30)
         assert (res.returncode, res.stdout) == (0, b""), res
     finally:
@@ -167,7 +181,7 @@ def test_a_killed_relay_s_end_reaches_what_its_worker_started_in_a_session_of_it
         escaped = psutil.Process(int(pidfile.read_text()))
         assert os.getsid(escaped.pid) != worker.pid
         record = tmp_path / generation_files.RELAY_RECORD
-        record.write_text(f"{worker.pid} {worker.pid}\n")
+        _write_record(record, f"{worker.pid} {worker.pid}")
         res = subprocess.run([*PTY_RELAY, "--end", str(record)], capture_output=True, timeout=30)
         assert res.returncode == 0, res
         assert worker.wait(timeout=10) == -9

@@ -17,8 +17,7 @@ from typing import Any
 import psutil
 import pytest
 from harness import Harness, Mux, Pane, Work, task
-from swarmtest import GATE, kill_run_processes, wait_until
-from test_faults import _in_private_mount, _needs_unshare
+from swarmtest import GATE, in_private_mount, kill_run_processes, needs_unshare, wait_until
 from test_state_dir_full import patch_full
 from tmuxtest import outside_env
 
@@ -144,7 +143,7 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
     for room, as a headless one is. It went to the pane-fault path instead, whose supervisor
     claim could not be written either: `internal error: OSError: [Errno 28] No space left on
     device`, the run left interrupted with its panes running."""
-    _needs_unshare(tmp_path)
+    needs_unshare(tmp_path)
     tasks = 40
     ledger = tmp_path / "ledger"
     (tmp_path / "t.txt").write_text("".join(f"sleep 0.1; echo t{i} >> {ledger}\n" for i in range(tasks)))
@@ -157,7 +156,7 @@ def test_a_pane_generation_dispatched_into_a_full_state_dir_waits_for_room_inste
               "head -c 16M /dev/zero > state/filler 2>/dev/null; "
               f"until grep -q '{held}' err || ! kill -0 $run; do sleep 0.02; done; "  # it noticed, or ended
               "sleep 1; rm state/filler; wait $run; code=$?; cat err >&2; exit $code")
-    res = _in_private_mount(tmp_path, "size=8m", script)
+    res = in_private_mount(tmp_path, "size=8m", script)
     assert "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert res.returncode in (0, 1), res.stderr
     assert "is full or cannot be written" in res.stderr and "has room again" in res.stderr, res.stderr

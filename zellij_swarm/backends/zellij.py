@@ -98,8 +98,10 @@ _PANE_GONE = ") not found"  # the end of Zellij's answer to an action on a pane 
 RELAY_RUNNER = quoting.shell_line(PTY_RELAY) + (
     f' --record "$_zsw_d/{generation_files.RELAY_RECORD}" --ended "$_zsw_d/{generation_files.WORKER_ENDED}"'
     ' "$_zsw_d/output.log"')
-# (the worker's code, when it had ended before its relay was killed: ``_ptyrelay.end_session``)
-RELAY_END = (f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {{ _zsw_w=$({quoting.shell_line(PTY_RELAY)} '
+# (the worker's code, when it had ended before its relay was killed: ``_ptyrelay.end_session``;
+# the record is a link whose target is no file: ``-e`` alone does not see it)
+RELAY_END = (f'[ ! -h "$_zsw_d/{generation_files.RELAY_RECORD}" ] && '
+             f'[ ! -e "$_zsw_d/{generation_files.RELAY_RECORD}" ] || {{ _zsw_w=$({quoting.shell_line(PTY_RELAY)} '
              f'--end "$_zsw_d/{generation_files.RELAY_RECORD}" "$_zsw_d/{generation_files.WORKER_ENDED}") && '
              '[ -n "$_zsw_w" ] && _zsw_rc=$_zsw_w; }')
 _FOREVER = "2147483647"

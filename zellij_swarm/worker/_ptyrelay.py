@@ -36,7 +36,8 @@ A relay killed outright (SIGKILL, the OOM killer) cannot pass anything on, and i
 session leader on a terminal of its own, may ignore the hang-up the terminal's end sends it:
 it would run on unrecorded while its slot runs the next task. So with ``--record FILE`` the
 relay writes the worker's pid and session to FILE before the worker starts (the forked child
-waits for it), and removes FILE once it has the worker's status. FILE left behind means the
+waits for it) — a link whose target holds them, which a full disk still takes
+(``write_record``) — and removes FILE once it has the worker's status. FILE left behind means the
 relay died first: ``_ptyrelay.py --end FILE ENDED``, which the wrapper runs before it
 records the exit, kills every process of that session, and every process they started
 (one that ``setsid``s is the worker's work too), and waits until they are gone — and
@@ -161,16 +162,57 @@ def start(argv: list[str], outer: list[Any] | None, size: bytes | None,
     os.close(slave)
     os.close(go_r)
     if record is not None:
-        draft = f"{record}.draft"
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            write_all(fd, f"{pid} {pid}\n".encode())
-        finally:
-            os.close(fd)
-        os.rename(draft, record)
+        write_record(record, pid)
     os.write(go_w, b"1")
     os.close(go_w)
     return pid, master, held
+
+
+def write_record(record: str, worker: int) -> None:
+    """The record of the worker's session (its pid: it leads the session) for ``--end``: a
+    symbolic link whose target holds it, made whole at once. So short a target lives in the
+    link's inode (ext4, tmpfs), so no data block is needed: a state directory filled while
+    the pane opened still takes it — a file made there stays empty, and the relay died of
+    that before its worker began, recorded ``unknown`` as if it had run (a real Zellij, a
+    soak, 16 tasks in 10 rounds). Failing that, a file, as before; failing both, the worker
+    runs without a record — a full disk costs records, never the worker (SPEC §5.8) — and
+    only a relay then killed outright would leave it unended."""
+    text = f"{worker} {worker}"
+    try:
+        os.symlink(text, record)
+        return
+    except OSError:
+        pass
+    draft = f"{record}.draft"
+    try:
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            write_all(fd, f"{text}\n".encode())
+        finally:
+            os.close(fd)
+        os.rename(draft, record)
+    except OSError:
+        try:
+            os.unlink(draft)
+        except OSError:
+            pass
+
+
+def read_record(record: str) -> bytes | None:
+    """What ``write_record`` left at ``record`` (a link's target, or a file's text: a relay of
+    an earlier version, or a filesystem without links); None when there is none. A link is
+    read, never followed."""
+    try:
+        return os.fsencode(os.readlink(record))
+    except FileNotFoundError:
+        return None
+    except OSError:  # EINVAL: no link
+        pass
+    try:
+        with open(record, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
 
 
 def end_session(record: str, ended: str | None = None) -> None:
@@ -188,10 +230,10 @@ def end_worker_session(record: str, ended: str | None = None) -> int | None:
     terminal, and its own death is not the worker's (a Zellij pane's worker that exited 0 was
     recorded 137 and ran again)."""
     try:
-        with open(record, "rb") as f:
-            session = int(f.read().split()[1])
-    except FileNotFoundError:
-        return None
+        text = read_record(record)
+        if text is None:
+            return None
+        session = int(text.split()[1])
     except (OSError, ValueError, IndexError):
         session = 0  # garbled: nothing is known to end
     code = worker_code(ended) if ended is not None else None
