@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import os
 import pty
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from swarmtest import child_named, wait_until
+from swarmtest import child_named, in_private_mount, needs_unshare, wait_until
 
 from zellij_swarm.records import envfile, generation_files, rundir
 from zellij_swarm.worker import procs, wrapper
@@ -341,3 +342,15 @@ def test_a_slurm_steps_pane_leader_records_its_sruns_death_by_a_signal_it_did_no
     code, killed = led("READY; exec sleep 30", term=True)  # the leader's own passing on
     assert code == 128 + signal.SIGTERM and not killed.exists()
     assert not (tmp_path / "hangup").exists()
+
+
+def test_a_full_disk_costs_the_pane_leader_its_records_never_its_end(tmp_path):
+    """The leader writes what killed its child from outside (``--killed``) before the pane can
+    close; on a state directory with no room that write raised, and the leader died of it
+    (Python's exit 1) in place of giving the child's end (138: SIGUSR1). Records are lost,
+    as the wrapper's ``printf`` loses them; the end is the child's."""
+    needs_unshare(tmp_path)
+    leader = shlex.join([*wrapper.PANE_LEADER, "--killed", "state/killed", "/bin/sh", "-c", "kill -USR1 $$"])
+    res = in_private_mount(tmp_path, "size=64k", f"head -c 1M /dev/zero > state/filler 2>/dev/null; "
+                                                 f"{leader} < /dev/null; echo \"leader $?\"")
+    assert res.stdout.splitlines() == [f"leader {128 + signal.SIGUSR1}"], res

@@ -298,7 +298,8 @@ class Records:
 
 def _append(path: str, text: str) -> None:
     """Append as the wrapper does (``wrapper._after_worker``): never through a link, never to
-    what is not a plain file."""
+    what is not a plain file — and, as the wrapper's ``printf``, a write a full disk refuses is
+    lost, not the leader: it raised, and the leader died with its worker's end unreaped."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError:
@@ -306,6 +307,8 @@ def _append(path: str, text: str) -> None:
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
             os.write(fd, text.encode())
+    except OSError:
+        pass
     finally:
         os.close(fd)
 
