@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fakeprocs import command_line
 from realzellij import RealZellij
-from swarmtest import GATE, kill_run_processes, wait_until
+from swarmtest import GATE, full, kill_run_processes, wait_until
 from zellijtest import FAST, retry_after_the_supervisor_is_killed
 
 from zellij_swarm.backends import zellij_cli
@@ -256,20 +256,24 @@ def test_a_session_nobody_watches_that_is_not_the_runs_own_is_not_waited_on(swar
     assert rz.act("theirs", "query-tab-names", answer="Tab #1").split("\n")[:-1] == ["Tab #1"]
 
 
-def test_a_session_whose_socket_path_would_be_too_long_is_refused_before_anything(swarm, rz: RealZellij):
+@pytest.mark.parametrize("which", ["rz", full("rz_pre044")])
+def test_a_session_whose_socket_path_would_be_too_long_is_refused_before_anything(swarm, which, request):
     """Zellij refuses to make a session whose socket's path is over 107 bytes, as `attach`
     makes it: the run went on headless with a warning cut at its colon, or, with
     --require-zellij, cancelled every task (exit 1). A `--session` (or ZELLIJ_SWARM_SESSION)
     too long for the socket directory, or a ZELLIJ_SOCKET_DIR too long for the run's own
-    session, is bad input: one line, exit 2, no run; one byte shorter runs."""
+    session, is bad input: one line, exit 2, no run; one byte shorter runs. Before 0.44 the
+    sockets are in a directory named for the version (contract §1)."""
+    rz: RealZellij = request.getfixturevalue(which)
+    sockets = f"{rz.sockdir}/{'contract_version_1' if which == 'rz' else rz.version}"
     swarm.write("t.txt", "echo hi\n")
-    room = zellij_cli.SOCKET_PATH_MAX - len(f"{rz.sockdir}/contract_version_1/")
+    room = zellij_cli.SOCKET_PATH_MAX - len(f"{sockets}/")
     for name, extra in (("x" * (room + 1), ()), ("y" * (room + 1), ("--require-zellij",))):
         res = swarm("run", "t.txt", "--backend", "zellij", "--session", name, *extra, env=rz.env(), timeout=60)
         assert res.code == 2 and res.stderr.count("\n") == 1, res
         assert res.stderr.startswith(f"zellij-swarm: error: invalid session '{name}' (from flag --session): "
-                                     "expected a shorter name, or a shorter ZELLIJ_SOCKET_DIR: zellij 0.45.0 would "
-                                     f"make its socket {rz.sockdir}/contract_version_1/{name} (108 bytes), "
+                                     "expected a shorter name, or a shorter ZELLIJ_SOCKET_DIR: "
+                                     f"zellij {rz.version} would make its socket {sockets}/{name} (108 bytes), "
                                      "over the 107 "), res
     long_dir = f"{rz.sockdir}/{'d' * 70}"
     res = swarm("run", "t.txt", "--backend", "zellij", env=rz.env(ZELLIJ_SOCKET_DIR=long_dir), timeout=60)
