@@ -57,16 +57,14 @@ class SoakSwarm:
         self.run_id = ""
 
     def _private_zellij(self) -> None:
-        """The real Zellij first on PATH, with a home, a config and a socket directory of the
-        soak's own: its sessions are never the user's, and ``close`` ends every one. The
-        socket directory is short (``/tmp/zsk-…``): a session's socket path must fit 108 bytes."""
-        versions = dict(line.split("=", 1) for line in (ROOT / "scripts/zellij-versions").read_text().splitlines()
-                        if "=" in line and not line.startswith("#"))
-        cache = os.environ.get("ZSW_ZELLIJ_CACHE") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zellij-swarm")
-        binary = Path(cache) / f"zellij-{versions['ci'].strip()}" / "bin" / "zellij"
-        if not os.access(binary, os.X_OK):
-            raise SystemExit(f"soak: no real Zellij at {binary} (scripts/setup builds it)")
+        """The real Zellij of CI's version first on PATH (where ``scripts/build-zellij``, its one
+        owner, says it is), with a home, a config and a socket directory of the soak's own: its
+        sessions are never the user's, and ``close`` ends every one. The socket directory is
+        short (``/tmp/zsk-…``): a session's socket path must fit 108 bytes."""
+        built = subprocess.run([str(ROOT / "scripts/build-zellij"), "ci"], capture_output=True, text=True)
+        if built.returncode != 0:  # (scripts/soak builds it first, through scripts/setup)
+            raise SystemExit(f"soak: no real Zellij: {built.stderr.strip()}")
+        binary = Path(built.stdout.strip())
         home, config = self.dir / "home", self.dir / "home/.config/zellij"
         config.mkdir(parents=True)
         (config / "config.kdl").write_text(ZELLIJ_CONFIG)
