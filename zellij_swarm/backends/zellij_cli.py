@@ -22,6 +22,7 @@ from typing import Any
 
 from zellij_swarm import external, names
 from zellij_swarm.backends.base import alive_unless_gone
+from zellij_swarm.config.swarmfile import unencodable
 from zellij_swarm.exc import BackendError
 
 CALL_TIMEOUT = 10.0
@@ -109,15 +110,7 @@ def readable(env: Mapping[str, str]) -> dict[str, str]:
     went headless. Every call of ``Zellij`` gets this environment, and so does a client that
     may start a server (``zellij_attach``; ``--version`` reads none); the workers in its panes
     get the caller's whole, as every pane does, from the run's saved copy (``envfile``)."""
-    return {k: v for k, v in env.items() if _utf8(k) and _utf8(v)}
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return {k: v for k, v in env.items() if unencodable(k) is None and unencodable(v) is None}
 
 
 def pane_number(pane_id: str) -> int | None:
