@@ -139,9 +139,10 @@ ADDED_EVENTS = frozenset({"task_added"})  # the event-log lines ``task_specs`` r
 
 
 class RecordedSpecs(Sequence[swarmfile.TaskSpec]):
-    """A run's task specs read back from its records (``task_specs``: each one checked), in id
-    order, each turned into what the run holds of it when first asked for: its spec (``[i]``),
-    or, for a task that goes back into the queue untouched, its spec packed (``packed``:
+    """A run's task specs read back from its records (``task_specs``: each one checked, and
+    taken as checked from then on), in id order, each turned into what the run holds of it
+    when first asked for: its spec (``[i]``), or, for a task that goes back into the queue
+    untouched, its spec packed (``packed``:
     ``swarmfile.pack_record``, some 70 bytes for a line of a lines file, where its record read
     from ``run.json`` takes some 800 and its spec 300). A resumed run of 100,000 tasks makes the
     specs and records of those that ran only, as the run did; the records read are let go of as
@@ -157,14 +158,15 @@ class RecordedSpecs(Sequence[swarmfile.TaskSpec]):
             return held
         if isinstance(held, swarmfile.TaskSpec):
             return held.pack()
-        packed = self._held[index] = swarmfile.pack_record(held)
+        packed = self._held[index] = swarmfile.pack_record(held, checked=True)
         return packed
 
     def _spec(self, index: int) -> swarmfile.TaskSpec:
         held = self._held[index]
         if isinstance(held, swarmfile.TaskSpec):
             return held
-        spec = swarmfile.TaskSpec.unpack(held) if isinstance(held, bytes) else swarmfile.TaskSpec.from_record(held)
+        spec = swarmfile.TaskSpec.unpack(held) if isinstance(held, bytes) \
+            else swarmfile.TaskSpec.from_record(held, checked=True)
         self._held[index] = spec
         return spec
 
