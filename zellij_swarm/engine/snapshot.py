@@ -26,6 +26,7 @@ from zellij_swarm.engine.policy import RunStop
 from zellij_swarm.engine.slots import Slots
 from zellij_swarm.records import generation_files, snapshot_file
 from zellij_swarm.records.rows import TaskRow, WarningRow
+from zellij_swarm.records.rows_index import NewestLines
 from zellij_swarm.records.rundir import RunPaths
 from zellij_swarm.records.snapshot_file import RowsFile
 from zellij_swarm.records.states import RunState, SlotState, TaskStatus
@@ -137,29 +138,46 @@ class Followed:
         order they are added (``Supervisor.add_tasks``, a resumed run's too), so the next
         unseen one is the next number — and the table may have let go of followed ones that
         ended (``take_settled``). A task still packed in the table is pending as it was
-        added: its row is written from its spec, and its record, once made, reports here."""
-        while (task := tasks.look(self._seen + 1)) is not None:
-            if isinstance(task, TaskRecord):
-                self._follow(task)
-            else:
-                self.counts[TaskStatus.PENDING] += 1
-                self.rows.add(snapshot_file.pending_line(task["name"], task_id(self._seen + 1),
-                                                         packed_spec_fields(task)))
-            self._seen += 1
+        added: its row is written from its spec, and its record, once made, reports here.
+
+        The first call of a resumed run's supervisor finds the rows of the tasks it restored
+        in the file already, as the supervisor before it wrote them: a row that is its task's
+        newest line there as it is now is not written again (``_write``). A resumed run of
+        100,000 tasks wrote all of them again in its first snapshot — 40 MB, and a second of
+        the loop's time before any slot was refilled."""
+        earlier = self.rows.earlier_rows() if self._seen == 0 else None
+        try:
+            while (task := tasks.look(self._seen + 1)) is not None:
+                if isinstance(task, TaskRecord):
+                    self._follow(task, earlier)
+                else:
+                    self.counts[TaskStatus.PENDING] += 1
+                    self._write(self._seen + 1, snapshot_file.pending_line(
+                        task["name"], task_id(self._seen + 1), packed_spec_fields(task)), earlier)
+                self._seen += 1
+        finally:
+            if earlier is not None:
+                earlier.close()
         tasks.follow_from(self, self._seen)
 
-    def _follow(self, task: TaskRecord) -> None:
+    def _follow(self, task: TaskRecord, earlier: NewestLines | None) -> None:
         task.journal = self
         self.counts[task.status] += 1
         for attempt in task.history:
             self.metrics.add(attempt)
         if task.status.terminal:
-            self.rows.add(snapshot_file.encode(task.frozen_row()))
+            self._write(task.order, snapshot_file.encode(task.frozen_row()), earlier)
             self.settled.append(task)
         elif task.status == TaskStatus.RUNNING:
             self._loose[task.id] = task
         else:
-            self._write_waiting(task)
+            self._write_waiting(task, earlier)
+
+    def _write(self, order: int, line: bytes, earlier: NewestLines | None) -> None:
+        """Add the row ``line`` of task ``t<order>`` to the rows file — unless ``earlier``
+        holds it as that task's newest line, which readers take already."""
+        if earlier is None or not earlier.holds(order, line[:-1]):
+            self.rows.add(line)
 
     def settle(self) -> list[TaskRecord]:
         """Write the rows of the waiting tasks that changed; the running tasks, in plan order."""
@@ -173,13 +191,14 @@ class Followed:
         running.sort(key=lambda t: t.order)
         return running
 
-    def _write_waiting(self, task: TaskRecord) -> None:
+    def _write_waiting(self, task: TaskRecord, earlier: NewestLines | None = None) -> None:
         if task.attempts == 0 and not task.history and not task.warnings and task.status == TaskStatus.PENDING and all(
                 v is None for v in (task.slot, task.generation, task.pid, task.pane_id, task.started_at,
                                     task.ended_at, task.exit_code, task.signal, task.reason)):
-            self.rows.add(snapshot_file.pending_line(task.name, task.id, task.optional_fields))  # as it was added
+            line = snapshot_file.pending_line(task.name, task.id, task.optional_fields)  # as it was added
         else:
-            self.rows.add(snapshot_file.encode(task.row(now=None)))
+            line = snapshot_file.encode(task.row(now=None))
+        self._write(task.order, line, earlier)
 
 
 _FOLLOWED: weakref.WeakKeyDictionary[RunView, Followed] = weakref.WeakKeyDictionary()

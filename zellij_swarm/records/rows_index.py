@@ -300,18 +300,33 @@ class NewestLines:
     def line(self, n: int) -> bytes | None:
         """Task ``t<n>``'s newest line, None when the index does not point at a line of it."""
         entry = self._entry(n)
-        if entry is None:
+        line = self._whole_line(entry[0], entry[1]) if entry is not None else None
+        if line is None:
             return None
-        offset, length, _ = entry
-        start = offset - 1 if offset else 0  # the byte before it too: a line starts after a newline
-        end = offset + length
-        read = os.pread(self._rows, end - start, start) if isinstance(self._rows, int) else self._rows[start:end]
-        if len(read) != end - start or read[-1:] != b"\n" or (offset and read[:1] != b"\n"):
-            return None
-        line = read[offset - start:-1]
         # a row's own quotes are escaped: its id and status keys, in this order, are only its own
         return line if line.startswith(b'{"name":"') and b'","id":"t%d","status":"' % n in line \
             and intact(line) else None
+
+    def holds(self, n: int, line: bytes) -> bool:
+        """Whether task ``t<n>``'s newest line is ``line`` (a row of that task as
+        ``snapshot_file`` writes it, its newline cut), byte for byte: what ``line`` checks of
+        the row found, ``line`` is already."""
+        entry = self._entry(n)
+        return entry is not None and entry[1] == len(line) + 1 and self._whole_line(entry[0], entry[1]) == line
+
+    def _whole_line(self, offset: int, length: int) -> bytes | None:
+        """The line of ``length`` bytes (its newline in them) at ``offset``, without its
+        newline; None unless a newline ends it and another, or the file's start, comes
+        before it (or it cannot be read)."""
+        start = offset - 1 if offset else 0  # the byte before it too: a line starts after a newline
+        end = offset + length
+        try:
+            read = os.pread(self._rows, end - start, start) if isinstance(self._rows, int) else self._rows[start:end]
+        except OSError:
+            return None
+        if len(read) != end - start or read[-1:] != b"\n" or (offset and read[:1] != b"\n"):
+            return None
+        return read[offset - start:-1]
 
 
 _CONTROL_BYTES = bytes(range(32))

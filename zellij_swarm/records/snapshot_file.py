@@ -112,6 +112,18 @@ class RowsFile:
         if self._queued_bytes >= _BATCH and not self._tail_dirty:  # the rows of 100,000 new tasks
             self.commit()  # are not held all at once (after a failed write: at the next snapshot)
 
+    def earlier_rows(self) -> rows_index.NewestLines | None:
+        """The newest line of each task as the file holds it before this writer's first line
+        — a resumed run's, as the supervisor before this one left them — from its index,
+        brought up to the file first (``commit``); None when the index cannot say, or this
+        writer has written already. ``close`` it when done."""
+        if self.committed is not None or self._queued:
+            return None
+        committed = self.commit()
+        if self.committed is None or not committed:  # an empty file, or one that could not be opened
+            return None
+        return rows_index.newest_lines(self.path.parent, self.path.name, committed, mapped=False)
+
     def uncommitted(self) -> list[TaskRow]:
         """The rows queued and not yet in the file (after a failed write)."""
         return [jsontext.loads(line) for line in self._queued]
