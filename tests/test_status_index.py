@@ -43,6 +43,12 @@ def _whole(run: FakeRun) -> list[dict[str, Any]]:
     return snapshot_file.RowsReader().merge(written, run.paths.dir)["tasks"]  # type: ignore[no-any-return]
 
 
+def _snap_of(committed: int) -> dict[str, Any]:
+    """A snapshot that names the rows file up to ``committed`` bytes and holds no row itself."""
+    return {"run_id": "r", "state": "running", "started_at": 1.0, "counts": {}, "tasks": [], "slots": [],
+            "metrics": {}, "warnings": [], "rows": snapshot_file.reference(committed)}
+
+
 def _big_run(tmp_path: Path, n: int = 300, failed: tuple[int, ...] = (7, 120, 299)) -> FakeRun:
     """``n`` tasks: the first half ended (``failed`` failed, the others succeeded, each at
     once), then two running, the rest pending."""
@@ -183,6 +189,29 @@ def test_the_next_writer_makes_the_index_whole_again(tmp_path: Path, how: str) -
     index = rows_index.newest_lines(run.paths.dir, ROWS_FILE, n)
     assert index is not None and len(index.numbers()) == 298  # trusted again (the two running rows are the snapshot's)
     assert snapshot_file.rows_with(written, run.paths.dir, None) == snapshot_file.merge(written, run.paths.dir)["tasks"]
+
+
+def test_an_index_write_cut_short_by_a_full_disk_is_never_believed(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fills as the index grows may take part of a write of its entries: the
+    header must not then say the index covers the lines those entries were for, or an entry
+    left as it was points at an older line of its task, taken for its newest."""
+    rows = RowsFile(tmp_path / ROWS_FILE)
+    rows.add(snapshot_file.encode(_row("t1", "pending")))
+    rows.add(snapshot_file.encode(_row("t2", "pending")))
+    first = rows.commit()
+    real_pwrite = os.pwrite
+    # the two entries' write takes the first only; the header's (at 0) is whole
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, at: real_pwrite(fd, data[:16] if at else data, at))
+    rows.add(snapshot_file.encode(_row("t2", "failed")))
+    rows.add(snapshot_file.encode(_row("t1", "failed")))
+    n = rows.commit()
+    monkeypatch.undo()
+    assert n > first
+    written = _snap_of(n)
+    got = snapshot_file.rows_with(written, tmp_path, frozenset({"pending", "failed"}))  # through the index, if believed
+    assert [row["status"] for row in got] == ["failed", "failed"]
+    assert got == snapshot_file.merge(written, tmp_path)["tasks"]
 
 
 def test_a_torn_line_left_by_a_killed_writer_is_not_indexed(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ missing index, only slower.
 
 from __future__ import annotations
 
+import errno
 import heapq
 import mmap
 import os
@@ -154,9 +155,9 @@ class IndexWriter:
         self._own = st.st_ino
         try:
             for first, run in _runs(sorted(self._entries)):
-                os.pwrite(fd, b"".join(self._entries[n] for n in run), _HEADER.size + _ENTRY.size * first)
+                _write_at(fd, b"".join(self._entries[n] for n in run), _HEADER.size + _ENTRY.size * first)
             self._entries.clear()
-            os.pwrite(fd, _header(covered, self._inode), 0)
+            _write_at(fd, _header(covered, self._inode), 0)
             self._covered = covered
         finally:
             os.close(fd)
@@ -170,6 +171,15 @@ class IndexWriter:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` all of ``data``, or raise: a write cut short (a disk that filled as the index
+    grew) must not be followed by a header saying the index covers lines whose entries did not
+    all reach it — those left would point at an older line of their task, which readers, and a
+    resumed supervisor deciding which rows it need not write again, would take for its newest."""
+    if os.pwrite(fd, data, offset) != len(data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def _a_row(line: bytes) -> bool:
