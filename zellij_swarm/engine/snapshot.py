@@ -145,7 +145,10 @@ class Followed:
         newest line there as it is now is not written again (``_write``): a resumed run of
         100,000 tasks wrote all of them again in its first snapshot, 40 MB and their index
         entries each time it was resumed. (Each row is still made, to be compared: that
-        snapshot takes the time it took.)"""
+        snapshot takes the time it took.) The index says which line is a task's newest; a
+        file changed in place after it was indexed, so that a later line now names another
+        task, reads otherwise than its index — and is no longer set right by a resume, which
+        wrote every row again before."""
         earlier = self.rows.earlier_rows() if self._seen == 0 else None
         try:
             while (task := tasks.look(self._seen + 1)) is not None:
