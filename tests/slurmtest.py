@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 SLURM_LOCAL = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local"
+# Starts of the cluster before its tests fail: once, on a machine booted minutes before, the
+# daemons of one test process did not answer within slurm-local's 30 s (and did at once
+# afterwards): 92 tests failed for it. Each failed start's logs are in the failure.
+START_TRIES = 2
 
 
 @pytest.fixture(scope="session")
@@ -52,12 +56,6 @@ def cluster() -> Iterator[dict[str, str]]:
     finally:
         subprocess.run([sys.executable, str(SLURM_LOCAL), "stop", *args], timeout=60)
         shutil.rmtree(d, ignore_errors=True)
-
-
-# Starts of the cluster before its tests fail: once on a machine booted minutes before, the
-# daemons of one test process did not answer within slurm-local's 30 s, and did at once
-# afterwards — 92 tests failed for it. The logs of each failed start are in the failure.
-START_TRIES = 2
 
 
 def _log_tails(d: Path, lines: int = 15) -> str:
